@@ -1,0 +1,107 @@
+//===- FSDPAttrs.td - fsdp attributes and types --------------*- tablegen -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPATTRS_TD
+#define FSDP_DIALECT_FSDP_IR_FSDPATTRS_TD
+
+include "fsdp/Dialect/FSDP/IR/FSDPBase.td"
+include "mlir/IR/BuiltinTypes.td"
+
+class FSDP_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<FSDP_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def FSDP_InitAttr : FSDP_Attr<"Init", "init"> {
+  let summary = "how a parameter or buffer is initialized (torch.nn.init)";
+  let description = [{
+    `zeros`, `ones`, `constant(value)`, `normal(mean, std)`, `uniform(a, b)`,
+    `trunc_normal(mean, std, a, b)`, `xavier_uniform(gain)`,
+    `xavier_normal(gain)`, `kaiming_uniform(a)` and `kaiming_normal(a)`, with
+    the meaning of the torch.nn.init functions of the same names (kaiming:
+    mode fan_in, nonlinearity leaky_relu with negative slope `a`; fans as
+    PyTorch computes them: dim 1 × receptive field and dim 0 × receptive
+    field). nn.Linear's default weight init is `kaiming_uniform(2.2360679...)`
+    (a = √5) and its bias `uniform(-1/√in, 1/√in)`.
+
+    ```mlir
+    #fsdp.init<normal(0.0, 0.02)>
+    #fsdp.init<zeros>
+    ```
+  }];
+  // The arguments are a DenseF64ArrayAttr because LLVM cannot hash doubles.
+  let parameters = (ins "::mlir::fsdp::InitKind":$kind,
+                        "::mlir::DenseF64ArrayAttr":$args);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Number of arguments `kind` takes.
+    static unsigned getArity(::mlir::fsdp::InitKind kind);
+    /// Whether `kind` derives its scale from fans (needs rank >= 2).
+    bool needsFans() const;
+  }];
+}
+
+def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
+  let summary = "marks a module as an FSDP unit";
+  let description = [{
+    A module carrying this attribute owns one flat parameter holding every
+    parameter of its subtree that no nested unit owns (FullyShardedDataParallel
+    / fully_shard on that module). `reshard_after_forward` overrides the
+    strategy's choice for this unit, as FSDP2's per-module argument.
+
+    ```mlir
+    #fsdp.unit
+    #fsdp.unit<reshard_after_forward = false>
+    ```
+  }];
+  let parameters = (ins OptionalParameter<"::mlir::BoolAttr">:$reshard_after_forward);
+  let hasCustomAssemblyFormat = 1;
+}
+
+def FSDP_MeshAttr : FSDP_Attr<"Mesh", "mesh"> {
+  let summary = "the device mesh: 1-D [shard] or 2-D [replicate, shard]";
+  let description = [{
+    Full sharding uses a 1-D mesh of `shard` ranks; hybrid sharding a 2-D
+    mesh of `replicate` groups of `shard` ranks (rank = r·shard + s, so a
+    shard group is contiguous ranks, as PyTorch's intra-node groups).
+    No-shard (DDP) is `replicate = N, shard = 1`.
+
+    ```mlir
+    #fsdp.mesh<shard = 4>
+    #fsdp.mesh<replicate = 2, shard = 4>
+    ```
+  }];
+  let parameters = (ins "int64_t":$replicate, "int64_t":$shard);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// 1 for a [shard] mesh, 2 for [replicate, shard].
+    unsigned getRank() const { return getReplicate() == 0 ? 1 : 2; }
+    int64_t getWorldSize() const {
+      return getShard() * (getReplicate() == 0 ? 1 : getReplicate());
+    }
+    /// The number of ranks in `group`, or failure when the mesh lacks it.
+    ::mlir::FailureOr<int64_t> getGroupSize(::mlir::fsdp::MeshGroup group) const;
+  }];
+}
+
+class FSDP_Type<string name, string typeMnemonic>
+    : TypeDef<FSDP_Dialect, name> {
+  let mnemonic = typeMnemonic;
+}
+
+def FSDP_TokenType : FSDP_Type<"Token", "token"> {
+  let summary = "an in-flight unshard: the full tensor it will produce";
+  let description = [{
+    Returned by `fsdp.unshard` (an asynchronous all-gather) and consumed by
+    `fsdp.wait`, which yields the gathered tensor.
+
+    ```mlir
+    !fsdp.token<tensor<76xf32>>
+    ```
+  }];
+  let parameters = (ins "::mlir::RankedTensorType":$value_type);
+  let assemblyFormat = "`<` $value_type `>`";
+}
+
+#endif // FSDP_DIALECT_FSDP_IR_FSDPATTRS_TD

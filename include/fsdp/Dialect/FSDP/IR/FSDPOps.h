@@ -1,0 +1,33 @@
+//===- FSDPOps.h - fsdp dialect attributes, types and operations -*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPOPS_H
+#define FSDP_DIALECT_FSDP_IR_FSDPOPS_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPTypes.h.inc"
+
+namespace mlir::fsdp {
+class ForwardOp;
+class NNModuleOp;
+} // namespace mlir::fsdp
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
+
+#endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_H

@@ -1,0 +1,369 @@
+//===- FSDPOps.td - fsdp dialect operations ------------------*- tablegen -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPOPS_TD
+#define FSDP_DIALECT_FSDP_IR_FSDPOPS_TD
+
+include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def FSDP_DataTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
+def FSDP_StateTensor : StaticShapeTensorOf<[F32, BF16, F16, I32, I64]>;
+def FSDP_FlatTensor : 1DTensorOf<[F32, BF16, F16]>;
+
+//===----------------------------------------------------------------------===//
+// Model structure
+//===----------------------------------------------------------------------===//
+
+def FSDP_ModelOp : FSDP_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
+    NoRegionArguments, NoTerminator, SingleBlock]> {
+  let summary = "a model: the root of a module tree";
+  let description = [{
+    Holds exactly one `fsdp.module`, the root (the object a user hands to
+    FullyShardedDataParallel). Fully-qualified names of parameters are paths
+    from the root, without the root's own name (`module.1.0.weight`), as
+    `named_parameters()` gives them. The root's forward returns the loss
+    (a 0-d float tensor) first.
+
+    ```mlir
+    fsdp.model @mlp {
+      fsdp.module @root kind "MLP" { ... }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The root module (null on unverified IR without one).
+    NNModuleOp getRoot();
+  }];
+}
+
+// The C++ class is NNModuleOp (a torch.nn.Module) so that it never shadows the
+// builtin mlir::ModuleOp inside namespace mlir::fsdp.
+def FSDP_NNModuleOp : FSDP_Op<"module", [Symbol, SymbolTable,
+    IsolatedFromAbove, NoRegionArguments, NoTerminator, SingleBlock,
+    ParentOneOf<["ModelOp", "NNModuleOp"]>]> {
+  let summary = "a module: parameters, buffers, children and a forward";
+  let description = [{
+    The symbol is the attribute name under which the parent holds the module
+    (`@"0"` for the first entry of a Sequential), `kind` its class name. The
+    body declares `fsdp.param`s and `fsdp.buffer`s, nested modules and at most
+    one `fsdp.forward` (containers such as ModuleList have none and are never
+    called). A `unit` marks the module as an FSDP unit.
+
+    ```mlir
+    fsdp.module @"0" kind "Linear" unit {
+      fsdp.param @weight : tensor<16x4xf32> init <kaiming_uniform(2.2360679774997898)>
+      fsdp.param @bias : tensor<16xf32> init <uniform(-0.5, 0.5)>
+      fsdp.forward (%x: tensor<4x4xf32>) -> tensor<4x16xf32> {
+        %w = fsdp.get_param @weight : tensor<16x4xf32>
+        %b = fsdp.get_param @bias : tensor<16xf32>
+        %y = nn.linear %x, %w, %b : (tensor<4x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+        fsdp.return %y : tensor<4x16xf32>
+      }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind,
+                       OptionalAttr<FSDP_UnitAttr>:$unit);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "$sym_name `kind` $kind (`unit` $unit^)? attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The forward function, or null for a container.
+    ForwardOp getForward();
+    /// Whether this module is an FSDP unit.
+    bool isUnit() { return getUnit() != nullptr; }
+    /// Whether this is the model's root module.
+    bool isRoot() { return ::llvm::isa<ModelOp>((*this)->getParentOp()); }
+    /// Dotted path from the root ("" for the root), as named_modules().
+    std::string getQualifiedName();
+  }];
+}
+
+def FSDP_ParamOp : FSDP_Op<"param", [Symbol, HasParent<"NNModuleOp">]> {
+  let summary = "a parameter (nn.Parameter) of the enclosing module";
+  let description = [{
+    ```mlir
+    fsdp.param @weight : tensor<16x8xf32> init <normal(0.0, 0.02)>
+    fsdp.param @frozen : tensor<8xf32> init <zeros> {requires_grad = false}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FSDP_DataTensor>:$type,
+                       FSDP_InitAttr:$init,
+                       DefaultValuedAttr<BoolAttr, "true">:$requires_grad);
+  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def FSDP_BufferOp : FSDP_Op<"buffer", [Symbol, HasParent<"NNModuleOp">]> {
+  let summary = "a buffer (register_buffer): state that is not trained";
+  let description = [{
+    Buffers are replicated, not sharded (as in PyTorch FSDP). Non-persistent
+    buffers are left out of checkpoints.
+
+    ```mlir
+    fsdp.buffer @running_mean : tensor<16xf32> init <zeros>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FSDP_StateTensor>:$type,
+                       FSDP_InitAttr:$init,
+                       DefaultValuedAttr<BoolAttr, "true">:$persistent);
+  let assemblyFormat = "$sym_name `:` $type `init` $init attr-dict";
+  let hasVerifier = 1;
+}
+
+def FSDP_ForwardOp : FSDP_Op<"forward", [HasParent<"NNModuleOp">,
+    IsolatedFromAbove]> {
+  let summary = "the forward function of the enclosing module";
+  let description = [{
+    Its block arguments are the forward's inputs; `fsdp.return` yields the
+    outputs. Parameters and buffers are read with `fsdp.get_param` /
+    `fsdp.get_buffer`, children are run with `fsdp.call`.
+
+    ```mlir
+    fsdp.forward (%x: tensor<4x8xf32>) -> tensor<4x8xf32> { ... }
+    ```
+  }];
+  let arguments = (ins TypeAttrOf<FunctionType>:$function_type);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasRegionVerifier = 1;
+}
+
+def FSDP_ReturnOp : FSDP_Op<"return", [Pure, HasParent<"ForwardOp">,
+    ReturnLike, Terminator]> {
+  let summary = "returns the outputs of a forward";
+  let arguments = (ins Variadic<AnyType>:$operands);
+  let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+  let hasVerifier = 1;
+}
+
+def FSDP_CallOp : FSDP_Op<"call", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs the forward of a descendant module";
+  let description = [{
+    `callee` names a module of the caller's subtree (`@"1"`, or a nested
+    path such as `@transformer::@h::@"0"`); operand and result types must
+    match its forward. A module may be called several times (shared module).
+
+    ```mlir
+    %y = fsdp.call @"1"(%x) : (tensor<4x4xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins SymbolRefAttr:$callee, Variadic<AnyType>:$operands);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat =
+      "$callee `(` $operands `)` attr-dict `:` functional-type($operands, results)";
+}
+
+class FSDP_StateAccessOp<string mnemonic, list<Trait> traits = []>
+    : FSDP_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>])>;
+
+def FSDP_GetParamOp : FSDP_StateAccessOp<"get_param", [Pure]> {
+  let summary = "reads a parameter of the module's subtree";
+  let description = [{
+    `param` names a parameter of the enclosing module or of a descendant
+    (`@wte::@weight`). Reading the same parameter from several modules ties
+    it: it then belongs to the lowest FSDP unit enclosing all its readers.
+
+    ```mlir
+    %w = fsdp.get_param @weight : tensor<16x4xf32>
+    ```
+  }];
+  let arguments = (ins SymbolRefAttr:$param);
+  let results = (outs FSDP_DataTensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+def FSDP_GetBufferOp : FSDP_StateAccessOp<"get_buffer", [Pure]> {
+  let summary = "reads a buffer of the module's subtree";
+  let arguments = (ins SymbolRefAttr:$buffer);
+  let results = (outs FSDP_StateTensor:$result);
+  let assemblyFormat = "$buffer attr-dict `:` type($result)";
+}
+
+def FSDP_SetBufferOp : FSDP_StateAccessOp<"set_buffer"> {
+  let summary = "stores a new value into a buffer (e.g. BatchNorm statistics)";
+  let description = [{
+    ```mlir
+    fsdp.set_buffer @running_mean, %new_mean : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins SymbolRefAttr:$buffer, FSDP_StateTensor:$value);
+  let assemblyFormat = "$buffer `,` $value attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+class FSDP_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : FSDP_Op<mnemonic, traits> {
+  let results = (outs FSDP_DataTensor:$result);
+  let hasVerifier = 1;
+  code commonDescription = [{
+    `mesh` and `group` say which ranks take part: `world` (every rank of the
+    mesh), `shard` (the ranks sharing one replica) or `replicate` (the ranks
+    holding the same shard across replicas; 2-D meshes only). `dtype` is the
+    element type on the wire; the operand and result must have it, so that a
+    mixed-precision mismatch is a verifier error rather than a silent cast.
+  }];
+}
+
+def FSDP_AllGatherOp : FSDP_CollectiveOp<"all_gather"> {
+  let summary = "concatenates every rank's tensor along dim 0, in rank order";
+  let description = commonDescription # [{
+    The result's dim 0 is the input's dim 0 × the group size.
+
+    ```mlir
+    %full = fsdp.all_gather %shard mesh<shard = 4> group shard dtype bf16 : tensor<19xbf16> -> tensor<76xbf16>
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$input, FSDP_MeshAttr:$mesh,
+                       FSDP_MeshGroupAttr:$group, TypeAttr:$dtype);
+  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
+                       "attr-dict `:` type($input) `->` type($result)";
+}
+
+def FSDP_ReduceScatterOp : FSDP_CollectiveOp<"reduce_scatter"> {
+  let summary = "reduces across ranks; rank r keeps the r-th dim-0 chunk";
+  let description = commonDescription # [{
+    result = reduce(input_r / pre_divide) / post_divide, where `avg` also
+    divides by the group size. FSDP1 uses `sum` with pre × post = group size
+    to keep half-precision sums in range. The input's dim 0 is the result's
+    dim 0 × the group size.
+
+    ```mlir
+    %g = fsdp.reduce_scatter %grad mesh<shard = 4> group shard dtype f32 sum {pre_divide = 2.0 : f64, post_divide = 2.0 : f64} : tensor<76xf32> -> tensor<19xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$input, FSDP_MeshAttr:$mesh,
+                       FSDP_MeshGroupAttr:$group, TypeAttr:$dtype,
+                       FSDP_ReduceKindAttr:$reduce,
+                       DefaultValuedAttr<F64Attr, "1.0">:$pre_divide,
+                       DefaultValuedAttr<F64Attr, "1.0">:$post_divide);
+  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
+                       "$reduce attr-dict `:` type($input) `->` type($result)";
+}
+
+def FSDP_AllReduceOp : FSDP_CollectiveOp<"all_reduce", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "reduces across ranks; every rank gets the result";
+  let description = commonDescription # [{
+    ```mlir
+    %n = fsdp.all_reduce %sq mesh<shard = 4> group world dtype f32 sum : tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$input, FSDP_MeshAttr:$mesh,
+                       FSDP_MeshGroupAttr:$group, TypeAttr:$dtype,
+                       FSDP_ReduceKindAttr:$reduce,
+                       DefaultValuedAttr<F64Attr, "1.0">:$pre_divide,
+                       DefaultValuedAttr<F64Attr, "1.0">:$post_divide);
+  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
+                       "$reduce attr-dict `:` type($input)";
+}
+
+def FSDP_BroadcastOp : FSDP_CollectiveOp<"broadcast", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "every rank gets the group-local rank `root`'s tensor";
+  let description = commonDescription # [{
+    ```mlir
+    %p = fsdp.broadcast %x mesh<shard = 4> group world dtype f32 root 0 : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$input, FSDP_MeshAttr:$mesh,
+                       FSDP_MeshGroupAttr:$group, TypeAttr:$dtype,
+                       I64Attr:$root);
+  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
+                       "`root` $root attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Schedule
+//===----------------------------------------------------------------------===//
+
+def FSDP_UnshardOp : FSDP_Op<"unshard"> {
+  let summary = "starts gathering a unit's flat parameter (asynchronous)";
+  let description = [{
+    Issues the all-gather of `unit`'s local shard over the shard group and
+    returns a token; `fsdp.wait` yields the full flat parameter. `unit` is
+    the unit's fully-qualified module name ("" for the root). Placing the
+    unshard early is prefetching.
+
+    ```mlir
+    %t = fsdp.unshard %shard unit "module.1" mesh<shard = 2> : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
+    ```
+  }];
+  let arguments = (ins FSDP_FlatTensor:$shard, StrAttr:$unit,
+                       FSDP_MeshAttr:$mesh);
+  let results = (outs FSDP_TokenType:$token);
+  let assemblyFormat = "$shard `unit` $unit `mesh` `` $mesh attr-dict `:` "
+                       "type($shard) `->` qualified(type($token))";
+  let hasVerifier = 1;
+}
+
+def FSDP_WaitOp : FSDP_Op<"wait", [
+    TypesMatchWith<"result is the token's tensor", "token", "result",
+                   "::llvm::cast<::mlir::fsdp::TokenType>($_self).getValueType()">]> {
+  let summary = "waits for an unshard and yields the full flat parameter";
+  let description = [{
+    ```mlir
+    %full = fsdp.wait %t : !fsdp.token<tensor<272xf32>>
+    ```
+  }];
+  let arguments = (ins FSDP_TokenType:$token);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$token attr-dict `:` qualified(type($token))";
+}
+
+def FSDP_ReshardOp : FSDP_Op<"reshard"> {
+  let summary = "frees a unit's full flat parameter";
+  let description = [{
+    After it, `full` must not be used (the memory plan reuses its bytes).
+
+    ```mlir
+    fsdp.reshard %full unit "module.1" : tensor<272xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FlatTensor:$full, StrAttr:$unit);
+  let assemblyFormat = "$full `unit` $unit attr-dict `:` type($full)";
+}
+
+def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads"> {
+  let summary = "reduces a unit's full flat gradient to the local shard";
+  let description = [{
+    Reduce-scatter over the shard group, then all-reduce over the replicate
+    group of a 2-D mesh (hybrid sharding); with `shard = 1` it is the
+    all-reduce of no-shard (DDP). `reduce`, `pre_divide` and `post_divide`
+    mean what they mean on `fsdp.reduce_scatter`.
+
+    ```mlir
+    %g = fsdp.reduce_grads %grad unit "module.1" mesh<shard = 2> avg : tensor<272xf32> -> tensor<136xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FlatTensor:$grad, StrAttr:$unit,
+                       FSDP_MeshAttr:$mesh, FSDP_ReduceKindAttr:$reduce,
+                       DefaultValuedAttr<F64Attr, "1.0">:$pre_divide,
+                       DefaultValuedAttr<F64Attr, "1.0">:$post_divide);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$grad `unit` $unit `mesh` `` $mesh $reduce attr-dict "
+                       "`:` type($grad) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_TD

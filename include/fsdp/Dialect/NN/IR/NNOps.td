@@ -1,0 +1,443 @@
+//===- NNOps.td - nn dialect operations ----------------------*- tablegen -*-===//
+//
+// One op per runtime kernel, with PyTorch's semantics. Ops whose result type
+// follows from their operands and attributes infer it (InferTypeOpAdaptor);
+// the textual form still spells result types so that IR reads on its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DIALECT_NN_IR_NNOPS_TD
+#define FSDP_DIALECT_NN_IR_NNOPS_TD
+
+include "fsdp/Dialect/NN/IR/NNBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class NN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<NN_Dialect, mnemonic, traits>;
+
+// An op computing a value from its operands only.
+class NN_PureOp<string mnemonic, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat([Pure], traits)>;
+
+// Elementwise op of one tensor: the result has the operand's type.
+class NN_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : NN_PureOp<mnemonic, !listconcat([SameOperandsAndResultType,
+                                        InferTypeOpInterface], traits)> {
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+// Elementwise op of two tensors with NumPy/PyTorch trailing broadcasting.
+class NN_BinaryOp<string mnemonic, string formula>
+    : NN_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = "elementwise " # formula # " with broadcasting";
+  let description = [{
+    `result = }] # formula # [{` elementwise. Shapes broadcast as in PyTorch:
+    aligned from the last dimension, each pair of sizes equal or one of them 1.
+    Both operands have the same element type.
+
+    ```mlir
+    %y = nn.}] # mnemonic # [{ %a, %b : (tensor<4x16x32xf32>, tensor<16x32xf32>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def NN_LinearOp : NN_PureOp<"linear", [InferTypeOpAdaptor]> {
+  let summary = "affine map x·Wᵀ + b (torch.nn.functional.linear)";
+  let description = [{
+    `input` is `[..., in]`, `weight` is `[out, in]` (PyTorch's layout), the
+    optional `bias` is `[out]`; the result is `[..., out]`.
+
+    ```mlir
+    %y = nn.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       Optional<NN_FloatTensor>:$bias);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_MatmulOp : NN_PureOp<"matmul", [InferTypeOpAdaptor]> {
+  let summary = "batched matrix product (torch.matmul on rank >= 2)";
+  let description = [{
+    `lhs` is `[..., M, K]` and `rhs` is `[..., K, N]` (after the optional
+    transposes of their last two dimensions); batch dimensions broadcast.
+
+    ```mlir
+    %s = nn.matmul %q, %k {transpose_rhs} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def NN_AddOp : NN_BinaryOp<"add", "lhs + rhs">;
+def NN_SubOp : NN_BinaryOp<"sub", "lhs - rhs">;
+def NN_MulOp : NN_BinaryOp<"mul", "lhs * rhs">;
+
+def NN_ScaleOp : NN_UnaryOp<"scale"> {
+  let summary = "multiplication by a constant";
+  let description = [{
+    ```mlir
+    %y = nn.scale %x {factor = 0.5 : f64} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, F64Attr:$factor);
+}
+
+def NN_ReluOp : NN_UnaryOp<"relu"> {
+  let summary = "max(x, 0)";
+}
+
+def NN_GeluOp : NN_UnaryOp<"gelu"> {
+  let summary = "GELU, exact (erf) or tanh-approximated (F.gelu)";
+  let description = [{
+    `approximate` is PyTorch's argument: `none` is x·Φ(x), `tanh` the GPT-2
+    approximation.
+
+    ```mlir
+    %y = nn.gelu %x {approximate = #nn.approximation<tanh>} : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+      DefaultValuedAttr<NN_GeluApproximationAttr,
+                        "::mlir::nn::GeluApproximation::none">:$approximate);
+}
+
+def NN_SiluOp : NN_UnaryOp<"silu"> {
+  let summary = "x·sigmoid(x) (F.silu)";
+}
+
+def NN_DropoutOp : NN_Op<"dropout", [SameOperandsAndResultType,
+                                      InferTypeOpInterface]> {
+  let summary = "inverted dropout with a counter-based random mask";
+  let description = [{
+    Zeroes each element with probability `p` and scales the others by
+    1/(1-p), as F.dropout in training mode. The mask is a pure function of the
+    run's seed, the step, `rng_id` (distinct per dropout site) and the element
+    index, so it does not depend on the number of ranks or threads and the
+    backward recomputes it instead of storing it.
+
+    ```mlir
+    %y = nn.dropout %x {p = 1.000000e-01 : f64, rng_id = 3 : i64} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_Probability:$p,
+                       I64Attr:$rng_id);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+def NN_LayerNormOp : NN_PureOp<"layer_norm", [InferTypeOpAdaptor,
+                                               AttrSizedOperandSegments]> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    F.layer_norm with `normalized_shape` = the last dimension `[D]`; the
+    optional `weight` and `bias` are `[D]`.
+
+    ```mlir
+    %y = nn.layer_norm %x weight %g bias %b {epsilon = 1.0e-05 : f64} : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       Optional<NN_FloatTensor>:$weight,
+                       Optional<NN_FloatTensor>:$bias,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input (`weight` $weight^)? (`bias` $bias^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_RMSNormOp : NN_PureOp<"rms_norm", [InferTypeOpAdaptor]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    x / sqrt(mean(x²) + eps) · weight over the last dimension `[D]`, as
+    torch.nn.RMSNorm (Llama).
+
+    ```mlir
+    %y = nn.rms_norm %x weight %g {epsilon = 1.0e-06 : f64} : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       Optional<NN_FloatTensor>:$weight,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-6">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_BatchNormOp : NN_Op<"batch_norm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "batch normalization with running statistics";
+  let description = [{
+    F.batch_norm over the channel dimension 1 of `input` `[N, C, ...]`.
+    In training mode it normalizes with the batch statistics (biased
+    variance) and returns the updated running statistics
+    (`(1 - momentum)·running + momentum·batch`, unbiased variance); in eval
+    mode it normalizes with the running statistics and returns them unchanged.
+    Value semantics: the caller stores the new statistics in its buffers.
+
+    ```mlir
+    %y, %mean, %var = nn.batch_norm %x, %w, %b, %rm, %rv {training} : (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_FloatTensor:$bias, NN_FloatTensor:$running_mean,
+                       NN_FloatTensor:$running_var,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-5">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum,
+                       UnitAttr:$training);
+  let results = (outs NN_FloatTensor:$result, NN_FloatTensor:$new_running_mean,
+                      NN_FloatTensor:$new_running_var);
+  let assemblyFormat = "$input `,` $weight `,` $bias `,` $running_mean `,` "
+      "$running_var attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_SoftmaxOp : NN_PureOp<"softmax", [SameOperandsAndResultType,
+                                          InferTypeOpInterface]> {
+  let summary = "softmax along one dimension";
+  let description = [{
+    ```mlir
+    %p = nn.softmax %x {dim = -1 : i64} : tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$dim);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer building blocks
+//===----------------------------------------------------------------------===//
+
+def NN_EmbeddingOp : NN_PureOp<"embedding", [InferTypeOpAdaptor]> {
+  let summary = "table lookup (F.embedding)";
+  let description = [{
+    `indices` `[...]` of i32/i64 select rows of `table` `[V, D]`; the result
+    is `[..., D]`. Indices out of `[0, V)` are a runtime error.
+
+    ```mlir
+    %e = nn.embedding %ids, %wte : (tensor<4x16xi64>, tensor<64x32xf32>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$table);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$indices `,` $table attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_AttentionOp : NN_PureOp<"attention", [InferTypeOpAdaptor]> {
+  let summary = "multi-head scaled dot-product attention";
+  let description = [{
+    F.scaled_dot_product_attention on packed heads: `query` is
+    `[B, Tq, H·D]`, `key` and `value` are `[B, Tk, Hkv·D]` with `num_heads` H
+    and `num_kv_heads` Hkv (default H; fewer for grouped-query attention, H a
+    multiple of Hkv). Self-attention passes the same sequence for all three;
+    cross-attention passes another sequence as key/value. `causal` masks
+    position j > i (top-left aligned, as PyTorch's `is_causal`). `scale`
+    defaults to 1/sqrt(D). The result is `[B, Tq, H·D]`; the projections are
+    separate `nn.linear` ops.
+
+    ```mlir
+    %o = nn.attention %q, %k, %v {num_heads = 4 : i64, causal} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
+                       UnitAttr:$causal,
+                       OptionalAttr<NN_PositiveF64>:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` "
+                       "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Heads of key/value (num_heads unless grouped-query attention).
+    int64_t getKeyValueHeads() {
+      return getNumKvHeads().value_or(getNumHeads());
+    }
+  }];
+}
+
+def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
+                                    InferTypeOpInterface]> {
+  let summary = "rotary position embedding (Llama)";
+  let description = [{
+    Rotates each pair (x[2i], x[2i+1]) of every head of `input`
+    `[B, T, H·D]` by the angle t·theta^(-2i/D) at position t in [0, T), as
+    Meta's Llama reference does. D must be even.
+
+    ```mlir
+    %q2 = nn.rope %q {num_heads = 4 : i64, theta = 1.0e+04 : f64} : tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       DefaultValuedAttr<NN_PositiveF64, "10000.0">:$theta);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and type manipulation
+//===----------------------------------------------------------------------===//
+
+def NN_CastOp : NN_PureOp<"cast"> {
+  let summary = "element type conversion (Tensor.to(dtype))";
+  let description = [{
+    Converts between f32, bf16 and f16 (round to nearest even), or from an
+    integer type to a float type. The shape is unchanged.
+
+    ```mlir
+    %h = nn.cast %x : tensor<4x16xf32> to tensor<4x16xbf16>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_ReshapeOp : NN_PureOp<"reshape"> {
+  let summary = "same elements, another shape (Tensor.reshape)";
+  let description = [{
+    ```mlir
+    %y = nn.reshape %x : tensor<4x16x64xf32> to tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_TransposeOp : NN_PureOp<"transpose", [InferTypeOpAdaptor]> {
+  let summary = "permutation of dimensions (Tensor.permute)";
+  let description = [{
+    Result dimension i is input dimension `permutation[i]`.
+
+    ```mlir
+    %y = nn.transpose %x {permutation = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_SplitOp : NN_PureOp<"split", [InferTypeOpAdaptor]> {
+  let summary = "split into consecutive chunks along a dimension";
+  let description = [{
+    torch.split with explicit `sizes`, which must add up to the size of
+    dimension `dim`.
+
+    ```mlir
+    %q, %k, %v = nn.split %qkv {dim = 2 : i64, sizes = array<i64: 32, 32, 32>} : (tensor<2x16x96xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$dim,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<NN_FloatTensor>:$results);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_ConcatOp : NN_PureOp<"concat", [InferTypeOpAdaptor]> {
+  let summary = "concatenation along a dimension (torch.cat)";
+  let description = [{
+    ```mlir
+    %y = nn.concat %a, %b {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<NN_FloatTensor>:$inputs, I64Attr:$dim);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+class NN_ReduceOp<string mnemonic, string what>
+    : NN_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = what # " over a set of dimensions";
+  let description = [{
+    Reduces the dimensions listed in `dims` (negative values count from the
+    end; each at most once); `keepdim` keeps them with size 1, as PyTorch.
+    Listing every dimension gives a 0-d tensor.
+
+    ```mlir
+    %s = nn.}] # mnemonic # [{ %x {dims = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$dims,
+                       UnitAttr:$keepdim);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "sum">;
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def NN_CrossEntropyOp : NN_PureOp<"cross_entropy", [InferTypeOpAdaptor]> {
+  let summary = "softmax cross-entropy with class-index targets";
+  let description = [{
+    F.cross_entropy with `logits` `[..., C]` and integer `targets` `[...]`.
+    Targets equal to `ignore_index` contribute nothing; `mean` divides by the
+    number of targets not ignored, as PyTorch. The result is a 0-d tensor.
+
+    ```mlir
+    %loss = nn.cross_entropy %logits, %targets {reduction = #nn.reduction<sum>} : (tensor<64x23xf32>, tensor<64xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+      DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_MSELossOp : NN_PureOp<"mse_loss", [InferTypeOpAdaptor]> {
+  let summary = "mean (or summed) squared error";
+  let description = [{
+    ```mlir
+    %loss = nn.mse_loss %y, %target : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$target,
+      DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $target attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+#endif // FSDP_DIALECT_NN_IR_NNOPS_TD

@@ -1,0 +1,110 @@
+//===- CollectiveOps.cpp - collectives and schedule ops --------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+/// How a collective's result dim 0 relates to its input dim 0.
+enum class Dim0 { Same, TimesGroup, DividedByGroup };
+} // namespace
+
+/// Shared rules of every collective: the group exists in the mesh, operand
+/// and result carry the declared wire dtype, and shapes follow `dim0`.
+static LogicalResult verifyCollective(Operation *op, RankedTensorType input,
+                                      RankedTensorType result, MeshAttr mesh,
+                                      MeshGroup group, Type dtype, Dim0 dim0) {
+  FailureOr<int64_t> size = mesh.getGroupSize(group);
+  if (failed(size))
+    return op->emitOpError("group '")
+           << stringifyMeshGroup(group) << "' does not exist on the 1-D mesh "
+           << mesh << "; use a 2-D mesh <replicate = R, shard = S>";
+  if (input.getElementType() != dtype)
+    return op->emitOpError("operand element type ")
+           << input.getElementType() << " differs from the declared dtype "
+           << dtype;
+  if (result.getElementType() != dtype)
+    return op->emitOpError("result element type ")
+           << result.getElementType() << " differs from the declared dtype "
+           << dtype;
+  if (input.getRank() == 0 || input.getRank() != result.getRank())
+    return op->emitOpError("operand and result must have the same rank >= 1");
+  if (input.getShape().drop_front() != result.getShape().drop_front())
+    return op->emitOpError("operand and result may differ only in dim 0");
+  int64_t in = input.getDimSize(0), out = result.getDimSize(0);
+  switch (dim0) {
+  case Dim0::Same:
+    break;
+  case Dim0::TimesGroup:
+    if (out != in * *size)
+      return op->emitOpError("result dim 0 must be ")
+             << in << " x " << *size << " ranks = " << in * *size << ", got "
+             << out;
+    break;
+  case Dim0::DividedByGroup:
+    if (in != out * *size)
+      return op->emitOpError("operand dim 0 (")
+             << in << ") must be result dim 0 (" << out << ") x " << *size
+             << " ranks";
+    break;
+  }
+  return success();
+}
+
+/// Divide factors scale values and must be positive.
+static LogicalResult verifyDivideFactors(Operation *op, double pre,
+                                         double post) {
+  if (!(pre > 0.0) || !(post > 0.0))
+    return op->emitOpError("divide factors must be positive, got pre ")
+           << pre << ", post " << post;
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyCollective(*this, getInput().getType(), getType(), getMesh(),
+                          getGroup(), getDtype(), Dim0::TimesGroup);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyDivideFactors(*this, getPreDivide().convertToDouble(),
+                                 getPostDivide().convertToDouble())))
+    return failure();
+  return verifyCollective(*this, getInput().getType(), getType(), getMesh(),
+                          getGroup(), getDtype(), Dim0::DividedByGroup);
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(verifyDivideFactors(*this, getPreDivide().convertToDouble(),
+                                 getPostDivide().convertToDouble())))
+    return failure();
+  return verifyCollective(*this, getInput().getType(), getType(), getMesh(),
+                          getGroup(), getDtype(), Dim0::Same);
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifyCollective(*this, getInput().getType(), getType(),
+                              getMesh(), getGroup(), getDtype(), Dim0::Same)))
+    return failure();
+  int64_t size = *getMesh().getGroupSize(getGroup());
+  if (getRoot() < 0 || getRoot() >= size)
+    return emitOpError("root ") << getRoot() << " is not a rank of the "
+                                << size << "-rank group";
+  return success();
+}
+
+LogicalResult UnshardOp::verify() {
+  RankedTensorType shard = getShard().getType();
+  RankedTensorType full = getToken().getType().getValueType();
+  return verifyCollective(*this, shard, full, getMesh(), MeshGroup::shard,
+                          shard.getElementType(), Dim0::TimesGroup);
+}
+
+LogicalResult ReduceGradsOp::verify() {
+  if (failed(verifyDivideFactors(*this, getPreDivide().convertToDouble(),
+                                 getPostDivide().convertToDouble())))
+    return failure();
+  RankedTensorType grad = getGrad().getType();
+  return verifyCollective(*this, grad, getType(), getMesh(), MeshGroup::shard,
+                          grad.getElementType(), Dim0::DividedByGroup);
+}

@@ -1,0 +1,225 @@
+//===- FSDPAttrs.cpp - fsdp attributes: init, unit, mesh -------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+#include "fsdp/Dialect/FSDP/IR/FSDPEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
+
+void FSDPDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// InitAttr
+//===----------------------------------------------------------------------===//
+
+unsigned InitAttr::getArity(InitKind kind) {
+  switch (kind) {
+  case InitKind::zeros:
+  case InitKind::ones:
+    return 0;
+  case InitKind::constant:
+  case InitKind::xavier_uniform:
+  case InitKind::xavier_normal:
+  case InitKind::kaiming_uniform:
+  case InitKind::kaiming_normal:
+    return 1;
+  case InitKind::normal:
+  case InitKind::uniform:
+    return 2;
+  case InitKind::trunc_normal:
+    return 4;
+  }
+  llvm_unreachable("unknown InitKind");
+}
+
+bool InitAttr::needsFans() const {
+  switch (getKind()) {
+  case InitKind::xavier_uniform:
+  case InitKind::xavier_normal:
+  case InitKind::kaiming_uniform:
+  case InitKind::kaiming_normal:
+    return true;
+  default:
+    return false;
+  }
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               InitKind kind, DenseF64ArrayAttr argsAttr) {
+  if (!argsAttr)
+    return emitError() << "initializer needs an argument list";
+  ArrayRef<double> args = argsAttr.asArrayRef();
+  StringRef name = stringifyInitKind(kind);
+  if (args.size() != getArity(kind))
+    return emitError() << "initializer '" << name << "' takes "
+                       << getArity(kind) << " argument(s), got " << args.size();
+  switch (kind) {
+  case InitKind::normal:
+  case InitKind::trunc_normal:
+    if (!(args[1] > 0.0))
+      return emitError() << "initializer '" << name
+                         << "' needs a positive std, got " << args[1];
+    if (kind == InitKind::trunc_normal && !(args[2] < args[3]))
+      return emitError() << "initializer 'trunc_normal' needs a < b, got ["
+                         << args[2] << ", " << args[3] << "]";
+    break;
+  case InitKind::uniform:
+    if (!(args[0] < args[1]))
+      return emitError() << "initializer 'uniform' needs a < b, got ["
+                         << args[0] << ", " << args[1] << "]";
+    break;
+  case InitKind::xavier_uniform:
+  case InitKind::xavier_normal:
+    if (!(args[0] > 0.0))
+      return emitError() << "initializer '" << name
+                         << "' needs a positive gain, got " << args[0];
+    break;
+  default:
+    break;
+  }
+  for (double arg : args)
+    if (!std::isfinite(arg))
+      return emitError() << "initializer '" << name
+                         << "' has a non-finite argument";
+  return success();
+}
+
+Attribute InitAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<InitKind> kind = symbolizeInitKind(keyword);
+  if (!kind) {
+    parser.emitError(loc, "unknown initializer '")
+        << keyword
+        << "'; expected zeros, ones, constant, normal, uniform, trunc_normal, "
+           "xavier_uniform, xavier_normal, kaiming_uniform or kaiming_normal";
+    return {};
+  }
+  SmallVector<double> args;
+  if (succeeded(parser.parseOptionalLParen())) {
+    auto parseArg = [&]() -> ParseResult {
+      return parser.parseFloat(args.emplace_back());
+    };
+    if (parser.parseCommaSeparatedList(parseArg) || parser.parseRParen())
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return InitAttr::getChecked([&] { return parser.emitError(loc); },
+                              parser.getContext(), *kind,
+                              DenseF64ArrayAttr::get(parser.getContext(), args));
+}
+
+void InitAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyInitKind(getKind());
+  if (!getArgs().empty()) {
+    printer << '(';
+    llvm::interleaveComma(getArgs().asArrayRef(), printer, [&](double arg) {
+      printer.printFloat(llvm::APFloat(arg));
+    });
+    printer << ')';
+  }
+  printer << '>';
+}
+
+//===----------------------------------------------------------------------===//
+// UnitAttr
+//===----------------------------------------------------------------------===//
+
+Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
+  BoolAttr reshard;
+  if (succeeded(parser.parseOptionalLess())) {
+    if (parser.parseKeyword("reshard_after_forward") || parser.parseEqual())
+      return {};
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef value;
+    if (parser.parseKeyword(&value))
+      return {};
+    if (value != "true" && value != "false") {
+      parser.emitError(loc, "expected true or false, got '") << value << "'";
+      return {};
+    }
+    reshard = BoolAttr::get(parser.getContext(), value == "true");
+    if (parser.parseGreater())
+      return {};
+  }
+  return fsdp::UnitAttr::get(parser.getContext(), reshard);
+}
+
+void fsdp::UnitAttr::print(AsmPrinter &printer) const {
+  if (BoolAttr reshard = getReshardAfterForward())
+    printer << "<reshard_after_forward = "
+            << (reshard.getValue() ? "true" : "false") << '>';
+}
+
+//===----------------------------------------------------------------------===//
+// MeshAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t replicate, int64_t shard) {
+  if (shard < 1)
+    return emitError() << "mesh shard size must be >= 1, got " << shard;
+  if (replicate < 0)
+    return emitError() << "mesh replicate size must be >= 1, got "
+                       << replicate;
+  return success();
+}
+
+FailureOr<int64_t> MeshAttr::getGroupSize(MeshGroup group) const {
+  switch (group) {
+  case MeshGroup::world:
+    return getWorldSize();
+  case MeshGroup::shard:
+    return getShard();
+  case MeshGroup::replicate:
+    if (getRank() == 1)
+      return failure();
+    return getReplicate();
+  }
+  llvm_unreachable("unknown MeshGroup");
+}
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  int64_t replicate = 0, shard = 0;
+  if (parser.parseLess())
+    return {};
+  if (succeeded(parser.parseOptionalKeyword("replicate"))) {
+    SMLoc valueLoc = parser.getCurrentLocation();
+    if (parser.parseEqual() || parser.parseInteger(replicate) ||
+        parser.parseComma())
+      return {};
+    if (replicate < 1) {
+      parser.emitError(valueLoc, "mesh replicate size must be >= 1, got ")
+          << replicate;
+      return {};
+    }
+  }
+  if (parser.parseKeyword("shard") || parser.parseEqual() ||
+      parser.parseInteger(shard) || parser.parseGreater())
+    return {};
+  return MeshAttr::getChecked([&] { return parser.emitError(loc); },
+                              parser.getContext(), replicate, shard);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  if (getRank() == 2)
+    printer << "replicate = " << getReplicate() << ", ";
+  printer << "shard = " << getShard() << '>';
+}

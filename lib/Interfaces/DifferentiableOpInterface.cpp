@@ -1,0 +1,5 @@
+//===- DifferentiableOpInterface.cpp - reverse-mode autodiff ---------------===//
+
+#include "fsdp/Interfaces/DifferentiableOpInterface.h"
+
+#include "fsdp/Interfaces/DifferentiableOpInterface.cpp.inc"
