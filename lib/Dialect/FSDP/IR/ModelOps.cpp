@@ -46,6 +46,23 @@ static FailureOr<Operation *> resolveInSubtree(Operation *user,
          << describeModule(scope) << "'";
 }
 
+/// `unit` or `unit<reshard_after_forward = ...>` after a module's kind:
+/// the attribute without its `#fsdp.unit` prefix, even when it is empty.
+static ParseResult parseUnitMark(OpAsmParser &parser, fsdp::UnitAttr &unit) {
+  if (failed(parser.parseOptionalKeyword("unit")))
+    return success();
+  unit = dyn_cast_or_null<fsdp::UnitAttr>(fsdp::UnitAttr::parse(parser, {}));
+  return success(unit != nullptr);
+}
+
+static void printUnitMark(OpAsmPrinter &printer, Operation *,
+                          fsdp::UnitAttr unit) {
+  if (!unit)
+    return;
+  printer << " unit";
+  unit.print(printer);
+}
+
 //===----------------------------------------------------------------------===//
 // ModelOp
 //===----------------------------------------------------------------------===//

@@ -221,9 +221,9 @@ LogicalResult SoftmaxOp::verify() {
   int64_t rank = getInput().getType().getRank();
   if (rank < 1)
     return emitOpError("input must have rank >= 1");
-  if (failed(normalizeDim(getDim(), rank)))
-    return emitOpError("dim ") << getDim() << " is out of range for rank "
-                               << rank;
+  auto dim = static_cast<int64_t>(getDim());
+  if (failed(normalizeDim(dim, rank)))
+    return emitOpError("dim ") << dim << " is out of range for rank " << rank;
   return success();
 }
 
@@ -270,8 +270,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   if (k.getShape() != v.getShape())
     return fail(loc, name, "key ", k, " and value ", v,
                 " must have the same shape");
-  int64_t heads = adaptor.getNumHeads();
-  int64_t kvHeads = adaptor.getNumKvHeads().value_or(heads);
+  auto heads = static_cast<int64_t>(adaptor.getNumHeads());
+  auto kvHeads = static_cast<int64_t>(adaptor.getNumKvHeads().value_or(heads));
   if (heads <= 0 || kvHeads <= 0)
     return fail(loc, name, "head counts must be positive");
   if (heads % kvHeads != 0)
@@ -295,12 +295,13 @@ LogicalResult RoPEOp::verify() {
   if (x.getRank() != 3)
     return emitOpError("input must be 3-D [batch, seq, heads*dim], got ") << x;
   int64_t width = x.getDimSize(2);
-  if (width % getNumHeads() != 0)
+  auto heads = static_cast<int64_t>(getNumHeads());
+  if (width % heads != 0)
     return emitOpError("width ") << width << " is not divisible by num_heads "
-                                 << getNumHeads();
-  if ((width / getNumHeads()) % 2 != 0)
+                                 << heads;
+  if ((width / heads) % 2 != 0)
     return emitOpError("head dim ")
-           << width / getNumHeads() << " must be even to rotate pairs";
+           << width / heads << " must be even to rotate pairs";
   return success();
 }
 
@@ -359,9 +360,10 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
   RankedTensorType x = tensorOf(adaptor.getInput());
   if (!x)
     return fail(loc, name, "expects a ranked tensor operand");
-  FailureOr<int64_t> dim = normalizeDim(adaptor.getDim(), x.getRank());
+  auto dimAttr = static_cast<int64_t>(adaptor.getDim());
+  FailureOr<int64_t> dim = normalizeDim(dimAttr, x.getRank());
   if (failed(dim))
-    return fail(loc, name, "dim ", adaptor.getDim(),
+    return fail(loc, name, "dim ", dimAttr,
                 " is out of range for rank ", x.getRank());
   ArrayRef<int64_t> sizes = adaptor.getSizes();
   if (sizes.empty())
@@ -392,9 +394,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   RankedTensorType first = tensorOf(inputs.front());
   if (!first)
     return fail(loc, name, "expects ranked tensor operands");
-  FailureOr<int64_t> dim = normalizeDim(adaptor.getDim(), first.getRank());
+  auto dimAttr = static_cast<int64_t>(adaptor.getDim());
+  FailureOr<int64_t> dim = normalizeDim(dimAttr, first.getRank());
   if (failed(dim))
-    return fail(loc, name, "dim ", adaptor.getDim(),
+    return fail(loc, name, "dim ", dimAttr,
                 " is out of range for rank ", first.getRank());
   SmallVector<int64_t> shape(first.getShape());
   shape[*dim] = 0;

@@ -72,14 +72,14 @@ def FSDP_NNModuleOp : FSDP_Op<"module", [Symbol, SymbolTable,
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind,
                        OptionalAttr<FSDP_UnitAttr>:$unit);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat =
-      "$sym_name `kind` $kind (`unit` $unit^)? attr-dict-with-keyword $body";
+  let assemblyFormat = "$sym_name `kind` $kind `` custom<UnitMark>($unit) "
+                       "attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The forward function, or null for a container.
     ForwardOp getForward();
     /// Whether this module is an FSDP unit.
-    bool isUnit() { return getUnit() != nullptr; }
+    bool isUnit() { return getUnitAttr() != nullptr; }
     /// Whether this is the model's root module.
     bool isRoot() { return ::llvm::isa<ModelOp>((*this)->getParentOp()); }
     /// Dotted path from the root ("" for the root), as named_modules().

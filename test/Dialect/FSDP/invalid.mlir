@@ -1,0 +1,539 @@
+// Every fsdp verifier and parser error, once.
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{'fsdp.model' op must hold exactly one fsdp.module, the root}}
+fsdp.model @empty {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.model' op must hold exactly one fsdp.module, the root}}
+fsdp.model @two_roots {
+  fsdp.module @a kind "A" {
+    fsdp.forward () -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+  fsdp.module @b kind "B" {
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.model' op root module 'root' needs a forward returning the loss}}
+fsdp.model @no_forward {
+  fsdp.module @root kind "Net" {
+  }
+}
+
+// -----
+
+fsdp.model @no_loss {
+  fsdp.module @root kind "Net" {
+    // expected-error @+1 {{'fsdp.forward' op of the root module must return the loss (a 0-d float tensor) first}}
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+      fsdp.return %x : tensor<4xf32>
+    }
+  }
+}
+
+// -----
+
+// expected-error @+1 {{expects parent op to be one of 'fsdp.model, fsdp.module'}}
+fsdp.module @orphan kind "Linear" {
+}
+
+// -----
+
+fsdp.model @duplicate {
+  fsdp.module @root kind "Net" {
+    // expected-note @+1 {{see existing symbol definition here}}
+    fsdp.param @weight : tensor<4xf32> init <zeros>
+    // expected-error @+1 {{redefinition of symbol named 'weight'}}
+    fsdp.param @weight : tensor<4xf32> init <ones>
+    fsdp.forward () -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @stray_op {
+  fsdp.module @root kind "Net" {
+    // expected-error @+1 {{'arith.constant' op is not allowed in the body of an fsdp.module}}
+    %c = arith.constant dense<0.0> : tensor<f32>
+    fsdp.forward () -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @two_forwards {
+  fsdp.module @root kind "Net" {
+    fsdp.forward () -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+    // expected-error @+1 {{'fsdp.forward' op is the second forward of module '(root)'}}
+    fsdp.forward () -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    // expected-error @+1 {{initializer 'kaiming_uniform' needs fan-in/fan-out, which a tensor of rank 1 does not have (rank >= 2 required)}}
+    fsdp.param @bias : tensor<4xf32> init <kaiming_uniform(2.23606797749979)>
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    // expected-error @+1 {{integer tensor cannot use random initializer 'normal'}}
+    fsdp.buffer @ids : tensor<4xi64> init <normal(0.0, 1.0)>
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    // expected-error @+1 {{attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+    fsdp.param @ids : tensor<4xi64> init <zeros>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{unknown initializer 'gaussian'}}
+fsdp.param @w : tensor<4xf32> init <gaussian(0.0, 1.0)>
+
+// -----
+
+// expected-error @+1 {{initializer 'normal' takes 2 argument(s), got 1}}
+fsdp.param @w : tensor<4xf32> init <normal(0.0)>
+
+// -----
+
+// expected-error @+1 {{initializer 'normal' needs a positive std, got 0}}
+fsdp.param @w : tensor<4xf32> init <normal(0.0, 0.0)>
+
+// -----
+
+// expected-error @+1 {{initializer 'uniform' needs a < b, got [1.000000e+00, -1.000000e+00]}}
+fsdp.param @w : tensor<4xf32> init <uniform(1.0, -1.0)>
+
+// -----
+
+// expected-error @+1 {{initializer 'trunc_normal' needs a < b, got [2.000000e+00, -2.000000e+00]}}
+fsdp.param @w : tensor<4xf32> init <trunc_normal(0.0, 1.0, 2.0, -2.0)>
+
+// -----
+
+// expected-error @+1 {{initializer 'xavier_uniform' needs a positive gain, got -1}}
+fsdp.param @w : tensor<4x4xf32> init <xavier_uniform(-1.0)>
+
+// -----
+
+// expected-error @+1 {{expected true or false, got 'maybe'}}
+fsdp.module @m kind "Linear" unit<reshard_after_forward = maybe> {
+}
+
+// -----
+
+func.func @bad_mesh(%x: tensor<4xf32>) {
+  // expected-error @+1 {{mesh shard size must be >= 1, got 0}}
+  %0 = fsdp.all_reduce %x mesh<shard = 0> group world dtype f32 sum : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @bad_mesh_replicate(%x: tensor<4xf32>) {
+  // expected-error @+1 {{mesh replicate size must be >= 1, got 0}}
+  %0 = fsdp.all_reduce %x mesh<replicate = 0, shard = 2> group world dtype f32 sum : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.return' op returns 2 value(s) but the forward declares 1}}
+      fsdp.return %x, %x : tensor<4xf32>, tensor<4xf32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.return' op result #0 has type 'tensor<4xf32>' but the forward declares 'tensor<f32>'}}
+      fsdp.return %x : tensor<4xf32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    // expected-error @+1 {{'fsdp.forward' op block arguments do not match the signature}}
+    "fsdp.forward"() <{function_type = (tensor<4xf32>) -> tensor<f32>}> ({
+    ^bb0(%x: tensor<8xf32>):
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }) : () -> ()
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op unknown module @missing in module '(root)'}}
+      %y = fsdp.call @missing(%x) : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %y : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        // expected-error @+1 {{'fsdp.call' op module @b is outside the subtree of module 'a' (found from '(root)'); read it in a common ancestor and pass it as an argument}}
+        %y = fsdp.call @b(%x) : (tensor<4xf32>) -> tensor<4xf32>
+        fsdp.return %y : tensor<4xf32>
+      }
+    }
+    fsdp.module @b kind "B" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4xf32> init <zeros>
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op callee @w is a 'fsdp.param', not an fsdp.module}}
+      %y = fsdp.call @w(%x) : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %y : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.module @layers kind "ModuleList" {
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op module 'layers' of kind 'ModuleList' has no forward and cannot be called}}
+      %y = fsdp.call @layers(%x) : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %y : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op passes 2 operand(s) but the forward of 'a' has 1}}
+      %y = fsdp.call @a(%x, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xbf16>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op operand #0 has type 'tensor<4xbf16>' but the forward of 'a' expects 'tensor<4xf32>'}}
+      %y = fsdp.call @a(%x) : (tensor<4xbf16>) -> tensor<4xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op result #0 has type 'tensor<8xf32>' but the forward of 'a' expects 'tensor<4xf32>'}}
+      %y = fsdp.call @a(%x) : (tensor<4xf32>) -> tensor<8xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+func.func @call_outside(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.call' op must be inside the forward of an fsdp.module}}
+  %y = fsdp.call @a(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.get_param' op unknown parameter @weight in module '(root)'}}
+      %w = fsdp.get_param @weight : tensor<4xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// Tied weights: the head reads the embedding's weight from outside its subtree.
+fsdp.model @m {
+  fsdp.module @root kind "GPT" {
+    fsdp.module @wte kind "Embedding" {
+      fsdp.param @weight : tensor<8x4xf32> init <normal(0.0, 0.02)>
+    }
+    fsdp.module @lm_head kind "Linear" {
+      fsdp.forward (%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+        // expected-error @+1 {{'fsdp.get_param' op parameter @wte::@weight is outside the subtree of module 'lm_head' (found from '(root)'); read it in a common ancestor and pass it as an argument}}
+        %w = fsdp.get_param @wte::@weight : tensor<8x4xf32>
+        %y = nn.linear %x, %w : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+        fsdp.return %y : tensor<2x8xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.buffer @stats : tensor<4xf32> init <zeros>
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.get_param' op @stats is a 'fsdp.buffer', not a parameter (buffers are read with fsdp.get_buffer)}}
+      %w = fsdp.get_param @stats : tensor<4xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4xf32> init <zeros>
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.get_param' op parameter @w has type 'tensor<4xf32>', not 'tensor<4xbf16>'}}
+      %w = fsdp.get_param @w : tensor<4xbf16>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4xf32> init <zeros>
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.get_buffer' op @w is a 'fsdp.param', not a buffer (parameters are read with fsdp.get_param)}}
+      %w = fsdp.get_buffer @w : tensor<4xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.buffer @b : tensor<4xf32> init <zeros>
+    fsdp.forward (%x: tensor<8xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.set_buffer' op buffer @b has type 'tensor<4xf32>', not 'tensor<8xf32>'}}
+      fsdp.set_buffer @b, %x : tensor<8xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+func.func @group_on_1d_mesh(%x: tensor<4xf32>) {
+  // expected-error @+1 {{group 'replicate' does not exist on the 1-D mesh #fsdp.mesh<shard = 4>; use a 2-D mesh <replicate = R, shard = S>}}
+  %0 = fsdp.all_reduce %x mesh<shard = 4> group replicate dtype f32 sum : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @operand_dtype(%x: tensor<4xf32>) {
+  // expected-error @+1 {{operand element type 'f32' differs from the declared dtype 'bf16'}}
+  %0 = fsdp.all_gather %x mesh<shard = 4> group shard dtype bf16 : tensor<4xf32> -> tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @result_dtype(%x: tensor<4xbf16>) {
+  // expected-error @+1 {{result element type 'f32' differs from the declared dtype 'bf16'}}
+  %0 = fsdp.all_gather %x mesh<shard = 4> group shard dtype bf16 : tensor<4xbf16> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @rank(%x: tensor<4xf32>) {
+  // expected-error @+1 {{operand and result must have the same rank >= 1}}
+  %0 = fsdp.all_gather %x mesh<shard = 4> group shard dtype f32 : tensor<4xf32> -> tensor<16x1xf32>
+  return
+}
+
+// -----
+
+func.func @trailing_dims(%x: tensor<4x3xf32>) {
+  // expected-error @+1 {{operand and result may differ only in dim 0}}
+  %0 = fsdp.all_gather %x mesh<shard = 4> group shard dtype f32 : tensor<4x3xf32> -> tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_dim0(%x: tensor<4xf32>) {
+  // expected-error @+1 {{result dim 0 must be 4 x 8 ranks = 32, got 16}}
+  %0 = fsdp.all_gather %x mesh<replicate = 2, shard = 4> group world dtype f32 : tensor<4xf32> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_scatter_dim0(%x: tensor<10xf32>) {
+  // expected-error @+1 {{operand dim 0 (10) must be result dim 0 (3) x 4 ranks}}
+  %0 = fsdp.reduce_scatter %x mesh<shard = 4> group shard dtype f32 avg : tensor<10xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @divide_factor(%x: tensor<8xf32>) {
+  // expected-error @+1 {{divide factors must be positive, got pre 0.000000e+00, post 1.000000e+00}}
+  %0 = fsdp.reduce_scatter %x mesh<shard = 4> group shard dtype f32 sum {pre_divide = 0.0 : f64} : tensor<8xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_divide(%x: tensor<8xf32>) {
+  // expected-error @+1 {{divide factors must be positive, got pre 1.000000e+00, post -2.000000e+00}}
+  %0 = fsdp.all_reduce %x mesh<shard = 4> group shard dtype f32 sum {post_divide = -2.0 : f64} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_root(%x: tensor<8xf32>) {
+  // expected-error @+1 {{root 4 is not a rank of the 4-rank group}}
+  %0 = fsdp.broadcast %x mesh<replicate = 2, shard = 4> group shard dtype f32 root 4 : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @unshard_size(%x: tensor<8xf32>) {
+  // expected-error @+1 {{result dim 0 must be 8 x 2 ranks = 16, got 17}}
+  %0 = fsdp.unshard %x unit "a" mesh<shard = 2> : tensor<8xf32> -> !fsdp.token<tensor<17xf32>>
+  return
+}
+
+// -----
+
+func.func @unshard_dtype(%x: tensor<8xbf16>) {
+  // expected-error @+1 {{result element type 'f32' differs from the declared dtype 'bf16'}}
+  %0 = fsdp.unshard %x unit "a" mesh<shard = 2> : tensor<8xbf16> -> !fsdp.token<tensor<16xf32>>
+  return
+}
+
+// -----
+
+func.func @unshard_flat(%x: tensor<8x2xf32>) {
+  // expected-error @+1 {{operand #0 must be 1D tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = fsdp.unshard %x unit "a" mesh<shard = 2> : tensor<8x2xf32> -> !fsdp.token<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+func.func @wait_type(%t: !fsdp.token<tensor<16xf32>>) {
+  // expected-error @+1 {{failed to verify that result is the token's tensor}}
+  %0 = "fsdp.wait"(%t) : (!fsdp.token<tensor<16xf32>>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_grads_size(%g: tensor<16xf32>) {
+  // expected-error @+1 {{operand dim 0 (16) must be result dim 0 (4) x 2 ranks}}
+  %0 = fsdp.reduce_grads %g unit "a" mesh<replicate = 2, shard = 2> avg : tensor<16xf32> -> tensor<4xf32>
+  return
+}

@@ -1,0 +1,108 @@
+// Every fsdp op, attribute and type parses, verifies and prints back, in the
+// custom and the generic form.
+// RUN: fsdp-opt %s | fsdp-opt | FileCheck %s
+// RUN: fsdp-opt %s --mlir-print-op-generic | fsdp-opt | FileCheck %s
+
+// CHECK-LABEL: fsdp.model @tree
+fsdp.model @tree {
+  // CHECK: fsdp.module @root kind "Net" unit {
+  fsdp.module @root kind "Net" unit {
+    // CHECK: fsdp.param @scale : tensor<8xf32> init <ones>
+    fsdp.param @scale : tensor<8xf32> init <ones>
+    // CHECK: fsdp.buffer @running_mean : tensor<8xf32> init <zeros>
+    fsdp.buffer @running_mean : tensor<8xf32> init <zeros>
+    // CHECK: fsdp.buffer @steps : tensor<1xi64> init <constant(3.000000e+00)> {persistent = false}
+    fsdp.buffer @steps : tensor<1xi64> init <constant(3.0)> {persistent = false}
+    // CHECK: fsdp.module @encoder kind "Linear" unit<reshard_after_forward = false> {
+    fsdp.module @encoder kind "Linear" unit<reshard_after_forward = false> {
+      // CHECK: fsdp.param @weight : tensor<8x4xbf16> init <kaiming_uniform(2.2360679774997898)>
+      fsdp.param @weight : tensor<8x4xbf16> init <kaiming_uniform(2.2360679774997898)>
+      // CHECK: fsdp.param @bias : tensor<8xbf16> init <uniform(-5.000000e-01, 5.000000e-01)> {requires_grad = false}
+      fsdp.param @bias : tensor<8xbf16> init <uniform(-0.5, 0.5)> {requires_grad = false}
+      // CHECK: fsdp.forward (%{{.*}}: tensor<2x4xbf16>) -> tensor<2x8xbf16> {
+      fsdp.forward (%x: tensor<2x4xbf16>) -> tensor<2x8xbf16> {
+        // CHECK: fsdp.get_param @weight : tensor<8x4xbf16>
+        %w = fsdp.get_param @weight : tensor<8x4xbf16>
+        %b = fsdp.get_param @bias : tensor<8xbf16>
+        %y = nn.linear %x, %w, %b : (tensor<2x4xbf16>, tensor<8x4xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
+        // CHECK: fsdp.return %{{.*}} : tensor<2x8xbf16>
+        fsdp.return %y : tensor<2x8xbf16>
+      }
+    }
+    // A container without a forward, holding initializers of every kind.
+    // CHECK: fsdp.module @layers kind "ModuleList" {
+    fsdp.module @layers kind "ModuleList" {
+      fsdp.module @"0" kind "Custom" {
+        // CHECK: init <normal(0.000000e+00, 2.000000e-02)>
+        fsdp.param @a : tensor<4x4xf32> init <normal(0.0, 0.02)>
+        // CHECK: init <trunc_normal(0.000000e+00, 1.000000e+00, -2.000000e+00, 2.000000e+00)>
+        fsdp.param @b : tensor<4x4xf32> init <trunc_normal(0.0, 1.0, -2.0, 2.0)>
+        // CHECK: init <xavier_uniform(1.000000e+00)>
+        fsdp.param @c : tensor<4x4xf32> init <xavier_uniform(1.0)>
+        // CHECK: init <xavier_normal(1.000000e+00)>
+        fsdp.param @d : tensor<4x4x3xf32> init <xavier_normal(1.0)>
+        // CHECK: init <kaiming_normal(0.000000e+00)>
+        fsdp.param @e : tensor<4x4xf16> init <kaiming_normal(0.0)>
+        // CHECK: init <constant(-1.500000e+00)>
+        fsdp.param @f : tensor<4xf32> init <constant(-1.5)>
+        // CHECK: fsdp.forward () -> tensor<4x4xf32>
+        fsdp.forward () -> tensor<4x4xf32> {
+          %a = fsdp.get_param @a : tensor<4x4xf32>
+          fsdp.return %a : tensor<4x4xf32>
+        }
+      }
+    }
+    // CHECK: fsdp.forward (%{{.*}}: tensor<2x4xbf16>, %{{.*}}: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8xf32>) {
+    fsdp.forward (%x: tensor<2x4xbf16>, %t: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8xf32>) {
+      // CHECK: fsdp.call @encoder(%{{.*}}) : (tensor<2x4xbf16>) -> tensor<2x8xbf16>
+      %h = fsdp.call @encoder(%x) : (tensor<2x4xbf16>) -> tensor<2x8xbf16>
+      %f = nn.cast %h : tensor<2x8xbf16> to tensor<2x8xf32>
+      // A nested path reaches a grandchild; parameters can be read from ancestors.
+      // CHECK: fsdp.call @layers::@"0"() : () -> tensor<4x4xf32>
+      %m = fsdp.call @layers::@"0"() : () -> tensor<4x4xf32>
+      // CHECK: fsdp.get_param @encoder::@weight : tensor<8x4xbf16>
+      %w = fsdp.get_param @encoder::@weight : tensor<8x4xbf16>
+      // CHECK: fsdp.get_buffer @running_mean : tensor<8xf32>
+      %rm = fsdp.get_buffer @running_mean : tensor<8xf32>
+      %s = fsdp.get_param @scale : tensor<8xf32>
+      %y = nn.mul %f, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+      // CHECK: fsdp.set_buffer @running_mean, %{{.*}} : tensor<8xf32>
+      fsdp.set_buffer @running_mean, %rm : tensor<8xf32>
+      %loss = nn.mse_loss %y, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<f32>
+      fsdp.return %loss, %y : tensor<f32>, tensor<2x8xf32>
+    }
+  }
+}
+
+// CHECK-LABEL: func @collectives
+func.func @collectives(%shard: tensor<19xbf16>, %full: tensor<76x2xf32>, %sq: tensor<1xf32>) {
+  // CHECK: fsdp.all_gather %{{.*}} mesh<shard = 4> group shard dtype bf16 : tensor<19xbf16> -> tensor<76xbf16>
+  %0 = fsdp.all_gather %shard mesh<shard = 4> group shard dtype bf16 : tensor<19xbf16> -> tensor<76xbf16>
+  // CHECK: fsdp.all_gather %{{.*}} mesh<replicate = 2, shard = 4> group world dtype bf16 : tensor<19xbf16> -> tensor<152xbf16>
+  %1 = fsdp.all_gather %shard mesh<replicate = 2, shard = 4> group world dtype bf16 : tensor<19xbf16> -> tensor<152xbf16>
+  // CHECK: fsdp.reduce_scatter %{{.*}} mesh<shard = 4> group shard dtype f32 sum {post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64} : tensor<76x2xf32> -> tensor<19x2xf32>
+  %2 = fsdp.reduce_scatter %full mesh<shard = 4> group shard dtype f32 sum {pre_divide = 2.0 : f64, post_divide = 2.0 : f64} : tensor<76x2xf32> -> tensor<19x2xf32>
+  // CHECK: fsdp.reduce_scatter %{{.*}} mesh<replicate = 2, shard = 2> group replicate dtype f32 avg : tensor<76x2xf32> -> tensor<38x2xf32>
+  %3 = fsdp.reduce_scatter %full mesh<replicate = 2, shard = 2> group replicate dtype f32 avg : tensor<76x2xf32> -> tensor<38x2xf32>
+  // CHECK: fsdp.all_reduce %{{.*}} mesh<shard = 4> group world dtype f32 max : tensor<1xf32>
+  %4 = fsdp.all_reduce %sq mesh<shard = 4> group world dtype f32 max : tensor<1xf32>
+  // CHECK: fsdp.broadcast %{{.*}} mesh<replicate = 2, shard = 4> group replicate dtype f32 root 1 : tensor<1xf32>
+  %5 = fsdp.broadcast %sq mesh<replicate = 2, shard = 4> group replicate dtype f32 root 1 : tensor<1xf32>
+  return
+}
+
+// CHECK-LABEL: func @schedule
+func.func @schedule(%shard: tensor<136xf32>) -> tensor<136xf32> {
+  // CHECK: %[[T:.*]] = fsdp.unshard %{{.*}} unit "module.1" mesh<shard = 2> : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
+  %t = fsdp.unshard %shard unit "module.1" mesh<shard = 2> : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
+  // CHECK: %[[F:.*]] = fsdp.wait %[[T]] : !fsdp.token<tensor<272xf32>>
+  %full = fsdp.wait %t : !fsdp.token<tensor<272xf32>>
+  // CHECK: fsdp.reshard %[[F]] unit "module.1" : tensor<272xf32>
+  fsdp.reshard %full unit "module.1" : tensor<272xf32>
+  // CHECK: fsdp.reduce_grads %{{.*}} unit "module.1" mesh<replicate = 2, shard = 2> avg : tensor<272xf32> -> tensor<136xf32>
+  %g = fsdp.reduce_grads %full unit "module.1" mesh<replicate = 2, shard = 2> avg : tensor<272xf32> -> tensor<136xf32>
+  // No-shard (DDP) is a mesh of shard size 1: the reduction is an all-reduce.
+  // CHECK: fsdp.reduce_grads %{{.*}} unit "" mesh<replicate = 4, shard = 1> sum {pre_divide = 4.000000e+00 : f64} : tensor<136xf32> -> tensor<136xf32>
+  %h = fsdp.reduce_grads %g unit "" mesh<replicate = 4, shard = 1> sum {pre_divide = 4.0 : f64} : tensor<136xf32> -> tensor<136xf32>
+  return %h : tensor<136xf32>
+}

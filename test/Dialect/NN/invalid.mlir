@@ -1,0 +1,497 @@
+// Every nn verifier error, once.
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+func.func @linear_weight_rank(%x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+2 {{weight must be 2-D [out_features, in_features]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_input_rank(%x: tensor<f32>, %w: tensor<16x8xf32>) {
+  // expected-error @+2 {{input must have at least one dimension}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w : (tensor<f32>, tensor<16x8xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_dtype(%x: tensor<4x8xbf16>, %w: tensor<16x8xf32>) {
+  // expected-error @+2 {{input and weight element types differ: 'bf16' vs 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w : (tensor<4x8xbf16>, tensor<16x8xf32>) -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_features(%x: tensor<4x7xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+2 {{weight has 8 input features but the input's last dimension is 7}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w : (tensor<4x7xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+2 {{bias must be a tensor of shape [16], got 'tensor<8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias_dtype(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf16>) {
+  // expected-error @+2 {{bias element type 'f16' differs from the input's 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf16>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_result(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<4x16xf32>' are incompatible with return type(s) of operation 'tensor<4x17xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x17xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_shape(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.relu %x : tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @f64_data(%x: tensor<4xf64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.relu %x : tensor<4xf64>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+2 {{operands must have rank >= 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.matmul %a, %b : (tensor<8xf32>, tensor<8x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_dtype(%a: tensor<2x8xf32>, %b: tensor<8x4xbf16>) {
+  // expected-error @+2 {{operand element types differ: 'f32' vs 'bf16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.matmul %a, %b : (tensor<2x8xf32>, tensor<8x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contraction(%a: tensor<2x8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+2 {{contraction sizes differ: lhs has 8 columns, rhs has 4 rows}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.matmul %a, %b {transpose_rhs} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<3x2x8xf32>, %b: tensor<2x8x4xf32>) {
+  // expected-error @+2 {{batch dimensions of 'tensor<3x2x8xf32>' and 'tensor<2x8x4xf32>' do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.matmul %a, %b : (tensor<3x2x8xf32>, tensor<2x8x4xf32>) -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_dtype(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error @+2 {{operand element types differ: 'f32' vs 'f16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.add %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_broadcast(%a: tensor<4x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{shapes 'tensor<4x3xf32>' and 'tensor<4xf32>' do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.mul %a, %b : (tensor<4x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @unary_type(%a: tensor<4xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "nn.relu"(%a) : (tensor<4xf32>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @dropout_p(%a: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'p' failed to satisfy constraint: 64-bit float attribute whose value is in [0, 1)}}
+  %0 = nn.dropout %a {p = 1.0 : f64, rng_id = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_rank(%x: tensor<f32>) {
+  // expected-error @+2 {{input must be a tensor of rank >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.layer_norm %x : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_weight(%x: tensor<4x32xf32>, %g: tensor<4xf32>) {
+  // expected-error @+2 {{weight must be a tensor of shape [32], got 'tensor<4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.layer_norm %x weight %g : (tensor<4x32xf32>, tensor<4xf32>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_epsilon(%x: tensor<4x32xf32>) {
+  // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
+  %0 = nn.layer_norm %x {epsilon = 0.0 : f64} : (tensor<4x32xf32>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<4x32xf32>, %g: tensor<32xbf16>) {
+  // expected-error @+2 {{weight element type 'bf16' differs from the input's 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.rms_norm %x weight %g : (tensor<4x32xf32>, tensor<32xbf16>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_rank(%x: tensor<8xf32>, %c: tensor<8xf32>) {
+  // expected-error @+2 {{input must be [N, C, ...] with rank >= 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.batch_norm %x, %c, %c, %c, %c : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_stats(%x: tensor<8x4xf32>, %c: tensor<4xf32>, %s: tensor<8xf32>) {
+  // expected-error @+2 {{running_var must be a tensor of shape [4], got 'tensor<8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.batch_norm %x, %c, %c, %c, %s : (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<8x4xf32>, tensor<4xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @softmax_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = nn.softmax %x {dim = 2 : i64} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_rank(%x: tensor<f32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = nn.softmax %x : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @embedding_table(%ids: tensor<4xi64>, %t: tensor<64xf32>) {
+  // expected-error @+2 {{table must be 2-D [num_embeddings, dim]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.embedding %ids, %t : (tensor<4xi64>, tensor<64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_float_ids(%ids: tensor<4xf32>, %t: tensor<64x8xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = nn.embedding %ids, %t : (tensor<4xf32>, tensor<64x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<16x32xf32>) {
+  // expected-error @+2 {{query, key and value must be 3-D [batch, seq, heads*dim]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %q, %q {num_heads = 4 : i64} : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dtype(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xbf16>) {
+  // expected-error @+2 {{query, key and value element types differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %k {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x16x32xf32>, %k: tensor<3x16x32xf32>) {
+  // expected-error @+2 {{batch sizes differ: query 2, key 3, value 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %k {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<3x16x32xf32>, tensor<3x16x32xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_key_value(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+2 {{key 'tensor<2x16x32xf32>' and value 'tensor<2x8x32xf32>' must have the same shape}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %v {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x8x32xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<2x16x30xf32>) {
+  // expected-error @+2 {{query width 30 is not divisible by num_heads 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %q, %q {num_heads = 4 : i64} : (tensor<2x16x30xf32>, tensor<2x16x30xf32>, tensor<2x16x30xf32>) -> tensor<2x16x30xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_heads(%q: tensor<2x16x32xf32>, %k: tensor<2x16x24xf32>) {
+  // expected-error @+2 {{num_heads 4 is not a multiple of num_kv_heads 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 3 : i64} : (tensor<2x16x32xf32>, tensor<2x16x24xf32>, tensor<2x16x24xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_key_width(%q: tensor<2x16x32xf32>, %k: tensor<2x16x8xf32>) {
+  // expected-error @+2 {{key width 8 must be 2 kv heads x head dim 8 = 16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_num_heads(%q: tensor<2x16x32xf32>) {
+  // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = nn.attention %q, %q, %q {num_heads = 0 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rank(%x: tensor<16x32xf32>) {
+  // expected-error @+1 {{input must be 3-D [batch, seq, heads*dim], got 'tensor<16x32xf32>'}}
+  %0 = nn.rope %x {num_heads = 4 : i64} : tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @rope_heads(%x: tensor<2x16x30xf32>) {
+  // expected-error @+1 {{width 30 is not divisible by num_heads 4}}
+  %0 = nn.rope %x {num_heads = 4 : i64} : tensor<2x16x30xf32>
+  return
+}
+
+// -----
+
+func.func @rope_odd(%x: tensor<2x16x12xf32>) {
+  // expected-error @+1 {{head dim 3 must be even to rotate pairs}}
+  %0 = nn.rope %x {num_heads = 4 : i64} : tensor<2x16x12xf32>
+  return
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{changes the shape: 'tensor<4x8xf32>' to 'tensor<32xbf16>'}}
+  %0 = nn.cast %x : tensor<4x8xf32> to tensor<32xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_to_int(%x: tensor<4xf32>) {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.cast %x : tensor<4xf32> to tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @reshape_dtype(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{changes the element type (use nn.cast): 'f32' to 'bf16'}}
+  %0 = nn.reshape %x : tensor<4x8xf32> to tensor<32xbf16>
+  return
+}
+
+// -----
+
+func.func @reshape_numel(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{changes the number of elements: 32 to 30}}
+  %0 = nn.reshape %x : tensor<4x8xf32> to tensor<5x6xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_length(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{permutation has 2 entries for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.transpose %x {permutation = array<i64: 1, 0>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_repeat(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{permutation [1, 1, 0] is not a permutation of 0..2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.transpose %x {permutation = array<i64: 1, 1, 0>} : (tensor<2x3x4xf32>) -> tensor<3x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @split_dim(%x: tensor<2x6xf32>) {
+  // expected-error @+2 {{dim 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.split %x {dim = 2 : i64, sizes = array<i64: 3, 3>} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @split_sum(%x: tensor<2x6xf32>) {
+  // expected-error @+2 {{sizes add up to 5 but dimension 1 has size 6}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.split %x {dim = 1 : i64, sizes = array<i64: 3, 2>} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+func.func @split_empty(%x: tensor<2x6xf32>) {
+  // expected-error @+2 {{needs at least one size}}
+  // expected-error @+1 {{failed to infer returned types}}
+  nn.split %x {dim = 1 : i64, sizes = array<i64>} : (tensor<2x6xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @split_negative(%x: tensor<2x6xf32>) {
+  // expected-error @+2 {{sizes must be non-negative}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.split %x {dim = 1 : i64, sizes = array<i64: 7, -1>} : (tensor<2x6xf32>) -> (tensor<2x7xf32>, tensor<2x1xf32>)
+  return
+}
+
+// -----
+
+func.func @concat_empty() {
+  // expected-error @+2 {{needs at least one input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.concat {dim = 0 : i64} : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @concat_dim(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{dim -3 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.concat %a, %a {dim = -3 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_rank(%a: tensor<2x3xf32>, %b: tensor<2x3x1xf32>) {
+  // expected-error @+2 {{input #1 has type 'tensor<2x3x1xf32>', incompatible with 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.concat %a, %b {dim = 0 : i64} : (tensor<2x3xf32>, tensor<2x3x1xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_shape(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+2 {{input #1 differs in dimension 1: 4 vs 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.concat %a, %b {dim = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_dim(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{dim 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.reduce_sum %x {dims = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_twice(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{dim -1 is listed twice}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.reduce_mean %x {dims = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_targets(%l: tensor<6x23xf32>, %t: tensor<5xi64>) {
+  // expected-error @+2 {{targets 'tensor<5xi64>' must have the shape of logits without the class dimension}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy %l, %t : (tensor<6x23xf32>, tensor<5xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_rank(%l: tensor<f32>, %t: tensor<i64>) {
+  // expected-error @+2 {{logits must be [..., num_classes]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy %l, %t : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @mse_types(%a: tensor<4xf32>, %b: tensor<5xf32>) {
+  // expected-error @+2 {{input and target types differ: 'tensor<4xf32>' vs 'tensor<5xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.mse_loss %a, %b : (tensor<4xf32>, tensor<5xf32>) -> tensor<f32>
+  return
+}

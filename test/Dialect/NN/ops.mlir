@@ -1,0 +1,126 @@
+// Every nn op parses, verifies and prints back to the same text, in both the
+// custom and the generic form.
+// RUN: fsdp-opt %s | fsdp-opt | FileCheck %s
+// RUN: fsdp-opt %s --mlir-print-op-generic | fsdp-opt | FileCheck %s
+
+// CHECK-LABEL: func @linear_algebra
+func.func @linear_algebra(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,
+                          %q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x16x8xbf16>, %m: tensor<8x3xbf16>) {
+  // CHECK: nn.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %0 = nn.linear %x, %w, %b : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: nn.linear %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %1 = nn.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  // CHECK: nn.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x16x16xbf16>
+  %2 = nn.matmul %q, %k {transpose_rhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x16x16xbf16>
+  // CHECK: nn.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x8x8xbf16>
+  %3 = nn.matmul %q, %k {transpose_lhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x8x8xbf16>
+  // An unbatched rhs broadcasts over the batch dimensions.
+  // CHECK: nn.matmul %{{.*}}, %{{.*}} : (tensor<2x4x16x8xbf16>, tensor<8x3xbf16>) -> tensor<2x4x16x3xbf16>
+  %4 = nn.matmul %q, %m : (tensor<2x4x16x8xbf16>, tensor<8x3xbf16>) -> tensor<2x4x16x3xbf16>
+  return
+}
+
+// CHECK-LABEL: func @elementwise
+func.func @elementwise(%a: tensor<4x16x32xf16>, %b: tensor<16x32xf16>, %c: tensor<4x1x32xf16>) {
+  // CHECK: nn.add %{{.*}}, %{{.*}} : (tensor<4x16x32xf16>, tensor<16x32xf16>) -> tensor<4x16x32xf16>
+  %0 = nn.add %a, %b : (tensor<4x16x32xf16>, tensor<16x32xf16>) -> tensor<4x16x32xf16>
+  // CHECK: nn.sub %{{.*}}, %{{.*}} : (tensor<4x1x32xf16>, tensor<16x32xf16>) -> tensor<4x16x32xf16>
+  %1 = nn.sub %c, %b : (tensor<4x1x32xf16>, tensor<16x32xf16>) -> tensor<4x16x32xf16>
+  // CHECK: nn.mul %{{.*}}, %{{.*}} : (tensor<4x16x32xf16>, tensor<4x16x32xf16>) -> tensor<4x16x32xf16>
+  %2 = nn.mul %a, %a : (tensor<4x16x32xf16>, tensor<4x16x32xf16>) -> tensor<4x16x32xf16>
+  // CHECK: nn.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<4x16x32xf16>
+  %3 = nn.scale %a {factor = 0.5 : f64} : tensor<4x16x32xf16>
+  // CHECK: nn.relu %{{.*}} : tensor<4x16x32xf16>
+  %4 = nn.relu %a : tensor<4x16x32xf16>
+  // CHECK: nn.gelu %{{.*}} : tensor<4x16x32xf16>
+  %5 = nn.gelu %a : tensor<4x16x32xf16>
+  // CHECK: nn.gelu %{{.*}} {approximate = #nn.approximation<tanh>} : tensor<4x16x32xf16>
+  %6 = nn.gelu %a {approximate = #nn.approximation<tanh>} : tensor<4x16x32xf16>
+  // CHECK: nn.silu %{{.*}} : tensor<4x16x32xf16>
+  %7 = nn.silu %a : tensor<4x16x32xf16>
+  // CHECK: nn.dropout %{{.*}} {p = 1.000000e-01 : f64, rng_id = 3 : i64} : tensor<4x16x32xf16>
+  %8 = nn.dropout %a {p = 0.1 : f64, rng_id = 3 : i64} : tensor<4x16x32xf16>
+  return
+}
+
+// CHECK-LABEL: func @normalization
+func.func @normalization(%x: tensor<4x16x32xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>,
+                         %img: tensor<8x4x5x5xf32>, %c: tensor<4xf32>) {
+  // CHECK: nn.layer_norm %{{.*}} weight %{{.*}} bias %{{.*}} : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+  %0 = nn.layer_norm %x weight %g bias %b : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+  // CHECK: nn.layer_norm %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
+  %1 = nn.layer_norm %x {epsilon = 1.0e-6 : f64} : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
+  // CHECK: nn.layer_norm %{{.*}} bias %{{.*}} : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+  %2 = nn.layer_norm %x bias %b : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+  // CHECK: nn.rms_norm %{{.*}} weight %{{.*}} : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+  %3 = nn.rms_norm %x weight %g : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
+  // CHECK: nn.batch_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {training} : (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  %4:3 = nn.batch_norm %img, %c, %c, %c, %c {training} : (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: nn.batch_norm %{{.*}} {momentum = 2.000000e-01 : f64} : (tensor<8x4x5x5xf32>
+  %5:3 = nn.batch_norm %img, %c, %c, %c, %c {momentum = 0.2 : f64} : (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: nn.softmax %{{.*}} : tensor<4x16x32xf32>
+  %6 = nn.softmax %x : tensor<4x16x32xf32>
+  // CHECK: nn.softmax %{{.*}} {dim = 1 : i64} : tensor<4x16x32xf32>
+  %7 = nn.softmax %x {dim = 1 : i64} : tensor<4x16x32xf32>
+  return
+}
+
+// CHECK-LABEL: func @transformer
+func.func @transformer(%ids: tensor<2x16xi32>, %table: tensor<64x32xbf16>, %q: tensor<2x16x32xbf16>,
+                       %kv: tensor<2x10x32xbf16>, %gkv: tensor<2x16x16xbf16>) {
+  // CHECK: nn.embedding %{{.*}}, %{{.*}} : (tensor<2x16xi32>, tensor<64x32xbf16>) -> tensor<2x16x32xbf16>
+  %0 = nn.embedding %ids, %table : (tensor<2x16xi32>, tensor<64x32xbf16>) -> tensor<2x16x32xbf16>
+  // Self-attention with a causal mask.
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>) -> tensor<2x16x32xbf16>
+  %1 = nn.attention %q, %q, %q {causal, num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>) -> tensor<2x16x32xbf16>
+  // Cross-attention to another sequence length, with an explicit scale.
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 8 : i64, scale = 2.500000e-01 : f64} : (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>) -> tensor<2x16x32xbf16>
+  %2 = nn.attention %q, %kv, %kv {num_heads = 8 : i64, scale = 0.25 : f64} : (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>) -> tensor<2x16x32xbf16>
+  // Grouped-query attention: 4 query heads share 2 key/value heads of dim 8.
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64}
+  %3 = nn.attention %q, %gkv, %gkv {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x32xbf16>
+  // CHECK: nn.rope %{{.*}} {num_heads = 4 : i64} : tensor<2x16x32xbf16>
+  %4 = nn.rope %q {num_heads = 4 : i64} : tensor<2x16x32xbf16>
+  // CHECK: nn.rope %{{.*}} {num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<2x16x32xbf16>
+  %5 = nn.rope %q {num_heads = 2 : i64, theta = 500000.0 : f64} : tensor<2x16x32xbf16>
+  return
+}
+
+// CHECK-LABEL: func @shapes
+func.func @shapes(%x: tensor<2x3x4xf32>, %y: tensor<2x5x4xf32>, %i: tensor<2x3xi64>) {
+  // CHECK: nn.cast %{{.*}} : tensor<2x3x4xf32> to tensor<2x3x4xbf16>
+  %0 = nn.cast %x : tensor<2x3x4xf32> to tensor<2x3x4xbf16>
+  // CHECK: nn.cast %{{.*}} : tensor<2x3xi64> to tensor<2x3xf32>
+  %1 = nn.cast %i : tensor<2x3xi64> to tensor<2x3xf32>
+  // CHECK: nn.reshape %{{.*}} : tensor<2x3x4xf32> to tensor<6x4xf32>
+  %2 = nn.reshape %x : tensor<2x3x4xf32> to tensor<6x4xf32>
+  // CHECK: nn.reshape %{{.*}} : tensor<2x3xi64> to tensor<6xi64>
+  %3 = nn.reshape %i : tensor<2x3xi64> to tensor<6xi64>
+  // CHECK: nn.transpose %{{.*}} {permutation = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  %4 = nn.transpose %x {permutation = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  // CHECK: nn.split %{{.*}} {dim = -1 : i64, sizes = array<i64: 1, 3>} : (tensor<2x3x4xf32>) -> (tensor<2x3x1xf32>, tensor<2x3x3xf32>)
+  %5:2 = nn.split %x {dim = -1 : i64, sizes = array<i64: 1, 3>} : (tensor<2x3x4xf32>) -> (tensor<2x3x1xf32>, tensor<2x3x3xf32>)
+  // CHECK: nn.concat %{{.*}}, %{{.*}} {dim = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>) -> tensor<2x8x4xf32>
+  %6 = nn.concat %x, %y {dim = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>) -> tensor<2x8x4xf32>
+  // CHECK: nn.reduce_sum %{{.*}} {dims = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+  %7 = nn.reduce_sum %x {dims = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+  // CHECK: nn.reduce_sum %{{.*}} {dims = array<i64: -1>, keepdim} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  %8 = nn.reduce_sum %x {dims = array<i64: -1>, keepdim} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  // CHECK: nn.reduce_mean %{{.*}} {dims = array<i64: 1>} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  %9 = nn.reduce_mean %x {dims = array<i64: 1>} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// CHECK-LABEL: func @losses
+func.func @losses(%logits: tensor<6x23xf32>, %targets: tensor<6xi64>, %seq: tensor<2x3x23xf32>,
+                  %seq_targets: tensor<2x3xi32>, %y: tensor<4x8xf32>) {
+  // CHECK: nn.cross_entropy %{{.*}}, %{{.*}} : (tensor<6x23xf32>, tensor<6xi64>) -> tensor<f32>
+  %0 = nn.cross_entropy %logits, %targets : (tensor<6x23xf32>, tensor<6xi64>) -> tensor<f32>
+  // CHECK: nn.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64, reduction = #nn.reduction<sum>} : (tensor<2x3x23xf32>, tensor<2x3xi32>) -> tensor<f32>
+  %1 = nn.cross_entropy %seq, %seq_targets {reduction = #nn.reduction<sum>, ignore_index = 0 : i64} : (tensor<2x3x23xf32>, tensor<2x3xi32>) -> tensor<f32>
+  // CHECK: nn.mse_loss %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  %2 = nn.mse_loss %y, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  // CHECK: nn.mse_loss %{{.*}}, %{{.*}} {reduction = #nn.reduction<sum>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  %3 = nn.mse_loss %y, %y {reduction = #nn.reduction<sum>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  return
+}
