@@ -138,7 +138,7 @@ struct ModelSummaryPass
     std::unique_ptr<llvm::ToolOutputFile> file =
         openOutputFile(output, &error);
     if (!file) {
-      getOperation().emitError("fsdp-model-summary: ") << error;
+      mlir::emitError(getOperation().getLoc(), "fsdp-model-summary: ") << error;
       return signalPassFailure();
     }
     llvm::json::Array models;
