@@ -10,24 +10,74 @@
 #include "fsdp/Dialect/NN/IR/NNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+/// MLIR 22's parser dereferences a null bit width on `array<index ...>`
+/// (llvm/llvm-project#179045, fixed after 22.1). Reject such input with a
+/// diagnostic before it reaches the parser, so fsdp-opt never crashes on it.
+static LogicalResult rejectKnownParserCrashes(const llvm::MemoryBuffer &input) {
+  llvm::Regex indexArray("array[[:space:]]*<[[:space:]]*index([^_[:alnum:]]|$)");
+  SmallVector<StringRef> match;
+  StringRef text = input.getBuffer();
+  if (!indexArray.match(text, &match))
+    return success();
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(text, input.getBufferIdentifier()),
+      llvm::SMLoc());
+  sourceMgr.PrintMessage(llvm::SMLoc::getFromPointer(match.front().data()),
+                         llvm::SourceMgr::DK_Error,
+                         "dense arrays of 'index' are not supported; use "
+                         "array<i64: ...>");
+  return failure();
+}
 
 int main(int argc, char **argv) {
-  mlir::DialectRegistry registry;
-  registry.insert<mlir::nn::NNDialect, mlir::fsdp::FSDPDialect,
-                  mlir::func::FuncDialect, mlir::arith::ArithDialect>();
-  mlir::func::registerInlinerExtension(registry);
+  llvm::InitLLVM initLLVM(argc, argv);
+  DialectRegistry registry;
+  registry.insert<nn::NNDialect, fsdp::FSDPDialect, func::FuncDialect,
+                  arith::ArithDialect>();
+  func::registerInlinerExtension(registry);
 
-  mlir::registerCanonicalizerPass();
-  mlir::registerCSEPass();
-  mlir::registerInlinerPass();
-  mlir::registerSymbolDCEPass();
-  mlir::fsdp::registerFSDPPasses();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerInlinerPass();
+  registerSymbolDCEPass();
+  fsdp::registerFSDPPasses();
 
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "fsdp-mlir optimizer driver\n", registry));
+  // MlirOptMain(argc, argv, ...) reads the input itself; this is its body
+  // with the input screened before parsing.
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "fsdp-mlir optimizer driver\n", registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  if (failed(rejectKnownParserCrashes(*input)))
+    return 1;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
 }
