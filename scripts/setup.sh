@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test fsdp-mlir:
+# MLIR/LLVM 22, clang + lld + Ninja, the runtime's libraries and the Python
+# test packages. Idempotent, and silent when nothing is missing.
+set -euo pipefail
+
+DEBIAN_PACKAGES=(
+  cmake ninja-build clang lld
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libopenblas-dev nlohmann-json3-dev libgloo-dev
+  libgtest-dev libbenchmark-dev
+)
+PYTHON_MODULES=(pytest numpy safetensors)
+PYTHON=${PYTHON:-python3}
+
+sudo_if_needed() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for package in "${DEBIAN_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+  echo "setup: installing pip for $PYTHON"
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+fi
+missing=()
+for module in "${PYTHON_MODULES[@]}"; do
+  "$PYTHON" -c "import $module" 2>/dev/null || missing+=("$module")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Python packages: ${missing[*]}"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
