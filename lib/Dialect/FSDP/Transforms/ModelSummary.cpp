@@ -1,5 +1,6 @@
 //===- ModelSummary.cpp - print a model's module tree and sizes ------------===//
 
+#include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
@@ -41,14 +42,19 @@ struct ModuleRow {
   std::string kind;
   bool unit = false;
   Size ownParams, subtreeParams, subtreeTrainable, subtreeBuffers;
+  /// The unit's flat parameter (unpadded), for units only.
+  Size flatParams;
 };
 
 /// Appends the rows of `module`'s subtree in pre-order; returns the index
 /// of `module`'s row.
-size_t collectRows(NNModuleOp module, std::vector<ModuleRow> &rows) {
+size_t collectRows(NNModuleOp module, const UnitOwnership &ownership,
+                   std::vector<ModuleRow> &rows) {
   size_t index = rows.size();
   rows.push_back({module.isRoot() ? "(root)" : module.getQualifiedName(),
-                  module.getKind().str(), module.isUnit(), {}, {}, {}, {}});
+                  module.getKind().str(), ownership.isUnit(module)});
+  for (ParamOp param : ownership.getParams(module))
+    rows[index].flatParams.add(param.getTensorType());
   Size own, trainable, buffers;
   for (Operation &op : module.getBody().front()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -61,7 +67,7 @@ size_t collectRows(NNModuleOp module, std::vector<ModuleRow> &rows) {
   }
   Size subtree = own;
   for (auto child : module.getBody().front().getOps<NNModuleOp>()) {
-    size_t childIndex = collectRows(child, rows);
+    size_t childIndex = collectRows(child, ownership, rows);
     subtree += rows[childIndex].subtreeParams;
     trainable += rows[childIndex].subtreeTrainable;
     buffers += rows[childIndex].subtreeBuffers;
@@ -89,19 +95,22 @@ void printText(raw_ostream &os, StringRef model,
     kindWidth = std::max(kindWidth, row.kind.size());
   }
   auto line = [&](StringRef name, StringRef kind, StringRef unit,
-                  const Twine &own, const Twine &subtree, const Twine &bytes,
-                  const Twine &buffers) {
+                  const Twine &flat, const Twine &own, const Twine &subtree,
+                  const Twine &bytes, const Twine &buffers) {
     os << llvm::left_justify(name, nameWidth) << "  "
        << llvm::left_justify(kind, kindWidth) << "  "
        << llvm::left_justify(unit, 4) << "  "
+       << llvm::right_justify(flat.str(), 10) << "  "
        << llvm::right_justify(own.str(), 10) << "  "
        << llvm::right_justify(subtree.str(), 10) << "  "
        << llvm::right_justify(bytes.str(), 12) << "  "
        << llvm::right_justify(buffers.str(), 8) << "\n";
   };
-  line("module", "kind", "unit", "own", "subtree", "bytes", "buffers");
+  line("module", "kind", "unit", "flat", "own", "subtree", "bytes", "buffers");
   for (const ModuleRow &row : rows)
-    line(row.name, row.kind, row.unit ? "yes" : "", Twine(row.ownParams.elements),
+    line(row.name, row.kind, row.unit ? "yes" : "",
+         row.unit ? Twine(row.flatParams.elements) : Twine(),
+         Twine(row.ownParams.elements),
          Twine(row.subtreeParams.elements), Twine(row.subtreeParams.bytes),
          Twine(row.subtreeBuffers.elements));
 }
@@ -113,6 +122,7 @@ llvm::json::Object toJson(StringRef model, ArrayRef<ModuleRow> rows) {
         {"name", row.name == "(root)" ? "" : row.name},
         {"kind", row.kind},
         {"unit", row.unit},
+        {"flat_params", row.flatParams.elements},
         {"own_params", row.ownParams.elements},
         {"own_bytes", row.ownParams.bytes},
         {"subtree_params", row.subtreeParams.elements},
@@ -144,7 +154,7 @@ struct ModelSummaryPass
     llvm::json::Array models;
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
       std::vector<ModuleRow> rows;
-      collectRows(model.getRoot(), rows);
+      collectRows(model.getRoot(), UnitOwnership(model), rows);
       if (json)
         models.push_back(toJson(model.getSymName(), rows));
       else
