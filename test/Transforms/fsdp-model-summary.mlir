@@ -16,7 +16,6 @@
 // TEXT:      model second: 4 parameters (4 trainable), 16 bytes; 0 buffer elements (0 bytes); 1 FSDP units
 // TEXT-NEXT: module kind unit flat own subtree bytes buffers
 // TEXT-NEXT: (root) Tiny yes  4    4   4   16   0
-// TEXT:      fsdp.model @mixed
 
 // JSON:      "models": [
 // JSON:        "model": "mixed",
@@ -105,3 +104,8 @@ fsdp.model @tied {
     }
   }
 }
+
+// The IR itself is printed unchanged after the summaries.
+// TEXT: fsdp.model @mixed
+// TEXT: fsdp.model @second
+// TEXT: fsdp.model @tied
