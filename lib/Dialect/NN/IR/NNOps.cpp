@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/NN/IR/NNOps.h"
+#include "ShapeRules.h"
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Diagnostics.h"
@@ -16,30 +17,18 @@
 using namespace mlir;
 using namespace mlir::nn;
 
-namespace {
-/// Reports an error at `loc` prefixed with the op name, like emitOpError.
-template <typename... Args>
-LogicalResult fail(std::optional<Location> loc, StringRef opName,
-                   Args &&...args) {
-  return emitOptionalError(loc, "'", opName, "' op ",
-                           std::forward<Args>(args)...);
-}
-
-RankedTensorType tensorOf(Value value) {
-  return value ? dyn_cast<RankedTensorType>(value.getType()) : nullptr;
-}
+using namespace mlir::nn::rules;
 
 /// Maps a possibly negative dimension into [0, rank); fails when out of range.
-FailureOr<int64_t> normalizeDim(int64_t dim, int64_t rank) {
+static FailureOr<int64_t> normalizeDim(int64_t dim, int64_t rank) {
   if (dim < -rank || dim >= rank)
     return failure();
   return dim < 0 ? dim + rank : dim;
 }
 
-/// Checks that `what` is the 1-D tensor [size] with element type `element`.
-LogicalResult checkVector(std::optional<Location> loc, StringRef opName,
-                          StringRef what, Value value, int64_t size,
-                          Type element) {
+LogicalResult rules::checkVector(std::optional<Location> loc,
+                                  StringRef opName, StringRef what,
+                                  Value value, int64_t size, Type element) {
   RankedTensorType type = tensorOf(value);
   if (!type || type.getRank() != 1 || type.getDimSize(0) != size)
     return fail(loc, opName, what, " must be a tensor of shape [", size,
@@ -49,7 +38,6 @@ LogicalResult checkVector(std::optional<Location> loc, StringRef opName,
                 " differs from the input's ", element);
   return success();
 }
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Elementwise with broadcasting
@@ -159,12 +147,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
 // Normalization
 //===----------------------------------------------------------------------===//
 
-/// Infers the type of a normalization over the last dimension with optional
-/// per-feature vectors (weight, bias).
-static LogicalResult
-inferLastDimNorm(std::optional<Location> loc, StringRef name, Value input,
-                 ArrayRef<std::pair<StringRef, Value>> vectors,
-                 SmallVectorImpl<Type> &results) {
+LogicalResult
+rules::inferLastDimNorm(std::optional<Location> loc, StringRef name,
+                         Value input,
+                         ArrayRef<std::pair<StringRef, Value>> vectors,
+                         SmallVectorImpl<Type> &results) {
   RankedTensorType x = tensorOf(input);
   if (!x || x.getRank() < 1)
     return fail(loc, name, "input must be a tensor of rank >= 1");

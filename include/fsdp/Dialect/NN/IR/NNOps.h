@@ -11,6 +11,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "fsdp/Interfaces/DifferentiableOpInterface.h"
 
 #include "fsdp/Dialect/NN/IR/NNEnums.h.inc"
 

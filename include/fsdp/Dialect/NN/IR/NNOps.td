@@ -10,11 +10,16 @@
 #define FSDP_DIALECT_NN_IR_NNOPS_TD
 
 include "fsdp/Dialect/NN/IR/NNBase.td"
+include "fsdp/Interfaces/DifferentiableOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, traits>;
+
+// A forward op: reverse-mode autodiff asks it for its VJP
+// (NNDifferentiation.cpp).
+def NN_Differentiable : DeclareOpInterfaceMethods<DifferentiableOpInterface>;
 
 // An op computing a value from its operands only.
 class NN_PureOp<string mnemonic, list<Trait> traits = []>
@@ -23,7 +28,8 @@ class NN_PureOp<string mnemonic, list<Trait> traits = []>
 // Elementwise op of one tensor: the result has the operand's type.
 class NN_UnaryOp<string mnemonic, list<Trait> traits = []>
     : NN_PureOp<mnemonic, !listconcat([SameOperandsAndResultType,
-                                        InferTypeOpInterface], traits)> {
+                                        InferTypeOpInterface,
+                                        NN_Differentiable], traits)> {
   let arguments = (ins NN_FloatTensor:$input);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
@@ -31,7 +37,7 @@ class NN_UnaryOp<string mnemonic, list<Trait> traits = []>
 
 // Elementwise op of two tensors with NumPy/PyTorch trailing broadcasting.
 class NN_BinaryOp<string mnemonic, string formula>
-    : NN_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+    : NN_PureOp<mnemonic, [InferTypeOpAdaptor, NN_Differentiable]> {
   let summary = "elementwise " # formula # " with broadcasting";
   let description = [{
     `result = }] # formula # [{` elementwise. Shapes broadcast as in PyTorch:
@@ -52,7 +58,7 @@ class NN_BinaryOp<string mnemonic, string formula>
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def NN_LinearOp : NN_PureOp<"linear", [InferTypeOpAdaptor]> {
+def NN_LinearOp : NN_PureOp<"linear", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "affine map x·Wᵀ + b (torch.nn.functional.linear)";
   let description = [{
     `input` is `[..., in]`, `weight` is `[out, in]` (PyTorch's layout), the
@@ -69,7 +75,7 @@ def NN_LinearOp : NN_PureOp<"linear", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
-def NN_MatmulOp : NN_PureOp<"matmul", [InferTypeOpAdaptor]> {
+def NN_MatmulOp : NN_PureOp<"matmul", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "batched matrix product (torch.matmul on rank >= 2)";
   let description = [{
     `lhs` is `[..., M, K]` and `rhs` is `[..., K, N]` (after the optional
@@ -128,7 +134,8 @@ def NN_SiluOp : NN_UnaryOp<"silu"> {
 }
 
 def NN_DropoutOp : NN_Op<"dropout", [SameOperandsAndResultType,
-                                      InferTypeOpInterface]> {
+                                      InferTypeOpInterface,
+                                      NN_Differentiable]> {
   let summary = "inverted dropout with a counter-based random mask";
   let description = [{
     Zeroes each element with probability `p` and scales the others by
@@ -151,7 +158,7 @@ def NN_DropoutOp : NN_Op<"dropout", [SameOperandsAndResultType,
 // Normalization
 //===----------------------------------------------------------------------===//
 
-def NN_LayerNormOp : NN_PureOp<"layer_norm", [InferTypeOpAdaptor,
+def NN_LayerNormOp : NN_PureOp<"layer_norm", [NN_Differentiable, InferTypeOpAdaptor,
                                                AttrSizedOperandSegments]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
@@ -171,7 +178,7 @@ def NN_LayerNormOp : NN_PureOp<"layer_norm", [InferTypeOpAdaptor,
                        "attr-dict `:` functional-type(operands, results)";
 }
 
-def NN_RMSNormOp : NN_PureOp<"rms_norm", [InferTypeOpAdaptor]> {
+def NN_RMSNormOp : NN_PureOp<"rms_norm", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "root-mean-square normalization over the last dimension";
   let description = [{
     x / sqrt(mean(x²) + eps) · weight over the last dimension `[D]`, as
@@ -189,7 +196,8 @@ def NN_RMSNormOp : NN_PureOp<"rms_norm", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
-def NN_BatchNormOp : NN_Op<"batch_norm", [Pure, InferTypeOpAdaptor]> {
+def NN_BatchNormOp : NN_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
+                                          NN_Differentiable]> {
   let summary = "batch normalization with running statistics";
   let description = [{
     F.batch_norm over the channel dimension 1 of `input` `[N, C, ...]`.
@@ -216,7 +224,8 @@ def NN_BatchNormOp : NN_Op<"batch_norm", [Pure, InferTypeOpAdaptor]> {
 }
 
 def NN_SoftmaxOp : NN_PureOp<"softmax", [SameOperandsAndResultType,
-                                          InferTypeOpInterface]> {
+                                          InferTypeOpInterface,
+                                          NN_Differentiable]> {
   let summary = "softmax along one dimension";
   let description = [{
     ```mlir
@@ -234,7 +243,7 @@ def NN_SoftmaxOp : NN_PureOp<"softmax", [SameOperandsAndResultType,
 // Transformer building blocks
 //===----------------------------------------------------------------------===//
 
-def NN_EmbeddingOp : NN_PureOp<"embedding", [InferTypeOpAdaptor]> {
+def NN_EmbeddingOp : NN_PureOp<"embedding", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "table lookup (F.embedding)";
   let description = [{
     `indices` `[...]` of i32/i64 select rows of `table` `[V, D]`; the result
@@ -250,7 +259,7 @@ def NN_EmbeddingOp : NN_PureOp<"embedding", [InferTypeOpAdaptor]> {
       "$indices `,` $table attr-dict `:` functional-type(operands, results)";
 }
 
-def NN_AttentionOp : NN_PureOp<"attention", [InferTypeOpAdaptor]> {
+def NN_AttentionOp : NN_PureOp<"attention", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "multi-head scaled dot-product attention";
   let description = [{
     F.scaled_dot_product_attention on packed heads: `query` is
@@ -284,12 +293,13 @@ def NN_AttentionOp : NN_PureOp<"attention", [InferTypeOpAdaptor]> {
 }
 
 def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
-                                    InferTypeOpInterface]> {
+                                    InferTypeOpInterface, NN_Differentiable]> {
   let summary = "rotary position embedding (Llama)";
   let description = [{
     Rotates each pair (x[2i], x[2i+1]) of every head of `input`
     `[B, T, H·D]` by the angle t·theta^(-2i/D) at position t in [0, T), as
-    Meta's Llama reference does. D must be even.
+    Meta's Llama reference does. D must be even. `inverse` rotates by the
+    opposite angle: the rotation is orthogonal, so that is its VJP.
 
     ```mlir
     %q2 = nn.rope %q {num_heads = 4 : i64, theta = 1.0e+04 : f64} : tensor<2x16x32xf32>
@@ -297,7 +307,8 @@ def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
   }];
   let arguments = (ins NN_FloatTensor:$input,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
-                       DefaultValuedAttr<NN_PositiveF64, "10000.0">:$theta);
+                       DefaultValuedAttr<NN_PositiveF64, "10000.0">:$theta,
+                       UnitAttr:$inverse);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -307,7 +318,7 @@ def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
 // Shape and type manipulation
 //===----------------------------------------------------------------------===//
 
-def NN_CastOp : NN_PureOp<"cast"> {
+def NN_CastOp : NN_PureOp<"cast", [NN_Differentiable]> {
   let summary = "element type conversion (Tensor.to(dtype))";
   let description = [{
     Converts between f32, bf16 and f16 (round to nearest even), or from an
@@ -323,7 +334,7 @@ def NN_CastOp : NN_PureOp<"cast"> {
   let hasVerifier = 1;
 }
 
-def NN_ReshapeOp : NN_PureOp<"reshape"> {
+def NN_ReshapeOp : NN_PureOp<"reshape", [NN_Differentiable]> {
   let summary = "same elements, another shape (Tensor.reshape)";
   let description = [{
     ```mlir
@@ -336,7 +347,7 @@ def NN_ReshapeOp : NN_PureOp<"reshape"> {
   let hasVerifier = 1;
 }
 
-def NN_TransposeOp : NN_PureOp<"transpose", [InferTypeOpAdaptor]> {
+def NN_TransposeOp : NN_PureOp<"transpose", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "permutation of dimensions (Tensor.permute)";
   let description = [{
     Result dimension i is input dimension `permutation[i]`.
@@ -351,7 +362,7 @@ def NN_TransposeOp : NN_PureOp<"transpose", [InferTypeOpAdaptor]> {
       "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def NN_SplitOp : NN_PureOp<"split", [InferTypeOpAdaptor]> {
+def NN_SplitOp : NN_PureOp<"split", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "split into consecutive chunks along a dimension";
   let description = [{
     torch.split with explicit `sizes`, which must add up to the size of
@@ -368,7 +379,7 @@ def NN_SplitOp : NN_PureOp<"split", [InferTypeOpAdaptor]> {
       "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def NN_ConcatOp : NN_PureOp<"concat", [InferTypeOpAdaptor]> {
+def NN_ConcatOp : NN_PureOp<"concat", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "concatenation along a dimension (torch.cat)";
   let description = [{
     ```mlir
@@ -382,7 +393,7 @@ def NN_ConcatOp : NN_PureOp<"concat", [InferTypeOpAdaptor]> {
 }
 
 class NN_ReduceOp<string mnemonic, string what>
-    : NN_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+    : NN_PureOp<mnemonic, [InferTypeOpAdaptor, NN_Differentiable]> {
   let summary = what # " over a set of dimensions";
   let description = [{
     Reduces the dimensions listed in `dims` (negative values count from the
@@ -407,7 +418,7 @@ def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
 // Losses
 //===----------------------------------------------------------------------===//
 
-def NN_CrossEntropyOp : NN_PureOp<"cross_entropy", [InferTypeOpAdaptor]> {
+def NN_CrossEntropyOp : NN_PureOp<"cross_entropy", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy with class-index targets";
   let description = [{
     F.cross_entropy with `logits` `[..., C]` and integer `targets` `[...]`.
@@ -426,7 +437,7 @@ def NN_CrossEntropyOp : NN_PureOp<"cross_entropy", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
-def NN_MSELossOp : NN_PureOp<"mse_loss", [InferTypeOpAdaptor]> {
+def NN_MSELossOp : NN_PureOp<"mse_loss", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "mean (or summed) squared error";
   let description = [{
     ```mlir
@@ -437,6 +448,173 @@ def NN_MSELossOp : NN_PureOp<"mse_loss", [InferTypeOpAdaptor]> {
       DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `,` $target attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast
+//===----------------------------------------------------------------------===//
+
+def NN_BroadcastOp : NN_PureOp<"broadcast", [NN_Differentiable]> {
+  let summary = "expands size-1 and missing leading dims (Tensor.expand)";
+  let description = [{
+    The VJP of a reduction: repeats the input to the result shape under
+    PyTorch's broadcasting rules.
+
+    ```mlir
+    %y = nn.broadcast %x : tensor<4x1xf32> to tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient kernels: the VJPs that are not compositions of forward ops
+//===----------------------------------------------------------------------===//
+
+class NN_ActivationGradOp<string mnemonic, string of>
+    : NN_PureOp<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "gradient of " # of # " with respect to its input";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($input)";
+}
+
+def NN_ReluGradOp : NN_ActivationGradOp<"relu_grad", "nn.relu"> {
+  let description = [{
+    `grad` where `input` > 0, else 0 (PyTorch's threshold_backward).
+
+    ```mlir
+    %gx = nn.relu_grad %g, %x : tensor<4x16xf32>
+    ```
+  }];
+}
+
+def NN_SiluGradOp : NN_ActivationGradOp<"silu_grad", "nn.silu">;
+
+def NN_GeluGradOp : NN_ActivationGradOp<"gelu_grad", "nn.gelu"> {
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+      DefaultValuedAttr<NN_GeluApproximationAttr,
+                        "::mlir::nn::GeluApproximation::none">:$approximate);
+}
+
+def NN_LayerNormGradOp : NN_PureOp<"layer_norm_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradients of nn.layer_norm (input, weight, bias)";
+  let description = [{
+    Recomputes the mean and inverse standard deviation of `input`; without a
+    `weight` the scale is 1. The weight and bias gradients are `[D]`.
+
+    ```mlir
+    %gx, %gw, %gb = nn.layer_norm_grad %g, %x weight %w {epsilon = 1.0e-05 : f64} : (tensor<4x32xf32>, tensor<4x32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<32xf32>, tensor<32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       Optional<NN_FloatTensor>:$weight,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_RMSNormGradOp : NN_PureOp<"rms_norm_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradients of nn.rms_norm (input, weight)";
+  let description = [{
+    ```mlir
+    %gx, %gw = nn.rms_norm_grad %g, %x weight %w : (tensor<4x32xf32>, tensor<4x32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       Optional<NN_FloatTensor>:$weight,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-6">:$epsilon);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad);
+  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_BatchNormGradOp : NN_PureOp<"batch_norm_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradients of nn.batch_norm (input, weight, bias)";
+  let description = [{
+    In training mode the statistics are the batch's (recomputed from
+    `input`) and the input gradient flows through them; in eval mode they are
+    the running statistics, constants of the step.
+
+    ```mlir
+    %gx, %gw, %gb = nn.batch_norm_grad %g, %x, %w, %rm, %rv {training} : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight, NN_FloatTensor:$running_mean,
+                       NN_FloatTensor:$running_var,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-5">:$epsilon,
+                       UnitAttr:$training);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = "$grad `,` $input `,` $weight `,` $running_mean `,` "
+      "$running_var attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_EmbeddingGradOp : NN_PureOp<"embedding_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradient of nn.embedding with respect to the table";
+  let description = [{
+    Adds every row of `grad` `[..., D]` into row `indices[...]` of a zero
+    `[num_embeddings, D]` table, in a fixed order (deterministic).
+
+    ```mlir
+    %gt = nn.embedding_grad %g, %ids {num_embeddings = 64 : i64} : (tensor<4x16x32xf32>, tensor<4x16xi64>) -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_IndexTensor:$indices,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_embeddings);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradients of nn.attention (query, key, value)";
+  let description = [{
+    Recomputes the attention probabilities from query and key (as
+    FlashAttention's backward does) rather than storing them. Attributes
+    mean what they mean on `nn.attention`.
+
+    ```mlir
+    %gq, %gk, %gv = nn.attention_grad %g, %q, %k, %v {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query,
+                       NN_FloatTensor:$key, NN_FloatTensor:$value,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
+                       UnitAttr:$causal,
+                       OptionalAttr<NN_PositiveF64>:$scale);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                      NN_FloatTensor:$value_grad);
+  let assemblyFormat = "$grad `,` $query `,` $key `,` $value attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
+                                      [InferTypeOpAdaptor]> {
+  let summary = "gradient of nn.cross_entropy with respect to the logits";
+  let description = [{
+    `grad` is the 0-d cotangent of the loss: the result is
+    grad · (softmax(logits) − onehot(targets)), divided by the number of
+    targets not ignored for `mean`, zero on ignored rows.
+
+    ```mlir
+    %gl = nn.cross_entropy_grad %g, %logits, %targets : (tensor<f32>, tensor<64x23xf32>, tensor<64xi64>) -> tensor<64x23xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$logits,
+      NN_IndexTensor:$targets,
+      DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $logits `,` $targets attr-dict `:` "
                        "functional-type(operands, results)";
 }
 

@@ -1,0 +1,357 @@
+//===- NNDifferentiation.cpp - the VJP of every forward nn op --------------===//
+//
+// Each buildVJP builds, at the builder's insertion point, the cotangents of
+// the op's operands from the cotangents of its results (null for a result
+// that does not reach the loss). Compositions of forward ops where they are
+// as cheap as a fused kernel; the *_grad kernels elsewhere, as PyTorch does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::nn;
+
+namespace {
+
+RankedTensorType typeOf(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// `value` with the shape of `type` (same elements): a reshape when needed.
+Value reshapeTo(OpBuilder &b, Location loc, Value value, ArrayRef<int64_t> shape) {
+  RankedTensorType type = typeOf(value);
+  if (type.getShape() == shape)
+    return value;
+  return ReshapeOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), value);
+}
+
+/// A zero tensor of `type`.
+Value zerosOf(OpBuilder &b, Location loc, RankedTensorType type) {
+  auto zero = b.getFloatAttr(type.getElementType(), 0.0);
+  return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, zero));
+}
+
+/// Sums `grad` over the dimensions that broadcasting added or expanded, so
+/// that it gets the shape of the operand that was broadcast (`target`).
+Value sumToShape(OpBuilder &b, Location loc, Value grad,
+                 RankedTensorType target) {
+  RankedTensorType type = typeOf(grad);
+  if (type.getShape() == target.getShape())
+    return grad;
+  int64_t lead = type.getRank() - target.getRank();
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d < lead || (target.getDimSize(d - lead) == 1 && type.getDimSize(d) != 1))
+      dims.push_back(d);
+  Value sum = ReduceSumOp::create(b, loc, grad, b.getDenseI64ArrayAttr(dims),
+                                  /*keepdim=*/false);
+  return reshapeTo(b, loc, sum, target.getShape());
+}
+
+Value scale(OpBuilder &b, Location loc, Value value, double factor) {
+  return ScaleOp::create(b, loc, value, b.getF64FloatAttr(factor));
+}
+
+/// Product of the sizes of `dims` of `type`.
+int64_t countOf(RankedTensorType type, ArrayRef<int64_t> dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= type.getDimSize(d < 0 ? d + type.getRank() : d);
+  return count;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> LinearOp::buildVJP(OpBuilder &b,
+                                                 ValueRange cotangents) {
+  Location loc = getLoc();
+  RankedTensorType x = getInput().getType(), w = getWeight().getType();
+  int64_t in = w.getDimSize(1), out = w.getDimSize(0);
+  int64_t rows = x.getNumElements() / std::max<int64_t>(in, 1);
+  // Flatten the leading dims: y[M, out] = x[M, in] · Wᵀ.
+  Value g = reshapeTo(b, loc, cotangents[0], {rows, out});
+  Value x2 = reshapeTo(b, loc, getInput(), {rows, in});
+  Value gradInput = reshapeTo(
+      b, loc, MatmulOp::create(b, loc, g, getWeight(), false, false),
+      x.getShape());
+  Value gradWeight = MatmulOp::create(b, loc, g, x2, /*transpose_lhs=*/true,
+                                      /*transpose_rhs=*/false);
+  Value gradBias;
+  if (getBias())
+    gradBias = ReduceSumOp::create(b, loc, g, b.getDenseI64ArrayAttr({0}),
+                                   /*keepdim=*/false);
+  return SmallVector<Value>{gradInput, gradWeight, gradBias};
+}
+
+FailureOr<SmallVector<Value>> MatmulOp::buildVJP(OpBuilder &b,
+                                                 ValueRange cotangents) {
+  Location loc = getLoc();
+  Value g = cotangents[0], lhs = getLhs(), rhs = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  // With A' = op(A), B' = op(B): dA' = g·B'ᵀ and dB' = A'ᵀ·g; a transposed
+  // operand takes the transpose of its gradient.
+  Value gradLhs = ta ? MatmulOp::create(b, loc, rhs, g, tb, true)
+                     : MatmulOp::create(b, loc, g, rhs, false, !tb);
+  Value gradRhs = tb ? MatmulOp::create(b, loc, g, lhs, true, ta)
+                     : MatmulOp::create(b, loc, lhs, g, !ta, false);
+  return SmallVector<Value>{sumToShape(b, loc, gradLhs, typeOf(lhs)),
+                            sumToShape(b, loc, gradRhs, typeOf(rhs))};
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> AddOp::buildVJP(OpBuilder &b,
+                                              ValueRange cotangents) {
+  Value g = cotangents[0];
+  return SmallVector<Value>{sumToShape(b, getLoc(), g, getLhs().getType()),
+                            sumToShape(b, getLoc(), g, getRhs().getType())};
+}
+
+FailureOr<SmallVector<Value>> SubOp::buildVJP(OpBuilder &b,
+                                              ValueRange cotangents) {
+  Value g = cotangents[0];
+  Value negated = scale(b, getLoc(), g, -1.0);
+  return SmallVector<Value>{sumToShape(b, getLoc(), g, getLhs().getType()),
+                            sumToShape(b, getLoc(), negated, getRhs().getType())};
+}
+
+FailureOr<SmallVector<Value>> MulOp::buildVJP(OpBuilder &b,
+                                              ValueRange cotangents) {
+  Location loc = getLoc();
+  Value g = cotangents[0];
+  Value gradLhs = MulOp::create(b, loc, g, getRhs());
+  Value gradRhs = MulOp::create(b, loc, g, getLhs());
+  return SmallVector<Value>{sumToShape(b, loc, gradLhs, getLhs().getType()),
+                            sumToShape(b, loc, gradRhs, getRhs().getType())};
+}
+
+FailureOr<SmallVector<Value>> BroadcastOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  return SmallVector<Value>{
+      sumToShape(b, getLoc(), cotangents[0], getInput().getType())};
+}
+
+FailureOr<SmallVector<Value>> ScaleOp::buildVJP(OpBuilder &b,
+                                                ValueRange cotangents) {
+  return SmallVector<Value>{
+      scale(b, getLoc(), cotangents[0], getFactor().convertToDouble())};
+}
+
+FailureOr<SmallVector<Value>> ReluOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  return SmallVector<Value>{
+      ReluGradOp::create(b, getLoc(), cotangents[0], getInput())};
+}
+
+FailureOr<SmallVector<Value>> GeluOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  return SmallVector<Value>{GeluGradOp::create(
+      b, getLoc(), cotangents[0], getInput(), getApproximate())};
+}
+
+FailureOr<SmallVector<Value>> SiluOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  return SmallVector<Value>{
+      SiluGradOp::create(b, getLoc(), cotangents[0], getInput())};
+}
+
+FailureOr<SmallVector<Value>> DropoutOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  // The mask is a function of (seed, step, rng_id, index): dropping the
+  // cotangent with the same rng_id applies the same mask and scale.
+  return SmallVector<Value>{DropoutOp::create(b, getLoc(), cotangents[0],
+                                              getPAttr(), getRngIdAttr())};
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> LayerNormOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  auto grads = LayerNormGradOp::create(b, getLoc(), cotangents[0], getInput(),
+                                       getWeight(), getEpsilonAttr());
+  return SmallVector<Value>{grads.getInputGrad(),
+                            getWeight() ? grads.getWeightGrad() : Value(),
+                            getBias() ? grads.getBiasGrad() : Value()};
+}
+
+FailureOr<SmallVector<Value>> RMSNormOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  auto grads = RMSNormGradOp::create(b, getLoc(), cotangents[0], getInput(),
+                                     getWeight(), getEpsilonAttr());
+  return SmallVector<Value>{grads.getInputGrad(),
+                            getWeight() ? grads.getWeightGrad() : Value()};
+}
+
+FailureOr<SmallVector<Value>> BatchNormOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  // The new running statistics carry no gradient (as in PyTorch).
+  SmallVector<Value> grads(getNumOperands());
+  if (!cotangents[0])
+    return grads;
+  auto op = BatchNormGradOp::create(b, getLoc(), cotangents[0], getInput(),
+                                    getWeight(), getRunningMean(),
+                                    getRunningVar(), getEpsilonAttr(),
+                                    getTrainingAttr());
+  grads[0] = op.getInputGrad();
+  grads[1] = op.getWeightGrad();
+  grads[2] = op.getBiasGrad();
+  return grads;
+}
+
+FailureOr<SmallVector<Value>> SoftmaxOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  // dx = y · (g − Σ_dim g·y)
+  Location loc = getLoc();
+  Value g = cotangents[0], y = getResult();
+  Value gy = MulOp::create(b, loc, g, y);
+  Value sum = ReduceSumOp::create(b, loc, gy,
+                                  b.getDenseI64ArrayAttr({static_cast<int64_t>(getDim())}),
+                                  /*keepdim=*/true);
+  Value centered = SubOp::create(b, loc, g, sum);
+  return SmallVector<Value>{MulOp::create(b, loc, y, centered)};
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer building blocks
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> EmbeddingOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  int64_t rows = getTable().getType().getDimSize(0);
+  Value gradTable = EmbeddingGradOp::create(b, getLoc(), cotangents[0],
+                                            getIndices(), rows);
+  return SmallVector<Value>{Value(), gradTable};
+}
+
+FailureOr<SmallVector<Value>> AttentionOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  auto grads = AttentionGradOp::create(
+      b, getLoc(), cotangents[0], getQuery(), getKey(), getValue(),
+      getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(), getScaleAttr());
+  return SmallVector<Value>(grads.getResults());
+}
+
+FailureOr<SmallVector<Value>> RoPEOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  // A rotation's transpose is the rotation by the opposite angle.
+  return SmallVector<Value>{RoPEOp::create(b, getLoc(), cotangents[0],
+                                           getNumHeadsAttr(), getThetaAttr(),
+                                           getInverse() ? UnitAttr() : b.getUnitAttr())};
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and type manipulation
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> CastOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  RankedTensorType in = getInput().getType();
+  if (!isa<FloatType>(in.getElementType()))
+    return SmallVector<Value>{Value()};
+  return SmallVector<Value>{CastOp::create(b, getLoc(), in, cotangents[0])};
+}
+
+FailureOr<SmallVector<Value>> ReshapeOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  RankedTensorType in = getInput().getType();
+  if (!isa<FloatType>(in.getElementType()))
+    return SmallVector<Value>{Value()};
+  return SmallVector<Value>{
+      reshapeTo(b, getLoc(), cotangents[0], in.getShape())};
+}
+
+FailureOr<SmallVector<Value>> TransposeOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  return SmallVector<Value>{TransposeOp::create(
+      b, getLoc(), cotangents[0], b.getDenseI64ArrayAttr(inverse))};
+}
+
+FailureOr<SmallVector<Value>> SplitOp::buildVJP(OpBuilder &b,
+                                                ValueRange cotangents) {
+  SmallVector<Value> pieces;
+  for (auto [result, cotangent] : llvm::zip(getResults(), cotangents))
+    pieces.push_back(cotangent ? cotangent
+                               : zerosOf(b, getLoc(), typeOf(result)));
+  return SmallVector<Value>{
+      ConcatOp::create(b, getLoc(), pieces, getDimAttr())};
+}
+
+FailureOr<SmallVector<Value>> ConcatOp::buildVJP(OpBuilder &b,
+                                                 ValueRange cotangents) {
+  RankedTensorType first = typeOf(getInputs().front());
+  int64_t dim = static_cast<int64_t>(getDim());
+  if (dim < 0)
+    dim += first.getRank();
+  SmallVector<int64_t> sizes;
+  for (Value input : getInputs())
+    sizes.push_back(typeOf(input).getDimSize(dim));
+  auto split = SplitOp::create(b, getLoc(), cotangents[0], getDimAttr(),
+                               b.getDenseI64ArrayAttr(sizes));
+  return SmallVector<Value>(split.getResults());
+}
+
+/// The cotangent of a reduction, repeated over the reduced dimensions.
+static Value broadcastReduced(OpBuilder &b, Location loc, Value grad,
+                              RankedTensorType input, ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> kept(input.getShape());
+  for (int64_t d : dims)
+    kept[d < 0 ? d + input.getRank() : d] = 1;
+  Value keptGrad = reshapeTo(b, loc, grad, kept);
+  return BroadcastOp::create(b, loc, input, keptGrad);
+}
+
+FailureOr<SmallVector<Value>> ReduceSumOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  return SmallVector<Value>{broadcastReduced(
+      b, getLoc(), cotangents[0], getInput().getType(), getDims())};
+}
+
+FailureOr<SmallVector<Value>> ReduceMeanOp::buildVJP(OpBuilder &b,
+                                                     ValueRange cotangents) {
+  RankedTensorType in = getInput().getType();
+  Value spread = broadcastReduced(b, getLoc(), cotangents[0], in, getDims());
+  return SmallVector<Value>{
+      scale(b, getLoc(), spread, 1.0 / countOf(in, getDims()))};
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> CrossEntropyOp::buildVJP(OpBuilder &b,
+                                                       ValueRange cotangents) {
+  Value gradLogits = CrossEntropyGradOp::create(
+      b, getLoc(), cotangents[0], getLogits(), getTargets(),
+      getReductionAttr(), getIgnoreIndexAttr());
+  return SmallVector<Value>{gradLogits, Value()};
+}
+
+FailureOr<SmallVector<Value>> MSELossOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  // d/dx mean((x − t)²) = 2(x − t)/N; the target gets the negation.
+  Location loc = getLoc();
+  RankedTensorType in = getInput().getType();
+  double factor = getReduction() == Reduction::mean
+                      ? 2.0 / std::max<int64_t>(in.getNumElements(), 1)
+                      : 2.0;
+  Value diff = SubOp::create(b, loc, getInput(), getTarget());
+  Value gradInput =
+      MulOp::create(b, loc, scale(b, loc, diff, factor), cotangents[0]);
+  return SmallVector<Value>{gradInput, scale(b, loc, gradInput, -1.0)};
+}

@@ -1,0 +1,149 @@
+//===- NNGradOps.cpp - shape rules of the gradient kernels -----------------===//
+
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+#include "ShapeRules.h"
+
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace mlir::nn;
+
+using namespace mlir::nn::rules;
+
+namespace {
+/// The gradient of an op's output must have that output's shape; the
+/// forward's own inference gives that shape, so the rule is checked once.
+LogicalResult checkGrad(std::optional<Location> loc, StringRef name,
+                        Value grad, Type expected) {
+  if (grad.getType() != expected)
+    return fail(loc, name, "grad has type ", grad.getType(),
+                " but the forward op produces ", expected);
+  return success();
+}
+
+/// A [D] tensor of the element type of `like`.
+RankedTensorType vectorLike(RankedTensorType like, int64_t size) {
+  return RankedTensorType::get({size}, like.getElementType());
+}
+} // namespace
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type: ")
+           << in.getElementType() << " to " << out.getElementType();
+  SmallVector<int64_t> shape;
+  if (!OpTrait::util::getBroadcastedShape(in.getShape(), out.getShape(),
+                                          shape) ||
+      ArrayRef<int64_t>(shape) != out.getShape())
+    return emitOpError("cannot broadcast ") << in << " to " << out;
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  SmallVector<Type> forward;
+  if (failed(inferLastDimNorm(loc, getOperationName(), adaptor.getInput(),
+                              {{"weight", adaptor.getWeight()}}, forward)) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
+                       forward.front())))
+    return failure();
+  auto x = cast<RankedTensorType>(forward.front());
+  results.push_back(x);
+  results.push_back(vectorLike(x, x.getShape().back()));
+  results.push_back(vectorLike(x, x.getShape().back()));
+  return success();
+}
+
+LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  SmallVector<Type> forward;
+  if (failed(inferLastDimNorm(loc, getOperationName(), adaptor.getInput(),
+                              {{"weight", adaptor.getWeight()}}, forward)) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
+                       forward.front())))
+    return failure();
+  auto x = cast<RankedTensorType>(forward.front());
+  results.push_back(x);
+  results.push_back(vectorLike(x, x.getShape().back()));
+  return success();
+}
+
+LogicalResult BatchNormGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  SmallVector<Type> forward;
+  // The bias does not influence the gradients; the weight stands in for it
+  // in the forward's shape check.
+  SmallVector<Value> operands = {adaptor.getInput(), adaptor.getWeight(),
+                                 adaptor.getWeight(), adaptor.getRunningMean(),
+                                 adaptor.getRunningVar()};
+  if (failed(BatchNormOp::inferReturnTypes(
+          context, loc, BatchNormOp::Adaptor(operands, nullptr, {}),
+          forward)) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
+                       forward.front())))
+    return failure();
+  results.push_back(forward.front());
+  results.push_back(adaptor.getWeight().getType());
+  results.push_back(adaptor.getWeight().getType());
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  RankedTensorType grad = tensorOf(adaptor.getGrad());
+  RankedTensorType ids = tensorOf(adaptor.getIndices());
+  if (!grad || !ids)
+    return fail(loc, name, "expects ranked tensor operands");
+  if (grad.getRank() != ids.getRank() + 1 ||
+      grad.getShape().drop_back() != ids.getShape())
+    return fail(loc, name, "grad ", grad, " must be the indices' shape ",
+                ids, " plus the embedding dim");
+  results.push_back(RankedTensorType::get(
+      {static_cast<int64_t>(adaptor.getNumEmbeddings()),
+       grad.getShape().back()},
+      grad.getElementType()));
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  AttentionOp::Properties properties;
+  properties.num_heads = adaptor.getNumHeadsAttr();
+  properties.num_kv_heads = adaptor.getNumKvHeadsAttr();
+  SmallVector<Value> operands = {adaptor.getQuery(), adaptor.getKey(),
+                                 adaptor.getValue()};
+  SmallVector<Type> forward;
+  if (failed(AttentionOp::inferReturnTypes(
+          context, loc, AttentionOp::Adaptor(operands, nullptr, properties),
+          forward)) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
+                       forward.front())))
+    return failure();
+  for (Value operand : operands)
+    results.push_back(operand.getType());
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  SmallVector<Value> operands = {adaptor.getLogits(), adaptor.getTargets()};
+  SmallVector<Type> forward;
+  if (failed(CrossEntropyOp::inferReturnTypes(
+          context, loc, CrossEntropyOp::Adaptor(operands, nullptr, {}),
+          forward)) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
+                       forward.front())))
+    return failure();
+  results.push_back(adaptor.getLogits().getType());
+  return success();
+}
