@@ -366,4 +366,82 @@ def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def FSDP_StepCount : 0DTensorOf<[I64]>;
+def FSDP_Scalar : 0DTensorOf<[F32]>;
+
+def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
+  let summary = "one torch.optim.SGD update of a parameter (or a shard of it)";
+  let description = [{
+    PyTorch's SGD exactly: g = grad + weight_decay·param; with momentum, the
+    buffer is g on the first step (`step` = 0 previous steps) and
+    momentum·buffer + (1 − dampening)·g after; nesterov uses
+    g + momentum·buffer; param − lr·g. `momentum_buffer` is present exactly
+    when `momentum` is non-zero. Elementwise, so it applies to a flat shard
+    as well as to a whole parameter.
+
+    ```mlir
+    %p2, %m2 = fsdp.sgd_step %p, %g momentum_buffer %m step %s {lr = 1.0e-02 : f64, momentum = 9.0e-01 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$param, FSDP_DataTensor:$grad,
+                       Optional<FSDP_DataTensor>:$momentum_buffer,
+                       FSDP_StepCount:$step, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dampening,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       UnitAttr:$nesterov);
+  let results = (outs FSDP_DataTensor:$new_param,
+                      Optional<FSDP_DataTensor>:$new_momentum_buffer);
+  let assemblyFormat = "$param `,` $grad (`momentum_buffer` $momentum_buffer^)? "
+      "`step` $step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure]> {
+  let summary = "one torch.optim.AdamW update of a parameter (or a shard of it)";
+  let description = [{
+    PyTorch's AdamW (amsgrad off): with t = step + 1, param ·= 1 − lr·wd;
+    m = β1·m + (1 − β1)·g; v = β2·v + (1 − β2)·g²;
+    param −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps).
+
+    ```mlir
+    %p2, %m2, %v2 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-03 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$param, FSDP_DataTensor:$grad,
+                       FSDP_DataTensor:$exp_avg, FSDP_DataTensor:$exp_avg_sq,
+                       FSDP_StepCount:$step, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+                       DefaultValuedAttr<F64Attr, "1e-2">:$weight_decay);
+  let results = (outs FSDP_DataTensor:$new_param, FSDP_DataTensor:$new_exp_avg,
+                      FSDP_DataTensor:$new_exp_avg_sq);
+  let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` "
+      "$step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,
+    AllTypesMatch<["sum_of_squares", "norm", "coefficient"]>]> {
+  let summary = "total gradient norm and clipping coefficient";
+  let description = [{
+    From the sum of squares of every gradient element (over all ranks once
+    the shard passes add the all-reduce), returns the total norm and
+    min(1, max_norm / (norm + 1e-6)) — torch.nn.utils.clip_grad_norm_.
+
+    ```mlir
+    %norm, %coef = fsdp.clip_grad_norm %sum_sq {max_norm = 1.0 : f64} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FSDP_Scalar:$sum_of_squares, F64Attr:$max_norm);
+  let results = (outs FSDP_Scalar:$norm, FSDP_Scalar:$coefficient);
+  let assemblyFormat = "$sum_of_squares attr-dict `:` type($sum_of_squares)";
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_TD

@@ -1,0 +1,498 @@
+//===- BuildTrainStep.cpp - forward, reverse-mode backward, optimizer ------===//
+
+#include "Autodiff.h"
+
+#include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPBUILDTRAINSTEPPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+constexpr StringLiteral kUnitAttr = "fsdp.unit";
+constexpr StringLiteral kPhaseAttr = "fsdp.phase";
+constexpr StringLiteral kMicroBatchAttr = "fsdp.micro_batch";
+
+/// The fully-qualified name of a parameter or buffer: its module's path and
+/// its own name, as named_parameters() spells it.
+std::string qualifiedName(Operation *decl) {
+  std::string module =
+      decl->getParentOfType<NNModuleOp>().getQualifiedName();
+  StringRef name = SymbolTable::getSymbolName(decl).getValue();
+  return module.empty() ? name.str() : module + "." + name.str();
+}
+
+/// The optimizer configuration, validated once.
+struct OptimizerConfig {
+  bool adamw = false;
+  double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
+  bool nesterov;
+
+  /// Per trainable parameter: the names of its state tensors.
+  SmallVector<StringRef> stateNames() const {
+    if (adamw)
+      return {"exp_avg", "exp_avg_sq"};
+    if (momentum != 0.0)
+      return {"momentum_buffer"};
+    return {};
+  }
+};
+
+/// Builds the train step of one model.
+class TrainStepBuilder {
+public:
+  TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
+                   int64_t microBatches, double clipNorm, bool noSync)
+      : model(model), ownership(model), config(config),
+        microBatches(microBatches), clipNorm(clipNorm), noSync(noSync),
+        builder(model) {}
+
+  LogicalResult build();
+
+private:
+  /// Inlines `module`'s forward applied to `args` at the end of the step,
+  /// recording the ops in `trace`; returns the forward's results.
+  FailureOr<SmallVector<Value>> inlineForward(NNModuleOp module,
+                                              ValueRange args);
+  /// Tags an op of the step with its unit and phase.
+  void tag(Operation *op, StringRef unit, StringRef phase);
+  Value applyOptimizer(ParamOp param, Value value, Value grad,
+                       ValueRange state, Value step,
+                       SmallVectorImpl<Value> &newState);
+
+  ModelOp model;
+  UnitOwnership ownership;
+  const OptimizerConfig &config;
+  int64_t microBatches;
+  double clipNorm;
+  bool noSync;
+  OpBuilder builder;
+  SymbolTableCollection tables;
+
+  int64_t microBatch = 0;
+  llvm::MapVector<ParamOp, Value> paramValues;
+  llvm::MapVector<BufferOp, Value> bufferValues;
+  SmallVector<Operation *> trace;
+};
+
+void TrainStepBuilder::tag(Operation *op, StringRef unit, StringRef phase) {
+  op->setAttr(kUnitAttr, builder.getStringAttr(unit));
+  op->setAttr(kPhaseAttr, builder.getStringAttr(phase));
+  if (microBatches > 1)
+    op->setAttr(kMicroBatchAttr, builder.getI64IntegerAttr(microBatch));
+}
+
+FailureOr<SmallVector<Value>>
+TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
+  ForwardOp forward = module.getForward();
+  std::string unit = ownership.getEnclosingUnit(module).getQualifiedName();
+  IRMapping mapping;
+  mapping.map(forward.getBody().getArguments(), args);
+  auto lookup = [&](SymbolRefAttr ref) {
+    return tables.lookupSymbolIn(module, ref);
+  };
+  for (Operation &op : forward.getBody().front()) {
+    if (auto read = dyn_cast<GetParamOp>(op)) {
+      mapping.map(read.getResult(),
+                  paramValues.lookup(cast<ParamOp>(lookup(read.getParam()))));
+    } else if (auto read = dyn_cast<GetBufferOp>(op)) {
+      mapping.map(read.getResult(), bufferValues.lookup(cast<BufferOp>(
+                                        lookup(read.getBuffer()))));
+    } else if (auto write = dyn_cast<SetBufferOp>(op)) {
+      bufferValues[cast<BufferOp>(lookup(write.getBuffer()))] =
+          mapping.lookup(write.getValue());
+    } else if (auto call = dyn_cast<CallOp>(op)) {
+      auto callee = cast<NNModuleOp>(lookup(call.getCallee()));
+      SmallVector<Value> operands;
+      for (Value operand : call.getOperands())
+        operands.push_back(mapping.lookup(operand));
+      FailureOr<SmallVector<Value>> results = inlineForward(callee, operands);
+      if (failed(results))
+        return failure();
+      mapping.map(call.getResults(), *results);
+    } else if (auto ret = dyn_cast<ReturnOp>(op)) {
+      SmallVector<Value> results;
+      for (Value operand : ret.getOperands())
+        results.push_back(mapping.lookup(operand));
+      return results;
+    } else {
+      Operation *clone = builder.clone(op, mapping);
+      tag(clone, unit, "forward");
+      trace.push_back(clone);
+    }
+  }
+  return forward.emitOpError("has no fsdp.return");
+}
+
+Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
+                                       ValueRange state, Value step,
+                                       SmallVectorImpl<Value> &newState) {
+  Location loc = param.getLoc();
+  Operation *update;
+  Value newParam;
+  if (config.adamw) {
+    auto op = AdamWStepOp::create(
+        builder, loc, value.getType(), value.getType(), value.getType(), value,
+        grad, state[0], state[1], step, builder.getF64FloatAttr(config.lr),
+        builder.getF64FloatAttr(config.beta1),
+        builder.getF64FloatAttr(config.beta2),
+        builder.getF64FloatAttr(config.eps),
+        builder.getF64FloatAttr(config.weightDecay));
+    newState.append({op.getNewExpAvg(), op.getNewExpAvgSq()});
+    update = op;
+    newParam = op.getNewParam();
+  } else {
+    bool hasMomentum = config.momentum != 0.0;
+    SmallVector<Value> operands = {value, grad};
+    SmallVector<Type> types = {value.getType()};
+    if (hasMomentum) {
+      operands.push_back(state[0]);
+      types.push_back(value.getType());
+    }
+    operands.push_back(step);
+    SmallVector<NamedAttribute> attrs = {
+        builder.getNamedAttr("lr", builder.getF64FloatAttr(config.lr)),
+        builder.getNamedAttr("momentum",
+                             builder.getF64FloatAttr(config.momentum)),
+        builder.getNamedAttr("dampening",
+                             builder.getF64FloatAttr(config.dampening)),
+        builder.getNamedAttr("weight_decay",
+                             builder.getF64FloatAttr(config.weightDecay))};
+    if (config.nesterov)
+      attrs.push_back(builder.getNamedAttr("nesterov", builder.getUnitAttr()));
+    auto op = SGDStepOp::create(builder, loc, types, operands, attrs);
+    if (hasMomentum)
+      newState.push_back(op.getNewMomentumBuffer());
+    update = op;
+    newParam = op.getNewParam();
+  }
+  tag(update, ownership.getOwner(param).getQualifiedName(), "optimizer");
+  return newParam;
+}
+
+LogicalResult TrainStepBuilder::build() {
+  NNModuleOp root = model.getRoot();
+  ForwardOp rootForward = root.getForward();
+  Location loc = model.getLoc();
+  MLIRContext *context = model.getContext();
+
+  // The step's signature: parameters, optimizer state, step count, buffers,
+  // then the inputs of every micro-batch.
+  SmallVector<Type> argTypes;
+  SmallVector<NamedAttribute> argAttrs;
+  SmallVector<DictionaryAttr> argDicts;
+  auto addArg = [&](Type type, StringRef key, Attribute value) {
+    argTypes.push_back(type);
+    argDicts.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(key, value)));
+  };
+  SmallVector<ParamOp> params, trainable;
+  SmallVector<BufferOp> buffers;
+  root.walk([&](ParamOp p) {
+    params.push_back(p);
+    if (p.getRequiresGrad())
+      trainable.push_back(p);
+  });
+  root.walk([&](BufferOp b) { buffers.push_back(b); });
+  for (ParamOp p : params)
+    addArg(p.getTensorType(), "fsdp.param",
+           builder.getStringAttr(qualifiedName(p)));
+  for (ParamOp p : trainable)
+    for (StringRef name : config.stateNames())
+      addArg(p.getTensorType(), "fsdp.state",
+             builder.getStringAttr(qualifiedName(p) + "." + name.str()));
+  auto stepType = RankedTensorType::get({}, builder.getI64Type());
+  // The step count drives Adam's bias correction, SGD's first momentum step
+  // and the dropout masks; every step has one.
+  addArg(stepType, "fsdp.step_count", builder.getUnitAttr());
+  for (BufferOp b : buffers)
+    addArg(b.getType(), "fsdp.buffer", builder.getStringAttr(qualifiedName(b)));
+  ArrayRef<Type> inputTypes = rootForward.getFunctionType().getInputs();
+  size_t firstInput = argTypes.size();
+  for (int64_t k = 0; k < microBatches; ++k)
+    for (auto [i, type] : llvm::enumerate(inputTypes)) {
+      argTypes.push_back(type);
+      argDicts.push_back(builder.getDictionaryAttr(
+          {builder.getNamedAttr("fsdp.input", builder.getI64IntegerAttr(i)),
+           builder.getNamedAttr("fsdp.micro_batch",
+                                builder.getI64IntegerAttr(k))}));
+    }
+
+  builder.setInsertionPointAfter(model);
+  std::string name = (model.getSymName() + "_train_step").str();
+  auto func = func::FuncOp::create(builder, loc, name,
+                                   builder.getFunctionType(argTypes, {}));
+  func.setAllArgAttrs(argDicts);
+  func->setAttr("fsdp.model", FlatSymbolRefAttr::get(model.getSymNameAttr()));
+  func->setAttr("fsdp.micro_batches", builder.getI64IntegerAttr(microBatches));
+  func->setAttr("fsdp.grad_sync",
+                builder.getStringAttr(noSync ? "last-micro-batch"
+                                             : "every-micro-batch"));
+  Block *body = func.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+
+  unsigned argIndex = 0;
+  for (ParamOp p : params)
+    paramValues[p] = body->getArgument(argIndex++);
+  SmallVector<SmallVector<Value>> state;
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    state.emplace_back();
+    for (size_t s = 0; s < config.stateNames().size(); ++s)
+      state.back().push_back(body->getArgument(argIndex++));
+  }
+  Value step = body->getArgument(argIndex++);
+  for (BufferOp b : buffers)
+    bufferValues[b] = body->getArgument(argIndex++);
+
+  // Forward and backward of every micro-batch; gradients summed.
+  SmallVector<Value> trainableValues;
+  for (ParamOp p : trainable)
+    trainableValues.push_back(paramValues[p]);
+  llvm::DenseMap<Value, Value> gradSums;
+  Value lossSum;
+  std::string rootUnit = "";
+  for (microBatch = 0; microBatch < microBatches; ++microBatch) {
+    trace.clear();
+    ValueRange inputs = body->getArguments().slice(
+        firstInput + microBatch * inputTypes.size(), inputTypes.size());
+    FailureOr<SmallVector<Value>> outputs = inlineForward(root, inputs);
+    if (failed(outputs))
+      return failure();
+    Value loss = outputs->front();
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    Value seed = arith::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(
+            lossType, builder.getFloatAttr(lossType.getElementType(),
+                                           1.0 / microBatches)));
+    tag(seed.getDefiningOp(), rootUnit, "backward");
+    llvm::DenseMap<Value, Value> grads;
+    if (failed(differentiate(
+            builder, trace, loss, seed, trainableValues,
+            [&](Operation *forwardOp, Operation *backwardOp) {
+              tag(backwardOp,
+                  cast<StringAttr>(forwardOp->getAttr(kUnitAttr)).getValue(),
+                  "backward");
+            },
+            grads)))
+      return failure();
+    for (auto [p, value] : llvm::zip(trainable, trainableValues)) {
+      Value grad = grads.lookup(value);
+      if (!grad)
+        continue;
+      Value &sum = gradSums[value];
+      if (sum) {
+        sum = nn::AddOp::create(builder, loc, sum, grad);
+        tag(sum.getDefiningOp(), ownership.getOwner(p).getQualifiedName(),
+            "backward");
+      } else {
+        sum = grad;
+      }
+    }
+    if (lossSum) {
+      lossSum = nn::AddOp::create(builder, loc, lossSum, loss);
+      tag(lossSum.getDefiningOp(), rootUnit, "forward");
+    } else {
+      lossSum = loss;
+    }
+  }
+  microBatch = 0;
+  Value meanLoss = lossSum;
+  if (microBatches > 1) {
+    meanLoss = nn::ScaleOp::create(builder, loc, lossSum,
+                                   builder.getF64FloatAttr(1.0 / microBatches));
+    tag(meanLoss.getDefiningOp(), rootUnit, "forward");
+  }
+
+  // A parameter the loss does not depend on gets a zero gradient: it is part
+  // of its unit's flat gradient, as in FSDP.
+  SmallVector<Value> grads;
+  for (Value value : trainableValues) {
+    Value grad = gradSums.lookup(value);
+    if (!grad) {
+      auto type = cast<RankedTensorType>(value.getType());
+      grad = arith::ConstantOp::create(
+          builder, loc,
+          DenseElementsAttr::get(
+              type, builder.getFloatAttr(type.getElementType(), 0.0)));
+      tag(grad.getDefiningOp(), rootUnit, "backward");
+    }
+    grads.push_back(grad);
+  }
+
+  // Clipping by the global norm: Σ g² in f32 over every gradient.
+  Value gradNorm;
+  if (clipNorm > 0.0 && !grads.empty()) {
+    auto scalar = RankedTensorType::get({}, builder.getF32Type());
+    Value sumSq;
+    for (auto [p, grad] : llvm::zip(trainable, grads)) {
+      std::string unit = ownership.getOwner(p).getQualifiedName();
+      auto type = cast<RankedTensorType>(grad.getType());
+      Value g = grad;
+      if (!type.getElementType().isF32()) {
+        g = nn::CastOp::create(
+            builder, loc, RankedTensorType::get(type.getShape(), scalar.getElementType()), g);
+        tag(g.getDefiningOp(), unit, "optimizer");
+      }
+      Value sq = nn::MulOp::create(builder, loc, g, g);
+      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+      Value partial = nn::ReduceSumOp::create(builder, loc, sq,
+                                              builder.getDenseI64ArrayAttr(all),
+                                              /*keepdim=*/false);
+      tag(sq.getDefiningOp(), unit, "optimizer");
+      tag(partial.getDefiningOp(), unit, "optimizer");
+      if (sumSq) {
+        sumSq = nn::AddOp::create(builder, loc, sumSq, partial);
+        tag(sumSq.getDefiningOp(), rootUnit, "optimizer");
+      } else {
+        sumSq = partial;
+      }
+    }
+    auto clip = ClipGradNormOp::create(builder, loc, sumSq,
+                                       builder.getF64FloatAttr(clipNorm));
+    tag(clip, rootUnit, "optimizer");
+    gradNorm = clip.getNorm();
+    for (auto [p, grad] : llvm::zip(trainable, grads)) {
+      std::string unit = ownership.getOwner(p).getQualifiedName();
+      auto type = cast<RankedTensorType>(grad.getType());
+      Value coefficient = clip.getCoefficient();
+      if (!type.getElementType().isF32()) {
+        coefficient = nn::CastOp::create(
+            builder, loc, RankedTensorType::get({}, type.getElementType()),
+            coefficient);
+        tag(coefficient.getDefiningOp(), unit, "optimizer");
+      }
+      grad = nn::MulOp::create(builder, loc, grad, coefficient);
+      tag(grad.getDefiningOp(), unit, "optimizer");
+    }
+  }
+
+  // The optimizer update of every trainable parameter.
+  SmallVector<Value> results = {meanLoss};
+  SmallVector<DictionaryAttr> resultDicts = {
+      builder.getDictionaryAttr(builder.getNamedAttr("fsdp.loss", builder.getUnitAttr()))};
+  if (gradNorm) {
+    results.push_back(gradNorm);
+    resultDicts.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("fsdp.grad_norm", builder.getUnitAttr())));
+  }
+  SmallVector<Value> newStates;
+  SmallVector<DictionaryAttr> stateDicts;
+  for (auto [i, p] : llvm::enumerate(trainable)) {
+    SmallVector<Value> newState;
+    results.push_back(applyOptimizer(p, trainableValues[i], grads[i], state[i],
+                                     step, newState));
+    resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        "fsdp.param", builder.getStringAttr(qualifiedName(p)))));
+    for (auto [value, stateName] : llvm::zip(newState, config.stateNames())) {
+      newStates.push_back(value);
+      stateDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          "fsdp.state",
+          builder.getStringAttr(qualifiedName(p) + "." + stateName.str()))));
+    }
+  }
+  results.append(newStates);
+  resultDicts.append(stateDicts);
+  {
+    Value one = arith::ConstantOp::create(
+        builder, loc, DenseElementsAttr::get(stepType, builder.getI64IntegerAttr(1)));
+    Value next = arith::AddIOp::create(builder, loc, step, one);
+    tag(one.getDefiningOp(), rootUnit, "optimizer");
+    tag(next.getDefiningOp(), rootUnit, "optimizer");
+    results.push_back(next);
+    resultDicts.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr("fsdp.step_count", builder.getUnitAttr())));
+  }
+  for (auto [b, value] : bufferValues) {
+    results.push_back(value);
+    resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        "fsdp.buffer", builder.getStringAttr(qualifiedName(b)))));
+  }
+  func::ReturnOp::create(builder, loc, results);
+  func.setType(builder.getFunctionType(argTypes, TypeRange(ValueRange(results))));
+  func.setAllResultAttrs(resultDicts);
+
+  // VJPs build every operand's cotangent; drop those nothing uses (e.g. the
+  // gradient of the data input of the first layer).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  (void)context;
+  return success();
+}
+
+struct BuildTrainStepPass
+    : public fsdp::impl::FSDPBuildTrainStepPassBase<BuildTrainStepPass> {
+  using FSDPBuildTrainStepPassBase::FSDPBuildTrainStepPassBase;
+
+  FailureOr<OptimizerConfig> getConfig() {
+    ModuleOp module = getOperation();
+    OptimizerConfig config;
+    if (optimizer != "sgd" && optimizer != "adamw")
+      return module.emitError("fsdp-build-train-step: unknown optimizer '")
+             << optimizer << "'; expected sgd or adamw";
+    config.adamw = optimizer == "adamw";
+    config.lr = lr;
+    config.momentum = momentum;
+    config.dampening = dampening;
+    config.nesterov = nesterov;
+    config.weightDecay = weightDecay < 0.0 ? (config.adamw ? 1e-2 : 0.0)
+                                           : double(weightDecay);
+    config.beta1 = beta1;
+    config.beta2 = beta2;
+    config.eps = eps;
+    if (lr < 0.0)
+      return module.emitError("fsdp-build-train-step: lr must be >= 0, got ")
+             << double(lr);
+    if (weightDecay < 0.0 && weightDecay != -1.0)
+      return module.emitError(
+                 "fsdp-build-train-step: weight-decay must be >= 0, got ")
+             << double(weightDecay);
+    if (!config.adamw && (beta1 != 0.9 || beta2 != 0.999 || eps != 1e-8))
+      return module.emitError("fsdp-build-train-step: beta1, beta2 and eps "
+                              "are AdamW options; the optimizer is sgd");
+    if (config.adamw && (momentum != 0.0 || dampening != 0.0 || nesterov))
+      return module.emitError("fsdp-build-train-step: momentum, dampening "
+                              "and nesterov are SGD options; the optimizer "
+                              "is adamw");
+    if (nesterov && (momentum <= 0.0 || dampening != 0.0))
+      return module.emitError("fsdp-build-train-step: nesterov needs a "
+                              "momentum and zero dampening (as torch.optim.SGD)");
+    if (gradAccumSteps < 1)
+      return module.emitError(
+                 "fsdp-build-train-step: grad-accum-steps must be >= 1, got ")
+             << static_cast<int64_t>(gradAccumSteps);
+    if (clipGradNorm < 0.0)
+      return module.emitError(
+                 "fsdp-build-train-step: clip-grad-norm must be >= 0, got ")
+             << double(clipGradNorm);
+    return config;
+  }
+
+  void runOnOperation() override {
+    FailureOr<OptimizerConfig> config = getConfig();
+    if (failed(config))
+      return signalPassFailure();
+    for (ModelOp model :
+         llvm::to_vector(getOperation().getOps<ModelOp>())) {
+      TrainStepBuilder stepBuilder(model, *config, gradAccumSteps,
+                                   clipGradNorm, noSync);
+      if (failed(stepBuilder.build()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
