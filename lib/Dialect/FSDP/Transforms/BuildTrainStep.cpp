@@ -441,7 +441,7 @@ struct BuildTrainStepPass
     ModuleOp module = getOperation();
     OptimizerConfig config;
     if (optimizer != "sgd" && optimizer != "adamw")
-      return module.emitError("fsdp-build-train-step: unknown optimizer '")
+      return emitError(module.getLoc(), "fsdp-build-train-step: unknown optimizer '")
              << optimizer << "'; expected sgd or adamw";
     config.adamw = optimizer == "adamw";
     config.lr = lr;
@@ -454,28 +454,28 @@ struct BuildTrainStepPass
     config.beta2 = beta2;
     config.eps = eps;
     if (lr < 0.0)
-      return module.emitError("fsdp-build-train-step: lr must be >= 0, got ")
+      return emitError(module.getLoc(), "fsdp-build-train-step: lr must be >= 0, got ")
              << double(lr);
     if (weightDecay < 0.0 && weightDecay != -1.0)
-      return module.emitError(
+      return emitError(module.getLoc(), 
                  "fsdp-build-train-step: weight-decay must be >= 0, got ")
              << double(weightDecay);
     if (!config.adamw && (beta1 != 0.9 || beta2 != 0.999 || eps != 1e-8))
-      return module.emitError("fsdp-build-train-step: beta1, beta2 and eps "
+      return emitError(module.getLoc(), "fsdp-build-train-step: beta1, beta2 and eps "
                               "are AdamW options; the optimizer is sgd");
     if (config.adamw && (momentum != 0.0 || dampening != 0.0 || nesterov))
-      return module.emitError("fsdp-build-train-step: momentum, dampening "
+      return emitError(module.getLoc(), "fsdp-build-train-step: momentum, dampening "
                               "and nesterov are SGD options; the optimizer "
                               "is adamw");
     if (nesterov && (momentum <= 0.0 || dampening != 0.0))
-      return module.emitError("fsdp-build-train-step: nesterov needs a "
+      return emitError(module.getLoc(), "fsdp-build-train-step: nesterov needs a "
                               "momentum and zero dampening (as torch.optim.SGD)");
     if (gradAccumSteps < 1)
-      return module.emitError(
+      return emitError(module.getLoc(), 
                  "fsdp-build-train-step: grad-accum-steps must be >= 1, got ")
              << static_cast<int64_t>(gradAccumSteps);
     if (clipGradNorm < 0.0)
-      return module.emitError(
+      return emitError(module.getLoc(), 
                  "fsdp-build-train-step: clip-grad-norm must be >= 0, got ")
              << double(clipGradNorm);
     return config;

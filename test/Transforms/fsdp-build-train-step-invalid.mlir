@@ -1,0 +1,50 @@
+// Bad options and IR that cannot be differentiated are errors with a location.
+// RUN: split-file %s %t
+// RUN: fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lamb" -verify-diagnostics -o /dev/null
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="lr=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LR
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="beta1=0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BETA
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adamw momentum=0.9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MOMENTUM
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="nesterov=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NESTEROV
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="grad-accum-steps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCUM
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="clip-grad-norm=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="weight-decay=-0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DECAY
+// RUN: fsdp-opt %t/no-vjp.mlir --fsdp-build-train-step -verify-diagnostics -o /dev/null
+
+
+// LR: model.mlir:2:1: error: fsdp-build-train-step: lr must be >= 0, got -1
+// BETA: error: fsdp-build-train-step: beta1, beta2 and eps are AdamW options; the optimizer is sgd
+// MOMENTUM: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is adamw
+// NESTEROV: error: fsdp-build-train-step: nesterov needs a momentum and zero dampening (as torch.optim.SGD)
+// ACCUM: error: fsdp-build-train-step: grad-accum-steps must be >= 1, got 0
+// CLIP: error: fsdp-build-train-step: clip-grad-norm must be >= 0, got -1
+// DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01
+
+//--- model.mlir
+// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd or adamw}}
+module {
+  fsdp.model @m {
+    fsdp.module @root kind "Net" {
+      fsdp.param @w : tensor<4xf32> init <ones>
+      fsdp.forward () -> tensor<f32> {
+        %w = fsdp.get_param @w : tensor<4xf32>
+        %l = nn.reduce_sum %w {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+        fsdp.return %l : tensor<f32>
+      }
+    }
+  }
+}
+
+//--- no-vjp.mlir
+// An op without a VJP between a parameter and the loss.
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4xf32> init <ones>
+    fsdp.forward () -> tensor<f32> {
+      %w = fsdp.get_param @w : tensor<4xf32>
+      // expected-error @+1 {{'arith.addf' op has no VJP (DifferentiableOpInterface), but the loss depends on it through a trained parameter}}
+      %d = arith.addf %w, %w : tensor<4xf32>
+      %l = nn.reduce_sum %d {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}

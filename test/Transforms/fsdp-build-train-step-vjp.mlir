@@ -1,0 +1,499 @@
+// The generated backward of every nn op: the cotangent ops each VJP builds,
+// and that they reach the optimizer update of the right parameter. Each
+// case sums its result into the loss (seeded with 1) unless the op is the
+// loss itself.
+// RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step | FileCheck %s
+
+// linear: dx = g·W (leading dims flattened), dW = gᵀ·x, db = Σ g.
+// CHECK-LABEL: func.func @linear_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.reshape %{{.*}} : tensor<2x3x5xf32> to tensor<6x5xf32>
+// CHECK: %[[X:[^ ,:]+]] = nn.reshape %arg0 {{.*}} : tensor<2x3x4xf32> to tensor<6x4xf32>
+// CHECK: %[[GX:[^ ,:]+]] = nn.matmul %[[G]], %arg1 {{.*}} : (tensor<6x5xf32>, tensor<5x4xf32>) -> tensor<6x4xf32>
+// CHECK: %[[DX:[^ ,:]+]] = nn.reshape %[[GX]] {{.*}} : tensor<6x4xf32> to tensor<2x3x4xf32>
+// CHECK: %[[DW:[^ ,:]+]] = nn.matmul %[[G]], %[[X]] {{.*}}transpose_lhs{{.*}}{{.*}} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+// CHECK: %[[DB:[^ ,:]+]] = nn.reduce_sum %[[G]] {dims = array<i64: 0>{{.*}}}{{.*}} : (tensor<6x5xf32>) -> tensor<5xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DW]]
+// CHECK: fsdp.sgd_step %arg2, %[[DB]]
+fsdp.model @linear {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @w : tensor<5x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<5xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x3x4xf32>
+      %w = fsdp.get_param @w : tensor<5x4xf32>
+      %b = fsdp.get_param @b : tensor<5xf32>
+      %y = nn.linear %x, %w, %b : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x3x5xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// matmul with a transposed, unbatched rhs: the rhs gradient is summed over the batch.
+// CHECK-LABEL: func.func @matmul_train_step
+// CHECK: %[[DA:[^ ,:]+]] = nn.matmul %[[G:[^ ,:]+]], %arg1 {{.*}} : (tensor<2x3x5xf32>, tensor<5x4xf32>) -> tensor<2x3x4xf32>
+// CHECK: %[[GB:[^ ,:]+]] = nn.matmul %[[G]], %arg0 {{.*}}transpose_lhs{{.*}}{{.*}} : (tensor<2x3x5xf32>, tensor<2x3x4xf32>) -> tensor<2x5x4xf32>
+// CHECK: %[[DB:[^ ,:]+]] = nn.reduce_sum %[[GB]] {dims = array<i64: 0>{{.*}}}{{.*}} : (tensor<2x5x4xf32>) -> tensor<5x4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[DA]]
+// CHECK: fsdp.sgd_step %arg1, %[[DB]]
+fsdp.model @matmul {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<2x3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<5x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<2x3x4xf32>
+      %b = fsdp.get_param @b : tensor<5x4xf32>
+      %y = nn.matmul %a, %b {transpose_rhs} : (tensor<2x3x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x3x5xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// add with broadcasting: the broadcast operand's gradient is summed over the expanded dims.
+// CHECK-LABEL: func.func @add_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.broadcast
+// CHECK: %[[DB:[^ ,:]+]] = nn.reduce_sum %[[G]] {dims = array<i64: 0>{{.*}}}{{.*}} : (tensor<4x3xf32>) -> tensor<3xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[G]]
+// CHECK: fsdp.sgd_step %arg1, %[[DB]]
+fsdp.model @add {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4x3xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<3xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4x3xf32>
+      %b = fsdp.get_param @b : tensor<3xf32>
+      %y = nn.add %a, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// sub: the rhs gets the negated cotangent.
+// CHECK-LABEL: func.func @sub_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.broadcast
+// CHECK: %[[N:[^ ,:]+]] = nn.scale %[[G]] {factor = -1.000000e+00{{.*}} : f64{{.*}}}
+// CHECK: %[[S:[^ ,:]+]] = nn.reduce_sum %[[N]] {dims = array<i64: 1>{{.*}}}{{.*}} : (tensor<4x3xf32>) -> tensor<4xf32>
+// CHECK: %[[DB:[^ ,:]+]] = nn.reshape %[[S]] {{.*}} : tensor<4xf32> to tensor<4x1xf32>
+// CHECK: fsdp.sgd_step %arg1, %[[DB]]
+fsdp.model @sub {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4x3xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<4x1xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4x3xf32>
+      %b = fsdp.get_param @b : tensor<4x1xf32>
+      %y = nn.sub %a, %b : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// mul: each operand gets the cotangent times the other operand.
+// CHECK-LABEL: func.func @mul_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.broadcast
+// CHECK: %[[DA:[^ ,:]+]] = nn.mul %[[G]], %arg1
+// CHECK: %[[DB:[^ ,:]+]] = nn.mul %[[G]], %arg0
+// CHECK: fsdp.sgd_step %arg0, %[[DA]]
+// CHECK: fsdp.sgd_step %arg1, %[[DB]]
+fsdp.model @mul {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4xf32>
+      %b = fsdp.get_param @b : tensor<4xf32>
+      %y = nn.mul %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// scale: the cotangent scaled by the same factor.
+// CHECK-LABEL: func.func @scale_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.broadcast
+// CHECK: %[[D:[^ ,:]+]] = nn.scale %[[G]] {factor = 3.000000e+00{{.*}} : f64{{.*}}} : tensor<4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @scale {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4xf32>
+      %y = nn.scale %a {factor = 3.0 : f64} : tensor<4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// relu, gelu (tanh) and silu: their gradient kernels, on the forward inputs.
+// CHECK-LABEL: func.func @activations_train_step
+// CHECK: %[[R:[^ ,:]+]] = nn.relu %arg0
+// CHECK: %[[GE:[^ ,:]+]] = nn.gelu %[[R]]
+// CHECK: %[[D1:[^ ,:]+]] = nn.silu_grad %{{.*}}, %[[GE]]
+// CHECK: %[[D2:[^ ,:]+]] = nn.gelu_grad %[[D1]], %[[R]] {approximate = #nn.approximation<tanh>{{.*}}}
+// CHECK: %[[D3:[^ ,:]+]] = nn.relu_grad %[[D2]], %arg0
+// CHECK: fsdp.sgd_step %arg0, %[[D3]]
+fsdp.model @activations {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4xf32>
+      %r = nn.relu %a : tensor<4xf32>
+      %g = nn.gelu %r {approximate = #nn.approximation<tanh>} : tensor<4xf32>
+      %y = nn.silu %g : tensor<4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// dropout: the same mask (same rng_id) applied to the cotangent.
+// CHECK-LABEL: func.func @dropout_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.broadcast
+// CHECK: %[[D:[^ ,:]+]] = nn.dropout %[[G]] {{.*}}p = 2.500000e-01{{.*}} : f64, rng_id = 7 : i64} : tensor<4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @dropout {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4xf32>
+      %y = nn.dropout %a {p = 0.25 : f64, rng_id = 7 : i64} : tensor<4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// layer_norm: one layer_norm_grad gives the input, weight and bias gradients.
+// CHECK-LABEL: func.func @layer_norm_train_step
+// CHECK: %[[DX:[^ ,:]+]], %[[DW:[^ ,:]+]], %[[DB:[^ ,:]+]] = nn.layer_norm_grad %{{.*}}, %arg0 weight %arg1 {{.*}}{{.*}} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DW]]
+// CHECK: fsdp.sgd_step %arg2, %[[DB]]
+fsdp.model @layer_norm {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x8xf32> init <normal(0.0, 1.0)>
+    fsdp.param @g : tensor<8xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x8xf32>
+      %g = fsdp.get_param @g : tensor<8xf32>
+      %b = fsdp.get_param @b : tensor<8xf32>
+      %y = nn.layer_norm %x weight %g bias %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// rms_norm: rms_norm_grad.
+// CHECK-LABEL: func.func @rms_norm_train_step
+// CHECK: %[[DX:[^ ,:]+]], %[[DW:[^ ,:]+]] = nn.rms_norm_grad %{{.*}}, %arg0 weight %arg1
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DW]]
+fsdp.model @rms_norm {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x8xf32> init <normal(0.0, 1.0)>
+    fsdp.param @g : tensor<8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x8xf32>
+      %g = fsdp.get_param @g : tensor<8xf32>
+      %y = nn.rms_norm %x weight %g : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// batch_norm in training: batch_norm_grad; the new running statistics are returned as buffers.
+// CHECK-LABEL: func.func @batch_norm_train_step
+// CHECK-SAME: %arg4: tensor<4xf32> {fsdp.buffer = "running_mean"}, %arg5: tensor<4xf32> {fsdp.buffer = "running_var"}
+// CHECK: %[[Y:[^ ,:]+]], %[[M:[^ ,:]+]], %[[V:[^ ,:]+]] = nn.batch_norm %arg0, %arg1, %arg2, %arg4, %arg5 {{.*}}training
+// CHECK: %[[DX:[^ ,:]+]], %[[DW:[^ ,:]+]], %[[DB:[^ ,:]+]] = nn.batch_norm_grad %{{.*}}, %arg0, %arg1, %arg4, %arg5 {{.*}}training
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DW]]
+// CHECK: fsdp.sgd_step %arg2, %[[DB]]
+// CHECK: return {{.*}}, %[[M]], %[[V]] :
+fsdp.model @batch_norm {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<8x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @w : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.buffer @running_mean : tensor<4xf32> init <zeros>
+    fsdp.buffer @running_var : tensor<4xf32> init <ones>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<8x4xf32>
+      %w = fsdp.get_param @w : tensor<4xf32>
+      %b = fsdp.get_param @b : tensor<4xf32>
+      %rm = fsdp.get_buffer @running_mean : tensor<4xf32>
+      %rv = fsdp.get_buffer @running_var : tensor<4xf32>
+      %y, %m, %v = nn.batch_norm %x, %w, %b, %rm, %rv {training} : (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+      fsdp.set_buffer @running_mean, %m : tensor<4xf32>
+      fsdp.set_buffer @running_var, %v : tensor<4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<8x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// softmax: y·(g − Σ g·y) from forward ops.
+// CHECK-LABEL: func.func @softmax_train_step
+// CHECK: %[[Y:[^ ,:]+]] = nn.softmax %arg0
+// CHECK: %[[GY:[^ ,:]+]] = nn.mul %[[G:[^ ,:]+]], %[[Y]]
+// CHECK: %[[S:[^ ,:]+]] = nn.reduce_sum %[[GY]] {dims = array<i64: -1>{{.*}}keepdim}{{.*}} : (tensor<2x5xf32>) -> tensor<2x1xf32>
+// CHECK: %[[C:[^ ,:]+]] = nn.sub %[[G]], %[[S]]
+// CHECK: %[[D:[^ ,:]+]] = nn.mul %[[Y]], %[[C]]
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @softmax {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<2x5xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<2x5xf32>
+      %y = nn.softmax %a : tensor<2x5xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x5xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// embedding: the table gradient (deterministic scatter-add); the indices get none.
+// CHECK-LABEL: func.func @embedding_train_step
+// CHECK: %[[D:[^ ,:]+]] = nn.embedding_grad %{{.*}}, %arg2 {{.*}}num_embeddings = 10{{.*}} : i64{{.*}} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @embedding {
+  fsdp.module @root kind "Test" {
+    fsdp.param @t : tensor<10x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%ids: tensor<2x3xi64>) -> tensor<f32> {
+      %t = fsdp.get_param @t : tensor<10x4xf32>
+      %y = nn.embedding %ids, %t : (tensor<2x3xi64>, tensor<10x4xf32>) -> tensor<2x3x4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// self-attention: attention_grad; the three cotangents of the shared input are summed.
+// CHECK-LABEL: func.func @attention_train_step
+// CHECK: %[[Q:[^ ,:]+]], %[[K:[^ ,:]+]], %[[V:[^ ,:]+]] = nn.attention_grad %{{.*}}, %arg0, %arg0, %arg0 {causal{{.*}}num_heads = 2{{.*}} : i64}
+// CHECK: %[[S1:[^ ,:]+]] = nn.add %[[Q]], %[[K]]
+// CHECK: %[[S2:[^ ,:]+]] = nn.add %[[S1]], %[[V]]
+// CHECK: fsdp.sgd_step %arg0, %[[S2]]
+fsdp.model @attention {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<1x4x8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<1x4x8xf32>
+      %y = nn.attention %x, %x, %x {causal, num_heads = 2 : i64} : (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<1x4x8xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// rope: the inverse rotation.
+// CHECK-LABEL: func.func @rope_train_step
+// CHECK: %[[D:[^ ,:]+]] = nn.rope %{{.*}} {{.*}}inverse{{.*}}num_heads = 2{{.*}} : i64} : tensor<1x4x8xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @rope {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<1x4x8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<1x4x8xf32>
+      %y = nn.rope %x {num_heads = 2 : i64} : tensor<1x4x8xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<1x4x8xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// cast: the cotangent cast back to the parameter's dtype.
+// CHECK-LABEL: func.func @cast_train_step
+// CHECK: %[[D:[^ ,:]+]] = nn.cast %{{.*}} : tensor<4xf32> to tensor<4xbf16>
+// CHECK: fsdp.sgd_step %arg0, %[[D]] {{.*}} : (tensor<4xbf16>, tensor<4xbf16>, tensor<i64>) -> tensor<4xbf16>
+fsdp.model @cast {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<4xbf16> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<4xbf16>
+      %y = nn.cast %x : tensor<4xbf16> to tensor<4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// reshape and transpose: the inverse reshape and permutation.
+// CHECK-LABEL: func.func @reshape_transpose_train_step
+// CHECK: %[[R:[^ ,:]+]] = nn.reshape %{{.*}} : tensor<24xf32> to tensor<3x4x2xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.transpose %[[R]] {{.*}}permutation = array<i64: 2, 0, 1>}{{.*}} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @reshape_transpose {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x3x4xf32>
+      %t = nn.transpose %x {permutation = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+      %y = nn.reshape %t : tensor<3x4x2xf32> to tensor<24xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<24xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// split with an unused piece: its cotangent is zeros in the concat.
+// CHECK-LABEL: func.func @split_train_step
+// CHECK: %[[Z:[^ ,:]+]] = arith.constant {{.*}}dense<0.000000e+00>{{.*}} : tensor<2x2xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.concat %[[Z]], %{{.*}} {dim = 1{{.*}} : i64{{.*}}} : (tensor<2x2xf32>, tensor<2x4xf32>) -> tensor<2x6xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @split {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x6xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x6xf32>
+      %a, %b = nn.split %x {dim = 1 : i64, sizes = array<i64: 2, 4>} : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x4xf32>)
+      %loss = nn.reduce_sum %b {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// concat: the cotangent split back into the inputs' sizes.
+// CHECK-LABEL: func.func @concat_train_step
+// CHECK: %[[D:[^ ,:]+]]:2 = nn.split %{{.*}} {dim = -1{{.*}} : i64{{.*}}sizes = array<i64: 3, 5>} : (tensor<2x8xf32>) -> (tensor<2x3xf32>, tensor<2x5xf32>)
+// CHECK: fsdp.sgd_step %arg0, %[[D]]#0
+// CHECK: fsdp.sgd_step %arg1, %[[D]]#1
+fsdp.model @concat {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<2x3xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<2x5xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<2x3xf32>
+      %b = fsdp.get_param @b : tensor<2x5xf32>
+      %y = nn.concat %a, %b {dim = -1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// reduce_mean: the cotangent spread over the reduced dims and divided by their size.
+// CHECK-LABEL: func.func @reduce_mean_train_step
+// CHECK: %[[K:[^ ,:]+]] = nn.reshape %{{.*}} : tensor<3xf32> to tensor<1x3x1xf32>
+// CHECK: %[[B:[^ ,:]+]] = nn.broadcast %[[K]] {{.*}} : tensor<1x3x1xf32> to tensor<2x3x4xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.scale %[[B]] {factor = 1.250000e-01{{.*}} : f64{{.*}}}
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @reduce_mean {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x3x4xf32>
+      %y = nn.reduce_mean %x {dims = array<i64: 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// cross_entropy (the loss itself): cross_entropy_grad of the logits, seeded with 1.
+// CHECK-LABEL: func.func @cross_entropy_train_step
+// CHECK: %[[ONE:[^ ,:]+]] = arith.constant {{.*}}dense<1.000000e+00>{{.*}} : tensor<f32>
+// CHECK: %[[D:[^ ,:]+]] = nn.cross_entropy_grad %[[ONE]], %arg0, %arg2 {{.*}}ignore_index = 0{{.*}} : i64{{.*}} : (tensor<f32>, tensor<6x5xf32>, tensor<6xi64>) -> tensor<6x5xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @cross_entropy {
+  fsdp.module @root kind "Test" {
+    fsdp.param @l : tensor<6x5xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%t: tensor<6xi64>) -> tensor<f32> {
+      %l = fsdp.get_param @l : tensor<6x5xf32>
+      %loss = nn.cross_entropy %l, %t {ignore_index = 0 : i64} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// mse_loss (mean over 8 elements): 2(x − t)/8 · g; the target gets the negation.
+// CHECK-LABEL: func.func @mse_loss_train_step
+// CHECK: %[[DIFF:[^ ,:]+]] = nn.sub %arg0, %arg1
+// CHECK: %[[S:[^ ,:]+]] = nn.scale %[[DIFF]] {factor = 2.500000e-01{{.*}} : f64{{.*}}}
+// CHECK: %[[DX:[^ ,:]+]] = nn.mul %[[S]], %{{.*}}
+// CHECK: %[[DT:[^ ,:]+]] = nn.scale %[[DX]] {factor = -1.000000e+00{{.*}} : f64{{.*}}}
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DT]]
+fsdp.model @mse_loss {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @t : tensor<2x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4xf32>
+      %t = fsdp.get_param @t : tensor<2x4xf32>
+      %loss = nn.mse_loss %x, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// broadcast: the cotangent summed back to the input shape.
+// CHECK-LABEL: func.func @broadcast_train_step
+// CHECK: %[[S:[^ ,:]+]] = nn.reduce_sum %{{.*}} {dims = array<i64: 0, 2>{{.*}}}{{.*}} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.reshape %[[S]] {{.*}} : tensor<3xf32> to tensor<3x1xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @broadcast {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<3x1xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<3x1xf32>
+      %y = nn.broadcast %x : tensor<3x1xf32> to tensor<2x3x4xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}

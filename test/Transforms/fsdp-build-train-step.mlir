@@ -1,0 +1,141 @@
+// The train step's interface, units, optimizer and accumulation options.
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="lr=0.1 momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGD
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="optimizer=adamw lr=0.01" | FileCheck %s --check-prefix=UNITS
+// RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step="grad-accum-steps=2 no-sync=true" | FileCheck %s --check-prefix=ACCUM
+// RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step="optimizer=adamw clip-grad-norm=1.0 weight-decay=0.0" | FileCheck %s --check-prefix=CLIP
+// RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step | FileCheck %s --check-prefix=DEFAULT
+
+// The MLP with SGD + Nesterov momentum: every parameter (definition order),
+// one momentum buffer per parameter, the step count, then the batch; results
+// are the loss, the new parameters, buffers and step count.
+// SGD-LABEL: func.func @mlp_train_step(
+// SGD-SAME: %arg0: tensor<32x16xf32> {fsdp.param = "fc1.weight"}, %arg1: tensor<32xf32> {fsdp.param = "fc1.bias"}
+// SGD-SAME: %arg6: tensor<32x16xf32> {fsdp.state = "fc1.weight.momentum_buffer"}
+// SGD-SAME: %arg12: tensor<i64> {fsdp.step_count}
+// SGD-SAME: %arg13: tensor<8x16xf32> {fsdp.input = 0 : i64, fsdp.micro_batch = 0 : i64}, %arg14: tensor<8x4xf32> {fsdp.input = 1 : i64, fsdp.micro_batch = 0 : i64})
+// SGD-SAME: -> (tensor<f32> {fsdp.loss}, tensor<32x16xf32> {fsdp.param = "fc1.weight"}
+// SGD-SAME: tensor<32x16xf32> {fsdp.state = "fc1.weight.momentum_buffer"}
+// SGD-SAME: tensor<i64> {fsdp.step_count})
+// SGD-SAME: attributes {fsdp.grad_sync = "every-micro-batch", fsdp.micro_batches = 1 : i64, fsdp.model = @mlp}
+// SGD: %[[LOSS:.*]] = nn.mse_loss {{.*}}fsdp.phase = "forward"
+// SGD: %[[P:.*]], %[[M:.*]] = fsdp.sgd_step %arg0, %{{.*}} momentum_buffer %arg6 step %arg12 {fsdp.phase = "optimizer", fsdp.unit = "", lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov}
+// SGD: %[[ONE:.*]] = arith.constant {{.*}}dense<1> : tensor<i64>
+// SGD: %[[STEP:.*]] = arith.addi %arg12, %[[ONE]]
+// SGD: return %[[LOSS]], %[[P]], {{.*}}, %[[M]], {{.*}}, %[[STEP]] :
+
+// NestedWrappedModule with its manual units: each op names the unit whose
+// forward, backward or update it belongs to; module.1.1's parameters are in
+// module.1's flat parameter, module.0's and module.3's in the root's.
+// UNITS-LABEL: func.func @nested_wrapped_train_step
+// UNITS: nn.linear %{{.*}}, %arg0, %arg1 {fsdp.phase = "forward", fsdp.unit = ""}
+// UNITS: nn.linear %{{.*}}, %arg2, %arg3 {fsdp.phase = "forward", fsdp.unit = "module.1.0"}
+// UNITS: nn.linear %{{.*}}, %arg4, %arg5 {fsdp.phase = "forward", fsdp.unit = "module.1"}
+// UNITS: nn.linear %{{.*}}, %arg6, %arg7 {fsdp.phase = "forward", fsdp.unit = "module.2"}
+// UNITS: nn.linear %{{.*}}, %arg8, %arg9 {fsdp.phase = "forward", fsdp.unit = ""}
+// UNITS: nn.reduce_sum {{.*}}fsdp.phase = "forward", fsdp.unit = ""
+// UNITS: nn.matmul %{{.*}}, %arg8 {fsdp.phase = "backward", fsdp.unit = ""}
+// UNITS: nn.matmul %{{.*}}, %arg6 {fsdp.phase = "backward", fsdp.unit = "module.2"}
+// UNITS: nn.matmul %{{.*}}, %arg4 {fsdp.phase = "backward", fsdp.unit = "module.1"}
+// UNITS: nn.matmul %{{.*}}, %arg2 {fsdp.phase = "backward", fsdp.unit = "module.1.0"}
+// UNITS: fsdp.adamw_step %arg0, {{.*}} {fsdp.phase = "optimizer", fsdp.unit = "", lr = 1.000000e-02 : f64}
+// UNITS: fsdp.adamw_step %arg4, {{.*}} {fsdp.phase = "optimizer", fsdp.unit = "module.1",
+// UNITS: fsdp.adamw_step %arg8, {{.*}} {fsdp.phase = "optimizer", fsdp.unit = "",
+
+// Two micro-batches with no_sync: two sets of inputs, each micro-batch's
+// loss seeded with 1/2, the gradients summed, the loss averaged.
+// ACCUM-LABEL: func.func @accumulate_train_step(
+// ACCUM-SAME: %arg2: tensor<2x4xf32> {fsdp.input = 0 : i64, fsdp.micro_batch = 0 : i64}, %arg3: tensor<2x4xf32> {fsdp.input = 0 : i64, fsdp.micro_batch = 1 : i64})
+// ACCUM-SAME: fsdp.grad_sync = "last-micro-batch", fsdp.micro_batches = 2 : i64
+// ACCUM: %[[L0:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "forward"
+// ACCUM: arith.constant {fsdp.micro_batch = 0 : i64, fsdp.phase = "backward", fsdp.unit = ""} dense<5.000000e-01> : tensor<f32>
+// ACCUM: %[[G0:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "backward"{{.*}}transpose_lhs
+// ACCUM: %[[L1:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "forward"
+// ACCUM: %[[G1:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "backward"{{.*}}transpose_lhs
+// ACCUM: %[[G:.*]] = nn.add %[[G0]], %[[G1]] {fsdp.micro_batch = 1 : i64, fsdp.phase = "backward", fsdp.unit = ""}
+// ACCUM: %[[SUM:.*]] = nn.add %[[L0]], %[[L1]]
+// ACCUM: %[[LOSS:.*]] = nn.scale %[[SUM]] {factor = 5.000000e-01 : f64
+// ACCUM: fsdp.sgd_step %arg0, %[[G]] step %arg1
+// ACCUM: return %[[LOSS]],
+
+// Clipping by the global norm, with a bf16 parameter: squares summed in f32,
+// clip_grad_norm, the coefficient cast to each gradient's dtype; the norm is
+// the second result.
+// CLIP-LABEL: func.func @accumulate_train_step(
+// CLIP-SAME: -> (tensor<f32> {fsdp.loss}, tensor<f32> {fsdp.grad_norm},
+// CLIP: %[[C:.*]] = nn.cast %[[GW:[0-9]+]] {{.*}}: tensor<4x4xbf16> to tensor<4x4xf32>
+// CLIP: %[[SQ:.*]] = nn.mul %[[C]], %[[C]]
+// CLIP: %[[S:.*]] = nn.reduce_sum %[[SQ]] {dims = array<i64: 0, 1>
+// CLIP: %[[NORM:.*]], %[[COEF:.*]] = fsdp.clip_grad_norm %[[S]] {fsdp.phase = "optimizer", fsdp.unit = "", max_norm = 1.000000e+00 : f64} : tensor<f32>
+// CLIP: %[[CB:.*]] = nn.cast %[[COEF]] {{.*}}: tensor<f32> to tensor<bf16>
+// CLIP: %[[CLIPPED:.*]] = nn.mul %[[GW]], %[[CB]]
+// CLIP: fsdp.adamw_step %arg0, %[[CLIPPED]], {{.*}}weight_decay = 0.000000e+00 : f64
+// CLIP: return %{{.*}}, %[[NORM]],
+fsdp.model @accumulate {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4x4xbf16> init <normal(0.0, 0.02)>
+    fsdp.forward (%x: tensor<2x4xf32>) -> tensor<f32> {
+      %w = fsdp.get_param @w : tensor<4x4xbf16>
+      %xb = nn.cast %x : tensor<2x4xf32> to tensor<2x4xbf16>
+      %y = nn.linear %xb, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+      %yf = nn.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
+      %l = nn.reduce_sum %yf {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// A frozen parameter (requires_grad = false) is an input of the step but
+// gets no gradient, no state and no update; an unused trainable parameter
+// gets a zero gradient (it is part of its unit's flat gradient).
+// DEFAULT-LABEL: func.func @frozen_train_step(
+// DEFAULT-SAME: %arg0: tensor<4xf32> {fsdp.param = "frozen"}, %arg1: tensor<4xf32> {fsdp.param = "trained"}, %arg2: tensor<4xf32> {fsdp.param = "unused"}, %arg3: tensor<i64> {fsdp.step_count}
+// DEFAULT-SAME: -> (tensor<f32> {fsdp.loss}, tensor<4xf32> {fsdp.param = "trained"}, tensor<4xf32> {fsdp.param = "unused"}, tensor<i64> {fsdp.step_count})
+// DEFAULT-NOT: fsdp.sgd_step %arg0
+// DEFAULT: %[[Z:.*]] = arith.constant {{.*}}dense<0.000000e+00> : tensor<4xf32>
+// DEFAULT: fsdp.sgd_step %arg1,
+// DEFAULT: fsdp.sgd_step %arg2, %[[Z]]
+fsdp.model @frozen {
+  fsdp.module @root kind "Net" {
+    fsdp.param @frozen : tensor<4xf32> init <ones> {requires_grad = false}
+    fsdp.param @trained : tensor<4xf32> init <ones>
+    fsdp.param @unused : tensor<4xf32> init <ones>
+    fsdp.forward () -> tensor<f32> {
+      %f = fsdp.get_param @frozen : tensor<4xf32>
+      %t = fsdp.get_param @trained : tensor<4xf32>
+      %y = nn.mul %f, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// A tied weight (the embedding table reused by the output projection): the
+// two cotangents are summed into one gradient and one update.
+// DEFAULT-LABEL: func.func @tied_train_step(
+// DEFAULT: %[[DLIN:.*]] = nn.matmul {{.*}}transpose_lhs{{.*}} -> tensor<6x3xf32>
+// DEFAULT: %[[DEMB:.*]] = nn.embedding_grad {{.*}}fsdp.unit = "wte"{{.*}} -> tensor<6x3xf32>
+// DEFAULT: %[[SUM:.*]] = nn.add %[[DLIN]], %[[DEMB]]
+// DEFAULT: fsdp.sgd_step %arg0, %[[SUM]] {{.*}}fsdp.unit = ""
+fsdp.model @tied {
+  fsdp.module @root kind "GPT" {
+    fsdp.module @wte kind "Embedding" unit {
+      fsdp.param @weight : tensor<6x3xf32> init <normal(0.0, 0.02)>
+      fsdp.forward (%ids: tensor<4xi64>) -> tensor<4x3xf32> {
+        %w = fsdp.get_param @weight : tensor<6x3xf32>
+        %e = nn.embedding %ids, %w : (tensor<4xi64>, tensor<6x3xf32>) -> tensor<4x3xf32>
+        fsdp.return %e : tensor<4x3xf32>
+      }
+    }
+    fsdp.forward (%ids: tensor<4xi64>) -> tensor<f32> {
+      %x = fsdp.call @wte(%ids) : (tensor<4xi64>) -> tensor<4x3xf32>
+      %w = fsdp.get_param @wte::@weight : tensor<6x3xf32>
+      %logits = nn.linear %x, %w : (tensor<4x3xf32>, tensor<6x3xf32>) -> tensor<4x6xf32>
+      %loss = nn.cross_entropy %logits, %ids : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
