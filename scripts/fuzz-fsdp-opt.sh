@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 python3 test/Fuzz/mutate.py --fsdp-opt "$BUILD_DIR/bin/fsdp-opt" \
   --count "${COUNT:-20000}" --seed "${SEED:-1}" --keep "$BUILD_DIR/fuzz-failures" \
-  examples/*.mlir test/Dialect/NN/ops.mlir test/Dialect/FSDP/ops.mlir
+  examples/*.mlir test/Dialect/NN/ops.mlir test/Dialect/FSDP/ops.mlir \
+  test/Transforms/fsdp-build-train-step-vjp.mlir

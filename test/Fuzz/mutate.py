@@ -73,9 +73,19 @@ def mutate(text, rng):
     return "\n".join(lines)
 
 
-def run(fsdp_opt, variant, timeout):
+# Every variant that still verifies goes through the passes too, with the
+# options of the i-th variant chosen from these in turn.
+PIPELINES = [
+    ["--fsdp-model-summary=output=/dev/null"],
+    ["--fsdp-auto-wrap=policy=always", "--fsdp-build-train-step=optimizer=adamw clip-grad-norm=1.0"],
+    ["--fsdp-auto-wrap=policy=size min-params=40", "--fsdp-build-train-step=momentum=0.9 grad-accum-steps=2"],
+    ["--fsdp-auto-wrap=policy=module-kind kinds=Linear,Block", "--fsdp-build-train-step"],
+]
+
+
+def run(fsdp_opt, variant, pipeline, timeout):
     """Runs fsdp-opt on one variant; returns None when it behaved, else why."""
-    args = [fsdp_opt, "-", "--fsdp-model-summary=output=/dev/null", "-o", "/dev/null"]
+    args = [fsdp_opt, "-"] + pipeline + ["-o", "/dev/null"]
     try:
         proc = subprocess.run(args, input=variant.encode(), capture_output=True,
                               timeout=timeout)
@@ -88,7 +98,11 @@ def run(fsdp_opt, variant, timeout):
         return "exit code %d\n%s" % (proc.returncode, stderr[-2000:])
     if proc.returncode == 1 and "error:" not in stderr:
         return "exit code 1 without a diagnostic\n" + stderr[-2000:]
-    return None
+    return None if proc.returncode else ACCEPTED
+
+
+# run()'s verdict for a variant that is valid IR and went through the passes.
+ACCEPTED = "accepted"
 
 
 def main():
@@ -106,15 +120,19 @@ def main():
     seeds = [open(path).read() for path in args.inputs]
     variants = [mutate(seeds[i % len(seeds)], rng) for i in range(args.count)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda v: run(args.fsdp_opt, v, args.timeout), variants))
+        results = list(pool.map(
+            lambda i: run(args.fsdp_opt, variants[i], PIPELINES[i % len(PIPELINES)], args.timeout),
+            range(len(variants))))
 
-    failures = [(i, why) for i, why in enumerate(results) if why]
+    accepted = results.count(ACCEPTED)
+    failures = [(i, why) for i, why in enumerate(results) if why and why != ACCEPTED]
     for i, why in failures:
         print("variant %d of %s: %s" % (i, args.inputs[i % len(seeds)], why))
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
             with open(os.path.join(args.keep, "variant-%d.mlir" % i), "w") as f:
                 f.write(variants[i])
+    print("%d variants were still valid and went through the passes" % accepted)
     print("tried %d variants: %d misbehaved" % (len(variants), len(failures)))
     return 1 if failures else 0
 
