@@ -1,0 +1,191 @@
+//===- fsdprt_bench.cpp - Runtime kernels against their ceilings ----------===//
+//
+// Prints a table of ratios, not absolute numbers, so that results are
+// comparable across machines:
+//   - linear forward / backward through the C ABI against calling OpenBLAS
+//     cblas_sgemm directly with its own threading (the compute ceiling);
+//   - elementwise kernels against memcpy bandwidth (the memory ceiling),
+//     counting the bytes each kernel must read and write.
+// Usage: fsdprt_bench [threads]   (default: hardware threads)
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/rt/fsdprt.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void check(int32_t status, const char *what) {
+  if (status != FSDPRT_OK) {
+    std::fprintf(stderr, "%s failed: %s\n", what, fsdprt_last_error());
+    std::exit(1);
+  }
+}
+
+/// Best of `reps` timings of `iters` calls of f (seconds per call).
+double timeIt(const std::function<void()> &f, const std::function<void()> &sync,
+              int iters, int reps = 5) {
+  f(); // warm up
+  sync();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i)
+      f();
+    sync();
+    std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count() / iters);
+  }
+  return best;
+}
+
+void row(const char *name, const char *unit, double ours, double ceiling) {
+  std::printf("%-34s %10.2f %10.2f %-7s %6.2f\n", name, ours, ceiling, unit,
+              ours / ceiling);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int threads = argc > 1
+                    ? std::atoi(argv[1])
+                    : static_cast<int>(std::thread::hardware_concurrency());
+  int64_t ctx;
+  check(fsdprt_context_create("cpu", 0, 1, int64_t(1) << 30, threads, &ctx),
+        "context_create");
+  const int64_t s = FSDPRT_DEFAULT_STREAM;
+  auto sync = [&] { check(fsdprt_context_synchronize(ctx), "synchronize"); };
+  auto alloc = [&](int64_t bytes) {
+    int64_t b;
+    check(fsdprt_buffer_alloc(ctx, bytes, &b), "alloc");
+    check(fsdprt_fill(ctx, s, FSDPRT_F32, b, 0, bytes / 4, 0.5), "fill");
+    return b;
+  };
+  auto host = [&](int64_t b) {
+    void *p;
+    check(fsdprt_buffer_host_ptr(ctx, b, 0, &p), "host_ptr");
+    return static_cast<float *>(p);
+  };
+
+  std::printf("threads: %d\n", threads);
+  std::printf("%-34s %10s %10s %-7s %6s\n", "kernel", "ours", "ceiling", "unit",
+              "ratio");
+  struct Gemm {
+    int64_t m, k, n;
+  };
+  for (Gemm g : {Gemm{1024, 1024, 1024}, Gemm{2048, 768, 3072}}) {
+    int64_t x = alloc(g.m * g.k * 4), w = alloc(g.n * g.k * 4),
+            b = alloc(g.n * 4), y = alloc(g.m * g.n * 4),
+            dx = alloc(g.m * g.k * 4), dw = alloc(g.n * g.k * 4),
+            db = alloc(g.n * 4);
+    sync();
+    double flops = 2.0 * g.m * g.n * g.k;
+    // Our GEMMs parallelise outside OpenBLAS (deterministic results) and
+    // run OpenBLAS single-threaded; the ceiling gets OpenBLAS's own threads.
+    openblas_set_num_threads(1);
+    double fwd = timeIt(
+        [&] {
+          check(fsdprt_linear_forward(ctx, s, FSDPRT_F32, x, 0, w, 0, b, 0, y,
+                                      0, g.m, g.k, g.n),
+                "linear_forward");
+        },
+        sync, 3);
+    double bwd = timeIt(
+        [&] {
+          check(fsdprt_linear_backward(ctx, s, FSDPRT_F32, x, 0, w, 0, y, 0, dx,
+                                       0, dw, 0, db, 0, g.m, g.k, g.n),
+                "linear_backward");
+        },
+        sync, 3);
+    openblas_set_num_threads(threads);
+    float *px = host(x), *pw = host(w), *py = host(y), *pdx = host(dx),
+          *pdw = host(dw);
+    double blasFwd = timeIt(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.m, g.n, g.k,
+                      1.0f, px, g.k, pw, g.k, 0.0f, py, g.n);
+        },
+        [] {}, 3);
+    double blasBwd = timeIt(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.m, g.k, g.n,
+                      1.0f, py, g.n, pw, g.k, 0.0f, pdx, g.k);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.n, g.k, g.m,
+                      1.0f, py, g.n, px, g.k, 0.0f, pdw, g.k);
+        },
+        [] {}, 3);
+    char name[64];
+    std::snprintf(name, sizeof(name), "linear fwd %lldx%lldx%lld",
+                  (long long)g.m, (long long)g.k, (long long)g.n);
+    row(name, "GFLOP/s", flops / fwd * 1e-9, flops / blasFwd * 1e-9);
+    std::snprintf(name, sizeof(name), "linear bwd %lldx%lldx%lld",
+                  (long long)g.m, (long long)g.k, (long long)g.n);
+    row(name, "GFLOP/s", 2 * flops / bwd * 1e-9, 2 * flops / blasBwd * 1e-9);
+    for (int64_t h : {x, w, b, y, dx, dw, db})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+  openblas_set_num_threads(1);
+
+  const int64_t n = int64_t(1) << 24;
+  int64_t a = alloc(n * 4), bb = alloc(n * 4), out = alloc(n * 4);
+  sync();
+  float *pa = host(a), *pout = host(out);
+  // The ceiling copies with as many threads as the kernels use.
+  auto parallelMemcpy = [&] {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        int64_t b = n * t / threads, e = n * (t + 1) / threads;
+        std::memcpy(pout + b, pa + b, (e - b) * 4);
+      });
+    for (std::thread &w : workers)
+      w.join();
+  };
+  double memcpyTime = timeIt(
+      parallelMemcpy, [] {}, 5);
+  double memcpyBw = 2.0 * n * 4 / memcpyTime * 1e-9; // read + write
+  const int64_t shape[1] = {n};
+  auto elementwise = [&](const char *name, double bytes,
+                         const std::function<void()> &f) {
+    row(name, "GB/s", bytes / timeIt(f, sync, 5) * 1e-9, memcpyBw);
+  };
+  elementwise("add f32 (16M)", 3.0 * n * 4, [&] {
+    check(fsdprt_binary_forward(ctx, s, FSDPRT_F32, FSDPRT_ADD, a, 0, 1, shape,
+                                bb, 0, 1, shape, out, 0),
+          "add");
+  });
+  elementwise("mul bf16 (16M)", 3.0 * n * 2, [&] {
+    check(fsdprt_binary_forward(ctx, s, FSDPRT_BF16, FSDPRT_MUL, a, 0, 1, shape,
+                                bb, 0, 1, shape, out, 0),
+          "mul");
+  });
+  elementwise("relu fwd f32 (16M)", 2.0 * n * 4, [&] {
+    check(fsdprt_activation_forward(ctx, s, FSDPRT_F32, FSDPRT_RELU, a, 0, out,
+                                    0, n),
+          "relu");
+  });
+  elementwise("gelu bwd f32 (16M)", 3.0 * n * 4, [&] {
+    check(fsdprt_activation_backward(ctx, s, FSDPRT_F32, FSDPRT_GELU, a, 0, bb,
+                                     0, out, 0, n),
+          "gelu_backward");
+  });
+  elementwise("scale f32 (16M)", 2.0 * n * 4, [&] {
+    check(fsdprt_scale_forward(ctx, s, FSDPRT_F32, a, 0, out, 0, n, 0.5),
+          "scale");
+  });
+  elementwise("cast f32->bf16 (16M)", 6.0 * n, [&] {
+    check(fsdprt_cast(ctx, s, FSDPRT_F32, a, 0, FSDPRT_BF16, out, 0, n),
+          "cast");
+  });
+  check(fsdprt_context_destroy(ctx), "destroy");
+  return 0;
+}

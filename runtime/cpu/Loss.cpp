@@ -1,0 +1,123 @@
+//===- Loss.cpp - cross_entropy and mse_loss ------------------------------===//
+//
+// Both follow PyTorch: cross_entropy's mean divides by the number of
+// non-ignored targets (NaN when every target is ignored, as 0/0 in PyTorch);
+// mse_loss's mean divides by the element count.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+#include "Parallel.h"
+
+#include "fsdp/rt/Error.h"
+#include "fsdp/rt/math/Rows.h"
+
+#include <cmath>
+#include <vector>
+
+namespace fsdp {
+namespace rt {
+namespace cpu {
+
+/// Targets are data: validated up front, so a bad one fails the op before
+/// any output is written.
+static std::vector<int64_t> checkedTargets(DType targetType,
+                                           const void *targets, int64_t n,
+                                           int64_t c, int64_t ignoreIndex,
+                                           int64_t &count) {
+  std::vector<int64_t> t(n);
+  count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    t[i] = targetType == DType::I32 ? static_cast<const int32_t *>(targets)[i]
+                                    : static_cast<const int64_t *>(targets)[i];
+    if (t[i] == ignoreIndex)
+      continue;
+    if (t[i] < 0 || t[i] >= c)
+      fail(Status::OutOfRange, "target ", t[i], " at position ", i,
+           " is outside [0, ", c, ") and is not the ignore index ",
+           ignoreIndex);
+    ++count;
+  }
+  return t;
+}
+
+void crossEntropyForward(int threads, DType targetType, const float *logits,
+                         const void *targets, float *loss, int64_t n, int64_t c,
+                         LossReduction reduction, int64_t ignoreIndex) {
+  int64_t count;
+  std::vector<int64_t> t =
+      checkedTargets(targetType, targets, n, c, ignoreIndex, count);
+  double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
+    double sum = 0.0;
+    for (int64_t r = r0; r < r1; ++r) {
+      if (t[r] == ignoreIndex)
+        continue;
+      float max, logSum;
+      rowLogSumExp(logits + r * c, c, 1, max, logSum);
+      sum += static_cast<double>(max) + logSum - logits[r * c + t[r]];
+    }
+    return sum;
+  });
+  *loss = static_cast<float>(reduction == LossReduction::Mean
+                                 ? total / static_cast<double>(count)
+                                 : total);
+}
+
+void crossEntropyBackward(int threads, DType targetType, const float *logits,
+                          const void *targets, float dloss, float *dlogits,
+                          int64_t n, int64_t c, LossReduction reduction,
+                          int64_t ignoreIndex) {
+  int64_t count;
+  std::vector<int64_t> t =
+      checkedTargets(targetType, targets, n, c, ignoreIndex, count);
+  float g = reduction == LossReduction::Mean ? dloss / static_cast<float>(count)
+                                             : dloss;
+  parallelFor(threads, n, std::max<int64_t>(1, 8192 / std::max<int64_t>(c, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  float *dr = dlogits + r * c;
+                  if (t[r] == ignoreIndex) {
+                    std::fill(dr, dr + c, 0.0f);
+                    continue;
+                  }
+                  softmaxRow(logits + r * c, dr, c, 1);
+                  dr[t[r]] -= 1.0f;
+                  for (int64_t j = 0; j < c; ++j)
+                    dr[j] *= g;
+                }
+              });
+}
+
+void mseLossForward(int threads, const float *a, const float *b, float *loss,
+                    int64_t n, LossReduction reduction) {
+  double total = blockedSum(threads, n, [&](int64_t i0, int64_t i1) {
+    double sum = 0.0;
+    for (int64_t i = i0; i < i1; ++i) {
+      double diff = static_cast<double>(a[i]) - b[i];
+      sum += diff * diff;
+    }
+    return sum;
+  });
+  *loss = static_cast<float>(reduction == LossReduction::Mean
+                                 ? total / static_cast<double>(n)
+                                 : total);
+}
+
+void mseLossBackward(int threads, const float *a, const float *b, float dloss,
+                     float *da, float *db, int64_t n, LossReduction reduction) {
+  float g =
+      2.0f * (reduction == LossReduction::Mean ? dloss / static_cast<float>(n)
+                                               : dloss);
+  parallelFor(threads, n, 1 << 15, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float d = g * (a[i] - b[i]);
+      if (da)
+        da[i] = d;
+      if (db)
+        db[i] = -d;
+    }
+  });
+}
+
+} // namespace cpu
+} // namespace rt
+} // namespace fsdp

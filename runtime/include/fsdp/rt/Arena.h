@@ -1,0 +1,68 @@
+//===- Arena.h - Per-rank buffer arena bookkeeping --------------*- C++ -*-===//
+//
+// The compiler plans every buffer of a rank inside one arena; the runtime
+// hands out [offset, offset+size) ranges of it and records the high-water
+// marks so that the plan's peak-memory estimate can be checked against what
+// a run really used. Ranges are 64-byte aligned. Frees are stream-ordered:
+// a range is first "pending" (its handle is dead but a stream may still use
+// the bytes) and only becomes reusable when the stream releases it, so an
+// allocation that would overlap a pending range waits for that release.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_ARENA_H
+#define FSDP_RT_ARENA_H
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace fsdp {
+namespace rt {
+
+class Arena {
+public:
+  static constexpr int64_t kAlignment = 64;
+
+  explicit Arena(int64_t capacity) : capacity_(capacity) {}
+
+  /// First fit; waits for pending frees if only they stand in the way;
+  /// throws Error(OutOfMemory) otherwise. Returns the offset.
+  int64_t allocate(int64_t bytes);
+  /// Places a range at `offset` (must be aligned); waits for overlapping
+  /// pending frees; throws if it overlaps a live range or the capacity.
+  void allocateAt(int64_t offset, int64_t bytes);
+  /// The handle is gone; the bytes are still in use until release().
+  void markPending(int64_t offset);
+  void release(int64_t offset);
+
+  int64_t bytesInUse() const;
+  int64_t highWaterBytes() const;
+  int64_t highWaterExtent() const;
+
+private:
+  struct Range {
+    int64_t size;
+    bool pending;
+  };
+  static int64_t roundUp(int64_t bytes);
+  /// Offset of the first gap of `bytes`, or -1; with treatPendingAsFree the
+  /// answer is where it would fit once pending frees have run.
+  int64_t findGap(int64_t bytes, bool treatPendingAsFree) const;
+  bool overlaps(int64_t offset, int64_t bytes, bool pendingOnly) const;
+  bool anyPending() const;
+  void insert(int64_t offset, int64_t bytes);
+
+  const int64_t capacity_;
+  mutable std::mutex mutex_;
+  std::condition_variable released_;
+  std::map<int64_t, Range> ranges_; // offset -> range, live or pending
+  int64_t inUse_ = 0;
+  int64_t highWaterBytes_ = 0;
+  int64_t highWaterExtent_ = 0;
+};
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_ARENA_H

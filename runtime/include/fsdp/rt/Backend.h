@@ -1,0 +1,232 @@
+//===- Backend.h - The interface every compute backend implements -*- C++
+//-*-===//
+//
+// A backend owns device memory, copies and kernels. Core code (context,
+// arena bookkeeping, streams, the C ABI) is written once against this
+// interface; backends register themselves by name, so callers never #ifdef.
+// Pointers passed to kernels are backend memory (inside the arena) already
+// bounds-checked by the caller; kernels validate data-dependent conditions
+// (ids in range) themselves and throw fsdp::rt::Error.
+//
+// Floating-point operands share one storage dtype per call (`dt`); compute is
+// f32 whatever the storage type.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_BACKEND_H
+#define FSDP_RT_BACKEND_H
+
+#include "fsdp/rt/DType.h"
+#include "fsdp/rt/Shape.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace rt {
+
+enum class BinaryOp : int32_t {
+  Add = FSDPRT_ADD,
+  Sub = FSDPRT_SUB,
+  Mul = FSDPRT_MUL
+};
+enum class Activation : int32_t {
+  Relu = FSDPRT_RELU,
+  Gelu = FSDPRT_GELU,
+  GeluTanh = FSDPRT_GELU_TANH,
+  Silu = FSDPRT_SILU,
+};
+enum class ReduceKind : int32_t {
+  Sum = FSDPRT_REDUCE_SUM,
+  Mean = FSDPRT_REDUCE_MEAN
+};
+enum class LossReduction : int32_t {
+  Mean = FSDPRT_LOSS_MEAN,
+  Sum = FSDPRT_LOSS_SUM
+};
+enum class Distribution : int32_t {
+  Uniform = FSDPRT_RNG_UNIFORM,
+  Normal = FSDPRT_RNG_NORMAL
+};
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+struct MatmulDims {
+  int64_t batch, m, k, n;
+  bool transA, transB, bBatched;
+};
+
+struct AttentionDims {
+  int64_t batch, tq, tk, heads, kvHeads, headDim;
+  bool causal;
+  double scale; // Already resolved: never <= 0 here.
+};
+
+struct RngKey {
+  uint64_t seed, step, rngId;
+};
+
+struct SgdOptions {
+  double lr, momentum, dampening, weightDecay;
+  bool nesterov;
+};
+
+struct AdamWOptions {
+  double lr, beta1, beta2, eps, weightDecay;
+};
+
+class Backend {
+public:
+  virtual ~Backend();
+  virtual const char *name() const = 0;
+
+  // Memory: one allocation per context holds the whole arena.
+  virtual void *allocate(int64_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+  /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
+  virtual bool hostAccessible() const = 0;
+  virtual void copy(void *dst, const void *src, int64_t bytes,
+                    CopyKind kind) = 0;
+  virtual void fill(DType dt, void *dst, int64_t n, double value) = 0;
+  /// src may be an integer type; dst is a float type.
+  virtual void cast(DType srcType, const void *src, DType dstType, void *dst,
+                    int64_t n) = 0;
+
+  virtual void linearForward(DType dt, const void *x, const void *w,
+                             const void *b, void *y, int64_t m, int64_t k,
+                             int64_t n) = 0;
+  virtual void linearBackward(DType dt, const void *x, const void *w,
+                              const void *dy, void *dx, void *dw, void *db,
+                              int64_t m, int64_t k, int64_t n) = 0;
+  virtual void matmulForward(DType dt, const void *a, const void *b, void *c,
+                             const MatmulDims &d) = 0;
+  virtual void matmulBackward(DType dt, const void *a, const void *b,
+                              const void *dc, void *da, void *db,
+                              const MatmulDims &d) = 0;
+
+  virtual void binaryForward(DType dt, BinaryOp op, const void *a,
+                             const Shape &aShape, const void *b,
+                             const Shape &bShape, void *out) = 0;
+  virtual void binaryBackward(DType dt, BinaryOp op, const void *a,
+                              const Shape &aShape, const void *b,
+                              const Shape &bShape, const void *dout, void *da,
+                              void *db) = 0;
+  virtual void scale(DType dt, const void *x, void *y, int64_t n,
+                     double factor) = 0;
+  virtual void activationForward(DType dt, Activation kind, const void *x,
+                                 void *y, int64_t n) = 0;
+  virtual void activationBackward(DType dt, Activation kind, const void *x,
+                                  const void *dy, void *dx, int64_t n) = 0;
+
+  virtual void layerNormForward(DType dt, const void *x, const void *w,
+                                const void *b, void *y, int64_t rows, int64_t d,
+                                double eps) = 0;
+  virtual void layerNormBackward(DType dt, const void *x, const void *w,
+                                 const void *dy, void *dx, void *dw, void *db,
+                                 int64_t rows, int64_t d, double eps) = 0;
+  virtual void rmsNormForward(DType dt, const void *x, const void *w, void *y,
+                              int64_t rows, int64_t d, double eps) = 0;
+  virtual void rmsNormBackward(DType dt, const void *x, const void *w,
+                               const void *dy, void *dx, void *dw, int64_t rows,
+                               int64_t d, double eps) = 0;
+  /// Softmax over the middle dim of [outer, dim, inner].
+  virtual void softmaxForward(DType dt, const void *x, void *y, int64_t outer,
+                              int64_t dim, int64_t inner) = 0;
+  virtual void softmaxBackward(DType dt, const void *y, const void *dy,
+                               void *dx, int64_t outer, int64_t dim,
+                               int64_t inner) = 0;
+
+  virtual void embeddingForward(DType dt, DType idsType, const void *ids,
+                                const void *table, void *out, int64_t numIds,
+                                int64_t vocab, int64_t dim) = 0;
+  virtual void embeddingBackward(DType dt, DType idsType, const void *ids,
+                                 const void *dy, void *dtable, int64_t numIds,
+                                 int64_t vocab, int64_t dim) = 0;
+  virtual void attentionForward(DType dt, const void *q, const void *k,
+                                const void *v, void *out,
+                                const AttentionDims &d) = 0;
+  virtual void attentionBackward(DType dt, const void *q, const void *k,
+                                 const void *v, const void *dout, void *dq,
+                                 void *dk, void *dv,
+                                 const AttentionDims &d) = 0;
+  /// inverse = true rotates by -angle: the VJP of the forward rotation.
+  virtual void rope(DType dt, const void *x, void *y, int64_t batch,
+                    int64_t seq, int64_t heads, int64_t headDim, double theta,
+                    bool inverse) = 0;
+  /// y = x * mask / (1 - p); applied to dy it is also the backward.
+  virtual void dropout(DType dt, const void *x, void *y, int64_t n, double p,
+                       const RngKey &key) = 0;
+  virtual void rngFill(DType dt, void *dst, int64_t n, Distribution dist,
+                       double a, double b, const RngKey &key) = 0;
+  virtual void batchNormForward(DType dt, const void *x, const void *w,
+                                const void *b, void *runningMean,
+                                void *runningVar, void *y, int64_t n, int64_t c,
+                                int64_t spatial, double eps, double momentum,
+                                bool training) = 0;
+  virtual void batchNormBackward(DType dt, const void *x, const void *w,
+                                 const void *runningMean,
+                                 const void *runningVar, const void *dy,
+                                 void *dx, void *dw, void *db, int64_t n,
+                                 int64_t c, int64_t spatial, double eps,
+                                 bool training) = 0;
+
+  virtual void transpose(DType dt, const void *x, void *y, const Shape &xShape,
+                         const std::vector<int64_t> &perm) = 0;
+  /// Copies a [outer, srcDim, inner] slab's [offset, offset+size) range of
+  /// the middle dim into a [outer, size, inner] tensor, or back (split and
+  /// concat are both made of these).
+  virtual void copySlab(DType dt, const void *src, int64_t srcDim,
+                        int64_t srcOffset, void *dst, int64_t dstDim,
+                        int64_t dstOffset, int64_t outer, int64_t size,
+                        int64_t inner) = 0;
+  /// dims is a sorted list of reduced dims of xShape.
+  virtual void reduceForward(DType dt, ReduceKind kind, const void *x,
+                             const Shape &xShape,
+                             const std::vector<int64_t> &dims, void *y) = 0;
+  virtual void reduceBackward(DType dt, ReduceKind kind, const void *dy,
+                              const Shape &xShape,
+                              const std::vector<int64_t> &dims, void *dx) = 0;
+
+  virtual void crossEntropyForward(DType dt, DType targetType,
+                                   const void *logits, const void *targets,
+                                   void *loss, int64_t n, int64_t c,
+                                   LossReduction reduction,
+                                   int64_t ignoreIndex) = 0;
+  virtual void crossEntropyBackward(DType dt, DType targetType,
+                                    const void *logits, const void *targets,
+                                    const void *dloss, void *dlogits, int64_t n,
+                                    int64_t c, LossReduction reduction,
+                                    int64_t ignoreIndex) = 0;
+  virtual void mseLossForward(DType dt, const void *a, const void *b,
+                              void *loss, int64_t n,
+                              LossReduction reduction) = 0;
+  virtual void mseLossBackward(DType dt, const void *a, const void *b,
+                               const void *dloss, void *da, void *db, int64_t n,
+                               LossReduction reduction) = 0;
+
+  virtual void sgdStep(DType gradType, float *param, const void *grad,
+                       float *momentumBuf, int64_t n, int64_t step,
+                       const SgdOptions &o) = 0;
+  virtual void adamwStep(DType gradType, float *param, const void *grad,
+                         float *expAvg, float *expAvgSq, int64_t n,
+                         int64_t step, const AdamWOptions &o) = 0;
+  virtual void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
+                          bool accumulate) = 0;
+  virtual void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,
+                        double maxNorm) = 0;
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(int numThreads)>;
+
+/// Registers a backend under `name`; returns true so it can initialise a
+/// static in the backend's translation unit.
+bool registerBackend(const std::string &name, BackendFactory factory);
+/// Throws Error(Unsupported) listing the registered names if unknown.
+std::unique_ptr<Backend> createBackend(const std::string &name, int numThreads);
+std::vector<std::string> registeredBackends();
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_BACKEND_H

@@ -1,0 +1,79 @@
+//===- Context.h - One rank's runtime state ---------------------*- C++ -*-===//
+//
+// A context is what a rank's generated step talks to: its rank and world
+// size, its backend, its arena and the buffers in it, its streams and events,
+// and the delay-injection configuration. All methods are thread-safe (a
+// program may drive several streams from several host threads).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_CONTEXT_H
+#define FSDP_RT_CONTEXT_H
+
+#include "fsdp/rt/Arena.h"
+#include "fsdp/rt/Backend.h"
+#include "fsdp/rt/Delay.h"
+#include "fsdp/rt/HandleTable.h"
+#include "fsdp/rt/Stream.h"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace fsdp {
+namespace rt {
+
+struct Buffer {
+  int64_t offset;
+  int64_t size;
+};
+
+class Context {
+public:
+  Context(const std::string &backend, int32_t rank, int32_t worldSize,
+          int64_t arenaBytes, int numThreads);
+  ~Context(); // Synchronises every stream first.
+
+  int32_t rank() const { return rank_; }
+  int32_t worldSize() const { return worldSize_; }
+  Backend &backend() { return *backend_; }
+  Arena &arena() { return arena_; }
+  const DelayConfig &delays() const { return delays_; }
+
+  int64_t allocate(int64_t bytes);
+  int64_t allocateAt(int64_t offset, int64_t bytes);
+  /// Invalidates the handle now; releases the bytes when `stream` gets there.
+  void free(int64_t buffer, int64_t stream);
+  int64_t bufferSize(int64_t buffer) const;
+  /// Address of [offset, offset+bytes) of a live buffer; throws OutOfRange
+  /// (naming `what`) if the range is not inside the buffer.
+  void *resolve(int64_t buffer, int64_t offset, int64_t bytes,
+                const char *what) const;
+
+  int64_t createStream();
+  void destroyStream(int64_t stream);
+  std::shared_ptr<Stream> stream(int64_t handle) const;
+  void synchronizeAll();
+
+  int64_t createEvent();
+  void destroyEvent(int64_t event);
+  std::shared_ptr<Event> event(int64_t handle) const;
+
+private:
+  const int32_t rank_;
+  const int32_t worldSize_;
+  const DelayConfig delays_;
+  std::unique_ptr<Backend> backend_;
+  Arena arena_;
+  char *base_ = nullptr;
+  mutable std::mutex mutex_;
+  HandleTable<Buffer> buffers_{"buffer"};
+  std::shared_ptr<Stream> defaultStream_;
+  HandleTable<Stream> streams_{"stream"};
+  HandleTable<Event> events_{"event"};
+};
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_CONTEXT_H

@@ -1,0 +1,25 @@
+//===- Shape.h - Dims helpers -----------------------------------*- C++ -*-===//
+#ifndef FSDP_RT_SHAPE_H
+#define FSDP_RT_SHAPE_H
+
+#include <cstdint>
+#include <vector>
+
+namespace fsdp {
+namespace rt {
+
+using Shape = std::vector<int64_t>;
+
+/// Product of dims (1 for rank 0); throws on negative dims or overflow.
+int64_t numelOf(const Shape &shape);
+/// Numpy trailing broadcast of two shapes; throws if incompatible.
+Shape broadcastShapes(const Shape &a, const Shape &b);
+/// Reads a C ABI (rank, dims) pair into a Shape, validating both.
+Shape shapeFromAbi(int32_t rank, const int64_t *dims, const char *what);
+/// Row-major strides.
+std::vector<int64_t> stridesOf(const Shape &shape);
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_SHAPE_H

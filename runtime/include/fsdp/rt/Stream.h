@@ -1,0 +1,93 @@
+//===- Stream.h - Host streams and events -----------------------*- C++ -*-===//
+//
+// A stream is a worker thread draining a FIFO of operations, so work on one
+// stream is ordered and work on different streams overlaps, on CPU exactly as
+// on a GPU. Events are the only cross-stream ordering: record() enqueues a
+// marker, wait() enqueues a blocking wait for the latest marker. A failing
+// operation stores "op '<name>': <message>" and turns the rest of the queue
+// into no-ops (markers still fire, so no one deadlocks); synchronize()
+// returns that error once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_STREAM_H
+#define FSDP_RT_STREAM_H
+
+#include "fsdp/rt/Error.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace fsdp {
+namespace rt {
+
+/// The markers of one event. Each record gets a ticket; a wait is bound to
+/// the latest ticket at the time of the wait call (cudaStreamWaitEvent
+/// semantics) and is satisfied when that very record has run, even if
+/// records on other streams finish in a different order.
+class Event {
+public:
+  /// Host side of record: returns the ticket the stream will signal.
+  uint64_t nextTicket();
+  void signal(uint64_t ticket);
+  /// Latest ticket handed out (0 if never recorded).
+  uint64_t lastTicket() const;
+  void waitFor(uint64_t ticket) const;
+  bool reached(uint64_t ticket) const;
+
+private:
+  bool reachedLocked(uint64_t ticket) const;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  uint64_t issued_ = 0;
+  uint64_t donePrefix_ = 0;      // every ticket <= this has run
+  std::set<uint64_t> doneAbove_; // tickets > donePrefix_ that have run
+};
+
+class Stream {
+public:
+  Stream();
+  ~Stream(); // Drains the queue, then joins.
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+
+  /// `name` appears in the error message if `work` throws. Control
+  /// operations (event record/wait, frees) pass `alwaysRun` so that they
+  /// still run after an earlier failure.
+  void enqueue(std::string name, std::function<void()> work,
+               bool alwaysRun = false);
+  void record(std::shared_ptr<Event> event);
+  void wait(std::shared_ptr<Event> event);
+  /// Blocks until the queue is empty; rethrows the stored failure once.
+  void synchronize();
+
+private:
+  struct Op {
+    std::string name;
+    std::function<void()> work;
+    bool alwaysRun;
+  };
+  void run();
+
+  mutable std::mutex mutex_;
+  std::condition_variable hasWork_;
+  std::condition_variable idle_;
+  std::deque<Op> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::optional<Error> error_;
+  std::thread worker_;
+};
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_STREAM_H

@@ -1,0 +1,427 @@
+/*===- fsdprt.h - C ABI of the fsdp runtime ----------------------*- C -*-===*\
+|*                                                                            *|
+|* What compiled training steps call. A generated step is a flat sequence of  *|
+|* calls on int64 handles and scalars, so:                                    *|
+|*  - every function returns an int32 status (FSDPRT_OK == 0); results come  *|
+|*    back through out-pointers; fsdprt_last_error() describes the last      *|
+|*    failure on the calling thread;                                          *|
+|*  - contexts, buffers, streams, events, checkpoint readers and writers are *|
+|*    int64 handles; 0 is never a valid handle, so an optional tensor         *|
+|*    operand is passed as buffer 0;                                          *|
+|*  - a tensor operand is (buffer handle, byte offset); its extent follows   *|
+|*    from the op's dims and the dtype code, and is bounds-checked;           *|
+|*  - kernels are enqueued on a stream and run asynchronously; argument      *|
+|*    errors are returned at once, data-dependent errors (an out-of-range    *|
+|*    token id) are returned by the next synchronize, naming the op.         *|
+|* See docs/Runtime.md for the full contract.                                 *|
+\*===----------------------------------------------------------------------===*/
+#ifndef FSDP_RT_FSDPRT_H
+#define FSDP_RT_FSDPRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. */
+enum {
+  FSDPRT_OK = 0,
+  FSDPRT_ERR_INVALID_ARGUMENT = 1, /* bad dims, dtype, option, null pointer */
+  FSDPRT_ERR_INVALID_HANDLE = 2,   /* unknown, destroyed or freed handle */
+  FSDPRT_ERR_OUT_OF_MEMORY = 3,    /* the arena cannot hold the buffer */
+  FSDPRT_ERR_OUT_OF_RANGE = 4,     /* tensor extent past its buffer; bad ids */
+  FSDPRT_ERR_IO = 5,               /* file system failure */
+  FSDPRT_ERR_FORMAT = 6,           /* malformed checkpoint file */
+  FSDPRT_ERR_UNSUPPORTED = 7,      /* valid request this backend cannot do */
+  FSDPRT_ERR_INTERNAL = 8
+};
+
+/* Dtype codes (stable: generated code embeds them). */
+enum {
+  FSDPRT_F32 = 0,
+  FSDPRT_BF16 = 1,
+  FSDPRT_F16 = 2,
+  FSDPRT_I32 = 3,
+  FSDPRT_I64 = 4
+};
+
+/* nn op option codes. */
+enum { FSDPRT_ADD = 0, FSDPRT_SUB = 1, FSDPRT_MUL = 2 };
+enum {
+  FSDPRT_RELU = 0,
+  FSDPRT_GELU = 1,      /* approximate = "none" (erf) */
+  FSDPRT_GELU_TANH = 2, /* approximate = "tanh" */
+  FSDPRT_SILU = 3
+};
+enum { FSDPRT_REDUCE_SUM = 0, FSDPRT_REDUCE_MEAN = 1 };
+enum { FSDPRT_LOSS_MEAN = 0, FSDPRT_LOSS_SUM = 1 };
+enum { FSDPRT_RNG_UNIFORM = 0, FSDPRT_RNG_NORMAL = 1 };
+
+#define FSDPRT_MAX_RANK 8
+
+/* ---- Errors --------------------------------------------------------------*/
+/* Message of the last failed call on this thread ("" if none). Valid until */
+/* the next failing call on this thread. */
+const char *fsdprt_last_error(void);
+
+/* ---- Context -------------------------------------------------------------*/
+/* backend: "cpu" (others register by name). num_threads <= 0 means one per */
+/* hardware thread. The arena holds every buffer of this rank. */
+int32_t fsdprt_context_create(const char *backend, int32_t rank,
+                              int32_t world_size, int64_t arena_bytes,
+                              int32_t num_threads, int64_t *out_ctx);
+int32_t fsdprt_context_destroy(int64_t ctx);
+int32_t fsdprt_context_rank(int64_t ctx, int32_t *out);
+int32_t fsdprt_context_world_size(int64_t ctx, int32_t *out);
+/* Highest sum of live buffer bytes, and highest end offset in the arena. */
+int32_t fsdprt_arena_high_water(int64_t ctx, int64_t *out_bytes,
+                                int64_t *out_extent);
+int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
+/* Waits for every stream; returns (and clears) the first stream error. */
+int32_t fsdprt_context_synchronize(int64_t ctx);
+
+/* ---- Buffers (per-rank arena) -------------------------------------------*/
+int32_t fsdprt_buffer_alloc(int64_t ctx, int64_t bytes, int64_t *out_buf);
+/* Places the buffer at a planned arena offset (the compiler's memory plan). */
+int32_t fsdprt_buffer_alloc_at(int64_t ctx, int64_t offset, int64_t bytes,
+                               int64_t *out_buf);
+/* Stream-ordered free: the handle is invalid at once, the bytes return to */
+/* the arena when the stream reaches this point. */
+int32_t fsdprt_buffer_free(int64_t ctx, int64_t stream, int64_t buf);
+int32_t fsdprt_buffer_size(int64_t ctx, int64_t buf, int64_t *out_bytes);
+/* Host address of buffer bytes (host-memory backends only). */
+int32_t fsdprt_buffer_host_ptr(int64_t ctx, int64_t buf, int64_t offset,
+                               void **out_ptr);
+
+/* Stream-ordered copies. The host memory must stay valid until the stream */
+/* has executed the copy. */
+int32_t fsdprt_copy_from_host(int64_t ctx, int64_t stream, int64_t dst,
+                              int64_t dst_off, const void *src, int64_t bytes);
+int32_t fsdprt_copy_to_host(int64_t ctx, int64_t stream, void *dst, int64_t src,
+                            int64_t src_off, int64_t bytes);
+int32_t fsdprt_copy(int64_t ctx, int64_t stream, int64_t dst, int64_t dst_off,
+                    int64_t src, int64_t src_off, int64_t bytes);
+int32_t fsdprt_fill(int64_t ctx, int64_t stream, int32_t dtype, int64_t dst,
+                    int64_t dst_off, int64_t numel, double value);
+
+/* ---- Streams and events -------------------------------------------------*/
+/* Stream 1 is the context's default stream; more are created on demand. */
+#define FSDPRT_DEFAULT_STREAM 1
+int32_t fsdprt_stream_create(int64_t ctx, int64_t *out_stream);
+int32_t fsdprt_stream_destroy(int64_t ctx, int64_t stream);
+int32_t fsdprt_stream_synchronize(int64_t ctx, int64_t stream);
+int32_t fsdprt_event_create(int64_t ctx, int64_t *out_event);
+int32_t fsdprt_event_destroy(int64_t ctx, int64_t event);
+/* Captures the work enqueued on `stream` so far. */
+int32_t fsdprt_event_record(int64_t ctx, int64_t event, int64_t stream);
+/* Later work on `stream` waits for the event's latest record (no-op if the */
+/* event was never recorded), as cudaStreamWaitEvent. */
+int32_t fsdprt_stream_wait_event(int64_t ctx, int64_t stream, int64_t event);
+int32_t fsdprt_event_synchronize(int64_t ctx, int64_t event);
+int32_t fsdprt_event_query(int64_t ctx, int64_t event, int32_t *out_done);
+
+/* ---- Kernels -------------------------------------------------------------*/
+/* Common prefix: (ctx, stream, dtype) where dtype is the storage type of   */
+/* every floating-point operand (F32, BF16 or F16; compute is f32). A       */
+/* tensor operand X is the pair (x, x_off). Shapes are row-major.          */
+
+/* y[m,n] = x[m,k] * w[n,k]^T + b[n]; m is the product of x's leading dims. */
+int32_t fsdprt_linear_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int64_t x, int64_t x_off, int64_t w,
+                              int64_t w_off, int64_t b, int64_t b_off,
+                              int64_t y, int64_t y_off, int64_t m, int64_t k,
+                              int64_t n);
+/* Any of dx, dw, db may be 0 (not needed). Outputs are overwritten. */
+int32_t fsdprt_linear_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int64_t x, int64_t x_off, int64_t w,
+                               int64_t w_off, int64_t dy, int64_t dy_off,
+                               int64_t dx, int64_t dx_off, int64_t dw,
+                               int64_t dw_off, int64_t db, int64_t db_off,
+                               int64_t m, int64_t k, int64_t n);
+
+/* c[batch,m,n] = op(a) * op(b); a is [batch,m,k] ([batch,k,m] if trans_a), */
+/* b is [batch,k,n] ([batch,n,k] if trans_b) or unbatched when b_batched=0. */
+int32_t fsdprt_matmul_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int64_t a, int64_t a_off, int64_t b,
+                              int64_t b_off, int64_t c, int64_t c_off,
+                              int64_t batch, int64_t m, int64_t k, int64_t n,
+                              int32_t trans_a, int32_t trans_b,
+                              int32_t b_batched);
+int32_t fsdprt_matmul_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int64_t a, int64_t a_off, int64_t b,
+                               int64_t b_off, int64_t dc, int64_t dc_off,
+                               int64_t da, int64_t da_off, int64_t db,
+                               int64_t db_off, int64_t batch, int64_t m,
+                               int64_t k, int64_t n, int32_t trans_a,
+                               int32_t trans_b, int32_t b_batched);
+
+/* out = a (op) b with numpy trailing broadcasting; out has the broadcast */
+/* shape. Backward sums over broadcast dims; da or db may be 0. */
+int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int32_t op, int64_t a, int64_t a_off,
+                              int32_t a_rank, const int64_t *a_shape, int64_t b,
+                              int64_t b_off, int32_t b_rank,
+                              const int64_t *b_shape, int64_t out,
+                              int64_t out_off);
+int32_t fsdprt_binary_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int32_t op, int64_t a, int64_t a_off,
+                               int32_t a_rank, const int64_t *a_shape,
+                               int64_t b, int64_t b_off, int32_t b_rank,
+                               const int64_t *b_shape, int64_t dout,
+                               int64_t dout_off, int64_t da, int64_t da_off,
+                               int64_t db, int64_t db_off);
+/* y = factor * x; its backward is dx = factor * dy. */
+int32_t fsdprt_scale_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                             int64_t x, int64_t x_off, int64_t y, int64_t y_off,
+                             int64_t numel, double factor);
+int32_t fsdprt_scale_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int64_t dy, int64_t dy_off, int64_t dx,
+                              int64_t dx_off, int64_t numel, double factor);
+
+int32_t fsdprt_activation_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int32_t kind, int64_t x, int64_t x_off,
+                                  int64_t y, int64_t y_off, int64_t numel);
+int32_t fsdprt_activation_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                   int32_t kind, int64_t x, int64_t x_off,
+                                   int64_t dy, int64_t dy_off, int64_t dx,
+                                   int64_t dx_off, int64_t numel);
+
+/* Normalisation over the last dim (size d) of rows x d. w, b optional. The */
+/* backward recomputes the row statistics from x (nothing is saved). */
+int32_t fsdprt_layer_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t x, int64_t x_off, int64_t w,
+                                  int64_t w_off, int64_t b, int64_t b_off,
+                                  int64_t y, int64_t y_off, int64_t rows,
+                                  int64_t d, double eps);
+int32_t fsdprt_layer_norm_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                   int64_t x, int64_t x_off, int64_t w,
+                                   int64_t w_off, int64_t dy, int64_t dy_off,
+                                   int64_t dx, int64_t dx_off, int64_t dw,
+                                   int64_t dw_off, int64_t db, int64_t db_off,
+                                   int64_t rows, int64_t d, double eps);
+int32_t fsdprt_rms_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t x, int64_t x_off, int64_t w,
+                                int64_t w_off, int64_t y, int64_t y_off,
+                                int64_t rows, int64_t d, double eps);
+int32_t fsdprt_rms_norm_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t x, int64_t x_off, int64_t w,
+                                 int64_t w_off, int64_t dy, int64_t dy_off,
+                                 int64_t dx, int64_t dx_off, int64_t dw,
+                                 int64_t dw_off, int64_t rows, int64_t d,
+                                 double eps);
+
+/* Softmax along `dim` of a rank-`rank` tensor; backward uses the output y. */
+int32_t fsdprt_softmax_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int64_t x, int64_t x_off, int64_t y,
+                               int64_t y_off, int32_t rank,
+                               const int64_t *shape, int32_t dim);
+int32_t fsdprt_softmax_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t y, int64_t y_off, int64_t dy,
+                                int64_t dy_off, int64_t dx, int64_t dx_off,
+                                int32_t rank, const int64_t *shape,
+                                int32_t dim);
+
+/* out[i,:] = table[ids[i],:]; ids_dtype is I32 or I64. The backward */
+/* overwrites dtable with the scatter-sum of dy in id order. */
+int32_t fsdprt_embedding_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int32_t ids_dtype, int64_t ids,
+                                 int64_t ids_off, int64_t table,
+                                 int64_t table_off, int64_t out,
+                                 int64_t out_off, int64_t num_ids,
+                                 int64_t vocab, int64_t dim);
+int32_t fsdprt_embedding_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int32_t ids_dtype, int64_t ids,
+                                  int64_t ids_off, int64_t dy, int64_t dy_off,
+                                  int64_t dtable, int64_t dtable_off,
+                                  int64_t num_ids, int64_t vocab, int64_t dim);
+
+/* q[B,Tq,H*D], k,v[B,Tk,Hkv*D] -> out[B,Tq,H*D]. scale <= 0 means */
+/* 1/sqrt(D). causal masks key j > query i (top-left aligned). */
+int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t q, int64_t q_off, int64_t k,
+                                 int64_t k_off, int64_t v, int64_t v_off,
+                                 int64_t out, int64_t out_off, int64_t batch,
+                                 int64_t tq, int64_t tk, int64_t heads,
+                                 int64_t kv_heads, int64_t head_dim,
+                                 int32_t causal, double scale);
+int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t q, int64_t q_off, int64_t k,
+                                  int64_t k_off, int64_t v, int64_t v_off,
+                                  int64_t dout, int64_t dout_off, int64_t dq,
+                                  int64_t dq_off, int64_t dk, int64_t dk_off,
+                                  int64_t dv, int64_t dv_off, int64_t batch,
+                                  int64_t tq, int64_t tk, int64_t heads,
+                                  int64_t kv_heads, int64_t head_dim,
+                                  int32_t causal, double scale);
+
+/* Interleaved-pair rotary embedding on x[B,T,H*D], positions 0..T-1. */
+int32_t fsdprt_rope_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t x, int64_t x_off, int64_t y, int64_t y_off,
+                            int64_t batch, int64_t seq, int64_t heads,
+                            int64_t head_dim, double theta);
+int32_t fsdprt_rope_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                             int64_t dy, int64_t dy_off, int64_t dx,
+                             int64_t dx_off, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t head_dim, double theta);
+
+/* Philox-keyed dropout; the backward recomputes the same mask. */
+int32_t fsdprt_dropout_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int64_t x, int64_t x_off, int64_t y,
+                               int64_t y_off, int64_t numel, double p,
+                               int64_t seed, int64_t step, int64_t rng_id);
+int32_t fsdprt_dropout_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t dy, int64_t dy_off, int64_t dx,
+                                int64_t dx_off, int64_t numel, double p,
+                                int64_t seed, int64_t step, int64_t rng_id);
+/* Uniform [a, b) or normal (mean a, std b) numbers from the same counter */
+/* RNG, e.g. for parameter initialisation. */
+int32_t fsdprt_rng_fill(int64_t ctx, int64_t stream, int32_t dtype,
+                        int32_t distribution, int64_t dst, int64_t dst_off,
+                        int64_t numel, double a, double b, int64_t seed,
+                        int64_t step, int64_t rng_id);
+
+/* x[n,c,s] with s the product of spatial dims. w, b optional. Training */
+/* updates running_mean/var in place; eval reads them. */
+int32_t fsdprt_batch_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t x, int64_t x_off, int64_t w,
+                                  int64_t w_off, int64_t b, int64_t b_off,
+                                  int64_t running_mean, int64_t rm_off,
+                                  int64_t running_var, int64_t rv_off,
+                                  int64_t y, int64_t y_off, int64_t n,
+                                  int64_t c, int64_t spatial, double eps,
+                                  double momentum, int32_t training);
+/* In training mode x must be the forward input (batch stats recomputed). */
+int32_t fsdprt_batch_norm_backward(
+    int64_t ctx, int64_t stream, int32_t dtype, int64_t x, int64_t x_off,
+    int64_t w, int64_t w_off, int64_t running_mean, int64_t rm_off,
+    int64_t running_var, int64_t rv_off, int64_t dy, int64_t dy_off, int64_t dx,
+    int64_t dx_off, int64_t dw, int64_t dw_off, int64_t db, int64_t db_off,
+    int64_t n, int64_t c, int64_t spatial, double eps, int32_t training);
+
+/* Element conversion; src may be I32/I64 (to a float dst) or any float. */
+int32_t fsdprt_cast(int64_t ctx, int64_t stream, int32_t src_dtype, int64_t src,
+                    int64_t src_off, int32_t dst_dtype, int64_t dst,
+                    int64_t dst_off, int64_t numel);
+/* y = x.permute(perm); the backward permutes dy by the inverse. */
+int32_t fsdprt_transpose_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t x, int64_t x_off, int64_t y,
+                                 int64_t y_off, int32_t rank,
+                                 const int64_t *shape, const int64_t *perm);
+int32_t fsdprt_transpose_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t dy, int64_t dy_off, int64_t dx,
+                                  int64_t dx_off, int32_t rank,
+                                  const int64_t *x_shape, const int64_t *perm);
+/* Split x along dim into parts of sizes[i] (outs[i], out_offs[i]); concat */
+/* is its inverse and each is the other's backward. */
+int32_t fsdprt_split(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                     int64_t x_off, int32_t rank, const int64_t *shape,
+                     int32_t dim, int32_t num_parts, const int64_t *sizes,
+                     const int64_t *outs, const int64_t *out_offs);
+int32_t fsdprt_concat(int64_t ctx, int64_t stream, int32_t dtype,
+                      int32_t num_parts, const int64_t *ins,
+                      const int64_t *in_offs, const int64_t *sizes,
+                      int32_t rank, const int64_t *out_shape, int32_t dim,
+                      int64_t out, int64_t out_off);
+/* Sum or mean over `dims` (keepdim changes only the shape, not the data). */
+int32_t fsdprt_reduce_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int32_t kind, int64_t x, int64_t x_off,
+                              int32_t rank, const int64_t *shape,
+                              int32_t num_dims, const int64_t *dims, int64_t y,
+                              int64_t y_off);
+int32_t fsdprt_reduce_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int32_t kind, int64_t dy, int64_t dy_off,
+                               int32_t rank, const int64_t *x_shape,
+                               int32_t num_dims, const int64_t *dims,
+                               int64_t dx, int64_t dx_off);
+
+/* loss is a scalar of `dtype`. Backward takes dloss (a scalar). */
+int32_t fsdprt_cross_entropy_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                     int32_t target_dtype, int64_t logits,
+                                     int64_t logits_off, int64_t targets,
+                                     int64_t targets_off, int64_t loss,
+                                     int64_t loss_off, int64_t n, int64_t c,
+                                     int32_t reduction, int64_t ignore_index);
+int32_t fsdprt_cross_entropy_backward(
+    int64_t ctx, int64_t stream, int32_t dtype, int32_t target_dtype,
+    int64_t logits, int64_t logits_off, int64_t targets, int64_t targets_off,
+    int64_t dloss, int64_t dloss_off, int64_t dlogits, int64_t dlogits_off,
+    int64_t n, int64_t c, int32_t reduction, int64_t ignore_index);
+int32_t fsdprt_mse_loss_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t a, int64_t a_off, int64_t b,
+                                int64_t b_off, int64_t loss, int64_t loss_off,
+                                int64_t numel, int32_t reduction);
+int32_t fsdprt_mse_loss_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t a, int64_t a_off, int64_t b,
+                                 int64_t b_off, int64_t dloss,
+                                 int64_t dloss_off, int64_t da, int64_t da_off,
+                                 int64_t db, int64_t db_off, int64_t numel,
+                                 int32_t reduction);
+
+/* ---- Optimizers on a flat f32 shard -------------------------------------*/
+/* grad_dtype is the gradient's storage type; param and state are f32. */
+/* step is 1-based; step 1 initialises the momentum buffer / Adam moments. */
+int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                        int64_t param, int64_t param_off, int64_t grad,
+                        int64_t grad_off, int64_t momentum_buf, int64_t mb_off,
+                        int64_t numel, int64_t step, double lr, double momentum,
+                        double dampening, double weight_decay,
+                        int32_t nesterov);
+int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                          int64_t param, int64_t param_off, int64_t grad,
+                          int64_t grad_off, int64_t exp_avg, int64_t ea_off,
+                          int64_t exp_avg_sq, int64_t eas_off, int64_t numel,
+                          int64_t step, double lr, double beta1, double beta2,
+                          double eps, double weight_decay);
+/* out (one f32) = [out +] sum(grad^2), summed in double in a fixed order. */
+int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t grad, int64_t grad_off, int64_t numel,
+                            int64_t out, int64_t out_off, int32_t accumulate);
+/* grad *= min(1, max_norm / (sqrt(total_sq) + 1e-6)); total_sq is one f32 */
+/* in a buffer (the all-reduced sum of squares). */
+int32_t fsdprt_clip_grad(int64_t ctx, int64_t stream, int32_t dtype,
+                         int64_t grad, int64_t grad_off, int64_t numel,
+                         int64_t total_sq, int64_t total_sq_off,
+                         double max_norm);
+
+/* ---- Checkpoints (safetensors) ------------------------------------------*/
+int32_t fsdprt_ckpt_writer_create(const char *path, int64_t *out_writer);
+/* Copies the bytes now; data is host memory of numel(shape) * dtype size. */
+int32_t fsdprt_ckpt_writer_add(int64_t writer, const char *name, int32_t dtype,
+                               int32_t rank, const int64_t *shape,
+                               const void *data);
+/* Synchronises the context, then copies the buffer bytes. */
+int32_t fsdprt_ckpt_writer_add_buffer(int64_t writer, int64_t ctx,
+                                      const char *name, int32_t dtype,
+                                      int32_t rank, const int64_t *shape,
+                                      int64_t buf, int64_t buf_off);
+int32_t fsdprt_ckpt_writer_set_metadata(int64_t writer, const char *key,
+                                        const char *value);
+/* Writes atomically and destroys the writer (also on failure). */
+int32_t fsdprt_ckpt_writer_finish(int64_t writer);
+int32_t fsdprt_ckpt_writer_discard(int64_t writer);
+
+int32_t fsdprt_ckpt_reader_open(const char *path, int64_t *out_reader);
+int32_t fsdprt_ckpt_reader_close(int64_t reader);
+int32_t fsdprt_ckpt_reader_num_tensors(int64_t reader, int64_t *out);
+/* Name of the i-th tensor (sorted by name), copied into buf (NUL ended). */
+int32_t fsdprt_ckpt_reader_tensor_name(int64_t reader, int64_t index, char *buf,
+                                       int64_t buf_len);
+/* shape must have room for FSDPRT_MAX_RANK entries. */
+int32_t fsdprt_ckpt_reader_tensor_info(int64_t reader, const char *name,
+                                       int32_t *out_dtype, int32_t *out_rank,
+                                       int64_t *shape);
+int32_t fsdprt_ckpt_reader_read(int64_t reader, const char *name, void *dst,
+                                int64_t bytes);
+/* Synchronises the context, then copies into the buffer. */
+int32_t fsdprt_ckpt_reader_read_to_buffer(int64_t reader, const char *name,
+                                          int64_t ctx, int64_t buf,
+                                          int64_t buf_off);
+int32_t fsdprt_ckpt_reader_metadata(int64_t reader, const char *key, char *buf,
+                                    int64_t buf_len);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FSDP_RT_FSDPRT_H */

@@ -1,0 +1,74 @@
+//===- Optimizer.h - Per-element optimizer updates --------------*- C++ -*-===//
+//
+// The element updates of torch.optim.SGD and torch.optim.AdamW
+// (_single_tensor_* paths, foreach=False, non-amsgrad), in the same operation
+// order so that f32 results match PyTorch's CPU implementation. Scalars that
+// PyTorch computes in Python (double) and then applies to f32 tensors arrive
+// here already rounded to f32, as they are in PyTorch.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_MATH_OPTIMIZER_H
+#define FSDP_RT_MATH_OPTIMIZER_H
+
+#include "fsdp/rt/math/Hd.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+
+struct SgdScalars {
+  float lr, momentum, dampening, weightDecay;
+  bool nesterov;
+  bool firstStep; // The momentum buffer does not exist yet in PyTorch terms.
+};
+
+FSDPRT_HD inline void sgdUpdate(float &param, float grad, float *momentumBuf,
+                                const SgdScalars &s) {
+  float d = grad;
+  if (s.weightDecay != 0.0f)
+    d = d + s.weightDecay * param;
+  if (s.momentum != 0.0f) {
+    float buf;
+    if (s.firstStep)
+      buf = d; // torch.clone(d_p): no dampening on the first step.
+    else
+      buf = *momentumBuf * s.momentum + (1.0f - s.dampening) * d;
+    *momentumBuf = buf;
+    d = s.nesterov ? d + s.momentum * buf : buf;
+  }
+  param = param + (-s.lr) * d;
+}
+
+struct AdamWScalars {
+  float decayFactor;   // 1 - lr * weight_decay
+  float oneMinusBeta1; // lerp weight
+  float beta2, oneMinusBeta2;
+  float stepSize;            // lr / (1 - beta1^t)
+  float biasCorrection2Sqrt; // sqrt(1 - beta2^t)
+  float eps;
+};
+
+/// torch.lerp for weight < 0.5 (always true for 1 - beta1 in practice) is
+/// start + weight * (end - start); for weight >= 0.5 it is
+/// end - (end - start) * (1 - weight).
+FSDPRT_HD inline float torchLerp(float start, float end, float weight) {
+  return weight < 0.5f ? start + weight * (end - start)
+                       : end - (end - start) * (1.0f - weight);
+}
+
+FSDPRT_HD inline void adamwUpdate(float &param, float grad, float &expAvg,
+                                  float &expAvgSq, const AdamWScalars &s) {
+  param = param * s.decayFactor;
+  expAvg = torchLerp(expAvg, grad, s.oneMinusBeta1);
+  // addcmul_/addcdiv_ evaluate value * t1 * t2 and value * t1 / t2 left to
+  // right on CPU; keep that order.
+  expAvgSq = expAvgSq * s.beta2 + s.oneMinusBeta2 * grad * grad;
+  float denom = std::sqrt(expAvgSq) / s.biasCorrection2Sqrt + s.eps;
+  param = param + (-s.stepSize) * expAvg / denom;
+}
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_MATH_OPTIMIZER_H

@@ -1,0 +1,62 @@
+//===- Backend.cpp - Backend registry -------------------------------------===//
+#include "fsdp/rt/Backend.h"
+#include "cpu/CpuBackend.h"
+#include "fsdp/rt/Error.h"
+
+#include <map>
+#include <mutex>
+
+namespace fsdp {
+namespace rt {
+
+Backend::~Backend() = default;
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, BackendFactory> factories;
+  Registry() { factories["cpu"] = cpu::createCpuBackend; }
+};
+} // namespace
+
+// Built on first use so that registration from other static initialisers
+// (future backends) cannot run before the map exists.
+static Registry &registry() {
+  static Registry r;
+  return r;
+}
+
+bool registerBackend(const std::string &name, BackendFactory factory) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  return registry().factories.emplace(name, std::move(factory)).second;
+}
+
+std::vector<std::string> registeredBackends() {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  std::vector<std::string> names;
+  for (auto &entry : registry().factories)
+    names.push_back(entry.first);
+  return names;
+}
+
+std::unique_ptr<Backend> createBackend(const std::string &name,
+                                       int numThreads) {
+  BackendFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    auto it = registry().factories.find(name);
+    if (it != registry().factories.end())
+      factory = it->second;
+  }
+  if (!factory) {
+    std::string known;
+    for (const std::string &n : registeredBackends())
+      known += (known.empty() ? "" : ", ") + n;
+    fail(Status::Unsupported, "unknown backend '", name,
+         "' (available: ", known, ")");
+  }
+  return factory(numThreads);
+}
+
+} // namespace rt
+} // namespace fsdp

@@ -1,0 +1,124 @@
+//===- CApiOptimizer.cpp - C ABI: optimizer steps and gradient norms ------===//
+#include "CApiSupport.h"
+
+#include "fsdp/rt/fsdprt.h"
+
+#include <cmath>
+
+using namespace fsdp::rt;
+using namespace fsdp::rt::capi;
+
+static void requireFinite(double v, const char *what) {
+  if (!std::isfinite(v))
+    fail(Status::InvalidArgument, what, " must be finite");
+}
+
+static void requireStep(int64_t step) {
+  if (step < 1)
+    fail(Status::InvalidArgument, "step must be >= 1 (1-based), got ", step);
+}
+
+extern "C" {
+
+int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                        int64_t param, int64_t param_off, int64_t grad,
+                        int64_t grad_off, int64_t momentum_buf, int64_t mb_off,
+                        int64_t numel, int64_t step, double lr, double momentum,
+                        double dampening, double weight_decay,
+                        int32_t nesterov) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, grad_dtype, "sgd_step");
+    nonNegative(numel, "numel");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(momentum, "momentum");
+    requireFinite(dampening, "dampening");
+    requireFinite(weight_decay, "weight_decay");
+    if (nesterov && (momentum <= 0 || dampening != 0))
+      fail(Status::InvalidArgument,
+           "nesterov momentum requires a momentum and zero dampening");
+    auto *pp = static_cast<float *>(
+        l.operand(param, param_off, numel, DType::F32, "param"));
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    float *pm = nullptr;
+    if (momentum != 0)
+      pm = static_cast<float *>(
+          l.operand(momentum_buf, mb_off, numel, DType::F32, "momentum_buf"));
+    Backend &be = l.backend();
+    const DelayConfig &delays = l.context().delays();
+    DType dt = l.dtype();
+    SgdOptions o{lr, momentum, dampening, weight_decay, nesterov != 0};
+    l.enqueue([=, &be, &delays] {
+      delays.apply(DelayPoint::Optimizer);
+      be.sgdStep(dt, pp, pg, pm, numel, step, o);
+    });
+  });
+}
+
+int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                          int64_t param, int64_t param_off, int64_t grad,
+                          int64_t grad_off, int64_t exp_avg, int64_t ea_off,
+                          int64_t exp_avg_sq, int64_t eas_off, int64_t numel,
+                          int64_t step, double lr, double beta1, double beta2,
+                          double eps, double weight_decay) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, grad_dtype, "adamw_step");
+    nonNegative(numel, "numel");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(eps, "eps");
+    requireFinite(weight_decay, "weight_decay");
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+      fail(Status::InvalidArgument, "betas must be in [0, 1), got (", beta1,
+           ", ", beta2, ")");
+    auto *pp = static_cast<float *>(
+        l.operand(param, param_off, numel, DType::F32, "param"));
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *pm = static_cast<float *>(
+        l.operand(exp_avg, ea_off, numel, DType::F32, "exp_avg"));
+    auto *pv = static_cast<float *>(
+        l.operand(exp_avg_sq, eas_off, numel, DType::F32, "exp_avg_sq"));
+    Backend &be = l.backend();
+    const DelayConfig &delays = l.context().delays();
+    DType dt = l.dtype();
+    AdamWOptions o{lr, beta1, beta2, eps, weight_decay};
+    l.enqueue([=, &be, &delays] {
+      delays.apply(DelayPoint::Optimizer);
+      be.adamwStep(dt, pp, pg, pm, pv, numel, step, o);
+    });
+  });
+}
+
+int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t grad, int64_t grad_off, int64_t numel,
+                            int64_t out, int64_t out_off, int32_t accumulate) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "grad_sq_norm");
+    nonNegative(numel, "numel");
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *po =
+        static_cast<float *>(l.operand(out, out_off, 1, DType::F32, "out"));
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    bool acc = accumulate != 0;
+    l.enqueue([=, &be] { be.gradSqNorm(dt, pg, numel, po, acc); });
+  });
+}
+
+int32_t fsdprt_clip_grad(int64_t ctx, int64_t stream, int32_t dtype,
+                         int64_t grad, int64_t grad_off, int64_t numel,
+                         int64_t total_sq, int64_t total_sq_off,
+                         double max_norm) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "clip_grad");
+    nonNegative(numel, "numel");
+    if (!(max_norm > 0) || !std::isfinite(max_norm))
+      fail(Status::InvalidArgument, "max_norm must be positive and finite");
+    void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *ps = static_cast<const float *>(
+        l.operand(total_sq, total_sq_off, 1, DType::F32, "total_sq"));
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] { be.clipGrad(dt, pg, numel, ps, max_norm); });
+  });
+}
+
+} // extern "C"

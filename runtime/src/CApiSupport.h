@@ -1,0 +1,86 @@
+//===- CApiSupport.h - Shared plumbing of the C ABI -------------*- C++ -*-===//
+//
+// Every fsdprt_* function body runs inside guarded(): exceptions become a
+// status code plus a thread-local message prefixed with the function name.
+// Kernel entry points validate everything they can on the calling thread
+// (handles, dims, extents) and only then enqueue work on the stream.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_SRC_CAPISUPPORT_H
+#define FSDP_RT_SRC_CAPISUPPORT_H
+
+#include "fsdp/rt/Context.h"
+#include "fsdp/rt/Error.h"
+
+#include <functional>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace fsdp {
+namespace rt {
+namespace capi {
+
+void setLastError(const std::string &message);
+
+template <typename F> int32_t guarded(const char *function, F &&body) {
+  try {
+    body();
+    return FSDPRT_OK;
+  } catch (const Error &e) {
+    setLastError(std::string(function) + ": " + e.what());
+    return static_cast<int32_t>(e.status());
+  } catch (const std::bad_alloc &) {
+    setLastError(std::string(function) + ": host allocation failed");
+    return FSDPRT_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception &e) {
+    setLastError(std::string(function) + ": internal error: " + e.what());
+    return FSDPRT_ERR_INTERNAL;
+  }
+}
+
+std::shared_ptr<Context> getContext(int64_t handle);
+
+inline void requireOut(const void *ptr, const char *what) {
+  if (!ptr)
+    fail(Status::InvalidArgument, what, " must not be null");
+}
+
+/// Throws unless v >= 0; returns v.
+int64_t nonNegative(int64_t v, const char *what);
+/// a * b with overflow check.
+int64_t mul(int64_t a, int64_t b);
+
+/// A kernel launch being prepared: resolves operands against the context,
+/// then enqueues a closure on the stream.
+class Launch {
+public:
+  /// `op` names the operation in stream error messages ("linear_forward").
+  Launch(int64_t ctx, int64_t stream, int32_t dtype, const char *op);
+  Launch(int64_t ctx, int64_t stream, const char *op);
+
+  DType dtype() const { return dtype_; }
+  Context &context() { return *ctx_; }
+  Backend &backend() { return ctx_->backend(); }
+
+  /// Operand of numel elements of `dt` (default: the launch dtype).
+  void *operand(int64_t buf, int64_t off, int64_t numel, const char *what);
+  void *operand(int64_t buf, int64_t off, int64_t numel, DType dt,
+                const char *what);
+  /// buf == 0 means absent: returns nullptr.
+  void *optional(int64_t buf, int64_t off, int64_t numel, const char *what);
+
+  void enqueue(std::function<void()> work);
+
+private:
+  std::shared_ptr<Context> ctx_;
+  std::shared_ptr<Stream> stream_;
+  DType dtype_ = DType::F32;
+  const char *op_;
+};
+
+} // namespace capi
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_SRC_CAPISUPPORT_H

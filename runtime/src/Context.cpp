@@ -1,0 +1,147 @@
+//===- Context.cpp - One rank's runtime state -----------------------------===//
+#include "fsdp/rt/Context.h"
+
+namespace fsdp {
+namespace rt {
+
+static int64_t checkedArenaBytes(int64_t bytes) {
+  if (bytes <= 0)
+    fail(Status::InvalidArgument, "arena size must be positive, got ", bytes);
+  return bytes;
+}
+
+Context::Context(const std::string &backend, int32_t rank, int32_t worldSize,
+                 int64_t arenaBytes, int numThreads)
+    : rank_(rank), worldSize_(worldSize),
+      delays_(DelayConfig::fromEnvironment()),
+      arena_(checkedArenaBytes(arenaBytes)) {
+  if (worldSize < 1 || rank < 0 || rank >= worldSize)
+    fail(Status::InvalidArgument, "rank ", rank, " is not in [0, world size ",
+         worldSize, ")");
+  backend_ = createBackend(backend, numThreads);
+  base_ = static_cast<char *>(backend_->allocate(arenaBytes));
+  defaultStream_ = std::make_shared<Stream>();
+}
+
+Context::~Context() {
+  // Stream destructors drain their queues, so every enqueued operation has
+  // run before the arena memory goes away. Pending errors are dropped: a
+  // destructor has nowhere to report them.
+  defaultStream_.reset();
+  streams_ = HandleTable<Stream>("stream");
+  backend_->deallocate(base_);
+}
+
+int64_t Context::allocate(int64_t bytes) {
+  int64_t offset = arena_.allocate(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffers_.insert(std::make_shared<Buffer>(Buffer{offset, bytes}));
+}
+
+int64_t Context::allocateAt(int64_t offset, int64_t bytes) {
+  arena_.allocateAt(offset, bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffers_.insert(std::make_shared<Buffer>(Buffer{offset, bytes}));
+}
+
+void Context::free(int64_t buffer, int64_t streamHandle) {
+  std::shared_ptr<Stream> s = stream(streamHandle);
+  std::shared_ptr<Buffer> b;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    b = buffers_.remove(buffer);
+  }
+  arena_.markPending(b->offset);
+  int64_t offset = b->offset;
+  s->enqueue(
+      "buffer_free",
+      [this, offset] {
+        delays_.apply(DelayPoint::Free);
+        arena_.release(offset);
+      },
+      /*alwaysRun=*/true);
+}
+
+int64_t Context::bufferSize(int64_t buffer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffers_.get(buffer)->size;
+}
+
+void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
+                       const char *what) const {
+  Buffer b;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      b = *buffers_.get(buffer);
+    } catch (const Error &e) {
+      fail(e.status(), what, ": ", e.what());
+    }
+  }
+  if (offset < 0 || bytes < 0 || offset > b.size || bytes > b.size - offset)
+    fail(Status::OutOfRange, what, ": bytes [", offset, ", ", offset + bytes,
+         ") are outside buffer ", buffer, " of ", b.size, " bytes");
+  return base_ + b.offset + offset;
+}
+
+int64_t Context::createStream() {
+  auto s = std::make_shared<Stream>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return streams_.insert(std::move(s));
+}
+
+void Context::destroyStream(int64_t handle) {
+  if (handle == FSDPRT_DEFAULT_STREAM)
+    fail(Status::InvalidArgument, "the default stream cannot be destroyed");
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s = streams_.remove(handle);
+  }
+  s->synchronize(); // Reports a pending failure instead of losing it.
+}
+
+std::shared_ptr<Stream> Context::stream(int64_t handle) const {
+  if (handle == FSDPRT_DEFAULT_STREAM)
+    return defaultStream_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return streams_.get(handle);
+}
+
+void Context::synchronizeAll() {
+  std::vector<std::shared_ptr<Stream>> all{defaultStream_};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.forEach(
+        [&](const std::shared_ptr<Stream> &s) { all.push_back(s); });
+  }
+  std::optional<Error> first;
+  for (const std::shared_ptr<Stream> &s : all) {
+    try {
+      s->synchronize();
+    } catch (const Error &e) {
+      if (!first)
+        first = e;
+    }
+  }
+  if (first)
+    throw *first;
+}
+
+int64_t Context::createEvent() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.insert(std::make_shared<Event>());
+}
+
+void Context::destroyEvent(int64_t handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.remove(handle);
+}
+
+std::shared_ptr<Event> Context::event(int64_t handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.get(handle);
+}
+
+} // namespace rt
+} // namespace fsdp

@@ -1,0 +1,124 @@
+//===- Stream.cpp - Host streams and events -------------------------------===//
+#include "fsdp/rt/Stream.h"
+
+namespace fsdp {
+namespace rt {
+
+uint64_t Event::nextTicket() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ++issued_;
+}
+
+void Event::signal(uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    doneAbove_.insert(ticket);
+    while (!doneAbove_.empty() && *doneAbove_.begin() == donePrefix_ + 1) {
+      doneAbove_.erase(doneAbove_.begin());
+      ++donePrefix_;
+    }
+  }
+  cv_.notify_all();
+}
+
+uint64_t Event::lastTicket() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return issued_;
+}
+
+bool Event::reachedLocked(uint64_t ticket) const {
+  return ticket <= donePrefix_ || doneAbove_.count(ticket) != 0;
+}
+
+void Event::waitFor(uint64_t ticket) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return reachedLocked(ticket); });
+}
+
+bool Event::reached(uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reachedLocked(ticket);
+}
+
+Stream::Stream() : worker_([this] { run(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  hasWork_.notify_all();
+  worker_.join();
+}
+
+void Stream::enqueue(std::string name, std::function<void()> work,
+                     bool alwaysRun) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(Op{std::move(name), std::move(work), alwaysRun});
+  }
+  hasWork_.notify_one();
+}
+
+void Stream::record(std::shared_ptr<Event> event) {
+  uint64_t ticket = event->nextTicket();
+  enqueue(
+      "event_record", [event, ticket] { event->signal(ticket); },
+      /*alwaysRun=*/true);
+}
+
+void Stream::wait(std::shared_ptr<Event> event) {
+  // Bind the ticket now: later records must not extend this wait.
+  uint64_t ticket = event->lastTicket();
+  if (ticket == 0)
+    return;
+  enqueue(
+      "stream_wait_event", [event, ticket] { event->waitFor(ticket); },
+      /*alwaysRun=*/true);
+}
+
+void Stream::synchronize() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  if (error_) {
+    Error e = *error_;
+    error_.reset();
+    throw e;
+  }
+}
+
+void Stream::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    hasWork_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) {
+      if (stopping_)
+        return;
+      continue;
+    }
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    bool skip = error_.has_value() && !op.alwaysRun;
+    busy_ = true;
+    lock.unlock();
+    std::optional<Error> failure;
+    if (!skip) {
+      try {
+        op.work();
+      } catch (const Error &e) {
+        failure = Error(e.status(), "op '" + op.name + "': " + e.what());
+      } catch (const std::exception &e) {
+        failure = Error(Status::Internal, "op '" + op.name + "': " + e.what());
+      }
+    }
+    lock.lock();
+    busy_ = false;
+    if (failure && !error_)
+      error_ = failure;
+    if (queue_.empty())
+      idle_.notify_all();
+  }
+}
+
+} // namespace rt
+} // namespace fsdp

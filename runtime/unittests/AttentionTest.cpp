@@ -1,0 +1,247 @@
+//===- AttentionTest.cpp - attention, rope, embedding, dropout ------------===//
+#include "TestUtil.h"
+
+#include "fsdp/rt/math/Philox.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+class SequenceConformance : public ::testing::TestWithParam<std::string> {};
+
+struct AttentionCase {
+  int64_t batch, tq, tk, heads, kvHeads, headDim;
+  bool causal;
+  double scale; // <= 0: default 1/sqrt(D)
+};
+
+void checkAttention(const std::string &backend, const AttentionCase &c) {
+  Device dev(backend);
+  int64_t qn = c.batch * c.tq * c.heads * c.headDim;
+  int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
+  auto q = randomVector(qn, 91), k = randomVector(kvn, 92),
+       v = randomVector(kvn, 93), dout = randomVector(qn, 94);
+  double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.headDim));
+  // Direct float64 transcription of softmax(QK^T * scale + mask) V per head.
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> out(qn, 0.0);
+    int64_t group = c.heads / c.kvHeads;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t h = 0; h < c.heads; ++h) {
+        int64_t g = h / group;
+        for (int64_t i = 0; i < c.tq; ++i) {
+          std::vector<double> s(c.tk);
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < c.tk; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < c.headDim; ++d)
+              dot += in[0][((b * c.tq + i) * c.heads + h) * c.headDim + d] *
+                     in[1][((b * c.tk + j) * c.kvHeads + g) * c.headDim + d];
+            s[j] = (c.causal && j > i) ? -INFINITY : dot * scale;
+            mx = std::max(mx, s[j]);
+          }
+          double sum = 0;
+          for (double &e : s)
+            sum += (e = std::exp(e - mx));
+          for (int64_t j = 0; j < c.tk; ++j)
+            for (int64_t d = 0; d < c.headDim; ++d)
+              out[((b * c.tq + i) * c.heads + h) * c.headDim + d] +=
+                  s[j] / sum *
+                  in[2][((b * c.tk + j) * c.kvHeads + g) * c.headDim + d];
+        }
+      }
+    return out;
+  };
+  int64_t bq = dev.upload(q), bk = dev.upload(k), bv = dev.upload(v),
+          bdo = dev.upload(dout), bo = dev.alloc(qn * 4),
+          bdq = dev.alloc(qn * 4), bdk = dev.alloc(kvn * 4),
+          bdv = dev.alloc(kvn * 4);
+  RT_OK(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
+                                 bv, 0, bo, 0, c.batch, c.tq, c.tk, c.heads,
+                                 c.kvHeads, c.headDim, c.causal, c.scale));
+  RT_OK(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
+                                  bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
+                                  c.batch, c.tq, c.tk, c.heads, c.kvHeads,
+                                  c.headDim, c.causal, c.scale));
+  Inputs in{toDouble(q), toDouble(k), toDouble(v)};
+  expectClose(dev.download(bo, qn), ref(in), "out");
+  expectGradients(
+      ref, in, toDouble(dout),
+      {dev.download(bdq, qn), dev.download(bdk, kvn), dev.download(bdv, kvn)},
+      {"dq", "dk", "dv"});
+}
+
+TEST_P(SequenceConformance, AttentionMultiHead) {
+  checkAttention(GetParam(), {2, 4, 4, 2, 2, 3, false, 0});
+}
+TEST_P(SequenceConformance, AttentionCausal) {
+  checkAttention(GetParam(), {1, 5, 5, 2, 2, 4, true, 0});
+}
+TEST_P(SequenceConformance, AttentionGroupedQueryCausalRectangular) {
+  // Tq != Tk with a top-left aligned causal mask, 4 query heads on 2 kv heads.
+  checkAttention(GetParam(), {2, 3, 5, 4, 2, 2, true, 0});
+}
+TEST_P(SequenceConformance, AttentionExplicitScale) {
+  checkAttention(GetParam(), {1, 3, 4, 3, 1, 2, false, 0.7});
+}
+
+TEST_P(SequenceConformance, RopeInterleavedPairs) {
+  Device dev(GetParam());
+  const int64_t b = 2, t = 5, h = 2, d = 6;
+  const double theta = 10000.0;
+  const int64_t n = b * t * h * d;
+  auto x = randomVector(n, 101), dy = randomVector(n, 102);
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(n);
+    for (int64_t bt = 0; bt < b * t; ++bt)
+      for (int64_t hh = 0; hh < h; ++hh)
+        for (int64_t i = 0; i < d / 2; ++i) {
+          double angle = (bt % t) * std::pow(theta, -2.0 * i / d);
+          int64_t at = (bt * h + hh) * d + 2 * i;
+          y[at] = in[0][at] * std::cos(angle) - in[0][at + 1] * std::sin(angle);
+          y[at + 1] =
+              in[0][at] * std::sin(angle) + in[0][at + 1] * std::cos(angle);
+        }
+    return y;
+  };
+  int64_t bx = dev.upload(x), bdy = dev.upload(dy), by = dev.alloc(n * 4),
+          bdx = dev.alloc(n * 4);
+  RT_OK(fsdprt_rope_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, by, 0, b, t,
+                            h, d, theta));
+  RT_OK(fsdprt_rope_backward(dev.ctx, dev.stream, FSDPRT_F32, bdy, 0, bdx, 0, b,
+                             t, h, d, theta));
+  Inputs in{toDouble(x)};
+  expectClose(dev.download(by, n), ref(in), "y");
+  expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+}
+
+template <typename Id>
+void checkEmbedding(const std::string &backend, int32_t idsDtype) {
+  Device dev(backend);
+  const int64_t vocab = 7, dim = 5;
+  // Repeated ids check the scatter-add of the backward.
+  std::vector<Id> ids{3, 0, 6, 3, 3, 1};
+  const int64_t num = ids.size();
+  auto table = randomVector(vocab * dim, 111),
+       dy = randomVector(num * dim, 112);
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> out(num * dim);
+    for (int64_t i = 0; i < num; ++i)
+      for (int64_t j = 0; j < dim; ++j)
+        out[i * dim + j] = in[0][ids[i] * dim + j];
+    return out;
+  };
+  int64_t bi = dev.upload(ids), bt = dev.upload(table), bdy = dev.upload(dy),
+          bo = dev.alloc(num * dim * 4), bdt = dev.alloc(vocab * dim * 4);
+  RT_OK(fsdprt_embedding_forward(dev.ctx, dev.stream, FSDPRT_F32, idsDtype, bi,
+                                 0, bt, 0, bo, 0, num, vocab, dim));
+  RT_OK(fsdprt_embedding_backward(dev.ctx, dev.stream, FSDPRT_F32, idsDtype, bi,
+                                  0, bdy, 0, bdt, 0, num, vocab, dim));
+  Inputs in{toDouble(table)};
+  expectClose(dev.download(bo, num * dim), ref(in), "out");
+  expectGradients(ref, in, toDouble(dy), {dev.download(bdt, vocab * dim)},
+                  {"dtable"});
+}
+
+TEST_P(SequenceConformance, EmbeddingInt32Ids) {
+  checkEmbedding<int32_t>(GetParam(), FSDPRT_I32);
+}
+TEST_P(SequenceConformance, EmbeddingInt64Ids) {
+  checkEmbedding<int64_t>(GetParam(), FSDPRT_I64);
+}
+
+TEST_P(SequenceConformance, EmbeddingOutOfRangeIdFailsAtSynchronize) {
+  Device dev(GetParam());
+  std::vector<int64_t> ids{1, 9, 0};
+  auto table = randomVector(4 * 2, 113);
+  int64_t bi = dev.upload(ids), bt = dev.upload(table),
+          bo = dev.alloc(3 * 2 * 4);
+  // Ids are data: the launch is accepted, the failure is reported by the
+  // next synchronize and names the op and the bad id.
+  RT_OK(fsdprt_embedding_forward(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I64,
+                                 bi, 0, bt, 0, bo, 0, 3, 4, 2));
+  EXPECT_EQ(fsdprt_stream_synchronize(dev.ctx, dev.stream),
+            FSDPRT_ERR_OUT_OF_RANGE);
+  std::string msg = fsdprt_last_error();
+  EXPECT_NE(msg.find("embedding_forward"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("token id 9"), std::string::npos) << msg;
+  // The error is reported once; the stream is usable afterwards.
+  RT_OK(fsdprt_stream_synchronize(dev.ctx, dev.stream));
+}
+
+TEST_P(SequenceConformance, DropoutMatchesPhiloxMaskAndBackwardReusesIt) {
+  Device dev(GetParam());
+  const int64_t n = 1003;
+  const double p = 0.3;
+  const int64_t seed = 1234, step = 7, rngId = 2;
+  auto x = randomVector(n, 121), dy = randomVector(n, 122);
+  int64_t bx = dev.upload(x), bdy = dev.upload(dy), by = dev.alloc(n * 4),
+          bdx = dev.alloc(n * 4);
+  RT_OK(fsdprt_dropout_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, by, 0, n,
+                               p, seed, step, rngId));
+  RT_OK(fsdprt_dropout_backward(dev.ctx, dev.stream, FSDPRT_F32, bdy, 0, bdx, 0,
+                                n, p, seed, step, rngId));
+  // Mask from the counter RNG directly: element i is kept iff its uniform
+  // number is >= p.
+  std::vector<double> mask(n);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    mask[i] = philoxUniform(seed, step, rngId, i) >= static_cast<float>(p)
+                  ? 1.0 / (1.0 - p)
+                  : 0.0;
+    kept += mask[i] != 0;
+  }
+  // 1003 Bernoulli(0.7) draws: mean 702, sd 14.5; 6 sd bounds.
+  EXPECT_GT(kept, 615);
+  EXPECT_LT(kept, 790);
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(n);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = in[0][i] * mask[i];
+    return y;
+  };
+  Inputs in{toDouble(x)};
+  expectClose(dev.download(by, n), ref(in), "y");
+  expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+  // A different step gives a different mask.
+  RT_OK(fsdprt_dropout_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, by, 0, n,
+                               p, seed, step + 1, rngId));
+  EXPECT_NE(dev.download(by, n), dev.download(bdx, n));
+}
+
+TEST_P(SequenceConformance, RngFillUniformAndNormalMoments) {
+  Device dev(GetParam());
+  const int64_t n = 40000;
+  int64_t buf = dev.alloc(n * 4);
+  RT_OK(fsdprt_rng_fill(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_RNG_UNIFORM,
+                        buf, 0, n, -2.0, 3.0, 5, 0, 0));
+  auto u = dev.download(buf, n);
+  double mean = 0;
+  for (float v : u) {
+    ASSERT_GE(v, -2.0f);
+    ASSERT_LT(v, 3.0f);
+    mean += v / n;
+  }
+  // Uniform(-2, 3): mean 0.5, sd of the mean 1.44/200 = 0.0072.
+  EXPECT_NEAR(mean, 0.5, 0.05);
+  RT_OK(fsdprt_rng_fill(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_RNG_NORMAL, buf,
+                        0, n, 1.0, 2.0, 5, 0, 0));
+  auto g = dev.download(buf, n);
+  double m = 0, var = 0;
+  for (float v : g)
+    m += v / n;
+  for (float v : g)
+    var += (v - m) * (v - m) / n;
+  EXPECT_NEAR(m, 1.0, 0.06);   // sd of the mean 0.01
+  EXPECT_NEAR(var, 4.0, 0.25); // sd of the variance ~0.028
+}
+
+FSDPRT_INSTANTIATE_CONFORMANCE(SequenceConformance);
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp

@@ -1,0 +1,159 @@
+//===- ElementwiseTest.cpp - add/sub/mul, scale, activations --------------===//
+#include "TestUtil.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+class ElementwiseConformance : public ::testing::TestWithParam<std::string> {};
+
+/// Numpy broadcasting of a[as] (op) b[bs] in float64.
+std::vector<double> broadcastRef(int op, const std::vector<double> &a,
+                                 const std::vector<int64_t> &as,
+                                 const std::vector<double> &b,
+                                 const std::vector<int64_t> &bs,
+                                 const std::vector<int64_t> &os) {
+  size_t r = os.size();
+  int64_t n = 1;
+  for (int64_t d : os)
+    n *= d;
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> idx(r);
+    int64_t rem = i;
+    for (size_t d = r; d-- > 0;) {
+      idx[d] = rem % os[d];
+      rem /= os[d];
+    }
+    auto at = [&](const std::vector<int64_t> &s) {
+      int64_t off = 0;
+      for (size_t d = 0; d < s.size(); ++d) {
+        int64_t id = idx[r - s.size() + d];
+        off = off * s[d] + (s[d] == 1 ? 0 : id);
+      }
+      return off;
+    };
+    double x = a[at(as)], y = b[at(bs)];
+    out[i] = op == FSDPRT_ADD ? x + y : op == FSDPRT_SUB ? x - y : x * y;
+  }
+  return out;
+}
+
+struct BroadcastCase {
+  std::vector<int64_t> a, b, out;
+};
+
+TEST_P(ElementwiseConformance, BinaryOpsBroadcastForwardAndBackward) {
+  Device dev(GetParam());
+  std::vector<BroadcastCase> cases{
+      {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, // same shape
+      {{2, 3, 4}, {4}, {2, 3, 4}},       // bias-like trailing
+      {{2, 1, 4}, {3, 1}, {2, 3, 4}},    // both broadcast
+      {{3, 1}, {2, 1, 5}, {2, 3, 5}},    // a of lower rank
+      {{}, {2, 3}, {2, 3}},              // scalar
+  };
+  for (int op : {FSDPRT_ADD, FSDPRT_SUB, FSDPRT_MUL}) {
+    for (const BroadcastCase &c : cases) {
+      SCOPED_TRACE("op " + std::to_string(op) + ", a rank " +
+                   std::to_string(c.a.size()) + ", b rank " +
+                   std::to_string(c.b.size()));
+      auto numel = [](const std::vector<int64_t> &s) {
+        int64_t n = 1;
+        for (int64_t d : s)
+          n *= d;
+        return n;
+      };
+      auto a = randomVector(numel(c.a), 21), b = randomVector(numel(c.b), 22),
+           dout = randomVector(numel(c.out), 23);
+      int64_t ba = dev.upload(a), bb = dev.upload(b), bd = dev.upload(dout);
+      int64_t bo = dev.alloc(numel(c.out) * 4), bda = dev.alloc(a.size() * 4),
+              bdb = dev.alloc(b.size() * 4);
+      RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_F32, op, ba, 0,
+                                  c.a.size(), c.a.data(), bb, 0, c.b.size(),
+                                  c.b.data(), bo, 0));
+      RT_OK(fsdprt_binary_backward(dev.ctx, dev.stream, FSDPRT_F32, op, ba, 0,
+                                   c.a.size(), c.a.data(), bb, 0, c.b.size(),
+                                   c.b.data(), bd, 0, bda, 0, bdb, 0));
+      Reference ref = [&](const Inputs &in) {
+        return broadcastRef(op, in[0], c.a, in[1], c.b, c.out);
+      };
+      Inputs in{toDouble(a), toDouble(b)};
+      expectClose(dev.download(bo, numel(c.out)), ref(in), "out");
+      expectGradients(
+          ref, in, toDouble(dout),
+          {dev.download(bda, a.size()), dev.download(bdb, b.size())},
+          {"da", "db"});
+    }
+  }
+}
+
+TEST_P(ElementwiseConformance, ScaleForwardAndBackward) {
+  Device dev(GetParam());
+  auto x = randomVector(37, 31), dy = randomVector(37, 32);
+  const double factor = -0.37;
+  int64_t bx = dev.upload(x), bdy = dev.upload(dy), by = dev.alloc(37 * 4),
+          bdx = dev.alloc(37 * 4);
+  RT_OK(fsdprt_scale_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, by, 0, 37,
+                             factor));
+  RT_OK(fsdprt_scale_backward(dev.ctx, dev.stream, FSDPRT_F32, bdy, 0, bdx, 0,
+                              37, factor));
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(in[0]);
+    for (double &v : y)
+      v *= factor;
+    return y;
+  };
+  Inputs in{toDouble(x)};
+  expectClose(dev.download(by, 37), ref(in), "y");
+  expectGradients(ref, in, toDouble(dy), {dev.download(bdx, 37)}, {"dx"});
+}
+
+double activationRef(int kind, double x) {
+  const double pi = 3.14159265358979323846;
+  switch (kind) {
+  case FSDPRT_RELU:
+    return x > 0 ? x : 0;
+  case FSDPRT_GELU:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case FSDPRT_GELU_TANH:
+    return 0.5 * x *
+           (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
+  default:
+    return x / (1 + std::exp(-x));
+  }
+}
+
+TEST_P(ElementwiseConformance, ActivationsForwardAndBackward) {
+  Device dev(GetParam());
+  const int64_t n = 101;
+  // Magnitudes up to 3 cover the curved parts of gelu and silu.
+  auto x = randomVector(n, 41, 0.1f, 3.0f), dy = randomVector(n, 42);
+  int64_t bx = dev.upload(x), bdy = dev.upload(dy), by = dev.alloc(n * 4),
+          bdx = dev.alloc(n * 4);
+  for (int kind : {FSDPRT_RELU, FSDPRT_GELU, FSDPRT_GELU_TANH, FSDPRT_SILU}) {
+    SCOPED_TRACE("activation kind " + std::to_string(kind));
+    RT_OK(fsdprt_activation_forward(dev.ctx, dev.stream, FSDPRT_F32, kind, bx,
+                                    0, by, 0, n));
+    RT_OK(fsdprt_activation_backward(dev.ctx, dev.stream, FSDPRT_F32, kind, bx,
+                                     0, bdy, 0, bdx, 0, n));
+    Reference ref = [&](const Inputs &in) {
+      std::vector<double> y(n);
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = activationRef(kind, in[0][i]);
+      return y;
+    };
+    Inputs in{toDouble(x)};
+    expectClose(dev.download(by, n), ref(in), "y");
+    expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+  }
+}
+
+FSDPRT_INSTANTIATE_CONFORMANCE(ElementwiseConformance);
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp

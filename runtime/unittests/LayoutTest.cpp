@@ -1,0 +1,149 @@
+//===- LayoutTest.cpp - transpose, split/concat, reduce, cast -------------===//
+#include "TestUtil.h"
+
+#include <numeric>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+class LayoutConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutConformance, TransposeArbitraryPermutation) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{2, 3, 4}, perm{2, 0, 1};
+  const int64_t n = 24;
+  auto x = randomVector(n, 131), dy = randomVector(n, 132);
+  // y[i,j,k] = x[j,k,i] with y of shape [4, 2, 3].
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(n);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        for (int64_t k = 0; k < 3; ++k)
+          y[(i * 2 + j) * 3 + k] = in[0][(j * 3 + k) * 4 + i];
+    return y;
+  };
+  int64_t bx = dev.upload(x), bdy = dev.upload(dy), by = dev.alloc(n * 4),
+          bdx = dev.alloc(n * 4);
+  RT_OK(fsdprt_transpose_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, by, 0,
+                                 3, shape.data(), perm.data()));
+  RT_OK(fsdprt_transpose_backward(dev.ctx, dev.stream, FSDPRT_F32, bdy, 0, bdx,
+                                  0, 3, shape.data(), perm.data()));
+  Inputs in{toDouble(x)};
+  expectClose(dev.download(by, n), ref(in), "y");
+  expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+}
+
+TEST_P(LayoutConformance, SplitAndConcatAreInverse) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{2, 5, 3}, sizes{1, 3, 1};
+  const int64_t n = 30;
+  auto x = randomVector(n, 141);
+  int64_t bx = dev.upload(x), back = dev.alloc(n * 4);
+  std::vector<int64_t> parts, offs(3, 0);
+  for (int64_t s : sizes)
+    parts.push_back(dev.alloc(2 * s * 3 * 4));
+  RT_OK(fsdprt_split(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3, shape.data(), 1,
+                     3, sizes.data(), parts.data(), offs.data()));
+  int64_t start = 0;
+  for (size_t p = 0; p < sizes.size(); ++p) {
+    std::vector<double> want;
+    for (int64_t o = 0; o < 2; ++o)
+      for (int64_t j = start; j < start + sizes[p]; ++j)
+        for (int64_t i = 0; i < 3; ++i)
+          want.push_back(x[(o * 5 + j) * 3 + i]);
+    expectClose(dev.download(parts[p], want.size()), want,
+                "part " + std::to_string(p));
+    start += sizes[p];
+  }
+  // concat is split's backward (and vice versa): it must restore x exactly.
+  RT_OK(fsdprt_concat(dev.ctx, dev.stream, FSDPRT_F32, 3, parts.data(),
+                      offs.data(), sizes.data(), 3, shape.data(), -2, back, 0));
+  EXPECT_EQ(dev.download(back, n), x);
+}
+
+TEST_P(LayoutConformance, ReduceSumAndMeanOverDimLists) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{3, 4, 5};
+  const int64_t n = 60;
+  auto x = randomVector(n, 151);
+  struct Case {
+    std::vector<int64_t> dims;
+  };
+  for (int kind : {FSDPRT_REDUCE_SUM, FSDPRT_REDUCE_MEAN})
+    for (const Case &c :
+         {Case{{0}}, Case{{2}}, Case{{0, 2}}, Case{{1, -1}}, Case{{0, 1, 2}}}) {
+      SCOPED_TRACE("kind " + std::to_string(kind) + ", " +
+                   std::to_string(c.dims.size()) + " dims, first " +
+                   std::to_string(c.dims[0]));
+      std::vector<bool> red(3, false);
+      for (int64_t d : c.dims)
+        red[(d + 3) % 3] = true;
+      int64_t outN = 1, count = 1;
+      for (int d = 0; d < 3; ++d)
+        (red[d] ? count : outN) *= shape[d];
+      Reference ref = [&](const Inputs &in) {
+        std::vector<double> y(outN, 0.0);
+        for (int64_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < 4; ++j)
+            for (int64_t k = 0; k < 5; ++k) {
+              int64_t idx[3] = {i, j, k}, o = 0;
+              for (int d = 0; d < 3; ++d)
+                if (!red[d])
+                  o = o * shape[d] + idx[d];
+              y[o] += in[0][(i * 4 + j) * 5 + k] /
+                      (kind == FSDPRT_REDUCE_MEAN ? count : 1);
+            }
+        return y;
+      };
+      auto dy = randomVector(outN, 152);
+      int64_t bx = dev.upload(x), bdy = dev.upload(dy),
+              by = dev.alloc(outN * 4), bdx = dev.alloc(n * 4);
+      RT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_F32, kind, bx, 0,
+                                  3, shape.data(), c.dims.size(), c.dims.data(),
+                                  by, 0));
+      RT_OK(fsdprt_reduce_backward(dev.ctx, dev.stream, FSDPRT_F32, kind, bdy,
+                                   0, 3, shape.data(), c.dims.size(),
+                                   c.dims.data(), bdx, 0));
+      Inputs in{toDouble(x)};
+      expectClose(dev.download(by, outN), ref(in), "y");
+      expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+    }
+}
+
+TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
+  Device dev(GetParam());
+  // Values exactly representable in bf16 and f16 survive a round trip.
+  std::vector<float> x{1.0f, -2.5f, 0.375f, 1024.0f, -0.0078125f};
+  int64_t bx = dev.upload(x), b16 = dev.alloc(x.size() * 2),
+          back = dev.alloc(x.size() * 4);
+  for (int32_t half : {FSDPRT_BF16, FSDPRT_F16}) {
+    RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, half, b16, 0,
+                      x.size()));
+    RT_OK(fsdprt_cast(dev.ctx, dev.stream, half, b16, 0, FSDPRT_F32, back, 0,
+                      x.size()));
+    EXPECT_EQ(dev.download(back, x.size()), x) << "via dtype " << half;
+  }
+  std::vector<int64_t> i64{-3, 0, 7, 1 << 20};
+  std::vector<int32_t> i32{5, -6, 0, 100};
+  int64_t bi64 = dev.upload(i64), bi32 = dev.upload(i32),
+          out = dev.alloc(4 * 4);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I64, bi64, 0, FSDPRT_F32, out,
+                    0, 4));
+  EXPECT_EQ(dev.download(out, 4), (std::vector<float>{-3, 0, 7, 1 << 20}));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I32, bi32, 0, FSDPRT_F32, out,
+                    0, 4));
+  EXPECT_EQ(dev.download(out, 4), (std::vector<float>{5, -6, 0, 100}));
+  // Float to integer is not a cast the nn dialect has.
+  EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, out, 0, FSDPRT_I32,
+                        bi32, 0, 4),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+}
+
+FSDPRT_INSTANTIATE_CONFORMANCE(LayoutConformance);
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp

@@ -1,0 +1,208 @@
+//===- NormTest.cpp - layer_norm, rms_norm, batch_norm, softmax -----------===//
+#include "TestUtil.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+class NormConformance : public ::testing::TestWithParam<std::string> {};
+
+void checkLayerNorm(const std::string &backend, bool affine) {
+  Device dev(backend);
+  const int64_t rows = 5, d = 8;
+  const double eps = 1e-5;
+  auto x = randomVector(rows * d, 51), w = randomVector(d, 52),
+       b = randomVector(d, 53), dy = randomVector(rows * d, 54);
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(rows * d);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < d; ++i)
+        mean += in[0][r * d + i] / d;
+      for (int64_t i = 0; i < d; ++i)
+        var += std::pow(in[0][r * d + i] - mean, 2) / d;
+      for (int64_t i = 0; i < d; ++i) {
+        double v = (in[0][r * d + i] - mean) / std::sqrt(var + eps);
+        y[r * d + i] = affine ? v * in[1][i] + in[2][i] : v;
+      }
+    }
+    return y;
+  };
+  int64_t bx = dev.upload(x), bw = affine ? dev.upload(w) : 0,
+          bb = affine ? dev.upload(b) : 0, bdy = dev.upload(dy);
+  int64_t by = dev.alloc(rows * d * 4), bdx = dev.alloc(rows * d * 4),
+          bdw = affine ? dev.alloc(d * 4) : 0,
+          bdb = affine ? dev.alloc(d * 4) : 0;
+  RT_OK(fsdprt_layer_norm_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, bw, 0,
+                                  bb, 0, by, 0, rows, d, eps));
+  RT_OK(fsdprt_layer_norm_backward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, bw,
+                                   0, bdy, 0, bdx, 0, bdw, 0, bdb, 0, rows, d,
+                                   eps));
+  Inputs in{toDouble(x)};
+  std::vector<std::vector<float>> grads{dev.download(bdx, rows * d)};
+  if (affine) {
+    in.push_back(toDouble(w));
+    in.push_back(toDouble(b));
+    grads.push_back(dev.download(bdw, d));
+    grads.push_back(dev.download(bdb, d));
+  }
+  expectClose(dev.download(by, rows * d), ref(in), "y");
+  expectGradients(ref, in, toDouble(dy), grads, {"dx", "dw", "db"});
+}
+
+TEST_P(NormConformance, LayerNormAffine) { checkLayerNorm(GetParam(), true); }
+TEST_P(NormConformance, LayerNormNoAffine) {
+  checkLayerNorm(GetParam(), false);
+}
+
+void checkRmsNorm(const std::string &backend, bool weighted) {
+  Device dev(backend);
+  const int64_t rows = 4, d = 6;
+  const double eps = 1e-6;
+  auto x = randomVector(rows * d, 61), w = randomVector(d, 62),
+       dy = randomVector(rows * d, 63);
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(rows * d);
+    for (int64_t r = 0; r < rows; ++r) {
+      double ms = 0;
+      for (int64_t i = 0; i < d; ++i)
+        ms += in[0][r * d + i] * in[0][r * d + i] / d;
+      for (int64_t i = 0; i < d; ++i)
+        y[r * d + i] =
+            in[0][r * d + i] / std::sqrt(ms + eps) * (weighted ? in[1][i] : 1);
+    }
+    return y;
+  };
+  int64_t bx = dev.upload(x), bw = weighted ? dev.upload(w) : 0,
+          bdy = dev.upload(dy), by = dev.alloc(rows * d * 4),
+          bdx = dev.alloc(rows * d * 4), bdw = weighted ? dev.alloc(d * 4) : 0;
+  RT_OK(fsdprt_rms_norm_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, bw, 0,
+                                by, 0, rows, d, eps));
+  RT_OK(fsdprt_rms_norm_backward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, bw, 0,
+                                 bdy, 0, bdx, 0, bdw, 0, rows, d, eps));
+  Inputs in{toDouble(x)};
+  std::vector<std::vector<float>> grads{dev.download(bdx, rows * d)};
+  if (weighted) {
+    in.push_back(toDouble(w));
+    grads.push_back(dev.download(bdw, d));
+  }
+  expectClose(dev.download(by, rows * d), ref(in), "y");
+  expectGradients(ref, in, toDouble(dy), grads, {"dx", "dw"});
+}
+
+TEST_P(NormConformance, RmsNormWeighted) { checkRmsNorm(GetParam(), true); }
+TEST_P(NormConformance, RmsNormUnweighted) { checkRmsNorm(GetParam(), false); }
+
+void checkBatchNorm(const std::string &backend, bool training) {
+  Device dev(backend);
+  const int64_t n = 3, c = 4, s = 5; // x is [3, 4, 5] (N, C, L)
+  const double eps = 1e-5, momentum = 0.1;
+  auto x = randomVector(n * c * s, 71), w = randomVector(c, 72),
+       b = randomVector(c, 73), dy = randomVector(n * c * s, 74);
+  std::vector<float> rm = randomVector(c, 75),
+                     rv = randomVector(c, 76, 0.5f, 2.0f);
+  for (float &v : rv)
+    v = std::fabs(v);
+  auto stats = [&](const std::vector<double> &xs, int64_t ch, double &mean,
+                   double &var) {
+    mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        mean += xs[(i * c + ch) * s + j] / (n * s);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        var += std::pow(xs[(i * c + ch) * s + j] - mean, 2) / (n * s);
+  };
+  Reference ref = [&](const Inputs &in) {
+    std::vector<double> y(n * c * s);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double mean = rm[ch], var = rv[ch];
+      if (training)
+        stats(in[0], ch, mean, var);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) {
+          int64_t at = (i * c + ch) * s + j;
+          y[at] =
+              (in[0][at] - mean) / std::sqrt(var + eps) * in[1][ch] + in[2][ch];
+        }
+    }
+    return y;
+  };
+  int64_t bx = dev.upload(x), bw = dev.upload(w), bb = dev.upload(b),
+          brm = dev.upload(rm), brv = dev.upload(rv), bdy = dev.upload(dy);
+  int64_t by = dev.alloc(x.size() * 4), bdx = dev.alloc(x.size() * 4),
+          bdw = dev.alloc(c * 4), bdb = dev.alloc(c * 4);
+  RT_OK(fsdprt_batch_norm_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, bw, 0,
+                                  bb, 0, brm, 0, brv, 0, by, 0, n, c, s, eps,
+                                  momentum, training));
+  RT_OK(fsdprt_batch_norm_backward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, bw,
+                                   0, brm, 0, brv, 0, bdy, 0, bdx, 0, bdw, 0,
+                                   bdb, 0, n, c, s, eps, training));
+  Inputs in{toDouble(x), toDouble(w), toDouble(b)};
+  expectClose(dev.download(by, x.size()), ref(in), "y");
+  // Running statistics: updated with the unbiased variance in training,
+  // untouched in eval.
+  std::vector<double> wantMean(c), wantVar(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mean, var;
+    stats(in[0], ch, mean, var);
+    double count = n * s;
+    wantMean[ch] =
+        training ? (1 - momentum) * rm[ch] + momentum * mean : rm[ch];
+    wantVar[ch] = training ? (1 - momentum) * rv[ch] +
+                                 momentum * var * count / (count - 1)
+                           : rv[ch];
+  }
+  expectClose(dev.download(brm, c), wantMean, "running_mean");
+  expectClose(dev.download(brv, c), wantVar, "running_var");
+  expectGradients(
+      ref, in, toDouble(dy),
+      {dev.download(bdx, x.size()), dev.download(bdw, c), dev.download(bdb, c)},
+      {"dx", "dw", "db"});
+}
+
+TEST_P(NormConformance, BatchNormTraining) { checkBatchNorm(GetParam(), true); }
+TEST_P(NormConformance, BatchNormEval) { checkBatchNorm(GetParam(), false); }
+
+TEST_P(NormConformance, SoftmaxAlongMiddleAndLastDim) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{2, 5, 3};
+  const int64_t n = 30;
+  auto x = randomVector(n, 81, 0.1f, 3.0f), dy = randomVector(n, 82);
+  for (int dim : {1, -1}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    int64_t inner = dim == 1 ? 3 : 1, size = dim == 1 ? 5 : 3;
+    Reference ref = [&](const Inputs &in) {
+      std::vector<double> y(n);
+      for (int64_t o = 0; o < n / (size * inner); ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          double sum = 0;
+          for (int64_t j = 0; j < size; ++j)
+            sum += std::exp(in[0][(o * size + j) * inner + i]);
+          for (int64_t j = 0; j < size; ++j)
+            y[(o * size + j) * inner + i] =
+                std::exp(in[0][(o * size + j) * inner + i]) / sum;
+        }
+      return y;
+    };
+    int64_t bx = dev.upload(x), bdy = dev.upload(dy), by = dev.alloc(n * 4),
+            bdx = dev.alloc(n * 4);
+    RT_OK(fsdprt_softmax_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, by, 0,
+                                 3, shape.data(), dim));
+    RT_OK(fsdprt_softmax_backward(dev.ctx, dev.stream, FSDPRT_F32, by, 0, bdy,
+                                  0, bdx, 0, 3, shape.data(), dim));
+    Inputs in{toDouble(x)};
+    expectClose(dev.download(by, n), ref(in), "y");
+    expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+  }
+}
+
+FSDPRT_INSTANTIATE_CONFORMANCE(NormConformance);
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp

@@ -1,0 +1,150 @@
+//===- OptimizerTest.cpp - SGD, AdamW, gradient norm and clipping ---------===//
+#include "TestUtil.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+class OptimizerConformance : public ::testing::TestWithParam<std::string> {};
+
+struct SgdConfig {
+  double lr, momentum, dampening, weightDecay;
+  bool nesterov;
+};
+
+/// Runs SGD steps on a one-element shard; returns the parameter after each.
+std::vector<float> sgdTrajectory(Device &dev, const SgdConfig &c,
+                                 const std::vector<float> &grads) {
+  int64_t p = dev.upload(std::vector<float>{1.0f}), g = dev.alloc(4),
+          buf = dev.upload(std::vector<float>{123.0f}); // garbage before step 1
+  std::vector<float> out;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    RT_EXPECT_OK(
+        fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, &grads[t], 4));
+    RT_EXPECT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0,
+                                 buf, 0, 1, t + 1, c.lr, c.momentum,
+                                 c.dampening, c.weightDecay, c.nesterov));
+    out.push_back(dev.download(p, 1)[0]);
+  }
+  return out;
+}
+
+TEST_P(OptimizerConformance, SgdMomentumDampeningWeightDecayByHand) {
+  Device dev(GetParam());
+  // p0 = 1, lr = 0.1, momentum 0.9, dampening 0.1, weight decay 0.01.
+  // step 1: d = 0.5 + 0.01 * 1 = 0.51; buf = d (no dampening on the first
+  //         step); p = 1 - 0.1 * 0.51 = 0.949
+  // step 2: d = -0.25 + 0.01 * 0.949 = -0.24051;
+  //         buf = 0.9 * 0.51 + (1 - 0.1) * -0.24051 = 0.242541;
+  //         p = 0.949 - 0.1 * 0.242541 = 0.9247459
+  auto p = sgdTrajectory(dev, {0.1, 0.9, 0.1, 0.01, false}, {0.5f, -0.25f});
+  EXPECT_NEAR(p[0], 0.949, 1e-6);
+  EXPECT_NEAR(p[1], 0.9247459, 1e-6);
+}
+
+TEST_P(OptimizerConformance, SgdNesterovByHand) {
+  Device dev(GetParam());
+  // step 1: d = 0.51, buf = 0.51, d = 0.51 + 0.9 * 0.51 = 0.969,
+  //         p = 1 - 0.0969 = 0.9031
+  // step 2: d = -0.25 + 0.009031 = -0.240969; buf = 0.459 - 0.240969 =
+  //         0.218031; d = -0.240969 + 0.9 * 0.218031 = -0.0447411;
+  //         p = 0.9031 + 0.00447411 = 0.90757411
+  auto p = sgdTrajectory(dev, {0.1, 0.9, 0.0, 0.01, true}, {0.5f, -0.25f});
+  EXPECT_NEAR(p[0], 0.9031, 1e-6);
+  EXPECT_NEAR(p[1], 0.90757411, 1e-6);
+}
+
+TEST_P(OptimizerConformance, SgdPlainNeedsNoMomentumBuffer) {
+  Device dev(GetParam());
+  int64_t p = dev.upload(std::vector<float>{1.0f, -2.0f}),
+          g = dev.upload(std::vector<float>{0.5f, 0.25f});
+  RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, 0, 0, 2, 1,
+                        0.2, 0, 0, 0, 0));
+  auto v = dev.download(p, 2);
+  EXPECT_FLOAT_EQ(v[0], 0.9f);
+  EXPECT_FLOAT_EQ(v[1], -2.05f);
+}
+
+TEST_P(OptimizerConformance, AdamWTwoStepsByHand) {
+  Device dev(GetParam());
+  // lr 0.1, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, p0 = 1.
+  // step 1 (g = 0.5): p = 0.999 (decay); m = 0.05; v = 0.00025;
+  //   bias corrections 0.1 and 0.001: step size 1, denom
+  //   sqrt(0.00025)/sqrt(0.001) + 1e-8 = 0.5 + 1e-8; p = 0.999 - 0.05 / denom
+  //   = 0.899000002
+  // step 2 (g = -0.25): p = 0.899000002 * 0.999; m = 0.02; v = 0.00031225;
+  //   corrections 0.19 and 0.001999: p = 0.8714672987...
+  int64_t p = dev.upload(std::vector<float>{1.0f}), g = dev.alloc(4),
+          m = dev.upload(std::vector<float>{0.0f}),
+          v = dev.upload(std::vector<float>{0.0f});
+  const float grads[2] = {0.5f, -0.25f};
+  const double want[2] = {0.899000002, 0.8714672987058463};
+  for (int t = 0; t < 2; ++t) {
+    RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, &grads[t], 4));
+    RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
+                            v, 0, 1, t + 1, 0.1, 0.9, 0.999, 1e-8, 0.01));
+    EXPECT_NEAR(dev.download(p, 1)[0], want[t], 1e-6) << "step " << t + 1;
+  }
+}
+
+TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
+  Device dev(GetParam());
+  const int64_t n = 50;
+  const double lr = 1e-2, b1 = 0.8, b2 = 0.99, eps = 1e-6, wd = 0.1;
+  auto p0 = randomVector(n, 191);
+  int64_t p = dev.upload(p0), g = dev.alloc(n * 4),
+          m = dev.upload(std::vector<float>(n, 0.0f)),
+          v = dev.upload(std::vector<float>(n, 0.0f));
+  std::vector<double> rp(p0.begin(), p0.end()), rm(n, 0), rv(n, 0);
+  for (int t = 1; t <= 5; ++t) {
+    auto grad = randomVector(n, 200 + t);
+    RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, grad.data(), n * 4));
+    RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
+                            v, 0, n, t, lr, b1, b2, eps, wd));
+    dev.sync();
+    for (int64_t i = 0; i < n; ++i) {
+      rp[i] *= 1 - lr * wd;
+      rm[i] = b1 * rm[i] + (1 - b1) * grad[i];
+      rv[i] = b2 * rv[i] + (1 - b2) * grad[i] * grad[i];
+      double mhat = rm[i] / (1 - std::pow(b1, t));
+      double vhat = rv[i] / (1 - std::pow(b2, t));
+      rp[i] -= lr * mhat / (std::sqrt(vhat) + eps);
+    }
+  }
+  expectClose(dev.download(p, n), rp, "param", 1e-5, 1e-6);
+  expectClose(dev.download(m, n), rm, "exp_avg", 1e-5, 1e-6);
+  expectClose(dev.download(v, n), rv, "exp_avg_sq", 1e-5, 1e-6);
+}
+
+TEST_P(OptimizerConformance, GradNormAccumulatesShardsAndClipScales) {
+  Device dev(GetParam());
+  int64_t a = dev.upload(std::vector<float>{3.0f, 0.0f}),
+          b = dev.upload(std::vector<float>{4.0f}), sq = dev.alloc(4);
+  RT_OK(
+      fsdprt_grad_sq_norm(dev.ctx, dev.stream, FSDPRT_F32, a, 0, 2, sq, 0, 0));
+  RT_OK(
+      fsdprt_grad_sq_norm(dev.ctx, dev.stream, FSDPRT_F32, b, 0, 1, sq, 0, 1));
+  EXPECT_EQ(dev.download(sq, 1)[0], 25.0f);
+  // Norm 5 > 1: scaled by 1 / (5 + 1e-6), as clip_grad_norm_.
+  RT_OK(fsdprt_clip_grad(dev.ctx, dev.stream, FSDPRT_F32, a, 0, 2, sq, 0, 1.0));
+  RT_OK(fsdprt_clip_grad(dev.ctx, dev.stream, FSDPRT_F32, b, 0, 1, sq, 0, 1.0));
+  float coef = 1.0f / (5.0f + 1e-6f);
+  EXPECT_EQ(dev.download(a, 2), (std::vector<float>{3.0f * coef, 0.0f}));
+  EXPECT_EQ(dev.download(b, 1), (std::vector<float>{4.0f * coef}));
+  // Norm below max_norm: the clamp to 1 leaves gradients untouched.
+  int64_t c = dev.upload(std::vector<float>{0.3f});
+  RT_OK(
+      fsdprt_grad_sq_norm(dev.ctx, dev.stream, FSDPRT_F32, c, 0, 1, sq, 0, 0));
+  RT_OK(fsdprt_clip_grad(dev.ctx, dev.stream, FSDPRT_F32, c, 0, 1, sq, 0, 1.0));
+  EXPECT_EQ(dev.download(c, 1)[0], 0.3f);
+}
+
+FSDPRT_INSTANTIATE_CONFORMANCE(OptimizerConformance);
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp
