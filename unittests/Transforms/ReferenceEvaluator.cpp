@@ -1,0 +1,345 @@
+//===- ReferenceEvaluator.cpp - float64 interpreter for tests --------------===//
+
+#include "ReferenceEvaluator.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Traits.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using fsdp::test::Tensor;
+
+Tensor Tensor::zeros(std::vector<int64_t> shape) {
+  Tensor t{std::move(shape), {}};
+  t.data.assign(t.numel(), 0.0);
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+namespace {
+
+std::vector<int64_t> shapeOf(Type type) {
+  auto shape = cast<RankedTensorType>(type).getShape();
+  return {shape.begin(), shape.end()};
+}
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+/// Multi-index of flat position `flat` in `shape`.
+std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> index(shape.size());
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    index[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return index;
+}
+
+/// The flat position in `shape` of the element that broadcasts to `index`
+/// of a larger shape (NumPy rules: aligned from the right, size 1 repeats).
+int64_t broadcastFlat(const std::vector<int64_t> &shape,
+                      const std::vector<int64_t> &index) {
+  std::vector<int64_t> strides = stridesOf(shape);
+  size_t lead = index.size() - shape.size();
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1)
+      flat += index[lead + d] * strides[d];
+  return flat;
+}
+
+double broadcastAt(const Tensor &t, const std::vector<int64_t> &index) {
+  return t.data[broadcastFlat(t.shape, index)];
+}
+
+Tensor elementwise(const Tensor &a, const Tensor &b, Type resultType,
+                   double (*f)(double, double)) {
+  Tensor out = Tensor::zeros(shapeOf(resultType));
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::vector<int64_t> index = unflatten(i, out.shape);
+    out.data[i] = f(broadcastAt(a, index), broadcastAt(b, index));
+  }
+  return out;
+}
+
+/// Element [i][j] of the last two dims of `t` at batch offset `base`.
+double matrixAt(const Tensor &t, int64_t base, int64_t i, int64_t j,
+                bool transposed) {
+  int64_t cols = t.shape.back();
+  return transposed ? t.data[base + j * cols + i] : t.data[base + i * cols + j];
+}
+
+Tensor matmul(const Tensor &a, const Tensor &b, bool ta, bool tb,
+              Type resultType) {
+  Tensor out = Tensor::zeros(shapeOf(resultType));
+  int64_t m = out.shape[out.shape.size() - 2], n = out.shape.back();
+  int64_t k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
+  std::vector<int64_t> batch(out.shape.begin(), out.shape.end() - 2);
+  std::vector<int64_t> batchA(a.shape.begin(), a.shape.end() - 2);
+  std::vector<int64_t> batchB(b.shape.begin(), b.shape.end() - 2);
+  int64_t batches = Tensor{batch, {}}.numel();
+  int64_t sizeA = a.shape[a.shape.size() - 2] * a.shape.back();
+  int64_t sizeB = b.shape[b.shape.size() - 2] * b.shape.back();
+  for (int64_t s = 0; s < batches; ++s) {
+    // The matrix of each operand this batch entry uses (broadcasting).
+    std::vector<int64_t> index = unflatten(s, batch);
+    int64_t baseA = broadcastFlat(batchA, index) * sizeA;
+    int64_t baseB = broadcastFlat(batchB, index) * sizeB;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += matrixAt(a, baseA, i, p, ta) * matrixAt(b, baseB, p, j, tb);
+        out.data[s * m * n + i * n + j] = sum;
+      }
+  }
+  return out;
+}
+
+Tensor reduce(const Tensor &x, ArrayRef<int64_t> dims, bool mean,
+              Type resultType) {
+  Tensor out = Tensor::zeros(shapeOf(resultType));
+  std::vector<bool> reduced(x.shape.size(), false);
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    int64_t dim = d < 0 ? d + int64_t(x.shape.size()) : d;
+    reduced[dim] = true;
+    count *= x.shape[dim];
+  }
+  // Kept dims only: keepdim's size-1 dims do not change the flat order.
+  std::vector<int64_t> keptShape;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (!reduced[d])
+      keptShape.push_back(x.shape[d]);
+  std::vector<int64_t> keptStrides = stridesOf(keptShape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    std::vector<int64_t> index = unflatten(i, x.shape);
+    int64_t flat = 0, k = 0;
+    for (size_t d = 0; d < x.shape.size(); ++d)
+      if (!reduced[d])
+        flat += index[d] * keptStrides[k++];
+    out.data[flat] += x.data[i] / (mean ? count : 1);
+  }
+  return out;
+}
+
+Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm, Type resultType) {
+  Tensor out = Tensor::zeros(shapeOf(resultType));
+  std::vector<int64_t> strides = stridesOf(x.shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::vector<int64_t> index = unflatten(i, out.shape);
+    int64_t flat = 0;
+    for (size_t d = 0; d < perm.size(); ++d)
+      flat += index[d] * strides[perm[d]];
+    out.data[i] = x.data[flat];
+  }
+  return out;
+}
+
+/// Copies slices along `dim` between `whole` and consecutive `parts`.
+void moveAlong(Tensor &whole, std::vector<Tensor *> parts, int64_t dim,
+               bool intoWhole) {
+  if (dim < 0)
+    dim += whole.shape.size();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= whole.shape[d];
+  for (size_t d = dim + 1; d < whole.shape.size(); ++d)
+    inner *= whole.shape[d];
+  int64_t offset = 0;
+  for (Tensor *part : parts) {
+    int64_t size = part->shape[dim];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t s = 0; s < size * inner; ++s) {
+        double &w = whole.data[(o * whole.shape[dim] + offset) * inner + s];
+        double &p = part->data[o * size * inner + s];
+        intoWhole ? (w = p) : (p = w);
+      }
+    offset += size;
+  }
+}
+
+Tensor softmax(const Tensor &x, int64_t dim) {
+  if (dim < 0)
+    dim += x.shape.size();
+  Tensor out = x;
+  int64_t size = x.shape[dim];
+  int64_t stride = stridesOf(x.shape)[dim];
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (unflatten(i, x.shape)[dim] != 0)
+      continue;
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < size; ++j)
+      max = std::max(max, x.data[i + j * stride]);
+    for (int64_t j = 0; j < size; ++j)
+      sum += std::exp(x.data[i + j * stride] - max);
+    for (int64_t j = 0; j < size; ++j)
+      out.data[i + j * stride] = std::exp(x.data[i + j * stride] - max) / sum;
+  }
+  return out;
+}
+
+} // namespace
+
+FailureOr<std::vector<Tensor>>
+fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
+                     std::string &error) {
+  llvm::DenseMap<Value, Tensor> values;
+  for (auto [arg, tensor] : llvm::zip(func.getArguments(), args))
+    values[arg] = tensor;
+  auto in = [&](Value v) -> const Tensor & { return values[v]; };
+  auto one = [](Tensor t) { return std::vector<Tensor>{std::move(t)}; };
+  for (Operation &op : func.getBody().front()) {
+    std::optional<std::vector<Tensor>> results =
+        llvm::TypeSwitch<Operation *, std::optional<std::vector<Tensor>>>(&op)
+            .Case([&](arith::ConstantOp c) -> std::optional<std::vector<Tensor>> {
+              auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+              if (!attr || !isa<FloatType>(attr.getElementType()))
+                return std::vector<Tensor>{Tensor::zeros(shapeOf(c.getType()))};
+              Tensor t = Tensor::zeros(shapeOf(c.getType()));
+              auto it = attr.getValues<APFloat>().begin();
+              for (int64_t i = 0; i < t.numel(); ++i)
+                t.data[i] = (*(attr.isSplat() ? it : it + i)).convertToDouble();
+              return one(t);
+            })
+            .Case([&](arith::AddIOp a) { return one(in(a.getLhs())); })
+            .Case([&](nn::LinearOp l) {
+              Tensor y = matmul(in(l.getInput()), in(l.getWeight()), false,
+                                true, l.getType());
+              if (l.getBias())
+                y = elementwise(y, in(l.getBias()), l.getType(),
+                                [](double a, double b) { return a + b; });
+              return one(y);
+            })
+            .Case([&](nn::MatmulOp m) {
+              return one(matmul(in(m.getLhs()), in(m.getRhs()),
+                                m.getTransposeLhs(), m.getTransposeRhs(),
+                                m.getType()));
+            })
+            .Case([&](nn::AddOp o) {
+              return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
+                                     [](double a, double b) { return a + b; }));
+            })
+            .Case([&](nn::SubOp o) {
+              return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
+                                     [](double a, double b) { return a - b; }));
+            })
+            .Case([&](nn::MulOp o) {
+              return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
+                                     [](double a, double b) { return a * b; }));
+            })
+            .Case([&](nn::ScaleOp s) {
+              Tensor t = in(s.getInput());
+              for (double &x : t.data)
+                x *= s.getFactor().convertToDouble();
+              return one(t);
+            })
+            .Case([&](nn::ReluOp r) {
+              Tensor t = in(r.getInput());
+              for (double &x : t.data)
+                x = std::max(x, 0.0);
+              return one(t);
+            })
+            .Case([&](nn::ReluGradOp r) {
+              Tensor g = in(r.getGrad());
+              const Tensor &x = in(r.getInput());
+              for (int64_t i = 0; i < g.numel(); ++i)
+                g.data[i] = x.data[i] > 0 ? g.data[i] : 0.0;
+              return one(g);
+            })
+            .Case([&](nn::ReshapeOp r) {
+              Tensor t = in(r.getInput());
+              t.shape = shapeOf(r.getType());
+              return one(t);
+            })
+            .Case([&](nn::BroadcastOp b) {
+              Tensor zero = Tensor::zeros(shapeOf(b.getType()));
+              return one(elementwise(zero, in(b.getInput()), b.getType(),
+                                     [](double, double x) { return x; }));
+            })
+            .Case([&](nn::TransposeOp t) {
+              return one(transpose(in(t.getInput()), t.getPermutation(),
+                                   t.getType()));
+            })
+            .Case([&](nn::ReduceSumOp r) {
+              return one(reduce(in(r.getInput()), r.getDims(), false, r.getType()));
+            })
+            .Case([&](nn::ReduceMeanOp r) {
+              return one(reduce(in(r.getInput()), r.getDims(), true, r.getType()));
+            })
+            .Case([&](nn::SoftmaxOp s) {
+              return one(softmax(in(s.getInput()), int64_t(s.getDim())));
+            })
+            .Case([&](nn::MSELossOp m) {
+              const Tensor &a = in(m.getInput()), &b = in(m.getTarget());
+              Tensor loss = Tensor::zeros({});
+              for (int64_t i = 0; i < a.numel(); ++i)
+                loss.data[0] += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
+              if (m.getReduction() == nn::Reduction::mean)
+                loss.data[0] /= a.numel();
+              return one(loss);
+            })
+            .Case([&](nn::ConcatOp c) {
+              Tensor whole = Tensor::zeros(shapeOf(c.getType()));
+              std::vector<Tensor> parts;
+              for (Value v : c.getInputs())
+                parts.push_back(in(v));
+              std::vector<Tensor *> pointers;
+              for (Tensor &p : parts)
+                pointers.push_back(&p);
+              moveAlong(whole, pointers, int64_t(c.getDim()), true);
+              return one(whole);
+            })
+            .Case([&](nn::SplitOp s) {
+              Tensor whole = in(s.getInput());
+              std::vector<Tensor> parts;
+              for (Value r : s.getResults())
+                parts.push_back(Tensor::zeros(shapeOf(r.getType())));
+              std::vector<Tensor *> pointers;
+              for (Tensor &p : parts)
+                pointers.push_back(&p);
+              moveAlong(whole, pointers, int64_t(s.getDim()), false);
+              return std::optional<std::vector<Tensor>>(parts);
+            })
+            .Case([&](fsdp::SGDStepOp s) {
+              Tensor p = in(s.getParam());
+              const Tensor &g = in(s.getGrad());
+              for (int64_t i = 0; i < p.numel(); ++i)
+                p.data[i] -= s.getLr().convertToDouble() * g.data[i];
+              return one(p);
+            })
+            .Case([&](func::ReturnOp) { return std::vector<Tensor>{}; })
+            .Default([](Operation *) { return std::nullopt; });
+    if (!results) {
+      error = "the reference evaluator does not know " +
+              op.getName().getStringRef().str();
+      return failure();
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      std::vector<Tensor> outputs;
+      for (Value v : ret.getOperands())
+        outputs.push_back(values[v]);
+      return outputs;
+    }
+    for (auto [result, tensor] : llvm::zip(op.getResults(), *results))
+      values[result] = tensor;
+  }
+  error = "no func.return";
+  return failure();
+}
