@@ -108,3 +108,36 @@ LogicalResult ReduceGradsOp::verify() {
   return verifyCollective(*this, grad, getType(), getMesh(), MeshGroup::shard,
                           grad.getElementType(), Dim0::DividedByGroup);
 }
+
+LogicalResult ViewOp::verify() {
+  RankedTensorType flat = getFlat().getType(), view = getType();
+  if (flat.getElementType() != view.getElementType())
+    return emitOpError("view element type ")
+           << view.getElementType() << " differs from the flat parameter's "
+           << flat.getElementType();
+  auto offset = static_cast<int64_t>(getOffset());
+  if (offset + view.getNumElements() > flat.getNumElements())
+    return emitOpError("view [")
+           << offset << ", " << offset + view.getNumElements()
+           << ") is past the end of the " << flat.getNumElements()
+           << "-element flat parameter";
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  RankedTensorType flat = getType();
+  int64_t total = 0;
+  for (Value input : getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getElementType() != flat.getElementType())
+      return emitOpError("input element type ")
+             << type.getElementType() << " differs from the result's "
+             << flat.getElementType();
+    total += type.getNumElements();
+  }
+  if (total > flat.getNumElements())
+    return emitOpError("inputs hold ")
+           << total << " elements, more than the " << flat.getNumElements()
+           << "-element result";
+  return success();
+}

@@ -1,6 +1,7 @@
 //===- BuildTrainStep.cpp - forward, reverse-mode backward, optimizer ------===//
 
 #include "Autodiff.h"
+#include "StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -20,19 +21,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-
-constexpr StringLiteral kUnitAttr = "fsdp.unit";
-constexpr StringLiteral kPhaseAttr = "fsdp.phase";
-constexpr StringLiteral kMicroBatchAttr = "fsdp.micro_batch";
-
-/// The fully-qualified name of a parameter or buffer: its module's path and
-/// its own name, as named_parameters() spells it.
-std::string qualifiedName(Operation *decl) {
-  std::string module =
-      decl->getParentOfType<NNModuleOp>().getQualifiedName();
-  StringRef name = SymbolTable::getSymbolName(decl).getValue();
-  return module.empty() ? name.str() : module + "." + name.str();
-}
 
 /// The optimizer configuration, validated once.
 struct OptimizerConfig {
@@ -88,8 +76,7 @@ private:
 };
 
 void TrainStepBuilder::tag(Operation *op, StringRef unit, StringRef phase) {
-  op->setAttr(kUnitAttr, builder.getStringAttr(unit));
-  op->setAttr(kPhaseAttr, builder.getStringAttr(phase));
+  tagOp(op, unit, phase);
   if (microBatches > 1)
     op->setAttr(kMicroBatchAttr, builder.getI64IntegerAttr(microBatch));
 }
@@ -129,7 +116,7 @@ TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
       return results;
     } else {
       Operation *clone = builder.clone(op, mapping);
-      tag(clone, unit, "forward");
+      tag(clone, unit, kForward);
       trace.push_back(clone);
     }
   }
@@ -178,7 +165,7 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
     update = op;
     newParam = op.getNewParam();
   }
-  tag(update, ownership.getOwner(param).getQualifiedName(), "optimizer");
+  tag(update, ownership.getOwner(param).getQualifiedName(), kOptimizer);
   return newParam;
 }
 
@@ -207,18 +194,18 @@ LogicalResult TrainStepBuilder::build() {
   });
   root.walk([&](BufferOp b) { buffers.push_back(b); });
   for (ParamOp p : params)
-    addArg(p.getTensorType(), "fsdp.param",
+    addArg(p.getTensorType(), kParamArg,
            builder.getStringAttr(qualifiedName(p)));
   for (ParamOp p : trainable)
     for (StringRef name : config.stateNames())
-      addArg(p.getTensorType(), "fsdp.state",
+      addArg(p.getTensorType(), kStateArg,
              builder.getStringAttr(qualifiedName(p) + "." + name.str()));
   auto stepType = RankedTensorType::get({}, builder.getI64Type());
   // The step count drives Adam's bias correction, SGD's first momentum step
   // and the dropout masks; every step has one.
-  addArg(stepType, "fsdp.step_count", builder.getUnitAttr());
+  addArg(stepType, kStepCountArg, builder.getUnitAttr());
   for (BufferOp b : buffers)
-    addArg(b.getType(), "fsdp.buffer", builder.getStringAttr(qualifiedName(b)));
+    addArg(b.getType(), kBufferArg, builder.getStringAttr(qualifiedName(b)));
   ArrayRef<Type> inputTypes = rootForward.getFunctionType().getInputs();
   size_t firstInput = argTypes.size();
   for (int64_t k = 0; k < microBatches; ++k)
@@ -226,7 +213,7 @@ LogicalResult TrainStepBuilder::build() {
       argTypes.push_back(type);
       argDicts.push_back(builder.getDictionaryAttr(
           {builder.getNamedAttr("fsdp.input", builder.getI64IntegerAttr(i)),
-           builder.getNamedAttr("fsdp.micro_batch",
+           builder.getNamedAttr(kMicroBatchAttr,
                                 builder.getI64IntegerAttr(k))}));
     }
 
@@ -235,7 +222,7 @@ LogicalResult TrainStepBuilder::build() {
   auto func = func::FuncOp::create(builder, loc, name,
                                    builder.getFunctionType(argTypes, {}));
   func.setAllArgAttrs(argDicts);
-  func->setAttr("fsdp.model", FlatSymbolRefAttr::get(model.getSymNameAttr()));
+  func->setAttr(kModelAttr, FlatSymbolRefAttr::get(model.getSymNameAttr()));
   func->setAttr("fsdp.micro_batches", builder.getI64IntegerAttr(microBatches));
   func->setAttr("fsdp.grad_sync",
                 builder.getStringAttr(noSync ? "last-micro-batch"
@@ -277,14 +264,14 @@ LogicalResult TrainStepBuilder::build() {
         DenseElementsAttr::get(
             lossType, builder.getFloatAttr(lossType.getElementType(),
                                            1.0 / microBatches)));
-    tag(seed.getDefiningOp(), rootUnit, "backward");
+    tag(seed.getDefiningOp(), rootUnit, kBackward);
     llvm::DenseMap<Value, Value> grads;
     if (failed(differentiate(
             builder, trace, loss, seed, trainableValues,
             [&](Operation *forwardOp, Operation *backwardOp) {
               tag(backwardOp,
                   cast<StringAttr>(forwardOp->getAttr(kUnitAttr)).getValue(),
-                  "backward");
+                  kBackward);
             },
             grads)))
       return failure();
@@ -296,14 +283,14 @@ LogicalResult TrainStepBuilder::build() {
       if (sum) {
         sum = nn::AddOp::create(builder, loc, sum, grad);
         tag(sum.getDefiningOp(), ownership.getOwner(p).getQualifiedName(),
-            "backward");
+            kBackward);
       } else {
         sum = grad;
       }
     }
     if (lossSum) {
       lossSum = nn::AddOp::create(builder, loc, lossSum, loss);
-      tag(lossSum.getDefiningOp(), rootUnit, "forward");
+      tag(lossSum.getDefiningOp(), rootUnit, kForward);
     } else {
       lossSum = loss;
     }
@@ -313,7 +300,7 @@ LogicalResult TrainStepBuilder::build() {
   if (microBatches > 1) {
     meanLoss = nn::ScaleOp::create(builder, loc, lossSum,
                                    builder.getF64FloatAttr(1.0 / microBatches));
-    tag(meanLoss.getDefiningOp(), rootUnit, "forward");
+    tag(meanLoss.getDefiningOp(), rootUnit, kForward);
   }
 
   // A parameter the loss does not depend on gets a zero gradient: it is part
@@ -327,7 +314,7 @@ LogicalResult TrainStepBuilder::build() {
           builder, loc,
           DenseElementsAttr::get(
               type, builder.getFloatAttr(type.getElementType(), 0.0)));
-      tag(grad.getDefiningOp(), rootUnit, "backward");
+      tag(grad.getDefiningOp(), rootUnit, kBackward);
     }
     grads.push_back(grad);
   }
@@ -344,25 +331,25 @@ LogicalResult TrainStepBuilder::build() {
       if (!type.getElementType().isF32()) {
         g = nn::CastOp::create(
             builder, loc, RankedTensorType::get(type.getShape(), scalar.getElementType()), g);
-        tag(g.getDefiningOp(), unit, "optimizer");
+        tag(g.getDefiningOp(), unit, kOptimizer);
       }
       Value sq = nn::MulOp::create(builder, loc, g, g);
       SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
       Value partial = nn::ReduceSumOp::create(builder, loc, sq,
                                               builder.getDenseI64ArrayAttr(all),
                                               /*keepdim=*/false);
-      tag(sq.getDefiningOp(), unit, "optimizer");
-      tag(partial.getDefiningOp(), unit, "optimizer");
+      tag(sq.getDefiningOp(), unit, kOptimizer);
+      tag(partial.getDefiningOp(), unit, kOptimizer);
       if (sumSq) {
         sumSq = nn::AddOp::create(builder, loc, sumSq, partial);
-        tag(sumSq.getDefiningOp(), rootUnit, "optimizer");
+        tag(sumSq.getDefiningOp(), rootUnit, kOptimizer);
       } else {
         sumSq = partial;
       }
     }
     auto clip = ClipGradNormOp::create(builder, loc, sumSq,
                                        builder.getF64FloatAttr(clipNorm));
-    tag(clip, rootUnit, "optimizer");
+    tag(clip, rootUnit, kOptimizer);
     gradNorm = clip.getNorm();
     for (auto [p, grad] : llvm::zip(trainable, grads)) {
       std::string unit = ownership.getOwner(p).getQualifiedName();
@@ -372,21 +359,21 @@ LogicalResult TrainStepBuilder::build() {
         coefficient = nn::CastOp::create(
             builder, loc, RankedTensorType::get({}, type.getElementType()),
             coefficient);
-        tag(coefficient.getDefiningOp(), unit, "optimizer");
+        tag(coefficient.getDefiningOp(), unit, kOptimizer);
       }
       grad = nn::MulOp::create(builder, loc, grad, coefficient);
-      tag(grad.getDefiningOp(), unit, "optimizer");
+      tag(grad.getDefiningOp(), unit, kOptimizer);
     }
   }
 
   // The optimizer update of every trainable parameter.
   SmallVector<Value> results = {meanLoss};
   SmallVector<DictionaryAttr> resultDicts = {
-      builder.getDictionaryAttr(builder.getNamedAttr("fsdp.loss", builder.getUnitAttr()))};
+      builder.getDictionaryAttr(builder.getNamedAttr(kLossResult, builder.getUnitAttr()))};
   if (gradNorm) {
     results.push_back(gradNorm);
     resultDicts.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr("fsdp.grad_norm", builder.getUnitAttr())));
+        builder.getNamedAttr(kGradNormResult, builder.getUnitAttr())));
   }
   SmallVector<Value> newStates;
   SmallVector<DictionaryAttr> stateDicts;
@@ -395,11 +382,11 @@ LogicalResult TrainStepBuilder::build() {
     results.push_back(applyOptimizer(p, trainableValues[i], grads[i], state[i],
                                      step, newState));
     resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        "fsdp.param", builder.getStringAttr(qualifiedName(p)))));
+        kParamArg, builder.getStringAttr(qualifiedName(p)))));
     for (auto [value, stateName] : llvm::zip(newState, config.stateNames())) {
       newStates.push_back(value);
       stateDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-          "fsdp.state",
+          kStateArg,
           builder.getStringAttr(qualifiedName(p) + "." + stateName.str()))));
     }
   }
@@ -409,16 +396,16 @@ LogicalResult TrainStepBuilder::build() {
     Value one = arith::ConstantOp::create(
         builder, loc, DenseElementsAttr::get(stepType, builder.getI64IntegerAttr(1)));
     Value next = arith::AddIOp::create(builder, loc, step, one);
-    tag(one.getDefiningOp(), rootUnit, "optimizer");
-    tag(next.getDefiningOp(), rootUnit, "optimizer");
+    tag(one.getDefiningOp(), rootUnit, kOptimizer);
+    tag(next.getDefiningOp(), rootUnit, kOptimizer);
     results.push_back(next);
     resultDicts.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr("fsdp.step_count", builder.getUnitAttr())));
+        builder.getNamedAttr(kStepCountArg, builder.getUnitAttr())));
   }
   for (auto [b, value] : bufferValues) {
     results.push_back(value);
     resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        "fsdp.buffer", builder.getStringAttr(qualifiedName(b)))));
+        kBufferArg, builder.getStringAttr(qualifiedName(b)))));
   }
   func::ReturnOp::create(builder, loc, results);
   func.setType(builder.getFunctionType(argTypes, TypeRange(ValueRange(results))));

@@ -444,4 +444,42 @@ def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Flat parameters
+//===----------------------------------------------------------------------===//
+
+def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
+  let summary = "an original parameter inside a unit's full flat parameter";
+  let description = [{
+    The elements [offset, offset + numel) of `flat`, with the parameter's
+    shape: FlatParameter's views. No copy at run time.
+
+    ```mlir
+    %w = fsdp.view %full[0] : tensor<76xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FlatTensor:$flat,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs FSDP_DataTensor:$result);
+  let assemblyFormat = "$flat `[` $offset `]` attr-dict `:` type($flat) `->` "
+                       "type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
+  let summary = "a unit's flat gradient from its parameters' gradients";
+  let description = [{
+    Concatenates the operands in order, flattened, and pads with zeros to
+    the result's size (a multiple of the shard group size).
+
+    ```mlir
+    %flat = fsdp.flatten %gw, %gb : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<40xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<FSDP_DataTensor>:$inputs);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_TD

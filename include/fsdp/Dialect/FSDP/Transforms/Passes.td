@@ -127,6 +127,7 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     the default reduces after every micro-batch.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::fsdp::FSDPDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::nn::NNDialect"];
   let options = [
@@ -150,6 +151,66 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "Micro-batches per optimizer step">,
     Option<"noSync", "no-sync", "bool", /*default=*/"false",
            "Reduce gradients only after the last micro-batch">,
+  ];
+}
+
+def FSDPShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
+  let summary = "Shard each unit's parameters into one flat parameter per rank";
+  let description = [{
+    Rewrites every `@<model>_train_step` (from fsdp-build-train-step) for
+    `world-size` ranks. Each FSDP unit's trainable parameters become one flat
+    parameter (definition order, uniform dtype), padded to a multiple of the
+    shard group size S and split into S equal contiguous chunks, as
+    FlatParameter does: rank r holds chunk r (trailing ranks may hold only
+    padding). The step then takes, per unit, the local shard
+    (`{fsdp.flat_param = "module.1", fsdp.params = [...], fsdp.offsets =
+    [...], fsdp.flat_numel = N}`) and the optimizer state of that shard
+    (`fsdp.flat_state`), instead of the original parameters.
+
+    Inside, each unit's shard is gathered (`fsdp.unshard` + `fsdp.wait`,
+    none when S = 1) and the original parameters are `fsdp.view`s of the
+    full flat parameter; the unit's gradients are `fsdp.flatten`ed and
+    reduced to the local shard (`fsdp.reduce_grads`, sum with FSDP1's
+    pre/post divide factors of the data-parallel world size); clipping sums
+    the local shards' squares and all-reduces them; the optimizer updates
+    shards only. This schedule is correct but naive (every unit gathered at
+    the start and kept): `fsdp-insert-collectives` places the collectives
+    as PyTorch does.
+
+    Strategies: `full-shard` (ZeRO-3, mesh <shard = W>), `shard-grad-op`
+    (ZeRO-2: the same mesh, parameters kept between forward and backward),
+    `no-shard` (DDP: <replicate = W, shard = 1>, gradients all-reduced),
+    `hybrid-shard` (<replicate = W/S, shard = S> with S =
+    `shard-group-size`). Frozen parameters stay whole and replicated.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect",
+                           "::mlir::nn::NNDialect"];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
+           "full-shard | shard-grad-op | no-shard | hybrid-shard">,
+    Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
+           "hybrid-shard: ranks per shard group (must divide world-size)">,
+  ];
+}
+
+def FSDPInsertCollectivesPass : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> {
+  let summary = "Place each unit's unshard, reshard and gradient reduction as PyTorch FSDP does";
+  let description = [{
+    On a sharded train step: each unit's all-gather moves to just before its
+    first use in the forward; for `full-shard` and `hybrid-shard` it is
+    freed (`fsdp.reshard`) after its last forward use and gathered again
+    before its first backward use — except the root, kept for the backward
+    as PyTorch does, unless `reshard-root-after-forward`, and except units
+    marked `unit<reshard_after_forward = false>`; `shard-grad-op` keeps every
+    unit from forward to backward. The gradient reduction of a unit moves to
+    just after its last gradient is computed, and the unit is freed after
+    its last use in the backward.
+  }];
+  let options = [
+    Option<"reshardRootAfterForward", "reshard-root-after-forward", "bool",
+           /*default=*/"false", "Free the root unit after the forward too">,
   ];
 }
 

@@ -1,0 +1,413 @@
+//===- Shard.cpp - flat parameters, sharded over the mesh ------------------===//
+
+#include "StepAttrs.h"
+
+#include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSHARDPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// One unit's flat parameter: its trainable parameters in definition order.
+struct FlatParam {
+  std::string unit;
+  SmallVector<ParamOp> params;
+  SmallVector<int64_t> offsets;
+  int64_t numel = 0;
+  int64_t padded = 0;
+  int64_t shard = 0;
+  Type elementType;
+
+  RankedTensorType fullType() const {
+    return RankedTensorType::get({padded}, elementType);
+  }
+  RankedTensorType shardType() const {
+    return RankedTensorType::get({shard}, elementType);
+  }
+};
+
+/// FSDP1's gradient divide factors for a data-parallel world of `n` ranks:
+/// the pre-divide factor is the power of two near √n, so that sums stay in
+/// range in low precision (torch.distributed.fsdp._init_utils).
+std::pair<double, double> divideFactors(int64_t n) {
+  int64_t factor = 1;
+  while (n % factor == 0 && n / factor > factor)
+    factor *= 2;
+  return {double(factor), double(n) / double(factor)};
+}
+
+/// The gradient an optimizer op applies, before clipping scaled it.
+Value unclippedGrad(Value grad) {
+  while (auto mul = grad.getDefiningOp<nn::MulOp>()) {
+    if (getPhase(mul) != kOptimizer)
+      break;
+    grad = mul.getLhs();
+  }
+  return grad;
+}
+
+class StepSharder {
+public:
+  StepSharder(ModelOp model, func::FuncOp step, MeshAttr mesh,
+              StringRef strategy)
+      : model(model), step(step), mesh(mesh), strategy(strategy),
+        builder(step) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult computeFlatParams();
+  Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
+
+  ModelOp model;
+  func::FuncOp step;
+  MeshAttr mesh;
+  StringRef strategy;
+  OpBuilder builder;
+  SmallVector<FlatParam> flats;
+  llvm::StringMap<ParamOp> trainable;
+};
+
+LogicalResult StepSharder::computeFlatParams() {
+  UnitOwnership ownership(model);
+  int64_t groupSize = mesh.getShard();
+  for (NNModuleOp unit : ownership.getUnits()) {
+    FlatParam flat{unit.getQualifiedName()};
+    for (ParamOp param : ownership.getParams(unit)) {
+      if (!param.getRequiresGrad())
+        continue;
+      Type element = param.getTensorType().getElementType();
+      if (flat.elementType && flat.elementType != element)
+        return unit.emitOpError("is an FSDP unit whose parameters mix ")
+               << flat.elementType << " and " << element
+               << "; a flat parameter has one dtype (wrap them separately)";
+      flat.elementType = element;
+      flat.params.push_back(param);
+      flat.offsets.push_back(flat.numel);
+      flat.numel += param.getTensorType().getNumElements();
+      trainable[qualifiedName(param)] = param;
+    }
+    if (flat.params.empty())
+      continue; // A unit without parameters does no collectives.
+    flat.shard = llvm::divideCeil(flat.numel, groupSize);
+    flat.padded = flat.shard * groupSize;
+    flats.push_back(std::move(flat));
+  }
+  return success();
+}
+
+Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
+                                 Location loc) {
+  auto clip = *step.getBody().getOps<ClipGradNormOp>().begin();
+  auto scalar = RankedTensorType::get({}, builder.getF32Type());
+  Value sumSq;
+  for (auto [flat, grad] : llvm::zip(flats, shardGrads)) {
+    Value g = grad;
+    if (!flat.elementType.isF32()) {
+      g = nn::CastOp::create(builder, loc,
+                             RankedTensorType::get({flat.shard},
+                                                   builder.getF32Type()),
+                             g);
+      tagOp(g.getDefiningOp(), flat.unit, kOptimizer);
+    }
+    Value sq = nn::MulOp::create(builder, loc, g, g);
+    Value partial = nn::ReduceSumOp::create(
+        builder, loc, sq, builder.getDenseI64ArrayAttr({0}), false);
+    tagOp(sq.getDefiningOp(), flat.unit, kOptimizer);
+    tagOp(partial.getDefiningOp(), flat.unit, kOptimizer);
+    if (sumSq) {
+      sumSq = nn::AddOp::create(builder, loc, sumSq, partial);
+      tagOp(sumSq.getDefiningOp(), "", kOptimizer);
+    } else {
+      sumSq = partial;
+    }
+  }
+  // The padding is zero, so the shards' squares add up to the full norm once
+  // summed over every rank of the mesh.
+  if (mesh.getWorldSize() > 1) {
+    Value vector = nn::ReshapeOp::create(
+        builder, loc, RankedTensorType::get({1}, builder.getF32Type()), sumSq);
+    Value total = AllReduceOp::create(
+        builder, loc, vector.getType(), vector, mesh,
+        MeshGroupAttr::get(builder.getContext(), MeshGroup::world),
+        TypeAttr::get(builder.getF32Type()),
+        ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
+        builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
+    sumSq = nn::ReshapeOp::create(builder, loc, scalar, total);
+    tagOp(vector.getDefiningOp(), "", kOptimizer);
+    tagOp(total.getDefiningOp(), "", kOptimizer);
+    tagOp(sumSq.getDefiningOp(), "", kOptimizer);
+  }
+  auto newClip = ClipGradNormOp::create(builder, loc, sumSq,
+                                        clip.getMaxNormAttr());
+  tagOp(newClip, "", kOptimizer);
+  for (auto [flat, grad] : llvm::zip(flats, shardGrads)) {
+    Value coefficient = newClip.getCoefficient();
+    if (!flat.elementType.isF32()) {
+      coefficient = nn::CastOp::create(
+          builder, loc, RankedTensorType::get({}, flat.elementType),
+          coefficient);
+      tagOp(coefficient.getDefiningOp(), flat.unit, kOptimizer);
+    }
+    grad = nn::MulOp::create(builder, loc, grad, coefficient);
+    tagOp(grad.getDefiningOp(), flat.unit, kOptimizer);
+  }
+  return newClip.getNorm();
+}
+
+LogicalResult StepSharder::run() {
+  if (step->hasAttr(kMeshAttr))
+    return step.emitOpError("is already sharded");
+  if (failed(computeFlatParams()))
+    return failure();
+  Location loc = step.getLoc();
+  MLIRContext *context = step.getContext();
+
+  // The optimizer ops of the unsharded step give the hyper-parameters and
+  // each parameter's gradient and state.
+  llvm::StringMap<Operation *> updates;
+  Operation *anyUpdate = nullptr;
+  for (Operation &op : step.getBody().front())
+    if (isa<SGDStepOp, AdamWStepOp>(op)) {
+      auto arg = cast<BlockArgument>(op.getOperand(0));
+      updates[step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamArg)
+                  .getValue()] = &op;
+      anyUpdate = &op;
+    }
+  bool clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
+  unsigned statesPerParam = anyUpdate ? anyUpdate->getNumResults() - 1 : 0;
+  SmallVector<std::string> stateNames;
+  for (unsigned a = 0; a < step.getNumArguments(); ++a)
+    if (auto name = step.getArgAttrOfType<StringAttr>(a, kStateArg))
+      if (stateNames.size() < statesPerParam)
+        stateNames.push_back(name.getValue().rsplit('.').second.str());
+
+  // New signature: frozen parameters, per unit the local shard and its
+  // optimizer state, then the step count, buffers and inputs unchanged.
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<int> keptArgs; // old argument index per new argument, or -1
+  for (unsigned a = 0; a < step.getNumArguments(); ++a) {
+    auto name = step.getArgAttrOfType<StringAttr>(a, kParamArg);
+    if (!name || trainable.count(name.getValue()))
+      continue;
+    argTypes.push_back(step.getArgument(a).getType());
+    argAttrs.push_back(step.getArgAttrDict(a));
+    keptArgs.push_back(a);
+  }
+  unsigned firstShard = argTypes.size();
+  for (const FlatParam &flat : flats) {
+    SmallVector<Attribute> names;
+    for (ParamOp p : flat.params)
+      names.push_back(builder.getStringAttr(qualifiedName(p)));
+    argTypes.push_back(flat.shardType());
+    argAttrs.push_back(builder.getDictionaryAttr({
+        builder.getNamedAttr(kFlatParamArg, builder.getStringAttr(flat.unit)),
+        builder.getNamedAttr("fsdp.params", builder.getArrayAttr(names)),
+        builder.getNamedAttr("fsdp.offsets",
+                             builder.getDenseI64ArrayAttr(flat.offsets)),
+        builder.getNamedAttr("fsdp.flat_numel",
+                             builder.getI64IntegerAttr(flat.numel))}));
+    keptArgs.push_back(-1);
+  }
+  unsigned firstState = argTypes.size();
+  for (const FlatParam &flat : flats)
+    for (const std::string &state : stateNames) {
+      argTypes.push_back(flat.shardType());
+      argAttrs.push_back(builder.getDictionaryAttr({
+          builder.getNamedAttr(kFlatParamArg, builder.getStringAttr(flat.unit)),
+          builder.getNamedAttr(kFlatStateArg, builder.getStringAttr(state))}));
+      keptArgs.push_back(-1);
+    }
+  for (unsigned a = 0; a < step.getNumArguments(); ++a) {
+    if (step.getArgAttr(a, kParamArg) || step.getArgAttr(a, kStateArg))
+      continue;
+    argTypes.push_back(step.getArgument(a).getType());
+    argAttrs.push_back(step.getArgAttrDict(a));
+    keptArgs.push_back(a);
+  }
+
+  builder.setInsertionPointAfter(step);
+  auto sharded = func::FuncOp::create(builder, loc, step.getName(),
+                                      builder.getFunctionType(argTypes, {}));
+  sharded.setAllArgAttrs(argAttrs);
+  sharded->setDiscardableAttrs(step->getDiscardableAttrDictionary());
+  sharded->setAttr(kMeshAttr, mesh);
+  sharded->setAttr(kStrategyAttr, builder.getStringAttr(strategy));
+  Block *body = sharded.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+
+  IRMapping mapping;
+  for (auto [newIndex, oldIndex] : llvm::enumerate(keptArgs))
+    if (oldIndex >= 0)
+      mapping.map(step.getArgument(oldIndex), body->getArgument(newIndex));
+
+  // Gather every unit at the start and view its parameters (the naive
+  // schedule fsdp-insert-collectives refines).
+  llvm::StringMap<unsigned> oldParamArg;
+  for (unsigned a = 0; a < step.getNumArguments(); ++a)
+    if (auto name = step.getArgAttrOfType<StringAttr>(a, kParamArg))
+      oldParamArg[name.getValue()] = a;
+  for (auto [i, flat] : llvm::enumerate(flats)) {
+    Value full = body->getArgument(firstShard + i);
+    if (mesh.getShard() > 1) {
+      auto unshard = UnshardOp::create(
+          builder, loc, TokenType::get(context, flat.fullType()), full,
+          builder.getStringAttr(flat.unit), mesh);
+      auto wait = WaitOp::create(builder, loc, unshard);
+      tagOp(unshard, flat.unit, kForward);
+      tagOp(wait, flat.unit, kForward);
+      full = wait;
+    }
+    for (auto [param, offset] : llvm::zip(flat.params, flat.offsets)) {
+      auto view = ViewOp::create(builder, loc, param.getTensorType(), full,
+                                 offset);
+      tagOp(view, flat.unit, kForward);
+      mapping.map(step.getArgument(oldParamArg[qualifiedName(param)]), view);
+    }
+  }
+
+  // The forward and backward, unchanged.
+  for (Operation &op : step.getBody().front())
+    if (getPhase(&op) != kOptimizer && !isa<func::ReturnOp>(op))
+      builder.clone(op, mapping);
+
+  // Each unit's gradient, flattened and reduced to the local shard.
+  auto [pre, post] = divideFactors(mesh.getWorldSize());
+  SmallVector<Value> shardGrads;
+  for (const FlatParam &flat : flats) {
+    SmallVector<Value> grads;
+    for (ParamOp param : flat.params) {
+      Operation *update = updates.lookup(qualifiedName(param));
+      grads.push_back(mapping.lookup(unclippedGrad(update->getOperand(1))));
+    }
+    auto flatGrad = FlattenOp::create(builder, loc, flat.fullType(), grads);
+    auto reduced = ReduceGradsOp::create(
+        builder, loc, flat.shardType(), flatGrad,
+        builder.getStringAttr(flat.unit), mesh,
+        ReduceKindAttr::get(context, ReduceKind::sum),
+        builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+    tagOp(flatGrad, flat.unit, kBackward);
+    tagOp(reduced, flat.unit, kBackward);
+    shardGrads.push_back(reduced);
+  }
+  Value gradNorm = clipping ? reduceAndClip(shardGrads, loc) : Value();
+
+  // The optimizer on local shards: the same update, elementwise.
+  Value stepCount;
+  for (unsigned a = 0; a < sharded.getNumArguments(); ++a)
+    if (sharded.getArgAttr(a, kStepCountArg))
+      stepCount = body->getArgument(a);
+  SmallVector<Value> newShards, newStates;
+  for (auto [i, flat] : llvm::enumerate(flats)) {
+    SmallVector<Value> operands = {body->getArgument(firstShard + i),
+                                   shardGrads[i]};
+    for (unsigned s = 0; s < stateNames.size(); ++s)
+      operands.push_back(
+          body->getArgument(firstState + i * stateNames.size() + s));
+    operands.push_back(stepCount);
+    SmallVector<Type> types(1 + stateNames.size(), flat.shardType());
+    OperationState state(loc, anyUpdate->getName(), operands, types,
+                         anyUpdate->getAttrs());
+    Operation *update = builder.create(state);
+    tagOp(update, flat.unit, kOptimizer);
+    newShards.push_back(update->getResult(0));
+    for (unsigned s = 0; s < stateNames.size(); ++s)
+      newStates.push_back(update->getResult(1 + s));
+  }
+  Value next = stepCount;
+  if (stepCount) {
+    Value one = arith::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(cast<RankedTensorType>(stepCount.getType()),
+                               builder.getI64IntegerAttr(1)));
+    next = arith::AddIOp::create(builder, loc, stepCount, one);
+    tagOp(one.getDefiningOp(), "", kOptimizer);
+    tagOp(next.getDefiningOp(), "", kOptimizer);
+  }
+
+  // Results: loss, [norm], shards, states, step count, buffers.
+  auto oldReturn = cast<func::ReturnOp>(step.getBody().front().back());
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  auto add = [&](Value v, DictionaryAttr attrs) {
+    results.push_back(v);
+    resultAttrs.push_back(attrs);
+  };
+  add(mapping.lookup(oldReturn.getOperand(0)), step.getResultAttrDict(0));
+  if (gradNorm)
+    add(gradNorm, builder.getDictionaryAttr(
+                      builder.getNamedAttr(kGradNormResult, builder.getUnitAttr())));
+  for (auto [i, flat] : llvm::enumerate(flats))
+    add(newShards[i], builder.getDictionaryAttr(builder.getNamedAttr(
+                          kFlatParamArg, builder.getStringAttr(flat.unit))));
+  for (auto [i, value] : llvm::enumerate(newStates))
+    add(value, argAttrs[firstState + i]);
+  if (next)
+    add(next, builder.getDictionaryAttr(
+                  builder.getNamedAttr(kStepCountArg, builder.getUnitAttr())));
+  for (unsigned r = 0; r < step.getNumResults(); ++r)
+    if (step.getResultAttr(r, kBufferArg))
+      add(mapping.lookup(oldReturn.getOperand(r)), step.getResultAttrDict(r));
+  func::ReturnOp::create(builder, loc, results);
+  sharded.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  sharded.setAllResultAttrs(resultAttrs);
+  step.erase();
+  return success();
+}
+
+struct ShardPass : public fsdp::impl::FSDPShardPassBase<ShardPass> {
+  using FSDPShardPassBase::FSDPShardPassBase;
+
+  FailureOr<MeshAttr> getMesh() {
+    Location loc = getOperation().getLoc();
+    auto bad = [&]() { return emitError(loc, "fsdp-shard: "); };
+    int64_t world = worldSize;
+    if (world < 1)
+      return bad() << "world-size must be >= 1, got " << world;
+    MLIRContext *context = &getContext();
+    if (strategy == "full-shard" || strategy == "shard-grad-op")
+      return MeshAttr::get(context, 0, world);
+    if (strategy == "no-shard")
+      return MeshAttr::get(context, world, 1);
+    if (strategy != "hybrid-shard")
+      return bad() << "unknown strategy '" << strategy
+                   << "'; expected full-shard, shard-grad-op, no-shard or "
+                      "hybrid-shard";
+    int64_t group = shardGroupSize;
+    if (group < 1 || world % group != 0)
+      return bad() << "hybrid-shard needs a shard-group-size that divides "
+                      "world-size "
+                   << world << ", got " << group;
+    return MeshAttr::get(context, world / group, group);
+  }
+
+  void runOnOperation() override {
+    FailureOr<MeshAttr> mesh = getMesh();
+    if (failed(mesh))
+      return signalPassFailure();
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      func::FuncOp step = getTrainStep(model);
+      if (!step) {
+        model.emitOpError("has no train step to shard; run "
+                          "fsdp-build-train-step first");
+        return signalPassFailure();
+      }
+      if (failed(StepSharder(model, step, *mesh, strategy).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

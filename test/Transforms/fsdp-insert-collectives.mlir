@@ -1,0 +1,76 @@
+// PyTorch FSDP's collective schedule for NestedWrappedModule wrapped as in
+// its test (4 units: root 76, module.1 272, module.1.0 80, module.2 68) at
+// world size 4: exact counts per strategy, and placement.
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=full-shard" --fsdp-insert-collectives > %t.full
+// RUN: FileCheck %s --check-prefix=FULL-AG < %t.full
+// RUN: FileCheck %s --check-prefix=FULL-RS < %t.full
+// RUN: FileCheck %s --check-prefix=PLACE < %t.full
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=shard-grad-op" --fsdp-insert-collectives | FileCheck %s --check-prefix=ZERO2
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" --fsdp-insert-collectives | FileCheck %s --check-prefix=DDP
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=HSDP
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives="reshard-root-after-forward=true" | FileCheck %s --check-prefix=ROOT
+// RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = false> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=KEEP
+
+// Full shard: 4 all-gathers in the forward, 3 in the backward (the root is
+// kept), 4 gradient reductions.
+// FULL-AG-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "forward"
+// FULL-AG-NOT: fsdp.unshard {{.*}}fsdp.phase = "forward"
+// FULL-AG-COUNT-3: fsdp.unshard {{.*}}fsdp.phase = "backward"
+// FULL-AG-NOT: fsdp.unshard
+// FULL-RS-COUNT-4: fsdp.reduce_grads {{.*}} mesh<shard = 4>
+// FULL-RS-NOT: fsdp.reduce_grads
+// FULL-RS-NOT: fsdp.all_reduce
+
+// Placement: each gather just before its unit's first use, a free after its
+// last forward use, a second gather before its first backward use, the
+// reduction right after its last gradient, the free after its last use.
+// PLACE: %[[T0:.*]] = fsdp.unshard %arg0 unit ""
+// PLACE: %[[F0:.*]] = fsdp.wait %[[T0]]
+// PLACE: nn.linear %arg5
+// PLACE: %[[T1:.*]] = fsdp.unshard %arg2 unit "module.1.0"
+// PLACE: %[[F1:.*]] = fsdp.wait %[[T1]]
+// PLACE: nn.linear
+// PLACE-NEXT: fsdp.reshard %[[F1]] unit "module.1.0" {fsdp.phase = "forward"
+// PLACE-NEXT: fsdp.unshard %arg1 unit "module.1"
+// PLACE: nn.linear
+// PLACE-NEXT: fsdp.reshard %{{.*}} unit "module.1" {fsdp.phase = "forward"
+// PLACE: fsdp.unshard %arg3 unit "module.2"
+// PLACE: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "forward"
+// PLACE: nn.reduce_sum {{.*}}fsdp.phase = "forward"
+// PLACE: %[[B2:.*]] = fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = "backward"
+// PLACE: %[[R2:.*]] = fsdp.reduce_grads %{{.*}} unit "module.2"
+// PLACE: fsdp.unshard %arg1 unit "module.1" {{.*}}fsdp.phase = "backward"
+// PLACE: fsdp.reduce_grads %{{.*}} unit "module.1"
+// PLACE: fsdp.unshard %arg2 unit "module.1.0" {{.*}}fsdp.phase = "backward"
+// PLACE: fsdp.reduce_grads %{{.*}} unit "module.1.0"
+// PLACE: fsdp.reduce_grads %{{.*}} unit ""
+// PLACE: fsdp.sgd_step %arg3, %[[R2]]
+
+// Shard-grad-op (ZeRO-2): parameters stay gathered from forward to
+// backward: no backward all-gathers; freed after the backward.
+// ZERO2-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "forward"
+// ZERO2-NOT: fsdp.unshard
+// ZERO2: fsdp.reshard {{.*}}fsdp.phase = "backward"
+
+// No-shard (DDP): no all-gathers; 4 all-reduces of whole gradients.
+// DDP-NOT: fsdp.unshard
+// DDP-COUNT-4: fsdp.reduce_grads {{.*}} mesh<replicate = 4, shard = 1> {{.*}} : tensor<[[N:[0-9]+]]xf32> -> tensor<[[N]]xf32>
+// DDP-NOT: fsdp.reduce_grads
+
+// Hybrid 2 x 2: as full shard within a shard group; each reduction is a
+// reduce-scatter in the group plus an all-reduce across the 2 replicas.
+// HSDP-COUNT-4: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = "forward"
+// HSDP-COUNT-3: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = "backward"
+// HSDP-NOT: fsdp.unshard
+
+// reshard-root-after-forward: the root is gathered again for the backward.
+// ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "forward"
+// ROOT: fsdp.reshard %{{.*}} unit "" {fsdp.phase = "forward"
+// ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "backward"
+
+// unit<reshard_after_forward = false> on module.2 keeps it for the backward.
+// KEEP-NOT: fsdp.unshard %arg3 {{.*}}fsdp.phase = "backward"
+// KEEP: fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = "forward"
+// KEEP-NOT: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "forward"
+// KEEP-NOT: fsdp.unshard %arg3
+// KEEP: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "backward"
