@@ -81,7 +81,7 @@ PIPELINES = [
     ["--fsdp-auto-wrap=policy=size min-params=40", "--fsdp-build-train-step=momentum=0.9 grad-accum-steps=2"],
     ["--fsdp-auto-wrap=policy=module-kind kinds=Linear,Block", "--fsdp-build-train-step"],
     ["--fsdp-build-train-step=optimizer=adamw clip-grad-norm=1.0", "--fsdp-shard=world-size=4",
-     "--fsdp-insert-collectives"],
+     "--fsdp-insert-collectives", "--fsdp-prefetch=forward-prefetch=true backward-prefetch=post"],
     ["--fsdp-auto-wrap=policy=always", "--fsdp-build-train-step",
      "--fsdp-shard=world-size=4 strategy=hybrid-shard shard-group-size=2", "--fsdp-insert-collectives"],
 ]

@@ -83,7 +83,8 @@ LogicalResult StepSharder::computeFlatParams() {
   UnitOwnership ownership(model);
   int64_t groupSize = mesh.getShard();
   for (NNModuleOp unit : ownership.getUnits()) {
-    FlatParam flat{unit.getQualifiedName()};
+    FlatParam flat;
+    flat.unit = unit.getQualifiedName();
     for (ParamOp param : ownership.getParams(unit)) {
       if (!param.getRequiresGrad())
         continue;

@@ -214,4 +214,38 @@ def FSDPInsertCollectivesPass : Pass<"fsdp-insert-collectives", "::mlir::ModuleO
   ];
 }
 
+def FSDPPrefetchPass : Pass<"fsdp-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Issue all-gathers early so that they overlap compute";
+  let description = [{
+    Moves asynchronous `fsdp.unshard`s earlier in a scheduled train step
+    (after `fsdp-insert-collectives`); each `fsdp.wait` stays just before
+    the first use, so the distance between the two is the overlap:
+
+    - `forward-prefetch`: the next unit's forward all-gather is issued right
+      after the current unit's gather completes, before its compute
+      (FSDP1's forward_prefetch).
+    - `backward-prefetch=pre`: the next unit's (in backward order) all-gather
+      is issued before the current unit's gradient computation
+      (BACKWARD_PRE); `post`: after the current unit's gradient computation
+      and before its gradient reduction (BACKWARD_POST); `none`: no backward
+      prefetch.
+    - `limit-all-gathers` (default 2, 0 = unlimited): an all-gather is never
+      issued while that many gathered units are waiting to be freed, as
+      FSDP1's rate limiter does; units kept across phases (the root, and
+      every unit under shard-grad-op) do not count. A prefetch that would
+      exceed the limit is issued at the first point where it does not.
+
+    The schedule stays one straight-line sequence, so every rank issues the
+    same collectives in the same order.
+  }];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"false",
+           "Prefetch the next unit's all-gather in the forward">,
+    Option<"backwardPrefetch", "backward-prefetch", "std::string",
+           /*default=*/"\"pre\"", "none | pre | post (PyTorch's default: pre)">,
+    Option<"limitAllGathers", "limit-all-gathers", "int64_t", /*default=*/"2",
+           "Gathered units awaiting their free before issuing another (0: no limit)">,
+  ];
+}
+
 #endif // FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_TD

@@ -1,0 +1,131 @@
+//===- Prefetch.cpp - issue all-gathers early ------------------------------===//
+
+#include "StepAttrs.h"
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPPREFETCHPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// A gather of one unit: issue, completion and free.
+struct Gather {
+  UnshardOp unshard;
+  WaitOp wait;
+  ReshardOp reshard;
+
+  /// Whether the gather is freed in the phase that gathered it; those are
+  /// the gathers the rate limiter counts.
+  bool freedInPhase() const {
+    return reshard && getPhase(reshard) == getPhase(unshard);
+  }
+};
+
+class Prefetcher {
+public:
+  Prefetcher(Block &body, int64_t limit) : limit(limit) {
+    for (auto unshard : body.getOps<UnshardOp>()) {
+      Gather gather{unshard, cast<WaitOp>(*unshard->getUsers().begin()), {}};
+      for (Operation *user : gather.wait->getUsers())
+        if (auto reshard = dyn_cast<ReshardOp>(user))
+          gather.reshard = reshard;
+      (getPhase(unshard) == kForward ? forward : backward).push_back(gather);
+    }
+  }
+
+  /// Issues each gather of `order` (but the first) at the point `target`
+  /// gives for its predecessor.
+  void prefetch(ArrayRef<Gather> order,
+                function_ref<Operation *(Gather)> target) {
+    for (size_t i = 1; i < order.size(); ++i)
+      if (Operation *point = target(order[i - 1]))
+        issueAt(order[i], point);
+  }
+
+  SmallVector<Gather> forward, backward;
+
+private:
+  /// Gathers issued before `point` whose free is not yet done there (it is at
+  /// or after `point`), among those that count.
+  int64_t pendingFrees(Operation *point) const {
+    int64_t count = 0;
+    for (const SmallVector<Gather> &phase : {forward, backward})
+      for (const Gather &g : phase)
+        if (g.freedInPhase() && g.unshard->isBeforeInBlock(point) &&
+            !g.reshard->isBeforeInBlock(point))
+          ++count;
+    return count;
+  }
+
+  /// Moves `gather`'s issue up to `point`, or to the first later point the
+  /// rate limit allows; never past its own wait.
+  void issueAt(const Gather &gather, Operation *point) {
+    if (!point->isBeforeInBlock(gather.unshard))
+      return;
+    while (point != gather.unshard && limit > 0 &&
+           pendingFrees(point) >= limit)
+      point = point->getNextNode();
+    gather.unshard->moveBefore(point);
+  }
+
+  int64_t limit;
+};
+
+/// The op before which `unit`'s gradient reduction starts (its flatten).
+Operation *reductionOf(Block &body, StringRef unit) {
+  for (auto reduce : body.getOps<ReduceGradsOp>())
+    if (reduce.getUnit() == unit)
+      return reduce.getGrad().getDefiningOp();
+  return nullptr;
+}
+
+struct PrefetchPass : public fsdp::impl::FSDPPrefetchPassBase<PrefetchPass> {
+  using FSDPPrefetchPassBase::FSDPPrefetchPassBase;
+
+  void runOnOperation() override {
+    if (backwardPrefetch != "none" && backwardPrefetch != "pre" &&
+        backwardPrefetch != "post") {
+      emitError(getOperation().getLoc(),
+                "fsdp-prefetch: backward-prefetch must be none, pre or post, "
+                "got '")
+          << backwardPrefetch << "'";
+      return signalPassFailure();
+    }
+    if (limitAllGathers < 0) {
+      emitError(getOperation().getLoc(),
+                "fsdp-prefetch: limit-all-gathers must be >= 0, got ")
+          << static_cast<int64_t>(limitAllGathers);
+      return signalPassFailure();
+    }
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      func::FuncOp step = getTrainStep(model);
+      if (!step || !step->hasAttr(kStrategyAttr)) {
+        model.emitOpError("has no sharded train step; run fsdp-shard and "
+                          "fsdp-insert-collectives first");
+        return signalPassFailure();
+      }
+      Block &body = step.getBody().front();
+      Prefetcher prefetcher(body, limitAllGathers);
+      if (forwardPrefetch)
+        prefetcher.prefetch(prefetcher.forward, [](Gather current) {
+          return current.wait->getNextNode();
+        });
+      if (backwardPrefetch == "pre")
+        prefetcher.prefetch(prefetcher.backward, [](Gather current) {
+          return current.wait->getNextNode();
+        });
+      else if (backwardPrefetch == "post")
+        prefetcher.prefetch(prefetcher.backward, [&](Gather current) {
+          return reductionOf(body, current.unshard.getUnit());
+        });
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,56 @@
+// Prefetch placement on NestedWrappedModule (full shard, 4 ranks); forward
+// order root, module.1.0, module.1, module.2; backward order module.2,
+// module.1, module.1.0 (the root is kept).
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=false backward-prefetch=none" | FileCheck %s --check-prefix=NONE
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=true backward-prefetch=none" | FileCheck %s --check-prefix=FWD
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=true limit-all-gathers=1" | FileCheck %s --check-prefix=LIMIT1
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch | FileCheck %s --check-prefix=PRE
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="backward-prefetch=post" | FileCheck %s --check-prefix=POST
+// RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-prefetch="backward-prefetch=early" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADMODE
+// RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-prefetch="limit-all-gathers=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADLIMIT
+// RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-prefetch -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
+
+// Without prefetch every gather is issued right before its wait.
+// NONE: %[[T:.*]] = fsdp.unshard %arg2 unit "module.1.0"
+// NONE-NEXT: fsdp.wait %[[T]]
+// NONE: %[[B:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}"backward"
+// NONE-NEXT: fsdp.wait %[[B]]
+
+// Forward prefetch: each next unit's gather is issued right after the
+// current unit's gather completes, before the current unit's compute.
+// FWD: %[[W0:.*]] = fsdp.wait %{{.*}} {fsdp.phase = "forward", fsdp.unit = ""}
+// FWD-NEXT: %[[T1:.*]] = fsdp.unshard %arg2 unit "module.1.0"
+// FWD: nn.linear %arg5
+// FWD: %[[W1:.*]] = fsdp.wait %[[T1]]
+// FWD-NEXT: %[[T2:.*]] = fsdp.unshard %arg1 unit "module.1"
+// FWD: nn.linear {{.*}}fsdp.unit = "module.1.0"
+// FWD: fsdp.reshard %[[W1]]
+// FWD-NEXT: %[[W2:.*]] = fsdp.wait %[[T2]]
+// FWD-NEXT: %[[T3:.*]] = fsdp.unshard %arg3 unit "module.2"
+
+// With limit-all-gathers=1, module.1's gather waits for module.1.0's free
+// (the kept root does not count).
+// LIMIT1: %[[T1:.*]] = fsdp.unshard %arg2 unit "module.1.0"
+// LIMIT1: %[[W1:.*]] = fsdp.wait %[[T1]]
+// LIMIT1: nn.linear
+// LIMIT1-NEXT: fsdp.reshard %[[W1]]
+// LIMIT1-NEXT: fsdp.unshard %arg1 unit "module.1"
+
+// Backward pre (PyTorch's default): the next unit's gather before the
+// current unit's gradient computation.
+// PRE: %[[W2:.*]] = fsdp.wait %{{.*}} {fsdp.phase = "backward", fsdp.unit = "module.2"}
+// PRE-NEXT: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}"backward"
+// PRE: fsdp.reduce_grads {{.*}} unit "module.2"
+// PRE: fsdp.wait %[[T1]]
+// PRE-NEXT: fsdp.unshard %arg2 unit "module.1.0" {{.*}}"backward"
+
+// Backward post: after the current unit's gradients, before their reduction.
+// POST: fsdp.wait %{{.*}} {fsdp.phase = "backward", fsdp.unit = "module.2"}
+// POST-NOT: fsdp.unshard
+// POST: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}"backward"
+// POST-NEXT: fsdp.flatten {{.*}}fsdp.unit = "module.2"
+// POST-NEXT: fsdp.reduce_grads {{.*}} unit "module.2"
+
+// BADMODE: error: fsdp-prefetch: backward-prefetch must be none, pre or post, got 'early'
+// BADLIMIT: error: fsdp-prefetch: limit-all-gathers must be >= 0, got -1
+// UNSHARDED: error: 'fsdp.model' op has no sharded train step; run fsdp-shard and fsdp-insert-collectives first
