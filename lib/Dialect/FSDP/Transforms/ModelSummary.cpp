@@ -51,8 +51,11 @@ struct ModuleRow {
 size_t collectRows(NNModuleOp module, const UnitOwnership &ownership,
                    std::vector<ModuleRow> &rows) {
   size_t index = rows.size();
-  rows.push_back({module.isRoot() ? "(root)" : module.getQualifiedName(),
-                  module.getKind().str(), ownership.isUnit(module)});
+  ModuleRow self;
+  self.name = module.isRoot() ? "(root)" : module.getQualifiedName();
+  self.kind = module.getKind().str();
+  self.unit = ownership.isUnit(module);
+  rows.push_back(std::move(self));
   for (ParamOp param : ownership.getParams(module))
     rows[index].flatParams.add(param.getTensorType());
   Size own, trainable, buffers;

@@ -248,4 +248,35 @@ def FSDPPrefetchPass : Pass<"fsdp-prefetch", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
+  let summary = "Print the per-rank peak memory and every collective of a step";
+  let description = [{
+    For each scheduled train step, prints without changing the IR:
+
+    - the peak memory of a rank, from a liveness walk of the step in
+      program order, and what is live at the peak: sharded parameters,
+      optimizer state, gradients, unsharded parameters (from `fsdp.unshard`
+      to `fsdp.reshard`), activations saved for the backward (forward
+      values used by the backward), transient values, and inputs and
+      buffers. Views and reshapes alias their source; optimizer updates are
+      in place. Every rank runs the same program on equal-sized shards, so
+      the estimate holds for each rank;
+    - every collective in issue order: kind, unit, phase, dtype, elements,
+      bytes and the stream it runs on (`all-gather`, `reduce-scatter`,
+      `all-reduce`), with counts per kind and phase. A reduce_grads is a
+      reduce-scatter in the shard group (when it has more than one rank)
+      and an all-reduce across replicas (when there are several).
+
+    It also checks that the schedule is one straight-line sequence (no
+    collective inside a region), so that every rank issues the same
+    collectives in the same order.
+  }];
+  let options = [
+    Option<"json", "json", "bool", /*default=*/"false",
+           "Print JSON instead of text">,
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "File to write the report to ('-' for stdout)">,
+  ];
+}
+
 #endif // FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_TD
