@@ -7,6 +7,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
 #include "fsdp/Dialect/NN/IR/NNDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -55,6 +56,7 @@ int main(int argc, char **argv) {
   registerInlinerPass();
   registerSymbolDCEPass();
   fsdp::registerFSDPPasses();
+  fsdp::registerFSDPPipelines();
 
   // MlirOptMain(argc, argv, ...) reads the input itself; this is its body
   // with the input screened before parsing.

@@ -1,0 +1,75 @@
+//===- Pipelines.h - the named fsdp pipeline ---------------------*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
+#define FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::fsdp {
+
+/// Options of `fsdp-pipeline`, spelled like PyTorch FSDP's arguments.
+struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("Number of ranks"),
+                            llvm::cl::init(1)};
+  Option<std::string> shardingStrategy{
+      *this, "sharding-strategy",
+      llvm::cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard"),
+      llvm::cl::init("full-shard")};
+  Option<int64_t> shardGroupSize{
+      *this, "shard-group-size",
+      llvm::cl::desc("hybrid-shard: ranks per shard group"), llvm::cl::init(0)};
+  Option<std::string> autoWrapPolicy{
+      *this, "auto-wrap-policy",
+      llvm::cl::desc("size | module-kind | always | none"),
+      llvm::cl::init("none")};
+  Option<int64_t> minParams{*this, "min-params",
+                            llvm::cl::desc("size policy threshold"),
+                            llvm::cl::init(100000000)};
+  ListOption<std::string> wrapKinds{
+      *this, "wrap-kinds", llvm::cl::desc("module-kind policy: kinds to wrap")};
+  Option<bool> forwardPrefetch{*this, "forward-prefetch",
+                               llvm::cl::desc("Prefetch in the forward"),
+                               llvm::cl::init(false)};
+  Option<std::string> backwardPrefetch{
+      *this, "backward-prefetch", llvm::cl::desc("none | pre | post"),
+      llvm::cl::init("pre")};
+  Option<int64_t> limitAllGathers{
+      *this, "limit-all-gathers",
+      llvm::cl::desc("Gathered units awaiting their free (0: no limit)"),
+      llvm::cl::init(2)};
+  Option<bool> reshardRootAfterForward{
+      *this, "reshard-root-after-forward",
+      llvm::cl::desc("Free the root unit after the forward too"),
+      llvm::cl::init(false)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("sgd | adamw"),
+                                llvm::cl::init("sgd")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(1e-3)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.0)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (default: the optimizer's)"),
+      llvm::cl::init(-1.0)};
+  Option<double> clipGradNorm{*this, "clip-grad-norm",
+                              llvm::cl::desc("Global norm clip (0: off)"),
+                              llvm::cl::init(0.0)};
+  Option<int64_t> gradAccumSteps{*this, "grad-accum-steps",
+                                 llvm::cl::desc("Micro-batches per step"),
+                                 llvm::cl::init(1)};
+  Option<bool> report{*this, "report",
+                      llvm::cl::desc("Print the pre-launch report at the end"),
+                      llvm::cl::init(false)};
+};
+
+/// auto-wrap, train step, shard, collectives, prefetch (and the report).
+void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
+
+/// Registers `fsdp-pipeline`.
+void registerFSDPPipelines();
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H

@@ -1,0 +1,54 @@
+//===- Pipelines.cpp - the named fsdp pipeline -----------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+void fsdp::buildFSDPPipeline(OpPassManager &pm,
+                             const FSDPPipelineOptions &options) {
+  FSDPAutoWrapPassOptions wrap;
+  wrap.policy = options.autoWrapPolicy;
+  wrap.minParams = options.minParams;
+  wrap.kinds.assign(options.wrapKinds.begin(), options.wrapKinds.end());
+  pm.addPass(createFSDPAutoWrapPass(wrap));
+
+  FSDPBuildTrainStepPassOptions step;
+  step.optimizer = options.optimizer;
+  step.lr = options.lr;
+  step.momentum = options.momentum;
+  step.weightDecay = options.weightDecay;
+  step.clipGradNorm = options.clipGradNorm;
+  step.gradAccumSteps = options.gradAccumSteps;
+  pm.addPass(createFSDPBuildTrainStepPass(step));
+
+  FSDPShardPassOptions shard;
+  shard.worldSize = options.worldSize;
+  shard.strategy = options.shardingStrategy;
+  shard.shardGroupSize = options.shardGroupSize;
+  pm.addPass(createFSDPShardPass(shard));
+
+  FSDPInsertCollectivesPassOptions collectives;
+  collectives.reshardRootAfterForward = options.reshardRootAfterForward;
+  pm.addPass(createFSDPInsertCollectivesPass(collectives));
+
+  FSDPPrefetchPassOptions prefetch;
+  prefetch.forwardPrefetch = options.forwardPrefetch;
+  prefetch.backwardPrefetch = options.backwardPrefetch;
+  prefetch.limitAllGathers = options.limitAllGathers;
+  pm.addPass(createFSDPPrefetchPass(prefetch));
+
+  if (options.report)
+    pm.addPass(createFSDPReportPass());
+}
+
+void fsdp::registerFSDPPipelines() {
+  PassPipelineRegistration<FSDPPipelineOptions>(
+      "fsdp-pipeline",
+      "Model to scheduled FSDP train step: auto-wrap, train step, shard, "
+      "collectives, prefetch (options spelled like PyTorch FSDP's)",
+      buildFSDPPipeline);
+}
