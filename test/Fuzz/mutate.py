@@ -84,6 +84,8 @@ PIPELINES = [
      "--fsdp-insert-collectives", "--fsdp-prefetch=forward-prefetch=true backward-prefetch=post"],
     ["--fsdp-auto-wrap=policy=always", "--fsdp-build-train-step",
      "--fsdp-shard=world-size=4 strategy=hybrid-shard shard-group-size=2", "--fsdp-insert-collectives"],
+    ["--fsdp-mixed-precision=param-dtype=bf16 buffer-dtype=f16",
+     "--fsdp-pipeline=world-size=4 auto-wrap-policy=size min-params=40 report=true"],
 ]
 
 

@@ -22,6 +22,26 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// Recomputes an inlined op's result types from its (possibly recast)
+/// operands: under mixed precision the forward runs in the param dtype.
+LogicalResult retype(Operation *op) {
+  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(
+            op->getContext(), op->getLoc(), op->getOperands(),
+            op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+            op->getRegions(), types)))
+      return failure();
+    for (auto [result, type] : llvm::zip(op->getResults(), types))
+      result.setType(type);
+  } else if (isa<nn::ReshapeOp, nn::BroadcastOp>(op)) {
+    auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    op->getResult(0).setType(out.clone(in.getElementType()));
+  }
+  return success();
+}
+
 /// The optimizer configuration, validated once.
 struct OptimizerConfig {
   bool adamw = false;
@@ -56,6 +76,8 @@ private:
                                               ValueRange args);
   /// Tags an op of the step with its unit and phase.
   void tag(Operation *op, StringRef unit, StringRef phase);
+  /// `value` cast to `element` (tagged), or `value` when it has that type.
+  Value castTo(Value value, Type element, StringRef unit);
   Value applyOptimizer(ParamOp param, Value value, Value grad,
                        ValueRange state, Value step,
                        SmallVectorImpl<Value> &newState);
@@ -73,6 +95,9 @@ private:
   llvm::MapVector<ParamOp, Value> paramValues;
   llvm::MapVector<BufferOp, Value> bufferValues;
   SmallVector<Operation *> trace;
+  /// Mixed precision: the parameter casts every micro-batch differentiates
+  /// through.
+  SmallVector<Operation *> entryCasts;
 };
 
 void TrainStepBuilder::tag(Operation *op, StringRef unit, StringRef phase) {
@@ -118,9 +143,22 @@ TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
       Operation *clone = builder.clone(op, mapping);
       tag(clone, unit, kForward);
       trace.push_back(clone);
+      if (failed(retype(clone)))
+        return failure();
     }
   }
   return forward.emitOpError("has no fsdp.return");
+}
+
+Value TrainStepBuilder::castTo(Value value, Type element, StringRef unit) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (!element || type.getElementType() == element ||
+      !isa<FloatType>(type.getElementType()))
+    return value;
+  auto cast = nn::CastOp::create(builder, value.getLoc(),
+                                 type.clone(element), value);
+  tag(cast, unit, kForward);
+  return cast;
 }
 
 Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
@@ -230,9 +268,23 @@ LogicalResult TrainStepBuilder::build() {
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
 
+  // Mixed precision: compute in the param dtype, from casts of the f32
+  // parameters that autodiff differentiates through (their VJP casts the
+  // gradient back).
+  Type paramDtype = getPolicyDtype(model, kParamDtypeKey);
+  Type bufferDtype = getPolicyDtype(model, kBufferDtypeKey);
+  if (auto policy = model->getAttr(kMixedPrecisionAttr))
+    func->setAttr(kMixedPrecisionAttr, policy);
   unsigned argIndex = 0;
-  for (ParamOp p : params)
-    paramValues[p] = body->getArgument(argIndex++);
+  SmallVector<Value> paramArgs;
+  for (ParamOp p : params) {
+    Value arg = body->getArgument(argIndex++);
+    paramArgs.push_back(arg);
+    paramValues[p] = castTo(arg, paramDtype,
+                            ownership.getOwner(p).getQualifiedName());
+    if (paramValues[p] != arg)
+      entryCasts.push_back(paramValues[p].getDefiningOp());
+  }
   SmallVector<SmallVector<Value>> state;
   for (size_t i = 0; i < trainable.size(); ++i) {
     state.emplace_back();
@@ -241,19 +293,22 @@ LogicalResult TrainStepBuilder::build() {
   }
   Value step = body->getArgument(argIndex++);
   for (BufferOp b : buffers)
-    bufferValues[b] = body->getArgument(argIndex++);
+    bufferValues[b] = castTo(body->getArgument(argIndex++), bufferDtype, "");
 
   // Forward and backward of every micro-batch; gradients summed.
   SmallVector<Value> trainableValues;
-  for (ParamOp p : trainable)
-    trainableValues.push_back(paramValues[p]);
+  for (auto [p, arg] : llvm::zip(params, paramArgs))
+    if (p.getRequiresGrad())
+      trainableValues.push_back(arg);
   llvm::DenseMap<Value, Value> gradSums;
   Value lossSum;
   std::string rootUnit = "";
   for (microBatch = 0; microBatch < microBatches; ++microBatch) {
-    trace.clear();
-    ValueRange inputs = body->getArguments().slice(
-        firstInput + microBatch * inputTypes.size(), inputTypes.size());
+    trace.assign(entryCasts.begin(), entryCasts.end());
+    SmallVector<Value> inputs;
+    for (Value input : body->getArguments().slice(
+             firstInput + microBatch * inputTypes.size(), inputTypes.size()))
+      inputs.push_back(castTo(input, paramDtype, rootUnit));
     FailureOr<SmallVector<Value>> outputs = inlineForward(root, inputs);
     if (failed(outputs))
       return failure();
@@ -302,6 +357,10 @@ LogicalResult TrainStepBuilder::build() {
                                    builder.getF64FloatAttr(1.0 / microBatches));
     tag(meanLoss.getDefiningOp(), rootUnit, kForward);
   }
+  // The loss is reported in the dtype the model declares.
+  meanLoss = castTo(meanLoss,
+                    getElementTypeOrSelf(rootForward.getFunctionType().getResult(0)),
+                    rootUnit);
 
   // A parameter the loss does not depend on gets a zero gradient: it is part
   // of its unit's flat gradient, as in FSDP.
@@ -403,7 +462,8 @@ LogicalResult TrainStepBuilder::build() {
         builder.getNamedAttr(kStepCountArg, builder.getUnitAttr())));
   }
   for (auto [b, value] : bufferValues) {
-    results.push_back(value);
+    results.push_back(castTo(
+        value, cast<RankedTensorType>(b.getType()).getElementType(), ""));
     resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
         kBufferArg, builder.getStringAttr(qualifiedName(b)))));
   }

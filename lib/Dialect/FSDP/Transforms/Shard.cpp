@@ -7,6 +7,7 @@
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::fsdp {
@@ -260,47 +261,104 @@ LogicalResult StepSharder::run() {
   for (unsigned a = 0; a < step.getNumArguments(); ++a)
     if (auto name = step.getArgAttrOfType<StringAttr>(a, kParamArg))
       oldParamArg[name.getValue()] = a;
+  // Mixed precision: a unit whose parameters are only read through casts to
+  // the param dtype is cast as a shard and gathered in that dtype (half the
+  // bytes for bf16); the casts' results become the views.
+  Type paramDtype = getPolicyDtype(step, kParamDtypeKey);
+  llvm::SmallPtrSet<Operation *, 16> replaced;
   for (auto [i, flat] : llvm::enumerate(flats)) {
+    Type gatherType = flat.elementType;
+    SmallVector<SmallVector<nn::CastOp>> casts;
+    bool castOnly = paramDtype && paramDtype != flat.elementType;
+    for (ParamOp param : flat.params) {
+      casts.emplace_back();
+      for (Operation *user :
+           step.getArgument(oldParamArg[qualifiedName(param)]).getUsers()) {
+        if (getPhase(user) == kOptimizer)
+          continue; // The update is rebuilt on the f32 shard.
+        auto cast = dyn_cast<nn::CastOp>(user);
+        if (cast && cast.getType().getElementType() == paramDtype)
+          casts.back().push_back(cast);
+        else
+          castOnly = false;
+      }
+    }
     Value full = body->getArgument(firstShard + i);
+    if (castOnly) {
+      gatherType = paramDtype;
+      full = nn::CastOp::create(builder, loc, flat.shardType().clone(gatherType),
+                                full);
+      tagOp(full.getDefiningOp(), flat.unit, kForward);
+    }
     if (mesh.getShard() > 1) {
       auto unshard = UnshardOp::create(
-          builder, loc, TokenType::get(context, flat.fullType()), full,
+          builder, loc,
+          TokenType::get(context, flat.fullType().clone(gatherType)), full,
           builder.getStringAttr(flat.unit), mesh);
       auto wait = WaitOp::create(builder, loc, unshard);
       tagOp(unshard, flat.unit, kForward);
       tagOp(wait, flat.unit, kForward);
       full = wait;
     }
-    for (auto [param, offset] : llvm::zip(flat.params, flat.offsets)) {
-      auto view = ViewOp::create(builder, loc, param.getTensorType(), full,
-                                 offset);
+    for (auto [param, offset, paramCasts] :
+         llvm::zip(flat.params, flat.offsets, casts)) {
+      auto view = ViewOp::create(
+          builder, loc, param.getTensorType().clone(gatherType), full, offset);
       tagOp(view, flat.unit, kForward);
-      mapping.map(step.getArgument(oldParamArg[qualifiedName(param)]), view);
+      if (!castOnly) {
+        mapping.map(step.getArgument(oldParamArg[qualifiedName(param)]), view);
+        continue;
+      }
+      for (nn::CastOp cast : paramCasts) {
+        mapping.map(cast.getResult(), view);
+        replaced.insert(cast);
+      }
     }
   }
 
   // The forward and backward, unchanged.
   for (Operation &op : step.getBody().front())
-    if (getPhase(&op) != kOptimizer && !isa<func::ReturnOp>(op))
+    if (getPhase(&op) != kOptimizer && !isa<func::ReturnOp>(op) &&
+        !replaced.contains(&op))
       builder.clone(op, mapping);
 
-  // Each unit's gradient, flattened and reduced to the local shard.
+  // Each unit's gradient, flattened and reduced to the local shard in the
+  // reduce dtype, then in the parameter's dtype for the optimizer.
   auto [pre, post] = divideFactors(mesh.getWorldSize());
+  Type reduceDtype = getPolicyDtype(step, kReduceDtypeKey);
   SmallVector<Value> shardGrads;
   for (const FlatParam &flat : flats) {
+    Type reduceType = reduceDtype ? reduceDtype : flat.elementType;
     SmallVector<Value> grads;
     for (ParamOp param : flat.params) {
       Operation *update = updates.lookup(qualifiedName(param));
-      grads.push_back(mapping.lookup(unclippedGrad(update->getOperand(1))));
+      Value grad = unclippedGrad(update->getOperand(1));
+      // A gradient cast up from the reduce dtype is reduced before the cast.
+      if (auto up = grad.getDefiningOp<nn::CastOp>())
+        if (getElementTypeOrSelf(up.getInput().getType()) == reduceType)
+          grad = up.getInput();
+      Value mapped = mapping.lookup(grad);
+      if (getElementTypeOrSelf(mapped.getType()) != reduceType) {
+        mapped = nn::CastOp::create(
+            builder, loc,
+            cast<RankedTensorType>(mapped.getType()).clone(reduceType), mapped);
+        tagOp(mapped.getDefiningOp(), flat.unit, kBackward);
+      }
+      grads.push_back(mapped);
     }
-    auto flatGrad = FlattenOp::create(builder, loc, flat.fullType(), grads);
-    auto reduced = ReduceGradsOp::create(
-        builder, loc, flat.shardType(), flatGrad,
+    auto flatGrad = FlattenOp::create(
+        builder, loc, flat.fullType().clone(reduceType), grads);
+    Value reduced = ReduceGradsOp::create(
+        builder, loc, flat.shardType().clone(reduceType), flatGrad,
         builder.getStringAttr(flat.unit), mesh,
         ReduceKindAttr::get(context, ReduceKind::sum),
         builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
     tagOp(flatGrad, flat.unit, kBackward);
-    tagOp(reduced, flat.unit, kBackward);
+    tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
+    if (reduceType != flat.elementType) {
+      reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
+      tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
+    }
     shardGrads.push_back(reduced);
   }
   Value gradNorm = clipping ? reduceAndClip(shardGrads, loc) : Value();
@@ -365,6 +423,10 @@ LogicalResult StepSharder::run() {
   sharded.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   sharded.setAllResultAttrs(resultAttrs);
   step.erase();
+  // Gradients now reduced before their cast up are no longer cast.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
   return success();
 }
 

@@ -33,6 +33,19 @@ constexpr StringLiteral kGradNormResult = "fsdp.grad_norm";
 constexpr StringLiteral kFlatParamArg = "fsdp.flat_param";
 constexpr StringLiteral kFlatStateArg = "fsdp.flat_state";
 
+// Mixed precision: on the model (fsdp-mixed-precision), then on the step.
+constexpr StringLiteral kMixedPrecisionAttr = "fsdp.mixed_precision";
+constexpr StringLiteral kParamDtypeKey = "param_dtype";
+constexpr StringLiteral kReduceDtypeKey = "reduce_dtype";
+constexpr StringLiteral kBufferDtypeKey = "buffer_dtype";
+
+/// The dtype `key` of a mixed-precision policy, or null.
+inline Type getPolicyDtype(Operation *op, StringRef key) {
+  auto policy = op->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
+  auto type = policy ? policy.getAs<TypeAttr>(key) : TypeAttr();
+  return type ? type.getValue() : Type();
+}
+
 // Step function attributes.
 constexpr StringLiteral kModelAttr = "fsdp.model";
 constexpr StringLiteral kMeshAttr = "fsdp.mesh";

@@ -279,4 +279,36 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Choose the dtypes of compute, gathers and gradient reduction";
+  let description = [{
+    FSDP's MixedPrecision: records on each `fsdp.model` (as
+    `fsdp.mixed_precision`) the dtypes that the later passes apply; run it
+    before `fsdp-build-train-step`.
+
+    - `param-dtype`: parameters are cast to it for the forward and backward
+      (the master copy, its gradient and the optimizer state stay in their
+      own dtype, f32); the root's floating-point inputs are cast too. The
+      sharded step casts the local shard before the all-gather, so the
+      gather moves half the bytes with bf16/f16.
+    - `reduce-dtype` (default: param-dtype, as PyTorch): the dtype gradients
+      are reduce-scattered / all-reduced in; the reduced shard is cast back
+      to the parameter's dtype for the optimizer.
+    - `buffer-dtype` (default: unchanged): buffers are cast to it for the
+      step and back when stored.
+
+    Collectives carry their dtype, so a mismatch between what is gathered or
+    reduced and what a collective declares is a verifier error.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+  let options = [
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"bf16\"",
+           "f32 | bf16 | f16">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
+           "f32 | bf16 | f16 (default: param-dtype)">,
+    Option<"bufferDtype", "buffer-dtype", "std::string", /*default=*/"\"\"",
+           "f32 | bf16 | f16 (default: buffers keep their dtype)">,
+  ];
+}
+
 #endif // FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_TD
