@@ -5,6 +5,7 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision --fsdp-pipeline="world-size=4 report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=f32" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=F32REDUCE
 // RUN: fsdp-opt %s --fsdp-mixed-precision="param-dtype=f16 buffer-dtype=f16" --fsdp-build-train-step | FileCheck %s --check-prefix=BUFFER
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="keep-low-precision-grads=true" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=KEEP
 // RUN: not fsdp-opt %s --fsdp-mixed-precision="param-dtype=fp8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-mixed-precision -o /dev/null 2>&1 | FileCheck %s --check-prefix=ORDER
 
@@ -49,6 +50,10 @@
 // BUFFER: %{{.*}}, %[[M:.*]], %{{.*}} = nn.batch_norm {{.*}} -> (tensor<8x4xf16>, tensor<4xf16>, tensor<4xf16>)
 // BUFFER: %[[M32:.*]] = nn.cast %[[M]] {{.*}} : tensor<4xf16> to tensor<4xf32>
 // BUFFER: return {{.*}}%[[M32]]
+
+// keep-low-precision-grads: the f32 update takes the bf16 reduced gradient.
+// KEEP: %[[G:.*]] = fsdp.reduce_grads %{{.*}} unit "" {{.*}} : tensor<76xbf16> -> tensor<19xbf16>
+// KEEP: fsdp.sgd_step %arg0, %[[G]] {{.*}} : (tensor<19xf32>, tensor<19xbf16>, tensor<i64>) -> tensor<19xf32>
 
 // BADTYPE: error: fsdp-mixed-precision: unknown dtype 'fp8'; expected f32, bf16 or f16
 // ORDER: error: 'fsdp.model' op already has a train step; run fsdp-mixed-precision before fsdp-build-train-step

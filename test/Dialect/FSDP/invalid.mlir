@@ -537,3 +537,107 @@ func.func @reduce_grads_size(%g: tensor<16xf32>) {
   %0 = fsdp.reduce_grads %g unit "a" mesh<replicate = 2, shard = 2> avg : tensor<16xf32> -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @view_past_end(%full: tensor<10xf32>) {
+  // expected-error @+1 {{view [8, 12) is past the end of the 10-element flat parameter}}
+  %0 = fsdp.view %full[8] : tensor<10xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @view_dtype(%full: tensor<10xf32>) {
+  // expected-error @+1 {{view element type 'bf16' differs from the flat parameter's 'f32'}}
+  %0 = fsdp.view %full[0] : tensor<10xf32> -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @flatten_overflow(%a: tensor<4x4xf32>) {
+  // expected-error @+1 {{inputs hold 16 elements, more than the 12-element result}}
+  %0 = fsdp.flatten %a : (tensor<4x4xf32>) -> tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @flatten_dtype(%a: tensor<4xbf16>) {
+  // expected-error @+1 {{input element type 'bf16' differs from the result's 'f32'}}
+  %0 = fsdp.flatten %a : (tensor<4xbf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_buffer(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{takes and returns a momentum buffer exactly when momentum is non-zero}}
+  %0 = fsdp.sgd_step %p, %p step %s {lr = 0.1 : f64, momentum = 0.9 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_nesterov(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{nesterov momentum requires a momentum and zero dampening}}
+  %0 = fsdp.sgd_step %p, %p step %s {lr = 0.1 : f64, nesterov} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_lr(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{learning rate must be >= 0}}
+  %0 = fsdp.sgd_step %p, %p step %s {lr = -0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @grad_shape(%p: tensor<4xf32>, %g: tensor<5xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{gradient has type 'tensor<5xf32>', not the shape of the parameter's 'tensor<4xf32>'}}
+  %0 = fsdp.sgd_step %p, %g step %s {lr = 0.1 : f64} : (tensor<4xf32>, tensor<5xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @state_type(%p: tensor<4xf32>, %m: tensor<4xbf16>, %s: tensor<i64>) {
+  // expected-error @+1 {{an operand or result has type 'tensor<4xbf16>', not the parameter's 'tensor<4xf32>'}}
+  %0:3 = fsdp.adamw_step %p, %p, %m, %m step %s {lr = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xbf16>, tensor<4xbf16>, tensor<i64>) -> (tensor<4xf32>, tensor<4xbf16>, tensor<4xbf16>)
+  return
+}
+
+// -----
+
+func.func @adamw_betas(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{betas must be in [0, 1), got (9.000000e-01, 1.000000e+00)}}
+  %0:3 = fsdp.adamw_step %p, %p, %p, %p step %s {lr = 0.1 : f64, beta2 = 1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_eps(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{learning rate and eps must be >= 0}}
+  %0:3 = fsdp.adamw_step %p, %p, %p, %p step %s {lr = 0.1 : f64, eps = -1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @clip_norm(%sq: tensor<f32>) {
+  // expected-error @+1 {{max_norm must be positive}}
+  %n, %c = fsdp.clip_grad_norm %sq {max_norm = 0.0 : f64} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @broadcast_negative_root(%x: tensor<8xf32>) {
+  // expected-error @+1 {{root -1 is not a rank of the 4-rank group}}
+  %0 = fsdp.broadcast %x mesh<shard = 4> group shard dtype f32 root -1 : tensor<8xf32>
+  return
+}

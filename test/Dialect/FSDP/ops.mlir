@@ -106,3 +106,28 @@ func.func @schedule(%shard: tensor<136xf32>) -> tensor<136xf32> {
   %h = fsdp.reduce_grads %g unit "" mesh<replicate = 4, shard = 1> sum {pre_divide = 4.0 : f64} : tensor<136xf32> -> tensor<136xf32>
   return %h : tensor<136xf32>
 }
+
+// CHECK-LABEL: func @flat_params
+func.func @flat_params(%full: tensor<80xf32>, %gw: tensor<4x8xf32>, %gb: tensor<4xf32>) -> tensor<40xf32> {
+  // CHECK: fsdp.view %{{.*}}[32] : tensor<80xf32> -> tensor<4xf32>
+  %b = fsdp.view %full[32] : tensor<80xf32> -> tensor<4xf32>
+  // CHECK: fsdp.flatten %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<40xf32>
+  %g = fsdp.flatten %gw, %gb : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<40xf32>
+  return %g : tensor<40xf32>
+}
+
+// CHECK-LABEL: func @optimizer
+func.func @optimizer(%p: tensor<16xf32>, %g: tensor<16xf32>, %lg: tensor<16xbf16>, %m: tensor<16xf32>, %v: tensor<16xf32>, %s: tensor<i64>, %sq: tensor<f32>) {
+  // CHECK: fsdp.sgd_step %{{.*}}, %{{.*}} step %{{.*}} {lr = 1.000000e-01 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> tensor<16xf32>
+  %p1 = fsdp.sgd_step %p, %g step %s {lr = 0.1 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> tensor<16xf32>
+  // CHECK: fsdp.sgd_step %{{.*}}, %{{.*}} momentum_buffer %{{.*}} step %{{.*}} {dampening = 1.000000e-01 : f64, lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
+  %p2, %m2 = fsdp.sgd_step %p, %g momentum_buffer %m step %s {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.1 : f64, weight_decay = 1.0e-4 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+  // A low-precision gradient updates an f32 parameter (keep_low_precision_grads).
+  // CHECK: fsdp.sgd_step %{{.*}}, %{{.*}} momentum_buffer %{{.*}} step %{{.*}} {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<i64>)
+  %p3, %m3 = fsdp.sgd_step %p, %lg momentum_buffer %m step %s {lr = 0.1 : f64, momentum = 0.9 : f64, nesterov} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+  // CHECK: fsdp.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} step %{{.*}} {beta2 = 0.94999999999999996 : f64, lr = 1.000000e-03 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  %p4, %m4, %v4 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-3 : f64, beta2 = 0.95 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: fsdp.clip_grad_norm %{{.*}} {max_norm = 1.000000e+00 : f64} : tensor<f32>
+  %norm, %coef = fsdp.clip_grad_norm %sq {max_norm = 1.0 : f64} : tensor<f32>
+  return
+}

@@ -87,9 +87,10 @@ LogicalResult BroadcastOp::verify() {
                               getMesh(), getGroup(), getDtype(), Dim0::Same)))
     return failure();
   int64_t size = *getMesh().getGroupSize(getGroup());
-  if (getRoot() < 0 || getRoot() >= size)
-    return emitOpError("root ") << getRoot() << " is not a rank of the "
-                                << size << "-rank group";
+  auto root = static_cast<int64_t>(getRoot());
+  if (root < 0 || root >= size)
+    return emitOpError("root ") << root << " is not a rank of the " << size
+                                << "-rank group";
   return success();
 }
 

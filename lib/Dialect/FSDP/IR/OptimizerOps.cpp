@@ -15,6 +15,17 @@ static LogicalResult verifySameAsParam(Operation *op, Type param,
   return success();
 }
 
+/// The gradient has the parameter's shape; its dtype may be lower
+/// (keep_low_precision_grads): the update computes in the parameter's.
+static LogicalResult verifyGrad(Operation *op, Value param, Value grad) {
+  auto p = cast<RankedTensorType>(param.getType());
+  auto g = cast<RankedTensorType>(grad.getType());
+  if (p.getShape() != g.getShape())
+    return op->emitOpError("gradient has type ")
+           << g << ", not the shape of the parameter's " << p;
+  return success();
+}
+
 LogicalResult SGDStepOp::verify() {
   if (getLr().convertToDouble() < 0.0)
     return emitOpError("learning rate must be >= 0");
@@ -27,8 +38,10 @@ LogicalResult SGDStepOp::verify() {
                         getDampening().convertToDouble() != 0.0))
     return emitOpError("nesterov momentum requires a momentum and zero "
                        "dampening");
+  if (failed(verifyGrad(*this, getParam(), getGrad())))
+    return failure();
   Type param = getParam().getType();
-  SmallVector<Value> values = {getGrad(), getNewParam()};
+  SmallVector<Value> values = {getNewParam()};
   if (hasMomentum)
     values.append({getMomentumBuffer(), getNewMomentumBuffer()});
   return verifySameAsParam(*this, param, values, "an operand or result");
@@ -42,8 +55,10 @@ LogicalResult AdamWStepOp::verify() {
   if (beta1 < 0.0 || beta1 >= 1.0 || beta2 < 0.0 || beta2 >= 1.0)
     return emitOpError("betas must be in [0, 1), got (")
            << beta1 << ", " << beta2 << ")";
+  if (failed(verifyGrad(*this, getParam(), getGrad())))
+    return failure();
   return verifySameAsParam(*this, getParam().getType(),
-                           {getGrad(), getExpAvg(), getExpAvgSq(),
+                           {getExpAvg(), getExpAvgSq(),
                             getNewParam(), getNewExpAvg(), getNewExpAvgSq()},
                            "an operand or result");
 }

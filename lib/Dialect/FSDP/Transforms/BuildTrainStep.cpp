@@ -273,6 +273,9 @@ LogicalResult TrainStepBuilder::build() {
   // gradient back).
   Type paramDtype = getPolicyDtype(model, kParamDtypeKey);
   Type bufferDtype = getPolicyDtype(model, kBufferDtypeKey);
+  auto policy = model->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
+  bool keepLowPrecisionGrads =
+      policy && policy.contains(kKeepLowPrecisionGradsKey);
   if (auto policy = model->getAttr(kMixedPrecisionAttr))
     func->setAttr(kMixedPrecisionAttr, policy);
   unsigned argIndex = 0;
@@ -375,6 +378,11 @@ LogicalResult TrainStepBuilder::build() {
               type, builder.getFloatAttr(type.getElementType(), 0.0)));
       tag(grad.getDefiningOp(), rootUnit, kBackward);
     }
+    // keep_low_precision_grads: the update takes the gradient before the
+    // parameter cast's VJP brings it back up.
+    if (auto up = grad.getDefiningOp<nn::CastOp>())
+      if (keepLowPrecisionGrads && getPhase(up) == kBackward)
+        grad = up.getInput();
     grads.push_back(grad);
   }
 

@@ -50,6 +50,10 @@ struct MixedPrecisionPass
         policy.push_back(
             NamedAttribute(StringAttr::get(context, key), TypeAttr::get(*type)));
     }
+    if (keepLowPrecisionGrads)
+      policy.push_back(NamedAttribute(
+          StringAttr::get(context, kKeepLowPrecisionGradsKey),
+          ::mlir::UnitAttr::get(context)));
     auto attr = DictionaryAttr::get(context, policy);
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
       if (getTrainStep(model)) {

@@ -326,6 +326,9 @@ LogicalResult StepSharder::run() {
   // reduce dtype, then in the parameter's dtype for the optimizer.
   auto [pre, post] = divideFactors(mesh.getWorldSize());
   Type reduceDtype = getPolicyDtype(step, kReduceDtypeKey);
+  auto policy = step->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
+  bool keepLowPrecisionGrads =
+      policy && policy.contains(kKeepLowPrecisionGradsKey);
   SmallVector<Value> shardGrads;
   for (const FlatParam &flat : flats) {
     Type reduceType = reduceDtype ? reduceDtype : flat.elementType;
@@ -355,7 +358,7 @@ LogicalResult StepSharder::run() {
         builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
     tagOp(flatGrad, flat.unit, kBackward);
     tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
-    if (reduceType != flat.elementType) {
+    if (reduceType != flat.elementType && !keepLowPrecisionGrads) {
       reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
       tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
     }

@@ -38,6 +38,7 @@ constexpr StringLiteral kMixedPrecisionAttr = "fsdp.mixed_precision";
 constexpr StringLiteral kParamDtypeKey = "param_dtype";
 constexpr StringLiteral kReduceDtypeKey = "reduce_dtype";
 constexpr StringLiteral kBufferDtypeKey = "buffer_dtype";
+constexpr StringLiteral kKeepLowPrecisionGradsKey = "keep_low_precision_grads";
 
 /// The dtype `key` of a mixed-precision policy, or null.
 inline Type getPolicyDtype(Operation *op, StringRef key) {

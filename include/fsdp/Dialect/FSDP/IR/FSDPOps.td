@@ -381,7 +381,9 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
     momentum·buffer + (1 − dampening)·g after; nesterov uses
     g + momentum·buffer; param − lr·g. `momentum_buffer` is present exactly
     when `momentum` is non-zero. Elementwise, so it applies to a flat shard
-    as well as to a whole parameter.
+    as well as to a whole parameter. The gradient may be in a lower precision
+    than the parameter (keep_low_precision_grads); the update is computed in
+    the parameter's dtype.
 
     ```mlir
     %p2, %m2 = fsdp.sgd_step %p, %g momentum_buffer %m step %s {lr = 1.0e-02 : f64, momentum = 9.0e-01 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)

@@ -296,6 +296,8 @@ def FSDPMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
       to the parameter's dtype for the optimizer.
     - `buffer-dtype` (default: unchanged): buffers are cast to it for the
       step and back when stored.
+    - `keep-low-precision-grads`: the optimizer receives the gradients in
+      the reduce dtype instead of cast back to the parameters' dtype.
 
     Collectives carry their dtype, so a mismatch between what is gathered or
     reduced and what a collective declares is a verifier error.
@@ -308,6 +310,9 @@ def FSDPMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
            "f32 | bf16 | f16 (default: param-dtype)">,
     Option<"bufferDtype", "buffer-dtype", "std::string", /*default=*/"\"\"",
            "f32 | bf16 | f16 (default: buffers keep their dtype)">,
+    Option<"keepLowPrecisionGrads", "keep-low-precision-grads", "bool",
+           /*default=*/"false",
+           "Give the optimizer gradients in the reduce dtype">,
   ];
 }
 
