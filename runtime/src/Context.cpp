@@ -128,6 +128,27 @@ void Context::synchronizeAll() {
     throw *first;
 }
 
+int64_t Context::addCommunicator(std::shared_ptr<Communicator> comm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return comms_.insert(std::move(comm));
+}
+
+std::shared_ptr<Communicator> Context::communicator(int64_t handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return comms_.get(handle);
+}
+
+void Context::destroyCommunicator(int64_t handle) {
+  std::shared_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    comm = comms_.remove(handle);
+  }
+  // Torn down outside the lock (closing connections takes time); work
+  // still queued on streams holds its own reference.
+  comm.reset();
+}
+
 int64_t Context::createEvent() {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.insert(std::make_shared<Event>());

@@ -23,6 +23,8 @@
 namespace fsdp {
 namespace rt {
 
+class Communicator;
+
 struct Buffer {
   int64_t offset;
   int64_t size;
@@ -55,6 +57,12 @@ public:
   std::shared_ptr<Stream> stream(int64_t handle) const;
   void synchronizeAll();
 
+  /// Communicators are owned by the context so that generated code holds
+  /// them as handles like everything else; they outlive the streams.
+  int64_t addCommunicator(std::shared_ptr<Communicator> comm);
+  std::shared_ptr<Communicator> communicator(int64_t handle) const;
+  void destroyCommunicator(int64_t handle);
+
   int64_t createEvent();
   void destroyEvent(int64_t event);
   std::shared_ptr<Event> event(int64_t handle) const;
@@ -71,6 +79,8 @@ private:
   std::shared_ptr<Stream> defaultStream_;
   HandleTable<Stream> streams_{"stream"};
   HandleTable<Event> events_{"event"};
+  // Last: destroyed first, after the destructor has drained the streams.
+  HandleTable<Communicator> comms_{"communicator"};
 };
 
 } // namespace rt

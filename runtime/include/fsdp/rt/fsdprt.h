@@ -31,7 +31,8 @@ enum {
   FSDPRT_ERR_INVALID_HANDLE = 2,   /* unknown, destroyed or freed handle */
   FSDPRT_ERR_OUT_OF_MEMORY = 3,    /* the arena cannot hold the buffer */
   FSDPRT_ERR_OUT_OF_RANGE = 4,     /* tensor extent past its buffer; bad ids */
-  FSDPRT_ERR_IO = 5,               /* file system failure */
+  FSDPRT_ERR_IO = 5,               /* file system or network failure, */
+                                   /* collective or rendezvous timeout */
   FSDPRT_ERR_FORMAT = 6,           /* malformed checkpoint file */
   FSDPRT_ERR_UNSUPPORTED = 7,      /* valid request this backend cannot do */
   FSDPRT_ERR_INTERNAL = 8
@@ -57,6 +58,8 @@ enum {
 enum { FSDPRT_REDUCE_SUM = 0, FSDPRT_REDUCE_MEAN = 1 };
 enum { FSDPRT_LOSS_MEAN = 0, FSDPRT_LOSS_SUM = 1 };
 enum { FSDPRT_RNG_UNIFORM = 0, FSDPRT_RNG_NORMAL = 1 };
+/* Collective reduction ops (reduce_scatter: SUM, AVG; all_reduce: all). */
+enum { FSDPRT_COMM_SUM = 0, FSDPRT_COMM_AVG = 1, FSDPRT_COMM_MAX = 2 };
 
 #define FSDPRT_MAX_RANK 8
 
@@ -419,6 +422,59 @@ int32_t fsdprt_ckpt_reader_read_to_buffer(int64_t reader, const char *name,
                                           int64_t buf_off);
 int32_t fsdprt_ckpt_reader_metadata(int64_t reader, const char *key, char *buf,
                                     int64_t buf_len);
+
+/* ---- Communicators (docs/Runtime.md, "Communicators") ------------------- */
+/* Joins the job's rendezvous and creates the world communicator of backend */
+/* "gloo" (CPU) or "nccl" (GPU), owned by ctx. _init_env reads the launcher's */
+/* environment (torchrun RANK/WORLD_SIZE/..., mpirun OMPI_COMM_WORLD_*,      */
+/* srun SLURM_*, MASTER_ADDR/MASTER_PORT); _init takes them explicitly       */
+/* (job_id may be NULL: "fsdprt"). Timeouts <= 0 mean the environment's or   */
+/* the defaults (collectives 300000 ms, rendezvous 60000 ms). The rank and   */
+/* world size must match the context's.                                      */
+int32_t fsdprt_comm_init_env(int64_t ctx, const char *backend,
+                             int64_t *out_comm);
+int32_t fsdprt_comm_init(int64_t ctx, const char *backend, int32_t rank,
+                         int32_t world_size, const char *master_addr,
+                         int32_t master_port, const char *job_id,
+                         int64_t rendezvous_timeout_ms,
+                         int64_t collective_timeout_ms, int64_t *out_comm);
+/* Sub-groups of a [replicate, shard] mesh over comm (replicate * shard ==  */
+/* its size; rank = r * shard + s): the shard group (contiguous ranks) and  */
+/* the replicate group containing this rank. Collective over comm.          */
+int32_t fsdprt_comm_split_mesh(int64_t ctx, int64_t comm, int32_t replicate,
+                               int32_t shard, int64_t *out_shard_comm,
+                               int64_t *out_replicate_comm);
+int32_t fsdprt_comm_destroy(int64_t ctx, int64_t comm);
+int32_t fsdprt_comm_rank(int64_t ctx, int64_t comm, int32_t *out);
+int32_t fsdprt_comm_size(int64_t ctx, int64_t comm, int32_t *out);
+int32_t fsdprt_comm_set_timeout(int64_t ctx, int64_t comm, int64_t timeout_ms);
+/* torch.chunk's split of numel over size: chunk index starts at *out_begin */
+/* and has *out_count elements (possibly 0).                               */
+int32_t fsdprt_comm_shard_range(int64_t numel, int32_t size, int32_t index,
+                                int64_t *out_begin, int64_t *out_count);
+
+/* Collectives, enqueued on `stream` (ordered with events like any kernel); */
+/* failures and timeouts are reported by the next stream synchronisation.   */
+/* numel is the whole tensor; in (all_gather) / out (reduce_scatter) hold   */
+/* this rank's chunk per fsdprt_comm_shard_range. Issue them in the same    */
+/* order on every rank of the group.                                        */
+int32_t fsdprt_all_gather(int64_t ctx, int64_t stream, int64_t comm,
+                          int32_t dtype, int64_t in, int64_t in_off,
+                          int64_t out, int64_t out_off, int64_t numel);
+/* out = (sum(in / pre_divide) / post_divide), also / size for AVG. */
+int32_t fsdprt_reduce_scatter(int64_t ctx, int64_t stream, int64_t comm,
+                              int32_t dtype, int32_t op, int64_t in,
+                              int64_t in_off, int64_t out, int64_t out_off,
+                              int64_t numel, double pre_divide,
+                              double post_divide);
+int32_t fsdprt_all_reduce(int64_t ctx, int64_t stream, int64_t comm,
+                          int32_t dtype, int32_t op, int64_t in, int64_t in_off,
+                          int64_t out, int64_t out_off, int64_t numel);
+/* Any dtype (integers too); root is a rank of the group. */
+int32_t fsdprt_broadcast(int64_t ctx, int64_t stream, int64_t comm,
+                         int32_t dtype, int64_t buf, int64_t off, int64_t numel,
+                         int32_t root);
+int32_t fsdprt_barrier(int64_t ctx, int64_t stream, int64_t comm);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,284 @@
+//===- NcclCommunicator.cpp - Collectives on GPUs through NCCL ------------===//
+//
+// Thin on purpose: NCCL does the algorithms; this file exchanges the unique
+// id through the rendezvous store, maps our ops and dtypes, turns every
+// status into a message, and bounds every wait. The communicator is created
+// non-blocking and every collective is polled (cudaStreamQuery plus
+// ncclCommGetAsyncError) against the deadline; on timeout it is aborted
+// with ncclCommAbort, the only way to stop a hung NCCL kernel.
+//
+// Buffers are device memory. Uneven torch.chunk splits use grouped
+// broadcasts / reduces (one per chunk); even ones use ncclAllGather /
+// ncclReduceScatter. NCCL reduces 16-bit data in 16-bit storage between
+// hops (unlike the Gloo path, which accumulates in f32).
+//
+//===----------------------------------------------------------------------===//
+#include "Backends.h"
+
+#include "fsdp/rt/Error.h"
+#include "fsdp/rt/math/Half.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+namespace fsdp {
+namespace rt {
+namespace comm {
+
+namespace {
+
+void checkCuda(cudaError_t rc, const char *what) {
+  if (rc != cudaSuccess)
+    fail(Status::IO, "nccl backend: ", what, ": ", cudaGetErrorName(rc), " (",
+         cudaGetErrorString(rc), ")");
+}
+
+ncclDataType_t ncclType(DType dt) {
+  switch (dt) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::F16:
+    return ncclFloat16;
+  default:
+    fail(Status::InvalidArgument, "nccl: dtype ", dtypeName(dt),
+         " is not reducible");
+  }
+}
+
+class NcclCommunicator : public Communicator {
+public:
+  explicit NcclCommunicator(const CommSetup &setup) : Communicator(setup) {
+    int devices = 0;
+    cudaError_t rc = cudaGetDeviceCount(&devices);
+    if (rc != cudaSuccess || devices == 0)
+      fail(Status::Unsupported,
+           "nccl backend: no usable CUDA device on global rank ", globalRank(),
+           rc != cudaSuccess
+               ? std::string(": cudaGetDeviceCount: ") + cudaGetErrorString(rc)
+               : std::string(""));
+    device_ = setup.launch.localRank % devices;
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+
+    ncclUniqueId id;
+    if (rank() == 0) {
+      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      setup.store->set(
+          "nccl_unique_id",
+          std::vector<char>(id.internal, id.internal + sizeof(id.internal)));
+    } else {
+      std::vector<char> bytes =
+          setup.store->get("nccl_unique_id", setup.options.rendezvousTimeout);
+      if (bytes.size() != sizeof(id.internal))
+        fail(Status::Format, "nccl backend: unique id of ", bytes.size(),
+             " bytes from the store (expected ", sizeof(id.internal), ")");
+      std::memcpy(id.internal, bytes.data(), bytes.size());
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    check(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config),
+          "ncclCommInitRankConfig");
+    try {
+      waitReady(setup.options.rendezvousTimeout, "ncclCommInitRankConfig");
+      checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                "cudaStreamCreate");
+      checkCuda(cudaMalloc(&barrierWord_, sizeof(float)), "cudaMalloc");
+    } catch (...) {
+      // The destructor does not run for a half-built object.
+      aborted_ = true;
+      release();
+      throw;
+    }
+  }
+
+  ~NcclCommunicator() override { release(); }
+
+  void release() {
+    if (comm_) {
+      if (aborted_)
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
+    }
+    if (stream_)
+      cudaStreamDestroy(stream_);
+    if (barrierWord_)
+      cudaFree(barrierWord_);
+    comm_ = nullptr;
+    stream_ = nullptr;
+    barrierWord_ = nullptr;
+  }
+
+  const char *backendName() const override { return "nccl"; }
+  bool usesHostMemory() const override { return false; }
+
+protected:
+  void runAllGather(DType dt, const void *in, void *out, int64_t numel,
+                    uint32_t) override {
+    const int64_t esize = dtypeSize(dt);
+    if (numel % size() == 0) {
+      check(
+          ncclAllGather(in, out, numel / size(), ncclType(dt), comm_, stream_),
+          "ncclAllGather");
+    } else {
+      check(ncclGroupStart(), "ncclGroupStart");
+      for (int32_t i = 0; i < size(); ++i) {
+        ShardRange c = shardRange(numel, size(), i);
+        if (c.count == 0)
+          continue;
+        char *dst = static_cast<char *>(out) + c.begin * esize;
+        check(ncclBroadcast(i == rank() ? in : dst, dst, c.count * esize,
+                            ncclInt8, i, comm_, stream_),
+              "ncclBroadcast");
+      }
+      check(ncclGroupEnd(), "ncclGroupEnd");
+    }
+    complete("all_gather");
+  }
+
+  void runReduceScatter(DType dt, const void *in, void *out, int64_t numel,
+                        CommReduceOp op, double preDivide, double postDivide,
+                        uint32_t) override {
+    // Division is linear, so both factors fold into NCCL's pre-multiplied
+    // sum; without factors, avg is NCCL's own.
+    double scale = 1.0 / (preDivide * postDivide);
+    ncclRedOp_t redOp = op == CommReduceOp::Avg ? ncclAvg : ncclSum;
+    bool custom = scale != 1.0;
+    if (custom) {
+      if (op == CommReduceOp::Avg)
+        scale /= size();
+      float f = static_cast<float>(scale);
+      uint16_t h = dt == DType::BF16 ? floatToBf16(f) : floatToF16(f);
+      void *scalar = dt == DType::F32 ? static_cast<void *>(&f) : &h;
+      check(ncclRedOpCreatePreMulSum(&redOp, scalar, ncclType(dt),
+                                     ncclScalarHostImmediate, comm_),
+            "ncclRedOpCreatePreMulSum");
+    }
+    const int64_t esize = dtypeSize(dt);
+    if (numel % size() == 0) {
+      check(ncclReduceScatter(in, out, numel / size(), ncclType(dt), redOp,
+                              comm_, stream_),
+            "ncclReduceScatter");
+    } else {
+      check(ncclGroupStart(), "ncclGroupStart");
+      for (int32_t i = 0; i < size(); ++i) {
+        ShardRange c = shardRange(numel, size(), i);
+        if (c.count == 0)
+          continue;
+        check(ncclReduce(static_cast<const char *>(in) + c.begin * esize,
+                         i == rank() ? out : nullptr, c.count, ncclType(dt),
+                         redOp, i, comm_, stream_),
+              "ncclReduce");
+      }
+      check(ncclGroupEnd(), "ncclGroupEnd");
+    }
+    complete("reduce_scatter");
+    if (custom)
+      check(ncclRedOpDestroy(redOp, comm_), "ncclRedOpDestroy");
+  }
+
+  void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
+                    CommReduceOp op, uint32_t) override {
+    ncclRedOp_t redOp = op == CommReduceOp::Sum   ? ncclSum
+                        : op == CommReduceOp::Avg ? ncclAvg
+                                                  : ncclMax;
+    check(ncclAllReduce(in, out, numel, ncclType(dt), redOp, comm_, stream_),
+          "ncclAllReduce");
+    complete("all_reduce");
+  }
+
+  void runBroadcast(void *buf, int64_t bytes, int32_t root, uint32_t) override {
+    check(ncclBroadcast(buf, buf, bytes, ncclInt8, root, comm_, stream_),
+          "ncclBroadcast");
+    complete("broadcast");
+  }
+
+  void runBarrier(uint32_t) override {
+    // NCCL has no barrier: a one-element all_reduce is the usual stand-in.
+    check(ncclAllReduce(barrierWord_, barrierWord_, 1, ncclFloat32, ncclSum,
+                        comm_, stream_),
+          "ncclAllReduce (barrier)");
+    complete("barrier");
+  }
+
+  std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) override {
+    return std::make_unique<NcclCommunicator>(setup);
+  }
+
+private:
+  void check(ncclResult_t rc, const char *what) {
+    if (rc == ncclSuccess || rc == ncclInProgress)
+      return;
+    const char *detail = comm_ ? ncclGetLastError(comm_) : "";
+    fail(Status::IO, "nccl backend: ", what, ": ", ncclGetErrorString(rc),
+         detail && *detail ? std::string(" (") + detail + ")" : std::string());
+  }
+
+  /// Polls a non-blocking communicator until it leaves ncclInProgress.
+  void waitReady(std::chrono::milliseconds timeout, const char *what) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+      if (state == ncclSuccess)
+        return;
+      if (state != ncclInProgress) {
+        aborted_ = true;
+        check(state, what);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborted_ = true;
+        fail(Status::IO, "nccl backend: ", what, " timed out after ",
+             timeout.count(), " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  /// Waits for the enqueued collective; aborts the communicator on an
+  /// asynchronous NCCL error or at the deadline, so nothing hangs.
+  void complete(const char *what) {
+    auto deadline = std::chrono::steady_clock::now() + timeout();
+    for (;;) {
+      cudaError_t rc = cudaStreamQuery(stream_);
+      if (rc == cudaSuccess)
+        return;
+      if (rc != cudaErrorNotReady)
+        checkCuda(rc, what);
+      ncclResult_t state = ncclSuccess;
+      check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+      if (state != ncclSuccess && state != ncclInProgress) {
+        aborted_ = true;
+        check(state, what);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborted_ = true;
+        ncclCommAbort(comm_);
+        comm_ = nullptr;
+        fail(Status::IO, "nccl backend: ", what, " timed out after ",
+             timeout().count(), " ms; communicator aborted");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  int device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  float *barrierWord_ = nullptr;
+  bool aborted_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> createNcclCommunicator(const CommSetup &setup) {
+  return std::make_unique<NcclCommunicator>(setup);
+}
+
+} // namespace comm
+} // namespace rt
+} // namespace fsdp

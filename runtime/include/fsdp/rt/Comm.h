@@ -1,0 +1,211 @@
+//===- Comm.h - Communicators and process groups ----------------*- C++ -*-===//
+//
+// One interface for every collective backend (Gloo on CPU, NCCL on GPU).
+// Backends register by name, so callers never #ifdef. A communicator spans
+// one process group: the world, or a sub-group built from a mesh shape
+// (hybrid sharding: replicate x shard, global rank = r * shard + s).
+//
+// Sharded tensors follow torch.chunk: a tensor of numel elements is split
+// into chunks of ceil(numel / groupSize) elements; the last chunks may be
+// shorter or empty (shardRange). all_gather takes this rank's chunk and
+// produces the whole tensor; reduce_scatter takes the whole tensor and
+// produces this rank's chunk of the reduction.
+//
+// Collectives on one communicator must be issued in the same order on every
+// rank, as with NCCL. Each gets a tag from that issue order, so collectives
+// enqueued on different streams may run concurrently without mixing their
+// messages.
+//
+// Failures: a collective that fails or times out throws Error(IO) naming the
+// collective, the group, this rank and (where the transport can tell) the
+// peer; the communicator is then unusable (like an aborted NCCL comm), and
+// every later collective fails at once with the first error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_COMM_H
+#define FSDP_RT_COMM_H
+
+#include "fsdp/rt/CommStore.h"
+#include "fsdp/rt/DType.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace rt {
+
+enum class CommReduceOp : int32_t {
+  Sum = FSDPRT_COMM_SUM,
+  Avg = FSDPRT_COMM_AVG,
+  Max = FSDPRT_COMM_MAX,
+};
+const char *commReduceOpName(CommReduceOp op);
+
+struct ShardRange {
+  int64_t begin;
+  int64_t count;
+};
+/// torch.chunk's split: chunk `index` of `numel` elements over `groupSize`.
+ShardRange shardRange(int64_t numel, int32_t groupSize, int32_t index);
+
+struct CommOptions {
+  std::chrono::milliseconds collectiveTimeout{300000};
+  std::chrono::milliseconds rendezvousTimeout{60000};
+  /// Gloo: address its pairs listen on (default loopback), or an interface
+  /// name; set one of them to run across hosts.
+  std::string glooHostname = "127.0.0.1";
+  std::string glooInterface;
+  /// Address rank 0's store binds (default: MASTER_ADDR).
+  std::string storeBindAddress;
+
+  /// FSDPRT_COLLECTIVE_TIMEOUT_MS, FSDPRT_RENDEZVOUS_TIMEOUT_MS,
+  /// FSDPRT_GLOO_HOSTNAME, FSDPRT_GLOO_IFNAME (or GLOO_SOCKET_IFNAME),
+  /// FSDPRT_STORE_BIND_ADDR; malformed values throw InvalidArgument.
+  static CommOptions fromEnvironment();
+};
+
+/// Where this process sits in the job and how to reach rank 0's store.
+struct LaunchInfo {
+  int32_t rank = 0;
+  int32_t worldSize = 1;
+  int32_t localRank = 0;
+  int32_t localWorldSize = 1;
+  std::string masterAddr = "127.0.0.1";
+  int32_t masterPort = 29500;
+  std::string jobId = "fsdprt";
+  /// "torchrun", "mpirun", "srun" or "single-process".
+  std::string launcher = "single-process";
+
+  /// Reads torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, else
+  /// OpenMPI's OMPI_COMM_WORLD_*, else Slurm's SLURM_PROCID/NTASKS/LOCALID,
+  /// else a single process; MASTER_ADDR/MASTER_PORT and the job id
+  /// (FSDPRT_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) in every case.
+  /// `getenv` is injectable for tests.
+  static LaunchInfo
+  fromEnvironment(const std::function<const char *(const char *)> &getenv);
+  static LaunchInfo fromEnvironment();
+};
+
+/// A process group: its name and its members' global ranks in group order.
+struct GroupSpec {
+  std::string name;
+  std::vector<int32_t> ranks;
+};
+
+struct CommSetup;
+
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual const char *backendName() const = 0;
+  /// Whether buffers are host memory (Gloo) or device memory (NCCL).
+  virtual bool usesHostMemory() const = 0;
+
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return static_cast<int32_t>(spec_.ranks.size()); }
+  int32_t globalRank() const { return spec_.ranks[rank_]; }
+  const GroupSpec &group() const { return spec_; }
+  std::chrono::milliseconds timeout() const { return timeout_.load(); }
+  void setTimeout(std::chrono::milliseconds timeout);
+  /// Tag of the next collective in issue order.
+  uint32_t nextTag() { return tagCounter_++; }
+
+  // Synchronous collectives. Buffers hold `numel` elements of `dt` (all
+  // gather: `in` holds this rank's chunk; reduce scatter: `out` does).
+  // 16-bit reductions accumulate in f32. `in` may equal `out` for
+  // all_reduce, and may be `out`'s own chunk for all_gather.
+  void allGather(DType dt, const void *in, void *out, int64_t numel);
+  void allGather(DType dt, const void *in, void *out, int64_t numel,
+                 uint32_t tag);
+  /// result = (sum_i(in_i / preDivide) / postDivide) [/ size() for Avg]
+  void reduceScatter(DType dt, const void *in, void *out, int64_t numel,
+                     CommReduceOp op, double preDivide = 1.0,
+                     double postDivide = 1.0);
+  void reduceScatter(DType dt, const void *in, void *out, int64_t numel,
+                     CommReduceOp op, double preDivide, double postDivide,
+                     uint32_t tag);
+  void allReduce(DType dt, const void *in, void *out, int64_t numel,
+                 CommReduceOp op);
+  void allReduce(DType dt, const void *in, void *out, int64_t numel,
+                 CommReduceOp op, uint32_t tag);
+  void broadcast(void *buf, int64_t bytes, int32_t root);
+  void broadcast(void *buf, int64_t bytes, int32_t root, uint32_t tag);
+  void barrier();
+  void barrier(uint32_t tag);
+
+  /// Collective over this communicator: every member calls it, in the same
+  /// order, each with the spec of the sub-group it belongs to (the specs of
+  /// different members may differ, e.g. the shard groups of a mesh).
+  std::unique_ptr<Communicator> createGroup(const GroupSpec &spec);
+
+protected:
+  explicit Communicator(const CommSetup &setup);
+
+  virtual void runAllGather(DType dt, const void *in, void *out, int64_t numel,
+                            uint32_t tag) = 0;
+  virtual void runReduceScatter(DType dt, const void *in, void *out,
+                                int64_t numel, CommReduceOp op,
+                                double preDivide, double postDivide,
+                                uint32_t tag) = 0;
+  virtual void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
+                            CommReduceOp op, uint32_t tag) = 0;
+  virtual void runBroadcast(void *buf, int64_t bytes, int32_t root,
+                            uint32_t tag) = 0;
+  virtual void runBarrier(uint32_t tag) = 0;
+  /// Builds a member of a new group (setup.group holds global ranks).
+  virtual std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) = 0;
+
+private:
+  template <typename F> void guard(const char *collective, F &&body);
+
+  GroupSpec spec_;
+  int32_t rank_;
+  std::shared_ptr<Store> store_;
+  LaunchInfo launch_;
+  CommOptions options_;
+  std::atomic<std::chrono::milliseconds> timeout_;
+  std::atomic<uint32_t> tagCounter_{0};
+  uint32_t groupCounter_ = 0;
+  std::mutex errorMutex_;
+  std::string firstError_;
+};
+
+/// Everything a backend needs to build the communicator of one group: the
+/// group's own store namespace, its spec and this process's global rank.
+struct CommSetup {
+  std::shared_ptr<Store> store;
+  GroupSpec group;
+  int32_t globalRank;
+  LaunchInfo launch;
+  CommOptions options;
+};
+using CommFactory =
+    std::function<std::unique_ptr<Communicator>(const CommSetup &setup)>;
+bool registerCommBackend(const std::string &name, CommFactory factory);
+std::vector<std::string> commBackendNames();
+
+/// Joins the job's rendezvous (rank 0 serves the store) and builds the world
+/// communicator. Throws Error(IO) naming the missing ranks when the join
+/// times out, and InvalidArgument for an unknown backend.
+std::unique_ptr<Communicator> createCommunicator(const std::string &backend,
+                                                 const LaunchInfo &launch,
+                                                 const CommOptions &options);
+
+/// The groups of a [replicate, shard] mesh containing this rank.
+struct MeshGroups {
+  std::unique_ptr<Communicator> shard;
+  std::unique_ptr<Communicator> replicate;
+};
+MeshGroups createMeshGroups(Communicator &world, int32_t replicate,
+                            int32_t shard);
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_COMM_H
