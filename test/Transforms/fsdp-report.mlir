@@ -10,15 +10,15 @@
 // Hand-computed for this model at 2 ranks (bytes): always live: the shard
 // (2 x f32 = 8), the step count (8) and the input (16). The peak is at the
 // gradient w.r.t. w (op #9): the loss (4), the broadcast cotangent (16) and
-// the gradient (16) are live; w's gathered 16 bytes were freed after its
-// last use, in the forward. 8 + 24 + 36 = 68.
+// the gradient (16, waiting to be flattened) are live; w's gathered 16 bytes
+// were freed after its last use, in the forward. 8 + 16 + 20 + 24 = 68.
 // TINY: peak memory per rank: 68 bytes at op #9 (nn.mul, backward, unit (root))
 // TINY-NEXT: sharded parameters 8
 // TINY-NEXT: optimizer state 0
-// TINY-NEXT: gradients 0
+// TINY-NEXT: gradients 16
 // TINY-NEXT: unsharded parameters 0
 // TINY-NEXT: activations for backward 0
-// TINY-NEXT: transient 36
+// TINY-NEXT: transient 20
 // TINY-NEXT: inputs and buffers 24
 // TINY-NEXT: collectives per step: 2, 32 bytes; all_gather forward 1; reduce_scatter backward 1
 // TINY: 0 all_gather (root) forward f32 4 16 all-gather

@@ -47,8 +47,7 @@ LogicalResult fsdp::differentiate(
   CreatedOps created;
   OpBuilder::Listener *previousListener = builder.getListener();
   builder.setListener(&created);
-  auto restore = llvm::make_scope_exit(
-      [&] { builder.setListener(previousListener); });
+  llvm::scope_exit restore([&] { builder.setListener(previousListener); });
 
   for (Operation *op : llvm::reverse(trace)) {
     SmallVector<Value> resultCotangents;

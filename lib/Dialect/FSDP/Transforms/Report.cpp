@@ -82,7 +82,11 @@ Category categoryOf(Value value, func::FuncOp step) {
   Operation *def = value.getDefiningOp();
   if (isa<WaitOp>(def))
     return Category::UnshardedParams;
-  if (isa<FlattenOp, ReduceGradsOp>(def))
+  // A unit's flat gradient, its reduced shard, and the parameter gradients
+  // waiting to be flattened into it.
+  if (isa<FlattenOp, ReduceGradsOp>(def) ||
+      llvm::any_of(value.getUsers(),
+                   [](Operation *user) { return isa<FlattenOp>(user); }))
     return Category::Gradients;
   if (getPhase(def) == kForward &&
       llvm::any_of(value.getUsers(),

@@ -41,36 +41,38 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
-LogicalResult LayerNormGradOp::inferReturnTypes(
-    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
+/// The gradients of a normalization over the last dimension [D]: the
+/// input's, then `vectors` per-feature [D] ones (weight, bias).
+static LogicalResult inferNormGrad(std::optional<Location> loc, StringRef name,
+                                   Value grad, Value input, Value weight,
+                                   unsigned vectors,
+                                   SmallVectorImpl<Type> &results) {
   SmallVector<Type> forward;
-  if (failed(inferLastDimNorm(loc, getOperationName(), adaptor.getInput(),
-                              {{"weight", adaptor.getWeight()}}, forward)) ||
-      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
-                       forward.front())))
+  if (failed(inferLastDimNorm(loc, name, input, {{"weight", weight}},
+                              forward)) ||
+      failed(checkGrad(loc, name, grad, forward.front())))
     return failure();
   auto x = cast<RankedTensorType>(forward.front());
   results.push_back(x);
-  results.push_back(vectorLike(x, x.getShape().back()));
-  results.push_back(vectorLike(x, x.getShape().back()));
+  results.append(vectors, vectorLike(x, x.getShape().back()));
   return success();
 }
 
-LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *context,
+LogicalResult LayerNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  return inferNormGrad(loc, getOperationName(), adaptor.getGrad(),
+                       adaptor.getInput(), adaptor.getWeight(),
+                       /*vectors=*/2, results);
+}
+
+LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &results) {
-  SmallVector<Type> forward;
-  if (failed(inferLastDimNorm(loc, getOperationName(), adaptor.getInput(),
-                              {{"weight", adaptor.getWeight()}}, forward)) ||
-      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
-                       forward.front())))
-    return failure();
-  auto x = cast<RankedTensorType>(forward.front());
-  results.push_back(x);
-  results.push_back(vectorLike(x, x.getShape().back()));
-  return success();
+  return inferNormGrad(loc, getOperationName(), adaptor.getGrad(),
+                       adaptor.getInput(), adaptor.getWeight(),
+                       /*vectors=*/1, results);
 }
 
 LogicalResult BatchNormGradOp::inferReturnTypes(

@@ -255,7 +255,8 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
 
     - the peak memory of a rank, from a liveness walk of the step in
       program order, and what is live at the peak: sharded parameters,
-      optimizer state, gradients, unsharded parameters (from `fsdp.unshard`
+      optimizer state, gradients (flat, reduced, and parameter gradients
+      waiting to be flattened), unsharded parameters (from `fsdp.unshard`
       to `fsdp.reshard`), activations saved for the backward (forward
       values used by the backward), transient values, and inputs and
       buffers. Views and reshapes alias their source; optimizer updates are
