@@ -3,6 +3,7 @@
 #include "StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/IRMapping.h"
 
@@ -85,10 +86,15 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
   for (auto reduce : llvm::to_vector(body.getOps<ReduceGradsOp>())) {
     auto flatten = reduce.getGrad().getDefiningOp<FlattenOp>();
     Operation *last = nullptr;
-    for (Value grad : flatten.getInputs())
+    for (Value grad : flatten.getInputs()) {
+      // A cast to the reduce dtype follows its gradient.
+      if (auto cast = grad.getDefiningOp<nn::CastOp>())
+        if (Operation *source = cast.getInput().getDefiningOp())
+          cast->moveAfter(source);
       if (Operation *def = grad.getDefiningOp())
         if (!last || last->isBeforeInBlock(def))
           last = def;
+    }
     if (last) {
       flatten->moveAfter(last);
       reduce->moveAfter(flatten);
