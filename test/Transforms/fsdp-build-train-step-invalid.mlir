@@ -8,6 +8,7 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="grad-accum-steps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCUM
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="clip-grad-norm=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="weight-decay=-0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DECAY
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-build-train-step -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: fsdp-opt %t/no-vjp.mlir --fsdp-build-train-step -verify-diagnostics -o /dev/null
 
 
@@ -17,6 +18,7 @@
 // NESTEROV: error: fsdp-build-train-step: nesterov needs a momentum and zero dampening (as torch.optim.SGD)
 // ACCUM: error: fsdp-build-train-step: grad-accum-steps must be >= 1, got 0
 // CLIP: error: fsdp-build-train-step: clip-grad-norm must be >= 0, got -1
+// TWICE: error: 'fsdp.model' op already has a train step
 // DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01
 
 //--- model.mlir

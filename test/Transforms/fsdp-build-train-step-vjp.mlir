@@ -167,10 +167,12 @@ fsdp.model @activations {
 
 // -----
 
-// dropout: the same mask (same rng_id) applied to the cotangent.
+// dropout: the same mask applied to the cotangent. The inlined dropout gets
+// its own id, 7 << 32 | site 0, so that every call and micro-batch draws its
+// own mask; its VJP reuses that id.
 // CHECK-LABEL: func.func @dropout_train_step
 // CHECK: %[[G:[^ ,:]+]] = nn.broadcast
-// CHECK: %[[D:[^ ,:]+]] = nn.dropout %[[G]] {{.*}}p = 2.500000e-01{{.*}} : f64, rng_id = 7 : i64} : tensor<4xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.dropout %[[G]] {{.*}}p = 2.500000e-01{{.*}} : f64, rng_id = 30064771072 : i64} : tensor<4xf32>
 // CHECK: fsdp.sgd_step %arg0, %[[D]]
 fsdp.model @dropout {
   fsdp.module @root kind "Test" {

@@ -139,3 +139,35 @@ fsdp.model @tied {
     }
   }
 }
+
+// -----
+
+// Each inlined dropout draws its own mask: a module called twice, in each of
+// two micro-batches, gives four distinct ids (7 << 32 | site); each VJP
+// reuses its forward's id.
+// ACCUM-LABEL: func.func @dropout_train_step(
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771072 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771073 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771073 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771072 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771074 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771075 : i64
+fsdp.model @dropout {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4xf32> init <ones>
+    fsdp.module @drop kind "Dropout" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        %y = nn.dropout %x {p = 0.5 : f64, rng_id = 7 : i64} : tensor<4xf32>
+        fsdp.return %y : tensor<4xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      %w = fsdp.get_param @w : tensor<4xf32>
+      %h = nn.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %a = fsdp.call @drop(%h) : (tensor<4xf32>) -> tensor<4xf32>
+      %b = fsdp.call @drop(%a) : (tensor<4xf32>) -> tensor<4xf32>
+      %l = nn.reduce_sum %b {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}

@@ -9,6 +9,8 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" --fsdp-insert-collectives | FileCheck %s --check-prefix=DDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=HSDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives="reshard-root-after-forward=true" | FileCheck %s --check-prefix=ROOT
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=ACCUM
+// RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=ALIAS
 // RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = false> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=KEEP
 
 // Full shard: 4 all-gathers in the forward, 3 in the backward (the root is
@@ -74,3 +76,48 @@
 // KEEP-NOT: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "forward"
 // KEEP-NOT: fsdp.unshard %arg3
 // KEEP: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "backward"
+
+// Two micro-batches: every micro-batch gathers each unit for its forward and
+// again for its backward (8 + 6), as PyTorch does for every pass; gradients
+// are reduced once, after the last (4).
+// ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "forward"
+// ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "backward"
+// ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "forward"
+// ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "backward"
+// ACCUM-NOT: fsdp.unshard
+// ACCUM-COUNT-4: fsdp.reduce_grads
+// ACCUM-NOT: fsdp.reduce_grads
+
+// A weight reshaped before use: the reshape reads the gathered buffer, so
+// the free waits for the reshape's user, and the backward gathers the unit
+// again and reshapes again.
+// ALIAS-LABEL: func.func @alias_train_step
+// ALIAS: fsdp.unshard %{{.*}} unit "a"
+// ALIAS: %[[R:.*]] = nn.reshape
+// ALIAS-NEXT: nn.matmul %{{.*}}, %[[R]]
+// ALIAS-NEXT: fsdp.reshard %{{.*}} unit "a" {fsdp.phase = "forward"
+// ALIAS: fsdp.unshard %{{.*}} unit "a" {{.*}}"backward"
+// ALIAS: %[[R2:.*]] = nn.reshape {{.*}}"backward"
+// ALIAS: nn.matmul %{{.*}}, %[[R2]] {{.*}}transpose_rhs
+// ALIAS-NEXT: fsdp.reshard %{{.*}} unit "a" {fsdp.phase = "backward"
+fsdp.model @alias {
+  fsdp.module @root kind "M" {
+    fsdp.module @a kind "L" unit {
+      fsdp.param @w : tensor<16xf32> init <zeros>
+      fsdp.forward (%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+        %w = fsdp.get_param @w : tensor<16xf32>
+        %t = nn.reshape %w : tensor<16xf32> to tensor<4x4xf32>
+        %y = nn.matmul %x, %t : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+        fsdp.return %y : tensor<2x4xf32>
+      }
+    }
+    fsdp.param @v : tensor<4x4xf32> init <zeros>
+    fsdp.forward (%x: tensor<2x4xf32>) -> tensor<f32> {
+      %v = fsdp.get_param @v : tensor<4x4xf32>
+      %h = nn.linear %x, %v : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+      %y = fsdp.call @a(%h) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}

@@ -6,6 +6,7 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=f32" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=F32REDUCE
 // RUN: fsdp-opt %s --fsdp-mixed-precision="param-dtype=f16 buffer-dtype=f16" --fsdp-build-train-step | FileCheck %s --check-prefix=BUFFER
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="keep-low-precision-grads=true" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=KEEP
+// RUN: fsdp-opt %s --fsdp-mixed-precision --fsdp-build-train-step | FileCheck %s --check-prefix=PROMOTE
 // RUN: not fsdp-opt %s --fsdp-mixed-precision="param-dtype=fp8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-mixed-precision -o /dev/null 2>&1 | FileCheck %s --check-prefix=ORDER
 
@@ -54,6 +55,13 @@
 // keep-low-precision-grads: the f32 update takes the bf16 reduced gradient.
 // KEEP: %[[G:.*]] = fsdp.reduce_grads %{{.*}} unit "" {{.*}} : tensor<76xbf16> -> tensor<19xbf16>
 // KEEP: fsdp.sgd_step %arg0, %[[G]] {{.*}} : (tensor<19xf32>, tensor<19xbf16>, tensor<i64>) -> tensor<19xf32>
+
+// Buffers keeping f32 meet bf16 activations: the operands are promoted to
+// f32 (PyTorch's type promotion), so BatchNorm runs in f32.
+// PROMOTE-LABEL: func.func @bn_train_step(
+// PROMOTE: %[[X:.*]] = nn.cast %{{.*}} : tensor<8x4xf32> to tensor<8x4xbf16>
+// PROMOTE: %[[X32:.*]] = nn.cast %[[X]] {{.*}} : tensor<8x4xbf16> to tensor<8x4xf32>
+// PROMOTE: nn.batch_norm %[[X32]], {{.*}} -> (tensor<8x4xf32>, tensor<4xf32>, tensor<4xf32>)
 
 // BADTYPE: error: fsdp-mixed-precision: unknown dtype 'fp8'; expected f32, bf16 or f16
 // ORDER: error: 'fsdp.model' op already has a train step; run fsdp-mixed-precision before fsdp-build-train-step

@@ -6,6 +6,7 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-insert-collectives -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-insert-collectives -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULED
 // RUN: fsdp-opt %t/mixed.mlir --fsdp-build-train-step --fsdp-shard="world-size=2" -verify-diagnostics -o /dev/null
 
 // WORLD: error: fsdp-shard: world-size must be >= 1, got 0
@@ -13,6 +14,7 @@
 // GROUP: error: fsdp-shard: hybrid-shard needs a shard-group-size that divides world-size 4, got 3
 // NOSTEP: error: 'fsdp.model' op has no train step to shard; run fsdp-build-train-step first
 // TWICE: error: 'func.func' op is already sharded
+// SCHEDULED: error: 'func.func' op is already scheduled
 // UNSHARDED: error: 'fsdp.model' op has no sharded train step; run fsdp-shard first
 
 //--- model.mlir

@@ -7,6 +7,9 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" | FileCheck %s --check-prefix=DDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" | FileCheck %s --check-prefix=HSDP
 // RUN: fsdp-opt %s --fsdp-build-train-step="momentum=0.9" --fsdp-shard="world-size=8" | FileCheck %s --check-prefix=SMALL
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=4 strategy=no-shard" | FileCheck %s --check-prefix=CLIPDDP
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" | FileCheck %s --check-prefix=CLIPHSDP
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-mixed-precision="keep-low-precision-grads=true" --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=2" | FileCheck %s --check-prefix=CLIPLOW
 
 // World size 1: the shard is the whole flat parameter; nothing to gather.
 // W1-LABEL: func.func @nested_wrapped_train_step(
@@ -38,7 +41,7 @@
 // W4-SAME: %arg12: tensor<i64> {fsdp.step_count}
 // W4-SAME: -> (tensor<f32> {fsdp.loss}, tensor<f32> {fsdp.grad_norm}, tensor<19xf32> {fsdp.flat_param = ""}
 // W4: %[[G:.*]] = fsdp.reduce_grads {{.*}} unit "module.2" mesh<shard = 4>  sum {{.*}}post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<68xf32> -> tensor<17xf32>
-// W4: %[[SQ:.*]] = fsdp.all_reduce %{{.*}} mesh<shard = 4> group world dtype f32 sum {{.*}}: tensor<1xf32>
+// W4: %[[SQ:.*]] = fsdp.all_reduce %{{.*}} mesh<shard = 4> group shard dtype f32 sum {{.*}}: tensor<1xf32>
 // W4: fsdp.clip_grad_norm
 // W4: fsdp.adamw_step %arg0, %{{.*}}, %arg4, %arg5 step %arg12 {{.*}} : (tensor<19xf32>, tensor<19xf32>, tensor<19xf32>, tensor<19xf32>, tensor<i64>)
 
@@ -93,3 +96,21 @@ fsdp.model @small {
     }
   }
 }
+
+// The clipping norm sums the squares of a rank's shards over the shard group
+// only: replicas hold the same shards (PyTorch all-reduces over the FSDP
+// process group). No-shard needs no all-reduce at all.
+// CLIPDDP-LABEL: func.func @mlp_train_step
+// CLIPDDP-NOT: fsdp.all_reduce
+// CLIPDDP: fsdp.clip_grad_norm
+// CLIPHSDP-LABEL: func.func @mlp_train_step
+// CLIPHSDP: fsdp.all_reduce %{{.*}} mesh<replicate = 2, shard = 2> group shard dtype f32 sum
+// CLIPHSDP: fsdp.clip_grad_norm
+
+// Clipping bf16 gradients kept in low precision: squares in f32, the
+// coefficient cast to bf16.
+// CLIPLOW-LABEL: func.func @mlp_train_step
+// CLIPLOW: nn.cast %{{.*}} : tensor<866xbf16> to tensor<866xf32>
+// CLIPLOW: %[[N:.*]], %[[C:.*]] = fsdp.clip_grad_norm
+// CLIPLOW: nn.cast %[[C]] {{.*}} : tensor<f32> to tensor<bf16>
+// CLIPLOW: fsdp.sgd_step %arg0, %{{.*}} : (tensor<866xf32>, tensor<866xbf16>, tensor<i64>) -> tensor<866xf32>

@@ -78,6 +78,10 @@ private:
   void tag(Operation *op, StringRef unit, StringRef phase);
   /// `value` cast to `element` (tagged), or `value` when it has that type.
   Value castTo(Value value, Type element, StringRef unit);
+  /// Casts the float operands of an nn op to f32 when they mix dtypes
+  /// (PyTorch's type promotion: an f32 buffer or constant next to bf16
+  /// activations under mixed precision); the casts join the trace.
+  void promoteOperands(Operation *op, StringRef unit);
   Value applyOptimizer(ParamOp param, Value value, Value grad,
                        ValueRange state, Value step,
                        SmallVectorImpl<Value> &newState);
@@ -98,6 +102,8 @@ private:
   /// Mixed precision: the parameter casts every micro-batch differentiates
   /// through.
   SmallVector<Operation *> entryCasts;
+  /// Dropout sites inlined so far (each gets its own mask).
+  uint64_t dropoutSites = 0;
 };
 
 void TrainStepBuilder::tag(Operation *op, StringRef unit, StringRef phase) {
@@ -142,6 +148,12 @@ TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
     } else {
       Operation *clone = builder.clone(op, mapping);
       tag(clone, unit, kForward);
+      // Every inlined dropout (each call, each micro-batch) draws its own
+      // mask; its VJP reuses the clone's id.
+      if (auto dropout = dyn_cast<nn::DropoutOp>(clone))
+        dropout.setRngIdAttr(builder.getI64IntegerAttr(
+            int64_t((uint64_t(dropout.getRngId()) << 32) | dropoutSites++)));
+      promoteOperands(clone, unit);
       trace.push_back(clone);
       if (failed(retype(clone)))
         return failure();
@@ -159,6 +171,29 @@ Value TrainStepBuilder::castTo(Value value, Type element, StringRef unit) {
                                  type.clone(element), value);
   tag(cast, unit, kForward);
   return cast;
+}
+
+void TrainStepBuilder::promoteOperands(Operation *op, StringRef unit) {
+  if (!isa<nn::NNDialect>(op->getDialect()) || isa<nn::CastOp>(op))
+    return;
+  llvm::SmallPtrSet<Type, 2> floats;
+  for (Value operand : op->getOperands())
+    if (auto element = dyn_cast<FloatType>(getElementTypeOrSelf(operand)))
+      floats.insert(element);
+  if (floats.size() < 2)
+    return;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(op);
+  for (OpOperand &operand : op->getOpOperands()) {
+    Value value = operand.get();
+    if (!isa<FloatType>(getElementTypeOrSelf(value)))
+      continue;
+    Value wide = castTo(value, builder.getF32Type(), unit);
+    if (wide != value) {
+      trace.push_back(wide.getDefiningOp());
+      operand.set(wide);
+    }
+  }
 }
 
 Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
@@ -208,6 +243,8 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
 }
 
 LogicalResult TrainStepBuilder::build() {
+  if (getTrainStep(model))
+    return model.emitOpError("already has a train step");
   NNModuleOp root = model.getRoot();
   ForwardOp rootForward = root.getForward();
   Location loc = model.getLoc();

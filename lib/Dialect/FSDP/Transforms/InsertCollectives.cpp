@@ -6,6 +6,7 @@
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPINSERTCOLLECTIVESPASS
@@ -17,70 +18,123 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// One unit's gather: the unshard, its wait and the parameter views.
+/// Whether `op` derives a value from a gathered parameter by layout or dtype
+/// only: the views, and reshapes, transposes, casts and broadcasts of them.
+/// They read the gathered buffer, so they count as uses of the unit and are
+/// recomputed with it.
+bool isDerivation(Operation *op) {
+  return isa<ViewOp, nn::ReshapeOp, nn::TransposeOp, nn::CastOp,
+             nn::BroadcastOp>(op);
+}
+
+/// One gather of a unit: the unshard, its wait, and the derivations of the
+/// gathered parameters in block order.
 struct Gather {
   UnshardOp unshard;
   WaitOp wait;
-  SmallVector<ViewOp> views;
+  SmallVector<Operation *> derived;
 };
 
-/// The ops that use any of `views`, in block order.
-SmallVector<Operation *> usersInOrder(ArrayRef<ViewOp> views) {
+bool inBlockOrder(Operation *a, Operation *b) { return a->isBeforeInBlock(b); }
+
+Gather collect(UnshardOp unshard) {
+  Gather gather{unshard, cast<WaitOp>(*unshard->getUsers().begin()), {}};
+  llvm::SetVector<Operation *> derived;
+  for (Operation *user : gather.wait->getUsers())
+    if (isa<ViewOp>(user))
+      derived.insert(user);
+  for (size_t i = 0; i < derived.size(); ++i)
+    for (Operation *user : derived[i]->getUsers())
+      if (isDerivation(user) && user->getNumOperands() == 1)
+        derived.insert(user);
+  gather.derived = derived.takeVector();
+  llvm::sort(gather.derived, inBlockOrder);
+  return gather;
+}
+
+/// The ops that read the gathered parameters (other than derivations), in
+/// block order.
+SmallVector<Operation *> usersOf(const Gather &gather) {
+  llvm::SmallPtrSet<Operation *, 16> derived(gather.derived.begin(),
+                                             gather.derived.end());
   llvm::SetVector<Operation *> users;
-  for (ViewOp view : views)
-    for (Operation *user : view->getUsers())
-      users.insert(user);
+  for (Operation *op : gather.derived)
+    for (Operation *user : op->getUsers())
+      if (!derived.contains(user))
+        users.insert(user);
   SmallVector<Operation *> ordered = users.takeVector();
-  llvm::sort(ordered, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
+  llvm::sort(ordered, inBlockOrder);
   return ordered;
 }
 
-/// Moves the gather to just before `point`.
+/// Moves the gather and its derivations to just before `point`.
 void moveBefore(Gather &gather, Operation *point) {
   gather.unshard->moveBefore(point);
   gather.wait->moveBefore(point);
-  for (ViewOp view : gather.views)
-    view->moveBefore(point);
+  for (Operation *op : gather.derived)
+    op->moveBefore(point);
 }
 
-/// Gathers the unit again before `point` and redirects the uses in
-/// `users` to the new views.
-Gather regather(Gather gather, Operation *point,
-                ArrayRef<Operation *> users) {
+/// Gathers the unit again before `point` (tagged `phase`), derives its
+/// parameters again, and redirects `users` to the new values.
+Gather regather(const Gather &gather, Operation *point,
+                ArrayRef<Operation *> users, StringRef phase) {
   OpBuilder builder(point);
   IRMapping mapping;
-  Gather copy;
-  copy.unshard = cast<UnshardOp>(builder.clone(*gather.unshard, mapping));
+  Gather copy{cast<UnshardOp>(builder.clone(*gather.unshard, mapping)), {}, {}};
   copy.wait = cast<WaitOp>(builder.clone(*gather.wait, mapping));
-  tagOp(copy.unshard, gather.unshard.getUnit(), kBackward);
-  tagOp(copy.wait, gather.unshard.getUnit(), kBackward);
-  for (ViewOp view : gather.views) {
-    auto newView = cast<ViewOp>(builder.clone(*view, mapping));
-    tagOp(newView, gather.unshard.getUnit(), kBackward);
-    copy.views.push_back(newView);
-    for (Operation *user : users)
-      user->replaceUsesOfWith(view, newView);
+  StringRef unit = copy.unshard.getUnit();
+  tagOp(copy.unshard, unit, phase);
+  tagOp(copy.wait, unit, phase);
+  for (Operation *op : gather.derived) {
+    Operation *clone = builder.clone(*op, mapping);
+    tagOp(clone, unit, phase);
+    copy.derived.push_back(clone);
   }
+  for (Operation *user : users)
+    for (OpOperand &operand : user->getOpOperands())
+      if (Value mapped = mapping.lookupOrNull(operand.get()))
+        operand.set(mapped);
   return copy;
 }
 
+/// Frees the gathered unit after `point`, in `point`'s micro-batch.
 void reshardAfter(Operation *point, Value full, StringRef unit,
                   StringRef phase) {
   OpBuilder builder(point->getContext());
   builder.setInsertionPointAfter(point);
   auto reshard = ReshardOp::create(builder, point->getLoc(), full, unit);
   tagOp(reshard, unit, phase);
+  if (Attribute microBatch = point->getAttr(kMicroBatchAttr))
+    reshard->setAttr(kMicroBatchAttr, microBatch);
+}
+
+/// Tags a gather with the micro-batch of the op it serves.
+void tagMicroBatch(const Gather &gather, Operation *user) {
+  Attribute microBatch = user->getAttr(kMicroBatchAttr);
+  if (!microBatch)
+    return;
+  gather.unshard->setAttr(kMicroBatchAttr, microBatch);
+  gather.wait->setAttr(kMicroBatchAttr, microBatch);
+  for (Operation *op : gather.derived)
+    op->setAttr(kMicroBatchAttr, microBatch);
+}
+
+/// The micro-batch an op belongs to (0 with a single one).
+int64_t microBatchOf(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr);
+  return attr ? attr.getInt() : 0;
 }
 
 LogicalResult schedule(func::FuncOp step, bool reshardRoot,
                        const llvm::StringMap<bool> &unitReshards) {
+  Block &body = step.getBody().front();
+  if (!body.getOps<ReshardOp>().empty())
+    return step.emitOpError("is already scheduled");
   StringRef strategy =
       step->getAttrOfType<StringAttr>(kStrategyAttr).getValue();
   bool reshardsAfterForward =
       strategy == "full-shard" || strategy == "hybrid-shard";
-  Block &body = step.getBody().front();
 
   // The reductions move to just after the last gradient of their unit.
   for (auto reduce : llvm::to_vector(body.getOps<ReduceGradsOp>())) {
@@ -102,36 +156,53 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
   }
 
   for (auto unshard : llvm::to_vector(body.getOps<UnshardOp>())) {
-    Gather gather{unshard, cast<WaitOp>(*unshard->getUsers().begin()), {}};
-    for (Operation *user : gather.wait->getUsers())
-      gather.views.push_back(cast<ViewOp>(user));
+    Gather gather = collect(unshard);
     StringRef unit = unshard.getUnit();
-    SmallVector<Operation *> users = usersInOrder(gather.views);
+    SmallVector<Operation *> users = usersOf(gather);
     if (users.empty()) {
       // A unit whose parameters nothing reads needs no gather.
-      for (ViewOp view : gather.views)
-        view->erase();
+      for (Operation *op : llvm::reverse(gather.derived))
+        op->erase();
       gather.wait->erase();
       unshard->erase();
       continue;
     }
-    auto inForward = [](Operation *op) { return getPhase(op) == kForward; };
-    auto firstBackward = llvm::find_if_not(users, inForward);
-    SmallVector<Operation *> forwardUsers(users.begin(), firstBackward);
-    SmallVector<Operation *> backwardUsers(firstBackward, users.end());
-    moveBefore(gather, users.front());
-
-    bool isRoot = unit.empty();
-    bool reshards = reshardsAfterForward && (!isRoot || reshardRoot);
+    bool reshards = reshardsAfterForward && (!unit.empty() || reshardRoot);
     if (auto it = unitReshards.find(unit); it != unitReshards.end())
       reshards = it->second;
-    if (!forwardUsers.empty() && !backwardUsers.empty() && reshards) {
-      reshardAfter(forwardUsers.back(), gather.wait, unit, kForward);
-      gather = regather(gather, backwardUsers.front(), backwardUsers);
+
+    // Each micro-batch gathers the unit for its forward and backward, as
+    // PyTorch does for every forward/backward pass. Every op still reads the
+    // first gather's values, so every regather maps from those.
+    const Gather first = gather;
+    for (auto segment = users.begin(); segment != users.end();) {
+      int64_t microBatch = microBatchOf(*segment);
+      auto segmentEnd = std::find_if(segment, users.end(), [&](Operation *op) {
+        return microBatchOf(op) != microBatch;
+      });
+      ArrayRef<Operation *> ops(&*segment, segmentEnd - segment);
+      auto firstBackward = llvm::find_if(
+          ops, [](Operation *op) { return getPhase(op) != kForward; });
+      ArrayRef<Operation *> forward(ops.begin(), firstBackward);
+      ArrayRef<Operation *> backward(firstBackward, ops.end());
+      if (segment == users.begin())
+        moveBefore(gather, ops.front());
+      else
+        gather = regather(first, ops.front(), ops, getPhase(ops.front()));
+      tagMicroBatch(gather, ops.front());
+      if (!forward.empty() && !backward.empty() && reshards) {
+        reshardAfter(forward.back(), gather.wait, unit, kForward);
+        gather = regather(first, backward.front(), backward, kBackward);
+        tagMicroBatch(gather, backward.front());
+      }
+      reshardAfter(ops.back(), gather.wait, unit, getPhase(ops.back()));
+      segment = segmentEnd;
     }
-    reshardAfter(users.back(), gather.wait, unit,
-                 backwardUsers.empty() ? kForward : kBackward);
   }
+  // Derivations whose users moved to a later gather are dead.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isDerivation(&op) && op.use_empty())
+      op.erase();
   return success();
 }
 

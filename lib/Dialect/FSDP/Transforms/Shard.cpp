@@ -115,8 +115,9 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
   auto scalar = RankedTensorType::get({}, builder.getF32Type());
   Value sumSq;
   for (auto [flat, grad] : llvm::zip(flats, shardGrads)) {
+    // The gradient's own dtype: low precision under keep_low_precision_grads.
     Value g = grad;
-    if (!flat.elementType.isF32()) {
+    if (!getElementTypeOrSelf(g.getType()).isF32()) {
       g = nn::CastOp::create(builder, loc,
                              RankedTensorType::get({flat.shard},
                                                    builder.getF32Type()),
@@ -136,13 +137,15 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
     }
   }
   // The padding is zero, so the shards' squares add up to the full norm once
-  // summed over every rank of the mesh.
-  if (mesh.getWorldSize() > 1) {
+  // summed over the shard group; replicas hold the same shards, so they are
+  // not added again (PyTorch all-reduces over the FSDP process group, which
+  // is the shard group under hybrid sharding, and not at all for no-shard).
+  if (mesh.getShard() > 1) {
     Value vector = nn::ReshapeOp::create(
         builder, loc, RankedTensorType::get({1}, builder.getF32Type()), sumSq);
     Value total = AllReduceOp::create(
         builder, loc, vector.getType(), vector, mesh,
-        MeshGroupAttr::get(builder.getContext(), MeshGroup::world),
+        MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
         TypeAttr::get(builder.getF32Type()),
         ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
         builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
@@ -156,10 +159,10 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
   tagOp(newClip, "", kOptimizer);
   for (auto [flat, grad] : llvm::zip(flats, shardGrads)) {
     Value coefficient = newClip.getCoefficient();
-    if (!flat.elementType.isF32()) {
+    Type element = getElementTypeOrSelf(grad.getType());
+    if (!element.isF32()) {
       coefficient = nn::CastOp::create(
-          builder, loc, RankedTensorType::get({}, flat.elementType),
-          coefficient);
+          builder, loc, RankedTensorType::get({}, element), coefficient);
       tagOp(coefficient.getDefiningOp(), flat.unit, kOptimizer);
     }
     grad = nn::MulOp::create(builder, loc, grad, coefficient);

@@ -172,7 +172,8 @@ def FSDPShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     full flat parameter; the unit's gradients are `fsdp.flatten`ed and
     reduced to the local shard (`fsdp.reduce_grads`, sum with FSDP1's
     pre/post divide factors of the data-parallel world size); clipping sums
-    the local shards' squares and all-reduces them; the optimizer updates
+    the local shards' squares and all-reduces them over the shard group
+    (replicas hold the same shards); the optimizer updates
     shards only. This schedule is correct but naive (every unit gathered at
     the start and kept): `fsdp-insert-collectives` places the collectives
     as PyTorch does.
