@@ -23,6 +23,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.weightDecay = options.weightDecay;
   step.clipGradNorm = options.clipGradNorm;
   step.gradAccumSteps = options.gradAccumSteps;
+  step.noSync = options.noSync;
   pm.addPass(createFSDPBuildTrainStepPass(step));
 
   FSDPShardPassOptions shard;

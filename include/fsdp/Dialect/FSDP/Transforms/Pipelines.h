@@ -59,6 +59,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<int64_t> gradAccumSteps{*this, "grad-accum-steps",
                                  llvm::cl::desc("Micro-batches per step"),
                                  llvm::cl::init(1)};
+  Option<bool> noSync{*this, "no-sync",
+                      llvm::cl::desc("Reduce gradients only after the last "
+                                     "micro-batch (no_sync())"),
+                      llvm::cl::init(false)};
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Print the pre-launch report at the end"),
                       llvm::cl::init(false)};
