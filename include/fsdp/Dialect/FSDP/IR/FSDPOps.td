@@ -236,7 +236,7 @@ def FSDP_AllGatherOp : FSDP_CollectiveOp<"all_gather"> {
   }];
   let arguments = (ins FSDP_DataTensor:$input, FSDP_MeshAttr:$mesh,
                        FSDP_MeshGroupAttr:$group, TypeAttr:$dtype);
-  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
+  let assemblyFormat = "$input `mesh` `` $mesh `group` `` $group `dtype` $dtype "
                        "attr-dict `:` type($input) `->` type($result)";
 }
 
@@ -257,8 +257,8 @@ def FSDP_ReduceScatterOp : FSDP_CollectiveOp<"reduce_scatter"> {
                        FSDP_ReduceKindAttr:$reduce,
                        DefaultValuedAttr<F64Attr, "1.0">:$pre_divide,
                        DefaultValuedAttr<F64Attr, "1.0">:$post_divide);
-  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
-                       "$reduce attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input `mesh` `` $mesh `group` `` $group `dtype` $dtype "
+                       "`` $reduce attr-dict `:` type($input) `->` type($result)";
 }
 
 def FSDP_AllReduceOp : FSDP_CollectiveOp<"all_reduce", [
@@ -274,8 +274,8 @@ def FSDP_AllReduceOp : FSDP_CollectiveOp<"all_reduce", [
                        FSDP_ReduceKindAttr:$reduce,
                        DefaultValuedAttr<F64Attr, "1.0">:$pre_divide,
                        DefaultValuedAttr<F64Attr, "1.0">:$post_divide);
-  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
-                       "$reduce attr-dict `:` type($input)";
+  let assemblyFormat = "$input `mesh` `` $mesh `group` `` $group `dtype` $dtype "
+                       "`` $reduce attr-dict `:` type($input)";
 }
 
 def FSDP_BroadcastOp : FSDP_CollectiveOp<"broadcast", [
@@ -289,7 +289,7 @@ def FSDP_BroadcastOp : FSDP_CollectiveOp<"broadcast", [
   let arguments = (ins FSDP_DataTensor:$input, FSDP_MeshAttr:$mesh,
                        FSDP_MeshGroupAttr:$group, TypeAttr:$dtype,
                        I64Attr:$root);
-  let assemblyFormat = "$input `mesh` `` $mesh `group` $group `dtype` $dtype "
+  let assemblyFormat = "$input `mesh` `` $mesh `group` `` $group `dtype` $dtype "
                        "`root` $root attr-dict `:` type($input)";
 }
 
@@ -361,7 +361,7 @@ def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads"> {
                        DefaultValuedAttr<F64Attr, "1.0">:$pre_divide,
                        DefaultValuedAttr<F64Attr, "1.0">:$post_divide);
   let results = (outs FSDP_FlatTensor:$result);
-  let assemblyFormat = "$grad `unit` $unit `mesh` `` $mesh $reduce attr-dict "
+  let assemblyFormat = "$grad `unit` $unit `mesh` `` $mesh `` $reduce attr-dict "
                        "`:` type($grad) `->` type($result)";
   let hasVerifier = 1;
 }
