@@ -31,7 +31,7 @@
 // W3: fsdp.unshard %arg0 unit "" mesh<shard = 3> {{.*}} : tensor<26xf32> -> !fsdp.token<tensor<78xf32>>
 // W3: fsdp.flatten {{.*}} -> tensor<78xf32>
 // PyTorch's predivide loop stops at 2 for 3 ranks (3 % 2 != 0): pre 2, post 1.5.
-// W3: fsdp.reduce_grads {{.*}} unit "" mesh<shard = 3>  sum {{.*}}post_divide = 1.500000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<78xf32> -> tensor<26xf32>
+// W3: fsdp.reduce_grads {{.*}} unit "" mesh<shard = 3> sum {{.*}}post_divide = 1.500000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<78xf32> -> tensor<26xf32>
 
 // World size 4, AdamW with clipping: two state shards per unit, FSDP1's
 // divide factors (2, 2), and the clipping norm all-reduced over the mesh.
@@ -40,7 +40,7 @@
 // W4-SAME: %arg4: tensor<19xf32> {fsdp.flat_param = "", fsdp.flat_state = "exp_avg"}, %arg5: tensor<19xf32> {fsdp.flat_param = "", fsdp.flat_state = "exp_avg_sq"}
 // W4-SAME: %arg12: tensor<i64> {fsdp.step_count}
 // W4-SAME: -> (tensor<f32> {fsdp.loss}, tensor<f32> {fsdp.grad_norm}, tensor<19xf32> {fsdp.flat_param = ""}
-// W4: %[[G:.*]] = fsdp.reduce_grads {{.*}} unit "module.2" mesh<shard = 4>  sum {{.*}}post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<68xf32> -> tensor<17xf32>
+// W4: %[[G:.*]] = fsdp.reduce_grads {{.*}} unit "module.2" mesh<shard = 4> sum {{.*}}post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<68xf32> -> tensor<17xf32>
 // W4: %[[SQ:.*]] = fsdp.all_reduce %{{.*}} mesh<shard = 4> group shard dtype f32 sum {{.*}}: tensor<1xf32>
 // W4: fsdp.clip_grad_norm
 // W4: fsdp.adamw_step %arg0, %{{.*}}, %arg4, %arg5 step %arg12 {{.*}} : (tensor<19xf32>, tensor<19xf32>, tensor<19xf32>, tensor<19xf32>, tensor<i64>)
@@ -57,14 +57,14 @@
 // DDP-LABEL: func.func @nested_wrapped_train_step(
 // DDP-SAME: %arg0: tensor<76xf32>
 // DDP-NOT: fsdp.unshard
-// DDP: fsdp.reduce_grads {{.*}} mesh<replicate = 4, shard = 1>  sum {{.*}} : tensor<76xf32> -> tensor<76xf32>
+// DDP: fsdp.reduce_grads {{.*}} mesh<replicate = 4, shard = 1> sum {{.*}} : tensor<76xf32> -> tensor<76xf32>
 
 // Hybrid 2 x 2: shards of the 2-rank shard group; reduction over the whole
 // 4-rank data-parallel world (divide factors 2, 2).
 // HSDP-LABEL: func.func @nested_wrapped_train_step(
 // HSDP-SAME: %arg0: tensor<38xf32>
 // HSDP: fsdp.unshard %arg0 unit "" mesh<replicate = 2, shard = 2>
-// HSDP: fsdp.reduce_grads {{.*}} mesh<replicate = 2, shard = 2>  sum {{.*}}post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<76xf32> -> tensor<38xf32>
+// HSDP: fsdp.reduce_grads {{.*}} mesh<replicate = 2, shard = 2> sum {{.*}}post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<76xf32> -> tensor<38xf32>
 
 // A unit smaller than the world: 5 elements over 8 ranks are 8 chunks of 1
 // (ranks 5-7 hold only padding); a frozen parameter stays whole and is not
