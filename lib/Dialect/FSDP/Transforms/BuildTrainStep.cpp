@@ -1,6 +1,7 @@
 //===- BuildTrainStep.cpp - forward, reverse-mode backward, optimizer ------===//
 
 #include "Autodiff.h"
+#include "Clipping.h"
 #include "StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
@@ -70,6 +71,20 @@ public:
   LogicalResult build();
 
 private:
+  /// The step function with its named arguments, and its entry block.
+  void createFunction();
+  /// The values the forward reads: parameters (cast under mixed precision),
+  /// optimizer state, the step count and buffers.
+  void bindArguments();
+  /// The forward and backward of every micro-batch; returns the mean loss.
+  FailureOr<Value> emitMicroBatches();
+  /// The gradient of every trainable parameter, for the update.
+  SmallVector<Value> finalGradients();
+  /// The optimizer updates and the step's results.
+  void emitUpdatesAndReturn(Value loss, Value gradNorm, ArrayRef<Value> grads);
+  ArrayRef<Type> inputTypes() {
+    return model.getRoot().getForward().getFunctionType().getInputs();
+  }
   /// Inlines `module`'s forward applied to `args` at the end of the step,
   /// recording the ops in `trace`; returns the forward's results.
   FailureOr<SmallVector<Value>> inlineForward(NNModuleOp module,
@@ -94,6 +109,18 @@ private:
   bool noSync;
   OpBuilder builder;
   SymbolTableCollection tables;
+
+  // The step under construction.
+  SmallVector<ParamOp> params, trainable;
+  SmallVector<BufferOp> buffers;
+  func::FuncOp func;
+  Block *body = nullptr;
+  size_t firstInput = 0;
+  Type paramDtype;
+  SmallVector<Value> trainableValues;
+  SmallVector<SmallVector<Value>> state;
+  Value stepCount;
+  llvm::DenseMap<Value, Value> gradSums;
 
   int64_t microBatch = 0;
   llvm::MapVector<ParamOp, Value> paramValues;
@@ -245,23 +272,42 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
 LogicalResult TrainStepBuilder::build() {
   if (getTrainStep(model))
     return model.emitOpError("already has a train step");
-  NNModuleOp root = model.getRoot();
-  ForwardOp rootForward = root.getForward();
-  Location loc = model.getLoc();
-  MLIRContext *context = model.getContext();
+  createFunction();
+  bindArguments();
+  FailureOr<Value> loss = emitMicroBatches();
+  if (failed(loss))
+    return failure();
+  SmallVector<Value> grads = finalGradients();
+  Value gradNorm;
+  if (clipNorm > 0.0 && !grads.empty())
+    gradNorm = emitClipGradNorm(
+        builder, model.getLoc(), grads, builder.getF64FloatAttr(clipNorm),
+        [](Value sumSq) { return sumSq; }, [&](Operation *op, int i) {
+          tag(op,
+              i < 0 ? "" : ownership.getOwner(trainable[i]).getQualifiedName(),
+              kOptimizer);
+        });
+  emitUpdatesAndReturn(*loss, gradNorm, grads);
 
-  // The step's signature: parameters, optimizer state, step count, buffers,
-  // then the inputs of every micro-batch.
+  // VJPs build every operand's cotangent; drop those nothing uses (e.g. the
+  // gradient of the data input of the first layer).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  return success();
+}
+
+void TrainStepBuilder::createFunction() {
+  // The signature: parameters, optimizer state, step count, buffers, then
+  // the inputs of every micro-batch, each named for the runtime.
   SmallVector<Type> argTypes;
-  SmallVector<NamedAttribute> argAttrs;
   SmallVector<DictionaryAttr> argDicts;
   auto addArg = [&](Type type, StringRef key, Attribute value) {
     argTypes.push_back(type);
-    argDicts.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr(key, value)));
+    argDicts.push_back(
+        builder.getDictionaryAttr(builder.getNamedAttr(key, value)));
   };
-  SmallVector<ParamOp> params, trainable;
-  SmallVector<BufferOp> buffers;
+  NNModuleOp root = model.getRoot();
   root.walk([&](ParamOp p) {
     params.push_back(p);
     if (p.getRequiresGrad())
@@ -275,16 +321,15 @@ LogicalResult TrainStepBuilder::build() {
     for (StringRef name : config.stateNames())
       addArg(p.getTensorType(), kStateArg,
              builder.getStringAttr(qualifiedName(p) + "." + name.str()));
-  auto stepType = RankedTensorType::get({}, builder.getI64Type());
   // The step count drives Adam's bias correction, SGD's first momentum step
   // and the dropout masks; every step has one.
-  addArg(stepType, kStepCountArg, builder.getUnitAttr());
+  addArg(RankedTensorType::get({}, builder.getI64Type()), kStepCountArg,
+         builder.getUnitAttr());
   for (BufferOp b : buffers)
     addArg(b.getType(), kBufferArg, builder.getStringAttr(qualifiedName(b)));
-  ArrayRef<Type> inputTypes = rootForward.getFunctionType().getInputs();
-  size_t firstInput = argTypes.size();
+  firstInput = argTypes.size();
   for (int64_t k = 0; k < microBatches; ++k)
-    for (auto [i, type] : llvm::enumerate(inputTypes)) {
+    for (auto [i, type] : llvm::enumerate(inputTypes())) {
       argTypes.push_back(type);
       argDicts.push_back(builder.getDictionaryAttr(
           {builder.getNamedAttr("fsdp.input", builder.getI64IntegerAttr(i)),
@@ -294,62 +339,60 @@ LogicalResult TrainStepBuilder::build() {
 
   builder.setInsertionPointAfter(model);
   std::string name = (model.getSymName() + "_train_step").str();
-  auto func = func::FuncOp::create(builder, loc, name,
-                                   builder.getFunctionType(argTypes, {}));
+  func = func::FuncOp::create(builder, model.getLoc(), name,
+                              builder.getFunctionType(argTypes, {}));
   func.setAllArgAttrs(argDicts);
   func->setAttr(kModelAttr, FlatSymbolRefAttr::get(model.getSymNameAttr()));
   func->setAttr("fsdp.micro_batches", builder.getI64IntegerAttr(microBatches));
   func->setAttr("fsdp.grad_sync",
                 builder.getStringAttr(noSync ? "last-micro-batch"
                                              : "every-micro-batch"));
-  Block *body = func.addEntryBlock();
+  if (Attribute policy = model->getAttr(kMixedPrecisionAttr))
+    func->setAttr(kMixedPrecisionAttr, policy);
+  body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
+}
 
+void TrainStepBuilder::bindArguments() {
   // Mixed precision: compute in the param dtype, from casts of the f32
   // parameters that autodiff differentiates through (their VJP casts the
   // gradient back).
-  Type paramDtype = getPolicyDtype(model, kParamDtypeKey);
+  paramDtype = getPolicyDtype(model, kParamDtypeKey);
   Type bufferDtype = getPolicyDtype(model, kBufferDtypeKey);
-  auto policy = model->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
-  bool keepLowPrecisionGrads =
-      policy && policy.contains(kKeepLowPrecisionGradsKey);
-  if (auto policy = model->getAttr(kMixedPrecisionAttr))
-    func->setAttr(kMixedPrecisionAttr, policy);
   unsigned argIndex = 0;
-  SmallVector<Value> paramArgs;
   for (ParamOp p : params) {
     Value arg = body->getArgument(argIndex++);
-    paramArgs.push_back(arg);
-    paramValues[p] = castTo(arg, paramDtype,
-                            ownership.getOwner(p).getQualifiedName());
+    if (p.getRequiresGrad())
+      trainableValues.push_back(arg);
+    paramValues[p] =
+        castTo(arg, paramDtype, ownership.getOwner(p).getQualifiedName());
     if (paramValues[p] != arg)
       entryCasts.push_back(paramValues[p].getDefiningOp());
   }
-  SmallVector<SmallVector<Value>> state;
   for (size_t i = 0; i < trainable.size(); ++i) {
     state.emplace_back();
     for (size_t s = 0; s < config.stateNames().size(); ++s)
       state.back().push_back(body->getArgument(argIndex++));
   }
-  Value step = body->getArgument(argIndex++);
+  stepCount = body->getArgument(argIndex++);
   for (BufferOp b : buffers)
     bufferValues[b] = castTo(body->getArgument(argIndex++), bufferDtype, "");
+}
 
-  // Forward and backward of every micro-batch; gradients summed.
-  SmallVector<Value> trainableValues;
-  for (auto [p, arg] : llvm::zip(params, paramArgs))
-    if (p.getRequiresGrad())
-      trainableValues.push_back(arg);
-  llvm::DenseMap<Value, Value> gradSums;
+FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
+  // Forward and backward of every micro-batch, each loss seeded with 1/k;
+  // gradients summed.
+  Location loc = model.getLoc();
+  ArrayRef<Type> inputs = inputTypes();
   Value lossSum;
-  std::string rootUnit = "";
   for (microBatch = 0; microBatch < microBatches; ++microBatch) {
     trace.assign(entryCasts.begin(), entryCasts.end());
-    SmallVector<Value> inputs;
+    SmallVector<Value> args;
     for (Value input : body->getArguments().slice(
-             firstInput + microBatch * inputTypes.size(), inputTypes.size()))
-      inputs.push_back(castTo(input, paramDtype, rootUnit));
-    FailureOr<SmallVector<Value>> outputs = inlineForward(root, inputs);
+             firstInput + microBatch * inputs.size(), inputs.size()))
+      args.push_back(castTo(input, paramDtype, ""));
+    FailureOr<SmallVector<Value>> outputs =
+        inlineForward(model.getRoot(), args);
     if (failed(outputs))
       return failure();
     Value loss = outputs->front();
@@ -359,7 +402,7 @@ LogicalResult TrainStepBuilder::build() {
         DenseElementsAttr::get(
             lossType, builder.getFloatAttr(lossType.getElementType(),
                                            1.0 / microBatches)));
-    tag(seed.getDefiningOp(), rootUnit, kBackward);
+    tag(seed.getDefiningOp(), "", kBackward);
     llvm::DenseMap<Value, Value> grads;
     if (failed(differentiate(
             builder, trace, loss, seed, trainableValues,
@@ -385,7 +428,7 @@ LogicalResult TrainStepBuilder::build() {
     }
     if (lossSum) {
       lossSum = nn::AddOp::create(builder, loc, lossSum, loss);
-      tag(lossSum.getDefiningOp(), rootUnit, kForward);
+      tag(lossSum.getDefiningOp(), "", kForward);
     } else {
       lossSum = loss;
     }
@@ -395,25 +438,30 @@ LogicalResult TrainStepBuilder::build() {
   if (microBatches > 1) {
     meanLoss = nn::ScaleOp::create(builder, loc, lossSum,
                                    builder.getF64FloatAttr(1.0 / microBatches));
-    tag(meanLoss.getDefiningOp(), rootUnit, kForward);
+    tag(meanLoss.getDefiningOp(), "", kForward);
   }
   // The loss is reported in the dtype the model declares.
-  meanLoss = castTo(meanLoss,
-                    getElementTypeOrSelf(rootForward.getFunctionType().getResult(0)),
-                    rootUnit);
+  Type declared = getElementTypeOrSelf(
+      model.getRoot().getForward().getFunctionType().getResult(0));
+  return castTo(meanLoss, declared, "");
+}
 
-  // A parameter the loss does not depend on gets a zero gradient: it is part
-  // of its unit's flat gradient, as in FSDP.
+SmallVector<Value> TrainStepBuilder::finalGradients() {
+  auto policy = model->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
+  bool keepLowPrecisionGrads =
+      policy && policy.contains(kKeepLowPrecisionGradsKey);
   SmallVector<Value> grads;
   for (Value value : trainableValues) {
     Value grad = gradSums.lookup(value);
+    // A parameter the loss does not depend on gets a zero gradient: it is
+    // part of its unit's flat gradient, as in FSDP.
     if (!grad) {
       auto type = cast<RankedTensorType>(value.getType());
       grad = arith::ConstantOp::create(
-          builder, loc,
+          builder, model.getLoc(),
           DenseElementsAttr::get(
               type, builder.getFloatAttr(type.getElementType(), 0.0)));
-      tag(grad.getDefiningOp(), rootUnit, kBackward);
+      tag(grad.getDefiningOp(), "", kBackward);
     }
     // keep_low_precision_grads: the update takes the gradient before the
     // parameter cast's VJP brings it back up.
@@ -422,107 +470,54 @@ LogicalResult TrainStepBuilder::build() {
         grad = up.getInput();
     grads.push_back(grad);
   }
+  return grads;
+}
 
-  // Clipping by the global norm: Σ g² in f32 over every gradient.
-  Value gradNorm;
-  if (clipNorm > 0.0 && !grads.empty()) {
-    auto scalar = RankedTensorType::get({}, builder.getF32Type());
-    Value sumSq;
-    for (auto [p, grad] : llvm::zip(trainable, grads)) {
-      std::string unit = ownership.getOwner(p).getQualifiedName();
-      auto type = cast<RankedTensorType>(grad.getType());
-      Value g = grad;
-      if (!type.getElementType().isF32()) {
-        g = nn::CastOp::create(
-            builder, loc, RankedTensorType::get(type.getShape(), scalar.getElementType()), g);
-        tag(g.getDefiningOp(), unit, kOptimizer);
-      }
-      Value sq = nn::MulOp::create(builder, loc, g, g);
-      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
-      Value partial = nn::ReduceSumOp::create(builder, loc, sq,
-                                              builder.getDenseI64ArrayAttr(all),
-                                              /*keepdim=*/false);
-      tag(sq.getDefiningOp(), unit, kOptimizer);
-      tag(partial.getDefiningOp(), unit, kOptimizer);
-      if (sumSq) {
-        sumSq = nn::AddOp::create(builder, loc, sumSq, partial);
-        tag(sumSq.getDefiningOp(), rootUnit, kOptimizer);
-      } else {
-        sumSq = partial;
-      }
-    }
-    auto clip = ClipGradNormOp::create(builder, loc, sumSq,
-                                       builder.getF64FloatAttr(clipNorm));
-    tag(clip, rootUnit, kOptimizer);
-    gradNorm = clip.getNorm();
-    for (auto [p, grad] : llvm::zip(trainable, grads)) {
-      std::string unit = ownership.getOwner(p).getQualifiedName();
-      auto type = cast<RankedTensorType>(grad.getType());
-      Value coefficient = clip.getCoefficient();
-      if (!type.getElementType().isF32()) {
-        coefficient = nn::CastOp::create(
-            builder, loc, RankedTensorType::get({}, type.getElementType()),
-            coefficient);
-        tag(coefficient.getDefiningOp(), unit, kOptimizer);
-      }
-      grad = nn::MulOp::create(builder, loc, grad, coefficient);
-      tag(grad.getDefiningOp(), unit, kOptimizer);
-    }
-  }
+void TrainStepBuilder::emitUpdatesAndReturn(Value loss, Value gradNorm,
+                                            ArrayRef<Value> grads) {
+  Location loc = model.getLoc();
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultDicts;
+  auto addResult = [&](Value value, StringRef key, Attribute name) {
+    results.push_back(value);
+    resultDicts.push_back(
+        builder.getDictionaryAttr(builder.getNamedAttr(key, name)));
+  };
+  addResult(loss, kLossResult, builder.getUnitAttr());
+  if (gradNorm)
+    addResult(gradNorm, kGradNormResult, builder.getUnitAttr());
 
-  // The optimizer update of every trainable parameter.
-  SmallVector<Value> results = {meanLoss};
-  SmallVector<DictionaryAttr> resultDicts = {
-      builder.getDictionaryAttr(builder.getNamedAttr(kLossResult, builder.getUnitAttr()))};
-  if (gradNorm) {
-    results.push_back(gradNorm);
-    resultDicts.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr(kGradNormResult, builder.getUnitAttr())));
-  }
-  SmallVector<Value> newStates;
-  SmallVector<DictionaryAttr> stateDicts;
+  // The optimizer update of every trainable parameter; then its state.
+  SmallVector<std::pair<Value, std::string>> newStates;
   for (auto [i, p] : llvm::enumerate(trainable)) {
     SmallVector<Value> newState;
-    results.push_back(applyOptimizer(p, trainableValues[i], grads[i], state[i],
-                                     step, newState));
-    resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        kParamArg, builder.getStringAttr(qualifiedName(p)))));
-    for (auto [value, stateName] : llvm::zip(newState, config.stateNames())) {
-      newStates.push_back(value);
-      stateDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-          kStateArg,
-          builder.getStringAttr(qualifiedName(p) + "." + stateName.str()))));
-    }
+    addResult(applyOptimizer(p, trainableValues[i], grads[i], state[i],
+                             stepCount, newState),
+              kParamArg, builder.getStringAttr(qualifiedName(p)));
+    for (auto [value, stateName] : llvm::zip(newState, config.stateNames()))
+      newStates.push_back(
+          {value, qualifiedName(p) + "." + stateName.str()});
   }
-  results.append(newStates);
-  resultDicts.append(stateDicts);
-  {
-    Value one = arith::ConstantOp::create(
-        builder, loc, DenseElementsAttr::get(stepType, builder.getI64IntegerAttr(1)));
-    Value next = arith::AddIOp::create(builder, loc, step, one);
-    tag(one.getDefiningOp(), rootUnit, kOptimizer);
-    tag(next.getDefiningOp(), rootUnit, kOptimizer);
-    results.push_back(next);
-    resultDicts.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr(kStepCountArg, builder.getUnitAttr())));
-  }
-  for (auto [b, value] : bufferValues) {
-    results.push_back(castTo(
-        value, cast<RankedTensorType>(b.getType()).getElementType(), ""));
-    resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        kBufferArg, builder.getStringAttr(qualifiedName(b)))));
-  }
-  func::ReturnOp::create(builder, loc, results);
-  func.setType(builder.getFunctionType(argTypes, TypeRange(ValueRange(results))));
-  func.setAllResultAttrs(resultDicts);
+  for (auto &[value, name] : newStates)
+    addResult(value, kStateArg, builder.getStringAttr(name));
 
-  // VJPs build every operand's cotangent; drop those nothing uses (e.g. the
-  // gradient of the data input of the first layer).
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
-    if (isOpTriviallyDead(&op))
-      op.erase();
-  (void)context;
-  return success();
+  Value one = arith::ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(cast<RankedTensorType>(stepCount.getType()),
+                             builder.getI64IntegerAttr(1)));
+  Value next = arith::AddIOp::create(builder, loc, stepCount, one);
+  tag(one.getDefiningOp(), "", kOptimizer);
+  tag(next.getDefiningOp(), "", kOptimizer);
+  addResult(next, kStepCountArg, builder.getUnitAttr());
+  for (auto [b, value] : bufferValues)
+    addResult(castTo(value, cast<RankedTensorType>(b.getType()).getElementType(),
+                     ""),
+              kBufferArg, builder.getStringAttr(qualifiedName(b)));
+
+  func::ReturnOp::create(builder, loc, results);
+  func.setType(builder.getFunctionType(func.getArgumentTypes(),
+                                       ValueRange(results).getTypes()));
+  func.setAllResultAttrs(resultDicts);
 }
 
 struct BuildTrainStepPass

@@ -113,7 +113,6 @@ Value aliasedSource(OpResult result) {
 FailureOr<StepReport> analyze(func::FuncOp step) {
   StepReport report;
   Block &body = step.getBody().front();
-  auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
   llvm::DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(body))
     index[&op] = i;
@@ -157,7 +156,6 @@ FailureOr<StepReport> analyze(func::FuncOp step) {
       add(&op, op.getName().stripDialect().str(), "all-reduce", op.getResult(0));
     }
   }
-  (void)mesh;
 
   // Lifetimes: from definition (an unshard's buffer from its issue) to the
   // last use, extended through aliases; a gathered unit lives until its

@@ -1,5 +1,6 @@
 //===- Shard.cpp - flat parameters, sharded over the mesh ------------------===//
 
+#include "Clipping.h"
 #include "StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
@@ -112,63 +113,32 @@ LogicalResult StepSharder::computeFlatParams() {
 Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
                                  Location loc) {
   auto clip = *step.getBody().getOps<ClipGradNormOp>().begin();
-  auto scalar = RankedTensorType::get({}, builder.getF32Type());
-  Value sumSq;
-  for (auto [flat, grad] : llvm::zip(flats, shardGrads)) {
-    // The gradient's own dtype: low precision under keep_low_precision_grads.
-    Value g = grad;
-    if (!getElementTypeOrSelf(g.getType()).isF32()) {
-      g = nn::CastOp::create(builder, loc,
-                             RankedTensorType::get({flat.shard},
-                                                   builder.getF32Type()),
-                             g);
-      tagOp(g.getDefiningOp(), flat.unit, kOptimizer);
-    }
-    Value sq = nn::MulOp::create(builder, loc, g, g);
-    Value partial = nn::ReduceSumOp::create(
-        builder, loc, sq, builder.getDenseI64ArrayAttr({0}), false);
-    tagOp(sq.getDefiningOp(), flat.unit, kOptimizer);
-    tagOp(partial.getDefiningOp(), flat.unit, kOptimizer);
-    if (sumSq) {
-      sumSq = nn::AddOp::create(builder, loc, sumSq, partial);
-      tagOp(sumSq.getDefiningOp(), "", kOptimizer);
-    } else {
-      sumSq = partial;
-    }
-  }
   // The padding is zero, so the shards' squares add up to the full norm once
   // summed over the shard group; replicas hold the same shards, so they are
   // not added again (PyTorch all-reduces over the FSDP process group, which
   // is the shard group under hybrid sharding, and not at all for no-shard).
-  if (mesh.getShard() > 1) {
+  auto overShardGroup = [&](Value sumSq) -> Value {
+    if (mesh.getShard() == 1)
+      return sumSq;
+    Type f32 = builder.getF32Type();
     Value vector = nn::ReshapeOp::create(
-        builder, loc, RankedTensorType::get({1}, builder.getF32Type()), sumSq);
+        builder, loc, RankedTensorType::get({1}, f32), sumSq);
     Value total = AllReduceOp::create(
         builder, loc, vector.getType(), vector, mesh,
         MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
-        TypeAttr::get(builder.getF32Type()),
+        TypeAttr::get(f32),
         ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
         builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
-    sumSq = nn::ReshapeOp::create(builder, loc, scalar, total);
-    tagOp(vector.getDefiningOp(), "", kOptimizer);
-    tagOp(total.getDefiningOp(), "", kOptimizer);
-    tagOp(sumSq.getDefiningOp(), "", kOptimizer);
-  }
-  auto newClip = ClipGradNormOp::create(builder, loc, sumSq,
-                                        clip.getMaxNormAttr());
-  tagOp(newClip, "", kOptimizer);
-  for (auto [flat, grad] : llvm::zip(flats, shardGrads)) {
-    Value coefficient = newClip.getCoefficient();
-    Type element = getElementTypeOrSelf(grad.getType());
-    if (!element.isF32()) {
-      coefficient = nn::CastOp::create(
-          builder, loc, RankedTensorType::get({}, element), coefficient);
-      tagOp(coefficient.getDefiningOp(), flat.unit, kOptimizer);
-    }
-    grad = nn::MulOp::create(builder, loc, grad, coefficient);
-    tagOp(grad.getDefiningOp(), flat.unit, kOptimizer);
-  }
-  return newClip.getNorm();
+    Value scalar = nn::ReshapeOp::create(
+        builder, loc, RankedTensorType::get({}, f32), total);
+    for (Value v : {vector, total, scalar})
+      tagOp(v.getDefiningOp(), "", kOptimizer);
+    return scalar;
+  };
+  return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
+                          overShardGroup, [&](Operation *op, int i) {
+                            tagOp(op, i < 0 ? "" : flats[i].unit, kOptimizer);
+                          });
 }
 
 LogicalResult StepSharder::run() {

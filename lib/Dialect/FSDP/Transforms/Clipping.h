@@ -1,0 +1,24 @@
+//===- Clipping.h - gradient clipping by the global norm -------------------===//
+
+#ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_CLIPPING_H
+#define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_CLIPPING_H
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace mlir::fsdp {
+
+/// Emits torch.nn.utils.clip_grad_norm_(max_norm) over `grads`: the squares
+/// of every gradient summed in f32 (`combine` turns the local sum into the
+/// global one, e.g. with an all-reduce), `fsdp.clip_grad_norm`, and each
+/// gradient scaled by the coefficient in its own dtype; `grads` are replaced
+/// by the clipped ones. `tag(op, i)` tags an op made for gradient i (-1: for
+/// all of them). Returns the total norm.
+Value emitClipGradNorm(OpBuilder &builder, Location loc,
+                       MutableArrayRef<Value> grads, FloatAttr maxNorm,
+                       function_ref<Value(Value)> combine,
+                       function_ref<void(Operation *, int)> tag);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_CLIPPING_H
