@@ -96,8 +96,15 @@ void expectGradients(const Reference &reference, const Inputs &inputs,
 
 /// The backends the conformance suites run on; a new backend adds its name
 /// here and every suite instantiated with FSDPRT_INSTANTIATE_CONFORMANCE
-/// runs on it.
-inline std::vector<std::string> conformanceBackends() { return {"cpu"}; }
+/// runs on it. A test binary for a device backend (fsdprt_cuda_unittests)
+/// compiles the same suites with FSDPRT_CONFORMANCE_BACKEND set to its name,
+/// so that its cases carry their own CTest label.
+#ifndef FSDPRT_CONFORMANCE_BACKEND
+#define FSDPRT_CONFORMANCE_BACKEND "cpu"
+#endif
+inline std::vector<std::string> conformanceBackends() {
+  return {FSDPRT_CONFORMANCE_BACKEND};
+}
 
 #define FSDPRT_INSTANTIATE_CONFORMANCE(Suite)                                  \
   INSTANTIATE_TEST_SUITE_P(                                                    \

@@ -1,0 +1,879 @@
+//===- CudaBackend.cu - The CUDA backend ----------------------------------===//
+//
+// Adapts the kernels of Kernels.h and cuBLAS to the Backend interface.
+//
+// Streams. The runtime's streams are host worker threads (Stream.h) and its
+// events are host markers between them. Each worker thread that calls this
+// backend gets its own CUDA stream (non-blocking) and cuBLAS handle, so the
+// work of different runtime streams overlaps on the device. Every backend
+// call enqueues its kernels, copies and GEMMs on that CUDA stream and ends
+// with cudaStreamSynchronize, so when the call returns its device work is
+// complete: a host event recorded after it orders the device work exactly
+// as it orders CPU work, and no call leaves device work behind.
+//
+// Buffer lifetimes (where each buffer is last used before it is freed):
+// * Arena buffers: their last use is in some backend call on the CUDA stream
+//   of the runtime stream that ran it, completed (synchronised) before that
+//   call returned. fsdprt_buffer_free releases the range when its runtime
+//   stream reaches the free, i.e. after every earlier call on that stream
+//   has completed on the device; uses on other streams must be ordered
+//   before the free with events, exactly as on the CPU backend.
+// * Scratch (f32 staging of 16-bit operands, attention probabilities, row
+//   statistics, partial sums): cudaMallocAsync / cudaFreeAsync on the
+//   call's own CUDA stream, so the free is stream-ordered after the last
+//   kernel that reads it (Device.h).
+// * The arena itself: one cudaMallocAsync, freed with cudaFreeAsync and a
+//   synchronisation in deallocate(), which the Context calls only after
+//   every runtime stream has drained.
+// * Pinned host staging buffers (one per worker thread) are reused only
+//   after the copy that read or wrote them has been synchronised.
+//
+// GEMMs run through cublasGemmEx / cublasGemmStridedBatchedEx with
+// f32/bf16/f16 operands in their storage type, an f32 result and
+// CUBLAS_COMPUTE_32F (f32 accumulation, no TF32); 16-bit results are rounded
+// once from the f32 result, as the CPU backend does.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaBackend.h"
+#include "Kernels.h"
+
+#include "fsdp/rt/Comm.h"
+#include "fsdp/rt/Error.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+// The registered name; the host emulation of the tests builds these sources
+// again under another name (unittests/cuda/emu).
+#ifndef FSDPRT_CUDA_BACKEND_NAME
+#define FSDPRT_CUDA_BACKEND_NAME "cuda"
+#endif
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+constexpr int64_t kPinnedBytes = int64_t(8) << 20;
+
+cudaDataType_t cudaType(DType dt) {
+  switch (dt) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  default:
+    fail(Status::InvalidArgument, "cuda backend: dtype ", dtypeName(dt),
+         " is not a GEMM operand type");
+  }
+}
+
+int blasInt(int64_t v, const char *what) {
+  if (v > INT_MAX)
+    fail(Status::Unsupported, "cuda backend: GEMM ", what, " = ", v,
+         " exceeds cuBLAS's 32-bit limit");
+  return static_cast<int>(v);
+}
+
+const void *at(const void *p, int64_t elems, DType dt) {
+  return p ? static_cast<const char *>(p) + elems * dtypeSize(dt) : nullptr;
+}
+
+/// Row-major C[batch][m, n] (f32) = alpha * op(A) op(B) + beta * C with A
+/// and B in storage type `dt`; strides are in elements. cuBLAS is
+/// column-major, so it computes C^T = op(B)^T op(A)^T.
+void gemm(cublasHandle_t h, DType dt, bool transA, bool transB, int64_t m,
+          int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+          int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
+          float beta, float *c, int64_t ldc, int64_t strideC,
+          int64_t batch = 1) {
+  if (m == 0 || n == 0 || batch == 0)
+    return;
+  cudaDataType_t t = cudaType(dt);
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int im = blasInt(m, "m"), in = blasInt(n, "n"), ik = blasInt(k, "k");
+  int ilda = blasInt(std::max<int64_t>(lda, 1), "lda");
+  int ildb = blasInt(std::max<int64_t>(ldb, 1), "ldb");
+  int ildc = blasInt(std::max<int64_t>(ldc, 1), "ldc");
+  if (batch == 1) {
+    checkCublas(cublasGemmEx(h, opB, opA, in, im, ik, &alpha, b, t, ildb, a, t,
+                             ilda, &beta, c, CUDA_R_32F, ildc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx");
+    return;
+  }
+  checkCublas(cublasGemmStridedBatchedEx(
+                  h, opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a, t,
+                  ilda, strideA, &beta, c, CUDA_R_32F, ildc, strideC,
+                  blasInt(batch, "batch"), CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT),
+              "cublasGemmStridedBatchedEx");
+}
+
+/// What a backend call runs on.
+struct Exec {
+  cudaStream_t s;
+  cublasHandle_t blas;
+  void *pinned;
+};
+
+struct ThreadState {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void *pinned = nullptr;
+};
+
+bool isPinned(const void *p) {
+  cudaPointerAttributes attr;
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError(); // Clear: unregistered host memory is not an error.
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
+bool overlaps(const void *a, const void *b, int64_t bytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bytes && y < x + bytes;
+}
+
+int pickDevice(int count) {
+  int local = 0;
+  try {
+    local = LaunchInfo::fromEnvironment().localRank;
+  } catch (const Error &) {
+    local = 0; // A malformed launch environment is reported by comm init.
+  }
+  return (local % count + count) % count;
+}
+
+class CudaBackend final : public Backend {
+public:
+  explicit CudaBackend(int device) : device_(device) {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    int pools = 0;
+    checkCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
+                                     device_),
+              "cudaDeviceGetAttribute");
+    if (!pools)
+      fail(Status::Unsupported, "cuda backend: device ", device_,
+           " does not support stream-ordered allocation (cudaMallocAsync)");
+    // Keep memory freed by stream-ordered scratch in the pool instead of
+    // returning it to the driver at every synchronisation.
+    cudaMemPool_t pool;
+    checkCuda(cudaDeviceGetDefaultMemPool(&pool, device_),
+              "cudaDeviceGetDefaultMemPool");
+    uint64_t threshold = UINT64_MAX;
+    checkCuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                      &threshold),
+              "cudaMemPoolSetAttribute");
+  }
+
+  ~CudaBackend() override {
+    // Destructors cannot report: statuses are ignored on teardown.
+    cudaSetDevice(device_);
+    for (auto &entry : states_) {
+      ThreadState &st = entry.second;
+      if (st.stream)
+        cudaStreamSynchronize(st.stream);
+      if (st.blas)
+        cublasDestroy(st.blas);
+      if (st.stream)
+        cudaStreamDestroy(st.stream);
+      if (st.pinned)
+        cudaFreeHost(st.pinned);
+    }
+  }
+
+  const char *name() const override { return FSDPRT_CUDA_BACKEND_NAME; }
+
+  void *allocate(int64_t bytes) override {
+    void *p = nullptr;
+    run([&](Exec &e) {
+      cudaError_t rc = cudaMallocAsync(&p, static_cast<size_t>(bytes), e.s);
+      if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(e.s);
+      if (rc == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        size_t freeBytes = 0, total = 0;
+        cudaMemGetInfo(&freeBytes, &total);
+        fail(Status::OutOfMemory, "cuda backend: cannot allocate a ", bytes,
+             "-byte arena on device ", device_, " (", freeBytes, " of ", total,
+             " bytes free)");
+      }
+      checkCuda(rc, "cudaMallocAsync (arena)");
+    });
+    return p;
+  }
+  void deallocate(void *ptr) override {
+    if (!ptr)
+      return;
+    run([&](Exec &e) { checkCuda(cudaFreeAsync(ptr, e.s), "cudaFreeAsync"); });
+  }
+  bool hostAccessible() const override { return false; }
+
+  void copy(void *dst, const void *src, int64_t bytes, CopyKind kind) override {
+    if (bytes <= 0)
+      return;
+    run([&](Exec &e) {
+      switch (kind) {
+      case CopyKind::DeviceToDevice:
+        if (overlaps(dst, src, bytes) && dst != src) {
+          Scratch tmp(e.s, bytes); // memmove semantics
+          checkCuda(cudaMemcpyAsync(tmp.as<void>(), src, bytes,
+                                    cudaMemcpyDeviceToDevice, e.s),
+                    "cudaMemcpyAsync (device to device)");
+          checkCuda(cudaMemcpyAsync(dst, tmp.as<void>(), bytes,
+                                    cudaMemcpyDeviceToDevice, e.s),
+                    "cudaMemcpyAsync (device to device)");
+        } else if (dst != src) {
+          checkCuda(
+              cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, e.s),
+              "cudaMemcpyAsync (device to device)");
+        }
+        return;
+      case CopyKind::HostToDevice:
+        return hostToDevice(e, dst, src, bytes);
+      case CopyKind::DeviceToHost:
+        return deviceToHost(e, dst, src, bytes);
+      }
+    });
+  }
+  void fill(DType dt, void *dst, int64_t n, double value) override {
+    run([&](Exec &e) { cuda::fill(e.s, dt, dst, n, value); });
+  }
+  void cast(DType srcType, const void *src, DType dstType, void *dst,
+            int64_t n) override {
+    run([&](Exec &e) { convert(e.s, srcType, src, dstType, dst, n); });
+  }
+
+  void linearForward(DType dt, const void *x, const void *w, const void *b,
+                     void *y, int64_t m, int64_t k, int64_t n) override {
+    run([&](Exec &e) {
+      F32In fb(e.s, dt, b, n);
+      F32Out fy(e.s, dt, y, m * n);
+      seedRows(e.s, fb.get(), fy.get(), m, n); // bias, then beta = 1
+      gemm(e.blas, dt, false, true, m, n, k, 1.0f, x, k, 0, w, k, 0, 1.0f,
+           fy.get(), n, 0);
+      fy.commit();
+    });
+  }
+  void linearBackward(DType dt, const void *x, const void *w, const void *dy,
+                      void *dx, void *dw, void *db, int64_t m, int64_t k,
+                      int64_t n) override {
+    run([&](Exec &e) {
+      F32Out fdx(e.s, dt, dx, m * k), fdw(e.s, dt, dw, n * k),
+          fdb(e.s, dt, db, n);
+      if (dx) // dx[m,k] = dy[m,n] w[n,k]
+        gemm(e.blas, dt, false, false, m, k, n, 1.0f, dy, n, 0, w, k, 0, 0.0f,
+             fdx.get(), k, 0);
+      if (dw) // dw[n,k] = dy^T x
+        gemm(e.blas, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
+             fdw.get(), k, 0);
+      if (db) {
+        F32In fdy(e.s, dt, dy, m * n);
+        columnSums(e.s, fdy.get(), fdb.get(), m, n);
+      }
+      fdx.commit();
+      fdw.commit();
+      fdb.commit();
+    });
+  }
+  void matmulForward(DType dt, const void *a, const void *b, void *c,
+                     const MatmulDims &d) override {
+    run([&](Exec &e) {
+      F32Out fc(e.s, dt, c, d.batch * d.m * d.n);
+      gemm(e.blas, dt, d.transA, d.transB, d.m, d.n, d.k, 1.0f, a,
+           d.transA ? d.m : d.k, d.m * d.k, b, d.transB ? d.k : d.n,
+           d.bBatched ? d.k * d.n : 0, 0.0f, fc.get(), d.n, d.m * d.n, d.batch);
+      fc.commit();
+    });
+  }
+  void matmulBackward(DType dt, const void *a, const void *b, const void *dc,
+                      void *da, void *db, const MatmulDims &d) override {
+    run([&](Exec &e) {
+      int64_t lda = d.transA ? d.m : d.k, ldb = d.transB ? d.k : d.n;
+      int64_t aStride = d.m * d.k, bStride = d.bBatched ? d.k * d.n : 0;
+      int64_t cStride = d.m * d.n;
+      int64_t bNumel = (d.bBatched ? d.batch : 1) * d.k * d.n;
+      F32Out fda(e.s, dt, da, d.batch * aStride), fdb(e.s, dt, db, bNumel);
+      if (da) {
+        if (!d.transA) // da[m,k] = dc op(b)^T
+          gemm(e.blas, dt, false, !d.transB, d.m, d.k, d.n, 1.0f, dc, d.n,
+               cStride, b, ldb, bStride, 0.0f, fda.get(), d.k, aStride,
+               d.batch);
+        else // da[k,m] = op(b) dc^T
+          gemm(e.blas, dt, d.transB, true, d.k, d.m, d.n, 1.0f, b, ldb, bStride,
+               dc, d.n, cStride, 0.0f, fda.get(), d.m, aStride, d.batch);
+      }
+      if (db) {
+        // A batched b gets one batched GEMM; an unbatched b accumulates
+        // over the batch in batch order (beta = 1 after the first), as the
+        // CPU backend does.
+        int64_t calls = d.bBatched ? 1 : d.batch;
+        int64_t perCall = d.bBatched ? d.batch : 1;
+        for (int64_t i = 0; i < calls; ++i) {
+          float beta = (!d.bBatched && i > 0) ? 1.0f : 0.0f;
+          const void *ai = at(a, i * aStride, dt);
+          const void *dci = at(dc, i * cStride, dt);
+          if (!d.transB) // db[k,n] = op(a)^T dc
+            gemm(e.blas, dt, !d.transA, false, d.k, d.n, d.m, 1.0f, ai, lda,
+                 aStride, dci, d.n, cStride, beta, fdb.get(), d.n, d.k * d.n,
+                 perCall);
+          else // db[n,k] = dc^T op(a)
+            gemm(e.blas, dt, true, d.transA, d.n, d.k, d.m, 1.0f, dci, d.n,
+                 cStride, ai, lda, aStride, beta, fdb.get(), d.k, d.k * d.n,
+                 perCall);
+        }
+        if (!d.bBatched && d.batch == 0)
+          cuda::fill(e.s, DType::F32, fdb.get(), d.k * d.n, 0.0);
+      }
+      fda.commit();
+      fdb.commit();
+    });
+  }
+
+  void binaryForward(DType dt, BinaryOp op, const void *a, const Shape &as,
+                     const void *b, const Shape &bs, void *out) override {
+    run([&](Exec &e) { cuda::binaryForward(e.s, dt, op, a, as, b, bs, out); });
+  }
+  void binaryBackward(DType dt, BinaryOp op, const void *a, const Shape &as,
+                      const void *b, const Shape &bs, const void *dout,
+                      void *da, void *db) override {
+    run([&](Exec &e) {
+      Shape shape = broadcastShapes(as, bs);
+      int64_t n = numelOf(shape);
+      bool mul = op == BinaryOp::Mul;
+      F32In fa(e.s, dt, mul ? a : nullptr, numelOf(as)),
+          fb(e.s, dt, mul ? b : nullptr, numelOf(bs)), fd(e.s, dt, dout, n);
+      F32Out fda(e.s, dt, da, numelOf(as)), fdb(e.s, dt, db, numelOf(bs));
+      Scratch g(e.s, (mul || op == BinaryOp::Sub) ? n * 4 : 0);
+      if (da) {
+        const float *ga = fd.get();
+        if (mul) { // d/da (a*b) = b, broadcast to the output shape
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd.get(), shape,
+                              fb.get(), bs, g.as<float>());
+          ga = g.as<float>();
+        }
+        sumToShape(e, ga, shape, as, fda.get());
+      }
+      if (db) {
+        const float *gb = fd.get();
+        if (mul) {
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd.get(), shape,
+                              fa.get(), as, g.as<float>());
+          gb = g.as<float>();
+        } else if (op == BinaryOp::Sub) {
+          cuda::scale(e.s, DType::F32, fd.get(), g.as<float>(), n, -1.0f);
+          gb = g.as<float>();
+        }
+        sumToShape(e, gb, shape, bs, fdb.get());
+      }
+      fda.commit();
+      fdb.commit();
+    });
+  }
+  void scale(DType dt, const void *x, void *y, int64_t n,
+             double factor) override {
+    run([&](Exec &e) {
+      cuda::scale(e.s, dt, x, y, n, static_cast<float>(factor));
+    });
+  }
+  void activationForward(DType dt, Activation kind, const void *x, void *y,
+                         int64_t n) override {
+    run([&](Exec &e) { cuda::activationForward(e.s, dt, kind, x, y, n); });
+  }
+  void activationBackward(DType dt, Activation kind, const void *x,
+                          const void *dy, void *dx, int64_t n) override {
+    run([&](Exec &e) {
+      cuda::activationBackward(e.s, dt, kind, x, dy, dx, n);
+    });
+  }
+
+  void layerNormForward(DType dt, const void *x, const void *w, const void *b,
+                        void *y, int64_t rows, int64_t d, double eps) override {
+    run([&](Exec &e) {
+      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d), fb(e.s, dt, b, d);
+      F32Out fy(e.s, dt, y, rows * d);
+      cuda::layerNormForward(e.s, fx.get(), fw.get(), fb.get(), fy.get(), rows,
+                             d, static_cast<float>(eps));
+      fy.commit();
+    });
+  }
+  void layerNormBackward(DType dt, const void *x, const void *w, const void *dy,
+                         void *dx, void *dw, void *db, int64_t rows, int64_t d,
+                         double eps) override {
+    run([&](Exec &e) {
+      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d),
+          fdy(e.s, dt, dy, rows * d);
+      F32Out fdx(e.s, dt, dx, rows * d), fdw(e.s, dt, dw, d),
+          fdb(e.s, dt, db, d);
+      cuda::layerNormBackward(e.s, fx.get(), fw.get(), fdy.get(), fdx.get(),
+                              fdw.get(), fdb.get(), rows, d,
+                              static_cast<float>(eps));
+      fdx.commit();
+      fdw.commit();
+      fdb.commit();
+    });
+  }
+  void rmsNormForward(DType dt, const void *x, const void *w, void *y,
+                      int64_t rows, int64_t d, double eps) override {
+    run([&](Exec &e) {
+      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d);
+      F32Out fy(e.s, dt, y, rows * d);
+      cuda::rmsNormForward(e.s, fx.get(), fw.get(), fy.get(), rows, d,
+                           static_cast<float>(eps));
+      fy.commit();
+    });
+  }
+  void rmsNormBackward(DType dt, const void *x, const void *w, const void *dy,
+                       void *dx, void *dw, int64_t rows, int64_t d,
+                       double eps) override {
+    run([&](Exec &e) {
+      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d),
+          fdy(e.s, dt, dy, rows * d);
+      F32Out fdx(e.s, dt, dx, rows * d), fdw(e.s, dt, dw, d);
+      cuda::rmsNormBackward(e.s, fx.get(), fw.get(), fdy.get(), fdx.get(),
+                            fdw.get(), rows, d, static_cast<float>(eps));
+      fdx.commit();
+      fdw.commit();
+    });
+  }
+  void softmaxForward(DType dt, const void *x, void *y, int64_t outer,
+                      int64_t dim, int64_t inner) override {
+    run([&](Exec &e) {
+      int64_t n = outer * dim * inner;
+      F32In fx(e.s, dt, x, n);
+      F32Out fy(e.s, dt, y, n);
+      cuda::softmaxForward(e.s, fx.get(), fy.get(), outer, dim, inner);
+      fy.commit();
+    });
+  }
+  void softmaxBackward(DType dt, const void *y, const void *dy, void *dx,
+                       int64_t outer, int64_t dim, int64_t inner) override {
+    run([&](Exec &e) {
+      int64_t n = outer * dim * inner;
+      F32In fy(e.s, dt, y, n), fdy(e.s, dt, dy, n);
+      F32Out fdx(e.s, dt, dx, n);
+      cuda::softmaxBackward(e.s, fy.get(), fdy.get(), fdx.get(), outer, dim,
+                            inner);
+      fdx.commit();
+    });
+  }
+
+  void embeddingForward(DType dt, DType idsType, const void *ids,
+                        const void *table, void *out, int64_t numIds,
+                        int64_t vocab, int64_t dim) override {
+    run([&](Exec &e) {
+      checkIds(e.s, idsType, ids, numIds, vocab); // before anything is written
+      cuda::embeddingForward(e.s, idsType, ids, table, out, dtypeSize(dt),
+                             numIds, dim);
+    });
+  }
+  void embeddingBackward(DType dt, DType idsType, const void *ids,
+                         const void *dy, void *dtable, int64_t numIds,
+                         int64_t vocab, int64_t dim) override {
+    run([&](Exec &e) {
+      checkIds(e.s, idsType, ids, numIds, vocab);
+      F32In fdy(e.s, dt, dy, numIds * dim);
+      F32Out fdt(e.s, dt, dtable, vocab * dim);
+      cuda::embeddingBackward(e.s, idsType, ids, fdy.get(), fdt.get(), numIds,
+                              vocab, dim);
+      fdt.commit();
+    });
+  }
+
+  void attentionForward(DType dt, const void *q, const void *k, const void *v,
+                        void *out, const AttentionDims &d) override {
+    run([&](Exec &e) {
+      int64_t qn = d.batch * d.tq * d.heads * d.headDim;
+      int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
+      F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn);
+      F32Out fo(e.s, dt, out, qn);
+      Scratch p(e.s, d.tq * d.tk * 4);
+      for (int64_t bh = 0; bh < d.batch * d.heads; ++bh) {
+        HeadView hv = headView(d, bh);
+        probabilities(e, fq.get(), fk.get(), d, hv, p.as<float>());
+        gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
+             p.as<float>(), d.tk, 0, fv.get() + hv.kvOff, hv.kvLd, 0, 0.0f,
+             fo.get() + hv.qOff, hv.qLd, 0);
+      }
+      fo.commit();
+    });
+  }
+  void attentionBackward(DType dt, const void *q, const void *k, const void *v,
+                         const void *dout, void *dq, void *dk, void *dv,
+                         const AttentionDims &d) override {
+    run([&](Exec &e) {
+      int64_t qn = d.batch * d.tq * d.heads * d.headDim;
+      int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
+      F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn),
+          fdo(e.s, dt, dout, qn);
+      F32Out fdq(e.s, dt, dq, qn), fdk(e.s, dt, dk, kvn), fdv(e.s, dt, dv, kvn);
+      if (dk)
+        cuda::fill(e.s, DType::F32, fdk.get(), kvn, 0.0);
+      if (dv)
+        cuda::fill(e.s, DType::F32, fdv.get(), kvn, 0.0);
+      float scale = static_cast<float>(d.scale);
+      Scratch p(e.s, d.tq * d.tk * 4), dp(e.s, d.tq * d.tk * 4);
+      float *pp = p.as<float>(), *pdp = dp.as<float>();
+      // Heads in order; the query heads of a group accumulate into the
+      // group's dK/dV slices in head order, as on the CPU.
+      for (int64_t bh = 0; bh < d.batch * d.heads; ++bh) {
+        HeadView hv = headView(d, bh);
+        probabilities(e, fq.get(), fk.get(), d, hv, pp);
+        const float *dO = fdo.get() + hv.qOff;
+        if (dv) // dV += P^T dO
+          gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
+               d.tk, 0, dO, hv.qLd, 0, 1.0f, fdv.get() + hv.kvOff, hv.kvLd, 0);
+        if (!dq && !dk)
+          continue;
+        // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
+        gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
+             hv.qLd, 0, fv.get() + hv.kvOff, hv.kvLd, 0, 0.0f, pdp, d.tk, 0);
+        softmaxBackwardRows(e.s, pp, pdp, d.tq, d.tk);
+        if (dq) // dQ = scale * dS K
+          gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
+               pdp, d.tk, 0, fk.get() + hv.kvOff, hv.kvLd, 0, 0.0f,
+               fdq.get() + hv.qOff, hv.qLd, 0);
+        if (dk) // dK += scale * dS^T Q
+          gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
+               pdp, d.tk, 0, fq.get() + hv.qOff, hv.qLd, 0, 1.0f,
+               fdk.get() + hv.kvOff, hv.kvLd, 0);
+      }
+      fdq.commit();
+      fdk.commit();
+      fdv.commit();
+    });
+  }
+  void rope(DType dt, const void *x, void *y, int64_t batch, int64_t seq,
+            int64_t heads, int64_t headDim, double theta,
+            bool inverse) override {
+    run([&](Exec &e) {
+      int64_t n = batch * seq * heads * headDim;
+      F32In fx(e.s, dt, x, n);
+      F32Out fy(e.s, dt, y, n);
+      cuda::rope(e.s, fx.get(), fy.get(), batch, seq, heads, headDim, theta,
+                 inverse);
+      fy.commit();
+    });
+  }
+  void dropout(DType dt, const void *x, void *y, int64_t n, double p,
+               const RngKey &key) override {
+    run([&](Exec &e) {
+      cuda::dropout(e.s, dt, x, y, n, static_cast<float>(p), key);
+    });
+  }
+  void rngFill(DType dt, void *dst, int64_t n, Distribution dist, double a,
+               double b, const RngKey &key) override {
+    run([&](Exec &e) {
+      F32Out fd(e.s, dt, dst, n);
+      cuda::rngFill(e.s, fd.get(), n, dist, static_cast<float>(a),
+                    static_cast<float>(b), key);
+      fd.commit();
+    });
+  }
+  void batchNormForward(DType dt, const void *x, const void *w, const void *b,
+                        void *runningMean, void *runningVar, void *y, int64_t n,
+                        int64_t c, int64_t spatial, double eps, double momentum,
+                        bool training) override {
+    run([&](Exec &e) {
+      int64_t numel = n * c * spatial;
+      F32In fx(e.s, dt, x, numel), fw(e.s, dt, w, c), fb(e.s, dt, b, c);
+      F32Out frm(e.s, dt, runningMean, c, true),
+          frv(e.s, dt, runningVar, c, true), fy(e.s, dt, y, numel);
+      cuda::batchNormForward(e.s, fx.get(), fw.get(), fb.get(), frm.get(),
+                             frv.get(), fy.get(), n, c, spatial,
+                             static_cast<float>(eps),
+                             static_cast<float>(momentum), training);
+      fy.commit();
+      if (training) {
+        frm.commit();
+        frv.commit();
+      }
+    });
+  }
+  void batchNormBackward(DType dt, const void *x, const void *w,
+                         const void *runningMean, const void *runningVar,
+                         const void *dy, void *dx, void *dw, void *db,
+                         int64_t n, int64_t c, int64_t spatial, double eps,
+                         bool training) override {
+    run([&](Exec &e) {
+      int64_t numel = n * c * spatial;
+      F32In fx(e.s, dt, x, numel), fw(e.s, dt, w, c),
+          frm(e.s, dt, runningMean, c), frv(e.s, dt, runningVar, c),
+          fdy(e.s, dt, dy, numel);
+      F32Out fdx(e.s, dt, dx, numel), fdw(e.s, dt, dw, c), fdb(e.s, dt, db, c);
+      cuda::batchNormBackward(e.s, fx.get(), fw.get(), frm.get(), frv.get(),
+                              fdy.get(), fdx.get(), fdw.get(), fdb.get(), n, c,
+                              spatial, static_cast<float>(eps), training);
+      fdx.commit();
+      fdw.commit();
+      fdb.commit();
+    });
+  }
+
+  void transpose(DType dt, const void *x, void *y, const Shape &xShape,
+                 const std::vector<int64_t> &perm) override {
+    run([&](Exec &e) {
+      cuda::transpose(e.s, dtypeSize(dt), x, y, xShape, perm);
+    });
+  }
+  void copySlab(DType dt, const void *src, int64_t srcDim, int64_t srcOffset,
+                void *dst, int64_t dstDim, int64_t dstOffset, int64_t outer,
+                int64_t size, int64_t inner) override {
+    run([&](Exec &e) {
+      cuda::copySlab(e.s, dtypeSize(dt), src, srcDim, srcOffset, dst, dstDim,
+                     dstOffset, outer, size, inner);
+    });
+  }
+  void reduceForward(DType dt, ReduceKind kind, const void *x,
+                     const Shape &xShape, const std::vector<int64_t> &dims,
+                     void *y) override {
+    run([&](Exec &e) {
+      F32In fx(e.s, dt, x, numelOf(xShape));
+      F32Out fy(e.s, dt, y, keptCount(xShape, dims));
+      cuda::reduceForward(e.s, kind, fx.get(), xShape, dims, fy.get());
+      fy.commit();
+    });
+  }
+  void reduceBackward(DType dt, ReduceKind kind, const void *dy,
+                      const Shape &xShape, const std::vector<int64_t> &dims,
+                      void *dx) override {
+    run([&](Exec &e) {
+      F32In fdy(e.s, dt, dy, keptCount(xShape, dims));
+      F32Out fdx(e.s, dt, dx, numelOf(xShape));
+      cuda::reduceBackward(e.s, kind, fdy.get(), xShape, dims, fdx.get());
+      fdx.commit();
+    });
+  }
+
+  void crossEntropyForward(DType dt, DType targetType, const void *logits,
+                           const void *targets, void *loss, int64_t n,
+                           int64_t c, LossReduction reduction,
+                           int64_t ignoreIndex) override {
+    run([&](Exec &e) {
+      Scratch count(e.s, 8);
+      checkTargets(e.s, targetType, targets, n, c, ignoreIndex,
+                   count.as<int64_t>());
+      F32In fl(e.s, dt, logits, n * c);
+      F32Out fo(e.s, dt, loss, 1);
+      cuda::crossEntropyForward(e.s, targetType, fl.get(), targets,
+                                count.as<int64_t>(), fo.get(), n, c, reduction,
+                                ignoreIndex);
+      fo.commit();
+    });
+  }
+  void crossEntropyBackward(DType dt, DType targetType, const void *logits,
+                            const void *targets, const void *dloss,
+                            void *dlogits, int64_t n, int64_t c,
+                            LossReduction reduction,
+                            int64_t ignoreIndex) override {
+    run([&](Exec &e) {
+      Scratch count(e.s, 8);
+      checkTargets(e.s, targetType, targets, n, c, ignoreIndex,
+                   count.as<int64_t>());
+      F32In fl(e.s, dt, logits, n * c), fdl(e.s, dt, dloss, 1);
+      F32Out fd(e.s, dt, dlogits, n * c);
+      cuda::crossEntropyBackward(e.s, targetType, fl.get(), targets,
+                                 count.as<int64_t>(), fdl.get(), fd.get(), n, c,
+                                 reduction, ignoreIndex);
+      fd.commit();
+    });
+  }
+  void mseLossForward(DType dt, const void *a, const void *b, void *loss,
+                      int64_t n, LossReduction reduction) override {
+    run([&](Exec &e) {
+      F32In fa(e.s, dt, a, n), fb(e.s, dt, b, n);
+      F32Out fo(e.s, dt, loss, 1);
+      cuda::mseLossForward(e.s, fa.get(), fb.get(), fo.get(), n, reduction);
+      fo.commit();
+    });
+  }
+  void mseLossBackward(DType dt, const void *a, const void *b,
+                       const void *dloss, void *da, void *db, int64_t n,
+                       LossReduction reduction) override {
+    run([&](Exec &e) {
+      F32In fa(e.s, dt, a, n), fb(e.s, dt, b, n), fdl(e.s, dt, dloss, 1);
+      F32Out fda(e.s, dt, da, n), fdb(e.s, dt, db, n);
+      cuda::mseLossBackward(e.s, fa.get(), fb.get(), fdl.get(), fda.get(),
+                            fdb.get(), n, reduction);
+      fda.commit();
+      fdb.commit();
+    });
+  }
+
+  void sgdStep(DType gradType, float *param, const void *grad,
+               float *momentumBuf, int64_t n, int64_t step,
+               const SgdOptions &o) override {
+    run([&](Exec &e) {
+      F32In fg(e.s, gradType, grad, n);
+      cuda::sgdStep(e.s, param, fg.get(), momentumBuf, n, step, o);
+    });
+  }
+  void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
+                 float *expAvgSq, int64_t n, int64_t step,
+                 const AdamWOptions &o) override {
+    run([&](Exec &e) {
+      F32In fg(e.s, gradType, grad, n);
+      cuda::adamwStep(e.s, param, fg.get(), expAvg, expAvgSq, n, step, o);
+    });
+  }
+  void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
+                  bool accumulate) override {
+    run([&](Exec &e) {
+      F32In fg(e.s, dt, grad, n);
+      cuda::gradSqNorm(e.s, fg.get(), n, out, accumulate);
+    });
+  }
+  void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,
+                double maxNorm) override {
+    run([&](Exec &e) { cuda::clipGrad(e.s, dt, grad, n, totalSq, maxNorm); });
+  }
+
+private:
+  struct HeadView {
+    int64_t qOff, kvOff, qLd, kvLd;
+  };
+  static HeadView headView(const AttentionDims &d, int64_t bh) {
+    int64_t b = bh / d.heads, h = bh % d.heads, g = h / (d.heads / d.kvHeads);
+    return {b * d.tq * d.heads * d.headDim + h * d.headDim,
+            b * d.tk * d.kvHeads * d.headDim + g * d.headDim,
+            d.heads * d.headDim, d.kvHeads * d.headDim};
+  }
+  /// P = softmax(mask(scale * Q K^T)) for one head into p[tq, tk].
+  static void probabilities(Exec &e, const float *q, const float *k,
+                            const AttentionDims &d, const HeadView &v,
+                            float *p) {
+    gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim,
+         static_cast<float>(d.scale), q + v.qOff, v.qLd, 0, k + v.kvOff, v.kvLd,
+         0, 0.0f, p, d.tk, 0);
+    maskedSoftmaxRows(e.s, p, d.tq, d.tk, d.causal);
+  }
+
+  static int64_t keptCount(const Shape &xShape,
+                           const std::vector<int64_t> &dims) {
+    int64_t out = 1;
+    for (size_t i = 0; i < xShape.size(); ++i)
+      if (std::find(dims.begin(), dims.end(), int64_t(i)) == dims.end())
+        out *= xShape[i];
+    return out;
+  }
+
+  /// d(operand) = reduce_sum of `g` over the dims `operand` was broadcast
+  /// along (as the CPU backend's sumToShape).
+  static void sumToShape(Exec &e, const float *g, const Shape &outShape,
+                         const Shape &operand, float *d) {
+    std::vector<int64_t> dims;
+    size_t lead = outShape.size() - operand.size();
+    for (size_t i = 0; i < outShape.size(); ++i)
+      if (i < lead || (operand[i - lead] == 1 && outShape[i] != 1))
+        dims.push_back(static_cast<int64_t>(i));
+    if (dims.empty()) {
+      int64_t n = numelOf(outShape);
+      if (n > 0)
+        checkCuda(cudaMemcpyAsync(d, g, n * 4, cudaMemcpyDeviceToDevice, e.s),
+                  "cudaMemcpyAsync (broadcast gradient)");
+      return;
+    }
+    cuda::reduceForward(e.s, ReduceKind::Sum, g, outShape, dims, d);
+  }
+
+  void hostToDevice(Exec &e, void *dst, const void *src, int64_t bytes) {
+    if (isPinned(src)) {
+      checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, e.s),
+                "cudaMemcpyAsync (host to device)");
+      return;
+    }
+    // Pageable memory goes through this thread's pinned buffer; the buffer
+    // is refilled only after the previous chunk's copy has completed.
+    for (int64_t off = 0; off < bytes; off += kPinnedBytes) {
+      int64_t len = std::min(kPinnedBytes, bytes - off);
+      std::memcpy(e.pinned, static_cast<const char *>(src) + off, len);
+      checkCuda(cudaMemcpyAsync(static_cast<char *>(dst) + off, e.pinned, len,
+                                cudaMemcpyHostToDevice, e.s),
+                "cudaMemcpyAsync (host to device)");
+      checkCuda(cudaStreamSynchronize(e.s), "cudaStreamSynchronize (copy)");
+    }
+  }
+  void deviceToHost(Exec &e, void *dst, const void *src, int64_t bytes) {
+    if (isPinned(dst)) {
+      checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, e.s),
+                "cudaMemcpyAsync (device to host)");
+      return;
+    }
+    for (int64_t off = 0; off < bytes; off += kPinnedBytes) {
+      int64_t len = std::min(kPinnedBytes, bytes - off);
+      checkCuda(cudaMemcpyAsync(e.pinned, static_cast<const char *>(src) + off,
+                                len, cudaMemcpyDeviceToHost, e.s),
+                "cudaMemcpyAsync (device to host)");
+      checkCuda(cudaStreamSynchronize(e.s), "cudaStreamSynchronize (copy)");
+      std::memcpy(static_cast<char *>(dst) + off, e.pinned, len);
+    }
+  }
+
+  /// The calling thread's CUDA stream, cuBLAS handle and pinned buffer,
+  /// created on first use. Entries are never erased while the backend
+  /// lives (std::map references stay valid).
+  ThreadState &state() {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    std::lock_guard<std::mutex> lock(mutex_);
+    ThreadState &st = states_[std::this_thread::get_id()];
+    if (!st.stream) {
+      checkCuda(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags");
+      checkCublas(cublasCreate(&st.blas), "cublasCreate");
+      checkCublas(cublasSetStream(st.blas, st.stream), "cublasSetStream");
+      checkCuda(cudaMallocHost(&st.pinned, kPinnedBytes),
+                "cudaMallocHost (pinned staging)");
+    }
+    return st;
+  }
+
+  /// Runs `body` on the calling thread's stream and waits for its device
+  /// work: a backend call returns only when its work is complete.
+  template <typename F> void run(F &&body) {
+    ThreadState &st = state();
+    Exec e{st.stream, st.blas, st.pinned};
+    body(e);
+    checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+  }
+
+  const int device_;
+  std::mutex mutex_;
+  std::map<std::thread::id, ThreadState> states_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCudaBackend(int) {
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    fail(Status::Unsupported,
+         "cuda backend: no usable CUDA device: cudaGetDeviceCount: ",
+         cudaGetErrorName(rc), " (", cudaGetErrorString(rc), ")");
+  }
+  if (count == 0)
+    fail(Status::Unsupported, "cuda backend: no CUDA device found");
+  return std::make_unique<CudaBackend>(pickDevice(count));
+}
+
+// Registers "cuda" when libfsdp_runtime is loaded (the registry is built on
+// first use, so the order of static initialisers does not matter).
+[[maybe_unused]] static const bool registered =
+    registerBackend(FSDPRT_CUDA_BACKEND_NAME, createCudaBackend);
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp

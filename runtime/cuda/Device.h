@@ -1,0 +1,172 @@
+//===- Device.h - CUDA status checks, launch shapes, scratch ----*- C++ -*-===//
+//
+// Shared by the CUDA backend's translation units (compiled by nvcc only).
+//
+// * Every CUDA and cuBLAS status is checked; a failure becomes an
+//   fsdp::rt::Error naming the call and the CUDA error name and text.
+// * Every kernel launch is followed by FSDPRT_CUDA_CHECK_LAUNCH, which always
+//   checks the launch status (bad configuration, missing kernel image) and in
+//   debug builds (no NDEBUG) also synchronises the stream so that a fault is
+//   reported by the launch that caused it.
+// * Kernels are grid-stride loops over int64_t indices: the grid is capped
+//   (gridFor) and each thread walks the rest, so no size is truncated.
+// * Scratch memory is stream-ordered (cudaMallocAsync / cudaFreeAsync on the
+//   stream of the operation that uses it): its last use is always on that
+//   stream, before the free in the same stream order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_CUDA_DEVICE_H
+#define FSDP_RT_CUDA_DEVICE_H
+
+#include "fsdp/rt/DType.h"
+#include "fsdp/rt/Error.h"
+#include "fsdp/rt/math/Half.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+inline void checkCuda(cudaError_t rc, const char *what) {
+  if (rc == cudaSuccess)
+    return;
+  Status st = rc == cudaErrorMemoryAllocation ? Status::OutOfMemory
+              : (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver)
+                  ? Status::Unsupported
+                  : Status::Internal;
+  fail(st, "cuda backend: ", what, ": ", cudaGetErrorName(rc), " (",
+       cudaGetErrorString(rc), ")");
+}
+
+inline void checkCublas(cublasStatus_t rc, const char *what) {
+  if (rc == CUBLAS_STATUS_SUCCESS)
+    return;
+  fail(rc == CUBLAS_STATUS_ALLOC_FAILED ? Status::OutOfMemory
+                                        : Status::Internal,
+       "cuda backend: ", what, ": ", cublasGetStatusName(rc), " (",
+       cublasGetStatusString(rc), ")");
+}
+
+inline void checkLaunch(cudaStream_t stream, const char *kernel) {
+  checkCuda(cudaGetLastError(), kernel);
+#ifndef NDEBUG
+  checkCuda(cudaStreamSynchronize(stream), kernel);
+#else
+  (void)stream;
+#endif
+}
+
+constexpr int kThreads = 256;
+/// Enough blocks to cover n one thread per item, capped so that the grid
+/// stays well inside the 2^31 - 1 limit; grid-stride loops cover the rest.
+inline unsigned gridFor(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(1) << 20)));
+}
+
+/// Launches kernel<<<gridFor(n), kThreads, 0, stream>>>(args...) unless n is
+/// 0, then checks the launch. Under the host emulation of the tests
+/// (unittests/cuda/emu) a launch is a plain call with a 1x1 grid.
+#ifdef FSDPRT_CUDA_EMULATION
+#define FSDPRT_LAUNCH(kernel, n, stream, ...)                                  \
+  do {                                                                         \
+    if ((n) > 0) {                                                             \
+      kernel(__VA_ARGS__);                                                     \
+      ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
+    }                                                                          \
+  } while (0)
+#else
+#define FSDPRT_LAUNCH(kernel, n, stream, ...)                                  \
+  do {                                                                         \
+    int64_t launchN_ = (n);                                                    \
+    if (launchN_ > 0) {                                                        \
+      kernel<<<::fsdp::rt::cuda::gridFor(launchN_),                            \
+               ::fsdp::rt::cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);        \
+      ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
+    }                                                                          \
+  } while (0)
+#endif
+
+#define FSDPRT_GRID_STRIDE(i, n)                                               \
+  for (int64_t i =                                                             \
+           static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;        \
+       i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+/// Stream-ordered device scratch, freed on the same stream.
+class Scratch {
+public:
+  Scratch() = default;
+  Scratch(cudaStream_t stream, int64_t bytes) : stream_(stream) {
+    if (bytes > 0)
+      checkCuda(cudaMallocAsync(&ptr_, static_cast<size_t>(bytes), stream),
+                "cudaMallocAsync (scratch)");
+  }
+  ~Scratch() {
+    if (ptr_)
+      cudaFreeAsync(ptr_, stream_); // Cannot throw here; stream-ordered.
+  }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  Scratch(Scratch &&o) noexcept : stream_(o.stream_), ptr_(o.ptr_) {
+    o.ptr_ = nullptr;
+  }
+  Scratch &operator=(Scratch &&o) noexcept {
+    if (this != &o) {
+      if (ptr_)
+        cudaFreeAsync(ptr_, stream_);
+      stream_ = o.stream_;
+      ptr_ = o.ptr_;
+      o.ptr_ = nullptr;
+    }
+    return *this;
+  }
+  template <typename T> T *as() const { return static_cast<T *>(ptr_); }
+
+private:
+  cudaStream_t stream_ = nullptr;
+  void *ptr_ = nullptr;
+};
+
+// Storage traits for device code: load widens to f32, store rounds once
+// (the shared Half.h conversions, so the bits match the CPU backend).
+struct F32S {
+  using T = float;
+  __device__ static float load(T v) { return v; }
+  __device__ static T store(float f) { return f; }
+};
+struct Bf16S {
+  using T = uint16_t;
+  __device__ static float load(T v) { return bf16ToFloat(v); }
+  __device__ static T store(float f) { return floatToBf16(f); }
+};
+struct F16S {
+  using T = uint16_t;
+  __device__ static float load(T v) { return f16ToFloat(v); }
+  __device__ static T store(float f) { return floatToF16(f); }
+};
+
+template <typename F> void withStorage(DType dt, F &&f) {
+  switch (dt) {
+  case DType::F32:
+    return f(F32S{});
+  case DType::BF16:
+    return f(Bf16S{});
+  case DType::F16:
+    return f(F16S{});
+  default:
+    fail(Status::InvalidArgument, "cuda backend: dtype ", dtypeName(dt),
+         " is not a floating-point storage type");
+  }
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_CUDA_DEVICE_H

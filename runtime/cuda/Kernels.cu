@@ -1,0 +1,1216 @@
+//===- Kernels.cu - The CUDA backend's kernels ----------------------------===//
+//
+// See Kernels.h. Every kernel is a grid-stride loop (Device.h) over its
+// independent items; per-row and per-column sums run sequentially inside
+// one thread, in index order, exactly as the CPU backend's loops.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include "fsdp/rt/math/Activation.h"
+#include "fsdp/rt/math/Half.h"
+#include "fsdp/rt/math/Optimizer.h"
+#include "fsdp/rt/math/Philox.h"
+#include "fsdp/rt/math/Pointwise.h"
+#include "fsdp/rt/math/Rotary.h"
+#include "fsdp/rt/math/Rows.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Conversions and fills
+//===----------------------------------------------------------------------===//
+
+__device__ inline float loadAsFloat(int srcType, const void *p, int64_t i) {
+  switch (srcType) {
+  case FSDPRT_F32:
+    return static_cast<const float *>(p)[i];
+  case FSDPRT_BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDPRT_F16:
+    return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDPRT_I32:
+    return static_cast<float>(static_cast<const int32_t *>(p)[i]);
+  default:
+    return static_cast<float>(static_cast<const int64_t *>(p)[i]);
+  }
+}
+
+__global__ void convertKernel(int srcType, const void *src, int dstType,
+                              void *dst, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    float v = loadAsFloat(srcType, src, i);
+    if (dstType == FSDPRT_F32)
+      static_cast<float *>(dst)[i] = v;
+    else if (dstType == FSDPRT_BF16)
+      static_cast<uint16_t *>(dst)[i] = floatToBf16(v);
+    else
+      static_cast<uint16_t *>(dst)[i] = floatToF16(v);
+  }
+}
+
+template <typename T> __global__ void fillKernel(T *dst, T pattern, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) { dst[i] = pattern; }
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes passed by value to kernels
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxRank = 12;
+
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank];
+  int64_t strideA[kMaxRank];
+  int64_t strideB[kMaxRank];
+};
+
+void requireRank(size_t rank, const char *what) {
+  if (rank > static_cast<size_t>(kMaxRank))
+    fail(Status::Unsupported, "cuda backend: ", what, " of rank ", rank,
+         " (at most ", kMaxRank, " supported)");
+}
+
+/// Row-major strides of `operand` right-aligned in `shape`, 0 where it
+/// broadcasts (as cpu::broadcastStrides).
+std::vector<int64_t> broadcastStrides(const Shape &operand,
+                                      const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  std::vector<int64_t> own = stridesOf(operand);
+  size_t lead = shape.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i)
+    strides[lead + i] = operand[i] == 1 ? 0 : own[i];
+  return strides;
+}
+
+/// Offsets of linear index i (row-major over d.size) along strideA / strideB.
+__device__ inline void offsetsOf(const Dims &d, int64_t i, int64_t &a,
+                                 int64_t &b) {
+  a = 0;
+  b = 0;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    int64_t idx = i % d.size[k];
+    i /= d.size[k];
+    a += idx * d.strideA[k];
+    b += idx * d.strideB[k];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename S>
+__global__ void binarySameKernel(int op, const typename S::T *a,
+                                 const typename S::T *b, typename S::T *out,
+                                 int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    out[i] = S::store(binaryApply(op, S::load(a[i]), S::load(b[i])));
+  }
+}
+
+template <typename S>
+__global__ void binaryBroadcastKernel(int op, const typename S::T *a,
+                                      const typename S::T *b,
+                                      typename S::T *out, Dims d, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    int64_t oa, ob;
+    offsetsOf(d, i, oa, ob);
+    out[i] = S::store(binaryApply(op, S::load(a[oa]), S::load(b[ob])));
+  }
+}
+
+template <typename S>
+__global__ void scaleKernel(const typename S::T *x, typename S::T *y, int64_t n,
+                            float factor) {
+  FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(factor * S::load(x[i])); }
+}
+
+__device__ inline float activate(int kind, float v) {
+  switch (kind) {
+  case FSDPRT_RELU:
+    return reluForward(v);
+  case FSDPRT_GELU:
+    return geluForward(v);
+  case FSDPRT_GELU_TANH:
+    return geluTanhForward(v);
+  default:
+    return siluForward(v);
+  }
+}
+
+__device__ inline float activateBackward(int kind, float v, float g) {
+  switch (kind) {
+  case FSDPRT_RELU:
+    return reluBackward(v, g);
+  case FSDPRT_GELU:
+    return geluBackward(v, g);
+  case FSDPRT_GELU_TANH:
+    return geluTanhBackward(v, g);
+  default:
+    return siluBackward(v, g);
+  }
+}
+
+template <typename S>
+__global__ void activationKernel(int kind, const typename S::T *x,
+                                 typename S::T *y, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(activate(kind, S::load(x[i]))); }
+}
+
+template <typename S>
+__global__ void activationBackwardKernel(int kind, const typename S::T *x,
+                                         const typename S::T *dy,
+                                         typename S::T *dx, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    dx[i] = S::store(activateBackward(kind, S::load(x[i]), S::load(dy[i])));
+  }
+}
+
+__global__ void seedRowsKernel(const float *b, float *y, int64_t m, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, m * n) { y[i] = b ? b[i % n] : 0.0f; }
+}
+
+__global__ void columnSumsKernel(const float *x, float *out, int64_t m,
+                                 int64_t n) {
+  FSDPRT_GRID_STRIDE(j, n) {
+    double acc = 0.0;
+    for (int64_t r = 0; r < m; ++r)
+      acc += x[r * n + j];
+    out[j] = static_cast<float>(acc);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions over dims
+//===----------------------------------------------------------------------===//
+
+/// Kept dims (output index space) in strideA, reduced dims in strideB; the
+/// reduced sub-space is walked row-major in dim order (as the CPU's
+/// subspaceOffsets), so each output sums in the same order.
+struct ReduceGeom {
+  Dims kept;    // size + strideA
+  Dims reduced; // size + strideA
+  int64_t reducedCount;
+};
+
+__global__ void reduceKernel(const float *x, float *y, ReduceGeom g,
+                             double factor, int64_t outCount) {
+  FSDPRT_GRID_STRIDE(k, outCount) {
+    int64_t base, unused;
+    offsetsOf(g.kept, k, base, unused);
+    double acc = 0.0;
+    for (int64_t r = 0; r < g.reducedCount; ++r) {
+      int64_t off;
+      offsetsOf(g.reduced, r, off, unused);
+      acc += x[base + off];
+    }
+    y[k] = static_cast<float>(acc * factor);
+  }
+}
+
+__global__ void reduceBackwardKernel(const float *dy, float *dx, Dims d,
+                                     float factor, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    int64_t off, unused;
+    offsetsOf(d, i, off, unused);
+    dx[i] = dy[off] * factor;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Norms and softmax (one thread per row / column / channel)
+//===----------------------------------------------------------------------===//
+
+__global__ void layerNormKernel(const float *x, const float *w, const float *b,
+                                float *y, int64_t rows, int64_t d, float eps) {
+  FSDPRT_GRID_STRIDE(r, rows) {
+    const float *xr = x + r * d;
+    float *yr = y + r * d;
+    float mean, rstd;
+    meanRstd(xr, d, 1, eps, mean, rstd);
+    for (int64_t i = 0; i < d; ++i) {
+      float v = (xr[i] - mean) * rstd;
+      yr[i] = v * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+  }
+}
+
+/// Row statistics into mean/rstd and, if dx, the row's input gradient
+/// (g = dy * w is formed in dx itself: layerNormRowBackward reads all of g
+/// before it writes dx[i] over g[i]).
+__global__ void layerNormRowsBackwardKernel(const float *x, const float *w,
+                                            const float *dy, float *dx,
+                                            float *mean, float *rstd,
+                                            int64_t rows, int64_t d,
+                                            float eps) {
+  FSDPRT_GRID_STRIDE(r, rows) {
+    meanRstd(x + r * d, d, 1, eps, mean[r], rstd[r]);
+    if (!dx)
+      continue;
+    float *g = dx + r * d;
+    for (int64_t i = 0; i < d; ++i)
+      g[i] = dy[r * d + i] * (w ? w[i] : 1.0f);
+    layerNormRowBackward(x + r * d, g, mean[r], rstd[r], d, g);
+  }
+}
+
+/// dw[j] = sum_r dy * xhat, db[j] = sum_r dy, rows in order (double).
+/// mean == nullptr means rms_norm (xhat = x * rstd).
+__global__ void normColumnsKernel(const float *x, const float *dy,
+                                  const float *mean, const float *rstd,
+                                  float *dw, float *db, int64_t rows,
+                                  int64_t d) {
+  FSDPRT_GRID_STRIDE(j, d) {
+    double aw = 0.0, ab = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      float g = dy[r * d + j];
+      float xhat =
+          mean ? (x[r * d + j] - mean[r]) * rstd[r] : x[r * d + j] * rstd[r];
+      aw += static_cast<double>(g) * xhat;
+      ab += g;
+    }
+    if (dw)
+      dw[j] = static_cast<float>(aw);
+    if (db)
+      db[j] = static_cast<float>(ab);
+  }
+}
+
+__global__ void rmsNormKernel(const float *x, const float *w, float *y,
+                              int64_t rows, int64_t d, float eps) {
+  FSDPRT_GRID_STRIDE(r, rows) {
+    const float *xr = x + r * d;
+    float rstd = rmsRstd(xr, d, eps);
+    for (int64_t i = 0; i < d; ++i)
+      y[r * d + i] = xr[i] * rstd * (w ? w[i] : 1.0f);
+  }
+}
+
+__global__ void rmsNormRowsBackwardKernel(const float *x, const float *w,
+                                          const float *dy, float *dx,
+                                          float *rstd, int64_t rows, int64_t d,
+                                          float eps) {
+  FSDPRT_GRID_STRIDE(r, rows) {
+    rstd[r] = rmsRstd(x + r * d, d, eps);
+    if (!dx)
+      continue;
+    float *g = dx + r * d; // rmsNormRowBackward reads all of g first.
+    for (int64_t i = 0; i < d; ++i)
+      g[i] = dy[r * d + i] * (w ? w[i] : 1.0f);
+    rmsNormRowBackward(x + r * d, g, rstd[r], d, g);
+  }
+}
+
+struct ChannelStats {
+  double mean, var;
+};
+
+__device__ inline ChannelStats channelStats(const float *x, int64_t n,
+                                            int64_t c, int64_t spatial,
+                                            int64_t ch) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t s = 0; s < spatial; ++s)
+      sum += x[(i * c + ch) * spatial + s];
+  double count = static_cast<double>(n * spatial);
+  double mean = sum / count, sq = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t s = 0; s < spatial; ++s) {
+      double v = x[(i * c + ch) * spatial + s] - mean;
+      sq += v * v;
+    }
+  return {mean, sq / count};
+}
+
+__global__ void batchNormKernel(const float *x, const float *w, const float *b,
+                                float *runningMean, float *runningVar, float *y,
+                                int64_t n, int64_t c, int64_t spatial,
+                                float eps, float momentum, bool training) {
+  double count = static_cast<double>(n * spatial);
+  FSDPRT_GRID_STRIDE(ch, c) {
+    float mean, invstd;
+    if (training) {
+      ChannelStats st = channelStats(x, n, c, spatial, ch);
+      mean = static_cast<float>(st.mean);
+      invstd = static_cast<float>(1.0 / std::sqrt(st.var + eps));
+      float unbiased = static_cast<float>(st.var * count / (count - 1.0));
+      runningMean[ch] = (1.0f - momentum) * runningMean[ch] + momentum * mean;
+      runningVar[ch] = (1.0f - momentum) * runningVar[ch] + momentum * unbiased;
+    } else {
+      mean = runningMean[ch];
+      invstd = 1.0f / std::sqrt(runningVar[ch] + eps);
+    }
+    float scaleC = (w ? w[ch] : 1.0f) * invstd;
+    float shift = (b ? b[ch] : 0.0f) - mean * scaleC;
+    for (int64_t i = 0; i < n; ++i) {
+      const float *xr = x + (i * c + ch) * spatial;
+      float *yr = y + (i * c + ch) * spatial;
+      for (int64_t s = 0; s < spatial; ++s)
+        yr[s] = xr[s] * scaleC + shift;
+    }
+  }
+}
+
+__global__ void batchNormBackwardKernel(
+    const float *x, const float *w, const float *runningMean,
+    const float *runningVar, const float *dy, float *dx, float *dw, float *db,
+    int64_t n, int64_t c, int64_t spatial, float eps, bool training) {
+  double count = static_cast<double>(n * spatial);
+  FSDPRT_GRID_STRIDE(ch, c) {
+    float mean, invstd;
+    if (training) {
+      ChannelStats st = channelStats(x, n, c, spatial, ch);
+      mean = static_cast<float>(st.mean);
+      invstd = static_cast<float>(1.0 / std::sqrt(st.var + eps));
+    } else {
+      mean = runningMean[ch];
+      invstd = 1.0f / std::sqrt(runningVar[ch] + eps);
+    }
+    double sumDy = 0.0, sumDyXhat = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < spatial; ++s) {
+        int64_t at = (i * c + ch) * spatial + s;
+        sumDy += dy[at];
+        sumDyXhat += static_cast<double>(dy[at]) * ((x[at] - mean) * invstd);
+      }
+    if (dw)
+      dw[ch] = static_cast<float>(sumDyXhat);
+    if (db)
+      db[ch] = static_cast<float>(sumDy);
+    if (!dx)
+      continue;
+    float wc = w ? w[ch] : 1.0f;
+    float mDy = training ? static_cast<float>(sumDy / count) : 0.0f;
+    float mDyXhat = training ? static_cast<float>(sumDyXhat / count) : 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < spatial; ++s) {
+        int64_t at = (i * c + ch) * spatial + s;
+        float xhat = (x[at] - mean) * invstd;
+        dx[at] = wc * invstd * (dy[at] - mDy - xhat * mDyXhat);
+      }
+  }
+}
+
+__global__ void softmaxKernel(const float *x, float *y, int64_t rows,
+                              int64_t dim, int64_t inner) {
+  FSDPRT_GRID_STRIDE(r, rows) {
+    int64_t base = (r / inner) * dim * inner + r % inner;
+    softmaxRow(x + base, y + base, dim, inner);
+  }
+}
+
+__global__ void softmaxBackwardKernel(const float *y, const float *dy,
+                                      float *dx, int64_t rows, int64_t dim,
+                                      int64_t inner) {
+  FSDPRT_GRID_STRIDE(r, rows) {
+    int64_t base = (r / inner) * dim * inner + r % inner;
+    softmaxRowBackward(y + base, dy + base, dx + base, dim, inner);
+  }
+}
+
+__global__ void maskedSoftmaxKernel(float *p, int64_t tq, int64_t tk,
+                                    bool causal) {
+  FSDPRT_GRID_STRIDE(i, tq) {
+    float *row = p + i * tk;
+    if (causal)
+      for (int64_t j = (i + 1 < tk ? i + 1 : tk); j < tk; ++j)
+        row[j] = -INFINITY;
+    softmaxRow(row, row, tk, 1);
+  }
+}
+
+__global__ void softmaxBackwardRowsKernel(const float *p, float *dp, int64_t tq,
+                                          int64_t tk) {
+  FSDPRT_GRID_STRIDE(i, tq) {
+    softmaxRowBackward(p + i * tk, dp + i * tk, dp + i * tk, tk, 1);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, rope, random
+//===----------------------------------------------------------------------===//
+
+__device__ inline int64_t loadIndex(bool i32, const void *ids, int64_t i) {
+  return i32 ? static_cast<const int32_t *>(ids)[i]
+             : static_cast<const int64_t *>(ids)[i];
+}
+
+/// firstBad holds the smallest offending position (initialised to n).
+__global__ void checkIndexKernel(bool i32, const void *ids, int64_t n,
+                                 int64_t limit, bool hasIgnore,
+                                 int64_t ignoreIndex,
+                                 unsigned long long *firstBad,
+                                 unsigned long long *count) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    int64_t v = loadIndex(i32, ids, i);
+    if (hasIgnore && v == ignoreIndex)
+      continue;
+    if (v < 0 || v >= limit)
+      atomicMin(firstBad, static_cast<unsigned long long>(i));
+    else if (count)
+      atomicAdd(count, 1ull); // integer: order-independent
+  }
+}
+
+template <typename T>
+__global__ void gatherKernel(bool i32, const void *ids, const T *table, T *out,
+                             int64_t numIds, int64_t dim) {
+  FSDPRT_GRID_STRIDE(e, numIds * dim) {
+    int64_t i = e / dim, j = e % dim;
+    out[e] = table[loadIndex(i32, ids, i) * dim + j];
+  }
+}
+
+/// One thread per table column; positions added in order (no atomics), as
+/// the CPU backend does.
+__global__ void embeddingBackwardKernel(bool i32, const void *ids,
+                                        const float *dy, float *dtable,
+                                        int64_t numIds, int64_t vocab,
+                                        int64_t dim) {
+  FSDPRT_GRID_STRIDE(j, dim) {
+    for (int64_t v = 0; v < vocab; ++v)
+      dtable[v * dim + j] = 0.0f;
+    for (int64_t i = 0; i < numIds; ++i)
+      dtable[loadIndex(i32, ids, i) * dim + j] += dy[i * dim + j];
+  }
+}
+
+__global__ void ropeKernel(const float *x, float *y, int64_t pairs, int64_t seq,
+                           int64_t heads, int64_t headDim, double theta,
+                           float sign) {
+  int64_t half = headDim / 2;
+  FSDPRT_GRID_STRIDE(p, pairs) {
+    int64_t i = p % half;
+    int64_t rh = p / half; // (row, head)
+    int64_t h = rh % heads, r = rh / heads, t = r % seq;
+    float c, s;
+    rotaryAngle(t, i, headDim, theta, c, s);
+    int64_t at = r * heads * headDim + h * headDim + 2 * i;
+    rotatePair(x[at], x[at + 1], c, sign * s, y[at], y[at + 1]);
+  }
+}
+
+template <typename S>
+__global__ void dropoutKernel(const typename S::T *x, typename S::T *y,
+                              int64_t n, float p, RngKey key) {
+  FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
+    Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
+    for (int l = 0; l < 4 && blk * 4 + l < n; ++l) {
+      int64_t i = blk * 4 + l;
+      y[i] =
+          S::store(S::load(x[i]) * dropoutFactor(uniformFromBits(r.v[l]), p));
+    }
+  }
+}
+
+__global__ void rngFillKernel(float *dst, int64_t n, bool uniform, float a,
+                              float b, RngKey key) {
+  FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
+    Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
+    float out[4];
+    if (uniform) {
+      for (int l = 0; l < 4; ++l)
+        out[l] = a + (b - a) * uniformFromBits(r.v[l]);
+    } else {
+      for (int pair = 0; pair < 2; ++pair) {
+        float u1 = 1.0f - uniformFromBits(r.v[2 * pair]);
+        float u2 = uniformFromBits(r.v[2 * pair + 1]);
+        float radius = std::sqrt(-2.0f * std::log(u1));
+        float angle = 6.28318530717958647692f * u2;
+        out[2 * pair] = a + b * radius * std::cos(angle);
+        out[2 * pair + 1] = a + b * radius * std::sin(angle);
+      }
+    }
+    for (int l = 0; l < 4 && blk * 4 + l < n; ++l)
+      dst[blk * 4 + l] = out[l];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void transposeKernel(const T *x, T *y, Dims d, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    int64_t off, unused;
+    offsetsOf(d, i, off, unused);
+    y[i] = x[off];
+  }
+}
+
+template <typename T>
+__global__ void copySlabKernel(const T *src, int64_t srcDim, int64_t srcOffset,
+                               T *dst, int64_t dstDim, int64_t dstOffset,
+                               int64_t outer, int64_t slab) {
+  // slab = size * inner elements per outer index; offsets are pre-scaled
+  // by inner.
+  FSDPRT_GRID_STRIDE(e, outer * slab) {
+    int64_t o = e / slab, j = e % slab;
+    dst[o * dstDim + dstOffset + j] = src[o * srcDim + srcOffset + j];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Blocked sums (as cpu::blockedSum: fixed 16384-element blocks, each summed
+// in order, then the block sums added in block order)
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kSumBlock = 16384;
+
+struct SquareTerm {
+  const float *x;
+  __device__ double operator()(int64_t i) const {
+    return static_cast<double>(x[i]) * x[i];
+  }
+};
+struct MseTerm {
+  const float *a, *b;
+  __device__ double operator()(int64_t i) const {
+    double diff = static_cast<double>(a[i]) - b[i];
+    return diff * diff;
+  }
+};
+struct ArrayTerm {
+  const double *v;
+  __device__ double operator()(int64_t i) const { return v[i]; }
+};
+
+template <typename Term>
+__global__ void blockSumKernel(Term term, int64_t n, double *partial) {
+  FSDPRT_GRID_STRIDE(blk, (n + kSumBlock - 1) / kSumBlock) {
+    int64_t end = (blk + 1) * kSumBlock < n ? (blk + 1) * kSumBlock : n;
+    double sum = 0.0;
+    for (int64_t i = blk * kSumBlock; i < end; ++i)
+      sum += term(i);
+    partial[blk] = sum;
+  }
+}
+
+/// Finish kernels are launched with one block; only its first thread works
+/// (they read-modify-write a single scalar).
+__device__ inline bool firstThread() {
+  return blockIdx.x == 0 && threadIdx.x == 0;
+}
+
+__device__ inline double totalOf(const double *partial, int64_t blocks) {
+  double total = 0.0;
+  for (int64_t b = 0; b < blocks; ++b)
+    total += partial[b];
+  return total;
+}
+
+/// Partial block sums of `term` over [0, n) into fresh scratch.
+template <typename Term>
+Scratch blockSums(Stream s, Term term, int64_t n, int64_t &blocks) {
+  blocks = (n + kSumBlock - 1) / kSumBlock;
+  Scratch partial(s, std::max<int64_t>(blocks, 1) * 8);
+  FSDPRT_LAUNCH(blockSumKernel<Term>, blocks, s, term, n, partial.as<double>());
+  return partial;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+__global__ void crossEntropyRowsKernel(bool i32, const float *logits,
+                                       const void *targets, double *terms,
+                                       int64_t n, int64_t c,
+                                       int64_t ignoreIndex) {
+  FSDPRT_GRID_STRIDE(r, n) {
+    int64_t t = loadIndex(i32, targets, r);
+    if (t == ignoreIndex) {
+      terms[r] = 0.0; // The CPU skips the row; adding +0.0 is the same.
+      continue;
+    }
+    float max, logSum;
+    rowLogSumExp(logits + r * c, c, 1, max, logSum);
+    terms[r] = static_cast<double>(max) + logSum - logits[r * c + t];
+  }
+}
+
+__global__ void crossEntropyFinishKernel(const double *partial, int64_t blocks,
+                                         const int64_t *count, bool mean,
+                                         float *loss) {
+  if (!firstThread())
+    return;
+  double total = totalOf(partial, blocks);
+  *loss =
+      static_cast<float>(mean ? total / static_cast<double>(*count) : total);
+}
+
+__global__ void crossEntropyBackwardKernel(bool i32, const float *logits,
+                                           const void *targets,
+                                           const int64_t *count,
+                                           const float *dloss, float *dlogits,
+                                           int64_t n, int64_t c, bool mean,
+                                           int64_t ignoreIndex) {
+  float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
+  FSDPRT_GRID_STRIDE(r, n) {
+    float *dr = dlogits + r * c;
+    int64_t t = loadIndex(i32, targets, r);
+    if (t == ignoreIndex) {
+      for (int64_t j = 0; j < c; ++j)
+        dr[j] = 0.0f;
+      continue;
+    }
+    softmaxRow(logits + r * c, dr, c, 1);
+    dr[t] -= 1.0f;
+    for (int64_t j = 0; j < c; ++j)
+      dr[j] *= g;
+  }
+}
+
+__global__ void mseFinishKernel(const double *partial, int64_t blocks,
+                                int64_t n, bool mean, float *loss) {
+  if (!firstThread())
+    return;
+  double total = totalOf(partial, blocks);
+  *loss = static_cast<float>(mean ? total / static_cast<double>(n) : total);
+}
+
+__global__ void mseBackwardKernel(const float *a, const float *b,
+                                  const float *dloss, float *da, float *db,
+                                  int64_t n, bool mean) {
+  float g = 2.0f * (mean ? *dloss / static_cast<float>(n) : *dloss);
+  FSDPRT_GRID_STRIDE(i, n) {
+    float d = g * (a[i] - b[i]);
+    if (da)
+      da[i] = d;
+    if (db)
+      db[i] = -d;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+__global__ void sgdKernel(float *param, const float *grad, float *momentumBuf,
+                          int64_t n, SgdScalars s) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    sgdUpdate(param[i], grad[i], momentumBuf ? momentumBuf + i : nullptr, s);
+  }
+}
+
+__global__ void adamwKernel(float *param, const float *grad, float *expAvg,
+                            float *expAvgSq, int64_t n, AdamWScalars s) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);
+  }
+}
+
+__global__ void sqNormFinishKernel(const double *partial, int64_t blocks,
+                                   float *out, bool accumulate) {
+  if (!firstThread())
+    return;
+  double sum = totalOf(partial, blocks);
+  *out = static_cast<float>((accumulate ? *out : 0.0) + sum);
+}
+
+template <typename S>
+__global__ void clipKernel(typename S::T *grad, int64_t n, const float *totalSq,
+                           float maxNorm) {
+  // torch.nn.utils.clip_grad_norm_: f32 arithmetic on the norm.
+  float totalNorm = std::sqrt(*totalSq);
+  float coef = maxNorm / (totalNorm + 1e-6f);
+  if (coef >= 1.0f)
+    return;
+  FSDPRT_GRID_STRIDE(i, n) { grad[i] = S::store(coef * S::load(grad[i])); }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Launchers
+//===----------------------------------------------------------------------===//
+
+void convert(Stream s, DType srcType, const void *src, DType dstType, void *dst,
+             int64_t n) {
+  if (srcType == dstType) {
+    if (n > 0 && dst != src)
+      checkCuda(cudaMemcpyAsync(dst, src, n * dtypeSize(srcType),
+                                cudaMemcpyDeviceToDevice, s),
+                "cudaMemcpyAsync (cast)");
+    return;
+  }
+  if (!isFloat(dstType))
+    fail(Status::InvalidArgument, "cannot convert ", dtypeName(srcType),
+         " to integer type ", dtypeName(dstType));
+  FSDPRT_LAUNCH(convertKernel, n, s, static_cast<int>(srcType), src,
+                static_cast<int>(dstType), dst, n);
+}
+
+void fill(Stream s, DType dt, void *dst, int64_t n, double value) {
+  switch (dt) {
+  case DType::I32:
+    FSDPRT_LAUNCH(fillKernel<int32_t>, n, s, static_cast<int32_t *>(dst),
+                  static_cast<int32_t>(value), n);
+    return;
+  case DType::I64:
+    FSDPRT_LAUNCH(fillKernel<int64_t>, n, s, static_cast<int64_t *>(dst),
+                  static_cast<int64_t>(value), n);
+    return;
+  case DType::F32:
+    FSDPRT_LAUNCH(fillKernel<float>, n, s, static_cast<float *>(dst),
+                  static_cast<float>(value), n);
+    return;
+  case DType::BF16:
+    FSDPRT_LAUNCH(fillKernel<uint16_t>, n, s, static_cast<uint16_t *>(dst),
+                  floatToBf16(static_cast<float>(value)), n);
+    return;
+  case DType::F16:
+    FSDPRT_LAUNCH(fillKernel<uint16_t>, n, s, static_cast<uint16_t *>(dst),
+                  floatToF16(static_cast<float>(value)), n);
+    return;
+  }
+}
+
+void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n) {
+  FSDPRT_LAUNCH(seedRowsKernel, m * n, s, b, y, m, n);
+}
+
+void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n) {
+  FSDPRT_LAUNCH(columnSumsKernel, n, s, x, out, m, n);
+}
+
+void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
+                   const Shape &aShape, const void *b, const Shape &bShape,
+                   void *out) {
+  int code = static_cast<int>(op);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    auto *pa = static_cast<const T *>(a);
+    auto *pb = static_cast<const T *>(b);
+    auto *po = static_cast<T *>(out);
+    if (aShape == bShape) {
+      int64_t n = numelOf(aShape);
+      FSDPRT_LAUNCH(binarySameKernel<S>, n, s, code, pa, pb, po, n);
+      return;
+    }
+    Shape shape = broadcastShapes(aShape, bShape);
+    requireRank(shape.size(), "broadcast");
+    std::vector<int64_t> sa = broadcastStrides(aShape, shape),
+                         sb = broadcastStrides(bShape, shape);
+    Dims d;
+    d.rank = static_cast<int>(shape.size());
+    for (int i = 0; i < d.rank; ++i) {
+      d.size[i] = shape[i];
+      d.strideA[i] = sa[i];
+      d.strideB[i] = sb[i];
+    }
+    int64_t n = numelOf(shape);
+    FSDPRT_LAUNCH(binaryBroadcastKernel<S>, n, s, code, pa, pb, po, d, n);
+  });
+}
+
+void scale(Stream s, DType dt, const void *x, void *y, int64_t n,
+           float factor) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(scaleKernel<S>, n, s, static_cast<const T *>(x),
+                  static_cast<T *>(y), n, factor);
+  });
+}
+
+void activationForward(Stream s, DType dt, Activation kind, const void *x,
+                       void *y, int64_t n) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(activationKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<T *>(y), n);
+  });
+}
+
+void activationBackward(Stream s, DType dt, Activation kind, const void *x,
+                        const void *dy, void *dx, int64_t n) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(activationBackwardKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<const T *>(dy),
+                  static_cast<T *>(dx), n);
+  });
+}
+
+void reduceForward(Stream s, ReduceKind kind, const float *x,
+                   const Shape &xShape, const std::vector<int64_t> &dims,
+                   float *y) {
+  requireRank(xShape.size(), "reduce input");
+  std::vector<bool> reduced(xShape.size(), false);
+  for (int64_t d : dims)
+    reduced[d] = true;
+  std::vector<int64_t> strides = stridesOf(xShape);
+  ReduceGeom g;
+  g.reducedCount = 1;
+  int64_t outCount = 1;
+  for (size_t d = 0; d < xShape.size(); ++d) {
+    Dims &part = reduced[d] ? g.reduced : g.kept;
+    part.size[part.rank] = xShape[d];
+    part.strideA[part.rank] = strides[d];
+    part.strideB[part.rank] = 0;
+    ++part.rank;
+    (reduced[d] ? g.reducedCount : outCount) *= xShape[d];
+  }
+  double factor = kind == ReduceKind::Mean
+                      ? 1.0 / static_cast<double>(g.reducedCount)
+                      : 1.0;
+  FSDPRT_LAUNCH(reduceKernel, outCount, s, x, y, g, factor, outCount);
+}
+
+void reduceBackward(Stream s, ReduceKind kind, const float *dy,
+                    const Shape &xShape, const std::vector<int64_t> &dims,
+                    float *dx) {
+  requireRank(xShape.size(), "reduce input");
+  Shape keptShape = xShape;
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    count *= xShape[d];
+    keptShape[d] = 1;
+  }
+  float factor =
+      kind == ReduceKind::Mean ? 1.0f / static_cast<float>(count) : 1.0f;
+  std::vector<int64_t> sdy = broadcastStrides(keptShape, xShape);
+  Dims d;
+  d.rank = static_cast<int>(xShape.size());
+  for (int i = 0; i < d.rank; ++i) {
+    d.size[i] = xShape[i];
+    d.strideA[i] = sdy[i];
+    d.strideB[i] = 0;
+  }
+  int64_t n = numelOf(xShape);
+  FSDPRT_LAUNCH(reduceBackwardKernel, n, s, dy, dx, d, factor, n);
+}
+
+void layerNormForward(Stream s, const float *x, const float *w, const float *b,
+                      float *y, int64_t rows, int64_t d, float eps) {
+  FSDPRT_LAUNCH(layerNormKernel, rows, s, x, w, b, y, rows, d, eps);
+}
+
+void layerNormBackward(Stream s, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db,
+                       int64_t rows, int64_t d, float eps) {
+  Scratch stats(s, 2 * rows * 4);
+  float *mean = stats.as<float>(), *rstd = mean + rows;
+  FSDPRT_LAUNCH(layerNormRowsBackwardKernel, rows, s, x, w, dy, dx, mean, rstd,
+                rows, d, eps);
+  if (dw || db)
+    FSDPRT_LAUNCH(normColumnsKernel, d, s, x, dy, mean, rstd, dw, db, rows, d);
+}
+
+void rmsNormForward(Stream s, const float *x, const float *w, float *y,
+                    int64_t rows, int64_t d, float eps) {
+  FSDPRT_LAUNCH(rmsNormKernel, rows, s, x, w, y, rows, d, eps);
+}
+
+void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
+                     float *dx, float *dw, int64_t rows, int64_t d, float eps) {
+  Scratch stats(s, rows * 4);
+  float *rstd = stats.as<float>();
+  FSDPRT_LAUNCH(rmsNormRowsBackwardKernel, rows, s, x, w, dy, dx, rstd, rows, d,
+                eps);
+  if (dw)
+    FSDPRT_LAUNCH(normColumnsKernel, d, s, x, dy, nullptr, rstd, dw, nullptr,
+                  rows, d);
+}
+
+void batchNormForward(Stream s, const float *x, const float *w, const float *b,
+                      float *runningMean, float *runningVar, float *y,
+                      int64_t n, int64_t c, int64_t spatial, float eps,
+                      float momentum, bool training) {
+  FSDPRT_LAUNCH(batchNormKernel, c, s, x, w, b, runningMean, runningVar, y, n,
+                c, spatial, eps, momentum, training);
+}
+
+void batchNormBackward(Stream s, const float *x, const float *w,
+                       const float *runningMean, const float *runningVar,
+                       const float *dy, float *dx, float *dw, float *db,
+                       int64_t n, int64_t c, int64_t spatial, float eps,
+                       bool training) {
+  FSDPRT_LAUNCH(batchNormBackwardKernel, c, s, x, w, runningMean, runningVar,
+                dy, dx, dw, db, n, c, spatial, eps, training);
+}
+
+void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
+                    int64_t dim, int64_t inner) {
+  FSDPRT_LAUNCH(softmaxKernel, outer * inner, s, x, y, outer * inner, dim,
+                inner);
+}
+
+void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
+                     int64_t outer, int64_t dim, int64_t inner) {
+  FSDPRT_LAUNCH(softmaxBackwardKernel, outer * inner, s, y, dy, dx,
+                outer * inner, dim, inner);
+}
+
+void maskedSoftmaxRows(Stream s, float *p, int64_t tq, int64_t tk,
+                       bool causal) {
+  FSDPRT_LAUNCH(maskedSoftmaxKernel, tq, s, p, tq, tk, causal);
+}
+
+void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t tq,
+                         int64_t tk) {
+  FSDPRT_LAUNCH(softmaxBackwardRowsKernel, tq, s, p, dp, tq, tk);
+}
+
+/// Runs checkIndexKernel and reads the result back (synchronising `s`).
+static void checkIndices(Stream s, DType type, const void *ids, int64_t n,
+                         int64_t limit, bool hasIgnore, int64_t ignoreIndex,
+                         int64_t *countOut, int64_t &firstBad,
+                         int64_t &badValue) {
+  Scratch flags(s, 16);
+  auto *f = flags.as<unsigned long long>();
+  unsigned long long init[2] = {static_cast<unsigned long long>(n), 0ull};
+  checkCuda(cudaMemcpyAsync(f, init, sizeof(init), cudaMemcpyHostToDevice, s),
+            "cudaMemcpyAsync (index check)");
+  bool i32 = type == DType::I32;
+  FSDPRT_LAUNCH(checkIndexKernel, n, s, i32, ids, n, limit, hasIgnore,
+                ignoreIndex, f, countOut ? f + 1 : nullptr);
+  unsigned long long result[2];
+  checkCuda(
+      cudaMemcpyAsync(result, f, sizeof(result), cudaMemcpyDeviceToHost, s),
+      "cudaMemcpyAsync (index check)");
+  if (countOut)
+    checkCuda(cudaMemcpyAsync(countOut, f + 1, 8, cudaMemcpyDeviceToDevice, s),
+              "cudaMemcpyAsync (index count)");
+  checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (index check)");
+  firstBad = static_cast<int64_t>(result[0]);
+  badValue = 0;
+  if (firstBad < n) {
+    int64_t elem = dtypeSize(type);
+    char raw[8] = {};
+    checkCuda(cudaMemcpyAsync(raw,
+                              static_cast<const char *>(ids) + firstBad * elem,
+                              elem, cudaMemcpyDeviceToHost, s),
+              "cudaMemcpyAsync (bad index)");
+    checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (bad index)");
+    if (i32) {
+      int32_t v;
+      std::memcpy(&v, raw, 4);
+      badValue = v;
+    } else {
+      std::memcpy(&badValue, raw, 8);
+    }
+  }
+}
+
+void checkIds(Stream s, DType idsType, const void *ids, int64_t numIds,
+              int64_t vocab) {
+  int64_t bad, value;
+  checkIndices(s, idsType, ids, numIds, vocab, false, 0, nullptr, bad, value);
+  if (bad < numIds)
+    fail(Status::OutOfRange, "token id ", value, " at position ", bad,
+         " is outside the vocabulary [0, ", vocab, ")");
+}
+
+void embeddingForward(Stream s, DType idsType, const void *ids,
+                      const void *table, void *out, int64_t elemSize,
+                      int64_t numIds, int64_t dim) {
+  bool i32 = idsType == DType::I32;
+  int64_t n = numIds * dim;
+  switch (elemSize) {
+  case 2:
+    FSDPRT_LAUNCH(gatherKernel<uint16_t>, n, s, i32, ids,
+                  static_cast<const uint16_t *>(table),
+                  static_cast<uint16_t *>(out), numIds, dim);
+    return;
+  case 4:
+    FSDPRT_LAUNCH(gatherKernel<uint32_t>, n, s, i32, ids,
+                  static_cast<const uint32_t *>(table),
+                  static_cast<uint32_t *>(out), numIds, dim);
+    return;
+  default:
+    FSDPRT_LAUNCH(gatherKernel<uint64_t>, n, s, i32, ids,
+                  static_cast<const uint64_t *>(table),
+                  static_cast<uint64_t *>(out), numIds, dim);
+  }
+}
+
+void embeddingBackward(Stream s, DType idsType, const void *ids,
+                       const float *dy, float *dtable, int64_t numIds,
+                       int64_t vocab, int64_t dim) {
+  FSDPRT_LAUNCH(embeddingBackwardKernel, dim, s, idsType == DType::I32, ids, dy,
+                dtable, numIds, vocab, dim);
+}
+
+void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,
+          int64_t heads, int64_t headDim, double theta, bool inverse) {
+  int64_t pairs = batch * seq * heads * (headDim / 2);
+  FSDPRT_LAUNCH(ropeKernel, pairs, s, x, y, pairs, seq, heads, headDim, theta,
+                inverse ? -1.0f : 1.0f);
+}
+
+void dropout(Stream s, DType dt, const void *x, void *y, int64_t n, float p,
+             const RngKey &key) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(dropoutKernel<S>, (n + 3) / 4, s, static_cast<const T *>(x),
+                  static_cast<T *>(y), n, p, key);
+  });
+}
+
+void rngFill(Stream s, float *dst, int64_t n, Distribution dist, float a,
+             float b, const RngKey &key) {
+  FSDPRT_LAUNCH(rngFillKernel, (n + 3) / 4, s, dst, n,
+                dist == Distribution::Uniform, a, b, key);
+}
+
+void transpose(Stream s, int64_t elemSize, const void *x, void *y,
+               const Shape &xShape, const std::vector<int64_t> &perm) {
+  requireRank(xShape.size(), "transpose input");
+  std::vector<int64_t> xStrides = stridesOf(xShape);
+  Dims d;
+  d.rank = static_cast<int>(perm.size());
+  for (int i = 0; i < d.rank; ++i) {
+    d.size[i] = xShape[perm[i]];
+    d.strideA[i] = xStrides[perm[i]];
+    d.strideB[i] = 0;
+  }
+  int64_t n = numelOf(xShape);
+  switch (elemSize) {
+  case 2:
+    FSDPRT_LAUNCH(transposeKernel<uint16_t>, n, s,
+                  static_cast<const uint16_t *>(x), static_cast<uint16_t *>(y),
+                  d, n);
+    return;
+  case 4:
+    FSDPRT_LAUNCH(transposeKernel<uint32_t>, n, s,
+                  static_cast<const uint32_t *>(x), static_cast<uint32_t *>(y),
+                  d, n);
+    return;
+  default:
+    FSDPRT_LAUNCH(transposeKernel<uint64_t>, n, s,
+                  static_cast<const uint64_t *>(x), static_cast<uint64_t *>(y),
+                  d, n);
+  }
+}
+
+void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
+              int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
+              int64_t outer, int64_t size, int64_t inner) {
+  int64_t slab = size * inner, n = outer * slab;
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    FSDPRT_LAUNCH(copySlabKernel<T>, n, s, static_cast<const T *>(src),
+                  srcDim * inner, srcOffset * inner, static_cast<T *>(dst),
+                  dstDim * inner, dstOffset * inner, outer, slab);
+  };
+  switch (elemSize) {
+  case 2:
+    return launch(uint16_t{});
+  case 4:
+    return launch(uint32_t{});
+  default:
+    return launch(uint64_t{});
+  }
+}
+
+void checkTargets(Stream s, DType targetType, const void *targets, int64_t n,
+                  int64_t c, int64_t ignoreIndex, int64_t *count) {
+  int64_t bad, value;
+  checkIndices(s, targetType, targets, n, c, true, ignoreIndex, count, bad,
+               value);
+  if (bad < n)
+    fail(Status::OutOfRange, "target ", value, " at position ", bad,
+         " is outside [0, ", c, ") and is not the ignore index ", ignoreIndex);
+}
+
+void crossEntropyForward(Stream s, DType targetType, const float *logits,
+                         const void *targets, const int64_t *count, float *loss,
+                         int64_t n, int64_t c, LossReduction reduction,
+                         int64_t ignoreIndex) {
+  Scratch terms(s, std::max<int64_t>(n, 1) * 8);
+  FSDPRT_LAUNCH(crossEntropyRowsKernel, n, s, targetType == DType::I32, logits,
+                targets, terms.as<double>(), n, c, ignoreIndex);
+  int64_t blocks;
+  Scratch partial = blockSums(s, ArrayTerm{terms.as<double>()}, n, blocks);
+  FSDPRT_LAUNCH(crossEntropyFinishKernel, 1, s, partial.as<double>(), blocks,
+                count, reduction == LossReduction::Mean, loss);
+}
+
+void crossEntropyBackward(Stream s, DType targetType, const float *logits,
+                          const void *targets, const int64_t *count,
+                          const float *dloss, float *dlogits, int64_t n,
+                          int64_t c, LossReduction reduction,
+                          int64_t ignoreIndex) {
+  FSDPRT_LAUNCH(crossEntropyBackwardKernel, n, s, targetType == DType::I32,
+                logits, targets, count, dloss, dlogits, n, c,
+                reduction == LossReduction::Mean, ignoreIndex);
+}
+
+void mseLossForward(Stream s, const float *a, const float *b, float *loss,
+                    int64_t n, LossReduction reduction) {
+  int64_t blocks;
+  Scratch partial = blockSums(s, MseTerm{a, b}, n, blocks);
+  FSDPRT_LAUNCH(mseFinishKernel, 1, s, partial.as<double>(), blocks, n,
+                reduction == LossReduction::Mean, loss);
+}
+
+void mseLossBackward(Stream s, const float *a, const float *b,
+                     const float *dloss, float *da, float *db, int64_t n,
+                     LossReduction reduction) {
+  FSDPRT_LAUNCH(mseBackwardKernel, n, s, a, b, dloss, da, db, n,
+                reduction == LossReduction::Mean);
+}
+
+void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
+             int64_t n, int64_t step, const SgdOptions &o) {
+  SgdScalars sc{static_cast<float>(o.lr),
+                static_cast<float>(o.momentum),
+                static_cast<float>(o.dampening),
+                static_cast<float>(o.weightDecay),
+                o.nesterov,
+                step == 1};
+  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc);
+}
+
+void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
+               float *expAvgSq, int64_t n, int64_t step,
+               const AdamWOptions &o) {
+  // Host-side scalars exactly as cpu::adamwStep computes them.
+  double t = static_cast<double>(step);
+  double biasCorrection1 = 1.0 - std::pow(o.beta1, t);
+  double biasCorrection2 = 1.0 - std::pow(o.beta2, t);
+  AdamWScalars sc{static_cast<float>(1.0 - o.lr * o.weightDecay),
+                  static_cast<float>(1.0 - o.beta1),
+                  static_cast<float>(o.beta2),
+                  static_cast<float>(1.0 - o.beta2),
+                  static_cast<float>(o.lr / biasCorrection1),
+                  static_cast<float>(std::sqrt(biasCorrection2)),
+                  static_cast<float>(o.eps)};
+  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc);
+}
+
+void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
+                bool accumulate) {
+  int64_t blocks;
+  Scratch partial = blockSums(s, SquareTerm{x}, n, blocks);
+  FSDPRT_LAUNCH(sqNormFinishKernel, 1, s, partial.as<double>(), blocks, out,
+                accumulate);
+}
+
+void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
+              double maxNorm) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH(clipKernel<S>, n, s, static_cast<typename S::T *>(grad), n,
+                  totalSq, static_cast<float>(maxNorm));
+  });
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp

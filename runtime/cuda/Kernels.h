@@ -1,0 +1,190 @@
+//===- Kernels.h - CUDA kernel launchers ------------------------*- C++ -*-===//
+//
+// Host functions that launch the CUDA backend's kernels on a given stream
+// (they do not synchronise). Their bodies call the shared FSDPRT_HD math of
+// fsdp/rt/math, the same functions the CPU backend calls, with the same
+// accumulation order (rows and columns summed in index order in double,
+// long sums in the CPU's fixed 16384-element blocks), so results match the
+// CPU oracle up to the device's transcendental functions. Kernels are one
+// thread per element, per row or per column: simple and deterministic
+// rather than fast.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_CUDA_KERNELS_H
+#define FSDP_RT_CUDA_KERNELS_H
+
+#include "Device.h"
+
+#include "fsdp/rt/Backend.h"
+
+#include <vector>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+using Stream = cudaStream_t;
+
+/// Element conversion (integers only as a source), as cpu::convert.
+void convert(Stream s, DType srcType, const void *src, DType dstType, void *dst,
+             int64_t n);
+void fill(Stream s, DType dt, void *dst, int64_t n, double value);
+
+/// Read-only f32 view of device storage (null stays null).
+class F32In {
+public:
+  F32In(Stream s, DType dt, const void *ptr, int64_t n) {
+    if (!ptr || dt == DType::F32) {
+      data_ = static_cast<const float *>(ptr);
+      return;
+    }
+    scratch_ = Scratch(s, n * 4);
+    convert(s, dt, ptr, DType::F32, scratch_.as<float>(), n);
+    data_ = scratch_.as<float>();
+  }
+  const float *get() const { return data_; }
+
+private:
+  const float *data_ = nullptr;
+  Scratch scratch_;
+};
+
+/// Writable f32 view; commit() rounds into the storage type.
+class F32Out {
+public:
+  F32Out(Stream s, DType dt, void *ptr, int64_t n, bool load = false)
+      : s_(s), dt_(dt), ptr_(ptr), n_(n) {
+    if (!ptr || dt == DType::F32) {
+      data_ = static_cast<float *>(ptr);
+      return;
+    }
+    scratch_ = Scratch(s, n * 4);
+    data_ = scratch_.as<float>();
+    if (load)
+      convert(s, dt, ptr, DType::F32, data_, n);
+  }
+  float *get() { return data_; }
+  void commit() {
+    if (ptr_ && dt_ != DType::F32)
+      convert(s_, DType::F32, data_, dt_, ptr_, n_);
+  }
+
+private:
+  Stream s_;
+  DType dt_;
+  void *ptr_;
+  int64_t n_;
+  float *data_ = nullptr;
+  Scratch scratch_;
+};
+
+/// y[r, :] = b (or 0) for r < m.
+void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n);
+/// out[j] = sum over rows r (in order, double) of x[r * n + j].
+void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n);
+
+// Elementwise (directly on f32/bf16/f16 storage).
+void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
+                   const Shape &aShape, const void *b, const Shape &bShape,
+                   void *out);
+void scale(Stream s, DType dt, const void *x, void *y, int64_t n, float factor);
+void activationForward(Stream s, DType dt, Activation kind, const void *x,
+                       void *y, int64_t n);
+void activationBackward(Stream s, DType dt, Activation kind, const void *x,
+                        const void *dy, void *dx, int64_t n);
+
+// Reductions on f32.
+void reduceForward(Stream s, ReduceKind kind, const float *x,
+                   const Shape &xShape, const std::vector<int64_t> &dims,
+                   float *y);
+void reduceBackward(Stream s, ReduceKind kind, const float *dy,
+                    const Shape &xShape, const std::vector<int64_t> &dims,
+                    float *dx);
+
+// Norms (f32); backward row statistics live in stream-ordered scratch.
+void layerNormForward(Stream s, const float *x, const float *w, const float *b,
+                      float *y, int64_t rows, int64_t d, float eps);
+void layerNormBackward(Stream s, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db,
+                       int64_t rows, int64_t d, float eps);
+void rmsNormForward(Stream s, const float *x, const float *w, float *y,
+                    int64_t rows, int64_t d, float eps);
+void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
+                     float *dx, float *dw, int64_t rows, int64_t d, float eps);
+void batchNormForward(Stream s, const float *x, const float *w, const float *b,
+                      float *runningMean, float *runningVar, float *y,
+                      int64_t n, int64_t c, int64_t spatial, float eps,
+                      float momentum, bool training);
+void batchNormBackward(Stream s, const float *x, const float *w,
+                       const float *runningMean, const float *runningVar,
+                       const float *dy, float *dx, float *dw, float *db,
+                       int64_t n, int64_t c, int64_t spatial, float eps,
+                       bool training);
+
+void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
+                    int64_t dim, int64_t inner);
+void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
+                     int64_t outer, int64_t dim, int64_t inner);
+/// Attention rows: causal mask (if set) then softmax of each p[i, :tk].
+void maskedSoftmaxRows(Stream s, float *p, int64_t tq, int64_t tk, bool causal);
+/// dp[i, :] = softmax backward of rows of p with dy = dp (in place).
+void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t tq,
+                         int64_t tk);
+
+/// Throws Error(OutOfRange) (nothing written) if an id is outside [0, vocab).
+void checkIds(Stream s, DType idsType, const void *ids, int64_t numIds,
+              int64_t vocab);
+void embeddingForward(Stream s, DType idsType, const void *ids,
+                      const void *table, void *out, int64_t elemSize,
+                      int64_t numIds, int64_t dim);
+void embeddingBackward(Stream s, DType idsType, const void *ids,
+                       const float *dy, float *dtable, int64_t numIds,
+                       int64_t vocab, int64_t dim);
+
+void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,
+          int64_t heads, int64_t headDim, double theta, bool inverse);
+void dropout(Stream s, DType dt, const void *x, void *y, int64_t n, float p,
+             const RngKey &key);
+void rngFill(Stream s, float *dst, int64_t n, Distribution dist, float a,
+             float b, const RngKey &key);
+
+void transpose(Stream s, int64_t elemSize, const void *x, void *y,
+               const Shape &xShape, const std::vector<int64_t> &perm);
+void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
+              int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
+              int64_t outer, int64_t size, int64_t inner);
+
+/// Validates targets (throws OutOfRange naming the first bad one) and
+/// leaves the number of non-ignored targets in *count (device int64).
+void checkTargets(Stream s, DType targetType, const void *targets, int64_t n,
+                  int64_t c, int64_t ignoreIndex, int64_t *count);
+void crossEntropyForward(Stream s, DType targetType, const float *logits,
+                         const void *targets, const int64_t *count, float *loss,
+                         int64_t n, int64_t c, LossReduction reduction,
+                         int64_t ignoreIndex);
+void crossEntropyBackward(Stream s, DType targetType, const float *logits,
+                          const void *targets, const int64_t *count,
+                          const float *dloss, float *dlogits, int64_t n,
+                          int64_t c, LossReduction reduction,
+                          int64_t ignoreIndex);
+void mseLossForward(Stream s, const float *a, const float *b, float *loss,
+                    int64_t n, LossReduction reduction);
+void mseLossBackward(Stream s, const float *a, const float *b,
+                     const float *dloss, float *da, float *db, int64_t n,
+                     LossReduction reduction);
+
+void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
+             int64_t n, int64_t step, const SgdOptions &o);
+void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
+               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o);
+/// *out = (accumulate ? *out : 0) + sum(x^2), summed as cpu::sumOfSquares.
+void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
+                bool accumulate);
+void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
+              double maxNorm);
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_CUDA_KERNELS_H

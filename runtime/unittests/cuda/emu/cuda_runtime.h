@@ -1,0 +1,158 @@
+//===- cuda_runtime.h - Host emulation of the CUDA runtime (tests only) ---===//
+//
+// Lets the CUDA backend's sources (runtime/cuda/*.cu) compile as plain C++
+// and run on the host, so that the conformance suites can check their
+// index arithmetic, launch coverage, staging and GEMM argument mapping on a
+// machine without a GPU (fsdprt_cuda_emu_unittests). Device memory is host
+// memory, every stream operation runs immediately, and a kernel "launch"
+// is one call of the kernel function with a 1x1 grid, so each grid-stride
+// loop walks all of its items in order. It says nothing about real device
+// behaviour (memory model, races, cuBLAS numerics, performance).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
+#define FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#define FSDPRT_CUDA_EMULATION 1
+#define __global__
+#define __device__
+#define __host__
+
+struct EmuDim3 {
+  unsigned x, y, z;
+};
+inline constexpr EmuDim3 blockIdx{0, 0, 0};
+inline constexpr EmuDim3 threadIdx{0, 0, 0};
+inline constexpr EmuDim3 blockDim{1, 1, 1};
+inline constexpr EmuDim3 gridDim{1, 1, 1};
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+};
+inline const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess:
+    return "cudaSuccess";
+  case cudaErrorMemoryAllocation:
+    return "cudaErrorMemoryAllocation";
+  default:
+    return "cudaErrorEmulated";
+  }
+}
+inline const char *cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : "emulated error";
+}
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+
+struct EmuStream {};
+using cudaStream_t = EmuStream *;
+constexpr unsigned cudaStreamNonBlocking = 1;
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+  *s = new EmuStream;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete s;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+inline cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+enum cudaDeviceAttr { cudaDevAttrMemoryPoolsSupported = 115 };
+inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) {
+  *v = 1;
+  return cudaSuccess;
+}
+struct EmuPool {};
+using cudaMemPool_t = EmuPool *;
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *p, int) {
+  static EmuPool pool;
+  *p = &pool;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr,
+                                           void *) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
+  *f = *t = 0;
+  return cudaSuccess;
+}
+
+/// Poisons fresh allocations so that a kernel reading memory it never
+/// wrote shows up as NaN or garbage in the suites.
+inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!*p)
+    return cudaErrorMemoryAllocation;
+  std::memset(*p, 0xff, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
+  *p = std::malloc(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void *p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+};
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
+                                   cudaMemcpyKind, cudaStream_t) {
+  std::memcpy(dst, src, bytes); // the backend never passes overlaps
+  return cudaSuccess;
+}
+
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+};
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a,
+                                            const void *) {
+  a->type = cudaMemoryTypeUnregistered; // exercise the pinned staging path
+  return cudaSuccess;
+}
+
+inline unsigned long long atomicMin(unsigned long long *p,
+                                    unsigned long long v) {
+  unsigned long long old = *p;
+  if (v < old)
+    *p = v;
+  return old;
+}
+inline unsigned long long atomicAdd(unsigned long long *p,
+                                    unsigned long long v) {
+  unsigned long long old = *p;
+  *p += v;
+  return old;
+}
+
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
+
+#endif // FSDPRT_CUDA_EMU_CUDA_RUNTIME_H

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# GPU validation of the CUDA backend, for a machine with an NVIDIA GPU, the
+# CUDA toolkit (nvcc, cuBLAS) and NCCL:
+#   1. configures and builds the runtime with the CUDA backend in $BUILD_DIR
+#      (default build-gpu; CUDA_ARCHS overrides CMAKE_CUDA_ARCHITECTURES,
+#      default "native", i.e. the GPUs of this machine; BUILD_TYPE defaults
+#      to RelWithDebInfo, Debug also synchronises after every kernel launch),
+#   2. runs the CTest cases labelled requires-gpu (the conformance suites on
+#      "cuda", SKIPPED without a device) and the communicator tests,
+#   3. prints a summary: passed / failed / skipped per label.
+# Exit status: 0 if everything ran and passed, 1 on failures, 2 if nothing
+# could run on a GPU (no driver or no device: every GPU case skipped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+mkdir -p "$BUILD_DIR"
+BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
+JOBS=${JOBS:-$(nproc)}
+
+echo "== GPU"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total \
+    --format=csv,noheader || true
+else
+  echo "nvidia-smi not found: no NVIDIA driver on this machine"
+fi
+
+echo "== configure + build ($BUILD_DIR)"
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+cmake -S runtime -B "$BUILD_DIR" -G Ninja \
+  -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
+  -DCMAKE_C_COMPILER="${CC:-clang}" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" \
+  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" \
+  -DFSDPRT_ENABLE_CUDA=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/gpu-check.configure.log" 2>&1 || {
+  cat "$BUILD_DIR/gpu-check.configure.log"; exit 1; }
+if ! grep -q "CUDA backend: ON" "$BUILD_DIR/gpu-check.configure.log"; then
+  echo "the CUDA backend was not configured (no nvcc or cuBLAS found):"
+  grep "fsdp runtime:" "$BUILD_DIR/gpu-check.configure.log"
+  exit 1
+fi
+start=$(date +%s)
+cmake --build "$BUILD_DIR" -j "$JOBS"
+echo "build: $(( $(date +%s) - start )) s"
+
+summary() { # label junit-file
+  python3 - "$1" "$2" <<'PY'
+import sys, xml.etree.ElementTree as ET
+label, path = sys.argv[1], sys.argv[2]
+cases = ET.parse(path).getroot().iter("testcase")
+# CTest's JUnit: status "run" (passed), "fail", "notrun" (skipped,
+# SKIP_RETURN_CODE) or "disabled".
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+failed = []
+for c in cases:
+    status = c.get("status", "run")
+    if status == "fail":
+        failed.append(c.get("name"))
+        counts["failed"] += 1
+    elif status == "run":
+        counts["passed"] += 1
+    else:
+        counts["skipped"] += 1
+print(f"{label:>14}: {counts['passed']} passed, {counts['failed']} failed, "
+      f"{counts['skipped']} skipped")
+for name in failed:
+    print(f"{'':>16}FAILED {name}")
+PY
+}
+
+status=0
+echo "== requires-gpu tests"
+ctest --test-dir "$BUILD_DIR" -L requires-gpu -j "$JOBS" --output-on-failure \
+  --output-junit "$BUILD_DIR/gpu-tests.xml" || status=1
+echo "== communicator tests (NCCL cases need GPUs)"
+ctest --test-dir "$BUILD_DIR" -L comm --output-on-failure \
+  --output-junit "$BUILD_DIR/comm-tests.xml" || status=1
+
+echo "== summary"
+summary requires-gpu "$BUILD_DIR/gpu-tests.xml"
+summary comm "$BUILD_DIR/comm-tests.xml"
+ran=$(python3 - "$BUILD_DIR/gpu-tests.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+print(sum(1 for c in ET.parse(sys.argv[1]).getroot().iter("testcase")
+          if c.get("status") in ("run", "fail")))
+PY
+)
+if [ "$status" -ne 0 ]; then
+  echo "RESULT: FAILED"
+  exit 1
+fi
+if [ "$ran" -eq 0 ]; then
+  echo "RESULT: NO GPU (every requires-gpu case was skipped)"
+  exit 2
+fi
+echo "RESULT: OK"
