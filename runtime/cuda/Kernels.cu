@@ -9,7 +9,7 @@
 
 #include "fsdp/rt/math/Activation.h"
 #include "fsdp/rt/math/Half.h"
-#include "fsdp/rt/math/Optimizer.h"
+#include "fsdp/rt/OptimizerScalars.h"
 #include "fsdp/rt/math/Philox.h"
 #include "fsdp/rt/math/Pointwise.h"
 #include "fsdp/rt/math/Rotary.h"
@@ -1168,29 +1168,14 @@ void mseLossBackward(Stream s, const float *a, const float *b,
 
 void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
              int64_t n, int64_t step, const SgdOptions &o) {
-  SgdScalars sc{static_cast<float>(o.lr),
-                static_cast<float>(o.momentum),
-                static_cast<float>(o.dampening),
-                static_cast<float>(o.weightDecay),
-                o.nesterov,
-                step == 1};
+  SgdScalars sc = sgdScalars(o, step);
   FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc);
 }
 
 void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
                float *expAvgSq, int64_t n, int64_t step,
                const AdamWOptions &o) {
-  // Host-side scalars exactly as cpu::adamwStep computes them.
-  double t = static_cast<double>(step);
-  double biasCorrection1 = 1.0 - std::pow(o.beta1, t);
-  double biasCorrection2 = 1.0 - std::pow(o.beta2, t);
-  AdamWScalars sc{static_cast<float>(1.0 - o.lr * o.weightDecay),
-                  static_cast<float>(1.0 - o.beta1),
-                  static_cast<float>(o.beta2),
-                  static_cast<float>(1.0 - o.beta2),
-                  static_cast<float>(o.lr / biasCorrection1),
-                  static_cast<float>(std::sqrt(biasCorrection2)),
-                  static_cast<float>(o.eps)};
+  AdamWScalars sc = adamwScalars(o, step);
   FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc);
 }
 
