@@ -8,6 +8,7 @@
 #include "Kernels.h"
 #include "Parallel.h"
 
+#include "fsdp/rt/math/BatchNorm.h"
 #include "fsdp/rt/math/Rows.h"
 
 #include <cmath>
@@ -114,59 +115,14 @@ void rmsNormBackward(int threads, const float *x, const float *w,
               [&](int64_t r, int64_t j) { return x[r * d + j] * rstd[r]; });
 }
 
-namespace {
-/// Per-channel mean and biased variance of x[n, c, spatial].
-struct ChannelStats {
-  double mean, var;
-};
-} // namespace
-
-static ChannelStats channelStats(const float *x, int64_t n, int64_t c,
-                                 int64_t spatial, int64_t ch) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t s = 0; s < spatial; ++s)
-      sum += x[(i * c + ch) * spatial + s];
-  double count = static_cast<double>(n * spatial);
-  double mean = sum / count, sq = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t s = 0; s < spatial; ++s) {
-      double v = x[(i * c + ch) * spatial + s] - mean;
-      sq += v * v;
-    }
-  return {mean, sq / count};
-}
-
 void batchNormForward(int threads, const float *x, const float *w,
                       const float *b, float *runningMean, float *runningVar,
                       float *y, int64_t n, int64_t c, int64_t spatial,
                       float eps, float momentum, bool training) {
-  double count = static_cast<double>(n * spatial);
   parallelFor(threads, c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      float mean, invstd;
-      if (training) {
-        ChannelStats st = channelStats(x, n, c, spatial, ch);
-        mean = static_cast<float>(st.mean);
-        invstd = static_cast<float>(1.0 / std::sqrt(st.var + eps));
-        // PyTorch: running stats use the unbiased variance.
-        float unbiased = static_cast<float>(st.var * count / (count - 1.0));
-        runningMean[ch] = (1.0f - momentum) * runningMean[ch] + momentum * mean;
-        runningVar[ch] =
-            (1.0f - momentum) * runningVar[ch] + momentum * unbiased;
-      } else {
-        mean = runningMean[ch];
-        invstd = 1.0f / std::sqrt(runningVar[ch] + eps);
-      }
-      float scaleC = (w ? w[ch] : 1.0f) * invstd;
-      float shift = (b ? b[ch] : 0.0f) - mean * scaleC;
-      for (int64_t i = 0; i < n; ++i) {
-        const float *xr = x + (i * c + ch) * spatial;
-        float *yr = y + (i * c + ch) * spatial;
-        for (int64_t s = 0; s < spatial; ++s)
-          yr[s] = xr[s] * scaleC + shift;
-      }
-    }
+    for (int64_t ch = c0; ch < c1; ++ch)
+      batchNormChannelForward(x, w, b, runningMean, runningVar, y, n, c,
+                              spatial, ch, eps, momentum, training);
   });
 }
 
@@ -175,43 +131,10 @@ void batchNormBackward(int threads, const float *x, const float *w,
                        const float *dy, float *dx, float *dw, float *db,
                        int64_t n, int64_t c, int64_t spatial, float eps,
                        bool training) {
-  double count = static_cast<double>(n * spatial);
   parallelFor(threads, c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      float mean, invstd;
-      if (training) {
-        ChannelStats st = channelStats(x, n, c, spatial, ch);
-        mean = static_cast<float>(st.mean);
-        invstd = static_cast<float>(1.0 / std::sqrt(st.var + eps));
-      } else {
-        mean = runningMean[ch];
-        invstd = 1.0f / std::sqrt(runningVar[ch] + eps);
-      }
-      double sumDy = 0.0, sumDyXhat = 0.0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t at = (i * c + ch) * spatial + s;
-          sumDy += dy[at];
-          sumDyXhat += static_cast<double>(dy[at]) * ((x[at] - mean) * invstd);
-        }
-      if (dw)
-        dw[ch] = static_cast<float>(sumDyXhat);
-      if (db)
-        db[ch] = static_cast<float>(sumDy);
-      if (!dx)
-        continue;
-      float wc = w ? w[ch] : 1.0f;
-      // Training: the batch statistics depend on x too, which adds the two
-      // mean terms; eval statistics are constants.
-      float mDy = training ? static_cast<float>(sumDy / count) : 0.0f;
-      float mDyXhat = training ? static_cast<float>(sumDyXhat / count) : 0.0f;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t at = (i * c + ch) * spatial + s;
-          float xhat = (x[at] - mean) * invstd;
-          dx[at] = wc * invstd * (dy[at] - mDy - xhat * mDyXhat);
-        }
-    }
+    for (int64_t ch = c0; ch < c1; ++ch)
+      batchNormChannelBackward(x, w, runningMean, runningVar, dy, dx, dw, db,
+                               n, c, spatial, ch, eps, training);
   });
 }
 

@@ -43,20 +43,7 @@ void rngFill(int threads, float *dst, int64_t n, Distribution dist, float a,
              float b, const RngKey &key) {
   forEachBlock(threads, n, key, [&](int64_t i0, int64_t len, Philox4x32 r) {
     float out[4];
-    if (dist == Distribution::Uniform) {
-      for (int l = 0; l < 4; ++l)
-        out[l] = a + (b - a) * uniformFromBits(r.v[l]);
-    } else {
-      // Box-Muller on lanes (0,1) and (2,3); u1 in (0, 1] avoids log(0).
-      for (int pair = 0; pair < 2; ++pair) {
-        float u1 = 1.0f - uniformFromBits(r.v[2 * pair]);
-        float u2 = uniformFromBits(r.v[2 * pair + 1]);
-        float radius = std::sqrt(-2.0f * std::log(u1));
-        float angle = 6.28318530717958647692f * u2;
-        out[2 * pair] = a + b * radius * std::cos(angle);
-        out[2 * pair + 1] = a + b * radius * std::sin(angle);
-      }
-    }
+    philoxSamples(r, dist == Distribution::Uniform, a, b, out);
     std::copy(out, out + len, dst + i0);
   });
 }

@@ -8,6 +8,7 @@
 #include "Kernels.h"
 
 #include "fsdp/rt/math/Activation.h"
+#include "fsdp/rt/math/BatchNorm.h"
 #include "fsdp/rt/math/Half.h"
 #include "fsdp/rt/OptimizerScalars.h"
 #include "fsdp/rt/math/Philox.h"
@@ -310,53 +311,13 @@ __global__ void rmsNormRowsBackwardKernel(const float *x, const float *w,
   }
 }
 
-struct ChannelStats {
-  double mean, var;
-};
-
-__device__ inline ChannelStats channelStats(const float *x, int64_t n,
-                                            int64_t c, int64_t spatial,
-                                            int64_t ch) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t s = 0; s < spatial; ++s)
-      sum += x[(i * c + ch) * spatial + s];
-  double count = static_cast<double>(n * spatial);
-  double mean = sum / count, sq = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t s = 0; s < spatial; ++s) {
-      double v = x[(i * c + ch) * spatial + s] - mean;
-      sq += v * v;
-    }
-  return {mean, sq / count};
-}
-
 __global__ void batchNormKernel(const float *x, const float *w, const float *b,
                                 float *runningMean, float *runningVar, float *y,
                                 int64_t n, int64_t c, int64_t spatial,
                                 float eps, float momentum, bool training) {
-  double count = static_cast<double>(n * spatial);
   FSDPRT_GRID_STRIDE(ch, c) {
-    float mean, invstd;
-    if (training) {
-      ChannelStats st = channelStats(x, n, c, spatial, ch);
-      mean = static_cast<float>(st.mean);
-      invstd = static_cast<float>(1.0 / std::sqrt(st.var + eps));
-      float unbiased = static_cast<float>(st.var * count / (count - 1.0));
-      runningMean[ch] = (1.0f - momentum) * runningMean[ch] + momentum * mean;
-      runningVar[ch] = (1.0f - momentum) * runningVar[ch] + momentum * unbiased;
-    } else {
-      mean = runningMean[ch];
-      invstd = 1.0f / std::sqrt(runningVar[ch] + eps);
-    }
-    float scaleC = (w ? w[ch] : 1.0f) * invstd;
-    float shift = (b ? b[ch] : 0.0f) - mean * scaleC;
-    for (int64_t i = 0; i < n; ++i) {
-      const float *xr = x + (i * c + ch) * spatial;
-      float *yr = y + (i * c + ch) * spatial;
-      for (int64_t s = 0; s < spatial; ++s)
-        yr[s] = xr[s] * scaleC + shift;
-    }
+    batchNormChannelForward(x, w, b, runningMean, runningVar, y, n, c, spatial,
+                            ch, eps, momentum, training);
   }
 }
 
@@ -364,39 +325,9 @@ __global__ void batchNormBackwardKernel(
     const float *x, const float *w, const float *runningMean,
     const float *runningVar, const float *dy, float *dx, float *dw, float *db,
     int64_t n, int64_t c, int64_t spatial, float eps, bool training) {
-  double count = static_cast<double>(n * spatial);
   FSDPRT_GRID_STRIDE(ch, c) {
-    float mean, invstd;
-    if (training) {
-      ChannelStats st = channelStats(x, n, c, spatial, ch);
-      mean = static_cast<float>(st.mean);
-      invstd = static_cast<float>(1.0 / std::sqrt(st.var + eps));
-    } else {
-      mean = runningMean[ch];
-      invstd = 1.0f / std::sqrt(runningVar[ch] + eps);
-    }
-    double sumDy = 0.0, sumDyXhat = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t s = 0; s < spatial; ++s) {
-        int64_t at = (i * c + ch) * spatial + s;
-        sumDy += dy[at];
-        sumDyXhat += static_cast<double>(dy[at]) * ((x[at] - mean) * invstd);
-      }
-    if (dw)
-      dw[ch] = static_cast<float>(sumDyXhat);
-    if (db)
-      db[ch] = static_cast<float>(sumDy);
-    if (!dx)
-      continue;
-    float wc = w ? w[ch] : 1.0f;
-    float mDy = training ? static_cast<float>(sumDy / count) : 0.0f;
-    float mDyXhat = training ? static_cast<float>(sumDyXhat / count) : 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t s = 0; s < spatial; ++s) {
-        int64_t at = (i * c + ch) * spatial + s;
-        float xhat = (x[at] - mean) * invstd;
-        dx[at] = wc * invstd * (dy[at] - mDy - xhat * mDyXhat);
-      }
+    batchNormChannelBackward(x, w, runningMean, runningVar, dy, dx, dw, db, n,
+                             c, spatial, ch, eps, training);
   }
 }
 
@@ -517,19 +448,7 @@ __global__ void rngFillKernel(float *dst, int64_t n, bool uniform, float a,
   FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
     Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
     float out[4];
-    if (uniform) {
-      for (int l = 0; l < 4; ++l)
-        out[l] = a + (b - a) * uniformFromBits(r.v[l]);
-    } else {
-      for (int pair = 0; pair < 2; ++pair) {
-        float u1 = 1.0f - uniformFromBits(r.v[2 * pair]);
-        float u2 = uniformFromBits(r.v[2 * pair + 1]);
-        float radius = std::sqrt(-2.0f * std::log(u1));
-        float angle = 6.28318530717958647692f * u2;
-        out[2 * pair] = a + b * radius * std::cos(angle);
-        out[2 * pair + 1] = a + b * radius * std::sin(angle);
-      }
-    }
+    philoxSamples(r, uniform, a, b, out);
     for (int l = 0; l < 4 && blk * 4 + l < n; ++l)
       dst[blk * 4 + l] = out[l];
   }

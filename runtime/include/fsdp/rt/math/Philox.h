@@ -14,6 +14,8 @@
 
 #include "fsdp/rt/math/Hd.h"
 
+#include <cmath>
+
 #include <cstdint>
 
 namespace fsdp {
@@ -52,6 +54,26 @@ FSDPRT_HD inline Philox4x32 philoxBlock(uint64_t seed, uint64_t step,
 /// Uniform in [0, 1) with 24 random bits, exactly representable in f32.
 FSDPRT_HD inline float uniformFromBits(uint32_t bits) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
+
+/// The four samples of one Philox block: uniform in [a, b), or normal with
+/// mean a and standard deviation b by Box-Muller on lanes (0,1) and (2,3)
+/// (u1 in (0, 1] avoids log(0)).
+FSDPRT_HD inline void philoxSamples(const Philox4x32 &r, bool uniform, float a,
+                                    float b, float out[4]) {
+  if (uniform) {
+    for (int l = 0; l < 4; ++l)
+      out[l] = a + (b - a) * uniformFromBits(r.v[l]);
+    return;
+  }
+  for (int pair = 0; pair < 2; ++pair) {
+    float u1 = 1.0f - uniformFromBits(r.v[2 * pair]);
+    float u2 = uniformFromBits(r.v[2 * pair + 1]);
+    float radius = std::sqrt(-2.0f * std::log(u1));
+    float angle = 6.28318530717958647692f * u2;
+    out[2 * pair] = a + b * radius * std::cos(angle);
+    out[2 * pair + 1] = a + b * radius * std::sin(angle);
+  }
 }
 
 /// The uniform number assigned to element `index`.
