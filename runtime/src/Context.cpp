@@ -20,7 +20,7 @@ Context::Context(const std::string &backend, int32_t rank, int32_t worldSize,
          worldSize, ")");
   backend_ = createBackend(backend, numThreads);
   base_ = static_cast<char *>(backend_->allocate(arenaBytes));
-  defaultStream_ = std::make_shared<Stream>();
+  defaultStream_ = std::make_shared<Stream>(trace_, "default");
 }
 
 Context::~Context() {
@@ -85,7 +85,7 @@ void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
 }
 
 int64_t Context::createStream() {
-  auto s = std::make_shared<Stream>();
+  auto s = std::make_shared<Stream>(trace_);
   std::lock_guard<std::mutex> lock(mutex_);
   return streams_.insert(std::move(s));
 }

@@ -1,6 +1,8 @@
 //===- Stream.cpp - Host streams and events -------------------------------===//
 #include "fsdp/rt/Stream.h"
 
+#include <chrono>
+
 namespace fsdp {
 namespace rt {
 
@@ -40,7 +42,9 @@ bool Event::reached(uint64_t ticket) const {
   return reachedLocked(ticket);
 }
 
-Stream::Stream() : worker_([this] { run(); }) {}
+Stream::Stream(std::shared_ptr<TraceLog> trace, const std::string &name)
+    : trace_(std::move(trace)), traceId_(trace_ ? trace_->addStream(name) : 0),
+      worker_([this] { run(); }) {}
 
 Stream::~Stream() {
   {
@@ -72,10 +76,27 @@ void Stream::wait(std::shared_ptr<Event> event) {
   uint64_t ticket = event->lastTicket();
   if (ticket == 0)
     return;
+  // The worker runs this closure, so `this` outlives it.
   enqueue(
-      "stream_wait_event", [event, ticket] { event->waitFor(ticket); },
+      "stream_wait_event",
+      [this, event, ticket] {
+        if (event->reached(ticket))
+          return;
+        auto start = std::chrono::steady_clock::now();
+        event->waitFor(ticket);
+        waitNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      },
       /*alwaysRun=*/true);
 }
+
+void Stream::setName(const std::string &name) {
+  if (trace_)
+    trace_->setStreamName(traceId_, name);
+}
+
+double Stream::waitSeconds() const { return waitNs_.load() * 1e-9; }
 
 void Stream::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -103,6 +124,9 @@ void Stream::run() {
     lock.unlock();
     std::optional<Error> failure;
     if (!skip) {
+      // Sampled per op, so enabling takes effect at the next operation.
+      bool traced = trace_ && trace_->enabled();
+      int64_t start = traced ? trace_->nowNs() : 0;
       try {
         op.work();
       } catch (const Error &e) {
@@ -110,6 +134,8 @@ void Stream::run() {
       } catch (const std::exception &e) {
         failure = Error(Status::Internal, "op '" + op.name + "': " + e.what());
       }
+      if (traced)
+        trace_->add(traceId_, op.name, start, trace_->nowNs());
     }
     lock.lock();
     busy_ = false;

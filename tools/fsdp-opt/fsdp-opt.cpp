@@ -5,14 +5,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
 #include "fsdp/Dialect/NN/IR/NNDialect.h"
+#include "fsdp/Dialect/RT/IR/RTOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -47,8 +50,9 @@ static LogicalResult rejectKnownParserCrashes(const llvm::MemoryBuffer &input) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   DialectRegistry registry;
-  registry.insert<nn::NNDialect, fsdp::FSDPDialect, func::FuncDialect,
-                  arith::ArithDialect>();
+  registry.insert<nn::NNDialect, fsdp::FSDPDialect, rt::RTDialect,
+                  func::FuncDialect, arith::ArithDialect,
+                  LLVM::LLVMDialect>();
   func::registerInlinerExtension(registry);
 
   registerCanonicalizerPass();
@@ -56,6 +60,7 @@ int main(int argc, char **argv) {
   registerInlinerPass();
   registerSymbolDCEPass();
   fsdp::registerFSDPPasses();
+  fsdp::registerFSDPConversionPasses();
   fsdp::registerFSDPPipelines();
 
   // MlirOptMain(argc, argv, ...) reads the input itself; this is its body

@@ -2,7 +2,7 @@
 
 #include "Autodiff.h"
 #include "Clipping.h"
-#include "StepAttrs.h"
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"

@@ -1,6 +1,6 @@
 //===- InsertCollectives.cpp - PyTorch FSDP's collective placement ---------===//
 
-#include "StepAttrs.h"
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"

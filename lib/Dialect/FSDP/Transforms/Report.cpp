@@ -1,6 +1,6 @@
 //===- Report.cpp - per-rank peak memory and collectives of a step ---------===//
 
-#include "StepAttrs.h"
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
@@ -344,3 +344,13 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
 };
 
 } // namespace
+
+FailureOr<std::string> fsdp::renderReport(ModelOp model, func::FuncOp step) {
+  FailureOr<StepReport> report = analyze(step);
+  if (failed(report))
+    return failure();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printText(os, model, step, *report);
+  return text;
+}

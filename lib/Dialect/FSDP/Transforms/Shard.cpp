@@ -1,7 +1,7 @@
 //===- Shard.cpp - flat parameters, sharded over the mesh ------------------===//
 
 #include "Clipping.h"
-#include "StepAttrs.h"
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"

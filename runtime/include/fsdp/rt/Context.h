@@ -14,6 +14,7 @@
 #include "fsdp/rt/Delay.h"
 #include "fsdp/rt/HandleTable.h"
 #include "fsdp/rt/Stream.h"
+#include "fsdp/rt/Trace.h"
 
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,8 @@ public:
   Backend &backend() { return *backend_; }
   Arena &arena() { return arena_; }
   const DelayConfig &delays() const { return delays_; }
+  /// Per-stream operation records; its clock starts at context creation.
+  TraceLog &trace() { return *trace_; }
 
   int64_t allocate(int64_t bytes);
   int64_t allocateAt(int64_t offset, int64_t bytes);
@@ -71,6 +74,8 @@ private:
   const int32_t rank_;
   const int32_t worldSize_;
   const DelayConfig delays_;
+  // Before the streams, which register with it and keep it alive.
+  const std::shared_ptr<TraceLog> trace_ = std::make_shared<TraceLog>();
   std::unique_ptr<Backend> backend_;
   Arena arena_;
   char *base_ = nullptr;

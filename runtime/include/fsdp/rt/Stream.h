@@ -6,14 +6,18 @@
 // marker, wait() enqueues a blocking wait for the latest marker. A failing
 // operation stores "op '<name>': <message>" and turns the rest of the queue
 // into no-ops (markers still fire, so no one deadlocks); synchronize()
-// returns that error once.
+// returns that error once. With a TraceLog attached, the worker records each
+// operation it runs (name, start, end) while tracing is enabled, and every
+// stream counts the time its worker spends blocked in event waits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_STREAM_H
 #define FSDP_RT_STREAM_H
 
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/Trace.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -54,7 +58,10 @@ private:
 
 class Stream {
 public:
-  Stream();
+  /// Registers with `trace` (if any) under `name`; the trace id is the
+  /// Chrome trace tid of this stream.
+  explicit Stream(std::shared_ptr<TraceLog> trace = nullptr,
+                  const std::string &name = "");
   ~Stream(); // Drains the queue, then joins.
   Stream(const Stream &) = delete;
   Stream &operator=(const Stream &) = delete;
@@ -68,6 +75,15 @@ public:
   void wait(std::shared_ptr<Event> event);
   /// Blocks until the queue is empty; rethrows the stored failure once.
   void synchronize();
+
+  /// Id in the trace log (0 without one).
+  int32_t traceId() const { return traceId_; }
+  void setName(const std::string &name);
+  /// Cumulative seconds the worker was blocked in event waits that had not
+  /// been reached yet (i.e. on work of other streams; a wait on this
+  /// stream's own record never blocks, being FIFO). Waits still in progress
+  /// are not counted.
+  double waitSeconds() const;
 
 private:
   struct Op {
@@ -84,7 +100,10 @@ private:
   bool busy_ = false;
   bool stopping_ = false;
   std::optional<Error> error_;
-  std::thread worker_;
+  std::shared_ptr<TraceLog> trace_;
+  int32_t traceId_ = 0;
+  std::atomic<int64_t> waitNs_{0};
+  std::thread worker_; // Last: started once everything above exists.
 };
 
 } // namespace rt

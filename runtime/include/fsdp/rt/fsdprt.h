@@ -124,6 +124,28 @@ int32_t fsdprt_stream_wait_event(int64_t ctx, int64_t stream, int64_t event);
 int32_t fsdprt_event_synchronize(int64_t ctx, int64_t event);
 int32_t fsdprt_event_query(int64_t ctx, int64_t event, int32_t *out_done);
 
+/* ---- Tracing -------------------------------------------------------------*/
+/* Names a stream in traces ("compute", "all-gather", ...). Defaults:       */
+/* "default" for stream 1, "stream <n>" for the n-th stream of the context. */
+int32_t fsdprt_stream_set_name(int64_t ctx, int64_t stream, const char *name);
+/* While enabled, every operation a stream of the context runs (kernel,     */
+/* collective, copy, fill, buffer_free, event_record, stream_wait_event) is */
+/* recorded with its entry point's short name and its start and end time on */
+/* the stream (steady clock, since context creation). Off by default; what  */
+/* counts is whether it is on when the stream runs the op.                  */
+int32_t fsdprt_trace_enable(int64_t ctx, int32_t enabled);
+/* Writes the records so far (synchronise first to include everything      */
+/* enqueued) as a Chrome trace {"traceEvents": [...]}: "X" events with      */
+/* pid = `pid` (the rank) and tid = the stream's creation index, plus "M"   */
+/* process_name "rank <pid>" and one thread_name per stream. The file is    */
+/* replaced atomically; the records are kept (writing twice is fine).      */
+int32_t fsdprt_trace_write(int64_t ctx, const char *path, int32_t pid);
+/* Cumulative seconds `stream` has been blocked in stream_wait_event on     */
+/* records not yet reached (work of other streams), tracing on or off: on   */
+/* a compute stream waiting for all-gather / reduce-scatter streams this is */
+/* the exposed communication time. Waits in progress are not included.     */
+int32_t fsdprt_stream_wait_seconds(int64_t ctx, int64_t stream, double *out);
+
 /* ---- Kernels -------------------------------------------------------------*/
 /* Common prefix: (ctx, stream, dtype) where dtype is the storage type of   */
 /* every floating-point operand (F32, BF16 or F16; compute is f32). A       */

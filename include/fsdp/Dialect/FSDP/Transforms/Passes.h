@@ -3,7 +3,7 @@
 #ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 
-#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/NN/IR/NNDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,6 +14,9 @@ namespace mlir::fsdp {
 
 #define GEN_PASS_DECL
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+
+/// The text fsdp-report prints for `step` (peak memory, collectives).
+FailureOr<std::string> renderReport(ModelOp model, func::FuncOp step);
 
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"

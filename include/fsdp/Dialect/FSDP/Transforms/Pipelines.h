@@ -66,7 +66,25 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Print the pre-launch report at the end"),
                       llvm::cl::init(false)};
+  Option<std::string> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("Mixed precision: dtype of all-gathers and compute "
+                     "(bf16, f16; empty: no mixed precision)"),
+      llvm::cl::init("")};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Mixed precision: dtype of gradient reduction (default: "
+                     "param-dtype)"),
+      llvm::cl::init("")};
+  Option<bool> lower{*this, "lower",
+                     llvm::cl::desc("Lower to LLVM for fsdp-run "
+                                    "(convert-fsdp-to-rt, convert-rt-to-llvm)"),
+                     llvm::cl::init(false)};
 };
+
+/// convert-fsdp-to-rt then convert-rt-to-llvm: a scheduled step to what
+/// fsdp-run JIT-compiles.
+void buildFSDPLowerPipeline(OpPassManager &pm);
 
 /// auto-wrap, train step, shard, collectives, prefetch (and the report).
 void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);

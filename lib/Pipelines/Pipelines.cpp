@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - the named fsdp pipeline -----------------------------===//
 
 #include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
+#include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -15,6 +16,13 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   wrap.minParams = options.minParams;
   wrap.kinds.assign(options.wrapKinds.begin(), options.wrapKinds.end());
   pm.addPass(createFSDPAutoWrapPass(wrap));
+
+  if (!options.paramDtype.empty()) {
+    FSDPMixedPrecisionPassOptions precision;
+    precision.paramDtype = options.paramDtype;
+    precision.reduceDtype = options.reduceDtype;
+    pm.addPass(createFSDPMixedPrecisionPass(precision));
+  }
 
   FSDPBuildTrainStepPassOptions step;
   step.optimizer = options.optimizer;
@@ -44,6 +52,13 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
 
   if (options.report)
     pm.addPass(createFSDPReportPass());
+  if (options.lower)
+    buildFSDPLowerPipeline(pm);
+}
+
+void fsdp::buildFSDPLowerPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertFSDPToRTPass());
+  pm.addPass(createConvertRTToLLVMPass());
 }
 
 void fsdp::registerFSDPPipelines() {
@@ -52,4 +67,9 @@ void fsdp::registerFSDPPipelines() {
       "Model to scheduled FSDP train step: auto-wrap, train step, shard, "
       "collectives, prefetch (options spelled like PyTorch FSDP's)",
       buildFSDPPipeline);
+  PassPipelineRegistration<>(
+      "fsdp-lower-pipeline",
+      "Scheduled FSDP train step to LLVM for fsdp-run: convert-fsdp-to-rt, "
+      "convert-rt-to-llvm",
+      buildFSDPLowerPipeline);
 }

@@ -1,0 +1,35 @@
+//===- RTOps.h - the rt dialect, its types and operations -------*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_RT_IR_RTOPS_H
+#define FSDP_DIALECT_RT_IR_RTOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "fsdp/Dialect/RT/IR/RTDialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/RT/IR/RTTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/RT/IR/RTOps.h.inc"
+
+namespace mlir::rt {
+
+/// Kind of one parameter of a runtime entry point (RTEntryPoints.def).
+enum class ParamKind { Ctx, Stream, Event, Comm, Buf, I32, I64, F64, Array };
+
+/// The parameters of fsdprt_<name>, or null if rt.call may not name it.
+const llvm::SmallVector<ParamKind> *lookupEntryPoint(llvm::StringRef name);
+
+/// Every entry point rt.call may name ("linear_forward", ...).
+llvm::SmallVector<llvm::StringRef> entryPointNames();
+
+} // namespace mlir::rt
+
+#endif // FSDP_DIALECT_RT_IR_RTOPS_H

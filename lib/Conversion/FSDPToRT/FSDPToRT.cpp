@@ -1,0 +1,182 @@
+//===- FSDPToRT.cpp - scheduled train step to runtime calls ---------------===//
+//
+// Decides where every tensor of the step lives (the persistent buffer or a
+// planned transient offset), describes the program for fsdp-run, and lets
+// StepLowering emit the rt ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MemoryPlan.h"
+#include "ProgramDescription.h"
+#include "StepLowering.h"
+
+#include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_CONVERTFSDPTORTPASS
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+static int64_t storageBytes(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getNumElements() *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+/// The value returned as the loss.
+static Value lossValue(func::FuncOp step) {
+  auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+  for (unsigned i = 0; i < step.getNumResults(); ++i)
+    if (step.getResultAttr(i, kLossResult))
+      return ret.getOperand(i);
+  return {};
+}
+
+static FailureOr<StepLayout> layOut(func::FuncOp step) {
+  StepLayout layout;
+  Block &body = step.getBody().front();
+  auto place = [&](Value v) {
+    layout.persistentOffset[v] = layout.persistentBytes;
+    layout.persistentBytes += alignToArena(storageBytes(v));
+  };
+  for (BlockArgument arg : body.getArguments())
+    if (!step.getArgAttr(arg.getArgNumber(), kStepCountArg))
+      place(arg);
+  for (Operation &op : body)
+    if (isa<arith::ConstantOp>(op) && !isStorageFree(&op))
+      place(op.getResult(0));
+  Value loss = lossValue(step);
+  if (!loss || !loss.getDefiningOp() || isStorageFree(loss.getDefiningOp()))
+    return step.emitOpError("has no loss computed by the step to return"),
+           failure();
+  place(loss);
+
+  // Every returned value must be the loss, the step count, or an in-place
+  // update of an argument: the runner reads nothing else.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    Value root = value;
+    while (Value source = aliasSource(root))
+      root = source;
+    bool ok = value == loss || isa<BlockArgument>(root) ||
+              (value.getDefiningOp() && isStorageFree(value.getDefiningOp()));
+    if (!ok)
+      return ret.emitOpError("result #")
+                 << i << " is not the loss, the step count or an in-place "
+                 << "update of an argument; the runtime cannot return it",
+             failure();
+  }
+
+  // Transients: owned by an op result (a gathered unit by its wait), live
+  // from their definition (the unshard) to their last use.
+  llvm::DenseMap<Operation *, int64_t> index;
+  for (auto [i, op] : llvm::enumerate(body))
+    index[&op] = i;
+  llvm::MapVector<Value, std::pair<int64_t, int64_t>> spans;
+  forEachStorageUse(body, [&](Operation *op, Value root) {
+    if (isa<BlockArgument>(root) || layout.persistentOffset.count(root))
+      return;
+    int64_t i = index[op];
+    auto [it, inserted] = spans.insert({root, {i, i}});
+    if (!inserted) {
+      it->second.first = std::min(it->second.first, i);
+      it->second.second = std::max(it->second.second, i);
+    }
+  });
+  std::vector<Interval> intervals;
+  for (auto &[root, span] : spans)
+    intervals.push_back(
+        {alignToArena(storageBytes(root)), span.first, span.second});
+  Placement plan = placeIntervals(intervals);
+  for (auto [i, entry] : llvm::enumerate(spans))
+    layout.transients[entry.first] = {
+        layout.persistentBytes + plan.offsets[i], intervals[i].bytes,
+        entry.second.first};
+  layout.arenaBytes = layout.persistentBytes + plan.extent;
+  layout.livePeakBytes = layout.persistentBytes + plan.livePeak;
+  return layout;
+}
+
+/// The step's function type at the C ABI (see Program.h of the runtime).
+static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
+  MLIRContext *ctx = b.getContext();
+  Type stream = rt::StreamType::get(ctx), comm = rt::CommType::get(ctx);
+  SmallVector<Type> inputs{rt::ContextType::get(ctx), rt::BufferType::get(ctx),
+                           stream, stream, stream, comm, comm,
+                           b.getI64Type()};
+  auto out = func::FuncOp::create(b, step.getLoc(), step.getSymName(),
+                                  b.getFunctionType(inputs, {}));
+  out.addEntryBlock();
+  static const char *names[] = {"ctx",   "persistent", "compute",
+                                "all_gather", "reduce_scatter", "shard",
+                                "replicate", "step_count"};
+  for (auto [i, name] : llvm::enumerate(names))
+    out.setArgAttr(i, "rt.name", b.getStringAttr(name));
+  return out;
+}
+
+namespace {
+struct ConvertFSDPToRTPass
+    : public fsdp::impl::ConvertFSDPToRTPassBase<ConvertFSDPToRTPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<ModelOp> models(module.getOps<ModelOp>());
+    if (models.size() != 1) {
+      emitError(module.getLoc(), "convert-fsdp-to-rt: expected one fsdp.model "
+                                 "with its scheduled train step, found ")
+          << models.size() << " models";
+      return signalPassFailure();
+    }
+    ModelOp model = models.front();
+    func::FuncOp step = getTrainStep(model);
+    if (!step || !step->hasAttr(kMeshAttr)) {
+      model.emitOpError("has no sharded train step to lower; run "
+                        "fsdp-pipeline (or fsdp-shard and "
+                        "fsdp-insert-collectives) first");
+      return signalPassFailure();
+    }
+    if (!step.getBody().hasOneBlock()) {
+      step.emitOpError("must be a single block to be lowered");
+      return signalPassFailure();
+    }
+
+    FailureOr<StepLayout> layout = layOut(step);
+    if (failed(layout))
+      return signalPassFailure();
+    FailureOr<std::string> report = renderReport(model, step);
+    if (failed(report))
+      return signalPassFailure();
+    *report += llvm::formatv(
+        "arena plan per rank: {0} bytes = {1} persistent (shards, optimizer "
+        "state, inputs, constants, loss) + {2} planned transients; live peak "
+        "{3} bytes\n",
+        layout->arenaBytes, layout->persistentBytes,
+        layout->arenaBytes - layout->persistentBytes, layout->livePeakBytes);
+    FailureOr<std::string> program =
+        describeProgram(model, step, *layout, *report);
+    if (failed(program))
+      return signalPassFailure();
+
+    OpBuilder b(step);
+    func::FuncOp out = declareLoweredStep(b, step);
+    out->setAttr("rt.arena_bytes", b.getI64IntegerAttr(layout->arenaBytes));
+    out->setAttr("rt.persistent_bytes",
+                 b.getI64IntegerAttr(layout->persistentBytes));
+    StepLowering lowering(step, *layout, out);
+    if (failed(lowering.run())) {
+      out.erase();
+      return signalPassFailure();
+    }
+    step.erase();
+    model.erase();
+    module->setAttr("fsdp.program", b.getStringAttr(*program));
+  }
+};
+} // namespace

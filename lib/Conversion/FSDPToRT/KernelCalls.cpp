@@ -1,0 +1,461 @@
+//===- KernelCalls.cpp - the runtime call of each compute op -------------===//
+//
+// One case per op: which fsdprt_* entry point computes it, with the shapes
+// the kernel wants (m/k/n of a GEMM, rows × d of a normalisation, ...).
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepLowering.h"
+
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+#include "fsdp/rt/fsdprt.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+static ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
+static int64_t numel(Value v) { return tensorType(v).getNumElements(); }
+static int32_t dtypeOf(Value v) {
+  return dtypeCode(tensorType(v).getElementType());
+}
+static int64_t bytesOf(Value v) {
+  return numel(v) *
+         llvm::divideCeil(tensorType(v).getElementTypeBitWidth(), 8);
+}
+/// Product of all dims but the last.
+static int64_t rows(Value v) {
+  ArrayRef<int64_t> s = shapeOf(v);
+  return s.empty() ? 1 : numel(v) / s.back();
+}
+static int64_t lastDim(Value v) {
+  ArrayRef<int64_t> s = shapeOf(v);
+  return s.empty() ? 1 : s.back();
+}
+static int32_t lossReduction(nn::Reduction r) {
+  return r == nn::Reduction::sum ? FSDPRT_LOSS_SUM : FSDPRT_LOSS_MEAN;
+}
+static int32_t geluKind(nn::GeluApproximation a) {
+  return a == nn::GeluApproximation::tanh ? FSDPRT_GELU_TANH : FSDPRT_GELU;
+}
+
+namespace {
+/// Builds the operand list of one call: tensors as (buffer, offset).
+struct Args {
+  StepLowering &l;
+  SmallVector<Value> values;
+  Args &t(Value tensor) {
+    l.pushTensor(values, tensor);
+    return *this;
+  }
+  Args &opt(Value tensor) {
+    if (tensor)
+      l.pushTensor(values, tensor);
+    else
+      l.pushNull(values);
+    return *this;
+  }
+  Args &i32(int64_t v) {
+    values.push_back(l.i32(v));
+    return *this;
+  }
+  Args &i64(int64_t v) {
+    values.push_back(l.i64(v));
+    return *this;
+  }
+  Args &f64(double v) {
+    values.push_back(l.f64(v));
+    return *this;
+  }
+  Args &shape(Value tensor) {
+    values.push_back(l.i32(shapeOf(tensor).size()));
+    values.push_back(l.array(shapeOf(tensor)));
+    return *this;
+  }
+  Args &array(ArrayRef<int64_t> v) {
+    values.push_back(l.array(v));
+    return *this;
+  }
+  Args &value(Value v) {
+    values.push_back(v);
+    return *this;
+  }
+  void call(StringRef name) { l.call(name, values); }
+};
+} // namespace
+
+/// matmul: [batch..., m, k] x [k, n] or [batch..., k, n].
+static LogicalResult emitMatmul(StepLowering &l, nn::MatmulOp op) {
+  ArrayRef<int64_t> a = shapeOf(op.getLhs()), bShape = shapeOf(op.getRhs());
+  if (a.size() < 2 || bShape.size() < 2 ||
+      (bShape.size() > 2 && bShape.size() != a.size()))
+    return op.emitOpError("has no runtime lowering for operand ranks ")
+           << a.size() << " and " << bShape.size();
+  int64_t batch = 1;
+  for (int64_t d : a.drop_back(2))
+    batch *= d;
+  int64_t m = op.getTransposeLhs() ? a[a.size() - 1] : a[a.size() - 2];
+  int64_t k = op.getTransposeLhs() ? a[a.size() - 2] : a[a.size() - 1];
+  int64_t n = op.getTransposeRhs() ? bShape[bShape.size() - 2]
+                                   : bShape[bShape.size() - 1];
+  Args{l}
+      .i32(dtypeOf(op.getResult()))
+      .t(op.getLhs())
+      .t(op.getRhs())
+      .t(op.getResult())
+      .i64(batch)
+      .i64(m)
+      .i64(k)
+      .i64(n)
+      .i32(op.getTransposeLhs())
+      .i32(op.getTransposeRhs())
+      .i32(bShape.size() > 2)
+      .call("matmul_forward");
+  return success();
+}
+
+template <typename BinaryOp>
+static void emitBinary(StepLowering &l, BinaryOp op, int32_t code) {
+  Args{l}
+      .i32(dtypeOf(op.getResult()))
+      .i32(code)
+      .t(op.getLhs())
+      .shape(op.getLhs())
+      .t(op.getRhs())
+      .shape(op.getRhs())
+      .t(op.getResult())
+      .call("binary_forward");
+}
+
+/// nn.broadcast is the backward of a sum over the broadcast dimensions.
+static void emitBroadcast(StepLowering &l, nn::BroadcastOp op) {
+  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+  SmallVector<int64_t> dims;
+  size_t lead = out.size() - in.size();
+  for (size_t d = 0; d < out.size(); ++d)
+    if (d < lead || (in[d - lead] == 1 && out[d] != 1))
+      dims.push_back(d);
+  Args{l}
+      .i32(dtypeOf(op.getResult()))
+      .i32(FSDPRT_REDUCE_SUM)
+      .t(op.getInput())
+      .shape(op.getResult())
+      .i32(dims.size())
+      .array(dims)
+      .t(op.getResult())
+      .call("reduce_backward");
+}
+
+template <typename ReduceOp>
+static void emitReduce(StepLowering &l, ReduceOp op, int32_t kind) {
+  ArrayRef<int64_t> dims = op.getDims();
+  Args{l}
+      .i32(dtypeOf(op.getResult()))
+      .i32(kind)
+      .t(op.getInput())
+      .shape(op.getInput())
+      .i32(dims.size())
+      .array(dims)
+      .t(op.getResult())
+      .call("reduce_forward");
+}
+
+static void emitAttention(StepLowering &l, Operation *op, Value q, Value k,
+                          Value v, int64_t heads, std::optional<uint64_t> kv,
+                          bool causal, std::optional<APFloat> scale,
+                          Value grad, ValueRange results) {
+  ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
+  int64_t headDim = qs[2] / heads;
+  Args a{l};
+  a.i32(dtypeOf(q)).t(q).t(k).t(v);
+  if (grad)
+    a.t(grad);
+  for (Value r : results)
+    a.t(r);
+  a.i64(qs[0]).i64(qs[1]).i64(ks[1]).i64(heads).i64(kv ? int64_t(*kv) : heads)
+      .i64(headDim)
+      .i32(causal)
+      .f64(scale ? scale->convertToDouble() : 0.0)
+      .call(grad ? "attention_backward" : "attention_forward");
+}
+
+LogicalResult StepLowering::emitKernel(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](nn::LinearOp o) {
+        Args{*this}
+            .i32(dtypeOf(o.getResult()))
+            .t(o.getInput())
+            .t(o.getWeight())
+            .opt(o.getBias())
+            .t(o.getResult())
+            .i64(rows(o.getInput()))
+            .i64(lastDim(o.getInput()))
+            .i64(shapeOf(o.getWeight())[0])
+            .call("linear_forward");
+        return success();
+      })
+      .Case([&](nn::MatmulOp o) { return emitMatmul(*this, o); })
+      .Case([&](nn::AddOp o) {
+        emitBinary(*this, o, FSDPRT_ADD);
+        return success();
+      })
+      .Case([&](nn::SubOp o) {
+        emitBinary(*this, o, FSDPRT_SUB);
+        return success();
+      })
+      .Case([&](nn::MulOp o) {
+        emitBinary(*this, o, FSDPRT_MUL);
+        return success();
+      })
+      .Case([&](nn::ScaleOp o) {
+        Args{*this}
+            .i32(dtypeOf(o.getResult()))
+            .t(o.getInput())
+            .t(o.getResult())
+            .i64(numel(o.getResult()))
+            .f64(o.getFactor().convertToDouble())
+            .call("scale_forward");
+        return success();
+      })
+      .Case([&](nn::BroadcastOp o) {
+        emitBroadcast(*this, o);
+        return success();
+      })
+      .Case([&](nn::ReluOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_RELU)
+            .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
+            .call("activation_forward");
+        return success();
+      })
+      .Case([&](nn::SiluOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_SILU)
+            .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
+            .call("activation_forward");
+        return success();
+      })
+      .Case([&](nn::GeluOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(geluKind(o.getApproximate()))
+            .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
+            .call("activation_forward");
+        return success();
+      })
+      .Case([&](nn::ReluGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_RELU)
+            .t(o.getInput()).t(o.getGrad()).t(o.getResult())
+            .i64(numel(o.getResult())).call("activation_backward");
+        return success();
+      })
+      .Case([&](nn::SiluGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_SILU)
+            .t(o.getInput()).t(o.getGrad()).t(o.getResult())
+            .i64(numel(o.getResult())).call("activation_backward");
+        return success();
+      })
+      .Case([&](nn::GeluGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult()))
+            .i32(geluKind(o.getApproximate()))
+            .t(o.getInput()).t(o.getGrad()).t(o.getResult())
+            .i64(numel(o.getResult())).call("activation_backward");
+        return success();
+      })
+      .Case([&](nn::LayerNormOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+            .opt(o.getWeight()).opt(o.getBias()).t(o.getResult())
+            .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble()).call("layer_norm_forward");
+        return success();
+      })
+      .Case([&](nn::LayerNormGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
+            .opt(o.getWeight()).t(o.getGrad()).t(o.getInputGrad())
+            .t(o.getWeightGrad()).t(o.getBiasGrad())
+            .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble()).call("layer_norm_backward");
+        return success();
+      })
+      .Case([&](nn::RMSNormOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+            .opt(o.getWeight()).t(o.getResult())
+            .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble()).call("rms_norm_forward");
+        return success();
+      })
+      .Case([&](nn::RMSNormGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
+            .opt(o.getWeight()).t(o.getGrad()).t(o.getInputGrad())
+            .t(o.getWeightGrad())
+            .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble()).call("rms_norm_backward");
+        return success();
+      })
+      .Case([&](nn::SoftmaxOp o) {
+        int64_t rank = shapeOf(o.getInput()).size();
+        int64_t dim = o.getDim() < 0 ? o.getDim() + rank : o.getDim();
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
+            .shape(o.getInput()).i32(dim).call("softmax_forward");
+        return success();
+      })
+      .Case([&](nn::EmbeddingOp o) {
+        ArrayRef<int64_t> table = shapeOf(o.getTable());
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(dtypeOf(o.getIndices()))
+            .t(o.getIndices()).t(o.getTable()).t(o.getResult())
+            .i64(numel(o.getIndices())).i64(table[0]).i64(table[1])
+            .call("embedding_forward");
+        return success();
+      })
+      .Case([&](nn::EmbeddingGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(dtypeOf(o.getIndices()))
+            .t(o.getIndices()).t(o.getGrad()).t(o.getResult())
+            .i64(numel(o.getIndices())).i64(shapeOf(o.getResult())[0])
+            .i64(shapeOf(o.getResult())[1]).call("embedding_backward");
+        return success();
+      })
+      .Case([&](nn::AttentionOp o) {
+        emitAttention(*this, o, o.getQuery(), o.getKey(), o.getValue(),
+                      o.getNumHeads(), o.getNumKvHeads(), o.getCausal(),
+                      o.getScale(), Value(), o->getResults());
+        return success();
+      })
+      .Case([&](nn::AttentionGradOp o) {
+        emitAttention(*this, o, o.getQuery(), o.getKey(), o.getValue(),
+                      o.getNumHeads(), o.getNumKvHeads(), o.getCausal(),
+                      o.getScale(), o.getGrad(), o->getResults());
+        return success();
+      })
+      .Case([&](nn::RoPEOp o) {
+        ArrayRef<int64_t> s = shapeOf(o.getInput());
+        int64_t heads = o.getNumHeads();
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
+            .i64(s[0]).i64(s[1]).i64(heads).i64(s[2] / heads)
+            .f64(o.getTheta().convertToDouble())
+            .call(o.getInverse() ? "rope_backward" : "rope_forward");
+        return success();
+      })
+      .Case([&](nn::CastOp o) {
+        Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput())
+            .i32(dtypeOf(o.getResult())).t(o.getResult())
+            .i64(numel(o.getResult())).call("cast");
+        return success();
+      })
+      .Case([&](nn::TransposeOp o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
+            .shape(o.getInput()).array(o.getPermutation())
+            .call("transpose_forward");
+        return success();
+      })
+      .Case([&](nn::SplitOp o) {
+        SmallVector<Value> outs, offs;
+        for (Value r : o.getResults()) {
+          TensorRef t = ref(r);
+          outs.push_back(t.buffer);
+          offs.push_back(i64(t.offset));
+        }
+        Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput())
+            .shape(o.getInput()).i32(o.getDim())
+            .i32(o.getResults().size()).array(o.getSizes())
+            .value(array(ArrayRef<Value>(outs)))
+            .value(array(ArrayRef<Value>(offs))).call("split");
+        return success();
+      })
+      .Case([&](nn::ConcatOp o) {
+        SmallVector<Value> ins, offs;
+        SmallVector<int64_t> sizes;
+        for (Value in : o.getInputs()) {
+          TensorRef t = ref(in);
+          ins.push_back(t.buffer);
+          offs.push_back(i64(t.offset));
+          sizes.push_back(shapeOf(in)[o.getDim()]);
+        }
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(ins.size())
+            .value(array(ArrayRef<Value>(ins)))
+            .value(array(ArrayRef<Value>(offs))).array(sizes)
+            .shape(o.getResult()).i32(o.getDim()).t(o.getResult())
+            .call("concat");
+        return success();
+      })
+      .Case([&](nn::ReduceSumOp o) {
+        emitReduce(*this, o, FSDPRT_REDUCE_SUM);
+        return success();
+      })
+      .Case([&](nn::ReduceMeanOp o) {
+        emitReduce(*this, o, FSDPRT_REDUCE_MEAN);
+        return success();
+      })
+      .Case([&](nn::CrossEntropyOp o) {
+        Args{*this}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
+            .t(o.getLogits()).t(o.getTargets()).t(o.getResult())
+            .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
+            .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
+            .call("cross_entropy_forward");
+        return success();
+      })
+      .Case([&](nn::CrossEntropyGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
+            .t(o.getLogits()).t(o.getTargets()).t(o.getGrad()).t(o.getResult())
+            .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
+            .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
+            .call("cross_entropy_backward");
+        return success();
+      })
+      .Case([&](nn::MSELossOp o) {
+        Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput()).t(o.getTarget())
+            .t(o.getResult()).i64(numel(o.getInput()))
+            .i32(lossReduction(o.getReduction())).call("mse_loss_forward");
+        return success();
+      })
+      .Case([&](arith::ConstantOp o) -> LogicalResult {
+        auto value = dyn_cast<DenseElementsAttr>(o.getValue());
+        if (!value)
+          return o.emitOpError("has no runtime lowering (not dense elements)");
+        TensorRef t = ref(o.getResult());
+        rt::CopyConstantOp::create(builder(), o.getLoc(), ctx, stream(current),
+                                   t.buffer, builder().getI64IntegerAttr(t.offset),
+                                   value);
+        return success();
+      })
+      .Case([&](FlattenOp o) {
+        // Inputs back to back, then zeros up to the padded size.
+        TensorRef flat = ref(o.getResult());
+        int64_t offset = 0;
+        for (Value in : o.getInputs()) {
+          TensorRef src = ref(in);
+          call("copy", {flat.buffer, i64(flat.offset + offset), src.buffer,
+                        i64(src.offset), i64(bytesOf(in))});
+          offset += bytesOf(in);
+        }
+        int64_t elementBytes = bytesOf(o.getResult()) / numel(o.getResult());
+        int64_t padding = numel(o.getResult()) - offset / elementBytes;
+        if (padding > 0)
+          call("fill", {i32(dtypeOf(o.getResult())), flat.buffer,
+                        i64(flat.offset + offset), i64(padding), f64(0.0)});
+        return success();
+      })
+      .Case([&](AdamWStepOp o) {
+        Args{*this}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
+            .t(o.getExpAvg()).t(o.getExpAvgSq()).i64(numel(o.getParam()))
+            .value(stepCount()).f64(o.getLr().convertToDouble())
+            .f64(o.getBeta1().convertToDouble())
+            .f64(o.getBeta2().convertToDouble())
+            .f64(o.getEps().convertToDouble())
+            .f64(o.getWeightDecay().convertToDouble()).call("adamw_step");
+        return success();
+      })
+      .Case([&](SGDStepOp o) {
+        Args{*this}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
+            .opt(o.getMomentumBuffer()).i64(numel(o.getParam()))
+            .value(stepCount()).f64(o.getLr().convertToDouble())
+            .f64(o.getMomentum().convertToDouble())
+            .f64(o.getDampening().convertToDouble())
+            .f64(o.getWeightDecay().convertToDouble()).i32(o.getNesterov())
+            .call("sgd_step");
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitOpError(
+            "has no runtime lowering in convert-fsdp-to-rt yet");
+      });
+}

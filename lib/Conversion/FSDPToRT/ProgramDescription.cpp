@@ -1,0 +1,197 @@
+//===- ProgramDescription.cpp - the fsdp.program JSON for fsdp-run --------===//
+
+#include "ProgramDescription.h"
+
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+static std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+static llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
+  llvm::json::Array out;
+  for (int64_t d : shape)
+    out.push_back(d);
+  return out;
+}
+
+static llvm::json::Object initJson(InitAttr init) {
+  llvm::json::Array args;
+  for (double a : init.getArgs().asArrayRef())
+    args.push_back(a);
+  return llvm::json::Object{{"kind", stringifyInitKind(init.getKind())},
+                            {"args", std::move(args)}};
+}
+
+/// The exclusive upper bound of the ids an integer input holds, when a
+/// consumer tells it (an embedding's rows, a cross-entropy's classes).
+static int64_t maxIdOf(Value input) {
+  for (Operation *user : input.getUsers()) {
+    if (auto reshape = dyn_cast<nn::ReshapeOp>(user))
+      if (int64_t id = maxIdOf(reshape.getResult()); id >= 0)
+        return id;
+    if (auto embedding = dyn_cast<nn::EmbeddingOp>(user))
+      return cast<RankedTensorType>(embedding.getTable().getType()).getDimSize(0);
+    if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
+      return cast<RankedTensorType>(ce.getLogits().getType()).getShape().back();
+  }
+  return -1;
+}
+
+FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
+                                             const StepLayout &layout,
+                                             StringRef report) {
+  llvm::StringMap<ParamOp> params;
+  llvm::StringMap<BufferOp> buffers;
+  model.walk([&](ParamOp p) { params[qualifiedName(p)] = p; });
+  model.walk([&](BufferOp p) { buffers[qualifiedName(p)] = p; });
+  auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
+  int64_t shard = mesh.getShard();
+  int64_t replicate = mesh.getRank() == 2 ? mesh.getReplicate() : 1;
+
+  Block &body = step.getBody().front();
+  llvm::StringMap<size_t> unitIndex;
+  llvm::json::Array units, inputs, bufferList;
+  auto offsetOf = [&](Value v) { return layout.persistentOffset.lookup(v); };
+  // Flat parameters first (argument order), then their optimizer state.
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto unit = step.getArgAttrOfType<StringAttr>(i, kFlatParamArg);
+    if (!unit || step.getArgAttr(i, kFlatStateArg))
+      continue;
+    auto names = step.getArgAttrOfType<ArrayAttr>(i, "fsdp.params");
+    auto offsets = step.getArgAttrOfType<DenseI64ArrayAttr>(i, "fsdp.offsets");
+    auto flatNumel = step.getArgAttrOfType<IntegerAttr>(i, "fsdp.flat_numel");
+    if (!names || !offsets || !flatNumel)
+      return step.emitOpError("flat parameter argument #")
+                 << i << " lacks fsdp.params / fsdp.offsets / fsdp.flat_numel",
+             failure();
+    auto type = cast<RankedTensorType>(arg.getType());
+    int64_t shardNumel = type.getNumElements();
+    int64_t padded = shard > 1 ? shardNumel * shard : shardNumel;
+    llvm::json::Array paramList;
+    for (auto [name, offset] : llvm::zip(names, offsets.asArrayRef())) {
+      StringRef qualified = cast<StringAttr>(name).getValue();
+      ParamOp decl = params.lookup(qualified);
+      if (!decl)
+        return step.emitOpError("flat parameter names '")
+                   << qualified << "', which the model does not declare",
+               failure();
+      paramList.push_back(llvm::json::Object{
+          {"name", qualified},
+          {"shape",
+           shapeJson(cast<RankedTensorType>(decl.getType()).getShape())},
+          {"flat_offset", offset},
+          {"init", initJson(decl.getInit())}});
+    }
+    unitIndex[unit.getValue()] = units.size();
+    units.push_back(llvm::json::Object{
+        {"name", unit.getValue()},
+        {"dtype", typeName(type.getElementType())},
+        {"offset", offsetOf(arg)},
+        {"flat_numel", flatNumel.getInt()},
+        {"padded_numel", padded},
+        {"shard_numel", shardNumel},
+        {"params", std::move(paramList)},
+        {"state", llvm::json::Array()}});
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto unit = step.getArgAttrOfType<StringAttr>(i, kFlatParamArg);
+    auto state = step.getArgAttrOfType<StringAttr>(i, kFlatStateArg);
+    if (unit) {
+      if (!state)
+        continue; // the flat parameter itself, described above
+      auto it = unitIndex.find(unit.getValue());
+      if (it == unitIndex.end())
+        return step.emitOpError("optimizer state of unknown unit '")
+                   << unit.getValue() << "'",
+               failure();
+      units[it->second].getAsObject()->getArray("state")->push_back(
+          llvm::json::Object{{"name", state.getValue()},
+                             {"offset", offsetOf(arg)}});
+      continue;
+    }
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (auto input = step.getArgAttrOfType<IntegerAttr>(i, "fsdp.input")) {
+      auto micro = step.getArgAttrOfType<IntegerAttr>(i, kMicroBatchAttr);
+      inputs.push_back(llvm::json::Object{
+          {"index", input.getInt()},
+          {"micro_batch", micro ? micro.getInt() : 0},
+          {"shape", shapeJson(type.getShape())},
+          {"dtype", typeName(type.getElementType())},
+          {"offset", offsetOf(arg)},
+          {"max_id", maxIdOf(arg)}});
+      continue;
+    }
+    if (auto buffer = step.getArgAttrOfType<StringAttr>(i, kBufferArg)) {
+      BufferOp decl = buffers.lookup(buffer.getValue());
+      if (!decl)
+        return step.emitOpError("buffer argument names '")
+                   << buffer.getValue() << "', which the model does not declare",
+               failure();
+      bufferList.push_back(llvm::json::Object{
+          {"name", buffer.getValue()},
+          {"shape", shapeJson(type.getShape())},
+          {"dtype", typeName(type.getElementType())},
+          {"offset", offsetOf(arg)},
+          {"init", initJson(decl.getInit())}});
+      continue;
+    }
+    if (!step.getArgAttr(i, kStepCountArg))
+      return step.emitOpError("argument #")
+                 << i << " is neither a flat parameter, optimizer state, "
+                 << "input, buffer nor the step count",
+             failure();
+  }
+
+  std::string optimizer = "none";
+  step.walk([&](Operation *op) {
+    if (isa<AdamWStepOp>(op))
+      optimizer = "adamw";
+    else if (isa<SGDStepOp>(op))
+      optimizer = "sgd";
+  });
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss;
+  for (unsigned i = 0; i < step.getNumResults(); ++i)
+    if (step.getResultAttr(i, kLossResult))
+      loss = ret.getOperand(i);
+  auto microBatches = step->getAttrOfType<IntegerAttr>("fsdp.micro_batches");
+
+  llvm::json::Object program{
+      {"version", 1},
+      {"model", model.getSymName()},
+      {"entry", step.getSymName()},
+      {"world_size", mesh.getWorldSize()},
+      {"replicate", replicate},
+      {"shard", shard},
+      {"strategy", step->getAttrOfType<StringAttr>(kStrategyAttr).getValue()},
+      {"micro_batches", microBatches ? microBatches.getInt() : 1},
+      {"optimizer", optimizer},
+      {"persistent_bytes", layout.persistentBytes},
+      {"arena_bytes", layout.arenaBytes},
+      {"estimate_bytes", layout.arenaBytes},
+      {"report", report},
+      {"units", std::move(units)},
+      {"buffers", std::move(bufferList)},
+      {"inputs", std::move(inputs)},
+      {"loss",
+       llvm::json::Object{
+           {"offset", offsetOf(loss)},
+           {"dtype",
+            typeName(cast<RankedTensorType>(loss.getType()).getElementType())}}}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(program));
+  return text;
+}

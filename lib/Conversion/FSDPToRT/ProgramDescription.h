@@ -1,0 +1,22 @@
+//===- ProgramDescription.h - what fsdp-run needs to know -------*- C++ -*-===//
+
+#ifndef FSDP_LIB_CONVERSION_FSDPTORT_PROGRAMDESCRIPTION_H
+#define FSDP_LIB_CONVERSION_FSDPTORT_PROGRAMDESCRIPTION_H
+
+#include "StepLowering.h"
+
+#include <string>
+
+namespace mlir::fsdp {
+
+/// The `fsdp.program` JSON (runtime/driver/Program.h documents its fields):
+/// units with their parameters' names, shapes, flat offsets and
+/// initializers; persistent offsets of shards, optimizer state, inputs and
+/// the loss; the mesh; the plan's size and the report.
+FailureOr<std::string> describeProgram(ModelOp model, func::FuncOp step,
+                                       const StepLayout &layout,
+                                       StringRef report);
+
+} // namespace mlir::fsdp
+
+#endif

@@ -1,0 +1,131 @@
+//===- StepLowering.h - rewriting one train step into rt ops -----*- C++ -*-===//
+
+#ifndef FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
+#define FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/RT/IR/RTOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <map>
+
+namespace mlir::fsdp {
+
+enum class StreamKind { Compute = 0, AllGather = 1, ReduceScatter = 2 };
+
+/// Where a tensor lives: a buffer and a byte offset into it.
+struct TensorRef {
+  Value buffer;
+  int64_t offset = 0;
+};
+
+/// The persistent part of the arena (arguments, constants, the loss) and
+/// the transient plan, decided before any op is emitted.
+struct StepLayout {
+  llvm::DenseMap<Value, int64_t> persistentOffset; // value -> byte offset
+  int64_t persistentBytes = 0;
+  /// Transient buffers: the value owning each, its planned arena offset
+  /// and size, and the op index of its allocation.
+  struct Transient {
+    int64_t offset, bytes, allocIndex;
+  };
+  llvm::MapVector<Value, Transient> transients;
+  int64_t arenaBytes = 0;
+  int64_t livePeakBytes = 0; // persistent + the transients' live peak
+};
+
+/// Rewrites the ops of a scheduled train step into a new function of rt
+/// ops. One instance per step.
+class StepLowering {
+public:
+  StepLowering(func::FuncOp step, const StepLayout &layout, func::FuncOp out);
+
+  /// Emits every op; fails with a diagnostic on an op it cannot lower.
+  LogicalResult run();
+
+  // For the per-op emitters (KernelCalls.cpp).
+  OpBuilder &builder() { return b; }
+  Value i32(int64_t v);
+  Value i64(int64_t v);
+  Value f64(double v);
+  Value nullBuffer();
+  TensorRef ref(Value tensor);
+  /// Appends (buffer, offset) of `tensor` to `args`.
+  void pushTensor(SmallVectorImpl<Value> &args, Value tensor);
+  /// Appends a null buffer and offset 0 (an absent optional operand).
+  void pushNull(SmallVectorImpl<Value> &args);
+  Value array(ArrayRef<int64_t> values);
+  Value array(ArrayRef<Value> values);
+  /// rt.call @name(ctx, stream-of-current-op, args...).
+  void call(StringRef name, ArrayRef<Value> args);
+  Value stream(StreamKind kind);
+  Value comm(bool replicate);
+  Value stepCount() { return stepPlusOne; }
+
+  /// Emits the runtime call(s) of a compute op; fails if it has none.
+  LogicalResult emitKernel(Operation *op);
+
+private:
+  LogicalResult emitOp(Operation *op);
+  void waitForOperands(Operation *op, StreamKind kind);
+  void afterOp(Operation *op, StreamKind kind);
+  Value rootOf(Value tensor) const;
+  Value event();
+
+  func::FuncOp step, out;
+  const StepLayout &layout;
+  OpBuilder b;
+  Location loc;
+  Value ctx, persistent, streams[3], shardComm, replicateComm, stepPlusOne;
+  StreamKind current = StreamKind::Compute;
+  std::map<std::pair<int, int64_t>, Value> intConstants;
+  std::map<double, Value> floatConstants;
+  Value null;
+  llvm::DenseMap<Value, TensorRef> refs;
+  llvm::DenseMap<Operation *, int64_t> index;
+  /// The stream that produced a value, and the event recorded after it
+  /// when another stream reads it.
+  llvm::DenseMap<Value, StreamKind> producer;
+  llvm::DenseMap<Value, Value> producedEvent;
+  /// Events a stream already waits for (no need to wait twice).
+  llvm::DenseSet<std::pair<int, Value>> waited;
+  /// Per transient buffer: the ops that read or write it (through aliases),
+  /// the stream of each, and where to free it.
+  struct Uses {
+    std::map<int, int64_t> lastOnStream; // stream -> last op index
+    int64_t last = -1;
+  };
+  llvm::DenseMap<Value, Uses> uses;
+  llvm::DenseMap<Value, SmallVector<Value>> freeWaits; // events to wait before the free
+  llvm::DenseMap<int64_t, SmallVector<Value>> freesAfter;  // op index -> roots
+  llvm::DenseMap<int64_t, SmallVector<std::pair<Value, int>>> recordsAfter;
+  SmallVector<Value> events;
+  OpBuilder::InsertPoint eventInsertPoint;
+};
+
+/// The stream an op of the scheduled step runs on.
+StreamKind streamOf(Operation *op);
+
+/// The value `result` aliases (view, reshape, wait, in-place optimizer), or
+/// null when it owns its storage.
+Value aliasSource(Value result);
+
+/// Calls fn(op, root) for every op that reads or writes the storage owned
+/// by `root` (aliases resolved); an unshard writes its gathered buffer,
+/// which is keyed by its wait's result.
+void forEachStorageUse(Block &body, function_ref<void(Operation *, Value)> fn);
+
+/// Ops that own no storage and emit nothing: views, reshapes, the host-side
+/// step counter.
+bool isStorageFree(Operation *op);
+
+/// fsdprt dtype code of an element type, or -1.
+int32_t dtypeCode(Type elementType);
+
+} // namespace mlir::fsdp
+
+#endif

@@ -1,0 +1,89 @@
+//===- Metrics.cpp - Per-step training metrics ----------------------------===//
+#include "driver/Metrics.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <stdexcept>
+
+namespace fsdp {
+namespace driver {
+
+using nlohmann::json;
+
+/// nlohmann writes NaN and infinities as null too, but say so explicitly:
+/// the file must stay valid JSON whatever the numbers are.
+static json number(double v) { return std::isfinite(v) ? json(v) : json(); }
+
+std::string metricsJson(const StepMetrics &m) {
+  // An ordered object keeps the keys in the documented order for readers
+  // who look at the file with their eyes.
+  nlohmann::ordered_json j;
+  j["step"] = m.step;
+  j["loss"] = number(m.loss);
+  j["step_time_s"] = number(m.stepTimeS);
+  j["tokens_per_s"] = number(m.tokensPerS);
+  j["peak_bytes"] = m.peakBytes;
+  j["comm_exposed_s"] = number(m.commExposedS);
+  if (!std::isnan(m.gradNorm))
+    j["grad_norm"] = number(m.gradNorm);
+  return j.dump();
+}
+
+MetricsWriter::MetricsWriter(const std::string &path)
+    : path_(path), out_(path, std::ios::out | std::ios::trunc) {
+  if (!out_)
+    throw std::runtime_error("cannot open metrics file '" + path +
+                             "' for writing: " + std::strerror(errno));
+}
+
+void MetricsWriter::write(const StepMetrics &m) {
+  out_ << metricsJson(m) << '\n';
+  out_.flush();
+  if (!out_)
+    throw std::runtime_error("cannot write to metrics file '" + path_ + "'");
+}
+
+std::string formatBytes(int64_t bytes) {
+  static const char *const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  char buf[64];
+  if (bytes < 1024 && bytes > -1024) {
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+    return buf;
+  }
+  double v = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (std::fabs(v) >= 1024 && unit + 1 < std::size(kUnits)) {
+    v /= 1024;
+    ++unit;
+  }
+  std::snprintf(buf, sizeof(buf), "%.2f %s", v, kUnits[unit]);
+  return buf;
+}
+
+std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps) {
+  // The step column is as wide as the total (at least 4), so successive
+  // lines stay aligned.
+  int width = std::max<int>(4, std::to_string(totalSteps).size());
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "step %*lld/%lld  loss %.4f  %.2e tok/s  step %.3f s  peak %s"
+                "  exposed comm %.3f s",
+                width, static_cast<long long>(m.step),
+                static_cast<long long>(totalSteps), m.loss, m.tokensPerS,
+                m.stepTimeS, formatBytes(m.peakBytes).c_str(), m.commExposedS);
+  std::string line = buf;
+  if (!std::isnan(m.gradNorm)) {
+    std::snprintf(buf, sizeof(buf), "  grad norm %.4f", m.gradNorm);
+    line += buf;
+  }
+  return line;
+}
+
+} // namespace driver
+} // namespace fsdp

@@ -1,0 +1,61 @@
+//===- Metrics.h - Per-step training metrics --------------------*- C++ -*-===//
+//
+// What fsdp-run reports for each optimizer step: a JSON-lines file (one
+// object per step, flushed as it is written, so a crashed or still-running
+// job can be read and plotted) and a one-line human summary on rank 0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DRIVER_METRICS_H
+#define FSDP_DRIVER_METRICS_H
+
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
+
+namespace fsdp {
+namespace driver {
+
+struct StepMetrics {
+  int64_t step = 0;        // 1-based optimizer step
+  double loss = 0;         // mean over ranks and micro-batches
+  double stepTimeS = 0;    // wall time of the step
+  double tokensPerS = 0;   // global tokens (or samples) per second
+  int64_t peakBytes = 0;   // arena high water of this rank
+  double commExposedS = 0; // compute stream blocked on communication
+  double gradNorm = std::numeric_limits<double>::quiet_NaN(); // NaN: absent
+};
+
+/// The JSON object of one step, on one line without the newline. Keys:
+/// step, loss, step_time_s, tokens_per_s, peak_bytes, comm_exposed_s, and
+/// grad_norm unless it is NaN. A non-finite loss (a diverged run) is
+/// written as null: JSON has no NaN or infinity.
+std::string metricsJson(const StepMetrics &m);
+
+/// Appends metricsJson lines to a file it creates or truncates.
+class MetricsWriter {
+public:
+  /// Throws std::runtime_error naming the path if it cannot be opened.
+  explicit MetricsWriter(const std::string &path);
+  /// Writes and flushes one line; throws std::runtime_error on failure.
+  void write(const StepMetrics &m);
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+/// "512 B", "1.50 KiB", "1.25 MiB", "3.00 GiB", ... (binary units).
+std::string formatBytes(int64_t bytes);
+
+/// Rank 0's progress line, e.g.
+/// "step    3/100  loss 3.4512  2.31e+04 tok/s  step 0.089 s  peak 1.25 MiB
+///  exposed comm 0.004 s" (one line), with "  grad norm 0.8123" appended
+/// when present.
+std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps);
+
+} // namespace driver
+} // namespace fsdp
+
+#endif // FSDP_DRIVER_METRICS_H

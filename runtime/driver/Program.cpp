@@ -1,0 +1,434 @@
+//===- Program.cpp - Parsing and validating the program description -------===//
+//
+// The JSON comes from our own compiler, but fsdp-run trusts nothing it reads:
+// every error names the key path ("units[2].params[0].shape") so that a
+// compiler bug shows up as a one-line message instead of a wild write into
+// the persistent buffer.
+//
+//===----------------------------------------------------------------------===//
+#include "driver/Program.h"
+
+#include "fsdp/rt/DType.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace fsdp {
+namespace driver {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string &path, const std::string &what) {
+  throw std::runtime_error("program: " + path + ": " + what);
+}
+
+std::string join(const std::string &path, const std::string &key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string at(const std::string &path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+const json &field(const json &obj, const std::string &path,
+                  const std::string &key) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    fail(join(path, key), "missing");
+  return *it;
+}
+
+int64_t asInt(const json &v, const std::string &path) {
+  if (!v.is_number_integer())
+    fail(path, "expected an integer");
+  return v.get<int64_t>();
+}
+
+int64_t getInt(const json &obj, const std::string &path,
+               const std::string &key) {
+  return asInt(field(obj, path, key), join(path, key));
+}
+
+int getSmallInt(const json &obj, const std::string &path,
+                const std::string &key) {
+  int64_t v = getInt(obj, path, key);
+  if (v < std::numeric_limits<int>::min() ||
+      v > std::numeric_limits<int>::max())
+    fail(join(path, key), "value " + std::to_string(v) + " is out of range");
+  return static_cast<int>(v);
+}
+
+std::string getString(const json &obj, const std::string &path,
+                      const std::string &key) {
+  const json &v = field(obj, path, key);
+  if (!v.is_string())
+    fail(join(path, key), "expected a string");
+  return v.get<std::string>();
+}
+
+const json &getArray(const json &obj, const std::string &path,
+                     const std::string &key, const char *what) {
+  const json &v = field(obj, path, key);
+  if (!v.is_array())
+    fail(join(path, key), std::string("expected an array of ") + what);
+  return v;
+}
+
+std::vector<int64_t> getShape(const json &obj, const std::string &path,
+                              const std::string &key) {
+  const json &v = getArray(obj, path, key, "integers");
+  std::vector<int64_t> shape;
+  for (const json &d : v) {
+    if (!d.is_number_integer())
+      fail(join(path, key), "expected an array of integers");
+    if (d.get<int64_t>() < 0)
+      fail(join(path, key), "negative dimension " + d.dump());
+    shape.push_back(d.get<int64_t>());
+  }
+  return shape;
+}
+
+int64_t numelOf(const std::vector<int64_t> &shape, const std::string &path) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      fail(path, "too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+/// Number of arguments of each torch.nn.init kind (FSDP_InitAttr).
+const std::map<std::string, size_t> &initArity() {
+  static const std::map<std::string, size_t> arity = {
+      {"zeros", 0},          {"ones", 0},           {"constant", 1},
+      {"normal", 2},         {"uniform", 2},        {"trunc_normal", 4},
+      {"xavier_uniform", 1}, {"xavier_normal", 1},  {"kaiming_uniform", 1},
+      {"kaiming_normal", 1}};
+  return arity;
+}
+
+InitSpec parseInit(const json &obj, const std::string &path) {
+  const json &v = field(obj, path, "init");
+  std::string p = join(path, "init");
+  if (!v.is_object())
+    fail(p, "expected an object {\"kind\", \"args\"}");
+  InitSpec init;
+  init.kind = getString(v, p, "kind");
+  for (const json &a : getArray(v, p, "args", "numbers")) {
+    if (!a.is_number())
+      fail(join(p, "args"), "expected an array of numbers");
+    init.args.push_back(a.get<double>());
+  }
+  auto it = initArity().find(init.kind);
+  if (it == initArity().end())
+    fail(join(p, "kind"), "unknown initializer '" + init.kind + "'");
+  if (init.args.size() != it->second)
+    fail(join(p, "args"), init.kind + " takes " + std::to_string(it->second) +
+                              " arguments, got " +
+                              std::to_string(init.args.size()));
+  return init;
+}
+
+/// Bytes per element of a program dtype ("f32", "i64", ...).
+int64_t dtypeBytes(const std::string &dtype, const std::string &path) {
+  std::string upper = dtype;
+  for (char &c : upper)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::optional<rt::DType> t = rt::dtypeFromName(upper);
+  if (!t)
+    fail(path, "unknown dtype '" + dtype + "'");
+  return rt::dtypeSize(*t);
+}
+
+/// Checks that [offset, offset + bytes) lies in the persistent buffer.
+void checkExtent(int64_t offset, int64_t bytes, int64_t persistentBytes,
+                 const std::string &path) {
+  if (offset < 0)
+    fail(path, "negative offset " + std::to_string(offset));
+  if (bytes > persistentBytes || offset > persistentBytes - bytes)
+    fail(path, "bytes [" + std::to_string(offset) + ", " +
+                   std::to_string(offset + bytes) +
+                   ") exceed persistent_bytes " +
+                   std::to_string(persistentBytes));
+}
+
+ParamInfo parseParam(const json &v, const std::string &path) {
+  if (!v.is_object())
+    fail(path, "expected an object");
+  ParamInfo p;
+  p.name = getString(v, path, "name");
+  p.shape = getShape(v, path, "shape");
+  p.flatOffset = getInt(v, path, "flat_offset");
+  p.init = parseInit(v, path);
+  return p;
+}
+
+/// Params must lie inside the flat parameter and not overlap each other.
+void checkParamLayout(const UnitInfo &u, const std::string &path) {
+  std::vector<std::pair<int64_t, size_t>> byOffset;
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    const ParamInfo &p = u.params[i];
+    std::string pp = at(join(path, "params"), i);
+    int64_t numel = numelOf(p.shape, join(pp, "shape"));
+    if (p.flatOffset < 0 || p.flatOffset > u.flatNumel - numel)
+      fail(join(pp, "flat_offset"),
+           "'" + p.name + "' (" + std::to_string(numel) + " elements at " +
+               std::to_string(p.flatOffset) +
+               ") does not fit in flat_numel " + std::to_string(u.flatNumel));
+    byOffset.push_back({p.flatOffset, i});
+  }
+  std::sort(byOffset.begin(), byOffset.end());
+  for (size_t i = 1; i < byOffset.size(); ++i) {
+    const ParamInfo &prev = u.params[byOffset[i - 1].second];
+    const ParamInfo &cur = u.params[byOffset[i].second];
+    if (prev.flatOffset + numelOf(prev.shape, path) > cur.flatOffset)
+      fail(join(path, "params"),
+           "'" + prev.name + "' and '" + cur.name + "' overlap");
+  }
+}
+
+void checkShardSizes(const Program &prog, const UnitInfo &u,
+                     const std::string &path) {
+  if (u.flatNumel < 0 || u.paddedNumel < u.flatNumel)
+    fail(join(path, "padded_numel"),
+         std::to_string(u.paddedNumel) + " is less than flat_numel " +
+             std::to_string(u.flatNumel));
+  if (prog.strategy == "no-shard" || prog.shard == 1) {
+    if (u.shardNumel != u.paddedNumel)
+      fail(join(path, "shard_numel"),
+           std::to_string(u.shardNumel) + " must equal padded_numel " +
+               std::to_string(u.paddedNumel) + " when nothing is sharded");
+    return;
+  }
+  if (u.paddedNumel % prog.shard != 0)
+    fail(join(path, "padded_numel"),
+         std::to_string(u.paddedNumel) + " is not a multiple of shard " +
+             std::to_string(prog.shard));
+  if (u.shardNumel * prog.shard != u.paddedNumel)
+    fail(join(path, "shard_numel"),
+         std::to_string(u.shardNumel) + " x shard " +
+             std::to_string(prog.shard) + " != padded_numel " +
+             std::to_string(u.paddedNumel));
+}
+
+UnitInfo parseUnit(const json &v, const Program &prog,
+                   const std::string &path) {
+  if (!v.is_object())
+    fail(path, "expected an object");
+  UnitInfo u;
+  u.name = getString(v, path, "name");
+  u.dtype = getString(v, path, "dtype");
+  if (u.dtype != "f32")
+    fail(join(path, "dtype"),
+         "master shards must be f32, got '" + u.dtype + "'");
+  u.offset = getInt(v, path, "offset");
+  u.flatNumel = getInt(v, path, "flat_numel");
+  u.paddedNumel = getInt(v, path, "padded_numel");
+  u.shardNumel = getInt(v, path, "shard_numel");
+  checkShardSizes(prog, u, path);
+  checkExtent(u.offset, u.shardNumel * 4, prog.persistentBytes,
+              join(path, "offset"));
+
+  const json &params = getArray(v, path, "params", "objects");
+  for (size_t i = 0; i < params.size(); ++i)
+    u.params.push_back(parseParam(params[i], at(join(path, "params"), i)));
+  checkParamLayout(u, path);
+
+  const json &state = getArray(v, path, "state", "objects");
+  for (size_t i = 0; i < state.size(); ++i) {
+    std::string sp = at(join(path, "state"), i);
+    if (!state[i].is_object())
+      fail(sp, "expected an object");
+    StateInfo s;
+    s.name = getString(state[i], sp, "name");
+    s.offset = getInt(state[i], sp, "offset");
+    checkExtent(s.offset, u.shardNumel * 4, prog.persistentBytes,
+                join(sp, "offset"));
+    u.state.push_back(s);
+  }
+  return u;
+}
+
+BufferInfo parseBuffer(const json &v, const Program &prog,
+                       const std::string &path) {
+  if (!v.is_object())
+    fail(path, "expected an object");
+  BufferInfo b;
+  b.name = getString(v, path, "name");
+  b.shape = getShape(v, path, "shape");
+  b.dtype = getString(v, path, "dtype");
+  b.offset = getInt(v, path, "offset");
+  b.init = parseInit(v, path);
+  int64_t bytes = numelOf(b.shape, join(path, "shape")) *
+                  dtypeBytes(b.dtype, join(path, "dtype"));
+  checkExtent(b.offset, bytes, prog.persistentBytes, join(path, "offset"));
+  return b;
+}
+
+InputInfo parseInput(const json &v, const Program &prog,
+                     const std::string &path) {
+  if (!v.is_object())
+    fail(path, "expected an object");
+  InputInfo in;
+  in.index = getInt(v, path, "index");
+  in.microBatch = getInt(v, path, "micro_batch");
+  in.shape = getShape(v, path, "shape");
+  in.dtype = getString(v, path, "dtype");
+  in.offset = getInt(v, path, "offset");
+  in.maxId = getInt(v, path, "max_id");
+  if (in.index < 0)
+    fail(join(path, "index"), "negative index");
+  if (in.microBatch < 0 || in.microBatch >= prog.microBatches)
+    fail(join(path, "micro_batch"),
+         std::to_string(in.microBatch) + " is not in [0, micro_batches " +
+             std::to_string(prog.microBatches) + ")");
+  if (in.shape.empty())
+    fail(join(path, "shape"), "an input needs a leading batch dimension");
+  int64_t bytes = numelOf(in.shape, join(path, "shape")) *
+                  dtypeBytes(in.dtype, join(path, "dtype"));
+  checkExtent(in.offset, bytes, prog.persistentBytes, join(path, "offset"));
+  return in;
+}
+
+/// Every (index, micro-batch) pair once, every index in every micro-batch,
+/// one batch size for all.
+void checkInputSet(const Program &prog) {
+  if (prog.inputs.empty())
+    fail("inputs", "the step has no inputs");
+  std::map<int64_t, std::vector<int64_t>> seen;
+  for (size_t i = 0; i < prog.inputs.size(); ++i) {
+    const InputInfo &in = prog.inputs[i];
+    if (in.shape[0] != prog.inputs[0].shape[0])
+      fail(at("inputs", i) + ".shape",
+           "batch size " + std::to_string(in.shape[0]) + " differs from " +
+               std::to_string(prog.inputs[0].shape[0]) + " of inputs[0]");
+    std::vector<int64_t> &mbs = seen[in.index];
+    if (std::find(mbs.begin(), mbs.end(), in.microBatch) != mbs.end())
+      fail(at("inputs", i),
+           "input " + std::to_string(in.index) + " of micro-batch " +
+               std::to_string(in.microBatch) + " appears twice");
+    mbs.push_back(in.microBatch);
+  }
+  for (const auto &[index, mbs] : seen)
+    if (static_cast<int64_t>(mbs.size()) != prog.microBatches)
+      fail("inputs", "input " + std::to_string(index) + " is given for " +
+                         std::to_string(mbs.size()) + " of " +
+                         std::to_string(prog.microBatches) + " micro-batches");
+}
+
+/// Checkpoints name tensors by parameter, buffer and unit name.
+void checkUniqueNames(const Program &prog) {
+  std::map<std::string, std::string> owner;
+  auto claim = [&](const std::string &name, const std::string &path) {
+    auto [it, fresh] = owner.emplace(name, path);
+    if (!fresh)
+      fail(path, "name '" + name + "' is also used by " + it->second);
+  };
+  for (size_t u = 0; u < prog.units.size(); ++u) {
+    for (size_t p = 0; p < prog.units[u].params.size(); ++p)
+      claim(prog.units[u].params[p].name,
+            at(at("units", u) + ".params", p));
+  }
+  for (size_t b = 0; b < prog.buffers.size(); ++b)
+    claim(prog.buffers[b].name, at("buffers", b));
+  std::map<std::string, size_t> units;
+  for (size_t u = 0; u < prog.units.size(); ++u) {
+    auto [it, fresh] = units.emplace(prog.units[u].name, u);
+    if (!fresh)
+      fail(at("units", u) + ".name", "unit '" + prog.units[u].name +
+                                         "' is also " + at("units", it->second));
+  }
+}
+
+void parseMesh(const json &root, Program &prog) {
+  prog.worldSize = getSmallInt(root, "", "world_size");
+  prog.replicate = getSmallInt(root, "", "replicate");
+  prog.shard = getSmallInt(root, "", "shard");
+  prog.strategy = getString(root, "", "strategy");
+  prog.microBatches = getSmallInt(root, "", "micro_batches");
+  if (prog.worldSize < 1 || prog.replicate < 1 || prog.shard < 1)
+    fail("world_size", "world_size, replicate and shard must be positive");
+  if (static_cast<int64_t>(prog.replicate) * prog.shard != prog.worldSize)
+    fail("world_size", "replicate " + std::to_string(prog.replicate) +
+                           " x shard " + std::to_string(prog.shard) +
+                           " != world_size " +
+                           std::to_string(prog.worldSize));
+  static const char *const strategies[] = {"full-shard", "shard-grad-op",
+                                           "no-shard", "hybrid-shard"};
+  if (std::find(std::begin(strategies), std::end(strategies), prog.strategy) ==
+      std::end(strategies))
+    fail("strategy", "unknown strategy '" + prog.strategy + "'");
+  if (prog.microBatches < 1)
+    fail("micro_batches", "must be positive");
+}
+
+void parseLoss(const json &root, Program &prog) {
+  const json &loss = field(root, "", "loss");
+  if (!loss.is_object())
+    fail("loss", "expected an object {\"offset\", \"dtype\"}");
+  prog.lossOffset = getInt(loss, "loss", "offset");
+  prog.lossDtype = getString(loss, "loss", "dtype");
+  checkExtent(prog.lossOffset, dtypeBytes(prog.lossDtype, "loss.dtype"),
+              prog.persistentBytes, "loss.offset");
+}
+
+} // namespace
+
+int64_t Program::batchPerRank() const {
+  return inputs.empty() ? 0 : inputs.front().shape.front();
+}
+
+Program parseProgram(const std::string &text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error &e) {
+    throw std::runtime_error(std::string("program: invalid JSON: ") +
+                             e.what());
+  }
+  if (!root.is_object())
+    fail("<root>", "expected a JSON object");
+
+  Program prog;
+  prog.version = getSmallInt(root, "", "version");
+  if (prog.version != 1)
+    fail("version", "unsupported version " + std::to_string(prog.version) +
+                        " (this fsdp-run reads version 1)");
+  prog.model = getString(root, "", "model");
+  prog.entry = getString(root, "", "entry");
+  parseMesh(root, prog);
+  prog.optimizer = getString(root, "", "optimizer");
+  prog.persistentBytes = getInt(root, "", "persistent_bytes");
+  prog.arenaBytes = getInt(root, "", "arena_bytes");
+  prog.estimateBytes = getInt(root, "", "estimate_bytes");
+  prog.report = getString(root, "", "report");
+  if (prog.persistentBytes < 0 || prog.arenaBytes < prog.persistentBytes)
+    fail("arena_bytes", std::to_string(prog.arenaBytes) +
+                            " cannot hold persistent_bytes " +
+                            std::to_string(prog.persistentBytes));
+
+  const json &units = getArray(root, "", "units", "objects");
+  for (size_t i = 0; i < units.size(); ++i)
+    prog.units.push_back(parseUnit(units[i], prog, at("units", i)));
+  const json &buffers = getArray(root, "", "buffers", "objects");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    prog.buffers.push_back(parseBuffer(buffers[i], prog, at("buffers", i)));
+  const json &inputs = getArray(root, "", "inputs", "objects");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    prog.inputs.push_back(parseInput(inputs[i], prog, at("inputs", i)));
+  checkUniqueNames(prog);
+  checkInputSet(prog);
+  parseLoss(root, prog);
+  return prog;
+}
+
+} // namespace driver
+} // namespace fsdp

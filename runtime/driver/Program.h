@@ -1,0 +1,117 @@
+//===- Program.h - What fsdp-run needs to know about a lowered step --------===//
+//
+// convert-fsdp-to-rt attaches a JSON description of the lowered training
+// step to the module (string attribute `fsdp.program`). fsdp-run reads it to
+// lay out the persistent part of the arena, initialise or load parameters,
+// feed inputs and read the loss; the JIT-compiled step does everything else.
+// Byte offsets are into the persistent buffer, which the runner allocates at
+// arena offset 0 with `persistent_bytes` bytes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DRIVER_PROGRAM_H
+#define FSDP_DRIVER_PROGRAM_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace driver {
+
+/// torch.nn.init-style initializer as written in `#fsdp.init<kind(args)>`:
+/// zeros, ones, constant, normal, uniform, trunc_normal, xavier_uniform,
+/// xavier_normal, kaiming_uniform, kaiming_normal.
+struct InitSpec {
+  std::string kind;
+  std::vector<double> args;
+};
+
+/// One original parameter inside a unit's flat parameter.
+struct ParamInfo {
+  std::string name;            // fully-qualified, e.g. "transformer.h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;
+  int64_t flatOffset = 0;      // element offset in the (unpadded) flat parameter
+  InitSpec init;
+};
+
+/// A flat tensor of a unit that persists across steps: optimizer state
+/// (exp_avg, exp_avg_sq, momentum_buffer); same numel and dtype as the shard.
+struct StateInfo {
+  std::string name;
+  int64_t offset = 0;          // bytes, persistent buffer
+};
+
+/// One FSDP unit: its flat parameter, sharded over the shard group.
+struct UnitInfo {
+  std::string name;            // "" for the root
+  std::string dtype;           // "f32": storage of the master shard
+  int64_t offset = 0;          // bytes: this rank's shard in the persistent buffer
+  int64_t flatNumel = 0;       // sum of the params' numels
+  int64_t paddedNumel = 0;     // flatNumel rounded up to a multiple of the shard size
+  int64_t shardNumel = 0;      // paddedNumel / shard (no-shard: == paddedNumel)
+  std::vector<ParamInfo> params;
+  std::vector<StateInfo> state;
+};
+
+/// A model buffer (e.g. BatchNorm running statistics), replicated.
+struct BufferInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  int64_t offset = 0;
+  InitSpec init;
+};
+
+/// One input of the step for one micro-batch (leading dim = batch per rank).
+struct InputInfo {
+  int64_t index = 0;           // position in the model's forward signature
+  int64_t microBatch = 0;
+  std::vector<int64_t> shape;
+  std::string dtype;           // "f32", "bf16", "i32", "i64", ...
+  int64_t offset = 0;
+  int64_t maxId = -1;          // integer inputs: ids are < maxId (vocab / classes); -1 if unknown
+};
+
+struct Program {
+  int version = 1;
+  std::string model;           // fsdp.model symbol
+  std::string entry;           // symbol of the JIT-compiled step (C ABI below)
+  int worldSize = 1;
+  int replicate = 1;           // mesh: world = replicate * shard
+  int shard = 1;
+  std::string strategy;        // full-shard, shard-grad-op, no-shard, hybrid-shard
+  int microBatches = 1;
+  std::string optimizer;       // sgd, adamw
+  int64_t persistentBytes = 0; // runner-allocated buffer at arena offset 0
+  int64_t arenaBytes = 0;      // whole arena: persistent + planned transients
+  int64_t estimateBytes = 0;   // the report's peak bytes per rank
+  std::string report;          // the pre-launch report text
+  std::vector<UnitInfo> units;
+  std::vector<BufferInfo> buffers;
+  std::vector<InputInfo> inputs;
+  int64_t lossOffset = 0;      // one f32: this rank's loss (mean over its micro-batches)
+  std::string lossDtype = "f32";
+
+  /// Batch per rank per micro-batch (leading dim of the inputs).
+  int64_t batchPerRank() const;
+};
+
+/// Parses and validates the JSON text; throws std::runtime_error with a
+/// message naming the offending field.
+Program parseProgram(const std::string &json);
+
+// The step's C ABI (every handle an fsdprt int64 handle; returns an fsdprt
+// status; the runner synchronises the context afterwards):
+//   int32_t entry(int64_t ctx, int64_t persistent, int64_t compute_stream,
+//                 int64_t all_gather_stream, int64_t reduce_scatter_stream,
+//                 int64_t shard_comm, int64_t replicate_comm,
+//                 int64_t step_count);
+// step_count is the number of optimizer steps already taken (0 for the
+// first); replicate_comm is 0 unless the mesh has a replicate dimension.
+using StepFn = int32_t (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t);
+
+} // namespace driver
+} // namespace fsdp
+
+#endif

@@ -1,0 +1,180 @@
+//===- ProgramTest.cpp - Parsing and validating the program JSON ----------===//
+#include "driver/Program.h"
+
+#include "TestProgram.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace fsdp {
+namespace driver {
+namespace {
+
+using nlohmann::json;
+
+/// The parser's message for the tiny program (2 x 2 mesh) after `edit`.
+std::string errorAfter(const std::function<void(json &)> &edit) {
+  json j = test::programJson(test::testProgram(2, 2));
+  edit(j);
+  try {
+    parseProgram(j.dump());
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Program, RoundTripsEveryField) {
+  Program want = test::testProgram(2, 2);
+  Program got = parseProgram(test::programJson(want).dump());
+  EXPECT_EQ(got.model, "tiny");
+  EXPECT_EQ(got.entry, "tiny_step");
+  EXPECT_EQ(got.worldSize, 4);
+  EXPECT_EQ(got.replicate, 2);
+  EXPECT_EQ(got.shard, 2);
+  EXPECT_EQ(got.strategy, "hybrid-shard");
+  EXPECT_EQ(got.optimizer, "adamw");
+  EXPECT_EQ(got.persistentBytes, want.persistentBytes);
+  EXPECT_EQ(got.arenaBytes, want.arenaBytes);
+  EXPECT_EQ(got.report, want.report);
+  ASSERT_EQ(got.units.size(), 2u);
+  const UnitInfo &u = got.units[1];
+  EXPECT_EQ(u.name, "h.0");
+  EXPECT_EQ(u.flatNumel, 59);
+  EXPECT_EQ(u.paddedNumel, 60);
+  EXPECT_EQ(u.shardNumel, 30);
+  EXPECT_EQ(u.offset, want.units[1].offset);
+  ASSERT_EQ(u.params.size(), 3u);
+  EXPECT_EQ(u.params[2].name, "h.0.conv.weight");
+  EXPECT_EQ(u.params[2].shape, (std::vector<int64_t>{3, 2, 2, 2}));
+  EXPECT_EQ(u.params[2].flatOffset, 35);
+  EXPECT_EQ(u.params[0].init.kind, "kaiming_uniform");
+  EXPECT_DOUBLE_EQ(u.params[0].init.args.at(0), std::sqrt(5.0));
+  ASSERT_EQ(u.state.size(), 2u);
+  EXPECT_EQ(u.state[1].name, "exp_avg_sq");
+  EXPECT_EQ(u.state[1].offset, want.units[1].state[1].offset);
+  ASSERT_EQ(got.buffers.size(), 3u);
+  EXPECT_EQ(got.buffers[2].dtype, "i64");
+  EXPECT_TRUE(got.buffers[2].shape.empty());
+  ASSERT_EQ(got.inputs.size(), 2u);
+  EXPECT_EQ(got.inputs[1].index, 1);
+  EXPECT_EQ(got.inputs[1].maxId, 11);
+  EXPECT_EQ(got.lossOffset, want.lossOffset);
+  EXPECT_EQ(got.lossDtype, "f32");
+  EXPECT_EQ(got.batchPerRank(), 2);
+}
+
+TEST(Program, NoShardKeepsTheWholeFlatParameter) {
+  Program p = parseProgram(test::programJson(test::testProgram(3, 1)).dump());
+  EXPECT_EQ(p.strategy, "no-shard");
+  EXPECT_EQ(p.units[0].shardNumel, p.units[0].paddedNumel);
+}
+
+TEST(Program, MissingAndIllTypedKeysNameTheirPath) {
+  EXPECT_EQ(errorAfter([](json &j) { j.erase("entry"); }),
+            "program: entry: missing");
+  EXPECT_EQ(errorAfter([](json &j) { j["world_size"] = "4"; }),
+            "program: world_size: expected an integer");
+  EXPECT_EQ(errorAfter([](json &j) {
+              j["units"][1]["params"][0]["shape"] = json::array({"5", 6});
+            }),
+            "program: units[1].params[0].shape: expected an array of integers");
+  EXPECT_EQ(errorAfter([](json &j) { j["units"][0]["params"][1].erase("init"); }),
+            "program: units[0].params[1].init: missing");
+  EXPECT_EQ(errorAfter([](json &j) { j["inputs"][0]["max_id"] = 1.5; }),
+            "program: inputs[0].max_id: expected an integer");
+  EXPECT_EQ(errorAfter([](json &j) { j["loss"] = 3; }),
+            "program: loss: expected an object {\"offset\", \"dtype\"}");
+  EXPECT_EQ(errorAfter([](json &j) { j["buffers"] = json::object(); }),
+            "program: buffers: expected an array of objects");
+  EXPECT_NE(errorAfter([](json &) {}).find("no error"), std::string::npos);
+}
+
+TEST(Program, RejectsInvalidJsonAndVersions) {
+  EXPECT_THROW(parseProgram("{\"version\": 1,"), std::runtime_error);
+  EXPECT_NE(errorAfter([](json &j) { j["version"] = 2; })
+                .find("program: version: unsupported version 2"),
+            std::string::npos);
+}
+
+TEST(Program, ChecksTheMeshAndShardSizes) {
+  EXPECT_EQ(errorAfter([](json &j) { j["world_size"] = 8; }),
+            "program: world_size: replicate 2 x shard 2 != world_size 8");
+  EXPECT_EQ(errorAfter([](json &j) { j["strategy"] = "zero3"; }),
+            "program: strategy: unknown strategy 'zero3'");
+  EXPECT_EQ(errorAfter([](json &j) { j["units"][0]["padded_numel"] = 79; }),
+            "program: units[0].padded_numel: 79 is not a multiple of shard 2");
+  EXPECT_EQ(errorAfter([](json &j) { j["units"][0]["shard_numel"] = 40; }),
+            "program: units[0].shard_numel: 40 x shard 2 != padded_numel 78");
+  EXPECT_EQ(errorAfter([](json &j) { j["units"][1]["padded_numel"] = 58; }),
+            "program: units[1].padded_numel: 58 is less than flat_numel 59");
+  EXPECT_EQ(errorAfter([](json &j) { j["units"][1]["dtype"] = "bf16"; }),
+            "program: units[1].dtype: master shards must be f32, got 'bf16'");
+}
+
+TEST(Program, ChecksParamsFitTheirFlatParameter) {
+  EXPECT_EQ(
+      errorAfter([](json &j) { j["units"][1]["params"][2]["flat_offset"] = 36; }),
+      "program: units[1].params[2].flat_offset: 'h.0.conv.weight' (24 "
+      "elements at 36) does not fit in flat_numel 59");
+  EXPECT_EQ(
+      errorAfter([](json &j) { j["units"][1]["params"][1]["flat_offset"] = 29; }),
+      "program: units[1].params: 'h.0.fc.weight' and 'h.0.fc.bias' overlap");
+  EXPECT_EQ(errorAfter([](json &j) {
+              j["units"][1]["params"][1]["name"] = "wte.weight";
+            }),
+            "program: units[1].params[1]: name 'wte.weight' is also used by "
+            "units[0].params[0]");
+  EXPECT_EQ(errorAfter([](json &j) {
+              j["units"][0]["params"][0]["init"]["kind"] = "orthogonal";
+            }),
+            "program: units[0].params[0].init.kind: unknown initializer "
+            "'orthogonal'");
+  EXPECT_EQ(errorAfter([](json &j) {
+              j["units"][0]["params"][0]["init"]["args"] = json::array({0.0});
+            }),
+            "program: units[0].params[0].init.args: normal takes 2 arguments, "
+            "got 1");
+}
+
+TEST(Program, ChecksOffsetsAgainstThePersistentBuffer) {
+  json j = test::programJson(test::testProgram(2, 2));
+  int64_t size = j["persistent_bytes"];
+  EXPECT_EQ(errorAfter([&](json &k) { k["units"][0]["offset"] = size - 8; }),
+            "program: units[0].offset: bytes [" + std::to_string(size - 8) +
+                ", " + std::to_string(size - 8 + 156) +
+                ") exceed persistent_bytes " + std::to_string(size));
+  EXPECT_EQ(errorAfter([](json &k) { k["units"][1]["state"][0]["offset"] = -4; }),
+            "program: units[1].state[0].offset: negative offset -4");
+  EXPECT_NE(errorAfter([&](json &k) { k["buffers"][2]["offset"] = size - 4; })
+                .find("program: buffers[2].offset: bytes"),
+            std::string::npos);
+  EXPECT_NE(errorAfter([&](json &k) { k["loss"]["offset"] = size; })
+                .find("program: loss.offset: bytes"),
+            std::string::npos);
+  EXPECT_EQ(errorAfter([](json &k) { k["arena_bytes"] = 0; }).substr(0, 26),
+            "program: arena_bytes: 0 ca");
+}
+
+TEST(Program, ChecksTheInputs) {
+  EXPECT_EQ(errorAfter([](json &j) { j["inputs"][1]["micro_batch"] = 1; }),
+            "program: inputs[1].micro_batch: 1 is not in [0, micro_batches 1)");
+  EXPECT_EQ(errorAfter([](json &j) { j["inputs"][1]["index"] = 0; }),
+            "program: inputs[1]: input 0 of micro-batch 0 appears twice");
+  EXPECT_EQ(errorAfter([](json &j) { j["inputs"][1]["dtype"] = "u8"; }),
+            "program: inputs[1].dtype: unknown dtype 'u8'");
+  EXPECT_EQ(errorAfter([](json &j) {
+              j["inputs"][1]["shape"] = json::array({1, 4});
+            }),
+            "program: inputs[1].shape: batch size 1 differs from 2 of "
+            "inputs[0]");
+  EXPECT_EQ(errorAfter([](json &j) { j["micro_batches"] = 2; }),
+            "program: inputs: input 0 is given for 1 of 2 micro-batches");
+}
+
+} // namespace
+} // namespace driver
+} // namespace fsdp

@@ -1,0 +1,188 @@
+//===- TestProgram.h - A small program description for the tests -*- C++ -*-===//
+//
+// What convert-fsdp-to-rt would emit for a tiny model at a given mesh: two
+// units (the root and "h.0") whose flat parameters are padded to a multiple
+// of the shard size, optimizer state per unit, BatchNorm-like buffers and a
+// language-model pair of inputs, laid out back to back in the persistent
+// buffer. Also the JSON spelling of a Program, for parser tests.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DRIVER_UNITTESTS_TESTPROGRAM_H
+#define FSDP_DRIVER_UNITTESTS_TESTPROGRAM_H
+
+#include "driver/Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace driver {
+namespace test {
+
+inline int64_t testNumel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Appends `bytes` at the 64-byte aligned end of the persistent buffer.
+inline int64_t place(Program &p, int64_t bytes) {
+  int64_t offset = (p.persistentBytes + 63) / 64 * 64;
+  p.persistentBytes = offset + bytes;
+  return offset;
+}
+
+inline UnitInfo makeUnit(Program &p, const std::string &name,
+                         std::vector<ParamInfo> params,
+                         const std::vector<std::string> &state) {
+  UnitInfo u;
+  u.name = name;
+  u.dtype = "f32";
+  for (ParamInfo &param : params) {
+    param.flatOffset = u.flatNumel;
+    u.flatNumel += testNumel(param.shape);
+  }
+  u.params = std::move(params);
+  u.paddedNumel = (u.flatNumel + p.shard - 1) / p.shard * p.shard;
+  u.shardNumel = u.paddedNumel / p.shard;
+  u.offset = place(p, u.shardNumel * 4);
+  for (const std::string &s : state)
+    u.state.push_back(StateInfo{s, place(p, u.shardNumel * 4)});
+  return u;
+}
+
+inline ParamInfo param(const std::string &name, std::vector<int64_t> shape,
+                       const std::string &kind, std::vector<double> args) {
+  ParamInfo p;
+  p.name = name;
+  p.shape = std::move(shape);
+  p.init = InitSpec{kind, std::move(args)};
+  return p;
+}
+
+/// The tiny model on a [replicate, shard] mesh.
+inline Program testProgram(int replicate, int shard,
+                           const std::string &optimizer = "adamw",
+                           const std::string &model = "tiny") {
+  Program p;
+  p.model = model;
+  p.entry = "tiny_step";
+  p.replicate = replicate;
+  p.shard = shard;
+  p.worldSize = replicate * shard;
+  p.strategy = shard == 1 ? (replicate == 1 ? "full-shard" : "no-shard")
+                          : (replicate == 1 ? "full-shard" : "hybrid-shard");
+  p.optimizer = optimizer;
+  std::vector<std::string> state;
+  if (optimizer == "adamw")
+    state = {"exp_avg", "exp_avg_sq"};
+  else if (optimizer == "sgd")
+    state = {"momentum_buffer"};
+  p.units.push_back(makeUnit(
+      p, "",
+      {param("wte.weight", {11, 6}, "normal", {0.0, 0.02}),
+       param("ln_f.weight", {6}, "ones", {}),
+       param("ln_f.bias", {6}, "zeros", {})},
+      state));
+  p.units.push_back(makeUnit(
+      p, "h.0",
+      {param("h.0.fc.weight", {5, 6}, "kaiming_uniform", {std::sqrt(5.0)}),
+       param("h.0.fc.bias", {5}, "uniform", {-0.4, 0.4}),
+       param("h.0.conv.weight", {3, 2, 2, 2}, "xavier_normal", {1.0})},
+      state));
+  auto buffer = [&](const std::string &name, std::vector<int64_t> shape,
+                    const std::string &dtype, const std::string &kind) {
+    BufferInfo b;
+    b.name = name;
+    b.shape = std::move(shape);
+    b.dtype = dtype;
+    b.init = InitSpec{kind, {}};
+    b.offset = place(p, testNumel(b.shape) * (dtype == "i64" ? 8 : 4));
+    p.buffers.push_back(b);
+  };
+  buffer("bn.running_mean", {3}, "f32", "zeros");
+  buffer("bn.running_var", {3}, "f32", "ones");
+  buffer("bn.num_batches_tracked", {}, "i64", "zeros");
+  for (int64_t index = 0; index < 2; ++index) {
+    InputInfo in;
+    in.index = index;
+    in.shape = {2, 4};
+    in.dtype = "i64";
+    in.maxId = 11;
+    in.offset = place(p, 2 * 4 * 8);
+    p.inputs.push_back(in);
+  }
+  p.lossOffset = place(p, 4);
+  p.arenaBytes = p.persistentBytes + 4096;
+  p.estimateBytes = p.arenaBytes;
+  p.report = "tiny: " + std::to_string(p.worldSize) + " ranks";
+  return p;
+}
+
+inline nlohmann::json initJson(const InitSpec &init) {
+  return {{"kind", init.kind}, {"args", init.args}};
+}
+
+/// The program as convert-fsdp-to-rt spells it.
+inline nlohmann::json programJson(const Program &p) {
+  using nlohmann::json;
+  json units = json::array(), buffers = json::array(), inputs = json::array();
+  for (const UnitInfo &u : p.units) {
+    json params = json::array(), state = json::array();
+    for (const ParamInfo &q : u.params)
+      params.push_back({{"name", q.name},
+                        {"shape", q.shape},
+                        {"flat_offset", q.flatOffset},
+                        {"init", initJson(q.init)}});
+    for (const StateInfo &s : u.state)
+      state.push_back({{"name", s.name}, {"offset", s.offset}});
+    units.push_back({{"name", u.name},
+                     {"dtype", u.dtype},
+                     {"offset", u.offset},
+                     {"flat_numel", u.flatNumel},
+                     {"padded_numel", u.paddedNumel},
+                     {"shard_numel", u.shardNumel},
+                     {"params", params},
+                     {"state", state}});
+  }
+  for (const BufferInfo &b : p.buffers)
+    buffers.push_back({{"name", b.name},
+                       {"shape", b.shape},
+                       {"dtype", b.dtype},
+                       {"offset", b.offset},
+                       {"init", initJson(b.init)}});
+  for (const InputInfo &in : p.inputs)
+    inputs.push_back({{"index", in.index},
+                      {"micro_batch", in.microBatch},
+                      {"shape", in.shape},
+                      {"dtype", in.dtype},
+                      {"offset", in.offset},
+                      {"max_id", in.maxId}});
+  return {{"version", p.version},
+          {"model", p.model},
+          {"entry", p.entry},
+          {"world_size", p.worldSize},
+          {"replicate", p.replicate},
+          {"shard", p.shard},
+          {"strategy", p.strategy},
+          {"micro_batches", p.microBatches},
+          {"optimizer", p.optimizer},
+          {"persistent_bytes", p.persistentBytes},
+          {"arena_bytes", p.arenaBytes},
+          {"estimate_bytes", p.estimateBytes},
+          {"report", p.report},
+          {"units", units},
+          {"buffers", buffers},
+          {"inputs", inputs},
+          {"loss", {{"offset", p.lossOffset}, {"dtype", p.lossDtype}}}};
+}
+
+} // namespace test
+} // namespace driver
+} // namespace fsdp
+
+#endif // FSDP_DRIVER_UNITTESTS_TESTPROGRAM_H

@@ -1,0 +1,282 @@
+//===- RankMain.cpp - one rank of an fsdp-run job -------------------------===//
+//
+// Sets up the runtime as the program describes it (arena, communicators,
+// streams, the persistent buffer), initialises or loads the weights, then
+// per step: copies this rank's inputs in, calls the JIT-compiled step,
+// reports metrics, and saves checkpoints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "JitProgram.h"
+#include "RunOptions.h"
+
+#include "driver/Checkpoint.h"
+#include "driver/Data.h"
+#include "driver/Init.h"
+#include "driver/Metrics.h"
+#include "driver/Trace.h"
+#include "fsdp/rt/Comm.h"
+#include "fsdp/rt/fsdprt.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+#include <thread>
+
+namespace fsdp {
+namespace {
+
+using driver::Program;
+
+/// Throws with fsdprt_last_error() when a runtime call failed.
+void check(int32_t status, const char *what) {
+  if (status != FSDPRT_OK)
+    throw std::runtime_error(std::string(what) + ": " + fsdprt_last_error());
+}
+
+struct Runtime {
+  int64_t ctx = 0, world = 0, shard = 0, replicate = 0, persistent = 0;
+  int64_t streams[3] = {0, 0, 0};
+  ~Runtime() {
+    if (ctx)
+      fsdprt_context_destroy(ctx);
+  }
+};
+
+void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
+  if (worldSize != p.worldSize)
+    throw std::runtime_error(
+        "the job has " + std::to_string(worldSize) +
+        " ranks but the program was compiled for world-size=" +
+        std::to_string(p.worldSize) + "; recompile it or launch " +
+        std::to_string(p.worldSize) + " ranks");
+  int64_t global = p.batchPerRank() * p.worldSize * p.microBatches;
+  if (o.batchSize && o.batchSize != global)
+    throw std::runtime_error(
+        "--batch-size " + std::to_string(o.batchSize) +
+        " contradicts the compiled program: " +
+        std::to_string(p.batchPerRank()) + " per rank x " +
+        std::to_string(p.worldSize) + " ranks x " +
+        std::to_string(p.microBatches) + " micro-batches = " +
+        std::to_string(global));
+  if (o.microBatches && o.microBatches != p.microBatches)
+    throw std::runtime_error("--micro-batches " +
+                             std::to_string(o.microBatches) +
+                             " contradicts the compiled program's " +
+                             std::to_string(p.microBatches));
+  if (o.saveFormat != "full" && o.saveFormat != "sharded")
+    throw std::runtime_error("--save-format must be full or sharded, not '" +
+                             o.saveFormat + "'");
+}
+
+int defaultThreads(const rt::LaunchInfo &launch) {
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, launch.localWorldSize));
+}
+
+void setUp(Runtime &rt, const RunOptions &o, const Program &p,
+           const rt::LaunchInfo &launch) {
+  // Room beyond the plan for checkpoint gathers and metric reductions
+  // between steps, when the planned transients are free anyway.
+  int64_t slack = 4096;
+  for (const auto &unit : p.units)
+    slack = std::max(slack, unit.paddedNumel * 4 + 4096);
+  int64_t capacity = std::max(p.arenaBytes, p.persistentBytes + slack);
+  check(fsdprt_context_create(o.backend.c_str(), launch.rank,
+                              launch.worldSize, capacity,
+                              o.threads ? o.threads : defaultThreads(launch),
+                              &rt.ctx),
+        "creating the runtime context");
+  check(fsdprt_comm_init_env(rt.ctx, o.backend == "cuda" ? "nccl" : "gloo",
+                             &rt.world),
+        "joining the job");
+  rt.shard = rt.world;
+  if (p.replicate > 1 && p.shard > 1)
+    check(fsdprt_comm_split_mesh(rt.ctx, rt.world, p.replicate, p.shard,
+                                 &rt.shard, &rt.replicate),
+          "creating the mesh's communicators");
+  else if (p.replicate > 1)
+    rt.replicate = rt.world;
+  static const char *names[] = {"compute", "all-gather", "reduce-scatter"};
+  for (int s = 0; s < 3; ++s) {
+    check(fsdprt_stream_create(rt.ctx, &rt.streams[s]), "creating a stream");
+    check(fsdprt_stream_set_name(rt.ctx, rt.streams[s], names[s]),
+          "naming a stream");
+  }
+  check(fsdprt_buffer_alloc_at(rt.ctx, 0, p.persistentBytes, &rt.persistent),
+        "allocating the persistent buffer");
+}
+
+/// A scalar all-reduced over the world (loss: average; peak: max).
+struct Reduced {
+  float loss;
+  int64_t peak;
+};
+Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
+  int64_t scratch = 0;
+  check(fsdprt_buffer_alloc(rt.ctx, 16, &scratch), "allocating scratch");
+  int64_t s = rt.streams[0];
+  check(fsdprt_copy(rt.ctx, s, scratch, 0, rt.persistent, p.lossOffset, 4),
+        "reading the loss");
+  // Arena sizes are multiples of 64 bytes: in units of 64 a float holds
+  // them exactly up to 1 GiB.
+  float peakUnits = float(peak / 64);
+  check(fsdprt_copy_from_host(rt.ctx, s, scratch, 8, &peakUnits, 4),
+        "staging the peak");
+  check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_AVG,
+                          scratch, 0, scratch, 0, 1),
+        "averaging the loss");
+  check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_MAX,
+                          scratch, 8, scratch, 8, 1),
+        "reducing the peak");
+  Reduced out{};
+  check(fsdprt_copy_to_host(rt.ctx, s, &out.loss, scratch, 0, 4), "loss");
+  check(fsdprt_copy_to_host(rt.ctx, s, &peakUnits, scratch, 8, 4), "peak");
+  check(fsdprt_stream_synchronize(rt.ctx, s), "reducing metrics");
+  out.peak = int64_t(peakUnits) * 64;
+  check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
+  return out;
+}
+
+void saveCheckpoint(Runtime &rt, const RunOptions &o, const Program &p,
+                    int rank, int64_t stepCount) {
+  std::filesystem::create_directories(o.save);
+  std::string path = o.save + "/step-" + std::to_string(stepCount);
+  driver::Metadata meta{{"seed", std::to_string(o.seed)},
+                        {"data", o.data}};
+  if (o.saveFormat == "full") {
+    path += ".safetensors";
+    driver::saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard,
+                     rank, stepCount, meta);
+  } else {
+    driver::saveSharded(path, p, rt.ctx, rt.persistent, rank, stepCount, meta);
+  }
+  check(fsdprt_barrier(rt.ctx, rt.streams[0], rt.world), "barrier");
+  check(fsdprt_context_synchronize(rt.ctx), "saving a checkpoint");
+  if (rank == 0 && !o.quiet)
+    std::cout << "saved " << o.saveFormat << " checkpoint " << path
+              << std::endl;
+}
+
+void writeTrace(Runtime &rt, const RunOptions &o, int rank, int worldSize) {
+  std::string part = o.trace + ".rank" + std::to_string(rank);
+  check(fsdprt_trace_write(rt.ctx, part.c_str(), rank), "writing the trace");
+  check(fsdprt_barrier(rt.ctx, rt.streams[0], rt.world), "barrier");
+  check(fsdprt_context_synchronize(rt.ctx), "barrier");
+  if (rank != 0)
+    return;
+  std::vector<std::string> parts;
+  for (int r = 0; r < worldSize; ++r)
+    parts.push_back(o.trace + ".rank" + std::to_string(r));
+  driver::mergeChromeTraces(parts, o.trace);
+  for (const std::string &f : parts)
+    std::remove(f.c_str());
+}
+
+void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
+  const Program &p = jit.program();
+  checkOptions(o, p, launch.worldSize);
+  int rank = launch.rank;
+  driver::StepFn step = jit.compile();
+  if (!step)
+    throw std::runtime_error("the program could not be JIT-compiled");
+
+  Runtime rt;
+  setUp(rt, o, p, launch);
+  std::vector<uint8_t> image(p.persistentBytes, 0);
+  int64_t stepCount = 0;
+  if (!o.load.empty()) {
+    driver::LoadResult loaded = driver::load(o.load, p, rank, image);
+    stepCount = loaded.stepCount;
+    if (rank == 0 && !o.quiet)
+      std::cout << "loaded " << o.load << " (step " << stepCount << ")"
+                << std::endl;
+  } else {
+    driver::initializeRank(p, o.seed, rank, image);
+  }
+  int64_t compute = rt.streams[0];
+  check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent, 0, image.data(),
+                              int64_t(image.size())),
+        "initialising the weights");
+  check(fsdprt_stream_synchronize(rt.ctx, compute), "initialising the weights");
+
+  driver::DataSource data(o.data, p, o.seed);
+  std::unique_ptr<driver::MetricsWriter> metrics;
+  if (rank == 0 && !o.metrics.empty())
+    metrics = std::make_unique<driver::MetricsWriter>(o.metrics);
+  if (!o.trace.empty())
+    check(fsdprt_trace_enable(rt.ctx, 1), "enabling the trace");
+
+  std::vector<std::vector<uint8_t>> inputs;
+  for (; stepCount < o.steps; ++stepCount) {
+    data.fill(stepCount, rank, launch.worldSize, inputs);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent,
+                                  p.inputs[i].offset, inputs[i].data(),
+                                  int64_t(inputs[i].size())),
+            "copying inputs");
+    double waitedBefore = 0, waitedAfter = 0;
+    check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedBefore), "stats");
+    auto start = std::chrono::steady_clock::now();
+    check(step(rt.ctx, rt.persistent, rt.streams[0], rt.streams[1],
+               rt.streams[2], rt.shard, rt.replicate, stepCount),
+          "step");
+    check(fsdprt_context_synchronize(rt.ctx), "step");
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedAfter), "stats");
+    int64_t peak = 0, extent = 0;
+    check(fsdprt_arena_high_water(rt.ctx, &peak, &extent), "stats");
+    Reduced reduced = reduceMetrics(rt, p, peak);
+
+    driver::StepMetrics m;
+    m.step = stepCount + 1;
+    m.loss = reduced.loss;
+    m.stepTimeS = seconds;
+    m.tokensPerS = double(data.tokensPerStep()) / seconds;
+    m.peakBytes = reduced.peak;
+    m.commExposedS = waitedAfter - waitedBefore;
+    if (rank == 0) {
+      if (!o.quiet)
+        std::cout << driver::formatProgressLine(m, o.steps) << std::endl;
+      if (metrics)
+        metrics->write(m);
+    }
+    bool last = stepCount + 1 == o.steps;
+    if (!o.save.empty() &&
+        (last || (o.saveEvery > 0 && (stepCount + 1) % o.saveEvery == 0)))
+      saveCheckpoint(rt, o, p, rank, stepCount + 1);
+  }
+  if (!o.trace.empty())
+    writeTrace(rt, o, rank, launch.worldSize);
+  if (rank == 0 && !o.quiet) {
+    if (!o.metrics.empty())
+      std::cout << "metrics: " << o.metrics << std::endl;
+    if (!o.trace.empty())
+      std::cout << "trace: " << o.trace
+                << " (open in https://ui.perfetto.dev or chrome://tracing)"
+                << std::endl;
+  }
+}
+
+} // namespace
+
+int runRank(const RunOptions &options, JitProgram &jit) {
+  int rank = -1;
+  try {
+    rt::LaunchInfo launch = rt::LaunchInfo::fromEnvironment();
+    rank = launch.rank;
+    train(options, jit, launch);
+    return 0;
+  } catch (const std::exception &e) {
+    std::cerr << "fsdp-run: " << (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "")
+              << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+} // namespace fsdp
