@@ -1,0 +1,31 @@
+// NestedWrappedModule on 4 ranks with backward prefetch `pre`: every
+// all-gather on the all-gather stream, every reduce-scatter on the
+// reduce-scatter stream, kernels on compute; 7 gathers and 4 reductions.
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 optimizer=sgd momentum=0.9 backward-prefetch=pre" --convert-fsdp-to-rt | FileCheck %s
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 optimizer=sgd momentum=0.9" --convert-fsdp-to-rt | grep -c "rt.call @all_gather(%arg0, %arg3," | FileCheck %s --check-prefix=GATHERS
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 optimizer=sgd momentum=0.9" --convert-fsdp-to-rt | grep -c "rt.call @reduce_scatter(%arg0, %arg4," | FileCheck %s --check-prefix=REDUCES
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 optimizer=sgd momentum=0.9" --convert-fsdp-to-rt | grep "rt.call" | grep -v "@all_gather\|@reduce_scatter" | FileCheck %s --check-prefix=ONCOMPUTE
+// Hybrid 2x2: reduce-scatter in the shard group, then all-reduce in the replicate group, both on the reduce-scatter stream.
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 sharding-strategy=hybrid-shard shard-group-size=2 optimizer=adamw" --convert-fsdp-to-rt | FileCheck %s --check-prefix=HYBRID
+// No-shard (DDP): no all-gather; one all-reduce per unit over the replicate (whole world) group.
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 sharding-strategy=no-shard optimizer=adamw" --convert-fsdp-to-rt | FileCheck %s --check-prefix=DDP
+
+// GATHERS: 7
+// REDUCES: 4
+// ONCOMPUTE: rt.call @linear_forward(%arg0, %arg2,
+// ONCOMPUTE-NOT: rt.call @{{[a-z_]+}}(%arg0, %arg{{[013-9]}},
+
+// CHECK-LABEL: func.func @nested_wrapped_train_step
+// Before compute reads a gathered unit it waits for the gather's event.
+// CHECK: rt.call @all_gather(%arg0, %arg3,
+// CHECK-NEXT: %[[E:.*]] = rt.event_create
+// CHECK-NEXT: rt.event_record %arg0, %[[E]] on %arg3
+// CHECK: rt.stream_wait %arg0, %arg2 waits %[[E]]
+// CHECK: rt.call @linear_forward(%arg0, %arg2,
+
+// HYBRID: rt.call @reduce_scatter(%arg0, %arg4, %arg5,
+// HYBRID: rt.call @all_reduce(%arg0, %arg4, %arg6, %c0_i32, %c0_i32,
+
+// DDP-NOT: @all_gather
+// DDP: rt.call @scale_forward(%arg0, %arg4,
+// DDP: rt.call @all_reduce(%arg0, %arg4, %arg6,

@@ -1,0 +1,38 @@
+// RUN: fsdp-opt %s --convert-rt-to-llvm | FileCheck %s
+
+// CHECK-DAG: llvm.func @fsdprt_buffer_alloc_at(i64, i64, i64, !llvm.ptr) -> i32
+// CHECK-DAG: llvm.func @fsdprt_scale_forward(i64, i64, i32, i64, i64, i64, i64, i64, f64) -> i32
+// CHECK-DAG: llvm.func @fsdprt_reduce_forward(i64, i64, i32, i32, i64, i64, i32, !llvm.ptr, i32, !llvm.ptr, i64, i64) -> i32
+// CHECK-DAG: llvm.mlir.global private constant @step_constant_0(dense<[0, 1, 2, 3]> : tensor<4xi64>) {{.*}} : !llvm.array<4 x i64>
+
+// CHECK-LABEL: llvm.func @step(%arg0: i64, %arg1: i64, %arg2: i64, %arg3: i64) -> i32
+// The out-parameter of alloc_at, then every call checked.
+// CHECK: %[[SLOT:.*]] = llvm.alloca
+// CHECK: %[[S0:.*]] = llvm.call @fsdprt_buffer_alloc_at(%arg0, %{{.*}}, %{{.*}}, %[[SLOT]])
+// CHECK: %[[OK0:.*]] = llvm.icmp "eq" %[[S0]], %{{.*}} : i32
+// CHECK: llvm.cond_br %[[OK0]], ^bb1, ^[[FAIL:bb[0-9]+]](%[[S0]] : i32)
+// CHECK: ^bb1:
+// CHECK: %[[BUF:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> i64
+// CHECK: llvm.call @fsdprt_copy_from_host(%arg0, %arg2, %arg1, %{{.*}}, %{{.*}}, %{{.*}}) : (i64, i64, i64, i64, !llvm.ptr, i64) -> i32
+// CHECK: llvm.call @fsdprt_scale_forward(%arg0, %arg2, %{{.*}}, %arg1, %{{.*}}, %[[BUF]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: llvm.store
+// CHECK: llvm.call @fsdprt_reduce_forward(
+// CHECK: llvm.call @fsdprt_buffer_free(%arg0, %arg2, %[[BUF]])
+// CHECK: llvm.return %{{.*}} : i32
+// CHECK: ^[[FAIL]](%[[STATUS:.*]]: i32):
+// CHECK-NEXT: llvm.return %[[STATUS]] : i32
+func.func @step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.stream, %n: i64) {
+  %b = rt.alloc_at %ctx offset 128 bytes 64 : !rt.buffer
+  rt.copy_constant dense<[0, 1, 2, 3]> : tensor<4xi64> to %p[64] on %ctx, %s
+  %f32 = arith.constant 0 : i32
+  %c0 = arith.constant 0 : i64
+  %c4 = arith.constant 4 : i64
+  %half = arith.constant 0.5 : f64
+  rt.call @scale_forward(%ctx, %s, %f32, %p, %c0, %b, %c0, %c4, %half) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, !rt.buffer, i64, i64, f64) -> ()
+  %shape = rt.array %c4 : i64
+  %dims = rt.array %c0 : i64
+  %r1 = arith.constant 1 : i32
+  rt.call @reduce_forward(%ctx, %s, %f32, %f32, %b, %c0, %r1, %shape, %r1, %dims, %p, %c0) : (!rt.context, !rt.stream, i32, i32, !rt.buffer, i64, i32, !rt.array, i32, !rt.array, !rt.buffer, i64) -> ()
+  rt.free %ctx, %s, %b
+  return
+}
