@@ -389,6 +389,11 @@ public:
       return;
     cpu::scale(threads_, dt, grad, grad, n, coef);
   }
+  void clipCoefficient(const float *totalSq, float *norm, float *coef,
+                       double maxNorm) override {
+    *norm = std::sqrt(*totalSq);
+    *coef = std::min(1.0f, static_cast<float>(maxNorm) / (*norm + 1e-6f));
+  }
 
 private:
   int threads_;

@@ -739,6 +739,10 @@ public:
                 double maxNorm) override {
     run([&](Exec &e) { cuda::clipGrad(e.s, dt, grad, n, totalSq, maxNorm); });
   }
+  void clipCoefficient(const float *totalSq, float *norm, float *coef,
+                       double maxNorm) override {
+    run([&](Exec &e) { cuda::clipCoefficient(e.s, totalSq, norm, coef, maxNorm); });
+  }
 
 private:
   struct HeadView {

@@ -647,6 +647,16 @@ __global__ void clipKernel(typename S::T *grad, int64_t n, const float *totalSq,
   FSDPRT_GRID_STRIDE(i, n) { grad[i] = S::store(coef * S::load(grad[i])); }
 }
 
+__global__ void clipCoefficientKernel(const float *totalSq, float *norm,
+                                      float *coef, float maxNorm) {
+  FSDPRT_GRID_STRIDE(i, 1) {
+    (void)i; // one thread's worth of work
+    *norm = std::sqrt(*totalSq);
+    float c = maxNorm / (*norm + 1e-6f);
+    *coef = c < 1.0f ? c : 1.0f;
+  }
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1113,6 +1123,12 @@ void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
     FSDPRT_LAUNCH(clipKernel<S>, n, s, static_cast<typename S::T *>(grad), n,
                   totalSq, static_cast<float>(maxNorm));
   });
+}
+
+void clipCoefficient(Stream s, const float *totalSq, float *norm, float *coef,
+                     double maxNorm) {
+  FSDPRT_LAUNCH(clipCoefficientKernel, 1, s, totalSq, norm, coef,
+                static_cast<float>(maxNorm));
 }
 
 } // namespace cuda

@@ -182,6 +182,8 @@ void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
                 bool accumulate);
 void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
               double maxNorm);
+void clipCoefficient(Stream s, const float *totalSq, float *norm, float *coef,
+                     double maxNorm);
 
 } // namespace cuda
 } // namespace rt

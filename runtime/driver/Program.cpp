@@ -378,6 +378,15 @@ void parseLoss(const json &root, Program &prog) {
   prog.lossDtype = getString(loss, "loss", "dtype");
   checkExtent(prog.lossOffset, dtypeBytes(prog.lossDtype, "loss.dtype"),
               prog.persistentBytes, "loss.offset");
+  // Optional: steps that clip gradients also return the total norm (f32).
+  if (!root.contains("grad_norm"))
+    return;
+  const json &norm = root["grad_norm"];
+  if (!norm.is_object())
+    fail("grad_norm", "expected an object {\"offset\"}");
+  prog.gradNormOffset = getInt(norm, "grad_norm", "offset");
+  checkExtent(prog.gradNormOffset, 4, prog.persistentBytes,
+              "grad_norm.offset");
 }
 
 } // namespace

@@ -91,6 +91,7 @@ struct Program {
   std::vector<InputInfo> inputs;
   int64_t lossOffset = 0;      // one f32: this rank's loss (mean over its micro-batches)
   std::string lossDtype = "f32";
+  int64_t gradNormOffset = -1; // one f32 when the step clips gradients, else -1
 
   /// Batch per rank per micro-batch (leading dim of the inputs).
   int64_t batchPerRank() const;

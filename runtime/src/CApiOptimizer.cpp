@@ -121,4 +121,21 @@ int32_t fsdprt_clip_grad(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
+int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total_sq,
+                                int64_t total_sq_off, int64_t norm,
+                                int64_t norm_off, int64_t coef,
+                                int64_t coef_off, double max_norm) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, "clip_coefficient");
+    if (!(max_norm > 0) || !std::isfinite(max_norm))
+      fail(Status::InvalidArgument, "max_norm must be positive and finite");
+    auto *ps = static_cast<const float *>(
+        l.operand(total_sq, total_sq_off, 1, DType::F32, "total_sq"));
+    auto *pn = static_cast<float *>(l.operand(norm, norm_off, 1, DType::F32, "norm"));
+    auto *pc = static_cast<float *>(l.operand(coef, coef_off, 1, DType::F32, "coef"));
+    Backend &be = l.backend();
+    l.enqueue([=, &be] { be.clipCoefficient(ps, pn, pc, max_norm); });
+  });
+}
+
 } // extern "C"

@@ -142,6 +142,20 @@ TEST_P(OptimizerConformance, GradNormAccumulatesShardsAndClipScales) {
   EXPECT_EQ(dev.download(c, 1)[0], 0.3f);
 }
 
+TEST_P(OptimizerConformance, ClipCoefficientIsTorchsClampedRatio) {
+  Device dev(GetParam());
+  // Sum of squares 25: norm 5, coefficient 2 / (5 + 1e-6); 0.09: clamped to 1.
+  int64_t sq = dev.upload(std::vector<float>{25.0f, 0.09f});
+  int64_t out = dev.upload(std::vector<float>{0, 0, 0, 0});
+  RT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4, 2.0));
+  RT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 4, out, 8, out, 12, 2.0));
+  EXPECT_EQ(dev.download(out, 4),
+            (std::vector<float>{5.0f, 2.0f / (5.0f + 1e-6f), std::sqrt(0.09f), 1.0f}));
+  EXPECT_EQ(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4,
+                                    0.0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+}
+
 FSDPRT_INSTANTIATE_CONFORMANCE(OptimizerConformance);
 
 } // namespace

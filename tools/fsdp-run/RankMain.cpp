@@ -240,6 +240,14 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
     m.tokensPerS = double(data.tokensPerStep()) / seconds;
     m.peakBytes = reduced.peak;
     m.commExposedS = waitedAfter - waitedBefore;
+    if (p.gradNormOffset >= 0) {
+      float norm = 0;
+      check(fsdprt_copy_to_host(rt.ctx, compute, &norm, rt.persistent,
+                                p.gradNormOffset, 4),
+            "reading the gradient norm");
+      check(fsdprt_stream_synchronize(rt.ctx, compute), "reading the norm");
+      m.gradNorm = norm;
+    }
     if (rank == 0) {
       if (!o.quiet)
         std::cout << driver::formatProgressLine(m, o.steps) << std::endl;

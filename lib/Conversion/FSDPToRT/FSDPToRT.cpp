@@ -30,11 +30,12 @@ static int64_t storageBytes(Value v) {
          llvm::divideCeil(type.getElementTypeBitWidth(), 8);
 }
 
-/// The value returned as the loss.
-static Value lossValue(func::FuncOp step) {
+/// The value returned with result attribute `name` (the loss, the
+/// gradient norm), or null.
+Value fsdp::returnedValue(func::FuncOp step, StringRef name) {
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   for (unsigned i = 0; i < step.getNumResults(); ++i)
-    if (step.getResultAttr(i, kLossResult))
+    if (step.getResultAttr(i, name))
       return ret.getOperand(i);
   return {};
 }
@@ -52,11 +53,14 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   for (Operation &op : body)
     if (isa<arith::ConstantOp>(op) && !isStorageFree(&op))
       place(op.getResult(0));
-  Value loss = lossValue(step);
+  Value loss = returnedValue(step, kLossResult);
   if (!loss || !loss.getDefiningOp() || isStorageFree(loss.getDefiningOp()))
     return step.emitOpError("has no loss computed by the step to return"),
            failure();
   place(loss);
+  Value gradNorm = returnedValue(step, kGradNormResult);
+  if (gradNorm)
+    place(gradNorm);
 
   // Every returned value must be the loss, the step count, or an in-place
   // update of an argument: the runner reads nothing else.
@@ -65,7 +69,7 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
     Value root = value;
     while (Value source = aliasSource(root))
       root = source;
-    bool ok = value == loss || isa<BlockArgument>(root) ||
+    bool ok = value == loss || value == gradNorm || isa<BlockArgument>(root) ||
               (value.getDefiningOp() && isStorageFree(value.getDefiningOp()));
     if (!ok)
       return ret.emitOpError("result #")

@@ -46,6 +46,7 @@ static int32_t geluKind(nn::GeluApproximation a) {
 namespace {
 /// Builds the operand list of one call: tensors as (buffer, offset).
 struct Args {
+  explicit Args(StepLowering &l) : l(l) {}
   StepLowering &l;
   SmallVector<Value> values;
   Args &t(Value tensor) {
@@ -452,6 +453,42 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
             .f64(o.getDampening().convertToDouble())
             .f64(o.getWeightDecay().convertToDouble()).i32(o.getNesterov())
             .call("sgd_step");
+        return success();
+      })
+      .Case([&](ClipGradNormOp o) {
+        Args{*this}.t(o.getSumOfSquares()).t(o.getNorm()).t(o.getCoefficient())
+            .f64(o.getMaxNorm().convertToDouble()).call("clip_coefficient");
+        return success();
+      })
+      .Case([&](AllReduceOp o) -> LogicalResult {
+        MeshAttr mesh = o.getMesh();
+        bool replicate = o.getGroup() == MeshGroup::replicate ||
+                         (o.getGroup() == MeshGroup::world && mesh.getShard() == 1);
+        if (o.getGroup() == MeshGroup::world && mesh.getRank() == 2 &&
+            mesh.getShard() > 1 && mesh.getReplicate() > 1)
+          return o.emitOpError("over the whole 2-D mesh has no runtime "
+                               "lowering yet (the step gets the shard and "
+                               "replicate communicators)");
+        int32_t dtype = dtypeOf(o.getInput());
+        int64_t n = numel(o.getInput());
+        auto scale = [&](Value from, double factor) {
+          Args{*this}.i32(dtype).t(from).t(o.getResult()).i64(n).f64(factor)
+              .call("scale_forward");
+        };
+        double pre = o.getPreDivide().convertToDouble();
+        double post = o.getPostDivide().convertToDouble();
+        Value src = o.getInput();
+        if (pre != 1.0) {
+          scale(src, 1.0 / pre);
+          src = o.getResult();
+        }
+        int32_t kind = o.getReduce() == ReduceKind::avg   ? FSDPRT_COMM_AVG
+                       : o.getReduce() == ReduceKind::max ? FSDPRT_COMM_MAX
+                                                          : FSDPRT_COMM_SUM;
+        Args{*this}.value(comm(replicate)).i32(dtype).i32(kind).t(src)
+            .t(o.getResult()).i64(n).call("all_reduce");
+        if (post != 1.0)
+          scale(o.getResult(), 1.0 / post);
         return success();
       })
       .Default([&](Operation *o) {

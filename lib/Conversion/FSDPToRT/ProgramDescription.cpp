@@ -161,11 +161,8 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     else if (isa<SGDStepOp>(op))
       optimizer = "sgd";
   });
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  Value loss;
-  for (unsigned i = 0; i < step.getNumResults(); ++i)
-    if (step.getResultAttr(i, kLossResult))
-      loss = ret.getOperand(i);
+  Value loss = returnedValue(step, kLossResult);
+  Value gradNorm = returnedValue(step, kGradNormResult);
   auto microBatches = step->getAttrOfType<IntegerAttr>("fsdp.micro_batches");
 
   llvm::json::Object program{
@@ -190,6 +187,8 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
            {"offset", offsetOf(loss)},
            {"dtype",
             typeName(cast<RankedTensorType>(loss.getType()).getElementType())}}}};
+  if (gradNorm)
+    program["grad_norm"] = llvm::json::Object{{"offset", offsetOf(gradNorm)}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(program));

@@ -123,6 +123,9 @@ void forEachStorageUse(Block &body, function_ref<void(Operation *, Value)> fn);
 /// step counter.
 bool isStorageFree(Operation *op);
 
+/// The value the step returns with result attribute `name`, or null.
+Value returnedValue(func::FuncOp step, StringRef name);
+
 /// fsdprt dtype code of an element type, or -1.
 int32_t dtypeCode(Type elementType);
 

@@ -215,6 +215,10 @@ public:
                           bool accumulate) = 0;
   virtual void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,
                         double maxNorm) = 0;
+  /// norm = sqrt(totalSq); coef = min(1, maxNorm / (norm + 1e-6)), in f32
+  /// as torch.nn.utils.clip_grad_norm_ computes them.
+  virtual void clipCoefficient(const float *totalSq, float *norm, float *coef,
+                               double maxNorm) = 0;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(int numThreads)>;

@@ -408,6 +408,12 @@ int32_t fsdprt_clip_grad(int64_t ctx, int64_t stream, int32_t dtype,
                          int64_t grad, int64_t grad_off, int64_t numel,
                          int64_t total_sq, int64_t total_sq_off,
                          double max_norm);
+/* norm = sqrt(total_sq), coef = min(1, max_norm / (norm + 1e-6)): one f32  */
+/* each, as torch.nn.utils.clip_grad_norm_ computes them.                   */
+int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total_sq,
+                                int64_t total_sq_off, int64_t norm,
+                                int64_t norm_off, int64_t coef,
+                                int64_t coef_off, double max_norm);
 
 /* ---- Checkpoints (safetensors) ------------------------------------------*/
 int32_t fsdprt_ckpt_writer_create(const char *path, int64_t *out_writer);
