@@ -1,0 +1,264 @@
+"""Shared fixtures of the end-to-end fsdp-run tests (test/Run).
+
+The tools come from FSDP_OPT / FSDP_RUN (set by CTest) and default to
+<repo>/build/bin. Everything here runs the real binaries: `fsdp` compiles an
+example with --fsdp-pipeline, runs it with fsdp-run and reads back metrics,
+checkpoints and the program description. Compiled programs and finished runs
+are cached for the whole session (in tmp_path_factory), so the parity, bf16
+and delay tests share their reference runs.
+"""
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "examples"
+MODELS = ("mlp", "nested_wrapped", "gpt2")
+
+# Variables of a launch that must not leak from the caller's environment
+# into runs of the tests (a test under torchrun, or a shell with a delay set).
+_SCRUBBED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+             "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS",
+             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",
+             "SLURM_NTASKS", "FSDPRT_DELAY_ALLGATHER_MS",
+             "FSDPRT_DELAY_REDUCE_SCATTER_MS", "FSDPRT_DELAY_FREE_MS",
+             "FSDPRT_DELAY_OPTIMIZER_MS")
+DELAY_ENV = {"FSDPRT_DELAY_ALLGATHER_MS": "2",
+             "FSDPRT_DELAY_REDUCE_SCATTER_MS": "2",
+             "FSDPRT_DELAY_FREE_MS": "2",
+             "FSDPRT_DELAY_OPTIMIZER_MS": "2"}
+
+
+def _tool(env_var, name):
+    path = Path(os.environ.get(env_var) or REPO_ROOT / "build" / "bin" / name)
+    # The binaries may briefly disappear while they are being relinked.
+    deadline = time.monotonic() + 120
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(2)
+    if not path.exists():
+        pytest.fail(f"{name} not found at {path} (set {env_var})")
+    return path
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.setdefault("FSDP_RUN_GRACE_SECONDS", "5")
+    env.update(extra or {})
+    return env
+
+
+def _mlir_unescape(s):
+    """An MLIR string attribute's body: `\\\\` is a backslash, `\\XX` hex."""
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\":
+            if s[i + 1] == "\\":
+                out.append("\\")
+                i += 2
+            else:
+                out.append(chr(int(s[i + 1:i + 3], 16)))
+                i += 3
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def program_info(path):
+    """The `fsdp.program` JSON of a lowered module."""
+    text = Path(path).read_text()
+    m = re.search(r'fsdp\.program = "((?:[^"\\]|\\.)*)"', text)
+    assert m, f"{path} has no fsdp.program attribute"
+    return json.loads(_mlir_unescape(m.group(1)))
+
+
+def model_parameters(model):
+    """{dotted name: shape} of the fsdp.param ops of examples/<model>.mlir,
+    read from the source: a module's name is pushed on its `{`; the root
+    module's name is not part of a parameter's name."""
+    stack, params = [], {}
+    for line in (EXAMPLES / f"{model}.mlir").read_text().splitlines():
+        code = line.split("//", 1)[0]
+        p = re.search(r'fsdp\.param @"?([^"\s:]+)"?\s*:\s*tensor<([^>]*)>', code)
+        if p:
+            modules = [n for n in stack if n is not None][1:]
+            dims = p.group(2).split("x")[:-1]
+            params[".".join(modules + [p.group(1)])] = tuple(int(d) for d in dims)
+        m = re.search(r'fsdp\.module @"?([^"\s]+?)"?\s', code)
+        first = True
+        for ch in code:
+            if ch == "{":
+                stack.append(m.group(1) if m and first else None)
+                first = False
+            elif ch == "}":
+                stack.pop()
+    return params
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_full(path):
+    from safetensors.numpy import load_file
+    return load_file(str(path))
+
+
+class RunResult:
+    def __init__(self, proc, metrics, save_dir, cmd):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.metrics = metrics
+        self.save_dir = save_dir
+        self.cmd = cmd
+
+    @property
+    def losses(self):
+        return [m["loss"] for m in self.metrics]
+
+    def checkpoint(self, step):
+        return Path(self.save_dir) / f"step-{step}.safetensors"
+
+    def params(self, step):
+        """The parameters (not the optimizer state) of a full checkpoint."""
+        return {k: v for k, v in load_full(self.checkpoint(step)).items()
+                if not k.startswith("optim.")}
+
+
+class Fsdp:
+    """Compiles and runs programs, caching both for the session."""
+
+    def __init__(self, opt, run, workdir):
+        self.opt, self.run_tool, self.workdir = opt, run, Path(workdir)
+        self._compiled = {}
+        self._runs = {}
+
+    # -- compiling ---------------------------------------------------------
+    def options(self, model, world_size, strategy="full-shard",
+                backward_prefetch="pre", forward_prefetch=False,
+                optimizer="adamw", grad_accum=1, param_dtype=None,
+                shard_group_size=None, lr=None):
+        opts = [f"world-size={world_size}", f"sharding-strategy={strategy}",
+                f"backward-prefetch={backward_prefetch}",
+                f"forward-prefetch={'true' if forward_prefetch else 'false'}",
+                f"optimizer={optimizer}"]
+        if optimizer == "sgd":
+            opts.append("momentum=0.9")
+        if strategy == "hybrid-shard":
+            opts.append(f"shard-group-size={shard_group_size or 2}")
+        if grad_accum != 1:
+            opts.append(f"grad-accum-steps={grad_accum}")
+        if param_dtype:
+            opts.append(f"param-dtype={param_dtype}")
+        if lr is not None:
+            opts.append(f"lr={lr!r}")
+        if model == "gpt2":
+            opts += ["auto-wrap-policy=module-kind", "wrap-kinds=Block"]
+        return opts + ["lower=true"]
+
+    def compile(self, model, **kw):
+        opts = " ".join(self.options(model, **kw))
+        if opts in self._compiled.get(model, {}):
+            return self._compiled[model][opts]
+        digest = hashlib.sha1(f"{model} {opts}".encode()).hexdigest()[:12]
+        out = self.workdir / "programs" / f"{model}-{digest}.mlir"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [str(self.opt), str(EXAMPLES / f"{model}.mlir"),
+               f"--fsdp-pipeline={opts}", "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+        self._compiled.setdefault(model, {})[opts] = out
+        return out
+
+    def reference(self, model, ranks, optimizer, **kw):
+        """The 1-rank no-shard program seeing the same global batch as
+        `ranks` ranks: one micro-batch per rank."""
+        return self.compile(model, world_size=1, strategy="no-shard",
+                            optimizer=optimizer, grad_accum=ranks, **kw)
+
+    # -- running -----------------------------------------------------------
+    def run(self, program, nproc=None, steps=5, save_format="full",
+            save=True, save_every=None, load=None, seed=None, env=None,
+            extra_args=(), check=True, timeout=600, cache=False):
+        key = (str(program), nproc, steps, save_format, save, save_every,
+               str(load), seed, tuple(sorted((env or {}).items())),
+               tuple(extra_args))
+        if cache and key in self._runs:
+            return self._runs[key]
+        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+        rundir = self.workdir / "runs" / digest
+        n = 0
+        while rundir.exists():  # uncached repeats get their own directory
+            n += 1
+            rundir = self.workdir / "runs" / f"{digest}-{n}"
+        rundir.mkdir(parents=True)
+        metrics = rundir / "metrics.jsonl"
+        cmd = [str(self.run_tool), str(program), "--steps", str(steps),
+               "--metrics", str(metrics), "--quiet"]
+        if nproc is not None:
+            cmd += ["--nproc", str(nproc)]
+        save_dir = rundir / "ckpt" if save else None
+        if save:
+            cmd += ["--save", str(save_dir), "--save-format", save_format]
+        if save_every:
+            cmd += ["--save-every", str(save_every)]
+        if load:
+            cmd += ["--load", str(load)]
+        if seed is not None:
+            cmd += ["--seed", str(seed)]
+        cmd += list(extra_args)
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=timeout, env=clean_env(env))
+        result = RunResult(proc, read_metrics(metrics)
+                           if metrics.exists() else [], save_dir, cmd)
+        if check:
+            assert proc.returncode == 0, (
+                f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr}")
+        if cache:
+            self._runs[key] = result
+        return result
+
+
+# Lines that tests want in the report (the memory table): printed in the
+# terminal summary, so they show without -s too.
+_REPORT_LINES = []
+
+
+@pytest.fixture(scope="session")
+def report_lines():
+    return _REPORT_LINES
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _REPORT_LINES:
+        terminalreporter.section("fsdp-run report")
+        for line in _REPORT_LINES:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def fsdp_opt():
+    return _tool("FSDP_OPT", "fsdp-opt")
+
+
+@pytest.fixture(scope="session")
+def fsdp_run():
+    return _tool("FSDP_RUN", "fsdp-run")
+
+
+@pytest.fixture(scope="session")
+def fsdp(fsdp_opt, fsdp_run, tmp_path_factory):
+    return Fsdp(fsdp_opt, fsdp_run, tmp_path_factory.mktemp("fsdp"))

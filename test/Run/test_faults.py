@@ -1,0 +1,164 @@
+"""Failures of a job, and launching without --nproc.
+
+A rank killed mid-run brings the whole job down promptly with the rank named;
+misuse (an unlowered program, a rank count or batch size contradicting the
+compiled program) is refused with a clear message; and ranks started by
+hand with torchrun's environment train exactly like `--nproc`.
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, clean_env, read_metrics
+
+RANKS = 2
+
+
+@pytest.fixture(scope="module")
+def gpt2_2(fsdp):
+    return fsdp.compile("gpt2", world_size=RANKS, strategy="full-shard",
+                        optimizer="adamw")
+
+
+def _children(pid):
+    """Pids whose parent is `pid` (from /proc, no psutil needed)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may contain spaces.
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def _environ(pid):
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(e.split("=", 1) for e in raw.decode(errors="replace")
+                .split("\0") if "=" in e)
+
+
+def _kill_all(launcher, pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if launcher.poll() is None:
+        launcher.kill()
+    launcher.wait()
+
+
+def test_killed_rank_stops_the_job(fsdp, gpt2_2, tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    cmd = [str(fsdp.run_tool), str(gpt2_2), "--nproc", str(RANKS),
+           "--steps", "100000", "--metrics", str(metrics), "--quiet"]
+    launcher = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env({"FSDP_RUN_GRACE_SECONDS": "5"}))
+    ranks = {}
+    try:
+        deadline = time.monotonic() + 60
+        # Wait until both ranks exist and training is under way.
+        while time.monotonic() < deadline:
+            assert launcher.poll() is None, launcher.communicate()
+            ranks = {_environ(p).get("RANK"): p for p in _children(launcher.pid)}
+            if {"0", "1"} <= set(ranks) and metrics.exists() and \
+                    metrics.read_bytes().count(b"\n") >= 3:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the job did not start training within 60 s")
+        os.kill(ranks["1"], signal.SIGKILL)
+        killed = time.monotonic()
+        _, stderr = launcher.communicate(timeout=30)
+        elapsed = time.monotonic() - killed
+    finally:
+        _kill_all(launcher, ranks.values())
+    print(f"\nlauncher exited {launcher.returncode} {elapsed:.1f} s after the "
+          f"kill:\n{stderr}")
+    assert launcher.returncode != 0
+    assert elapsed < 30
+    assert f"rank 1 (pid {ranks['1']})" in stderr, stderr
+    assert "signal 9" in stderr, stderr
+    # Rank 0 is gone too (stopped by the launcher, not left behind).
+    assert not Path(f"/proc/{ranks['0']}").exists() or \
+        "zombie" in Path(f"/proc/{ranks['0']}/status").read_text()
+
+
+def _run(fsdp, args, env=None):
+    return subprocess.run([str(fsdp.run_tool)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=120,
+                          env=clean_env(env))
+
+
+def test_unlowered_input(fsdp):
+    proc = _run(fsdp, [EXAMPLES / "mlp.mlir", "--steps", "1", "--quiet"])
+    assert proc.returncode != 0
+    assert "needs a lowered program" in proc.stderr, proc.stderr
+
+
+def test_nproc_contradicts_world_size(fsdp, gpt2_2):
+    proc = _run(fsdp, [gpt2_2, "--nproc", "3", "--steps", "1", "--quiet"])
+    assert proc.returncode != 0
+    assert "--nproc 3" in proc.stderr and "world-size=2" in proc.stderr, \
+        proc.stderr
+
+
+def test_wrong_batch_size(fsdp, gpt2_2):
+    # gpt2: 4 sequences per rank x 2 ranks x 1 micro-batch = 8.
+    proc = _run(fsdp, [gpt2_2, "--nproc", "2", "--steps", "1", "--quiet",
+                       "--batch-size", "6"])
+    assert proc.returncode != 0
+    assert "--batch-size 6 contradicts" in proc.stderr, proc.stderr
+    assert "= 8" in proc.stderr, proc.stderr
+    ok = _run(fsdp, [gpt2_2, "--nproc", "2", "--steps", "1", "--quiet",
+                     "--batch-size", "8"])
+    assert ok.returncode == 0, ok.stderr
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path):
+    steps = 3
+    reference = fsdp.run(gpt2_2, nproc=RANKS, steps=steps, save=False)
+    port = _free_port()
+    procs = []
+    for rank in range(RANKS):
+        env = clean_env({"RANK": str(rank), "LOCAL_RANK": str(rank),
+                         "WORLD_SIZE": str(RANKS),
+                         "LOCAL_WORLD_SIZE": str(RANKS),
+                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        cmd = [str(fsdp.run_tool), str(gpt2_2), "--steps", str(steps),
+               "--quiet", "--metrics", str(tmp_path / f"m{rank}.jsonl")]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    losses = [m["loss"] for m in read_metrics(tmp_path / "m0.jsonl")]
+    assert losses == reference.losses
+    assert not (tmp_path / "m1.jsonl").exists()  # rank 0 writes the metrics
