@@ -1,5 +1,6 @@
 //===- ElementwiseTest.cpp - add/sub/mul, scale, activations --------------===//
 #include "TestUtil.h"
+#include "fsdp/rt/math/Activation.h"
 
 #include <cmath>
 
@@ -149,6 +150,21 @@ TEST_P(ElementwiseConformance, ActivationsForwardAndBackward) {
     expectClose(dev.download(by, n), ref(in), "y");
     expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
   }
+}
+
+// GELU (tanh) uses a rational tanh: it must stay within a few float ulps of
+// tanh over the whole float range, including the clamp and tiny inputs.
+TEST(TanhRational, WithinFourTenthsOfAMicroOfTanh) {
+  double worst = 0;
+  for (double v = -20; v <= 20; v += 1e-4) {
+    float x = static_cast<float>(v);
+    worst = std::max(worst, std::fabs(double(tanhRational(x)) -
+                                      std::tanh(double(x))));
+  }
+  EXPECT_LT(worst, 4e-7);
+  EXPECT_FLOAT_EQ(tanhRational(1e-20f), 1e-20f);
+  EXPECT_EQ(tanhRational(0.0f), 0.0f);
+  EXPECT_EQ(tanhRational(-1e4f), -tanhRational(1e4f));
 }
 
 FSDPRT_INSTANTIATE_CONFORMANCE(ElementwiseConformance);

@@ -205,8 +205,11 @@ LogicalResult StepLowering::run() {
   eventInsertPoint = b.saveInsertionPoint();
   stepPlusOne = arith::AddIOp::create(b, loc, entry->getArgument(7), i64(1));
 
-  for (auto [i, op] : llvm::enumerate(body))
-    index[&op] = i;
+  SmallVector<Operation *> ops;
+  for (Operation &op : body) {
+    index[&op] = ops.size();
+    ops.push_back(&op);
+  }
   for (auto [value, offset] : layout.persistentOffset)
     refs[value] = {persistent, offset};
 
@@ -224,11 +227,7 @@ LogicalResult StepLowering::run() {
   // free must wait for (recorded right after those uses).
   llvm::DenseSet<int64_t> recordAfterOp;
   for (auto &[root, u] : uses) {
-    Operation *lastOp = nullptr;
-    for (Operation &op : body)
-      if (index[&op] == u.last)
-        lastOp = &op;
-    int freeStream = stepOf(lastOp);
+    int freeStream = stepOf(ops[u.last]);
     freesAfter[u.last].push_back(root);
     for (auto [s, i] : u.lastOnStream)
       if (s != freeStream)
@@ -279,6 +278,7 @@ LogicalResult StepLowering::run() {
       continue;
     }
     current = streamOf(&op);
+    loc = op.getLoc();
     // Place what this op defines (an unshard places its gathered buffer).
     SmallVector<Value> defined(op.getResults());
     if (auto unshard = dyn_cast<UnshardOp>(op))
@@ -327,7 +327,6 @@ LogicalResult StepLowering::run() {
 }
 
 LogicalResult StepLowering::emitOp(Operation *op) {
-  Location opLoc = op->getLoc();
   if (auto unshard = dyn_cast<UnshardOp>(op)) {
     Value full = cast<WaitOp>(*unshard->getUsers().begin()).getResult();
     auto type = cast<RankedTensorType>(full.getType());
@@ -338,18 +337,11 @@ LogicalResult StepLowering::emitOp(Operation *op) {
     call("all_gather", args);
     return success();
   }
-  if (auto wait = dyn_cast<WaitOp>(op)) {
-    // The gathered buffer was placed at the unshard; compute waits for it.
-    Value token = wait.getToken();
-    auto it = producedEvent.find(token);
-    if (it != producedEvent.end() &&
-        waited.insert({int(StreamKind::Compute), it->second}).second)
-      rt::StreamWaitOp::create(b, opLoc, ctx, stream(StreamKind::Compute),
-                               it->second);
+  // A wait is where compute waits for the gather's event (as for any
+  // operand produced on another stream); the buffer was placed at the
+  // unshard. A reshard is the gathered buffer's last use: its free follows.
+  if (isa<WaitOp, ReshardOp, func::ReturnOp>(op))
     return success();
-  }
-  if (isa<ReshardOp, func::ReturnOp>(op))
-    return success(); // the free follows the buffer's last use
   if (auto reduce = dyn_cast<ReduceGradsOp>(op)) {
     MeshAttr mesh = reduce.getMesh();
     auto type = cast<RankedTensorType>(reduce.getGrad().getType());
