@@ -55,7 +55,11 @@ cases = ET.parse(path).getroot().iter("testcase")
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 failed = []
 for c in cases:
-    status = c.get("status", "run")
+    status = c.get("status")
+    if status is None:  # pytest's JUnit: failure / error / skipped children
+        status = ("fail" if c.find("failure") is not None
+                  or c.find("error") is not None else
+                  "notrun" if c.find("skipped") is not None else "run")
     if status == "fail":
         failed.append(c.get("name"))
         counts["failed"] += 1
@@ -78,9 +82,28 @@ echo "== communicator tests (NCCL cases need GPUs)"
 ctest --test-dir "$BUILD_DIR" -L comm --output-on-failure \
   --output-junit "$BUILD_DIR/comm-tests.xml" || status=1
 
+# End to end: the fsdp-run parity slice (test/Run/test_parity.py; the whole
+# matrix with FSDP_PARITY_FULL=1) on --backend cuda, one GPU per rank, when
+# MLIR 22 is installed to build the compiler (FULL_BUILD_DIR, default
+# build-gpu-full).
+parity_xml="$BUILD_DIR/parity-tests.xml"
+if [ -d /usr/lib/llvm-22/lib/cmake/mlir ]; then
+  echo "== fsdp-run parity on --backend cuda"
+  FULL_BUILD_DIR=${FULL_BUILD_DIR:-build-gpu-full}
+  BUILD_DIR="$FULL_BUILD_DIR" scripts/build.sh >/dev/null
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l || echo 0)
+  FSDP_RUN_BACKEND=cuda FSDP_RUN_MAX_RANKS="$gpus" \
+    FSDP_OPT="$FULL_BUILD_DIR/bin/fsdp-opt" FSDP_RUN="$FULL_BUILD_DIR/bin/fsdp-run" \
+    python3 -m pytest -q test/Run/test_parity.py -p no:cacheprovider \
+      --junitxml="$parity_xml" || status=1
+else
+  echo "== fsdp-run parity skipped: MLIR 22 is not installed (scripts/setup.sh)"
+fi
+
 echo "== summary"
 summary requires-gpu "$BUILD_DIR/gpu-tests.xml"
 summary comm "$BUILD_DIR/comm-tests.xml"
+[ -f "$parity_xml" ] && summary fsdp-run-cuda "$parity_xml"
 ran=$(python3 - "$BUILD_DIR/gpu-tests.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 print(sum(1 for c in ET.parse(sys.argv[1]).getroot().iter("testcase")

@@ -202,7 +202,8 @@ class Fsdp:
         rundir.mkdir(parents=True)
         metrics = rundir / "metrics.jsonl"
         cmd = [str(self.run_tool), str(program), "--steps", str(steps),
-               "--metrics", str(metrics), "--quiet"]
+               "--metrics", str(metrics), "--quiet",
+               "--backend", os.environ.get("FSDP_RUN_BACKEND", "cpu")]
         if nproc is not None:
             cmd += ["--nproc", str(nproc)]
         save_dir = rundir / "ckpt" if save else None

@@ -77,6 +77,10 @@ def ci_slice(matrix):
 
 FULL = os.environ.get("FSDP_PARITY_FULL", "") not in ("", "0")
 CONFIGS = full_matrix() if FULL else ci_slice(full_matrix())
+# A GPU machine runs one rank per GPU (scripts/gpu-check.sh sets this).
+MAX_RANKS = int(os.environ.get("FSDP_RUN_MAX_RANKS", "0"))
+if MAX_RANKS:
+    CONFIGS = [c for c in CONFIGS if c[2] <= MAX_RANKS]
 
 
 def config_id(c):
@@ -139,11 +143,24 @@ def _params(configs):
     return out
 
 
+def worst_differences(got, ref):
+    """(max relative loss difference, max per-tensor relative parameter
+    difference) of a run against its reference: the parity table."""
+    loss = max(abs(a - b) / abs(b) for a, b in zip(got.losses, ref.losses))
+    params, refs = got.params(STEPS), ref.params(STEPS)
+    param = max(float(np.max(np.abs(params[n] - refs[n]))) /
+                max(float(np.max(np.abs(refs[n]))), 1e-30) for n in refs)
+    return loss, param
+
+
 @pytest.mark.parametrize("config", _params(CONFIGS))
-def test_parity(fsdp, config):
+def test_parity(fsdp, config, report_lines):
     model, strategy, ranks, bp, fp, opt = config
     got = run_config(fsdp, config)
     ref = reference_run(fsdp, model, ranks, opt)
+    loss, param = worst_differences(got, ref)
+    report_lines.append(f"parity {config_id(config):55s} loss rel {loss:.2e}"
+                        f"  params rel {param:.2e}")
     problems = compare_losses(got.losses, ref.losses)
     problems += compare_params(got.params(STEPS), ref.params(STEPS),
                                atol=PARAM_ATOL[opt])

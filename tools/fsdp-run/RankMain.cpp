@@ -211,7 +211,10 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
     check(fsdprt_trace_enable(rt.ctx, 1), "enabling the trace");
 
   std::vector<std::vector<uint8_t>> inputs;
+  int64_t traceEnd = stepCount + o.traceSteps;
   for (; stepCount < o.steps; ++stepCount) {
+    if (!o.trace.empty() && stepCount == traceEnd)
+      check(fsdprt_trace_enable(rt.ctx, 0), "ending the trace");
     data.fill(stepCount, rank, launch.worldSize, inputs);
     for (size_t i = 0; i < inputs.size(); ++i)
       check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent,

@@ -17,6 +17,7 @@ struct RunOptions {
   uint64_t seed = 0;
   std::string load, save, saveFormat = "full", metrics, trace;
   int64_t saveEvery = 0;
+  int64_t traceSteps = 5; // steps recorded in the trace (from the first)
   std::string backend = "cpu";
   int threads = 0; // per rank; 0: cores / local ranks
   bool quiet = false;

@@ -56,6 +56,9 @@ static cl::opt<std::string> metrics("metrics", cl::cat(category),
                                     cl::desc("Write per-step JSON lines here"));
 static cl::opt<std::string> trace("trace", cl::cat(category),
                                   cl::desc("Write a Chrome/Perfetto trace"));
+static cl::opt<int64_t> traceSteps(
+    "trace-steps", cl::init(5), cl::cat(category),
+    cl::desc("Steps recorded by --trace, from the first (default 5)"));
 static cl::opt<std::string> backend("backend", cl::init("cpu"),
                                     cl::cat(category),
                                     cl::desc("cpu or cuda"));
@@ -125,6 +128,7 @@ int main(int argc, char **argv) {
   options.saveFormat = saveFormat;
   options.metrics = metrics;
   options.trace = trace;
+  options.traceSteps = traceSteps;
   options.backend = backend;
   options.threads = threads;
   options.quiet = quiet;
