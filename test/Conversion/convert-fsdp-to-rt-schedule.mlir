@@ -29,3 +29,12 @@
 // DDP-NOT: @all_gather
 // DDP: rt.call @scale_forward(%arg0, %arg4,
 // DDP: rt.call @all_reduce(%arg0, %arg4, %arg6,
+
+// Gradients written in place into the flat gradient when that does not
+// raise the peak (NestedWrappedModule at 2 ranks): no copies into it.
+// RUN: fsdp-opt %S/../../examples/nested_wrapped.mlir --fsdp-pipeline="world-size=2 optimizer=sgd" --convert-fsdp-to-rt | FileCheck %s --check-prefix=INPLACE
+// INPLACE-LABEL: func.func @nested_wrapped_train_step
+// INPLACE-NOT: rt.call @copy(
+// INPLACE: rt.call @reduce_scatter(
+// INPLACE-NOT: rt.call @copy(
+// INPLACE: return

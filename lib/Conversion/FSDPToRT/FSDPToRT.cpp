@@ -40,6 +40,67 @@ Value fsdp::returnedValue(func::FuncOp step, StringRef name) {
   return {};
 }
 
+/// Gradients that can be computed straight into their unit's flat gradient:
+/// used only by the fsdp.flatten (possibly through single-use reshapes),
+/// owned by an op of the step, of the flat gradient's element type.
+static llvm::DenseMap<Value, std::pair<Value, int64_t>>
+flatGradientSlots(Block &body, const StepLayout &layout) {
+  llvm::DenseMap<Value, std::pair<Value, int64_t>> slots;
+  for (auto flatten : body.getOps<FlattenOp>()) {
+    Type element = flatten.getResult().getType().getElementType();
+    int64_t offset = 0;
+    for (Value input : flatten.getInputs()) {
+      int64_t bytes = storageBytes(input);
+      Value owner = input;
+      bool single = input.hasOneUse();
+      while (Value source = aliasSource(owner)) {
+        single &= source.hasOneUse();
+        owner = source;
+      }
+      Operation *def = owner.getDefiningOp();
+      if (single && def && !isStorageFree(def) &&
+          !isa<arith::ConstantOp>(def) && !layout.persistentOffset.count(owner) &&
+          !slots.count(owner) &&
+          cast<RankedTensorType>(input.getType()).getElementType() == element)
+        slots[owner] = {flatten.getResult(), offset};
+      offset += bytes;
+    }
+  }
+  return slots;
+}
+
+/// Places the transients: owned by an op result (a gathered unit by its
+/// wait, gradients in flat slots by the flat gradient), live from their
+/// definition (the unshard, the first gradient) to their last use.
+static void planTransients(Block &body, StepLayout &layout) {
+  llvm::DenseMap<Operation *, int64_t> index;
+  for (auto [i, op] : llvm::enumerate(body))
+    index[&op] = i;
+  llvm::MapVector<Value, std::pair<int64_t, int64_t>> spans;
+  forEachStorageUse(body, layout, [&](Operation *op, Value root) {
+    if (isa<BlockArgument>(root) || layout.persistentOffset.count(root))
+      return;
+    int64_t i = index[op];
+    auto [it, inserted] = spans.insert({root, {i, i}});
+    if (!inserted) {
+      it->second.first = std::min(it->second.first, i);
+      it->second.second = std::max(it->second.second, i);
+    }
+  });
+  std::vector<Interval> intervals;
+  for (auto &[root, span] : spans)
+    intervals.push_back(
+        {alignToArena(storageBytes(root)), span.first, span.second});
+  Placement plan = placeIntervals(intervals);
+  layout.transients.clear();
+  for (auto [i, entry] : llvm::enumerate(spans))
+    layout.transients[entry.first] = {
+        layout.persistentBytes + plan.offsets[i], intervals[i].bytes,
+        entry.second.first};
+  layout.arenaBytes = layout.persistentBytes + plan.extent;
+  layout.livePeakBytes = layout.persistentBytes + plan.livePeak;
+}
+
 static FailureOr<StepLayout> layOut(func::FuncOp step) {
   StepLayout layout;
   Block &body = step.getBody().front();
@@ -78,33 +139,16 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
              failure();
   }
 
-  // Transients: owned by an op result (a gathered unit by its wait), live
-  // from their definition (the unshard) to their last use.
-  llvm::DenseMap<Operation *, int64_t> index;
-  for (auto [i, op] : llvm::enumerate(body))
-    index[&op] = i;
-  llvm::MapVector<Value, std::pair<int64_t, int64_t>> spans;
-  forEachStorageUse(body, [&](Operation *op, Value root) {
-    if (isa<BlockArgument>(root) || layout.persistentOffset.count(root))
-      return;
-    int64_t i = index[op];
-    auto [it, inserted] = spans.insert({root, {i, i}});
-    if (!inserted) {
-      it->second.first = std::min(it->second.first, i);
-      it->second.second = std::max(it->second.second, i);
-    }
-  });
-  std::vector<Interval> intervals;
-  for (auto &[root, span] : spans)
-    intervals.push_back(
-        {alignToArena(storageBytes(root)), span.first, span.second});
-  Placement plan = placeIntervals(intervals);
-  for (auto [i, entry] : llvm::enumerate(spans))
-    layout.transients[entry.first] = {
-        layout.persistentBytes + plan.offsets[i], intervals[i].bytes,
-        entry.second.first};
-  layout.arenaBytes = layout.persistentBytes + plan.extent;
-  layout.livePeakBytes = layout.persistentBytes + plan.livePeak;
+  // Gradients go straight into their flat gradient unless that raises the
+  // peak: a slot is reserved from the unit's first gradient on, while
+  // copying holds each gradient only from its own definition (plus the flat
+  // gradient at the end) — which is smaller depends on the model.
+  StepLayout copying = layout;
+  planTransients(body, copying);
+  layout.flatSlots = flatGradientSlots(body, layout);
+  planTransients(body, layout);
+  if (copying.arenaBytes < layout.arenaBytes)
+    return copying;
   return layout;
 }
 

@@ -424,8 +424,11 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         int64_t offset = 0;
         for (Value in : o.getInputs()) {
           TensorRef src = ref(in);
-          call("copy", {flat.buffer, i64(flat.offset + offset), src.buffer,
-                        i64(src.offset), i64(bytesOf(in))});
+          bool inPlace = src.buffer == flat.buffer &&
+                         src.offset == flat.offset + offset;
+          if (!inPlace) // gradients written in their slot need no copy
+            call("copy", {flat.buffer, i64(flat.offset + offset), src.buffer,
+                          i64(src.offset), i64(bytesOf(in))});
           offset += bytesOf(in);
         }
         int64_t elementBytes = bytesOf(o.getResult()) / numel(o.getResult());

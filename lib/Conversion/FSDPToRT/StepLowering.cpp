@@ -71,13 +71,22 @@ static bool isStepCounterOp(Operation *op) {
   return false;
 }
 
-void fsdp::forEachStorageUse(Block &body,
+Value fsdp::storageRoot(Value tensor, const StepLayout &layout) {
+  for (;;) {
+    if (Value source = aliasSource(tensor)) {
+      tensor = source;
+      continue;
+    }
+    auto slot = layout.flatSlots.find(tensor);
+    if (slot == layout.flatSlots.end())
+      return tensor;
+    tensor = slot->second.first;
+  }
+}
+
+void fsdp::forEachStorageUse(Block &body, const StepLayout &layout,
                              function_ref<void(Operation *, Value)> fn) {
-  auto rootOf = [](Value v) {
-    while (Value source = aliasSource(v))
-      v = source;
-    return v;
-  };
+  auto rootOf = [&](Value v) { return storageRoot(v, layout); };
   for (Operation &op : body) {
     if (isAliasOp(&op) || isStepCounterOp(&op) || isa<func::ReturnOp>(op))
       continue;
@@ -131,9 +140,7 @@ Value StepLowering::comm(bool replicate) {
 }
 
 Value StepLowering::rootOf(Value tensor) const {
-  while (Value source = aliasSource(tensor))
-    tensor = source;
-  return tensor;
+  return storageRoot(tensor, layout);
 }
 
 TensorRef StepLowering::ref(Value tensor) {
@@ -170,6 +177,17 @@ void StepLowering::call(StringRef name, ArrayRef<Value> args) {
   operands.append(args.begin(), args.end());
   rt::CallOp::create(b, loc, TypeRange(),
                      FlatSymbolRefAttr::get(b.getContext(), name), operands);
+}
+
+void StepLowering::place(Value v) {
+  auto it = layout.transients.find(v);
+  if (it == layout.transients.end() || refs.count(v))
+    return; // not transient, or already placed (by its unshard, a slot)
+  Value buffer = rt::AllocAtOp::create(
+      b, loc, rt::BufferType::get(b.getContext()), ctx,
+      b.getI64IntegerAttr(it->second.offset),
+      b.getI64IntegerAttr(it->second.bytes));
+  refs[v] = {buffer, 0};
 }
 
 Value StepLowering::event() {
@@ -214,7 +232,7 @@ LogicalResult StepLowering::run() {
     refs[value] = {persistent, offset};
 
   // Who touches each transient buffer, on which stream, and last.
-  forEachStorageUse(body, [&](Operation *op, Value root) {
+  forEachStorageUse(body, layout, [&](Operation *op, Value root) {
     if (!layout.transients.count(root))
       return;
     Uses &u = uses[root];
@@ -284,14 +302,15 @@ LogicalResult StepLowering::run() {
     if (auto unshard = dyn_cast<UnshardOp>(op))
       defined.push_back(cast<WaitOp>(*unshard->getUsers().begin()).getResult());
     for (Value v : defined) {
-      auto it = layout.transients.find(v);
-      if (it == layout.transients.end() || refs.count(v))
-        continue; // not transient, or placed by its unshard
-      Value buffer = rt::AllocAtOp::create(
-          b, loc, rt::BufferType::get(b.getContext()), ctx,
-          b.getI64IntegerAttr(it->second.offset),
-          b.getI64IntegerAttr(it->second.bytes));
-      refs[v] = {buffer, 0};
+      auto slot = layout.flatSlots.find(v);
+      if (slot != layout.flatSlots.end()) {
+        // A gradient lives in its flat gradient, placed at the first one.
+        place(slot->second.first);
+        TensorRef flat = ref(slot->second.first);
+        refs[v] = {flat.buffer, flat.offset + slot->second.second};
+        continue;
+      }
+      place(v);
     }
     waitForOperands(&op, current);
     if (failed(emitOp(&op)))

@@ -34,6 +34,9 @@ struct StepLayout {
     int64_t offset, bytes, allocIndex;
   };
   llvm::MapVector<Value, Transient> transients;
+  /// Gradients written in place into their unit's flat gradient (an
+  /// fsdp.flatten result) at a byte offset, instead of being copied there.
+  llvm::DenseMap<Value, std::pair<Value, int64_t>> flatSlots;
   int64_t arenaBytes = 0;
   int64_t livePeakBytes = 0; // persistent + the transients' live peak
 };
@@ -74,6 +77,8 @@ private:
   void waitForOperands(Operation *op, StreamKind kind);
   void afterOp(Operation *op, StreamKind kind);
   Value rootOf(Value tensor) const;
+  /// rt.alloc_at of a transient at its planned offset, once.
+  void place(Value v);
   Value event();
 
   func::FuncOp step, out;
@@ -117,7 +122,12 @@ Value aliasSource(Value result);
 /// Calls fn(op, root) for every op that reads or writes the storage owned
 /// by `root` (aliases resolved); an unshard writes its gathered buffer,
 /// which is keyed by its wait's result.
-void forEachStorageUse(Block &body, function_ref<void(Operation *, Value)> fn);
+void forEachStorageUse(Block &body, const StepLayout &layout,
+                       function_ref<void(Operation *, Value)> fn);
+
+/// The value owning `tensor`'s storage: through views, reshapes, in-place
+/// updates and flat-gradient slots.
+Value storageRoot(Value tensor, const StepLayout &layout);
 
 /// Ops that own no storage and emit nothing: views, reshapes, the host-side
 /// step counter.
