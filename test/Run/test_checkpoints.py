@@ -163,3 +163,24 @@ def test_checkpoint_of_another_model(fsdp):
     run = fsdp.run(_gpt2(fsdp), nproc=RANKS, steps=2, save=False,
                    load=mlp.checkpoint(1), check=False)
     _assert_fails(run, "model 'mlp'", "not 'gpt2'")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_seeded_init_is_identical_at_every_world_size(fsdp, model):
+    """--steps 0 --save writes the initial weights: the same seed gives
+    bit-identical parameters on 1, 2, 3 and 4 ranks (and a new seed others)."""
+    def initial(ranks, seed):
+        program = fsdp.compile(model, world_size=ranks, strategy="full-shard",
+                               optimizer="adamw")
+        run = fsdp.run(program, nproc=ranks, steps=0, seed=seed)
+        assert run.metrics == []
+        return run.params(0)
+
+    ref = initial(1, 7)
+    assert sorted(ref) == sorted(model_parameters(model))
+    for ranks in (2, 3, 4):
+        got = initial(ranks, 7)
+        for name in ref:
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+    other = initial(2, 8)
+    assert any(not np.array_equal(other[n], ref[n]) for n in ref)

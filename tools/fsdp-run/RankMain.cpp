@@ -212,6 +212,7 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
 
   std::vector<std::vector<uint8_t>> inputs;
   int64_t traceEnd = stepCount + o.traceSteps;
+  int64_t firstStep = stepCount;
   for (; stepCount < o.steps; ++stepCount) {
     if (!o.trace.empty() && stepCount == traceEnd)
       check(fsdprt_trace_enable(rt.ctx, 0), "ending the trace");
@@ -262,6 +263,10 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
         (last || (o.saveEvery > 0 && (stepCount + 1) % o.saveEvery == 0)))
       saveCheckpoint(rt, o, p, rank, stepCount + 1);
   }
+  // Nothing to train (--steps at or below the loaded step): --save still
+  // writes the weights as they are, e.g. the seeded initialisation.
+  if (stepCount == firstStep && !o.save.empty())
+    saveCheckpoint(rt, o, p, rank, stepCount);
   if (!o.trace.empty())
     writeTrace(rt, o, rank, launch.worldSize);
   if (rank == 0 && !o.quiet) {
