@@ -244,7 +244,13 @@ LogicalResult StepLowering::run() {
   // Where each buffer is freed, and which other streams' last uses the
   // free must wait for (recorded right after those uses).
   llvm::DenseSet<int64_t> recordAfterOp;
-  for (auto &[root, u] : uses) {
+  // In plan order (deterministic output: `uses` is keyed by address).
+  for (auto &entry : layout.transients) {
+    auto it = uses.find(entry.first);
+    if (it == uses.end())
+      continue;
+    Value root = it->first;
+    Uses &u = it->second;
     int freeStream = stepOf(ops[u.last]);
     freesAfter[u.last].push_back(root);
     for (auto [s, i] : u.lastOnStream)
