@@ -10,7 +10,7 @@ DEBIAN_PACKAGES=(
   libopenblas-dev nlohmann-json3-dev libgloo-dev
   libgtest-dev libbenchmark-dev
 )
-PYTHON_MODULES=(pytest numpy safetensors)
+PYTHON_MODULES=(pytest numpy safetensors matplotlib)
 PYTHON=${PYTHON:-python3}
 
 sudo_if_needed() {

@@ -17,6 +17,8 @@ config.test_exec_root = os.path.join(config.fsdp_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%examples", os.path.join(config.fsdp_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
+# The fsdp_mlir package (model builders), importable without installing it.
+config.environment["PYTHONPATH"] = os.path.join(config.fsdp_src_root, "python")
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -1,11 +1,11 @@
 // The character-level GPT demo (vocab 128, context 64, width 128, 4 heads,
-// 4 layers, batch 8): the generator reproduces it (and the GPT-2 example),
+// 4 layers, batch 8): the Python builder reproduces it (and the GPT-2 example),
 // round trip, summary, and the units and collectives the FSDP pipeline gives
 // it with one unit per Block on 2 ranks.
-// RUN: %python %examples/gen_gpt.py --name char_gpt --vocab 128 --ctx 64 --width 128 --heads 4 --layers 4 --batch 8 | grep -v '^//' > %t.gen
+// RUN: %python -m fsdp_mlir.models gpt2 --name char_gpt --vocab 128 --ctx 64 --width 128 --heads 4 --layers 4 --batch 8 | grep -v '^//' > %t.gen
 // RUN: grep -v '^//' %examples/char_gpt.mlir > %t.ref
 // RUN: diff %t.gen %t.ref
-// RUN: %python %examples/gen_gpt.py --name gpt2 --vocab 64 --ctx 16 --width 32 --heads 4 --layers 2 --batch 4 | grep -v '^//' > %t.gen2
+// RUN: %python -m fsdp_mlir.models gpt2 --name gpt2 --vocab 64 --ctx 16 --width 32 --heads 4 --layers 2 --batch 4 | grep -v '^//' > %t.gen2
 // RUN: grep -v '^//' %examples/gpt2.mlir > %t.ref2
 // RUN: diff %t.gen2 %t.ref2
 // RUN: fsdp-opt %examples/char_gpt.mlir | fsdp-opt | FileCheck %s --check-prefix=IR

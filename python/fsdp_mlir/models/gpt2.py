@@ -1,0 +1,106 @@
+"""GPT-2 (nanoGPT's module names): token + learned position embeddings,
+pre-LayerNorm blocks of causal multi-head attention and a tanh-GELU MLP, a
+final LayerNorm and an lm_head tied to the token embedding; cross-entropy
+over next-token targets. examples/gpt2.mlir and examples/char_gpt.mlir
+are its output."""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import Init, Model, Module, tensor
+from .layers import embedding, layer_norm, linear
+
+
+def _gpt_linear(name, din, dout, act, std):
+    return linear(name, din, dout, act, weight_init=Init.normal(0.0, std),
+                  bias_init=Init.zeros)
+
+
+def _block(index: int, B: int, T: int, C: int, H: int, layers: int) -> Module:
+    act = [B, T]
+    proj_std = 0.02 / math.sqrt(2 * layers)
+    blk = Module(str(index), "Block")
+    ln_1 = blk.add(layer_norm("ln_1", C, act))
+
+    attn = blk.add(Module("attn", "CausalSelfAttention"))
+    c_attn = attn.add(_gpt_linear("c_attn", C, 3 * C, act, 0.02))
+    c_proj = attn.add(_gpt_linear("c_proj", C, C, act, proj_std))
+    f = attn.forward(tensor(B, T, C))
+    qkv = f.call(c_attn, f.args[0], name="qkv")
+    q, k, v = f.split(qkv, [C, C, C], dim=2, names=["q", "k", "v"])
+    o = f.attention(q, k, v, num_heads=H, causal=True, name="o")
+    f.ret(f.call(c_proj, o, name="y"))
+
+    ln_2 = blk.add(layer_norm("ln_2", C, act))
+    mlp = blk.add(Module("mlp", "MLP"))
+    c_fc = mlp.add(_gpt_linear("c_fc", C, 4 * C, act, 0.02))
+    c_proj2 = mlp.add(_gpt_linear("c_proj", 4 * C, C, act, proj_std))
+    f = mlp.forward(tensor(B, T, C))
+    h = f.call(c_fc, f.args[0], name="h")
+    g = f.gelu(h, approximate="tanh", name="g")
+    f.ret(f.call(c_proj2, g, name="y"))
+
+    f = blk.forward(tensor(B, T, C))
+    x = f.args[0]
+    x = f.add(x, f.call(attn, f.call(ln_1, x)))
+    x = f.add(x, f.call(mlp, f.call(ln_2, x)))
+    f.ret(x)
+    return blk
+
+
+def gpt2_params(vocab: int, ctx: int, width: int, layers: int) -> int:
+    """nanoGPT's count (tied lm_head): V·C + T·C + L·(12C² + 13C) + 2C."""
+    C = width
+    return vocab * C + ctx * C + layers * (12 * C * C + 13 * C) + 2 * C
+
+
+def gpt2(vocab: int = 64, ctx: int = 16, width: int = 32, heads: int = 4,
+         layers: int = 2, batch: int = 4, name: str = "gpt2") -> Model:
+    """GPT-2 with nanoGPT's module names and GPT-2's initialization:
+    normal(0, 0.02), residual projections normal(0, 0.02/sqrt(2·layers)),
+    zero biases, LayerNorm (1, 0); lm_head tied to transformer.wte. The
+    defaults are examples/gpt2.mlir's model; `batch` is per rank."""
+    if width % heads:
+        raise ValueError("width must be a multiple of heads")
+    B, T, C, V = batch, ctx, width, vocab
+    act = [B, T]
+    root = Module("root", "GPT")
+    tr = root.add(Module("transformer", "ModuleDict"))
+    wte = tr.add(embedding("wte", V, C, act, init=Init.normal(0.0, 0.02)))
+    wpe = tr.add(embedding("wpe", T, C, [T], init=Init.normal(0.0, 0.02)))
+    h = tr.add(Module("h", "ModuleList"))
+    blocks = [h.add(_block(i, B, T, C, heads, layers)) for i in range(layers)]
+    ln_f = tr.add(layer_norm("ln_f", C, act))
+
+    idx_t = tensor(B, T, dtype="i64")
+    f = root.forward(idx=idx_t, targets=idx_t)
+    idx, targets = f.args
+    tok = f.call(wte, idx, name="tok")
+    pos = f.arange(T, name="pos")
+    pos_emb = f.call(wpe, pos, name="pos_emb")
+    x = f.add(tok, pos_emb, name="h0")
+    for i, blk in enumerate(blocks):
+        x = f.call(blk, x, name=f"h{i + 1}")
+    x = f.call(ln_f, x, name="x")
+    f.comment("lm_head shares its weight with wte (weight tying): reading it "
+              "here makes")
+    f.comment("the root the lowest module enclosing both uses.")
+    w = f.get_param(wte.params["weight"], name="wte")
+    logits = f.linear(x, w, name="logits")
+    flat_logits = f.reshape(logits, [B * T, V], name="flat_logits")
+    flat_targets = f.reshape(targets, [B * T], name="flat_targets")
+    f.ret(f.cross_entropy(flat_logits, flat_targets, name="loss"))
+
+    header = [
+        "A GPT-2 style language model, with nanoGPT's module names: token + "
+        f"learned position embeddings, {layers} pre-LayerNorm block"
+        + ("s" if layers != 1 else "") + f" of causal multi-head attention "
+        f"({heads} heads) and a GELU (tanh) MLP, a final LayerNorm and an "
+        "output projection tied to the token embedding; cross-entropy over "
+        f"next-token targets. vocab {V}, context {T}, width {C}, batch {B}.",
+        "Initialization as GPT-2: normal(0, 0.02), residual projections "
+        "normal(0, 0.02/sqrt(2 * n_layer)), zero biases, LayerNorm (1, 0).",
+        f"{gpt2_params(V, T, C, layers)} parameters.",
+    ]
+    return Model(name, root, header)
