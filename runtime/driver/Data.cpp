@@ -1,5 +1,6 @@
 //===- Data.cpp - The inputs of each training step ------------------------===//
 #include "driver/Data.h"
+#include "driver/TensorDataset.h"
 
 #include "fsdp/rt/math/Half.h"
 #include "fsdp/rt/math/Philox.h"
@@ -142,6 +143,10 @@ DataSource::DataSource(const std::string &source, const Program &program,
     seqLen_ = inputs_.front().shape[1];
   if (synthetic_)
     return;
+  if (endsWith(source, ".safetensors")) {
+    tensors_ = std::make_unique<TensorDataset>(source, inputs_);
+    return;
+  }
   if (!lm_)
     throw std::runtime_error(
         "--data FILE needs a model whose inputs are token ids and next-token "
@@ -231,6 +236,10 @@ void DataSource::fillEntry(const InputInfo &in, int64_t step, int rank,
     int64_t k = in.microBatch * batch_ + row; // this rank's k-th sample
     int64_t g = step * globalBatch + rank + k * worldSize;
     uint8_t *dst = bytes.data() + row * rowNumel * esize;
+    if (tensors_) {
+      std::memcpy(dst, tensors_->sample(in.index, g), rowNumel * esize);
+      continue;
+    }
     if (!synthetic_) {
       const std::vector<int64_t> &perm = permutation(g / numWindows_);
       // Input 1 (targets) is input 0 (tokens) shifted by one.

@@ -19,15 +19,19 @@
 //    perm_e(g mod numWindows): tokens = ids[start, start+T), targets =
 //    ids[start+1, start+T+1) with start = window * T. The file is read into
 //    memory and every id is checked against the vocabulary when opened.
+//  - a `.safetensors` tensor dataset (TensorDataset.h): sample g is row
+//    g mod N of "input.<index>", for any model.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DRIVER_DATA_H
 #define FSDP_DRIVER_DATA_H
 
 #include "driver/Program.h"
+#include "driver/TensorDataset.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +84,7 @@ private:
   int tokenBytes_ = 1;       // 1 (text), 2 (.bin) or 4 (.u32, .bin32)
   int64_t numWindows_ = 0;
   std::map<int64_t, std::vector<int64_t>> perms_; // a few recent epochs
+  std::unique_ptr<TensorDataset> tensors_;        // --data FILE.safetensors
 };
 
 } // namespace driver

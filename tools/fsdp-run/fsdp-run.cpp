@@ -38,8 +38,9 @@ static cl::opt<int64_t> microBatches(
     cl::desc("Micro-batches per step (must match the compiled program)"));
 static cl::opt<std::string> data(
     "data", cl::init("synthetic"), cl::cat(category),
-    cl::desc("synthetic, a token file (.bin uint16, .u32 uint32) or a text "
-             "file read as bytes"));
+    cl::desc("synthetic, a token file (.bin uint16, .u32 uint32), a text "
+             "file read as bytes, or a .safetensors tensor dataset "
+             "(input.<i>: [N, ...] per model input)"));
 static cl::opt<uint64_t> seed("seed", cl::init(0), cl::cat(category),
                               cl::desc("Seed of initialisation and data"));
 static cl::opt<std::string> load("load", cl::cat(category),

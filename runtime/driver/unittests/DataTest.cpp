@@ -1,5 +1,6 @@
 //===- DataTest.cpp - Step inputs: sampling, files, synthetic data --------===//
 #include "driver/Data.h"
+#include "fsdp/rt/fsdprt.h"
 
 #include <gtest/gtest.h>
 
@@ -250,6 +251,90 @@ TEST(Data, FilesNeedALanguageModel) {
   EXPECT_NE(msg.find("0: f32 [2, 3], 1: i64 [2]"), std::string::npos) << msg;
   Program unknownRange = lmProgram(1, 1, 4, 1, -1);
   EXPECT_NE(errorOf("synthetic", unknownRange).find("max_id"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace driver
+} // namespace fsdp
+
+namespace fsdp {
+namespace driver {
+namespace {
+
+/// A safetensors dataset written with the runtime's checkpoint writer.
+std::string tensorDataset(const std::string &name,
+                          const std::vector<float> &features,
+                          const std::vector<int64_t> &labels, int64_t rows) {
+  std::string path = ::testing::TempDir() + "fsdp-data-" +
+                     std::to_string(getpid()) + "-" + name + ".safetensors";
+  int64_t writer = 0;
+  EXPECT_EQ(fsdprt_ckpt_writer_create(path.c_str(), &writer), FSDPRT_OK);
+  int64_t featureShape[] = {rows, 3}, labelShape[] = {rows};
+  EXPECT_EQ(fsdprt_ckpt_writer_add(writer, "input.0", FSDPRT_F32, 2,
+                                   featureShape, features.data()),
+            FSDPRT_OK);
+  EXPECT_EQ(fsdprt_ckpt_writer_add(writer, "input.1", FSDPRT_I64, 1,
+                                   labelShape, labels.data()),
+            FSDPRT_OK);
+  EXPECT_EQ(fsdprt_ckpt_writer_finish(writer), FSDPRT_OK);
+  return path;
+}
+
+TEST(TensorData, SampleGIsRowGModNWhateverTheWorldSize) {
+  const int64_t rows = 5;
+  std::vector<float> features;
+  std::vector<int64_t> labels;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int c = 0; c < 3; ++c)
+      features.push_back(float(10 * r + c));
+    labels.push_back(r);
+  }
+  std::string path = tensorDataset("rows", features, labels, rows);
+  // Step 1 of a global batch of 4: samples 4..7 = rows 4, 0, 1, 2.
+  Program one = mlpProgram(1, 4, 1), two = mlpProgram(2, 1, 2);
+  DataSource a(path, one, 0), b(path, two, 0);
+  std::vector<Bytes> got;
+  a.fill(1, 0, 1, got);
+  std::vector<int64_t> ids(4);
+  std::memcpy(ids.data(), got[1].data(), 32);
+  EXPECT_EQ(ids, (std::vector<int64_t>{4, 0, 1, 2}));
+  float first;
+  std::memcpy(&first, got[0].data(), 4);
+  EXPECT_EQ(first, 40.0f);
+  EXPECT_EQ(samplesByGlobalIndex(b, two, 1), samplesByGlobalIndex(a, one, 1));
+  EXPECT_EQ(a.tokensPerStep(), 4);
+}
+
+TEST(TensorData, MismatchesAreClearErrors) {
+  Program p = mlpProgram(1, 2, 1);
+  auto message = [&](const std::string &path) {
+    try {
+      DataSource(path, p, 0);
+    } catch (const std::exception &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // Labels must be below the classifier's 10 classes.
+  std::string bad = tensorDataset("badid", {0, 0, 0, 1, 1, 1}, {3, 12}, 2);
+  EXPECT_NE(message(bad).find("holds id 12 at element 1, outside [0, 10)"),
+            std::string::npos)
+      << message(bad);
+  // Features must be [N, 3].
+  std::string path = ::testing::TempDir() + "fsdp-data-shape.safetensors";
+  int64_t writer = 0, shape[] = {2, 4};
+  std::vector<float> zeros(8, 0.0f);
+  ASSERT_EQ(fsdprt_ckpt_writer_create(path.c_str(), &writer), FSDPRT_OK);
+  ASSERT_EQ(fsdprt_ckpt_writer_add(writer, "input.0", FSDPRT_F32, 2, shape,
+                                   zeros.data()),
+            FSDPRT_OK);
+  ASSERT_EQ(fsdprt_ckpt_writer_finish(writer), FSDPRT_OK);
+  EXPECT_NE(message(path).find("'input.0' has shape [2, 4]; the model's input "
+                               "0 needs [N, 3]"),
+            std::string::npos)
+      << message(path);
+  EXPECT_NE(message("/nonexistent.safetensors").find("data file"),
             std::string::npos);
 }
 
