@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test fsdp-mlir:
 # MLIR/LLVM 22, clang + lld + Ninja, the runtime's libraries and the Python
-# test packages. Idempotent, and silent when nothing is missing.
+# test packages (and PyTorch, the tests' oracle, unless FSDP_SKIP_TORCH=1).
+# Idempotent, and silent when nothing is missing.
 set -euo pipefail
 
 DEBIAN_PACKAGES=(
@@ -42,4 +43,13 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Python packages: ${missing[*]}"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
+
+# PyTorch, the independent oracle of python/tests/test_torch_oracle.py: from
+# PyPI when it can be installed (a few GB with its CUDA dependencies, ~2 min
+# here); FSDP_SKIP_TORCH=1 skips the download and those tests then skip.
+if [ -z "${FSDP_SKIP_TORCH:-}" ] && ! "$PYTHON" -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch from PyPI (FSDP_SKIP_TORCH=1 skips it)"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check torch ||
+    echo "setup: torch could not be installed; the PyTorch oracle tests will skip"
 fi
