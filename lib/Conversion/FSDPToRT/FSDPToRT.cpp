@@ -201,12 +201,21 @@ struct ConvertFSDPToRTPass
     FailureOr<std::string> report = renderReport(model, step);
     if (failed(report))
       return signalPassFailure();
-    *report += llvm::formatv(
+    // The lowered program's memory is the arena plan: it leads the report;
+    // fsdp-report's liveness analysis of the unlowered step (unaligned, and
+    // before the lowering's own buffers) stays as the breakdown by kind.
+    std::string plan = llvm::formatv(
         "arena plan per rank: {0} bytes = {1} persistent (shards, optimizer "
         "state, inputs, constants, loss) + {2} planned transients; live peak "
         "{3} bytes\n",
         layout->arenaBytes, layout->persistentBytes,
         layout->arenaBytes - layout->persistentBytes, layout->livePeakBytes);
+    size_t header = report->find('\n') + 1;
+    report->insert(header, plan);
+    size_t old = report->find("peak memory per rank: ", header);
+    if (old != std::string::npos)
+      report->replace(old, strlen("peak memory per rank: "),
+                      "step tensors at their peak (before lowering): ");
     FailureOr<std::string> program =
         describeProgram(model, step, *layout, *report);
     if (failed(program))
