@@ -42,6 +42,17 @@ static int32_t lossReduction(nn::Reduction r) {
 static int32_t geluKind(nn::GeluApproximation a) {
   return a == nn::GeluApproximation::tanh ? FSDPRT_GELU_TANH : FSDPRT_GELU;
 }
+/// The fsdprt activation code of an activation op or of its gradient.
+static int32_t activationKind(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int32_t>(op)
+      .Case<nn::ReluOp, nn::ReluGradOp>([](auto) { return FSDPRT_RELU; })
+      .Case<nn::SiluOp, nn::SiluGradOp>([](auto) { return FSDPRT_SILU; })
+      .Case<nn::GeluOp, nn::GeluGradOp>(
+          [](auto o) { return geluKind(o.getApproximate()); })
+      .Default([](Operation *) -> int32_t {
+        llvm_unreachable("not an activation");
+      });
+}
 
 namespace {
 /// Builds the operand list of one call: tensors as (buffer, offset).
@@ -226,39 +237,14 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         emitBroadcast(*this, o);
         return success();
       })
-      .Case([&](nn::ReluOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_RELU)
+      .Case<nn::ReluOp, nn::SiluOp, nn::GeluOp>([&](auto o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(activationKind(o))
             .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
             .call("activation_forward");
         return success();
       })
-      .Case([&](nn::SiluOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_SILU)
-            .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
-            .call("activation_forward");
-        return success();
-      })
-      .Case([&](nn::GeluOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(geluKind(o.getApproximate()))
-            .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
-            .call("activation_forward");
-        return success();
-      })
-      .Case([&](nn::ReluGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_RELU)
-            .t(o.getInput()).t(o.getGrad()).t(o.getResult())
-            .i64(numel(o.getResult())).call("activation_backward");
-        return success();
-      })
-      .Case([&](nn::SiluGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(FSDPRT_SILU)
-            .t(o.getInput()).t(o.getGrad()).t(o.getResult())
-            .i64(numel(o.getResult())).call("activation_backward");
-        return success();
-      })
-      .Case([&](nn::GeluGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult()))
-            .i32(geluKind(o.getApproximate()))
+      .Case<nn::ReluGradOp, nn::SiluGradOp, nn::GeluGradOp>([&](auto o) {
+        Args{*this}.i32(dtypeOf(o.getResult())).i32(activationKind(o))
             .t(o.getInput()).t(o.getGrad()).t(o.getResult())
             .i64(numel(o.getResult())).call("activation_backward");
         return success();

@@ -130,24 +130,9 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
         mapping.map(e.getResult(), LLVM::LoadOp::create(b, loc, i64, outSlot()));
         return success();
       })
-      .Case([&](rt::FreeOp) {
-        callChecked("buffer_free", operands());
-        return success();
-      })
-      .Case([&](rt::EventDestroyOp) {
-        callChecked("event_destroy", operands());
-        return success();
-      })
-      .Case([&](rt::EventRecordOp) {
-        callChecked("event_record", operands());
-        return success();
-      })
-      .Case([&](rt::StreamWaitOp) {
-        callChecked("stream_wait_event", operands());
-        return success();
-      })
-      .Case([&](rt::SynchronizeOp) {
-        callChecked("context_synchronize", operands());
+      .Case<rt::FreeOp, rt::EventDestroyOp, rt::EventRecordOp,
+            rt::StreamWaitOp, rt::SynchronizeOp>([&](auto direct) {
+        callChecked(decltype(direct)::kEntryPoint, operands());
         return success();
       })
       .Case([&](rt::ArrayOp a) {

@@ -47,6 +47,13 @@ def RT_Handle : AnyTypeOf<[RT_Context, RT_Stream, RT_Event, RT_Comm, RT_Buffer]>
 class RT_Op<string mnemonic, list<Trait> traits = []>
     : Op<RT_Dialect, mnemonic, traits>;
 
+/// An op that is exactly one call of fsdprt_<entry>, its operands in the C
+/// parameter order: convert-rt-to-llvm lowers them all the same way.
+class RT_DirectCallOp<string mnemonic, string entry> : RT_Op<mnemonic> {
+  let extraClassDeclaration = "static constexpr ::llvm::StringLiteral "
+                              "kEntryPoint = \"" # entry # "\";";
+}
+
 def RT_AllocAtOp : RT_Op<"alloc_at"> {
   let summary = "place a buffer at a planned arena offset (fsdprt_buffer_alloc_at)";
   let description = [{
@@ -63,7 +70,7 @@ def RT_AllocAtOp : RT_Op<"alloc_at"> {
   let hasVerifier = 1;
 }
 
-def RT_FreeOp : RT_Op<"free"> {
+def RT_FreeOp : RT_DirectCallOp<"free", "buffer_free"> {
   let summary = "stream-ordered free (fsdprt_buffer_free)";
   let arguments = (ins RT_Context:$ctx, RT_Stream:$stream, RT_Buffer:$buffer);
   let assemblyFormat = "$ctx `,` $stream `,` $buffer attr-dict";
@@ -76,25 +83,25 @@ def RT_EventCreateOp : RT_Op<"event_create"> {
   let assemblyFormat = "$ctx attr-dict `:` type($event)";
 }
 
-def RT_EventDestroyOp : RT_Op<"event_destroy"> {
+def RT_EventDestroyOp : RT_DirectCallOp<"event_destroy", "event_destroy"> {
   let summary = "fsdprt_event_destroy";
   let arguments = (ins RT_Context:$ctx, RT_Event:$event);
   let assemblyFormat = "$ctx `,` $event attr-dict";
 }
 
-def RT_EventRecordOp : RT_Op<"event_record"> {
+def RT_EventRecordOp : RT_DirectCallOp<"event_record", "event_record"> {
   let summary = "capture the work enqueued on a stream (fsdprt_event_record)";
   let arguments = (ins RT_Context:$ctx, RT_Event:$event, RT_Stream:$stream);
   let assemblyFormat = "$ctx `,` $event `on` $stream attr-dict";
 }
 
-def RT_StreamWaitOp : RT_Op<"stream_wait"> {
+def RT_StreamWaitOp : RT_DirectCallOp<"stream_wait", "stream_wait_event"> {
   let summary = "later work on a stream waits for an event (fsdprt_stream_wait_event)";
   let arguments = (ins RT_Context:$ctx, RT_Stream:$stream, RT_Event:$event);
   let assemblyFormat = "$ctx `,` $stream `waits` $event attr-dict";
 }
 
-def RT_SynchronizeOp : RT_Op<"synchronize"> {
+def RT_SynchronizeOp : RT_DirectCallOp<"synchronize", "context_synchronize"> {
   let summary = "wait for every stream (fsdprt_context_synchronize)";
   let arguments = (ins RT_Context:$ctx);
   let assemblyFormat = "$ctx attr-dict";
