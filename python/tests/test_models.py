@@ -3,8 +3,8 @@
 Every builder's IR must parse (fsdp-opt round trip), have the parameter and
 unit counts PyTorch's formulas give, reproduce the examples it stands for,
 and the small GPT-2 and Llama must compile for 2 ranks and train 3 steps
-with fsdp-run. The tools come from FSDP_OPT / FSDP_RUN (default
-<repo>/build/bin); the tests skip when they are missing.
+with fsdp-run. The tools are found as the driver finds them (FSDP_OPT /
+FSDP_RUN, else <repo>/build/bin, else PATH); the tests skip without them.
 """
 
 import json
@@ -22,6 +22,7 @@ REPO_ROOT = PYTHON_DIR.parent
 EXAMPLES = REPO_ROOT / "examples"
 sys.path.insert(0, str(PYTHON_DIR))
 
+from fsdp_mlir import driver  # noqa: E402
 from fsdp_mlir.ir import Init, Module, tensor  # noqa: E402
 from fsdp_mlir.models import PRESETS, build  # noqa: E402
 from fsdp_mlir.models.__main__ import main as cli_main  # noqa: E402
@@ -30,21 +31,21 @@ _SCRUBBED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
              "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS")
 
 
-def _tool(env_var, name):
-    path = Path(os.environ.get(env_var) or REPO_ROOT / "build" / "bin" / name)
-    if not path.exists():
-        pytest.skip(f"{name} not found at {path} (set {env_var})")
-    return path
+def _tool(name):
+    try:
+        return driver.find_tool(name)
+    except driver.ToolNotFoundError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="session")
 def fsdp_opt():
-    return _tool("FSDP_OPT", "fsdp-opt")
+    return _tool("fsdp-opt")
 
 
 @pytest.fixture(scope="session")
 def fsdp_run():
-    return _tool("FSDP_RUN", "fsdp-run")
+    return _tool("fsdp-run")
 
 
 def opt(tool, text, *args):

@@ -27,8 +27,7 @@ st_numpy = pytest.importorskip("safetensors.numpy")
 
 from fsdp_mlir import driver  # noqa: E402
 
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+from torch_reference import GPT, MLP, NestedWrapped  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -88,102 +87,6 @@ def _tools_or_skip():
 _tools_or_skip()
 
 
-# -- the torch models ----------------------------------------------------------
-class MLP(nn.Module):
-    """examples/mlp.mlir: Linear(16,32)-ReLU-Linear(32,32)-ReLU-Linear(32,4),
-    MSE (mean)."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(16, 32)
-        self.fc2 = nn.Linear(32, 32)
-        self.fc3 = nn.Linear(32, 4)
-
-    def forward(self, x, target):
-        h = F.relu(self.fc2(F.relu(self.fc1(x))))
-        return F.mse_loss(self.fc3(h), target)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.heads = heads
-        self.c_attn = nn.Linear(width, 3 * width)
-        self.c_proj = nn.Linear(width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-                   for z in (q, k, v))
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(o.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class GPTMLP(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.c_fc = nn.Linear(width, 4 * width)
-        self.c_proj = nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(width, eps=1e-5)
-        self.attn = CausalSelfAttention(width, heads)
-        self.ln_2 = nn.LayerNorm(width, eps=1e-5)
-        self.mlp = GPTMLP(width)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    """examples/gpt2.mlir (nanoGPT names): lm_head tied to wte, so the
-    state_dict has no lm_head entry, as in our checkpoints."""
-
-    def __init__(self, vocab=64, ctx=16, width=32, heads=4, layers=2):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab, width),
-            wpe=nn.Embedding(ctx, width),
-            h=nn.ModuleList(Block(width, heads) for _ in range(layers)),
-            ln_f=nn.LayerNorm(width, eps=1e-5)))
-
-    def forward(self, idx, targets):
-        tr = self.transformer
-        pos = torch.arange(idx.shape[1], dtype=torch.long)
-        x = tr.wte(idx) + tr.wpe(pos)
-        for block in tr.h:
-            x = block(x)
-        logits = F.linear(tr.ln_f(x), tr.wte.weight)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]),
-                               targets.view(-1))
-
-
-class NestedWrapped(nn.Module):
-    """examples/nested_wrapped.mlir (PyTorch's NestedWrappedModule): loss
-    output.sum() per rank, so the reported loss (the mean over ranks) and the
-    averaged gradients are those of sum(global batch) / ranks."""
-
-    def __init__(self, ranks=1):
-        super().__init__()
-        self.ranks = ranks
-        self.module = nn.Sequential(
-            nn.Linear(8, 4),
-            nn.Sequential(nn.Linear(4, 16), nn.Linear(16, 16)),
-            nn.Linear(16, 4),
-            nn.Linear(4, 8))
-
-    def forward(self, x):
-        return self.module(x).sum() / self.ranks
-
-
 # -- the models under test -----------------------------------------------------
 # name: (example, torch class, per-rank batch, dataset maker, compile options)
 def _mlp_data(rng):
@@ -224,8 +127,8 @@ def _optimizer_options(model, optimizer):
     return dict(optimizer="adamw", lr=lr)
 
 
-def _torch_optimizer(model, optimizer, params):
-    lr = LR[(model, optimizer)]
+def torch_optimizer(optimizer, params, lr):
+    """torch's SGD (momentum 0.9) or AdamW with our pipeline's defaults."""
     if optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9, dampening=0.0,
                                weight_decay=0.0)
@@ -284,18 +187,16 @@ def initial_weights(workdir):
     return get
 
 
-def _train_torch(name, optimizer, init, tensors, global_batch, ranks):
-    """Losses per step and the final state (params + optimizer state under
-    our checkpoint's names)."""
+def train_in_torch(model, optimizer, lr, init, tensors, global_batch):
+    """Loads our initial weights into `model`, trains STEPS steps on rows
+    (s*G + j) mod N of the dataset, and returns the losses and the final
+    state (parameters + optimizer state under our checkpoint's names)."""
     torch.manual_seed(0)
-    cls = MODELS[name][1]
-    model = cls(ranks) if cls is NestedWrapped else cls()
-    sd = model.state_dict()
-    assert sorted(sd) == sorted(init), "state_dict names differ"
+    assert sorted(model.state_dict()) == sorted(init), "state_dict names differ"
     model.load_state_dict({k: torch.from_numpy(v.copy())
                            for k, v in init.items()})
     params = dict(model.named_parameters())
-    opt = _torch_optimizer(name, optimizer, list(params.values()))
+    opt = torch_optimizer(optimizer, list(params.values()), lr)
     inputs = [torch.from_numpy(tensors[f"input.{i}"])
               for i in range(len(tensors))]
     losses = []
@@ -314,6 +215,34 @@ def _train_torch(name, optimizer, init, tensors, global_batch, ranks):
             if key in state:
                 final[f"optim.{key}.{k}"] = state[key].numpy().copy()
     return losses, final
+
+
+def assert_losses_match(ours, ref, what="torch", abs_tol=0.0):
+    assert len(ours) == len(ref) == STEPS
+    for step, (a, b) in enumerate(zip(ours, ref)):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=abs_tol), \
+            f"step {step}: loss {a!r} vs {what} {b!r}"
+
+
+def assert_state_matches(ours, ref_state, adamw_lr=None, noise_mask=None):
+    """Every tensor within WEIGHT_RTOL of its max plus WEIGHT_ATOL; under
+    AdamW (adamw_lr) parameters get ADAMW_WEIGHT_ATOL_PER_LR * lr more, and
+    the elements of noise_mask(key, shape) only 2 * lr * STEPS (see above)."""
+    for key, ref in ref_state.items():
+        ref = ref.astype(np.float64)
+        diff = np.abs(ours[key].astype(np.float64) - ref)
+        atol = WEIGHT_ATOL
+        if adamw_lr is not None and not key.startswith("optim."):
+            noise = noise_mask(key, ref.shape) if noise_mask else None
+            if noise is not None and noise.any():
+                assert diff[noise].max() <= 2 * adamw_lr * STEPS, key
+                diff[noise] = 0.0
+                ref = np.where(noise, 0.0, ref)
+            atol = ADAMW_WEIGHT_ATOL_PER_LR * adamw_lr
+        scale = float(np.max(np.abs(ref)))
+        assert diff.max() <= WEIGHT_RTOL * scale + atol, \
+            f"{key}: max|diff| {diff.max():.3g} > {WEIGHT_RTOL:g} * " \
+            f"{scale:.3g} + {atol:g}"
 
 
 # -- the cases -----------------------------------------------------------------
@@ -354,35 +283,19 @@ def test_matches_torch(name, ranks, strategy, optimizer, workdir, datasets,
     result = driver.run(prog, nproc=ranks, steps=STEPS, seed=SEED,
                         data=data_path, save=save, timeout=120)
     ours_losses = [row["loss"] for row in result.metrics]
-    assert len(ours_losses) == STEPS
 
-    init = initial_weights(name)
-    ref_losses, ref_state = _train_torch(name, optimizer, init, tensors,
-                                         batch * ranks, ranks)
-
-    for step, (a, b) in enumerate(zip(ours_losses, ref_losses)):
-        assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=LOSS_ATOL), \
-            f"step {step}: loss {a!r} vs torch {b!r}"
+    cls = MODELS[name][1]
+    model = cls(ranks) if cls is NestedWrapped else cls()
+    lr = LR[(name, optimizer)]
+    ref_losses, ref_state = train_in_torch(
+        model, optimizer, lr, initial_weights(name), tensors, batch * ranks)
+    assert_losses_match(ours_losses, ref_losses, abs_tol=LOSS_ATOL)
 
     ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
     assert sorted(ours) == sorted(ref_state), "checkpoint keys differ"
-    lr = LR[(name, optimizer)]
-    for key, ref in ref_state.items():
-        ref = ref.astype(np.float64)
-        diff = np.abs(ours[key].astype(np.float64) - ref)
-        noise = _noise_only(name, key.split(".", 2)[-1]
-                            if key.startswith("optim.") else key, ref.shape)
-        if optimizer == "adamw" and noise.any() and not key.startswith("optim."):
-            assert diff[noise].max() <= 2 * lr * STEPS, key
-            diff[noise] = 0.0
-            ref = np.where(noise, 0.0, ref)
-        scale = float(np.max(np.abs(ref)))
-        atol = WEIGHT_ATOL
-        if optimizer == "adamw" and not key.startswith("optim."):
-            atol = ADAMW_WEIGHT_ATOL_PER_LR * lr
-        assert diff.max() <= WEIGHT_RTOL * scale + atol, \
-            f"{key}: max|diff| {diff.max():.3g} > {WEIGHT_RTOL:g} * " \
-            f"{scale:.3g} + {atol:g}"
+    assert_state_matches(
+        ours, ref_state, adamw_lr=lr if optimizer == "adamw" else None,
+        noise_mask=lambda key, shape: _noise_only(name, key, shape))
 
 
 # -- PyTorch FSDP2 (fully_shard) on CPU / gloo ----------------------------------
@@ -397,23 +310,12 @@ _FSDP2_WORKER = r'''
 import json, os, sys
 import numpy as np
 import torch, torch.distributed as dist, torch.multiprocessing as mp
-import torch.nn as nn, torch.nn.functional as F
 from safetensors.numpy import load_file, save_file
 
-INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR = sys.argv[1:]
+TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(16, 32)
-        self.fc2 = nn.Linear(32, 32)
-        self.fc3 = nn.Linear(32, 4)
-
-    def forward(self, x, target):
-        h = F.relu(self.fc2(F.relu(self.fc1(x))))
-        return F.mse_loss(self.fc3(h), target)
+sys.path.insert(0, TESTS)
+from torch_reference import MLP  # the oracle's own MLP
 
 
 def worker(rank):
@@ -486,7 +388,8 @@ def test_mlp_matches_fsdp2(workdir, datasets, data_supported, initial_weights):
         port = s.getsockname()[1]
     out = workdir / "fsdp2-torch"
     proc = subprocess.run(
-        [sys.executable, str(script), str(init_path), str(data_path),
+        [sys.executable, str(script), str(Path(__file__).parent),
+         str(init_path), str(data_path),
          str(out), str(port), str(ranks), str(batch), str(STEPS),
          str(NUM_SAMPLES), repr(lr)],
         capture_output=True, text=True, timeout=120)
@@ -494,13 +397,6 @@ def test_mlp_matches_fsdp2(workdir, datasets, data_supported, initial_weights):
     ref_losses = json.loads((workdir / "fsdp2-torch.json").read_text())
     ref_state = st_numpy.load_file(str(workdir / "fsdp2-torch.safetensors"))
 
-    assert len(ours_losses) == len(ref_losses) == STEPS
-    for step, (a, b) in enumerate(zip(ours_losses, ref_losses)):
-        assert math.isclose(a, b, rel_tol=LOSS_RTOL), \
-            f"step {step}: loss {a!r} vs FSDP2 {b!r}"
+    assert_losses_match(ours_losses, ref_losses, what="FSDP2")
     ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
-    for key, ref in ref_state.items():
-        ref = ref.astype(np.float64)
-        diff = np.abs(ours[key].astype(np.float64) - ref)
-        bound = WEIGHT_RTOL * float(np.max(np.abs(ref))) + WEIGHT_ATOL
-        assert diff.max() <= bound, f"{key}: max|diff| {diff.max():.3g}"
+    assert_state_matches(ours, ref_state)  # the plain bounds

@@ -22,7 +22,6 @@ Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle_llama
 """
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
@@ -202,38 +201,6 @@ def initial_weights(workdir):
     return {k: v for k, v in state.items() if not k.startswith("optim.")}
 
 
-def _train_torch(optimizer, init, tensors, global_batch):
-    torch.manual_seed(0)
-    model = _torch_model()
-    assert sorted(model.state_dict()) == sorted(init), "state_dict names differ"
-    model.load_state_dict({k: torch.from_numpy(v.copy())
-                           for k, v in init.items()})
-    params = dict(model.named_parameters())
-    if optimizer == "sgd":
-        opt = torch.optim.SGD(params.values(), lr=LR["sgd"], momentum=0.9,
-                              dampening=0.0, weight_decay=0.0)
-    else:
-        opt = torch.optim.AdamW(params.values(), lr=LR["adamw"],
-                                betas=(0.9, 0.999), eps=1e-8,
-                                weight_decay=0.01)
-    inputs = [torch.from_numpy(tensors[f"input.{i}"]) for i in range(2)]
-    losses = []
-    for step in range(STEPS):
-        rows = torch.tensor([(step * global_batch + j) % NUM_SAMPLES
-                             for j in range(global_batch)])
-        opt.zero_grad()
-        loss = model(*(t[rows] for t in inputs))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    final = {k: v.detach().numpy().copy() for k, v in params.items()}
-    for k, p in params.items():
-        for key in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
-            if key in opt.state[p]:
-                final[f"optim.{key}.{k}"] = opt.state[p][key].numpy().copy()
-    return losses, final
-
-
 # -- the cases -----------------------------------------------------------------
 @pytest.mark.parametrize("ranks,strategy,optimizer",
                          [(1, "full-shard", "adamw"),
@@ -254,23 +221,13 @@ def test_llama_matches_torch(ranks, strategy, optimizer, workdir, dataset,
     result = driver.run(prog, nproc=ranks, steps=STEPS, seed=SEED,
                         data=data_path, save=save, timeout=120)
     ours_losses = [row["loss"] for row in result.metrics]
-    assert len(ours_losses) == STEPS
 
-    ref_losses, ref_state = _train_torch(optimizer, initial_weights, tensors,
-                                         HP["batch"] * ranks)
-    for step, (a, b) in enumerate(zip(ours_losses, ref_losses)):
-        assert math.isclose(a, b, rel_tol=base.LOSS_RTOL), \
-            f"step {step}: loss {a!r} vs torch {b!r}"
+    ref_losses, ref_state = base.train_in_torch(
+        _torch_model(), optimizer, LR[optimizer], initial_weights, tensors,
+        HP["batch"] * ranks)
+    base.assert_losses_match(ours_losses, ref_losses)
 
     ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
     assert sorted(ours) == sorted(ref_state), "checkpoint keys differ"
-    for key, ref in ref_state.items():
-        ref = ref.astype(np.float64)
-        diff = np.abs(ours[key].astype(np.float64) - ref)
-        scale = float(np.max(np.abs(ref)))
-        atol = base.WEIGHT_ATOL
-        if optimizer == "adamw" and not key.startswith("optim."):
-            atol = base.ADAMW_WEIGHT_ATOL_PER_LR * LR[optimizer]
-        assert diff.max() <= base.WEIGHT_RTOL * scale + atol, \
-            f"{key}: max|diff| {diff.max():.3g} > {base.WEIGHT_RTOL:g} * " \
-            f"{scale:.3g} + {atol:g}"
+    base.assert_state_matches(
+        ours, ref_state, adamw_lr=LR[optimizer] if optimizer == "adamw" else None)
