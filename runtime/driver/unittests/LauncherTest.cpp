@@ -15,7 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -58,13 +58,7 @@ protected:
          {"FSDP_LAUNCH_PROBE_DIR", "FSDP_LAUNCH_PROBE_MODE",
           "FSDP_RUN_GRACE_SECONDS", "FSDP_LAUNCH_SELF_PROBE_DIR"})
       unsetenv(v);
-    if (DIR *d = opendir(dir.c_str())) {
-      while (dirent *e = readdir(d))
-        if (e->d_name[0] != '.')
-          std::remove((dir + "/" + e->d_name).c_str());
-      closedir(d);
-    }
-    rmdir(dir.c_str());
+    std::filesystem::remove_all(dir);
   }
 
   /// Runs the probe on `nproc` ranks in `mode`; returns the launcher's

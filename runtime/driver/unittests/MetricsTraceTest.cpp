@@ -9,7 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -31,22 +31,12 @@ protected:
     dir = tmpl;
   }
   void TearDown() override {
-    if (DIR *d = opendir(dir.c_str())) {
-      while (dirent *e = readdir(d))
-        if (e->d_name[0] != '.')
-          std::remove((dir + "/" + e->d_name).c_str());
-      closedir(d);
-    }
-    rmdir(dir.c_str());
+    std::filesystem::remove_all(dir);
   }
   std::vector<std::string> files() const {
     std::vector<std::string> names;
-    if (DIR *d = opendir(dir.c_str())) {
-      while (dirent *e = readdir(d))
-        if (e->d_name[0] != '.')
-          names.push_back(e->d_name);
-      closedir(d);
-    }
+    for (const auto &entry : std::filesystem::directory_iterator(dir))
+      names.push_back(entry.path().filename().string());
     return names;
   }
   void writeFile(const std::string &name, const std::string &text) {
