@@ -95,8 +95,7 @@ static void planTransients(Block &body, StepLayout &layout) {
   layout.transients.clear();
   for (auto [i, entry] : llvm::enumerate(spans))
     layout.transients[entry.first] = {
-        layout.persistentBytes + plan.offsets[i], intervals[i].bytes,
-        entry.second.first};
+        layout.persistentBytes + plan.offsets[i], intervals[i].bytes};
   layout.arenaBytes = layout.persistentBytes + plan.extent;
   layout.livePeakBytes = layout.persistentBytes + plan.livePeak;
 }
@@ -127,9 +126,7 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   // update of an argument: the runner reads nothing else.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    Value root = value;
-    while (Value source = aliasSource(root))
-      root = source;
+    Value root = storageRoot(value, layout);
     bool ok = value == loss || value == gradNorm || isa<BlockArgument>(root) ||
               (value.getDefiningOp() && isStorageFree(value.getDefiningOp()));
     if (!ok)

@@ -29,9 +29,9 @@ struct StepLayout {
   llvm::DenseMap<Value, int64_t> persistentOffset; // value -> byte offset
   int64_t persistentBytes = 0;
   /// Transient buffers: the value owning each, its planned arena offset
-  /// and size, and the op index of its allocation.
+  /// and size.
   struct Transient {
-    int64_t offset, bytes, allocIndex;
+    int64_t offset, bytes;
   };
   llvm::MapVector<Value, Transient> transients;
   /// Gradients written in place into their unit's flat gradient (an
@@ -105,9 +105,7 @@ private:
     int64_t last = -1;
   };
   llvm::DenseMap<Value, Uses> uses;
-  llvm::DenseMap<Value, SmallVector<Value>> freeWaits; // events to wait before the free
   llvm::DenseMap<int64_t, SmallVector<Value>> freesAfter;  // op index -> roots
-  llvm::DenseMap<int64_t, SmallVector<std::pair<Value, int>>> recordsAfter;
   SmallVector<Value> events;
   OpBuilder::InsertPoint eventInsertPoint;
 };
