@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -114,8 +115,11 @@ void setUp(Runtime &rt, const RunOptions &o, const Program &p,
 struct Reduced {
   float loss;
   int64_t peak;
+  float gradNorm = NAN; // when the step clips: the same on every rank
 };
 Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
+  // Allocated between steps, when the plan's transients are free, so that it
+  // never adds to the arena's high-water mark that is checked against the plan.
   int64_t scratch = 0;
   check(fsdprt_buffer_alloc(rt.ctx, 16, &scratch), "allocating scratch");
   int64_t s = rt.streams[0];
@@ -135,6 +139,10 @@ Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
   Reduced out{};
   check(fsdprt_copy_to_host(rt.ctx, s, &out.loss, scratch, 0, 4), "loss");
   check(fsdprt_copy_to_host(rt.ctx, s, &peakUnits, scratch, 8, 4), "peak");
+  if (p.gradNormOffset >= 0)
+    check(fsdprt_copy_to_host(rt.ctx, s, &out.gradNorm, rt.persistent,
+                              p.gradNormOffset, 4),
+          "reading the gradient norm");
   check(fsdprt_stream_synchronize(rt.ctx, s), "reducing metrics");
   out.peak = int64_t(peakUnits) * 64;
   check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
@@ -244,14 +252,7 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
     m.tokensPerS = double(data.tokensPerStep()) / seconds;
     m.peakBytes = reduced.peak;
     m.commExposedS = waitedAfter - waitedBefore;
-    if (p.gradNormOffset >= 0) {
-      float norm = 0;
-      check(fsdprt_copy_to_host(rt.ctx, compute, &norm, rt.persistent,
-                                p.gradNormOffset, 4),
-            "reading the gradient norm");
-      check(fsdprt_stream_synchronize(rt.ctx, compute), "reading the norm");
-      m.gradNorm = norm;
-    }
+    m.gradNorm = reduced.gradNorm;
     if (rank == 0) {
       if (!o.quiet)
         std::cout << driver::formatProgressLine(m, o.steps) << std::endl;
