@@ -36,3 +36,28 @@ func.func @step(%ctx: !rt.context, %p: !rt.buffer, %s: !rt.stream, %n: i64) {
   rt.free %ctx, %s, %b
   return
 }
+
+// Events, waits, synchronisation and the null buffer: each op one call with
+// its operands in the C order.
+// CHECK-LABEL: llvm.func @schedule(%arg0: i64, %arg1: i64, %arg2: i64) -> i32
+// CHECK: llvm.call @fsdprt_event_create(%arg0, %{{.*}}) : (i64, !llvm.ptr) -> i32
+// CHECK: %[[E:.*]] = llvm.load
+// CHECK: llvm.call @fsdprt_event_record(%arg0, %[[E]], %arg1) : (i64, i64, i64) -> i32
+// CHECK: llvm.call @fsdprt_stream_wait_event(%arg0, %arg2, %[[E]]) : (i64, i64, i64) -> i32
+// CHECK: %[[NULL:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK: llvm.call @fsdprt_fill(%arg0, %arg2, %{{.*}}, %[[NULL]],
+// CHECK: llvm.call @fsdprt_context_synchronize(%arg0) : (i64) -> i32
+// CHECK: llvm.call @fsdprt_event_destroy(%arg0, %[[E]]) : (i64, i64) -> i32
+func.func @schedule(%ctx: !rt.context, %s1: !rt.stream, %s2: !rt.stream) {
+  %e = rt.event_create %ctx : !rt.event
+  rt.event_record %ctx, %e on %s1
+  rt.stream_wait %ctx, %s2 waits %e
+  %null = rt.null : !rt.buffer
+  %f32 = arith.constant 0 : i32
+  %c0 = arith.constant 0 : i64
+  %zero = arith.constant 0.0 : f64
+  rt.call @fill(%ctx, %s2, %f32, %null, %c0, %c0, %zero) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, i64, f64) -> ()
+  rt.synchronize %ctx
+  rt.event_destroy %ctx, %e
+  return
+}

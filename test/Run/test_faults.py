@@ -130,6 +130,22 @@ def test_wrong_batch_size(fsdp, gpt2_2):
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--micro-batches", "2"], "--micro-batches 2 contradicts the compiled "
+                               "program's 1"),
+    (["--save-format", "zip", "--save", "ckpt"],
+     "--save-format must be full or sharded, not 'zip'"),
+    (["--data", "/nonexistent.txt"],
+     "data file '/nonexistent.txt' cannot be opened"),
+    (["--backend", "tpu"], "--backend must be cpu or cuda"),
+])
+def test_bad_options_are_clear_errors(fsdp, gpt2_2, tmp_path, args, message):
+    proc = _run(fsdp, [gpt2_2, "--nproc", "2", "--steps", "1", "--quiet",
+                       *[str(tmp_path / a) if a == "ckpt" else a for a in args]])
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
