@@ -36,6 +36,11 @@ static int64_t lastDim(Value v) {
   ArrayRef<int64_t> s = shapeOf(v);
   return s.empty() ? 1 : s.back();
 }
+/// The product of the dims after N and C of a batch-norm input [N, C, ...].
+static int64_t batchNormSpatial(Value input) {
+  ArrayRef<int64_t> s = shapeOf(input);
+  return numel(input) / (s[0] * s[1]);
+}
 static int32_t lossReduction(nn::Reduction r) {
   return r == nn::Reduction::sum ? FSDPRT_LOSS_SUM : FSDPRT_LOSS_MEAN;
 }
@@ -277,6 +282,30 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
             .t(o.getWeightGrad())
             .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
             .f64(o.getEpsilon().convertToDouble()).call("rms_norm_backward");
+        return success();
+      })
+      .Case([&](nn::BatchNormOp o) {
+        // Training updates the running statistics in place: the op's new
+        // statistics alias them (aliasSource).
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+            .t(o.getWeight()).t(o.getBias()).t(o.getRunningMean())
+            .t(o.getRunningVar()).t(o.getResult())
+            .i64(shapeOf(o.getInput())[0]).i64(shapeOf(o.getInput())[1])
+            .i64(batchNormSpatial(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble())
+            .f64(o.getMomentum().convertToDouble()).i32(o.getTraining())
+            .call("batch_norm_forward");
+        return success();
+      })
+      .Case([&](nn::BatchNormGradOp o) {
+        Args{*this}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
+            .t(o.getWeight()).t(o.getRunningMean()).t(o.getRunningVar())
+            .t(o.getGrad()).t(o.getInputGrad()).t(o.getWeightGrad())
+            .t(o.getBiasGrad()).i64(shapeOf(o.getInput())[0])
+            .i64(shapeOf(o.getInput())[1])
+            .i64(batchNormSpatial(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble()).i32(o.getTraining())
+            .call("batch_norm_backward");
         return success();
       })
       .Case([&](nn::SoftmaxOp o) {

@@ -38,6 +38,10 @@ Value fsdp::aliasSource(Value result) {
     return op->getOperand(n == 0 ? 0 : 2);
   if (isa<AdamWStepOp>(op))
     return op->getOperand(n == 0 ? 0 : 1 + n);
+  // Batch norm's new running statistics are its running statistics, updated
+  // in place in training mode (as F.batch_norm does).
+  if (isa<nn::BatchNormOp>(op) && n > 0)
+    return op->getOperand(2 + n);
   return {};
 }
 
@@ -308,6 +312,10 @@ LogicalResult StepLowering::run() {
     if (auto unshard = dyn_cast<UnshardOp>(op))
       defined.push_back(cast<WaitOp>(*unshard->getUsers().begin()).getResult());
     for (Value v : defined) {
+      if (Value source = aliasSource(v)) { // updated in place
+        refs[v] = ref(source);
+        continue;
+      }
       auto slot = layout.flatSlots.find(v);
       if (slot != layout.flatSlots.end()) {
         // A gradient lives in its flat gradient, placed at the first one.
