@@ -520,13 +520,24 @@ LoadResult loadSharded(const std::string &dir, const Program &program,
                    image.data() + shardOffset);
       loaded.insert(key);
     };
-    std::vector<float> flat = readSavedFlat(readers, dir, su, "flat_param");
+    // A rank-local unit is whole in every rank's file and differs between
+    // them: each rank reads its own (rank r of a smaller world: r mod W).
+    std::vector<std::unique_ptr<Reader>> ownFile;
+    if (ours[matches.front().second->name].first->rankLocal) {
+      auto it = files.find(rank % worldSize);
+      if (it == files.end())
+        fail(dir, "is incomplete: " + shardFileName(rank % worldSize, worldSize) +
+                      " is missing");
+      ownFile.push_back(openReader(it->second));
+    }
+    const auto &from = ownFile.empty() ? readers : ownFile;
+    std::vector<float> flat = readSavedFlat(from, dir, su, "flat_param");
     for (const auto &[sp, p] : matches)
       scatter(flat, *sp, p->name, ours[p->name].first->offset);
     for (const std::string &s : su.state) {
       if (!anyState || !stateNames.count(s))
         continue;
-      flat = readSavedFlat(readers, dir, su, s);
+      flat = readSavedFlat(from, dir, su, s);
       for (const auto &[sp, p] : matches)
         for (const StateInfo &st : ours[p->name].first->state)
           if (st.name == s)

@@ -224,6 +224,10 @@ void storeAs(const std::string &dtype, const std::vector<float> &values,
 
 void initUnitShard(const Program &program, const UnitInfo &unit,
                    uint64_t seed, int rank, uint8_t *image) {
+  // A rank-local unit (MixtureOfExperts' expert) differs between ranks, as
+  // PyTorch's test seeds it with 42 + rank: each rank has its own stream.
+  if (unit.rankLocal)
+    seed = rankLocalSeed(seed, rank);
   int64_t begin = shardBegin(program, unit, rank);
   int64_t end = begin + unit.shardNumel;
   std::vector<float> values;
@@ -286,6 +290,10 @@ std::vector<float> initTensor(const InitSpec &init,
   initRange(init, shape, seed, name, 0, static_cast<int64_t>(values.size()),
             values.data());
   return values;
+}
+
+uint64_t rankLocalSeed(uint64_t seed, int rank) {
+  return seed ^ (0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(rank) + 1));
 }
 
 int64_t shardBegin(const Program &program, const UnitInfo &unit, int rank) {

@@ -50,6 +50,10 @@ std::vector<float> initTensor(const InitSpec &init,
                               const std::vector<int64_t> &shape, uint64_t seed,
                               const std::string &name);
 
+/// The seed rank `rank` initialises a rank-local unit with: a stream of its
+/// own for every rank (and unlike the shared units' stream).
+uint64_t rankLocalSeed(uint64_t seed, int rank);
+
 /// Element offset of rank `rank`'s shard in `unit`'s padded flat parameter
 /// (0 when the unit is not sharded: shard_numel == padded_numel).
 int64_t shardBegin(const Program &program, const UnitInfo &unit, int rank);

@@ -201,7 +201,7 @@ void checkShardSizes(const Program &prog, const UnitInfo &u,
     fail(join(path, "padded_numel"),
          std::to_string(u.paddedNumel) + " is less than flat_numel " +
              std::to_string(u.flatNumel));
-  if (prog.strategy == "no-shard" || prog.shard == 1) {
+  if (prog.strategy == "no-shard" || prog.shard == 1 || u.rankLocal) {
     if (u.shardNumel != u.paddedNumel)
       fail(join(path, "shard_numel"),
            std::to_string(u.shardNumel) + " must equal padded_numel " +
@@ -233,6 +233,11 @@ UnitInfo parseUnit(const json &v, const Program &prog,
   u.flatNumel = getInt(v, path, "flat_numel");
   u.paddedNumel = getInt(v, path, "padded_numel");
   u.shardNumel = getInt(v, path, "shard_numel");
+  if (v.contains("rank_local")) {
+    if (!v["rank_local"].is_boolean())
+      fail(join(path, "rank_local"), "expected true or false");
+    u.rankLocal = v["rank_local"].get<bool>();
+  }
   checkShardSizes(prog, u, path);
   checkExtent(u.offset, u.shardNumel * 4, prog.persistentBytes,
               join(path, "offset"));

@@ -77,7 +77,8 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
              failure();
     auto type = cast<RankedTensorType>(arg.getType());
     int64_t shardNumel = type.getNumElements();
-    int64_t padded = shard > 1 ? shardNumel * shard : shardNumel;
+    bool rankLocal = step.getArgAttr(i, kRankLocalArg) != nullptr;
+    int64_t padded = shard > 1 && !rankLocal ? shardNumel * shard : shardNumel;
     llvm::json::Array paramList;
     for (auto [name, offset] : llvm::zip(names, offsets.asArrayRef())) {
       StringRef qualified = cast<StringAttr>(name).getValue();
@@ -101,6 +102,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
         {"flat_numel", flatNumel.getInt()},
         {"padded_numel", padded},
         {"shard_numel", shardNumel},
+        {"rank_local", rankLocal},
         {"params", std::move(paramList)},
         {"state", llvm::json::Array()}});
   }

@@ -223,6 +223,25 @@ TEST_F(Checkpoint, ShardedSavedAtTwoLoadsAtOneAndThree) {
   expectLoadsInto(dir, test::testProgram(2, 2));
 }
 
+TEST_F(Checkpoint, RankLocalUnitReturnsToItsRank) {
+  Program p = test::testProgram(1, 2, "adamw", "tiny", /*rankLocalBlock=*/true);
+  const UnitInfo &local = p.units[1];
+  ASSERT_NE(trainedImage(p, 0), trainedImage(p, 1));
+  // Sharded: every rank gets its own expert back.
+  expectLoadsInto(saveShardedAt(p), p);
+  // Full: rank 0's expert (PyTorch's rank-0 full state dict), on every rank.
+  std::string full = saveFullAt(p);
+  Image rank0 = trainedImage(p, 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    Image image;
+    load(full, p, rank, image);
+    EXPECT_EQ(0, std::memcmp(image.data() + local.offset,
+                             rank0.data() + local.offset,
+                             local.shardNumel * 4))
+        << "rank " << rank;
+  }
+}
+
 TEST_F(Checkpoint, ShardedHybridLoadsAtOne) {
   std::string dir = saveShardedAt(test::testProgram(2, 2));
   expectLoadsInto(dir, test::testProgram(1, 1));

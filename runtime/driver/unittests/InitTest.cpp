@@ -188,6 +188,36 @@ TEST(Init, FlatParameterHoldsEachParamAtItsOffset) {
   }
 }
 
+TEST(Init, RankLocalUnitIsWholeAndDrawnPerRank) {
+  Program p = test::testProgram(1, 2, "adamw", "tiny", /*rankLocalBlock=*/true);
+  const UnitInfo &local = p.units[1];
+  std::vector<uint8_t> r0, r1;
+  initializeRank(p, 42, 0, r0);
+  initializeRank(p, 42, 1, r1);
+  std::vector<float> a = shardOf(local, r0), b = shardOf(local, r1);
+  ASSERT_EQ(static_cast<int64_t>(a.size()), local.flatNumel);
+  EXPECT_NE(a, b) << "each rank has its own expert";
+  for (int rank : {0, 1}) {
+    std::vector<float> flat = shardOf(local, rank == 0 ? r0 : r1);
+    for (const ParamInfo &q : local.params) {
+      std::vector<float> want =
+          initTensor(q.init, q.shape, rankLocalSeed(42, rank), q.name);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(),
+                             flat.begin() + q.flatOffset))
+          << q.name << " on rank " << rank;
+    }
+  }
+  // The shared unit is still one flat parameter split over the ranks.
+  Program whole = test::testProgram(1, 1);
+  std::vector<uint8_t> one;
+  initializeRank(whole, 42, 0, one);
+  std::vector<float> flat = shardOf(p.units[0], r0), tail = shardOf(p.units[0], r1);
+  flat.insert(flat.end(), tail.begin(), tail.end());
+  std::vector<float> want = shardOf(whole.units[0], one);
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + whole.units[0].flatNumel,
+                         flat.begin()));
+}
+
 TEST(Init, ReplicasAndBuffersAreInitialised) {
   Program p = test::testProgram(2, 2);
   std::vector<uint8_t> r1, r3;

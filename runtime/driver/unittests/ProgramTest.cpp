@@ -67,6 +67,22 @@ TEST(Program, RoundTripsEveryField) {
   EXPECT_EQ(got.batchPerRank(), 2);
 }
 
+TEST(Program, RankLocalUnitIsWholeOnAShardedMesh) {
+  Program want = test::testProgram(1, 2, "adamw", "tiny", /*rankLocalBlock=*/true);
+  Program p = parseProgram(test::programJson(want).dump());
+  EXPECT_FALSE(p.units[0].rankLocal);
+  EXPECT_EQ(p.units[0].shardNumel * 2, p.units[0].paddedNumel);
+  EXPECT_TRUE(p.units[1].rankLocal);
+  EXPECT_EQ(p.units[1].shardNumel, 59);
+  EXPECT_EQ(p.units[1].paddedNumel, 59);
+  EXPECT_EQ(errorAfter([](json &j) { j["units"][1]["rank_local"] = 1; }),
+            "program: units[1].rank_local: expected true or false");
+  // A unit that is not rank-local must still be sharded.
+  json j = test::programJson(want);
+  j["units"][1]["rank_local"] = false;
+  EXPECT_THROW(parseProgram(j.dump()), std::runtime_error);
+}
+
 TEST(Program, NoShardKeepsTheWholeFlatParameter) {
   Program p = parseProgram(test::programJson(test::testProgram(3, 1)).dump());
   EXPECT_EQ(p.strategy, "no-shard");

@@ -4,7 +4,7 @@
 // units (the root and "h.0") whose flat parameters are padded to a multiple
 // of the shard size, optimizer state per unit, BatchNorm-like buffers and a
 // language-model pair of inputs, laid out back to back in the persistent
-// buffer. Also the JSON spelling of a Program, for parser tests.
+// buffer; optionally "h.0" rank-local (whole on every rank, never sharded). Also the JSON spelling of a Program, for parser tests.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DRIVER_UNITTESTS_TESTPROGRAM_H
@@ -38,17 +38,20 @@ inline int64_t place(Program &p, int64_t bytes) {
 
 inline UnitInfo makeUnit(Program &p, const std::string &name,
                          std::vector<ParamInfo> params,
-                         const std::vector<std::string> &state) {
+                         const std::vector<std::string> &state,
+                         bool rankLocal = false) {
   UnitInfo u;
   u.name = name;
   u.dtype = "f32";
+  u.rankLocal = rankLocal;
+  int64_t shard = rankLocal ? 1 : p.shard;
   for (ParamInfo &param : params) {
     param.flatOffset = u.flatNumel;
     u.flatNumel += testNumel(param.shape);
   }
   u.params = std::move(params);
-  u.paddedNumel = (u.flatNumel + p.shard - 1) / p.shard * p.shard;
-  u.shardNumel = u.paddedNumel / p.shard;
+  u.paddedNumel = (u.flatNumel + shard - 1) / shard * shard;
+  u.shardNumel = u.paddedNumel / shard;
   u.offset = place(p, u.shardNumel * 4);
   for (const std::string &s : state)
     u.state.push_back(StateInfo{s, place(p, u.shardNumel * 4)});
@@ -67,7 +70,8 @@ inline ParamInfo param(const std::string &name, std::vector<int64_t> shape,
 /// The tiny model on a [replicate, shard] mesh.
 inline Program testProgram(int replicate, int shard,
                            const std::string &optimizer = "adamw",
-                           const std::string &model = "tiny") {
+                           const std::string &model = "tiny",
+                           bool rankLocalBlock = false) {
   Program p;
   p.model = model;
   p.entry = "tiny_step";
@@ -93,7 +97,7 @@ inline Program testProgram(int replicate, int shard,
       {param("h.0.fc.weight", {5, 6}, "kaiming_uniform", {std::sqrt(5.0)}),
        param("h.0.fc.bias", {5}, "uniform", {-0.4, 0.4}),
        param("h.0.conv.weight", {3, 2, 2, 2}, "xavier_normal", {1.0})},
-      state));
+      state, rankLocalBlock));
   auto buffer = [&](const std::string &name, std::vector<int64_t> shape,
                     const std::string &dtype, const std::string &kind) {
     BufferInfo b;
@@ -146,6 +150,7 @@ inline nlohmann::json programJson(const Program &p) {
                      {"flat_numel", u.flatNumel},
                      {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel},
+                     {"rank_local", u.rankLocal},
                      {"params", params},
                      {"state", state}});
   }

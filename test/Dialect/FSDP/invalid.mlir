@@ -153,6 +153,18 @@ fsdp.module @m kind "Linear" unit<reshard_after_forward = maybe> {
 
 // -----
 
+// expected-error @+1 {{expected reshard_after_forward or rank_local, got 'process_group'}}
+fsdp.module @m kind "Linear" unit<process_group = true> {
+}
+
+// -----
+
+// expected-error @+1 {{expected true or false, got 'yes'}}
+fsdp.module @m kind "Linear" unit<reshard_after_forward = false, rank_local = yes> {
+}
+
+// -----
+
 func.func @bad_mesh(%x: tensor<4xf32>) {
   // expected-error @+1 {{mesh shard size must be >= 1, got 0}}
   %0 = fsdp.all_reduce %x mesh<shard = 0> group world dtype f32 sum : tensor<4xf32>

@@ -29,6 +29,19 @@ fsdp.model @tree {
         fsdp.return %y : tensor<2x8xbf16>
       }
     }
+    // CHECK: fsdp.module @expert kind "Linear" unit<reshard_after_forward = true, rank_local = true> {
+    fsdp.module @expert kind "Linear" unit<rank_local = true, reshard_after_forward = true> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
+    // CHECK: fsdp.module @local kind "Linear" unit<rank_local = true> {
+    fsdp.module @local kind "Linear" unit<rank_local = true> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
+    // rank_local = false is the default and not printed.
+    // CHECK: fsdp.module @shared kind "Linear" unit {
+    fsdp.module @shared kind "Linear" unit<rank_local = false> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
     // A container without a forward, holding initializers of every kind.
     // CHECK: fsdp.module @layers kind "ModuleList" {
     fsdp.module @layers kind "ModuleList" {

@@ -3,6 +3,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -142,28 +143,46 @@ void InitAttr::print(AsmPrinter &printer) const {
 
 Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
   BoolAttr reshard;
+  bool rankLocal = false;
   if (succeeded(parser.parseOptionalLess())) {
-    if (parser.parseKeyword("reshard_after_forward") || parser.parseEqual())
-      return {};
-    SMLoc loc = parser.getCurrentLocation();
-    StringRef value;
-    if (parser.parseKeyword(&value))
-      return {};
-    if (value != "true" && value != "false") {
-      parser.emitError(loc, "expected true or false, got '") << value << "'";
-      return {};
-    }
-    reshard = BoolAttr::get(parser.getContext(), value == "true");
+    do {
+      SMLoc loc = parser.getCurrentLocation();
+      StringRef key, value;
+      if (parser.parseKeyword(&key) || parser.parseEqual())
+        return {};
+      if (key != "reshard_after_forward" && key != "rank_local") {
+        parser.emitError(loc, "expected reshard_after_forward or rank_local, "
+                              "got '")
+            << key << "'";
+        return {};
+      }
+      loc = parser.getCurrentLocation();
+      if (parser.parseKeyword(&value))
+        return {};
+      if (value != "true" && value != "false") {
+        parser.emitError(loc, "expected true or false, got '") << value << "'";
+        return {};
+      }
+      if (key == "rank_local")
+        rankLocal = value == "true";
+      else
+        reshard = BoolAttr::get(parser.getContext(), value == "true");
+    } while (succeeded(parser.parseOptionalComma()));
     if (parser.parseGreater())
       return {};
   }
-  return fsdp::UnitAttr::get(parser.getContext(), reshard);
+  return fsdp::UnitAttr::get(parser.getContext(), reshard, rankLocal);
 }
 
 void fsdp::UnitAttr::print(AsmPrinter &printer) const {
+  SmallVector<std::string> fields;
   if (BoolAttr reshard = getReshardAfterForward())
-    printer << "<reshard_after_forward = "
-            << (reshard.getValue() ? "true" : "false") << '>';
+    fields.push_back(std::string("reshard_after_forward = ") +
+                     (reshard.getValue() ? "true" : "false"));
+  if (getRankLocal())
+    fields.push_back("rank_local = true");
+  if (!fields.empty())
+    printer << '<' << llvm::join(fields, ", ") << '>';
 }
 
 //===----------------------------------------------------------------------===//

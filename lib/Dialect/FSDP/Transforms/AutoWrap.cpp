@@ -119,7 +119,8 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
     // The root is the outer FullyShardedDataParallel; a
     // reshard_after_forward set on it by hand is kept.
     auto unit =
-        fsdp::UnitAttr::get(&getContext(), /*reshard_after_forward=*/{});
+        fsdp::UnitAttr::get(&getContext(), /*reshard_after_forward=*/{},
+                            /*rank_local=*/false);
     if (!root.isUnit())
       root.setUnitAttr(unit);
 

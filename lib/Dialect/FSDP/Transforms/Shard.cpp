@@ -30,6 +30,10 @@ struct FlatParam {
   int64_t padded = 0;
   int64_t shard = 0;
   Type elementType;
+  /// The unit's process group: the step's mesh, or for a rank-local unit a
+  /// world of one rank (its flat parameter whole and never reduced).
+  MeshAttr mesh;
+  bool rankLocal = false;
 
   RankedTensorType fullType() const {
     return RankedTensorType::get({padded}, elementType);
@@ -83,10 +87,12 @@ private:
 
 LogicalResult StepSharder::computeFlatParams() {
   UnitOwnership ownership(model);
-  int64_t groupSize = mesh.getShard();
+  MeshAttr ownRank = MeshAttr::get(model.getContext(), 0, 1);
   for (NNModuleOp unit : ownership.getUnits()) {
     FlatParam flat;
     flat.unit = unit.getQualifiedName();
+    flat.rankLocal = unit.getUnitAttr().getRankLocal();
+    flat.mesh = flat.rankLocal ? ownRank : mesh;
     for (ParamOp param : ownership.getParams(unit)) {
       if (!param.getRequiresGrad())
         continue;
@@ -103,6 +109,7 @@ LogicalResult StepSharder::computeFlatParams() {
     }
     if (flat.params.empty())
       continue; // A unit without parameters does no collectives.
+    int64_t groupSize = flat.mesh.getShard();
     flat.shard = llvm::divideCeil(flat.numel, groupSize);
     flat.padded = flat.shard * groupSize;
     flats.push_back(std::move(flat));
@@ -161,6 +168,12 @@ LogicalResult StepSharder::run() {
       anyUpdate = &op;
     }
   bool clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
+  for (const FlatParam &flat : flats)
+    if (clipping && flat.rankLocal)
+      return step.emitOpError("clips the gradient norm, but unit '")
+             << flat.unit << "' is rank-local: its gradient differs between "
+             << "ranks, so there is no single norm to clip to",
+             failure();
   unsigned statesPerParam = anyUpdate ? anyUpdate->getNumResults() - 1 : 0;
   SmallVector<std::string> stateNames;
   for (unsigned a = 0; a < step.getNumArguments(); ++a)
@@ -187,13 +200,17 @@ LogicalResult StepSharder::run() {
     for (ParamOp p : flat.params)
       names.push_back(builder.getStringAttr(qualifiedName(p)));
     argTypes.push_back(flat.shardType());
-    argAttrs.push_back(builder.getDictionaryAttr({
+    SmallVector<NamedAttribute> attrs = {
         builder.getNamedAttr(kFlatParamArg, builder.getStringAttr(flat.unit)),
         builder.getNamedAttr("fsdp.params", builder.getArrayAttr(names)),
         builder.getNamedAttr("fsdp.offsets",
                              builder.getDenseI64ArrayAttr(flat.offsets)),
         builder.getNamedAttr("fsdp.flat_numel",
-                             builder.getI64IntegerAttr(flat.numel))}));
+                             builder.getI64IntegerAttr(flat.numel))};
+    if (flat.rankLocal)
+      attrs.push_back(
+          builder.getNamedAttr(kRankLocalArg, builder.getUnitAttr()));
+    argAttrs.push_back(builder.getDictionaryAttr(attrs));
     keptArgs.push_back(-1);
   }
   unsigned firstState = argTypes.size();
@@ -263,11 +280,11 @@ LogicalResult StepSharder::run() {
                                 full);
       tagOp(full.getDefiningOp(), flat.unit, kForward);
     }
-    if (mesh.getShard() > 1) {
+    if (flat.mesh.getShard() > 1) {
       auto unshard = UnshardOp::create(
           builder, loc,
           TokenType::get(context, flat.fullType().clone(gatherType)), full,
-          builder.getStringAttr(flat.unit), mesh);
+          builder.getStringAttr(flat.unit), flat.mesh);
       auto wait = WaitOp::create(builder, loc, unshard);
       tagOp(unshard, flat.unit, kForward);
       tagOp(wait, flat.unit, kForward);
@@ -297,7 +314,6 @@ LogicalResult StepSharder::run() {
 
   // Each unit's gradient, flattened and reduced to the local shard in the
   // reduce dtype, then in the parameter's dtype for the optimizer.
-  auto [pre, post] = divideFactors(mesh.getWorldSize());
   Type reduceDtype = getPolicyDtype(step, kReduceDtypeKey);
   auto policy = step->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
   bool keepLowPrecisionGrads =
@@ -324,13 +340,17 @@ LogicalResult StepSharder::run() {
     }
     auto flatGrad = FlattenOp::create(
         builder, loc, flat.fullType().clone(reduceType), grads);
-    Value reduced = ReduceGradsOp::create(
-        builder, loc, flat.shardType().clone(reduceType), flatGrad,
-        builder.getStringAttr(flat.unit), mesh,
-        ReduceKindAttr::get(context, ReduceKind::sum),
-        builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
     tagOp(flatGrad, flat.unit, kBackward);
-    tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
+    Value reduced = flatGrad; // a rank-local gradient is not reduced
+    if (!flat.rankLocal) {
+      auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
+      reduced = ReduceGradsOp::create(
+          builder, loc, flat.shardType().clone(reduceType), flatGrad,
+          builder.getStringAttr(flat.unit), flat.mesh,
+          ReduceKindAttr::get(context, ReduceKind::sum),
+          builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+      tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
+    }
     if (reduceType != flat.elementType && !keepLowPrecisionGrads) {
       reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
       tagOp(reduced.getDefiningOp(), flat.unit, kBackward);

@@ -48,13 +48,20 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     parameter of its subtree that no nested unit owns (FullyShardedDataParallel
     / fully_shard on that module). `reshard_after_forward` overrides the
     strategy's choice for this unit, as FSDP2's per-module argument.
+    `rank_local` gives the unit a process group of its own rank only, as
+    PyTorch's MixtureOfExperts wraps its expert (`FSDP(expert,
+    new_group([rank]))`): the flat parameter is whole on every rank, differs
+    between ranks (each initialises it from its own random stream), and its
+    gradient is not reduced.
 
     ```mlir
     #fsdp.unit
     #fsdp.unit<reshard_after_forward = false>
+    #fsdp.unit<rank_local = true>
     ```
   }];
-  let parameters = (ins OptionalParameter<"::mlir::BoolAttr">:$reshard_after_forward);
+  let parameters = (ins OptionalParameter<"::mlir::BoolAttr">:$reshard_after_forward,
+                        DefaultValuedParameter<"bool", "false">:$rank_local);
   let hasCustomAssemblyFormat = 1;
 }
 

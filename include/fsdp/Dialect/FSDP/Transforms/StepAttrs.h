@@ -32,6 +32,8 @@ constexpr StringLiteral kLossResult = "fsdp.loss";
 constexpr StringLiteral kGradNormResult = "fsdp.grad_norm";
 constexpr StringLiteral kFlatParamArg = "fsdp.flat_param";
 constexpr StringLiteral kFlatStateArg = "fsdp.flat_state";
+/// On a rank-local unit's flat parameter: whole on every rank, never reduced.
+constexpr StringLiteral kRankLocalArg = "fsdp.rank_local";
 
 // Mixed precision: on the model (fsdp-mixed-precision), then on the step.
 constexpr StringLiteral kMixedPrecisionAttr = "fsdp.mixed_precision";
