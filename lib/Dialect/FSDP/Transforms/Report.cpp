@@ -241,6 +241,20 @@ std::string describePeak(const StepReport &report) {
       .str();
 }
 
+/// (unit, elements) of the step's rank-local flat parameters.
+SmallVector<std::pair<std::string, int64_t>> rankLocalUnits(func::FuncOp step) {
+  SmallVector<std::pair<std::string, int64_t>> units;
+  for (BlockArgument arg : step.getArguments())
+    if (step.getArgAttr(arg.getArgNumber(), kRankLocalArg)) {
+      StringRef unit = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         kFlatParamArg)
+                           .getValue();
+      units.push_back({unit.empty() ? "(root)" : unit.str(),
+                       cast<RankedTensorType>(arg.getType()).getNumElements()});
+    }
+  return units;
+}
+
 void printText(raw_ostream &os, ModelOp model, func::FuncOp step,
                const StepReport &report) {
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
@@ -248,6 +262,14 @@ void printText(raw_ostream &os, ModelOp model, func::FuncOp step,
      << step->getAttrOfType<StringAttr>(kStrategyAttr).getValue() << " on "
      << mesh << " (" << mesh.getWorldSize()
      << " ranks); every rank runs the same schedule on equal shards\n";
+  auto local = rankLocalUnits(step);
+  if (!local.empty()) {
+    os << "rank-local units (whole on every rank, different on each, never "
+          "gathered or reduced):";
+    for (auto &[unit, elements] : local)
+      os << " " << unit << " (" << elements << " elements)";
+    os << "\n";
+  }
   os << "peak memory per rank: " << report.peakBytes << " bytes at "
      << describePeak(report) << "\n";
   for (size_t c = 0; c < kCategories; ++c)
@@ -296,6 +318,10 @@ llvm::json::Object toJson(ModelOp model, func::FuncOp step,
         {"kind", c.kind}, {"unit", c.unit}, {"phase", c.phase},
         {"dtype", typeName(c.dtype)}, {"elements", c.elements},
         {"bytes", c.bytes}, {"stream", c.stream}});
+  llvm::json::Array rankLocal;
+  for (auto &[unit, elements] : rankLocalUnits(step))
+    rankLocal.push_back(
+        llvm::json::Object{{"unit", unit}, {"elements", elements}});
   return llvm::json::Object{
       {"model", model.getSymName()},
       {"strategy", step->getAttrOfType<StringAttr>(kStrategyAttr).getValue()},
@@ -304,7 +330,8 @@ llvm::json::Object toJson(ModelOp model, func::FuncOp step,
       {"peak_bytes", report.peakBytes},
       {"peak_at", describePeak(report)},
       {"breakdown", std::move(breakdown)},
-      {"collectives", std::move(collectives)}};
+      {"collectives", std::move(collectives)},
+      {"rank_local_units", std::move(rankLocal)}};
 }
 
 struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {

@@ -91,7 +91,8 @@ LogicalResult StepSharder::computeFlatParams() {
   for (NNModuleOp unit : ownership.getUnits()) {
     FlatParam flat;
     flat.unit = unit.getQualifiedName();
-    flat.rankLocal = unit.getUnitAttr().getRankLocal();
+    // The root is a unit even when it is not marked as one.
+    flat.rankLocal = unit.isUnit() && unit.getUnitAttr().getRankLocal();
     flat.mesh = flat.rankLocal ? ownRank : mesh;
     for (ParamOp param : ownership.getParams(unit)) {
       if (!param.getRequiresGrad())
