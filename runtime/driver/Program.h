@@ -107,11 +107,12 @@ Program parseProgram(const std::string &json);
 //   int32_t entry(int64_t ctx, int64_t persistent, int64_t compute_stream,
 //                 int64_t all_gather_stream, int64_t reduce_scatter_stream,
 //                 int64_t shard_comm, int64_t replicate_comm,
-//                 int64_t step_count);
+//                 int64_t step_count, int64_t seed, int64_t rank);
 // step_count is the number of optimizer steps already taken (0 for the
-// first); replicate_comm is 0 unless the mesh has a replicate dimension.
+// first); replicate_comm is 0 unless the mesh has a replicate dimension;
+// seed (the run's --seed) and rank key the dropout masks.
 using StepFn = int32_t (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t);
+                           int64_t, int64_t, int64_t, int64_t, int64_t);
 
 } // namespace driver
 } // namespace fsdp

@@ -6,16 +6,22 @@
 // UNSCHEDULED: mlp.mlir:4:1: error: 'fsdp.model' op has no sharded train step to lower; run fsdp-pipeline (or fsdp-shard and fsdp-insert-collectives) first
 // NOMODEL: error: convert-fsdp-to-rt: expected one fsdp.model with its scheduled train step, found 0 models
 
-// Dropout has no runtime lowering yet: the error points at the op.
-fsdp.model @drop {
-  fsdp.module @root kind "Net" {
-    fsdp.param @w : tensor<4x4xf32> init <normal(0.0, 0.02)>
-    fsdp.forward (%x: tensor<2x4xf32>, %t: tensor<2x4xf32>) -> tensor<f32> {
-      %w = fsdp.get_param @w : tensor<4x4xf32>
-      %y = nn.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-      // expected-error @+1 {{'nn.dropout' op has no runtime lowering in convert-fsdp-to-rt yet}}
-      %d = nn.dropout %y {p = 0.1 : f64, rng_id = 0 : i64} : tensor<2x4xf32>
-      %l = nn.mse_loss %d, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<f32>
+// A buffer update the runtime cannot compute in place (an integer counter,
+// like BatchNorm's num_batches_tracked) is an error naming the buffer, not
+// an update silently dropped.
+// expected-error @+1 {{'func.return' op result #3 (buffer 'count'), computed by arith.addi, is not the loss, the step count or an in-place update of an argument; the runtime cannot return it}}
+fsdp.model @counter {
+  fsdp.module @root kind "Net" unit {
+    fsdp.param @weight : tensor<4x8xf32> init <normal(0.0, 1.0)>
+    fsdp.buffer @count : tensor<i64> init <zeros>
+    fsdp.forward (%x: tensor<2x8xf32>) -> tensor<f32> {
+      %w = fsdp.get_param @weight : tensor<4x8xf32>
+      %y = nn.linear %x, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+      %n = fsdp.get_buffer @count : tensor<i64>
+      %one = arith.constant dense<1> : tensor<i64>
+      %n1 = arith.addi %n, %one : tensor<i64>
+      fsdp.set_buffer @count, %n1 : tensor<i64>
+      %l = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
       fsdp.return %l : tensor<f32>
     }
   }

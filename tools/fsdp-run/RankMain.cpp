@@ -234,7 +234,8 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
     check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedBefore), "stats");
     auto start = std::chrono::steady_clock::now();
     check(step(rt.ctx, rt.persistent, rt.streams[0], rt.streams[1],
-               rt.streams[2], rt.shard, rt.replicate, stepCount),
+               rt.streams[2], rt.shard, rt.replicate, stepCount,
+               int64_t(o.seed), rank),
           "step");
     check(fsdprt_context_synchronize(rt.ctx), "step");
     double seconds = std::chrono::duration<double>(

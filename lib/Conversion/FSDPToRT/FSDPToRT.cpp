@@ -129,11 +129,16 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
     Value root = storageRoot(value, layout);
     bool ok = value == loss || value == gradNorm || isa<BlockArgument>(root) ||
               (value.getDefiningOp() && isStorageFree(value.getDefiningOp()));
-    if (!ok)
-      return ret.emitOpError("result #")
-                 << i << " is not the loss, the step count or an in-place "
-                 << "update of an argument; the runtime cannot return it",
+    if (!ok) {
+      InFlightDiagnostic diag = ret.emitOpError("result #") << i;
+      if (auto buffer = step.getResultAttrOfType<StringAttr>(i, kBufferArg))
+        diag << " (buffer '" << buffer.getValue() << "')";
+      if (Operation *def = value.getDefiningOp())
+        diag << ", computed by " << def->getName() << ",";
+      return diag << " is not the loss, the step count or an in-place "
+                  << "update of an argument; the runtime cannot return it",
              failure();
+    }
   }
 
   // Gradients go straight into their flat gradient unless that raises the
@@ -153,15 +158,15 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
 static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
   MLIRContext *ctx = b.getContext();
   Type stream = rt::StreamType::get(ctx), comm = rt::CommType::get(ctx);
+  Type i64 = b.getI64Type();
   SmallVector<Type> inputs{rt::ContextType::get(ctx), rt::BufferType::get(ctx),
-                           stream, stream, stream, comm, comm,
-                           b.getI64Type()};
+                           stream, stream, stream, comm, comm, i64, i64, i64};
   auto out = func::FuncOp::create(b, step.getLoc(), step.getSymName(),
                                   b.getFunctionType(inputs, {}));
   out.addEntryBlock();
   static const char *names[] = {"ctx",   "persistent", "compute",
                                 "all_gather", "reduce_scatter", "shard",
-                                "replicate", "step_count"};
+                                "replicate", "step_count", "seed", "rank"};
   for (auto [i, name] : llvm::enumerate(names))
     out.setArgAttr(i, "rt.name", b.getStringAttr(name));
   return out;

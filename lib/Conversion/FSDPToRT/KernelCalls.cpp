@@ -284,6 +284,15 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
             .f64(o.getEpsilon().convertToDouble()).call("rms_norm_backward");
         return success();
       })
+      .Case([&](nn::DropoutOp o) {
+        // The backward is the same op on the cotangent: same key, same mask.
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+            .t(o.getResult()).i64(numel(o.getResult()))
+            .f64(o.getP().convertToDouble()).value(seed()).value(stepCount())
+            .value(dropoutKey(int64_t(o.getRngId())))
+            .call("dropout_forward");
+        return success();
+      })
       .Case([&](nn::BatchNormOp o) {
         // Training updates the running statistics in place: the op's new
         // statistics alias them (aliasSource).

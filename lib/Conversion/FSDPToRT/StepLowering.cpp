@@ -67,11 +67,15 @@ static bool isAliasOp(Operation *op) {
 /// The step counter's bookkeeping (`arith.addi %count, 1`) stays on the
 /// host: the runner passes the count.
 static bool isStepCounterOp(Operation *op) {
-  if (isa<arith::AddIOp>(op))
-    return true;
+  if (auto add = dyn_cast<arith::AddIOp>(op)) {
+    auto count = dyn_cast<BlockArgument>(add.getLhs());
+    auto step = count ? dyn_cast<func::FuncOp>(count.getOwner()->getParentOp())
+                      : func::FuncOp();
+    return step && step.getArgAttr(count.getArgNumber(), kStepCountArg);
+  }
   if (auto cst = dyn_cast<arith::ConstantOp>(op))
     return llvm::all_of(op->getUsers(),
-                        [](Operation *u) { return isa<arith::AddIOp>(u); });
+                        [](Operation *u) { return isStepCounterOp(u); });
   return false;
 }
 
@@ -136,6 +140,11 @@ Value StepLowering::nullBuffer() {
   if (!null)
     null = rt::NullOp::create(b, loc, rt::BufferType::get(b.getContext()));
   return null;
+}
+
+Value StepLowering::dropoutKey(int64_t rngId) {
+  Value first = arith::MulIOp::create(b, loc, rank, i64(dropoutSites));
+  return arith::AddIOp::create(b, loc, first, i64(rngId));
 }
 
 Value StepLowering::stream(StreamKind kind) { return streams[int(kind)]; }
@@ -226,6 +235,11 @@ LogicalResult StepLowering::run() {
   replicateComm = entry->getArgument(6);
   eventInsertPoint = b.saveInsertionPoint();
   stepPlusOne = arith::AddIOp::create(b, loc, entry->getArgument(7), i64(1));
+  runSeed = entry->getArgument(8);
+  rank = entry->getArgument(9);
+  llvm::DenseSet<int64_t> sites; // a forward and its VJP share their id
+  step.walk([&](nn::DropoutOp d) { sites.insert(int64_t(d.getRngId())); });
+  dropoutSites = sites.size();
 
   SmallVector<Operation *> ops;
   for (Operation &op : body) {

@@ -68,6 +68,12 @@ public:
   Value stream(StreamKind kind);
   Value comm(bool replicate);
   Value stepCount() { return stepPlusOne; }
+  /// The run's seed and the rng_id that keys a dropout mask. The step
+  /// numbers its S dropout sites (every call, every micro-batch) in their
+  /// low 32 bits; rank r continues the numbering at r x S, so that N ranks
+  /// drop what one rank with N times the micro-batches drops.
+  Value seed() { return runSeed; }
+  Value dropoutKey(int64_t rngId);
 
   /// Emits the runtime call(s) of a compute op; fails if it has none.
   LogicalResult emitKernel(Operation *op);
@@ -85,7 +91,9 @@ private:
   const StepLayout &layout;
   OpBuilder b;
   Location loc;
-  Value ctx, persistent, streams[3], shardComm, replicateComm, stepPlusOne;
+  Value ctx, persistent, streams[3], shardComm, replicateComm, stepPlusOne,
+      runSeed, rank;
+  int64_t dropoutSites = 0;
   StreamKind current = StreamKind::Compute;
   std::map<std::pair<int, int64_t>, Value> intConstants;
   std::map<double, Value> floatConstants;

@@ -44,6 +44,7 @@ private:
   void callChecked(StringRef name, ArrayRef<Value> args);
   Value outSlot();
   LogicalResult lowerOp(Operation &op);
+  template <typename LLVMOp> LogicalResult lowerBinary(Operation *op);
 
   ModuleOp module;
   func::FuncOp func;
@@ -92,6 +93,14 @@ Value FunctionLowering::outSlot() {
   return slot;
 }
 
+template <typename LLVMOp>
+LogicalResult FunctionLowering::lowerBinary(Operation *op) {
+  mapping.map(op->getResult(0),
+              LLVMOp::create(b, loc, lookup(op->getOperand(0)),
+                             lookup(op->getOperand(1))));
+  return success();
+}
+
 LogicalResult FunctionLowering::lowerOp(Operation &op) {
   auto operands = [&] {
     SmallVector<Value> values;
@@ -107,12 +116,9 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
                     LLVM::ConstantOp::create(b, loc, c.getType(), c.getValue()));
         return success();
       })
-      .Case([&](arith::AddIOp add) {
-        mapping.map(add.getResult(),
-                    LLVM::AddOp::create(b, loc, lookup(add.getLhs()),
-                                        lookup(add.getRhs())));
-        return success();
-      })
+      // Scalar integer arithmetic: the step count, the dropout keys.
+      .Case([&](arith::AddIOp o) { return lowerBinary<LLVM::AddOp>(o); })
+      .Case([&](arith::MulIOp o) { return lowerBinary<LLVM::MulOp>(o); })
       .Case([&](rt::NullOp n) {
         mapping.map(n.getResult(), LLVM::ConstantOp::create(
                                        b, loc, i64, b.getI64IntegerAttr(0)));
