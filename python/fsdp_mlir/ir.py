@@ -24,8 +24,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["TensorType", "tensor", "Init", "Value", "Param", "Module",
-           "Forward", "Model", "fmt_float", "symbol"]
+__all__ = ["TensorType", "tensor", "Init", "Value", "Param", "Buffer",
+           "Module", "Forward", "Model", "fmt_float", "symbol"]
 
 DTYPES = ("f32", "bf16", "f16", "i32", "i64")
 
@@ -172,33 +172,78 @@ class Param:
         return s + ("" if self.requires_grad else " {requires_grad = false}")
 
 
-class Module:
-    """An nn.Module: `kind` is its class name, `unit` marks an FSDP unit."""
+@dataclass
+class Buffer:
+    """A registered buffer (register_buffer): state that is not trained."""
+    name: str
+    type: TensorType
+    init: Init
+    owner: "Module"
+    persistent: bool = True
 
-    def __init__(self, name: str, kind: str, unit: bool = False):
+    @property
+    def numel(self) -> int:
+        return self.type.numel
+
+    def line(self) -> str:
+        s = f"fsdp.buffer {symbol(self.name)} : {self.type} init <{self.init}>"
+        return s + ("" if self.persistent else " {persistent = false}")
+
+
+class Module:
+    """An nn.Module: `kind` is its class name, `unit` marks an FSDP unit.
+
+    A unit's options (`#fsdp.unit<...>`), each implying `unit`:
+    `reshard_after_forward` (None: the strategy's choice) overrides the
+    sharding strategy for this unit, as FSDP2's per-module argument;
+    `rank_local` gives it a process group of its own rank only, PyTorch's
+    `FSDP(expert, process_group=new_group([rank]))`: its flat parameter is
+    whole on every rank, initialised per rank, and its gradient stays local.
+    """
+
+    def __init__(self, name: str, kind: str, unit: bool = False,
+                 reshard_after_forward: Optional[bool] = None,
+                 rank_local: bool = False):
         self.name = name
         self.kind = kind
-        self.unit = unit
+        self.unit = unit or rank_local or reshard_after_forward is not None
+        self.reshard_after_forward = reshard_after_forward
+        self.rank_local = rank_local
         self.parent: Optional[Module] = None
         self.params: Dict[str, Param] = {}
+        self.buffers: Dict[str, Buffer] = {}
         self.children: Dict[str, Module] = {}
         self.fwd: Optional[Forward] = None
         self.comments: List[str] = []
 
     # -- structure -------------------------------------------------------
+    def _check_new(self, name: str) -> None:
+        if name in self.params or name in self.buffers or \
+                name in self.children:
+            raise ValueError(f"{self.name}: duplicate symbol {name!r}")
+
     def param(self, name: str, shape: Union[Sequence[int], TensorType],
               init: Init, dtype: str = "f32",
               requires_grad: bool = True) -> Param:
-        if name in self.params or name in self.children:
-            raise ValueError(f"{self.name}: duplicate symbol {name!r}")
+        self._check_new(name)
         t = shape if isinstance(shape, TensorType) else tensor(shape, dtype=dtype)
         p = Param(name, t, init, self, requires_grad)
         self.params[name] = p
         return p
 
+    def buffer(self, name: str, shape: Union[Sequence[int], TensorType],
+               init: Init, dtype: str = "f32",
+               persistent: bool = True) -> Buffer:
+        """register_buffer(name, tensor, persistent); shape [] is a scalar."""
+        self._check_new(name)
+        t = shape if isinstance(shape, TensorType) else TensorType(
+            tuple(int(d) for d in shape), dtype)
+        b = Buffer(name, t, init, self, persistent)
+        self.buffers[name] = b
+        return b
+
     def add(self, child: "Module") -> "Module":
-        if child.name in self.params or child.name in self.children:
-            raise ValueError(f"{self.name}: duplicate symbol {child.name!r}")
+        self._check_new(child.name)
         if child.parent is not None:
             raise ValueError(f"module {child.name!r} already has a parent")
         child.parent = self
@@ -242,11 +287,28 @@ class Module:
         return names[::-1]
 
     # -- printing --------------------------------------------------------
+    def _unit_text(self) -> str:
+        """` unit`, ` unit<reshard_after_forward = false, rank_local =
+        true>`, or nothing."""
+        fields = []
+        if self.reshard_after_forward is not None:
+            fields.append("reshard_after_forward = "
+                          + ("true" if self.reshard_after_forward else "false"))
+        if self.rank_local:
+            fields.append("rank_local = true")
+        if not self.unit:
+            if fields:
+                raise ValueError(f"module {self.name!r}: {', '.join(fields)} "
+                                 "on a module that is not a unit")
+            return ""
+        return " unit" + (f"<{', '.join(fields)}>" if fields else "")
+
     def lines(self) -> List[str]:
         head = f"fsdp.module {symbol(self.name)} kind \"{self.kind}\""
         out = ["// " + c for c in self.comments]
-        out.append(head + (" unit" if self.unit else "") + " {")
+        out.append(head + self._unit_text() + " {")
         body = [p.line() for p in self.params.values()]
+        body += [b.line() for b in self.buffers.values()]
         for c in self.children.values():
             body += c.lines()
         if self.fwd is not None:
@@ -318,6 +380,21 @@ class Forward:
         path = p.owner.path_from(self.owner) + [p.name]
         ref = "::".join(symbol(n) for n in path)
         return self._emit(f"fsdp.get_param {ref} : {p.type}", [p.type], name)[0]
+
+    def _state_ref(self, s: Union[Param, "Buffer"]) -> str:
+        path = s.owner.path_from(self.owner) + [s.name]
+        return "::".join(symbol(n) for n in path)
+
+    def get_buffer(self, b: Buffer, name: Optional[str] = None) -> Value:
+        return self._emit(f"fsdp.get_buffer {self._state_ref(b)} : {b.type}",
+                          [b.type], name)[0]
+
+    def set_buffer(self, b: Buffer, value: Value) -> None:
+        """Stores `value` in buffer `b` (e.g. BatchNorm's new statistics)."""
+        if value.type != b.type:
+            raise ValueError(f"set_buffer {b.name}: {value.type} != {b.type}")
+        self.body.append(f"fsdp.set_buffer {self._state_ref(b)}, {value.name}"
+                         f" : {value.type}")
 
     def call(self, m: Module, *args: Value, name: Optional[str] = None) -> Value:
         if m.fwd is None or m.fwd.results is None:
@@ -431,6 +508,45 @@ class Forward:
     def rms_norm(self, x: Value, weight: Optional[Value] = None,
                  eps: float = 1e-6, name: Optional[str] = None) -> Value:
         return self._norm("nn.rms_norm", x, weight, None, eps, name)
+
+    def batch_norm(self, x: Value, weight: Value, bias: Value,
+                   running_mean: Value, running_var: Value,
+                   eps: float = 1e-5, momentum: float = 0.1,
+                   training: bool = False,
+                   names: Optional[Sequence[Optional[str]]] = None
+                   ) -> List[Value]:
+        """F.batch_norm over channel dim 1: (y, new_running_mean,
+        new_running_var); in eval mode the statistics come back unchanged."""
+        attrs = []
+        if eps != 1e-5:
+            attrs.append(f"epsilon = {_f64(eps)}")
+        if momentum != 0.1:
+            attrs.append(f"momentum = {_f64(momentum)}")
+        if training:
+            attrs.append("training")
+        c = x.type.shape[1]
+        for v in (weight, bias, running_mean, running_var):
+            if v.type.shape != (c,):
+                raise ValueError(f"batch_norm: {v.type} for {c} channels")
+        return self.op("nn.batch_norm",
+                       [x, weight, bias, running_mean, running_var],
+                       [x.type, running_mean.type, running_var.type],
+                       ", ".join(attrs), names=names)
+
+    def cast(self, x: Value, dtype: str, name: Optional[str] = None) -> Value:
+        return self.op("nn.cast", [x], [TensorType(x.type.shape, dtype)],
+                       form="to", names=name)[0]
+
+    def transpose(self, x: Value, permutation: Sequence[int],
+                  name: Optional[str] = None) -> Value:
+        """Tensor.permute: result dim i is input dim permutation[i]."""
+        perm = [p % x.type.rank for p in permutation]
+        if sorted(perm) != list(range(x.type.rank)):
+            raise ValueError(f"transpose: {list(permutation)} of {x.type}")
+        out = x.type.with_shape([x.type.shape[p] for p in perm])
+        return self.op("nn.transpose", [x], [out],
+                       "permutation = array<i64: " + ", ".join(map(str, perm))
+                       + ">", names=name)[0]
 
     def _norm(self, op, x, weight, bias, eps, name) -> Value:
         text = f"{op} {x.name}"

@@ -85,8 +85,23 @@ def llama_count(V, C, H, KV, L, F):
     return V * C + L * (attn + mlp + 2 * C) + C + V * C  # untied lm_head
 
 
+def transformer_count(V, d, enc, dec, ffn, bn_channels):
+    # TransformerWithSharedParams: embed_tokens (output_proj.weight is tied
+    # to it) + output_proj.bias + nn.Transformer + BatchNorm1d.
+    mha = linear_params(d, 3 * d) + linear_params(d, d)  # in_proj + out_proj
+    ff = linear_params(d, ffn) + linear_params(ffn, d)
+    enc_layer = mha + ff + 2 * 2 * d
+    dec_layer = 2 * mha + ff + 3 * 2 * d
+    return V * d + V + enc * enc_layer + dec * dec_layer + 2 * 2 * d \
+        + 2 * bn_channels
+
+
 NESTED = (linear_params(8, 4) + linear_params(4, 16) + linear_params(16, 16)
           + linear_params(16, 4) + linear_params(4, 8))
+# MixtureOfExperts: Linear(8, 12), shared Linear(12, 23), expert
+# Linear(23, 12), Linear(12, 8).
+MOE = (linear_params(8, 12) + linear_params(12, 23) + linear_params(23, 12)
+       + linear_params(12, 8))
 
 GPT_SMALL = dict(vocab=64, ctx=16, width=32, heads=4, layers=2, batch=4)
 LLAMA_SMALL = dict(vocab=96, ctx=16, width=32, heads=4, kv_heads=2, layers=2,
@@ -100,12 +115,20 @@ CASES = [
      linear_params(5, 7) + linear_params(7, 3), 1),
     ("nested_wrapped", {}, NESTED, 4),
     ("always_wrap_nested_wrapped", {}, NESTED, 8),
+    ("mixture_of_experts", {}, MOE, 3),
     ("gpt2", GPT_SMALL, gpt2_count(64, 16, 32, 2), 1),
     ("char_gpt", {}, gpt2_count(128, 64, 128, 4), 1),
     ("llama", LLAMA_SMALL, llama_count(96, 32, 4, 2, 2, 64), 1),
     ("llama", dict(LLAMA_SMALL, kv_heads=4), llama_count(96, 32, 4, 4, 2, 64), 1),
     ("llama_tiny", {}, llama_count(256, 64, 4, 2, 2, 172), 1),
     ("llama_char", {}, llama_count(128, 128, 4, 2, 4, 344), 1),
+    # 4 layer units (ModuleWrapPolicy) + the root.
+    ("transformer_with_shared_params", {}, transformer_count(23, 16, 2, 2, 8, 2),
+     5),
+    ("transformer_with_shared_params", dict(training=True),
+     transformer_count(23, 16, 2, 2, 8, 2), 5),
+    ("transformer_with_shared_params", dict(add_bn=False, encoder_layers=1),
+     transformer_count(23, 16, 1, 2, 8, 0), 4),
 ]
 
 
@@ -126,6 +149,65 @@ def test_gpt2_124m_count(fsdp_opt):
     # GPT-2 small with the tied lm_head; summary only (no compile, it is big).
     assert gpt2_count(50257, 1024, 768, 12) == 124_439_808
     assert summary(fsdp_opt, build("gpt2_124m").text()) == (124_439_808, 1)
+
+
+def test_transformer_with_shared_params_count(fsdp_opt):
+    # The reference's count: 8427 unique parameters (the tied output
+    # projection counted once), 4 encoder/decoder layer units + the root.
+    assert transformer_count(23, 16, 2, 2, 8, 2) == 8427
+    # The reference's per-module numbers: MultiheadAttention(16) 1088,
+    # encoder layer 1432, decoder layer 2552, transformer 8032.
+    assert transformer_count(23, 16, 1, 0, 8, 0) - \
+        transformer_count(23, 16, 0, 0, 8, 0) == 1432
+    assert transformer_count(23, 16, 0, 1, 8, 0) - \
+        transformer_count(23, 16, 0, 0, 8, 0) == 2552
+    assert transformer_count(23, 16, 2, 2, 8, 0) - 23 * 16 - 23 == 8032
+    text = build("transformer_with_shared_params").text()
+    assert summary(fsdp_opt, text) == (8427, 5)
+    out = opt(fsdp_opt, text, "--fsdp-model-summary", "-o", "/dev/null")
+    # vocab_bias (16) + long_buffer (16) + BatchNorm running statistics (2+2).
+    assert "; 36 buffer elements (208 bytes);" in out, out
+
+
+def test_transformer_with_shared_params_structure():
+    names = {"eval": build("transformer_with_shared_params").text(),
+             "train": build("transformer_with_shared_params",
+                            training=True).text()}
+    for text in names.values():
+        for needle in ['fsdp.param @in_proj_weight : tensor<48x16xf32> init '
+                       '<xavier_uniform(1.0)>',
+                       "fsdp.param @in_proj_bias : tensor<48xf32> init <zeros>",
+                       'kind "NonDynamicallyQuantizableLinear"',
+                       "fsdp.buffer @long_buffer : tensor<16xi64> init <zeros>",
+                       "fsdp.buffer @vocab_bias : tensor<16xf32> init <ones>",
+                       "fsdp.buffer @running_var : tensor<2xf32> init <ones>",
+                       "nn.cast %long_buffer : tensor<16xi64> to "
+                       "tensor<16xf32>",
+                       "{permutation = array<i64: 1, 0, 2>}",
+                       "(tensor<4x2x16xf32>, tensor<2xf32>",
+                       "reduction = #nn.reduction<sum>",
+                       # cross-attention: q from rows [0, d), k/v [d, 3d)
+                       "sizes = array<i64: 16, 32>",
+                       "(tensor<2x4x16xf32>, tensor<2x6x16xf32>, "
+                       "tensor<2x6x16xf32>) -> tensor<2x4x16xf32>"]:
+            assert needle in text, needle
+        assert "causal" not in text and "nn.dropout" not in text
+        assert text.count('kind "TransformerEncoderLayer" unit') == 2
+        assert text.count('kind "TransformerDecoderLayer" unit') == 2
+        assert "num_batches_tracked" not in text
+    assert "{training}" in names["train"] and "set_buffer" in names["train"]
+    assert "{training}" not in names["eval"] and \
+        "set_buffer" not in names["eval"]
+
+
+def test_cli_boolean_options(tmp_path):
+    out = tmp_path / "t.mlir"
+    assert cli_main(["transformer_with_shared_params", "--add-bn", "false",
+                     "--training", "true", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "@bn" not in text and "nn.batch_norm" not in text
+    with pytest.raises(SystemExit):
+        cli_main(["transformer_with_shared_params", "--training", "maybe"])
 
 
 def _no_comments(text):
@@ -207,7 +289,8 @@ def test_cli_writes_file(tmp_path, capsys):
     assert text.count('kind "LlamaDecoderLayer"') == 1
     assert cli_main(["--list"]) == 0
     listing = capsys.readouterr().out
-    for name in list(PRESETS) + ["mlp", "always_wrap_nested_wrapped"]:
+    for name in list(PRESETS) + ["mlp", "always_wrap_nested_wrapped",
+                                 "transformer_with_shared_params"]:
         assert name in listing
 
 
@@ -240,3 +323,49 @@ def test_emitter_basics():
     f2 = Module("m", "M").forward(tensor(5, 4), tensor(3, 2))
     with pytest.raises(ValueError, match="linear"):
         f2.linear(*f2.args)  # 4 input features against a weight taking 2
+
+
+def test_mixture_of_experts(fsdp_opt, tmp_path):
+    # PyTorch's count (108 + 299 + 288 + 104), one rank-local unit: the
+    # expert module.2; module.1 an ordinary unit, the root the rest.
+    assert MOE == 799
+    text = build("mixture_of_experts").text()
+    assert summary(fsdp_opt, text) == (799, 3)
+    for t in (text, opt(fsdp_opt, text)):  # as emitted, as fsdp-opt prints it
+        assert t.count("rank_local = true") == 1
+        units = re.findall(r'fsdp\.module (@\S+) kind "(\w+)" unit(<[^>]*>)?',
+                           t)
+        assert units == [("@root", "MixtureOfExperts", ""),
+                         ('@"1"', "Linear", ""),
+                         ('@"2"', "Linear", "<rank_local = true>")]
+    out = tmp_path / "moe.mlir"
+    r = subprocess.run([sys.executable, "-m", "fsdp_mlir.models",
+                        "mixture_of_experts", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(PYTHON_DIR)))
+    assert r.returncode == 0, r.stderr
+    assert _no_comments(out.read_text()) == _no_comments(text)
+
+
+def test_emitter_unit_options(fsdp_opt):
+    def unit_line(**options):
+        return Module("m", "Linear", **options).lines()[0]
+    assert unit_line() == 'fsdp.module @m kind "Linear" {'
+    assert unit_line(unit=True) == 'fsdp.module @m kind "Linear" unit {'
+    assert unit_line(reshard_after_forward=False) == \
+        'fsdp.module @m kind "Linear" unit<reshard_after_forward = false> {'
+    assert unit_line(rank_local=True) == \
+        'fsdp.module @m kind "Linear" unit<rank_local = true> {'
+    assert unit_line(reshard_after_forward=True, rank_local=True) == \
+        'fsdp.module @m kind "Linear" unit<reshard_after_forward = true, ' \
+        'rank_local = true> {'
+    m = Module("m", "Linear")
+    m.rank_local = True
+    with pytest.raises(ValueError, match="not a unit"):
+        m.lines()
+    # fsdp-opt reads the combination back.
+    model = build("mixture_of_experts")
+    expert = model.root["module"]["2"]
+    expert.reshard_after_forward = False
+    text = opt(fsdp_opt, model.text())
+    assert "unit<reshard_after_forward = false, rank_local = true>" in text

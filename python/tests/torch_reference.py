@@ -100,3 +100,60 @@ class NestedWrapped(nn.Module):
 
     def forward(self, x):
         return self.module(x).sum() / self.ranks
+
+
+class TransformerWithSharedParams(nn.Module):
+    """PyTorch's TransformerWithSharedParams (common_fsdp.py), the oracle of
+    fsdp_mlir.models.transformer_with_shared_params: the real nn.Transformer
+    (post-norm, ReLU, no masks), with dropout 0 (our builder has none) and
+    the same buffers and tied output projection. It takes our batch-first
+    ids [B, S] / [B, T] and runs PyTorch's (T, B) layout inside, so the
+    BatchNorm1d(B) normalises over channel = batch as in the original; the
+    loss is cross_entropy(reduction="sum") over every target token."""
+
+    def __init__(self, vocab=23, d_model=16, heads=8, encoder_layers=2,
+                 decoder_layers=2, ffn=8, batch=2, add_bn=True):
+        super().__init__()
+        self.vocab = vocab
+        self.embed_tokens = nn.Embedding(vocab, d_model)
+        self.transformer = nn.Transformer(
+            d_model=d_model, nhead=heads, num_encoder_layers=encoder_layers,
+            num_decoder_layers=decoder_layers, dim_feedforward=ffn,
+            dropout=0.0)
+        self.output_proj = nn.Linear(d_model, vocab)
+        self.output_proj.weight = self.embed_tokens.weight  # tied
+        self.register_buffer("vocab_bias",
+                             self.embed_tokens.weight.new_ones((d_model,)))
+        self.register_buffer("long_buffer", torch.zeros_like(
+            self.vocab_bias, dtype=torch.long))
+        self.bn = nn.BatchNorm1d(batch) if add_bn else nn.Identity()
+
+    def forward(self, src_ids, tgt_ids):
+        src_ids, tgt_ids = src_ids.t(), tgt_ids.t()  # (S, B), (T, B)
+        src = self.embed_tokens(src_ids)
+        src = src + self.vocab_bias + self.long_buffer.type_as(src)
+        tgt = self.bn(self.embed_tokens(tgt_ids))
+        out = self.output_proj(self.transformer(src, tgt))
+        return F.cross_entropy(out.reshape(-1, self.vocab),
+                               tgt_ids.reshape(-1), reduction="sum")
+
+
+class MixtureOfExperts(nn.Module):
+    """PyTorch's MixtureOfExperts (common_fsdp.py), the oracle of
+    fsdp_mlir.models.mixture_of_experts: module.2 is the expert (different
+    on every rank, its gradient not reduced). The loss is output.sum() of
+    one rank's batch; the test averages the other gradients over ranks as
+    the reference DummyDDP's run_backward does."""
+
+    EXPERT = "module.2."  # the prefix of the expert's parameter names
+
+    def __init__(self):
+        super().__init__()
+        self.module = nn.Sequential(
+            nn.Linear(8, 12),   # root unit
+            nn.Linear(12, 23),  # shared: its own unit
+            nn.Linear(23, 12),  # expert: a rank-local unit
+            nn.Linear(12, 8))   # root unit
+
+    def forward(self, x):
+        return self.module(x).sum()

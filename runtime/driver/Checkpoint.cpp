@@ -216,6 +216,7 @@ json unitsJson(const Program &program) {
                      {"flat_numel", u.flatNumel},
                      {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel},
+                     {"rank_local", u.rankLocal},
                      {"params", params},
                      {"state", state}});
   }
@@ -521,12 +522,17 @@ LoadResult loadSharded(const std::string &dir, const Program &program,
       loaded.insert(key);
     };
     // A rank-local unit is whole in every rank's file and differs between
-    // them: each rank reads its own (rank r of a smaller world: r mod W).
+    // them: each rank reads its own, which a larger world does not have.
     std::vector<std::unique_ptr<Reader>> ownFile;
-    if (ours[matches.front().second->name].first->rankLocal) {
-      auto it = files.find(rank % worldSize);
+    const UnitInfo &unit = *ours[matches.front().second->name].first;
+    if (unit.rankLocal) {
+      if (rank >= worldSize)
+        fail(dir, "was saved by " + std::to_string(worldSize) +
+                      " ranks: rank-local unit '" + unit.name +
+                      "' has no copy for rank " + std::to_string(rank));
+      auto it = files.find(rank);
       if (it == files.end())
-        fail(dir, "is incomplete: " + shardFileName(rank % worldSize, worldSize) +
+        fail(dir, "is incomplete: " + shardFileName(rank, worldSize) +
                       " is missing");
       ownFile.push_back(openReader(it->second));
     }

@@ -36,7 +36,7 @@
 // REPORT-NOT: module.2
 // JSON: [{'elements': 288, 'unit': 'module.2'}] ['', 'module.1']
 
-// CLIP: error: 'func.func' op clips the gradient norm, but unit 'module.2' is rank-local: its gradient differs between ranks, so there is no single norm to clip to
+// CLIP: fsdp-shard-rank-local.mlir:{{[0-9]+}}:7: error: 'fsdp.module' op is a rank-local unit: its gradient differs between ranks, so there is no single norm for clip-grad-norm to clip to
 
 fsdp.model @moe {
   fsdp.module @root kind "MixtureOfExperts" unit {

@@ -14,18 +14,25 @@ from ..ir import Model
 from .gpt2 import gpt2, gpt2_params
 from .llama import llama, llama_params
 from .mlp import mlp
-from .nested_wrapped import always_wrap_nested_wrapped, nested_wrapped
+from .nested_wrapped import (always_wrap_nested_wrapped, mixture_of_experts,
+                             nested_wrapped)
+from .transformer import (transformer_with_shared_params,
+                          transformer_with_shared_params_count)
 
 __all__ = ["MODELS", "PRESETS", "build", "mlp", "nested_wrapped",
-           "always_wrap_nested_wrapped", "gpt2", "gpt2_params", "llama",
-           "llama_params"]
+           "always_wrap_nested_wrapped", "mixture_of_experts", "gpt2",
+           "gpt2_params", "llama",
+           "llama_params", "transformer_with_shared_params",
+           "transformer_with_shared_params_count"]
 
 MODELS: Dict[str, Callable[..., Model]] = {
     "mlp": mlp,
     "nested_wrapped": nested_wrapped,
     "always_wrap_nested_wrapped": always_wrap_nested_wrapped,
+    "mixture_of_experts": mixture_of_experts,
     "gpt2": gpt2,
     "llama": llama,
+    "transformer_with_shared_params": transformer_with_shared_params,
 }
 
 # name -> (builder, hyper-parameters); the model symbol is the preset name.

@@ -14,6 +14,15 @@ from typing import List, Optional
 from . import MODELS, PRESETS, build
 
 
+def _boolean(text: str) -> bool:
+    low = text.lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
 def _builder_parser(name: str) -> argparse.ArgumentParser:
     builder = MODELS[PRESETS[name][0]] if name in PRESETS else MODELS[name]
     defaults = dict(PRESETS[name][1], name=name) if name in PRESETS else {}
@@ -26,6 +35,9 @@ def _builder_parser(name: str) -> argparse.ArgumentParser:
             p.add_argument(flag, dest=pname, type=int, nargs="+",
                            default=list(default), metavar="N",
                            help=f"default: {' '.join(map(str, default))}")
+        elif isinstance(default, bool):  # type=bool would take "False" as True
+            p.add_argument(flag, dest=pname, type=_boolean, default=default,
+                           metavar="{true,false}", help=f"default: {default}")
         else:
             kind = type(default) if default is not inspect.Parameter.empty \
                 else str

@@ -55,3 +55,36 @@ def always_wrap_nested_wrapped(batch: int = 4,
               f"Input: a ({batch}, 8) batch; loss: output.sum(). "
               "Initializers are nn.Linear's defaults."]
     return Model(name, root, header)
+
+
+def mixture_of_experts(batch: int = 4, name: str = "mixture_of_experts"
+                       ) -> Model:
+    """MixtureOfExperts of PyTorch's FSDP tests: NestedWrappedModule's input
+    and loss around Sequential(Linear(8, 12), shared, expert, Linear(12, 8)),
+    shared = Linear(12, 23) its own unit, expert = Linear(23, 12) a
+    rank-local unit (FSDP(expert, new_group([rank])): different on every
+    rank, gradient not reduced); the root owns module.0 and module.3.
+    3 units, 799 parameters."""
+    act = [batch]
+    expert = linear("2", 23, 12, act)
+    expert.unit = expert.rank_local = True
+    module = sequential("module", [linear("0", 8, 12, act),
+                                   linear("1", 12, 23, act, unit=True),
+                                   expert,
+                                   linear("3", 12, 8, act)])
+    root = Module("root", "MixtureOfExperts", unit=True)
+    root.add(module)
+    f = root.forward(tensor(batch, 8))
+    y = f.call(module, f.args[0], name="y")  # the loss: output.sum()
+    f.ret(f.reduce_sum(y, [0, 1], name="loss"))
+    header = ["MixtureOfExperts of PyTorch's FSDP tests "
+              "(torch/testing/_internal/common_fsdp.py): 3 units, "
+              f"{root.num_params()} parameters.",
+              "module.1 (shared, Linear(12, 23)) is a unit; module.2 (the "
+              "expert, Linear(23, 12)) a rank-local unit: whole on every "
+              "rank, initialised per rank, its gradient not reduced (PyTorch: "
+              "FSDP(expert, process_group=new_group([rank]))). The root holds "
+              "module.0 and module.3.",
+              f"Input: a ({batch}, 8) batch; loss: output.sum(). "
+              "Initializers are nn.Linear's defaults."]
+    return Model(name, root, header)

@@ -227,8 +227,26 @@ TEST_F(Checkpoint, RankLocalUnitReturnsToItsRank) {
   Program p = test::testProgram(1, 2, "adamw", "tiny", /*rankLocalBlock=*/true);
   const UnitInfo &local = p.units[1];
   ASSERT_NE(trainedImage(p, 0), trainedImage(p, 1));
-  // Sharded: every rank gets its own expert back.
-  expectLoadsInto(saveShardedAt(p), p);
+  // Sharded: every rank gets its own expert back, and the file says which
+  // unit is rank-local; a larger world has no expert for its new ranks.
+  std::string sharded = saveShardedAt(p);
+  expectLoadsInto(sharded, p);
+  rt::SafetensorsReader r((fs::path(sharded) / "rank-1-of-2.safetensors").string());
+  nlohmann::json units = nlohmann::json::parse(r.metadata().at("units"));
+  EXPECT_FALSE(units[0].at("rank_local").get<bool>());
+  EXPECT_TRUE(units[1].at("rank_local").get<bool>());
+  Program four = test::testProgram(1, 4, "adamw", "tiny", true);
+  Image image;
+  EXPECT_NO_THROW(load(sharded, four, 1, image));
+  try {
+    load(sharded, four, 2, image);
+    ADD_FAILURE() << "rank 2 loaded an expert it never had";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "checkpoint '" + sharded +
+                  "': was saved by 2 ranks: rank-local unit 'h.0' has no "
+                  "copy for rank 2");
+  }
   // Full: rank 0's expert (PyTorch's rank-0 full state dict), on every rank.
   std::string full = saveFullAt(p);
   Image rank0 = trainedImage(p, 0);

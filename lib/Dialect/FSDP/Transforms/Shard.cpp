@@ -24,6 +24,7 @@ namespace {
 /// One unit's flat parameter: its trainable parameters in definition order.
 struct FlatParam {
   std::string unit;
+  NNModuleOp module;
   SmallVector<ParamOp> params;
   SmallVector<int64_t> offsets;
   int64_t numel = 0;
@@ -91,6 +92,7 @@ LogicalResult StepSharder::computeFlatParams() {
   for (NNModuleOp unit : ownership.getUnits()) {
     FlatParam flat;
     flat.unit = unit.getQualifiedName();
+    flat.module = unit;
     // The root is a unit even when it is not marked as one.
     flat.rankLocal = unit.isUnit() && unit.getUnitAttr().getRankLocal();
     flat.mesh = flat.rankLocal ? ownRank : mesh;
@@ -169,11 +171,11 @@ LogicalResult StepSharder::run() {
       anyUpdate = &op;
     }
   bool clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
-  for (const FlatParam &flat : flats)
+  for (FlatParam &flat : flats)
     if (clipping && flat.rankLocal)
-      return step.emitOpError("clips the gradient norm, but unit '")
-             << flat.unit << "' is rank-local: its gradient differs between "
-             << "ranks, so there is no single norm to clip to",
+      return flat.module.emitOpError("is a rank-local unit: its gradient "
+                                     "differs between ranks, so there is no "
+                                     "single norm for clip-grad-norm to clip to"),
              failure();
   unsigned statesPerParam = anyUpdate ? anyUpdate->getNumResults() - 1 : 0;
   SmallVector<std::string> stateNames;
