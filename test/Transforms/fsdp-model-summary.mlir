@@ -27,6 +27,7 @@
 // JSON-NEXT:       "name": "",
 // JSON-NEXT:       "own_bytes": 32,
 // JSON-NEXT:       "own_params": 8,
+// JSON-NEXT:       "rank_local": false,
 // JSON-NEXT:       "subtree_bytes": 352,
 // JSON-NEXT:       "subtree_params": 120,
 // JSON-NEXT:       "trainable_params": 112,

@@ -7,6 +7,7 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --convert-fsdp-to-rt | FileCheck %s --check-prefix=PROGRAM
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --fsdp-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --fsdp-report=json=true -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; print(s['rank_local_units'], sorted({c['unit'] for c in s['collectives']}))" | FileCheck %s --check-prefix=JSON
+// RUN: fsdp-opt %s --fsdp-model-summary -o /dev/null | FileCheck %s --check-prefix=SUMMARY
 // RUN: not fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
 
 // CHECK-LABEL: func.func @moe_train_step(
@@ -29,6 +30,9 @@
 
 // PROGRAM: \22flat_numel\22:288,\22name\22:\22module.2\22,\22offset\22:{{[0-9]+}},\22padded_numel\22:288,{{.*}}\22rank_local\22:true,\22shard_numel\22:288
 // PROGRAM-NOT: \22rank_local\22:true
+
+// SUMMARY: module.1 Linear yes 299 299 299 1196 0
+// SUMMARY: module.2 Linear local 288 288 288 1152 0
 
 // The report names the unit and lists no collective of it.
 // REPORT: rank-local units (whole on every rank, different on each, never gathered or reduced): module.2 (288 elements)

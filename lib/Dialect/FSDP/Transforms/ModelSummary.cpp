@@ -41,6 +41,7 @@ struct ModuleRow {
   std::string name;
   std::string kind;
   bool unit = false;
+  bool rankLocal = false; // unit<rank_local = true>
   Size ownParams, subtreeParams, subtreeTrainable, subtreeBuffers;
   /// The unit's flat parameter (unpadded), for units only.
   Size flatParams;
@@ -55,6 +56,7 @@ size_t collectRows(NNModuleOp module, const UnitOwnership &ownership,
   self.name = module.isRoot() ? "(root)" : module.getQualifiedName();
   self.kind = module.getKind().str();
   self.unit = ownership.isUnit(module);
+  self.rankLocal = module.isUnit() && module.getUnitAttr().getRankLocal();
   rows.push_back(std::move(self));
   for (ParamOp param : ownership.getParams(module))
     rows[index].flatParams.add(param.getTensorType());
@@ -102,7 +104,7 @@ void printText(raw_ostream &os, StringRef model,
                   const Twine &bytes, const Twine &buffers) {
     os << llvm::left_justify(name, nameWidth) << "  "
        << llvm::left_justify(kind, kindWidth) << "  "
-       << llvm::left_justify(unit, 4) << "  "
+       << llvm::left_justify(unit, 5) << "  "
        << llvm::right_justify(flat.str(), 10) << "  "
        << llvm::right_justify(own.str(), 10) << "  "
        << llvm::right_justify(subtree.str(), 10) << "  "
@@ -111,7 +113,8 @@ void printText(raw_ostream &os, StringRef model,
   };
   line("module", "kind", "unit", "flat", "own", "subtree", "bytes", "buffers");
   for (const ModuleRow &row : rows)
-    line(row.name, row.kind, row.unit ? "yes" : "",
+    line(row.name, row.kind,
+         row.rankLocal ? "local" : row.unit ? "yes" : "",
          row.unit ? Twine(row.flatParams.elements) : Twine(),
          Twine(row.ownParams.elements),
          Twine(row.subtreeParams.elements), Twine(row.subtreeParams.bytes),
@@ -125,6 +128,7 @@ llvm::json::Object toJson(StringRef model, ArrayRef<ModuleRow> rows) {
         {"name", row.name == "(root)" ? "" : row.name},
         {"kind", row.kind},
         {"unit", row.unit},
+        {"rank_local", row.rankLocal},
         {"flat_params", row.flatParams.elements},
         {"own_params", row.ownParams.elements},
         {"own_bytes", row.ownParams.bytes},
