@@ -42,10 +42,12 @@ Value fsdp::returnedValue(func::FuncOp step, StringRef name) {
 
 /// Gradients that can be computed straight into their unit's flat gradient:
 /// used only by the fsdp.flatten (possibly through single-use reshapes),
-/// owned by an op of the step, of the flat gradient's element type.
-static llvm::DenseMap<Value, std::pair<Value, int64_t>>
-flatGradientSlots(Block &body, const StepLayout &layout) {
-  llvm::DenseMap<Value, std::pair<Value, int64_t>> slots;
+/// owned by an op of the step, of the flat gradient's element type. In
+/// program order.
+using GradientSlots =
+    llvm::MapVector<Value, std::pair<Value, int64_t>>;
+static GradientSlots flatGradientSlots(Block &body, const StepLayout &layout) {
+  GradientSlots slots;
   for (auto flatten : body.getOps<FlattenOp>()) {
     Type element = flatten.getResult().getType().getElementType();
     int64_t offset = 0;
@@ -141,17 +143,29 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
     }
   }
 
-  // Gradients go straight into their flat gradient unless that raises the
-  // peak: a slot is reserved from the unit's first gradient on, while
-  // copying holds each gradient only from its own definition (plus the flat
-  // gradient at the end) — which is smaller depends on the model.
-  StepLayout copying = layout;
-  planTransients(body, copying);
-  layout.flatSlots = flatGradientSlots(body, layout);
+  // Per unit, gradients go straight into the flat gradient unless that
+  // raises the peak: a slot is reserved from the unit's first gradient on,
+  // while copying holds each gradient only from its own definition (plus
+  // the flat gradient at the end) — which is smaller depends on the unit
+  // (late first gradients favour slots). Greedy, one unit at a time in
+  // program order, keeping a unit's slots when the arena does not grow;
+  // every unit in place if that is smaller still.
+  GradientSlots all = flatGradientSlots(body, layout);
+  StepLayout everyUnit = layout;
+  everyUnit.flatSlots.insert(all.begin(), all.end());
+  planTransients(body, everyUnit);
   planTransients(body, layout);
-  if (copying.arenaBytes < layout.arenaBytes)
-    return copying;
-  return layout;
+  llvm::MapVector<Value, GradientSlots> byFlatGradient;
+  for (auto &[gradient, slot] : all)
+    byFlatGradient[slot.first].insert({gradient, slot});
+  for (auto &[flat, slots] : byFlatGradient) {
+    StepLayout trial = layout;
+    trial.flatSlots.insert(slots.begin(), slots.end());
+    planTransients(body, trial);
+    if (trial.arenaBytes <= layout.arenaBytes)
+      layout = std::move(trial);
+  }
+  return everyUnit.arenaBytes < layout.arenaBytes ? everyUnit : layout;
 }
 
 /// The step's function type at the C ABI (see Program.h of the runtime).
