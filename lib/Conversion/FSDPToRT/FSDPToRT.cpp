@@ -11,6 +11,7 @@
 #include "StepLowering.h"
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
@@ -55,7 +56,7 @@ static GradientSlots flatGradientSlots(Block &body, const StepLayout &layout) {
       int64_t bytes = storageBytes(input);
       Value owner = input;
       bool single = input.hasOneUse();
-      while (Value source = aliasSource(owner)) {
+      while (Value source = storageAliasOf(owner)) {
         single &= source.hasOneUse();
         owner = source;
       }

@@ -295,7 +295,7 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
       })
       .Case([&](nn::BatchNormOp o) {
         // Training updates the running statistics in place: the op's new
-        // statistics alias them (aliasSource).
+        // statistics alias them (storageAliasOf).
         Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
             .t(o.getWeight()).t(o.getBias()).t(o.getRunningMean())
             .t(o.getRunningVar()).t(o.getResult())

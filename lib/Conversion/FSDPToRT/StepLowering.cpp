@@ -10,6 +10,8 @@
 
 #include "StepLowering.h"
 
+#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
+
 #include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 #include "fsdp/rt/fsdprt.h"
@@ -23,26 +25,6 @@ StreamKind fsdp::streamOf(Operation *op) {
   if (isa<ReduceGradsOp, ReduceScatterOp, AllReduceOp, BroadcastOp>(op))
     return StreamKind::ReduceScatter;
   return StreamKind::Compute;
-}
-
-Value fsdp::aliasSource(Value result) {
-  Operation *op = result.getDefiningOp();
-  if (!op)
-    return {};
-  if (auto view = dyn_cast<ViewOp>(op))
-    return view.getFlat();
-  if (auto reshape = dyn_cast<nn::ReshapeOp>(op))
-    return reshape.getInput();
-  unsigned n = cast<OpResult>(result).getResultNumber();
-  if (isa<SGDStepOp>(op))
-    return op->getOperand(n == 0 ? 0 : 2);
-  if (isa<AdamWStepOp>(op))
-    return op->getOperand(n == 0 ? 0 : 1 + n);
-  // Batch norm's new running statistics are its running statistics, updated
-  // in place in training mode (as F.batch_norm does).
-  if (isa<nn::BatchNormOp>(op) && n > 0)
-    return op->getOperand(2 + n);
-  return {};
 }
 
 int32_t fsdp::dtypeCode(Type type) {
@@ -81,7 +63,7 @@ static bool isStepCounterOp(Operation *op) {
 
 Value fsdp::storageRoot(Value tensor, const StepLayout &layout) {
   for (;;) {
-    if (Value source = aliasSource(tensor)) {
+    if (Value source = storageAliasOf(tensor)) {
       tensor = source;
       continue;
     }
@@ -326,7 +308,7 @@ LogicalResult StepLowering::run() {
     if (auto unshard = dyn_cast<UnshardOp>(op))
       defined.push_back(cast<WaitOp>(*unshard->getUsers().begin()).getResult());
     for (Value v : defined) {
-      if (Value source = aliasSource(v)) { // updated in place
+      if (Value source = storageAliasOf(v)) { // updated in place
         refs[v] = ref(source);
         continue;
       }

@@ -121,10 +121,6 @@ private:
 /// The stream an op of the scheduled step runs on.
 StreamKind streamOf(Operation *op);
 
-/// The value `result` aliases (view, reshape, wait, in-place optimizer), or
-/// null when it owns its storage.
-Value aliasSource(Value result);
-
 /// Calls fn(op, root) for every op that reads or writes the storage owned
 /// by `root` (aliases resolved); an unshard writes its gathered buffer,
 /// which is keyed by its wait's result.

@@ -1,5 +1,6 @@
 //===- Report.cpp - per-rank peak memory and collectives of a step ---------===//
 
+#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 #include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -95,21 +96,6 @@ Category categoryOf(Value value, func::FuncOp step) {
   return Category::Transient;
 }
 
-/// The value another op's result aliases (views, reshapes, in-place
-/// updates), or null.
-Value aliasedSource(OpResult result) {
-  Operation *op = result.getOwner();
-  if (auto view = dyn_cast<ViewOp>(op))
-    return view.getFlat();
-  if (auto reshape = dyn_cast<nn::ReshapeOp>(op))
-    return reshape.getInput();
-  if (isa<SGDStepOp>(op))
-    return op->getOperand(result.getResultNumber() == 0 ? 0 : 2);
-  if (isa<AdamWStepOp>(op))
-    return op->getOperand(result.getResultNumber() == 0 ? 0 : 1 + result.getResultNumber());
-  return {};
-}
-
 FailureOr<StepReport> analyze(func::FuncOp step) {
   StepReport report;
   Block &body = step.getBody().front();
@@ -178,7 +164,7 @@ FailureOr<StepReport> analyze(func::FuncOp step) {
   }
   for (Operation &op : llvm::reverse(body))
     for (OpResult result : op.getResults())
-      if (Value source = aliasedSource(result))
+      if (Value source = storageAliasOf(result))
         extend(source, end[result]);
 
   std::vector<Allocation> allocations;
@@ -187,7 +173,7 @@ FailureOr<StepReport> analyze(func::FuncOp step) {
                            categoryOf(arg, step)});
   for (Operation &op : body) {
     for (OpResult result : op.getResults()) {
-      if (aliasedSource(result) || isa<TokenType>(result.getType()))
+      if (storageAliasOf(result) || isa<TokenType>(result.getType()))
         continue;
       int64_t start = index[&op];
       int64_t stop = end[result];

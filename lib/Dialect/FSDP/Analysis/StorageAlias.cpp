@@ -1,0 +1,29 @@
+//===- StorageAlias.cpp - results that reuse an operand's storage ---------===//
+
+#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+Value fsdp::storageAliasOf(Value result) {
+  Operation *op = result.getDefiningOp();
+  if (!op)
+    return {};
+  if (auto view = dyn_cast<ViewOp>(op))
+    return view.getFlat();
+  if (auto reshape = dyn_cast<nn::ReshapeOp>(op))
+    return reshape.getInput();
+  unsigned n = cast<OpResult>(result).getResultNumber();
+  if (isa<SGDStepOp>(op)) // (param, momentum_buffer)
+    return op->getOperand(n == 0 ? 0 : 2);
+  if (isa<AdamWStepOp>(op)) // (param, exp_avg, exp_avg_sq)
+    return op->getOperand(n == 0 ? 0 : 1 + n);
+  // Batch norm's new running statistics, updated in place in training mode
+  // (as F.batch_norm does) and unchanged in eval mode.
+  if (isa<nn::BatchNormOp>(op) && n > 0)
+    return op->getOperand(2 + n);
+  return {};
+}
