@@ -10,6 +10,11 @@ rows (s*G + j) mod N, j < G, G the global batch) with the same optimizer.
 Compared: the per-step losses (metrics "loss") and, after the last step,
 every parameter and optimizer-state tensor of the full checkpoint.
 
+The default run is a representative slice (every MLP configuration, a few
+of each other model); FSDP_ORACLE_FULL=1 runs every model x ranks {1, 2, 4}
+x strategy (hybrid-shard 2 x 2 at 4 ranks) x {SGD, AdamW} (80 cases).
+Each case prints its worst differences (visible with -s or -rA).
+
 Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle.py
 The tools come from FSDP_OPT / FSDP_RUN (default build/bin); the module skips
 without torch, numpy, safetensors or the tools.
@@ -25,9 +30,10 @@ torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 st_numpy = pytest.importorskip("safetensors.numpy")
 
-from fsdp_mlir import driver  # noqa: E402
+from fsdp_mlir import driver, models  # noqa: E402
 
-from torch_reference import GPT, MLP, NestedWrapped  # noqa: E402
+from torch_reference import (GPT, MLP, NestedWrapped,  # noqa: E402
+                             all_oracle_cases, oracle_cases)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -88,7 +94,8 @@ _tools_or_skip()
 
 
 # -- the models under test -----------------------------------------------------
-# name: (example, torch class, per-rank batch, dataset maker, compile options)
+# name: (example or fsdp_mlir.models Model, torch class, per-rank batch,
+#        dataset maker, compile options)
 def _mlp_data(rng):
     return {"input.0": rng.standard_normal((NUM_SAMPLES, 16), np.float32),
             "input.1": rng.standard_normal((NUM_SAMPLES, 4), np.float32)}
@@ -112,11 +119,18 @@ MODELS = {
     # Its units are marked in the IR (manual wrapping).
     "nested_wrapped": (EXAMPLES / "nested_wrapped.mlir", NestedWrapped, 4,
                        _nested_data, {}),
+    # The same torch module; here every module (containers included) is a
+    # unit (always_wrap_policy), marked by the builder.
+    "always_wrap_nested_wrapped": (
+        models.build("always_wrap_nested_wrapped"), NestedWrapped, 4,
+        _nested_data, {}),
 }
 
 LR = {("mlp", "sgd"): 0.05, ("mlp", "adamw"): 1e-2,
       ("gpt2", "sgd"): 0.1, ("gpt2", "adamw"): 3e-3,
-      ("nested_wrapped", "sgd"): 1e-3, ("nested_wrapped", "adamw"): 1e-2}
+      ("nested_wrapped", "sgd"): 1e-3, ("nested_wrapped", "adamw"): 1e-2,
+      ("always_wrap_nested_wrapped", "sgd"): 1e-3,
+      ("always_wrap_nested_wrapped", "adamw"): 1e-2}
 
 
 def _optimizer_options(model, optimizer):
@@ -245,29 +259,64 @@ def assert_state_matches(ours, ref_state, adamw_lr=None, noise_mask=None):
             f"{scale:.3g} + {atol:g}"
 
 
+def worst_differences(ours_losses, ref_losses, ours, ref_state,
+                      adamw_lr=None, noise_mask=None):
+    """For the report: the worst relative and absolute loss differences;
+    over tensors max|diff| / max|torch| for parameters and buffers (under
+    AdamW outside noise_mask) and for optimizer state; max|diff| on the
+    noise-only elements; and the largest fraction of the weight bound of
+    assert_state_matches used (> 1 fails)."""
+    out = dict(loss=0.0, loss_abs=0.0, weight=0.0, state=0.0, noise=0.0,
+               bound=0.0)
+    for a, b in zip(ours_losses, ref_losses):
+        out["loss_abs"] = max(out["loss_abs"], abs(a - b))
+        out["loss"] = max(out["loss"], abs(a - b) / (abs(b) or 1.0))
+    for key, ref in ref_state.items():
+        ref = ref.astype(np.float64)
+        diff = np.abs(ours[key].astype(np.float64) - ref)
+        atol = WEIGHT_ATOL
+        if not key.startswith("optim."):
+            mask = noise_mask(key, ref.shape) if noise_mask else None
+            if mask is not None and mask.any():
+                out["noise"] = max(out["noise"], float(diff[mask].max()))
+                if adamw_lr is not None:  # as assert_state_matches
+                    diff, ref = diff[~mask], ref[~mask]
+            if adamw_lr is not None:
+                atol = ADAMW_WEIGHT_ATOL_PER_LR * adamw_lr
+        scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+        worst = float(diff.max()) if diff.size else 0.0
+        which = "state" if key.startswith("optim.") else "weight"
+        out[which] = max(out[which], worst / (scale or 1.0))
+        out["bound"] = max(out["bound"],
+                           worst / (WEIGHT_RTOL * scale + atol))
+    return out
+
+
+def report_worst(tag, worst):
+    print(f"\n{tag}: worst " +
+          ", ".join(f"{k} {v:.2g}" for k, v in worst.items()))
+
+
 # -- the cases -----------------------------------------------------------------
-def _cases():
-    cases = []
-    for ranks in (1, 2, 4):
-        strategies = ["full-shard", "shard-grad-op", "no-shard"]
-        if ranks == 4:
-            strategies.append("hybrid-shard")
-        for strategy in strategies:
-            for opt in ("sgd", "adamw"):
-                cases.append(("mlp", ranks, strategy, opt))
-    cases += [("gpt2", 1, "full-shard", "adamw"),
-              ("gpt2", 2, "full-shard", "adamw"),
-              ("gpt2", 2, "shard-grad-op", "sgd"),
-              ("gpt2", 4, "hybrid-shard", "sgd"),
-              ("nested_wrapped", 1, "full-shard", "sgd"),
-              ("nested_wrapped", 2, "full-shard", "adamw"),
-              ("nested_wrapped", 2, "no-shard", "sgd"),
-              ("nested_wrapped", 4, "hybrid-shard", "adamw")]
-    return cases
+# Default: every MLP configuration and a representative slice of the others
+# (every rank count, strategy and optimizer at least once). FSDP_ORACLE_FULL=1:
+# every model x ranks x strategy x optimizer.
+DEFAULT_CASES = all_oracle_cases(("mlp",)) + [
+    ("gpt2", 1, "full-shard", "adamw"),
+    ("gpt2", 2, "full-shard", "adamw"),
+    ("gpt2", 2, "shard-grad-op", "sgd"),
+    ("gpt2", 4, "hybrid-shard", "sgd"),
+    ("nested_wrapped", 1, "full-shard", "sgd"),
+    ("nested_wrapped", 2, "full-shard", "adamw"),
+    ("nested_wrapped", 2, "no-shard", "sgd"),
+    ("nested_wrapped", 4, "hybrid-shard", "adamw"),
+    ("always_wrap_nested_wrapped", 4, "full-shard", "adamw"),
+]
+
+CASES = oracle_cases(DEFAULT_CASES, *((name,) for name in MODELS))
 
 
-
-@pytest.mark.parametrize("name,ranks,strategy,optimizer", _cases(),
+@pytest.mark.parametrize("name,ranks,strategy,optimizer", CASES,
                          ids=lambda v: str(v))
 def test_matches_torch(name, ranks, strategy, optimizer, workdir, datasets,
                        data_supported, initial_weights):
@@ -289,13 +338,19 @@ def test_matches_torch(name, ranks, strategy, optimizer, workdir, datasets,
     lr = LR[(name, optimizer)]
     ref_losses, ref_state = train_in_torch(
         model, optimizer, lr, initial_weights(name), tensors, batch * ranks)
-    assert_losses_match(ours_losses, ref_losses, abs_tol=LOSS_ATOL)
-
     ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
+    adamw_lr = lr if optimizer == "adamw" else None
+
+    def noise_mask(key, shape):
+        return _noise_only(name, key, shape)
+
+    if sorted(ours) == sorted(ref_state):
+        report_worst(tag, worst_differences(ours_losses, ref_losses, ours,
+                                            ref_state, adamw_lr, noise_mask))
+    assert_losses_match(ours_losses, ref_losses, abs_tol=LOSS_ATOL)
     assert sorted(ours) == sorted(ref_state), "checkpoint keys differ"
-    assert_state_matches(
-        ours, ref_state, adamw_lr=lr if optimizer == "adamw" else None,
-        noise_mask=lambda key, shape: _noise_only(name, key, shape))
+    assert_state_matches(ours, ref_state, adamw_lr=adamw_lr,
+                         noise_mask=noise_mask)
 
 
 # -- PyTorch FSDP2 (fully_shard) on CPU / gloo ----------------------------------

@@ -33,7 +33,6 @@ Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle_moe.p
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -49,7 +48,7 @@ safetensors = pytest.importorskip("safetensors")
 from fsdp_mlir import driver, models  # noqa: E402
 
 import test_torch_oracle as base  # noqa: E402  (skips without the tools)
-from torch_reference import MixtureOfExperts  # noqa: E402
+from torch_reference import MixtureOfExperts, oracle_cases  # noqa: E402
 
 STEPS = base.STEPS
 SEED = base.SEED
@@ -72,17 +71,8 @@ DEFAULT_CASES = [
     (4, "hybrid-shard", "sgd"),
 ]
 
-
-def _all_cases():
-    return [(ranks, strategy, opt) for ranks in (1, 2, 4)
-            for strategy in ("full-shard", "shard-grad-op", "no-shard")
-            + (("hybrid-shard",) if ranks == 4 else ())
-            for opt in ("sgd", "adamw")]
-
-
 # FSDP_ORACLE_FULL=1: every (ranks, strategy, optimizer), 20 cases.
-CASES = _all_cases() if os.environ.get("FSDP_ORACLE_FULL") == "1" \
-    else DEFAULT_CASES
+CASES = oracle_cases(DEFAULT_CASES)
 
 
 # -- checkpoints ---------------------------------------------------------------

@@ -28,7 +28,6 @@ Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle_trans
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -43,7 +42,8 @@ st_numpy = pytest.importorskip("safetensors.numpy")
 from fsdp_mlir import driver, models  # noqa: E402
 
 import test_torch_oracle as base  # noqa: E402  (skips without the tools)
-from torch_reference import TransformerWithSharedParams  # noqa: E402
+from torch_reference import (TransformerWithSharedParams,  # noqa: E402
+                             oracle_cases)
 
 STEPS = base.STEPS
 SEED = base.SEED
@@ -74,19 +74,6 @@ def _model(training):
 
 
 # -- the cases -----------------------------------------------------------------
-def _all_cases():
-    cases = []
-    for mode in ("eval", "train"):
-        for ranks in (1, 2, 4):
-            strategies = ["full-shard", "shard-grad-op", "no-shard"]
-            if ranks == 4:
-                strategies.append("hybrid-shard")
-            for strategy in strategies:
-                for opt in ("sgd", "adamw"):
-                    cases.append((mode, ranks, strategy, opt))
-    return cases
-
-
 # Every mode, rank count, strategy and optimizer at least once.
 DEFAULT_CASES = [
     ("eval", 1, "full-shard", "sgd"),
@@ -98,8 +85,8 @@ DEFAULT_CASES = [
     ("train", 4, "hybrid-shard", "adamw"),
 ]
 
-CASES = _all_cases() if os.environ.get("FSDP_ORACLE_FULL") == "1" \
-    else DEFAULT_CASES
+# FSDP_ORACLE_FULL=1: every (mode, ranks, strategy, optimizer), 40 cases.
+CASES = oracle_cases(DEFAULT_CASES, ("eval",), ("train",))
 
 
 # -- fixtures ------------------------------------------------------------------

@@ -1,10 +1,46 @@
 """The torch.nn counterparts of examples/{mlp,gpt2,nested_wrapped}.mlir
 (state_dict names equal to our checkpoints' parameter names): the oracle of
 test_torch_oracle.py, imported by its tests and by its FSDP2 worker
-processes, so both train the same modules."""
+processes, so both train the same modules; plus oracle_cases, the case
+lists every test_torch_oracle*.py file parametrizes over."""
+import os
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+# -- the oracle files' cases ---------------------------------------------------
+# Each test_torch_oracle*.py file runs a representative slice by default;
+# FSDP_ORACLE_FULL=1 runs every (ranks, strategy, optimizer) below, for every
+# model / mode the file has (scripts/parity-sweep.sh does).
+ORACLE_FULL = os.environ.get("FSDP_ORACLE_FULL") == "1"
+ORACLE_RANKS = (1, 2, 4)
+ORACLE_OPTIMIZERS = ("sgd", "adamw")  # SGD with momentum 0.9, AdamW
+
+
+def oracle_strategies(ranks):
+    """The sharding strategies run at `ranks`: hybrid-shard only at 4 ranks
+    (2 x 2: shard_group_size 2)."""
+    return ("full-shard", "shard-grad-op", "no-shard") + \
+        (("hybrid-shard",) if ranks == 4 else ())
+
+
+def all_oracle_cases(*prefixes):
+    """prefix + (ranks, strategy, optimizer) for every prefix (e.g. the
+    model name; none: the bare triples), every rank count, strategy and
+    optimizer, in that nesting order."""
+    return [(*prefix, ranks, strategy, optimizer)
+            for prefix in (prefixes or [()])
+            for ranks in ORACLE_RANKS
+            for strategy in oracle_strategies(ranks)
+            for optimizer in ORACLE_OPTIMIZERS]
+
+
+def oracle_cases(default, *prefixes):
+    """The cases a file parametrizes over: `default` (its representative
+    slice), or with FSDP_ORACLE_FULL=1 all_oracle_cases(*prefixes)."""
+    return all_oracle_cases(*prefixes) if ORACLE_FULL else list(default)
 
 
 class MLP(nn.Module):
