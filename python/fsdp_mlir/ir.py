@@ -494,6 +494,23 @@ class Forward:
                  else f"approximate = #nn.approximation<{approximate}>")
         return self.op("nn.gelu", [x], [x.type], attrs, "same", name)[0]
 
+    def dropout(self, x: Value, p: float, rng_id: Optional[int] = None,
+                name: Optional[str] = None) -> Value:
+        """F.dropout(x, p, training=True): inverted dropout (kept elements
+        scaled by 1/(1-p)). p == 0 emits nothing and returns x. The mask is
+        keyed by the run's seed, the step and `rng_id`; left None, every
+        site gets its own id when the Model is printed (1, 2, ... in print
+        order, skipping explicit ids), which fsdp-build-train-step re-keys
+        per inlined call and micro-batch."""
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability {p} not in [0, 1)")
+        if p == 0.0:
+            return x
+        rid = _RNG_AUTO if rng_id is None else str(int(rng_id))
+        return self.op("nn.dropout", [x], [x.type],
+                       f"p = {_f64(p)}, rng_id = {rid} : i64", "same",
+                       name)[0]
+
     def softmax(self, x: Value, dim: int = -1,
                 name: Optional[str] = None) -> Value:
         dim = dim % x.type.rank
@@ -637,6 +654,29 @@ class Forward:
                        attrs, names=name)[0]
 
 
+# Placeholder of a dropout site's rng_id until Model.text() numbers them.
+_RNG_AUTO = "?rng_id?"
+_RNG_ID = re.compile(r"rng_id = (\?rng_id\?|-?\d+) : i64")
+
+
+def _number_dropout_sites(text: str) -> str:
+    """Gives every automatic rng_id a distinct positive id (in text order),
+    avoiding the explicit ones."""
+    taken = {int(m.group(1)) for m in _RNG_ID.finditer(text)
+             if m.group(1) != _RNG_AUTO}
+    counter = [0]
+
+    def next_id(m):
+        if m.group(1) != _RNG_AUTO:
+            return m.group(0)
+        counter[0] += 1
+        while counter[0] in taken:
+            counter[0] += 1
+        return f"rng_id = {counter[0]} : i64"
+
+    return _RNG_ID.sub(next_id, text)
+
+
 def _f64(x: float) -> str:
     return fmt_float(x) + " : f64"
 
@@ -677,6 +717,6 @@ class Model:
         lines.append(f"fsdp.model {symbol(self.name)} {{")
         lines += ["  " + l if l else l for l in self.root.lines()]
         lines.append("}")
-        return "\n".join(lines) + "\n"
+        return _number_dropout_sites("\n".join(lines) + "\n")
 
     __str__ = text

@@ -141,7 +141,7 @@ class NestedWrapped(nn.Module):
 class TransformerWithSharedParams(nn.Module):
     """PyTorch's TransformerWithSharedParams (common_fsdp.py), the oracle of
     fsdp_mlir.models.transformer_with_shared_params: the real nn.Transformer
-    (post-norm, ReLU, no masks), with dropout 0 (our builder has none) and
+    (post-norm, ReLU, no masks), with dropout 0 (our builder's default) and
     the same buffers and tied output projection. It takes our batch-first
     ids [B, S] / [B, T] and runs PyTorch's (T, B) layout inside, so the
     BatchNorm1d(B) normalises over channel = batch as in the original; the

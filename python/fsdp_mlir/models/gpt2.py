@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Init, Model, Module, tensor
-from .layers import embedding, layer_norm, linear
+from .layers import attention, embedding, layer_norm, linear
 
 
 def _gpt_linear(name, din, dout, act, std):
@@ -17,7 +17,8 @@ def _gpt_linear(name, din, dout, act, std):
                   bias_init=Init.zeros)
 
 
-def _block(index: int, B: int, T: int, C: int, H: int, layers: int) -> Module:
+def _block(index: int, B: int, T: int, C: int, H: int, layers: int,
+           dropout: float, decompose: bool) -> Module:
     act = [B, T]
     proj_std = 0.02 / math.sqrt(2 * layers)
     blk = Module(str(index), "Block")
@@ -29,8 +30,10 @@ def _block(index: int, B: int, T: int, C: int, H: int, layers: int) -> Module:
     f = attn.forward(tensor(B, T, C))
     qkv = f.call(c_attn, f.args[0], name="qkv")
     q, k, v = f.split(qkv, [C, C, C], dim=2, names=["q", "k", "v"])
-    o = f.attention(q, k, v, num_heads=H, causal=True, name="o")
-    f.ret(f.call(c_proj, o, name="y"))
+    o = attention(f, q, k, v, H, causal=True, dropout=dropout,
+                  decompose=decompose or None, name="o")
+    y = f.call(c_proj, o, name="y")
+    f.ret(f.dropout(y, dropout, name="y_drop"))  # resid_dropout
 
     ln_2 = blk.add(layer_norm("ln_2", C, act))
     mlp = blk.add(Module("mlp", "MLP"))
@@ -39,7 +42,8 @@ def _block(index: int, B: int, T: int, C: int, H: int, layers: int) -> Module:
     f = mlp.forward(tensor(B, T, C))
     h = f.call(c_fc, f.args[0], name="h")
     g = f.gelu(h, approximate="tanh", name="g")
-    f.ret(f.call(c_proj2, g, name="y"))
+    y = f.call(c_proj2, g, name="y")
+    f.ret(f.dropout(y, dropout, name="y_drop"))
 
     f = blk.forward(tensor(B, T, C))
     x = f.args[0]
@@ -56,11 +60,20 @@ def gpt2_params(vocab: int, ctx: int, width: int, layers: int) -> int:
 
 
 def gpt2(vocab: int = 64, ctx: int = 16, width: int = 32, heads: int = 4,
-         layers: int = 2, batch: int = 4, name: str = "gpt2") -> Model:
+         layers: int = 2, batch: int = 4, dropout: float = 0.0,
+         decompose_attention: bool = False, name: str = "gpt2") -> Model:
     """GPT-2 with nanoGPT's module names and GPT-2's initialization:
     normal(0, 0.02), residual projections normal(0, 0.02/sqrt(2·layers)),
     zero biases, LayerNorm (1, 0); lm_head tied to transformer.wte. The
-    defaults are examples/gpt2.mlir's model; `batch` is per rank."""
+    defaults are examples/gpt2.mlir's model; `batch` is per rank.
+
+    `dropout` is nanoGPT's (GPTConfig.dropout, in training mode): on
+    wte + wpe (transformer.drop), on the attention probabilities
+    (attn_dropout, SDPA's dropout_p), after attn.c_proj (resid_dropout)
+    and after mlp.c_proj. 0 (the default) emits no dropout and the fused
+    nn.attention; > 0 writes the attention out (layers.attention: the
+    [B, H, T, T] probabilities are kept for the backward).
+    `decompose_attention` forces that form without dropout."""
     if width % heads:
         raise ValueError("width must be a multiple of heads")
     B, T, C, V = batch, ctx, width, vocab
@@ -70,7 +83,8 @@ def gpt2(vocab: int = 64, ctx: int = 16, width: int = 32, heads: int = 4,
     wte = tr.add(embedding("wte", V, C, act, init=Init.normal(0.0, 0.02)))
     wpe = tr.add(embedding("wpe", T, C, [T], init=Init.normal(0.0, 0.02)))
     h = tr.add(Module("h", "ModuleList"))
-    blocks = [h.add(_block(i, B, T, C, heads, layers)) for i in range(layers)]
+    blocks = [h.add(_block(i, B, T, C, heads, layers, dropout,
+                           decompose_attention)) for i in range(layers)]
     ln_f = tr.add(layer_norm("ln_f", C, act))
 
     idx_t = tensor(B, T, dtype="i64")
@@ -80,6 +94,7 @@ def gpt2(vocab: int = 64, ctx: int = 16, width: int = 32, heads: int = 4,
     pos = f.arange(T, name="pos")
     pos_emb = f.call(wpe, pos, name="pos_emb")
     x = f.add(tok, pos_emb, name="h0")
+    x = f.dropout(x, dropout, name="h0_drop")  # transformer.drop
     for i, blk in enumerate(blocks):
         x = f.call(blk, x, name=f"h{i + 1}")
     x = f.call(ln_f, x, name="x")
@@ -101,6 +116,17 @@ def gpt2(vocab: int = 64, ctx: int = 16, width: int = 32, heads: int = 4,
         f"next-token targets. vocab {V}, context {T}, width {C}, batch {B}.",
         "Initialization as GPT-2: normal(0, 0.02), residual projections "
         "normal(0, 0.02/sqrt(2 * n_layer)), zero biases, LayerNorm (1, 0).",
+    ]
+    if dropout > 0.0:
+        header.append(
+            f"Training-mode dropout p = {dropout} (nanoGPT's): on the "
+            "embeddings, the attention probabilities (attention written out: "
+            "[B, H, T, T] probabilities kept for the backward), after "
+            "attn.c_proj and after mlp.c_proj.")
+    elif decompose_attention:
+        header.append("Attention written out (Q·Kᵀ, causal mask, softmax, "
+                      "·V) instead of nn.attention.")
+    header += [
         f"{gpt2_params(V, T, C, layers)} parameters.",
     ]
     return Model(name, root, header)

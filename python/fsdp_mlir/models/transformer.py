@@ -9,17 +9,20 @@ import math
 from typing import Sequence
 
 from ..ir import Init, Model, Module, tensor
-from .layers import embedding, layer_norm, linear
+from .layers import attention, embedding, layer_norm, linear
 
 
 def _mha(name: str, B: int, T: int, S: int, d: int, heads: int,
-         cross: bool) -> Module:
+         cross: bool, dropout: float = 0.0,
+         decompose: bool = False) -> Module:
     """nn.MultiheadAttention(d, heads) (batch_first=False in PyTorch; here
     [B, T, d]): packed in_proj_weight [3d, d] / in_proj_bias [3d] and an
     out_proj Linear. Self-attention (`cross` False) takes x [B, T, d];
     cross-attention takes (x [B, T, d], memory [B, S, d]) and projects the
     query with rows [0, d) of in_proj and key/value with rows [d, 3d) applied
-    to the memory, as F.multi_head_attention_forward does. No masks."""
+    to the memory, as F.multi_head_attention_forward does. No masks.
+    `dropout` is its dropout on the attention probabilities (training
+    mode), which writes the attention out (layers.attention)."""
     m = Module(name, "MultiheadAttention")
     # MultiheadAttention._reset_parameters: xavier_uniform_ in_proj_weight,
     # zero in_proj_bias and out_proj.bias. out_proj.weight: nn.Transformer's
@@ -47,7 +50,8 @@ def _mha(name: str, B: int, T: int, S: int, d: int, heads: int,
         q = f.linear(x, w_q, b_q, name="q")
         kv = f.linear(mem, w_kv, b_kv, name="kv")
         k, v = f.split(kv, [d, d], dim=2, names=["k", "v"])
-    o = f.attention(q, k, v, num_heads=heads, name="o")
+    o = attention(f, q, k, v, heads, dropout=dropout,
+                  decompose=decompose or None, name="o")
     f.ret(f.call(out_proj, o, name="y"))
     return m
 
@@ -62,45 +66,57 @@ def _ffn_linears(layer: Module, act: Sequence[int], d: int, ffn: int):
     return l1, l2
 
 
-def _feed_forward(f, l1, l2, x):
-    """linear2(dropout(relu(linear1(x)))) with dropout off."""
-    return f.call(l2, f.relu(f.call(l1, x)))
+def _feed_forward(f, l1, l2, x, p):
+    """linear2(dropout(relu(linear1(x)))), then the layer's last dropout
+    (dropout2 of an encoder layer, dropout3 of a decoder layer)."""
+    h = f.dropout(f.relu(f.call(l1, x)), p)
+    return f.dropout(f.call(l2, h), p)
 
 
 def _encoder_layer(index: int, B: int, S: int, d: int, heads: int,
-                   ffn: int, eps: float) -> Module:
-    """nn.TransformerEncoderLayer, post-norm (norm_first=False), ReLU."""
+                   ffn: int, eps: float, p: float = 0.0,
+                   decompose: bool = False) -> Module:
+    """nn.TransformerEncoderLayer, post-norm (norm_first=False), ReLU;
+    dropout p (training mode) on the attention probabilities, after the
+    self-attention (dropout1), inside the FFN (dropout) and after it
+    (dropout2)."""
     act = [B, S]
     layer = Module(str(index), "TransformerEncoderLayer", unit=True)
-    sa = layer.add(_mha("self_attn", B, S, S, d, heads, cross=False))
+    sa = layer.add(_mha("self_attn", B, S, S, d, heads, cross=False,
+                        dropout=p, decompose=decompose))
     l1, l2 = _ffn_linears(layer, act, d, ffn)
     n1 = layer.add(layer_norm("norm1", d, act, eps))
     n2 = layer.add(layer_norm("norm2", d, act, eps))
     f = layer.forward(tensor(B, S, d))
     x = f.args[0]
-    x = f.call(n1, f.add(x, f.call(sa, x)))
-    x = f.call(n2, f.add(x, _feed_forward(f, l1, l2, x)))
+    x = f.call(n1, f.add(x, f.dropout(f.call(sa, x), p)))
+    x = f.call(n2, f.add(x, _feed_forward(f, l1, l2, x, p)))
     f.ret(x)
     return layer
 
 
 def _decoder_layer(index: int, B: int, T: int, S: int, d: int, heads: int,
-                   ffn: int, eps: float) -> Module:
+                   ffn: int, eps: float, p: float = 0.0,
+                   decompose: bool = False) -> Module:
     """nn.TransformerDecoderLayer, post-norm, ReLU; self-attention without
-    a mask (the test passes no tgt_mask), then attention over the memory."""
+    a mask (the test passes no tgt_mask), then attention over the memory;
+    dropout p (training mode) on both attentions' probabilities, after them
+    (dropout1, dropout2), inside the FFN and after it (dropout3)."""
     act = [B, T]
     layer = Module(str(index), "TransformerDecoderLayer", unit=True)
-    sa = layer.add(_mha("self_attn", B, T, T, d, heads, cross=False))
-    ca = layer.add(_mha("multihead_attn", B, T, S, d, heads, cross=True))
+    sa = layer.add(_mha("self_attn", B, T, T, d, heads, cross=False,
+                        dropout=p, decompose=decompose))
+    ca = layer.add(_mha("multihead_attn", B, T, S, d, heads, cross=True,
+                        dropout=p, decompose=decompose))
     l1, l2 = _ffn_linears(layer, act, d, ffn)
     n1 = layer.add(layer_norm("norm1", d, act, eps))
     n2 = layer.add(layer_norm("norm2", d, act, eps))
     n3 = layer.add(layer_norm("norm3", d, act, eps))
     f = layer.forward(x=tensor(B, T, d), memory=tensor(B, S, d))
     x, mem = f.args
-    x = f.call(n1, f.add(x, f.call(sa, x)))
-    x = f.call(n2, f.add(x, f.call(ca, x, mem)))
-    x = f.call(n3, f.add(x, _feed_forward(f, l1, l2, x)))
+    x = f.call(n1, f.add(x, f.dropout(f.call(sa, x), p)))
+    x = f.call(n2, f.add(x, f.dropout(f.call(ca, x, mem), p)))
+    x = f.call(n3, f.add(x, _feed_forward(f, l1, l2, x, p)))
     f.ret(x)
     return layer
 
@@ -151,7 +167,8 @@ def transformer_with_shared_params(
         vocab: int = 23, d_model: int = 16, heads: int = 8,
         encoder_layers: int = 2, decoder_layers: int = 2, ffn: int = 8,
         batch: int = 2, src_len: int = 6, tgt_len: int = 4,
-        training: bool = False, add_bn: bool = True,
+        training: bool = False, add_bn: bool = True, dropout: float = 0.0,
+        decompose_attention: bool = False,
         name: str = "transformer_with_shared_params") -> Model:
     """PyTorch's TransformerWithSharedParams (common_fsdp.py) with its
     parameter and buffer names: embed_tokens, nn.Transformer(d_model,
@@ -174,13 +191,23 @@ def transformer_with_shared_params(
     `training` False is the test's deterministic mode (model.eval()): no
     dropout, BatchNorm normalises with its running statistics. `training`
     True: BatchNorm uses batch statistics and updates its running
-    statistics (set_buffer); the builder has no dropout in either mode
-    (PyTorch's dropout=0.1 would also apply to the attention probabilities,
-    which nn.attention does not have), so train against
-    nn.Transformer(dropout=0.0). BatchNorm1d's num_batches_tracked is not
-    declared: the nn dialect cannot increment an i64 counter."""
+    statistics (set_buffer), and `dropout` applies: training=True with
+    dropout=0.1 is PyTorch's model, nn.Transformer(dropout=0.1), in train
+    mode (every MultiheadAttention's attention-probability dropout, the
+    encoder layers' dropout1 / FFN dropout / dropout2, the decoder layers'
+    dropout1/2/3 and FFN dropout). Dropout > 0 writes the attention out
+    (layers.attention: the [B, H, T, S] probabilities are kept for the
+    backward); the default 0.0 keeps the fused nn.attention, and is
+    nn.Transformer(dropout=0.0) in train mode. `decompose_attention`
+    writes the attention out without dropout. BatchNorm1d's
+    num_batches_tracked is not declared: the nn dialect cannot increment an
+    i64 counter."""
     if d_model % heads:
         raise ValueError("d_model must be a multiple of heads")
+    if dropout and not training:
+        raise ValueError("dropout needs training=True (model.eval() has "
+                         "none)")
+    p = dropout
     B, S, T, d, V = batch, src_len, tgt_len, d_model, vocab
     eps = 1e-5
     root = Module("root", "TransformerWithSharedParams", unit=True)
@@ -189,7 +216,8 @@ def transformer_with_shared_params(
 
     encoder = tr.add(Module("encoder", "TransformerEncoder"))
     enc_layers = encoder.add(Module("layers", "ModuleList"))
-    enc = [enc_layers.add(_encoder_layer(i, B, S, d, heads, ffn, eps))
+    enc = [enc_layers.add(_encoder_layer(i, B, S, d, heads, ffn, eps, p,
+                                         decompose_attention))
            for i in range(encoder_layers)]
     enc_norm = encoder.add(layer_norm("norm", d, [B, S], eps))
     f = encoder.forward(tensor(B, S, d))
@@ -200,7 +228,8 @@ def transformer_with_shared_params(
 
     decoder = tr.add(Module("decoder", "TransformerDecoder"))
     dec_layers = decoder.add(Module("layers", "ModuleList"))
-    dec = [dec_layers.add(_decoder_layer(i, B, T, S, d, heads, ffn, eps))
+    dec = [dec_layers.add(_decoder_layer(i, B, T, S, d, heads, ffn, eps, p,
+                                         decompose_attention))
            for i in range(decoder_layers)]
     dec_norm = decoder.add(layer_norm("norm", d, [B, T], eps))
     f = decoder.forward(x=tensor(B, T, d), memory=tensor(B, S, d))
@@ -262,7 +291,11 @@ def transformer_with_shared_params(
         f"{'Training' if training else 'Eval (deterministic)'} mode"
         + (" (BatchNorm batch statistics, running statistics updated)"
            if training and add_bn else "")
-        + "; no dropout. Units: the encoder and decoder layers and the root "
+        + (f"; dropout {p} (nn.Transformer's sites, attention written out)"
+           if p else "; no dropout")
+        + (" (attention written out)" if decompose_attention and not p
+           else "")
+        + ". Units: the encoder and decoder layers and the root "
         f"({encoder_layers + decoder_layers + 1}); {n} parameters.",
     ]
     return Model(name, root, header)
