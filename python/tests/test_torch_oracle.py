@@ -364,25 +364,22 @@ def test_matches_torch(name, ranks, strategy, optimizer, workdir, datasets,
 # of each tensor's max, so the plain bounds above apply (no AdamW allowance).
 # About 15 s, nearly all of it the two spawned torch processes.
 _FSDP2_WORKER = r'''
-import json, os, sys
-import numpy as np
-import torch, torch.distributed as dist, torch.multiprocessing as mp
-from safetensors.numpy import load_file, save_file
+import sys
+import torch
+from safetensors.numpy import load_file
 
 TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
 sys.path.insert(0, TESTS)
-from torch_reference import MLP  # the oracle's own MLP
+from torch_reference import (MLP, join_gloo, load_weights, train_steps,
+                             write_result)
 
 
 def worker(rank):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = PORT
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    join_gloo(rank, WORLD, PORT)
     from torch.distributed.fsdp import fully_shard
     model = MLP()
-    model.load_state_dict({k: torch.from_numpy(v.copy())
-                           for k, v in load_file(INIT).items()})
+    load_weights(model, INIT)
     for m in (model.fc1, model.fc2, model.fc3):
         fully_shard(m)
     fully_shard(model)
@@ -390,36 +387,27 @@ def worker(rank):
                             eps=1e-8, weight_decay=0.01)
     data = load_file(DATA)
     x, y = (torch.from_numpy(data[f"input.{i}"]) for i in range(2))
-    losses = []
-    for s in range(STEPS):
+
+    def batch(s):
         rows = torch.tensor([(s * WORLD * BATCH + rank + j * WORLD) % N
                              for j in range(BATCH)])
-        opt.zero_grad()
-        loss = model(x[rows], y[rows])
-        loss.backward()
-        opt.step()
-        mean = loss.detach().clone()
-        dist.all_reduce(mean)
-        losses.append(mean.item() / WORLD)
+        return x[rows], y[rows]
+
+    losses = train_steps(model, opt, STEPS, batch)
     full = {k: p.full_tensor().detach().numpy().copy()
             for k, p in model.named_parameters()}
     if rank == 0:
-        save_file(full, OUT + ".safetensors")
-        with open(OUT + ".json", "w") as f:
-            json.dump(losses, f)
-    dist.destroy_process_group()
+        write_result(OUT, full, losses)
 
 
 if __name__ == "__main__":
-    mp.spawn(worker, nprocs=WORLD)
+    torch.multiprocessing.spawn(worker, nprocs=WORLD)
 '''
 
 
 def test_mlp_matches_fsdp2(workdir, datasets, data_supported, initial_weights):
-    import socket
-    import subprocess
-    import sys
     import json
+    from torch_reference import free_port, run_workers
 
     fsdp = pytest.importorskip("torch.distributed.fsdp")
     if not hasattr(fsdp, "fully_shard") or not \
@@ -438,19 +426,10 @@ def test_mlp_matches_fsdp2(workdir, datasets, data_supported, initial_weights):
 
     init_path = workdir / "fsdp2-init.safetensors"
     st_numpy.save_file(initial_weights("mlp"), str(init_path))
-    script = workdir / "fsdp2_worker.py"
-    script.write_text(_FSDP2_WORKER)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = workdir / "fsdp2-torch"
-    proc = subprocess.run(
-        [sys.executable, str(script), str(Path(__file__).parent),
-         str(init_path), str(data_path),
-         str(out), str(port), str(ranks), str(batch), str(STEPS),
-         str(NUM_SAMPLES), repr(lr)],
-        capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_workers(workdir, "fsdp2_worker", _FSDP2_WORKER,
+                [init_path, data_path, out, free_port(), ranks, batch, STEPS,
+                 NUM_SAMPLES, repr(lr)], timeout=120)
     ref_losses = json.loads((workdir / "fsdp2-torch.json").read_text())
     ref_state = st_numpy.load_file(str(workdir / "fsdp2-torch.safetensors"))
 

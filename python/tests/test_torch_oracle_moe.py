@@ -33,9 +33,6 @@ Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle_moe.p
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -48,7 +45,8 @@ safetensors = pytest.importorskip("safetensors")
 from fsdp_mlir import driver, models  # noqa: E402
 
 import test_torch_oracle as base  # noqa: E402  (skips without the tools)
-from torch_reference import MixtureOfExperts, oracle_cases  # noqa: E402
+from torch_reference import (MixtureOfExperts, free_port,  # noqa: E402
+                             oracle_cases, run_workers)
 
 STEPS = base.STEPS
 SEED = base.SEED
@@ -453,26 +451,24 @@ def test_clip_grad_norm_is_rejected(workdir):
 # final parameters (its full state dict: the replicated units and its own
 # expert). About 10 s, nearly all of it importing torch.
 _FSDP1_WORKER = r'''
-import json, os, sys
-import numpy as np
-import torch, torch.distributed as dist
-from safetensors.numpy import load_file, save_file
+import sys
+import torch
+import torch.distributed as dist
+from safetensors.numpy import load_file
 
-TESTS, INIT, DATA, OUT, PORT, RANK, WORLD, BATCH, STEPS, N, LR = sys.argv[1:]
+TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, RANK = sys.argv[1:]
 RANK, WORLD, BATCH, STEPS, N, LR = (int(RANK), int(WORLD), int(BATCH),
                                     int(STEPS), int(N), float(LR))
 sys.path.insert(0, TESTS)
-from torch_reference import MixtureOfExperts
+from torch_reference import (MixtureOfExperts, free_port, run_workers, join_gloo, load_weights,
+                             train_steps, write_result)
 from torch.distributed.fsdp import (FullyShardedDataParallel as FSDP,
                                     FullStateDictConfig, StateDictType)
 
-os.environ["MASTER_ADDR"] = "127.0.0.1"
-os.environ["MASTER_PORT"] = PORT
-dist.init_process_group("gloo", rank=RANK, world_size=WORLD)
+join_gloo(RANK, WORLD, PORT)
 groups = [dist.new_group([r]) for r in range(WORLD)]  # every rank makes all
 model = MixtureOfExperts()
-model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in
-                       load_file(INIT.format(rank=RANK)).items()})
+load_weights(model, INIT.format(rank=RANK))
 cpu = torch.device("cpu")
 model.module[2] = FSDP(model.module[2], process_group=groups[RANK],
                        device_id=cpu)
@@ -480,24 +476,19 @@ model.module[1] = FSDP(model.module[1], device_id=cpu)
 model = FSDP(model, device_id=cpu)
 opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
 x = torch.from_numpy(load_file(DATA)["input.0"])
-losses = []
-for s in range(STEPS):
-    rows = torch.tensor([(s * WORLD * BATCH + RANK + k * WORLD) % N
-                         for k in range(BATCH)])
-    opt.zero_grad()
-    loss = model(x[rows])
-    loss.backward()
-    opt.step()
-    mean = loss.detach().clone()
-    dist.all_reduce(mean)
-    losses.append(mean.item() / WORLD)
+
+
+def batch(s):
+    return (x[torch.tensor([(s * WORLD * BATCH + RANK + k * WORLD) % N
+                            for k in range(BATCH)])],)
+
+
+losses = train_steps(model, opt, STEPS, batch)
 with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT,
                           FullStateDictConfig(rank0_only=False)):
     state = {k: v.detach().numpy().copy()
              for k, v in model.state_dict().items()}
-save_file(state, OUT.format(rank=RANK) + ".safetensors")
-with open(OUT.format(rank=RANK) + ".json", "w") as f:
-    json.dump(losses, f)
+write_result(OUT.format(rank=RANK), state, losses)
 dist.destroy_process_group()
 '''
 
@@ -515,30 +506,11 @@ def test_matches_fsdp1(workdir, dataset, initial, trained):
         state.update({k: v for k, v in experts[r].items()
                       if not k.startswith("optim.")})
         st_numpy.save_file(state, str(workdir / f"fsdp1-init-{r}.safetensors"))
-    script = workdir / "fsdp1_worker.py"
-    script.write_text(_FSDP1_WORKER)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = str(workdir / "fsdp1-{rank}")
-    procs = [subprocess.Popen(
-        [sys.executable, str(script), str(Path(__file__).parent),
-         str(workdir / "fsdp1-init-{rank}.safetensors"), str(dataset[0]), out,
-         str(port), str(r), str(ranks), str(BATCH), str(STEPS),
-         str(NUM_SAMPLES), repr(LR[optimizer])],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for r in range(ranks)]
-    errors = []
-    for p in procs:
-        try:
-            _, err = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        if p.returncode != 0:
-            errors.append(err[-3000:])
-    assert not errors, "\n".join(errors)
+    run_workers(workdir, "fsdp1_worker", _FSDP1_WORKER,
+                [workdir / "fsdp1-init-{rank}.safetensors", dataset[0], out,
+                 free_port(), ranks, BATCH, STEPS, NUM_SAMPLES,
+                 repr(LR[optimizer])], nproc=ranks, timeout=120)
 
     losses, full, (files, units, _) = trained(ranks, strategy, optimizer)
     ref_losses = json.loads(Path(out.format(rank=0) + ".json").read_text())

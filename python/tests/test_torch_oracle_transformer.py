@@ -28,10 +28,6 @@ Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle_trans
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -43,7 +39,7 @@ from fsdp_mlir import driver, models  # noqa: E402
 
 import test_torch_oracle as base  # noqa: E402  (skips without the tools)
 from torch_reference import (TransformerWithSharedParams,  # noqa: E402
-                             oracle_cases)
+                             free_port, oracle_cases, run_workers)
 
 STEPS = base.STEPS
 SEED = base.SEED
@@ -223,25 +219,21 @@ def test_transformer_matches_torch(mode, ranks, strategy, optimizer, workdir,
 # TransformerDecoderLayer}) does (each layer, then the root), every rank on
 # get_input's batch, AdamW, training mode (BatchNorm statistics updated).
 _FSDP2_WORKER = r'''
-import json, os, sys
-import numpy as np
-import torch, torch.distributed as dist, torch.multiprocessing as mp
-from safetensors.numpy import load_file, save_file
+import sys
+import torch
 
 TESTS, INIT, OUT, PORT, WORLD, STEPS, LR, TRAINING = sys.argv[1:]
 WORLD, STEPS, LR, TRAINING = int(WORLD), int(STEPS), float(LR), TRAINING == "1"
 sys.path.insert(0, TESTS)
-from torch_reference import TransformerWithSharedParams
+from torch_reference import (TransformerWithSharedParams, join_gloo,
+                             load_weights, train_steps, write_result)
 
 
 def worker(rank):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = PORT
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    join_gloo(rank, WORLD, PORT)
     from torch.distributed.fsdp import fully_shard
     model = TransformerWithSharedParams()
-    model.load_state_dict({k: torch.from_numpy(v.copy())
-                           for k, v in load_file(INIT).items()}, strict=False)
+    load_weights(model, INIT, strict=False)
     model.train(TRAINING)
     for layer in (*model.transformer.encoder.layers,
                   *model.transformer.decoder.layers):
@@ -251,29 +243,18 @@ def worker(rank):
                             eps=1e-8, weight_decay=0.01)
     src = torch.arange(12).view(6, 2).t().contiguous()
     tgt = torch.arange(8).view(4, 2).t().contiguous()
-    losses = []
-    for s in range(STEPS):
-        opt.zero_grad()
-        loss = model(src, tgt)
-        loss.backward()
-        opt.step()
-        mean = loss.detach().clone()
-        dist.all_reduce(mean)
-        losses.append(mean.item() / WORLD)
+    losses = train_steps(model, opt, STEPS, lambda s: (src, tgt))
     full = {k: p.full_tensor().detach().numpy().copy()
             for k, p in model.named_parameters()}
     for k, b in model.named_buffers():
         if k != "bn.num_batches_tracked":
             full[k] = b.detach().numpy().copy()
     if rank == 0:
-        save_file(full, OUT + ".safetensors")
-        with open(OUT + ".json", "w") as f:
-            json.dump(losses, f)
-    dist.destroy_process_group()
+        write_result(OUT, full, losses)
 
 
 if __name__ == "__main__":
-    mp.spawn(worker, nprocs=WORLD)
+    torch.multiprocessing.spawn(worker, nprocs=WORLD)
 '''
 
 
@@ -293,18 +274,9 @@ def test_transformer_matches_fsdp2(workdir, dataset, initial_weights):
 
     init_path = workdir / "fsdp2-init.safetensors"
     st_numpy.save_file(initial_weights(mode), str(init_path))
-    script = workdir / "fsdp2_worker.py"
-    script.write_text(_FSDP2_WORKER)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = workdir / "fsdp2-torch"
-    proc = subprocess.run(
-        [sys.executable, str(script), str(Path(__file__).parent),
-         str(init_path), str(out), str(port), str(ranks), str(STEPS),
-         repr(lr), "1"],
-        capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_workers(workdir, "fsdp2_worker", _FSDP2_WORKER,
+                [init_path, out, free_port(), ranks, STEPS, repr(lr), "1"])
     ref_losses = json.loads((workdir / "fsdp2-torch.json").read_text())
     ref_state = st_numpy.load_file(str(workdir / "fsdp2-torch.safetensors"))
 

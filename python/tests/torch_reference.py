@@ -43,6 +43,83 @@ def oracle_cases(default, *prefixes):
     return all_oracle_cases(*prefixes) if ORACLE_FULL else list(default)
 
 
+# -- PyTorch's own FSDP on gloo, one process per rank ---------------------------
+# The FSDP2 / FSDP1 comparisons run a worker script per test (the parent
+# side: run_workers); the scripts share the rank's setup, the training loop
+# and how they hand back their results.
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_workers(workdir, name, source, args, nproc=1, timeout=180):
+    """Writes `source` to workdir/<name>.py and runs it `nproc` times
+    (argv: this directory, *args, and the process index when nproc > 1);
+    fails with the processes' stderr unless every one exits 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(workdir) / f"{name}.py"
+    script.write_text(source)
+    command = [sys.executable, str(script), str(Path(__file__).parent),
+               *map(str, args)]
+    procs = [subprocess.Popen(command + ([str(i)] if nproc > 1 else []),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(nproc)]
+    errors = []
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                errors.append(err[-3000:])
+    finally:
+        for p in procs:
+            p.kill()
+    assert not errors, "\n".join(errors)
+
+
+def join_gloo(rank, world, port):
+    import torch.distributed as dist
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+
+
+def load_weights(model, path, strict=True):
+    """Our safetensors checkpoint into `model` (names are PyTorch's)."""
+    from safetensors.numpy import load_file
+    model.load_state_dict({k: torch.from_numpy(v.copy())
+                           for k, v in load_file(str(path)).items()},
+                          strict=strict)
+
+
+def train_steps(model, opt, steps, batch):
+    """`steps` optimizer steps on model(*batch(step)); the losses averaged
+    over the ranks, as fsdp-run's metrics report them."""
+    import torch.distributed as dist
+    losses = []
+    for s in range(steps):
+        opt.zero_grad()
+        loss = model(*batch(s))
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        losses.append(mean.item() / dist.get_world_size())
+    return losses
+
+
+def write_result(out, state, losses):
+    """out.safetensors (numpy state) and out.json (losses)."""
+    import json
+    from safetensors.numpy import save_file
+    save_file(state, str(out) + ".safetensors")
+    with open(str(out) + ".json", "w") as f:
+        json.dump(losses, f)
+
+
 class MLP(nn.Module):
     """examples/mlp.mlir: Linear(16,32)-ReLU-Linear(32,32)-ReLU-Linear(32,4),
     MSE (mean)."""
