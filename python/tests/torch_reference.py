@@ -4,6 +4,7 @@ test_torch_oracle.py, imported by its tests and by its FSDP2 worker
 processes, so both train the same modules; plus oracle_cases, the case
 lists every test_torch_oracle*.py file parametrizes over."""
 import os
+import warnings
 
 import torch
 import torch.nn as nn
@@ -229,10 +230,13 @@ class TransformerWithSharedParams(nn.Module):
         super().__init__()
         self.vocab = vocab
         self.embed_tokens = nn.Embedding(vocab, d_model)
-        self.transformer = nn.Transformer(
-            d_model=d_model, nhead=heads, num_encoder_layers=encoder_layers,
-            num_decoder_layers=decoder_layers, dim_feedforward=ffn,
-            dropout=0.0)
+        with warnings.catch_warnings():  # nested tensors need batch_first
+            warnings.filterwarnings("ignore", "enable_nested_tensor")
+            self.transformer = nn.Transformer(
+                d_model=d_model, nhead=heads,
+                num_encoder_layers=encoder_layers,
+                num_decoder_layers=decoder_layers, dim_feedforward=ffn,
+                dropout=0.0)
         self.output_proj = nn.Linear(d_model, vocab)
         self.output_proj.weight = self.embed_tokens.weight  # tied
         self.register_buffer("vocab_bias",
