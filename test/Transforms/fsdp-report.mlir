@@ -6,6 +6,9 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" --fsdp-insert-collectives --fsdp-report -o /dev/null | FileCheck %s --check-prefix=DDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives --fsdp-report=json=true -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; c=s['collectives']; print(s['strategy'], s['world_size'], s['shard_group_size'], len(c), sum(x['kind']=='reduce_scatter' for x in c), sum(x['kind']=='all_reduce' for x in c), sorted(s['breakdown']))" | FileCheck %s --check-prefix=JSON
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
+// RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="memory-gbps=1e-6 link-gbps=1e-6 gemm-gflops=1e-6 link-latency-us=0 op-overhead-us=0" -o /dev/null | FileCheck %s --check-prefix=TIME
+// RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="op-overhead-us=1000 link-latency-us=1000 memory-gbps=1e9 link-gbps=1e9 json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(round(p['seconds'], 6), round(p['compute_seconds'], 6), round(p['communication_seconds'], 6))" | FileCheck %s --check-prefix=CALLS
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 backward-prefetch=pre" --fsdp-report="json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(p['seconds'] >= p['compute_seconds'] > 0, p['communication_seconds'] > p['exposed_communication_seconds'] >= 0)" | FileCheck %s --check-prefix=OVERLAP
 
 // Hand-computed for this model at 2 ranks (bytes): always live: the shard
 // (2 x f32 = 8), the step count (8) and the input (16). The peak is at the
@@ -20,6 +23,7 @@
 // TINY-NEXT: activations for backward 0
 // TINY-NEXT: transient 20
 // TINY-NEXT: inputs and buffers 24
+// TINY-NEXT: predicted step time:
 // TINY-NEXT: collectives per step: 2, 32 bytes; all_gather forward 1; reduce_scatter backward 1
 // TINY: 0 all_gather (root) forward f32 4 16 all-gather
 // TINY-NEXT: 1 reduce_scatter (root) backward f32 4 16 reduce-scatter
@@ -37,6 +41,20 @@
 // Hybrid 2 x 2: 7 all-gathers, and each reduction is a reduce-scatter plus
 // an all-reduce.
 // JSON: hybrid-shard 4 2 15 4 4 ['activations', 'gradients', 'inputs_and_buffers', 'optimizer_state', 'sharded_params', 'transient', 'unsharded_params']
+
+// The predicted step time, by hand at 1 byte (or FLOP) per millisecond and
+// no latency or per-call cost: the unshard moves half of 16 bytes (8 ms);
+// the compute stream then runs mul 48, reduce_sum 20, the cotangent
+// constant 4, broadcast 20, mul 48 and flatten 32 bytes (8 to 180 ms); the
+// reduction (8 ms) ends at 188, sgd_step reads and writes 32 bytes (188 to
+// 220). Compute is busy 204 ms, the communication streams 16, all of which
+// the compute stream waits for.
+// TIME: predicted step time: 220.0 ms = compute 204.0 ms + exposed communication 16.0 ms (communication streams busy 16.0 ms); model: 1e-06 GFLOP/s GEMM, 1e-06 GB/s memory, 1e-06 GB/s link, 0 us per ring step, 0 us per call
+// Only the fixed costs (1 ms per call and per ring step): 7 kernels, the
+// gather and the reduction (a call and a ring step each).
+// CALLS: 0.011 0.007 0.004
+// With prefetching, NestedWrappedModule's communication overlaps compute.
+// OVERLAP: True True
 
 // UNSHARDED: error: 'fsdp.model' op has no sharded train step to report on; run fsdp-shard first
 fsdp.model @tiny {

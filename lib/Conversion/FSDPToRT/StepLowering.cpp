@@ -19,14 +19,6 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-StreamKind fsdp::streamOf(Operation *op) {
-  if (isa<UnshardOp, AllGatherOp>(op))
-    return StreamKind::AllGather;
-  if (isa<ReduceGradsOp, ReduceScatterOp, AllReduceOp, BroadcastOp>(op))
-    return StreamKind::ReduceScatter;
-  return StreamKind::Compute;
-}
-
 int32_t fsdp::dtypeCode(Type type) {
   if (type.isF32())
     return FSDPRT_F32;

@@ -3,6 +3,7 @@
 #ifndef FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
 #define FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
 
+#include "fsdp/Dialect/FSDP/Analysis/Streams.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/RT/IR/RTOps.h"
 
@@ -15,7 +16,6 @@
 
 namespace mlir::fsdp {
 
-enum class StreamKind { Compute = 0, AllGather = 1, ReduceScatter = 2 };
 
 /// Where a tensor lives: a buffer and a byte offset into it.
 struct TensorRef {
@@ -117,9 +117,6 @@ private:
   SmallVector<Value> events;
   OpBuilder::InsertPoint eventInsertPoint;
 };
-
-/// The stream an op of the scheduled step runs on.
-StreamKind streamOf(Operation *op);
 
 /// Calls fn(op, root) for every op that reads or writes the storage owned
 /// by `root` (aliases resolved); an unshard writes its gathered buffer,

@@ -1,5 +1,7 @@
 //===- Report.cpp - per-rank peak memory and collectives of a step ---------===//
 
+#include "StepTime.h"
+
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 #include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 
@@ -70,6 +72,8 @@ struct StepReport {
   Operation *peakOp = nullptr;
   std::array<int64_t, kCategories> breakdown{};
   std::vector<Collective> collectives;
+  MachineProfile profile;
+  StepTime time;
 };
 
 Category categoryOf(Value value, func::FuncOp step) {
@@ -96,8 +100,11 @@ Category categoryOf(Value value, func::FuncOp step) {
   return Category::Transient;
 }
 
-FailureOr<StepReport> analyze(func::FuncOp step) {
+FailureOr<StepReport> analyze(func::FuncOp step,
+                              const MachineProfile &profile) {
   StepReport report;
+  report.profile = profile;
+  report.time = predictStepTime(step, profile);
   Block &body = step.getBody().front();
   llvm::DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(body))
@@ -268,6 +275,12 @@ void printText(raw_ostream &os, ModelOp model, func::FuncOp step,
     ++counts[c.kind + (c.phase.empty() ? "" : " " + c.phase)];
     totalBytes += c.bytes;
   }
+  const StepTime &t = report.time;
+  os << llvm::formatv("predicted step time: {0:f1} ms = compute {1:f1} ms + "
+                      "exposed communication {2:f1} ms (communication "
+                      "streams busy {3:f1} ms); model: {4}\n",
+                      t.total * 1e3, t.compute * 1e3, t.exposed() * 1e3,
+                      t.communication * 1e3, report.profile.describe());
   os << "collectives per step: " << report.collectives.size() << ", "
      << totalBytes << " bytes";
   for (auto &[kind, count] : counts)
@@ -317,7 +330,18 @@ llvm::json::Object toJson(ModelOp model, func::FuncOp step,
       {"peak_at", describePeak(report)},
       {"breakdown", std::move(breakdown)},
       {"collectives", std::move(collectives)},
-      {"rank_local_units", std::move(rankLocal)}};
+      {"rank_local_units", std::move(rankLocal)},
+      {"predicted_step",
+       llvm::json::Object{
+           {"seconds", report.time.total},
+           {"compute_seconds", report.time.compute},
+           {"exposed_communication_seconds", report.time.exposed()},
+           {"communication_seconds", report.time.communication},
+           {"gemm_gflops", report.profile.gemmGflops},
+           {"memory_gbps", report.profile.memoryGBps},
+           {"link_gbps", report.profile.linkGBps},
+           {"link_latency_us", report.profile.linkLatencyUs},
+           {"op_overhead_us", report.profile.opOverheadUs}}}};
 }
 
 struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
@@ -338,7 +362,9 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
                           "fsdp-shard first");
         return signalPassFailure();
       }
-      FailureOr<StepReport> report = analyze(step);
+      MachineProfile profile{gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
+                             opOverheadUs};
+      FailureOr<StepReport> report = analyze(step, profile);
       if (failed(report))
         return signalPassFailure();
       if (json)
@@ -359,7 +385,7 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
 } // namespace
 
 FailureOr<std::string> fsdp::renderReport(ModelOp model, func::FuncOp step) {
-  FailureOr<StepReport> report = analyze(step);
+  FailureOr<StepReport> report = analyze(step, MachineProfile());
   if (failed(report))
     return failure();
   std::string text;

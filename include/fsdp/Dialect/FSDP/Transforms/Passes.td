@@ -269,6 +269,16 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
       reduce-scatter in the shard group (when it has more than one rank)
       and an all-reduce across replicas (when there are several).
 
+    - the predicted step time: the step simulated on the compute,
+      all-gather and reduce-scatter streams in program order with a
+      first-order cost model (GEMM FLOPs at a sustained rate, other kernels'
+      bytes at a memory bandwidth, ring collectives' bytes at a link
+      bandwidth plus a latency per ring step, a fixed cost per call), split
+      into compute and the communication the compute stream waits for. The
+      defaults describe 2 ranks sharing the 2-vCPU CI machine with Gloo over
+      loopback (bench/step_time_model.py measures them and how close the
+      prediction comes); pass your machine's numbers.
+
     It also checks that the schedule is one straight-line sequence (no
     collective inside a region), so that every rank issues the same
     collectives in the same order.
@@ -278,6 +288,16 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
            "Print JSON instead of text">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
            "File to write the report to ('-' for stdout)">,
+    Option<"gemmGflops", "gemm-gflops", "double", /*default=*/"36.0",
+           "Sustained GEMM rate per rank, GFLOP/s">,
+    Option<"memoryGBps", "memory-gbps", "double", /*default=*/"4.5",
+           "Memory bandwidth of the other kernels per rank, GB/s">,
+    Option<"linkGBps", "link-gbps", "double", /*default=*/"0.16",
+           "Collective bus bandwidth per rank, GB/s">,
+    Option<"linkLatencyUs", "link-latency-us", "double", /*default=*/"30.0",
+           "Latency of one ring step of a collective, microseconds">,
+    Option<"opOverheadUs", "op-overhead-us", "double", /*default=*/"30.0",
+           "Fixed cost of every kernel or collective call, microseconds">,
   ];
 }
 

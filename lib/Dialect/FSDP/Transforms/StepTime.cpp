@@ -1,0 +1,164 @@
+//===- StepTime.cpp - predicted step time of a scheduled step -------------===//
+
+#include "StepTime.h"
+
+#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
+#include "fsdp/Dialect/FSDP/Analysis/Streams.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+std::string MachineProfile::describe() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%g GFLOP/s GEMM, %g GB/s memory, %g GB/s link, %g us "
+                     "per ring step, %g us per call",
+                     gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
+                     opOverheadUs);
+  return text;
+}
+
+namespace {
+
+double bytesOf(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type)
+    return 0;
+  return double(type.getNumElements()) *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// FLOPs of the GEMM-shaped ops; 0 for the others.
+double gemmFlops(Operation *op) {
+  auto attentionFlops = [](Value q, Value k, int64_t heads, double gemms) {
+    ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
+    double headDim = double(qs[2]) / heads;
+    return gemms * 2.0 * qs[0] * heads * qs[1] * ks[1] * headDim;
+  };
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case([](nn::LinearOp o) {
+        ArrayRef<int64_t> w = shapeOf(o.getWeight());
+        double rows = double(cast<RankedTensorType>(o.getInput().getType())
+                                 .getNumElements()) /
+                      w[1];
+        return 2.0 * rows * w[0] * w[1];
+      })
+      .Case([](nn::MatmulOp o) {
+        ArrayRef<int64_t> a = shapeOf(o.getLhs());
+        int64_t k = o.getTransposeLhs() ? a[a.size() - 2] : a.back();
+        return 2.0 * double(cast<RankedTensorType>(o.getType())
+                                .getNumElements()) *
+               k;
+      })
+      // Forward: Q Kᵀ and P V; backward: P recomputed, dV, dP, dQ, dK.
+      .Case([&](nn::AttentionOp o) {
+        return attentionFlops(o.getQuery(), o.getKey(), o.getNumHeads(), 2);
+      })
+      .Case([&](nn::AttentionGradOp o) {
+        return attentionFlops(o.getQuery(), o.getKey(), o.getNumHeads(), 5);
+      })
+      .Default([](Operation *) { return 0.0; });
+}
+
+/// Seconds of a ring collective moving `bytes` (the full tensor) among
+/// `ranks`; `passes` is 2 for an all-reduce (reduce-scatter + all-gather).
+double ringSeconds(double bytes, int64_t ranks, int passes,
+                   const MachineProfile &p) {
+  if (ranks <= 1)
+    return 0;
+  double steps = double(ranks - 1);
+  return passes * (steps / ranks * bytes / (p.linkGBps * 1e9) +
+                   steps * p.linkLatencyUs * 1e-6);
+}
+
+/// Seconds of one op on its stream; negative for ops that emit nothing
+/// (renames of storage, markers, the host's step counter).
+double secondsOf(Operation *op, const MachineProfile &p) {
+  if (isa<ViewOp, nn::ReshapeOp, WaitOp, ReshardOp, func::ReturnOp,
+          arith::AddIOp>(op))
+    return -1;
+  if (isa<arith::ConstantOp>(op) &&
+      llvm::all_of(op->getUsers(),
+                   [](Operation *u) { return isa<arith::AddIOp>(u); }))
+    return -1;
+  double overhead = p.opOverheadUs * 1e-6;
+  auto groupSize = [](MeshAttr mesh, MeshGroup group) {
+    FailureOr<int64_t> n = mesh.getGroupSize(group);
+    return succeeded(n) ? *n : int64_t(1);
+  };
+  if (auto unshard = dyn_cast<UnshardOp>(op))
+    return overhead +
+           ringSeconds(bytesOf(cast<WaitOp>(*unshard->getUsers().begin())
+                                   .getResult()),
+                       unshard.getMesh().getShard(), 1, p);
+  if (auto reduce = dyn_cast<ReduceGradsOp>(op)) {
+    MeshAttr mesh = reduce.getMesh();
+    double t = overhead + ringSeconds(bytesOf(reduce.getGrad()),
+                                      mesh.getShard(), 1, p);
+    if (mesh.getRank() == 2)
+      t += ringSeconds(bytesOf(reduce.getResult()), mesh.getReplicate(), 2, p);
+    return t;
+  }
+  if (auto c = dyn_cast<AllReduceOp>(op))
+    return overhead + ringSeconds(bytesOf(c.getInput()),
+                                  groupSize(c.getMesh(), c.getGroup()), 2, p);
+  if (auto c = dyn_cast<AllGatherOp>(op))
+    return overhead + ringSeconds(bytesOf(c.getResult()),
+                                  groupSize(c.getMesh(), c.getGroup()), 1, p);
+  if (auto c = dyn_cast<ReduceScatterOp>(op))
+    return overhead + ringSeconds(bytesOf(c.getInput()),
+                                  groupSize(c.getMesh(), c.getGroup()), 1, p);
+  if (auto c = dyn_cast<BroadcastOp>(op))
+    return overhead + ringSeconds(bytesOf(c.getInput()),
+                                  groupSize(c.getMesh(), c.getGroup()), 1, p);
+  if (double flops = gemmFlops(op))
+    return overhead + flops / (p.gemmGflops * 1e9);
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += bytesOf(v);
+  for (Value v : op->getResults())
+    bytes += bytesOf(v);
+  return overhead + bytes / (p.memoryGBps * 1e9);
+}
+
+} // namespace
+
+StepTime fsdp::predictStepTime(func::FuncOp step,
+                               const MachineProfile &profile) {
+  StepTime time;
+  double streamFree[3] = {0, 0, 0};
+  llvm::DenseMap<Value, double> ready; // when a value has been produced
+  for (Operation &op : step.getBody().front()) {
+    double start = 0;
+    for (Value operand : op.getOperands())
+      start = std::max(start, ready.lookup(operand));
+    double seconds = secondsOf(&op, profile);
+    double finish = start;
+    if (seconds >= 0) {
+      int s = int(streamOf(&op));
+      start = std::max(start, streamFree[s]);
+      finish = start + seconds;
+      streamFree[s] = finish;
+      (s == int(StreamKind::Compute) ? time.compute : time.communication) +=
+          seconds;
+    }
+    for (Value result : op.getResults())
+      ready[result] = finish;
+  }
+  time.total = *std::max_element(std::begin(streamFree), std::end(streamFree));
+  return time;
+}

@@ -1,0 +1,48 @@
+//===- StepTime.h - predicted step time of a scheduled step -----*- C++ -*-===//
+//
+// A first-order cost model, so that fsdp-report can say before launch how
+// long a step takes and how much communication the schedule hides: GEMMs
+// (linear, matmul, attention) cost FLOPs at a sustained rate, every other
+// kernel its bytes at a memory bandwidth, collectives the ring algorithm's
+// bytes at a link bandwidth plus a latency per ring step, and every op a
+// fixed overhead. The step is simulated on the lowering's three streams in
+// program order: an op starts when its stream is free and its operands are
+// ready, so prefetching and overlap show up as they will run.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_TRANSFORMS_STEPTIME_H
+#define FSDP_TRANSFORMS_STEPTIME_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <string>
+
+namespace mlir::fsdp {
+
+/// What one rank's machine sustains. The defaults are 2 ranks sharing the
+/// 2-vCPU CI machine with Gloo over loopback, as bench/step_time_model.py
+/// measured them (fsdp-report's options repeat them).
+struct MachineProfile {
+  double gemmGflops = 36.0;     // sustained GEMM rate, GFLOP/s
+  double memoryGBps = 4.5;      // elementwise kernels, GB/s
+  double linkGBps = 0.16;       // collective bus bandwidth per rank, GB/s
+  double linkLatencyUs = 30.0;  // per ring step, µs
+  double opOverheadUs = 30.0;   // per kernel or collective call, µs
+
+  std::string describe() const;
+};
+
+struct StepTime {
+  double total = 0;         // predicted step time, seconds
+  double compute = 0;       // busy time of the compute stream
+  double communication = 0; // busy time of the two communication streams
+  /// The part of the step the compute stream spends waiting for
+  /// communication: total - compute.
+  double exposed() const { return total - compute; }
+};
+
+StepTime predictStepTime(func::FuncOp step, const MachineProfile &profile);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_TRANSFORMS_STEPTIME_H
