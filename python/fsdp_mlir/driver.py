@@ -38,6 +38,7 @@ __all__ = [
     "find_tool",
     "pipeline_options",
     "read_metrics",
+    "report",
     "run",
     "run_command",
 ]
@@ -279,6 +280,41 @@ def compile(model, output=None, *, world_size=1,
         proc = again
     raise CompileError(proc.returncode, proc.stdout, proc.stderr,
                        shlex.join(argv), input_path)
+
+
+# -- report -------------------------------------------------------------------
+_PROFILE_OPTIONS = ("gemm_gflops", "memory_gbps", "link_gbps",
+                    "link_latency_us", "op_overhead_us")
+
+
+def report(model, *, profile: Mapping[str, float] | None = None,
+           **options) -> dict:
+    """What a run will cost, before it runs: fsdp-report's JSON for `model`
+    compiled with `options` (those of `compile`, except `lower`) — the peak
+    bytes per rank and their breakdown, every collective of a step, the
+    rank-local units and the predicted step time. `profile` overrides the
+    cost model's machine (keys: gemm_gflops, memory_gbps, link_gbps,
+    link_latency_us, op_overhead_us). Compile errors raise CompileError."""
+    options.pop("lower", None)
+    unknown = set(profile or {}) - set(_PROFILE_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown profile keys {sorted(unknown)}; known: "
+                         + ", ".join(_PROFILE_OPTIONS))
+    workdir = Path(tempfile.mkdtemp(prefix="fsdp-report-"))
+    try:
+        step = compile(model, workdir / "step.mlir", lower=False, **options)
+        flags = ["json=true"] + [f"{k.replace('_', '-')}={float(v)!r}"
+                                 for k, v in (profile or {}).items()]
+        argv = [str(find_tool("fsdp-opt")), str(step),
+                f"--fsdp-report={' '.join(flags)}", "-o", os.devnull]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(proc.returncode, proc.stdout, proc.stderr,
+                               shlex.join(argv), step)
+        return json.loads(proc.stdout)["steps"][0]
+    finally:
+        if sys.exc_info()[0] is None:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- run ----------------------------------------------------------------------

@@ -239,3 +239,39 @@ def test_run_error_on_world_size_mismatch(tmp_path):
     tmp_metrics = Path(argv[argv.index("--metrics") + 1])
     assert tmp_metrics.parent.is_dir()
     shutil.rmtree(tmp_metrics.parent)
+
+
+# -- report -------------------------------------------------------------------
+@needs_tools
+def test_report_says_what_a_run_costs_before_it_runs(tmp_path, capsys):
+    # NestedWrappedModule at 4 ranks, full-shard: PyTorch's 11 collectives
+    # (4 forward all-gathers, 3 backward ones, 4 reduce-scatters).
+    before = driver.report(EXAMPLES / "nested_wrapped.mlir", world_size=4)
+    kinds = [c["kind"] for c in before["collectives"]]
+    assert kinds.count("all_gather") == 7 and kinds.count("reduce_scatter") == 4
+    assert before["world_size"] == 4 and before["peak_bytes"] > 0
+    # The same numbers as the text report compile(report=True) prints.
+    capsys.readouterr()
+    driver.compile(EXAMPLES / "nested_wrapped.mlir", tmp_path / "p.mlir",
+                   world_size=4, lower=False, report=True)
+    text = capsys.readouterr().out
+    assert f"peak memory per rank: {before['peak_bytes']} bytes" in text
+    assert "predicted step time: %.1f ms" % (
+        before["predicted_step"]["seconds"] * 1e3) in text
+    step = before["predicted_step"]
+    assert step["seconds"] >= step["compute_seconds"] > 0
+    # A machine twice as fast at everything halves the predicted time.
+    profile = {k: step[k] for k in ("gemm_gflops", "memory_gbps", "link_gbps",
+                                    "link_latency_us", "op_overhead_us")}
+    fast = dict(profile, gemm_gflops=2 * profile["gemm_gflops"],
+                memory_gbps=2 * profile["memory_gbps"],
+                link_gbps=2 * profile["link_gbps"],
+                link_latency_us=profile["link_latency_us"] / 2,
+                op_overhead_us=profile["op_overhead_us"] / 2)
+    after = driver.report(EXAMPLES / "nested_wrapped.mlir", world_size=4,
+                          profile=fast)["predicted_step"]
+    assert after["seconds"] == pytest.approx(step["seconds"] / 2, rel=1e-9)
+    with pytest.raises(ValueError, match="unknown profile keys"):
+        driver.report(EXAMPLES / "mlp.mlir", profile={"gflops": 1})
+    with pytest.raises(CompileError):
+        driver.report(EXAMPLES / "mlp.mlir", world_size=0)
