@@ -420,6 +420,18 @@ class Forward:
         vals = ", ".join(str(i) for i in range(n))
         return self._emit(f"arith.constant dense<[{vals}]> : {t}", [t], name)[0]
 
+    def increment(self, x: Value, by: int = 1,
+                  name: Optional[str] = None) -> Value:
+        """x + by on an integer tensor (a counter such as BatchNorm's
+        num_batches_tracked; lowered as an in-place update when x is used
+        only here)."""
+        if x.type.dtype not in ("i32", "i64"):
+            raise ValueError(f"increment: {x.type} is not an integer tensor")
+        c = self._emit(f"arith.constant dense<{int(by)}> : {x.type}",
+                       [x.type], None)[0]
+        return self._emit(f"arith.addi {x.name}, {c.name} : {x.type}",
+                          [x.type], name)[0]
+
     def ret(self, *values: Value) -> None:
         if self.results is not None:
             raise ValueError("forward already returned")

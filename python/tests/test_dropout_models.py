@@ -237,7 +237,12 @@ def test_dropout_ranks_match_micro_batches(name, workdir):
     # N ranks drop what 1 rank with N micro-batches drops.
     # BatchNorm's running statistics are not compared: each rank updates
     # them once from its batch, one rank twice (once per micro-batch).
-    params = [k for k in accum_state if not k.startswith("bn.running_")]
+    params = [k for k in accum_state
+              if not k.startswith(("bn.running_", "bn.num_batches_tracked"))]
+    # num_batches_tracked counts forwards: 2 per step with 2 micro-batches.
+    if "bn.num_batches_tracked" in accum_state:
+        assert accum_state["bn.num_batches_tracked"] == 2 * STEPS
+        assert two_state["bn.num_batches_tracked"] == STEPS
     print(f"\n{name} dropout {P}: 2 ranks vs 1 rank x 2 micro-batches: "
           f"loss {_max_rel(two_losses, accum_losses):.2g}, "
           "params/optim-state %.2g"

@@ -165,8 +165,9 @@ def test_transformer_with_shared_params_count(fsdp_opt):
     text = build("transformer_with_shared_params").text()
     assert summary(fsdp_opt, text) == (8427, 5)
     out = opt(fsdp_opt, text, "--fsdp-model-summary", "-o", "/dev/null")
-    # vocab_bias (16) + long_buffer (16) + BatchNorm running statistics (2+2).
-    assert "; 36 buffer elements (208 bytes);" in out, out
+    # vocab_bias (16) + long_buffer (16) + BatchNorm running statistics (2+2)
+    # + num_batches_tracked (1, i64).
+    assert "; 37 buffer elements (216 bytes);" in out, out
 
 
 def test_transformer_with_shared_params_structure():
@@ -194,8 +195,10 @@ def test_transformer_with_shared_params_structure():
         assert "causal" not in text and "nn.dropout" not in text
         assert text.count('kind "TransformerEncoderLayer" unit') == 2
         assert text.count('kind "TransformerDecoderLayer" unit') == 2
-        assert "num_batches_tracked" not in text
+        assert "fsdp.buffer @num_batches_tracked : tensor<i64>" in text
     assert "{training}" in names["train"] and "set_buffer" in names["train"]
+    assert "fsdp.set_buffer @num_batches_tracked" in names["train"]
+    assert "arith.addi" in names["train"] and "arith.addi" not in names["eval"]
     assert "{training}" not in names["eval"] and \
         "set_buffer" not in names["eval"]
 

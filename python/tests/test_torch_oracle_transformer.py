@@ -16,9 +16,8 @@ The averaged gradient is then the single batch's gradient and the reference
 is one torch process training that batch. Same
 initial weights (`fsdp-run --steps 0 --save`), 5 steps; compared: per-step
 losses and every final tensor (parameters, buffers including the BatchNorm
-running statistics, optimizer state), with test_torch_oracle.py's
-tolerances. PyTorch's bn.num_batches_tracked is not in our model (see the
-builder), so it is not compared.
+running statistics and num_batches_tracked, optimizer state), with
+test_torch_oracle.py's tolerances.
 
 The default run is a representative slice; FSDP_ORACLE_FULL=1 runs every
 (mode, ranks, strategy, optimizer) combination (40 cases).
@@ -48,8 +47,6 @@ LR = {"sgd": 2e-3, "adamw": 3e-3}
 # PyTorch's get_input, batch-first: rows are the B = 2 sequences.
 SRC = np.arange(12, dtype=np.int64).reshape(6, BATCH).T.copy()
 TGT = np.arange(8, dtype=np.int64).reshape(4, BATCH).T.copy()
-# Our model has no num_batches_tracked; load_state_dict restores its default.
-NOT_OURS = {"bn.num_batches_tracked"}
 
 
 def _noise_only(key, shape):
@@ -131,11 +128,13 @@ def train_in_torch(mode, optimizer, lr, init):
     model = TransformerWithSharedParams(batch=BATCH)
     names = set(model.state_dict())
     # output_proj.weight is embed_tokens.weight (tied): one checkpoint entry.
-    assert names - set(init) == {"output_proj.weight"} | NOT_OURS, \
+    assert names - set(init) == {"output_proj.weight"}, \
         sorted(names ^ set(init))
     assert set(init) <= names
+    # strict: every tensor of torch's state dict but the tied alias.
+    init = dict(init, **{"output_proj.weight": init["embed_tokens.weight"]})
     model.load_state_dict({k: torch.from_numpy(v.copy())
-                           for k, v in init.items()}, strict=False)
+                           for k, v in init.items()})
     assert model.output_proj.weight is model.embed_tokens.weight
     model.train(mode == "train")
     params = dict(model.named_parameters())  # tied weight once
@@ -150,8 +149,7 @@ def train_in_torch(mode, optimizer, lr, init):
         losses.append(loss.item())
     final = {k: v.detach().numpy().copy() for k, v in params.items()}
     for k, b in model.named_buffers():
-        if k not in NOT_OURS:
-            final[k] = b.numpy().copy()
+        final[k] = b.numpy().copy()
     for k, p in params.items():
         for key in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
             if key in opt.state[p]:
@@ -247,8 +245,7 @@ def worker(rank):
     full = {k: p.full_tensor().detach().numpy().copy()
             for k, p in model.named_parameters()}
     for k, b in model.named_buffers():
-        if k != "bn.num_batches_tracked":
-            full[k] = b.detach().numpy().copy()
+        full[k] = b.detach().numpy().copy()
     if rank == 0:
         write_result(OUT, full, losses)
 

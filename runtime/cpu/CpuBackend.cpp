@@ -54,6 +54,16 @@ public:
     std::memmove(dst, src, bytes);
   }
   void fill(DType dt, void *dst, int64_t n, double value) override;
+  void addInteger(DType dt, void *dst, int64_t n, int64_t value) override {
+    auto add = [&](auto *p) {
+      for (int64_t i = 0; i < n; ++i)
+        p[i] += value;
+    };
+    if (dt == DType::I32)
+      add(static_cast<int32_t *>(dst));
+    else
+      add(static_cast<int64_t *>(dst));
+  }
   void cast(DType srcType, const void *src, DType dstType, void *dst,
             int64_t n) override {
     convert(srcType, src, dstType, dst, n, threads_);

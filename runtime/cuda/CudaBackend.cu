@@ -251,6 +251,9 @@ public:
   void fill(DType dt, void *dst, int64_t n, double value) override {
     run([&](Exec &e) { cuda::fill(e.s, dt, dst, n, value); });
   }
+  void addInteger(DType dt, void *dst, int64_t n, int64_t value) override {
+    run([&](Exec &e) { cuda::addInteger(e.s, dt, dst, n, value); });
+  }
   void cast(DType srcType, const void *src, DType dstType, void *dst,
             int64_t n) override {
     run([&](Exec &e) { convert(e.s, srcType, src, dstType, dst, n); });

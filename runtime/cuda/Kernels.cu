@@ -61,6 +61,11 @@ template <typename T> __global__ void fillKernel(T *dst, T pattern, int64_t n) {
   FSDPRT_GRID_STRIDE(i, n) { dst[i] = pattern; }
 }
 
+template <typename T>
+__global__ void addIntegerKernel(T *dst, T value, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) { dst[i] += value; }
+}
+
 //===----------------------------------------------------------------------===//
 // Shapes passed by value to kernels
 //===----------------------------------------------------------------------===//
@@ -702,6 +707,15 @@ void fill(Stream s, DType dt, void *dst, int64_t n, double value) {
                   floatToF16(static_cast<float>(value)), n);
     return;
   }
+}
+
+void addInteger(Stream s, DType dt, void *dst, int64_t n, int64_t value) {
+  if (dt == DType::I32)
+    FSDPRT_LAUNCH(addIntegerKernel<int32_t>, n, s, static_cast<int32_t *>(dst),
+                  static_cast<int32_t>(value), n);
+  else
+    FSDPRT_LAUNCH(addIntegerKernel<int64_t>, n, s, static_cast<int64_t *>(dst),
+                  value, n);
 }
 
 void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n) {

@@ -29,6 +29,8 @@ using Stream = cudaStream_t;
 void convert(Stream s, DType srcType, const void *src, DType dstType, void *dst,
              int64_t n);
 void fill(Stream s, DType dt, void *dst, int64_t n, double value);
+/// dst[i] += value on an I32 or I64 tensor.
+void addInteger(Stream s, DType dt, void *dst, int64_t n, int64_t value);
 
 /// Read-only f32 view of device storage (null stays null).
 class F32In {

@@ -220,6 +220,21 @@ int32_t fsdprt_fill(int64_t ctx, int64_t stream, int32_t dtype, int64_t dst,
   });
 }
 
+int32_t fsdprt_add_integer(int64_t ctx, int64_t stream, int32_t dtype,
+                           int64_t dst, int64_t dst_off, int64_t numel,
+                           int64_t value) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, "add_integer");
+    DType dt = dtypeFromCode(dtype, "dtype");
+    if (dt != DType::I32 && dt != DType::I64)
+      fail(Status::InvalidArgument, "dtype must be I32 or I64, got ",
+           dtypeName(dt));
+    void *d = l.operand(dst, dst_off, nonNegative(numel, "numel"), dt, "dst");
+    Backend &be = l.backend();
+    l.enqueue([&be, dt, d, numel, value] { be.addInteger(dt, d, numel, value); });
+  });
+}
+
 int32_t fsdprt_stream_create(int64_t ctx, int64_t *out_stream) {
   return guarded(__func__, [&] {
     requireOut(out_stream, "out_stream");

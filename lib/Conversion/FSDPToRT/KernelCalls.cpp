@@ -7,6 +7,7 @@
 
 #include "StepLowering.h"
 
+#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 #include "fsdp/rt/fsdprt.h"
 
@@ -430,6 +431,20 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput()).t(o.getTarget())
             .t(o.getResult()).i64(numel(o.getInput()))
             .i32(lossReduction(o.getReduction())).call("mse_loss_forward");
+        return success();
+      })
+      .Case([&](arith::AddIOp o) -> LogicalResult {
+        if (!isCounterIncrement(o))
+          return o.emitOpError(
+              "has no runtime lowering: integer additions lower only as the "
+              "in-place increment of a counter (x + splat constant, x used "
+              "nowhere else)");
+        auto c = cast<DenseIntElementsAttr>(
+            o.getRhs().getDefiningOp<arith::ConstantOp>().getValue());
+        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getResult())
+            .i64(numel(o.getResult()))
+            .i64(c.getSplatValue<APInt>().getSExtValue())
+            .call("add_integer");
         return success();
       })
       .Case([&](arith::ConstantOp o) -> LogicalResult {

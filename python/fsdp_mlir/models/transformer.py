@@ -125,17 +125,16 @@ def _batch_norm(name: str, channels: int, shape: Sequence[int],
                 training: bool, eps: float = 1e-5,
                 momentum: float = 0.1) -> Module:
     """nn.BatchNorm1d(channels) on an input [N, C, L]: weight ones, bias
-    zeros, running_mean zeros, running_var ones. In training mode it
-    normalises with the batch statistics and stores the new running
-    statistics (fsdp.set_buffer); in eval mode it uses the running ones.
-    PyTorch's num_batches_tracked (an i64 counter) is left out: the nn
-    dialect has no integer arithmetic to increment it, and with a fixed
-    momentum it does not affect the computation."""
+    zeros, running_mean zeros, running_var ones, num_batches_tracked 0 (i64).
+    In training mode it normalises with the batch statistics, stores the new
+    running statistics (fsdp.set_buffer) and counts the forward; in eval
+    mode it uses the running ones and changes nothing."""
     m = Module(name, "BatchNorm1d")
     w = m.param("weight", [channels], Init.ones)
     b = m.param("bias", [channels], Init.zeros)
     rm = m.buffer("running_mean", [channels], Init.zeros)
     rv = m.buffer("running_var", [channels], Init.ones)
+    tracked = m.buffer("num_batches_tracked", [], Init.zeros, dtype="i64")
     f = m.forward(tensor(*shape))
     y, new_mean, new_var = f.batch_norm(
         f.args[0], f.get_param(w, "w"), f.get_param(b, "b"),
@@ -144,6 +143,8 @@ def _batch_norm(name: str, channels: int, shape: Sequence[int],
     if training:
         f.set_buffer(rm, new_mean)
         f.set_buffer(rv, new_var)
+        f.set_buffer(tracked, f.increment(f.get_buffer(tracked, "n"),
+                                          name="n1"))
     f.ret(y)
     return m
 
@@ -199,9 +200,7 @@ def transformer_with_shared_params(
     (layers.attention: the [B, H, T, S] probabilities are kept for the
     backward); the default 0.0 keeps the fused nn.attention, and is
     nn.Transformer(dropout=0.0) in train mode. `decompose_attention`
-    writes the attention out without dropout. BatchNorm1d's
-    num_batches_tracked is not declared: the nn dialect cannot increment an
-    i64 counter."""
+    writes the attention out without dropout."""
     if d_model % heads:
         raise ValueError("d_model must be a multiple of heads")
     if dropout and not training:

@@ -3,7 +3,12 @@
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -25,5 +30,23 @@ Value fsdp::storageAliasOf(Value result) {
   // (as F.batch_norm does) and unchanged in eval mode.
   if (isa<nn::BatchNormOp>(op) && n > 0)
     return op->getOperand(2 + n);
+  if (auto add = dyn_cast<arith::AddIOp>(op))
+    if (isCounterIncrement(add))
+      return add.getLhs();
   return {};
+}
+
+bool fsdp::isCounterIncrement(arith::AddIOp add) {
+  auto type = dyn_cast<RankedTensorType>(add.getType());
+  if (!type || !add.getLhs().hasOneUse() ||
+      !matchPattern(add.getRhs(), m_Constant<DenseIntElementsAttr>(nullptr)) ||
+      !cast<DenseIntElementsAttr>(
+           add.getRhs().getDefiningOp<arith::ConstantOp>().getValue())
+           .isSplat())
+    return false;
+  // The step count is the host's: the runner passes it incremented.
+  auto arg = dyn_cast<BlockArgument>(add.getLhs());
+  auto step = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : func::FuncOp();
+  return !(step && step.getArgAttr(arg.getArgNumber(), kStepCountArg));
 }

@@ -89,6 +89,8 @@ public:
   virtual void copy(void *dst, const void *src, int64_t bytes,
                     CopyKind kind) = 0;
   virtual void fill(DType dt, void *dst, int64_t n, double value) = 0;
+  /// dst[i] += value for an I32 or I64 tensor.
+  virtual void addInteger(DType dt, void *dst, int64_t n, int64_t value) = 0;
   /// src may be an integer type; dst is a float type.
   virtual void cast(DType srcType, const void *src, DType dstType, void *dst,
                     int64_t n) = 0;

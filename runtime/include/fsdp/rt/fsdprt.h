@@ -107,6 +107,11 @@ int32_t fsdprt_copy(int64_t ctx, int64_t stream, int64_t dst, int64_t dst_off,
                     int64_t src, int64_t src_off, int64_t bytes);
 int32_t fsdprt_fill(int64_t ctx, int64_t stream, int32_t dtype, int64_t dst,
                     int64_t dst_off, int64_t numel, double value);
+/* dst += value on an I32/I64 tensor: integer counters such as BatchNorm's */
+/* num_batches_tracked. */
+int32_t fsdprt_add_integer(int64_t ctx, int64_t stream, int32_t dtype,
+                           int64_t dst, int64_t dst_off, int64_t numel,
+                           int64_t value);
 
 /* ---- Streams and events -------------------------------------------------*/
 /* Stream 1 is the context's default stream; more are created on demand. */
