@@ -96,9 +96,12 @@ double secondsOf(Operation *op, const MachineProfile &p) {
                    [](Operation *u) { return isa<arith::AddIOp>(u); }))
     return -1;
   double overhead = p.opOverheadUs * 1e-6;
-  auto groupSize = [](MeshAttr mesh, MeshGroup group) {
+  // A collective on a group of the mesh moving `data` (the full tensor).
+  auto collective = [&](Value data, MeshAttr mesh, MeshGroup group,
+                        int passes) {
     FailureOr<int64_t> n = mesh.getGroupSize(group);
-    return succeeded(n) ? *n : int64_t(1);
+    return overhead +
+           ringSeconds(bytesOf(data), succeeded(n) ? *n : 1, passes, p);
   };
   if (auto unshard = dyn_cast<UnshardOp>(op))
     return overhead +
@@ -114,17 +117,13 @@ double secondsOf(Operation *op, const MachineProfile &p) {
     return t;
   }
   if (auto c = dyn_cast<AllReduceOp>(op))
-    return overhead + ringSeconds(bytesOf(c.getInput()),
-                                  groupSize(c.getMesh(), c.getGroup()), 2, p);
+    return collective(c.getInput(), c.getMesh(), c.getGroup(), 2);
   if (auto c = dyn_cast<AllGatherOp>(op))
-    return overhead + ringSeconds(bytesOf(c.getResult()),
-                                  groupSize(c.getMesh(), c.getGroup()), 1, p);
+    return collective(c.getResult(), c.getMesh(), c.getGroup(), 1);
   if (auto c = dyn_cast<ReduceScatterOp>(op))
-    return overhead + ringSeconds(bytesOf(c.getInput()),
-                                  groupSize(c.getMesh(), c.getGroup()), 1, p);
+    return collective(c.getInput(), c.getMesh(), c.getGroup(), 1);
   if (auto c = dyn_cast<BroadcastOp>(op))
-    return overhead + ringSeconds(bytesOf(c.getInput()),
-                                  groupSize(c.getMesh(), c.getGroup()), 1, p);
+    return collective(c.getInput(), c.getMesh(), c.getGroup(), 1);
   if (double flops = gemmFlops(op))
     return overhead + flops / (p.gemmGflops * 1e9);
   double bytes = 0;
