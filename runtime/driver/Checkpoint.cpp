@@ -366,6 +366,7 @@ LoadResult loadFull(const std::string &path, const Program &program, int rank,
 struct SavedUnit {
   std::string name;
   int64_t paddedNumel = 0, shardNumel = 0;
+  bool rankLocal = false; // one whole, different copy per rank file
   std::vector<ParamInfo> params; // name, shape, flatOffset
   std::vector<std::string> state;
 };
@@ -382,6 +383,7 @@ std::vector<SavedUnit> parseSavedUnits(const Metadata &meta,
       s.name = u.at("name").get<std::string>();
       s.paddedNumel = u.at("padded_numel").get<int64_t>();
       s.shardNumel = u.at("shard_numel").get<int64_t>();
+      s.rankLocal = u.value("rank_local", false);
       for (const json &p : u.at("params")) {
         ParamInfo info;
         info.name = p.at("name").get<std::string>();
@@ -522,10 +524,12 @@ LoadResult loadSharded(const std::string &dir, const Program &program,
       loaded.insert(key);
     };
     // A rank-local unit is whole in every rank's file and differs between
-    // them: each rank reads its own, which a larger world does not have.
+    // them: each rank of a rank-local program reads its own, which a larger
+    // world does not have. (Saved sharded, it is assembled from the shards;
+    // saved rank-local into a program where it is not, rank 0's copy.)
     std::vector<std::unique_ptr<Reader>> ownFile;
     const UnitInfo &unit = *ours[matches.front().second->name].first;
-    if (unit.rankLocal) {
+    if (su.rankLocal && unit.rankLocal) {
       if (rank >= worldSize)
         fail(dir, "was saved by " + std::to_string(worldSize) +
                       " ranks: rank-local unit '" + unit.name +

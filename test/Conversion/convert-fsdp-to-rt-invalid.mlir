@@ -1,5 +1,5 @@
 // Steps the lowering cannot take are errors at the op or model that stops it.
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 lower=true" -verify-diagnostics
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 lower=true" -verify-diagnostics -split-input-file
 // RUN: not fsdp-opt %examples/mlp.mlir --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=UNSCHEDULED
 // RUN: echo 'func.func @f() { return }' | not fsdp-opt --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=NOMODEL
 
@@ -22,6 +22,30 @@ fsdp.model @counter {
       fsdp.set_buffer @count, %n1 : tensor<i64>
       %l = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
       fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// An integer addition that is not a counter's in-place increment: its input
+// (through a reshape) is also read by another op, so adding in place would
+// corrupt that read.
+fsdp.model @m {
+  fsdp.module @root kind "M" unit {
+    fsdp.param @w : tensor<16x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%ids: tensor<6xi64>) -> tensor<f32> {
+      %w = fsdp.get_param @w : tensor<16x4xf32>
+      %e0 = nn.embedding %ids, %w : (tensor<6xi64>, tensor<16x4xf32>) -> tensor<6x4xf32>
+      %r = nn.reshape %ids : tensor<6xi64> to tensor<2x3xi64>
+      %c = arith.constant dense<1> : tensor<2x3xi64>
+      // expected-error @+1 {{'arith.addi' op has no runtime lowering: integer additions lower only as the in-place increment of a counter (x + splat constant, x used nowhere else)}}
+      %p = arith.addi %r, %c : tensor<2x3xi64>
+      %e1 = nn.embedding %p, %w : (tensor<2x3xi64>, tensor<16x4xf32>) -> tensor<2x3x4xf32>
+      %e1f = nn.reshape %e1 : tensor<2x3x4xf32> to tensor<6x4xf32>
+      %s = nn.mul %e0, %e1f : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+      %loss = nn.reduce_sum %s {dims = array<i64: 0, 1>} : (tensor<6x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
     }
   }
 }

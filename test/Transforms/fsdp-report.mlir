@@ -6,6 +6,8 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" --fsdp-insert-collectives --fsdp-report -o /dev/null | FileCheck %s --check-prefix=DDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives --fsdp-report=json=true -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; c=s['collectives']; print(s['strategy'], s['world_size'], s['shard_group_size'], len(c), sum(x['kind']=='reduce_scatter' for x in c), sum(x['kind']=='all_reduce' for x in c), sorted(s['breakdown']))" | FileCheck %s --check-prefix=JSON
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
+// RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="memory-gbps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADRATE
+// RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="op-overhead-us=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADCOST
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="memory-gbps=1e-6 link-gbps=1e-6 gemm-gflops=1e-6 link-latency-us=0 op-overhead-us=0" -o /dev/null | FileCheck %s --check-prefix=TIME
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="op-overhead-us=1000 link-latency-us=1000 memory-gbps=1e9 link-gbps=1e9 json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(round(p['seconds'], 6), round(p['compute_seconds'], 6), round(p['communication_seconds'], 6))" | FileCheck %s --check-prefix=CALLS
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 backward-prefetch=pre" --fsdp-report="json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(p['seconds'] >= p['compute_seconds'] > 0, p['communication_seconds'] > p['exposed_communication_seconds'] >= 0)" | FileCheck %s --check-prefix=OVERLAP
@@ -56,6 +58,9 @@
 // With prefetching, NestedWrappedModule's communication overlaps compute.
 // OVERLAP: True True
 
+// A machine profile that is not one is an error, not inf / NaN in the JSON.
+// BADRATE: error: fsdp-report: memory-gbps must be a positive number, got 0.000000e+00
+// BADCOST: error: fsdp-report: op-overhead-us must be a non-negative number, got -1.000000e+00
 // UNSHARDED: error: 'fsdp.model' op has no sharded train step to report on; run fsdp-shard first
 fsdp.model @tiny {
   fsdp.module @root kind "Net" {

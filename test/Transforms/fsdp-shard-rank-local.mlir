@@ -7,6 +7,7 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --convert-fsdp-to-rt | FileCheck %s --check-prefix=PROGRAM
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --fsdp-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --fsdp-report=json=true -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; print(s['rank_local_units'], sorted({c['unit'] for c in s['collectives']}))" | FileCheck %s --check-prefix=JSON
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | FileCheck %s --check-prefix=SCHED
 // RUN: fsdp-opt %s --fsdp-model-summary -o /dev/null | FileCheck %s --check-prefix=SUMMARY
 // RUN: not fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
 
@@ -30,6 +31,13 @@
 
 // PROGRAM: \22flat_numel\22:288,\22name\22:\22module.2\22,\22offset\22:{{[0-9]+}},\22padded_numel\22:288,{{.*}}\22rank_local\22:true,\22shard_numel\22:288
 // PROGRAM-NOT: \22rank_local\22:true
+
+// Scheduled, the rank-local flat gradient is built right after the unit's
+// last gradient (its parameter gradients die there), before the earlier
+// units' backward, like the reduced units' flat gradients.
+// SCHED: fsdp.flatten {{.*}}fsdp.unit = "module.2"
+// SCHED: fsdp.unshard {{.*}}unit "module.1"{{.*}}backward
+// SCHED: fsdp.reduce_grads {{.*}}unit "module.1"
 
 // SUMMARY: module.1 Linear yes 299 299 299 1196 0
 // SUMMARY: module.2 Linear local 288 288 288 1152 0

@@ -260,6 +260,44 @@ TEST_F(Checkpoint, RankLocalUnitReturnsToItsRank) {
   }
 }
 
+TEST_F(Checkpoint, RankLocalUnitAndShardedUnitConvert) {
+  // Saved with h.0 sharded, loaded where it is rank-local: every rank gets
+  // the whole unit assembled from the shards (not its own shard at offset 0).
+  Program sharded = test::testProgram(1, 2);
+  Program local = test::testProgram(1, 2, "adamw", "tiny", true);
+  std::string dir = saveShardedAt(sharded);
+  Program whole = test::testProgram(1, 1);
+  Image want = trainedImage(whole, 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    Image image;
+    load(dir, local, rank, image);
+    const UnitInfo &u = local.units[1];
+    EXPECT_EQ(0, std::memcmp(image.data() + u.offset,
+                             want.data() + whole.units[1].offset,
+                             u.flatNumel * 4))
+        << "rank " << rank;
+  }
+  // Saved rank-local, loaded where h.0 is sharded: rank 0's copy, sharded.
+  std::string localDir = (dir_ / "local").string();
+  runRanks(local, [&](int rank, int64_t ctx, int64_t buf, int64_t) {
+    saveSharded(localDir, local, ctx, buf, rank, 7, {});
+  });
+  Image rank0 = trainedImage(local, 0);
+  std::vector<float> expert(local.units[1].flatNumel);
+  std::memcpy(expert.data(), rank0.data() + local.units[1].offset,
+              expert.size() * 4);
+  for (int rank = 0; rank < 2; ++rank) {
+    Image image;
+    load(localDir, sharded, rank, image);
+    const UnitInfo &u = sharded.units[1];
+    int64_t begin = shardBegin(sharded, u, rank);
+    int64_t n = std::min(u.shardNumel, u.flatNumel - begin);
+    EXPECT_EQ(0, std::memcmp(image.data() + u.offset, expert.data() + begin,
+                             n * 4))
+        << "rank " << rank;
+  }
+}
+
 TEST_F(Checkpoint, ShardedHybridLoadsAtOne) {
   std::string dir = saveShardedAt(test::testProgram(2, 2));
   expectLoadsInto(dir, test::testProgram(1, 1));

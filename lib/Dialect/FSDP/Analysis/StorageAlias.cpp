@@ -44,6 +44,11 @@ bool fsdp::isCounterIncrement(arith::AddIOp add) {
            add.getRhs().getDefiningOp<arith::ConstantOp>().getValue())
            .isSplat())
     return false;
+  // In place only if nothing else reads the storage: every value on the
+  // lhs's alias chain (a reshape of a tensor read elsewhere) is used once.
+  for (Value v = add.getLhs(); Value source = storageAliasOf(v); v = source)
+    if (!source.hasOneUse())
+      return false;
   // The step count is the host's: the runner passes it incremented.
   auto arg = dyn_cast<BlockArgument>(add.getLhs());
   auto step = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())

@@ -136,9 +136,14 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
   bool reshardsAfterForward =
       strategy == "full-shard" || strategy == "hybrid-shard";
 
-  // The reductions move to just after the last gradient of their unit.
-  for (auto reduce : llvm::to_vector(body.getOps<ReduceGradsOp>())) {
-    auto flatten = reduce.getGrad().getDefiningOp<FlattenOp>();
+  // Each unit's flat gradient (and its reduction) moves to just after the
+  // unit's last gradient, so that the parameter gradients die there (a
+  // rank-local unit's has no reduction).
+  for (auto flatten : llvm::to_vector(body.getOps<FlattenOp>())) {
+    ReduceGradsOp reduce;
+    for (Operation *user : flatten->getUsers())
+      if (auto r = dyn_cast<ReduceGradsOp>(user))
+        reduce = r;
     Operation *last = nullptr;
     for (Value grad : flatten.getInputs()) {
       // A cast to the reduce dtype follows its gradient.
@@ -151,7 +156,8 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
     }
     if (last) {
       flatten->moveAfter(last);
-      reduce->moveAfter(flatten);
+      if (reduce)
+        reduce->moveAfter(flatten);
     }
   }
 

@@ -13,6 +13,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cmath>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPREPORTPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -348,6 +350,25 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
   using FSDPReportPassBase::FSDPReportPassBase;
 
   void runOnOperation() override {
+    MachineProfile profile{gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
+                           opOverheadUs};
+    std::pair<const char *, double> rates[] = {{"gemm-gflops", gemmGflops},
+                                              {"memory-gbps", memoryGBps},
+                                              {"link-gbps", linkGBps}};
+    std::pair<const char *, double> costs[] = {
+        {"link-latency-us", linkLatencyUs}, {"op-overhead-us", opOverheadUs}};
+    for (auto [name, value] : rates)
+      if (!(value > 0) || !std::isfinite(value)) {
+        emitError(getOperation().getLoc(), "fsdp-report: ")
+            << name << " must be a positive number, got " << value;
+        return signalPassFailure();
+      }
+    for (auto [name, value] : costs)
+      if (!(value >= 0) || !std::isfinite(value)) {
+        emitError(getOperation().getLoc(), "fsdp-report: ")
+            << name << " must be a non-negative number, got " << value;
+        return signalPassFailure();
+      }
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
     if (!file) {
@@ -362,8 +383,6 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
                           "fsdp-shard first");
         return signalPassFailure();
       }
-      MachineProfile profile{gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
-                             opOverheadUs};
       FailureOr<StepReport> report = analyze(step, profile);
       if (failed(report))
         return signalPassFailure();

@@ -88,9 +88,11 @@ double ringSeconds(double bytes, int64_t ranks, int passes,
 /// Seconds of one op on its stream; negative for ops that emit nothing
 /// (renames of storage, markers, the host's step counter).
 double secondsOf(Operation *op, const MachineProfile &p) {
-  if (isa<ViewOp, nn::ReshapeOp, WaitOp, ReshardOp, func::ReturnOp,
-          arith::AddIOp>(op))
+  if (isa<ViewOp, nn::ReshapeOp, WaitOp, ReshardOp, func::ReturnOp>(op))
     return -1;
+  if (auto add = dyn_cast<arith::AddIOp>(op))
+    if (!isCounterIncrement(add)) // the step counter, kept on the host
+      return -1;
   if (isa<arith::ConstantOp>(op) &&
       llvm::all_of(op->getUsers(),
                    [](Operation *u) { return isa<arith::AddIOp>(u); }))
