@@ -123,6 +123,7 @@ std::unique_ptr<Communicator> createCommunicator(const std::string &backend,
     storeOptions.bindHost = options.storeBindAddress;
     storeOptions.jobId = launch.jobId;
     storeOptions.isServer = launch.rank == 0;
+    storeOptions.listenFd = launch.rank == 0 ? launch.storeFd : -1;
     storeOptions.timeout = options.rendezvousTimeout;
     store = std::make_shared<TcpStore>(storeOptions);
   }

@@ -91,6 +91,8 @@ LaunchInfo LaunchInfo::fromEnvironment(const GetEnv &env) {
   if (value(env, "MASTER_PORT"))
     info.masterPort =
         static_cast<int32_t>(integer(env, "MASTER_PORT", 1, 65535));
+  if (value(env, "FSDPRT_STORE_FD"))
+    info.storeFd = static_cast<int32_t>(integer(env, "FSDPRT_STORE_FD", 0, 1 << 20));
   for (const char *name :
        {"FSDPRT_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"}) {
     if (const char *id = value(env, name)) {

@@ -18,7 +18,10 @@ static Deadline idleDeadline() { return deadlineIn(std::chrono::hours(24)); }
 
 StoreServer::StoreServer(const std::string &bindHost, int port,
                          std::string jobId)
-    : jobId_(std::move(jobId)), listener_(Socket::listen(bindHost, port)),
+    : StoreServer(Socket::listen(bindHost, port), std::move(jobId)) {}
+
+StoreServer::StoreServer(Socket listener, std::string jobId)
+    : jobId_(std::move(jobId)), listener_(std::move(listener)),
       port_(listener_.localPort()) {
   acceptThread_ = std::thread([this] { acceptLoop(); });
 }

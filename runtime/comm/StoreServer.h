@@ -28,6 +28,8 @@ namespace comm {
 class StoreServer {
 public:
   StoreServer(const std::string &bindHost, int port, std::string jobId);
+  /// Serves on an already-listening socket (one a launcher bound).
+  StoreServer(Socket listener, std::string jobId);
   ~StoreServer();
   int port() const { return port_; }
 

@@ -29,8 +29,11 @@ TcpStore::TcpStore(const TcpStoreOptions &options)
   if (options.isServer) {
     const std::string &bind =
         options.bindHost.empty() ? options.host : options.bindHost;
-    server_ =
-        std::make_unique<comm::StoreServer>(bind, options.port, options.jobId);
+    server_ = options.listenFd >= 0
+                  ? std::make_unique<comm::StoreServer>(
+                        comm::Socket(options.listenFd), options.jobId)
+                  : std::make_unique<comm::StoreServer>(bind, options.port,
+                                                        options.jobId);
     port_ = server_->port();
   }
   try {

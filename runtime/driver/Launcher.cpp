@@ -90,12 +90,20 @@ double graceSeconds() {
   return s;
 }
 
-/// A port that was free on 127.0.0.1 a moment ago (torchrun does the same:
-/// rank 0's store binds it right away).
-int freeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/// Rank 0's rendezvous socket, listening on a free port of 127.0.0.1 from
+/// before any rank starts and handed to rank 0 (FSDPRT_STORE_FD): picking
+/// a port and letting rank 0 bind it later would let two jobs started at
+/// once pick the same one and join each other's rendezvous.
+struct StoreListener {
+  int fd = -1;
+  int port = 0;
+};
+
+StoreListener listenOnLoopback() {
+  // Not close-on-exec: rank 0 inherits it; the other ranks close it.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
-    throw std::runtime_error("cannot create a socket to pick a port: " +
+    throw std::runtime_error("cannot create the rendezvous socket: " +
                              errnoText(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -103,14 +111,14 @@ int freeLoopbackPort() {
   addr.sin_port = 0;
   socklen_t len = sizeof(addr);
   if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 128) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
     int err = errno;
     ::close(fd);
-    throw std::runtime_error("cannot pick a free port on 127.0.0.1: " +
+    throw std::runtime_error("cannot listen on a free port of 127.0.0.1: " +
                              errnoText(err));
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  return {fd, ntohs(addr.sin_port)};
 }
 
 std::string realPath(const std::string &path) {
@@ -169,7 +177,7 @@ std::string resolveProgram(const std::string &arg0) {
 
 const char *const kLaunchVars[] = {
     "RANK",        "LOCAL_RANK",  "WORLD_SIZE",          "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS"};
+    "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS", "FSDPRT_STORE_FD"};
 
 /// The launcher's environment without the variables set per rank.
 std::vector<std::string> inheritedEnvironment() {
@@ -240,7 +248,8 @@ int launchLocalRanks(int nproc, const std::vector<std::string> &argv) {
     throw std::runtime_error("no program to launch (empty argv)");
   const double grace = graceSeconds();
   const std::string program = resolveProgram(argv[0]);
-  const std::string port = std::to_string(freeLoopbackPort());
+  const StoreListener store = listenOnLoopback();
+  const std::string port = std::to_string(store.port);
   const std::vector<std::string> inherited = inheritedEnvironment();
 
   std::vector<char *> args;
@@ -267,22 +276,31 @@ int launchLocalRanks(int nproc, const std::vector<std::string> &argv) {
     env.push_back("MASTER_ADDR=127.0.0.1");
     env.push_back("MASTER_PORT=" + port);
     env.push_back("FSDP_RUN_LOCAL_RANKS=1");
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    if (rank == 0)
+      env.push_back("FSDPRT_STORE_FD=" + std::to_string(store.fd));
+    else
+      posix_spawn_file_actions_addclose(&files, store.fd);
     std::vector<char *> envp;
     for (std::string &e : env)
       envp.push_back(e.data());
     envp.push_back(nullptr);
     pid_t pid;
-    int err = ::posix_spawn(&pid, program.c_str(), nullptr, &attr, args.data(),
+    int err = ::posix_spawn(&pid, program.c_str(), &files, &attr, args.data(),
                             envp.data());
+    posix_spawn_file_actions_destroy(&files);
     if (err != 0) {
       killAndReap(ranks);
       posix_spawnattr_destroy(&attr);
+      ::close(store.fd);
       throw std::runtime_error("cannot start rank " + std::to_string(rank) +
                                " ('" + program + "'): " + errnoText(err));
     }
     ranks[rank] = Rank{pid, true};
   }
   posix_spawnattr_destroy(&attr);
+  ::close(store.fd); // rank 0 holds it now
 
   // Poll rather than block in waitpid: a signal, a grace deadline or any
   // rank's exit must all wake the loop, and 10 ms is nothing next to a job.

@@ -25,6 +25,7 @@ MODELS = ("mlp", "nested_wrapped", "gpt2")
 # into runs of the tests (a test under torchrun, or a shell with a delay set).
 _SCRUBBED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
              "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS",
+             "FSDPRT_STORE_FD",
              "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",
              "SLURM_NTASKS", "FSDPRT_DELAY_ALLGATHER_MS",
              "FSDPRT_DELAY_REDUCE_SCATTER_MS", "FSDPRT_DELAY_FREE_MS",

@@ -33,6 +33,10 @@ TEST(LaunchEnv, TorchrunVariables) {
   EXPECT_EQ(i.masterAddr, "10.0.0.7");
   EXPECT_EQ(i.masterPort, 12345);
   EXPECT_EQ(i.jobId, "run42");
+  EXPECT_EQ(i.storeFd, -1);
+  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"FSDPRT_STORE_FD", "7"}})
+                .storeFd,
+            7);
 }
 
 TEST(LaunchEnv, MpirunVariables) {

@@ -76,6 +76,28 @@ TEST(TcpStore, SetGetCheckAddAcrossClients) {
   EXPECT_EQ(server.add("n", 3), 5);
 }
 
+TEST(TcpStore, ServesOnASocketALauncherAlreadyBound) {
+  // fsdp-run's launcher binds and listens before any rank starts, so the
+  // port is taken from the start; rank 0's server adopts the socket.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  int port = ntohs(addr.sin_port);
+  TcpStoreOptions options = serverOptions();
+  options.port = port;
+  options.listenFd = fd;
+  TcpStore server(options);
+  EXPECT_EQ(server.port(), port);
+  TcpStore client(clientOf(server));
+  EXPECT_EQ(client.add("n", 2), 2);
+  EXPECT_EQ(server.add("n", 1), 3);
+}
+
 TEST(TcpStore, GetBlocksUntilAnotherClientSets) {
   TcpStore server(serverOptions());
   TcpStore client(clientOf(server));

@@ -79,6 +79,9 @@ struct LaunchInfo {
   std::string masterAddr = "127.0.0.1";
   int32_t masterPort = 29500;
   std::string jobId = "fsdprt";
+  /// FSDPRT_STORE_FD: rank 0's store listening socket, inherited from
+  /// fsdp-run's launcher; -1 when rank 0 binds MASTER_PORT itself.
+  int32_t storeFd = -1;
   /// "torchrun", "mpirun", "srun" or "single-process".
   std::string launcher = "single-process";
 

@@ -43,6 +43,10 @@ struct TcpStoreOptions {
   std::string bindHost;
   std::string jobId = "fsdprt";
   bool isServer = false;
+  /// The server's listening socket when a launcher bound it already (fsdp-run
+  /// --nproc: no other job can take the port between choosing and serving);
+  /// -1 binds `port`.
+  int listenFd = -1;
   /// Bounds connecting to the server and each blocking request.
   std::chrono::milliseconds timeout{60000};
 };
