@@ -38,21 +38,6 @@ static bool isAliasOp(Operation *op) {
   return isa<ViewOp, nn::ReshapeOp>(op);
 }
 
-/// The step counter's bookkeeping (`arith.addi %count, 1`) stays on the
-/// host: the runner passes the count.
-static bool isStepCounterOp(Operation *op) {
-  if (auto add = dyn_cast<arith::AddIOp>(op)) {
-    auto count = dyn_cast<BlockArgument>(add.getLhs());
-    auto step = count ? dyn_cast<func::FuncOp>(count.getOwner()->getParentOp())
-                      : func::FuncOp();
-    return step && step.getArgAttr(count.getArgNumber(), kStepCountArg);
-  }
-  if (auto cst = dyn_cast<arith::ConstantOp>(op))
-    return llvm::all_of(op->getUsers(),
-                        [](Operation *u) { return isStepCounterOp(u); });
-  return false;
-}
-
 Value fsdp::storageRoot(Value tensor, const StepLayout &layout) {
   for (;;) {
     if (Value source = storageAliasOf(tensor)) {
@@ -70,7 +55,7 @@ void fsdp::forEachStorageUse(Block &body, const StepLayout &layout,
                              function_ref<void(Operation *, Value)> fn) {
   auto rootOf = [&](Value v) { return storageRoot(v, layout); };
   for (Operation &op : body) {
-    if (isAliasOp(&op) || isStepCounterOp(&op) || isa<func::ReturnOp>(op))
+    if (isAliasOp(&op) || isHostStepCounter(&op) || isa<func::ReturnOp>(op))
       continue;
     for (Value operand : op.getOperands())
       if (!isa<fsdp::TokenType>(operand.getType()))
@@ -84,7 +69,7 @@ void fsdp::forEachStorageUse(Block &body, const StepLayout &layout,
 }
 
 bool fsdp::isStorageFree(Operation *op) {
-  return isAliasOp(op) || isStepCounterOp(op);
+  return isAliasOp(op) || isHostStepCounter(op);
 }
 
 StepLowering::StepLowering(func::FuncOp step, const StepLayout &layout,
@@ -252,7 +237,7 @@ LogicalResult StepLowering::run() {
   // Events after producers read on another stream.
   auto readStream = [&](Value v, auto &&self, SmallVectorImpl<int> &out) -> void {
     for (Operation *user : v.getUsers()) {
-      if (isStepCounterOp(user) || isa<func::ReturnOp>(user))
+      if (isHostStepCounter(user) || isa<func::ReturnOp>(user))
         continue;
       if (isAliasOp(user)) {
         self(user->getResult(0), self, out);
@@ -262,7 +247,7 @@ LogicalResult StepLowering::run() {
     }
   };
   for (Operation &op : body) {
-    if (isAliasOp(&op) || isStepCounterOp(&op))
+    if (isAliasOp(&op) || isHostStepCounter(&op))
       continue;
     for (Value result : op.getResults()) {
       SmallVector<int> readers;
@@ -275,7 +260,7 @@ LogicalResult StepLowering::run() {
   llvm::DenseMap<int64_t, Value> eventAfter;
   for (Operation &op : body) {
     int64_t i = index[&op];
-    if (isStepCounterOp(&op))
+    if (isHostStepCounter(&op))
       continue;
     if (isAliasOp(&op)) {
       Value source = op.getOperand(0);

@@ -49,9 +49,18 @@ bool fsdp::isCounterIncrement(arith::AddIOp add) {
   for (Value v = add.getLhs(); Value source = storageAliasOf(v); v = source)
     if (!source.hasOneUse())
       return false;
-  // The step count is the host's: the runner passes it incremented.
-  auto arg = dyn_cast<BlockArgument>(add.getLhs());
-  auto step = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
-                  : func::FuncOp();
-  return !(step && step.getArgAttr(arg.getArgNumber(), kStepCountArg));
+  return !isHostStepCounter(add);
+}
+
+bool fsdp::isHostStepCounter(Operation *op) {
+  if (auto add = dyn_cast<arith::AddIOp>(op)) {
+    auto count = dyn_cast<BlockArgument>(add.getLhs());
+    auto step = count ? dyn_cast<func::FuncOp>(count.getOwner()->getParentOp())
+                      : func::FuncOp();
+    return step && step.getArgAttr(count.getArgNumber(), kStepCountArg);
+  }
+  return isa<arith::ConstantOp>(op) &&
+         llvm::all_of(op->getUsers(), [](Operation *user) {
+           return isa<arith::AddIOp>(user) && isHostStepCounter(user);
+         });
 }

@@ -88,14 +88,8 @@ double ringSeconds(double bytes, int64_t ranks, int passes,
 /// Seconds of one op on its stream; negative for ops that emit nothing
 /// (renames of storage, markers, the host's step counter).
 double secondsOf(Operation *op, const MachineProfile &p) {
-  if (isa<ViewOp, nn::ReshapeOp, WaitOp, ReshardOp, func::ReturnOp>(op))
-    return -1;
-  if (auto add = dyn_cast<arith::AddIOp>(op))
-    if (!isCounterIncrement(add)) // the step counter, kept on the host
-      return -1;
-  if (isa<arith::ConstantOp>(op) &&
-      llvm::all_of(op->getUsers(),
-                   [](Operation *u) { return isa<arith::AddIOp>(u); }))
+  if (isa<ViewOp, nn::ReshapeOp, WaitOp, ReshardOp, func::ReturnOp>(op) ||
+      isHostStepCounter(op))
     return -1;
   double overhead = p.opOverheadUs * 1e-6;
   // A collective on a group of the mesh moving `data` (the full tensor).

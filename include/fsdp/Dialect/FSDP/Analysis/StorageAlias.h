@@ -23,6 +23,11 @@ Value storageAliasOf(Value result);
 /// Not the step count, which the host keeps.
 bool isCounterIncrement(arith::AddIOp add);
 
+/// The step counter's bookkeeping (`arith.addi %count, c` on the step-count
+/// argument, and the constants only it reads): it stays on the host, which
+/// passes the count, so it has no storage and runs nothing.
+bool isHostStepCounter(Operation *op);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_ANALYSIS_STORAGEALIAS_H
