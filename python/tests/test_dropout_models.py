@@ -65,14 +65,17 @@ def _train(workdir, prog, tag, nproc, steps, data, seed=SEED, load=None):
 
 def _initial(workdir, model, tag):
     """The seeded initial weights (the step-0 checkpoint) and its path."""
-    prog = _compile(workdir, model, f"{tag}.init", world_size=1,
-                    optimizer="sgd", lr=0.01)
-    save = workdir / f"{tag}.init"
-    driver.run(prog, nproc=1, steps=0, seed=SEED, save=save, timeout=120)
-    path = save / "step-0.safetensors"
-    state = st_numpy.load_file(str(path))
-    return {k: v for k, v in state.items() if not k.startswith("optim.")}, \
-        path
+    return base.seeded_initial_weights(model, workdir / f"{tag}.init")
+
+
+def _assert_runs_differ(what, losses, ref_losses, state, ref_state, params):
+    """Every step's loss differs by more than float noise (1e-5 relative)
+    and the trained tensors moved apart (> 1e-2 of their scale)."""
+    moved = _worst_tensor(state, ref_state, params)
+    print(f"{what}: losses {losses} vs {ref_losses}, "
+          f"params/optim-state {moved:.2g}")
+    assert all(abs(a - b) > 1e-5 * abs(b) for a, b in zip(losses, ref_losses))
+    assert moved > 1e-2
 
 
 def _max_rel(a, b):
@@ -259,15 +262,11 @@ def test_dropout_ranks_match_micro_batches(name, workdir):
                      grad_accum_steps=RANKS, **cfg["options"])
     plain_losses, plain_state = _train(workdir, plain, f"{name}-plain", 1,
                                        STEPS, one_data)
-    moved = _worst_tensor(accum_state, plain_state, params)
-    print(f"{name}: dropout {P} vs 0: losses {accum_losses} vs "
-          f"{plain_losses}, params/optim-state {moved:.2g}")
     # GPT-2's init (std 0.02) keeps its logits near 0, so its loss hardly
     # depends on the activations at first (ln 64 either way): ~1e-4 apart
     # at step 1, still ~100x the float noise of two equivalent runs.
-    assert all(abs(a - b) > 1e-5 * abs(b)
-               for a, b in zip(accum_losses, plain_losses))
-    assert moved > 1e-2
+    _assert_runs_differ(f"{name}: dropout {P} vs 0", accum_losses,
+                        plain_losses, accum_state, plain_state, params)
 
     # Bit-identical rerun.
     again_losses, again_state = _train(workdir, two, f"{name}-two-again",
@@ -284,9 +283,6 @@ def test_dropout_ranks_match_micro_batches(name, workdir):
     other_losses, other_state = _train(workdir, two, f"{name}-two-seed8",
                                        RANKS, STEPS, two_data, seed=SEED + 1,
                                        load=init_path)
-    moved = _worst_tensor(other_state, two_state, params)
-    print(f"{name}: seed {SEED} vs {SEED + 1} (same init): losses "
-          f"{two_losses} vs {other_losses}, params/optim-state {moved:.2g}")
-    assert all(abs(a - b) > 1e-5 * abs(b)
-               for a, b in zip(other_losses, two_losses))
-    assert moved > 1e-2
+    _assert_runs_differ(f"{name}: seed {SEED} vs {SEED + 1} (same init)",
+                        other_losses, two_losses, other_state, two_state,
+                        params)

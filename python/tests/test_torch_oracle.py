@@ -182,6 +182,18 @@ def data_supported(workdir, datasets):
         raise
 
 
+def seeded_initial_weights(model, save):
+    """Our seeded initial weights of `model` (identical at every world
+    size): fsdp-run's step-0 checkpoint of a 1-rank program, written to
+    directory `save`, without optimizer state; and the checkpoint's path."""
+    prog = driver.compile(model, Path(f"{save}.mlir"), world_size=1,
+                          optimizer="sgd", lr=0.01)
+    driver.run(prog, nproc=1, steps=0, seed=SEED, save=save, timeout=120)
+    path = Path(save) / "step-0.safetensors"
+    state = st_numpy.load_file(str(path))
+    return {k: v for k, v in state.items() if not k.startswith("optim.")}, path
+
+
 @pytest.fixture(scope="module")
 def initial_weights(workdir):
     """Our seeded initial weights per model (world-size independent)."""
@@ -189,14 +201,8 @@ def initial_weights(workdir):
 
     def get(name):
         if name not in cache:
-            prog = driver.compile(MODELS[name][0], workdir / f"{name}.init.mlir",
-                                  world_size=1, optimizer="sgd", lr=0.01)
-            save = workdir / f"{name}.init"
-            driver.run(prog, nproc=1, steps=0, seed=SEED, save=save,
-                       timeout=120)
-            state = st_numpy.load_file(str(save / "step-0.safetensors"))
-            cache[name] = {k: v for k, v in state.items()
-                           if not k.startswith("optim.")}
+            cache[name], _ = seeded_initial_weights(MODELS[name][0],
+                                                    workdir / f"{name}.init")
         return cache[name]
     return get
 

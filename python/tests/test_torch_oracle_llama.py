@@ -198,12 +198,7 @@ def dataset(workdir):
 
 @pytest.fixture(scope="module")
 def initial_weights(workdir):
-    prog = driver.compile(MODEL, workdir / "init.mlir", world_size=1,
-                          optimizer="sgd", lr=0.01, lower=True)
-    save = workdir / "init"
-    driver.run(prog, nproc=1, steps=0, seed=SEED, save=save, timeout=120)
-    state = st_numpy.load_file(str(save / "step-0.safetensors"))
-    return {k: v for k, v in state.items() if not k.startswith("optim.")}
+    return base.seeded_initial_weights(MODEL, workdir / "init")[0]
 
 
 # -- the cases -----------------------------------------------------------------

@@ -107,15 +107,8 @@ def initial_weights(workdir):
 
     def get(mode):
         if mode not in cache:
-            prog = driver.compile(_model(mode == "train"),
-                                  workdir / f"init-{mode}.mlir",
-                                  world_size=1, optimizer="sgd", lr=0.01)
-            save = workdir / f"init-{mode}"
-            driver.run(prog, nproc=1, steps=0, seed=SEED, save=save,
-                       timeout=120)
-            state = st_numpy.load_file(str(save / "step-0.safetensors"))
-            cache[mode] = {k: v for k, v in state.items()
-                           if not k.startswith("optim.")}
+            cache[mode], _ = base.seeded_initial_weights(
+                _model(mode == "train"), workdir / f"init-{mode}")
         return cache[mode]
     return get
 
