@@ -11,6 +11,8 @@
 #ifndef FSDP_DRIVER_PROGRAM_H
 #define FSDP_DRIVER_PROGRAM_H
 
+#include "fsdp/rt/StepAbi.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -102,17 +104,8 @@ struct Program {
 /// message naming the offending field.
 Program parseProgram(const std::string &json);
 
-// The step's C ABI (every handle an fsdprt int64 handle; returns an fsdprt
-// status; the runner synchronises the context afterwards):
-//   int32_t entry(int64_t ctx, int64_t persistent, int64_t compute_stream,
-//                 int64_t all_gather_stream, int64_t reduce_scatter_stream,
-//                 int64_t shard_comm, int64_t replicate_comm,
-//                 int64_t step_count, int64_t seed, int64_t rank);
-// step_count is the number of optimizer steps already taken (0 for the
-// first); replicate_comm is 0 unless the mesh has a replicate dimension;
-// seed (the run's --seed) and rank key the dropout masks.
-using StepFn = int32_t (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t, int64_t, int64_t);
+/// The step's C ABI: fsdprt_step_fn in fsdp/rt/StepAbi.h.
+using StepFn = fsdprt_step_fn;
 
 } // namespace driver
 } // namespace fsdp

@@ -5,21 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Conversion/Passes.h"
-#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
-#include "fsdp/Dialect/NN/IR/NNDialect.h"
-#include "fsdp/Dialect/RT/IR/RTOps.h"
+#include "fsdp/InitAll.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
@@ -50,18 +40,8 @@ static LogicalResult rejectKnownParserCrashes(const llvm::MemoryBuffer &input) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   DialectRegistry registry;
-  registry.insert<nn::NNDialect, fsdp::FSDPDialect, rt::RTDialect,
-                  func::FuncDialect, arith::ArithDialect,
-                  LLVM::LLVMDialect>();
-  func::registerInlinerExtension(registry);
-
-  registerCanonicalizerPass();
-  registerCSEPass();
-  registerInlinerPass();
-  registerSymbolDCEPass();
-  fsdp::registerFSDPPasses();
-  fsdp::registerFSDPConversionPasses();
-  fsdp::registerFSDPPipelines();
+  fsdp::registerAllFSDPDialects(registry);
+  fsdp::registerAllFSDPPasses();
 
   // MlirOptMain(argc, argv, ...) reads the input itself; this is its body
   // with the input screened before parsing.

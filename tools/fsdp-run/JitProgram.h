@@ -3,7 +3,7 @@
 #ifndef FSDP_TOOLS_FSDP_RUN_JITPROGRAM_H
 #define FSDP_TOOLS_FSDP_RUN_JITPROGRAM_H
 
-#include "driver/Program.h"
+#include "driver/StepProgram.h"
 
 #include <memory>
 #include <string>
@@ -12,17 +12,16 @@ namespace fsdp {
 
 /// The module fsdp-opt lowered (`--fsdp-pipeline="... lower=true"`): its
 /// program description and, once compiled, the step function.
-class JitProgram {
+class JitProgram : public driver::StepProgram {
 public:
-  ~JitProgram();
+  ~JitProgram() override;
   /// Parses `path` and checks that it was lowered; prints MLIR diagnostics
   /// and returns null on failure.
   static std::unique_ptr<JitProgram> load(const std::string &path);
 
-  const driver::Program &program() const { return program_; }
-  /// JIT-compiles the module (once) and returns the step; null on failure
-  /// after printing why.
-  driver::StepFn compile();
+  const driver::Program &program() const override { return program_; }
+  /// JIT-compiles the module (once); throws std::runtime_error on failure.
+  driver::StepFn step() override;
 
 private:
   JitProgram();

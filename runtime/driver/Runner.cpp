@@ -1,18 +1,18 @@
-//===- RankMain.cpp - one rank of an fsdp-run job -------------------------===//
+//===- Runner.cpp - fsdp-run and fsdprt-run around the step ---------------===//
 //
-// Sets up the runtime as the program describes it (arena, communicators,
-// streams, the persistent buffer), initialises or loads the weights, then
-// per step: copies this rank's inputs in, calls the JIT-compiled step,
-// reports metrics, and saves checkpoints.
+// One rank sets up the runtime as the program describes it (arena,
+// communicators, streams, the persistent buffer), initialises or loads the
+// weights, then per step: copies its inputs in, calls the step, reports
+// metrics, and saves checkpoints.
 //
 //===----------------------------------------------------------------------===//
 
-#include "JitProgram.h"
-#include "RunOptions.h"
+#include "driver/Runner.h"
 
 #include "driver/Checkpoint.h"
 #include "driver/Data.h"
 #include "driver/Init.h"
+#include "driver/Launcher.h"
 #include "driver/Metrics.h"
 #include "driver/Trace.h"
 #include "fsdp/rt/Comm.h"
@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -28,9 +29,8 @@
 #include <thread>
 
 namespace fsdp {
+namespace driver {
 namespace {
-
-using driver::Program;
 
 /// Throws with fsdprt_last_error() when a runtime call failed.
 void check(int32_t status, const char *what) {
@@ -153,14 +153,14 @@ void saveCheckpoint(Runtime &rt, const RunOptions &o, const Program &p,
                     int rank, int64_t stepCount) {
   std::filesystem::create_directories(o.save);
   std::string path = o.save + "/step-" + std::to_string(stepCount);
-  driver::Metadata meta{{"seed", std::to_string(o.seed)},
+  Metadata meta{{"seed", std::to_string(o.seed)},
                         {"data", o.data}};
   if (o.saveFormat == "full") {
     path += ".safetensors";
-    driver::saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard,
+    saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard,
                      rank, stepCount, meta);
   } else {
-    driver::saveSharded(path, p, rt.ctx, rt.persistent, rank, stepCount, meta);
+    saveSharded(path, p, rt.ctx, rt.persistent, rank, stepCount, meta);
   }
   check(fsdprt_barrier(rt.ctx, rt.streams[0], rt.world), "barrier");
   check(fsdprt_context_synchronize(rt.ctx), "saving a checkpoint");
@@ -179,31 +179,30 @@ void writeTrace(Runtime &rt, const RunOptions &o, int rank, int worldSize) {
   std::vector<std::string> parts;
   for (int r = 0; r < worldSize; ++r)
     parts.push_back(o.trace + ".rank" + std::to_string(r));
-  driver::mergeChromeTraces(parts, o.trace);
+  mergeChromeTraces(parts, o.trace);
   for (const std::string &f : parts)
     std::remove(f.c_str());
 }
 
-void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
-  const Program &p = jit.program();
+void train(const RunOptions &o, StepProgram &program,
+           const rt::LaunchInfo &launch) {
+  const Program &p = program.program();
   checkOptions(o, p, launch.worldSize);
   int rank = launch.rank;
-  driver::StepFn step = jit.compile();
-  if (!step)
-    throw std::runtime_error("the program could not be JIT-compiled");
+  StepFn step = program.step();
 
   Runtime rt;
   setUp(rt, o, p, launch);
   std::vector<uint8_t> image(p.persistentBytes, 0);
   int64_t stepCount = 0;
   if (!o.load.empty()) {
-    driver::LoadResult loaded = driver::load(o.load, p, rank, image);
+    LoadResult loaded = load(o.load, p, rank, image);
     stepCount = loaded.stepCount;
     if (rank == 0 && !o.quiet)
       std::cout << "loaded " << o.load << " (step " << stepCount << ")"
                 << std::endl;
   } else {
-    driver::initializeRank(p, o.seed, rank, image);
+    initializeRank(p, o.seed, rank, image);
   }
   int64_t compute = rt.streams[0];
   check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent, 0, image.data(),
@@ -211,10 +210,10 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
         "initialising the weights");
   check(fsdprt_stream_synchronize(rt.ctx, compute), "initialising the weights");
 
-  driver::DataSource data(o.data, p, o.seed);
-  std::unique_ptr<driver::MetricsWriter> metrics;
+  DataSource data(o.data, p, o.seed);
+  std::unique_ptr<MetricsWriter> metrics;
   if (rank == 0 && !o.metrics.empty())
-    metrics = std::make_unique<driver::MetricsWriter>(o.metrics);
+    metrics = std::make_unique<MetricsWriter>(o.metrics);
   if (!o.trace.empty())
     check(fsdprt_trace_enable(rt.ctx, 1), "enabling the trace");
 
@@ -246,7 +245,7 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
     check(fsdprt_arena_high_water(rt.ctx, &peak, &extent), "stats");
     Reduced reduced = reduceMetrics(rt, p, peak);
 
-    driver::StepMetrics m;
+    StepMetrics m;
     m.step = stepCount + 1;
     m.loss = reduced.loss;
     m.stepTimeS = seconds;
@@ -256,7 +255,7 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
     m.gradNorm = reduced.gradNorm;
     if (rank == 0) {
       if (!o.quiet)
-        std::cout << driver::formatProgressLine(m, o.steps) << std::endl;
+        std::cout << formatProgressLine(m, o.steps) << std::endl;
       if (metrics)
         metrics->write(m);
     }
@@ -281,20 +280,75 @@ void train(const RunOptions &o, JitProgram &jit, const rt::LaunchInfo &launch) {
   }
 }
 
-} // namespace
-
-int runRank(const RunOptions &options, JitProgram &jit) {
+/// One rank of the job its environment describes.
+int runRank(const std::string &tool, const RunOptions &options,
+            StepProgram &program) {
   int rank = -1;
   try {
     rt::LaunchInfo launch = rt::LaunchInfo::fromEnvironment();
     rank = launch.rank;
-    train(options, jit, launch);
+    train(options, program, launch);
     return 0;
   } catch (const std::exception &e) {
-    std::cerr << "fsdp-run: " << (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "")
+    std::cerr << tool << ": "
+              << (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "")
               << "error: " << e.what() << std::endl;
     return 1;
   }
 }
 
+} // namespace
+
+int runMain(const std::string &tool, int argc, char **argv,
+            const StepProgramLoader &load) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  RunOptions options;
+  std::unique_ptr<StepProgram> program;
+  try {
+    options = parseRunOptions(args);
+    if (options.help) {
+      std::cout << runOptionsHelp(tool);
+      return 0;
+    }
+    program = load(options.input);
+  } catch (const UsageError &e) {
+    std::cerr << tool << ": error: " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception &e) {
+    std::cerr << tool << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+  if (!program)
+    return 1; // the loader printed why
+  const Program &p = program->program();
+
+  bool launchedByUs = std::getenv("FSDP_RUN_LOCAL_RANKS") != nullptr;
+  const char *rankEnv = std::getenv("RANK");
+  bool printReport = !options.quiet && !launchedByUs &&
+                     (options.nproc > 0 || !rankEnv ||
+                      std::string(rankEnv) == "0");
+  if (printReport)
+    std::cout << p.report << std::flush;
+
+  if (options.nproc > 0 && !launchedByUs) {
+    if (options.nproc != p.worldSize) {
+      std::cerr << tool << ": error: --nproc " << options.nproc
+                << " contradicts the program, compiled for world-size="
+                << p.worldSize << "\n";
+      return 2;
+    }
+    std::vector<std::string> child{argv[0]};
+    for (const std::string &a : withoutNproc(args))
+      child.push_back(a);
+    try {
+      return launchLocalRanks(options.nproc, child);
+    } catch (const std::exception &e) {
+      std::cerr << tool << ": error: " << e.what() << std::endl;
+      return 1;
+    }
+  }
+  return runRank(tool, options, *program);
+}
+
+} // namespace driver
 } // namespace fsdp

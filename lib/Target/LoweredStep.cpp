@@ -1,0 +1,101 @@
+//===- LoweredStep.cpp - A lowered training step as runners need it -------===//
+
+#include "fsdp/Target/LoweredStep.h"
+
+#include "fsdp/InitAll.h"
+#include "fsdp/rt/StepAbi.h"
+
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/JSON.h"
+
+#include <type_traits>
+
+namespace mlir {
+namespace fsdp {
+namespace {
+
+/// The arity of fsdprt_step_fn, read from the header at compile time: the
+/// check below cannot drift from the runtime's declaration.
+template <typename> struct StepSignature;
+template <typename R, typename... Args> struct StepSignature<R (*)(Args...)> {
+  static_assert(std::is_same_v<R, int32_t>, "the step returns an int32");
+  static_assert((std::is_same_v<Args, int64_t> && ...),
+                "every step argument is an int64");
+  static constexpr unsigned numArgs = sizeof...(Args);
+};
+constexpr unsigned kStepArgs = StepSignature<fsdprt_step_fn>::numArgs;
+
+LogicalResult verifyStepSignature(LLVM::LLVMFuncOp step, StringRef tool) {
+  LLVM::LLVMFunctionType type = step.getFunctionType();
+  bool ok = type.getNumParams() == kStepArgs && !type.isVarArg() &&
+            type.getReturnType().isInteger(32) &&
+            llvm::all_of(type.getParams(),
+                         [](Type t) { return t.isInteger(64); });
+  if (ok)
+    return success();
+  return step.emitError() << tool << ": the step '" << step.getSymName()
+                          << "' has type " << type << ", not the step ABI's i32("
+                          << kStepArgs << " x i64)";
+}
+
+} // namespace
+
+void registerLoweredStepDialects(DialectRegistry &registry) {
+  registerAllFSDPDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+FailureOr<LoweredStep> verifyLoweredStep(ModuleOp module, StringRef tool) {
+  WalkResult unlowered = module.walk([&](Operation *op) {
+    if (op == module.getOperation() || isa<LLVM::LLVMDialect>(op->getDialect()))
+      return WalkResult::advance();
+    op->emitError() << tool << " needs a lowered program, found '"
+                    << op->getName()
+                    << "'; compile it with fsdp-opt --fsdp-pipeline=\"... "
+                       "lower=true\"";
+    return WalkResult::interrupt();
+  });
+  if (unlowered.wasInterrupted())
+    return failure();
+  auto description = module->getAttrOfType<StringAttr>("fsdp.program");
+  if (!description)
+    return module.emitError()
+           << tool << ": the module has no fsdp.program description; it was "
+           << "not produced by convert-fsdp-to-rt";
+  LoweredStep step{description.getValue().str(), ""};
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(step.description);
+  if (!json)
+    return module.emitError() << tool << ": fsdp.program is not JSON: "
+                              << llvm::toString(json.takeError());
+  const llvm::json::Object *root = json->getAsObject();
+  std::optional<StringRef> entry =
+      root ? root->getString("entry") : std::nullopt;
+  if (!entry)
+    return module.emitError()
+           << tool << ": fsdp.program names no entry (the step's symbol)";
+  step.entry = entry->str();
+  auto func = module.lookupSymbol<LLVM::LLVMFuncOp>(step.entry);
+  if (!func || func.isExternal())
+    return module.emitError()
+           << tool << ": the step '" << step.entry << "' is not in the module";
+  if (failed(verifyStepSignature(func, tool)))
+    return failure();
+  return step;
+}
+
+std::unique_ptr<llvm::Module> translateLoweredStep(ModuleOp module,
+                                                   llvm::LLVMContext &context) {
+  Attribute description = module->removeAttr("fsdp.program");
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, context, "fsdp-step");
+  if (description)
+    module->setAttr("fsdp.program", description);
+  return llvmModule;
+}
+
+} // namespace fsdp
+} // namespace mlir

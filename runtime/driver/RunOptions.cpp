@@ -1,0 +1,184 @@
+//===- RunOptions.cpp - The command line of fsdp-run and fsdprt-run -------===//
+//
+// Hand-written rather than a library: the runner must build on training
+// hosts with nothing but CUDA (no LLVM, no CLI package), and the grammar is
+// the small subset of llvm::cl that fsdp-run always accepted.
+//
+//===----------------------------------------------------------------------===//
+#include "driver/RunOptions.h"
+
+#include <charconv>
+#include <functional>
+#include <sstream>
+
+namespace fsdp {
+namespace driver {
+namespace {
+
+struct OptionSpec {
+  const char *name;
+  const char *value; // nullptr: a flag
+  const char *help;
+  std::function<void(RunOptions &, const std::string &)> set;
+};
+
+template <typename T>
+T parseInteger(const std::string &name, const std::string &text) {
+  T value{};
+  const char *end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end)
+    throw UsageError("--" + name + " expects an integer, got '" + text + "'");
+  return value;
+}
+
+bool parseBool(const std::string &name, const std::string &text) {
+  if (text == "true" || text == "1")
+    return true;
+  if (text == "false" || text == "0")
+    return false;
+  throw UsageError("--" + name + " expects true or false, got '" + text + "'");
+}
+
+const std::vector<OptionSpec> &optionSpecs() {
+  using O = RunOptions;
+  using S = const std::string &;
+  static const std::vector<OptionSpec> specs = {
+      {"nproc", "N", "Launch this many local ranks",
+       [](O &o, S v) { o.nproc = parseInteger<int>("nproc", v); }},
+      {"steps", "N", "Train until this many optimizer steps were taken",
+       [](O &o, S v) { o.steps = parseInteger<int64_t>("steps", v); }},
+      {"batch-size", "N", "Global batch size (must match the compiled program)",
+       [](O &o, S v) { o.batchSize = parseInteger<int64_t>("batch-size", v); }},
+      {"micro-batches", "N",
+       "Micro-batches per step (must match the compiled program)",
+       [](O &o, S v) {
+         o.microBatches = parseInteger<int64_t>("micro-batches", v);
+       }},
+      {"data", "SOURCE",
+       "synthetic, a token file (.bin uint16, .u32 uint32), a text file read "
+       "as bytes, or a .safetensors tensor dataset (input.<i>: [N, ...] per "
+       "model input)",
+       [](O &o, S v) { o.data = v; }},
+      {"seed", "N", "Seed of initialisation and data",
+       [](O &o, S v) { o.seed = parseInteger<uint64_t>("seed", v); }},
+      {"load", "CKPT",
+       "Start from a checkpoint (a full file or a sharded directory)",
+       [](O &o, S v) { o.load = v; }},
+      {"save", "DIR", "Directory for checkpoints",
+       [](O &o, S v) { o.save = v; }},
+      {"save-every", "K", "Also save every K steps",
+       [](O &o, S v) { o.saveEvery = parseInteger<int64_t>("save-every", v); }},
+      {"save-format", "FORMAT", "full or sharded",
+       [](O &o, S v) { o.saveFormat = v; }},
+      {"metrics", "FILE", "Write per-step JSON lines here",
+       [](O &o, S v) { o.metrics = v; }},
+      {"trace", "FILE", "Write a Chrome/Perfetto trace",
+       [](O &o, S v) { o.trace = v; }},
+      {"trace-steps", "N",
+       "Steps recorded by --trace, from the first (default 5)",
+       [](O &o, S v) {
+         o.traceSteps = parseInteger<int64_t>("trace-steps", v);
+       }},
+      {"backend", "NAME", "cpu or cuda", [](O &o, S v) { o.backend = v; }},
+      {"rank-threads", "N", "Compute threads per rank (0: cores / local ranks)",
+       [](O &o, S v) { o.threads = parseInteger<int>("rank-threads", v); }},
+      {"quiet", nullptr, "Print errors only",
+       [](O &o, S v) { o.quiet = parseBool("quiet", v); }},
+      {"help", nullptr, "Print this list",
+       [](O &o, S v) { o.help = parseBool("help", v); }},
+  };
+  return specs;
+}
+
+const OptionSpec *findSpec(const std::string &name) {
+  for (const OptionSpec &spec : optionSpecs())
+    if (name == spec.name)
+      return &spec;
+  return nullptr;
+}
+
+/// "--name", "--name=value", "-name" → name and value ("" if none).
+bool splitOption(const std::string &arg, std::string &name,
+                 std::string &value, bool &hasValue) {
+  if (arg.size() < 2 || arg[0] != '-' || arg == "--")
+    return false;
+  std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+  size_t eq = body.find('=');
+  hasValue = eq != std::string::npos;
+  name = body.substr(0, eq);
+  value = hasValue ? body.substr(eq + 1) : "";
+  return true;
+}
+
+} // namespace
+
+RunOptions parseRunOptions(const std::vector<std::string> &args) {
+  RunOptions o;
+  bool haveInput = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name, value;
+    bool hasValue = false;
+    if (!splitOption(args[i], name, value, hasValue)) {
+      if (haveInput)
+        throw UsageError("more than one input: '" + o.input + "' and '" +
+                         args[i] + "'");
+      o.input = args[i];
+      haveInput = true;
+      continue;
+    }
+    const OptionSpec *spec = findSpec(name);
+    if (!spec)
+      throw UsageError("unknown option '" + args[i] + "' (see --help)");
+    if (!spec->value && !hasValue)
+      value = "true";
+    else if (spec->value && !hasValue) {
+      if (i + 1 == args.size())
+        throw UsageError("--" + name + " expects a value (" + spec->value +
+                         ")");
+      value = args[++i];
+    }
+    spec->set(o, value);
+  }
+  if (!haveInput && !o.help)
+    throw UsageError("no input: give a lowered program (.mlir) or a step "
+                     "library (.so)");
+  if (o.backend != "cpu" && o.backend != "cuda")
+    throw UsageError("--backend must be cpu or cuda, not '" + o.backend + "'");
+  if (o.nproc < 0)
+    throw UsageError("--nproc must be positive");
+  return o;
+}
+
+std::string runOptionsHelp(const std::string &tool) {
+  std::ostringstream out;
+  out << "USAGE: " << tool << " [options] <program>\n\n"
+      << "<program>: a lowered module (.mlir, fsdp-run only) or a step "
+         "library made by fsdp-compile (.so)\n\nOPTIONS:\n";
+  for (const OptionSpec &spec : optionSpecs()) {
+    std::string left = std::string("  --") + spec.name;
+    if (spec.value)
+      left += std::string(" ") + spec.value;
+    out << left << std::string(left.size() < 26 ? 26 - left.size() : 1, ' ')
+        << spec.help << "\n";
+  }
+  return out.str();
+}
+
+std::vector<std::string> withoutNproc(const std::vector<std::string> &args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--nproc" || a == "-nproc") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0 || a.rfind("-nproc=", 0) == 0)
+      continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+} // namespace driver
+} // namespace fsdp

@@ -1,0 +1,55 @@
+//===- RunOptions.h - The command line of fsdp-run and fsdprt-run -*- C++ -*-===//
+//
+// Both runners take the same options, parsed here without LLVM so that the
+// runner on a training host (fsdprt-run) and the JIT runner (fsdp-run) can
+// never drift apart.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DRIVER_RUNOPTIONS_H
+#define FSDP_DRIVER_RUNOPTIONS_H
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace driver {
+
+struct RunOptions {
+  std::string input;        // lowered .mlir (fsdp-run) or step library .so
+  int nproc = 0;            // launch this many local ranks; 0: be one rank
+  int64_t steps = 10;       // the run ends after this many optimizer steps
+  int64_t batchSize = 0;    // global; 0: what the program was compiled for
+  int64_t microBatches = 0; // 0: what the program was compiled for
+  std::string data = "synthetic";
+  uint64_t seed = 0;
+  std::string load, save, saveFormat = "full", metrics, trace;
+  int64_t saveEvery = 0;
+  int64_t traceSteps = 5; // steps recorded in the trace (from the first)
+  std::string backend = "cpu";
+  int threads = 0; // per rank; 0: cores / local ranks
+  bool quiet = false;
+  bool help = false;
+};
+
+/// A command line that cannot be used; the message names the option.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses `--name value`, `--name=value` (one dash works too) and the
+/// positional input; throws UsageError for unknown options, missing or
+/// malformed values, and a missing or repeated input (unless --help).
+RunOptions parseRunOptions(const std::vector<std::string> &args);
+
+/// The option list printed by --help.
+std::string runOptionsHelp(const std::string &tool);
+
+/// `args` without --nproc and its value: the ranks' command line.
+std::vector<std::string> withoutNproc(const std::vector<std::string> &args);
+
+} // namespace driver
+} // namespace fsdp
+
+#endif // FSDP_DRIVER_RUNOPTIONS_H

@@ -1,0 +1,42 @@
+/*===- StepAbi.h - The contract between a compiled step and its runner -*- C -*-===*\
+|*                                                                            *|
+|* A lowered training step is either JIT-compiled by fsdp-run or compiled     *|
+|* ahead of time by fsdp-compile into a step library (a shared object) that  *|
+|* a runner without LLVM (fsdprt-run) dlopens. Both call the step through    *|
+|* the signature below. A step library also exports its program description  *|
+|* (the `fsdp.program` JSON) and an ABI stamp, which the runner checks       *|
+|* against its own before calling anything.                                  *|
+\*===----------------------------------------------------------------------===*/
+#ifndef FSDP_RT_STEPABI_H
+#define FSDP_RT_STEPABI_H
+
+#include <stdint.h>
+
+/* Bump FSDPRT_ABI_VERSION when a declaration of fsdprt.h changes in a way  */
+/* that compiled steps notice (an argument, a code, a removed function);    */
+/* bump FSDPRT_STEP_ABI_VERSION when the step signature below or the        */
+/* meaning of the program description changes.                              */
+#define FSDPRT_ABI_VERSION 1
+#define FSDPRT_STEP_ABI_VERSION 1
+
+/* Symbols of a step library besides the step itself (whose name is the     */
+/* description's "entry"): `const uint32_t fsdp_abi_stamp[2]` holding       */
+/* {FSDPRT_ABI_VERSION, FSDPRT_STEP_ABI_VERSION} of the compiler that made  */
+/* it, and `const char fsdp_program[]`, the NUL-terminated description.     */
+#define FSDPRT_STEP_ABI_STAMP_SYMBOL "fsdp_abi_stamp"
+#define FSDPRT_STEP_PROGRAM_SYMBOL "fsdp_program"
+
+/* The step (every handle an fsdprt int64 handle; returns an fsdprt status; */
+/* the runner synchronises the context afterwards). step_count is the       */
+/* number of optimizer steps already taken (0 for the first);               */
+/* replicate_comm is 0 unless the mesh has a replicate dimension; seed (the */
+/* run's --seed) and rank key the dropout masks.                            */
+typedef int32_t (*fsdprt_step_fn)(int64_t ctx, int64_t persistent,
+                                  int64_t compute_stream,
+                                  int64_t all_gather_stream,
+                                  int64_t reduce_scatter_stream,
+                                  int64_t shard_comm, int64_t replicate_comm,
+                                  int64_t step_count, int64_t seed,
+                                  int64_t rank);
+
+#endif /* FSDP_RT_STEPABI_H */
