@@ -24,6 +24,9 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions([ToolSubst("fsdp-opt", unresolved="fatal")], tool_dirs)
+llvm_config.add_tool_substitutions(
+    [ToolSubst(tool, unresolved="fatal")
+     for tool in ("fsdp-opt", "fsdp-compile", "fsdprt-run", "llvm-nm")],
+    tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)

@@ -50,7 +50,7 @@ void registerLoweredStepDialects(DialectRegistry &registry) {
 }
 
 FailureOr<LoweredStep> verifyLoweredStep(ModuleOp module, StringRef tool) {
-  WalkResult unlowered = module.walk([&](Operation *op) {
+  WalkResult unlowered = module.walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (op == module.getOperation() || isa<LLVM::LLVMDialect>(op->getDialect()))
       return WalkResult::advance();
     op->emitError() << tool << " needs a lowered program, found '"

@@ -1,7 +1,7 @@
 """Shared fixtures of the end-to-end fsdp-run tests (test/Run).
 
-The tools come from FSDP_OPT / FSDP_RUN (set by CTest) and default to
-<repo>/build/bin. Everything here runs the real binaries: `fsdp` compiles an
+The tools come from FSDP_OPT / FSDP_RUN / FSDP_COMPILE / FSDPRT_RUN (set by
+CTest) and default to <repo>/build/bin. Everything here runs the real binaries: `fsdp` compiles an
 example with --fsdp-pipeline, runs it with fsdp-run and reads back metrics,
 checkpoints and the program description. Compiled programs and finished runs
 are cached for the whole session (in tmp_path_factory), so the parity, bf16
@@ -137,9 +137,11 @@ class RunResult:
 class Fsdp:
     """Compiles and runs programs, caching both for the session."""
 
-    def __init__(self, opt, run, workdir):
+    def __init__(self, opt, run, workdir, compiler=None, aot_run=None):
         self.opt, self.run_tool, self.workdir = opt, run, Path(workdir)
+        self.compiler, self.aot_run_tool = compiler, aot_run
         self._compiled = {}
+        self._libraries = {}
         self._runs = {}
 
     # -- compiling ---------------------------------------------------------
@@ -179,6 +181,17 @@ class Fsdp:
         self._compiled.setdefault(model, {})[opts] = out
         return out
 
+    def library(self, program):
+        """The step library fsdp-compile makes of a lowered `program`."""
+        if program not in self._libraries:
+            out = Path(program).with_suffix(".so")
+            cmd = [str(self.compiler), str(program), "-o", str(out)]
+            proc = subprocess.run(cmd, capture_output=True, text=True,
+                                  timeout=300)
+            assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+            self._libraries[program] = out
+        return self._libraries[program]
+
     def reference(self, model, ranks, optimizer, **kw):
         """The 1-rank no-shard program seeing the same global batch as
         `ranks` ranks: one micro-batch per rank."""
@@ -188,8 +201,10 @@ class Fsdp:
     # -- running -----------------------------------------------------------
     def run(self, program, nproc=None, steps=5, save_format="full",
             save=True, save_every=None, load=None, seed=None, env=None,
-            extra_args=(), check=True, timeout=600, cache=False):
-        key = (str(program), nproc, steps, save_format, save, save_every,
+            extra_args=(), check=True, timeout=600, cache=False, tool=None):
+        """Runs `program` with fsdp-run, or with `tool` (e.g. fsdprt-run)."""
+        tool = tool or self.run_tool
+        key = (str(tool), str(program), nproc, steps, save_format, save, save_every,
                str(load), seed, tuple(sorted((env or {}).items())),
                tuple(extra_args))
         if cache and key in self._runs:
@@ -202,7 +217,7 @@ class Fsdp:
             rundir = self.workdir / "runs" / f"{digest}-{n}"
         rundir.mkdir(parents=True)
         metrics = rundir / "metrics.jsonl"
-        cmd = [str(self.run_tool), str(program), "--steps", str(steps),
+        cmd = [str(tool), str(program), "--steps", str(steps),
                "--metrics", str(metrics), "--quiet",
                "--backend", os.environ.get("FSDP_RUN_BACKEND", "cpu")]
         if nproc is not None:
@@ -262,5 +277,16 @@ def fsdp_run():
 
 
 @pytest.fixture(scope="session")
-def fsdp(fsdp_opt, fsdp_run, tmp_path_factory):
-    return Fsdp(fsdp_opt, fsdp_run, tmp_path_factory.mktemp("fsdp"))
+def fsdp_compile():
+    return _tool("FSDP_COMPILE", "fsdp-compile")
+
+
+@pytest.fixture(scope="session")
+def fsdprt_run():
+    return _tool("FSDPRT_RUN", "fsdprt-run")
+
+
+@pytest.fixture(scope="session")
+def fsdp(fsdp_opt, fsdp_run, fsdp_compile, fsdprt_run, tmp_path_factory):
+    return Fsdp(fsdp_opt, fsdp_run, tmp_path_factory.mktemp("fsdp"),
+                compiler=fsdp_compile, aot_run=fsdprt_run)

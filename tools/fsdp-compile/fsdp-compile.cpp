@@ -165,6 +165,9 @@ int main(int argc, char **argv) {
       argc, argv, "fsdp-compile: a lowered training step -> step library\n");
 
   MLIRContext context(registry);
+  // A diagnostic names the op and its location; printing the op would
+  // print a whole model.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   auto file = llvm::MemoryBuffer::getFileOrSTDIN(inputFilename);

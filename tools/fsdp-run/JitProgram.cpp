@@ -33,6 +33,9 @@ std::unique_ptr<JitProgram> JitProgram::load(const std::string &path) {
   DialectRegistry registry;
   mlir::fsdp::registerLoweredStepDialects(registry);
   context.appendDialectRegistry(registry);
+  // A diagnostic names the op and its location; printing the op would
+  // print a whole model.
+  context.printOpOnDiagnostic(false);
 
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);

@@ -1,0 +1,85 @@
+//===- RunOptionsTest.cpp - The runners' command line ---------------------===//
+
+#include "driver/RunOptions.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using fsdp::driver::parseRunOptions;
+using fsdp::driver::RunOptions;
+using fsdp::driver::UsageError;
+
+std::string usageError(const std::vector<std::string> &args) {
+  try {
+    parseRunOptions(args);
+  } catch (const UsageError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunOptions, AcceptsSpaceAndEqualsFormsAndOneDash) {
+  RunOptions o = parseRunOptions({"step.so", "--steps", "7", "--seed=3",
+                                  "-nproc", "2", "--quiet", "--data=a.txt",
+                                  "--save-format", "sharded"});
+  EXPECT_EQ(o.input, "step.so");
+  EXPECT_EQ(o.steps, 7);
+  EXPECT_EQ(o.seed, 3u);
+  EXPECT_EQ(o.nproc, 2);
+  EXPECT_TRUE(o.quiet);
+  EXPECT_EQ(o.data, "a.txt");
+  EXPECT_EQ(o.saveFormat, "sharded");
+}
+
+TEST(RunOptions, DefaultsMatchFsdpRun) {
+  RunOptions o = parseRunOptions({"step.mlir"});
+  EXPECT_EQ(o.steps, 10);
+  EXPECT_EQ(o.data, "synthetic");
+  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.traceSteps, 5);
+  EXPECT_EQ(o.saveFormat, "full");
+  EXPECT_FALSE(o.quiet);
+}
+
+TEST(RunOptions, FlagsTakeExplicitBooleans) {
+  EXPECT_FALSE(parseRunOptions({"s.so", "--quiet=false"}).quiet);
+  EXPECT_EQ(usageError({"s.so", "--quiet=maybe"}),
+            "--quiet expects true or false, got 'maybe'");
+}
+
+TEST(RunOptions, NamesWhatIsWrong) {
+  EXPECT_EQ(usageError({"s.so", "--stepz", "3"}),
+            "unknown option '--stepz' (see --help)");
+  EXPECT_EQ(usageError({"s.so", "--steps", "ten"}),
+            "--steps expects an integer, got 'ten'");
+  EXPECT_EQ(usageError({"s.so", "--seed", "-1"}),
+            "--seed expects an integer, got '-1'");
+  EXPECT_EQ(usageError({"s.so", "--steps"}), "--steps expects a value (N)");
+  EXPECT_EQ(usageError({"a.so", "b.so"}),
+            "more than one input: 'a.so' and 'b.so'");
+  EXPECT_EQ(usageError({"--steps", "1"}),
+            "no input: give a lowered program (.mlir) or a step library (.so)");
+  EXPECT_EQ(usageError({"s.so", "--backend", "tpu"}),
+            "--backend must be cpu or cuda, not 'tpu'");
+}
+
+TEST(RunOptions, HelpNeedsNoInputAndListsEveryOption) {
+  EXPECT_TRUE(parseRunOptions({"--help"}).help);
+  std::string help = fsdp::driver::runOptionsHelp("fsdprt-run");
+  for (const char *name : {"--nproc N", "--steps N", "--batch-size N",
+                           "--micro-batches N", "--data SOURCE", "--seed N",
+                           "--load CKPT", "--save DIR", "--save-every K",
+                           "--save-format FORMAT", "--metrics FILE",
+                           "--trace FILE", "--trace-steps N", "--backend NAME",
+                           "--rank-threads N", "--quiet"})
+    EXPECT_NE(help.find(name), std::string::npos) << name;
+}
+
+TEST(RunOptions, RanksGetTheCommandLineWithoutNproc) {
+  EXPECT_EQ(fsdp::driver::withoutNproc(
+                {"s.so", "--nproc", "2", "--steps", "3", "--nproc=2"}),
+            (std::vector<std::string>{"s.so", "--steps", "3"}));
+}
+
+} // namespace
