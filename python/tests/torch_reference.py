@@ -189,7 +189,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         tr = self.transformer
-        pos = torch.arange(idx.shape[1], dtype=torch.long)
+        pos = torch.arange(idx.shape[1], dtype=torch.long, device=idx.device)
         x = tr.wte(idx) + tr.wpe(pos)
         for block in tr.h:
             x = block(x)

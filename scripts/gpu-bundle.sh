@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Makes the GPU lease kit: one folder (at most 48 MiB) that a GPU machine
+# without network or package manager runs with one command,
+#   <kit>/gpu-lease.sh        (results JSON and logs into $OUT)
+# It holds the prebuilt LLVM-free runner, runtime and CUDA conformance tests,
+# the shared libraries such an image lacks (xz-compressed, unpacked there),
+# step libraries of the validation models (f32 and bf16, 1 rank), the CPU
+# backend's reference losses and final weights, the PyTorch GPT-2 124M
+# timing script, and the runtime's sources for a CUDA-only rebuild there if
+# the prebuilt binaries cannot load. Then checks the kit here as far as a
+# machine without a GPU can: its size, and its runner training a model on
+# --backend cpu from a clean copy with only the kit's libraries added.
+#   scripts/gpu-bundle.sh [KIT_DIR]      (default build/gpu-bundle)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+KIT=${1:-build/gpu-bundle}
+BUILD=${BUILD_DIR:-build}
+LIMIT_MIB=48
+STEPS=5
+
+[ -x "$BUILD/bin/fsdprt-run" ] || scripts/build.sh >/dev/null
+if [ ! -x "$BUILD/runtime/unittests/fsdprt_cuda_unittests" ]; then
+  echo "gpu-bundle: the CUDA backend was not built in $BUILD (no nvcc or" \
+       "cuBLAS when it was configured); the kit needs it" >&2
+  exit 1
+fi
+rm -rf "$KIT"
+mkdir -p "$KIT"/{bin,lib,steps,reference,python,src}
+KIT=$(cd "$KIT" && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+echo "== binaries and the libraries a CUDA image lacks"
+BINARIES=("$BUILD/bin/fsdprt-run" "$BUILD/bin/fsdprt-comm-check"
+          "$BUILD/runtime/unittests/fsdprt_cuda_unittests")
+cp "${BINARIES[@]}" "$KIT/bin/"
+# The image brings glibc and CUDA (cudart, cuBLAS, NCCL and cuDNN from its
+# toolkit and wheels); everything else the binaries load travels, large
+# files xz-compressed (gpu-lease.sh unpacks them).
+SYSTEM='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv)\.so'
+CUDA='^(libcudart|libcublas|libcublasLt|libnccl|libcudnn|libcuda)\.so'
+ldd "${BINARIES[@]}" | awk '/=> \//{print $1, $3}' | sort -u |
+  while read -r name path; do
+    if [[ $name =~ $SYSTEM || $name =~ $CUDA ]]; then continue; fi
+    if [ "$(stat -Lc %s "$path")" -gt 262144 ]; then
+      xz -T2 -6 -c "$path" >"$KIT/lib/$name.xz"
+    else
+      cp -L "$path" "$KIT/lib/$name"
+    fi
+  done
+# The newest glibc symbol version the binaries need: gpu-lease.sh compares
+# it with the image's before running anything.
+glibc=$(objdump -T "${BINARIES[@]}" "$BUILD"/runtime/src/libfsdp_runtime.so |
+  grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+
+echo "== step libraries and CPU references"
+PY=(env PYTHONPATH="$REPO/python" python3 -m fsdp_mlir.models)
+"${PY[@]}" llama_tiny -o "$WORK/llama_tiny.mlir"
+"${PY[@]}" gpt2_124m -o "$WORK/gpt2_124m.mlir"
+# name | model IR | pipeline options | reference run on CPU here
+MODELS=(
+  "char_gpt|examples/char_gpt.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|yes"
+  "gpt2|examples/gpt2.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|yes"
+  "llama_tiny|$WORK/llama_tiny.mlir|auto-wrap-policy=module-kind wrap-kinds=LlamaDecoderLayer|yes"
+  "nested_wrapped|examples/nested_wrapped.mlir||yes"
+  "gpt2_124m|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|no"
+)
+for entry in "${MODELS[@]}"; do
+  IFS='|' read -r name ir options reference <<<"$entry"
+  for dtype in f32 bf16; do
+    step="$name-$dtype"
+    mp=""
+    [ "$dtype" = bf16 ] && mp="param-dtype=bf16"
+    "$BUILD/bin/fsdp-compile" "$ir" -o "$KIT/steps/$step.so" \
+      --fsdp-pipeline="world-size=1 $options optimizer=adamw $mp lower=true"
+    if [ "$reference" = yes ]; then
+      "$BUILD/bin/fsdprt-run" "$KIT/steps/$step.so" --backend cpu \
+        --steps $STEPS --seed 0 --quiet --metrics "$KIT/reference/$step.jsonl" \
+        --save "$WORK/$step"
+      # Parameters only: the optimizer state would double the kit.
+      python3 - "$WORK/$step/step-$STEPS.safetensors" \
+        "$KIT/reference/$step.safetensors" <<'PY'
+import sys
+from safetensors.numpy import load_file, save_file
+tensors = load_file(sys.argv[1])
+save_file({k: v for k, v in tensors.items() if not k.startswith("optim.")},
+          sys.argv[2])
+PY
+    fi
+  done
+done
+
+echo "== scripts, PyTorch oracle, sources"
+cp scripts/gpu-kit/gpu-lease.sh "$KIT/"
+cp scripts/gpu-kit/*.py python/tests/torch_reference.py "$KIT/python/"
+# A CUDA-only rebuild needs the runtime's sources, nlohmann-json and a
+# googletest source tree (the image has cmake, ninja and nvcc, not these).
+tar -C "$REPO" -cJf "$KIT/src/runtime.tar.xz" --exclude='*.pyc' runtime
+tar -C /usr/include -cJf "$KIT/src/nlohmann.tar.xz" nlohmann
+tar -C /usr/src -cJf "$KIT/src/googletest.tar.xz" googletest
+cat >"$KIT/manifest.json" <<JSON
+{"made": "$(date -u +%FT%TZ)", "commit": "$(git rev-parse --short HEAD)",
+ "glibc_needed": "${glibc#GLIBC_}", "steps": $STEPS, "seed": 0,
+ "cuda_archs": "$(grep -o 'CMAKE_CUDA_ARCHITECTURES:STRING=.*' "$BUILD/CMakeCache.txt" | cut -d= -f2)"}
+JSON
+
+size=$(du -sb "$KIT" | cut -f1)
+echo "kit: $KIT, $(( size / 1024 / 1024 )) MiB ($size bytes; limit $LIMIT_MIB MiB)"
+if [ "$size" -gt $(( LIMIT_MIB * 1024 * 1024 )) ]; then
+  echo "gpu-bundle: the kit is larger than $LIMIT_MIB MiB" >&2
+  exit 1
+fi
+
+echo "== check: the kit's runner trains on --backend cpu from a clean copy"
+cp -r "$KIT" "$WORK/kit"
+"$WORK/kit/gpu-lease.sh" --unpack-only
+check="$WORK/check"
+mkdir "$check"
+(cd "$check" && env -i PATH=/usr/bin:/bin HOME="$check" \
+  LD_LIBRARY_PATH="$WORK/kit/lib" \
+  "$WORK/kit/bin/fsdprt-run" "$WORK/kit/steps/nested_wrapped-f32.so" \
+  --backend cpu --steps $STEPS --seed 0 --quiet --metrics m.jsonl)
+ldd "$WORK/kit/bin/fsdprt-run" | grep -E "libLLVM|libMLIR" &&
+  { echo "gpu-bundle: the kit's runner links LLVM" >&2; exit 1; }
+if cmp -s <(cut -d, -f2 "$check/m.jsonl") \
+          <(cut -d, -f2 "$KIT/reference/nested_wrapped-f32.jsonl"); then
+  echo "check: nested_wrapped-f32 from the kit alone: the same $STEPS losses as the reference"
+else
+  echo "gpu-bundle: the kit's runner gave other losses than the reference" >&2
+  exit 1
+fi

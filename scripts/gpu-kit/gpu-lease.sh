@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The one command of the GPU lease kit (made by scripts/gpu-bundle.sh):
+#   <kit>/gpu-lease.sh [--unpack-only]
+# On a GPU machine without network or package manager it checks the machine
+# (nvidia-smi, driver, glibc, the NCCL / cuDNN / cuBLAS the image brings),
+# runs the CUDA conformance suite, a 1-rank NCCL check, 1-rank training of
+# every validation model against the CPU backend's reference, a traced
+# GPT-2 124M run and PyTorch's time for the same step, each part under its
+# own timeout, and writes $OUT/results.json plus one log per part. If the
+# prebuilt binaries cannot load (an older glibc), it first rebuilds the
+# runtime CUDA-only from the kit's sources. Exit 0 when every part passed.
+#   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
+#   BACKEND=cpu              runs the training parts on the CPU backend (a
+#                            dry run of the kit on a machine without a GPU)
+set -uo pipefail
+PARTS=",${PARTS:-machine,conformance,nccl,parity,gpt2_124m,torch},"
+BACKEND=${BACKEND:-cuda}
+KIT=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$KIT/out}
+mkdir -p "$OUT"
+RESULTS="$OUT/parts.jsonl"
+: >"$RESULTS"
+
+unpack() { # lib/*.xz -> lib/*, once
+  local f
+  for f in "$KIT"/lib/*.xz; do
+    [ -e "$f" ] || continue
+    [ -e "${f%.xz}" ] && continue
+    if command -v xz >/dev/null; then xz -dc "$f" >"${f%.xz}"
+    else python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "${f%.xz}"
+    fi
+  done
+}
+unpack
+[ "${1:-}" = "--unpack-only" ] && exit 0
+
+# Libraries: the kit's, then CUDA's from the toolkit and the Python wheels
+# (nvidia/<pkg>/lib holds versioned .so files only).
+LIBS="$KIT/lib"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib \
+         $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+  if [ -d "$d/nvidia" ]; then
+    for lib in "$d"/nvidia/*/lib; do LIBS="$LIBS:$lib"; done
+  elif [ -d "$d" ]; then LIBS="$LIBS:$d"; fi
+done
+export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+BIN="$KIT/bin"
+PY="$KIT/python"
+
+# part NAME TIMEOUT CMD...: runs CMD, logs to $OUT/NAME.log, records status.
+part() {
+  local name=$1 limit=$2; shift 2
+  [[ $PARTS == *",$name,"* ]] || return 0
+  local start=$SECONDS
+  echo "== $name"
+  # The parts are shell functions: timeout runs them in a child bash.
+  timeout "$limit" bash -c '"$@"' part "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local status=passed
+  [ $rc -ne 0 ] && status=failed
+  [ $rc -eq 124 ] && status="timed out after ${limit}s"
+  echo "   $status ($(( SECONDS - start )) s)"
+  tail -n 5 "$OUT/$name.log" | sed 's/^/   | /'
+  python3 -c 'import json,sys; print(json.dumps({"part": sys.argv[1], "status": sys.argv[2], "exit": int(sys.argv[3]), "seconds": int(sys.argv[4])}))' \
+    "$name" "$status" "$rc" "$(( SECONDS - start ))" >>"$RESULTS"
+  return $rc
+}
+
+machine() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+  echo "glibc here: $(getconf GNU_LIBC_VERSION); the kit needs $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["glibc_needed"])' "$KIT/manifest.json")"
+  nvcc --version | tail -n 2
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  local missing
+  missing=$(ldd "$BIN/fsdprt-run" "$BIN/fsdprt_cuda_unittests" | grep "not found" | sort -u)
+  [ -z "$missing" ] || { echo "missing libraries:"; echo "$missing"; return 1; }
+  "$BIN/fsdprt-run" --help >/dev/null
+}
+
+# The prebuilt binaries cannot run here: rebuild the runtime CUDA-only.
+rebuild() {
+  local src="$OUT/rebuild-src" build="$OUT/rebuild"
+  mkdir -p "$src"
+  for t in runtime nlohmann googletest; do tar -C "$src" -xJf "$KIT/src/$t.tar.xz"; done
+  local nccl
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  cmake -S "$src/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=native -DFSDPRT_WITH_CPU_BACKEND=OFF \
+    -DFSDPRT_WITH_GLOO=OFF -DFSDPRT_NLOHMANN_JSON_INCLUDE_DIR="$src" \
+    -DFSDPRT_GTEST_SOURCE_DIR="$src/googletest" ${nccl:+-DFSDPRT_NCCL_ROOT="$nccl"} &&
+  cmake --build "$build" -j "$(nproc)" --target fsdprt-run fsdprt-comm-check fsdprt_cuda_unittests &&
+  cp "$build"/bin/fsdprt-run "$build"/bin/fsdprt-comm-check "$build"/unittests/fsdprt_cuda_unittests "$BIN/" &&
+  cp "$build"/src/libfsdp_runtime.so "$KIT/lib/"
+}
+
+conformance() {
+  "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json"
+}
+
+parity() {
+  set -o pipefail
+  local failed=0 step dtype
+  for ref in "$KIT"/reference/*.jsonl; do
+    step=$(basename "$ref" .jsonl)
+    dtype=${step##*-}
+    mkdir -p "$OUT/runs/$step"
+    if "$BIN/fsdprt-run" "$KIT/steps/$step.so" --backend "$BACKEND" --steps "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$KIT/manifest.json")" \
+         --seed 0 --quiet --metrics "$OUT/runs/$step/metrics.jsonl" --save "$OUT/runs/$step/ckpt"; then
+      python3 "$PY/compare_reference.py" --dtype "$dtype" --optimizer adamw \
+        "$OUT/runs/$step/metrics.jsonl" "$ref" \
+        "$(ls "$OUT"/runs/"$step"/ckpt/step-*.safetensors | tail -1)" \
+        "${ref%.jsonl}.safetensors" | tee "$OUT/runs/$step/compare.json" || failed=1
+    else
+      echo "{\"step\": \"$step\", \"ok\": false, \"problems\": [\"the run failed\"]}" | tee "$OUT/runs/$step/compare.json"
+      failed=1
+    fi
+  done
+  return $failed
+}
+
+gpt2_124m() {
+  local dtype
+  for dtype in bf16 f32; do
+    "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype.so" --backend "$BACKEND" --steps 8 \
+      --seed 0 --metrics "$OUT/gpt2_124m-$dtype.jsonl" \
+      --trace "$OUT/gpt2_124m-$dtype.trace.json" --trace-steps 3 || return 1
+    python3 "$PY/trace_summary.py" "$OUT/gpt2_124m-$dtype.trace.json" \
+      >"$OUT/gpt2_124m-$dtype.ops.json"
+  done
+}
+
+torch_step() {
+  (cd "$PY" && python3 torch_gpt2_step.py --out "$OUT/torch_gpt2_124m.json")
+}
+
+export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH
+export -f machine rebuild conformance parity gpt2_124m torch_step
+if ! part machine 60 machine && [[ $PARTS == *",machine,"* ]]; then
+  PARTS="$PARTS,rebuild,"
+  part rebuild 480 rebuild
+fi
+part conformance 300 conformance
+part nccl 120 "$BIN/fsdprt-comm-check" --backend cuda
+part parity 300 parity
+part gpt2_124m 400 gpt2_124m
+part torch 420 torch_step
+
+python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+def lines(path):
+    try:
+        with open(path) as f:
+            return [json.loads(l) for l in f if l.strip()]
+    except (OSError, ValueError):
+        return []
+results = {"parts": lines(os.path.join(out, "parts.jsonl"))}
+conf = load(os.path.join(out, "conformance.json"))
+if conf:
+    results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
+results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
+                     for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
+for dtype in ("f32", "bf16"):
+    rows = lines(os.path.join(out, f"gpt2_124m-{dtype}.jsonl"))
+    if rows:
+        times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
+        results[f"gpt2_124m_{dtype}"] = {
+            "losses": [r["loss"] for r in rows], "median_step_s": times[len(times) // 2],
+            "peak_bytes": rows[-1].get("peak_bytes"),
+            "top_ops": (load(os.path.join(out, f"gpt2_124m-{dtype}.ops.json")) or [])[:10]}
+results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
+with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump(results, f, indent=1)
+print(json.dumps({p["part"]: p["status"] for p in results["parts"]}))
+PY
+grep -q '"status": "failed\|"status": "timed' "$RESULTS" && exit 1
+exit 0

@@ -1,0 +1,75 @@
+"""The GPU lease kit, checked as far as a machine without a GPU can: it
+builds within its size limit, its runner trains from a clean copy with only
+the kit's libraries (scripts/gpu-bundle.sh checks that itself), and its
+parity part, run on the CPU backend, passes against its own references and
+fails when a reference is off.
+"""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, clean_env
+
+LIMIT = 48 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def kit(fsdp_run, tmp_path_factory):
+    build = Path(fsdp_run).resolve().parents[1]
+    if not (build / "runtime" / "unittests" / "fsdprt_cuda_unittests").exists():
+        pytest.skip("the CUDA backend is not built: no kit")
+    out = tmp_path_factory.mktemp("kit") / "gpu-bundle"
+    proc = subprocess.run([str(REPO_ROOT / "scripts" / "gpu-bundle.sh"),
+                           str(out)], capture_output=True, text=True,
+                          timeout=900, env=clean_env({"BUILD_DIR": str(build)}))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the same 5 losses as the reference" in proc.stdout, proc.stdout
+    return out
+
+
+def _lease(kit, out, **env):
+    return subprocess.run([str(kit / "gpu-lease.sh")], capture_output=True,
+                          text=True, timeout=600,
+                          env=clean_env({"OUT": str(out), **env}))
+
+
+def test_kit_fits_and_holds_what_the_lease_runs(kit):
+    size = sum(f.stat().st_size for f in kit.rglob("*") if f.is_file())
+    assert size <= LIMIT, f"{size} bytes"
+    for name in ("bin/fsdprt-run", "bin/fsdprt-comm-check",
+                 "bin/fsdprt_cuda_unittests", "lib/libfsdp_runtime.so.xz",
+                 "python/torch_gpt2_step.py", "python/torch_reference.py",
+                 "src/runtime.tar.xz", "manifest.json"):
+        assert (kit / name).exists(), name
+    models = ("char_gpt", "gpt2", "llama_tiny", "nested_wrapped")
+    for model in models + ("gpt2_124m",):
+        for dtype in ("f32", "bf16"):
+            assert (kit / "steps" / f"{model}-{dtype}.so").exists()
+    for model in models:
+        for dtype in ("f32", "bf16"):
+            assert (kit / "reference" / f"{model}-{dtype}.safetensors").exists()
+
+
+def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
+    pytest.importorskip("torch")  # the kit's comparison reads with torch
+    proc = _lease(kit, tmp_path / "good", BACKEND="cpu", PARTS="parity")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "good" / "results.json").read_text())
+    assert len(results["parity"]) == 8
+    assert all(r["ok"] for r in results["parity"].values()), results["parity"]
+
+    ref = kit / "reference" / "gpt2-f32.jsonl"
+    original = ref.read_text()
+    rows = [json.loads(line) for line in original.splitlines()]
+    rows[0]["loss"] *= 1.001
+    ref.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    try:
+        proc = _lease(kit, tmp_path / "bad", BACKEND="cpu", PARTS="parity")
+    finally:
+        ref.write_text(original)
+    assert proc.returncode == 1
+    results = json.loads((tmp_path / "bad" / "results.json").read_text())
+    assert not results["parity"]["gpt2-f32"]["ok"]
+    assert results["parity"]["gpt2-bf16"]["ok"]
