@@ -2,6 +2,10 @@
 //
 // The checks and the error wording live here, once, so that every backend
 // reports a failure the same way: which collective, which group, which rank.
+// So does the issue order (see Comm.h): with requiresIssueOrder(), the
+// collective of tag t issues only after tags 0..t-1 were issued or given up,
+// and alone; the turn passes on when the backend calls issued(), or when
+// run* returns or throws, or when the collective fails its checks.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/rt/Comm.h"
@@ -58,16 +62,148 @@ void Communicator::setTimeout(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
 }
 
-template <typename F>
-void Communicator::guard(const char *collective, F &&body) {
-  {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!firstError_.empty())
-      fail(Status::IO, collective, " on group '", spec_.name,
-           "': the communicator is unusable after an earlier failure: ",
-           firstError_);
+/// One collective's place in the issue order. acquire() waits for it; the
+/// destructor passes it on whatever happened since (issued, failed its
+/// checks, threw, or the communicator had failed).
+class Communicator::IssueTurn {
+public:
+  enum class Result { Ready, Failed, TimedOut };
+
+  IssueTurn(Communicator &comm, uint32_t tag)
+      : comm_(comm), tag_(tag), ordered_(comm.requiresIssueOrder()) {}
+  ~IssueTurn() {
+    if (ordered_)
+      comm_.endTurn(tag_, held_);
   }
+  IssueTurn(const IssueTurn &) = delete;
+  IssueTurn &operator=(const IssueTurn &) = delete;
+
+  /// Ready: this thread holds the turn (or no order is needed). Failed: the
+  /// communicator failed earlier; `detail` is its first error. TimedOut:
+  /// `detail` names the tag that kept this one waiting.
+  Result acquire(std::string &detail) {
+    Communicator &c = comm_;
+    std::unique_lock<std::mutex> lock(c.mutex_);
+    if (ordered_) {
+      auto behind = [&] {
+        return static_cast<int32_t>(tag_ - c.nextTurn_) < 0;
+      };
+      std::chrono::milliseconds timeout = c.timeout();
+      bool ready = c.turnChanged_.wait_for(lock, timeout, [&] {
+        return !c.firstError_.empty() || behind() ||
+               (tag_ == c.nextTurn_ && !c.turnTaken_);
+      });
+      if (c.firstError_.empty() && behind())
+        fail(Status::InvalidArgument, "issue tag ", tag_,
+             " was already used on group '", c.spec_.name,
+             "' (each tag from nextTag() is used once)");
+      if (c.firstError_.empty() && !ready) {
+        std::ostringstream os;
+        os << "waited " << timeout.count() << " ms for its turn to issue (tag "
+           << tag_ << "): tag " << c.nextTurn_
+           << (c.turnTaken_ ? " is still being issued"
+                            : " has not been issued on this rank")
+           << "; collectives on one communicator issue in tag order";
+        detail = os.str();
+        return Result::TimedOut;
+      }
+    }
+    if (!c.firstError_.empty()) {
+      detail = c.firstError_;
+      return Result::Failed;
+    }
+    if (ordered_) {
+      c.turnTaken_ = true;
+      c.turnHolder_ = std::this_thread::get_id();
+      held_ = true;
+    }
+    return Result::Ready;
+  }
+
+private:
+  Communicator &comm_;
+  uint32_t tag_;
+  bool ordered_;
+  bool held_ = false;
+};
+
+void Communicator::advanceTurnLocked() {
+  ++nextTurn_;
+  while (givenUp_.erase(nextTurn_))
+    ++nextTurn_;
+}
+
+void Communicator::endTurn(uint32_t tag, bool held) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (held) {
+      // issued() may have passed the turn on already.
+      if (!turnTaken_ || nextTurn_ != tag ||
+          turnHolder_ != std::this_thread::get_id())
+        return;
+      turnTaken_ = false;
+      advanceTurnLocked();
+    } else {
+      int32_t ahead = static_cast<int32_t>(tag - nextTurn_);
+      if (ahead == 0 && !turnTaken_)
+        advanceTurnLocked();
+      else if (ahead > 0)
+        givenUp_.insert(tag);
+      else
+        return; // already passed over, or held by a duplicate of the tag
+    }
+  }
+  turnChanged_.notify_all();
+}
+
+void Communicator::issued() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!turnTaken_ || turnHolder_ != std::this_thread::get_id())
+      return;
+    turnTaken_ = false;
+    advanceTurnLocked();
+  }
+  turnChanged_.notify_all();
+}
+
+void Communicator::recordFailure(const std::string &message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (firstError_.empty())
+      firstError_ = message;
+  }
+  // Collectives waiting for their turn fail now, not at their timeout.
+  turnChanged_.notify_all();
+}
+
+void Communicator::skipTag(uint32_t tag, const char *collective,
+                           const std::string &why) {
+  if (!requiresIssueOrder())
+    return; // nothing waits for tags; the peers time out in this one
+  std::ostringstream os;
+  os << collective << " (issue tag " << tag << ") on group '" << spec_.name
+     << "' was never issued on rank " << rank_ << " (global rank "
+     << globalRank() << "): " << why
+     << "; later collectives cannot be issued in the order the other ranks "
+        "use";
+  recordFailure(os.str());
+  endTurn(tag, /*held=*/false);
+}
+
+template <typename Check, typename Body>
+void Communicator::guard(const char *collective, uint32_t tag, Check &&check,
+                         Body &&body) {
+  IssueTurn turn(*this, tag);
+  check(); // argument errors give the turn up and leave the communicator usable
+  std::string detail;
+  IssueTurn::Result result = turn.acquire(detail);
+  if (result == IssueTurn::Result::Failed)
+    fail(Status::IO, collective, " on group '", spec_.name,
+         "': the communicator is unusable after an earlier failure: ", detail);
   try {
+    if (result == IssueTurn::Result::TimedOut)
+      fail(Status::IO, detail);
     body();
   } catch (const Error &e) {
     if (e.status() != Status::IO && e.status() != Status::Internal)
@@ -76,9 +212,7 @@ void Communicator::guard(const char *collective, F &&body) {
     os << collective << " on group '" << spec_.name << "' (" << size()
        << " ranks) failed on rank " << rank_ << " (global rank " << globalRank()
        << "): " << e.what();
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (firstError_.empty())
-      firstError_ = os.str();
+    recordFailure(os.str());
     throw Error(Status::IO, os.str());
   }
 }
@@ -108,9 +242,13 @@ void Communicator::allGather(DType dt, const void *in, void *out,
 
 void Communicator::allGather(DType dt, const void *in, void *out, int64_t numel,
                              uint32_t tag) {
-  checkFloat(dt, "all_gather");
-  checkNumel(numel, "all_gather");
-  guard("all_gather", [&] { runAllGather(dt, in, out, numel, tag); });
+  guard(
+      "all_gather", tag,
+      [&] {
+        checkFloat(dt, "all_gather");
+        checkNumel(numel, "all_gather");
+      },
+      [&] { runAllGather(dt, in, out, numel, tag); });
 }
 
 void Communicator::reduceScatter(DType dt, const void *in, void *out,
@@ -123,16 +261,21 @@ void Communicator::reduceScatter(DType dt, const void *in, void *out,
                                  int64_t numel, CommReduceOp op,
                                  double preDivide, double postDivide,
                                  uint32_t tag) {
-  checkFloat(dt, "reduce_scatter");
-  checkNumel(numel, "reduce_scatter");
-  if (op != CommReduceOp::Sum && op != CommReduceOp::Avg)
-    fail(Status::InvalidArgument, "reduce_scatter: op must be sum or avg, got ",
-         commReduceOpName(op));
-  checkFactor(preDivide, "pre_divide");
-  checkFactor(postDivide, "post_divide");
-  guard("reduce_scatter", [&] {
-    runReduceScatter(dt, in, out, numel, op, preDivide, postDivide, tag);
-  });
+  guard(
+      "reduce_scatter", tag,
+      [&] {
+        checkFloat(dt, "reduce_scatter");
+        checkNumel(numel, "reduce_scatter");
+        if (op != CommReduceOp::Sum && op != CommReduceOp::Avg)
+          fail(Status::InvalidArgument,
+               "reduce_scatter: op must be sum or avg, got ",
+               commReduceOpName(op));
+        checkFactor(preDivide, "pre_divide");
+        checkFactor(postDivide, "post_divide");
+      },
+      [&] {
+        runReduceScatter(dt, in, out, numel, op, preDivide, postDivide, tag);
+      });
 }
 
 void Communicator::allReduce(DType dt, const void *in, void *out, int64_t numel,
@@ -142,9 +285,13 @@ void Communicator::allReduce(DType dt, const void *in, void *out, int64_t numel,
 
 void Communicator::allReduce(DType dt, const void *in, void *out, int64_t numel,
                              CommReduceOp op, uint32_t tag) {
-  checkFloat(dt, "all_reduce");
-  checkNumel(numel, "all_reduce");
-  guard("all_reduce", [&] { runAllReduce(dt, in, out, numel, op, tag); });
+  guard(
+      "all_reduce", tag,
+      [&] {
+        checkFloat(dt, "all_reduce");
+        checkNumel(numel, "all_reduce");
+      },
+      [&] { runAllReduce(dt, in, out, numel, op, tag); });
 }
 
 void Communicator::broadcast(void *buf, int64_t bytes, int32_t root) {
@@ -153,17 +300,23 @@ void Communicator::broadcast(void *buf, int64_t bytes, int32_t root) {
 
 void Communicator::broadcast(void *buf, int64_t bytes, int32_t root,
                              uint32_t tag) {
-  checkNumel(bytes, "broadcast");
-  if (root < 0 || root >= size())
-    fail(Status::InvalidArgument, "broadcast: root ", root,
-         " is not a rank of group '", spec_.name, "' of ", size(), " ranks");
-  guard("broadcast", [&] { runBroadcast(buf, bytes, root, tag); });
+  guard(
+      "broadcast", tag,
+      [&] {
+        checkNumel(bytes, "broadcast");
+        if (root < 0 || root >= size())
+          fail(Status::InvalidArgument, "broadcast: root ", root,
+               " is not a rank of group '", spec_.name, "' of ", size(),
+               " ranks");
+      },
+      [&] { runBroadcast(buf, bytes, root, tag); });
 }
 
 void Communicator::barrier() { barrier(nextTag()); }
 
 void Communicator::barrier(uint32_t tag) {
-  guard("barrier", [&] { runBarrier(tag); });
+  guard(
+      "barrier", tag, [] {}, [&] { runBarrier(tag); });
 }
 
 std::unique_ptr<Communicator> Communicator::createGroup(const GroupSpec &spec) {

@@ -109,6 +109,9 @@ public:
 
   const char *backendName() const override { return "gloo"; }
   bool usesHostMemory() const override { return true; }
+  /// Every Gloo collective carries its tag, so collectives on different
+  /// streams may be in flight at once without mixing their messages.
+  bool requiresIssueOrder() const override { return false; }
 
 protected:
   void runAllGather(DType dt, const void *in, void *out, int64_t numel,

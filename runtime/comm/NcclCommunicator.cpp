@@ -7,6 +7,14 @@
 // ncclCommGetAsyncError) against the deadline; on timeout it is aborted
 // with ncclCommAbort, the only way to stop a hung NCCL kernel.
 //
+// NCCL matches collectives across ranks by launch order and forbids
+// concurrent calls on one communicator, while the runtime runs collectives
+// on several host streams: requiresIssueOrder() makes the base class issue
+// them one at a time in tag (program) order. A collective is issued once
+// its NCCL calls returned and the communicator left ncclInProgress (until
+// then it may not even be on the stream, and no other NCCL call may be
+// made); issued() then lets the next tag issue while this one completes.
+//
 // Buffers are device memory. Uneven torch.chunk splits use grouped
 // broadcasts / reduces (one per chunk); even ones use ncclAllGather /
 // ncclReduceScatter. NCCL reduces 16-bit data in 16-bit storage between
@@ -21,7 +29,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 namespace fsdp {
@@ -115,29 +126,33 @@ public:
 
   const char *backendName() const override { return "nccl"; }
   bool usesHostMemory() const override { return false; }
+  bool requiresIssueOrder() const override { return true; }
 
 protected:
   void runAllGather(DType dt, const void *in, void *out, int64_t numel,
                     uint32_t) override {
     const int64_t esize = dtypeSize(dt);
-    if (numel % size() == 0) {
-      check(
-          ncclAllGather(in, out, numel / size(), ncclType(dt), comm_, stream_),
-          "ncclAllGather");
-    } else {
-      check(ncclGroupStart(), "ncclGroupStart");
-      for (int32_t i = 0; i < size(); ++i) {
-        ShardRange c = shardRange(numel, size(), i);
-        if (c.count == 0)
-          continue;
-        char *dst = static_cast<char *>(out) + c.begin * esize;
-        check(ncclBroadcast(i == rank() ? in : dst, dst, c.count * esize,
-                            ncclInt8, i, comm_, stream_),
-              "ncclBroadcast");
+    Deadline deadline = deadlineFromNow();
+    issue("all_gather", deadline, [&] {
+      if (numel % size() == 0) {
+        call(ncclAllGather(in, out, numel / size(), ncclType(dt), comm_,
+                           stream_),
+             "ncclAllGather", deadline);
+      } else {
+        check(ncclGroupStart(), "ncclGroupStart");
+        for (int32_t i = 0; i < size(); ++i) {
+          ShardRange c = shardRange(numel, size(), i);
+          if (c.count == 0)
+            continue;
+          char *dst = static_cast<char *>(out) + c.begin * esize;
+          check(ncclBroadcast(i == rank() ? in : dst, dst, c.count * esize,
+                              ncclInt8, i, comm_, stream_),
+                "ncclBroadcast");
+        }
+        call(ncclGroupEnd(), "ncclGroupEnd", deadline);
       }
-      check(ncclGroupEnd(), "ncclGroupEnd");
-    }
-    complete("all_gather");
+    });
+    complete("all_gather", deadline);
   }
 
   void runReduceScatter(DType dt, const void *in, void *out, int64_t numel,
@@ -148,37 +163,46 @@ protected:
     double scale = 1.0 / (preDivide * postDivide);
     ncclRedOp_t redOp = op == CommReduceOp::Avg ? ncclAvg : ncclSum;
     bool custom = scale != 1.0;
-    if (custom) {
-      if (op == CommReduceOp::Avg)
-        scale /= size();
-      float f = static_cast<float>(scale);
-      uint16_t h = dt == DType::BF16 ? floatToBf16(f) : floatToF16(f);
-      void *scalar = dt == DType::F32 ? static_cast<void *>(&f) : &h;
-      check(ncclRedOpCreatePreMulSum(&redOp, scalar, ncclType(dt),
-                                     ncclScalarHostImmediate, comm_),
-            "ncclRedOpCreatePreMulSum");
-    }
     const int64_t esize = dtypeSize(dt);
-    if (numel % size() == 0) {
-      check(ncclReduceScatter(in, out, numel / size(), ncclType(dt), redOp,
-                              comm_, stream_),
-            "ncclReduceScatter");
-    } else {
-      check(ncclGroupStart(), "ncclGroupStart");
-      for (int32_t i = 0; i < size(); ++i) {
-        ShardRange c = shardRange(numel, size(), i);
-        if (c.count == 0)
-          continue;
-        check(ncclReduce(static_cast<const char *>(in) + c.begin * esize,
-                         i == rank() ? out : nullptr, c.count, ncclType(dt),
-                         redOp, i, comm_, stream_),
-              "ncclReduce");
+    Deadline deadline = deadlineFromNow();
+    issue("reduce_scatter", deadline, [&] {
+      // Creating and destroying the operator are calls on the communicator
+      // too, so they happen inside the issue turn.
+      if (custom) {
+        if (op == CommReduceOp::Avg)
+          scale /= size();
+        float f = static_cast<float>(scale);
+        uint16_t h = dt == DType::BF16 ? floatToBf16(f) : floatToF16(f);
+        void *scalar = dt == DType::F32 ? static_cast<void *>(&f) : &h;
+        call(ncclRedOpCreatePreMulSum(&redOp, scalar, ncclType(dt),
+                                      ncclScalarHostImmediate, comm_),
+             "ncclRedOpCreatePreMulSum", deadline);
       }
-      check(ncclGroupEnd(), "ncclGroupEnd");
-    }
-    complete("reduce_scatter");
-    if (custom)
-      check(ncclRedOpDestroy(redOp, comm_), "ncclRedOpDestroy");
+      if (numel % size() == 0) {
+        call(ncclReduceScatter(in, out, numel / size(), ncclType(dt), redOp,
+                               comm_, stream_),
+             "ncclReduceScatter", deadline);
+      } else {
+        check(ncclGroupStart(), "ncclGroupStart");
+        for (int32_t i = 0; i < size(); ++i) {
+          ShardRange c = shardRange(numel, size(), i);
+          if (c.count == 0)
+            continue;
+          check(ncclReduce(static_cast<const char *>(in) + c.begin * esize,
+                           i == rank() ? out : nullptr, c.count, ncclType(dt),
+                           redOp, i, comm_, stream_),
+                "ncclReduce");
+        }
+        call(ncclGroupEnd(), "ncclGroupEnd", deadline);
+      }
+      // An operator may be destroyed once the last call using it returned
+      // (and, non-blocking, once the communicator left ncclInProgress).
+      if (custom) {
+        awaitEnqueuedLocked(deadline, "reduce_scatter");
+        call(ncclRedOpDestroy(redOp, comm_), "ncclRedOpDestroy", deadline);
+      }
+    });
+    complete("reduce_scatter", deadline);
   }
 
   void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
@@ -186,23 +210,32 @@ protected:
     ncclRedOp_t redOp = op == CommReduceOp::Sum   ? ncclSum
                         : op == CommReduceOp::Avg ? ncclAvg
                                                   : ncclMax;
-    check(ncclAllReduce(in, out, numel, ncclType(dt), redOp, comm_, stream_),
-          "ncclAllReduce");
-    complete("all_reduce");
+    Deadline deadline = deadlineFromNow();
+    issue("all_reduce", deadline, [&] {
+      call(ncclAllReduce(in, out, numel, ncclType(dt), redOp, comm_, stream_),
+           "ncclAllReduce", deadline);
+    });
+    complete("all_reduce", deadline);
   }
 
   void runBroadcast(void *buf, int64_t bytes, int32_t root, uint32_t) override {
-    check(ncclBroadcast(buf, buf, bytes, ncclInt8, root, comm_, stream_),
-          "ncclBroadcast");
-    complete("broadcast");
+    Deadline deadline = deadlineFromNow();
+    issue("broadcast", deadline, [&] {
+      call(ncclBroadcast(buf, buf, bytes, ncclInt8, root, comm_, stream_),
+           "ncclBroadcast", deadline);
+    });
+    complete("broadcast", deadline);
   }
 
   void runBarrier(uint32_t) override {
     // NCCL has no barrier: a one-element all_reduce is the usual stand-in.
-    check(ncclAllReduce(barrierWord_, barrierWord_, 1, ncclFloat32, ncclSum,
-                        comm_, stream_),
-          "ncclAllReduce (barrier)");
-    complete("barrier");
+    Deadline deadline = deadlineFromNow();
+    issue("barrier", deadline, [&] {
+      call(ncclAllReduce(barrierWord_, barrierWord_, 1, ncclFloat32, ncclSum,
+                         comm_, stream_),
+           "ncclAllReduce (barrier)", deadline);
+    });
+    complete("barrier", deadline);
   }
 
   std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) override {
@@ -210,6 +243,65 @@ protected:
   }
 
 private:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  Deadline deadlineFromNow() const {
+    return std::chrono::steady_clock::now() + timeout();
+  }
+
+  /// Runs `enqueue` (the NCCL calls of one collective; the base class holds
+  /// this tag's issue turn), waits until NCCL has really enqueued the work,
+  /// then passes the turn on. The shared lock keeps comm_ alive against an
+  /// abort from a thread whose collective timed out.
+  template <typename F>
+  void issue(const char *what, Deadline deadline, F &&enqueue) {
+    {
+      std::shared_lock<std::shared_mutex> live(commMutex_);
+      requireLive(what);
+      enqueue();
+      awaitEnqueuedLocked(deadline, what);
+    }
+    issued();
+  }
+
+  /// check(), and for a call that answered ncclInProgress, wait until the
+  /// communicator leaves it: no other NCCL call may be made before.
+  void call(ncclResult_t rc, const char *what, Deadline deadline) {
+    check(rc, what);
+    if (rc == ncclInProgress)
+      awaitEnqueuedLocked(deadline, what);
+  }
+
+  void requireLive(const char *what) {
+    if (!comm_)
+      fail(Status::IO, "nccl backend: ", what,
+           ": the communicator was aborted after an earlier failure");
+  }
+
+  /// Polls a non-blocking communicator (with commMutex_ held shared) until
+  /// it leaves ncclInProgress. The caller holds the issue turn, so the state
+  /// is that of its own calls. On timeout the communicator is marked for
+  /// abort (the destructor aborts it; the base class makes it unusable).
+  void awaitEnqueuedLocked(Deadline deadline, const char *what) {
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+      if (state == ncclSuccess)
+        return;
+      if (state != ncclInProgress) {
+        aborted_ = true;
+        check(state, what);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborted_ = true;
+        fail(Status::IO, "nccl backend: ", what,
+             " was still being enqueued (ncclInProgress) after ",
+             timeout().count(), " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   void check(ncclResult_t rc, const char *what) {
     if (rc == ncclSuccess || rc == ncclInProgress)
       return;
@@ -239,26 +331,29 @@ private:
     }
   }
 
-  /// Waits for the enqueued collective; aborts the communicator on an
-  /// asynchronous NCCL error or at the deadline, so nothing hangs.
-  void complete(const char *what) {
-    auto deadline = std::chrono::steady_clock::now() + timeout();
+  /// Waits for the issued collective (issue() already waited out its
+  /// ncclInProgress, so it is on the stream); aborts the communicator on an
+  /// asynchronous NCCL error or at the deadline, so nothing hangs. Other
+  /// threads may issue meanwhile: ncclInProgress seen here is theirs.
+  void complete(const char *what, Deadline deadline) {
     for (;;) {
       cudaError_t rc = cudaStreamQuery(stream_);
       if (rc == cudaSuccess)
         return;
       if (rc != cudaErrorNotReady)
         checkCuda(rc, what);
-      ncclResult_t state = ncclSuccess;
-      check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-      if (state != ncclSuccess && state != ncclInProgress) {
-        aborted_ = true;
-        check(state, what);
+      {
+        std::shared_lock<std::shared_mutex> live(commMutex_);
+        requireLive(what);
+        ncclResult_t state = ncclSuccess;
+        check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+        if (state != ncclSuccess && state != ncclInProgress) {
+          aborted_ = true;
+          check(state, what);
+        }
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        aborted_ = true;
-        ncclCommAbort(comm_);
-        comm_ = nullptr;
+        abortNow();
         fail(Status::IO, "nccl backend: ", what, " timed out after ",
              timeout().count(), " ms; communicator aborted");
       }
@@ -266,11 +361,22 @@ private:
     }
   }
 
+  void abortNow() {
+    std::unique_lock<std::shared_mutex> lock(commMutex_);
+    aborted_ = true;
+    if (comm_)
+      ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float *barrierWord_ = nullptr;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  // Shared by every use of comm_ from collective threads, exclusive for
+  // abortNow(), which frees it.
+  std::shared_mutex commMutex_;
 };
 
 } // namespace

@@ -3,7 +3,12 @@
 // Argument checks (handles, extents, dtype, op, root) happen on the calling
 // thread; the collective itself runs on the stream, after the delay hook of
 // its kind. Its tag is taken here, in program order, which is what keeps
-// collectives on different streams matched across ranks.
+// collectives on different streams matched across ranks (by tag for Gloo,
+// by issue order for NCCL). A stream that has failed drops the closures
+// queued behind the failure without running them; the TagClaim each closure
+// holds then gives its tag up (Communicator::skipTag), so that collectives
+// waiting for that tag's turn on other streams fail at once instead of
+// waiting out the collective timeout.
 //
 //===----------------------------------------------------------------------===//
 #include "CApiSupport.h"
@@ -12,6 +17,7 @@
 #include "fsdp/rt/fsdprt.h"
 
 #include <cmath>
+#include <memory>
 
 using namespace fsdp::rt;
 using namespace fsdp::rt::capi;
@@ -40,6 +46,39 @@ int64_t initComm(int64_t ctxHandle, const char *backend,
       createCommunicator(backend, launch, options);
   return ctx->addCommunicator(std::move(comm));
 }
+
+/// The tag of a collective enqueued on a stream, given up if the closure
+/// holding it is destroyed without having used it.
+class TagClaim {
+public:
+  TagClaim(std::shared_ptr<Communicator> comm, const char *collective)
+      : comm_(std::move(comm)), tag_(comm_->nextTag()),
+        collective_(collective) {}
+  ~TagClaim() {
+    if (used_)
+      return;
+    try {
+      comm_->skipTag(tag_, collective_,
+                     "its stream skipped it after an earlier failure");
+    } catch (...) {
+      // Only allocation can fail here; nothing to report it to.
+    }
+  }
+  TagClaim(const TagClaim &) = delete;
+  TagClaim &operator=(const TagClaim &) = delete;
+
+  /// The tag, for the collective that is about to run.
+  uint32_t use() {
+    used_ = true;
+    return tag_;
+  }
+
+private:
+  std::shared_ptr<Communicator> comm_;
+  uint32_t tag_;
+  const char *collective_;
+  bool used_ = false;
+};
 
 /// A collective being prepared: context, stream and communicator resolved,
 /// operands bounds-checked against the communicator's memory kind.
@@ -158,13 +197,13 @@ int32_t fsdprt_all_gather(int64_t ctx, int64_t stream, int64_t comm,
     ShardRange own = shardRange(numel, l.comm->size(), l.comm->rank());
     const void *x = l.operand(in, in_off, own.count, "in");
     void *y = l.operand(out, out_off, numel, "out");
-    uint32_t tag = l.comm->nextTag();
+    auto claim = std::make_shared<TagClaim>(l.comm, "all_gather");
     DType dt = l.dtype();
     const DelayConfig &delays = l.context().delays();
     auto c = l.comm;
     l.enqueue([=, &delays] {
       delays.apply(DelayPoint::AllGather);
-      c->allGather(dt, x, y, numel, tag);
+      c->allGather(dt, x, y, numel, claim->use());
     });
   });
 }
@@ -188,13 +227,14 @@ int32_t fsdprt_reduce_scatter(int64_t ctx, int64_t stream, int64_t comm,
     ShardRange own = shardRange(numel, l.comm->size(), l.comm->rank());
     const void *x = l.operand(in, in_off, numel, "in");
     void *y = l.operand(out, out_off, own.count, "out");
-    uint32_t tag = l.comm->nextTag();
+    auto claim = std::make_shared<TagClaim>(l.comm, "reduce_scatter");
     DType dt = l.dtype();
     const DelayConfig &delays = l.context().delays();
     auto c = l.comm;
     l.enqueue([=, &delays] {
       delays.apply(DelayPoint::ReduceScatter);
-      c->reduceScatter(dt, x, y, numel, rop, pre_divide, post_divide, tag);
+      c->reduceScatter(dt, x, y, numel, rop, pre_divide, post_divide,
+                       claim->use());
     });
   });
 }
@@ -208,10 +248,10 @@ int32_t fsdprt_all_reduce(int64_t ctx, int64_t stream, int64_t comm,
     nonNegative(numel, "numel");
     const void *x = l.operand(in, in_off, numel, "in");
     void *y = l.operand(out, out_off, numel, "out");
-    uint32_t tag = l.comm->nextTag();
+    auto claim = std::make_shared<TagClaim>(l.comm, "all_reduce");
     DType dt = l.dtype();
     auto c = l.comm;
-    l.enqueue([=] { c->allReduce(dt, x, y, numel, rop, tag); });
+    l.enqueue([=] { c->allReduce(dt, x, y, numel, rop, claim->use()); });
   });
 }
 
@@ -228,18 +268,18 @@ int32_t fsdprt_broadcast(int64_t ctx, int64_t stream, int64_t comm,
            " is not a rank of a group of ", l.comm->size());
     int64_t bytes = mul(numel, dtypeSize(dt));
     void *p = l.operand(buf, off, numel, dt, "buf");
-    uint32_t tag = l.comm->nextTag();
+    auto claim = std::make_shared<TagClaim>(l.comm, "broadcast");
     auto c = l.comm;
-    l.enqueue([=] { c->broadcast(p, bytes, root, tag); });
+    l.enqueue([=] { c->broadcast(p, bytes, root, claim->use()); });
   });
 }
 
 int32_t fsdprt_barrier(int64_t ctx, int64_t stream, int64_t comm) {
   return guarded(__func__, [&] {
     CommLaunch l(ctx, stream, comm, FSDPRT_F32, "barrier");
-    uint32_t tag = l.comm->nextTag();
+    auto claim = std::make_shared<TagClaim>(l.comm, "barrier");
     auto c = l.comm;
-    l.enqueue([=] { c->barrier(tag); });
+    l.enqueue([=] { c->barrier(claim->use()); });
   });
 }
 

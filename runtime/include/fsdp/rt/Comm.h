@@ -12,9 +12,14 @@
 // produces this rank's chunk of the reduction.
 //
 // Collectives on one communicator must be issued in the same order on every
-// rank, as with NCCL. Each gets a tag from that issue order, so collectives
-// enqueued on different streams may run concurrently without mixing their
-// messages.
+// rank, as with NCCL. Each gets a tag from that issue order (nextTag(), taken
+// in program order). A backend that matches collectives by tag (Gloo) lets
+// collectives enqueued on different streams run concurrently; one that
+// matches them by launch order and forbids concurrent issue (NCCL:
+// requiresIssueOrder()) gets them issued one at a time in tag order, whatever
+// thread runs them: a collective waits, at most timeout(), until every
+// smaller tag has been issued. A tag must therefore be used exactly once or
+// given up with skipTag().
 //
 // Failures: a collective that fails or times out throws Error(IO) naming the
 // collective, the group, this rank and (where the transport can tell) the
@@ -30,11 +35,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fsdp {
@@ -109,6 +117,11 @@ public:
   virtual const char *backendName() const = 0;
   /// Whether buffers are host memory (Gloo) or device memory (NCCL).
   virtual bool usesHostMemory() const = 0;
+  /// Whether collectives must be issued one at a time in tag order (the
+  /// backend matches them across ranks by launch order, as NCCL does). The
+  /// default is the safe answer; a backend that keeps concurrent
+  /// collectives apart by their tags (Gloo) returns false.
+  virtual bool requiresIssueOrder() const { return true; }
 
   int32_t rank() const { return rank_; }
   int32_t size() const { return static_cast<int32_t>(spec_.ranks.size()); }
@@ -118,6 +131,12 @@ public:
   void setTimeout(std::chrono::milliseconds timeout);
   /// Tag of the next collective in issue order.
   uint32_t nextTag() { return tagCounter_++; }
+  /// Gives up `tag` (from nextTag()) without running its collective, e.g.
+  /// when a failed stream drops the enqueued collective. With issue order
+  /// the communicator becomes unusable and collectives waiting behind the
+  /// tag fail at once: issuing them would pair them with the other ranks'
+  /// collective `tag`. `collective` and `why` go into the error message.
+  void skipTag(uint32_t tag, const char *collective, const std::string &why);
 
   // Synchronous collectives. Buffers hold `numel` elements of `dt` (all
   // gather: `in` holds this rank's chunk; reduce scatter: `out` does).
@@ -164,8 +183,21 @@ protected:
   /// Builds a member of a new group (setup.group holds global ranks).
   virtual std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) = 0;
 
+  /// Called by run* on its own thread once the collective is issued (for
+  /// NCCL: enqueued, the communicator out of ncclInProgress), before waiting
+  /// for it to complete: the next tag may then issue. Without the call the
+  /// turn passes on when run* returns or throws. No-op without issue order.
+  void issued();
+
 private:
-  template <typename F> void guard(const char *collective, F &&body);
+  class IssueTurn;
+  /// Runs `check` (argument checks), then waits for the turn of `tag`, then
+  /// runs `body`, wrapping IO failures; the turn is passed on on every path.
+  template <typename Check, typename Body>
+  void guard(const char *collective, uint32_t tag, Check &&check, Body &&body);
+  void recordFailure(const std::string &message);
+  void advanceTurnLocked();
+  void endTurn(uint32_t tag, bool held);
 
   GroupSpec spec_;
   int32_t rank_;
@@ -175,7 +207,16 @@ private:
   std::atomic<std::chrono::milliseconds> timeout_;
   std::atomic<uint32_t> tagCounter_{0};
   uint32_t groupCounter_ = 0;
-  std::mutex errorMutex_;
+  // Guards the first error and the issue order. nextTurn_ is the smallest
+  // tag neither issued nor given up; turnTaken_ says a collective (on thread
+  // turnHolder_) is issuing it; givenUp_ holds later tags given up early
+  // (argument errors), passed over when their turn comes.
+  std::mutex mutex_;
+  std::condition_variable turnChanged_;
+  uint32_t nextTurn_ = 0;
+  bool turnTaken_ = false;
+  std::thread::id turnHolder_;
+  std::set<uint32_t> givenUp_;
   std::string firstError_;
 };
 
