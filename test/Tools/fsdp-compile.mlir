@@ -10,6 +10,7 @@
 // RUN:   --fsdp-pipeline="world-size=1 optimizer=sgd lower=true"
 // RUN: fsdp-compile %t.mlir -O2 -o %t.O2.so
 // RUN: llvm-nm -D --defined-only %t.O2.so | FileCheck %s --check-prefix=SYMBOLS
+// RUN: fsdp-compile --help | FileCheck %s --check-prefix=HELP
 
 // SYMBOLS-DAG: R fsdp_abi_stamp
 // SYMBOLS-DAG: R fsdp_program
@@ -18,3 +19,11 @@
 // METRICS: {"step":1,"loss":
 // METRICS-NEXT: {"step":2,"loss":
 // METRICS-NOT: "step":3
+
+// --help: this tool's options and the pass flags, not every LLVM backend's.
+// HELP-DAG: -o <file>
+// HELP-DAG: --mtriple=<string>
+// HELP-DAG: --linker=<string>
+// HELP-DAG: --fsdp-pipeline
+// HELP-DAG: --convert-rt-to-llvm
+// HELP-NOT: amdgpu
