@@ -34,7 +34,7 @@ cmake -S runtime -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
   -DCMAKE_C_COMPILER="${CC:-clang}" -DCMAKE_CXX_COMPILER="${CXX:-clang++}" \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" \
-  -DFSDPRT_ENABLE_CUDA=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/gpu-check.configure.log" 2>&1 || {
+  -DFSDPRT_WITH_CUDA=ON ${CMAKE_ARGS:-} >"$BUILD_DIR/gpu-check.configure.log" 2>&1 || {
   cat "$BUILD_DIR/gpu-check.configure.log"; exit 1; }
 if ! grep -q "CUDA backend: ON" "$BUILD_DIR/gpu-check.configure.log"; then
   echo "the CUDA backend was not configured (no nvcc or cuBLAS found):"

@@ -7,7 +7,9 @@ namespace comm {
 
 void registerBuiltinCommBackends(
     std::map<std::string, CommFactory> &factories) {
+#if FSDPRT_HAVE_GLOO
   factories["gloo"] = createGlooCommunicator;
+#endif
 #if FSDPRT_HAVE_NCCL
   factories["nccl"] = createNcclCommunicator;
 #endif

@@ -15,7 +15,7 @@ namespace comm {
 std::unique_ptr<Communicator> createGlooCommunicator(const CommSetup &setup);
 std::unique_ptr<Communicator> createNcclCommunicator(const CommSetup &setup);
 
-/// "gloo" always; "nccl" when the runtime was built with CUDA and NCCL.
+/// "gloo" and "nccl" when the runtime was built with them.
 void registerBuiltinCommBackends(std::map<std::string, CommFactory> &factories);
 
 } // namespace comm

@@ -1,6 +1,8 @@
 //===- Backend.cpp - Backend registry -------------------------------------===//
 #include "fsdp/rt/Backend.h"
+#if FSDPRT_HAVE_CPU_BACKEND
 #include "cpu/CpuBackend.h"
+#endif
 #include "fsdp/rt/Error.h"
 
 #include <map>
@@ -15,7 +17,11 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, BackendFactory> factories;
-  Registry() { factories["cpu"] = cpu::createCpuBackend; }
+  Registry() {
+#if FSDPRT_HAVE_CPU_BACKEND
+    factories["cpu"] = cpu::createCpuBackend;
+#endif
+  }
 };
 } // namespace
 
