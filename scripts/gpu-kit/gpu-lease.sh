@@ -77,17 +77,16 @@ machine() {
   "$BIN/fsdprt-run" --help >/dev/null
 }
 
-# The prebuilt binaries cannot run here: rebuild the runtime CUDA-only.
+# The prebuilt binaries cannot run here: rebuild the runtime CUDA-only (the
+# configuration finds NCCL in the Python wheel by itself).
 rebuild() {
   local src="$OUT/rebuild-src" build="$OUT/rebuild"
   mkdir -p "$src"
   for t in runtime nlohmann googletest; do tar -C "$src" -xJf "$KIT/src/$t.tar.xz"; done
-  local nccl
-  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null)
   cmake -S "$src/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=native -DFSDPRT_WITH_CPU_BACKEND=OFF \
     -DFSDPRT_WITH_GLOO=OFF -DFSDPRT_NLOHMANN_JSON_INCLUDE_DIR="$src" \
-    -DFSDPRT_GTEST_SOURCE_DIR="$src/googletest" ${nccl:+-DFSDPRT_NCCL_ROOT="$nccl"} &&
+    -DFSDPRT_GTEST_SOURCE_DIR="$src/googletest" &&
   cmake --build "$build" -j "$(nproc)" --target fsdprt-run fsdprt-comm-check fsdprt_cuda_unittests &&
   cp "$build"/bin/fsdprt-run "$build"/bin/fsdprt-comm-check "$build"/unittests/fsdprt_cuda_unittests "$BIN/" &&
   cp "$build"/src/libfsdp_runtime.so "$KIT/lib/"
