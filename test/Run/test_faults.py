@@ -152,9 +152,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path):
+@pytest.mark.parametrize("runner", ["fsdp-run", "fsdprt-run"])
+def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path, runner):
     steps = 3
     reference = fsdp.run(gpt2_2, nproc=RANKS, steps=steps, save=False)
+    tool, program = fsdp.run_tool, gpt2_2
+    if runner == "fsdprt-run":  # the same runner around a step library
+        tool, program = fsdp.aot_run_tool, fsdp.library(gpt2_2)
     port = _free_port()
     procs = []
     for rank in range(RANKS):
@@ -162,7 +166,7 @@ def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path):
                          "WORLD_SIZE": str(RANKS),
                          "LOCAL_WORLD_SIZE": str(RANKS),
                          "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-        cmd = [str(fsdp.run_tool), str(gpt2_2), "--steps", str(steps),
+        cmd = [str(tool), str(program), "--steps", str(steps),
                "--quiet", "--metrics", str(tmp_path / f"m{rank}.jsonl")]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
