@@ -1,10 +1,12 @@
 """Drive the fsdp-mlir tools from Python: compile with fsdp-opt, train with
-fsdp-run.
+fsdp-run (and make step libraries for LLVM-free training hosts with
+fsdp-compile).
 
     from fsdp_mlir import driver
     prog = driver.compile("examples/mlp.mlir", "step.mlir", world_size=2)
     result = driver.run(prog, nproc=2, steps=5)
     print([row["loss"] for row in result.metrics])
+    lib = driver.compile_library(prog, "step.so")  # fsdprt-run lib ... there
 
 `compile` builds the same `--fsdp-pipeline="..."` string the lit tests write
 by hand (option names as in include/fsdp/Dialect/FSDP/Transforms/Pipelines.h)
@@ -35,6 +37,7 @@ __all__ = [
     "ToolNotFoundError",
     "compile",
     "compile_command",
+    "compile_library",
     "find_tool",
     "pipeline_options",
     "read_metrics",
@@ -46,7 +49,8 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Environment variable naming each tool.
-_TOOL_ENV = {"fsdp-opt": "FSDP_OPT", "fsdp-run": "FSDP_RUN"}
+_TOOL_ENV = {"fsdp-opt": "FSDP_OPT", "fsdp-run": "FSDP_RUN",
+             "fsdp-compile": "FSDP_COMPILE", "fsdprt-run": "FSDPRT_RUN"}
 
 # Variables of a multi-node launch (torchrun, mpirun, srun) that would make a
 # local `--nproc N` run believe it is one rank of a bigger job.
@@ -77,14 +81,15 @@ class _ToolError(RuntimeError):
 
 
 class CompileError(_ToolError):
-    """fsdp-opt rejected the model or the options.
+    """fsdp-opt (or fsdp-compile) rejected the model or the options.
 
     Attributes: returncode, stdout, stderr, command (one shell line),
     input_path (the file holding the IR that failed)."""
 
-    def __init__(self, returncode, stdout, stderr, command, input_path):
+    def __init__(self, returncode, stdout, stderr, command, input_path,
+                 tool="fsdp-opt"):
         self.input_path = Path(input_path)
-        super().__init__("fsdp-opt", returncode, stdout, stderr, command)
+        super().__init__(tool, returncode, stdout, stderr, command)
 
 
 class RunError(_ToolError):
@@ -281,6 +286,24 @@ def compile(model, output=None, *, world_size=1,
         proc = again
     raise CompileError(proc.returncode, proc.stdout, proc.stderr,
                        shlex.join(argv), input_path)
+
+
+def compile_library(program, output=None, *, opt_level=None) -> Path:
+    """Make the step library (.so) of a lowered `program` (what `compile`
+    returns) with fsdp-compile, for fsdprt-run on hosts without LLVM (fsdp-run
+    and `run` take it too); `output` defaults to `program` with suffix .so.
+    Raises CompileError (tool "fsdp-compile") with its diagnostics and a
+    command reproducing them."""
+    program = Path(program).absolute()
+    output = Path(output).absolute() if output else program.with_suffix(".so")
+    argv = [str(find_tool("fsdp-compile")), str(program), "-o", str(output)]
+    if opt_level is not None:
+        argv.append(f"-O{int(opt_level)}")
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(proc.returncode, proc.stdout, proc.stderr,
+                           shlex.join(argv), program, tool="fsdp-compile")
+    return output
 
 
 # -- report -------------------------------------------------------------------

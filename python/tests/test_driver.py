@@ -23,6 +23,7 @@ EXAMPLES = REPO_ROOT / "examples"
 
 def _tools():
     try:
+        driver.find_tool("fsdp-compile")
         return driver.find_tool("fsdp-opt"), driver.find_tool("fsdp-run")
     except ToolNotFoundError:
         return None
@@ -30,7 +31,8 @@ def _tools():
 
 TOOLS = _tools()
 needs_tools = pytest.mark.skipif(TOOLS is None,
-                                 reason="fsdp-opt / fsdp-run not built")
+                                 reason="fsdp-opt / fsdp-run / fsdp-compile "
+                                        "not built")
 
 
 # -- option -> pipeline string ------------------------------------------------
@@ -141,6 +143,25 @@ def test_compile_and_run_mlp_matches_fsdp_run(tmp_path):
                     "--metrics", str(direct), "--quiet"], check=True,
                    capture_output=True, timeout=120)
     assert [r["loss"] for r in result.metrics] == _losses(direct)
+
+
+@needs_tools
+def test_compile_library_trains_as_the_jit_does(tmp_path):
+    prog = driver.compile(EXAMPLES / "mlp.mlir", tmp_path / "mlp.mlir",
+                          world_size=2, optimizer="sgd")
+    lib = driver.compile_library(prog)
+    assert lib == tmp_path / "mlp.so" and lib.stat().st_size
+    jit = driver.run(prog, nproc=2, steps=3)
+    aot = driver.run(lib, nproc=2, steps=3)
+    assert [r["loss"] for r in aot.metrics] == [r["loss"] for r in jit.metrics]
+
+
+@needs_tools
+def test_compile_library_of_an_unlowered_model_is_a_compile_error(tmp_path):
+    with pytest.raises(driver.CompileError) as error:
+        driver.compile_library(EXAMPLES / "mlp.mlir", tmp_path / "x.so")
+    assert "fsdp-compile needs a lowered program" in str(error.value)
+    assert "fsdp-compile" in error.value.command
 
 
 @needs_tools
