@@ -94,7 +94,9 @@ public:
     check(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config),
           "ncclCommInitRankConfig");
     try {
-      waitReady(setup.options.rendezvousTimeout, "ncclCommInitRankConfig");
+      awaitEnqueuedLocked(std::chrono::steady_clock::now() +
+                              setup.options.rendezvousTimeout,
+                          "ncclCommInitRankConfig");
       checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                 "cudaStreamCreate");
       checkCuda(cudaMalloc(&barrierWord_, sizeof(float)), "cudaMalloc");
@@ -278,10 +280,11 @@ private:
            ": the communicator was aborted after an earlier failure");
   }
 
-  /// Polls a non-blocking communicator (with commMutex_ held shared) until
-  /// it leaves ncclInProgress. The caller holds the issue turn, so the state
-  /// is that of its own calls. On timeout the communicator is marked for
-  /// abort (the destructor aborts it; the base class makes it unusable).
+  /// Polls a non-blocking communicator until it leaves ncclInProgress (for
+  /// a collective: with commMutex_ held shared and the issue turn held, so
+  /// the state is that of its own calls). On timeout the communicator is
+  /// marked for abort (the destructor aborts it; the base class makes it
+  /// unusable).
   void awaitEnqueuedLocked(Deadline deadline, const char *what) {
     for (;;) {
       ncclResult_t state = ncclSuccess;
@@ -295,8 +298,7 @@ private:
       if (std::chrono::steady_clock::now() > deadline) {
         aborted_ = true;
         fail(Status::IO, "nccl backend: ", what,
-             " was still being enqueued (ncclInProgress) after ",
-             timeout().count(), " ms");
+             " was still in progress (ncclInProgress) at its deadline");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -310,26 +312,7 @@ private:
          detail && *detail ? std::string(" (") + detail + ")" : std::string());
   }
 
-  /// Polls a non-blocking communicator until it leaves ncclInProgress.
-  void waitReady(std::chrono::milliseconds timeout, const char *what) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      ncclResult_t state = ncclSuccess;
-      check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-      if (state == ncclSuccess)
-        return;
-      if (state != ncclInProgress) {
-        aborted_ = true;
-        check(state, what);
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        aborted_ = true;
-        fail(Status::IO, "nccl backend: ", what, " timed out after ",
-             timeout.count(), " ms");
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
+
 
   /// Waits for the issued collective (issue() already waited out its
   /// ncclInProgress, so it is on the stream); aborts the communicator on an

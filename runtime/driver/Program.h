@@ -3,7 +3,8 @@
 // convert-fsdp-to-rt attaches a JSON description of the lowered training
 // step to the module (string attribute `fsdp.program`). fsdp-run reads it to
 // lay out the persistent part of the arena, initialise or load parameters,
-// feed inputs and read the loss; the JIT-compiled step does everything else.
+// feed inputs and read the loss; the compiled step does everything else
+// (JIT-compiled by fsdp-run, or a step library from fsdp-compile).
 // Byte offsets are into the persistent buffer, which the runner allocates at
 // arena offset 0 with `persistent_bytes` bytes.
 //
@@ -78,7 +79,7 @@ struct InputInfo {
 struct Program {
   int version = 1;
   std::string model;           // fsdp.model symbol
-  std::string entry;           // symbol of the JIT-compiled step (C ABI below)
+  std::string entry;           // symbol of the step (StepAbi.h)
   int worldSize = 1;
   int replicate = 1;           // mesh: world = replicate * shard
   int shard = 1;
