@@ -141,17 +141,12 @@ protected:
                            stream_),
              "ncclAllGather", deadline);
       } else {
-        check(ncclGroupStart(), "ncclGroupStart");
-        for (int32_t i = 0; i < size(); ++i) {
-          ShardRange c = shardRange(numel, size(), i);
-          if (c.count == 0)
-            continue;
+        perChunkInOneGroup(numel, deadline, [&](int32_t i, ShardRange c) {
           char *dst = static_cast<char *>(out) + c.begin * esize;
           check(ncclBroadcast(i == rank() ? in : dst, dst, c.count * esize,
                               ncclInt8, i, comm_, stream_),
                 "ncclBroadcast");
-        }
-        call(ncclGroupEnd(), "ncclGroupEnd", deadline);
+        });
       }
     });
     complete("all_gather", deadline);
@@ -185,17 +180,12 @@ protected:
                                comm_, stream_),
              "ncclReduceScatter", deadline);
       } else {
-        check(ncclGroupStart(), "ncclGroupStart");
-        for (int32_t i = 0; i < size(); ++i) {
-          ShardRange c = shardRange(numel, size(), i);
-          if (c.count == 0)
-            continue;
+        perChunkInOneGroup(numel, deadline, [&](int32_t i, ShardRange c) {
           check(ncclReduce(static_cast<const char *>(in) + c.begin * esize,
                            i == rank() ? out : nullptr, c.count, ncclType(dt),
                            redOp, i, comm_, stream_),
                 "ncclReduce");
-        }
-        call(ncclGroupEnd(), "ncclGroupEnd", deadline);
+        });
       }
       // An operator may be destroyed once the last call using it returned
       // (and, non-blocking, once the communicator left ncclInProgress).
@@ -278,6 +268,19 @@ private:
     if (!comm_)
       fail(Status::IO, "nccl backend: ", what,
            ": the communicator was aborted after an earlier failure");
+  }
+
+  /// Uneven torch.chunk splits: `body(i, chunk)` for every non-empty chunk,
+  /// all in one NCCL group (one call per chunk, rooted at its owner).
+  template <typename F>
+  void perChunkInOneGroup(int64_t numel, Deadline deadline, F &&body) {
+    check(ncclGroupStart(), "ncclGroupStart");
+    for (int32_t i = 0; i < size(); ++i) {
+      ShardRange c = shardRange(numel, size(), i);
+      if (c.count > 0)
+        body(i, c);
+    }
+    call(ncclGroupEnd(), "ncclGroupEnd", deadline);
   }
 
   /// Polls a non-blocking communicator until it leaves ncclInProgress (for
