@@ -5,12 +5,20 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 using namespace mlir::fsdp;
 
-static bool overlapInTime(const Interval &a, const Interval &b) {
-  return a.start <= b.end && b.start <= a.end;
-}
+namespace {
+/// A placed buffer: bytes [begin, end) of the arena over ops [start, stop].
+struct Placed {
+  int64_t begin, end;
+  int64_t start, stop;
+  bool operator<(const Placed &o) const {
+    return std::tie(begin, end) < std::tie(o.begin, o.end);
+  }
+};
+} // namespace
 
 Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals) {
   Placement plan;
@@ -23,28 +31,33 @@ Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals) {
     return intervals[a].start < intervals[b].start;
   });
 
-  std::vector<size_t> placed;
+  // Placed buffers kept sorted by offset, so that each new buffer walks the
+  // time-overlapping ones in offset order without collecting and sorting
+  // them (the plan runs once per unit: this loop is most of the lowering's
+  // time on deep models).
+  std::vector<Placed> placed;
+  placed.reserve(intervals.size());
   for (size_t i : order) {
     const Interval &interval = intervals[i];
-    // Occupied [offset, offset + bytes) ranges of time-overlapping buffers.
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (size_t j : placed)
-      if (overlapInTime(interval, intervals[j]))
-        busy.push_back({plan.offsets[j], plan.offsets[j] + intervals[j].bytes});
-    std::sort(busy.begin(), busy.end());
-    // Best fit: the smallest gap that holds the buffer, else the end.
+    // Best fit: the smallest gap between time-overlapping buffers that
+    // holds the buffer, else the end.
     int64_t cursor = 0, best = -1, bestGap = INT64_MAX;
-    for (auto [begin, end] : busy) {
-      int64_t gap = begin - cursor;
+    for (const Placed &other : placed) {
+      if (other.start > interval.end || interval.start > other.stop)
+        continue;
+      int64_t gap = other.begin - cursor;
       if (gap >= interval.bytes && gap < bestGap) {
         best = cursor;
         bestGap = gap;
       }
-      cursor = std::max(cursor, end);
+      cursor = std::max(cursor, other.end);
     }
     plan.offsets[i] = best >= 0 ? best : cursor;
     plan.extent = std::max(plan.extent, plan.offsets[i] + interval.bytes);
-    placed.push_back(i);
+    Placed range{plan.offsets[i], plan.offsets[i] + interval.bytes,
+                 interval.start, interval.end};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), range),
+                  range);
   }
 
   // The live peak, by a sweep over start/end events.
