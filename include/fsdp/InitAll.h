@@ -20,6 +20,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CommandLine.h"
 
 namespace mlir {
 namespace fsdp {
@@ -38,6 +40,17 @@ inline void registerAllFSDPPasses() {
   registerFSDPPasses();
   registerFSDPConversionPasses();
   registerFSDPPipelines();
+}
+
+/// Hides from --help every command-line option registered so far except
+/// `keep`: called first thing in main, that is the hundreds of code
+/// generation flags LLVM's backends register when libLLVM loads (hexagon,
+/// amdgpu, ...), while MLIR's and the passes' options, registered later,
+/// stay listed. Hidden options still work.
+inline void hideOptionsRegisteredSoFar(const llvm::StringSet<> &keep) {
+  for (auto &entry : llvm::cl::getRegisteredOptions())
+    if (!keep.contains(entry.first))
+      entry.second->setHiddenFlag(llvm::cl::Hidden);
 }
 
 } // namespace fsdp

@@ -23,7 +23,6 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -58,21 +57,6 @@ static cl::opt<std::string> targetTriple(
 static cl::opt<std::string> linker(
     "linker", cl::desc("C compiler driver that links the shared object "
                        "(default: $CC, else cc, clang or gcc on PATH)"));
-
-/// --help lists this tool's options and the passes, not the hundreds of
-/// code generation flags every LLVM backend registers.
-static void hideUnrelatedOptions() {
-  static const llvm::StringSet<> shown = {"o",         "O",         "mtriple",
-                                          "linker",    "help",      "help-list",
-                                          "version",   "pass-pipeline"};
-  auto &options = cl::getRegisteredOptions();
-  // Every pass flag is a value of one list option, registered under each
-  // pass's name.
-  cl::Option *passes = options.lookup("fsdp-pipeline");
-  for (auto &entry : options)
-    if (entry.second != passes && !shown.contains(entry.first))
-      entry.second->setHiddenFlag(cl::Hidden);
-}
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "fsdp-compile: error: " << message << "\n";
@@ -171,13 +155,16 @@ static int linkSharedObject(const std::string &objectPath) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // --help: this tool's options and the passes (registered below), not
+  // every LLVM backend's flags.
+  mlir::fsdp::hideOptionsRegisteredSoFar(
+      {"o", "O", "mtriple", "linker", "help", "help-list", "version"});
   DialectRegistry registry;
   mlir::fsdp::registerLoweredStepDialects(registry);
   mlir::fsdp::registerAllFSDPPasses();
   PassPipelineCLParser passPipeline(
       "", "Passes run before compiling (e.g. --fsdp-pipeline=\"... "
           "lower=true\" for a model)");
-  hideUnrelatedOptions();
   cl::ParseCommandLineOptions(
       argc, argv, "fsdp-compile: a lowered training step -> step library\n");
 

@@ -39,6 +39,7 @@ static LogicalResult rejectKnownParserCrashes(const llvm::MemoryBuffer &input) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  fsdp::hideOptionsRegisteredSoFar({"help", "help-list", "version"});
   DialectRegistry registry;
   fsdp::registerAllFSDPDialects(registry);
   fsdp::registerAllFSDPPasses();
