@@ -4,11 +4,17 @@
 \*===----------------------------------------------------------------------===*/
 #include "fsdp/rt/fsdprt.h"
 
+/* The backend the conformance binary runs (cpu, cuda, cuda_emu). */
+#ifndef FSDPRT_CONFORMANCE_BACKEND
+#define FSDPRT_CONFORMANCE_BACKEND "cpu"
+#endif
+
 int fsdprtCHeaderSmoke(void) {
   int64_t ctx = 0, buf = 0;
   float in[4] = {1.0f, -2.0f, 3.0f, 0.5f}, out[4] = {0, 0, 0, 0};
   int i;
-  if (fsdprt_context_create("cpu", 0, 1, 1 << 16, 1, &ctx) != FSDPRT_OK)
+  if (fsdprt_context_create(FSDPRT_CONFORMANCE_BACKEND, 0, 1, 1 << 16, 1,
+                            &ctx) != FSDPRT_OK)
     return 1;
   if (fsdprt_buffer_alloc(ctx, sizeof(in), &buf) != FSDPRT_OK ||
       fsdprt_copy_from_host(ctx, FSDPRT_DEFAULT_STREAM, buf, 0, in,

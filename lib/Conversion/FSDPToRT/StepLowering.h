@@ -81,7 +81,6 @@ public:
 private:
   LogicalResult emitOp(Operation *op);
   void waitForOperands(Operation *op, StreamKind kind);
-  void afterOp(Operation *op, StreamKind kind);
   Value rootOf(Value tensor) const;
   /// rt.alloc_at of a transient at its planned offset, once.
   void place(Value v);

@@ -89,14 +89,6 @@ const llvm::SmallVector<ParamKind> *rt::lookupEntryPoint(StringRef name) {
   return it == entryPoints().end() ? nullptr : &it->second;
 }
 
-llvm::SmallVector<StringRef> rt::entryPointNames() {
-  llvm::SmallVector<StringRef> names;
-  for (const auto &entry : entryPoints())
-    names.push_back(entry.getKey());
-  llvm::sort(names);
-  return names;
-}
-
 //===----------------------------------------------------------------------===//
 // Verifiers
 //===----------------------------------------------------------------------===//

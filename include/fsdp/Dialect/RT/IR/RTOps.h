@@ -27,9 +27,6 @@ enum class ParamKind { Ctx, Stream, Event, Comm, Buf, I32, I64, F64, Array };
 /// The parameters of fsdprt_<name>, or null if rt.call may not name it.
 const llvm::SmallVector<ParamKind> *lookupEntryPoint(llvm::StringRef name);
 
-/// Every entry point rt.call may name ("linear_forward", ...).
-llvm::SmallVector<llvm::StringRef> entryPointNames();
-
 } // namespace mlir::rt
 
 #endif // FSDP_DIALECT_RT_IR_RTOPS_H
