@@ -12,12 +12,15 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "python"))
+from fsdp_mlir import driver  # noqa: E402  (the package of this repository)
 EXAMPLES = REPO_ROOT / "examples"
 MODELS = ("mlp", "nested_wrapped", "gpt2")
 
@@ -102,9 +105,7 @@ def model_parameters(model):
     return params
 
 
-def read_metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+read_metrics = driver.read_metrics
 
 
 def load_full(path):
@@ -149,33 +150,27 @@ class Fsdp:
                 backward_prefetch="pre", forward_prefetch=False,
                 optimizer="adamw", grad_accum=1, param_dtype=None,
                 shard_group_size=None, lr=None):
-        opts = [f"world-size={world_size}", f"sharding-strategy={strategy}",
-                f"backward-prefetch={backward_prefetch}",
-                f"forward-prefetch={'true' if forward_prefetch else 'false'}",
-                f"optimizer={optimizer}"]
-        if optimizer == "sgd":
-            opts.append("momentum=0.9")
-        if strategy == "hybrid-shard":
-            opts.append(f"shard-group-size={shard_group_size or 2}")
-        if grad_accum != 1:
-            opts.append(f"grad-accum-steps={grad_accum}")
-        if param_dtype:
-            opts.append(f"param-dtype={param_dtype}")
-        if lr is not None:
-            opts.append(f"lr={lr!r}")
-        if model == "gpt2":
-            opts += ["auto-wrap-policy=module-kind", "wrap-kinds=Block"]
-        return opts + ["lower=true"]
+        """The --fsdp-pipeline value (fsdp_mlir.driver's spelling)."""
+        hybrid = strategy == "hybrid-shard"
+        return driver.pipeline_options(
+            world_size=world_size, sharding_strategy=strategy,
+            backward_prefetch=backward_prefetch,
+            forward_prefetch=forward_prefetch, optimizer=optimizer,
+            momentum=0.9 if optimizer == "sgd" else None,
+            shard_group_size=(shard_group_size or 2) if hybrid else None,
+            grad_accum_steps=grad_accum if grad_accum != 1 else None,
+            param_dtype=param_dtype, lr=lr,
+            wrap_kinds=["Block"] if model == "gpt2" else None)
 
     def compile(self, model, **kw):
-        opts = " ".join(self.options(model, **kw))
+        opts = self.options(model, **kw)
         if opts in self._compiled.get(model, {}):
             return self._compiled[model][opts]
         digest = hashlib.sha1(f"{model} {opts}".encode()).hexdigest()[:12]
         out = self.workdir / "programs" / f"{model}-{digest}.mlir"
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [str(self.opt), str(EXAMPLES / f"{model}.mlir"),
-               f"--fsdp-pipeline={opts}", "-o", str(out)]
+        cmd = driver.compile_command(EXAMPLES / f"{model}.mlir", out, opts,
+                                     self.opt)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
         self._compiled.setdefault(model, {})[opts] = out
@@ -217,20 +212,12 @@ class Fsdp:
             rundir = self.workdir / "runs" / f"{digest}-{n}"
         rundir.mkdir(parents=True)
         metrics = rundir / "metrics.jsonl"
-        cmd = [str(tool), str(program), "--steps", str(steps),
-               "--metrics", str(metrics), "--quiet",
-               "--backend", os.environ.get("FSDP_RUN_BACKEND", "cpu")]
-        if nproc is not None:
-            cmd += ["--nproc", str(nproc)]
         save_dir = rundir / "ckpt" if save else None
-        if save:
-            cmd += ["--save", str(save_dir), "--save-format", save_format]
-        if save_every:
-            cmd += ["--save-every", str(save_every)]
-        if load:
-            cmd += ["--load", str(load)]
-        if seed is not None:
-            cmd += ["--seed", str(seed)]
+        cmd = driver.run_command(
+            program, nproc=nproc, steps=steps, metrics=metrics,
+            backend=os.environ.get("FSDP_RUN_BACKEND", "cpu"), save=save_dir,
+            save_format=save_format if save else None, save_every=save_every,
+            load=load, seed=seed, fsdp_run=tool)
         cmd += list(extra_args)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               timeout=timeout, env=clean_env(env))

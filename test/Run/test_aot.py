@@ -77,7 +77,7 @@ def test_fsdp_compile_takes_a_model_and_pipeline_flags(fsdp, tmp_path):
     out = tmp_path / "mlp.so"
     proc = subprocess.run(
         [str(fsdp.compiler), str(EXAMPLES / "mlp.mlir"),
-         f"--fsdp-pipeline={' '.join(options)}", "-o", str(out)],
+         f"--fsdp-pipeline={options}", "-o", str(out)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     two_step = fsdp.run(fsdp.library(fsdp.compile("mlp", world_size=2)),
