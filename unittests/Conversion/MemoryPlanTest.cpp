@@ -93,6 +93,17 @@ TEST(MemoryPlan, LivePeakIsTheLowerBoundTheExtentMeets) {
   EXPECT_GE(plan.extent, plan.livePeak);
 }
 
+TEST(MemoryPlan, AnExtentLimitStopsAPlanThatCannotWin) {
+  std::vector<Interval> in = {{64, 0, 4}, {128, 2, 6}, {64, 3, 3}};
+  Placement full = placeIntervals(in);
+  ASSERT_EQ(full.extent, 256);
+  Placement within = placeIntervals(in, 256);
+  EXPECT_FALSE(within.exceeded);
+  EXPECT_EQ(within.offsets, full.offsets);
+  EXPECT_EQ(within.extent, full.extent);
+  EXPECT_TRUE(placeIntervals(in, 255).exceeded);
+}
+
 TEST(MemoryPlan, EmptyStepPlansNothing) {
   Placement plan = placeIntervals({});
   EXPECT_TRUE(plan.offsets.empty());

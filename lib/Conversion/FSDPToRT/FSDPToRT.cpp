@@ -74,8 +74,11 @@ static GradientSlots flatGradientSlots(Block &body, const StepLayout &layout) {
 
 /// Places the transients: owned by an op result (a gathered unit by its
 /// wait, gradients in flat slots by the flat gradient), live from their
-/// definition (the unshard, the first gradient) to their last use.
-static void planTransients(Block &body, StepLayout &layout) {
+/// definition (the unshard, the first gradient) to their last use. Returns
+/// false, leaving the layout unplanned, once the arena would exceed
+/// `arenaLimit`.
+static bool planTransients(Block &body, StepLayout &layout,
+                           int64_t arenaLimit = INT64_MAX) {
   llvm::DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(body))
     index[&op] = i;
@@ -94,13 +97,18 @@ static void planTransients(Block &body, StepLayout &layout) {
   for (auto &[root, span] : spans)
     intervals.push_back(
         {alignToArena(storageBytes(root)), span.first, span.second});
-  Placement plan = placeIntervals(intervals);
+  Placement plan = placeIntervals(
+      intervals, arenaLimit == INT64_MAX ? INT64_MAX
+                                         : arenaLimit - layout.persistentBytes);
+  if (plan.exceeded)
+    return false;
   layout.transients.clear();
   for (auto [i, entry] : llvm::enumerate(spans))
     layout.transients[entry.first] = {
         layout.persistentBytes + plan.offsets[i], intervals[i].bytes};
   layout.arenaBytes = layout.persistentBytes + plan.extent;
   layout.livePeakBytes = layout.persistentBytes + plan.livePeak;
+  return true;
 }
 
 static FailureOr<StepLayout> layOut(func::FuncOp step) {
@@ -162,8 +170,9 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   for (auto &[flat, slots] : byFlatGradient) {
     StepLayout trial = layout;
     trial.flatSlots.insert(slots.begin(), slots.end());
-    planTransients(body, trial);
-    if (trial.arenaBytes <= layout.arenaBytes)
+    // A trial is kept when the arena does not grow: one that grows is
+    // abandoned as soon as it does.
+    if (planTransients(body, trial, layout.arenaBytes))
       layout = std::move(trial);
   }
   return everyUnit.arenaBytes < layout.arenaBytes ? everyUnit : layout;

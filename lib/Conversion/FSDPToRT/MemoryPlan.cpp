@@ -20,7 +20,8 @@ struct Placed {
 };
 } // namespace
 
-Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals) {
+Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals,
+                                     int64_t extentLimit) {
   Placement plan;
   plan.offsets.assign(intervals.size(), 0);
   std::vector<size_t> order(intervals.size());
@@ -54,6 +55,10 @@ Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals) {
     }
     plan.offsets[i] = best >= 0 ? best : cursor;
     plan.extent = std::max(plan.extent, plan.offsets[i] + interval.bytes);
+    if (plan.extent > extentLimit) {
+      plan.exceeded = true;
+      return plan;
+    }
     Placed range{plan.offsets[i], plan.offsets[i] + interval.bytes,
                  interval.start, interval.end};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), range),

@@ -27,12 +27,16 @@ struct Placement {
   std::vector<int64_t> offsets; // per interval, from the transient base
   int64_t extent = 0;           // bytes the placed buffers span
   int64_t livePeak = 0;         // max bytes live at one op: the lower bound
+  bool exceeded = false;        // stopped once extent > the limit given
 };
 
 /// Offsets such that buffers live at the same time never overlap: largest
 /// first, each at the lowest offset that fits between the buffers already
-/// placed whose lifetimes intersect its own.
-Placement placeIntervals(const std::vector<Interval> &intervals);
+/// placed whose lifetimes intersect its own. With `extentLimit`, stops as
+/// soon as the extent exceeds it (`exceeded`; offsets then incomplete):
+/// a trial plan that cannot win needs no finishing.
+Placement placeIntervals(const std::vector<Interval> &intervals,
+                         int64_t extentLimit = INT64_MAX);
 
 } // namespace mlir::fsdp
 
