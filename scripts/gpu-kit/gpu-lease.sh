@@ -44,6 +44,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/lib \
   elif [ -d "$d" ]; then LIBS="$LIBS:$d"; fi
 done
 export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 BIN="$KIT/bin"
 PY="$KIT/python"
 
