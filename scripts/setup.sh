@@ -10,6 +10,8 @@ DEBIAN_PACKAGES=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libopenblas-dev nlohmann-json3-dev libgloo-dev
   libgtest-dev libbenchmark-dev
+  libclang-rt-dev  # ASan/UBSan runtimes (scripts/sanitize.sh); only
+                   # recommended by clang, so --no-install-recommends skips it
 )
 PYTHON_MODULES=(pytest numpy safetensors matplotlib)
 PYTHON=${PYTHON:-python3}

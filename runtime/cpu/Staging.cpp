@@ -52,7 +52,10 @@ void release(std::vector<float> &v) {
 void convert(DType srcType, const void *src, DType dstType, void *dst,
              int64_t n, int threads) {
   if (srcType == dstType) {
-    std::memmove(dst, src, n * dtypeSize(srcType));
+    // An empty buffer may be null, which memmove does not accept even for 0
+    // bytes.
+    if (n > 0)
+      std::memmove(dst, src, n * dtypeSize(srcType));
     return;
   }
   if (!isFloat(dstType))
