@@ -377,8 +377,8 @@ from safetensors.numpy import load_file
 TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
 sys.path.insert(0, TESTS)
-from torch_reference import (MLP, join_gloo, load_weights, train_steps,
-                             write_result)
+from torch_reference import (MLP, join_gloo, leave_gloo, load_weights,
+                             train_steps, write_result)
 
 
 def worker(rank):
@@ -404,6 +404,7 @@ def worker(rank):
             for k, p in model.named_parameters()}
     if rank == 0:
         write_result(OUT, full, losses)
+    leave_gloo()
 
 
 if __name__ == "__main__":

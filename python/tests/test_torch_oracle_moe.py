@@ -460,8 +460,8 @@ TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, RANK = sys.argv[1:]
 RANK, WORLD, BATCH, STEPS, N, LR = (int(RANK), int(WORLD), int(BATCH),
                                     int(STEPS), int(N), float(LR))
 sys.path.insert(0, TESTS)
-from torch_reference import (MixtureOfExperts, free_port, run_workers, join_gloo, load_weights,
-                             train_steps, write_result)
+from torch_reference import (MixtureOfExperts, join_gloo, leave_gloo,
+                             load_weights, train_steps, write_result)
 from torch.distributed.fsdp import (FullyShardedDataParallel as FSDP,
                                     FullStateDictConfig, StateDictType)
 
@@ -489,7 +489,7 @@ with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT,
     state = {k: v.detach().numpy().copy()
              for k, v in model.state_dict().items()}
 write_result(OUT.format(rank=RANK), state, losses)
-dist.destroy_process_group()
+leave_gloo()
 '''
 
 

@@ -216,7 +216,7 @@ import torch
 TESTS, INIT, OUT, PORT, WORLD, STEPS, LR, TRAINING = sys.argv[1:]
 WORLD, STEPS, LR, TRAINING = int(WORLD), int(STEPS), float(LR), TRAINING == "1"
 sys.path.insert(0, TESTS)
-from torch_reference import (TransformerWithSharedParams, join_gloo,
+from torch_reference import (TransformerWithSharedParams, join_gloo, leave_gloo,
                              load_weights, train_steps, write_result)
 
 
@@ -241,6 +241,7 @@ def worker(rank):
         full[k] = b.detach().numpy().copy()
     if rank == 0:
         write_result(OUT, full, losses)
+    leave_gloo()
 
 
 if __name__ == "__main__":

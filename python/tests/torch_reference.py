@@ -88,6 +88,16 @@ def join_gloo(rank, world, port):
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
+def leave_gloo():
+    """Every rank reaches the barrier before any tears its process group
+    down: a rank that exits while its peer's gloo threads still talk to it
+    aborts the peer ("terminate called without an active exception",
+    seen under load in CI)."""
+    import torch.distributed as dist
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def load_weights(model, path, strict=True):
     """Our safetensors checkpoint into `model` (names are PyTorch's)."""
     from safetensors.numpy import load_file
