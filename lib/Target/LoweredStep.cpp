@@ -2,6 +2,7 @@
 
 #include "fsdp/Target/LoweredStep.h"
 
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/rt/StepAbi.h"
 
@@ -61,7 +62,7 @@ FailureOr<LoweredStep> verifyLoweredStep(ModuleOp module, StringRef tool) {
   });
   if (unlowered.wasInterrupted())
     return failure();
-  auto description = module->getAttrOfType<StringAttr>("fsdp.program");
+  auto description = module->getAttrOfType<StringAttr>(kProgramAttr);
   if (!description)
     return module.emitError()
            << tool << ": the module has no fsdp.program description; it was "
@@ -89,11 +90,11 @@ FailureOr<LoweredStep> verifyLoweredStep(ModuleOp module, StringRef tool) {
 
 std::unique_ptr<llvm::Module> translateLoweredStep(ModuleOp module,
                                                    llvm::LLVMContext &context) {
-  Attribute description = module->removeAttr("fsdp.program");
+  Attribute description = module->removeAttr(kProgramAttr);
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, context, "fsdp-step");
   if (description)
-    module->setAttr("fsdp.program", description);
+    module->setAttr(kProgramAttr, description);
   return llvmModule;
 }
 

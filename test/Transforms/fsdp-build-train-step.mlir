@@ -16,9 +16,9 @@
 // SGD-SAME: -> (tensor<f32> {fsdp.loss}, tensor<32x16xf32> {fsdp.param = "fc1.weight"}
 // SGD-SAME: tensor<32x16xf32> {fsdp.state = "fc1.weight.momentum_buffer"}
 // SGD-SAME: tensor<i64> {fsdp.step_count})
-// SGD-SAME: attributes {fsdp.grad_sync = "every-micro-batch", fsdp.micro_batches = 1 : i64, fsdp.model = @mlp}
-// SGD: %[[LOSS:.*]] = nn.mse_loss {{.*}}fsdp.phase = "forward"
-// SGD: %[[P:.*]], %[[M:.*]] = fsdp.sgd_step %arg0, %{{.*}} momentum_buffer %arg6 step %arg12 {fsdp.phase = "optimizer", fsdp.unit = "", lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov}
+// SGD-SAME: attributes {fsdp.grad_sync = #fsdp<grad_sync every_micro_batch>, fsdp.micro_batches = 1 : i64, fsdp.model = @mlp}
+// SGD: %[[LOSS:.*]] = nn.mse_loss {{.*}}fsdp.phase = #fsdp<phase forward>
+// SGD: %[[P:.*]], %[[M:.*]] = fsdp.sgd_step %arg0, %{{.*}} momentum_buffer %arg6 step %arg12 {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "", lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov}
 // SGD: %[[ONE:.*]] = arith.constant {{.*}}dense<1> : tensor<i64>
 // SGD: %[[STEP:.*]] = arith.addi %arg12, %[[ONE]]
 // SGD: return %[[LOSS]], %[[P]], {{.*}}, %[[M]], {{.*}}, %[[STEP]] :
@@ -27,31 +27,31 @@
 // forward, backward or update it belongs to; module.1.1's parameters are in
 // module.1's flat parameter, module.0's and module.3's in the root's.
 // UNITS-LABEL: func.func @nested_wrapped_train_step
-// UNITS: nn.linear %{{.*}}, %arg0, %arg1 {fsdp.phase = "forward", fsdp.unit = ""}
-// UNITS: nn.linear %{{.*}}, %arg2, %arg3 {fsdp.phase = "forward", fsdp.unit = "module.1.0"}
-// UNITS: nn.linear %{{.*}}, %arg4, %arg5 {fsdp.phase = "forward", fsdp.unit = "module.1"}
-// UNITS: nn.linear %{{.*}}, %arg6, %arg7 {fsdp.phase = "forward", fsdp.unit = "module.2"}
-// UNITS: nn.linear %{{.*}}, %arg8, %arg9 {fsdp.phase = "forward", fsdp.unit = ""}
-// UNITS: nn.reduce_sum {{.*}}fsdp.phase = "forward", fsdp.unit = ""
-// UNITS: nn.matmul %{{.*}}, %arg8 {fsdp.phase = "backward", fsdp.unit = ""}
-// UNITS: nn.matmul %{{.*}}, %arg6 {fsdp.phase = "backward", fsdp.unit = "module.2"}
-// UNITS: nn.matmul %{{.*}}, %arg4 {fsdp.phase = "backward", fsdp.unit = "module.1"}
-// UNITS: nn.matmul %{{.*}}, %arg2 {fsdp.phase = "backward", fsdp.unit = "module.1.0"}
-// UNITS: fsdp.adamw_step %arg0, {{.*}} {fsdp.phase = "optimizer", fsdp.unit = "", lr = 1.000000e-02 : f64}
-// UNITS: fsdp.adamw_step %arg4, {{.*}} {fsdp.phase = "optimizer", fsdp.unit = "module.1",
-// UNITS: fsdp.adamw_step %arg8, {{.*}} {fsdp.phase = "optimizer", fsdp.unit = "",
+// UNITS: nn.linear %{{.*}}, %arg0, %arg1 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""}
+// UNITS: nn.linear %{{.*}}, %arg2, %arg3 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = "module.1.0"}
+// UNITS: nn.linear %{{.*}}, %arg4, %arg5 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = "module.1"}
+// UNITS: nn.linear %{{.*}}, %arg6, %arg7 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = "module.2"}
+// UNITS: nn.linear %{{.*}}, %arg8, %arg9 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""}
+// UNITS: nn.reduce_sum {{.*}}fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""
+// UNITS: nn.matmul %{{.*}}, %arg8 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
+// UNITS: nn.matmul %{{.*}}, %arg6 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2"}
+// UNITS: nn.matmul %{{.*}}, %arg4 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1"}
+// UNITS: nn.matmul %{{.*}}, %arg2 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1.0"}
+// UNITS: fsdp.adamw_step %arg0, {{.*}} {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "", lr = 1.000000e-02 : f64}
+// UNITS: fsdp.adamw_step %arg4, {{.*}} {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "module.1",
+// UNITS: fsdp.adamw_step %arg8, {{.*}} {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "",
 
 // Two micro-batches with no_sync: two sets of inputs, each micro-batch's
 // loss seeded with 1/2, the gradients summed, the loss averaged.
 // ACCUM-LABEL: func.func @accumulate_train_step(
 // ACCUM-SAME: %arg2: tensor<2x4xf32> {fsdp.input = 0 : i64, fsdp.micro_batch = 0 : i64}, %arg3: tensor<2x4xf32> {fsdp.input = 0 : i64, fsdp.micro_batch = 1 : i64})
-// ACCUM-SAME: fsdp.grad_sync = "last-micro-batch", fsdp.micro_batches = 2 : i64
-// ACCUM: %[[L0:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "forward"
-// ACCUM: arith.constant {fsdp.micro_batch = 0 : i64, fsdp.phase = "backward", fsdp.unit = ""} dense<5.000000e-01> : tensor<f32>
-// ACCUM: %[[G0:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "backward"{{.*}}transpose_lhs
-// ACCUM: %[[L1:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "forward"
-// ACCUM: %[[G1:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "backward"{{.*}}transpose_lhs
-// ACCUM: %[[G:.*]] = nn.add %[[G0]], %[[G1]] {fsdp.micro_batch = 1 : i64, fsdp.phase = "backward", fsdp.unit = ""}
+// ACCUM-SAME: fsdp.grad_sync = #fsdp<grad_sync last_micro_batch>, fsdp.micro_batches = 2 : i64
+// ACCUM: %[[L0:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase forward>
+// ACCUM: arith.constant {fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""} dense<5.000000e-01> : tensor<f32>
+// ACCUM: %[[G0:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase backward>{{.*}}transpose_lhs
+// ACCUM: %[[L1:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase forward>
+// ACCUM: %[[G1:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>{{.*}}transpose_lhs
+// ACCUM: %[[G:.*]] = nn.add %[[G0]], %[[G1]] {fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
 // ACCUM: %[[SUM:.*]] = nn.add %[[L0]], %[[L1]]
 // ACCUM: %[[LOSS:.*]] = nn.scale %[[SUM]] {factor = 5.000000e-01 : f64
 // ACCUM: fsdp.sgd_step %arg0, %[[G]] step %arg1
@@ -65,7 +65,7 @@
 // CLIP: %[[C:.*]] = nn.cast %[[GW:[0-9]+]] {{.*}}: tensor<4x4xbf16> to tensor<4x4xf32>
 // CLIP: %[[SQ:.*]] = nn.mul %[[C]], %[[C]]
 // CLIP: %[[S:.*]] = nn.reduce_sum %[[SQ]] {dims = array<i64: 0, 1>
-// CLIP: %[[NORM:.*]], %[[COEF:.*]] = fsdp.clip_grad_norm %[[S]] {fsdp.phase = "optimizer", fsdp.unit = "", max_norm = 1.000000e+00 : f64} : tensor<f32>
+// CLIP: %[[NORM:.*]], %[[COEF:.*]] = fsdp.clip_grad_norm %[[S]] {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "", max_norm = 1.000000e+00 : f64} : tensor<f32>
 // CLIP: %[[CB:.*]] = nn.cast %[[COEF]] {{.*}}: tensor<f32> to tensor<bf16>
 // CLIP: %[[CLIPPED:.*]] = nn.mul %[[GW]], %[[CB]]
 // CLIP: fsdp.adamw_step %arg0, %[[CLIPPED]], {{.*}}weight_decay = 0.000000e+00 : f64

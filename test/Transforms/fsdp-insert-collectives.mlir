@@ -15,9 +15,9 @@
 
 // Full shard: 4 all-gathers in the forward, 3 in the backward (the root is
 // kept), 4 gradient reductions.
-// FULL-AG-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "forward"
-// FULL-AG-NOT: fsdp.unshard {{.*}}fsdp.phase = "forward"
-// FULL-AG-COUNT-3: fsdp.unshard {{.*}}fsdp.phase = "backward"
+// FULL-AG-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase forward>
+// FULL-AG-NOT: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase forward>
+// FULL-AG-COUNT-3: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase backward>
 // FULL-AG-NOT: fsdp.unshard
 // FULL-RS-COUNT-4: fsdp.reduce_grads {{.*}} mesh<shard = 4>
 // FULL-RS-NOT: fsdp.reduce_grads
@@ -32,27 +32,27 @@
 // PLACE: %[[T1:.*]] = fsdp.unshard %arg2 unit "module.1.0"
 // PLACE: %[[F1:.*]] = fsdp.wait %[[T1]]
 // PLACE: nn.linear
-// PLACE-NEXT: fsdp.reshard %[[F1]] unit "module.1.0" {fsdp.phase = "forward"
+// PLACE-NEXT: fsdp.reshard %[[F1]] unit "module.1.0" {fsdp.phase = #fsdp<phase forward>
 // PLACE-NEXT: fsdp.unshard %arg1 unit "module.1"
 // PLACE: nn.linear
-// PLACE-NEXT: fsdp.reshard %{{.*}} unit "module.1" {fsdp.phase = "forward"
+// PLACE-NEXT: fsdp.reshard %{{.*}} unit "module.1" {fsdp.phase = #fsdp<phase forward>
 // PLACE: fsdp.unshard %arg3 unit "module.2"
-// PLACE: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "forward"
-// PLACE: nn.reduce_sum {{.*}}fsdp.phase = "forward"
-// PLACE: %[[B2:.*]] = fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = "backward"
+// PLACE: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase forward>
+// PLACE: nn.reduce_sum {{.*}}fsdp.phase = #fsdp<phase forward>
+// PLACE: %[[B2:.*]] = fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = #fsdp<phase backward>
 // PLACE: %[[R2:.*]] = fsdp.reduce_grads %{{.*}} unit "module.2"
-// PLACE: fsdp.unshard %arg1 unit "module.1" {{.*}}fsdp.phase = "backward"
+// PLACE: fsdp.unshard %arg1 unit "module.1" {{.*}}fsdp.phase = #fsdp<phase backward>
 // PLACE: fsdp.reduce_grads %{{.*}} unit "module.1"
-// PLACE: fsdp.unshard %arg2 unit "module.1.0" {{.*}}fsdp.phase = "backward"
+// PLACE: fsdp.unshard %arg2 unit "module.1.0" {{.*}}fsdp.phase = #fsdp<phase backward>
 // PLACE: fsdp.reduce_grads %{{.*}} unit "module.1.0"
 // PLACE: fsdp.reduce_grads %{{.*}} unit ""
 // PLACE: fsdp.sgd_step %arg3, %[[R2]]
 
 // Shard-grad-op (ZeRO-2): parameters stay gathered from forward to
 // backward: no backward all-gathers; freed after the backward.
-// ZERO2-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "forward"
+// ZERO2-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase forward>
 // ZERO2-NOT: fsdp.unshard
-// ZERO2: fsdp.reshard {{.*}}fsdp.phase = "backward"
+// ZERO2: fsdp.reshard {{.*}}fsdp.phase = #fsdp<phase backward>
 
 // No-shard (DDP): no all-gathers; 4 all-reduces of whole gradients.
 // DDP-NOT: fsdp.unshard
@@ -61,29 +61,29 @@
 
 // Hybrid 2 x 2: as full shard within a shard group; each reduction is a
 // reduce-scatter in the group plus an all-reduce across the 2 replicas.
-// HSDP-COUNT-4: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = "forward"
-// HSDP-COUNT-3: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = "backward"
+// HSDP-COUNT-4: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = #fsdp<phase forward>
+// HSDP-COUNT-3: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = #fsdp<phase backward>
 // HSDP-NOT: fsdp.unshard
 
 // reshard-root-after-forward: the root is gathered again for the backward.
-// ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "forward"
-// ROOT: fsdp.reshard %{{.*}} unit "" {fsdp.phase = "forward"
-// ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = "backward"
+// ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase forward>
+// ROOT: fsdp.reshard %{{.*}} unit "" {fsdp.phase = #fsdp<phase forward>
+// ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase backward>
 
 // unit<reshard_after_forward = false> on module.2 keeps it for the backward.
-// KEEP-NOT: fsdp.unshard %arg3 {{.*}}fsdp.phase = "backward"
-// KEEP: fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = "forward"
-// KEEP-NOT: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "forward"
+// KEEP-NOT: fsdp.unshard %arg3 {{.*}}fsdp.phase = #fsdp<phase backward>
+// KEEP: fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = #fsdp<phase forward>
+// KEEP-NOT: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase forward>
 // KEEP-NOT: fsdp.unshard %arg3
-// KEEP: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = "backward"
+// KEEP: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase backward>
 
 // Two micro-batches: every micro-batch gathers each unit for its forward and
 // again for its backward (8 + 6), as PyTorch does for every pass; gradients
 // are reduced once, after the last (4).
-// ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "forward"
-// ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = "backward"
-// ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "forward"
-// ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = "backward"
+// ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase forward>
+// ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase backward>
+// ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase forward>
+// ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>
 // ACCUM-NOT: fsdp.unshard
 // ACCUM-COUNT-4: fsdp.reduce_grads
 // ACCUM-NOT: fsdp.reduce_grads
@@ -95,11 +95,11 @@
 // ALIAS: fsdp.unshard %{{.*}} unit "a"
 // ALIAS: %[[R:.*]] = nn.reshape
 // ALIAS-NEXT: nn.matmul %{{.*}}, %[[R]]
-// ALIAS-NEXT: fsdp.reshard %{{.*}} unit "a" {fsdp.phase = "forward"
-// ALIAS: fsdp.unshard %{{.*}} unit "a" {{.*}}"backward"
-// ALIAS: %[[R2:.*]] = nn.reshape {{.*}}"backward"
+// ALIAS-NEXT: fsdp.reshard %{{.*}} unit "a" {fsdp.phase = #fsdp<phase forward>
+// ALIAS: fsdp.unshard %{{.*}} unit "a" {{.*}}phase backward>
+// ALIAS: %[[R2:.*]] = nn.reshape {{.*}}phase backward>
 // ALIAS: nn.matmul %{{.*}}, %[[R2]] {{.*}}transpose_rhs
-// ALIAS-NEXT: fsdp.reshard %{{.*}} unit "a" {fsdp.phase = "backward"
+// ALIAS-NEXT: fsdp.reshard %{{.*}} unit "a" {fsdp.phase = #fsdp<phase backward>
 fsdp.model @alias {
   fsdp.module @root kind "M" {
     fsdp.module @a kind "L" unit {

@@ -13,12 +13,12 @@
 // Without prefetch every gather is issued right before its wait.
 // NONE: %[[T:.*]] = fsdp.unshard %arg2 unit "module.1.0"
 // NONE-NEXT: fsdp.wait %[[T]]
-// NONE: %[[B:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}"backward"
+// NONE: %[[B:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}phase backward>
 // NONE-NEXT: fsdp.wait %[[B]]
 
 // Forward prefetch: each next unit's gather is issued right after the
 // current unit's gather completes, before the current unit's compute.
-// FWD: %[[W0:.*]] = fsdp.wait %{{.*}} {fsdp.phase = "forward", fsdp.unit = ""}
+// FWD: %[[W0:.*]] = fsdp.wait %{{.*}} {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""}
 // FWD-NEXT: %[[T1:.*]] = fsdp.unshard %arg2 unit "module.1.0"
 // FWD: nn.linear %arg5
 // FWD: %[[W1:.*]] = fsdp.wait %[[T1]]
@@ -38,16 +38,16 @@
 
 // Backward pre (PyTorch's default): the next unit's gather before the
 // current unit's gradient computation.
-// PRE: %[[W2:.*]] = fsdp.wait %{{.*}} {fsdp.phase = "backward", fsdp.unit = "module.2"}
-// PRE-NEXT: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}"backward"
+// PRE: %[[W2:.*]] = fsdp.wait %{{.*}} {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2"}
+// PRE-NEXT: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}phase backward>
 // PRE: fsdp.reduce_grads {{.*}} unit "module.2"
 // PRE: fsdp.wait %[[T1]]
-// PRE-NEXT: fsdp.unshard %arg2 unit "module.1.0" {{.*}}"backward"
+// PRE-NEXT: fsdp.unshard %arg2 unit "module.1.0" {{.*}}phase backward>
 
 // Backward post: after the current unit's gradients, before their reduction.
-// POST: fsdp.wait %{{.*}} {fsdp.phase = "backward", fsdp.unit = "module.2"}
+// POST: fsdp.wait %{{.*}} {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2"}
 // POST-NOT: fsdp.unshard
-// POST: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}"backward"
+// POST: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}phase backward>
 // POST-NEXT: fsdp.flatten {{.*}}fsdp.unit = "module.2"
 // POST-NEXT: fsdp.reduce_grads {{.*}} unit "module.2"
 

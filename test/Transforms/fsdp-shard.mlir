@@ -17,7 +17,7 @@
 // W1-SAME: %arg1: tensor<272xf32> {fsdp.flat_numel = 272 : i64, fsdp.flat_param = "module.1", fsdp.offsets = array<i64: 0, 256>, fsdp.params = ["module.1.1.weight", "module.1.1.bias"]}
 // W1-SAME: %arg2: tensor<80xf32> {{[^}]*}}fsdp.flat_param = "module.1.0"
 // W1-SAME: %arg3: tensor<68xf32> {{[^}]*}}fsdp.flat_param = "module.2"
-// W1-SAME: attributes {{{.*}}fsdp.mesh = #fsdp.mesh<shard = 1>{{.*}}fsdp.strategy = "full-shard"
+// W1-SAME: attributes {{{.*}}fsdp.mesh = #fsdp.mesh<shard = 1>{{.*}}fsdp.strategy = #fsdp<strategy full_shard>
 // W1-NOT: fsdp.unshard
 // W1: fsdp.view %arg0[0] {{.*}} : tensor<76xf32> -> tensor<4x8xf32>
 // W1: fsdp.view %arg0[36] {{.*}} : tensor<76xf32> -> tensor<8x4xf32>

@@ -2,6 +2,7 @@
 
 #include "JitProgram.h"
 
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Target/LoweredStep.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -61,7 +62,7 @@ std::unique_ptr<JitProgram> JitProgram::load(const std::string &path) {
     return nullptr;
   }
   // Translation to LLVM IR needs nothing but LLVM ops and attributes.
-  module->removeAttr("fsdp.program");
+  module->removeAttr(mlir::fsdp::kProgramAttr);
   return jit;
 }
 

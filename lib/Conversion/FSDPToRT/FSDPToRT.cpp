@@ -12,8 +12,8 @@
 
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/Analysis/StepReport.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -224,26 +224,16 @@ struct ConvertFSDPToRTPass
     FailureOr<StepLayout> layout = layOut(step);
     if (failed(layout))
       return signalPassFailure();
-    FailureOr<std::string> report = renderReport(model, step);
-    if (failed(report))
+    FailureOr<StepReport> analysis = analyzeStep(step, MachineProfile());
+    if (failed(analysis))
       return signalPassFailure();
-    // The lowered program's memory is the arena plan: it leads the report;
-    // fsdp-report's liveness analysis of the unlowered step (unaligned, and
-    // before the lowering's own buffers) stays as the breakdown by kind.
-    std::string plan = llvm::formatv(
-        "arena plan per rank: {0} bytes = {1} persistent (shards, optimizer "
-        "state, inputs, constants, loss) + {2} planned transients; live peak "
-        "{3} bytes\n",
-        layout->arenaBytes, layout->persistentBytes,
-        layout->arenaBytes - layout->persistentBytes, layout->livePeakBytes);
-    size_t header = report->find('\n') + 1;
-    report->insert(header, plan);
-    size_t old = report->find("peak memory per rank: ", header);
-    if (old != std::string::npos)
-      report->replace(old, strlen("peak memory per rank: "),
-                      "step tensors at their peak (before lowering): ");
+    ArenaPlanSummary plan{layout->arenaBytes, layout->persistentBytes,
+                          layout->livePeakBytes};
+    std::string report;
+    llvm::raw_string_ostream os(report);
+    printStepReport(os, model, step, *analysis, &plan);
     FailureOr<std::string> program =
-        describeProgram(model, step, *layout, *report);
+        describeProgram(model, step, *layout, report);
     if (failed(program))
       return signalPassFailure();
 
@@ -259,7 +249,7 @@ struct ConvertFSDPToRTPass
     }
     step.erase();
     model.erase();
-    module->setAttr("fsdp.program", b.getStringAttr(*program));
+    module->setAttr(kProgramAttr, b.getStringAttr(*program));
   }
 };
 } // namespace

@@ -2,7 +2,7 @@
 
 #include "ProgramDescription.h"
 
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "llvm/Support/JSON.h"
@@ -68,9 +68,9 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     auto unit = step.getArgAttrOfType<StringAttr>(i, kFlatParamArg);
     if (!unit || step.getArgAttr(i, kFlatStateArg))
       continue;
-    auto names = step.getArgAttrOfType<ArrayAttr>(i, "fsdp.params");
-    auto offsets = step.getArgAttrOfType<DenseI64ArrayAttr>(i, "fsdp.offsets");
-    auto flatNumel = step.getArgAttrOfType<IntegerAttr>(i, "fsdp.flat_numel");
+    auto names = step.getArgAttrOfType<ArrayAttr>(i, kFlatParamsArg);
+    auto offsets = step.getArgAttrOfType<DenseI64ArrayAttr>(i, kFlatOffsetsArg);
+    auto flatNumel = step.getArgAttrOfType<IntegerAttr>(i, kFlatNumelArg);
     if (!names || !offsets || !flatNumel)
       return step.emitOpError("flat parameter argument #")
                  << i << " lacks fsdp.params / fsdp.offsets / fsdp.flat_numel",
@@ -124,7 +124,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       continue;
     }
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (auto input = step.getArgAttrOfType<IntegerAttr>(i, "fsdp.input")) {
+    if (auto input = step.getArgAttrOfType<IntegerAttr>(i, kInputArg)) {
       auto micro = step.getArgAttrOfType<IntegerAttr>(i, kMicroBatchAttr);
       inputs.push_back(llvm::json::Object{
           {"index", input.getInt()},
@@ -165,7 +165,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
   });
   Value loss = returnedValue(step, kLossResult);
   Value gradNorm = returnedValue(step, kGradNormResult);
-  auto microBatches = step->getAttrOfType<IntegerAttr>("fsdp.micro_batches");
+  auto microBatches = step->getAttrOfType<IntegerAttr>(kMicroBatchesAttr);
 
   llvm::json::Object program{
       {"version", 1},
@@ -174,7 +174,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       {"world_size", mesh.getWorldSize()},
       {"replicate", replicate},
       {"shard", shard},
-      {"strategy", step->getAttrOfType<StringAttr>(kStrategyAttr).getValue()},
+      {"strategy", strategyOptionName(getStrategy(step))},
       {"micro_batches", microBatches ? microBatches.getInt() : 1},
       {"optimizer", optimizer},
       {"persistent_bytes", layout.persistentBytes},

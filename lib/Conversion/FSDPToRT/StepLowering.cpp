@@ -12,7 +12,7 @@
 
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 #include "fsdp/rt/fsdprt.h"
 

@@ -3,7 +3,7 @@
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

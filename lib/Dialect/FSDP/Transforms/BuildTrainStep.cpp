@@ -2,7 +2,7 @@
 
 #include "Autodiff.h"
 #include "Clipping.h"
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -90,7 +90,7 @@ private:
   FailureOr<SmallVector<Value>> inlineForward(NNModuleOp module,
                                               ValueRange args);
   /// Tags an op of the step with its unit and phase.
-  void tag(Operation *op, StringRef unit, StringRef phase);
+  void tag(Operation *op, StringRef unit, Phase phase);
   /// `value` cast to `element` (tagged), or `value` when it has that type.
   Value castTo(Value value, Type element, StringRef unit);
   /// Casts the float operands of an nn op to f32 when they mix dtypes
@@ -133,7 +133,7 @@ private:
   uint64_t dropoutSites = 0;
 };
 
-void TrainStepBuilder::tag(Operation *op, StringRef unit, StringRef phase) {
+void TrainStepBuilder::tag(Operation *op, StringRef unit, Phase phase) {
   tagOp(op, unit, phase);
   if (microBatches > 1)
     op->setAttr(kMicroBatchAttr, builder.getI64IntegerAttr(microBatch));
@@ -332,7 +332,7 @@ void TrainStepBuilder::createFunction() {
     for (auto [i, type] : llvm::enumerate(inputTypes())) {
       argTypes.push_back(type);
       argDicts.push_back(builder.getDictionaryAttr(
-          {builder.getNamedAttr("fsdp.input", builder.getI64IntegerAttr(i)),
+          {builder.getNamedAttr(kInputArg, builder.getI64IntegerAttr(i)),
            builder.getNamedAttr(kMicroBatchAttr,
                                 builder.getI64IntegerAttr(k))}));
     }
@@ -343,10 +343,11 @@ void TrainStepBuilder::createFunction() {
                               builder.getFunctionType(argTypes, {}));
   func.setAllArgAttrs(argDicts);
   func->setAttr(kModelAttr, FlatSymbolRefAttr::get(model.getSymNameAttr()));
-  func->setAttr("fsdp.micro_batches", builder.getI64IntegerAttr(microBatches));
-  func->setAttr("fsdp.grad_sync",
-                builder.getStringAttr(noSync ? "last-micro-batch"
-                                             : "every-micro-batch"));
+  func->setAttr(kMicroBatchesAttr, builder.getI64IntegerAttr(microBatches));
+  func->setAttr(kGradSyncAttr,
+                GradSyncAttr::get(builder.getContext(),
+                                  noSync ? GradSync::last_micro_batch
+                                         : GradSync::every_micro_batch));
   if (Attribute policy = model->getAttr(kMixedPrecisionAttr))
     func->setAttr(kMixedPrecisionAttr, policy);
   body = func.addEntryBlock();

@@ -1,6 +1,6 @@
 //===- InsertCollectives.cpp - PyTorch FSDP's collective placement ---------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
@@ -78,7 +78,7 @@ void moveBefore(Gather &gather, Operation *point) {
 /// Gathers the unit again before `point` (tagged `phase`), derives its
 /// parameters again, and redirects `users` to the new values.
 Gather regather(const Gather &gather, Operation *point,
-                ArrayRef<Operation *> users, StringRef phase) {
+                ArrayRef<Operation *> users, Phase phase) {
   OpBuilder builder(point);
   IRMapping mapping;
   Gather copy{cast<UnshardOp>(builder.clone(*gather.unshard, mapping)), {}, {}};
@@ -100,7 +100,7 @@ Gather regather(const Gather &gather, Operation *point,
 
 /// Frees the gathered unit after `point`, in `point`'s micro-batch.
 void reshardAfter(Operation *point, Value full, StringRef unit,
-                  StringRef phase) {
+                  Phase phase) {
   OpBuilder builder(point->getContext());
   builder.setInsertionPointAfter(point);
   auto reshard = ReshardOp::create(builder, point->getLoc(), full, unit);
@@ -120,6 +120,10 @@ void tagMicroBatch(const Gather &gather, Operation *user) {
     op->setAttr(kMicroBatchAttr, microBatch);
 }
 
+/// The phase of an op that uses a gathered unit; an untagged one (hand-written
+/// IR) counts as forward.
+Phase phaseOf(Operation *op) { return getPhase(op).value_or(kForward); }
+
 /// The micro-batch an op belongs to (0 with a single one).
 int64_t microBatchOf(Operation *op) {
   auto attr = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr);
@@ -131,10 +135,9 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
   Block &body = step.getBody().front();
   if (!body.getOps<ReshardOp>().empty())
     return step.emitOpError("is already scheduled");
-  StringRef strategy =
-      step->getAttrOfType<StringAttr>(kStrategyAttr).getValue();
-  bool reshardsAfterForward =
-      strategy == "full-shard" || strategy == "hybrid-shard";
+  ShardingStrategy strategy = getStrategy(step);
+  bool reshardsAfterForward = strategy == ShardingStrategy::full_shard ||
+                              strategy == ShardingStrategy::hybrid_shard;
 
   // Each unit's flat gradient (and its reduction) moves to just after the
   // unit's last gradient, so that the parameter gradients die there (a
@@ -194,14 +197,14 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
       if (segment == users.begin())
         moveBefore(gather, ops.front());
       else
-        gather = regather(first, ops.front(), ops, getPhase(ops.front()));
+        gather = regather(first, ops.front(), ops, phaseOf(ops.front()));
       tagMicroBatch(gather, ops.front());
       if (!forward.empty() && !backward.empty() && reshards) {
         reshardAfter(forward.back(), gather.wait, unit, kForward);
         gather = regather(first, backward.front(), backward, kBackward);
         tagMicroBatch(gather, backward.front());
       }
-      reshardAfter(ops.back(), gather.wait, unit, getPhase(ops.back()));
+      reshardAfter(ops.back(), gather.wait, unit, phaseOf(ops.back()));
       segment = segmentEnd;
     }
   }

@@ -1,6 +1,6 @@
 //===- MixedPrecision.cpp - the dtypes of compute and communication --------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 

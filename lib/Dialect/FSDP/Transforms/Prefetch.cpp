@@ -1,6 +1,6 @@
 //===- Prefetch.cpp - issue all-gathers early ------------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 

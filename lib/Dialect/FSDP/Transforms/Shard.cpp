@@ -1,7 +1,7 @@
 //===- Shard.cpp - flat parameters, sharded over the mesh ------------------===//
 
 #include "Clipping.h"
-#include "fsdp/Dialect/FSDP/Transforms/StepAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -67,7 +67,7 @@ Value unclippedGrad(Value grad) {
 class StepSharder {
 public:
   StepSharder(ModelOp model, func::FuncOp step, MeshAttr mesh,
-              StringRef strategy)
+              ShardingStrategy strategy)
       : model(model), step(step), mesh(mesh), strategy(strategy),
         builder(step) {}
 
@@ -80,7 +80,7 @@ private:
   ModelOp model;
   func::FuncOp step;
   MeshAttr mesh;
-  StringRef strategy;
+  ShardingStrategy strategy;
   OpBuilder builder;
   SmallVector<FlatParam> flats;
   llvm::StringMap<ParamOp> trainable;
@@ -205,10 +205,10 @@ LogicalResult StepSharder::run() {
     argTypes.push_back(flat.shardType());
     SmallVector<NamedAttribute> attrs = {
         builder.getNamedAttr(kFlatParamArg, builder.getStringAttr(flat.unit)),
-        builder.getNamedAttr("fsdp.params", builder.getArrayAttr(names)),
-        builder.getNamedAttr("fsdp.offsets",
+        builder.getNamedAttr(kFlatParamsArg, builder.getArrayAttr(names)),
+        builder.getNamedAttr(kFlatOffsetsArg,
                              builder.getDenseI64ArrayAttr(flat.offsets)),
-        builder.getNamedAttr("fsdp.flat_numel",
+        builder.getNamedAttr(kFlatNumelArg,
                              builder.getI64IntegerAttr(flat.numel))};
     if (flat.rankLocal)
       attrs.push_back(
@@ -239,7 +239,8 @@ LogicalResult StepSharder::run() {
   sharded.setAllArgAttrs(argAttrs);
   sharded->setDiscardableAttrs(step->getDiscardableAttrDictionary());
   sharded->setAttr(kMeshAttr, mesh);
-  sharded->setAttr(kStrategyAttr, builder.getStringAttr(strategy));
+  sharded->setAttr(kStrategyAttr,
+                   ShardingStrategyAttr::get(builder.getContext(), strategy));
   Block *body = sharded.addEntryBlock();
   builder.setInsertionPointToStart(body);
 
@@ -432,21 +433,18 @@ LogicalResult StepSharder::run() {
 struct ShardPass : public fsdp::impl::FSDPShardPassBase<ShardPass> {
   using FSDPShardPassBase::FSDPShardPassBase;
 
-  FailureOr<MeshAttr> getMesh() {
+  FailureOr<MeshAttr> getMesh(ShardingStrategy kind) {
     Location loc = getOperation().getLoc();
     auto bad = [&]() { return emitError(loc, "fsdp-shard: "); };
     int64_t world = worldSize;
     if (world < 1)
       return bad() << "world-size must be >= 1, got " << world;
     MLIRContext *context = &getContext();
-    if (strategy == "full-shard" || strategy == "shard-grad-op")
+    if (kind == ShardingStrategy::full_shard ||
+        kind == ShardingStrategy::shard_grad_op)
       return MeshAttr::get(context, 0, world);
-    if (strategy == "no-shard")
+    if (kind == ShardingStrategy::no_shard)
       return MeshAttr::get(context, world, 1);
-    if (strategy != "hybrid-shard")
-      return bad() << "unknown strategy '" << strategy
-                   << "'; expected full-shard, shard-grad-op, no-shard or "
-                      "hybrid-shard";
     int64_t group = shardGroupSize;
     if (group < 1 || world % group != 0)
       return bad() << "hybrid-shard needs a shard-group-size that divides "
@@ -456,7 +454,14 @@ struct ShardPass : public fsdp::impl::FSDPShardPassBase<ShardPass> {
   }
 
   void runOnOperation() override {
-    FailureOr<MeshAttr> mesh = getMesh();
+    std::optional<ShardingStrategy> kind = parseStrategyOption(strategy);
+    if (!kind) {
+      emitError(getOperation().getLoc(), "fsdp-shard: unknown strategy '")
+          << strategy
+          << "'; expected full-shard, shard-grad-op, no-shard or hybrid-shard";
+      return signalPassFailure();
+    }
+    FailureOr<MeshAttr> mesh = getMesh(*kind);
     if (failed(mesh))
       return signalPassFailure();
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
@@ -466,7 +471,7 @@ struct ShardPass : public fsdp::impl::FSDPShardPassBase<ShardPass> {
                           "fsdp-build-train-step first");
         return signalPassFailure();
       }
-      if (failed(StepSharder(model, step, *mesh, strategy).run()))
+      if (failed(StepSharder(model, step, *mesh, *kind).run()))
         return signalPassFailure();
     }
   }

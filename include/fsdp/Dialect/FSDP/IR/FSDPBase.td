@@ -19,6 +19,46 @@ def FSDP_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
+
+  // The train-step contract: the attributes fsdp-build-train-step and the
+  // passes after it put on the step's ops, arguments and results, and on
+  // the step function itself (TrainStep.h documents each). The dialect's
+  // attribute verifiers (TrainStep.cpp) check their types wherever they
+  // appear and, on a function carrying `fsdp.model`, the whole contract.
+  let discardableAttrs = (ins
+    // On every op of a step: its unit, phase and micro-batch.
+    "::mlir::StringAttr":$unit,
+    "::mlir::fsdp::PhaseAttr":$phase,
+    "::mlir::IntegerAttr":$micro_batch,
+    // Roles of the step's arguments and results.
+    "::mlir::StringAttr":$param,
+    "::mlir::StringAttr":$state,
+    "::mlir::UnitAttr":$step_count,
+    "::mlir::StringAttr":$buffer,
+    "::mlir::IntegerAttr":$input,
+    "::mlir::UnitAttr":$loss,
+    "::mlir::UnitAttr":$grad_norm,
+    "::mlir::StringAttr":$flat_param,
+    "::mlir::StringAttr":$flat_state,
+    // What a flat parameter argument holds.
+    "::mlir::ArrayAttr":$params,
+    "::mlir::DenseI64ArrayAttr":$offsets,
+    "::mlir::IntegerAttr":$flat_numel,
+    "::mlir::UnitAttr":$rank_local,
+    // On the step function.
+    "::mlir::FlatSymbolRefAttr":$model,
+    "::mlir::IntegerAttr":$micro_batches,
+    "::mlir::fsdp::GradSyncAttr":$grad_sync,
+    "::mlir::DictionaryAttr":$mixed_precision,
+    "::mlir::fsdp::MeshAttr":$mesh,
+    "::mlir::fsdp::ShardingStrategyAttr":$strategy,
+    // On the lowered module: the program description (JSON) for the runner.
+    "::mlir::StringAttr":$program
+  );
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+
   let extraClassDeclaration = [{
   private:
     /// Defined beside the attribute storage classes (FSDPAttrs.cpp).
@@ -61,5 +101,35 @@ def FSDP_MeshGroup : I32EnumAttr<"MeshGroup",
   let genSpecializedAttr = 0;
 }
 def FSDP_MeshGroupAttr : EnumAttr<FSDP_Dialect, FSDP_MeshGroup, "group">;
+
+def FSDP_Phase : I32EnumAttr<"Phase",
+    "the part of a train step an op belongs to", [
+    I32EnumAttrCase<"forward", 0>, I32EnumAttrCase<"backward", 1>,
+    I32EnumAttrCase<"optimizer", 2>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_PhaseAttr : EnumAttr<FSDP_Dialect, FSDP_Phase, "phase">;
+
+// The option spelling (sharding-strategy=full-shard) has hyphens where these
+// have underscores (strategyOptionName in TrainStep.h).
+def FSDP_ShardingStrategy : I32EnumAttr<"ShardingStrategy",
+    "how a step's flat parameters are sharded (PyTorch's ShardingStrategy)", [
+    I32EnumAttrCase<"full_shard", 0>, I32EnumAttrCase<"shard_grad_op", 1>,
+    I32EnumAttrCase<"no_shard", 2>, I32EnumAttrCase<"hybrid_shard", 3>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_ShardingStrategyAttr
+    : EnumAttr<FSDP_Dialect, FSDP_ShardingStrategy, "strategy">;
+
+def FSDP_GradSync : I32EnumAttr<"GradSync",
+    "when gradients of several micro-batches are reduced", [
+    I32EnumAttrCase<"every_micro_batch", 0>,
+    I32EnumAttrCase<"last_micro_batch", 1>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_GradSyncAttr : EnumAttr<FSDP_Dialect, FSDP_GradSync, "grad_sync">;
 
 #endif // FSDP_DIALECT_FSDP_IR_FSDPBASE_TD

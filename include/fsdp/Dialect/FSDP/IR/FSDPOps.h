@@ -14,11 +14,6 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPEnums.h.inc"
-
-#define GET_ATTRDEF_CLASSES
-#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
-
 #define GET_TYPEDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPTypes.h.inc"
 

@@ -1,42 +1,83 @@
-//===- StepAttrs.h - the attributes that describe a train step -------------===//
+//===- TrainStep.h - the train-step contract between passes -----*- C++ -*-===//
 //
-// fsdp-build-train-step tags every op of a step with the FSDP unit and the
-// phase it belongs to and names every argument and result; the sharding and
-// scheduling passes read them back. One place for their spelling.
+// fsdp-build-train-step tags every op of a step with the FSDP unit, phase
+// and micro-batch it belongs to and gives every argument and result a role
+// (a parameter, optimizer state, the step count, a buffer, an input, the
+// loss, the gradient norm; after fsdp-shard a flat parameter or its state);
+// the sharding, scheduling, report and lowering passes read them back. The
+// attributes are declared with the dialect (FSDPBase.td: discardableAttrs,
+// whose names these constants are) and verified wherever they appear
+// (TrainStep.cpp); on a function carrying `fsdp.model` the verifier checks
+// the whole contract, so every pass after fsdp-build-train-step can rely on
+// it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPATTRS_H
-#define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPATTRS_H
+#ifndef FSDP_DIALECT_FSDP_IR_TRAINSTEP_H
+#define FSDP_DIALECT_FSDP_IR_TRAINSTEP_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
+
 namespace mlir::fsdp {
 
 // Op tags.
-constexpr StringLiteral kUnitAttr = "fsdp.unit";
-constexpr StringLiteral kPhaseAttr = "fsdp.phase";
-constexpr StringLiteral kMicroBatchAttr = "fsdp.micro_batch";
-constexpr StringLiteral kForward = "forward";
-constexpr StringLiteral kBackward = "backward";
-constexpr StringLiteral kOptimizer = "optimizer";
+constexpr StringLiteral kUnitAttr = FSDPDialect::UnitAttrHelper::getNameStr();
+constexpr StringLiteral kPhaseAttr = FSDPDialect::PhaseAttrHelper::getNameStr();
+constexpr StringLiteral kMicroBatchAttr =
+    FSDPDialect::MicroBatchAttrHelper::getNameStr();
+constexpr Phase kForward = Phase::forward;
+constexpr Phase kBackward = Phase::backward;
+constexpr Phase kOptimizer = Phase::optimizer;
 
-// Argument and result names.
-constexpr StringLiteral kParamArg = "fsdp.param";
-constexpr StringLiteral kStateArg = "fsdp.state";
-constexpr StringLiteral kStepCountArg = "fsdp.step_count";
-constexpr StringLiteral kBufferArg = "fsdp.buffer";
-constexpr StringLiteral kLossResult = "fsdp.loss";
-constexpr StringLiteral kGradNormResult = "fsdp.grad_norm";
-constexpr StringLiteral kFlatParamArg = "fsdp.flat_param";
-constexpr StringLiteral kFlatStateArg = "fsdp.flat_state";
+// Argument and result roles.
+constexpr StringLiteral kParamArg = FSDPDialect::ParamAttrHelper::getNameStr();
+constexpr StringLiteral kStateArg = FSDPDialect::StateAttrHelper::getNameStr();
+constexpr StringLiteral kStepCountArg =
+    FSDPDialect::StepCountAttrHelper::getNameStr();
+constexpr StringLiteral kBufferArg =
+    FSDPDialect::BufferAttrHelper::getNameStr();
+/// On an input argument: its position among the model's inputs (with
+/// kMicroBatchAttr: which micro-batch it feeds).
+constexpr StringLiteral kInputArg = FSDPDialect::InputAttrHelper::getNameStr();
+constexpr StringLiteral kLossResult = FSDPDialect::LossAttrHelper::getNameStr();
+constexpr StringLiteral kGradNormResult =
+    FSDPDialect::GradNormAttrHelper::getNameStr();
+constexpr StringLiteral kFlatParamArg =
+    FSDPDialect::FlatParamAttrHelper::getNameStr();
+constexpr StringLiteral kFlatStateArg =
+    FSDPDialect::FlatStateAttrHelper::getNameStr();
+// What a flat parameter argument holds: its parameters' names and offsets,
+// and its unpadded element count.
+constexpr StringLiteral kFlatParamsArg =
+    FSDPDialect::ParamsAttrHelper::getNameStr();
+constexpr StringLiteral kFlatOffsetsArg =
+    FSDPDialect::OffsetsAttrHelper::getNameStr();
+constexpr StringLiteral kFlatNumelArg =
+    FSDPDialect::FlatNumelAttrHelper::getNameStr();
 /// On a rank-local unit's flat parameter: whole on every rank, never reduced.
-constexpr StringLiteral kRankLocalArg = "fsdp.rank_local";
+constexpr StringLiteral kRankLocalArg =
+    FSDPDialect::RankLocalAttrHelper::getNameStr();
+
+// Step function attributes.
+constexpr StringLiteral kModelAttr = FSDPDialect::ModelAttrHelper::getNameStr();
+constexpr StringLiteral kMicroBatchesAttr =
+    FSDPDialect::MicroBatchesAttrHelper::getNameStr();
+constexpr StringLiteral kGradSyncAttr =
+    FSDPDialect::GradSyncAttrHelper::getNameStr();
+constexpr StringLiteral kMeshAttr = FSDPDialect::MeshAttrHelper::getNameStr();
+constexpr StringLiteral kStrategyAttr =
+    FSDPDialect::StrategyAttrHelper::getNameStr();
+/// On the lowered module: the program description (JSON) for the runner.
+constexpr StringLiteral kProgramAttr =
+    FSDPDialect::ProgramAttrHelper::getNameStr();
 
 // Mixed precision: on the model (fsdp-mixed-precision), then on the step.
-constexpr StringLiteral kMixedPrecisionAttr = "fsdp.mixed_precision";
+constexpr StringLiteral kMixedPrecisionAttr =
+    FSDPDialect::MixedPrecisionAttrHelper::getNameStr();
 constexpr StringLiteral kParamDtypeKey = "param_dtype";
 constexpr StringLiteral kReduceDtypeKey = "reduce_dtype";
 constexpr StringLiteral kBufferDtypeKey = "buffer_dtype";
@@ -49,22 +90,40 @@ inline Type getPolicyDtype(Operation *op, StringRef key) {
   return type ? type.getValue() : Type();
 }
 
-// Step function attributes.
-constexpr StringLiteral kModelAttr = "fsdp.model";
-constexpr StringLiteral kMeshAttr = "fsdp.mesh";
-constexpr StringLiteral kStrategyAttr = "fsdp.strategy";
-
 /// Tags `op` as part of `unit`'s `phase`.
-inline void tagOp(Operation *op, StringRef unit, StringRef phase) {
+inline void tagOp(Operation *op, StringRef unit, Phase phase) {
   Builder b(op->getContext());
   op->setAttr(kUnitAttr, b.getStringAttr(unit));
-  op->setAttr(kPhaseAttr, b.getStringAttr(phase));
+  op->setAttr(kPhaseAttr, PhaseAttr::get(op->getContext(), phase));
 }
 
-/// The phase an op was tagged with ("" if none).
-inline StringRef getPhase(Operation *op) {
-  auto phase = op->getAttrOfType<StringAttr>(kPhaseAttr);
-  return phase ? phase.getValue() : StringRef();
+/// The phase an op was tagged with, if any.
+inline std::optional<Phase> getPhase(Operation *op) {
+  if (auto phase = op->getAttrOfType<PhaseAttr>(kPhaseAttr))
+    return phase.getValue();
+  return std::nullopt;
+}
+
+/// The phase's name ("forward", ...), "" for an untagged op.
+inline StringRef getPhaseName(Operation *op) {
+  std::optional<Phase> phase = getPhase(op);
+  return phase ? stringifyPhase(*phase) : StringRef();
+}
+
+/// The unit an op was tagged with ("" for none and for the root's ops).
+inline StringRef getUnit(Operation *op) {
+  auto unit = op->getAttrOfType<StringAttr>(kUnitAttr);
+  return unit ? unit.getValue() : StringRef();
+}
+
+/// "full-shard" for ShardingStrategy::full_shard: the spelling of the
+/// sharding-strategy option, the report and the program description.
+std::string strategyOptionName(ShardingStrategy strategy);
+/// The strategy an option names ("full-shard", ...), if any.
+std::optional<ShardingStrategy> parseStrategyOption(StringRef option);
+/// The sharded step's strategy (the verifier guarantees one beside a mesh).
+inline ShardingStrategy getStrategy(func::FuncOp step) {
+  return step->getAttrOfType<ShardingStrategyAttr>(kStrategyAttr).getValue();
 }
 
 /// The fully-qualified name of a parameter or buffer declaration, as
@@ -87,4 +146,4 @@ inline func::FuncOp getTrainStep(ModelOp model) {
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPATTRS_H
+#endif // FSDP_DIALECT_FSDP_IR_TRAINSTEP_H

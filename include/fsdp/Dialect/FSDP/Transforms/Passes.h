@@ -16,8 +16,6 @@ namespace mlir::fsdp {
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 
 /// The text fsdp-report prints for `step` (peak memory, collectives).
-FailureOr<std::string> renderReport(ModelOp model, func::FuncOp step);
-
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 

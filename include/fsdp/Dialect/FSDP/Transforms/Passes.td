@@ -120,9 +120,9 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
 
     Unit boundaries stay visible: every generated op carries
     `fsdp.unit` (the FQN of the FSDP unit it belongs to, "" for the root)
-    and `fsdp.phase` (`forward`, `backward`, `optimizer`), and, with several
+    and `fsdp.phase` (`#fsdp<phase forward>`, `backward`, `optimizer`), and, with several
     micro-batches, `fsdp.micro_batch`. `no-sync` records (as
-    `fsdp.grad_sync = "last-micro-batch"` on the function) that gradients are
+    `fsdp.grad_sync = #fsdp<grad_sync last_micro_batch>` on the function) that gradients are
     to be reduced only after the last micro-batch, like PyTorch's no_sync();
     the default reduces after every micro-batch.
   }];

@@ -10,8 +10,8 @@
 // ready, so prefetching and overlap show up as they will run.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_TRANSFORMS_STEPTIME_H
-#define FSDP_TRANSFORMS_STEPTIME_H
+#ifndef FSDP_DIALECT_FSDP_ANALYSIS_STEPTIME_H
+#define FSDP_DIALECT_FSDP_ANALYSIS_STEPTIME_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -45,4 +45,4 @@ StepTime predictStepTime(func::FuncOp step, const MachineProfile &profile);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_TRANSFORMS_STEPTIME_H
+#endif // FSDP_DIALECT_FSDP_ANALYSIS_STEPTIME_H

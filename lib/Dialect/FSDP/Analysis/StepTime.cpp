@@ -1,6 +1,6 @@
 //===- StepTime.cpp - predicted step time of a scheduled step -------------===//
 
-#include "StepTime.h"
+#include "fsdp/Dialect/FSDP/Analysis/StepTime.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 #include "fsdp/Dialect/FSDP/Analysis/Streams.h"
