@@ -3,6 +3,7 @@
 #include "fsdp/Target/LoweredStep.h"
 
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
+#include "fsdp/Dialect/RT/IR/RTOps.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/rt/StepAbi.h"
 
@@ -12,22 +13,14 @@
 #include "llvm/IR/Module.h"
 #include "llvm/Support/JSON.h"
 
-#include <type_traits>
 
 namespace mlir {
 namespace fsdp {
 namespace {
 
-/// The arity of fsdprt_step_fn, read from the header at compile time: the
-/// check below cannot drift from the runtime's declaration.
-template <typename> struct StepSignature;
-template <typename R, typename... Args> struct StepSignature<R (*)(Args...)> {
-  static_assert(std::is_same_v<R, int32_t>, "the step returns an int32");
-  static_assert((std::is_same_v<Args, int64_t> && ...),
-                "every step argument is an int64");
-  static constexpr unsigned numArgs = sizeof...(Args);
-};
-constexpr unsigned kStepArgs = StepSignature<fsdprt_step_fn>::numArgs;
+/// The arity of fsdprt_step_fn (RTStepAbi.def, checked against the header
+/// at compile time); every handle and scalar is an i64 once lowered to LLVM.
+constexpr unsigned kStepArgs = rt::kNumStepArgs;
 
 LogicalResult verifyStepSignature(LLVM::LLVMFuncOp step, StringRef tool) {
   LLVM::LLVMFunctionType type = step.getFunctionType();

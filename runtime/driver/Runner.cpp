@@ -125,9 +125,9 @@ Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
   int64_t s = rt.streams[0];
   check(fsdprt_copy(rt.ctx, s, scratch, 0, rt.persistent, p.lossOffset, 4),
         "reading the loss");
-  // Arena sizes are multiples of 64 bytes: in units of 64 a float holds
-  // them exactly up to 1 GiB.
-  float peakUnits = float(peak / 64);
+  // Arena sizes are multiples of the alignment (64 bytes): in its units a
+  // float holds them exactly up to 1 GiB.
+  float peakUnits = float(peak / FSDPRT_ARENA_ALIGNMENT);
   check(fsdprt_copy_from_host(rt.ctx, s, scratch, 8, &peakUnits, 4),
         "staging the peak");
   check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_AVG,
@@ -144,7 +144,7 @@ Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
                               p.gradNormOffset, 4),
           "reading the gradient norm");
   check(fsdprt_stream_synchronize(rt.ctx, s), "reducing metrics");
-  out.peak = int64_t(peakUnits) * 64;
+  out.peak = int64_t(peakUnits) * FSDPRT_ARENA_ALIGNMENT;
   check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
   return out;
 }

@@ -180,18 +180,11 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
 
 /// The step's function type at the C ABI (see Program.h of the runtime).
 static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
-  MLIRContext *ctx = b.getContext();
-  Type stream = rt::StreamType::get(ctx), comm = rt::CommType::get(ctx);
-  Type i64 = b.getI64Type();
-  SmallVector<Type> inputs{rt::ContextType::get(ctx), rt::BufferType::get(ctx),
-                           stream, stream, stream, comm, comm, i64, i64, i64};
-  auto out = func::FuncOp::create(b, step.getLoc(), step.getSymName(),
-                                  b.getFunctionType(inputs, {}));
+  auto out = func::FuncOp::create(
+      b, step.getLoc(), step.getSymName(),
+      b.getFunctionType(rt::stepArgTypes(b.getContext()), {}));
   out.addEntryBlock();
-  static const char *names[] = {"ctx",   "persistent", "compute",
-                                "all_gather", "reduce_scatter", "shard",
-                                "replicate", "step_count", "seed", "rank"};
-  for (auto [i, name] : llvm::enumerate(names))
+  for (auto [i, name] : llvm::enumerate(rt::stepArgNames()))
     out.setArgAttr(i, "rt.name", b.getStringAttr(name));
   return out;
 }

@@ -3,14 +3,16 @@
 #ifndef FSDP_LIB_CONVERSION_FSDPTORT_MEMORYPLAN_H
 #define FSDP_LIB_CONVERSION_FSDPTORT_MEMORYPLAN_H
 
+#include "fsdp/rt/fsdprt.h"
+
 #include <cstdint>
 #include <vector>
 
 namespace mlir::fsdp {
 
-/// The runtime arena's alignment (fsdp::rt::Arena::kAlignment): every
-/// buffer is rounded up to it, so the plan counts bytes as the runtime does.
-constexpr int64_t kArenaAlignment = 64;
+/// The runtime arena's alignment: every buffer is rounded up to it, so the
+/// plan counts bytes as the runtime does.
+constexpr int64_t kArenaAlignment = FSDPRT_ARENA_ALIGNMENT;
 
 inline int64_t alignToArena(int64_t bytes) {
   int64_t b = bytes < 1 ? 1 : bytes;

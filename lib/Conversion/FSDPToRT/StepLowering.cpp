@@ -186,16 +186,19 @@ LogicalResult StepLowering::run() {
   Block &body = step.getBody().front();
   Block *entry = &out.getBody().front();
   b.setInsertionPointToStart(entry);
-  ctx = entry->getArgument(0);
-  persistent = entry->getArgument(1);
-  for (int s = 0; s < 3; ++s)
-    streams[s] = entry->getArgument(2 + s);
-  shardComm = entry->getArgument(5);
-  replicateComm = entry->getArgument(6);
+  auto arg = [&](rt::StepArg a) { return entry->getArgument(unsigned(a)); };
+  ctx = arg(rt::StepArg::ctx);
+  persistent = arg(rt::StepArg::persistent);
+  streams[int(StreamKind::Compute)] = arg(rt::StepArg::compute);
+  streams[int(StreamKind::AllGather)] = arg(rt::StepArg::all_gather);
+  streams[int(StreamKind::ReduceScatter)] = arg(rt::StepArg::reduce_scatter);
+  shardComm = arg(rt::StepArg::shard);
+  replicateComm = arg(rt::StepArg::replicate);
   eventInsertPoint = b.saveInsertionPoint();
-  stepPlusOne = arith::AddIOp::create(b, loc, entry->getArgument(7), i64(1));
-  runSeed = entry->getArgument(8);
-  rank = entry->getArgument(9);
+  stepPlusOne =
+      arith::AddIOp::create(b, loc, arg(rt::StepArg::step_count), i64(1));
+  runSeed = arg(rt::StepArg::seed);
+  rank = arg(rt::StepArg::rank);
   llvm::DenseSet<int64_t> sites; // a forward and its VJP share their id
   step.walk([&](nn::DropoutOp d) { sites.insert(int64_t(d.getRngId())); });
   dropoutSites = sites.size();
@@ -349,31 +352,40 @@ LogicalResult StepLowering::emitOp(Operation *op) {
   if (isa<WaitOp, ReshardOp, func::ReturnOp>(op))
     return success();
   if (auto reduce = dyn_cast<ReduceGradsOp>(op)) {
-    MeshAttr mesh = reduce.getMesh();
     auto type = cast<RankedTensorType>(reduce.getGrad().getType());
     int32_t dtype = dtypeCode(type.getElementType());
     int32_t kind = reduce.getReduce() == ReduceKind::avg ? FSDPRT_COMM_AVG
                                                          : FSDPRT_COMM_SUM;
     double pre = reduce.getPreDivide().convertToDouble();
     double post = reduce.getPostDivide().convertToDouble();
-    bool reduced = false;
-    if (mesh.getShard() > 1) {
-      reduced = true;
-      SmallVector<Value> args{comm(false), i32(dtype), i32(kind)};
-      pushTensor(args, reduce.getGrad());
-      pushTensor(args, reduce.getResult());
-      args.append({i64(type.getNumElements()), f64(pre), f64(post)});
-      call("reduce_scatter", args);
-      pre = post = 1.0;
-      kind = FSDPRT_COMM_SUM; // replicas add their averaged shards
+    Value src = reduce.getGrad(), dst = reduce.getResult();
+    SmallVector<CollectiveStep, 2> steps = reduce.getCollectiveSteps();
+    if (steps.empty()) { // one rank: the gradient is already the result
+      SmallVector<Value> args;
+      pushTensor(args, dst);
+      pushTensor(args, src);
+      int64_t bytes = type.getNumElements() *
+                      llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+      args.push_back(i64(bytes));
+      call("copy", args);
+      return success();
     }
-    if (mesh.getRank() == 2 && mesh.getReplicate() > 1) {
-      reduced = true;
-      // No-shard reduces the whole gradient here; hybrid adds the replicas'
-      // reduced shards. Divide factors apply around the sum, as in PyTorch.
-      Value dst = reduce.getResult();
-      int64_t numel =
-          cast<RankedTensorType>(dst.getType()).getNumElements();
+    for (const CollectiveStep &step : steps) {
+      if (step.kind == CollectiveKind::ReduceScatter) {
+        SmallVector<Value> args{comm(false), i32(dtype), i32(kind)};
+        pushTensor(args, src);
+        pushTensor(args, dst);
+        args.append({i64(type.getNumElements()), f64(pre), f64(post)});
+        call("reduce_scatter", args);
+        src = dst;
+        pre = post = 1.0;
+        kind = FSDPRT_COMM_SUM; // replicas add their averaged shards
+        continue;
+      }
+      // The all-reduce over replicas: no-shard reduces the whole gradient
+      // here, hybrid adds the replicas' reduced shards. Divide factors apply
+      // around the sum, as in PyTorch.
+      int64_t numel = cast<RankedTensorType>(dst.getType()).getNumElements();
       auto scale = [&](Value from, double factor) {
         SmallVector<Value> args{i32(dtype)};
         pushTensor(args, from);
@@ -381,7 +393,6 @@ LogicalResult StepLowering::emitOp(Operation *op) {
         args.append({i64(numel), f64(factor)});
         call("scale_forward", args);
       };
-      Value src = mesh.getShard() > 1 ? dst : reduce.getGrad();
       if (pre != 1.0) {
         scale(src, 1.0 / pre);
         src = dst;
@@ -393,15 +404,6 @@ LogicalResult StepLowering::emitOp(Operation *op) {
       call("all_reduce", args);
       if (post != 1.0)
         scale(dst, 1.0 / post);
-    }
-    if (!reduced) { // one rank: the gradient is already the result
-      SmallVector<Value> args;
-      pushTensor(args, reduce.getResult());
-      pushTensor(args, reduce.getGrad());
-      int64_t bytes = type.getNumElements() *
-                      llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-      args.push_back(i64(bytes));
-      call("copy", args);
     }
     return success();
   }

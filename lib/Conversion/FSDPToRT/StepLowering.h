@@ -90,7 +90,7 @@ private:
   const StepLayout &layout;
   OpBuilder b;
   Location loc;
-  Value ctx, persistent, streams[3], shardComm, replicateComm, stepPlusOne,
+  Value ctx, persistent, streams[kNumStreams], shardComm, replicateComm, stepPlusOne,
       runSeed, rank;
   int64_t dropoutSites = 0;
   StreamKind current = StreamKind::Compute;

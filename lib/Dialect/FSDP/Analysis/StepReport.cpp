@@ -82,9 +82,7 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
 
   // Collectives in issue order; all of them in the step's own block.
   WalkResult nested = step.walk([&](Operation *op) {
-    if (isa<UnshardOp, ReduceGradsOp, AllGatherOp, ReduceScatterOp, AllReduceOp,
-            BroadcastOp>(op) &&
-        op->getBlock() != &body) {
+    if (isa<CollectiveOpInterface>(op) && op->getBlock() != &body) {
       op->emitOpError("is inside a region of the step: ranks could issue "
                       "collectives in different orders");
       return WalkResult::interrupt();
@@ -93,32 +91,16 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
   });
   if (nested.wasInterrupted())
     return failure();
-  auto add = [&](Operation *op, StringRef kind, StringRef stream, Value data) {
-    auto unit = op->getAttrOfType<StringAttr>(kUnitAttr);
-    auto type = cast<RankedTensorType>(data.getType());
-    report.collectives.push_back({kind.str(), unit ? unit.getValue().str() : "",
-                                  getPhaseName(op).str(), stream.str(),
-                                  type.getElementType(), type.getNumElements(),
-                                  bytesOf(type)});
-  };
   for (Operation &op : body) {
-    if (auto unshard = dyn_cast<UnshardOp>(op)) {
-      Value full = *unshard->getUsers().begin()->getResults().begin();
-      add(&op, "all_gather", "all-gather", full);
-    } else if (auto reduce = dyn_cast<ReduceGradsOp>(op)) {
-      if (reduce.getMesh().getShard() > 1)
-        add(&op, "reduce_scatter", "reduce-scatter", reduce.getGrad());
-      if (reduce.getMesh().getRank() == 2 &&
-          reduce.getMesh().getReplicate() > 1)
-        add(&op, "all_reduce", "all-reduce", reduce.getResult());
-    } else if (isa<AllGatherOp>(op)) {
-      add(&op, "all_gather", "all-gather", op.getResult(0));
-    } else if (isa<ReduceScatterOp>(op)) {
-      add(&op, "reduce_scatter", "reduce-scatter", op.getOperand(0));
-    } else if (isa<AllReduceOp, BroadcastOp>(op)) {
-      add(&op, op.getName().stripDialect().str(), "all-reduce",
-          op.getResult(0));
-    }
+    auto collective = dyn_cast<CollectiveOpInterface>(op);
+    if (!collective)
+      continue;
+    for (const CollectiveStep &c : collective.getCollectiveSteps())
+      report.collectives.push_back(
+          {collectiveKindName(c.kind).str(), getUnit(&op).str(),
+           getPhaseName(&op).str(), streamName(collective.getStream()).str(),
+           c.dataType.getElementType(), c.dataType.getNumElements(),
+           bytesOf(c.dataType)});
   }
 
   // Lifetimes: from definition (an unshard's buffer from its issue) to the

@@ -30,13 +30,14 @@ std::string MachineProfile::describe() const {
 
 namespace {
 
-double bytesOf(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
+double bytesOf(Type t) {
+  auto type = dyn_cast<RankedTensorType>(t);
   if (!type)
     return 0;
   return double(type.getNumElements()) *
          llvm::divideCeil(type.getElementTypeBitWidth(), 8);
 }
+double bytesOf(Value v) { return bytesOf(v.getType()); }
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -92,34 +93,15 @@ double secondsOf(Operation *op, const MachineProfile &p) {
       isHostStepCounter(op))
     return -1;
   double overhead = p.opOverheadUs * 1e-6;
-  // A collective on a group of the mesh moving `data` (the full tensor).
-  auto collective = [&](Value data, MeshAttr mesh, MeshGroup group,
-                        int passes) {
-    FailureOr<int64_t> n = mesh.getGroupSize(group);
-    return overhead +
-           ringSeconds(bytesOf(data), succeeded(n) ? *n : 1, passes, p);
-  };
-  if (auto unshard = dyn_cast<UnshardOp>(op))
-    return overhead +
-           ringSeconds(bytesOf(cast<WaitOp>(*unshard->getUsers().begin())
-                                   .getResult()),
-                       unshard.getMesh().getShard(), 1, p);
-  if (auto reduce = dyn_cast<ReduceGradsOp>(op)) {
-    MeshAttr mesh = reduce.getMesh();
-    double t = overhead + ringSeconds(bytesOf(reduce.getGrad()),
-                                      mesh.getShard(), 1, p);
-    if (mesh.getRank() == 2)
-      t += ringSeconds(bytesOf(reduce.getResult()), mesh.getReplicate(), 2, p);
+  // A collective op: its ring collectives, an all-reduce being two passes
+  // (reduce-scatter + all-gather).
+  if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
+    double t = overhead;
+    for (const CollectiveStep &c : collective.getCollectiveSteps())
+      t += ringSeconds(bytesOf(c.dataType), c.groupSize,
+                       c.kind == CollectiveKind::AllReduce ? 2 : 1, p);
     return t;
   }
-  if (auto c = dyn_cast<AllReduceOp>(op))
-    return collective(c.getInput(), c.getMesh(), c.getGroup(), 2);
-  if (auto c = dyn_cast<AllGatherOp>(op))
-    return collective(c.getResult(), c.getMesh(), c.getGroup(), 1);
-  if (auto c = dyn_cast<ReduceScatterOp>(op))
-    return collective(c.getInput(), c.getMesh(), c.getGroup(), 1);
-  if (auto c = dyn_cast<BroadcastOp>(op))
-    return collective(c.getInput(), c.getMesh(), c.getGroup(), 1);
   if (double flops = gemmFlops(op))
     return overhead + flops / (p.gemmGflops * 1e9);
   double bytes = 0;
@@ -135,7 +117,7 @@ double secondsOf(Operation *op, const MachineProfile &p) {
 StepTime fsdp::predictStepTime(func::FuncOp step,
                                const MachineProfile &profile) {
   StepTime time;
-  double streamFree[3] = {0, 0, 0};
+  double streamFree[kNumStreams] = {};
   llvm::DenseMap<Value, double> ready; // when a value has been produced
   for (Operation &op : step.getBody().front()) {
     double start = 0;

@@ -8,9 +8,7 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 StreamKind fsdp::streamOf(Operation *op) {
-  if (isa<UnshardOp, AllGatherOp>(op))
-    return StreamKind::AllGather;
-  if (isa<ReduceGradsOp, ReduceScatterOp, AllReduceOp, BroadcastOp>(op))
-    return StreamKind::ReduceScatter;
+  if (auto collective = dyn_cast<CollectiveOpInterface>(op))
+    return collective.getStream();
   return StreamKind::Compute;
 }

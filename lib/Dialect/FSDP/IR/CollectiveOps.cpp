@@ -1,9 +1,97 @@
-//===- CollectiveOps.cpp - collectives and schedule ops --------------------===//
+//===- CollectiveOps.cpp - collectives and schedule ops
+//--------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
+
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.cpp.inc"
+
+StringRef fsdp::streamName(StreamKind stream) {
+  switch (stream) {
+  case StreamKind::Compute:
+    return "compute";
+  case StreamKind::AllGather:
+    return "all-gather";
+  case StreamKind::ReduceScatter:
+    return "reduce-scatter";
+  }
+  llvm_unreachable("unknown stream");
+}
+
+StringRef fsdp::collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::Broadcast:
+    return "broadcast";
+  }
+  llvm_unreachable("unknown collective");
+}
+
+//===----------------------------------------------------------------------===//
+// CollectiveOpInterface
+//===----------------------------------------------------------------------===//
+
+/// One collective of `kind` over `group` of `mesh` moving `data`.
+static CollectiveStep stepOver(CollectiveKind kind, MeshAttr mesh,
+                               MeshGroup group, Type data) {
+  FailureOr<int64_t> size = mesh.getGroupSize(group);
+  return {kind, group, succeeded(size) ? *size : 1,
+          cast<RankedTensorType>(data)};
+}
+
+SmallVector<CollectiveStep, 2> AllGatherOp::getCollectiveSteps() {
+  return {stepOver(CollectiveKind::AllGather, getMesh(), getGroup(),
+                   getResult().getType())};
+}
+StreamKind AllGatherOp::getStream() { return StreamKind::AllGather; }
+
+SmallVector<CollectiveStep, 2> ReduceScatterOp::getCollectiveSteps() {
+  return {stepOver(CollectiveKind::ReduceScatter, getMesh(), getGroup(),
+                   getInput().getType())};
+}
+StreamKind ReduceScatterOp::getStream() { return StreamKind::ReduceScatter; }
+
+SmallVector<CollectiveStep, 2> AllReduceOp::getCollectiveSteps() {
+  return {stepOver(CollectiveKind::AllReduce, getMesh(), getGroup(),
+                   getInput().getType())};
+}
+StreamKind AllReduceOp::getStream() { return StreamKind::ReduceScatter; }
+
+SmallVector<CollectiveStep, 2> BroadcastOp::getCollectiveSteps() {
+  return {stepOver(CollectiveKind::Broadcast, getMesh(), getGroup(),
+                   getInput().getType())};
+}
+StreamKind BroadcastOp::getStream() { return StreamKind::ReduceScatter; }
+
+SmallVector<CollectiveStep, 2> UnshardOp::getCollectiveSteps() {
+  return {stepOver(CollectiveKind::AllGather, getMesh(), MeshGroup::shard,
+                   getToken().getType().getValueType())};
+}
+StreamKind UnshardOp::getStream() { return StreamKind::AllGather; }
+
+/// Reduce-scatter over the shard group (when it has several ranks), then
+/// all-reduce over the replicate group of a 2-D mesh (when it has several):
+/// hybrid sharding does both, no-shard (DDP) only the all-reduce, one rank
+/// neither.
+SmallVector<CollectiveStep, 2> ReduceGradsOp::getCollectiveSteps() {
+  MeshAttr mesh = getMesh();
+  SmallVector<CollectiveStep, 2> steps;
+  if (mesh.getShard() > 1)
+    steps.push_back(stepOver(CollectiveKind::ReduceScatter, mesh,
+                             MeshGroup::shard, getGrad().getType()));
+  if (mesh.getRank() == 2 && mesh.getReplicate() > 1)
+    steps.push_back(stepOver(CollectiveKind::AllReduce, mesh,
+                             MeshGroup::replicate, getResult().getType()));
+  return steps;
+}
+StreamKind ReduceGradsOp::getStream() { return StreamKind::ReduceScatter; }
 
 namespace {
 /// How a collective's result dim 0 relates to its input dim 0.
@@ -83,14 +171,14 @@ LogicalResult AllReduceOp::verify() {
 }
 
 LogicalResult BroadcastOp::verify() {
-  if (failed(verifyCollective(*this, getInput().getType(), getType(),
-                              getMesh(), getGroup(), getDtype(), Dim0::Same)))
+  if (failed(verifyCollective(*this, getInput().getType(), getType(), getMesh(),
+                              getGroup(), getDtype(), Dim0::Same)))
     return failure();
   int64_t size = *getMesh().getGroupSize(getGroup());
   auto root = static_cast<int64_t>(getRoot());
   if (root < 0 || root >= size)
-    return emitOpError("root ") << root << " is not a rank of the " << size
-                                << "-rank group";
+    return emitOpError("root ")
+           << root << " is not a rank of the " << size << "-rank group";
   return success();
 }
 

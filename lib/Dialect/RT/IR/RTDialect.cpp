@@ -2,6 +2,7 @@
 
 #include "fsdp/Dialect/RT/IR/RTOps.h"
 
+#include "fsdp/rt/StepAbi.h"
 #include "fsdp/rt/fsdprt.h"
 
 #include "mlir/IR/DialectImplementation.h"
@@ -55,6 +56,17 @@ namespace {
                 " does not match fsdprt.h");
 #include "fsdp/Dialect/RT/IR/RTEntryPoints.def"
 #undef RT_ENTRY
+
+// The step: int32_t(*)(kinds of RTStepAbi.def...) must be fsdprt_step_fn.
+template <typename Leading, typename... Params> struct StepFnOf {
+  using type = int32_t (*)(Params...);
+};
+static_assert(std::is_same_v<fsdprt_step_fn, StepFnOf<void
+#define RT_STEP_ARG(name, kind) , kind
+#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
+#undef RT_STEP_ARG
+                                                      >::type>,
+              "RTStepAbi.def does not match fsdprt_step_fn in StepAbi.h");
 #undef CTX
 #undef STREAM
 #undef EVENT
@@ -89,14 +101,35 @@ const llvm::SmallVector<ParamKind> *rt::lookupEntryPoint(StringRef name) {
   return it == entryPoints().end() ? nullptr : &it->second;
 }
 
+ArrayRef<StringLiteral> rt::stepArgNames() {
+  static constexpr StringLiteral names[] = {
+#define RT_STEP_ARG(name, kind) #name,
+#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
+#undef RT_STEP_ARG
+  };
+  return names;
+}
+
+SmallVector<Type> rt::stepArgTypes(MLIRContext *context) {
+  Type CTX = ContextType::get(context), BUF = BufferType::get(context),
+       STREAM = StreamType::get(context), COMM = CommType::get(context),
+       I64 = IntegerType::get(context, 64);
+  return {
+#define RT_STEP_ARG(name, kind) kind,
+#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
+#undef RT_STEP_ARG
+  };
+}
+
 //===----------------------------------------------------------------------===//
 // Verifiers
 //===----------------------------------------------------------------------===//
 
 LogicalResult AllocAtOp::verify() {
-  if (getOffset() < 0 || getOffset() % 64 != 0)
+  if (getOffset() < 0 || getOffset() % FSDPRT_ARENA_ALIGNMENT != 0)
     return emitOpError("offset ")
-           << getOffset() << " is not a non-negative multiple of 64 bytes";
+           << getOffset() << " is not a non-negative multiple of "
+           << FSDPRT_ARENA_ALIGNMENT << " bytes";
   if (getBytes() < 0)
     return emitOpError("size ") << getBytes() << " is negative";
   return success();

@@ -12,6 +12,8 @@
 #ifndef FSDP_RT_ARENA_H
 #define FSDP_RT_ARENA_H
 
+#include "fsdp/rt/fsdprt.h"
+
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -22,7 +24,7 @@ namespace rt {
 
 class Arena {
 public:
-  static constexpr int64_t kAlignment = 64;
+  static constexpr int64_t kAlignment = FSDPRT_ARENA_ALIGNMENT;
 
   explicit Arena(int64_t capacity) : capacity_(capacity) {}
 

@@ -85,6 +85,9 @@ int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
 int32_t fsdprt_context_synchronize(int64_t ctx);
 
 /* ---- Buffers (per-rank arena) -------------------------------------------*/
+/* Every buffer starts at a multiple of this and its size is rounded up to  */
+/* it; the compiler's memory plan counts bytes the same way. */
+#define FSDPRT_ARENA_ALIGNMENT 64
 int32_t fsdprt_buffer_alloc(int64_t ctx, int64_t bytes, int64_t *out_buf);
 /* Places the buffer at a planned arena offset (the compiler's memory plan). */
 int32_t fsdprt_buffer_alloc_at(int64_t ctx, int64_t offset, int64_t bytes,

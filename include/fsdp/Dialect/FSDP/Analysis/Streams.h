@@ -1,19 +1,19 @@
 //===- Streams.h - which stream runs each op of a scheduled step -*- C++ -*-===//
 //
-// PyTorch FSDP's three streams: all-gathers on their own stream, gradient
-// reductions on another, everything else on the compute stream. The
-// lowering emits the ops there; fsdp-report's step-time prediction
-// simulates the same three streams.
+// PyTorch FSDP's three streams (Collectives.h): a collective runs on the
+// stream its CollectiveOpInterface names, everything else on the compute
+// stream. The lowering emits the ops there; fsdp-report's step-time
+// prediction simulates the same three streams.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DIALECT_FSDP_ANALYSIS_STREAMS_H
 #define FSDP_DIALECT_FSDP_ANALYSIS_STREAMS_H
 
+#include "fsdp/Dialect/FSDP/IR/Collectives.h"
+
 #include "mlir/IR/Operation.h"
 
 namespace mlir::fsdp {
-
-enum class StreamKind { Compute = 0, AllGather = 1, ReduceScatter = 2 };
 
 /// The stream an op of the scheduled step runs on.
 StreamKind streamOf(Operation *op);

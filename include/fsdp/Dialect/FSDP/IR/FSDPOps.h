@@ -3,6 +3,7 @@
 #ifndef FSDP_DIALECT_FSDP_IR_FSDPOPS_H
 #define FSDP_DIALECT_FSDP_IR_FSDPOPS_H
 
+#include "fsdp/Dialect/FSDP/IR/Collectives.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
@@ -21,6 +22,8 @@ namespace mlir::fsdp {
 class ForwardOp;
 class NNModuleOp;
 } // namespace mlir::fsdp
+
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"

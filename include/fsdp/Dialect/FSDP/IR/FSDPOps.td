@@ -212,8 +212,26 @@ def FSDP_SetBufferOp : FSDP_StateAccessOp<"set_buffer"> {
 // Collectives
 //===----------------------------------------------------------------------===//
 
+def FSDP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
+  let cppNamespace = "::mlir::fsdp";
+  let description = [{
+    An op that moves data between ranks: the collectives it issues, in
+    order, and the stream they run on (Collectives.h). The one definition
+    the report, the step-time model and the lowering read.
+  }];
+  let methods = [
+    InterfaceMethod<"The collectives this op issues, in issue order; none "
+                    "when no rank has data to exchange.",
+      "::llvm::SmallVector<::mlir::fsdp::CollectiveStep, 2>",
+      "getCollectiveSteps">,
+    InterfaceMethod<"The stream the collectives run on.",
+      "::mlir::fsdp::StreamKind", "getStream">,
+  ];
+}
+
 class FSDP_CollectiveOp<string mnemonic, list<Trait> traits = []>
-    : FSDP_Op<mnemonic, traits> {
+    : FSDP_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<FSDP_CollectiveOpInterface>])> {
   let results = (outs FSDP_DataTensor:$result);
   let hasVerifier = 1;
   code commonDescription = [{
@@ -297,7 +315,8 @@ def FSDP_BroadcastOp : FSDP_CollectiveOp<"broadcast", [
 // Schedule
 //===----------------------------------------------------------------------===//
 
-def FSDP_UnshardOp : FSDP_Op<"unshard"> {
+def FSDP_UnshardOp : FSDP_Op<"unshard", [
+    DeclareOpInterfaceMethods<FSDP_CollectiveOpInterface>]> {
   let summary = "starts gathering a unit's flat parameter (asynchronous)";
   let description = [{
     Issues the all-gather of `unit`'s local shard over the shard group and
@@ -344,7 +363,8 @@ def FSDP_ReshardOp : FSDP_Op<"reshard"> {
   let assemblyFormat = "$full `unit` $unit attr-dict `:` type($full)";
 }
 
-def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads"> {
+def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads", [
+    DeclareOpInterfaceMethods<FSDP_CollectiveOpInterface>]> {
   let summary = "reduces a unit's full flat gradient to the local shard";
   let description = [{
     Reduce-scatter over the shard group, then all-reduce over the replicate
