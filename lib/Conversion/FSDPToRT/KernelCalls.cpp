@@ -5,7 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "StepLowering.h"
+#include "CallBuilder.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
@@ -63,8 +66,8 @@ static int32_t activationKind(Operation *op) {
 namespace {
 /// Builds the operand list of one call: tensors as (buffer, offset).
 struct Args {
-  explicit Args(StepLowering &l) : l(l) {}
-  StepLowering &l;
+  explicit Args(CallBuilder &l) : l(l) {}
+  CallBuilder &l;
   SmallVector<Value> values;
   Args &t(Value tensor) {
     l.pushTensor(values, tensor);
@@ -107,7 +110,7 @@ struct Args {
 } // namespace
 
 /// matmul: [batch..., m, k] x [k, n] or [batch..., k, n].
-static LogicalResult emitMatmul(StepLowering &l, nn::MatmulOp op) {
+static LogicalResult emitMatmul(CallBuilder &l, nn::MatmulOp op) {
   ArrayRef<int64_t> a = shapeOf(op.getLhs()), bShape = shapeOf(op.getRhs());
   if (a.size() < 2 || bShape.size() < 2 ||
       (bShape.size() > 2 && bShape.size() != a.size()))
@@ -137,7 +140,7 @@ static LogicalResult emitMatmul(StepLowering &l, nn::MatmulOp op) {
 }
 
 template <typename BinaryOp>
-static void emitBinary(StepLowering &l, BinaryOp op, int32_t code) {
+static void emitBinary(CallBuilder &l, BinaryOp op, int32_t code) {
   Args{l}
       .i32(dtypeOf(op.getResult()))
       .i32(code)
@@ -150,7 +153,7 @@ static void emitBinary(StepLowering &l, BinaryOp op, int32_t code) {
 }
 
 /// nn.broadcast is the backward of a sum over the broadcast dimensions.
-static void emitBroadcast(StepLowering &l, nn::BroadcastOp op) {
+static void emitBroadcast(CallBuilder &l, nn::BroadcastOp op) {
   ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
   SmallVector<int64_t> dims;
   size_t lead = out.size() - in.size();
@@ -169,7 +172,7 @@ static void emitBroadcast(StepLowering &l, nn::BroadcastOp op) {
 }
 
 template <typename ReduceOp>
-static void emitReduce(StepLowering &l, ReduceOp op, int32_t kind) {
+static void emitReduce(CallBuilder &l, ReduceOp op, int32_t kind) {
   ArrayRef<int64_t> dims = op.getDims();
   Args{l}
       .i32(dtypeOf(op.getResult()))
@@ -182,7 +185,7 @@ static void emitReduce(StepLowering &l, ReduceOp op, int32_t kind) {
       .call("reduce_forward");
 }
 
-static void emitAttention(StepLowering &l, Operation *op, Value q, Value k,
+static void emitAttention(CallBuilder &l, Operation *op, Value q, Value k,
                           Value v, int64_t heads, std::optional<uint64_t> kv,
                           bool causal, std::optional<APFloat> scale,
                           Value grad, ValueRange results) {
@@ -201,10 +204,10 @@ static void emitAttention(StepLowering &l, Operation *op, Value q, Value k,
       .call(grad ? "attention_backward" : "attention_forward");
 }
 
-LogicalResult StepLowering::emitKernel(Operation *op) {
+LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](nn::LinearOp o) {
-        Args{*this}
+        Args{calls}
             .i32(dtypeOf(o.getResult()))
             .t(o.getInput())
             .t(o.getWeight())
@@ -216,21 +219,21 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
             .call("linear_forward");
         return success();
       })
-      .Case([&](nn::MatmulOp o) { return emitMatmul(*this, o); })
+      .Case([&](nn::MatmulOp o) { return emitMatmul(calls, o); })
       .Case([&](nn::AddOp o) {
-        emitBinary(*this, o, FSDPRT_ADD);
+        emitBinary(calls, o, FSDPRT_ADD);
         return success();
       })
       .Case([&](nn::SubOp o) {
-        emitBinary(*this, o, FSDPRT_SUB);
+        emitBinary(calls, o, FSDPRT_SUB);
         return success();
       })
       .Case([&](nn::MulOp o) {
-        emitBinary(*this, o, FSDPRT_MUL);
+        emitBinary(calls, o, FSDPRT_MUL);
         return success();
       })
       .Case([&](nn::ScaleOp o) {
-        Args{*this}
+        Args{calls}
             .i32(dtypeOf(o.getResult()))
             .t(o.getInput())
             .t(o.getResult())
@@ -240,30 +243,30 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](nn::BroadcastOp o) {
-        emitBroadcast(*this, o);
+        emitBroadcast(calls, o);
         return success();
       })
       .Case<nn::ReluOp, nn::SiluOp, nn::GeluOp>([&](auto o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(activationKind(o))
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(activationKind(o))
             .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
             .call("activation_forward");
         return success();
       })
       .Case<nn::ReluGradOp, nn::SiluGradOp, nn::GeluGradOp>([&](auto o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(activationKind(o))
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(activationKind(o))
             .t(o.getInput()).t(o.getGrad()).t(o.getResult())
             .i64(numel(o.getResult())).call("activation_backward");
         return success();
       })
       .Case([&](nn::LayerNormOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput())
             .opt(o.getWeight()).opt(o.getBias()).t(o.getResult())
             .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
             .f64(o.getEpsilon().convertToDouble()).call("layer_norm_forward");
         return success();
       })
       .Case([&](nn::LayerNormGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
             .opt(o.getWeight()).t(o.getGrad()).t(o.getInputGrad())
             .t(o.getWeightGrad()).t(o.getBiasGrad())
             .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
@@ -271,14 +274,14 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](nn::RMSNormOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput())
             .opt(o.getWeight()).t(o.getResult())
             .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
             .f64(o.getEpsilon().convertToDouble()).call("rms_norm_forward");
         return success();
       })
       .Case([&](nn::RMSNormGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
             .opt(o.getWeight()).t(o.getGrad()).t(o.getInputGrad())
             .t(o.getWeightGrad())
             .i64(rows(o.getInput())).i64(lastDim(o.getInput()))
@@ -287,17 +290,19 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
       })
       .Case([&](nn::DropoutOp o) {
         // The backward is the same op on the cotangent: same key, same mask.
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput())
             .t(o.getResult()).i64(numel(o.getResult()))
-            .f64(o.getP().convertToDouble()).value(seed()).value(stepCount())
-            .value(dropoutKey(int64_t(o.getRngId())))
+            .f64(o.getP().convertToDouble())
+            .value(calls.seed())
+            .value(calls.stepCount())
+            .value(calls.dropoutKey(int64_t(o.getRngId())))
             .call("dropout_forward");
         return success();
       })
       .Case([&](nn::BatchNormOp o) {
         // Training updates the running statistics in place: the op's new
         // statistics alias them (storageAliasOf).
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput())
             .t(o.getWeight()).t(o.getBias()).t(o.getRunningMean())
             .t(o.getRunningVar()).t(o.getResult())
             .i64(shapeOf(o.getInput())[0]).i64(shapeOf(o.getInput())[1])
@@ -308,7 +313,7 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](nn::BatchNormGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getInputGrad())).t(o.getInput())
             .t(o.getWeight()).t(o.getRunningMean()).t(o.getRunningVar())
             .t(o.getGrad()).t(o.getInputGrad()).t(o.getWeightGrad())
             .t(o.getBiasGrad()).i64(shapeOf(o.getInput())[0])
@@ -321,33 +326,33 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
       .Case([&](nn::SoftmaxOp o) {
         int64_t rank = shapeOf(o.getInput()).size();
         int64_t dim = o.getDim() < 0 ? o.getDim() + rank : o.getDim();
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
             .shape(o.getInput()).i32(dim).call("softmax_forward");
         return success();
       })
       .Case([&](nn::EmbeddingOp o) {
         ArrayRef<int64_t> table = shapeOf(o.getTable());
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(dtypeOf(o.getIndices()))
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(dtypeOf(o.getIndices()))
             .t(o.getIndices()).t(o.getTable()).t(o.getResult())
             .i64(numel(o.getIndices())).i64(table[0]).i64(table[1])
             .call("embedding_forward");
         return success();
       })
       .Case([&](nn::EmbeddingGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(dtypeOf(o.getIndices()))
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(dtypeOf(o.getIndices()))
             .t(o.getIndices()).t(o.getGrad()).t(o.getResult())
             .i64(numel(o.getIndices())).i64(shapeOf(o.getResult())[0])
             .i64(shapeOf(o.getResult())[1]).call("embedding_backward");
         return success();
       })
       .Case([&](nn::AttentionOp o) {
-        emitAttention(*this, o, o.getQuery(), o.getKey(), o.getValue(),
+        emitAttention(calls, o, o.getQuery(), o.getKey(), o.getValue(),
                       o.getNumHeads(), o.getNumKvHeads(), o.getCausal(),
                       o.getScale(), Value(), o->getResults());
         return success();
       })
       .Case([&](nn::AttentionGradOp o) {
-        emitAttention(*this, o, o.getQuery(), o.getKey(), o.getValue(),
+        emitAttention(calls, o, o.getQuery(), o.getKey(), o.getValue(),
                       o.getNumHeads(), o.getNumKvHeads(), o.getCausal(),
                       o.getScale(), o.getGrad(), o->getResults());
         return success();
@@ -355,20 +360,20 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
       .Case([&](nn::RoPEOp o) {
         ArrayRef<int64_t> s = shapeOf(o.getInput());
         int64_t heads = o.getNumHeads();
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
             .i64(s[0]).i64(s[1]).i64(heads).i64(s[2] / heads)
             .f64(o.getTheta().convertToDouble())
             .call(o.getInverse() ? "rope_backward" : "rope_forward");
         return success();
       })
       .Case([&](nn::CastOp o) {
-        Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getInput())).t(o.getInput())
             .i32(dtypeOf(o.getResult())).t(o.getResult())
             .i64(numel(o.getResult())).call("cast");
         return success();
       })
       .Case([&](nn::TransposeOp o) {
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getInput()).t(o.getResult())
             .shape(o.getInput()).array(o.getPermutation())
             .call("transpose_forward");
         return success();
@@ -376,43 +381,43 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
       .Case([&](nn::SplitOp o) {
         SmallVector<Value> outs, offs;
         for (Value r : o.getResults()) {
-          TensorRef t = ref(r);
+          TensorRef t = calls.ref(r);
           outs.push_back(t.buffer);
-          offs.push_back(i64(t.offset));
+          offs.push_back(calls.i64(t.offset));
         }
-        Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput())
+        Args{calls}.i32(dtypeOf(o.getInput())).t(o.getInput())
             .shape(o.getInput()).i32(o.getDim())
             .i32(o.getResults().size()).array(o.getSizes())
-            .value(array(ArrayRef<Value>(outs)))
-            .value(array(ArrayRef<Value>(offs))).call("split");
+            .value(calls.array(ArrayRef<Value>(outs)))
+            .value(calls.array(ArrayRef<Value>(offs))).call("split");
         return success();
       })
       .Case([&](nn::ConcatOp o) {
         SmallVector<Value> ins, offs;
         SmallVector<int64_t> sizes;
         for (Value in : o.getInputs()) {
-          TensorRef t = ref(in);
+          TensorRef t = calls.ref(in);
           ins.push_back(t.buffer);
-          offs.push_back(i64(t.offset));
+          offs.push_back(calls.i64(t.offset));
           sizes.push_back(shapeOf(in)[o.getDim()]);
         }
-        Args{*this}.i32(dtypeOf(o.getResult())).i32(ins.size())
-            .value(array(ArrayRef<Value>(ins)))
-            .value(array(ArrayRef<Value>(offs))).array(sizes)
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(ins.size())
+            .value(calls.array(ArrayRef<Value>(ins)))
+            .value(calls.array(ArrayRef<Value>(offs))).array(sizes)
             .shape(o.getResult()).i32(o.getDim()).t(o.getResult())
             .call("concat");
         return success();
       })
       .Case([&](nn::ReduceSumOp o) {
-        emitReduce(*this, o, FSDPRT_REDUCE_SUM);
+        emitReduce(calls, o, FSDPRT_REDUCE_SUM);
         return success();
       })
       .Case([&](nn::ReduceMeanOp o) {
-        emitReduce(*this, o, FSDPRT_REDUCE_MEAN);
+        emitReduce(calls, o, FSDPRT_REDUCE_MEAN);
         return success();
       })
       .Case([&](nn::CrossEntropyOp o) {
-        Args{*this}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
+        Args{calls}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
             .t(o.getLogits()).t(o.getTargets()).t(o.getResult())
             .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
             .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
@@ -420,7 +425,7 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](nn::CrossEntropyGradOp o) {
-        Args{*this}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
+        Args{calls}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
             .t(o.getLogits()).t(o.getTargets()).t(o.getGrad()).t(o.getResult())
             .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
             .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
@@ -428,7 +433,7 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](nn::MSELossOp o) {
-        Args{*this}.i32(dtypeOf(o.getInput())).t(o.getInput()).t(o.getTarget())
+        Args{calls}.i32(dtypeOf(o.getInput())).t(o.getInput()).t(o.getTarget())
             .t(o.getResult()).i64(numel(o.getInput()))
             .i32(lossReduction(o.getReduction())).call("mse_loss_forward");
         return success();
@@ -441,7 +446,7 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
               "nowhere else)");
         auto c = cast<DenseIntElementsAttr>(
             o.getRhs().getDefiningOp<arith::ConstantOp>().getValue());
-        Args{*this}.i32(dtypeOf(o.getResult())).t(o.getResult())
+        Args{calls}.i32(dtypeOf(o.getResult())).t(o.getResult())
             .i64(numel(o.getResult()))
             .i64(c.getSplatValue<APInt>().getSExtValue())
             .call("add_integer");
@@ -451,36 +456,39 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         auto value = dyn_cast<DenseElementsAttr>(o.getValue());
         if (!value)
           return o.emitOpError("has no runtime lowering (not dense elements)");
-        TensorRef t = ref(o.getResult());
-        rt::CopyConstantOp::create(builder(), o.getLoc(), ctx, stream(current),
-                                   t.buffer, builder().getI64IntegerAttr(t.offset),
-                                   value);
+        TensorRef t = calls.ref(o.getResult());
+        OpBuilder &b = calls.builder();
+        rt::CopyConstantOp::create(b, o.getLoc(), calls.context(),
+                                   calls.stream(), t.buffer,
+                                   b.getI64IntegerAttr(t.offset), value);
         return success();
       })
       .Case([&](FlattenOp o) {
         // Inputs back to back, then zeros up to the padded size.
-        TensorRef flat = ref(o.getResult());
+        TensorRef flat = calls.ref(o.getResult());
         int64_t offset = 0;
         for (Value in : o.getInputs()) {
-          TensorRef src = ref(in);
+          TensorRef src = calls.ref(in);
           bool inPlace = src.buffer == flat.buffer &&
                          src.offset == flat.offset + offset;
           if (!inPlace) // gradients written in their slot need no copy
-            call("copy", {flat.buffer, i64(flat.offset + offset), src.buffer,
-                          i64(src.offset), i64(bytesOf(in))});
+            calls.call("copy", {flat.buffer, calls.i64(flat.offset + offset),
+                                src.buffer, calls.i64(src.offset),
+                                calls.i64(bytesOf(in))});
           offset += bytesOf(in);
         }
         int64_t elementBytes = bytesOf(o.getResult()) / numel(o.getResult());
         int64_t padding = numel(o.getResult()) - offset / elementBytes;
         if (padding > 0)
-          call("fill", {i32(dtypeOf(o.getResult())), flat.buffer,
-                        i64(flat.offset + offset), i64(padding), f64(0.0)});
+          calls.call("fill", {calls.i32(dtypeOf(o.getResult())), flat.buffer,
+                              calls.i64(flat.offset + offset),
+                              calls.i64(padding), calls.f64(0.0)});
         return success();
       })
       .Case([&](AdamWStepOp o) {
-        Args{*this}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
+        Args{calls}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
             .t(o.getExpAvg()).t(o.getExpAvgSq()).i64(numel(o.getParam()))
-            .value(stepCount()).f64(o.getLr().convertToDouble())
+            .value(calls.stepCount()).f64(o.getLr().convertToDouble())
             .f64(o.getBeta1().convertToDouble())
             .f64(o.getBeta2().convertToDouble())
             .f64(o.getEps().convertToDouble())
@@ -488,9 +496,9 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](SGDStepOp o) {
-        Args{*this}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
+        Args{calls}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
             .opt(o.getMomentumBuffer()).i64(numel(o.getParam()))
-            .value(stepCount()).f64(o.getLr().convertToDouble())
+            .value(calls.stepCount()).f64(o.getLr().convertToDouble())
             .f64(o.getMomentum().convertToDouble())
             .f64(o.getDampening().convertToDouble())
             .f64(o.getWeightDecay().convertToDouble()).i32(o.getNesterov())
@@ -498,39 +506,8 @@ LogicalResult StepLowering::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](ClipGradNormOp o) {
-        Args{*this}.t(o.getSumOfSquares()).t(o.getNorm()).t(o.getCoefficient())
+        Args{calls}.t(o.getSumOfSquares()).t(o.getNorm()).t(o.getCoefficient())
             .f64(o.getMaxNorm().convertToDouble()).call("clip_coefficient");
-        return success();
-      })
-      .Case([&](AllReduceOp o) -> LogicalResult {
-        MeshAttr mesh = o.getMesh();
-        bool replicate = o.getGroup() == MeshGroup::replicate ||
-                         (o.getGroup() == MeshGroup::world && mesh.getShard() == 1);
-        if (o.getGroup() == MeshGroup::world && mesh.getRank() == 2 &&
-            mesh.getShard() > 1 && mesh.getReplicate() > 1)
-          return o.emitOpError("over the whole 2-D mesh has no runtime "
-                               "lowering yet (the step gets the shard and "
-                               "replicate communicators)");
-        int32_t dtype = dtypeOf(o.getInput());
-        int64_t n = numel(o.getInput());
-        auto scale = [&](Value from, double factor) {
-          Args{*this}.i32(dtype).t(from).t(o.getResult()).i64(n).f64(factor)
-              .call("scale_forward");
-        };
-        double pre = o.getPreDivide().convertToDouble();
-        double post = o.getPostDivide().convertToDouble();
-        Value src = o.getInput();
-        if (pre != 1.0) {
-          scale(src, 1.0 / pre);
-          src = o.getResult();
-        }
-        int32_t kind = o.getReduce() == ReduceKind::avg   ? FSDPRT_COMM_AVG
-                       : o.getReduce() == ReduceKind::max ? FSDPRT_COMM_MAX
-                                                          : FSDPRT_COMM_SUM;
-        Args{*this}.value(comm(replicate)).i32(dtype).i32(kind).t(src)
-            .t(o.getResult()).i64(n).call("all_reduce");
-        if (post != 1.0)
-          scale(o.getResult(), 1.0 / post);
         return success();
       })
       .Default([&](Operation *o) {

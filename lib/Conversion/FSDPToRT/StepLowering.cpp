@@ -19,24 +19,8 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-int32_t fsdp::dtypeCode(Type type) {
-  if (type.isF32())
-    return FSDPRT_F32;
-  if (type.isBF16())
-    return FSDPRT_BF16;
-  if (type.isF16())
-    return FSDPRT_F16;
-  if (type.isInteger(32))
-    return FSDPRT_I32;
-  if (type.isInteger(64))
-    return FSDPRT_I64;
-  return -1;
-}
-
 /// Ops that only rename storage: they emit nothing.
-static bool isAliasOp(Operation *op) {
-  return isa<ViewOp, nn::ReshapeOp>(op);
-}
+static bool isAliasOp(Operation *op) { return isa<ViewOp, nn::ReshapeOp>(op); }
 
 Value fsdp::storageRoot(Value tensor, const StepLayout &layout) {
   for (;;) {
@@ -74,92 +58,22 @@ bool fsdp::isStorageFree(Operation *op) {
 
 StepLowering::StepLowering(func::FuncOp step, const StepLayout &layout,
                            func::FuncOp out)
-    : step(step), out(out), layout(layout), b(out.getContext()),
-      loc(step.getLoc()) {}
-
-Value StepLowering::i32(int64_t v) {
-  Value &c = intConstants[{32, v}];
-  if (!c)
-    c = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-  return c;
-}
-Value StepLowering::i64(int64_t v) {
-  Value &c = intConstants[{64, v}];
-  if (!c)
-    c = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  return c;
-}
-Value StepLowering::f64(double v) {
-  Value &c = floatConstants[v];
-  if (!c)
-    c = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
-  return c;
-}
-Value StepLowering::nullBuffer() {
-  if (!null)
-    null = rt::NullOp::create(b, loc, rt::BufferType::get(b.getContext()));
-  return null;
-}
-
-Value StepLowering::dropoutKey(int64_t rngId) {
-  Value first = arith::MulIOp::create(b, loc, rank, i64(dropoutSites));
-  return arith::AddIOp::create(b, loc, first, i64(rngId));
-}
-
-Value StepLowering::stream(StreamKind kind) { return streams[int(kind)]; }
-Value StepLowering::comm(bool replicate) {
-  return replicate ? replicateComm : shardComm;
-}
+    : step(step), out(out), layout(layout), calls(out.getContext()),
+      b(calls.builder()), loc(step.getLoc()) {}
 
 Value StepLowering::rootOf(Value tensor) const {
   return storageRoot(tensor, layout);
 }
 
-TensorRef StepLowering::ref(Value tensor) {
-  auto it = refs.find(tensor);
-  assert(it != refs.end() && "tensor used before it was placed");
-  return it->second;
-}
-
-void StepLowering::pushTensor(SmallVectorImpl<Value> &args, Value tensor) {
-  TensorRef r = ref(tensor);
-  args.push_back(r.buffer);
-  args.push_back(i64(r.offset));
-}
-void StepLowering::pushNull(SmallVectorImpl<Value> &args) {
-  args.push_back(nullBuffer());
-  args.push_back(i64(0));
-}
-
-Value StepLowering::array(ArrayRef<int64_t> values) {
-  SmallVector<Value> elements;
-  for (int64_t v : values)
-    elements.push_back(i64(v));
-  return array(ArrayRef<Value>(elements));
-}
-Value StepLowering::array(ArrayRef<Value> values) {
-  if (values.empty()) // a rank-0 shape: the callee reads nothing
-    return array(ArrayRef<Value>{i64(0)});
-  return rt::ArrayOp::create(b, loc, rt::ArrayType::get(b.getContext()),
-                             values);
-}
-
-void StepLowering::call(StringRef name, ArrayRef<Value> args) {
-  SmallVector<Value> operands{ctx, stream(current)};
-  operands.append(args.begin(), args.end());
-  rt::CallOp::create(b, loc, TypeRange(),
-                     FlatSymbolRefAttr::get(b.getContext(), name), operands);
-}
-
 void StepLowering::place(Value v) {
   auto it = layout.transients.find(v);
-  if (it == layout.transients.end() || refs.count(v))
+  if (it == layout.transients.end() || calls.isBound(v))
     return; // not transient, or already placed (by its unshard, a slot)
-  Value buffer = rt::AllocAtOp::create(
-      b, loc, rt::BufferType::get(b.getContext()), ctx,
-      b.getI64IntegerAttr(it->second.offset),
-      b.getI64IntegerAttr(it->second.bytes));
-  refs[v] = {buffer, 0};
+  Value buffer =
+      rt::AllocAtOp::create(b, loc, rt::BufferType::get(b.getContext()), ctx,
+                            b.getI64IntegerAttr(it->second.offset),
+                            b.getI64IntegerAttr(it->second.bytes));
+  calls.bind(v, {buffer, 0});
 }
 
 Value StepLowering::event() {
@@ -192,16 +106,20 @@ LogicalResult StepLowering::run() {
   streams[int(StreamKind::Compute)] = arg(rt::StepArg::compute);
   streams[int(StreamKind::AllGather)] = arg(rt::StepArg::all_gather);
   streams[int(StreamKind::ReduceScatter)] = arg(rt::StepArg::reduce_scatter);
-  shardComm = arg(rt::StepArg::shard);
-  replicateComm = arg(rt::StepArg::replicate);
   eventInsertPoint = b.saveInsertionPoint();
-  stepPlusOne =
-      arith::AddIOp::create(b, loc, arg(rt::StepArg::step_count), i64(1));
-  runSeed = arg(rt::StepArg::seed);
-  rank = arg(rt::StepArg::rank);
+  calls.setOp(stream(StreamKind::Compute), loc);
+  StepValues values;
+  values.ctx = ctx;
+  values.shardComm = arg(rt::StepArg::shard);
+  values.replicateComm = arg(rt::StepArg::replicate);
+  values.stepPlusOne =
+      arith::AddIOp::create(b, loc, arg(rt::StepArg::step_count), calls.i64(1));
+  values.seed = arg(rt::StepArg::seed);
+  values.rank = arg(rt::StepArg::rank);
   llvm::DenseSet<int64_t> sites; // a forward and its VJP share their id
   step.walk([&](nn::DropoutOp d) { sites.insert(int64_t(d.getRngId())); });
-  dropoutSites = sites.size();
+  values.dropoutSites = sites.size();
+  calls.setStepValues(values);
 
   SmallVector<Operation *> ops;
   for (Operation &op : body) {
@@ -209,7 +127,7 @@ LogicalResult StepLowering::run() {
     ops.push_back(&op);
   }
   for (auto [value, offset] : layout.persistentOffset)
-    refs[value] = {persistent, offset};
+    calls.bind(value, {persistent, offset});
 
   // Who touches each transient buffer, on which stream, and last.
   forEachStorageUse(body, layout, [&](Operation *op, Value root) {
@@ -238,7 +156,8 @@ LogicalResult StepLowering::run() {
         recordAfterOp.insert(i);
   }
   // Events after producers read on another stream.
-  auto readStream = [&](Value v, auto &&self, SmallVectorImpl<int> &out) -> void {
+  auto readStream = [&](Value v, auto &&self,
+                        SmallVectorImpl<int> &out) -> void {
     for (Operation *user : v.getUsers()) {
       if (isHostStepCounter(user) || isa<func::ReturnOp>(user))
         continue;
@@ -267,13 +186,13 @@ LogicalResult StepLowering::run() {
       continue;
     if (isAliasOp(&op)) {
       Value source = op.getOperand(0);
-      TensorRef r = ref(source);
+      TensorRef r = calls.ref(source);
       if (auto view = dyn_cast<ViewOp>(op))
         r.offset += view.getOffset() *
                     llvm::divideCeil(cast<RankedTensorType>(source.getType())
                                          .getElementTypeBitWidth(),
                                      8);
-      refs[op.getResult(0)] = r;
+      calls.bind(op.getResult(0), r);
       if (producer.count(source)) {
         producer[op.getResult(0)] = producer[source];
         if (producedEvent.count(source))
@@ -289,15 +208,15 @@ LogicalResult StepLowering::run() {
       defined.push_back(cast<WaitOp>(*unshard->getUsers().begin()).getResult());
     for (Value v : defined) {
       if (Value source = storageAliasOf(v)) { // updated in place
-        refs[v] = ref(source);
+        calls.bind(v, calls.ref(source));
         continue;
       }
       auto slot = layout.flatSlots.find(v);
       if (slot != layout.flatSlots.end()) {
         // A gradient lives in its flat gradient, placed at the first one.
         place(slot->second.first);
-        TensorRef flat = ref(slot->second.first);
-        refs[v] = {flat.buffer, flat.offset + slot->second.second};
+        TensorRef flat = calls.ref(slot->second.first);
+        calls.bind(v, {flat.buffer, flat.offset + slot->second.second});
         continue;
       }
       place(v);
@@ -325,7 +244,7 @@ LogicalResult StepLowering::run() {
             waited.insert({int(current), eventAfter[last]}).second)
           rt::StreamWaitOp::create(b, loc, ctx, stream(current),
                                    eventAfter[last]);
-      rt::FreeOp::create(b, loc, ctx, stream(current), ref(root).buffer);
+      rt::FreeOp::create(b, loc, ctx, stream(current), calls.ref(root).buffer);
     }
   }
   rt::SynchronizeOp::create(b, loc, ctx);
@@ -336,76 +255,13 @@ LogicalResult StepLowering::run() {
 }
 
 LogicalResult StepLowering::emitOp(Operation *op) {
-  if (auto unshard = dyn_cast<UnshardOp>(op)) {
-    Value full = cast<WaitOp>(*unshard->getUsers().begin()).getResult();
-    auto type = cast<RankedTensorType>(full.getType());
-    SmallVector<Value> args{comm(false), i32(dtypeCode(type.getElementType()))};
-    pushTensor(args, unshard.getShard());
-    pushTensor(args, full);
-    args.push_back(i64(type.getNumElements()));
-    call("all_gather", args);
-    return success();
-  }
   // A wait is where compute waits for the gather's event (as for any
   // operand produced on another stream); the buffer was placed at the
   // unshard. A reshard is the gathered buffer's last use: its free follows.
   if (isa<WaitOp, ReshardOp, func::ReturnOp>(op))
     return success();
-  if (auto reduce = dyn_cast<ReduceGradsOp>(op)) {
-    auto type = cast<RankedTensorType>(reduce.getGrad().getType());
-    int32_t dtype = dtypeCode(type.getElementType());
-    int32_t kind = reduce.getReduce() == ReduceKind::avg ? FSDPRT_COMM_AVG
-                                                         : FSDPRT_COMM_SUM;
-    double pre = reduce.getPreDivide().convertToDouble();
-    double post = reduce.getPostDivide().convertToDouble();
-    Value src = reduce.getGrad(), dst = reduce.getResult();
-    SmallVector<CollectiveStep, 2> steps = reduce.getCollectiveSteps();
-    if (steps.empty()) { // one rank: the gradient is already the result
-      SmallVector<Value> args;
-      pushTensor(args, dst);
-      pushTensor(args, src);
-      int64_t bytes = type.getNumElements() *
-                      llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-      args.push_back(i64(bytes));
-      call("copy", args);
-      return success();
-    }
-    for (const CollectiveStep &step : steps) {
-      if (step.kind == CollectiveKind::ReduceScatter) {
-        SmallVector<Value> args{comm(false), i32(dtype), i32(kind)};
-        pushTensor(args, src);
-        pushTensor(args, dst);
-        args.append({i64(type.getNumElements()), f64(pre), f64(post)});
-        call("reduce_scatter", args);
-        src = dst;
-        pre = post = 1.0;
-        kind = FSDPRT_COMM_SUM; // replicas add their averaged shards
-        continue;
-      }
-      // The all-reduce over replicas: no-shard reduces the whole gradient
-      // here, hybrid adds the replicas' reduced shards. Divide factors apply
-      // around the sum, as in PyTorch.
-      int64_t numel = cast<RankedTensorType>(dst.getType()).getNumElements();
-      auto scale = [&](Value from, double factor) {
-        SmallVector<Value> args{i32(dtype)};
-        pushTensor(args, from);
-        pushTensor(args, dst);
-        args.append({i64(numel), f64(factor)});
-        call("scale_forward", args);
-      };
-      if (pre != 1.0) {
-        scale(src, 1.0 / pre);
-        src = dst;
-      }
-      SmallVector<Value> args{comm(true), i32(dtype), i32(kind)};
-      pushTensor(args, src);
-      pushTensor(args, dst);
-      args.push_back(i64(numel));
-      call("all_reduce", args);
-      if (post != 1.0)
-        scale(dst, 1.0 / post);
-    }
-    return success();
-  }
-  return emitKernel(op);
+  calls.setOp(stream(current), loc);
+  if (isa<CollectiveOpInterface>(op))
+    return emitCollective(calls, op);
+  return emitKernel(calls, op);
 }

@@ -1,7 +1,10 @@
-//===- StepLowering.h - rewriting one train step into rt ops -----*- C++ -*-===//
+//===- StepLowering.h - rewriting one train step into rt ops -----*- C++
+//-*-===//
 
 #ifndef FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
 #define FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
+
+#include "CallBuilder.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/Streams.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -15,13 +18,6 @@
 #include <map>
 
 namespace mlir::fsdp {
-
-
-/// Where a tensor lives: a buffer and a byte offset into it.
-struct TensorRef {
-  Value buffer;
-  int64_t offset = 0;
-};
 
 /// The persistent part of the arena (arguments, constants, the loss) and
 /// the transient plan, decided before any op is emitted.
@@ -50,34 +46,6 @@ public:
   /// Emits every op; fails with a diagnostic on an op it cannot lower.
   LogicalResult run();
 
-  // For the per-op emitters (KernelCalls.cpp).
-  OpBuilder &builder() { return b; }
-  Value i32(int64_t v);
-  Value i64(int64_t v);
-  Value f64(double v);
-  Value nullBuffer();
-  TensorRef ref(Value tensor);
-  /// Appends (buffer, offset) of `tensor` to `args`.
-  void pushTensor(SmallVectorImpl<Value> &args, Value tensor);
-  /// Appends a null buffer and offset 0 (an absent optional operand).
-  void pushNull(SmallVectorImpl<Value> &args);
-  Value array(ArrayRef<int64_t> values);
-  Value array(ArrayRef<Value> values);
-  /// rt.call @name(ctx, stream-of-current-op, args...).
-  void call(StringRef name, ArrayRef<Value> args);
-  Value stream(StreamKind kind);
-  Value comm(bool replicate);
-  Value stepCount() { return stepPlusOne; }
-  /// The run's seed and the rng_id that keys a dropout mask. The step
-  /// numbers its S dropout sites (every call, every micro-batch) in their
-  /// low 32 bits; rank r continues the numbering at r x S, so that N ranks
-  /// drop what one rank with N times the micro-batches drops.
-  Value seed() { return runSeed; }
-  Value dropoutKey(int64_t rngId);
-
-  /// Emits the runtime call(s) of a compute op; fails if it has none.
-  LogicalResult emitKernel(Operation *op);
-
 private:
   LogicalResult emitOp(Operation *op);
   void waitForOperands(Operation *op, StreamKind kind);
@@ -86,18 +54,15 @@ private:
   void place(Value v);
   Value event();
 
+  Value stream(StreamKind kind) { return streams[int(kind)]; }
+
   func::FuncOp step, out;
   const StepLayout &layout;
-  OpBuilder b;
+  CallBuilder calls;
+  OpBuilder &b; // calls.builder()
   Location loc;
-  Value ctx, persistent, streams[kNumStreams], shardComm, replicateComm, stepPlusOne,
-      runSeed, rank;
-  int64_t dropoutSites = 0;
+  Value ctx, persistent, streams[kNumStreams];
   StreamKind current = StreamKind::Compute;
-  std::map<std::pair<int, int64_t>, Value> intConstants;
-  std::map<double, Value> floatConstants;
-  Value null;
-  llvm::DenseMap<Value, TensorRef> refs;
   llvm::DenseMap<Operation *, int64_t> index;
   /// The stream that produced a value, and the event recorded after it
   /// when another stream reads it.
@@ -112,7 +77,7 @@ private:
     int64_t last = -1;
   };
   llvm::DenseMap<Value, Uses> uses;
-  llvm::DenseMap<int64_t, SmallVector<Value>> freesAfter;  // op index -> roots
+  llvm::DenseMap<int64_t, SmallVector<Value>> freesAfter; // op index -> roots
   SmallVector<Value> events;
   OpBuilder::InsertPoint eventInsertPoint;
 };
@@ -133,9 +98,6 @@ bool isStorageFree(Operation *op);
 
 /// The value the step returns with result attribute `name`, or null.
 Value returnedValue(func::FuncOp step, StringRef name);
-
-/// fsdprt dtype code of an element type, or -1.
-int32_t dtypeCode(Type elementType);
 
 } // namespace mlir::fsdp
 
