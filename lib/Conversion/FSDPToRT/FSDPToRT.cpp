@@ -185,7 +185,8 @@ static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
       b.getFunctionType(rt::stepArgTypes(b.getContext()), {}));
   out.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(rt::stepArgNames()))
-    out.setArgAttr(i, "rt.name", b.getStringAttr(name));
+    out.setArgAttr(i, rt::RTDialect::NameAttrHelper::getNameStr(),
+                   b.getStringAttr(name));
   return out;
 }
 
@@ -232,8 +233,9 @@ struct ConvertFSDPToRTPass
 
     OpBuilder b(step);
     func::FuncOp out = declareLoweredStep(b, step);
-    out->setAttr("rt.arena_bytes", b.getI64IntegerAttr(layout->arenaBytes));
-    out->setAttr("rt.persistent_bytes",
+    out->setAttr(rt::RTDialect::ArenaBytesAttrHelper::getNameStr(),
+                 b.getI64IntegerAttr(layout->arenaBytes));
+    out->setAttr(rt::RTDialect::PersistentBytesAttrHelper::getNameStr(),
                  b.getI64IntegerAttr(layout->persistentBytes));
     StepLowering lowering(step, *layout, out);
     if (failed(lowering.run())) {

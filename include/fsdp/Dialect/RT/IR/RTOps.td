@@ -27,6 +27,13 @@ def RT_Dialect : Dialect {
     declarations (`RTEntryPoints.def`).
   }];
   let useDefaultTypePrinterParser = 1;
+  // On the lowered step: each argument's name in the step ABI
+  // (RTStepAbi.def) and the arena the memory plan needs.
+  let discardableAttrs = (ins
+    "::mlir::StringAttr":$name,
+    "::mlir::IntegerAttr":$arena_bytes,
+    "::mlir::IntegerAttr":$persistent_bytes
+  );
 }
 
 class RT_Type<string name, string typeMnemonic, string doc>
