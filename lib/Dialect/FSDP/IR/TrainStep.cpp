@@ -99,6 +99,12 @@ const char *placeName(Place place) {
                           : "a result";
 }
 
+/// An error at `op`'s location that does not attach the op: a train step
+/// is thousands of lines, which MLIR would print beside the message.
+InFlightDiagnostic contractError(Operation *op) {
+  return emitError(op->getLoc()) << "'" << op->getName() << "' op ";
+}
+
 /// Checks one attribute of the contract; `where` prefixes the diagnostic
 /// ("argument #2 ").
 LogicalResult verifyRule(Operation *op, NamedAttribute attr, Place place,
@@ -106,13 +112,13 @@ LogicalResult verifyRule(Operation *op, NamedAttribute attr, Place place,
   const AttrRule *rule = llvm::find_if(
       kRules, [&](const AttrRule &r) { return r.name == attr.getName(); });
   if (rule == std::end(kRules))
-    return op->emitOpError() << where << "has an unknown fsdp attribute '"
+    return contractError(op) << where << "has an unknown fsdp attribute '"
                              << attr.getName().getValue() << "'";
   if (!(rule->places & place))
-    return op->emitOpError() << where << "carries '" << rule->name
+    return contractError(op) << where << "carries '" << rule->name
                              << "', which is not valid on " << placeName(place);
   if (!rule->isValid(attr.getValue()))
-    return op->emitOpError()
+    return contractError(op)
            << where << "attribute '" << rule->name << "' must be "
            << rule->expected << ", got " << attr.getValue();
   return success();
@@ -134,7 +140,7 @@ LogicalResult verifyOneRole(Operation *op, DictionaryAttr attrs,
       present.push_back(role);
   if (present.size() == 1)
     return success();
-  InFlightDiagnostic diag = op->emitOpError() << what;
+  InFlightDiagnostic diag = contractError(op) << what;
   if (present.empty()) {
     diag << " of the train step has no role; expected one of ";
     llvm::interleaveComma(roles, diag);
@@ -151,7 +157,7 @@ LogicalResult verifyRequires(Operation *op, DictionaryAttr attrs,
                              const Twine &what) {
   if (!attrs || !attrs.get(attr) || attrs.get(required))
     return success();
-  return op->emitOpError() << what << " carries '" << attr << "' without '"
+  return contractError(op) << what << " carries '" << attr << "' without '"
                            << required << "'";
 }
 
@@ -204,13 +210,13 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
     norms += attrs.get(kGradNormResult) != nullptr;
   }
   if (losses != 1)
-    return step.emitOpError() << "is a train step and must return one '"
+    return contractError(step) << "is a train step and must return one '"
                               << kLossResult << "' result, found " << losses;
   if (norms > 1)
-    return step.emitOpError()
+    return contractError(step)
            << "returns " << norms << " '" << kGradNormResult << "' results";
   if (step->hasAttr(kMeshAttr) != step->hasAttr(kStrategyAttr))
-    return step.emitOpError() << "is a sharded train step only with both '"
+    return contractError(step) << "is a sharded train step only with both '"
                               << kMeshAttr << "' and '" << kStrategyAttr << "'";
   return success();
 }
@@ -225,7 +231,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return success();
   auto step = dyn_cast<func::FuncOp>(op);
   if (!step)
-    return op->emitOpError() << "carries '" << kModelAttr
+    return contractError(op) << "carries '" << kModelAttr
                              << "', which only a train step (func.func) may";
   return verifyTrainStep(step);
 }
