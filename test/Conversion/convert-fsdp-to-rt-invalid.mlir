@@ -3,7 +3,7 @@
 // RUN: not fsdp-opt %examples/mlp.mlir --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=UNSCHEDULED
 // RUN: echo 'func.func @f() { return }' | not fsdp-opt --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=NOMODEL
 
-// UNSCHEDULED: mlp.mlir:4:1: error: 'fsdp.model' op has no sharded train step to lower; run fsdp-pipeline (or fsdp-shard and fsdp-insert-collectives) first
+// UNSCHEDULED: mlp.mlir:4:1: error: model 'mlp' has no sharded train step to lower; run fsdp-pipeline (or fsdp-shard and fsdp-insert-collectives) first
 // NOMODEL: error: convert-fsdp-to-rt: expected one fsdp.model with its scheduled train step, found 0 models
 
 // A buffer update the runtime cannot compute in place (an integer buffer

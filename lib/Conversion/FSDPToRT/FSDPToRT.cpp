@@ -126,7 +126,9 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
       place(op.getResult(0));
   Value loss = returnedValue(step, kLossResult);
   if (!loss || !loss.getDefiningOp() || isStorageFree(loss.getDefiningOp()))
-    return step.emitOpError("has no loss computed by the step to return"),
+    return emitError(step.getLoc(), "train step '")
+                   << step.getSymName()
+                   << "' has no loss computed by the step to return",
            failure();
   place(loss);
   Value gradNorm = returnedValue(step, kGradNormResult);
@@ -205,13 +207,15 @@ struct ConvertFSDPToRTPass
     ModelOp model = models.front();
     func::FuncOp step = getTrainStep(model);
     if (!step || !step->hasAttr(kMeshAttr)) {
-      model.emitOpError("has no sharded train step to lower; run "
-                        "fsdp-pipeline (or fsdp-shard and "
-                        "fsdp-insert-collectives) first");
+      emitError(model.getLoc(), "model '")
+          << model.getSymName()
+          << "' has no sharded train step to lower; run fsdp-pipeline (or "
+             "fsdp-shard and fsdp-insert-collectives) first";
       return signalPassFailure();
     }
     if (!step.getBody().hasOneBlock()) {
-      step.emitOpError("must be a single block to be lowered");
+      emitError(step.getLoc(), "train step '")
+          << step.getSymName() << "' must be a single block to be lowered";
       return signalPassFailure();
     }
 

@@ -138,8 +138,9 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     if (auto buffer = step.getArgAttrOfType<StringAttr>(i, kBufferArg)) {
       BufferOp decl = buffers.lookup(buffer.getValue());
       if (!decl)
-        return step.emitOpError("buffer argument names '")
-                   << buffer.getValue() << "', which the model does not declare",
+        return emitError(step.getLoc(), "buffer argument #")
+                   << i << " names '" << buffer.getValue()
+                   << "', which the model does not declare",
                failure();
       bufferList.push_back(llvm::json::Object{
           {"name", buffer.getValue()},
@@ -149,10 +150,30 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
           {"init", initJson(decl.getInit())}});
       continue;
     }
+    // A frozen parameter (requires_grad = false) stays whole on every rank
+    // and is never updated: for the runner it is a buffer (initialised as
+    // the parameter would be, saved and loaded under its name) that the
+    // program marks as a frozen parameter.
+    if (auto param = step.getArgAttrOfType<StringAttr>(i, kParamArg)) {
+      ParamOp decl = params.lookup(param.getValue());
+      if (!decl || decl.getRequiresGrad())
+        return emitError(step.getLoc(), "argument #")
+                   << i << " (parameter '" << param.getValue()
+                   << "') is neither in a flat parameter nor a frozen "
+                      "parameter of the model",
+               failure();
+      bufferList.push_back(llvm::json::Object{
+          {"name", param.getValue()},
+          {"shape", shapeJson(type.getShape())},
+          {"dtype", typeName(type.getElementType())},
+          {"offset", offsetOf(arg)},
+          {"init", initJson(decl.getInit())},
+          {"frozen_param", true}});
+      continue;
+    }
     if (!step.getArgAttr(i, kStepCountArg))
-      return step.emitOpError("argument #")
-                 << i << " is neither a flat parameter, optimizer state, "
-                 << "input, buffer nor the step count",
+      return emitError(step.getLoc(), "argument #")
+                 << i << " of the train step has no role the runner knows",
              failure();
   }
 
