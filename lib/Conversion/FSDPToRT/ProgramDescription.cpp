@@ -32,6 +32,16 @@ static llvm::json::Object initJson(InitAttr init) {
                             {"args", std::move(args)}};
 }
 
+/// A tensor the runner initialises, saves and loads whole under `name`.
+static llvm::json::Object bufferJson(StringRef name, RankedTensorType type,
+                                     int64_t offset, InitAttr init) {
+  return llvm::json::Object{{"name", name},
+                            {"shape", shapeJson(type.getShape())},
+                            {"dtype", typeName(type.getElementType())},
+                            {"offset", offset},
+                            {"init", initJson(init)}};
+}
+
 /// The exclusive upper bound of the ids an integer input holds, when a
 /// consumer tells it (an embedding's rows, a cross-entropy's classes).
 static int64_t maxIdOf(Value input) {
@@ -142,12 +152,8 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
                    << i << " names '" << buffer.getValue()
                    << "', which the model does not declare",
                failure();
-      bufferList.push_back(llvm::json::Object{
-          {"name", buffer.getValue()},
-          {"shape", shapeJson(type.getShape())},
-          {"dtype", typeName(type.getElementType())},
-          {"offset", offsetOf(arg)},
-          {"init", initJson(decl.getInit())}});
+      bufferList.push_back(
+          bufferJson(buffer.getValue(), type, offsetOf(arg), decl.getInit()));
       continue;
     }
     // A frozen parameter (requires_grad = false) stays whole on every rank
@@ -162,13 +168,10 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
                    << "') is neither in a flat parameter nor a frozen "
                       "parameter of the model",
                failure();
-      bufferList.push_back(llvm::json::Object{
-          {"name", param.getValue()},
-          {"shape", shapeJson(type.getShape())},
-          {"dtype", typeName(type.getElementType())},
-          {"offset", offsetOf(arg)},
-          {"init", initJson(decl.getInit())},
-          {"frozen_param", true}});
+      llvm::json::Object frozen =
+          bufferJson(param.getValue(), type, offsetOf(arg), decl.getInit());
+      frozen["frozen_param"] = true;
+      bufferList.push_back(std::move(frozen));
       continue;
     }
     if (!step.getArgAttr(i, kStepCountArg))
