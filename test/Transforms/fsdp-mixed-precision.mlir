@@ -45,12 +45,16 @@
 // F32REDUCE: fsdp.unshard {{.*}} -> !fsdp.token<tensor<76xbf16>>
 // F32REDUCE: fsdp.reduce_grads {{.*}} unit "module.2" {{.*}} : tensor<68xf32> -> tensor<17xf32>
 
-// buffer-dtype: buffers are used in f16 and stored back in their own dtype.
+// buffer-dtype: floating-point buffers are held in f16 from the start and
+// stay so (FSDP casts them to buffer_dtype once and keeps them): the step's
+// buffer arguments and results are f16 and BatchNorm updates them in place,
+// with no cast in either direction.
 // BUFFER-LABEL: func.func @bn_train_step(
-// BUFFER: %[[RM:.*]] = nn.cast %arg{{[0-9]+}} {{.*}} : tensor<4xf32> to tensor<4xf16>
-// BUFFER: %{{.*}}, %[[M:.*]], %{{.*}} = nn.batch_norm {{.*}} -> (tensor<8x4xf16>, tensor<4xf16>, tensor<4xf16>)
-// BUFFER: %[[M32:.*]] = nn.cast %[[M]] {{.*}} : tensor<4xf16> to tensor<4xf32>
-// BUFFER: return {{.*}}%[[M32]]
+// BUFFER-SAME: %[[RM:[a-z0-9]+]]: tensor<4xf16> {fsdp.buffer = "running_mean"}, %[[RV:[a-z0-9]+]]: tensor<4xf16> {fsdp.buffer = "running_var"}
+// BUFFER-NOT: nn.cast %[[RM]]
+// BUFFER: %{{.*}}, %[[M:.*]], %[[V:.*]] = nn.batch_norm %{{.*}}, %{{.*}}, %{{.*}}, %[[RM]], %[[RV]] {{.*}} -> (tensor<8x4xf16>, tensor<4xf16>, tensor<4xf16>)
+// BUFFER-NOT: nn.cast %[[M]]
+// BUFFER: return {{.*}}%[[M]], %[[V]] : {{.*}}tensor<4xf16>, tensor<4xf16>
 
 // keep-low-precision-grads: the f32 update takes the bf16 reduced gradient.
 // KEEP: %[[G:.*]] = fsdp.reduce_grads %{{.*}} unit "" {{.*}} : tensor<76xbf16> -> tensor<19xbf16>

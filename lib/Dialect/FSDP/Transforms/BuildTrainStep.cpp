@@ -93,6 +93,7 @@ private:
   void tag(Operation *op, StringRef unit, Phase phase);
   /// `value` cast to `element` (tagged), or `value` when it has that type.
   Value castTo(Value value, Type element, StringRef unit);
+  RankedTensorType storedBufferType(BufferOp b);
   /// Casts the float operands of an nn op to f32 when they mix dtypes
   /// (PyTorch's type promotion: an f32 buffer or constant next to bf16
   /// activations under mixed precision); the casts join the trace.
@@ -187,6 +188,17 @@ TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
     }
   }
   return forward.emitOpError("has no fsdp.return");
+}
+
+/// A buffer as the step holds it: in the mixed-precision policy's
+/// buffer_dtype when it has one and the buffer is floating point (FSDP casts
+/// buffers to buffer_dtype once and keeps them so), else as declared.
+RankedTensorType TrainStepBuilder::storedBufferType(BufferOp b) {
+  auto type = cast<RankedTensorType>(b.getType());
+  Type dtype = getPolicyDtype(model, kBufferDtypeKey);
+  if (!dtype || !isa<FloatType>(type.getElementType()))
+    return type;
+  return type.clone(dtype);
 }
 
 Value TrainStepBuilder::castTo(Value value, Type element, StringRef unit) {
@@ -326,7 +338,8 @@ void TrainStepBuilder::createFunction() {
   addArg(RankedTensorType::get({}, builder.getI64Type()), kStepCountArg,
          builder.getUnitAttr());
   for (BufferOp b : buffers)
-    addArg(b.getType(), kBufferArg, builder.getStringAttr(qualifiedName(b)));
+    addArg(storedBufferType(b), kBufferArg,
+           builder.getStringAttr(qualifiedName(b)));
   firstInput = argTypes.size();
   for (int64_t k = 0; k < microBatches; ++k)
     for (auto [i, type] : llvm::enumerate(inputTypes())) {
@@ -359,7 +372,6 @@ void TrainStepBuilder::bindArguments() {
   // parameters that autodiff differentiates through (their VJP casts the
   // gradient back).
   paramDtype = getPolicyDtype(model, kParamDtypeKey);
-  Type bufferDtype = getPolicyDtype(model, kBufferDtypeKey);
   unsigned argIndex = 0;
   for (ParamOp p : params) {
     Value arg = body->getArgument(argIndex++);
@@ -376,8 +388,8 @@ void TrainStepBuilder::bindArguments() {
       state.back().push_back(body->getArgument(argIndex++));
   }
   stepCount = body->getArgument(argIndex++);
-  for (BufferOp b : buffers)
-    bufferValues[b] = castTo(body->getArgument(argIndex++), bufferDtype, "");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    bufferValues[buffers[i]] = body->getArgument(argIndex++);
 }
 
 FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
@@ -511,8 +523,7 @@ void TrainStepBuilder::emitUpdatesAndReturn(Value loss, Value gradNorm,
   tag(next.getDefiningOp(), "", kOptimizer);
   addResult(next, kStepCountArg, builder.getUnitAttr());
   for (auto [b, value] : bufferValues)
-    addResult(castTo(value, cast<RankedTensorType>(b.getType()).getElementType(),
-                     ""),
+    addResult(castTo(value, storedBufferType(b).getElementType(), ""),
               kBufferArg, builder.getStringAttr(qualifiedName(b)));
 
   func::ReturnOp::create(builder, loc, results);

@@ -316,8 +316,9 @@ def FSDPMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
     - `reduce-dtype` (default: param-dtype, as PyTorch): the dtype gradients
       are reduce-scattered / all-reduced in; the reduced shard is cast back
       to the parameter's dtype for the optimizer.
-    - `buffer-dtype` (default: unchanged): buffers are cast to it for the
-      step and back when stored.
+    - `buffer-dtype` (default: unchanged): floating-point buffers are held
+      in it for the whole run (the step's buffer arguments and results),
+      as FSDP casts them once and keeps them.
     - `keep-low-precision-grads`: the optimizer receives the gradients in
       the reduce dtype instead of cast back to the parameters' dtype.
 
