@@ -259,6 +259,20 @@ void train(const RunOptions &o, StepProgram &program,
       if (metrics)
         metrics->write(m);
     }
+    // Every rank holds the same averaged loss and global norm, so every rank
+    // stops here together. Nothing rescales a non-finite step (there is no
+    // loss scaler), and training on would only spread NaN into the weights.
+    if (!std::isfinite(m.loss) ||
+        (p.gradNormOffset >= 0 && !std::isfinite(m.gradNorm)))
+      throw std::runtime_error(
+          "step " + std::to_string(m.step) + ": the " +
+          (std::isfinite(m.loss) ? "gradient norm is " +
+                                       std::to_string(m.gradNorm)
+                                 : "loss (averaged over the ranks) is " +
+                                       std::to_string(m.loss)) +
+          "; stopping: the weights would be NaN from here on (lower the "
+          "learning rate, clip the gradients, or use bf16 or f32 instead of "
+          "f16)");
     bool last = stepCount + 1 == o.steps;
     if (!o.save.empty() &&
         (last || (o.saveEvery > 0 && (stepCount + 1) % o.saveEvery == 0)))

@@ -111,6 +111,24 @@ def test_unlowered_input(fsdp):
     assert "needs a lowered program" in proc.stderr, proc.stderr
 
 
+def test_non_finite_loss_stops_every_rank(fsdp, tmp_path):
+    # SGD with lr 1e30 turns the MLP's weights to inf in one step: the
+    # second loss is NaN. Every rank stops there, naming the step, and no
+    # checkpoint of NaN weights is written.
+    program = fsdp.compile("mlp", world_size=RANKS, strategy="full-shard",
+                           optimizer="sgd", lr=1e30)
+    save = tmp_path / "ckpt"
+    proc = _run(fsdp, [program, "--nproc", RANKS, "--steps", "5",
+                       "--save", save, "--metrics", tmp_path / "m.jsonl"])
+    assert proc.returncode != 0
+    for rank in range(RANKS):
+        assert f"rank {rank}: error: step 2: the loss (averaged over the " \
+            "ranks) is" in proc.stderr, proc.stderr
+    assert [row["step"] for row in read_metrics(tmp_path / "m.jsonl")] == \
+        [1, 2]
+    assert not save.exists() or not any(save.iterdir())
+
+
 def test_nproc_contradicts_world_size(fsdp, gpt2_2):
     proc = _run(fsdp, [gpt2_2, "--nproc", "3", "--steps", "1", "--quiet"])
     assert proc.returncode != 0
