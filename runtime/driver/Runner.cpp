@@ -304,9 +304,13 @@ int runRank(const std::string &tool, const RunOptions &options,
     train(options, program, launch);
     return 0;
   } catch (const std::exception &e) {
-    std::cerr << tool << ": "
-              << (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "")
-              << "error: " << e.what() << std::endl;
+    // One write per message: ranks failing together (a NaN loss stops all)
+    // would otherwise interleave their pieces on the shared stderr.
+    std::string line = tool + ": " +
+                       (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "") +
+                       "error: " + e.what() + "\n";
+    std::cerr.write(line.data(), std::streamsize(line.size()));
+    std::cerr.flush();
     return 1;
   }
 }
