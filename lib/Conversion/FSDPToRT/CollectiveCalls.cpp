@@ -21,9 +21,6 @@ using namespace mlir::fsdp;
 static RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
-static int32_t dtypeOf(Value v) {
-  return dtypeCode(tensorType(v).getElementType());
-}
 
 /// dst = reduce(src / pre) / post over `comm`: the division before the sum
 /// keeps 16-bit sums in range (FSDP1's pre/post divide factors).
@@ -84,9 +81,7 @@ static LogicalResult emitReduceGrads(CallBuilder &calls, ReduceGradsOp reduce) {
     SmallVector<Value> args;
     calls.pushTensor(args, dst);
     calls.pushTensor(args, src);
-    int64_t bytes = type.getNumElements() *
-                    llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-    args.push_back(calls.i64(bytes));
+    args.push_back(calls.i64(tensorBytes(src)));
     calls.call("copy", args);
     return success();
   }

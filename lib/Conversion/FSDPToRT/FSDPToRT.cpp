@@ -15,8 +15,6 @@
 #include "fsdp/Dialect/FSDP/Analysis/StepReport.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
-#include "llvm/Support/FormatVariadic.h"
-
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_CONVERTFSDPTORTPASS
 #include "fsdp/Conversion/Passes.h.inc"
@@ -24,12 +22,6 @@ namespace mlir::fsdp {
 
 using namespace mlir;
 using namespace mlir::fsdp;
-
-static int64_t storageBytes(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-}
 
 /// The value returned with result attribute `name` (the loss, the
 /// gradient norm), or null.
@@ -53,7 +45,7 @@ static GradientSlots flatGradientSlots(Block &body, const StepLayout &layout) {
     Type element = flatten.getResult().getType().getElementType();
     int64_t offset = 0;
     for (Value input : flatten.getInputs()) {
-      int64_t bytes = storageBytes(input);
+      int64_t bytes = tensorBytes(input);
       Value owner = input;
       bool single = input.hasOneUse();
       while (Value source = storageAliasOf(owner)) {
@@ -96,7 +88,7 @@ static bool planTransients(Block &body, StepLayout &layout,
   std::vector<Interval> intervals;
   for (auto &[root, span] : spans)
     intervals.push_back(
-        {alignToArena(storageBytes(root)), span.first, span.second});
+        {alignToArena(tensorBytes(root)), span.first, span.second});
   Placement plan = placeIntervals(
       intervals, arenaLimit == INT64_MAX ? INT64_MAX
                                          : arenaLimit - layout.persistentBytes);
@@ -116,7 +108,7 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   Block &body = step.getBody().front();
   auto place = [&](Value v) {
     layout.persistentOffset[v] = layout.persistentBytes;
-    layout.persistentBytes += alignToArena(storageBytes(v));
+    layout.persistentBytes += alignToArena(tensorBytes(v));
   };
   for (BlockArgument arg : body.getArguments())
     if (!step.getArgAttr(arg.getArgNumber(), kStepCountArg))

@@ -24,13 +24,6 @@ static RankedTensorType tensorType(Value v) {
 }
 static ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
 static int64_t numel(Value v) { return tensorType(v).getNumElements(); }
-static int32_t dtypeOf(Value v) {
-  return dtypeCode(tensorType(v).getElementType());
-}
-static int64_t bytesOf(Value v) {
-  return numel(v) *
-         llvm::divideCeil(tensorType(v).getElementTypeBitWidth(), 8);
-}
 /// Product of all dims but the last.
 static int64_t rows(Value v) {
   ArrayRef<int64_t> s = shapeOf(v);
@@ -474,10 +467,10 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
           if (!inPlace) // gradients written in their slot need no copy
             calls.call("copy", {flat.buffer, calls.i64(flat.offset + offset),
                                 src.buffer, calls.i64(src.offset),
-                                calls.i64(bytesOf(in))});
-          offset += bytesOf(in);
+                                calls.i64(tensorBytes(in))});
+          offset += tensorBytes(in);
         }
-        int64_t elementBytes = bytesOf(o.getResult()) / numel(o.getResult());
+        int64_t elementBytes = tensorBytes(o.getResult()) / numel(o.getResult());
         int64_t padding = numel(o.getResult()) - offset / elementBytes;
         if (padding > 0)
           calls.call("fill", {calls.i32(dtypeOf(o.getResult())), flat.buffer,

@@ -1,5 +1,4 @@
-//===- StepReport.cpp - per-rank peak memory and collectives of a step
-//-----===//
+//===- StepReport.cpp - per-rank peak memory and collectives of a step ---===//
 
 #include "fsdp/Dialect/FSDP/Analysis/StepReport.h"
 

@@ -1,5 +1,4 @@
-//===- CollectiveOps.cpp - collectives and schedule ops
-//--------------------===//
+//===- CollectiveOps.cpp - collectives and schedule ops --------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
@@ -171,14 +170,14 @@ LogicalResult AllReduceOp::verify() {
 }
 
 LogicalResult BroadcastOp::verify() {
-  if (failed(verifyCollective(*this, getInput().getType(), getType(), getMesh(),
-                              getGroup(), getDtype(), Dim0::Same)))
+  if (failed(verifyCollective(*this, getInput().getType(), getType(),
+                              getMesh(), getGroup(), getDtype(), Dim0::Same)))
     return failure();
   int64_t size = *getMesh().getGroupSize(getGroup());
   auto root = static_cast<int64_t>(getRoot());
   if (root < 0 || root >= size)
-    return emitOpError("root ")
-           << root << " is not a rank of the " << size << "-rank group";
+    return emitOpError("root ") << root << " is not a rank of the " << size
+                                << "-rank group";
   return success();
 }
 
