@@ -93,17 +93,6 @@ TEST(MemoryPlan, LivePeakIsTheLowerBoundTheExtentMeets) {
   EXPECT_GE(plan.extent, plan.livePeak);
 }
 
-TEST(MemoryPlan, AnExtentLimitStopsAPlanThatCannotWin) {
-  std::vector<Interval> in = {{64, 0, 4}, {128, 2, 6}, {64, 3, 3}};
-  Placement full = placeIntervals(in);
-  ASSERT_EQ(full.extent, 256);
-  Placement within = placeIntervals(in, 256);
-  EXPECT_FALSE(within.exceeded);
-  EXPECT_EQ(within.offsets, full.offsets);
-  EXPECT_EQ(within.extent, full.extent);
-  EXPECT_TRUE(placeIntervals(in, 255).exceeded);
-}
-
 TEST(MemoryPlan, EmptyStepPlansNothing) {
   Placement plan = placeIntervals({});
   EXPECT_TRUE(plan.offsets.empty());
@@ -137,6 +126,50 @@ TEST(MemoryPlan, RandomStepsMatchTheDefinitionAndNeverOverlap) {
     }
     EXPECT_EQ(plan.extent, end);
     EXPECT_GE(plan.extent, plan.livePeak);
+  }
+}
+
+TEST(LiveBytes, PeakFollowsAddsAndRemovals) {
+  LiveBytes live(10);
+  EXPECT_EQ(live.peak(), 0);
+  live.add(0, 4, 64);
+  live.add(3, 9, 128);
+  EXPECT_EQ(live.peak(), 192); // ops 3 and 4
+  live.add(0, 4, -64);
+  EXPECT_EQ(live.peak(), 128);
+  live.add(8, 20, 256); // clipped to the last op
+  EXPECT_EQ(live.peak(), 384);
+}
+
+// Random adds and removals: the peak is always the maximum of the bytes
+// live at each op, counted one op at a time.
+TEST(LiveBytes, RandomChangesMatchCountingEveryOp) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    int64_t size = 1 + int64_t(rng() % 200);
+    LiveBytes live(size);
+    std::vector<int64_t> bytesAt(size, 0);
+    std::vector<Interval> added;
+    for (int change = 0; change < 100; ++change) {
+      if (!added.empty() && rng() % 3 == 0) {
+        size_t k = rng() % added.size();
+        Interval gone = added[k];
+        added.erase(added.begin() + k);
+        live.add(gone.start, gone.end, -gone.bytes);
+        for (int64_t i = gone.start; i <= gone.end; ++i)
+          bytesAt[i] -= gone.bytes;
+      } else {
+        int64_t start = int64_t(rng() % size);
+        int64_t end = start + int64_t(rng() % (size - start));
+        Interval in{int64_t(rng() % 1000), start, end};
+        added.push_back(in);
+        live.add(in.start, in.end, in.bytes);
+        for (int64_t i = start; i <= end; ++i)
+          bytesAt[i] += in.bytes;
+      }
+      ASSERT_EQ(live.peak(), *std::max_element(bytesAt.begin(), bytesAt.end()))
+          << "trial " << trial << ", change " << change;
+    }
   }
 }
 

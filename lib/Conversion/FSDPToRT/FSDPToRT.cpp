@@ -64,17 +64,16 @@ static GradientSlots flatGradientSlots(Block &body, const StepLayout &layout) {
   return slots;
 }
 
-/// Places the transients: owned by an op result (a gathered unit by its
-/// wait, gradients in flat slots by the flat gradient), live from their
-/// definition (the unshard, the first gradient) to their last use. Returns
-/// false, leaving the layout unplanned, once the arena would exceed
-/// `arenaLimit`.
-static bool planTransients(Block &body, StepLayout &layout,
-                           int64_t arenaLimit = INT64_MAX) {
+/// The transients' live spans in op indices, by owner: an op result (a
+/// gathered unit by its wait, gradients in flat slots by the flat gradient),
+/// live from its definition (the unshard, the first gradient) to its last
+/// use.
+using Spans = llvm::MapVector<Value, std::pair<int64_t, int64_t>>;
+static Spans transientSpans(Block &body, const StepLayout &layout) {
   llvm::DenseMap<Operation *, int64_t> index;
   for (auto [i, op] : llvm::enumerate(body))
     index[&op] = i;
-  llvm::MapVector<Value, std::pair<int64_t, int64_t>> spans;
+  Spans spans;
   forEachStorageUse(body, layout, [&](Operation *op, Value root) {
     if (isa<BlockArgument>(root) || layout.persistentOffset.count(root))
       return;
@@ -85,22 +84,74 @@ static bool planTransients(Block &body, StepLayout &layout,
       it->second.second = std::max(it->second.second, i);
     }
   });
+  return spans;
+}
+
+/// Places the transients at offsets above the persistent buffers.
+static void planTransients(Block &body, StepLayout &layout) {
+  Spans spans = transientSpans(body, layout);
   std::vector<Interval> intervals;
   for (auto &[root, span] : spans)
     intervals.push_back(
         {alignToArena(tensorBytes(root)), span.first, span.second});
-  Placement plan = placeIntervals(
-      intervals, arenaLimit == INT64_MAX ? INT64_MAX
-                                         : arenaLimit - layout.persistentBytes);
-  if (plan.exceeded)
-    return false;
+  Placement plan = placeIntervals(intervals);
   layout.transients.clear();
   for (auto [i, entry] : llvm::enumerate(spans))
     layout.transients[entry.first] = {
         layout.persistentBytes + plan.offsets[i], intervals[i].bytes};
   layout.arenaBytes = layout.persistentBytes + plan.extent;
   layout.livePeakBytes = layout.persistentBytes + plan.livePeak;
-  return true;
+}
+
+/// Per unit, whether its gradients go straight into the flat gradient: a
+/// slot is reserved from the unit's first gradient on, while copying holds
+/// each gradient only from its own definition (plus the flat gradient at
+/// the end); which is smaller depends on the unit (late first gradients
+/// favour slots). Greedy in program order, a unit's slots are kept when the
+/// step's live peak does not rise. The live bytes are updated per unit in
+/// O(log ops), so the choice is linear in the step's size: re-planning the
+/// arena per unit was quadratic in the depth of the model.
+static GradientSlots chooseFlatSlots(Block &body, const StepLayout &copied,
+                                     const GradientSlots &all) {
+  StepLayout slotted = copied;
+  slotted.flatSlots.insert(all.begin(), all.end());
+  Spans copiedSpans = transientSpans(body, copied);
+  Spans slottedSpans = transientSpans(body, slotted);
+
+  LiveBytes live(std::distance(body.begin(), body.end()));
+  auto change = [&](const Spans &spans, Value root, int64_t sign) {
+    auto it = spans.find(root);
+    if (it != spans.end())
+      live.add(it->second.first, it->second.second,
+               sign * alignToArena(tensorBytes(root)));
+  };
+  for (auto &[root, span] : copiedSpans)
+    change(copiedSpans, root, +1);
+
+  llvm::MapVector<Value, GradientSlots> byFlatGradient;
+  for (auto &[gradient, slot] : all)
+    byFlatGradient[slot.first].insert({gradient, slot});
+  GradientSlots chosen;
+  for (auto &unit : byFlatGradient) {
+    Value flat = unit.first;
+    const GradientSlots &slots = unit.second;
+    int64_t peak = live.peak();
+    // In slots, the gradients' own buffers go and the flat gradient lives
+    // from the first of them.
+    auto apply = [&](int64_t sign) {
+      for (auto &entry : slots)
+        change(copiedSpans, entry.first, -sign);
+      change(copiedSpans, flat, -sign);
+      change(slottedSpans, flat, +sign);
+    };
+    apply(+1);
+    if (live.peak() > peak)
+      apply(-1);
+    else
+      for (auto &entry : slots)
+        chosen.insert(entry);
+  }
+  return chosen;
 }
 
 static FailureOr<StepLayout> layOut(func::FuncOp step) {
@@ -146,30 +197,20 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
     }
   }
 
-  // Per unit, gradients go straight into the flat gradient unless that
-  // raises the peak: a slot is reserved from the unit's first gradient on,
-  // while copying holds each gradient only from its own definition (plus
-  // the flat gradient at the end) — which is smaller depends on the unit
-  // (late first gradients favour slots). Greedy, one unit at a time in
-  // program order, keeping a unit's slots when the arena does not grow;
-  // every unit in place if that is smaller still.
+  // The arena of the chosen slots, or of every unit or none in slots when
+  // either is smaller still (the live peak is a lower bound, not the
+  // arena's extent).
   GradientSlots all = flatGradientSlots(body, layout);
-  StepLayout everyUnit = layout;
-  everyUnit.flatSlots.insert(all.begin(), all.end());
-  planTransients(body, everyUnit);
-  planTransients(body, layout);
-  llvm::MapVector<Value, GradientSlots> byFlatGradient;
-  for (auto &[gradient, slot] : all)
-    byFlatGradient[slot.first].insert({gradient, slot});
-  for (auto &[flat, slots] : byFlatGradient) {
-    StepLayout trial = layout;
-    trial.flatSlots.insert(slots.begin(), slots.end());
-    // A trial is kept when the arena does not grow: one that grows is
-    // abandoned as soon as it does.
-    if (planTransients(body, trial, layout.arenaBytes))
-      layout = std::move(trial);
+  GradientSlots chosen = chooseFlatSlots(body, layout, all), none;
+  std::optional<StepLayout> best;
+  for (const GradientSlots *slots : {&chosen, &all, &none}) {
+    StepLayout candidate = layout;
+    candidate.flatSlots.insert(slots->begin(), slots->end());
+    planTransients(body, candidate);
+    if (!best || candidate.arenaBytes < best->arenaBytes)
+      best = std::move(candidate);
   }
-  return everyUnit.arenaBytes < layout.arenaBytes ? everyUnit : layout;
+  return *best;
 }
 
 /// The step's function type at the C ABI (see Program.h of the runtime).

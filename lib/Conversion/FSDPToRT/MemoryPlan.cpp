@@ -20,8 +20,7 @@ struct Placed {
 };
 } // namespace
 
-Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals,
-                                     int64_t extentLimit) {
+Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals) {
   Placement plan;
   plan.offsets.assign(intervals.size(), 0);
   std::vector<size_t> order(intervals.size());
@@ -34,8 +33,7 @@ Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals,
 
   // Placed buffers kept sorted by offset, so that each new buffer walks the
   // time-overlapping ones in offset order without collecting and sorting
-  // them (the plan runs once per unit: this loop is most of the lowering's
-  // time on deep models).
+  // them.
   std::vector<Placed> placed;
   placed.reserve(intervals.size());
   for (size_t i : order) {
@@ -55,10 +53,6 @@ Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals,
     }
     plan.offsets[i] = best >= 0 ? best : cursor;
     plan.extent = std::max(plan.extent, plan.offsets[i] + interval.bytes);
-    if (plan.extent > extentLimit) {
-      plan.exceeded = true;
-      return plan;
-    }
     Placed range{plan.offsets[i], plan.offsets[i] + interval.bytes,
                  interval.start, interval.end};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), range),
@@ -77,4 +71,29 @@ Placement mlir::fsdp::placeIntervals(const std::vector<Interval> &intervals,
     plan.livePeak = std::max(plan.livePeak, live);
   }
   return plan;
+}
+
+LiveBytes::LiveBytes(int64_t size)
+    : size_(size), max_(4 * std::max<int64_t>(size, 1), 0),
+      pending_(max_.size(), 0) {}
+
+void LiveBytes::add(int64_t start, int64_t end, int64_t bytes) {
+  if (size_ && start <= end)
+    add(1, 0, size_ - 1, std::max<int64_t>(start, 0),
+        std::min(end, size_ - 1), bytes);
+}
+
+void LiveBytes::add(int64_t node, int64_t lo, int64_t hi, int64_t start,
+                    int64_t end, int64_t bytes) {
+  if (end < lo || hi < start)
+    return;
+  if (start <= lo && hi <= end) {
+    max_[node] += bytes;
+    pending_[node] += bytes;
+    return;
+  }
+  int64_t mid = lo + (hi - lo) / 2;
+  add(2 * node, lo, mid, start, end, bytes);
+  add(2 * node + 1, mid + 1, hi, start, end, bytes);
+  max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + pending_[node];
 }

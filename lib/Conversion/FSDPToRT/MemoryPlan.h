@@ -29,16 +29,32 @@ struct Placement {
   std::vector<int64_t> offsets; // per interval, from the transient base
   int64_t extent = 0;           // bytes the placed buffers span
   int64_t livePeak = 0;         // max bytes live at one op: the lower bound
-  bool exceeded = false;        // stopped once extent > the limit given
 };
 
 /// Offsets such that buffers live at the same time never overlap: largest
-/// first, each at the lowest offset that fits between the buffers already
-/// placed whose lifetimes intersect its own. With `extentLimit`, stops as
-/// soon as the extent exceeds it (`exceeded`; offsets then incomplete):
-/// a trial plan that cannot win needs no finishing.
-Placement placeIntervals(const std::vector<Interval> &intervals,
-                         int64_t extentLimit = INT64_MAX);
+/// first, each at the best-fitting gap between the buffers already placed
+/// whose lifetimes intersect its own, else on top of them.
+Placement placeIntervals(const std::vector<Interval> &intervals);
+
+/// The bytes live at each op index of [0, size) as intervals come and go,
+/// and their maximum, each change in O(log size): lets the lowering weigh
+/// one unit's choice against the whole step's peak without re-planning it.
+/// (A segment tree with range add and range max; LLVM has none.)
+class LiveBytes {
+public:
+  explicit LiveBytes(int64_t size);
+  /// Adds `bytes` (negative to remove) at every op of [start, end].
+  void add(int64_t start, int64_t end, int64_t bytes);
+  int64_t peak() const { return size_ ? max_[1] : 0; }
+
+private:
+  void add(int64_t node, int64_t lo, int64_t hi, int64_t start, int64_t end,
+           int64_t bytes);
+  int64_t size_;
+  // max_[n]: the largest total below node n, counting the adds at n itself
+  // (pending_[n]) that cover its whole range.
+  std::vector<int64_t> max_, pending_;
+};
 
 } // namespace mlir::fsdp
 
