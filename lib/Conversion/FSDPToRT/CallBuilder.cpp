@@ -27,12 +27,6 @@ int32_t fsdp::dtypeOf(Value tensor) {
   return dtypeCode(cast<RankedTensorType>(tensor.getType()).getElementType());
 }
 
-int64_t fsdp::tensorBytes(Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-}
-
 Value CallBuilder::i32(int64_t v) {
   Value &c = intConstants[{32, v}];
   if (!c)

@@ -99,8 +99,6 @@ private:
 int32_t dtypeCode(Type elementType);
 /// fsdprt dtype code of a ranked tensor value's element type, or -1.
 int32_t dtypeOf(Value tensor);
-/// Bytes a ranked tensor value's storage holds.
-int64_t tensorBytes(Value tensor);
 
 /// Emits the runtime call(s) of a compute op; fails if it has none
 /// (KernelCalls.cpp).

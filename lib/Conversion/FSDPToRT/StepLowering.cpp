@@ -189,9 +189,8 @@ LogicalResult StepLowering::run() {
       TensorRef r = calls.ref(source);
       if (auto view = dyn_cast<ViewOp>(op))
         r.offset += view.getOffset() *
-                    llvm::divideCeil(cast<RankedTensorType>(source.getType())
-                                         .getElementTypeBitWidth(),
-                                     8);
+                    elementBytes(cast<RankedTensorType>(source.getType())
+                                     .getElementType());
       calls.bind(op.getResult(0), r);
       if (producer.count(source)) {
         producer[op.getResult(0)] = producer[source];

@@ -15,14 +15,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-int64_t bytesOf(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor)
-    return 0;
-  return tensor.getNumElements() *
-         llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
-}
-
 constexpr const char *kCategoryNames[] = {
     "sharded parameters",   "optimizer state",          "gradients",
     "unsharded parameters", "activations for backward", "transient",
@@ -99,7 +91,7 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
           {collectiveKindName(c.kind).str(), getUnit(&op).str(),
            getPhaseName(&op).str(), streamName(collective.getStream()).str(),
            c.dataType.getElementType(), c.dataType.getNumElements(),
-           bytesOf(c.dataType)});
+           tensorBytes(c.dataType)});
   }
 
   // Lifetimes: from definition (an unshard's buffer from its issue) to the
@@ -129,7 +121,7 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
   std::vector<Allocation> allocations;
   for (BlockArgument arg : body.getArguments())
     allocations.push_back(
-        {bytesOf(arg.getType()), -1, last, categoryOf(arg, step)});
+        {tensorBytes(arg.getType()), -1, last, categoryOf(arg, step)});
   for (Operation &op : body) {
     for (OpResult result : op.getResults()) {
       if (storageAliasOf(result) || isa<TokenType>(result.getType()))
@@ -143,7 +135,7 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
             stop = index[user];
       }
       allocations.push_back(
-          {bytesOf(result.getType()), start, stop, categoryOf(result, step)});
+          {tensorBytes(result.getType()), start, stop, categoryOf(result, step)});
     }
   }
 

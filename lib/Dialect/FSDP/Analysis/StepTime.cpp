@@ -30,14 +30,6 @@ std::string MachineProfile::describe() const {
 
 namespace {
 
-double bytesOf(Type t) {
-  auto type = dyn_cast<RankedTensorType>(t);
-  if (!type)
-    return 0;
-  return double(type.getNumElements()) *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-}
-double bytesOf(Value v) { return bytesOf(v.getType()); }
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -98,7 +90,7 @@ double secondsOf(Operation *op, const MachineProfile &p) {
   if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
     double t = overhead;
     for (const CollectiveStep &c : collective.getCollectiveSteps())
-      t += ringSeconds(bytesOf(c.dataType), c.groupSize,
+      t += ringSeconds(tensorBytes(c.dataType), c.groupSize,
                        c.kind == CollectiveKind::AllReduce ? 2 : 1, p);
     return t;
   }
@@ -106,9 +98,9 @@ double secondsOf(Operation *op, const MachineProfile &p) {
     return overhead + flops / (p.gemmGflops * 1e9);
   double bytes = 0;
   for (Value v : op->getOperands())
-    bytes += bytesOf(v);
+    bytes += tensorBytes(v);
   for (Value v : op->getResults())
-    bytes += bytesOf(v);
+    bytes += tensorBytes(v);
   return overhead + bytes / (p.memoryGBps * 1e9);
 }
 

@@ -25,3 +25,14 @@ void FSDPDialect::initialize() {
 #include "fsdp/Dialect/FSDP/IR/FSDPTypes.cpp.inc"
       >();
 }
+
+int64_t fsdp::elementBytes(Type elementType) {
+  return llvm::divideCeil(elementType.getIntOrFloatBitWidth(), 8);
+}
+
+int64_t fsdp::tensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor ? tensor.getNumElements() *
+                      elementBytes(tensor.getElementType())
+                : 0;
+}

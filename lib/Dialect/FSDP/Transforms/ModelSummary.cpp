@@ -26,8 +26,7 @@ struct Size {
 
   void add(RankedTensorType type) {
     elements += type.getNumElements();
-    bytes += type.getNumElements() *
-             llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+    bytes += tensorBytes(type);
   }
   Size &operator+=(const Size &other) {
     elements += other.elements;
