@@ -52,12 +52,19 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
 
   if (options.report)
     pm.addPass(createFSDPReportPass());
-  if (options.lower)
-    buildFSDPLowerPipeline(pm);
+  if (options.lower) {
+    ConvertFSDPToRTPassOptions lowering;
+    lowering.lrSchedule = options.lrSchedule;
+    lowering.warmupSteps = options.warmupSteps;
+    lowering.decaySteps = options.decaySteps;
+    lowering.minLrRatio = options.minLrRatio;
+    buildFSDPLowerPipeline(pm, lowering);
+  }
 }
 
-void fsdp::buildFSDPLowerPipeline(OpPassManager &pm) {
-  pm.addPass(createConvertFSDPToRTPass());
+void fsdp::buildFSDPLowerPipeline(OpPassManager &pm,
+                                  const ConvertFSDPToRTPassOptions &options) {
+  pm.addPass(createConvertFSDPToRTPass(options));
   pm.addPass(createConvertRTToLLVMPass());
 }
 
@@ -71,5 +78,5 @@ void fsdp::registerFSDPPipelines() {
       "fsdp-lower-pipeline",
       "Scheduled FSDP train step to LLVM for fsdp-run: convert-fsdp-to-rt, "
       "convert-rt-to-llvm",
-      buildFSDPLowerPipeline);
+      [](OpPassManager &pm) { buildFSDPLowerPipeline(pm); });
 }

@@ -30,6 +30,8 @@ std::string metricsJson(const StepMetrics &m) {
   j["tokens_per_s"] = number(m.tokensPerS);
   j["peak_bytes"] = m.peakBytes;
   j["comm_exposed_s"] = number(m.commExposedS);
+  if (!std::isnan(m.lr))
+    j["lr"] = number(m.lr);
   if (!std::isnan(m.gradNorm))
     j["grad_norm"] = number(m.gradNorm);
   return j.dump();
@@ -78,6 +80,10 @@ std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps) {
                 static_cast<long long>(totalSteps), m.loss, m.tokensPerS,
                 m.stepTimeS, formatBytes(m.peakBytes).c_str(), m.commExposedS);
   std::string line = buf;
+  if (!std::isnan(m.lr)) {
+    std::snprintf(buf, sizeof(buf), "  lr %.2e", m.lr);
+    line += buf;
+  }
   if (!std::isnan(m.gradNorm)) {
     std::snprintf(buf, sizeof(buf), "  grad norm %.4f", m.gradNorm);
     line += buf;

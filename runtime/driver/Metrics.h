@@ -24,11 +24,12 @@ struct StepMetrics {
   int64_t peakBytes = 0;   // arena high water of this rank
   double commExposedS = 0; // compute stream blocked on communication
   double gradNorm = std::numeric_limits<double>::quiet_NaN(); // NaN: absent
+  double lr = std::numeric_limits<double>::quiet_NaN(); // NaN: no optimizer
 };
 
 /// The JSON object of one step, on one line without the newline. Keys:
-/// step, loss, step_time_s, tokens_per_s, peak_bytes, comm_exposed_s, and
-/// grad_norm unless it is NaN. A non-finite loss (a diverged run) is
+/// step, loss, step_time_s, tokens_per_s, peak_bytes, comm_exposed_s, then
+/// lr and grad_norm unless they are NaN. A non-finite loss (a diverged run) is
 /// written as null: JSON has no NaN or infinity.
 std::string metricsJson(const StepMetrics &m);
 
@@ -51,8 +52,8 @@ std::string formatBytes(int64_t bytes);
 
 /// Rank 0's progress line, e.g.
 /// "step    3/100  loss 3.4512  2.31e+04 tok/s  step 0.089 s  peak 1.25 MiB
-///  exposed comm 0.004 s" (one line), with "  grad norm 0.8123" appended
-/// when present.
+///  exposed comm 0.004 s" (one line), with "  lr 3.00e-04" and
+/// "  grad norm 0.8123" appended when present.
 std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps);
 
 } // namespace driver

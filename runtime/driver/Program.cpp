@@ -73,6 +73,14 @@ std::string getString(const json &obj, const std::string &path,
   return v.get<std::string>();
 }
 
+double getNumber(const json &obj, const std::string &path,
+                 const std::string &key) {
+  const json &v = field(obj, path, key);
+  if (!v.is_number())
+    fail(join(path, key), "expected a number");
+  return v.get<double>();
+}
+
 const json &getArray(const json &obj, const std::string &path,
                      const std::string &key, const char *what) {
   const json &v = field(obj, path, key);
@@ -375,6 +383,28 @@ void parseMesh(const json &root, Program &prog) {
     fail("micro_batches", "must be positive");
 }
 
+/// "lr" and the optional "lr_schedule" {kind, warmup_steps, decay_steps,
+/// min_lr_ratio} (absent: constant).
+void parseLearningRate(const json &root, Program &prog) {
+  if (root.contains("lr"))
+    prog.lr = getNumber(root, "", "lr");
+  if (!root.contains("lr_schedule"))
+    return;
+  const json &s = root["lr_schedule"];
+  if (!s.is_object())
+    fail("lr_schedule", "expected an object");
+  LrSchedule &schedule = prog.lrSchedule;
+  schedule.kind = getString(s, "lr_schedule", "kind");
+  schedule.warmupSteps = getInt(s, "lr_schedule", "warmup_steps");
+  schedule.decaySteps = getInt(s, "lr_schedule", "decay_steps");
+  schedule.minLrRatio = getNumber(s, "lr_schedule", "min_lr_ratio");
+  try {
+    schedule.validate();
+  } catch (const std::invalid_argument &e) {
+    fail("lr_schedule", e.what());
+  }
+}
+
 void parseLoss(const json &root, Program &prog) {
   const json &loss = field(root, "", "loss");
   if (!loss.is_object())
@@ -420,6 +450,7 @@ Program parseProgram(const std::string &text) {
   prog.entry = getString(root, "", "entry");
   parseMesh(root, prog);
   prog.optimizer = getString(root, "", "optimizer");
+  parseLearningRate(root, prog);
   prog.persistentBytes = getInt(root, "", "persistent_bytes");
   prog.arenaBytes = getInt(root, "", "arena_bytes");
   prog.estimateBytes = getInt(root, "", "estimate_bytes");

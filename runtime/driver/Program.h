@@ -12,6 +12,7 @@
 #ifndef FSDP_DRIVER_PROGRAM_H
 #define FSDP_DRIVER_PROGRAM_H
 
+#include "driver/LrSchedule.h"
 #include "fsdp/rt/StepAbi.h"
 
 #include <cstdint>
@@ -86,6 +87,8 @@ struct Program {
   std::string strategy;        // full-shard, shard-grad-op, no-shard, hybrid-shard
   int microBatches = 1;
   std::string optimizer;       // sgd, adamw
+  double lr = 0;               // the optimizer's base learning rate
+  LrSchedule lrSchedule;       // compiled in; fsdp-run's options override it
   int64_t persistentBytes = 0; // runner-allocated buffer at arena offset 0
   int64_t arenaBytes = 0;      // whole arena: persistent + planned transients
   int64_t estimateBytes = 0;   // the report's peak bytes per rank

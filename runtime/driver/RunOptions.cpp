@@ -32,6 +32,19 @@ T parseInteger(const std::string &name, const std::string &text) {
   return value;
 }
 
+double parseNumber(const std::string &name, const std::string &text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception &) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size())
+    throw UsageError("--" + name + " expects a number, got '" + text + "'");
+  return value;
+}
+
 bool parseBool(const std::string &name, const std::string &text) {
   if (text == "true" || text == "1")
     return true;
@@ -80,6 +93,21 @@ const std::vector<OptionSpec> &optionSpecs() {
        [](O &o, S v) {
          o.traceSteps = parseInteger<int64_t>("trace-steps", v);
        }},
+      {"lr-schedule", "KIND",
+       "constant, cosine or linear (default: the program's, compiled with "
+       "fsdp-pipeline's lr-schedule)",
+       [](O &o, S v) { o.lrSchedule = v; }},
+      {"warmup-steps", "N", "Linear warmup of the learning rate over N steps",
+       [](O &o, S v) {
+         o.warmupSteps = parseInteger<int64_t>("warmup-steps", v);
+       }},
+      {"decay-steps", "N",
+       "Steps of the decay after the warmup (0: to the last step)",
+       [](O &o, S v) {
+         o.decaySteps = parseInteger<int64_t>("decay-steps", v);
+       }},
+      {"min-lr-ratio", "R", "The decay's floor, a fraction of the peak lr",
+       [](O &o, S v) { o.minLrRatio = parseNumber("min-lr-ratio", v); }},
       {"backend", "NAME", "cpu or cuda", [](O &o, S v) { o.backend = v; }},
       {"rank-threads", "N", "Compute threads per rank (0: cores / local ranks)",
        [](O &o, S v) { o.threads = parseInteger<int>("rank-threads", v); }},

@@ -9,6 +9,7 @@
 #define FSDP_DRIVER_RUNOPTIONS_H
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct RunOptions {
   int64_t traceSteps = 5; // steps recorded in the trace (from the first)
   std::string backend = "cpu";
   int threads = 0; // per rank; 0: cores / local ranks
+  // The learning-rate schedule's fields that replace the program's.
+  std::optional<std::string> lrSchedule;
+  std::optional<int64_t> warmupSteps, decaySteps;
+  std::optional<double> minLrRatio;
   bool quiet = false;
   bool help = false;
 };

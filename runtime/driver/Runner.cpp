@@ -73,6 +73,23 @@ void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
                              o.saveFormat + "'");
 }
 
+/// The program's learning-rate schedule with the fields the command line
+/// sets replaced.
+LrSchedule lrSchedule(const RunOptions &o, const Program &p) {
+  LrSchedule s = p.lrSchedule;
+  s.kind = o.lrSchedule.value_or(s.kind);
+  s.warmupSteps = o.warmupSteps.value_or(s.warmupSteps);
+  s.decaySteps = o.decaySteps.value_or(s.decaySteps);
+  s.minLrRatio = o.minLrRatio.value_or(s.minLrRatio);
+  try {
+    s.validate();
+  } catch (const std::invalid_argument &e) {
+    throw std::runtime_error(std::string("the learning-rate schedule: ") +
+                             e.what());
+  }
+  return s;
+}
+
 int defaultThreads(const rt::LaunchInfo &launch) {
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, launch.localWorldSize));
@@ -188,6 +205,7 @@ void train(const RunOptions &o, StepProgram &program,
            const rt::LaunchInfo &launch) {
   const Program &p = program.program();
   checkOptions(o, p, launch.worldSize);
+  LrSchedule schedule = lrSchedule(o, p);
   int rank = launch.rank;
   StepFn step = program.step();
 
@@ -231,6 +249,8 @@ void train(const RunOptions &o, StepProgram &program,
             "copying inputs");
     double waitedBefore = 0, waitedAfter = 0;
     check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedBefore), "stats");
+    double lrFactor = schedule.factor(stepCount, o.steps);
+    check(fsdprt_context_set_lr_factor(rt.ctx, lrFactor), "the lr schedule");
     auto start = std::chrono::steady_clock::now();
     check(step(rt.ctx, rt.persistent, rt.streams[0], rt.streams[1],
                rt.streams[2], rt.shard, rt.replicate, stepCount,
@@ -253,6 +273,8 @@ void train(const RunOptions &o, StepProgram &program,
     m.peakBytes = reduced.peak;
     m.commExposedS = waitedAfter - waitedBefore;
     m.gradNorm = reduced.gradNorm;
+    if (p.optimizer != "none")
+      m.lr = p.lr * lrFactor;
     if (rank == 0) {
       if (!o.quiet)
         std::cout << formatProgressLine(m, o.steps) << std::endl;

@@ -3,6 +3,7 @@
 
 #include "fsdp/rt/fsdprt.h"
 
+#include <cmath>
 #include <mutex>
 
 using namespace fsdp::rt;
@@ -128,6 +129,15 @@ int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes) {
 
 int32_t fsdprt_context_synchronize(int64_t ctx) {
   return guarded(__func__, [&] { getContext(ctx)->synchronizeAll(); });
+}
+
+int32_t fsdprt_context_set_lr_factor(int64_t ctx, double factor) {
+  return guarded(__func__, [&] {
+    if (!std::isfinite(factor) || factor < 0)
+      fail(Status::InvalidArgument,
+           "the learning-rate factor must be finite and >= 0, got ", factor);
+    getContext(ctx)->setLrFactor(factor);
+  });
 }
 
 int32_t fsdprt_buffer_alloc(int64_t ctx, int64_t bytes, int64_t *out_buf) {

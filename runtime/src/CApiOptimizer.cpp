@@ -46,7 +46,8 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     Backend &be = l.backend();
     const DelayConfig &delays = l.context().delays();
     DType dt = l.dtype();
-    SgdOptions o{lr, momentum, dampening, weight_decay, nesterov != 0};
+    SgdOptions o{lr * l.context().lrFactor(), momentum, dampening,
+                 weight_decay, nesterov != 0};
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
       be.sgdStep(dt, pp, pg, pm, numel, step, o);
@@ -79,7 +80,8 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     Backend &be = l.backend();
     const DelayConfig &delays = l.context().delays();
     DType dt = l.dtype();
-    AdamWOptions o{lr, beta1, beta2, eps, weight_decay};
+    AdamWOptions o{lr * l.context().lrFactor(), beta1, beta2, eps,
+                   weight_decay};
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
       be.adamwStep(dt, pp, pg, pm, pv, numel, step, o);

@@ -46,7 +46,25 @@ def ConvertFSDPToRTPass : Pass<"convert-fsdp-to-rt", "::mlir::ModuleOp"> {
     initializers, persistent offsets, inputs, the loss, mesh, the plan's
     size) and the pre-launch report (`fsdp-report`'s text plus the plan),
     and the `fsdp.model` is removed.
+
+    **Learning-rate schedule.** The options below are recorded in the
+    description; fsdp-run evaluates the schedule before each step (its
+    `--lr-schedule`, `--warmup-steps`, `--decay-steps` and `--min-lr-ratio`
+    replace them) and the optimizer calls apply the compiled lr times its
+    factor, as LambdaLR does: linear warmup (step + 1) / (warmup + 1), then
+    constant, or a cosine or linear decay over `decay-steps` (0: to the
+    run's last step) down to `min-lr-ratio` of the peak.
   }];
+  let options = [
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",
+           "constant | cosine | linear">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Linear warmup of the learning rate, in steps">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "Steps of the decay after the warmup (0: to the run's end)">,
+    Option<"minLrRatio", "min-lr-ratio", "double", /*default=*/"0.0",
+           "The decay's floor, a fraction of the peak learning rate">,
+  ];
   let dependentDialects = ["::mlir::rt::RTDialect", "::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect"];
 }

@@ -225,9 +225,27 @@ static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
   return out;
 }
 
+static LogicalResult checkSchedule(Location loc,
+                                   const LrScheduleOptions &schedule) {
+  if (!llvm::is_contained({"constant", "cosine", "linear"}, schedule.kind))
+    return emitError(loc, "convert-fsdp-to-rt: lr-schedule must be constant, "
+                          "cosine or linear, not '")
+           << schedule.kind << "'";
+  if (schedule.warmupSteps < 0 || schedule.decaySteps < 0)
+    return emitError(loc, "convert-fsdp-to-rt: warmup-steps and decay-steps "
+                          "must be >= 0");
+  if (!(schedule.minLrRatio >= 0.0 && schedule.minLrRatio <= 1.0))
+    return emitError(loc, "convert-fsdp-to-rt: min-lr-ratio must be in "
+                          "[0, 1], got ")
+           << schedule.minLrRatio;
+  return success();
+}
+
 namespace {
 struct ConvertFSDPToRTPass
     : public fsdp::impl::ConvertFSDPToRTPassBase<ConvertFSDPToRTPass> {
+  using ConvertFSDPToRTPassBase::ConvertFSDPToRTPassBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<ModelOp> models(module.getOps<ModelOp>());
@@ -263,8 +281,12 @@ struct ConvertFSDPToRTPass
     std::string report;
     llvm::raw_string_ostream os(report);
     printStepReport(os, model, step, *analysis, &plan);
+    LrScheduleOptions schedule{lrSchedule, warmupSteps, decaySteps,
+                               minLrRatio};
+    if (failed(checkSchedule(module.getLoc(), schedule)))
+      return signalPassFailure();
     FailureOr<std::string> program =
-        describeProgram(model, step, *layout, report);
+        describeProgram(model, step, *layout, report, schedule);
     if (failed(program))
       return signalPassFailure();
 

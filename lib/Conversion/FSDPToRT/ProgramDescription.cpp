@@ -59,7 +59,8 @@ static int64_t maxIdOf(Value input) {
 
 FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
                                              const StepLayout &layout,
-                                             StringRef report) {
+                                             StringRef report,
+                                             const LrScheduleOptions &schedule) {
   llvm::StringMap<ParamOp> params;
   llvm::StringMap<BufferOp> buffers;
   model.walk([&](ParamOp p) { params[qualifiedName(p)] = p; });
@@ -181,11 +182,12 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
   }
 
   std::string optimizer = "none";
+  double lr = 0.0;
   step.walk([&](Operation *op) {
-    if (isa<AdamWStepOp>(op))
-      optimizer = "adamw";
-    else if (isa<SGDStepOp>(op))
-      optimizer = "sgd";
+    if (auto adamw = dyn_cast<AdamWStepOp>(op))
+      optimizer = "adamw", lr = adamw.getLr().convertToDouble();
+    else if (auto sgd = dyn_cast<SGDStepOp>(op))
+      optimizer = "sgd", lr = sgd.getLr().convertToDouble();
   });
   Value loss = returnedValue(step, kLossResult);
   Value gradNorm = returnedValue(step, kGradNormResult);
@@ -201,6 +203,12 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       {"strategy", strategyOptionName(getStrategy(step))},
       {"micro_batches", microBatches ? microBatches.getInt() : 1},
       {"optimizer", optimizer},
+      {"lr", lr},
+      {"lr_schedule",
+       llvm::json::Object{{"kind", schedule.kind},
+                          {"warmup_steps", schedule.warmupSteps},
+                          {"decay_steps", schedule.decaySteps},
+                          {"min_lr_ratio", schedule.minLrRatio}}},
       {"persistent_bytes", layout.persistentBytes},
       {"arena_bytes", layout.arenaBytes},
       {"estimate_bytes", layout.arenaBytes},

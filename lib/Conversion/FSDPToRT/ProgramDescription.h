@@ -9,13 +9,22 @@
 
 namespace mlir::fsdp {
 
+/// The learning-rate schedule fsdp-run applies (convert-fsdp-to-rt's
+/// options; runtime/driver/LrSchedule.h computes it).
+struct LrScheduleOptions {
+  std::string kind = "constant";
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLrRatio = 0.0;
+};
+
 /// The `fsdp.program` JSON (runtime/driver/Program.h documents its fields):
 /// units with their parameters' names, shapes, flat offsets and
 /// initializers; persistent offsets of shards, optimizer state, inputs and
 /// the loss; the mesh; the plan's size and the report.
 FailureOr<std::string> describeProgram(ModelOp model, func::FuncOp step,
                                        const StepLayout &layout,
-                                       StringRef report);
+                                       StringRef report,
+                                       const LrScheduleOptions &schedule);
 
 } // namespace mlir::fsdp
 

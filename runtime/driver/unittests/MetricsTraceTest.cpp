@@ -99,6 +99,15 @@ TEST_F(Metrics, WriterTruncatesAndWritesOneJsonObjectPerLine) {
   EXPECT_DOUBLE_EQ(b["grad_norm"].get<double>(), 0.75);
 }
 
+TEST_F(Metrics, LearningRateIsWrittenWhenThereIsAnOptimizer) {
+  StepMetrics m = sample(4);
+  m.lr = 3e-4;
+  json j = json::parse(metricsJson(m));
+  EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 3e-4);
+  EXPECT_NE(formatProgressLine(m, 10).find("  lr 3.00e-04"), std::string::npos)
+      << formatProgressLine(m, 10);
+}
+
 TEST_F(Metrics, DivergedLossStaysValidJson) {
   StepMetrics m = sample(7);
   m.loss = std::nan("");

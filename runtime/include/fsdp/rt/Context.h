@@ -42,6 +42,9 @@ public:
   Backend &backend() { return *backend_; }
   Arena &arena() { return arena_; }
   const DelayConfig &delays() const { return delays_; }
+  /// The learning-rate schedule's factor (fsdprt_context_set_lr_factor).
+  double lrFactor() const { return lrFactor_; }
+  void setLrFactor(double factor) { lrFactor_ = factor; }
   /// Per-stream operation records; its clock starts at context creation.
   TraceLog &trace() { return *trace_; }
 
@@ -74,6 +77,7 @@ private:
   const int32_t rank_;
   const int32_t worldSize_;
   const DelayConfig delays_;
+  double lrFactor_ = 1.0;
   // Before the streams, which register with it and keep it alive.
   const std::shared_ptr<TraceLog> trace_ = std::make_shared<TraceLog>();
   std::unique_ptr<Backend> backend_;

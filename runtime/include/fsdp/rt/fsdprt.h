@@ -83,6 +83,10 @@ int32_t fsdprt_arena_high_water(int64_t ctx, int64_t *out_bytes,
 int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
 /* Waits for every stream; returns (and clears) the first stream error. */
 int32_t fsdprt_context_synchronize(int64_t ctx);
+/* The learning-rate schedule's factor for the optimizer calls issued from */
+/* now on (default 1): they apply lr x factor, as LambdaLR multiplies each */
+/* group's initial lr. Finite and >= 0. */
+int32_t fsdprt_context_set_lr_factor(int64_t ctx, double factor);
 
 /* ---- Buffers (per-rank arena) -------------------------------------------*/
 /* Every buffer starts at a multiple of this and its size is rounded up to  */
@@ -394,6 +398,7 @@ int32_t fsdprt_mse_loss_backward(int64_t ctx, int64_t stream, int32_t dtype,
 /* ---- Optimizers on a flat f32 shard -------------------------------------*/
 /* grad_dtype is the gradient's storage type; param and state are f32. */
 /* step is 1-based; step 1 initialises the momentum buffer / Adam moments. */
+/* lr is scaled by the context's learning-rate factor when the call is made. */
 int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                         int64_t param, int64_t param_off, int64_t grad,
                         int64_t grad_off, int64_t momentum_buf, int64_t mb_off,

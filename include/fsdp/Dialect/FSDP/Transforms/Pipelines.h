@@ -3,6 +3,8 @@
 #ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
 
+#include "fsdp/Conversion/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -76,6 +78,21 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Mixed precision: dtype of gradient reduction (default: "
                      "param-dtype)"),
       llvm::cl::init("")};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("constant | cosine | linear (fsdp-run evaluates it)"),
+      llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps",
+                              llvm::cl::desc("Linear lr warmup, in steps"),
+                              llvm::cl::init(0)};
+  Option<int64_t> decaySteps{
+      *this, "decay-steps",
+      llvm::cl::desc("Steps of the lr decay after the warmup (0: to the end)"),
+      llvm::cl::init(0)};
+  Option<double> minLrRatio{
+      *this, "min-lr-ratio",
+      llvm::cl::desc("The lr decay's floor, a fraction of the peak"),
+      llvm::cl::init(0.0)};
   Option<bool> lower{*this, "lower",
                      llvm::cl::desc("Lower to LLVM for fsdp-run "
                                     "(convert-fsdp-to-rt, convert-rt-to-llvm)"),
@@ -84,7 +101,8 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
 
 /// convert-fsdp-to-rt then convert-rt-to-llvm: a scheduled step to what
 /// fsdp-run JIT-compiles.
-void buildFSDPLowerPipeline(OpPassManager &pm);
+void buildFSDPLowerPipeline(OpPassManager &pm,
+                            const ConvertFSDPToRTPassOptions &options = {});
 
 /// auto-wrap, train step, shard, collectives, prefetch (and the report).
 void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
