@@ -29,6 +29,9 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.lr = options.lr;
   step.momentum = options.momentum;
   step.weightDecay = options.weightDecay;
+  step.paramGroups.assign(options.paramGroups.begin(),
+                          options.paramGroups.end());
+  step.noDecay1d = options.noDecay1d;
   step.clipGradNorm = options.clipGradNorm;
   step.gradAccumSteps = options.gradAccumSteps;
   step.noSync = options.noSync;

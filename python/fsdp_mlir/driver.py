@@ -357,7 +357,8 @@ class RunResult:
 def run_command(program, *, nproc=None, steps=10, data="synthetic",
                 seed=None, batch_size=None, micro_batches=None, load=None,
                 save=None, save_every=None, save_format=None, metrics=None,
-                trace=None, backend="cpu", quiet=True,
+                trace=None, backend="cpu", quiet=True, lr_schedule=None,
+                warmup_steps=None, decay_steps=None, min_lr_ratio=None,
                 fsdp_run=None) -> list[str]:
     """The fsdp-run argv for these options (README.md lists them)."""
     argv = [str(fsdp_run or find_tool("fsdp-run")), str(program)]
@@ -369,7 +370,11 @@ def run_command(program, *, nproc=None, steps=10, data="synthetic",
                         ("--save-every", save_every),
                         ("--save-format", save_format),
                         ("--metrics", metrics), ("--trace", trace),
-                        ("--backend", backend)):
+                        ("--backend", backend),
+                        ("--lr-schedule", lr_schedule),
+                        ("--warmup-steps", warmup_steps),
+                        ("--decay-steps", decay_steps),
+                        ("--min-lr-ratio", min_lr_ratio)):
         if value is not None:
             argv += [flag, str(value)]
     if quiet:
@@ -400,7 +405,9 @@ def read_metrics(path) -> list[dict]:
 def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
         batch_size=None, micro_batches=None, load=None, save=None,
         save_every=None, save_format=None, metrics=None, trace=None,
-        backend="cpu", env=None, quiet=True, timeout=None) -> RunResult:
+        backend="cpu", env=None, quiet=True, timeout=None, lr_schedule=None,
+        warmup_steps=None, decay_steps=None,
+        min_lr_ratio=None) -> RunResult:
     """Train the lowered `program` with fsdp-run and return a RunResult.
 
     `metrics=None` writes the metrics to a temporary file (removed after it
@@ -421,7 +428,9 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
                        micro_batches=micro_batches, load=load, save=save,
                        save_every=save_every, save_format=save_format,
                        metrics=metrics_path, trace=trace, backend=backend,
-                       quiet=quiet)
+                       quiet=quiet, lr_schedule=lr_schedule,
+                       warmup_steps=warmup_steps, decay_steps=decay_steps,
+                       min_lr_ratio=min_lr_ratio)
     env = {str(k): str(v) for k, v in (env or {}).items()}
     full_env = dict(os.environ)
     if nproc is not None:

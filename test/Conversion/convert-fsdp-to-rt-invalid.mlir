@@ -2,8 +2,14 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 lower=true" -verify-diagnostics -split-input-file
 // RUN: not fsdp-opt %examples/mlp.mlir --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=UNSCHEDULED
 // RUN: echo 'func.func @f() { return }' | not fsdp-opt --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=NOMODEL
+// RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 lr-schedule=cos lower=true" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 lr-schedule=cosine min-lr-ratio=2 lower=true" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 warmup-steps=-1 lower=true" 2>&1 | FileCheck %s --check-prefix=WARMUP
 
 // UNSCHEDULED: mlp.mlir:4:1: error: model 'mlp' has no sharded train step to lower; run fsdp-pipeline (or fsdp-shard and fsdp-insert-collectives) first
+// SCHEDULE: error: convert-fsdp-to-rt: lr-schedule must be constant, cosine or linear, not 'cos'
+// FLOOR: error: convert-fsdp-to-rt: min-lr-ratio must be in [0, 1], got 2
+// WARMUP: error: convert-fsdp-to-rt: warmup-steps and decay-steps must be >= 0
 // NOMODEL: error: convert-fsdp-to-rt: expected one fsdp.model with its scheduled train step, found 0 models
 
 // A buffer update the runtime cannot compute in place (an integer buffer

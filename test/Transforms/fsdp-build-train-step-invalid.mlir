@@ -9,6 +9,11 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="clip-grad-norm=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="weight-decay=-0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DECAY
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-build-train-step -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=ndim<two:weight-decay=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NDIM
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=*.bias" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOTHING
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=*.bias:decay=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SETTING
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=*.bias:lr-scale=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=VALUE
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=[:lr-scale=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GLOB
 // RUN: fsdp-opt %t/no-vjp.mlir --fsdp-build-train-step -verify-diagnostics -o /dev/null
 
 
@@ -19,6 +24,11 @@
 // ACCUM: error: fsdp-build-train-step: grad-accum-steps must be >= 1, got 0
 // CLIP: error: fsdp-build-train-step: clip-grad-norm must be >= 0, got -1
 // TWICE: error: 'fsdp.model' op already has a train step
+// NDIM: model.mlir:2:1: error: fsdp-build-train-step: param group 'ndim<two:weight-decay=0': expected ndim<K with an integer K
+// NOTHING: error: fsdp-build-train-step: param group '*.bias': sets nothing; add :weight-decay=X or :lr-scale=X
+// SETTING: error: fsdp-build-train-step: param group '*.bias:decay=0': unknown setting 'decay' (weight-decay or lr-scale)
+// VALUE: error: fsdp-build-train-step: param group '*.bias:lr-scale=-1': 'lr-scale=-1' needs a number >= 0
+// GLOB: error: fsdp-build-train-step: param group '[:lr-scale=1': the selector is not ndim<K, ndim>=K, kind=CLASS or a name pattern
 // DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01
 
 //--- model.mlir

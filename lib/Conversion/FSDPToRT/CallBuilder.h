@@ -78,6 +78,7 @@ public:
   }
   Value stepCount() const { return step.stepPlusOne; }
   Value seed() const { return step.seed; }
+  Value rank() const { return step.rank; }
   /// The rng_id that keys a dropout mask. The step numbers its S dropout
   /// sites in their low 32 bits; rank r continues the numbering at r x S,
   /// so that N ranks drop what one rank with N times the micro-batches
@@ -103,6 +104,10 @@ int32_t dtypeOf(Value tensor);
 /// Emits the runtime call(s) of a compute op; fails if it has none
 /// (KernelCalls.cpp).
 LogicalResult emitKernel(CallBuilder &calls, Operation *op);
+
+/// Emits the runtime call(s) of an optimizer op and returns true, or false
+/// for any other op (OptimizerCalls.cpp).
+bool emitOptimizer(CallBuilder &calls, Operation *op);
 
 /// Emits the runtime calls of a collective op (CollectiveCalls.cpp).
 LogicalResult emitCollective(CallBuilder &calls, Operation *op);

@@ -198,6 +198,8 @@ static void emitAttention(CallBuilder &l, Operation *op, Value q, Value k,
 }
 
 LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
+  if (emitOptimizer(calls, op))
+    return success();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](nn::LinearOp o) {
         Args{calls}
@@ -476,26 +478,6 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
           calls.call("fill", {calls.i32(dtypeOf(o.getResult())), flat.buffer,
                               calls.i64(flat.offset + offset),
                               calls.i64(padding), calls.f64(0.0)});
-        return success();
-      })
-      .Case([&](AdamWStepOp o) {
-        Args{calls}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
-            .t(o.getExpAvg()).t(o.getExpAvgSq()).i64(numel(o.getParam()))
-            .value(calls.stepCount()).f64(o.getLr().convertToDouble())
-            .f64(o.getBeta1().convertToDouble())
-            .f64(o.getBeta2().convertToDouble())
-            .f64(o.getEps().convertToDouble())
-            .f64(o.getWeightDecay().convertToDouble()).call("adamw_step");
-        return success();
-      })
-      .Case([&](SGDStepOp o) {
-        Args{calls}.i32(dtypeOf(o.getGrad())).t(o.getParam()).t(o.getGrad())
-            .opt(o.getMomentumBuffer()).i64(numel(o.getParam()))
-            .value(calls.stepCount()).f64(o.getLr().convertToDouble())
-            .f64(o.getMomentum().convertToDouble())
-            .f64(o.getDampening().convertToDouble())
-            .f64(o.getWeightDecay().convertToDouble()).i32(o.getNesterov())
-            .call("sgd_step");
         return success();
       })
       .Case([&](ClipGradNormOp o) {

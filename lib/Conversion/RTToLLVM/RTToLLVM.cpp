@@ -116,9 +116,14 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
                     LLVM::ConstantOp::create(b, loc, c.getType(), c.getValue()));
         return success();
       })
-      // Scalar integer arithmetic: the step count, the dropout keys.
+      // Scalar integer arithmetic: the step count, the dropout keys, the
+      // elements of a parameter group's segment on this rank's shard.
       .Case([&](arith::AddIOp o) { return lowerBinary<LLVM::AddOp>(o); })
+      .Case([&](arith::SubIOp o) { return lowerBinary<LLVM::SubOp>(o); })
       .Case([&](arith::MulIOp o) { return lowerBinary<LLVM::MulOp>(o); })
+      .Case([&](arith::RemSIOp o) { return lowerBinary<LLVM::SRemOp>(o); })
+      .Case([&](arith::MaxSIOp o) { return lowerBinary<LLVM::SMaxOp>(o); })
+      .Case([&](arith::MinSIOp o) { return lowerBinary<LLVM::SMinOp>(o); })
       .Case([&](rt::NullOp n) {
         mapping.map(n.getResult(), LLVM::ConstantOp::create(
                                        b, loc, i64, b.getI64IntegerAttr(0)));

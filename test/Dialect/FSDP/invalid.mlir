@@ -592,6 +592,38 @@ func.func @sgd_buffer(%p: tensor<4xf32>, %s: tensor<i64>) {
 
 // -----
 
+func.func @segments_apart(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{segment_starts, segment_lr_scales and segment_weight_decays go together, one value per segment}}
+  %0 = fsdp.sgd_step %p, %p step %s {lr = 0.1 : f64, segment_starts = array<i64: 0, 2>, segment_lr_scales = array<f64: 1.0>, segment_weight_decays = array<f64: 0.0, 0.0>} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @segments_not_from_zero(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{segment_starts must increase from 0}}
+  %0 = fsdp.sgd_step %p, %p step %s {lr = 0.1 : f64, segment_starts = array<i64: 0, 2, 2>, segment_lr_scales = array<f64: 1.0, 1.0, 1.0>, segment_weight_decays = array<f64: 0.0, 0.0, 0.0>} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @segments_first_differs(%p: tensor<4xf32>, %m: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{lr_scale and weight_decay must be the first segment's}}
+  %0:3 = fsdp.adamw_step %p, %p, %m, %m step %s {lr = 0.1 : f64, segment_starts = array<i64: 0, 2>, segment_lr_scales = array<f64: 1.0, 0.5>, segment_weight_decays = array<f64: 0.0, 0.01>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @negative_lr_scale(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{lr_scale must be >= 0}}
+  %0 = fsdp.sgd_step %p, %p step %s {lr = 0.1 : f64, lr_scale = -1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @sgd_nesterov(%p: tensor<4xf32>, %s: tensor<i64>) {
   // expected-error @+1 {{nesterov momentum requires a momentum and zero dampening}}
   %0 = fsdp.sgd_step %p, %p step %s {lr = 0.1 : f64, nesterov} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>

@@ -2,6 +2,7 @@
 
 #include "Autodiff.h"
 #include "Clipping.h"
+#include "ParamGroups.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
@@ -48,6 +49,7 @@ struct OptimizerConfig {
   bool adamw = false;
   double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
   bool nesterov;
+  ParamGroups groups;
 
   /// Per trainable parameter: the names of its state tensors.
   SmallVector<StringRef> stateNames() const {
@@ -241,14 +243,21 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
   Location loc = param.getLoc();
   Operation *update;
   Value newParam;
+  GroupSettings group = config.groups.settingsOf(
+      param, {/*lrScale=*/1.0, config.weightDecay});
+  auto f64 = [&](StringRef name, double v) {
+    return builder.getNamedAttr(name, builder.getF64FloatAttr(v));
+  };
+  SmallVector<NamedAttribute> attrs = {f64("lr", config.lr),
+                                       f64("weight_decay", group.weightDecay)};
+  if (group.lrScale != 1.0)
+    attrs.push_back(f64("lr_scale", group.lrScale));
   if (config.adamw) {
+    attrs.append({f64("beta1", config.beta1), f64("beta2", config.beta2),
+                  f64("eps", config.eps)});
     auto op = AdamWStepOp::create(
-        builder, loc, value.getType(), value.getType(), value.getType(), value,
-        grad, state[0], state[1], step, builder.getF64FloatAttr(config.lr),
-        builder.getF64FloatAttr(config.beta1),
-        builder.getF64FloatAttr(config.beta2),
-        builder.getF64FloatAttr(config.eps),
-        builder.getF64FloatAttr(config.weightDecay));
+        builder, loc, TypeRange{value.getType(), value.getType(), value.getType()},
+        ValueRange{value, grad, state[0], state[1], step}, attrs);
     newState.append({op.getNewExpAvg(), op.getNewExpAvgSq()});
     update = op;
     newParam = op.getNewParam();
@@ -261,14 +270,8 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
       types.push_back(value.getType());
     }
     operands.push_back(step);
-    SmallVector<NamedAttribute> attrs = {
-        builder.getNamedAttr("lr", builder.getF64FloatAttr(config.lr)),
-        builder.getNamedAttr("momentum",
-                             builder.getF64FloatAttr(config.momentum)),
-        builder.getNamedAttr("dampening",
-                             builder.getF64FloatAttr(config.dampening)),
-        builder.getNamedAttr("weight_decay",
-                             builder.getF64FloatAttr(config.weightDecay))};
+    attrs.append(
+        {f64("momentum", config.momentum), f64("dampening", config.dampening)});
     if (config.nesterov)
       attrs.push_back(builder.getNamedAttr("nesterov", builder.getUnitAttr()));
     auto op = SGDStepOp::create(builder, loc, types, operands, attrs);
@@ -573,6 +576,11 @@ struct BuildTrainStepPass
       return emitError(module.getLoc(), 
                  "fsdp-build-train-step: grad-accum-steps must be >= 1, got ")
              << static_cast<int64_t>(gradAccumSteps);
+    FailureOr<ParamGroups> groups =
+        ParamGroups::parse(paramGroups, noDecay1d, module.getLoc());
+    if (failed(groups))
+      return failure();
+    config.groups = std::move(*groups);
     if (clipGradNorm < 0.0)
       return emitError(module.getLoc(), 
                  "fsdp-build-train-step: clip-grad-norm must be >= 0, got ")

@@ -151,6 +151,42 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
                           });
 }
 
+/// An update's lr scale and weight decay.
+static std::pair<double, double> groupOf(Operation *update) {
+  if (auto adamw = dyn_cast<AdamWStepOp>(update))
+    return {adamw.getLrScale().convertToDouble(),
+            adamw.getWeightDecay().convertToDouble()};
+  auto sgd = cast<SGDStepOp>(update);
+  return {sgd.getLrScale().convertToDouble(),
+          sgd.getWeightDecay().convertToDouble()};
+}
+
+/// The update attributes of a flat parameter: its parameters' (which share
+/// every hyper-parameter but their group's lr scale and weight decay), with
+/// one segment per run of parameters of the same group when they differ.
+static NamedAttrList groupAttrs(const FlatParam &flat,
+                                const llvm::StringMap<Operation *> &updates) {
+  SmallVector<int64_t> starts;
+  SmallVector<double> scales, decays;
+  for (auto [param, offset] : llvm::zip(flat.params, flat.offsets)) {
+    auto [scale, decay] = groupOf(updates.lookup(qualifiedName(param)));
+    if (!starts.empty() && scales.back() == scale && decays.back() == decay)
+      continue;
+    starts.push_back(starts.empty() ? 0 : offset);
+    scales.push_back(scale);
+    decays.push_back(decay);
+  }
+  Operation *first = updates.lookup(qualifiedName(flat.params.front()));
+  NamedAttrList attrs(first->getAttrs());
+  if (starts.size() > 1) {
+    Builder b(first->getContext());
+    attrs.set("segment_starts", b.getDenseI64ArrayAttr(starts));
+    attrs.set("segment_lr_scales", b.getDenseF64ArrayAttr(scales));
+    attrs.set("segment_weight_decays", b.getDenseF64ArrayAttr(decays));
+  }
+  return attrs;
+}
+
 LogicalResult StepSharder::run() {
   if (step->hasAttr(kMeshAttr))
     return step.emitOpError("is already sharded");
@@ -378,7 +414,7 @@ LogicalResult StepSharder::run() {
     operands.push_back(stepCount);
     SmallVector<Type> types(1 + stateNames.size(), flat.shardType());
     OperationState state(loc, anyUpdate->getName(), operands, types,
-                         anyUpdate->getAttrs());
+                         groupAttrs(flat, updates));
     Operation *update = builder.create(state);
     tagOp(update, flat.unit, kOptimizer);
     newShards.push_back(update->getResult(0));

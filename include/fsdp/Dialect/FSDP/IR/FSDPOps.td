@@ -405,6 +405,16 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
     than the parameter (keep_low_precision_grads); the update is computed in
     the parameter's dtype.
 
+    Parameter groups: the update applies `lr`·`lr_scale` (the parameter's
+    group's lr multiplier). On a flat shard whose parameters belong to
+    different groups, `segment_starts` (increasing offsets into the flat
+    parameter, the first 0), `segment_lr_scales` and
+    `segment_weight_decays` give each run of elements its group's lr scale
+    and weight decay; the shard of rank r of a shard group of S ranks is
+    elements [r·n, (r+1)·n) of the flat parameter (a rank-local unit's
+    shard is all of it), so each rank updates its part of every run.
+    `lr_scale` and `weight_decay` are then the first segment's.
+
     ```mlir
     %p2, %m2 = fsdp.sgd_step %p, %g momentum_buffer %m step %s {lr = 1.0e-02 : f64, momentum = 9.0e-01 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
     ```
@@ -415,7 +425,11 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
                        DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F64Attr, "0.0">:$dampening,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
-                       UnitAttr:$nesterov);
+                       UnitAttr:$nesterov,
+                       DefaultValuedAttr<F64Attr, "1.0">:$lr_scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$segment_starts,
+                       OptionalAttr<DenseF64ArrayAttr>:$segment_lr_scales,
+                       OptionalAttr<DenseF64ArrayAttr>:$segment_weight_decays);
   let results = (outs FSDP_DataTensor:$new_param,
                       Optional<FSDP_DataTensor>:$new_momentum_buffer);
   let assemblyFormat = "$param `,` $grad (`momentum_buffer` $momentum_buffer^)? "
@@ -430,6 +444,16 @@ def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure]> {
     m = β1·m + (1 − β1)·g; v = β2·v + (1 − β2)·g²;
     param −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps).
 
+    Parameter groups: the update applies `lr`·`lr_scale` (the parameter's
+    group's lr multiplier). On a flat shard whose parameters belong to
+    different groups, `segment_starts` (increasing offsets into the flat
+    parameter, the first 0), `segment_lr_scales` and
+    `segment_weight_decays` give each run of elements its group's lr scale
+    and weight decay; the shard of rank r of a shard group of S ranks is
+    elements [r·n, (r+1)·n) of the flat parameter (a rank-local unit's
+    shard is all of it), so each rank updates its part of every run.
+    `lr_scale` and `weight_decay` are then the first segment's.
+
     ```mlir
     %p2, %m2, %v2 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-03 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
     ```
@@ -440,7 +464,11 @@ def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure]> {
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
-                       DefaultValuedAttr<F64Attr, "1e-2">:$weight_decay);
+                       DefaultValuedAttr<F64Attr, "1e-2">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "1.0">:$lr_scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$segment_starts,
+                       OptionalAttr<DenseF64ArrayAttr>:$segment_lr_scales,
+                       OptionalAttr<DenseF64ArrayAttr>:$segment_weight_decays);
   let results = (outs FSDP_DataTensor:$new_param, FSDP_DataTensor:$new_exp_avg,
                       FSDP_DataTensor:$new_exp_avg_sq);
   let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` "

@@ -151,6 +151,13 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "Micro-batches per optimizer step">,
     Option<"noSync", "no-sync", "bool", /*default=*/"false",
            "Reduce gradients only after the last micro-batch">,
+    ListOption<"paramGroups", "param-groups", "std::string",
+               "Parameter groups, first match wins: SELECTOR:SETTING[:...] "
+               "with SELECTOR ndim<K, ndim>=K, kind=CLASS or a name glob and "
+               "SETTING weight-decay=X or lr-scale=X">,
+    Option<"noDecay1d", "no-decay-1d", "bool", /*default=*/"false",
+           "No weight decay for parameters of fewer than 2 dimensions "
+           "(biases, norm weights), as nanoGPT">,
   ];
 }
 

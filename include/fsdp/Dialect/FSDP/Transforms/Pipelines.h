@@ -55,6 +55,13 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (default: the optimizer's)"),
       llvm::cl::init(-1.0)};
+  ListOption<std::string> paramGroups{
+      *this, "param-groups",
+      llvm::cl::desc("Parameter groups (fsdp-build-train-step's option)")};
+  Option<bool> noDecay1d{
+      *this, "no-decay-1d",
+      llvm::cl::desc("No weight decay for biases and norm weights (ndim < 2)"),
+      llvm::cl::init(false)};
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Global norm clip (0: off)"),
                               llvm::cl::init(0.0)};

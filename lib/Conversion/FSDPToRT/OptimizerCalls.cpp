@@ -1,0 +1,137 @@
+//===- OptimizerCalls.cpp - sgd_step and adamw_step as runtime calls ------===//
+//
+// One call per optimizer op, or with parameter groups one per segment of
+// the flat parameter: each rank updates the part of the segment its shard
+// holds, an element range computed at run time from its rank, so that one
+// program serves every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CallBuilder.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// One segment of an update: its lr scale and weight decay, and the
+/// elements of this rank's shard it covers, [begin, begin + count) (null
+/// begin and count: the whole shard).
+struct Segment {
+  double lrScale, weightDecay;
+  Value begin, count;
+};
+
+int64_t shardNumel(Value param) {
+  return cast<RankedTensorType>(param.getType()).getNumElements();
+}
+
+/// The elements a segment updates.
+Value countOf(CallBuilder &calls, const Segment &s, Value param) {
+  return s.count ? s.count : calls.i64(shardNumel(param));
+}
+
+/// The segments of `op` on this rank's shard, or one covering the shard.
+template <typename OptimizerOp>
+SmallVector<Segment> segmentsOf(CallBuilder &calls, OptimizerOp op) {
+  auto starts = op.getSegmentStarts();
+  if (!starts)
+    return {{op.getLrScale().convertToDouble(),
+             op.getWeightDecay().convertToDouble(), Value(), Value()}};
+  // The shard's first element in the flat parameter: rank r of a shard
+  // group holds chunk r (a rank-local unit holds it all).
+  auto step = op->template getParentOfType<func::FuncOp>();
+  auto param = cast<BlockArgument>(op.getParam());
+  int64_t shards = step.getArgAttr(param.getArgNumber(), kRankLocalArg)
+                       ? 1
+                       : step->template getAttrOfType<MeshAttr>(kMeshAttr)
+                             .getShard();
+  int64_t n = shardNumel(op.getParam());
+  OpBuilder &b = calls.builder();
+  Location loc = calls.location();
+  Value base = arith::MulIOp::create(
+      b, loc, arith::RemSIOp::create(b, loc, calls.rank(), calls.i64(shards)),
+      calls.i64(n));
+  auto clampToShard = [&](int64_t flatOffset) -> Value {
+    Value local = arith::SubIOp::create(b, loc, calls.i64(flatOffset), base);
+    return arith::MinSIOp::create(
+        b, loc, arith::MaxSIOp::create(b, loc, local, calls.i64(0)),
+        calls.i64(n));
+  };
+  // Each boundary clamped to the shard once; segment k is between k and
+  // k + 1.
+  SmallVector<Value> bounds;
+  for (int64_t start : *starts)
+    bounds.push_back(clampToShard(start));
+  bounds.push_back(clampToShard(shards * n));
+  SmallVector<Segment> out;
+  for (size_t k = 0; k < starts->size(); ++k)
+    out.push_back({(*op.getSegmentLrScales())[k],
+                   (*op.getSegmentWeightDecays())[k], bounds[k],
+                   arith::SubIOp::create(b, loc, bounds[k + 1], bounds[k])});
+  return out;
+}
+
+/// (buffer, byte offset) of `tensor`'s element `begin` (null: its first);
+/// a null buffer and offset 0 for an absent tensor.
+void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args,
+                 Value tensor, Value begin) {
+  if (!tensor)
+    return calls.pushNull(args);
+  if (!begin)
+    return calls.pushTensor(args, tensor);
+  TensorRef ref = calls.ref(tensor);
+  auto type = cast<RankedTensorType>(tensor.getType());
+  OpBuilder &b = calls.builder();
+  Location loc = calls.location();
+  Value bytes = arith::MulIOp::create(
+      b, loc, begin, calls.i64(elementBytes(type.getElementType())));
+  args.push_back(ref.buffer);
+  args.push_back(arith::AddIOp::create(b, loc, calls.i64(ref.offset), bytes));
+}
+
+void emitAdamW(CallBuilder &calls, AdamWStepOp op) {
+  for (const Segment &s : segmentsOf(calls, op)) {
+    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
+    for (Value tensor : {op.getParam(), op.getGrad(), op.getExpAvg(),
+                         op.getExpAvgSq()})
+      pushElement(calls, args, tensor, s.begin);
+    args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
+                 calls.f64(op.getLr().convertToDouble() * s.lrScale),
+                 calls.f64(op.getBeta1().convertToDouble()),
+                 calls.f64(op.getBeta2().convertToDouble()),
+                 calls.f64(op.getEps().convertToDouble()),
+                 calls.f64(s.weightDecay)});
+    calls.call("adamw_step", args);
+  }
+}
+
+void emitSGD(CallBuilder &calls, SGDStepOp op) {
+  for (const Segment &s : segmentsOf(calls, op)) {
+    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
+    for (Value tensor : {op.getParam(), op.getGrad(), op.getMomentumBuffer()})
+      pushElement(calls, args, tensor, s.begin);
+    args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
+                 calls.f64(op.getLr().convertToDouble() * s.lrScale),
+                 calls.f64(op.getMomentum().convertToDouble()),
+                 calls.f64(op.getDampening().convertToDouble()),
+                 calls.f64(s.weightDecay), calls.i32(op.getNesterov())});
+    calls.call("sgd_step", args);
+  }
+}
+
+} // namespace
+
+bool fsdp::emitOptimizer(CallBuilder &calls, Operation *op) {
+  if (auto adamw = dyn_cast<AdamWStepOp>(op))
+    return emitAdamW(calls, adamw), true;
+  if (auto sgd = dyn_cast<SGDStepOp>(op))
+    return emitSGD(calls, sgd), true;
+  return false;
+}

@@ -1,0 +1,184 @@
+"""Parameter groups and learning-rate schedules against torch.optim: the
+MLP (every Linear a unit, so each flat parameter holds a weight and a bias
+of different groups, split between the ranks at different places) and the
+GPT-2 example trained 20 steps with AdamW in three groups — nanoGPT's "no
+weight decay for biases and norm weights" (`no-decay-1d`), a name pattern
+with half the learning rate, and the rest with weight decay 0.1 — under a
+linear warmup then cosine decay to 10% of the peak; torch trains the same
+module with torch.optim.AdamW given the same three groups and
+torch.optim.lr_scheduler.LambdaLR with the schedule written out here.
+Compared: the per-step losses, the lr reported in the metrics, and every
+parameter and optimizer-state tensor after the last step.
+
+The schedule is compiled in for most cases; one case compiles a constant
+program and sets the schedule with fsdp-run's options instead.
+
+Run: PYTHONPATH=python python3 -m pytest -q python/tests/test_torch_oracle_optim.py
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+st_numpy = pytest.importorskip("safetensors.numpy")
+
+from fsdp_mlir import driver  # noqa: E402
+
+from test_torch_oracle import (ADAMW_WEIGHT_ATOL_PER_LR, EXAMPLES,  # noqa: E402
+                               LOSS_RTOL, NUM_SAMPLES, SEED, WEIGHT_RTOL,
+                               _gpt_data, _mlp_data, _noise_only,
+                               seeded_initial_weights)
+from torch_reference import GPT, MLP  # noqa: E402
+
+STEPS = 20
+LR = 3e-3
+WEIGHT_DECAY = 0.1
+WARMUP, DECAY, FLOOR = 5, 15, 0.1
+HALF_LR_PATTERN = {"mlp": "fc2.*", "gpt2": "*.wpe.weight"}
+MODELS = {"mlp": (EXAMPLES / "mlp.mlir", MLP, 8, _mlp_data,
+                  dict(auto_wrap_policy="always")),
+          "gpt2": (EXAMPLES / "gpt2.mlir", GPT, 4, _gpt_data,
+                   dict(wrap_kinds=["Block"]))}
+
+
+def lr_lambda(step):
+    """nanoGPT's get_lr as a LambdaLR factor, written independently of
+    runtime/driver/LrSchedule.cpp."""
+    if step < WARMUP:
+        return (step + 1) / (WARMUP + 1)
+    progress = min(1.0, (step - WARMUP) / DECAY)
+    return FLOOR + (1 - FLOOR) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def torch_groups(name, model):
+    """The three groups, chosen as the compiler's first-match rules do."""
+    half = HALF_LR_PATTERN[name].replace(".", r"\.").replace("*", ".*")
+    import re
+    no_decay, halved, rest = [], [], []
+    for key, p in model.named_parameters():
+        if p.dim() < 2:
+            no_decay.append(p)
+        elif re.fullmatch(half, key):
+            halved.append(p)
+        else:
+            rest.append(p)
+    assert no_decay and halved and rest
+    return [{"params": no_decay, "weight_decay": 0.0},
+            {"params": halved, "lr": LR * 0.5},
+            {"params": rest}]
+
+
+def train_in_torch(name, init, tensors, global_batch):
+    _, cls, _, _, _ = MODELS[name]
+    model = cls()
+    model.load_state_dict({k: torch.from_numpy(v.copy())
+                           for k, v in init.items()})
+    opt = torch.optim.AdamW(torch_groups(name, model), lr=LR,
+                            betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=WEIGHT_DECAY)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+    inputs = [torch.from_numpy(tensors[f"input.{i}"])
+              for i in range(len(tensors))]
+    losses, lrs = [], []
+    for step in range(STEPS):
+        rows = torch.tensor([(step * global_batch + j) % NUM_SAMPLES
+                             for j in range(global_batch)])
+        lrs.append(opt.param_groups[2]["lr"])
+        opt.zero_grad()
+        loss = model(*(t[rows] for t in inputs))
+        loss.backward()
+        opt.step()
+        schedule.step()
+        losses.append(loss.item())
+    params = dict(model.named_parameters())
+    final = {k: v.detach().numpy().copy() for k, v in params.items()}
+    for k, p in params.items():
+        for key in ("exp_avg", "exp_avg_sq"):
+            final[f"optim.{key}.{k}"] = opt.state[p][key].numpy().copy()
+    return losses, lrs, final
+
+
+CASES = [("mlp", 1, "full-shard", "compiled"),
+         ("mlp", 2, "full-shard", "compiled"),
+         ("mlp", 4, "hybrid-shard", "compiled"),
+         ("mlp", 2, "shard-grad-op", "run-options"),
+         ("gpt2", 2, "full-shard", "compiled")]
+
+
+@pytest.mark.parametrize("name,ranks,strategy,schedule", CASES,
+                         ids=lambda v: str(v))
+def test_groups_and_schedule_match_torch(name, ranks, strategy, schedule,
+                                         tmp_path):
+    example, _, batch, make_data, options = MODELS[name]
+    tensors = make_data(np.random.default_rng(1234))
+    data = tmp_path / "data.safetensors"
+    st_numpy.save_file(tensors, str(data))
+    init, _ = seeded_initial_weights(example, tmp_path / "init")
+
+    scheduled = dict(lr_schedule="cosine", warmup_steps=WARMUP,
+                     decay_steps=DECAY, min_lr_ratio=FLOOR)
+    prog = driver.compile(
+        example, tmp_path / "prog.mlir", world_size=ranks,
+        sharding_strategy=strategy,
+        shard_group_size=2 if strategy == "hybrid-shard" else None,
+        optimizer="adamw", lr=LR, weight_decay=WEIGHT_DECAY,
+        no_decay_1d=True,
+        param_groups=[f"{HALF_LR_PATTERN[name]}:lr-scale=0.5"],
+        **options, **(scheduled if schedule == "compiled" else {}))
+    save = tmp_path / "ckpt"
+    result = driver.run(prog, nproc=ranks, steps=STEPS, seed=SEED, data=data,
+                        save=save, timeout=180,
+                        **(scheduled if schedule == "run-options" else {}))
+    ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
+
+    ref_losses, ref_lrs, ref = train_in_torch(name, init, tensors,
+                                              batch * ranks)
+    for step, (row, loss, lr) in enumerate(zip(result.metrics, ref_losses,
+                                               ref_lrs)):
+        assert math.isclose(row["lr"], lr, rel_tol=1e-12), f"step {step}"
+        assert math.isclose(row["loss"], loss, rel_tol=LOSS_RTOL), \
+            f"step {step}: loss {row['loss']!r} vs torch {loss!r}"
+    assert sorted(ours) == sorted(ref)
+    for key, want in ref.items():
+        want = want.astype(np.float64)
+        diff = np.abs(ours[key].astype(np.float64) - want)
+        if not key.startswith("optim."):
+            # Elements whose gradient is float noise (see test_torch_oracle)
+            # may drift by what AdamW lets them move.
+            noise = _noise_only(name, key, want.shape)
+            assert diff[noise].max(initial=0) <= 2 * LR * STEPS, key
+            diff[noise] = 0.0
+            want = np.where(noise, 0.0, want)
+        atol = 0.0 if key.startswith("optim.") else \
+            ADAMW_WEIGHT_ATOL_PER_LR * LR
+        bound = WEIGHT_RTOL * float(np.abs(want).max()) + atol + 1e-12
+        assert diff.max() <= bound, f"{key}: max|diff| {diff.max():.3g}"
+
+
+def test_groups_change_the_update(tmp_path):
+    """The groups are not a no-op: after one step, the weights of fc1 (in
+    the default group either way) are the same, its bias (no decay) and fc2
+    (half the lr) are not."""
+    example = MODELS["mlp"][0]
+    tensors = _mlp_data(np.random.default_rng(1234))
+    data = tmp_path / "data.safetensors"
+    st_numpy.save_file(tensors, str(data))
+    finals = []
+    for tag, groups in (("plain", {}),
+                        ("grouped", dict(no_decay_1d=True,
+                                         param_groups=["fc2.*:lr-scale=0.5"]))):
+        prog = driver.compile(example, tmp_path / f"{tag}.mlir", world_size=2,
+                              optimizer="adamw", lr=LR,
+                              weight_decay=WEIGHT_DECAY,
+                              auto_wrap_policy="always", **groups)
+        driver.run(prog, nproc=2, steps=1, seed=SEED, data=data,
+                   save=tmp_path / tag, timeout=120)
+        finals.append(st_numpy.load_file(
+            str(tmp_path / tag / "step-1.safetensors")))
+    plain, grouped = finals
+    assert np.array_equal(plain["fc1.weight"], grouped["fc1.weight"])
+    assert not np.array_equal(plain["fc1.bias"], grouped["fc1.bias"])
+    assert not np.array_equal(plain["fc2.weight"], grouped["fc2.weight"])
