@@ -175,6 +175,14 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
     throw UsageError("--backend must be cpu or cuda, not '" + o.backend + "'");
   if (o.nproc < 0)
     throw UsageError("--nproc must be positive");
+  if (o.lrSchedule && *o.lrSchedule != "constant" && *o.lrSchedule != "cosine" &&
+      *o.lrSchedule != "linear")
+    throw UsageError("--lr-schedule must be constant, cosine or linear, not '" +
+                     *o.lrSchedule + "'");
+  if (o.warmupSteps.value_or(0) < 0 || o.decaySteps.value_or(0) < 0)
+    throw UsageError("--warmup-steps and --decay-steps must be >= 0");
+  if (o.minLrRatio && !(*o.minLrRatio >= 0 && *o.minLrRatio <= 1))
+    throw UsageError("--min-lr-ratio must be in [0, 1]");
   return o;
 }
 

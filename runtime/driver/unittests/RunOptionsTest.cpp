@@ -62,6 +62,27 @@ TEST(RunOptions, NamesWhatIsWrong) {
             "no input: give a lowered program (.mlir) or a step library (.so)");
   EXPECT_EQ(usageError({"s.so", "--backend", "tpu"}),
             "--backend must be cpu or cuda, not 'tpu'");
+  EXPECT_EQ(usageError({"s.so", "--lr-schedule", "cos"}),
+            "--lr-schedule must be constant, cosine or linear, not 'cos'");
+  EXPECT_EQ(usageError({"s.so", "--min-lr-ratio", "0.1x"}),
+            "--min-lr-ratio expects a number, got '0.1x'");
+  EXPECT_EQ(usageError({"s.so", "--min-lr-ratio", "1.5"}),
+            "--min-lr-ratio must be in [0, 1]");
+  EXPECT_EQ(usageError({"s.so", "--warmup-steps", "-2"}),
+            "--warmup-steps and --decay-steps must be >= 0");
+}
+
+TEST(RunOptions, ScheduleFieldsAreSetOnlyWhenGiven) {
+  RunOptions plain = parseRunOptions({"s.so"});
+  EXPECT_FALSE(plain.lrSchedule || plain.warmupSteps || plain.decaySteps ||
+               plain.minLrRatio);
+  RunOptions o = parseRunOptions({"s.so", "--lr-schedule=linear",
+                                  "--warmup-steps", "100", "--min-lr-ratio",
+                                  "0.05"});
+  EXPECT_EQ(o.lrSchedule, "linear");
+  EXPECT_EQ(o.warmupSteps, 100);
+  EXPECT_FALSE(o.decaySteps);
+  EXPECT_EQ(o.minLrRatio, 0.05);
 }
 
 TEST(RunOptions, HelpNeedsNoInputAndListsEveryOption) {
@@ -72,7 +93,9 @@ TEST(RunOptions, HelpNeedsNoInputAndListsEveryOption) {
                            "--load CKPT", "--save DIR", "--save-every K",
                            "--save-format FORMAT", "--metrics FILE",
                            "--trace FILE", "--trace-steps N", "--backend NAME",
-                           "--rank-threads N", "--quiet"})
+                           "--rank-threads N", "--lr-schedule KIND",
+                           "--warmup-steps N", "--decay-steps N",
+                           "--min-lr-ratio R", "--quiet"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }
 
