@@ -3,6 +3,7 @@
 // RUN: split-file %s %t
 // RUN: fsdp-opt %t/unknown-policy.mlir --fsdp-auto-wrap=policy=manual -verify-diagnostics
 // RUN: fsdp-opt %t/empty-kinds.mlir --fsdp-auto-wrap=policy=module-kind -verify-diagnostics
+// RUN: fsdp-opt %t/kinds-without-module-kind.mlir --fsdp-auto-wrap="kinds=Block" -verify-diagnostics
 // RUN: fsdp-opt %t/negative-min-params.mlir --fsdp-auto-wrap="policy=size min-params=-1" -verify-diagnostics
 // RUN: fsdp-opt %t/already-wrapped.mlir --fsdp-auto-wrap="policy=size min-params=1" -verify-diagnostics
 // RUN: fsdp-opt %t/no-match.mlir --fsdp-auto-wrap="policy=module-kind kinds=Linear,Block" -verify-diagnostics \
@@ -25,6 +26,20 @@ module {
 //--- empty-kinds.mlir
 // policy=module-kind without kinds would wrap nothing.
 // expected-error @+1 {{fsdp-auto-wrap: policy=module-kind needs at least one kind in 'kinds'}}
+module {
+  fsdp.model @m {
+    fsdp.module @root kind "Net" {
+      fsdp.forward () -> tensor<f32> {
+        %l = arith.constant dense<0.0> : tensor<f32>
+        fsdp.return %l : tensor<f32>
+      }
+    }
+  }
+}
+
+//--- kinds-without-module-kind.mlir
+// Kinds under another policy would be ignored: the model would stay one unit.
+// expected-error @+1 {{fsdp-auto-wrap: 'kinds' (fsdp-pipeline's wrap-kinds) is used only by policy=module-kind, got policy=none}}
 module {
   fsdp.model @m {
     fsdp.module @root kind "Net" {

@@ -51,7 +51,7 @@
 // ACCUM: %[[G0:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase backward>{{.*}}transpose_lhs
 // ACCUM: %[[L1:.*]] = nn.reduce_sum {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase forward>
 // ACCUM: %[[G1:.*]] = nn.matmul {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>{{.*}}transpose_lhs
-// ACCUM: %[[G:.*]] = nn.add %[[G0]], %[[G1]] {fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
+// ACCUM: %[[G:.*]] = nn.add %[[G0]], %[[G1]] {fsdp.grad_accumulation, fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
 // ACCUM: %[[SUM:.*]] = nn.add %[[L0]], %[[L1]]
 // ACCUM: %[[LOSS:.*]] = nn.scale %[[SUM]] {factor = 5.000000e-01 : f64
 // ACCUM: fsdp.sgd_step %arg0, %[[G]] step %arg1

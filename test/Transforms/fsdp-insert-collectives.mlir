@@ -9,7 +9,13 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" --fsdp-insert-collectives | FileCheck %s --check-prefix=DDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=HSDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives="reshard-root-after-forward=true" | FileCheck %s --check-prefix=ROOT
-// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=ACCUM
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4" --fsdp-insert-collectives > %t.sync
+// RUN: FileCheck %s --check-prefix=ACCUM < %t.sync
+// RUN: FileCheck %s --check-prefix=SYNC < %t.sync
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=3" --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=SYNC3
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2 no-sync=true" --fsdp-shard="world-size=4" --fsdp-insert-collectives > %t.nosync
+// RUN: FileCheck %s --check-prefix=ACCUM < %t.nosync
+// RUN: FileCheck %s --check-prefix=NOSYNC < %t.nosync
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=ALIAS
 // RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = false> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=KEEP
 
@@ -78,15 +84,34 @@
 // KEEP: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase backward>
 
 // Two micro-batches: every micro-batch gathers each unit for its forward and
-// again for its backward (8 + 6), as PyTorch does for every pass; gradients
-// are reduced once, after the last (4).
+// again for its backward (8 + 6), as PyTorch does for every pass. By default
+// each micro-batch reduce-scatters its gradients right after its backward
+// of the unit (8) and the shards are summed; no_sync reduces the unsharded
+// sum once, after the last (4).
 // ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase forward>
 // ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase backward>
 // ACCUM-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase forward>
 // ACCUM-COUNT-3: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>
 // ACCUM-NOT: fsdp.unshard
-// ACCUM-COUNT-4: fsdp.reduce_grads
-// ACCUM-NOT: fsdp.reduce_grads
+// SYNC-LABEL: func.func
+// SYNC: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase backward>
+// SYNC: fsdp.reduce_grads {{.*}}fsdp.micro_batch = 0 : i64
+// SYNC: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase forward>
+// SYNC-COUNT-4: fsdp.reduce_grads {{.*}}fsdp.micro_batch = 1 : i64
+// SYNC-NOT: fsdp.reduce_grads
+// SYNC: nn.add %{{.*}}, %{{.*}} {fsdp.grad_accumulation, fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1.0"} : (tensor<20xf32>, tensor<20xf32>)
+
+// Three micro-batches: the second one's shards join the sum at the start of
+// the third one's backward (its reduce-scatters long done, one shard per
+// unit through the backward).
+// SYNC3: fsdp.reduce_grads {{.*}}fsdp.micro_batch = 1 : i64
+// SYNC3: fsdp.unshard {{.*}}fsdp.micro_batch = 2 : i64, fsdp.phase = #fsdp<phase forward>
+// SYNC3-NOT: fsdp.micro_batch = 2 : i64, fsdp.phase = #fsdp<phase backward>
+// SYNC3-COUNT-4: nn.add {{.*}}fsdp.grad_accumulation, fsdp.micro_batch = 1 : i64
+// SYNC3-NEXT: {{.*}}fsdp.micro_batch = 2 : i64, fsdp.phase = #fsdp<phase backward>
+// NOSYNC: fsdp.unshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>
+// NOSYNC-COUNT-4: fsdp.reduce_grads {{.*}}fsdp.phase = #fsdp<phase backward>, fsdp.unit
+// NOSYNC-NOT: fsdp.reduce_grads
 
 // A weight reshaped before use: the reshape reads the gathered buffer, so
 // the free waits for the reshape's user, and the backward gathers the unit

@@ -9,6 +9,7 @@
 // RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-prefetch="backward-prefetch=early" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADMODE
 // RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-prefetch="limit-all-gathers=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADLIMIT
 // RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-prefetch -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=true limit-all-gathers=0" | FileCheck %s --check-prefix=MB
 
 // Without prefetch every gather is issued right before its wait.
 // NONE: %[[T:.*]] = fsdp.unshard %arg2 unit "module.1.0"
@@ -54,3 +55,11 @@
 // BADMODE: error: fsdp-prefetch: backward-prefetch must be none, pre or post, got 'early'
 // BADLIMIT: error: fsdp-prefetch: limit-all-gathers must be >= 0, got -1
 // UNSHARDED: error: 'fsdp.model' op has no sharded train step; run fsdp-shard and fsdp-insert-collectives first
+
+// Two micro-batches, prefetching without a limit: no gather of the second
+// micro-batch is issued before the first one's last reduction (prefetching
+// stays within a pass, as PyTorch's does).
+// MB-LABEL: func.func
+// MB-NOT: fsdp.unshard {{.*}}fsdp.micro_batch = 1
+// MB-COUNT-4: fsdp.reduce_grads {{.*}}fsdp.micro_batch = 0
+// MB: fsdp.unshard {{.*}}fsdp.micro_batch = 1

@@ -11,6 +11,8 @@
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="memory-gbps=1e-6 link-gbps=1e-6 gemm-gflops=1e-6 link-latency-us=0 op-overhead-us=0" -o /dev/null | FileCheck %s --check-prefix=TIME
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="op-overhead-us=1000 link-latency-us=1000 memory-gbps=1e9 link-gbps=1e9 json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(round(p['seconds'], 6), round(p['compute_seconds'], 6), round(p['communication_seconds'], 6))" | FileCheck %s --check-prefix=CALLS
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 backward-prefetch=pre" --fsdp-report="json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(p['seconds'] >= p['compute_seconds'] > 0, p['communication_seconds'] > p['exposed_communication_seconds'] >= 0)" | FileCheck %s --check-prefix=OVERLAP
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=4 grad-accum-steps=4 auto-wrap-policy=module-kind wrap-kinds=Block" --fsdp-report="json=true" -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; print('reduce_scatter', sum(x['kind']=='reduce_scatter' for x in s['collectives']), 'peak', s['peak_bytes'], 'gradients', s['breakdown']['gradients'])" | FileCheck %s --check-prefix=SYNC
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=4 grad-accum-steps=4 auto-wrap-policy=module-kind wrap-kinds=Block no-sync=true" --fsdp-report="json=true" -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; print('reduce_scatter', sum(x['kind']=='reduce_scatter' for x in s['collectives']), 'peak', s['peak_bytes'], 'gradients', s['breakdown']['gradients'])" | FileCheck %s --check-prefix=NOSYNC
 
 // Hand-computed for this model at 2 ranks (bytes): always live: the shard
 // (2 x f32 = 8), the step count (8) and the input (16). The peak is at the
@@ -76,3 +78,10 @@ fsdp.model @tiny {
     }
   }
 }
+
+// Four micro-batches of the char GPT on 4 ranks (5 units). By default each
+// micro-batch reduce-scatters its gradients (4 x 5) and the step holds
+// gradient shards; no_sync holds the unsharded gradients summed over the
+// micro-batches and reduces them once (5): 2.45 MB more at the peak.
+// SYNC: reduce_scatter 20 peak 21672464 gradients 1081600
+// NOSYNC: reduce_scatter 5 peak 24126224 gradients 3535360

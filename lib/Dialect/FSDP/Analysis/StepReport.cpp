@@ -45,11 +45,14 @@ MemoryCategory categoryOf(Value value, func::FuncOp step) {
   Operation *def = value.getDefiningOp();
   if (isa<WaitOp>(def))
     return MemoryCategory::UnshardedParams;
-  // A unit's flat gradient, its reduced shard, and the parameter gradients
-  // waiting to be flattened into it.
-  if (isa<FlattenOp, ReduceGradsOp>(def) ||
-      llvm::any_of(value.getUsers(),
-                   [](Operation *user) { return isa<FlattenOp>(user); }))
+  // A unit's flat gradient, its reduced shard, the parameter gradients
+  // waiting to be flattened into it, and gradients summed over micro-batches
+  // (unsharded under no_sync, else shards) with their terms.
+  auto accumulates = [](Operation *op) {
+    return isa<FlattenOp>(op) || op->hasAttr(kGradAccumulationAttr);
+  };
+  if (isa<ReduceGradsOp>(def) || accumulates(def) ||
+      llvm::any_of(value.getUsers(), accumulates))
     return MemoryCategory::Gradients;
   if (getPhase(def) == kForward &&
       llvm::any_of(value.getUsers(),

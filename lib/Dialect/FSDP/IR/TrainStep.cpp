@@ -65,6 +65,7 @@ const AttrRule kRules[] = {
     {kPhaseAttr, OnOp, "#fsdp<phase forward|backward|optimizer>",
      is<PhaseAttr>},
     {kMicroBatchAttr, OnOp | OnArg, "a micro-batch index (i64 >= 0)", isIndex},
+    {kGradAccumulationAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kParamArg, OnArg | OnResult, "a parameter name (non-empty string)",
      isName},
     {kStateArg, OnArg | OnResult, "an optimizer state name (non-empty string)",

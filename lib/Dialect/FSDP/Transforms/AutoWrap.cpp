@@ -94,6 +94,11 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
     if (policy == "module-kind" && kinds.empty())
       return emitError(loc, "fsdp-auto-wrap: policy=module-kind needs at "
                             "least one kind in 'kinds'");
+    if (policy != "module-kind" && !kinds.empty())
+      return emitError(loc, "fsdp-auto-wrap: 'kinds' (fsdp-pipeline's "
+                            "wrap-kinds) is used only by policy=module-kind, "
+                            "got policy=")
+             << policy;
     return success();
   }
 

@@ -438,6 +438,10 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
         sum = nn::AddOp::create(builder, loc, sum, grad);
         tag(sum.getDefiningOp(), ownership.getOwner(p).getQualifiedName(),
             kBackward);
+        // fsdp-shard reduces each micro-batch's term on its own unless the
+        // step is no_sync.
+        sum.getDefiningOp()->setAttr(kGradAccumulationAttr,
+                                     builder.getUnitAttr());
       } else {
         sum = grad;
       }

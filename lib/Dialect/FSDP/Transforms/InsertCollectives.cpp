@@ -124,10 +124,37 @@ void tagMicroBatch(const Gather &gather, Operation *user) {
 /// IR) counts as forward.
 Phase phaseOf(Operation *op) { return getPhase(op).value_or(kForward); }
 
-/// The micro-batch an op belongs to (0 with a single one).
-int64_t microBatchOf(Operation *op) {
-  auto attr = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr);
-  return attr ? attr.getInt() : 0;
+/// The only user of `value`, if it is an `OpT`.
+template <typename OpT> OpT soleUser(Value value) {
+  return value.hasOneUse() ? dyn_cast<OpT>(*value.getUsers().begin()) : OpT();
+}
+
+/// A micro-batch's reduced gradient shard (cast up, when reduced in low
+/// precision) is added to the earlier micro-batches' sum just before the
+/// next micro-batch's backward starts: its reduce-scatter is done by then
+/// (a whole forward later), so the add does not make the computation wait,
+/// and through that backward, where the step peaks, a unit holds one shard.
+void accumulateBeforeNextBackward(Block &body) {
+  llvm::DenseMap<int64_t, Operation *> backwardStart;
+  for (Operation &op : body)
+    if (getPhase(&op) == kBackward)
+      backwardStart.try_emplace(getMicroBatch(&op), &op);
+  for (auto flatten : llvm::to_vector(body.getOps<FlattenOp>())) {
+    Operation *next = backwardStart.lookup(getMicroBatch(flatten) + 1);
+    if (!next || !flatten->hasAttr(kMicroBatchAttr))
+      continue; // the last micro-batch's, or a single reduction
+    Value shard = flatten.getResult();
+    if (auto reduce = soleUser<ReduceGradsOp>(shard))
+      shard = reduce;
+    if (auto up = soleUser<nn::CastOp>(shard)) {
+      up->moveBefore(next);
+      shard = up;
+    }
+    // The first micro-batch's shard is the sum's start, not a term.
+    auto add = soleUser<nn::AddOp>(shard);
+    if (add && add->hasAttr(kGradAccumulationAttr) && add.getRhs() == shard)
+      add->moveBefore(next);
+  }
 }
 
 LogicalResult schedule(func::FuncOp step, bool reshardRoot,
@@ -164,6 +191,8 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
     }
   }
 
+  accumulateBeforeNextBackward(body);
+
   for (auto unshard : llvm::to_vector(body.getOps<UnshardOp>())) {
     Gather gather = collect(unshard);
     StringRef unit = unshard.getUnit();
@@ -185,9 +214,9 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
     // first gather's values, so every regather maps from those.
     const Gather first = gather;
     for (auto segment = users.begin(); segment != users.end();) {
-      int64_t microBatch = microBatchOf(*segment);
+      int64_t microBatch = getMicroBatch(*segment);
       auto segmentEnd = std::find_if(segment, users.end(), [&](Operation *op) {
-        return microBatchOf(op) != microBatch;
+        return getMicroBatch(op) != microBatch;
       });
       ArrayRef<Operation *> ops(&*segment, segmentEnd - segment);
       auto firstBackward = llvm::find_if(

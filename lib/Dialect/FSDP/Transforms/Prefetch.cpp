@@ -40,12 +40,18 @@ public:
   }
 
   /// Issues each gather of `order` (but the first) at the point `target`
-  /// gives for its predecessor.
+  /// gives for its predecessor in the same micro-batch: as PyTorch's
+  /// prefetch, within one forward or backward pass (a gather moved into the
+  /// previous micro-batch would stay live through this one's forward).
   void prefetch(ArrayRef<Gather> order,
                 function_ref<Operation *(Gather)> target) {
-    for (size_t i = 1; i < order.size(); ++i)
+    for (size_t i = 1; i < order.size(); ++i) {
+      if (getMicroBatch(order[i].unshard) !=
+          getMicroBatch(order[i - 1].unshard))
+        continue;
       if (Operation *point = target(order[i - 1]))
         issueAt(order[i], point);
+    }
   }
 
   SmallVector<Gather> forward, backward;
@@ -77,12 +83,19 @@ private:
   int64_t limit;
 };
 
-/// The op before which `unit`'s gradient reduction starts (its flatten).
-Operation *reductionOf(Block &body, StringRef unit) {
-  for (auto reduce : body.getOps<ReduceGradsOp>())
-    if (reduce.getUnit() == unit)
+/// The op before which the reduction of the gradient `gather` computes
+/// starts (its flatten): the unit's reduction in the gather's micro-batch, or
+/// its only one when the micro-batches reduce once (no_sync).
+Operation *reductionOf(Block &body, Gather gather) {
+  ReduceGradsOp only;
+  for (auto reduce : body.getOps<ReduceGradsOp>()) {
+    if (reduce.getUnit() != gather.unshard.getUnit())
+      continue;
+    if (getMicroBatch(reduce) == getMicroBatch(gather.unshard))
       return reduce.getGrad().getDefiningOp();
-  return nullptr;
+    only = reduce;
+  }
+  return only ? only.getGrad().getDefiningOp() : nullptr;
 }
 
 struct PrefetchPass : public fsdp::impl::FSDPPrefetchPassBase<PrefetchPass> {
@@ -122,7 +135,7 @@ struct PrefetchPass : public fsdp::impl::FSDPPrefetchPassBase<PrefetchPass> {
         });
       else if (backwardPrefetch == "post")
         prefetcher.prefetch(prefetcher.backward, [&](Gather current) {
-          return reductionOf(body, current.unshard.getUnit());
+          return reductionOf(body, current);
         });
     }
   }

@@ -64,6 +64,22 @@ Value unclippedGrad(Value grad) {
   return grad;
 }
 
+/// The terms of a gradient summed over micro-batches by
+/// fsdp-build-train-step, one per micro-batch in order; the gradient itself
+/// when it is not such a sum.
+SmallVector<Value> microBatchTerms(Value grad) {
+  SmallVector<Value> terms;
+  while (auto add = grad.getDefiningOp<nn::AddOp>()) {
+    if (!add->hasAttr(kGradAccumulationAttr))
+      break;
+    terms.push_back(add.getRhs());
+    grad = add.getLhs();
+  }
+  terms.push_back(grad);
+  std::reverse(terms.begin(), terms.end());
+  return terms;
+}
+
 class StepSharder {
 public:
   StepSharder(ModelOp model, func::FuncOp step, MeshAttr mesh,
@@ -353,49 +369,88 @@ LogicalResult StepSharder::run() {
       builder.clone(op, mapping);
 
   // Each unit's gradient, flattened and reduced to the local shard in the
-  // reduce dtype, then in the parameter's dtype for the optimizer.
+  // reduce dtype, then in the parameter's dtype for the optimizer. Unless
+  // the step is no_sync, each micro-batch's gradient is reduced on its own
+  // and the shards summed (PyTorch's default); no_sync reduces the sum once.
   Type reduceDtype = getPolicyDtype(step, kReduceDtypeKey);
   auto policy = step->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
   bool keepLowPrecisionGrads =
       policy && policy.contains(kKeepLowPrecisionGradsKey);
+  auto gradSync = step->getAttrOfType<GradSyncAttr>(kGradSyncAttr);
+  bool reducePerMicroBatch =
+      !gradSync || gradSync.getValue() == GradSync::every_micro_batch;
   SmallVector<Value> shardGrads;
   for (const FlatParam &flat : flats) {
     Type reduceType = reduceDtype ? reduceDtype : flat.elementType;
-    SmallVector<Value> grads;
+    // terms[p][k]: parameter p's gradient from the k-th reduction.
+    SmallVector<SmallVector<Value>> terms;
     for (ParamOp param : flat.params) {
       Operation *update = updates.lookup(qualifiedName(param));
       Value grad = unclippedGrad(update->getOperand(1));
-      // A gradient cast up from the reduce dtype is reduced before the cast.
-      if (auto up = grad.getDefiningOp<nn::CastOp>())
-        if (getElementTypeOrSelf(up.getInput().getType()) == reduceType)
-          grad = up.getInput();
-      Value mapped = mapping.lookup(grad);
-      if (getElementTypeOrSelf(mapped.getType()) != reduceType) {
-        mapped = nn::CastOp::create(
-            builder, loc,
-            cast<RankedTensorType>(mapped.getType()).clone(reduceType), mapped);
-        tagOp(mapped.getDefiningOp(), flat.unit, kBackward);
+      terms.push_back(reducePerMicroBatch ? microBatchTerms(grad)
+                                          : SmallVector<Value>{grad});
+    }
+    // A parameter no micro-batch reaches has one (zero) term; the unit's
+    // gradient is then reduced once.
+    size_t reductions = terms.front().size();
+    if (llvm::any_of(terms, [&](auto &t) { return t.size() != reductions; }))
+      for (auto [param, paramTerms] : llvm::zip(flat.params, terms))
+        paramTerms = {unclippedGrad(
+            updates.lookup(qualifiedName(param))->getOperand(1))};
+    reductions = terms.front().size();
+
+    Value sum;
+    for (size_t k = 0; k < reductions; ++k) {
+      auto tag = [&](Value v) {
+        tagOp(v.getDefiningOp(), flat.unit, kBackward);
+        if (reductions > 1)
+          v.getDefiningOp()->setAttr(kMicroBatchAttr,
+                                     builder.getI64IntegerAttr(k));
+      };
+      SmallVector<Value> grads;
+      for (SmallVector<Value> &paramTerms : terms) {
+        Value grad = paramTerms[k];
+        // A gradient cast up from the reduce dtype is reduced before the
+        // cast.
+        if (auto up = grad.getDefiningOp<nn::CastOp>())
+          if (getElementTypeOrSelf(up.getInput().getType()) == reduceType)
+            grad = up.getInput();
+        Value mapped = mapping.lookup(grad);
+        if (getElementTypeOrSelf(mapped.getType()) != reduceType) {
+          mapped = nn::CastOp::create(
+              builder, loc,
+              cast<RankedTensorType>(mapped.getType()).clone(reduceType),
+              mapped);
+          tag(mapped);
+        }
+        grads.push_back(mapped);
       }
-      grads.push_back(mapped);
+      Value reduced = FlattenOp::create(
+          builder, loc, flat.fullType().clone(reduceType), grads);
+      tag(reduced);
+      if (!flat.rankLocal) { // a rank-local gradient is not reduced
+        auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
+        reduced = ReduceGradsOp::create(
+            builder, loc, flat.shardType().clone(reduceType), reduced,
+            builder.getStringAttr(flat.unit), flat.mesh,
+            ReduceKindAttr::get(context, ReduceKind::sum),
+            builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+        tag(reduced);
+      }
+      if (reduceType != flat.elementType && !keepLowPrecisionGrads) {
+        reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
+        tag(reduced);
+      }
+      if (sum) {
+        sum = nn::AddOp::create(builder, loc, sum, reduced);
+        tag(sum);
+        sum.getDefiningOp()->setAttr(kGradAccumulationAttr,
+                                     builder.getUnitAttr());
+      } else {
+        sum = reduced;
+      }
     }
-    auto flatGrad = FlattenOp::create(
-        builder, loc, flat.fullType().clone(reduceType), grads);
-    tagOp(flatGrad, flat.unit, kBackward);
-    Value reduced = flatGrad; // a rank-local gradient is not reduced
-    if (!flat.rankLocal) {
-      auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
-      reduced = ReduceGradsOp::create(
-          builder, loc, flat.shardType().clone(reduceType), flatGrad,
-          builder.getStringAttr(flat.unit), flat.mesh,
-          ReduceKindAttr::get(context, ReduceKind::sum),
-          builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
-      tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
-    }
-    if (reduceType != flat.elementType && !keepLowPrecisionGrads) {
-      reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
-      tagOp(reduced.getDefiningOp(), flat.unit, kBackward);
-    }
-    shardGrads.push_back(reduced);
+    shardGrads.push_back(sum);
   }
   Value gradNorm = clipping ? reduceAndClip(shardGrads, loc) : Value();
 

@@ -30,6 +30,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::StringAttr":$unit,
     "::mlir::fsdp::PhaseAttr":$phase,
     "::mlir::IntegerAttr":$micro_batch,
+    "::mlir::UnitAttr":$grad_accumulation,
     // Roles of the step's arguments and results.
     "::mlir::StringAttr":$param,
     "::mlir::StringAttr":$state,

@@ -29,6 +29,9 @@ constexpr StringLiteral kUnitAttr = FSDPDialect::UnitAttrHelper::getNameStr();
 constexpr StringLiteral kPhaseAttr = FSDPDialect::PhaseAttrHelper::getNameStr();
 constexpr StringLiteral kMicroBatchAttr =
     FSDPDialect::MicroBatchAttrHelper::getNameStr();
+/// On the nn.add that sums a parameter's gradients over micro-batches.
+constexpr StringLiteral kGradAccumulationAttr =
+    FSDPDialect::GradAccumulationAttrHelper::getNameStr();
 constexpr Phase kForward = Phase::forward;
 constexpr Phase kBackward = Phase::backward;
 constexpr Phase kOptimizer = Phase::optimizer;
@@ -108,6 +111,12 @@ inline std::optional<Phase> getPhase(Operation *op) {
 inline StringRef getPhaseName(Operation *op) {
   std::optional<Phase> phase = getPhase(op);
   return phase ? stringifyPhase(*phase) : StringRef();
+}
+
+/// The micro-batch an op belongs to (0 when untagged: a single one).
+inline int64_t getMicroBatch(Operation *op) {
+  auto attr = op->getAttrOfType<IntegerAttr>(kMicroBatchAttr);
+  return attr ? attr.getInt() : 0;
 }
 
 /// The unit an op was tagged with ("" for none and for the root's ops).

@@ -121,10 +121,12 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Unit boundaries stay visible: every generated op carries
     `fsdp.unit` (the FQN of the FSDP unit it belongs to, "" for the root)
     and `fsdp.phase` (`#fsdp<phase forward>`, `backward`, `optimizer`), and, with several
-    micro-batches, `fsdp.micro_batch`. `no-sync` records (as
-    `fsdp.grad_sync = #fsdp<grad_sync last_micro_batch>` on the function) that gradients are
-    to be reduced only after the last micro-batch, like PyTorch's no_sync();
-    the default reduces after every micro-batch.
+    micro-batches, `fsdp.micro_batch`; the adds that sum a gradient over
+    micro-batches carry `fsdp.grad_accumulation`. `no-sync` records (as
+    `fsdp.grad_sync = #fsdp<grad_sync last_micro_batch>` on the function) that
+    the unsharded sum is to be reduced once, after the last micro-batch, like
+    PyTorch's no_sync(); by default fsdp-shard reduces every micro-batch's
+    gradient on its own and sums the shards.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::fsdp::FSDPDialect",
