@@ -35,6 +35,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.clipGradNorm = options.clipGradNorm;
   step.gradAccumSteps = options.gradAccumSteps;
   step.noSync = options.noSync;
+  step.lossScale = options.lossScale;
   pm.addPass(createFSDPBuildTrainStepPass(step));
 
   FSDPShardPassOptions shard;

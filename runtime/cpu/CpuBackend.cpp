@@ -373,14 +373,18 @@ public:
   }
 
   void sgdStep(DType gradType, float *param, const void *grad,
-               float *momentumBuf, int64_t n, int64_t step,
-               const SgdOptions &o) override {
+               float *momentumBuf, int64_t n, int64_t step, const SgdOptions &o,
+               const float *skip) override {
+    if (skip && *skip != 0)
+      return;
     In fg(gradType, grad, n, threads_);
     cpu::sgdStep(threads_, param, fg.get(), momentumBuf, n, step, o);
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
                  float *expAvgSq, int64_t n, int64_t step,
-                 const AdamWOptions &o) override {
+                 const AdamWOptions &o, const float *skip) override {
+    if (skip && *skip != 0)
+      return;
     In fg(gradType, grad, n, threads_);
     cpu::adamwStep(threads_, param, fg.get(), expAvg, expAvgSq, n, step, o);
   }
@@ -389,6 +393,13 @@ public:
     In fg(dt, grad, n, threads_);
     double sum = sumOfSquares(threads_, fg.get(), n);
     *out = static_cast<float>((accumulate ? *out : 0.0) + sum);
+  }
+  void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
+                     bool accumulate) override {
+    In fg(dt, grad, n, threads_);
+    const float *g = fg.get();
+    bool found = std::any_of(g, g + n, [](float x) { return !std::isfinite(x); });
+    *out = found ? 1.0f : (accumulate ? *out : 0.0f);
   }
   void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,
                 double maxNorm) override {

@@ -716,19 +716,20 @@ public:
   }
 
   void sgdStep(DType gradType, float *param, const void *grad,
-               float *momentumBuf, int64_t n, int64_t step,
-               const SgdOptions &o) override {
+               float *momentumBuf, int64_t n, int64_t step, const SgdOptions &o,
+               const float *skip) override {
     run([&](Exec &e) {
       F32In fg(e.s, gradType, grad, n);
-      cuda::sgdStep(e.s, param, fg.get(), momentumBuf, n, step, o);
+      cuda::sgdStep(e.s, param, fg.get(), momentumBuf, n, step, o, skip);
     });
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
                  float *expAvgSq, int64_t n, int64_t step,
-                 const AdamWOptions &o) override {
+                 const AdamWOptions &o, const float *skip) override {
     run([&](Exec &e) {
       F32In fg(e.s, gradType, grad, n);
-      cuda::adamwStep(e.s, param, fg.get(), expAvg, expAvgSq, n, step, o);
+      cuda::adamwStep(e.s, param, fg.get(), expAvg, expAvgSq, n, step, o,
+                      skip);
     });
   }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
@@ -736,6 +737,13 @@ public:
     run([&](Exec &e) {
       F32In fg(e.s, dt, grad, n);
       cuda::gradSqNorm(e.s, fg.get(), n, out, accumulate);
+    });
+  }
+  void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
+                     bool accumulate) override {
+    run([&](Exec &e) {
+      F32In fg(e.s, dt, grad, n);
+      cuda::nonfiniteFlag(e.s, fg.get(), n, out, accumulate);
     });
   }
   void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,

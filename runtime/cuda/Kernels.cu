@@ -620,16 +620,34 @@ __global__ void mseBackwardKernel(const float *a, const float *b,
 //===----------------------------------------------------------------------===//
 
 __global__ void sgdKernel(float *param, const float *grad, float *momentumBuf,
-                          int64_t n, SgdScalars s) {
+                          int64_t n, SgdScalars s, const float *skip) {
+  if (skip && *skip != 0.0f)
+    return;
   FSDPRT_GRID_STRIDE(i, n) {
     sgdUpdate(param[i], grad[i], momentumBuf ? momentumBuf + i : nullptr, s);
   }
 }
 
 __global__ void adamwKernel(float *param, const float *grad, float *expAvg,
-                            float *expAvgSq, int64_t n, AdamWScalars s) {
+                            float *expAvgSq, int64_t n, AdamWScalars s,
+                            const float *skip) {
+  if (skip && *skip != 0.0f)
+    return;
   FSDPRT_GRID_STRIDE(i, n) {
     adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);
+  }
+}
+
+__global__ void clearUnlessKernel(float *out, bool keep) {
+  if (firstThread() && !keep)
+    *out = 0.0f;
+}
+
+// Threads that see a non-finite element all store 1: the same value.
+__global__ void nonfiniteKernel(const float *x, int64_t n, float *out) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    if (!std::isfinite(x[i]))
+      *out = 1.0f;
   }
 }
 
@@ -1110,16 +1128,23 @@ void mseLossBackward(Stream s, const float *a, const float *b,
 }
 
 void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
-             int64_t n, int64_t step, const SgdOptions &o) {
+             int64_t n, int64_t step, const SgdOptions &o, const float *skip) {
   SgdScalars sc = sgdScalars(o, step);
-  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc);
+  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc, skip);
 }
 
 void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, int64_t step,
-               const AdamWOptions &o) {
+               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o,
+               const float *skip) {
   AdamWScalars sc = adamwScalars(o, step);
-  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc);
+  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc, skip);
+}
+
+void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,
+                   bool accumulate) {
+  FSDPRT_LAUNCH(clearUnlessKernel, 1, s, out, accumulate);
+  if (n > 0)
+    FSDPRT_LAUNCH(nonfiniteKernel, n, s, x, n, out);
 }
 
 void gradSqNorm(Stream s, const float *x, int64_t n, float *out,

@@ -175,10 +175,16 @@ void mseLossBackward(Stream s, const float *a, const float *b,
                      const float *dloss, float *da, float *db, int64_t n,
                      LossReduction reduction);
 
+/// The updates do nothing when *skip (device memory; null: never) is
+/// non-zero.
 void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
-             int64_t n, int64_t step, const SgdOptions &o);
+             int64_t n, int64_t step, const SgdOptions &o, const float *skip);
 void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o);
+               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o,
+               const float *skip);
+/// *out = 1 if any x is inf or NaN, else (accumulate ? *out : 0).
+void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,
+                   bool accumulate);
 /// *out = (accumulate ? *out : 0) + sum(x^2), summed as cpu::sumOfSquares.
 void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
                 bool accumulate);

@@ -34,6 +34,11 @@ std::string metricsJson(const StepMetrics &m) {
     j["lr"] = number(m.lr);
   if (!std::isnan(m.gradNorm))
     j["grad_norm"] = number(m.gradNorm);
+  if (!std::isnan(m.lossScale)) {
+    j["loss_scale"] = number(m.lossScale);
+    j["skipped"] = m.skipped;
+    j["skipped_steps"] = m.skippedSteps;
+  }
   return j.dump();
 }
 
@@ -86,6 +91,12 @@ std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps) {
   }
   if (!std::isnan(m.gradNorm)) {
     std::snprintf(buf, sizeof(buf), "  grad norm %.4f", m.gradNorm);
+    line += buf;
+  }
+  if (!std::isnan(m.lossScale)) {
+    std::snprintf(buf, sizeof(buf), "  scale %.2e (skipped %lld)%s",
+                  m.lossScale, static_cast<long long>(m.skippedSteps),
+                  m.skipped ? " skipped this step" : "");
     line += buf;
   }
   return line;

@@ -8,6 +8,7 @@
 #include "driver/RunOptions.h"
 
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <sstream>
 
@@ -108,6 +109,16 @@ const std::vector<OptionSpec> &optionSpecs() {
        }},
       {"min-lr-ratio", "R", "The decay's floor, a fraction of the peak lr",
        [](O &o, S v) { o.minLrRatio = parseNumber("min-lr-ratio", v); }},
+      {"loss-scale-init", "S",
+       "Initial dynamic loss scale (programs compiled with loss-scale="
+       "dynamic; default 65536)",
+       [](O &o, S v) { o.lossScaleInit = parseNumber("loss-scale-init", v); }},
+      {"loss-scale-growth-interval", "N",
+       "Good steps before the loss scale doubles (default 2000)",
+       [](O &o, S v) {
+         o.lossScaleGrowthInterval =
+             parseInteger<int64_t>("loss-scale-growth-interval", v);
+       }},
       {"backend", "NAME", "cpu or cuda", [](O &o, S v) { o.backend = v; }},
       {"rank-threads", "N", "Compute threads per rank (0: cores / local ranks)",
        [](O &o, S v) { o.threads = parseInteger<int>("rank-threads", v); }},
@@ -183,6 +194,11 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
     throw UsageError("--warmup-steps and --decay-steps must be >= 0");
   if (o.minLrRatio && !(*o.minLrRatio >= 0 && *o.minLrRatio <= 1))
     throw UsageError("--min-lr-ratio must be in [0, 1]");
+  if (o.lossScaleInit &&
+      !(std::isfinite(*o.lossScaleInit) && *o.lossScaleInit > 0))
+    throw UsageError("--loss-scale-init must be finite and > 0");
+  if (o.lossScaleGrowthInterval.value_or(1) < 1)
+    throw UsageError("--loss-scale-growth-interval must be >= 1");
   return o;
 }
 

@@ -34,6 +34,9 @@ struct RunOptions {
   std::optional<std::string> lrSchedule;
   std::optional<int64_t> warmupSteps, decaySteps;
   std::optional<double> minLrRatio;
+  // GradScaler settings that replace the program's.
+  std::optional<double> lossScaleInit;
+  std::optional<int64_t> lossScaleGrowthInterval;
   bool quiet = false;
   bool help = false;
 };

@@ -13,6 +13,7 @@
 #include "driver/Data.h"
 #include "driver/Init.h"
 #include "driver/Launcher.h"
+#include "driver/LossScaler.h"
 #include "driver/Metrics.h"
 #include "driver/Trace.h"
 #include "fsdp/rt/Comm.h"
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -33,6 +35,10 @@ namespace driver {
 namespace {
 
 /// Throws with fsdprt_last_error() when a runtime call failed.
+/// Below f16's smallest subnormal a scale can no longer make any gradient
+/// finite.
+constexpr double kMinLossScale = 0x1p-24;
+
 void check(int32_t status, const char *what) {
   if (status != FSDPRT_OK)
     throw std::runtime_error(std::string(what) + ": " + fsdprt_last_error());
@@ -68,6 +74,10 @@ void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
                              std::to_string(o.microBatches) +
                              " contradicts the compiled program's " +
                              std::to_string(p.microBatches));
+  if ((o.lossScaleInit || o.lossScaleGrowthInterval) && p.foundInfOffset < 0)
+    throw std::runtime_error(
+        "--loss-scale-init and --loss-scale-growth-interval need a program "
+        "compiled with loss-scale=dynamic");
   if (o.saveFormat != "full" && o.saveFormat != "sharded")
     throw std::runtime_error("--save-format must be full or sharded, not '" +
                              o.saveFormat + "'");
@@ -88,6 +98,38 @@ LrSchedule lrSchedule(const RunOptions &o, const Program &p) {
                              e.what());
   }
   return s;
+}
+
+/// The program's GradScaler (none without loss scaling) with the settings
+/// the command line sets replaced, and the state a checkpoint saved.
+std::optional<LossScaler> lossScaler(const RunOptions &o, const Program &p,
+                                     const Metadata &loaded) {
+  if (p.foundInfOffset < 0)
+    return std::nullopt;
+  LossScalerConfig c = p.lossScaler;
+  c.init = o.lossScaleInit.value_or(c.init);
+  c.growthInterval = o.lossScaleGrowthInterval.value_or(c.growthInterval);
+  c.validate();
+  LossScaler scaler(c);
+  auto it = loaded.find("loss_scale");
+  if (it != loaded.end())
+    scaler.restore(std::stod(it->second),
+                   std::stoll(loaded.at("loss_scale_growth_tracker")),
+                   std::stoll(loaded.at("skipped_steps")),
+                   std::stoll(loaded.at("optimizer_steps")));
+  return scaler;
+}
+
+/// What a checkpoint keeps of the scaler.
+void saveLossScaler(const std::optional<LossScaler> &scaler, Metadata &meta) {
+  if (!scaler)
+    return;
+  char scale[32];
+  std::snprintf(scale, sizeof(scale), "%.17g", scaler->scale());
+  meta["loss_scale"] = scale;
+  meta["loss_scale_growth_tracker"] = std::to_string(scaler->growthTracker());
+  meta["skipped_steps"] = std::to_string(scaler->skippedSteps());
+  meta["optimizer_steps"] = std::to_string(scaler->optimizerSteps());
 }
 
 int defaultThreads(const rt::LaunchInfo &launch) {
@@ -133,6 +175,7 @@ struct Reduced {
   float loss;
   int64_t peak;
   float gradNorm = NAN; // when the step clips: the same on every rank
+  float foundInf = 0;   // with loss scaling: the same on every rank
 };
 Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
   // Allocated between steps, when the plan's transients are free, so that it
@@ -160,6 +203,10 @@ Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
     check(fsdprt_copy_to_host(rt.ctx, s, &out.gradNorm, rt.persistent,
                               p.gradNormOffset, 4),
           "reading the gradient norm");
+  if (p.foundInfOffset >= 0)
+    check(fsdprt_copy_to_host(rt.ctx, s, &out.foundInf, rt.persistent,
+                              p.foundInfOffset, 4),
+          "reading the found-inf flag");
   check(fsdprt_stream_synchronize(rt.ctx, s), "reducing metrics");
   out.peak = int64_t(peakUnits) * FSDPRT_ARENA_ALIGNMENT;
   check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
@@ -167,11 +214,13 @@ Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
 }
 
 void saveCheckpoint(Runtime &rt, const RunOptions &o, const Program &p,
-                    int rank, int64_t stepCount) {
+                    int rank, int64_t stepCount,
+                    const std::optional<LossScaler> &scaler) {
   std::filesystem::create_directories(o.save);
   std::string path = o.save + "/step-" + std::to_string(stepCount);
   Metadata meta{{"seed", std::to_string(o.seed)},
                         {"data", o.data}};
+  saveLossScaler(scaler, meta);
   if (o.saveFormat == "full") {
     path += ".safetensors";
     saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard,
@@ -213,9 +262,11 @@ void train(const RunOptions &o, StepProgram &program,
   setUp(rt, o, p, launch);
   std::vector<uint8_t> image(p.persistentBytes, 0);
   int64_t stepCount = 0;
+  Metadata loadedMeta;
   if (!o.load.empty()) {
     LoadResult loaded = load(o.load, p, rank, image);
     stepCount = loaded.stepCount;
+    loadedMeta = loaded.metadata;
     if (rank == 0 && !o.quiet)
       std::cout << "loaded " << o.load << " (step " << stepCount << ")"
                 << std::endl;
@@ -228,6 +279,7 @@ void train(const RunOptions &o, StepProgram &program,
         "initialising the weights");
   check(fsdprt_stream_synchronize(rt.ctx, compute), "initialising the weights");
 
+  std::optional<LossScaler> scaler = lossScaler(o, p, loadedMeta);
   DataSource data(o.data, p, o.seed);
   std::unique_ptr<MetricsWriter> metrics;
   if (rank == 0 && !o.metrics.empty())
@@ -251,9 +303,17 @@ void train(const RunOptions &o, StepProgram &program,
     check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedBefore), "stats");
     double lrFactor = schedule.factor(stepCount, o.steps);
     check(fsdprt_context_set_lr_factor(rt.ctx, lrFactor), "the lr schedule");
+    // With a scaler, a skipped step is no optimizer step: the step count the
+    // program sees (Adam's bias correction) counts only the updates.
+    int64_t optimizerSteps = stepCount;
+    if (scaler) {
+      check(fsdprt_context_set_loss_scale(rt.ctx, scaler->scale()),
+            "the loss scale");
+      optimizerSteps = scaler->optimizerSteps();
+    }
     auto start = std::chrono::steady_clock::now();
     check(step(rt.ctx, rt.persistent, rt.streams[0], rt.streams[1],
-               rt.streams[2], rt.shard, rt.replicate, stepCount,
+               rt.streams[2], rt.shard, rt.replicate, optimizerSteps,
                int64_t(o.seed), rank),
           "step");
     check(fsdprt_context_synchronize(rt.ctx), "step");
@@ -275,17 +335,32 @@ void train(const RunOptions &o, StepProgram &program,
     m.gradNorm = reduced.gradNorm;
     if (p.optimizer != "none")
       m.lr = p.lr * lrFactor;
+    if (scaler) {
+      m.lossScale = scaler->scale();
+      m.skipped = reduced.foundInf != 0;
+      scaler->update(m.skipped);
+      m.skippedSteps = scaler->skippedSteps();
+    }
     if (rank == 0) {
       if (!o.quiet)
         std::cout << formatProgressLine(m, o.steps) << std::endl;
       if (metrics)
         metrics->write(m);
     }
-    // Every rank holds the same averaged loss and global norm, so every rank
-    // stops here together. Nothing rescales a non-finite step (there is no
-    // loss scaler), and training on would only spread NaN into the weights.
-    if (!std::isfinite(m.loss) ||
-        (p.gradNormOffset >= 0 && !std::isfinite(m.gradNorm)))
+    // Every rank holds the same averaged loss, global norm and found-inf
+    // flag, so every rank stops here together. A scaler skips a non-finite
+    // step (and stops the run only when its scale underflows); without one,
+    // training on would only spread NaN into the weights.
+    if (scaler && scaler->scale() < kMinLossScale)
+      throw std::runtime_error(
+          "step " + std::to_string(m.step) + ": the loss scale fell to " +
+          std::to_string(scaler->scale()) + " after " +
+          std::to_string(scaler->skippedSteps()) +
+          " skipped steps: every step's gradients overflow, whatever the "
+          "scale (the loss itself is probably inf or NaN); stopping");
+    if (!m.skipped &&
+        (!std::isfinite(m.loss) ||
+         (p.gradNormOffset >= 0 && !std::isfinite(m.gradNorm))))
       throw std::runtime_error(
           "step " + std::to_string(m.step) + ": the " +
           (std::isfinite(m.loss) ? "gradient norm is " +
@@ -298,12 +373,12 @@ void train(const RunOptions &o, StepProgram &program,
     bool last = stepCount + 1 == o.steps;
     if (!o.save.empty() &&
         (last || (o.saveEvery > 0 && (stepCount + 1) % o.saveEvery == 0)))
-      saveCheckpoint(rt, o, p, rank, stepCount + 1);
+      saveCheckpoint(rt, o, p, rank, stepCount + 1, scaler);
   }
   // Nothing to train (--steps at or below the loaded step): --save still
   // writes the weights as they are, e.g. the seeded initialisation.
   if (stepCount == firstStep && !o.save.empty())
-    saveCheckpoint(rt, o, p, rank, stepCount);
+    saveCheckpoint(rt, o, p, rank, stepCount, scaler);
   if (!o.trace.empty())
     writeTrace(rt, o, rank, launch.worldSize);
   if (rank == 0 && !o.quiet) {

@@ -140,6 +140,15 @@ int32_t fsdprt_context_set_lr_factor(int64_t ctx, double factor) {
   });
 }
 
+int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale) {
+  return guarded(__func__, [&] {
+    if (!std::isfinite(scale) || scale <= 0)
+      fail(Status::InvalidArgument,
+           "the loss scale must be finite and > 0, got ", scale);
+    getContext(ctx)->setLossScale(scale);
+  });
+}
+
 int32_t fsdprt_buffer_alloc(int64_t ctx, int64_t bytes, int64_t *out_buf) {
   return guarded(__func__, [&] {
     requireOut(out_buf, "out_buf");

@@ -18,6 +18,14 @@ static void requireStep(int64_t step) {
     fail(Status::InvalidArgument, "step must be >= 1 (1-based), got ", step);
 }
 
+/// The found-inf flag an update skips on (buffer 0: none).
+static const float *skipFlag(Launch &l, int64_t skip, int64_t skipOff) {
+  if (skip == 0)
+    return nullptr;
+  return static_cast<const float *>(
+      l.operand(skip, skipOff, 1, DType::F32, "skip"));
+}
+
 extern "C" {
 
 int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -25,7 +33,7 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                         int64_t grad_off, int64_t momentum_buf, int64_t mb_off,
                         int64_t numel, int64_t step, double lr, double momentum,
                         double dampening, double weight_decay,
-                        int32_t nesterov) {
+                        int32_t nesterov, int64_t skip, int64_t skip_off) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, grad_dtype, "sgd_step");
     nonNegative(numel, "numel");
@@ -48,9 +56,10 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     DType dt = l.dtype();
     SgdOptions o{lr * l.context().lrFactor(), momentum, dampening,
                  weight_decay, nesterov != 0};
+    const float *ps = skipFlag(l, skip, skip_off);
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
-      be.sgdStep(dt, pp, pg, pm, numel, step, o);
+      be.sgdStep(dt, pp, pg, pm, numel, step, o, ps);
     });
   });
 }
@@ -60,7 +69,8 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t grad_off, int64_t exp_avg, int64_t ea_off,
                           int64_t exp_avg_sq, int64_t eas_off, int64_t numel,
                           int64_t step, double lr, double beta1, double beta2,
-                          double eps, double weight_decay) {
+                          double eps, double weight_decay, int64_t skip,
+                          int64_t skip_off) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, grad_dtype, "adamw_step");
     nonNegative(numel, "numel");
@@ -82,9 +92,10 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     DType dt = l.dtype();
     AdamWOptions o{lr * l.context().lrFactor(), beta1, beta2, eps,
                    weight_decay};
+    const float *ps = skipFlag(l, skip, skip_off);
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
-      be.adamwStep(dt, pp, pg, pm, pv, numel, step, o);
+      be.adamwStep(dt, pp, pg, pm, pv, numel, step, o, ps);
     });
   });
 }
@@ -102,6 +113,35 @@ int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
     DType dt = l.dtype();
     bool acc = accumulate != 0;
     l.enqueue([=, &be] { be.gradSqNorm(dt, pg, numel, po, acc); });
+  });
+}
+
+int32_t fsdprt_nonfinite_flag(int64_t ctx, int64_t stream, int32_t dtype,
+                              int64_t grad, int64_t grad_off, int64_t numel,
+                              int64_t out, int64_t out_off,
+                              int32_t accumulate) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "nonfinite_flag");
+    nonNegative(numel, "numel");
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *po =
+        static_cast<float *>(l.operand(out, out_off, 1, DType::F32, "out"));
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    bool acc = accumulate != 0;
+    l.enqueue([=, &be] { be.nonfiniteFlag(dt, pg, numel, po, acc); });
+  });
+}
+
+int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
+                          int64_t out_off, int32_t inverse) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, "loss_scale");
+    void *po = l.operand(out, out_off, 1, DType::F32, "out");
+    double scale = l.context().lossScale();
+    double value = inverse ? 1.0 / scale : scale;
+    Backend &be = l.backend();
+    l.enqueue([&be, po, value] { be.fill(DType::F32, po, 1, value); });
   });
 }
 

@@ -26,7 +26,7 @@ std::vector<float> sgdTrajectory(Device &dev, const SgdConfig &c,
         fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, &grads[t], 4));
     RT_EXPECT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0,
                                  buf, 0, 1, t + 1, c.lr, c.momentum,
-                                 c.dampening, c.weightDecay, c.nesterov));
+                                 c.dampening, c.weightDecay, c.nesterov, 0, 0));
     out.push_back(dev.download(p, 1)[0]);
   }
   return out;
@@ -62,7 +62,7 @@ TEST_P(OptimizerConformance, SgdPlainNeedsNoMomentumBuffer) {
   int64_t p = dev.upload(std::vector<float>{1.0f, -2.0f}),
           g = dev.upload(std::vector<float>{0.5f, 0.25f});
   RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, 0, 0, 2, 1,
-                        0.2, 0, 0, 0, 0));
+                        0.2, 0, 0, 0, 0, 0, 0));
   auto v = dev.download(p, 2);
   EXPECT_FLOAT_EQ(v[0], 0.9f);
   EXPECT_FLOAT_EQ(v[1], -2.05f);
@@ -85,7 +85,7 @@ TEST_P(OptimizerConformance, AdamWTwoStepsByHand) {
   for (int t = 0; t < 2; ++t) {
     RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, &grads[t], 4));
     RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
-                            v, 0, 1, t + 1, 0.1, 0.9, 0.999, 1e-8, 0.01));
+                            v, 0, 1, t + 1, 0.1, 0.9, 0.999, 1e-8, 0.01, 0, 0));
     EXPECT_NEAR(dev.download(p, 1)[0], want[t], 1e-6) << "step " << t + 1;
   }
 }
@@ -103,7 +103,7 @@ TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
     auto grad = randomVector(n, 200 + t);
     RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, grad.data(), n * 4));
     RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
-                            v, 0, n, t, lr, b1, b2, eps, wd));
+                            v, 0, n, t, lr, b1, b2, eps, wd, 0, 0));
     dev.sync();
     for (int64_t i = 0; i < n; ++i) {
       rp[i] *= 1 - lr * wd;
@@ -117,6 +117,66 @@ TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
   expectClose(dev.download(p, n), rp, "param", 1e-5, 1e-6);
   expectClose(dev.download(m, n), rm, "exp_avg", 1e-5, 1e-6);
   expectClose(dev.download(v, n), rv, "exp_avg_sq", 1e-5, 1e-6);
+}
+
+TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {
+  // GradScaler: an update whose flag is set leaves parameter and moments as
+  // they were; with the flag clear it runs as without one.
+  Device dev(GetParam());
+  int64_t p = dev.upload(std::vector<float>{1.0f, 2.0f}),
+          g = dev.upload(std::vector<float>{0.5f, -0.5f}),
+          m = dev.upload(std::vector<float>{0.1f, 0.2f}),
+          v = dev.upload(std::vector<float>{0.3f, 0.4f}),
+          mb = dev.upload(std::vector<float>{0.7f, 0.8f}),
+          found = dev.upload(std::vector<float>{1.0f});
+  RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
+                          v, 0, 2, 3, 0.1, 0.9, 0.999, 1e-8, 0.01, found, 0));
+  RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, mb, 0, 2,
+                        3, 0.1, 0.9, 0, 0, 0, found, 0));
+  EXPECT_EQ(dev.download(p, 2), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(dev.download(m, 2), (std::vector<float>{0.1f, 0.2f}));
+  EXPECT_EQ(dev.download(v, 2), (std::vector<float>{0.3f, 0.4f}));
+  EXPECT_EQ(dev.download(mb, 2), (std::vector<float>{0.7f, 0.8f}));
+
+  int64_t clear = dev.upload(std::vector<float>{0.0f});
+  RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, 0, 0, 2,
+                        1, 0.2, 0, 0, 0, 0, clear, 0));
+  EXPECT_EQ(dev.download(p, 2), (std::vector<float>{0.9f, 2.1f}));
+}
+
+TEST_P(OptimizerConformance, NonfiniteFlagFindsInfAndNanInAnyShard) {
+  Device dev(GetParam());
+  float inf = INFINITY, nan = NAN;
+  int64_t finite = dev.upload(std::vector<float>{1e30f, -3.0f, 0.0f}),
+          withInf = dev.upload(std::vector<float>{1.0f, -inf}),
+          withNan = dev.upload(std::vector<float>{nan}), out = dev.alloc(4);
+  auto flag = [&](int64_t buf, int64_t n, int accumulate) -> float {
+    RT_EXPECT_OK(fsdprt_nonfinite_flag(dev.ctx, dev.stream, FSDPRT_F32, buf, 0, n,
+                                out, 0, accumulate));
+    return dev.download(out, 1)[0];
+  };
+  EXPECT_EQ(flag(finite, 3, 0), 0.0f);
+  EXPECT_EQ(flag(withInf, 2, 0), 1.0f);
+  EXPECT_EQ(flag(finite, 3, 1), 1.0f); // a later finite shard keeps it
+  EXPECT_EQ(flag(finite, 3, 0), 0.0f);
+  EXPECT_EQ(flag(withNan, 1, 1), 1.0f);
+  // A bf16 overflow (0x7f80 is +inf).
+  int64_t bf16 = dev.upload(std::vector<uint16_t>{0x3f80, 0x7f80});
+  RT_OK(fsdprt_nonfinite_flag(dev.ctx, dev.stream, FSDPRT_BF16, bf16, 0, 2,
+                              out, 0, 0));
+  EXPECT_EQ(dev.download(out, 1)[0], 1.0f);
+}
+
+TEST_P(OptimizerConformance, LossScaleIsWrittenAsSetWhenIssued) {
+  Device dev(GetParam());
+  int64_t out = dev.alloc(8);
+  RT_OK(fsdprt_context_set_loss_scale(dev.ctx, 65536.0));
+  RT_OK(fsdprt_loss_scale(dev.ctx, dev.stream, out, 0, 0));
+  RT_OK(fsdprt_loss_scale(dev.ctx, dev.stream, out, 4, 1));
+  RT_OK(fsdprt_context_set_loss_scale(dev.ctx, 2.0));
+  EXPECT_EQ(dev.download(out, 2), (std::vector<float>{65536.0f, 1.0f / 65536}));
+  EXPECT_NE(fsdprt_context_set_loss_scale(dev.ctx, 0.0), 0);
+  EXPECT_NE(fsdprt_context_set_loss_scale(dev.ctx, INFINITY), 0);
 }
 
 TEST_P(OptimizerConformance, GradNormAccumulatesShardsAndClipScales) {

@@ -48,7 +48,7 @@ TEST_P(StreamConformance, EventWaitOrdersWorkAcrossStreams) {
   int64_t copy = dev.alloc(n * 4);
   // producer: (delayed) SGD step p = 1 - 0.5 * 2 = 0, then record.
   RT_OK(fsdprt_sgd_step(dev.ctx, producer, FSDPRT_F32, param, 0, grad, 0, 0, 0,
-                        n, 1, 0.5, 0, 0, 0, 0));
+                        n, 1, 0.5, 0, 0, 0, 0, 0, 0));
   RT_OK(fsdprt_event_record(dev.ctx, event, producer));
   // consumer: wait for the event, then copy and scale the parameter.
   RT_OK(fsdprt_stream_wait_event(dev.ctx, consumer, event));
@@ -77,7 +77,7 @@ TEST_P(StreamConformance, WaitBindsToTheRecordMadeBeforeIt) {
   int64_t grad = dev.upload(std::vector<float>{4.0f});
   int64_t copy = dev.alloc(4);
   RT_OK(fsdprt_sgd_step(dev.ctx, slow, FSDPRT_F32, param, 0, grad, 0, 0, 0, 1,
-                        1, 0.25, 0, 0, 0, 0));
+                        1, 0.25, 0, 0, 0, 0, 0, 0));
   RT_OK(fsdprt_event_record(dev.ctx, event, slow));
   RT_OK(fsdprt_stream_wait_event(dev.ctx, consumer, event));
   // A later record on an idle stream completes first; the consumer must
@@ -98,7 +98,7 @@ TEST_P(StreamConformance, OptimizerDelayIsApplied) {
           g = dev.upload(std::vector<float>(4, 1.0f));
   auto start = std::chrono::steady_clock::now();
   RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, 0, 0, 4, 1,
-                        0.1, 0, 0, 0, 0));
+                        0.1, 0, 0, 0, 0, 0, 0));
   dev.sync();
   // sleep_for guarantees at least the requested duration.
   EXPECT_GE(std::chrono::steady_clock::now() - start,

@@ -83,7 +83,7 @@ TEST_F(Trace, ComputeWaitingOnDelayedStreamIsRecordedAndTimed) {
   RT_OK(fsdprt_trace_enable(dev.ctx, 1));
   // all-gather stream: a (delayed) update standing in for the collective.
   RT_OK(fsdprt_sgd_step(dev.ctx, gather, FSDPRT_F32, param, 0, grad, 0, 0, 0, n,
-                        1, 0.5, 0, 0, 0, 0));
+                        1, 0.5, 0, 0, 0, 0, 0, 0));
   RT_OK(fsdprt_event_record(dev.ctx, ready, gather));
   // compute stream: its own work, then it blocks on the other stream.
   RT_OK(fsdprt_fill(dev.ctx, compute, FSDPRT_F32, out, 0, n, 3.0));
@@ -167,7 +167,7 @@ TEST_F(Trace, WaitOnOwnStreamRecordNeverBlocks) {
   int64_t g = dev.upload(std::vector<float>(4, 1.0f));
   // FIFO: the record has run by the time the wait is reached.
   RT_OK(fsdprt_sgd_step(dev.ctx, s, FSDPRT_F32, p, 0, g, 0, 0, 0, 4, 1, 0.1, 0,
-                        0, 0, 0));
+                        0, 0, 0, 0, 0));
   RT_OK(fsdprt_event_record(dev.ctx, ev, s));
   RT_OK(fsdprt_stream_wait_event(dev.ctx, s, ev));
   RT_OK(fsdprt_stream_synchronize(dev.ctx, s));

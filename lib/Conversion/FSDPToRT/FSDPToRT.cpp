@@ -177,13 +177,22 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   Value gradNorm = returnedValue(step, kGradNormResult);
   if (gradNorm)
     place(gradNorm);
+  // The found-inf flag is a reshape of the all-reduced one: its storage is.
+  Value foundInf = returnedValue(step, kFoundInfResult);
+  if (foundInf) {
+    Value root = foundInf;
+    while (Value source = storageAliasOf(root))
+      root = source;
+    place(root);
+  }
 
   // Every returned value must be the loss, the step count, or an in-place
   // update of an argument: the runner reads nothing else.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     Value root = storageRoot(value, layout);
-    bool ok = value == loss || value == gradNorm || isa<BlockArgument>(root) ||
+    bool ok = value == loss || value == gradNorm || value == foundInf ||
+              isa<BlockArgument>(root) ||
               (value.getDefiningOp() && isStorageFree(value.getDefiningOp()));
     if (!ok) {
       InFlightDiagnostic diag = ret.emitOpError("result #") << i;

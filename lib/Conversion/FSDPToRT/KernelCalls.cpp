@@ -480,6 +480,16 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
                               calls.i64(padding), calls.f64(0.0)});
         return success();
       })
+      .Case([&](LossScaleOp o) {
+        Args{calls}.t(o.getScale()).i32(o.getInverse()).call("loss_scale");
+        return success();
+      })
+      .Case([&](FoundNonfiniteOp o) {
+        for (auto [i, grad] : llvm::enumerate(o.getGrads()))
+          Args{calls}.i32(dtypeOf(grad)).t(grad).i64(numel(grad))
+              .t(o.getFound()).i32(i > 0).call("nonfinite_flag");
+        return success();
+      })
       .Case([&](ClipGradNormOp o) {
         Args{calls}.t(o.getSumOfSquares()).t(o.getNorm()).t(o.getCoefficient())
             .f64(o.getMaxNorm().convertToDouble()).call("clip_coefficient");

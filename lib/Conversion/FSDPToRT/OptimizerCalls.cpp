@@ -108,6 +108,7 @@ void emitAdamW(CallBuilder &calls, AdamWStepOp op) {
                  calls.f64(op.getBeta2().convertToDouble()),
                  calls.f64(op.getEps().convertToDouble()),
                  calls.f64(s.weightDecay)});
+    pushElement(calls, args, op.getSkipIf(), Value());
     calls.call("adamw_step", args);
   }
 }
@@ -122,6 +123,7 @@ void emitSGD(CallBuilder &calls, SGDStepOp op) {
                  calls.f64(op.getMomentum().convertToDouble()),
                  calls.f64(op.getDampening().convertToDouble()),
                  calls.f64(s.weightDecay), calls.i32(op.getNesterov())});
+    pushElement(calls, args, op.getSkipIf(), Value());
     calls.call("sgd_step", args);
   }
 }

@@ -223,6 +223,15 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
             typeName(cast<RankedTensorType>(loss.getType()).getElementType())}}}};
   if (gradNorm)
     program["grad_norm"] = llvm::json::Object{{"offset", offsetOf(gradNorm)}};
+  // GradScaler's defaults; the runner may override them.
+  if (Value foundInf = returnedValue(step, kFoundInfResult))
+    program["loss_scale"] =
+        llvm::json::Object{{"found_inf_offset",
+                            offsetOf(storageRoot(foundInf, layout))},
+                           {"init", 65536.0},
+                           {"growth_factor", 2.0},
+                           {"backoff_factor", 0.5},
+                           {"growth_interval", 2000}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(program));

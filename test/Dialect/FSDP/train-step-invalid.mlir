@@ -97,7 +97,7 @@ func.func @no_loss(%n: tensor<i64> {fsdp.step_count})
 
 // -----
 
-// expected-error @+1 {{result #1 of the train step has no role; expected one of fsdp.loss, fsdp.grad_norm, fsdp.param, fsdp.state, fsdp.step_count, fsdp.buffer, fsdp.flat_param}}
+// expected-error @+1 {{result #1 of the train step has no role; expected one of fsdp.loss, fsdp.grad_norm, fsdp.found_inf, fsdp.param, fsdp.state, fsdp.step_count, fsdp.buffer, fsdp.flat_param}}
 func.func @result_without_role(%n: tensor<i64> {fsdp.step_count})
     -> (tensor<f32> {fsdp.loss}, tensor<i64>) attributes {fsdp.model = @m} {
   %l = arith.constant dense<0.0> : tensor<f32>

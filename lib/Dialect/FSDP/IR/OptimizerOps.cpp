@@ -57,6 +57,14 @@ static LogicalResult verifyParamGroups(OptimizerOp op) {
   return success();
 }
 
+NamedAttribute fsdp::sgdOperandSegments(Builder &b, bool momentum,
+                                        bool skip) {
+  return b.getNamedAttr(
+      SGDStepOp::getOperandSegmentSizesAttrName(
+          OperationName(SGDStepOp::getOperationName(), b.getContext())),
+      b.getDenseI32ArrayAttr({1, 1, momentum ? 1 : 0, 1, skip ? 1 : 0}));
+}
+
 LogicalResult SGDStepOp::verify() {
   if (getLr().convertToDouble() < 0.0)
     return emitOpError("learning rate must be >= 0");

@@ -75,6 +75,7 @@ const AttrRule kRules[] = {
     {kInputArg, OnArg, "an input index (i64 >= 0)", isIndex},
     {kLossResult, OnResult, "a unit attribute", is<mlir::UnitAttr>},
     {kGradNormResult, OnResult, "a unit attribute", is<mlir::UnitAttr>},
+    {kFoundInfResult, OnResult, "a unit attribute", is<mlir::UnitAttr>},
     {kFlatParamArg, OnArg | OnResult, "a unit name (string)", is<StringAttr>},
     {kFlatStateArg, OnArg | OnResult,
      "an optimizer state name (non-empty string)", isName},
@@ -129,8 +130,8 @@ LogicalResult verifyRule(Operation *op, NamedAttribute attr, Place place,
 constexpr StringLiteral kArgRoles[] = {kParamArg,  kStateArg, kStepCountArg,
                                        kBufferArg, kInputArg, kFlatParamArg};
 constexpr StringLiteral kResultRoles[] = {
-    kLossResult,   kGradNormResult, kParamArg,    kStateArg,
-    kStepCountArg, kBufferArg,      kFlatParamArg};
+    kLossResult,   kGradNormResult, kFoundInfResult, kParamArg,
+    kStateArg,     kStepCountArg,   kBufferArg,      kFlatParamArg};
 
 /// One role among `roles` in `attrs`, or an error naming what is wrong.
 LogicalResult verifyOneRole(Operation *op, DictionaryAttr attrs,
@@ -201,7 +202,7 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
         failed(verifyRequires(step, attrs, kMicroBatchAttr, kInputArg, what)))
       return failure();
   }
-  unsigned losses = 0, norms = 0;
+  unsigned losses = 0, norms = 0, flags = 0;
   for (unsigned i = 0; i < step.getNumResults(); ++i) {
     DictionaryAttr attrs = step.getResultAttrDict(i);
     if (failed(verifyOneRole(step, attrs, kResultRoles,
@@ -209,13 +210,15 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
       return failure();
     losses += attrs.get(kLossResult) != nullptr;
     norms += attrs.get(kGradNormResult) != nullptr;
+    flags += attrs.get(kFoundInfResult) != nullptr;
   }
   if (losses != 1)
     return contractError(step) << "is a train step and must return one '"
                               << kLossResult << "' result, found " << losses;
-  if (norms > 1)
+  if (norms > 1 || flags > 1)
     return contractError(step)
-           << "returns " << norms << " '" << kGradNormResult << "' results";
+           << "returns " << (norms > 1 ? norms : flags) << " '"
+           << (norms > 1 ? kGradNormResult : kFoundInfResult) << "' results";
   if (step->hasAttr(kMeshAttr) != step->hasAttr(kStrategyAttr))
     return contractError(step) << "is a sharded train step only with both '"
                               << kMeshAttr << "' and '" << kStrategyAttr << "'";

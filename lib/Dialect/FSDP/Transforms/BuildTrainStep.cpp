@@ -50,6 +50,8 @@ struct OptimizerConfig {
   double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
   bool nesterov;
   ParamGroups groups;
+  /// Dynamic loss scaling (torch.amp.GradScaler).
+  bool lossScaling = false;
 
   /// Per trainable parameter: the names of its state tensors.
   SmallVector<StringRef> stateNames() const {
@@ -103,6 +105,10 @@ private:
   Value applyOptimizer(ParamOp param, Value value, Value grad,
                        ValueRange state, Value step,
                        SmallVectorImpl<Value> &newState);
+  /// The loss cotangent times the loss scale.
+  Value scaleSeed(Value seed);
+  /// The gradients times the inverse loss scale; returns the found-inf flag.
+  Value unscale(MutableArrayRef<Value> grads);
 
   ModelOp model;
   UnitOwnership ownership;
@@ -123,6 +129,8 @@ private:
   SmallVector<Value> trainableValues;
   SmallVector<SmallVector<Value>> state;
   Value stepCount;
+  /// The loss scaler's found-inf flag (with loss scaling).
+  Value foundInf;
   llvm::DenseMap<Value, Value> gradSums;
 
   int64_t microBatch = 0;
@@ -255,9 +263,12 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
   if (config.adamw) {
     attrs.append({f64("beta1", config.beta1), f64("beta2", config.beta2),
                   f64("eps", config.eps)});
+    SmallVector<Value> operands = {value, grad, state[0], state[1], step};
+    if (foundInf)
+      operands.push_back(foundInf);
     auto op = AdamWStepOp::create(
         builder, loc, TypeRange{value.getType(), value.getType(), value.getType()},
-        ValueRange{value, grad, state[0], state[1], step}, attrs);
+        operands, attrs);
     newState.append({op.getNewExpAvg(), op.getNewExpAvgSq()});
     update = op;
     newParam = op.getNewParam();
@@ -270,6 +281,9 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
       types.push_back(value.getType());
     }
     operands.push_back(step);
+    if (foundInf)
+      operands.push_back(foundInf);
+    attrs.push_back(sgdOperandSegments(builder, hasMomentum, bool(foundInf)));
     attrs.append(
         {f64("momentum", config.momentum), f64("dampening", config.dampening)});
     if (config.nesterov)
@@ -284,6 +298,42 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
   return newParam;
 }
 
+Value TrainStepBuilder::scaleSeed(Value seed) {
+  Location loc = model.getLoc();
+  auto type = cast<RankedTensorType>(seed.getType());
+  Value scale = LossScaleOp::create(
+      builder, loc, RankedTensorType::get({}, builder.getF32Type()));
+  tag(scale.getDefiningOp(), "", kBackward);
+  if (scale.getType() != type) {
+    scale = nn::CastOp::create(builder, loc, type, scale);
+    tag(scale.getDefiningOp(), "", kBackward);
+  }
+  Value scaled = nn::MulOp::create(builder, loc, seed, scale);
+  tag(scaled.getDefiningOp(), "", kBackward);
+  return scaled;
+}
+
+Value TrainStepBuilder::unscale(MutableArrayRef<Value> grads) {
+  Location loc = model.getLoc();
+  auto f32 = RankedTensorType::get({}, builder.getF32Type());
+  Value inverse = LossScaleOp::create(builder, loc, f32, /*inverse=*/true);
+  tag(inverse.getDefiningOp(), "", kOptimizer);
+  for (auto [grad, param] : llvm::zip(grads, trainable)) {
+    StringRef unit = ownership.getOwner(param).getQualifiedName();
+    Value factor = inverse;
+    Type element = getElementTypeOrSelf(grad.getType());
+    if (element != f32.getElementType()) {
+      factor = nn::CastOp::create(builder, loc, f32.clone(element), inverse);
+      tag(factor.getDefiningOp(), unit, kOptimizer);
+    }
+    grad = nn::MulOp::create(builder, loc, grad, factor);
+    tag(grad.getDefiningOp(), unit, kOptimizer);
+  }
+  auto found = FoundNonfiniteOp::create(builder, loc, f32, grads);
+  tag(found, "", kOptimizer);
+  return found;
+}
+
 LogicalResult TrainStepBuilder::build() {
   if (getTrainStep(model))
     return model.emitOpError("already has a train step");
@@ -293,6 +343,8 @@ LogicalResult TrainStepBuilder::build() {
   if (failed(loss))
     return failure();
   SmallVector<Value> grads = finalGradients();
+  if (config.lossScaling && !grads.empty())
+    foundInf = unscale(grads);
   Value gradNorm;
   if (clipNorm > 0.0 && !grads.empty())
     gradNorm = emitClipGradNorm(
@@ -419,6 +471,8 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
             lossType, builder.getFloatAttr(lossType.getElementType(),
                                            1.0 / microBatches)));
     tag(seed.getDefiningOp(), "", kBackward);
+    if (config.lossScaling)
+      seed = scaleSeed(seed);
     llvm::DenseMap<Value, Value> grads;
     if (failed(differentiate(
             builder, trace, loss, seed, trainableValues,
@@ -506,6 +560,8 @@ void TrainStepBuilder::emitUpdatesAndReturn(Value loss, Value gradNorm,
   addResult(loss, kLossResult, builder.getUnitAttr());
   if (gradNorm)
     addResult(gradNorm, kGradNormResult, builder.getUnitAttr());
+  if (foundInf)
+    addResult(foundInf, kFoundInfResult, builder.getUnitAttr());
 
   // The optimizer update of every trainable parameter; then its state.
   SmallVector<std::pair<Value, std::string>> newStates;
@@ -559,6 +615,12 @@ struct BuildTrainStepPass
     config.beta1 = beta1;
     config.beta2 = beta2;
     config.eps = eps;
+    if (lossScale != "none" && lossScale != "dynamic")
+      return emitError(module.getLoc(),
+                       "fsdp-build-train-step: loss-scale must be none or "
+                       "dynamic, got '")
+             << lossScale << "'";
+    config.lossScaling = lossScale == "dynamic";
     if (lr < 0.0)
       return emitError(module.getLoc(), "fsdp-build-train-step: lr must be >= 0, got ")
              << double(lr);

@@ -91,7 +91,9 @@ public:
 
 private:
   LogicalResult computeFlatParams();
+  Value sumOverShardGroup(Value scalar, Location loc);
   Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
+  Value unscale(SmallVectorImpl<Value> &shardGrads, Location loc);
 
   ModelOp model;
   func::FuncOp step;
@@ -136,30 +138,58 @@ LogicalResult StepSharder::computeFlatParams() {
   return success();
 }
 
+/// An f32 scalar summed over the shard group. Replicas hold the same shards,
+/// so they are not added again (PyTorch all-reduces the norm over the FSDP
+/// process group, which is the shard group under hybrid sharding, and not
+/// at all for no-shard).
+Value StepSharder::sumOverShardGroup(Value scalar, Location loc) {
+  if (mesh.getShard() == 1)
+    return scalar;
+  Type f32 = builder.getF32Type();
+  Value vector = nn::ReshapeOp::create(
+      builder, loc, RankedTensorType::get({1}, f32), scalar);
+  Value total = AllReduceOp::create(
+      builder, loc, vector.getType(), vector, mesh,
+      MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
+      TypeAttr::get(f32),
+      ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
+      builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
+  Value sum = nn::ReshapeOp::create(builder, loc,
+                                    RankedTensorType::get({}, f32), total);
+  for (Value v : {vector, total, sum})
+    tagOp(v.getDefiningOp(), "", kOptimizer);
+  return sum;
+}
+
+/// GradScaler's unscale_ on the shards: each times the inverse loss scale;
+/// returns the found-inf flag, non-zero on every rank when any rank's shard
+/// holds an inf or NaN.
+Value StepSharder::unscale(SmallVectorImpl<Value> &shardGrads, Location loc) {
+  auto f32 = RankedTensorType::get({}, builder.getF32Type());
+  Value inverse = LossScaleOp::create(builder, loc, f32, /*inverse=*/true);
+  tagOp(inverse.getDefiningOp(), "", kOptimizer);
+  for (auto [grad, flat] : llvm::zip(shardGrads, flats)) {
+    Value factor = inverse;
+    Type element = getElementTypeOrSelf(grad.getType());
+    if (element != f32.getElementType()) {
+      factor = nn::CastOp::create(builder, loc, f32.clone(element), inverse);
+      tagOp(factor.getDefiningOp(), flat.unit, kOptimizer);
+    }
+    grad = nn::MulOp::create(builder, loc, grad, factor);
+    tagOp(grad.getDefiningOp(), flat.unit, kOptimizer);
+  }
+  auto found = FoundNonfiniteOp::create(builder, loc, f32, shardGrads);
+  tagOp(found, "", kOptimizer);
+  return sumOverShardGroup(found, loc);
+}
+
 Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
                                  Location loc) {
   auto clip = *step.getBody().getOps<ClipGradNormOp>().begin();
   // The padding is zero, so the shards' squares add up to the full norm once
-  // summed over the shard group; replicas hold the same shards, so they are
-  // not added again (PyTorch all-reduces over the FSDP process group, which
-  // is the shard group under hybrid sharding, and not at all for no-shard).
-  auto overShardGroup = [&](Value sumSq) -> Value {
-    if (mesh.getShard() == 1)
-      return sumSq;
-    Type f32 = builder.getF32Type();
-    Value vector = nn::ReshapeOp::create(
-        builder, loc, RankedTensorType::get({1}, f32), sumSq);
-    Value total = AllReduceOp::create(
-        builder, loc, vector.getType(), vector, mesh,
-        MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
-        TypeAttr::get(f32),
-        ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
-        builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
-    Value scalar = nn::ReshapeOp::create(
-        builder, loc, RankedTensorType::get({}, f32), total);
-    for (Value v : {vector, total, scalar})
-      tagOp(v.getDefiningOp(), "", kOptimizer);
-    return scalar;
+  // summed over the shard group.
+  auto overShardGroup = [&](Value sumSq) {
+    return sumOverShardGroup(sumSq, loc);
   };
   return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
                           overShardGroup, [&](Operation *op, int i) {
@@ -223,12 +253,20 @@ LogicalResult StepSharder::run() {
       anyUpdate = &op;
     }
   bool clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
-  for (FlatParam &flat : flats)
+  bool lossScaling = !step.getBody().getOps<FoundNonfiniteOp>().empty();
+  for (FlatParam &flat : flats) {
     if (clipping && flat.rankLocal)
       return flat.module.emitOpError("is a rank-local unit: its gradient "
                                      "differs between ranks, so there is no "
                                      "single norm for clip-grad-norm to clip to"),
              failure();
+    if (lossScaling && flat.rankLocal)
+      return flat.module.emitOpError(
+                 "is a rank-local unit: loss scaling skips a step on every "
+                 "rank together, from the shard group's gradients, which do "
+                 "not cover a rank-local unit's"),
+             failure();
+  }
   unsigned statesPerParam = anyUpdate ? anyUpdate->getNumResults() - 1 : 0;
   SmallVector<std::string> stateNames;
   for (unsigned a = 0; a < step.getNumArguments(); ++a)
@@ -452,6 +490,7 @@ LogicalResult StepSharder::run() {
     }
     shardGrads.push_back(sum);
   }
+  Value foundInf = lossScaling ? unscale(shardGrads, loc) : Value();
   Value gradNorm = clipping ? reduceAndClip(shardGrads, loc) : Value();
 
   // The optimizer on local shards: the same update, elementwise.
@@ -467,9 +506,16 @@ LogicalResult StepSharder::run() {
       operands.push_back(
           body->getArgument(firstState + i * stateNames.size() + s));
     operands.push_back(stepCount);
+    if (foundInf)
+      operands.push_back(foundInf);
     SmallVector<Type> types(1 + stateNames.size(), flat.shardType());
-    OperationState state(loc, anyUpdate->getName(), operands, types,
-                         groupAttrs(flat, updates));
+    NamedAttrList attrs = groupAttrs(flat, updates);
+    if (isa<SGDStepOp>(anyUpdate)) {
+      NamedAttribute segments =
+          sgdOperandSegments(builder, !stateNames.empty(), bool(foundInf));
+      attrs.set(segments.getName(), segments.getValue());
+    }
+    OperationState state(loc, anyUpdate->getName(), operands, types, attrs);
     Operation *update = builder.create(state);
     tagOp(update, flat.unit, kOptimizer);
     newShards.push_back(update->getResult(0));
@@ -499,6 +545,9 @@ LogicalResult StepSharder::run() {
   if (gradNorm)
     add(gradNorm, builder.getDictionaryAttr(
                       builder.getNamedAttr(kGradNormResult, builder.getUnitAttr())));
+  if (foundInf)
+    add(foundInf, builder.getDictionaryAttr(builder.getNamedAttr(
+                      kFoundInfResult, builder.getUnitAttr())));
   for (auto [i, flat] : llvm::enumerate(flats))
     add(newShards[i], builder.getDictionaryAttr(builder.getNamedAttr(
                           kFlatParamArg, builder.getStringAttr(flat.unit))));

@@ -207,12 +207,19 @@ public:
                                const void *dloss, void *da, void *db, int64_t n,
                                LossReduction reduction) = 0;
 
+  /// The updates do nothing when `skip` (one f32 in device memory, or
+  /// null) is non-zero: a loss scaler found a non-finite gradient.
   virtual void sgdStep(DType gradType, float *param, const void *grad,
                        float *momentumBuf, int64_t n, int64_t step,
-                       const SgdOptions &o) = 0;
+                       const SgdOptions &o, const float *skip) = 0;
   virtual void adamwStep(DType gradType, float *param, const void *grad,
                          float *expAvg, float *expAvgSq, int64_t n,
-                         int64_t step, const AdamWOptions &o) = 0;
+                         int64_t step, const AdamWOptions &o,
+                         const float *skip) = 0;
+  /// *out = 1 if any of the n elements is inf or NaN, else
+  /// (accumulate ? *out : 0).
+  virtual void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
+                             bool accumulate) = 0;
   virtual void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                           bool accumulate) = 0;
   virtual void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,

@@ -45,6 +45,9 @@ public:
   /// The learning-rate schedule's factor (fsdprt_context_set_lr_factor).
   double lrFactor() const { return lrFactor_; }
   void setLrFactor(double factor) { lrFactor_ = factor; }
+  /// The dynamic loss scale (fsdprt_context_set_loss_scale).
+  double lossScale() const { return lossScale_; }
+  void setLossScale(double scale) { lossScale_ = scale; }
   /// Per-stream operation records; its clock starts at context creation.
   TraceLog &trace() { return *trace_; }
 
@@ -78,6 +81,7 @@ private:
   const int32_t worldSize_;
   const DelayConfig delays_;
   double lrFactor_ = 1.0;
+  double lossScale_ = 1.0;
   // Before the streams, which register with it and keep it alive.
   const std::shared_ptr<TraceLog> trace_ = std::make_shared<TraceLog>();
   std::unique_ptr<Backend> backend_;

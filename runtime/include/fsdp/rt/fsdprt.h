@@ -87,6 +87,9 @@ int32_t fsdprt_context_synchronize(int64_t ctx);
 /* now on (default 1): they apply lr x factor, as LambdaLR multiplies each */
 /* group's initial lr. Finite and >= 0. */
 int32_t fsdprt_context_set_lr_factor(int64_t ctx, double factor);
+/* The dynamic loss scale of the steps issued from now on (default 1), */
+/* written by fsdprt_loss_scale: finite and > 0. */
+int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale);
 
 /* ---- Buffers (per-rank arena) -------------------------------------------*/
 /* Every buffer starts at a multiple of this and its size is rounded up to  */
@@ -404,13 +407,24 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                         int64_t grad_off, int64_t momentum_buf, int64_t mb_off,
                         int64_t numel, int64_t step, double lr, double momentum,
                         double dampening, double weight_decay,
-                        int32_t nesterov);
+                        int32_t nesterov, int64_t skip, int64_t skip_off);
 int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t param, int64_t param_off, int64_t grad,
                           int64_t grad_off, int64_t exp_avg, int64_t ea_off,
                           int64_t exp_avg_sq, int64_t eas_off, int64_t numel,
                           int64_t step, double lr, double beta1, double beta2,
-                          double eps, double weight_decay);
+                          double eps, double weight_decay, int64_t skip,
+                          int64_t skip_off);
+/* The optimizer steps above do nothing when `skip` (one f32; buffer 0: */
+/* absent) is non-zero when they run: a loss scaler's found-inf flag. */
+/* out (one f32) = 1 if any grad element is inf or NaN, else [out or] 0. */
+int32_t fsdprt_nonfinite_flag(int64_t ctx, int64_t stream, int32_t dtype,
+                              int64_t grad, int64_t grad_off, int64_t numel,
+                              int64_t out, int64_t out_off, int32_t accumulate);
+/* out (one f32) = the context's loss scale, or its inverse when inverse != 0 */
+/* (the scale as set when this call is issued). */
+int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
+                          int64_t out_off, int32_t inverse);
 /* out (one f32) = [out +] sum(grad^2), summed in double in a fixed order. */
 int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
                             int64_t grad, int64_t grad_off, int64_t numel,

@@ -28,4 +28,10 @@ class NNModuleOp;
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
 
+namespace mlir::fsdp {
+/// The operand segment sizes of an fsdp.sgd_step (param, grad, momentum
+/// buffer, step, skip_if), for building one from an operand list.
+NamedAttribute sgdOperandSegments(Builder &b, bool momentum, bool skip);
+} // namespace mlir::fsdp
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_H

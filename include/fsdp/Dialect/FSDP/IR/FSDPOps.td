@@ -393,7 +393,7 @@ def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads", [
 def FSDP_StepCount : 0DTensorOf<[I64]>;
 def FSDP_Scalar : 0DTensorOf<[F32]>;
 
-def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
+def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure, AttrSizedOperandSegments]> {
   let summary = "one torch.optim.SGD update of a parameter (or a shard of it)";
   let description = [{
     PyTorch's SGD exactly: g = grad + weight_decay·param; with momentum, the
@@ -415,13 +415,18 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
     shard is all of it), so each rank updates its part of every run.
     `lr_scale` and `weight_decay` are then the first segment's.
 
+    With `skip_if` (a loss scaler's found-inf flag, 0 or 1) the update does
+    nothing when the flag is non-zero: parameter and state are returned as
+    they were, as GradScaler skips optimizer.step().
+
     ```mlir
     %p2, %m2 = fsdp.sgd_step %p, %g momentum_buffer %m step %s {lr = 1.0e-02 : f64, momentum = 9.0e-01 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
     ```
   }];
   let arguments = (ins FSDP_DataTensor:$param, FSDP_DataTensor:$grad,
                        Optional<FSDP_DataTensor>:$momentum_buffer,
-                       FSDP_StepCount:$step, F64Attr:$lr,
+                       FSDP_StepCount:$step, Optional<FSDP_Scalar>:$skip_if,
+                       F64Attr:$lr,
                        DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F64Attr, "0.0">:$dampening,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
@@ -433,7 +438,8 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure]> {
   let results = (outs FSDP_DataTensor:$new_param,
                       Optional<FSDP_DataTensor>:$new_momentum_buffer);
   let assemblyFormat = "$param `,` $grad (`momentum_buffer` $momentum_buffer^)? "
-      "`step` $step attr-dict `:` functional-type(operands, results)";
+      "`step` $step (`skip_if` $skip_if^)? attr-dict `:` "
+      "functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -454,13 +460,17 @@ def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure]> {
     shard is all of it), so each rank updates its part of every run.
     `lr_scale` and `weight_decay` are then the first segment's.
 
+    With `skip_if` (a loss scaler's found-inf flag) the update does nothing
+    when the flag is non-zero, as for fsdp.sgd_step.
+
     ```mlir
     %p2, %m2, %v2 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-03 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
     ```
   }];
   let arguments = (ins FSDP_DataTensor:$param, FSDP_DataTensor:$grad,
                        FSDP_DataTensor:$exp_avg, FSDP_DataTensor:$exp_avg_sq,
-                       FSDP_StepCount:$step, F64Attr:$lr,
+                       FSDP_StepCount:$step, Optional<FSDP_Scalar>:$skip_if,
+                       F64Attr:$lr,
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
@@ -472,8 +482,44 @@ def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure]> {
   let results = (outs FSDP_DataTensor:$new_param, FSDP_DataTensor:$new_exp_avg,
                       FSDP_DataTensor:$new_exp_avg_sq);
   let assemblyFormat = "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` "
-      "$step attr-dict `:` functional-type(operands, results)";
+      "$step (`skip_if` $skip_if^)? attr-dict `:` "
+      "functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+def FSDP_LossScaleOp : FSDP_Op<"loss_scale", [Pure]> {
+  let summary = "the dynamic loss scale of this step, or its inverse";
+  let description = [{
+    torch.amp's GradScaler: the runner sets the scale before each step (it
+    grows and backs off between steps, outside the program). The step seeds
+    the loss cotangent with it and multiplies the gradients by the inverse
+    (`inverse`) before the optimizer. Scales are powers of two, so both are
+    exact.
+
+    ```mlir
+    %s = fsdp.loss_scale : tensor<f32>
+    %inv = fsdp.loss_scale {inverse} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins UnitAttr:$inverse);
+  let results = (outs FSDP_Scalar:$scale);
+  let assemblyFormat = "attr-dict `:` type($scale)";
+}
+
+def FSDP_FoundNonfiniteOp : FSDP_Op<"found_nonfinite", [Pure]> {
+  let summary = "1 if any element of the gradients is inf or NaN, else 0";
+  let description = [{
+    GradScaler's found_inf over this rank's gradients (the shards once
+    fsdp-shard has run, which then sums the flags over the shard group so
+    that every rank skips the same steps).
+
+    ```mlir
+    %found = fsdp.found_nonfinite %g0, %g1 : tensor<16xf32>, tensor<4xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<FSDP_DataTensor>:$grads);
+  let results = (outs FSDP_Scalar:$found);
+  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($found)";
 }
 
 def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,

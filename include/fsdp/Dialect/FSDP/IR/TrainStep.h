@@ -49,6 +49,9 @@ constexpr StringLiteral kInputArg = FSDPDialect::InputAttrHelper::getNameStr();
 constexpr StringLiteral kLossResult = FSDPDialect::LossAttrHelper::getNameStr();
 constexpr StringLiteral kGradNormResult =
     FSDPDialect::GradNormAttrHelper::getNameStr();
+/// The loss scaler's found-inf flag (0 or 1, the same on every rank).
+constexpr StringLiteral kFoundInfResult =
+    FSDPDialect::FoundInfAttrHelper::getNameStr();
 constexpr StringLiteral kFlatParamArg =
     FSDPDialect::FlatParamAttrHelper::getNameStr();
 constexpr StringLiteral kFlatStateArg =

@@ -160,6 +160,8 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"noDecay1d", "no-decay-1d", "bool", /*default=*/"false",
            "No weight decay for parameters of fewer than 2 dimensions "
            "(biases, norm weights), as nanoGPT">,
+    Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"none\"",
+           "none | dynamic: GradScaler's dynamic loss scaling (for f16)">,
   ];
 }
 

@@ -68,6 +68,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<int64_t> gradAccumSteps{*this, "grad-accum-steps",
                                  llvm::cl::desc("Micro-batches per step"),
                                  llvm::cl::init(1)};
+  Option<std::string> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("none | dynamic: GradScaler's dynamic loss scaling "
+                     "(for f16)"),
+      llvm::cl::init("none")};
   Option<bool> noSync{*this, "no-sync",
                       llvm::cl::desc("Reduce gradients only after the last "
                                      "micro-batch (no_sync())"),
