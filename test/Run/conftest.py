@@ -149,7 +149,7 @@ class Fsdp:
     def options(self, model, world_size, strategy="full-shard",
                 backward_prefetch="pre", forward_prefetch=False,
                 optimizer="adamw", grad_accum=1, param_dtype=None,
-                shard_group_size=None, lr=None, no_sync=False):
+                shard_group_size=None, lr=None, no_sync=False, **extra):
         """The --fsdp-pipeline value (fsdp_mlir.driver's spelling)."""
         hybrid = strategy == "hybrid-shard"
         return driver.pipeline_options(
@@ -161,7 +161,7 @@ class Fsdp:
             grad_accum_steps=grad_accum if grad_accum != 1 else None,
             no_sync=True if no_sync else None,
             param_dtype=param_dtype, lr=lr,
-            wrap_kinds=["Block"] if model == "gpt2" else None)
+            wrap_kinds=["Block"] if model == "gpt2" else None, **extra)
 
     def compile(self, model, **kw):
         opts = self.options(model, **kw)
