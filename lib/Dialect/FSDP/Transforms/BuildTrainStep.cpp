@@ -107,8 +107,6 @@ private:
                        SmallVectorImpl<Value> &newState);
   /// The loss cotangent times the loss scale.
   Value scaleSeed(Value seed);
-  /// The gradients times the inverse loss scale; returns the found-inf flag.
-  Value unscale(MutableArrayRef<Value> grads);
 
   ModelOp model;
   UnitOwnership ownership;
@@ -313,27 +311,6 @@ Value TrainStepBuilder::scaleSeed(Value seed) {
   return scaled;
 }
 
-Value TrainStepBuilder::unscale(MutableArrayRef<Value> grads) {
-  Location loc = model.getLoc();
-  auto f32 = RankedTensorType::get({}, builder.getF32Type());
-  Value inverse = LossScaleOp::create(builder, loc, f32, /*inverse=*/true);
-  tag(inverse.getDefiningOp(), "", kOptimizer);
-  for (auto [grad, param] : llvm::zip(grads, trainable)) {
-    StringRef unit = ownership.getOwner(param).getQualifiedName();
-    Value factor = inverse;
-    Type element = getElementTypeOrSelf(grad.getType());
-    if (element != f32.getElementType()) {
-      factor = nn::CastOp::create(builder, loc, f32.clone(element), inverse);
-      tag(factor.getDefiningOp(), unit, kOptimizer);
-    }
-    grad = nn::MulOp::create(builder, loc, grad, factor);
-    tag(grad.getDefiningOp(), unit, kOptimizer);
-  }
-  auto found = FoundNonfiniteOp::create(builder, loc, f32, grads);
-  tag(found, "", kOptimizer);
-  return found;
-}
-
 LogicalResult TrainStepBuilder::build() {
   if (getTrainStep(model))
     return model.emitOpError("already has a train step");
@@ -343,17 +320,17 @@ LogicalResult TrainStepBuilder::build() {
   if (failed(loss))
     return failure();
   SmallVector<Value> grads = finalGradients();
+  auto tagUpdate = [&](Operation *op, int i) {
+    tag(op, i < 0 ? "" : ownership.getOwner(trainable[i]).getQualifiedName(),
+        kOptimizer);
+  };
   if (config.lossScaling && !grads.empty())
-    foundInf = unscale(grads);
+    foundInf = emitUnscaleGrads(builder, model.getLoc(), grads, tagUpdate);
   Value gradNorm;
   if (clipNorm > 0.0 && !grads.empty())
     gradNorm = emitClipGradNorm(
         builder, model.getLoc(), grads, builder.getF64FloatAttr(clipNorm),
-        [](Value sumSq) { return sumSq; }, [&](Operation *op, int i) {
-          tag(op,
-              i < 0 ? "" : ownership.getOwner(trainable[i]).getQualifiedName(),
-              kOptimizer);
-        });
+        [](Value sumSq) { return sumSq; }, tagUpdate);
   emitUpdatesAndReturn(*loss, gradNorm, grads);
 
   // VJPs build every operand's cotangent; drop those nothing uses (e.g. the

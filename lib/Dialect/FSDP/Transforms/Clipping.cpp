@@ -1,4 +1,4 @@
-//===- Clipping.cpp - gradient clipping by the global norm -----------------===//
+//===- Clipping.cpp - gradient clipping and unscaling ----------------------===//
 
 #include "Clipping.h"
 
@@ -54,4 +54,22 @@ Value fsdp::emitClipGradNorm(OpBuilder &builder, Location loc,
     tagThis(grads[i].getDefiningOp());
   }
   return clip.getNorm();
+}
+
+Value fsdp::emitUnscaleGrads(OpBuilder &builder, Location loc,
+                             MutableArrayRef<Value> grads,
+                             function_ref<void(Operation *, int)> tag) {
+  auto f32 = RankedTensorType::get({}, builder.getF32Type());
+  Value inverse = LossScaleOp::create(builder, loc, f32, /*inverse=*/true);
+  tag(inverse.getDefiningOp(), -1);
+  for (int i = 0, e = grads.size(); i < e; ++i) {
+    auto tagThis = [&](Operation *op) { tag(op, i); };
+    Value factor = castTo(builder, loc, inverse,
+                          getElementTypeOrSelf(grads[i].getType()), tagThis);
+    grads[i] = nn::MulOp::create(builder, loc, grads[i], factor);
+    tagThis(grads[i].getDefiningOp());
+  }
+  auto found = FoundNonfiniteOp::create(builder, loc, f32, grads);
+  tag(found, -1);
+  return found;
 }

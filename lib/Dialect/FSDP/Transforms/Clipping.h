@@ -1,4 +1,4 @@
-//===- Clipping.h - gradient clipping by the global norm -------------------===//
+//===- Clipping.h - gradient clipping and unscaling ------------------------===//
 
 #ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_CLIPPING_H
 #define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_CLIPPING_H
@@ -17,6 +17,13 @@ namespace mlir::fsdp {
 Value emitClipGradNorm(OpBuilder &builder, Location loc,
                        MutableArrayRef<Value> grads, FloatAttr maxNorm,
                        function_ref<Value(Value)> combine,
+                       function_ref<void(Operation *, int)> tag);
+
+/// Emits GradScaler's unscale_ over `grads`: each multiplied by the inverse
+/// loss scale in its own dtype (replacing `grads`), then the found-inf flag
+/// of them all, which it returns. `tag` as for emitClipGradNorm.
+Value emitUnscaleGrads(OpBuilder &builder, Location loc,
+                       MutableArrayRef<Value> grads,
                        function_ref<void(Operation *, int)> tag);
 
 } // namespace mlir::fsdp

@@ -94,6 +94,10 @@ private:
   Value sumOverShardGroup(Value scalar, Location loc);
   Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
   Value unscale(SmallVectorImpl<Value> &shardGrads, Location loc);
+  /// Tags an optimizer-phase op made for flat parameter i (-1: for all).
+  void tagUpdate(Operation *op, int i) {
+    tagOp(op, i < 0 ? "" : flats[i].unit, kOptimizer);
+  }
 
   ModelOp model;
   func::FuncOp step;
@@ -161,25 +165,12 @@ Value StepSharder::sumOverShardGroup(Value scalar, Location loc) {
   return sum;
 }
 
-/// GradScaler's unscale_ on the shards: each times the inverse loss scale;
-/// returns the found-inf flag, non-zero on every rank when any rank's shard
-/// holds an inf or NaN.
+/// GradScaler's unscale_ on the shards; the found-inf flag, non-zero on
+/// every rank when any rank's shard holds an inf or NaN.
 Value StepSharder::unscale(SmallVectorImpl<Value> &shardGrads, Location loc) {
-  auto f32 = RankedTensorType::get({}, builder.getF32Type());
-  Value inverse = LossScaleOp::create(builder, loc, f32, /*inverse=*/true);
-  tagOp(inverse.getDefiningOp(), "", kOptimizer);
-  for (auto [grad, flat] : llvm::zip(shardGrads, flats)) {
-    Value factor = inverse;
-    Type element = getElementTypeOrSelf(grad.getType());
-    if (element != f32.getElementType()) {
-      factor = nn::CastOp::create(builder, loc, f32.clone(element), inverse);
-      tagOp(factor.getDefiningOp(), flat.unit, kOptimizer);
-    }
-    grad = nn::MulOp::create(builder, loc, grad, factor);
-    tagOp(grad.getDefiningOp(), flat.unit, kOptimizer);
-  }
-  auto found = FoundNonfiniteOp::create(builder, loc, f32, shardGrads);
-  tagOp(found, "", kOptimizer);
+  Value found = emitUnscaleGrads(
+      builder, loc, shardGrads,
+      [&](Operation *op, int i) { tagUpdate(op, i); });
   return sumOverShardGroup(found, loc);
 }
 
@@ -191,10 +182,9 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
   auto overShardGroup = [&](Value sumSq) {
     return sumOverShardGroup(sumSq, loc);
   };
-  return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
-                          overShardGroup, [&](Operation *op, int i) {
-                            tagOp(op, i < 0 ? "" : flats[i].unit, kOptimizer);
-                          });
+  return emitClipGradNorm(
+      builder, loc, shardGrads, clip.getMaxNormAttr(), overShardGroup,
+      [&](Operation *op, int i) { tagUpdate(op, i); });
 }
 
 /// An update's lr scale and weight decay.
