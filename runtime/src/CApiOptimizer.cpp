@@ -26,6 +26,27 @@ static const float *skipFlag(Launch &l, int64_t skip, int64_t skipOff) {
       l.operand(skip, skipOff, 1, DType::F32, "skip"));
 }
 
+/// A gradient reduced into one f32 by `reduce` (the sum of squares, the
+/// non-finite flag), written or accumulated into `out`.
+static int32_t reduceGrad(const char *fn, const char *op,
+                          void (Backend::*reduce)(DType, const void *, int64_t,
+                                                  float *, bool),
+                          int64_t ctx, int64_t stream, int32_t dtype,
+                          int64_t grad, int64_t grad_off, int64_t numel,
+                          int64_t out, int64_t out_off, int32_t accumulate) {
+  return guarded(fn, [&] {
+    Launch l(ctx, stream, dtype, op);
+    nonNegative(numel, "numel");
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *po =
+        static_cast<float *>(l.operand(out, out_off, 1, DType::F32, "out"));
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    bool acc = accumulate != 0;
+    l.enqueue([=, &be] { (be.*reduce)(dt, pg, numel, po, acc); });
+  });
+}
+
 extern "C" {
 
 int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -103,34 +124,18 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
 int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
                             int64_t grad, int64_t grad_off, int64_t numel,
                             int64_t out, int64_t out_off, int32_t accumulate) {
-  return guarded(__func__, [&] {
-    Launch l(ctx, stream, dtype, "grad_sq_norm");
-    nonNegative(numel, "numel");
-    const void *pg = l.operand(grad, grad_off, numel, "grad");
-    auto *po =
-        static_cast<float *>(l.operand(out, out_off, 1, DType::F32, "out"));
-    Backend &be = l.backend();
-    DType dt = l.dtype();
-    bool acc = accumulate != 0;
-    l.enqueue([=, &be] { be.gradSqNorm(dt, pg, numel, po, acc); });
-  });
+  return reduceGrad(__func__, "grad_sq_norm", &Backend::gradSqNorm, ctx,
+                    stream, dtype, grad, grad_off, numel, out, out_off,
+                    accumulate);
 }
 
 int32_t fsdprt_nonfinite_flag(int64_t ctx, int64_t stream, int32_t dtype,
                               int64_t grad, int64_t grad_off, int64_t numel,
                               int64_t out, int64_t out_off,
                               int32_t accumulate) {
-  return guarded(__func__, [&] {
-    Launch l(ctx, stream, dtype, "nonfinite_flag");
-    nonNegative(numel, "numel");
-    const void *pg = l.operand(grad, grad_off, numel, "grad");
-    auto *po =
-        static_cast<float *>(l.operand(out, out_off, 1, DType::F32, "out"));
-    Backend &be = l.backend();
-    DType dt = l.dtype();
-    bool acc = accumulate != 0;
-    l.enqueue([=, &be] { be.nonfiniteFlag(dt, pg, numel, po, acc); });
-  });
+  return reduceGrad(__func__, "nonfinite_flag", &Backend::nonfiniteFlag, ctx,
+                    stream, dtype, grad, grad_off, numel, out, out_off,
+                    accumulate);
 }
 
 int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
