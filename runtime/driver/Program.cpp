@@ -424,27 +424,17 @@ void parseLoss(const json &root, Program &prog) {
               "grad_norm.offset");
 }
 
-/// The optional "loss_scale" {found_inf_offset, init, growth_factor,
-/// backoff_factor, growth_interval} of a step with dynamic loss scaling.
+/// The optional "loss_scale" {found_inf_offset} of a step with dynamic loss
+/// scaling.
 void parseLossScale(const json &root, Program &prog) {
   if (!root.contains("loss_scale"))
     return;
   const json &s = root["loss_scale"];
   if (!s.is_object())
-    fail("loss_scale", "expected an object");
+    fail("loss_scale", "expected an object {\"found_inf_offset\"}");
   prog.foundInfOffset = getInt(s, "loss_scale", "found_inf_offset");
   checkExtent(prog.foundInfOffset, 4, prog.persistentBytes,
               "loss_scale.found_inf_offset");
-  LossScalerConfig &c = prog.lossScaler;
-  c.init = getNumber(s, "loss_scale", "init");
-  c.growthFactor = getNumber(s, "loss_scale", "growth_factor");
-  c.backoffFactor = getNumber(s, "loss_scale", "backoff_factor");
-  c.growthInterval = getInt(s, "loss_scale", "growth_interval");
-  try {
-    c.validate();
-  } catch (const std::invalid_argument &e) {
-    fail("loss_scale", e.what());
-  }
 }
 
 } // namespace

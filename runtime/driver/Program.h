@@ -12,7 +12,6 @@
 #ifndef FSDP_DRIVER_PROGRAM_H
 #define FSDP_DRIVER_PROGRAM_H
 
-#include "driver/LossScaler.h"
 #include "driver/LrSchedule.h"
 #include "fsdp/rt/StepAbi.h"
 
@@ -101,9 +100,8 @@ struct Program {
   std::string lossDtype = "f32";
   int64_t gradNormOffset = -1; // one f32 when the step clips gradients, else -1
   /// Dynamic loss scaling: the found-inf flag (one f32, the same on every
-  /// rank) and GradScaler's settings; -1 without loss scaling.
+  /// rank); -1 without loss scaling.
   int64_t foundInfOffset = -1;
-  LossScalerConfig lossScaler;
 
   /// Batch per rank per micro-batch (leading dim of the inputs).
   int64_t batchPerRank() const;

@@ -100,13 +100,14 @@ LrSchedule lrSchedule(const RunOptions &o, const Program &p) {
   return s;
 }
 
-/// The program's GradScaler (none without loss scaling) with the settings
-/// the command line sets replaced, and the state a checkpoint saved.
+/// The program's GradScaler (none without loss scaling): PyTorch's settings
+/// with those the command line sets replaced, and the state a checkpoint
+/// saved.
 std::optional<LossScaler> lossScaler(const RunOptions &o, const Program &p,
                                      const Metadata &loaded) {
   if (p.foundInfOffset < 0)
     return std::nullopt;
-  LossScalerConfig c = p.lossScaler;
+  LossScalerConfig c;
   c.init = o.lossScaleInit.value_or(c.init);
   c.growthInterval = o.lossScaleGrowthInterval.value_or(c.growthInterval);
   c.validate();

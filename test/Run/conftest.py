@@ -149,8 +149,9 @@ class Fsdp:
     def options(self, model, world_size, strategy="full-shard",
                 backward_prefetch="pre", forward_prefetch=False,
                 optimizer="adamw", grad_accum=1, param_dtype=None,
-                shard_group_size=None, lr=None, no_sync=False, **extra):
-        """The --fsdp-pipeline value (fsdp_mlir.driver's spelling)."""
+                shard_group_size=None, lr=None, **extra):
+        """The --fsdp-pipeline value (fsdp_mlir.driver's spelling); `extra`
+        options (no_sync, loss_scale, ...) pass through to it."""
         hybrid = strategy == "hybrid-shard"
         return driver.pipeline_options(
             world_size=world_size, sharding_strategy=strategy,
@@ -159,7 +160,6 @@ class Fsdp:
             momentum=0.9 if optimizer == "sgd" else None,
             shard_group_size=(shard_group_size or 2) if hybrid else None,
             grad_accum_steps=grad_accum if grad_accum != 1 else None,
-            no_sync=True if no_sync else None,
             param_dtype=param_dtype, lr=lr,
             wrap_kinds=["Block"] if model == "gpt2" else None, **extra)
 

@@ -173,18 +173,14 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
                    << step.getSymName()
                    << "' has no loss computed by the step to return",
            failure();
-  place(loss);
+  // The scalars the runner reads get persistent slots: their storage's,
+  // which for a view (the found-inf flag reshaped from the all-reduced one)
+  // is its source's.
   Value gradNorm = returnedValue(step, kGradNormResult);
-  if (gradNorm)
-    place(gradNorm);
-  // The found-inf flag is a reshape of the all-reduced one: its storage is.
   Value foundInf = returnedValue(step, kFoundInfResult);
-  if (foundInf) {
-    Value root = foundInf;
-    while (Value source = storageAliasOf(root))
-      root = source;
-    place(root);
-  }
+  for (Value scalar : {loss, gradNorm, foundInf})
+    if (scalar)
+      place(storageRoot(scalar, layout));
 
   // Every returned value must be the loss, the step count, or an in-place
   // update of an argument: the runner reads nothing else.

@@ -72,7 +72,9 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
   Block &body = step.getBody().front();
   llvm::StringMap<size_t> unitIndex;
   llvm::json::Array units, inputs, bufferList;
-  auto offsetOf = [&](Value v) { return layout.persistentOffset.lookup(v); };
+  auto offsetOf = [&](Value v) {
+    return layout.persistentOffset.lookup(storageRoot(v, layout));
+  };
   // Flat parameters first (argument order), then their optimizer state.
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -223,15 +225,11 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
             typeName(cast<RankedTensorType>(loss.getType()).getElementType())}}}};
   if (gradNorm)
     program["grad_norm"] = llvm::json::Object{{"offset", offsetOf(gradNorm)}};
-  // GradScaler's defaults; the runner may override them.
+  // GradScaler's settings are the runner's (PyTorch's defaults, or its
+  // options): the program only says where the flag is.
   if (Value foundInf = returnedValue(step, kFoundInfResult))
     program["loss_scale"] =
-        llvm::json::Object{{"found_inf_offset",
-                            offsetOf(storageRoot(foundInf, layout))},
-                           {"init", 65536.0},
-                           {"growth_factor", 2.0},
-                           {"backoff_factor", 0.5},
-                           {"growth_interval", 2000}};
+        llvm::json::Object{{"found_inf_offset", offsetOf(foundInf)}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(program));

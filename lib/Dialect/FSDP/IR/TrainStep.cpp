@@ -202,23 +202,23 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
         failed(verifyRequires(step, attrs, kMicroBatchAttr, kInputArg, what)))
       return failure();
   }
-  unsigned losses = 0, norms = 0, flags = 0;
-  for (unsigned i = 0; i < step.getNumResults(); ++i) {
-    DictionaryAttr attrs = step.getResultAttrDict(i);
-    if (failed(verifyOneRole(step, attrs, kResultRoles,
+  for (unsigned i = 0; i < step.getNumResults(); ++i)
+    if (failed(verifyOneRole(step, step.getResultAttrDict(i), kResultRoles,
                              "result #" + std::to_string(i))))
       return failure();
-    losses += attrs.get(kLossResult) != nullptr;
-    norms += attrs.get(kGradNormResult) != nullptr;
-    flags += attrs.get(kFoundInfResult) != nullptr;
-  }
-  if (losses != 1)
+  auto resultsWith = [&](StringLiteral role) {
+    unsigned count = 0;
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      count += step.getResultAttr(i, role) != nullptr;
+    return count;
+  };
+  if (unsigned losses = resultsWith(kLossResult); losses != 1)
     return contractError(step) << "is a train step and must return one '"
                               << kLossResult << "' result, found " << losses;
-  if (norms > 1 || flags > 1)
-    return contractError(step)
-           << "returns " << (norms > 1 ? norms : flags) << " '"
-           << (norms > 1 ? kGradNormResult : kFoundInfResult) << "' results";
+  for (StringLiteral role : {kGradNormResult, kFoundInfResult})
+    if (unsigned count = resultsWith(role); count > 1)
+      return contractError(step)
+             << "returns " << count << " '" << role << "' results";
   if (step->hasAttr(kMeshAttr) != step->hasAttr(kStrategyAttr))
     return contractError(step) << "is a sharded train step only with both '"
                               << kMeshAttr << "' and '" << kStrategyAttr << "'";

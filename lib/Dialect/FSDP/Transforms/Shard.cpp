@@ -411,21 +411,23 @@ LogicalResult StepSharder::run() {
   for (const FlatParam &flat : flats) {
     Type reduceType = reduceDtype ? reduceDtype : flat.elementType;
     // terms[p][k]: parameter p's gradient from the k-th reduction.
+    SmallVector<Value> wholeGrads;
     SmallVector<SmallVector<Value>> terms;
     for (ParamOp param : flat.params) {
       Operation *update = updates.lookup(qualifiedName(param));
       Value grad = unclippedGrad(update->getOperand(1));
+      wholeGrads.push_back(grad);
       terms.push_back(reducePerMicroBatch ? microBatchTerms(grad)
                                           : SmallVector<Value>{grad});
     }
     // A parameter no micro-batch reaches has one (zero) term; the unit's
     // gradient is then reduced once.
+    if (llvm::any_of(terms, [&](auto &t) {
+          return t.size() != terms.front().size();
+        }))
+      for (auto [grad, paramTerms] : llvm::zip(wholeGrads, terms))
+        paramTerms = {grad};
     size_t reductions = terms.front().size();
-    if (llvm::any_of(terms, [&](auto &t) { return t.size() != reductions; }))
-      for (auto [param, paramTerms] : llvm::zip(flat.params, terms))
-        paramTerms = {unclippedGrad(
-            updates.lookup(qualifiedName(param))->getOperand(1))};
-    reductions = terms.front().size();
 
     Value sum;
     for (size_t k = 0; k < reductions; ++k) {
