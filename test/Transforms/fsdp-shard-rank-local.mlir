@@ -10,6 +10,7 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | FileCheck %s --check-prefix=SCHED
 // RUN: fsdp-opt %s --fsdp-model-summary -o /dev/null | FileCheck %s --check-prefix=SUMMARY
 // RUN: not fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
+// RUN: not fsdp-opt %s --fsdp-build-train-step="loss-scale=dynamic" --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCALE
 
 // CHECK-LABEL: func.func @moe_train_step(
 // CHECK-SAME: %arg1: tensor<150xf32> {{[^}]*}}fsdp.flat_param = "module.1"
@@ -49,6 +50,8 @@
 // JSON: [{'elements': 288, 'unit': 'module.2'}] ['', 'module.1']
 
 // CLIP: fsdp-shard-rank-local.mlir:{{[0-9]+}}:7: error: 'fsdp.module' op is a rank-local unit: its gradient differs between ranks, so there is no single norm for clip-grad-norm to clip to
+// SCALE: fsdp-shard-rank-local.mlir:{{[0-9]+}}:7: error: 'fsdp.module' op is a rank-local unit: loss scaling skips a step on every rank together, from the shard group's gradients, which do not cover a rank-local unit's
+// SCALE-NOT: func.func
 
 fsdp.model @moe {
   fsdp.module @root kind "MixtureOfExperts" unit {

@@ -70,6 +70,10 @@ TEST(RunOptions, NamesWhatIsWrong) {
             "--min-lr-ratio must be in [0, 1]");
   EXPECT_EQ(usageError({"s.so", "--warmup-steps", "-2"}),
             "--warmup-steps and --decay-steps must be >= 0");
+  EXPECT_EQ(usageError({"s.so", "--loss-scale-init", "0"}),
+            "--loss-scale-init must be finite and > 0");
+  EXPECT_EQ(usageError({"s.so", "--loss-scale-growth-interval", "0"}),
+            "--loss-scale-growth-interval must be >= 1");
 }
 
 TEST(RunOptions, ScheduleFieldsAreSetOnlyWhenGiven) {
@@ -95,7 +99,8 @@ TEST(RunOptions, HelpNeedsNoInputAndListsEveryOption) {
                            "--trace FILE", "--trace-steps N", "--backend NAME",
                            "--rank-threads N", "--lr-schedule KIND",
                            "--warmup-steps N", "--decay-steps N",
-                           "--min-lr-ratio R", "--quiet"})
+                           "--min-lr-ratio R", "--loss-scale-init S",
+                           "--loss-scale-growth-interval N", "--quiet"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }
 

@@ -162,3 +162,22 @@ func.func @model_on_an_op() {
 func.func @loss_on_the_function() attributes {fsdp.loss} {
   return
 }
+
+// -----
+
+// At most one found-inf flag, as at most one gradient norm.
+// expected-error @+1 {{returns 2 'fsdp.found_inf' results}}
+func.func @two_flags(%n: tensor<i64> {fsdp.step_count})
+    -> (tensor<f32> {fsdp.loss}, tensor<f32> {fsdp.found_inf},
+        tensor<f32> {fsdp.found_inf}) attributes {fsdp.model = @m} {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %l, %l : tensor<f32>, tensor<f32>, tensor<f32>
+}
+
+// -----
+
+func.func @accumulation_is_a_unit_attribute(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{attribute 'fsdp.grad_accumulation' must be a unit attribute, got 1 : i64}}
+  %s = nn.add %a, %a {fsdp.grad_accumulation = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
