@@ -19,6 +19,7 @@ Symbol paths (`@transformer::@wte::@weight`) are computed from the tree, so
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import textwrap
 from dataclasses import dataclass
@@ -717,6 +718,30 @@ class Model:
 
     def num_params(self) -> int:
         return self.root.num_params()
+
+    def named_parameters(self):
+        """(fully-qualified name, Param) pairs, as nn.Module's."""
+        for m in self.root.modules():
+            prefix = ".".join(m.path_from(self.root))
+            for name, p in m.params.items():
+                yield (f"{prefix}.{name}" if prefix else name), p
+
+    def freeze(self, patterns: Sequence[str]) -> List[str]:
+        """Sets requires_grad = False on the parameters whose qualified name
+        matches one of the glob `patterns` (fine-tuning: a frozen parameter
+        gets no gradient, optimizer state or update) and returns their
+        names; a pattern that matches nothing is an error."""
+        frozen = []
+        for pattern in patterns:
+            hits = [(n, p) for n, p in self.named_parameters()
+                    if fnmatch.fnmatchcase(n, pattern)]
+            if not hits:
+                raise ValueError(f"freeze pattern {pattern!r} matches no parameter "
+                                 f"of {self.name}")
+            for name, p in hits:
+                p.requires_grad = False
+                frozen.append(name)
+        return sorted(set(frozen))
 
     def num_units(self) -> int:
         """FSDP units: the root always is one."""

@@ -374,7 +374,7 @@ import sys
 import torch
 from safetensors.numpy import load_file
 
-TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR = sys.argv[1:]
+TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, FROZEN = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
 sys.path.insert(0, TESTS)
 from torch_reference import (MLP, join_gloo, leave_gloo, load_weights,
@@ -386,6 +386,8 @@ def worker(rank):
     from torch.distributed.fsdp import fully_shard
     model = MLP()
     load_weights(model, INIT)
+    for name, p in model.named_parameters():
+        p.requires_grad_(name not in FROZEN.split(","))
     for m in (model.fc1, model.fc2, model.fc3):
         fully_shard(m)
     fully_shard(model)
@@ -412,7 +414,14 @@ if __name__ == "__main__":
 '''
 
 
-def test_mlp_matches_fsdp2(workdir, datasets, data_supported, initial_weights):
+@pytest.mark.parametrize("frozen", [(), ("fc1.weight", "fc3.bias")],
+                         ids=["trainable", "frozen-subset"])
+def test_mlp_matches_fsdp2(frozen, workdir, datasets, data_supported,
+                           initial_weights):
+    """With a frozen subset (a frozen weight beside its trainable bias, and
+    the reverse), FSDP2 shards the frozen parameters with the others and
+    reduces only the gradients that exist; ours keeps them in a unit's
+    second, never-reduced flat parameter."""
     import json
     from torch_reference import free_port, run_workers
 
@@ -422,24 +431,31 @@ def test_mlp_matches_fsdp2(workdir, datasets, data_supported, initial_weights):
         pytest.skip("no torch.distributed.fsdp.fully_shard or gloo")
     ranks, lr = 2, LR[("mlp", "adamw")]
     example, _, batch, _, options = MODELS["mlp"]
+    tag = "fsdp2-" + "-".join(frozen or ["none"])
+    if frozen:
+        example = models.build("mlp")
+        assert example.freeze(frozen) == sorted(frozen)
     data_path, _ = datasets["mlp"]
-    prog = driver.compile(example, workdir / "fsdp2-ours.mlir",
+    prog = driver.compile(example, workdir / f"{tag}-ours.mlir",
                           world_size=ranks, sharding_strategy="full-shard",
                           **options, **_optimizer_options("mlp", "adamw"))
-    save = workdir / "fsdp2-ours"
+    save = workdir / f"{tag}-ours"
     result = driver.run(prog, nproc=ranks, steps=STEPS, seed=SEED,
                         data=data_path, save=save, timeout=120)
     ours_losses = [row["loss"] for row in result.metrics]
 
-    init_path = workdir / "fsdp2-init.safetensors"
-    st_numpy.save_file(initial_weights("mlp"), str(init_path))
-    out = workdir / "fsdp2-torch"
+    init_path = workdir / f"{tag}-init.safetensors"
+    init = initial_weights("mlp")
+    st_numpy.save_file(init, str(init_path))
+    out = workdir / f"{tag}-torch"
     run_workers(workdir, "fsdp2_worker", _FSDP2_WORKER,
                 [init_path, data_path, out, free_port(), ranks, batch, STEPS,
-                 NUM_SAMPLES, repr(lr)], timeout=120)
-    ref_losses = json.loads((workdir / "fsdp2-torch.json").read_text())
-    ref_state = st_numpy.load_file(str(workdir / "fsdp2-torch.safetensors"))
+                 NUM_SAMPLES, repr(lr), ",".join(frozen)], timeout=120)
+    ref_losses = json.loads((workdir / f"{tag}-torch.json").read_text())
+    ref_state = st_numpy.load_file(str(workdir / f"{tag}-torch.safetensors"))
 
     assert_losses_match(ours_losses, ref_losses, what="FSDP2")
     ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
     assert_state_matches(ours, ref_state)  # the plain bounds
+    for name in frozen:
+        np.testing.assert_array_equal(ours[name], init[name], name)

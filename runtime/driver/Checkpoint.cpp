@@ -73,6 +73,12 @@ std::string unitKey(const std::string &unitName) {
   return unitName.empty() ? "_root" : unitName;
 }
 
+/// The tensor of a sharded checkpoint holding a unit's flat parameter: a
+/// unit may have a trainable and a frozen one.
+std::string flatParamKey(bool frozen) {
+  return frozen ? "frozen_flat_param" : "flat_param";
+}
+
 std::string stateTensorName(const std::string &state,
                             const std::string &param) {
   return "optim." + state + "." + param;
@@ -217,6 +223,7 @@ json unitsJson(const Program &program) {
                      {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel},
                      {"rank_local", u.rankLocal},
+                     {"frozen", u.frozen},
                      {"params", params},
                      {"state", state}});
   }
@@ -367,6 +374,7 @@ struct SavedUnit {
   std::string name;
   int64_t paddedNumel = 0, shardNumel = 0;
   bool rankLocal = false; // one whole, different copy per rank file
+  bool frozen = false;
   std::vector<ParamInfo> params; // name, shape, flatOffset
   std::vector<std::string> state;
 };
@@ -384,6 +392,7 @@ std::vector<SavedUnit> parseSavedUnits(const Metadata &meta,
       s.paddedNumel = u.at("padded_numel").get<int64_t>();
       s.shardNumel = u.at("shard_numel").get<int64_t>();
       s.rankLocal = u.value("rank_local", false);
+      s.frozen = u.value("frozen", false);
       for (const json &p : u.at("params")) {
         ParamInfo info;
         info.name = p.at("name").get<std::string>();
@@ -541,7 +550,7 @@ LoadResult loadSharded(const std::string &dir, const Program &program,
       ownFile.push_back(openReader(it->second));
     }
     const auto &from = ownFile.empty() ? readers : ownFile;
-    std::vector<float> flat = readSavedFlat(from, dir, su, "flat_param");
+    std::vector<float> flat = readSavedFlat(from, dir, su, flatParamKey(su.frozen));
     for (const auto &[sp, p] : matches)
       scatter(flat, *sp, p->name, ours[p->name].first->offset);
     for (const std::string &s : su.state) {
@@ -623,7 +632,8 @@ void saveSharded(const std::string &dir, const Program &program, int64_t ctx,
                     .string());
   for (const UnitInfo &u : program.units) {
     std::string key = unitKey(u.name);
-    writer.addBuffer(ctx, key + "/flat_param", "f32", {u.shardNumel},
+    writer.addBuffer(ctx, key + "/" + flatParamKey(u.frozen), "f32",
+                     {u.shardNumel},
                      persistentBuf, u.offset);
     for (const StateInfo &s : u.state)
       writer.addBuffer(ctx, key + "/" + s.name, "f32", {u.shardNumel},

@@ -246,6 +246,11 @@ UnitInfo parseUnit(const json &v, const Program &prog,
       fail(join(path, "rank_local"), "expected true or false");
     u.rankLocal = v["rank_local"].get<bool>();
   }
+  if (v.contains("frozen")) {
+    if (!v["frozen"].is_boolean())
+      fail(join(path, "frozen"), "expected true or false");
+    u.frozen = v["frozen"].get<bool>();
+  }
   checkShardSizes(prog, u, path);
   checkExtent(u.offset, u.shardNumel * 4, prog.persistentBytes,
               join(path, "offset"));
@@ -267,6 +272,9 @@ UnitInfo parseUnit(const json &v, const Program &prog,
                 join(sp, "offset"));
     u.state.push_back(s);
   }
+  if (u.frozen && !u.state.empty())
+    fail(join(path, "state"), "a frozen unit is never updated and has no "
+                              "optimizer state");
   return u;
 }
 
@@ -354,7 +362,9 @@ void checkUniqueNames(const Program &prog) {
     claim(prog.buffers[b].name, at("buffers", b));
   std::map<std::string, size_t> units;
   for (size_t u = 0; u < prog.units.size(); ++u) {
-    auto [it, fresh] = units.emplace(prog.units[u].name, u);
+    // A unit may have one trainable and one frozen flat parameter.
+    auto [it, fresh] = units.emplace(
+        prog.units[u].name + (prog.units[u].frozen ? " (frozen)" : ""), u);
     if (!fresh)
       fail(at("units", u) + ".name", "unit '" + prog.units[u].name +
                                          "' is also " + at("units", it->second));

@@ -54,6 +54,7 @@ struct UnitInfo {
   int64_t paddedNumel = 0;     // flatNumel rounded up to a multiple of the shard size
   int64_t shardNumel = 0;      // paddedNumel / shard (no-shard: == paddedNumel)
   bool rankLocal = false;      // own-rank process group: whole, differs per rank
+  bool frozen = false;         // the unit's frozen params: gathered, never updated
   std::vector<ParamInfo> params;
   std::vector<StateInfo> state;
 };

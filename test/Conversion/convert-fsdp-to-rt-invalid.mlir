@@ -5,6 +5,13 @@
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 lr-schedule=cos lower=true" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 lr-schedule=cosine min-lr-ratio=2 lower=true" 2>&1 | FileCheck %s --check-prefix=FLOOR
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 warmup-steps=-1 lower=true" 2>&1 | FileCheck %s --check-prefix=WARMUP
+// RUN: fsdp-opt %S/../Transforms/fsdp-frozen.mlir --fsdp-pipeline="world-size=2 optimizer=adamw auto-wrap-policy=none" | sed 's/{fsdp.flat_numel = 4 : i64, fsdp.flat_param = "", fsdp.frozen, fsdp.offsets = array<i64: 0>, fsdp.params = \["scale"\]}/{fsdp.param = "scale"}/' | not fsdp-opt --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=LOOSE
+
+// A parameter argument outside any flat parameter (hand-edited IR) is named
+// at its declaration; the step itself is not printed.
+// LOOSE: <stdin>:4:7: error: parameter 'scale' is an argument of the train step outside any flat parameter; run fsdp-shard before the lowering
+// LOOSE-NEXT: fsdp.param @scale
+// LOOSE-NOT: func.func
 
 // UNSCHEDULED: mlp.mlir:4:1: error: model 'mlp' has no sharded train step to lower; run fsdp-pipeline (or fsdp-shard and fsdp-insert-collectives) first
 // SCHEDULE: error: convert-fsdp-to-rt: lr-schedule must be constant, cosine or linear, not 'cos'

@@ -1,10 +1,13 @@
 """Frozen parameters (requires_grad = false) lower and train: examples/mlp.mlir
 with fc1's weight frozen, in the root unit beside trainable parameters, with
-gradient clipping. A frozen parameter stays whole on every rank and is never
-updated; it is initialised as a trainable one would be and saved in the
-checkpoint under its name. 3 ranks (full-shard, hybrid is not possible at 3,
+gradient clipping. The unit's frozen parameters form a second flat
+parameter, sharded and gathered like the first but never reduced or updated;
+a frozen parameter is initialised as a trainable one would be and saved in
+the checkpoint under its name (sharded checkpoints: the unit's
+`frozen_flat_param`). 3 ranks (full-shard, hybrid is not possible at 3,
 shard-grad-op) match one rank accumulating 3 micro-batches (the same rows:
-fsdp-run's sampler interleaves ranks as micro-batches)."""
+fsdp-run's sampler interleaves ranks as micro-batches), and a sharded
+checkpoint of the 3-rank run resumes on one rank."""
 import subprocess
 
 import numpy as np
@@ -76,4 +79,27 @@ def test_sharded_matches_one_rank(fsdp, frozen, strategy):
     assert got.keys() == ref.keys()
     for name in ref:
         np.testing.assert_allclose(got[name], ref[name], rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
+
+
+def test_sharded_checkpoint_resumes_on_one_rank(fsdp, frozen):
+    whole = fsdp.run(frozen["full"], nproc=RANKS, steps=STEPS, seed=3,
+                     save_every=2, save_format="sharded",
+                     extra_args=["--data", frozen["data"]])
+    names = set()
+    for part in (whole.save_dir / "step-2").iterdir():
+        names |= set(load_file(str(part)))
+    # The frozen flat parameter has no optimizer state.
+    assert {n for n in names if n.startswith("_root/")} == {
+        "_root/flat_param", "_root/frozen_flat_param", "_root/exp_avg",
+        "_root/exp_avg_sq"}
+    resumed = fsdp.run(frozen["one"], steps=STEPS, seed=3,
+                       load=whole.save_dir / "step-2",
+                       extra_args=["--data", frozen["data"]])
+    assert [m["step"] for m in resumed.metrics] == list(range(3, STEPS + 1))
+    np.testing.assert_allclose(resumed.losses, whole.losses[2:], rtol=1e-5)
+    got = load_file(str(resumed.save_dir / f"step-{STEPS}.safetensors"))
+    _, want = train(fsdp, frozen, "one", STEPS)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5,
                                    atol=1e-5, err_msg=name)

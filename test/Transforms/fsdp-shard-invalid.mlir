@@ -32,7 +32,7 @@ fsdp.model @m {
 //--- mixed.mlir
 // A unit whose parameters have different dtypes cannot be one flat parameter.
 fsdp.model @m {
-  // expected-error @+1 {{'fsdp.module' op is an FSDP unit whose parameters mix 'f32' and 'bf16'; a flat parameter has one dtype (wrap them separately)}}
+  // expected-error @+1 {{'fsdp.module' op is an FSDP unit whose trainable parameters mix 'f32' and 'bf16'; a flat parameter has one dtype (wrap them separately)}}
   fsdp.module @root kind "Net" {
     fsdp.param @a : tensor<4xf32> init <ones>
     fsdp.param @b : tensor<4xbf16> init <ones>

@@ -67,18 +67,25 @@
 // HSDP: fsdp.reduce_grads {{.*}} mesh<replicate = 2, shard = 2> sum {{.*}}post_divide = 2.000000e+00 : f64, pre_divide = 2.000000e+00 : f64{{.*}} : tensor<76xf32> -> tensor<38xf32>
 
 // A unit smaller than the world: 5 elements over 8 ranks are 8 chunks of 1
-// (ranks 5-7 hold only padding); a frozen parameter stays whole and is not
-// updated; SGD momentum buffers are sharded like their parameters.
+// (ranks 5-7 hold only padding). The unit's frozen parameter is a second flat
+// parameter (fsdp.frozen), sharded and gathered like the first but never
+// reduced nor updated, and not returned; SGD momentum buffers are sharded like
+// their parameters, for the trainable flat parameter only.
 // SMALL-LABEL: func.func @small_train_step(
-// SMALL-SAME: %arg0: tensor<3xf32> {fsdp.param = "frozen"}
-// SMALL-SAME: %arg1: tensor<1xf32> {fsdp.flat_numel = 5 : i64, fsdp.flat_param = "", fsdp.offsets = array<i64: 0, 2>, fsdp.params = ["a", "b"]}
+// SMALL-SAME: %arg0: tensor<1xf32> {fsdp.flat_numel = 5 : i64, fsdp.flat_param = "", fsdp.offsets = array<i64: 0, 2>, fsdp.params = ["a", "b"]}
+// SMALL-SAME: %arg1: tensor<1xf32> {fsdp.flat_numel = 3 : i64, fsdp.flat_param = "", fsdp.frozen, fsdp.offsets = array<i64: 0>, fsdp.params = ["frozen"]}
 // SMALL-SAME: %arg2: tensor<1xf32> {fsdp.flat_param = "", fsdp.flat_state = "momentum_buffer"}
 // SMALL-SAME: -> (tensor<f32> {fsdp.loss}, tensor<1xf32> {fsdp.flat_param = ""}, tensor<1xf32> {fsdp.flat_param = "", fsdp.flat_state = "momentum_buffer"}, tensor<i64> {fsdp.step_count})
-// SMALL: fsdp.unshard %arg1 unit "" mesh<shard = 8> {{.*}} : tensor<1xf32> -> !fsdp.token<tensor<8xf32>>
+// SMALL: fsdp.unshard %arg0 unit "" mesh<shard = 8> {{.*}} : tensor<1xf32> -> !fsdp.token<tensor<8xf32>>
 // SMALL: fsdp.view %{{.*}}[0] {{.*}} -> tensor<2xf32>
 // SMALL: fsdp.view %{{.*}}[2] {{.*}} -> tensor<3xf32>
+// SMALL: fsdp.unshard %arg1 unit "" mesh<shard = 8> {{.*}} : tensor<1xf32> -> !fsdp.token<tensor<8xf32>>
+// SMALL: fsdp.view %{{.*}}[0] {{.*}} -> tensor<3xf32>
 // SMALL: fsdp.flatten {{.*}} : (tensor<2xf32>, tensor<3xf32>) -> tensor<8xf32>
-// SMALL: fsdp.sgd_step %arg1, %{{.*}} momentum_buffer %arg2 step
+// SMALL: fsdp.reduce_grads
+// SMALL-NOT: fsdp.reduce_grads
+// SMALL: fsdp.sgd_step %arg0, %{{.*}} momentum_buffer %arg2 step
+// SMALL-NOT: fsdp.sgd_step
 fsdp.model @small {
   fsdp.module @root kind "Net" {
     fsdp.param @a : tensor<2xf32> init <ones>

@@ -85,7 +85,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     auto offsets = step.getArgAttrOfType<DenseI64ArrayAttr>(i, kFlatOffsetsArg);
     auto flatNumel = step.getArgAttrOfType<IntegerAttr>(i, kFlatNumelArg);
     if (!names || !offsets || !flatNumel)
-      return step.emitOpError("flat parameter argument #")
+      return emitStepError(step) << "flat parameter argument #"
                  << i << " lacks fsdp.params / fsdp.offsets / fsdp.flat_numel",
              failure();
     auto type = cast<RankedTensorType>(arg.getType());
@@ -97,7 +97,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       StringRef qualified = cast<StringAttr>(name).getValue();
       ParamOp decl = params.lookup(qualified);
       if (!decl)
-        return step.emitOpError("flat parameter names '")
+        return emitStepError(step) << "flat parameter names '"
                    << qualified << "', which the model does not declare",
                failure();
       paramList.push_back(llvm::json::Object{
@@ -107,7 +107,10 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
           {"flat_offset", offset},
           {"init", initJson(decl.getInit())}});
     }
-    unitIndex[unit.getValue()] = units.size();
+    // A unit's frozen flat parameter has no optimizer state of its own.
+    bool frozen = step.getArgAttr(i, kFrozenArg) != nullptr;
+    if (!frozen)
+      unitIndex[unit.getValue()] = units.size();
     units.push_back(llvm::json::Object{
         {"name", unit.getValue()},
         {"dtype", typeName(type.getElementType())},
@@ -116,6 +119,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
         {"padded_numel", padded},
         {"shard_numel", shardNumel},
         {"rank_local", rankLocal},
+        {"frozen", frozen},
         {"params", std::move(paramList)},
         {"state", llvm::json::Array()}});
   }
@@ -128,7 +132,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
         continue; // the flat parameter itself, described above
       auto it = unitIndex.find(unit.getValue());
       if (it == unitIndex.end())
-        return step.emitOpError("optimizer state of unknown unit '")
+        return emitStepError(step) << "optimizer state of unknown unit '"
                    << unit.getValue() << "'",
                failure();
       units[it->second].getAsObject()->getArray("state")->push_back(
@@ -159,23 +163,14 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
           bufferJson(buffer.getValue(), type, offsetOf(arg), decl.getInit()));
       continue;
     }
-    // A frozen parameter (requires_grad = false) stays whole on every rank
-    // and is never updated: for the runner it is a buffer (initialised as
-    // the parameter would be, saved and loaded under its name) that the
-    // program marks as a frozen parameter.
+    // fsdp-shard puts every parameter, frozen or not, in a flat parameter.
     if (auto param = step.getArgAttrOfType<StringAttr>(i, kParamArg)) {
       ParamOp decl = params.lookup(param.getValue());
-      if (!decl || decl.getRequiresGrad())
-        return emitError(step.getLoc(), "argument #")
-                   << i << " (parameter '" << param.getValue()
-                   << "') is neither in a flat parameter nor a frozen "
-                      "parameter of the model",
-               failure();
-      llvm::json::Object frozen =
-          bufferJson(param.getValue(), type, offsetOf(arg), decl.getInit());
-      frozen["frozen_param"] = true;
-      bufferList.push_back(std::move(frozen));
-      continue;
+      return emitError(decl ? decl.getLoc() : arg.getLoc(), "parameter '")
+                 << param.getValue()
+                 << "' is an argument of the train step outside any flat "
+                    "parameter; run fsdp-shard before the lowering",
+             failure();
     }
     if (!step.getArgAttr(i, kStepCountArg))
       return emitError(step.getLoc(), "argument #")

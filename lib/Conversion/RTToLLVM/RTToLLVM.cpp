@@ -204,8 +204,9 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
 
 LogicalResult FunctionLowering::run() {
   if (!func.getBody().hasOneBlock() || func.getNumResults() != 0)
-    return func.emitOpError("convert-rt-to-llvm: a step must be one block "
-                            "without results");
+    return emitError(func.getLoc(), // without printing the whole step
+                     "convert-rt-to-llvm: a step must be one block without "
+                     "results");
   SmallVector<Type> params;
   for (Type t : func.getArgumentTypes())
     params.push_back(convert(t));

@@ -70,6 +70,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                      help="show the models, their options and the presets")
     top.add_argument("-o", "--output", default="-",
                      help="output file (default: stdout)")
+    top.add_argument("--freeze", action="append", default=[],
+                     metavar="GLOB",
+                     help="mark the parameters whose name matches GLOB "
+                          "requires_grad = false (repeatable)")
     top.add_argument("-h", "--help", action="store_true")
     a, rest = top.parse_known_args(argv)
     if a.list:
@@ -87,6 +91,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     opts = vars(bp.parse_args(rest))
     try:
         model = build(a.model, **opts)
+        model.freeze(a.freeze)
     except ValueError as e:
         bp.error(str(e))
     shown, skip = [], False

@@ -83,6 +83,42 @@ TEST(Program, RankLocalUnitIsWholeOnAShardedMesh) {
   EXPECT_THROW(parseProgram(j.dump()), std::runtime_error);
 }
 
+TEST(Program, FrozenUnitSharesItsUnitsNameAndHasNoState) {
+  // A unit's frozen flat parameter: the same unit name, no optimizer state.
+  auto addFrozen = [](json &j) {
+    json frozen = j["units"][1];
+    frozen["frozen"] = true;
+    frozen["state"] = json::array();
+    for (json &p : frozen["params"])
+      p["name"] = "frozen." + p["name"].get<std::string>();
+    j["units"].push_back(frozen);
+  };
+  json j = test::programJson(test::testProgram(2, 2));
+  addFrozen(j);
+  Program p = parseProgram(j.dump());
+  ASSERT_EQ(p.units.size(), 3u);
+  EXPECT_FALSE(p.units[1].frozen);
+  EXPECT_TRUE(p.units[2].frozen);
+  EXPECT_EQ(p.units[2].name, p.units[1].name);
+  EXPECT_EQ(errorAfter([&](json &j) {
+              addFrozen(j);
+              j["units"][2]["state"] = j["units"][1]["state"];
+            }),
+            "program: units[2].state: a frozen unit is never updated and has "
+            "no optimizer state");
+  EXPECT_EQ(errorAfter([&](json &j) {
+              addFrozen(j);
+              j["units"][2]["frozen"] = "yes";
+            }),
+            "program: units[2].frozen: expected true or false");
+  EXPECT_EQ(errorAfter([&](json &j) {
+              addFrozen(j);
+              j["units"][2]["frozen"] = false;
+              j["units"][2]["state"] = j["units"][1]["state"];
+            }),
+            "program: units[2].name: unit 'h.0' is also units[1]");
+}
+
 TEST(Program, NoShardKeepsTheWholeFlatParameter) {
   Program p = parseProgram(test::programJson(test::testProgram(3, 1)).dump());
   EXPECT_EQ(p.strategy, "no-shard");

@@ -151,6 +151,7 @@ inline nlohmann::json programJson(const Program &p) {
                      {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel},
                      {"rank_local", u.rankLocal},
+                     {"frozen", u.frozen},
                      {"params", params},
                      {"state", state}});
   }

@@ -80,6 +80,24 @@ func.func @input_without_micro_batch(%x: tensor<4xf32> {fsdp.input = 0 : i64})
 
 // -----
 
+// expected-error @+1 {{argument #0 carries 'fsdp.frozen' without 'fsdp.flat_param'}}
+func.func @frozen_without_flat_param(%w: tensor<4xf32> {fsdp.param = "w", fsdp.frozen})
+    -> (tensor<f32> {fsdp.loss}) attributes {fsdp.model = @m} {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{result #1 carries 'fsdp.frozen', which is not valid on a result}}
+func.func @frozen_result(%w: tensor<4xf32> {fsdp.flat_param = "", fsdp.frozen})
+    -> (tensor<f32> {fsdp.loss}, tensor<4xf32> {fsdp.flat_param = "", fsdp.frozen}) attributes {fsdp.model = @m} {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{argument #0 carries 'fsdp.flat_state' without 'fsdp.flat_param'}}
 func.func @state_without_flat_param(%s: tensor<4xf32> {fsdp.state = "w.exp_avg", fsdp.flat_state = "exp_avg"})
     -> (tensor<f32> {fsdp.loss}) attributes {fsdp.model = @m} {

@@ -6,6 +6,7 @@
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
@@ -203,6 +204,48 @@ SmallVector<std::pair<std::string, int64_t>> rankLocalUnits(func::FuncOp step) {
   return units;
 }
 
+/// What a step's frozen flat parameters do not cost: per rank, the gradient
+/// shard and optimizer state a trainable one would hold, and per step the
+/// elements its gradient reductions would send.
+struct FrozenSavings {
+  int64_t flats = 0, elements = 0, shardElements = 0;
+  int64_t gradientBytes = 0, stateBytes = 0, reducedElements = 0;
+};
+
+FrozenSavings frozenSavings(func::FuncOp step) {
+  FrozenSavings saved;
+  llvm::StringSet<> stateNames;
+  for (BlockArgument arg : step.getArguments())
+    if (auto state = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       kFlatStateArg))
+      stateNames.insert(state.getValue());
+  // A trainable unit's gradient is reduced once per micro-batch, or once.
+  int64_t reductionsPerUnit = 1;
+  llvm::StringMap<int64_t> reductions;
+  step.walk([&](ReduceGradsOp reduce) {
+    reductionsPerUnit =
+        std::max(reductionsPerUnit, ++reductions[reduce.getUnit()]);
+  });
+  auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (!step.getArgAttr(i, kFrozenArg))
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    int64_t shard = type.getNumElements();
+    bool reduced = !step.getArgAttr(i, kRankLocalArg);
+    ++saved.flats;
+    saved.elements +=
+        step.getArgAttrOfType<IntegerAttr>(i, kFlatNumelArg).getInt();
+    saved.shardElements += shard;
+    saved.gradientBytes += tensorBytes(type);
+    saved.stateBytes += shard * 4 * int64_t(stateNames.size());
+    if (reduced)
+      saved.reducedElements += shard * mesh.getShard() * reductionsPerUnit;
+  }
+  return saved;
+}
+
 } // namespace
 
 void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
@@ -231,6 +274,14 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
       os << " " << unit << " (" << elements << " elements)";
     os << "\n";
   }
+  if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
+    os << llvm::formatv(
+        "frozen parameters: {0} elements in {1} flat parameter(s) ({2} per "
+        "rank), gathered but never reduced or updated: per rank {3} bytes of "
+        "gradient and {4} bytes of optimizer state not held, {5} gradient "
+        "elements per step not reduced\n",
+        frozen.elements, frozen.flats, frozen.shardElements,
+        frozen.gradientBytes, frozen.stateBytes, frozen.reducedElements);
   os << (plan ? "step tensors at their peak (before lowering): "
               : "peak memory per rank: ")
      << report.peakBytes << " bytes at " << describePeak(report) << "\n";
@@ -292,6 +343,7 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
   for (auto &[unit, elements] : rankLocalUnits(step))
     rankLocal.push_back(
         llvm::json::Object{{"unit", unit}, {"elements", elements}});
+  FrozenSavings frozen = frozenSavings(step);
   return llvm::json::Object{
       {"model", model.getSymName()},
       {"strategy", strategyOptionName(getStrategy(step))},
@@ -302,6 +354,14 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"breakdown", std::move(breakdown)},
       {"collectives", std::move(collectives)},
       {"rank_local_units", std::move(rankLocal)},
+      {"frozen",
+       llvm::json::Object{
+           {"flat_params", frozen.flats},
+           {"elements", frozen.elements},
+           {"shard_elements", frozen.shardElements},
+           {"gradient_bytes_saved", frozen.gradientBytes},
+           {"optimizer_state_bytes_saved", frozen.stateBytes},
+           {"reduced_elements_saved", frozen.reducedElements}}},
       {"predicted_step",
        llvm::json::Object{
            {"seconds", report.time.total},

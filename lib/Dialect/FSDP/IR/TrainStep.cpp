@@ -21,6 +21,10 @@ std::string mlir::fsdp::strategyOptionName(ShardingStrategy strategy) {
   return name;
 }
 
+InFlightDiagnostic mlir::fsdp::emitStepError(Operation *op) {
+  return emitError(op->getLoc()) << "'" << op->getName() << "' op ";
+}
+
 std::optional<ShardingStrategy>
 mlir::fsdp::parseStrategyOption(StringRef option) {
   if (option.contains('_'))
@@ -83,6 +87,7 @@ const AttrRule kRules[] = {
     {kFlatOffsetsArg, OnArg, "an array<i64> of offsets", is<DenseI64ArrayAttr>},
     {kFlatNumelArg, OnArg, "an element count (i64 >= 0)", isIndex},
     {kRankLocalArg, OnArg, "a unit attribute", is<mlir::UnitAttr>},
+    {kFrozenArg, OnArg, "a unit attribute", is<mlir::UnitAttr>},
     {kModelAttr, OnOp, "a model symbol (@name)", is<FlatSymbolRefAttr>},
     {kMicroBatchesAttr, OnOp, "a micro-batch count (i64 >= 1)", isCount},
     {kGradSyncAttr, OnOp, "#fsdp<grad_sync every_micro_batch|last_micro_batch>",
@@ -101,12 +106,6 @@ const char *placeName(Place place) {
                           : "a result";
 }
 
-/// An error at `op`'s location that does not attach the op: a train step
-/// is thousands of lines, which MLIR would print beside the message.
-InFlightDiagnostic contractError(Operation *op) {
-  return emitError(op->getLoc()) << "'" << op->getName() << "' op ";
-}
-
 /// Checks one attribute of the contract; `where` prefixes the diagnostic
 /// ("argument #2 ").
 LogicalResult verifyRule(Operation *op, NamedAttribute attr, Place place,
@@ -114,13 +113,13 @@ LogicalResult verifyRule(Operation *op, NamedAttribute attr, Place place,
   const AttrRule *rule = llvm::find_if(
       kRules, [&](const AttrRule &r) { return r.name == attr.getName(); });
   if (rule == std::end(kRules))
-    return contractError(op) << where << "has an unknown fsdp attribute '"
+    return emitStepError(op) << where << "has an unknown fsdp attribute '"
                              << attr.getName().getValue() << "'";
   if (!(rule->places & place))
-    return contractError(op) << where << "carries '" << rule->name
+    return emitStepError(op) << where << "carries '" << rule->name
                              << "', which is not valid on " << placeName(place);
   if (!rule->isValid(attr.getValue()))
-    return contractError(op)
+    return emitStepError(op)
            << where << "attribute '" << rule->name << "' must be "
            << rule->expected << ", got " << attr.getValue();
   return success();
@@ -142,7 +141,7 @@ LogicalResult verifyOneRole(Operation *op, DictionaryAttr attrs,
       present.push_back(role);
   if (present.size() == 1)
     return success();
-  InFlightDiagnostic diag = contractError(op) << what;
+  InFlightDiagnostic diag = emitStepError(op) << what;
   if (present.empty()) {
     diag << " of the train step has no role; expected one of ";
     llvm::interleaveComma(roles, diag);
@@ -159,7 +158,7 @@ LogicalResult verifyRequires(Operation *op, DictionaryAttr attrs,
                              const Twine &what) {
   if (!attrs || !attrs.get(attr) || attrs.get(required))
     return success();
-  return contractError(op) << what << " carries '" << attr << "' without '"
+  return emitStepError(op) << what << " carries '" << attr << "' without '"
                            << required << "'";
 }
 
@@ -195,7 +194,7 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
       return failure();
     for (StringLiteral flatOnly :
          {kFlatStateArg, kFlatParamsArg, kFlatOffsetsArg, kFlatNumelArg,
-          kRankLocalArg})
+          kRankLocalArg, kFrozenArg})
       if (failed(verifyRequires(step, attrs, flatOnly, kFlatParamArg, what)))
         return failure();
     if (failed(verifyRequires(step, attrs, kInputArg, kMicroBatchAttr, what)) ||
@@ -213,14 +212,14 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
     return count;
   };
   if (unsigned losses = resultsWith(kLossResult); losses != 1)
-    return contractError(step) << "is a train step and must return one '"
+    return emitStepError(step) << "is a train step and must return one '"
                               << kLossResult << "' result, found " << losses;
   for (StringLiteral role : {kGradNormResult, kFoundInfResult})
     if (unsigned count = resultsWith(role); count > 1)
-      return contractError(step)
+      return emitStepError(step)
              << "returns " << count << " '" << role << "' results";
   if (step->hasAttr(kMeshAttr) != step->hasAttr(kStrategyAttr))
-    return contractError(step) << "is a sharded train step only with both '"
+    return emitStepError(step) << "is a sharded train step only with both '"
                               << kMeshAttr << "' and '" << kStrategyAttr << "'";
   return success();
 }
@@ -235,7 +234,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return success();
   auto step = dyn_cast<func::FuncOp>(op);
   if (!step)
-    return contractError(op) << "carries '" << kModelAttr
+    return emitStepError(op) << "carries '" << kModelAttr
                              << "', which only a train step (func.func) may";
   return verifyTrainStep(step);
 }

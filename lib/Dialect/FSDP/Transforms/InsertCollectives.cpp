@@ -161,7 +161,7 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
                        const llvm::StringMap<bool> &unitReshards) {
   Block &body = step.getBody().front();
   if (!body.getOps<ReshardOp>().empty())
-    return step.emitOpError("is already scheduled");
+    return emitStepError(step) << "is already scheduled";
   ShardingStrategy strategy = getStrategy(step);
   bool reshardsAfterForward = strategy == ShardingStrategy::full_shard ||
                               strategy == ShardingStrategy::hybrid_shard;

@@ -21,7 +21,8 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// One unit's flat parameter: its trainable parameters in definition order.
+/// One of a unit's flat parameters: its trainable parameters, or its frozen
+/// ones, in definition order.
 struct FlatParam {
   std::string unit;
   NNModuleOp module;
@@ -35,6 +36,10 @@ struct FlatParam {
   /// world of one rank (its flat parameter whole and never reduced).
   MeshAttr mesh;
   bool rankLocal = false;
+  /// Frozen parameters (requires_grad = false): sharded and gathered like
+  /// the trainable ones (FSDP2 shards every parameter), but never reduced
+  /// nor updated.
+  bool frozen = false;
 
   RankedTensorType fullType() const {
     return RankedTensorType::get({padded}, elementType);
@@ -104,40 +109,45 @@ private:
   MeshAttr mesh;
   ShardingStrategy strategy;
   OpBuilder builder;
-  SmallVector<FlatParam> flats;
-  llvm::StringMap<ParamOp> trainable;
+  /// The trainable flat parameters, and the frozen ones.
+  SmallVector<FlatParam> flats, frozenFlats;
 };
 
 LogicalResult StepSharder::computeFlatParams() {
   UnitOwnership ownership(model);
   MeshAttr ownRank = MeshAttr::get(model.getContext(), 0, 1);
   for (NNModuleOp unit : ownership.getUnits()) {
-    FlatParam flat;
-    flat.unit = unit.getQualifiedName();
-    flat.module = unit;
-    // The root is a unit even when it is not marked as one.
-    flat.rankLocal = unit.isUnit() && unit.getUnitAttr().getRankLocal();
-    flat.mesh = flat.rankLocal ? ownRank : mesh;
+    // The unit's trainable flat parameter, then its frozen one.
+    FlatParam byKind[2];
+    for (auto [kind, flat] : llvm::enumerate(byKind)) {
+      flat.unit = unit.getQualifiedName();
+      flat.module = unit;
+      // The root is a unit even when it is not marked as one.
+      flat.rankLocal = unit.isUnit() && unit.getUnitAttr().getRankLocal();
+      flat.mesh = flat.rankLocal ? ownRank : mesh;
+      flat.frozen = kind == 1;
+    }
     for (ParamOp param : ownership.getParams(unit)) {
-      if (!param.getRequiresGrad())
-        continue;
+      FlatParam &flat = byKind[!param.getRequiresGrad()];
       Type element = param.getTensorType().getElementType();
       if (flat.elementType && flat.elementType != element)
-        return unit.emitOpError("is an FSDP unit whose parameters mix ")
-               << flat.elementType << " and " << element
+        return unit.emitOpError("is an FSDP unit whose ")
+               << (flat.frozen ? "frozen" : "trainable")
+               << " parameters mix " << flat.elementType << " and " << element
                << "; a flat parameter has one dtype (wrap them separately)";
       flat.elementType = element;
       flat.params.push_back(param);
       flat.offsets.push_back(flat.numel);
       flat.numel += param.getTensorType().getNumElements();
-      trainable[qualifiedName(param)] = param;
     }
-    if (flat.params.empty())
-      continue; // A unit without parameters does no collectives.
-    int64_t groupSize = flat.mesh.getShard();
-    flat.shard = llvm::divideCeil(flat.numel, groupSize);
-    flat.padded = flat.shard * groupSize;
-    flats.push_back(std::move(flat));
+    for (FlatParam &flat : byKind) {
+      if (flat.params.empty())
+        continue; // A unit without parameters does no collectives.
+      int64_t groupSize = flat.mesh.getShard();
+      flat.shard = llvm::divideCeil(flat.numel, groupSize);
+      flat.padded = flat.shard * groupSize;
+      (flat.frozen ? frozenFlats : flats).push_back(std::move(flat));
+    }
   }
   return success();
 }
@@ -225,7 +235,7 @@ static NamedAttrList groupAttrs(const FlatParam &flat,
 
 LogicalResult StepSharder::run() {
   if (step->hasAttr(kMeshAttr))
-    return step.emitOpError("is already sharded");
+    return emitStepError(step) << "is already sharded";
   if (failed(computeFlatParams()))
     return failure();
   Location loc = step.getLoc();
@@ -264,21 +274,13 @@ LogicalResult StepSharder::run() {
       if (stateNames.size() < statesPerParam)
         stateNames.push_back(name.getValue().rsplit('.').second.str());
 
-  // New signature: frozen parameters, per unit the local shard and its
-  // optimizer state, then the step count, buffers and inputs unchanged.
+  // New signature: per unit the local shard of its trainable flat
+  // parameter, then of its frozen one, the trainable ones' optimizer state,
+  // then the step count, buffers and inputs unchanged.
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<int> keptArgs; // old argument index per new argument, or -1
-  for (unsigned a = 0; a < step.getNumArguments(); ++a) {
-    auto name = step.getArgAttrOfType<StringAttr>(a, kParamArg);
-    if (!name || trainable.count(name.getValue()))
-      continue;
-    argTypes.push_back(step.getArgument(a).getType());
-    argAttrs.push_back(step.getArgAttrDict(a));
-    keptArgs.push_back(a);
-  }
-  unsigned firstShard = argTypes.size();
-  for (const FlatParam &flat : flats) {
+  auto addFlatArg = [&](const FlatParam &flat) {
     SmallVector<Attribute> names;
     for (ParamOp p : flat.params)
       names.push_back(builder.getStringAttr(qualifiedName(p)));
@@ -293,9 +295,16 @@ LogicalResult StepSharder::run() {
     if (flat.rankLocal)
       attrs.push_back(
           builder.getNamedAttr(kRankLocalArg, builder.getUnitAttr()));
+    if (flat.frozen)
+      attrs.push_back(builder.getNamedAttr(kFrozenArg, builder.getUnitAttr()));
     argAttrs.push_back(builder.getDictionaryAttr(attrs));
     keptArgs.push_back(-1);
-  }
+  };
+  for (const FlatParam &flat : flats)
+    addFlatArg(flat);
+  unsigned firstFrozen = argTypes.size();
+  for (const FlatParam &flat : frozenFlats)
+    addFlatArg(flat);
   unsigned firstState = argTypes.size();
   for (const FlatParam &flat : flats)
     for (const std::string &state : stateNames) {
@@ -340,7 +349,7 @@ LogicalResult StepSharder::run() {
   // bytes for bf16); the casts' results become the views.
   Type paramDtype = getPolicyDtype(step, kParamDtypeKey);
   llvm::SmallPtrSet<Operation *, 16> replaced;
-  for (auto [i, flat] : llvm::enumerate(flats)) {
+  auto gather = [&](FlatParam &flat, Value shard) {
     Type gatherType = flat.elementType;
     SmallVector<SmallVector<nn::CastOp>> casts;
     bool castOnly = paramDtype && paramDtype != flat.elementType;
@@ -357,7 +366,7 @@ LogicalResult StepSharder::run() {
           castOnly = false;
       }
     }
-    Value full = body->getArgument(firstShard + i);
+    Value full = shard;
     if (castOnly) {
       gatherType = paramDtype;
       full = nn::CastOp::create(builder, loc, flat.shardType().clone(gatherType),
@@ -388,7 +397,11 @@ LogicalResult StepSharder::run() {
         replaced.insert(cast);
       }
     }
-  }
+  };
+  for (auto [i, flat] : llvm::enumerate(flats))
+    gather(flat, body->getArgument(i));
+  for (auto [i, flat] : llvm::enumerate(frozenFlats))
+    gather(flat, body->getArgument(firstFrozen + i));
 
   // The forward and backward, unchanged.
   for (Operation &op : step.getBody().front())
@@ -492,7 +505,7 @@ LogicalResult StepSharder::run() {
       stepCount = body->getArgument(a);
   SmallVector<Value> newShards, newStates;
   for (auto [i, flat] : llvm::enumerate(flats)) {
-    SmallVector<Value> operands = {body->getArgument(firstShard + i),
+    SmallVector<Value> operands = {body->getArgument(i),
                                    shardGrads[i]};
     for (unsigned s = 0; s < stateNames.size(); ++s)
       operands.push_back(

@@ -47,6 +47,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::DenseI64ArrayAttr":$offsets,
     "::mlir::IntegerAttr":$flat_numel,
     "::mlir::UnitAttr":$rank_local,
+    "::mlir::UnitAttr":$frozen,
     // On the step function.
     "::mlir::FlatSymbolRefAttr":$model,
     "::mlir::IntegerAttr":$micro_batches,

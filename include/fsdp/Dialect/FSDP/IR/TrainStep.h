@@ -67,6 +67,10 @@ constexpr StringLiteral kFlatNumelArg =
 /// On a rank-local unit's flat parameter: whole on every rank, never reduced.
 constexpr StringLiteral kRankLocalArg =
     FSDPDialect::RankLocalAttrHelper::getNameStr();
+/// On a unit's flat parameter of frozen (requires_grad = false) parameters:
+/// sharded and gathered as the unit's other flat parameter, but never
+/// reduced nor updated, so it has no gradient, state or result.
+constexpr StringLiteral kFrozenArg = FSDPDialect::FrozenAttrHelper::getNameStr();
 
 // Step function attributes.
 constexpr StringLiteral kModelAttr = FSDPDialect::ModelAttrHelper::getNameStr();
@@ -145,6 +149,11 @@ inline std::string qualifiedName(Operation *decl) {
   StringRef name = SymbolTable::getSymbolName(decl).getValue();
   return module.empty() ? name.str() : module + "." + name.str();
 }
+
+/// An error at `op`'s location, worded as emitOpError's, that does not
+/// attach the op: a train step is thousands of lines, which MLIR would
+/// print beside the message. Use it for errors about a whole step.
+InFlightDiagnostic emitStepError(Operation *op);
 
 /// The train step built for `model`, or null.
 inline func::FuncOp getTrainStep(ModelOp model) {

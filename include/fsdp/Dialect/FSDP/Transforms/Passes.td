@@ -193,7 +193,10 @@ def FSDPShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     (ZeRO-2: the same mesh, parameters kept between forward and backward),
     `no-shard` (DDP: <replicate = W, shard = 1>, gradients all-reduced),
     `hybrid-shard` (<replicate = W/S, shard = S> with S =
-    `shard-group-size`). Frozen parameters stay whole and replicated.
+    `shard-group-size`). A unit's frozen parameters (`requires_grad =
+    false`) form a second flat parameter (`fsdp.frozen`), sharded and
+    gathered with the unit's trainable one but never reduced nor updated:
+    no gradient, reduce-scatter or optimizer state for them.
   }];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect",
                            "::mlir::nn::NNDialect"];
