@@ -75,43 +75,94 @@ Image trainedImage(const Program &p, int rank) {
   return image;
 }
 
+/// One rank's context and communicators.
+struct RankComm {
+  int64_t ctx = 0, world = 0, shard = 0, replicate = 0;
+  std::string error;
+};
+
+/// Joins every rank of `p`'s mesh (one thread each) over loopback, as one
+/// job. The port is picked free and closed before rank 0's store binds it,
+/// so a test process running beside this one can take it first: the job id
+/// is unique to this process and call (a rank reaching another job's store
+/// is refused there, never joined to it), and a failed rendezvous is tried
+/// again on a new port, as PyTorch's tests do on EADDRINUSE.
+std::vector<RankComm> joinRanks(const Program &p) {
+  static int calls = 0;
+  std::string job =
+      "ckpt-test-" + std::to_string(getpid()) + "-" + std::to_string(++calls);
+  for (int attempt = 1;; ++attempt) {
+    std::vector<RankComm> ranks(p.worldSize);
+    int port = freePort();
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < p.worldSize; ++rank)
+      threads.emplace_back([&, rank] {
+        RankComm &r = ranks[rank];
+        try {
+          check(fsdprt_context_create("cpu", rank, p.worldSize, p.arenaBytes,
+                                      1, &r.ctx),
+                "context");
+          check(fsdprt_comm_init(r.ctx, "gloo", rank, p.worldSize,
+                                 "127.0.0.1", port, job.c_str(), 20000, 20000,
+                                 &r.world),
+                "comm");
+          r.shard = r.world;
+          if (p.replicate > 1)
+            check(fsdprt_comm_split_mesh(r.ctx, r.world, p.replicate, p.shard,
+                                         &r.shard, &r.replicate),
+                  "split");
+        } catch (const std::exception &e) {
+          r.error = e.what();
+        }
+      });
+    for (std::thread &t : threads)
+      t.join();
+    std::string errors;
+    for (int rank = 0; rank < p.worldSize; ++rank)
+      if (!ranks[rank].error.empty())
+        errors += "rank " + std::to_string(rank) + ": " + ranks[rank].error +
+                  " (port " + std::to_string(port) + ")\n";
+    if (errors.empty())
+      return ranks;
+    for (RankComm &r : ranks)
+      if (r.ctx)
+        fsdprt_context_destroy(r.ctx);
+    if (attempt == 3)
+      throw std::runtime_error("rendezvous failed 3 times:\n" + errors);
+  }
+}
+
 /// Runs `body(rank, ctx, persistentBuf, shardComm)` on every rank of `p`'s
 /// mesh, each rank a thread holding trainedImage(p, rank) in its buffer.
 void runRanks(const Program &p,
               const std::function<void(int, int64_t, int64_t, int64_t)> &body) {
-  int port = freePort();
+  std::vector<RankComm> ranks;
+  try {
+    ranks = joinRanks(p);
+  } catch (const std::exception &e) {
+    FAIL() << e.what();
+  }
   std::mutex mutex;
   std::string errors;
   std::vector<std::thread> threads;
   for (int rank = 0; rank < p.worldSize; ++rank)
     threads.emplace_back([&, rank] {
-      int64_t ctx = 0;
+      const RankComm &r = ranks[rank];
       try {
-        int64_t world = 0, shardComm = 0, replicateComm = 0, buf = 0;
-        check(fsdprt_context_create("cpu", rank, p.worldSize, p.arenaBytes, 1,
-                                    &ctx),
-              "context");
-        check(fsdprt_comm_init(ctx, "gloo", rank, p.worldSize, "127.0.0.1",
-                               port, "ckpt-test", 20000, 20000, &world),
-              "comm");
-        shardComm = world;
-        if (p.replicate > 1)
-          check(fsdprt_comm_split_mesh(ctx, world, p.replicate, p.shard,
-                                       &shardComm, &replicateComm),
-                "split");
-        check(fsdprt_buffer_alloc_at(ctx, 0, p.persistentBytes, &buf), "alloc");
+        int64_t buf = 0;
+        check(fsdprt_buffer_alloc_at(r.ctx, 0, p.persistentBytes, &buf),
+              "alloc");
         Image image = trainedImage(p, rank);
-        check(fsdprt_copy_from_host(ctx, FSDPRT_DEFAULT_STREAM, buf, 0,
+        check(fsdprt_copy_from_host(r.ctx, FSDPRT_DEFAULT_STREAM, buf, 0,
                                     image.data(), p.persistentBytes),
               "copy");
-        check(fsdprt_context_synchronize(ctx), "sync");
-        body(rank, ctx, buf, shardComm);
+        check(fsdprt_context_synchronize(r.ctx), "sync");
+        body(rank, r.ctx, buf, r.shard);
       } catch (const std::exception &e) {
         std::lock_guard<std::mutex> lock(mutex);
         errors += "rank " + std::to_string(rank) + ": " + e.what() + "\n";
       }
-      if (ctx)
-        fsdprt_context_destroy(ctx);
+      fsdprt_context_destroy(r.ctx);
     });
   for (std::thread &t : threads)
     t.join();
