@@ -17,10 +17,16 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   wrap.kinds.assign(options.wrapKinds.begin(), options.wrapKinds.end());
   pm.addPass(createFSDPAutoWrapPass(wrap));
 
-  if (!options.paramDtype.empty()) {
+  // As PyTorch's MixedPrecision, any one field asks for the policy; the
+  // parameters stay f32 unless param-dtype says otherwise.
+  if (!options.paramDtype.empty() || !options.reduceDtype.empty() ||
+      !options.bufferDtype.empty() || options.keepLowPrecisionGrads) {
     FSDPMixedPrecisionPassOptions precision;
-    precision.paramDtype = options.paramDtype;
+    precision.paramDtype =
+        options.paramDtype.empty() ? "f32" : options.paramDtype.getValue();
     precision.reduceDtype = options.reduceDtype;
+    precision.bufferDtype = options.bufferDtype;
+    precision.keepLowPrecisionGrads = options.keepLowPrecisionGrads;
     pm.addPass(createFSDPMixedPrecisionPass(precision));
   }
 

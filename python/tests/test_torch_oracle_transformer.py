@@ -204,6 +204,44 @@ def test_transformer_matches_torch(mode, ranks, strategy, optimizer, workdir,
         assert not np.allclose(ours["bn.running_var"], 1.0)
 
 
+# -- buffer-dtype: BatchNorm statistics held in bf16 -----------------------------
+def test_bf16_buffers_match_torch(workdir, dataset, initial_weights):
+    """MixedPrecision(param_dtype=bf16, buffer_dtype=bf16) in training mode:
+    BatchNorm's running statistics live in bf16 and are updated from the
+    bf16 forward. After one step they depend on the initial weights and the
+    batch only, so torch's model cast to bf16 (the forward FSDP's mixed
+    precision runs) gives the reference, to one bf16 ulp (2^-7 relative):
+    the two round intermediate values at different points (measured: the
+    running mean's first channel 0.012451 vs torch's 0.012390, one ulp
+    apart, around f32's 0.012430; the variances equal). num_batches_tracked
+    counts the step."""
+    st_torch = pytest.importorskip("safetensors.torch")
+    prog = driver.compile(_model(True), workdir / "bf16-buffers.mlir",
+                          world_size=2, param_dtype="bf16", buffer_dtype="bf16",
+                          optimizer="sgd", lr=LR["sgd"], momentum=0.9)
+    save = workdir / "bf16-buffers"
+    driver.run(prog, nproc=2, steps=1, seed=SEED, data=dataset(2), save=save,
+               timeout=120)
+    ours = st_torch.load_file(str(save / "step-1.safetensors"))
+
+    init = initial_weights("train")
+    model = TransformerWithSharedParams(batch=BATCH)
+    init = dict(init, **{"output_proj.weight": init["embed_tokens.weight"]})
+    model.load_state_dict({k: torch.from_numpy(v.copy())
+                           for k, v in init.items()})
+    model.to(torch.bfloat16).train()
+    with torch.no_grad():
+        model(torch.from_numpy(SRC), torch.from_numpy(TGT))
+    for name in ("bn.running_mean", "bn.running_var"):
+        got, want = ours[name], model.state_dict()[name]
+        assert got.dtype == want.dtype == torch.bfloat16, name
+        assert not torch.equal(want, torch.full_like(want, float(
+            name.endswith("var")))), f"{name} did not move"
+        torch.testing.assert_close(got.float(), want.float(), rtol=2 ** -7,
+                                   atol=1e-6, msg=name)
+    assert int(ours["bn.num_batches_tracked"]) == 1
+
+
 # -- PyTorch FSDP2 (fully_shard) on CPU / gloo ----------------------------------
 # The same model under torch.distributed.fsdp.fully_shard on 2 gloo
 # processes, wrapped as ModuleWrapPolicy({TransformerEncoderLayer,

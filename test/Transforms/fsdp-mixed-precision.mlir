@@ -6,6 +6,8 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=f32" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=F32REDUCE
 // RUN: fsdp-opt %s --fsdp-mixed-precision="param-dtype=f16 buffer-dtype=f16" --fsdp-build-train-step | FileCheck %s --check-prefix=BUFFER
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="keep-low-precision-grads=true" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=KEEP
+// RUN: fsdp-opt %s --fsdp-pipeline="param-dtype=f16 buffer-dtype=f16" | FileCheck %s --check-prefix=BUFFER
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 keep-low-precision-grads=true reduce-dtype=bf16" | FileCheck %s --check-prefix=KEEP
 // RUN: fsdp-opt %s --fsdp-mixed-precision --fsdp-build-train-step | FileCheck %s --check-prefix=PROMOTE
 // RUN: not fsdp-opt %s --fsdp-mixed-precision="param-dtype=fp8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-mixed-precision -o /dev/null 2>&1 | FileCheck %s --check-prefix=ORDER

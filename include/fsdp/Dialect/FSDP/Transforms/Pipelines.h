@@ -90,6 +90,16 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Mixed precision: dtype of gradient reduction (default: "
                      "param-dtype)"),
       llvm::cl::init("")};
+  Option<std::string> bufferDtype{
+      *this, "buffer-dtype",
+      llvm::cl::desc("Mixed precision: dtype buffers are held in (default: "
+                     "their own)"),
+      llvm::cl::init("")};
+  Option<bool> keepLowPrecisionGrads{
+      *this, "keep-low-precision-grads",
+      llvm::cl::desc("Mixed precision: give the optimizer gradients in the "
+                     "reduce dtype"),
+      llvm::cl::init(false)};
   Option<std::string> lrSchedule{
       *this, "lr-schedule",
       llvm::cl::desc("constant | cosine | linear (fsdp-run evaluates it)"),
