@@ -42,6 +42,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.gradAccumSteps = options.gradAccumSteps;
   step.noSync = options.noSync;
   step.lossScale = options.lossScale;
+  step.mode = options.mode;
   pm.addPass(createFSDPBuildTrainStepPass(step));
 
   FSDPShardPassOptions shard;

@@ -472,6 +472,11 @@ Program parseProgram(const std::string &text) {
   prog.model = getString(root, "", "model");
   prog.entry = getString(root, "", "entry");
   parseMesh(root, prog);
+  if (root.contains("mode")) {
+    prog.mode = getString(root, "", "mode");
+    if (prog.mode != "train" && prog.mode != "eval")
+      fail("mode", "expected train or eval, got '" + prog.mode + "'");
+  }
   prog.optimizer = getString(root, "", "optimizer");
   parseLearningRate(root, prog);
   prog.persistentBytes = getInt(root, "", "persistent_bytes");
@@ -494,6 +499,11 @@ Program parseProgram(const std::string &text) {
     prog.inputs.push_back(parseInput(inputs[i], prog, at("inputs", i)));
   checkUniqueNames(prog);
   checkInputSet(prog);
+  if (prog.mode == "eval")
+    for (size_t i = 0; i < prog.units.size(); ++i)
+      if (!prog.units[i].frozen)
+        fail(at("units", i) + ".frozen",
+             "an eval program updates no parameter: every unit is frozen");
   parseLoss(root, prog);
   parseLossScale(root, prog);
   return prog;

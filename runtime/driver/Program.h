@@ -87,7 +87,8 @@ struct Program {
   int shard = 1;
   std::string strategy;        // full-shard, shard-grad-op, no-shard, hybrid-shard
   int microBatches = 1;
-  std::string optimizer;       // sgd, adamw
+  std::string mode = "train";  // train, or eval: the forward alone
+  std::string optimizer;       // sgd, adamw; none for eval
   double lr = 0;               // the optimizer's base learning rate
   LrSchedule lrSchedule;       // compiled in; fsdp-run's options override it
   int64_t persistentBytes = 0; // runner-allocated buffer at arena offset 0

@@ -78,6 +78,14 @@ void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
     throw std::runtime_error(
         "--loss-scale-init and --loss-scale-growth-interval need a program "
         "compiled with loss-scale=dynamic");
+  if (p.mode == "eval" &&
+      (o.lrSchedule || o.warmupSteps || o.decaySteps || o.minLrRatio ||
+       !o.save.empty()))
+    throw std::runtime_error(
+        "this is an eval program (compiled with mode=eval): it trains "
+        "nothing, so --lr-schedule, --warmup-steps, --decay-steps, "
+        "--min-lr-ratio and --save do not apply; --steps N evaluates N "
+        "batches");
   if (o.saveFormat != "full" && o.saveFormat != "sharded")
     throw std::runtime_error("--save-format must be full or sharded, not '" +
                              o.saveFormat + "'");
@@ -288,6 +296,12 @@ void train(const RunOptions &o, StepProgram &program,
   if (!o.trace.empty())
     check(fsdprt_trace_enable(rt.ctx, 1), "enabling the trace");
 
+  // An eval program evaluates --steps batches from the data's start,
+  // whatever step the loaded checkpoint was saved at.
+  bool eval = p.mode == "eval";
+  if (eval)
+    stepCount = 0;
+  double evalLossSum = 0;
   std::vector<std::vector<uint8_t>> inputs;
   int64_t traceEnd = stepCount + o.traceSteps;
   int64_t firstStep = stepCount;
@@ -334,6 +348,7 @@ void train(const RunOptions &o, StepProgram &program,
     m.peakBytes = reduced.peak;
     m.commExposedS = waitedAfter - waitedBefore;
     m.gradNorm = reduced.gradNorm;
+    evalLossSum += m.loss;
     if (p.optimizer != "none")
       m.lr = p.lr * lrFactor;
     if (scaler) {
@@ -382,6 +397,9 @@ void train(const RunOptions &o, StepProgram &program,
     saveCheckpoint(rt, o, p, rank, stepCount, scaler);
   if (!o.trace.empty())
     writeTrace(rt, o, rank, launch.worldSize);
+  if (eval && rank == 0 && stepCount > firstStep)
+    std::cout << "eval: mean loss " << evalLossSum / double(stepCount - firstStep)
+              << " over " << stepCount - firstStep << " batches" << std::endl;
   if (rank == 0 && !o.quiet) {
     if (!o.metrics.empty())
       std::cout << "metrics: " << o.metrics << std::endl;

@@ -193,6 +193,7 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
   llvm::json::Object program{
       {"version", 1},
       {"model", model.getSymName()},
+      {"mode", step->hasAttr(kEvalAttr) ? "eval" : "train"},
       {"entry", step.getSymName()},
       {"world_size", mesh.getWorldSize()},
       {"replicate", replicate},

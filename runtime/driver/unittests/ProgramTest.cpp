@@ -119,6 +119,24 @@ TEST(Program, FrozenUnitSharesItsUnitsNameAndHasNoState) {
             "program: units[2].name: unit 'h.0' is also units[1]");
 }
 
+TEST(Program, EvalProgramsFreezeEveryUnit) {
+  EXPECT_EQ(parseProgram(test::programJson(test::testProgram(2, 2)).dump())
+                .mode,
+            "train");
+  EXPECT_EQ(errorAfter([](json &j) { j["mode"] = "infer"; }),
+            "program: mode: expected train or eval, got 'infer'");
+  EXPECT_EQ(errorAfter([](json &j) { j["mode"] = "eval"; }),
+            "program: units[0].frozen: an eval program updates no parameter: "
+            "every unit is frozen");
+  json j = test::programJson(test::testProgram(2, 2));
+  j["mode"] = "eval";
+  for (json &u : j["units"]) {
+    u["frozen"] = true;
+    u["state"] = json::array();
+  }
+  EXPECT_EQ(parseProgram(j.dump()).mode, "eval");
+}
+
 TEST(Program, NoShardKeepsTheWholeFlatParameter) {
   Program p = parseProgram(test::programJson(test::testProgram(3, 1)).dump());
   EXPECT_EQ(p.strategy, "no-shard");

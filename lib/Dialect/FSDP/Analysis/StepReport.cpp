@@ -274,7 +274,10 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
       os << " " << unit << " (" << elements << " elements)";
     os << "\n";
   }
-  if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
+  if (step->hasAttr(kEvalAttr))
+    os << "forward only (eval step): parameters gathered for the forward; no "
+          "gradient, reduction or optimizer state\n";
+  else if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
     os << llvm::formatv(
         "frozen parameters: {0} elements in {1} flat parameter(s) ({2} per "
         "rank), gathered but never reduced or updated: per rank {3} bytes of "

@@ -90,6 +90,7 @@ const AttrRule kRules[] = {
     {kFrozenArg, OnArg, "a unit attribute", is<mlir::UnitAttr>},
     {kModelAttr, OnOp, "a model symbol (@name)", is<FlatSymbolRefAttr>},
     {kMicroBatchesAttr, OnOp, "a micro-batch count (i64 >= 1)", isCount},
+    {kEvalAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kGradSyncAttr, OnOp, "#fsdp<grad_sync every_micro_batch|last_micro_batch>",
      is<GradSyncAttr>},
     {kMixedPrecisionAttr, OnOp, "a dictionary of dtypes", is<DictionaryAttr>},

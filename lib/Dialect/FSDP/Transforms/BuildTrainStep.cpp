@@ -67,10 +67,11 @@ struct OptimizerConfig {
 class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
-                   int64_t microBatches, double clipNorm, bool noSync)
+                   int64_t microBatches, double clipNorm, bool noSync,
+                   bool eval)
       : model(model), ownership(model), config(config),
         microBatches(microBatches), clipNorm(clipNorm), noSync(noSync),
-        builder(model) {}
+        eval(eval), builder(model) {}
 
   LogicalResult build();
 
@@ -93,6 +94,8 @@ private:
   /// recording the ops in `trace`; returns the forward's results.
   FailureOr<SmallVector<Value>> inlineForward(NNModuleOp module,
                                               ValueRange args);
+  /// Whether the step trains `p` (an eval step trains nothing).
+  bool trains(ParamOp p) const { return p.getRequiresGrad() && !eval; }
   /// Tags an op of the step with its unit and phase.
   void tag(Operation *op, StringRef unit, Phase phase);
   /// `value` cast to `element` (tagged), or `value` when it has that type.
@@ -114,6 +117,8 @@ private:
   int64_t microBatches;
   double clipNorm;
   bool noSync;
+  /// A forward-only step (model.eval() under torch.no_grad()).
+  bool eval;
   OpBuilder builder;
   SymbolTableCollection tables;
 
@@ -181,8 +186,14 @@ TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
       for (Value operand : ret.getOperands())
         results.push_back(mapping.lookup(operand));
       return results;
+    } else if (auto dropout = dyn_cast<nn::DropoutOp>(op); dropout && eval) {
+      mapping.map(dropout.getResult(), mapping.lookup(dropout.getInput()));
     } else {
       Operation *clone = builder.clone(op, mapping);
+      // model.eval(): BatchNorm normalises with its running statistics and
+      // leaves them as they are.
+      if (auto norm = dyn_cast<nn::BatchNormOp>(clone); norm && eval)
+        norm.setTraining(false);
       tag(clone, unit, kForward);
       // Every inlined dropout (each call, each micro-batch) draws its own
       // mask; its VJP reuses the clone's id.
@@ -314,6 +325,9 @@ Value TrainStepBuilder::scaleSeed(Value seed) {
 LogicalResult TrainStepBuilder::build() {
   if (getTrainStep(model))
     return model.emitOpError("already has a train step");
+  if (eval && (config.lossScaling || clipNorm > 0.0))
+    return model.emitOpError("is built for evaluation (mode=eval), which has "
+                             "no gradients for loss scaling or clipping");
   createFunction();
   bindArguments();
   FailureOr<Value> loss = emitMicroBatches();
@@ -354,7 +368,7 @@ void TrainStepBuilder::createFunction() {
   NNModuleOp root = model.getRoot();
   root.walk([&](ParamOp p) {
     params.push_back(p);
-    if (p.getRequiresGrad())
+    if (trains(p))
       trainable.push_back(p);
   });
   root.walk([&](BufferOp b) { buffers.push_back(b); });
@@ -383,12 +397,15 @@ void TrainStepBuilder::createFunction() {
     }
 
   builder.setInsertionPointAfter(model);
-  std::string name = (model.getSymName() + "_train_step").str();
+  std::string name =
+      (model.getSymName() + (eval ? "_eval_step" : "_train_step")).str();
   func = func::FuncOp::create(builder, model.getLoc(), name,
                               builder.getFunctionType(argTypes, {}));
   func.setAllArgAttrs(argDicts);
   func->setAttr(kModelAttr, FlatSymbolRefAttr::get(model.getSymNameAttr()));
   func->setAttr(kMicroBatchesAttr, builder.getI64IntegerAttr(microBatches));
+  if (eval)
+    func->setAttr(kEvalAttr, builder.getUnitAttr());
   func->setAttr(kGradSyncAttr,
                 GradSyncAttr::get(builder.getContext(),
                                   noSync ? GradSync::last_micro_batch
@@ -407,7 +424,7 @@ void TrainStepBuilder::bindArguments() {
   unsigned argIndex = 0;
   for (ParamOp p : params) {
     Value arg = body->getArgument(argIndex++);
-    if (p.getRequiresGrad())
+    if (trains(p))
       trainableValues.push_back(arg);
     paramValues[p] =
         castTo(arg, paramDtype, ownership.getOwner(p).getQualifiedName());
@@ -451,7 +468,7 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
     if (config.lossScaling)
       seed = scaleSeed(seed);
     llvm::DenseMap<Value, Value> grads;
-    if (failed(differentiate(
+    if (!trainableValues.empty() && failed(differentiate(
             builder, trace, loss, seed, trainableValues,
             [&](Operation *forwardOp, Operation *backwardOp) {
               tag(backwardOp,
@@ -592,6 +609,10 @@ struct BuildTrainStepPass
     config.beta1 = beta1;
     config.beta2 = beta2;
     config.eps = eps;
+    if (mode != "train" && mode != "eval")
+      return emitError(module.getLoc(), "fsdp-build-train-step: mode must be "
+                                        "train or eval, got '")
+             << mode << "'";
     if (lossScale != "none" && lossScale != "dynamic")
       return emitError(module.getLoc(),
                        "fsdp-build-train-step: loss-scale must be none or "
@@ -638,7 +659,7 @@ struct BuildTrainStepPass
     for (ModelOp model :
          llvm::to_vector(getOperation().getOps<ModelOp>())) {
       TrainStepBuilder stepBuilder(model, *config, gradAccumSteps,
-                                   clipGradNorm, noSync);
+                                   clipGradNorm, noSync, mode == "eval");
       if (failed(stepBuilder.build()))
         return signalPassFailure();
     }

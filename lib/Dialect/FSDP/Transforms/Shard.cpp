@@ -111,6 +111,8 @@ private:
   OpBuilder builder;
   /// The trainable flat parameters, and the frozen ones.
   SmallVector<FlatParam> flats, frozenFlats;
+  /// The unsharded step's update of each parameter it trains, by name.
+  llvm::StringMap<Operation *> updates;
 };
 
 LogicalResult StepSharder::computeFlatParams() {
@@ -128,7 +130,9 @@ LogicalResult StepSharder::computeFlatParams() {
       flat.frozen = kind == 1;
     }
     for (ParamOp param : ownership.getParams(unit)) {
-      FlatParam &flat = byKind[!param.getRequiresGrad()];
+      // Frozen: not updated by the step (requires_grad = false, or every
+      // parameter of an eval step).
+      FlatParam &flat = byKind[!updates.count(qualifiedName(param))];
       Type element = param.getTensorType().getElementType();
       if (flat.elementType && flat.elementType != element)
         return unit.emitOpError("is an FSDP unit whose ")
@@ -236,14 +240,11 @@ static NamedAttrList groupAttrs(const FlatParam &flat,
 LogicalResult StepSharder::run() {
   if (step->hasAttr(kMeshAttr))
     return emitStepError(step) << "is already sharded";
-  if (failed(computeFlatParams()))
-    return failure();
   Location loc = step.getLoc();
   MLIRContext *context = step.getContext();
 
   // The optimizer ops of the unsharded step give the hyper-parameters and
   // each parameter's gradient and state.
-  llvm::StringMap<Operation *> updates;
   Operation *anyUpdate = nullptr;
   for (Operation &op : step.getBody().front())
     if (isa<SGDStepOp, AdamWStepOp>(op)) {
@@ -252,6 +253,8 @@ LogicalResult StepSharder::run() {
                   .getValue()] = &op;
       anyUpdate = &op;
     }
+  if (failed(computeFlatParams()))
+    return failure();
   bool clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
   bool lossScaling = !step.getBody().getOps<FoundNonfiniteOp>().empty();
   for (FlatParam &flat : flats) {

@@ -51,6 +51,7 @@ def FSDP_Dialect : Dialect {
     // On the step function.
     "::mlir::FlatSymbolRefAttr":$model,
     "::mlir::IntegerAttr":$micro_batches,
+    "::mlir::UnitAttr":$eval,
     "::mlir::fsdp::GradSyncAttr":$grad_sync,
     "::mlir::DictionaryAttr":$mixed_precision,
     "::mlir::fsdp::MeshAttr":$mesh,

@@ -76,6 +76,8 @@ constexpr StringLiteral kFrozenArg = FSDPDialect::FrozenAttrHelper::getNameStr()
 constexpr StringLiteral kModelAttr = FSDPDialect::ModelAttrHelper::getNameStr();
 constexpr StringLiteral kMicroBatchesAttr =
     FSDPDialect::MicroBatchesAttrHelper::getNameStr();
+/// On a forward-only (evaluation) step: no gradient, optimizer or state.
+constexpr StringLiteral kEvalAttr = FSDPDialect::EvalAttrHelper::getNameStr();
 constexpr StringLiteral kGradSyncAttr =
     FSDPDialect::GradSyncAttrHelper::getNameStr();
 constexpr StringLiteral kMeshAttr = FSDPDialect::MeshAttrHelper::getNameStr();

@@ -162,6 +162,10 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "(biases, norm weights), as nanoGPT">,
     Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"none\"",
            "none | dynamic: GradScaler's dynamic loss scaling (for f16)">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"train\"",
+           "train | eval: eval builds the forward alone (model.eval() under "
+           "torch.no_grad(): dropout off, BatchNorm on its running "
+           "statistics; no gradient, optimizer or state)">,
   ];
 }
 

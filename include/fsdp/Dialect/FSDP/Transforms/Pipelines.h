@@ -68,6 +68,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<int64_t> gradAccumSteps{*this, "grad-accum-steps",
                                  llvm::cl::desc("Micro-batches per step"),
                                  llvm::cl::init(1)};
+  Option<std::string> mode{
+      *this, "mode",
+      llvm::cl::desc("train | eval: eval compiles the sharded forward alone "
+                     "(dropout off, BatchNorm on running statistics; no "
+                     "backward, optimizer or gradient memory)"),
+      llvm::cl::init("train")};
   Option<std::string> lossScale{
       *this, "loss-scale",
       llvm::cl::desc("none | dynamic: GradScaler's dynamic loss scaling "
