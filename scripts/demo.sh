@@ -2,8 +2,10 @@
 # The main job: set up, build, compile the character-level GPT
 # (examples/char_gpt.mlir: 4 layers, width 128, ~0.8M parameters) into a
 # fully sharded training step for 2 ranks, and train it with fsdp-run on 2
-# CPU ranks on data/shakespeare.txt. Prints the pre-launch report, a line
-# per step, then saves a checkpoint and says where the metrics and trace are.
+# CPU ranks on the first 90% of data/shakespeare.txt. Prints the pre-launch
+# report, a line per step, saves a checkpoint and says where the metrics and
+# trace are; then evaluates the checkpoint with the forward-only program
+# (mode=eval) on the held-out last 10% and on the training text.
 #   STEPS=300 scripts/demo.sh   (default 800 steps: ~1.5 minutes of training
 #                                 on 2 cores, after the build)
 set -euo pipefail
@@ -15,14 +17,34 @@ BUILD="${BUILD_DIR:-build}"
 OUT="${DEMO_DIR:-$BUILD/demo}"
 mkdir -p "$OUT"
 
+STEPS="${STEPS:-800}"
+# Hold out the corpus's last 10% for validation.
+python3 - data/shakespeare.txt "$OUT" <<'PY'
+import sys
+text = open(sys.argv[1], "rb").read()
+cut = len(text) * 9 // 10
+open(f"{sys.argv[2]}/train.txt", "wb").write(text[:cut])
+open(f"{sys.argv[2]}/val.txt", "wb").write(text[cut:])
+PY
+
+WRAP="world-size=2 auto-wrap-policy=module-kind wrap-kinds=Block"
 "$BUILD/bin/fsdp-opt" examples/char_gpt.mlir \
-  --fsdp-pipeline="world-size=2 auto-wrap-policy=module-kind wrap-kinds=Block optimizer=adamw lr=2e-3 lower=true" \
+  --fsdp-pipeline="$WRAP optimizer=adamw lr=2e-3 lower=true" \
   -o "$OUT/char_gpt.lowered.mlir"
+"$BUILD/bin/fsdp-opt" examples/char_gpt.mlir \
+  --fsdp-pipeline="$WRAP mode=eval lower=true" -o "$OUT/char_gpt.eval.mlir"
 
 "$BUILD/bin/fsdp-run" "$OUT/char_gpt.lowered.mlir" --nproc 2 \
-  --steps "${STEPS:-800}" --data data/shakespeare.txt --seed 0 \
+  --steps "$STEPS" --data "$OUT/train.txt" --seed 0 \
   --metrics "$OUT/metrics.jsonl" --trace "$OUT/trace.json" \
   --save "$OUT/checkpoints"
+
+for split in train val; do
+  echo "evaluating step $STEPS on $split.txt (20 batches):"
+  "$BUILD/bin/fsdp-run" "$OUT/char_gpt.eval.mlir" --nproc 2 --steps 20 \
+    --data "$OUT/$split.txt" --seed 1 --quiet \
+    --load "$OUT/checkpoints/step-$STEPS.safetensors"
+done
 
 python3 - "$OUT/metrics.jsonl" <<'PY'
 import json, math, sys
