@@ -36,9 +36,9 @@ struct FlatParam {
   /// world of one rank (its flat parameter whole and never reduced).
   MeshAttr mesh;
   bool rankLocal = false;
-  /// Frozen parameters (requires_grad = false): sharded and gathered like
-  /// the trainable ones (FSDP2 shards every parameter), but never reduced
-  /// nor updated.
+  /// Parameters the step does not update (requires_grad = false, or all of
+  /// an eval step's): sharded and gathered like the trainable ones (FSDP2
+  /// shards every parameter), but never reduced nor updated.
   bool frozen = false;
 
   RankedTensorType fullType() const {
@@ -277,9 +277,9 @@ LogicalResult StepSharder::run() {
       if (stateNames.size() < statesPerParam)
         stateNames.push_back(name.getValue().rsplit('.').second.str());
 
-  // New signature: per unit the local shard of its trainable flat
-  // parameter, then of its frozen one, the trainable ones' optimizer state,
-  // then the step count, buffers and inputs unchanged.
+  // New signature: the local shards of the units' trainable flat
+  // parameters, then of their frozen ones, the trainable ones' optimizer
+  // state, then the step count, buffers and inputs unchanged.
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<int> keptArgs; // old argument index per new argument, or -1
