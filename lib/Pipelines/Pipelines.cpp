@@ -44,6 +44,12 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.lossScale = options.lossScale;
   step.mode = options.mode;
   pm.addPass(createFSDPBuildTrainStepPass(step));
+  if (!options.activationCheckpointing.empty()) {
+    FSDPCheckpointActivationsPassOptions checkpointing;
+    checkpointing.kinds.assign(options.activationCheckpointing.begin(),
+                               options.activationCheckpointing.end());
+    pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
+  }
 
   FSDPShardPassOptions shard;
   shard.worldSize = options.worldSize;

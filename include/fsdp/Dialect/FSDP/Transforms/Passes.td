@@ -169,6 +169,31 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPCheckpointActivationsPass
+    : Pass<"fsdp-checkpoint-activations", "::mlir::ModuleOp"> {
+  let summary = "Recompute checkpointed units' forward in the backward";
+  let description = [{
+    Activation checkpointing, as PyTorch's `checkpoint_wrapper` around the
+    wrapped modules (`apply_activation_checkpointing`): for every unit whose
+    module kind is in `kinds` (or every unit with `kinds=all`), the forward
+    values its backward reads are no longer kept from the forward. Just
+    before the unit's backward starts (per micro-batch), the forward ops
+    that compute them are cloned (phase backward) and the backward reads the
+    clones, so the forward's values die where the forward is done with them.
+    The unit's inputs stay saved, as `torch.utils.checkpoint` saves them.
+    Once sharded, fsdp-insert-collectives gathers the unit again for the
+    recompute when it was resharded after the forward. The recompute runs
+    the same kernels on the same values (dropout masks are a function of the
+    site and the step), so results are bit-identical. Runs after
+    fsdp-build-train-step and before fsdp-shard.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+  let options = [
+    ListOption<"kinds", "kinds", "std::string",
+               "Module kinds of the units to checkpoint (e.g. Block), or all">,
+  ];
+}
+
 def FSDPShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   let summary = "Shard each unit's parameters into one flat parameter per rank";
   let description = [{

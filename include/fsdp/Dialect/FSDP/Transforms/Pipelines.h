@@ -30,6 +30,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                             llvm::cl::init(100000000)};
   ListOption<std::string> wrapKinds{
       *this, "wrap-kinds", llvm::cl::desc("module-kind policy: kinds to wrap")};
+  ListOption<std::string> activationCheckpointing{
+      *this, "activation-checkpointing",
+      llvm::cl::desc("Kinds of the units whose forward the backward "
+                     "recomputes (checkpoint_wrapper), or all")};
   Option<bool> forwardPrefetch{*this, "forward-prefetch",
                                llvm::cl::desc("Prefetch in the forward"),
                                llvm::cl::init(false)};
