@@ -39,13 +39,6 @@ WRAP="world-size=2 auto-wrap-policy=module-kind wrap-kinds=Block"
   --metrics "$OUT/metrics.jsonl" --trace "$OUT/trace.json" \
   --save "$OUT/checkpoints"
 
-for split in train val; do
-  echo "evaluating step $STEPS on $split.txt (20 batches):"
-  "$BUILD/bin/fsdp-run" "$OUT/char_gpt.eval.mlir" --nproc 2 --steps 20 \
-    --data "$OUT/$split.txt" --seed 1 --quiet \
-    --load "$OUT/checkpoints/step-$STEPS.safetensors"
-done
-
 python3 - "$OUT/metrics.jsonl" <<'PY'
 import json, math, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -53,3 +46,10 @@ first, last = rows[0]["loss"], sum(r["loss"] for r in rows[-10:]) / min(10, len(
 print(f"loss: first step {first:.3f} (ln 128 = {math.log(128):.3f}), "
       f"mean of the last 10 steps {last:.3f}")
 PY
+
+for split in train val; do
+  echo "evaluating step $STEPS on $split.txt (20 batches):"
+  "$BUILD/bin/fsdp-run" "$OUT/char_gpt.eval.mlir" --nproc 2 --steps 20 \
+    --data "$OUT/$split.txt" --seed 1 --quiet \
+    --load "$OUT/checkpoints/step-$STEPS.safetensors"
+done
