@@ -32,10 +32,15 @@ from fsdp_mlir import driver, models  # noqa: E402
 from fsdp_mlir.ir import Init, Model, Module, tensor  # noqa: E402
 from fsdp_mlir.models.layers import linear  # noqa: E402
 
+# The oracle's fixtures: its datasets, and its seeded initial weights, which
+# freezing does not change (initialisation depends on the parameter's name
+# and the seed only).
 from test_torch_oracle import (LOSS_ATOL, MODELS, NUM_SAMPLES, SEED,  # noqa: E402
                                STEPS, LR, _optimizer_options,
                                assert_losses_match, assert_state_matches,
-                               seeded_initial_weights, train_in_torch)
+                               datasets, initial_weights,
+                               seeded_initial_weights, train_in_torch,
+                               workdir)
 from torch_reference import NestedWrapped, oracle_cases  # noqa: E402
 
 # Per model: the builder and the frozen parameters (globs), each in a unit
@@ -67,32 +72,15 @@ def frozen_model(name):
     return model, model.freeze(patterns)
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return tmp_path_factory.mktemp("frozen_oracle")
-
-
-@pytest.fixture(scope="module")
-def datasets(workdir):
-    rng = np.random.default_rng(99)
-    out = {}
-    for name in FROZEN:
-        tensors = MODELS[name][3](rng)
-        path = workdir / f"{name}.safetensors"
-        st_numpy.save_file(tensors, str(path))
-        out[name] = (path, tensors)
-    return out
-
-
 @pytest.mark.parametrize("name,ranks,strategy,optimizer", CASES,
                          ids=lambda v: str(v))
 def test_frozen_subset_matches_torch(name, ranks, strategy, optimizer,
-                                     workdir, datasets):
+                                     workdir, datasets, initial_weights):
     model, frozen = frozen_model(name)
     _, cls, batch, _, options = MODELS[name]
     data_path, tensors = datasets[name]
     tag = f"{name}-{ranks}-{strategy}-{optimizer}"
-    init, _ = seeded_initial_weights(model, workdir / f"{tag}.init")
+    init = initial_weights(name)
     prog = driver.compile(
         model, workdir / f"{tag}.mlir", world_size=ranks,
         sharding_strategy=strategy,

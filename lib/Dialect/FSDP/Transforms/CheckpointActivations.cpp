@@ -47,23 +47,18 @@ void recompute(ArrayRef<Operation *> forward) {
     return a->isBeforeInBlock(b);
   });
 
+  // The clones read each other (every operand computed in the unit's
+  // forward is recomputed before its reader), never the originals.
   OpBuilder builder(firstReader);
   IRMapping mapping;
-  SmallVector<Operation *> clones;
-  for (Operation *op : ordered) {
-    Operation *clone = builder.clone(*op, mapping);
-    tagOp(clone, getUnit(op), kBackward);
-    clones.push_back(clone);
-  }
+  for (Operation *op : ordered)
+    tagOp(builder.clone(*op, mapping), getUnit(op), kBackward);
   // Only the backward reads the recomputed values; the forward keeps its own.
   for (Operation *op : ordered)
     for (OpResult result : op->getResults())
-      result.replaceUsesWithIf(mapping.lookup(Value(result)),
-                               [&](OpOperand &use) {
-                                 return isBackward(use.getOwner()) &&
-                                        !llvm::is_contained(clones,
-                                                            use.getOwner());
-                               });
+      result.replaceUsesWithIf(
+          mapping.lookup(Value(result)),
+          [&](OpOperand &use) { return isBackward(use.getOwner()); });
 }
 
 struct CheckpointActivationsPass
