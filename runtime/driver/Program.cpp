@@ -415,6 +415,21 @@ void parseLearningRate(const json &root, Program &prog) {
   }
 }
 
+/// The offset of a 4-byte scalar the step returns, held in the optional
+/// object `key` as `member`; -1 without the object.
+int64_t optionalScalarOffset(const json &root, const Program &prog,
+                             const std::string &key,
+                             const std::string &member) {
+  if (!root.contains(key))
+    return -1;
+  const json &object = root[key];
+  if (!object.is_object())
+    fail(key, "expected an object {\"" + member + "\"}");
+  int64_t offset = getInt(object, key, member);
+  checkExtent(offset, 4, prog.persistentBytes, key + "." + member);
+  return offset;
+}
+
 void parseLoss(const json &root, Program &prog) {
   const json &loss = field(root, "", "loss");
   if (!loss.is_object())
@@ -423,28 +438,11 @@ void parseLoss(const json &root, Program &prog) {
   prog.lossDtype = getString(loss, "loss", "dtype");
   checkExtent(prog.lossOffset, dtypeBytes(prog.lossDtype, "loss.dtype"),
               prog.persistentBytes, "loss.offset");
-  // Optional: steps that clip gradients also return the total norm (f32).
-  if (!root.contains("grad_norm"))
-    return;
-  const json &norm = root["grad_norm"];
-  if (!norm.is_object())
-    fail("grad_norm", "expected an object {\"offset\"}");
-  prog.gradNormOffset = getInt(norm, "grad_norm", "offset");
-  checkExtent(prog.gradNormOffset, 4, prog.persistentBytes,
-              "grad_norm.offset");
-}
-
-/// The optional "loss_scale" {found_inf_offset} of a step with dynamic loss
-/// scaling.
-void parseLossScale(const json &root, Program &prog) {
-  if (!root.contains("loss_scale"))
-    return;
-  const json &s = root["loss_scale"];
-  if (!s.is_object())
-    fail("loss_scale", "expected an object {\"found_inf_offset\"}");
-  prog.foundInfOffset = getInt(s, "loss_scale", "found_inf_offset");
-  checkExtent(prog.foundInfOffset, 4, prog.persistentBytes,
-              "loss_scale.found_inf_offset");
+  // Optional: steps that clip gradients also return the total norm (f32),
+  // and steps with dynamic loss scaling the found-inf flag (f32).
+  prog.gradNormOffset = optionalScalarOffset(root, prog, "grad_norm", "offset");
+  prog.foundInfOffset =
+      optionalScalarOffset(root, prog, "loss_scale", "found_inf_offset");
 }
 
 } // namespace
@@ -505,7 +503,6 @@ Program parseProgram(const std::string &text) {
         fail(at("units", i) + ".frozen",
              "an eval program updates no parameter: every unit is frozen");
   parseLoss(root, prog);
-  parseLossScale(root, prog);
   return prog;
 }
 

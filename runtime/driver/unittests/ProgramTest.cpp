@@ -119,6 +119,26 @@ TEST(Program, FrozenUnitSharesItsUnitsNameAndHasNoState) {
             "program: units[2].name: unit 'h.0' is also units[1]");
 }
 
+TEST(Program, OptionalScalarsAreCheckedWhereTheyAre) {
+  Program plain = parseProgram(test::programJson(test::testProgram(2, 2)).dump());
+  EXPECT_EQ(plain.gradNormOffset, -1);
+  EXPECT_EQ(plain.foundInfOffset, -1);
+  json j = test::programJson(test::testProgram(2, 2));
+  j["grad_norm"] = {{"offset", 0}};
+  j["loss_scale"] = {{"found_inf_offset", 4}};
+  Program p = parseProgram(j.dump());
+  EXPECT_EQ(p.gradNormOffset, 0);
+  EXPECT_EQ(p.foundInfOffset, 4);
+  EXPECT_EQ(errorAfter([](json &j) { j["grad_norm"] = 8; }),
+            "program: grad_norm: expected an object {\"offset\"}");
+  EXPECT_EQ(errorAfter([](json &j) { j["loss_scale"] = json::array(); }),
+            "program: loss_scale: expected an object {\"found_inf_offset\"}");
+  EXPECT_EQ(errorAfter([](json &j) {
+              j["loss_scale"] = {{"found_inf_offset", -4}};
+            }),
+            "program: loss_scale.found_inf_offset: negative offset -4");
+}
+
 TEST(Program, EvalProgramsFreezeEveryUnit) {
   EXPECT_EQ(parseProgram(test::programJson(test::testProgram(2, 2)).dump())
                 .mode,
