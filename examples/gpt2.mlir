@@ -213,7 +213,7 @@ fsdp.model @gpt2 {
         }
       }
     }
-    fsdp.forward (%idx: tensor<4x16xi64>, %targets: tensor<4x16xi64>) -> tensor<f32> {
+    fsdp.forward (%idx: tensor<4x16xi64>, %targets: tensor<4x16xi64>) -> (tensor<f32>, tensor<4x16x64xf32>) {
       %tok = fsdp.call @transformer::@wte(%idx) : (tensor<4x16xi64>) -> tensor<4x16x32xf32>
       %pos = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]> : tensor<16xi64>
       %pos_emb = fsdp.call @transformer::@wpe(%pos) : (tensor<16xi64>) -> tensor<16x32xf32>
@@ -228,7 +228,7 @@ fsdp.model @gpt2 {
       %flat_logits = nn.reshape %logits : tensor<4x16x64xf32> to tensor<64x64xf32>
       %flat_targets = nn.reshape %targets : tensor<4x16xi64> to tensor<64xi64>
       %loss = nn.cross_entropy %flat_logits, %flat_targets : (tensor<64x64xf32>, tensor<64xi64>) -> tensor<f32>
-      fsdp.return %loss : tensor<f32>
+      fsdp.return {names = ["loss", "logits"]} %loss, %logits : tensor<f32>, tensor<4x16x64xf32>
     }
   }
 }

@@ -433,12 +433,22 @@ class Forward:
         return self._emit(f"arith.addi {x.name}, {c.name} : {x.type}",
                           [x.type], name)[0]
 
-    def ret(self, *values: Value) -> None:
+    def ret(self, *values: Value, names: Optional[List[str]] = None) -> None:
+        """Returns `values`; the root's forward returns the loss first and
+        may name every output (`names`), which an eval program returns
+        (e.g. the logits a sampler reads)."""
         if self.results is not None:
             raise ValueError("forward already returned")
+        if names is not None and len(names) != len(values):
+            raise ValueError(f"ret: {len(names)} names for {len(values)} "
+                             "values")
         self.results = [v.type for v in values]
+        attr = ""
+        if names is not None:
+            attr = "{names = [" + ", ".join(f'"{n}"' for n in names) + "]} "
         if values:
-            self.body.append("fsdp.return " + ", ".join(v.name for v in values)
+            self.body.append("fsdp.return " + attr +
+                             ", ".join(v.name for v in values)
                              + " : " + ", ".join(str(v.type) for v in values))
         else:
             self.body.append("fsdp.return")

@@ -319,6 +319,32 @@ InputInfo parseInput(const json &v, const Program &prog,
   return in;
 }
 
+OutputInfo parseOutput(const json &v, const Program &prog,
+                       const std::string &path) {
+  if (!v.is_object())
+    fail(path, "expected an object");
+  OutputInfo out;
+  out.name = getString(v, path, "name");
+  out.microBatch = getInt(v, path, "micro_batch");
+  out.shape = getShape(v, path, "shape");
+  out.dtype = getString(v, path, "dtype");
+  out.offset = getInt(v, path, "offset");
+  if (prog.mode != "eval")
+    fail(path, "only an eval program returns outputs");
+  if (out.microBatch < 0 || out.microBatch >= prog.microBatches)
+    fail(join(path, "micro_batch"),
+         std::to_string(out.microBatch) + " is not in [0, micro_batches " +
+             std::to_string(prog.microBatches) + ")");
+  if (prog.output(out.name, out.microBatch))
+    fail(join(path, "name"), "output '" + out.name + "' of micro-batch " +
+                                 std::to_string(out.microBatch) +
+                                 " is given twice");
+  int64_t bytes = numelOf(out.shape, join(path, "shape")) *
+                  dtypeBytes(out.dtype, join(path, "dtype"));
+  checkExtent(out.offset, bytes, prog.persistentBytes, join(path, "offset"));
+  return out;
+}
+
 /// Every (index, micro-batch) pair once, every index in every micro-batch,
 /// one batch size for all.
 void checkInputSet(const Program &prog) {
@@ -451,6 +477,14 @@ int64_t Program::batchPerRank() const {
   return inputs.empty() ? 0 : inputs.front().shape.front();
 }
 
+const OutputInfo *Program::output(const std::string &name,
+                                  int64_t microBatch) const {
+  for (const OutputInfo &out : outputs)
+    if (out.name == name && out.microBatch == microBatch)
+      return &out;
+  return nullptr;
+}
+
 Program parseProgram(const std::string &text) {
   json root;
   try {
@@ -503,6 +537,11 @@ Program parseProgram(const std::string &text) {
         fail(at("units", i) + ".frozen",
              "an eval program updates no parameter: every unit is frozen");
   parseLoss(root, prog);
+  if (root.contains("outputs")) {
+    const json &outputs = getArray(root, "", "outputs", "objects");
+    for (size_t i = 0; i < outputs.size(); ++i)
+      prog.outputs.push_back(parseOutput(outputs[i], prog, at("outputs", i)));
+  }
   return prog;
 }
 

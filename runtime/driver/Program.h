@@ -78,6 +78,16 @@ struct InputInfo {
   int64_t maxId = -1;          // integer inputs: ids are < maxId (vocab / classes); -1 if unknown
 };
 
+/// One micro-batch's value of a named output of the model's forward (an
+/// eval program's, e.g. "logits"): this rank's rows, leading dim the batch.
+struct OutputInfo {
+  std::string name;
+  int64_t microBatch = 0;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  int64_t offset = 0;          // bytes, persistent buffer
+};
+
 struct Program {
   int version = 1;
   std::string model;           // fsdp.model symbol
@@ -98,6 +108,7 @@ struct Program {
   std::vector<UnitInfo> units;
   std::vector<BufferInfo> buffers;
   std::vector<InputInfo> inputs;
+  std::vector<OutputInfo> outputs; // eval programs only
   int64_t lossOffset = 0;      // one f32: this rank's loss (mean over its micro-batches)
   std::string lossDtype = "f32";
   int64_t gradNormOffset = -1; // one f32 when the step clips gradients, else -1
@@ -107,6 +118,9 @@ struct Program {
 
   /// Batch per rank per micro-batch (leading dim of the inputs).
   int64_t batchPerRank() const;
+  /// The output `name` of micro-batch `microBatch`, or null.
+  const OutputInfo *output(const std::string &name,
+                           int64_t microBatch = 0) const;
 };
 
 /// Parses and validates the JSON text; throws std::runtime_error with a

@@ -181,14 +181,33 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   for (Value scalar : {loss, gradNorm, foundInf})
     if (scalar)
       place(storageRoot(scalar, layout));
-
-  // Every returned value must be the loss, the step count, or an in-place
-  // update of an argument: the runner reads nothing else.
+  // An eval step's named outputs (e.g. logits) too, once each storage.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::SmallPtrSet<Value, 4> outputs;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    if (!step.getResultAttr(i, kOutputResult))
+      continue;
+    Value root = storageRoot(value, layout);
+    if (isa<BlockArgument>(root) || !root.getDefiningOp() ||
+        isStorageFree(root.getDefiningOp()))
+      return ret.emitOpError("result #")
+                 << i << " (output '"
+                 << step.getResultAttrOfType<StringAttr>(i, kOutputResult)
+                        .getValue()
+                 << "') is not computed by the step; the runtime cannot "
+                    "return it",
+             failure();
+    if (!layout.persistentOffset.count(root))
+      place(root);
+    outputs.insert(value);
+  }
+
+  // Every returned value must be the loss, the step count, an output or an
+  // in-place update of an argument: the runner reads nothing else.
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     Value root = storageRoot(value, layout);
     bool ok = value == loss || value == gradNorm || value == foundInf ||
-              isa<BlockArgument>(root) ||
+              outputs.contains(value) || isa<BlockArgument>(root) ||
               (value.getDefiningOp() && isStorageFree(value.getDefiningOp()));
     if (!ok) {
       InFlightDiagnostic diag = ret.emitOpError("result #") << i;

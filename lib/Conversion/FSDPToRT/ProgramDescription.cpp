@@ -221,6 +221,22 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
             typeName(cast<RankedTensorType>(loss.getType()).getElementType())}}}};
   if (gradNorm)
     program["grad_norm"] = llvm::json::Object{{"offset", offsetOf(gradNorm)}};
+  // An eval step's named outputs, per micro-batch (this rank's rows).
+  llvm::json::Array outputs;
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands()))
+    if (auto name = step.getResultAttrOfType<StringAttr>(i, kOutputResult)) {
+      auto type = cast<RankedTensorType>(value.getType());
+      outputs.push_back(llvm::json::Object{
+          {"name", name.getValue()},
+          {"micro_batch",
+           step.getResultAttrOfType<IntegerAttr>(i, kMicroBatchAttr).getInt()},
+          {"shape", shapeJson(type.getShape())},
+          {"dtype", typeName(type.getElementType())},
+          {"offset", offsetOf(value)}});
+    }
+  if (!outputs.empty())
+    program["outputs"] = std::move(outputs);
   // GradScaler's settings are the runner's (PyTorch's defaults, or its
   // options): the program only says where the flag is.
   if (Value foundInf = returnedValue(step, kFoundInfResult))

@@ -105,7 +105,8 @@ def gpt2(vocab: int = 64, ctx: int = 16, width: int = 32, heads: int = 4,
     logits = f.linear(x, w, name="logits")
     flat_logits = f.reshape(logits, [B * T, V], name="flat_logits")
     flat_targets = f.reshape(targets, [B * T], name="flat_targets")
-    f.ret(f.cross_entropy(flat_logits, flat_targets, name="loss"))
+    f.ret(f.cross_entropy(flat_logits, flat_targets, name="loss"), logits,
+          names=["loss", "logits"])
 
     header = [
         "A GPT-2 style language model, with nanoGPT's module names: token + "

@@ -105,7 +105,8 @@ def llama(vocab: int = 256, ctx: int = 32, width: int = 64, heads: int = 4,
     logits = f.call(lm_head, hidden, name="logits")
     flat_logits = f.reshape(logits, [B * T, V], name="flat_logits")
     flat_targets = f.reshape(targets, [B * T], name="flat_targets")
-    f.ret(f.cross_entropy(flat_logits, flat_targets, name="loss"))
+    f.ret(f.cross_entropy(flat_logits, flat_targets, name="loss"), logits,
+          names=["loss", "logits"])
 
     gqa = (f"grouped-query attention ({heads} heads, {kv_heads} key/value "
            "heads)" if kv_heads != heads else

@@ -40,6 +40,48 @@ fsdp.model @no_loss {
 
 // -----
 
+fsdp.model @names_count {
+  fsdp.module @root kind "Net" {
+    fsdp.forward (%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>) {
+      %l = nn.reduce_sum %x {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      // expected-error @+1 {{'fsdp.return' op names 1 output(s) but returns 2}}
+      fsdp.return {names = ["loss"]} %l, %x : tensor<f32>, tensor<4xf32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @names_twice {
+  fsdp.module @root kind "Net" {
+    fsdp.forward (%x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>) {
+      %l = nn.reduce_sum %x {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      // expected-error @+1 {{output names must be non-empty and distinct, got 'y' twice or empty}}
+      fsdp.return {names = ["y", "y"]} %l, %x : tensor<f32>, tensor<4xf32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @names_in_child {
+  fsdp.module @root kind "Net" {
+    fsdp.module @child kind "Id" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        // expected-error @+1 {{'fsdp.return' op names outputs only in the root module's forward}}
+        fsdp.return {names = ["y"]} %x : tensor<4xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      %y = fsdp.call @child(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // expected-error @+1 {{expects parent op to be one of 'fsdp.model, fsdp.module'}}
 fsdp.module @orphan kind "Linear" {
 }

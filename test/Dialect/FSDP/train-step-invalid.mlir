@@ -115,7 +115,7 @@ func.func @no_loss(%n: tensor<i64> {fsdp.step_count})
 
 // -----
 
-// expected-error @+1 {{result #1 of the train step has no role; expected one of fsdp.loss, fsdp.grad_norm, fsdp.found_inf, fsdp.param, fsdp.state, fsdp.step_count, fsdp.buffer, fsdp.flat_param}}
+// expected-error @+1 {{result #1 of the train step has no role; expected one of fsdp.loss, fsdp.grad_norm, fsdp.found_inf, fsdp.output, fsdp.param, fsdp.state, fsdp.step_count, fsdp.buffer, fsdp.flat_param}}
 func.func @result_without_role(%n: tensor<i64> {fsdp.step_count})
     -> (tensor<f32> {fsdp.loss}, tensor<i64>) attributes {fsdp.model = @m} {
   %l = arith.constant dense<0.0> : tensor<f32>
@@ -198,4 +198,24 @@ func.func @accumulation_is_a_unit_attribute(%a: tensor<4xf32>) -> tensor<4xf32> 
   // expected-error @+1 {{attribute 'fsdp.grad_accumulation' must be a unit attribute, got 1 : i64}}
   %s = nn.add %a, %a {fsdp.grad_accumulation = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %s : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result #1 is a model output ('fsdp.output'), which only an eval step (mode=eval) returns}}
+func.func @output_of_train_step(%n: tensor<i64> {fsdp.step_count})
+    -> (tensor<f32> {fsdp.loss}, tensor<f32> {fsdp.output = "y", fsdp.micro_batch = 0 : i64})
+    attributes {fsdp.model = @m} {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %l : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{result #1 carries 'fsdp.output' without 'fsdp.micro_batch'}}
+func.func @output_without_micro_batch(%n: tensor<i64> {fsdp.step_count})
+    -> (tensor<f32> {fsdp.loss}, tensor<f32> {fsdp.output = "y"})
+    attributes {fsdp.model = @m, fsdp.eval} {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %l : tensor<f32>, tensor<f32>
 }

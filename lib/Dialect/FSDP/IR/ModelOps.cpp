@@ -5,6 +5,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -221,6 +222,21 @@ LogicalResult ReturnOp::verify() {
       return emitOpError("result #")
              << index << " has type " << std::get<0>(pair)
              << " but the forward declares " << std::get<1>(pair);
+  std::optional<ArrayAttr> names = getNames();
+  if (!names)
+    return success();
+  if (!forward->getParentOfType<NNModuleOp>().isRoot())
+    return emitOpError("names outputs only in the root module's forward");
+  if (names->size() != getNumOperands())
+    return emitOpError("names ")
+           << names->size() << " output(s) but returns " << getNumOperands();
+  llvm::StringSet<> seen;
+  for (Attribute name : *names) {
+    StringRef text = cast<StringAttr>(name).getValue();
+    if (text.empty() || !seen.insert(text).second)
+      return emitOpError("output names must be non-empty and distinct, got '")
+             << text << "' twice or empty";
+  }
   return success();
 }
 

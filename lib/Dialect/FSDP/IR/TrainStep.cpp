@@ -68,7 +68,8 @@ const AttrRule kRules[] = {
     {kUnitAttr, OnOp, "a unit name (string)", is<StringAttr>},
     {kPhaseAttr, OnOp, "#fsdp<phase forward|backward|optimizer>",
      is<PhaseAttr>},
-    {kMicroBatchAttr, OnOp | OnArg, "a micro-batch index (i64 >= 0)", isIndex},
+    {kMicroBatchAttr, OnOp | OnArg | OnResult, "a micro-batch index (i64 >= 0)",
+     isIndex},
     {kGradAccumulationAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kParamArg, OnArg | OnResult, "a parameter name (non-empty string)",
      isName},
@@ -80,6 +81,7 @@ const AttrRule kRules[] = {
     {kLossResult, OnResult, "a unit attribute", is<mlir::UnitAttr>},
     {kGradNormResult, OnResult, "a unit attribute", is<mlir::UnitAttr>},
     {kFoundInfResult, OnResult, "a unit attribute", is<mlir::UnitAttr>},
+    {kOutputResult, OnResult, "an output name (non-empty string)", isName},
     {kFlatParamArg, OnArg | OnResult, "a unit name (string)", is<StringAttr>},
     {kFlatStateArg, OnArg | OnResult,
      "an optimizer state name (non-empty string)", isName},
@@ -130,8 +132,8 @@ LogicalResult verifyRule(Operation *op, NamedAttribute attr, Place place,
 constexpr StringLiteral kArgRoles[] = {kParamArg,  kStateArg, kStepCountArg,
                                        kBufferArg, kInputArg, kFlatParamArg};
 constexpr StringLiteral kResultRoles[] = {
-    kLossResult,   kGradNormResult, kFoundInfResult, kParamArg,
-    kStateArg,     kStepCountArg,   kBufferArg,      kFlatParamArg};
+    kLossResult, kGradNormResult, kFoundInfResult, kOutputResult, kParamArg,
+    kStateArg,   kStepCountArg,   kBufferArg,      kFlatParamArg};
 
 /// One role among `roles` in `attrs`, or an error naming what is wrong.
 LogicalResult verifyOneRole(Operation *op, DictionaryAttr attrs,
@@ -202,10 +204,20 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
         failed(verifyRequires(step, attrs, kMicroBatchAttr, kInputArg, what)))
       return failure();
   }
-  for (unsigned i = 0; i < step.getNumResults(); ++i)
-    if (failed(verifyOneRole(step, step.getResultAttrDict(i), kResultRoles,
-                             "result #" + std::to_string(i))))
+  for (unsigned i = 0; i < step.getNumResults(); ++i) {
+    DictionaryAttr attrs = step.getResultAttrDict(i);
+    std::string what = "result #" + std::to_string(i);
+    if (failed(verifyOneRole(step, attrs, kResultRoles, what)) ||
+        failed(verifyRequires(step, attrs, kOutputResult, kMicroBatchAttr,
+                              what)) ||
+        failed(verifyRequires(step, attrs, kMicroBatchAttr, kOutputResult,
+                              what)))
       return failure();
+    if (attrs && attrs.get(kOutputResult) && !step->hasAttr(kEvalAttr))
+      return emitStepError(step)
+             << what << " is a model output ('" << kOutputResult
+             << "'), which only an eval step (mode=eval) returns";
+  }
   auto resultsWith = [&](StringLiteral role) {
     unsigned count = 0;
     for (unsigned i = 0; i < step.getNumResults(); ++i)

@@ -83,6 +83,9 @@ private:
   void bindArguments();
   /// The forward and backward of every micro-batch; returns the mean loss.
   FailureOr<Value> emitMicroBatches();
+  /// Records this micro-batch's outputs the root forward names (after the
+  /// loss), in the dtypes it declares.
+  void collectNamedOutputs(ArrayRef<Value> outputs);
   /// The gradient of every trainable parameter, for the update.
   SmallVector<Value> finalGradients();
   /// The optimizer updates and the step's results.
@@ -145,6 +148,13 @@ private:
   SmallVector<Operation *> entryCasts;
   /// Dropout sites inlined so far (each gets its own mask).
   uint64_t dropoutSites = 0;
+  /// An eval step's named outputs of the root forward, per micro-batch.
+  struct NamedOutput {
+    StringAttr name;
+    int64_t microBatch;
+    Value value;
+  };
+  SmallVector<NamedOutput> namedOutputs;
 };
 
 void TrainStepBuilder::tag(Operation *op, StringRef unit, Phase phase) {
@@ -458,6 +468,8 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
     if (failed(outputs))
       return failure();
     Value loss = outputs->front();
+    if (eval)
+      collectNamedOutputs(*outputs);
     auto lossType = cast<RankedTensorType>(loss.getType());
     Value seed = arith::ConstantOp::create(
         builder, loc,
@@ -514,6 +526,19 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
   return castTo(meanLoss, declared, "");
 }
 
+void TrainStepBuilder::collectNamedOutputs(ArrayRef<Value> outputs) {
+  ForwardOp forward = model.getRoot().getForward();
+  auto ret = cast<ReturnOp>(forward.getBody().front().getTerminator());
+  std::optional<ArrayAttr> names = ret.getNames();
+  if (!names)
+    return;
+  ArrayRef<Type> declared = forward.getFunctionType().getResults();
+  for (size_t i = 1; i < outputs.size(); ++i)
+    namedOutputs.push_back(
+        {cast<StringAttr>((*names)[i]), microBatch,
+         castTo(outputs[i], getElementTypeOrSelf(declared[i]), "")});
+}
+
 SmallVector<Value> TrainStepBuilder::finalGradients() {
   auto policy = model->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
   bool keepLowPrecisionGrads =
@@ -556,6 +581,13 @@ void TrainStepBuilder::emitUpdatesAndReturn(Value loss, Value gradNorm,
     addResult(gradNorm, kGradNormResult, builder.getUnitAttr());
   if (foundInf)
     addResult(foundInf, kFoundInfResult, builder.getUnitAttr());
+  for (const NamedOutput &output : namedOutputs) {
+    addResult(output.value, kOutputResult, output.name);
+    resultDicts.back() = builder.getDictionaryAttr(
+        {builder.getNamedAttr(kOutputResult, output.name),
+         builder.getNamedAttr(kMicroBatchAttr,
+                              builder.getI64IntegerAttr(output.microBatch))});
+  }
 
   // The optimizer update of every trainable parameter; then its state.
   SmallVector<std::pair<Value, std::string>> newStates;

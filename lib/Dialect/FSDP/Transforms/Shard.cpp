@@ -541,7 +541,7 @@ LogicalResult StepSharder::run() {
     tagOp(next.getDefiningOp(), "", kOptimizer);
   }
 
-  // Results: loss, [norm], shards, states, step count, buffers.
+  // Results: loss, [norm], shards, states, step count, buffers and outputs.
   auto oldReturn = cast<func::ReturnOp>(step.getBody().front().back());
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
@@ -565,7 +565,7 @@ LogicalResult StepSharder::run() {
     add(next, builder.getDictionaryAttr(
                   builder.getNamedAttr(kStepCountArg, builder.getUnitAttr())));
   for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (step.getResultAttr(r, kBufferArg))
+    if (step.getResultAttr(r, kBufferArg) || step.getResultAttr(r, kOutputResult))
       add(mapping.lookup(oldReturn.getOperand(r)), step.getResultAttrDict(r));
   func::ReturnOp::create(builder, loc, results);
   sharded.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));

@@ -40,6 +40,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::UnitAttr":$loss,
     "::mlir::UnitAttr":$grad_norm,
     "::mlir::UnitAttr":$found_inf,
+    "::mlir::StringAttr":$output,
     "::mlir::StringAttr":$flat_param,
     "::mlir::StringAttr":$flat_state,
     // What a flat parameter argument holds.

@@ -147,7 +147,19 @@ def FSDP_ForwardOp : FSDP_Op<"forward", [HasParent<"NNModuleOp">,
 def FSDP_ReturnOp : FSDP_Op<"return", [Pure, HasParent<"ForwardOp">,
     ReturnLike, Terminator]> {
   let summary = "returns the outputs of a forward";
-  let arguments = (ins Variadic<AnyType>:$operands);
+  let description = [{
+    In the root module's forward the first output is the loss; `names`
+    (optional, one per output) names them, and an eval step (mode=eval)
+    returns the named outputs after the loss, e.g. the logits a sampler
+    reads:
+
+    ```mlir
+    fsdp.return {names = ["loss", "logits"]} %loss, %logits
+        : tensor<f32>, tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$operands,
+                       OptionalAttr<StrArrayAttr>:$names);
   let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
   let hasVerifier = 1;
 }

@@ -52,6 +52,10 @@ constexpr StringLiteral kGradNormResult =
 /// The loss scaler's found-inf flag (0 or 1, the same on every rank).
 constexpr StringLiteral kFoundInfResult =
     FSDPDialect::FoundInfAttrHelper::getNameStr();
+/// An eval step's result: one micro-batch's value of the root forward's
+/// output of this name (with kMicroBatchAttr), e.g. "logits".
+constexpr StringLiteral kOutputResult =
+    FSDPDialect::OutputAttrHelper::getNameStr();
 constexpr StringLiteral kFlatParamArg =
     FSDPDialect::FlatParamAttrHelper::getNameStr();
 constexpr StringLiteral kFlatStateArg =
