@@ -119,6 +119,22 @@ const std::vector<OptionSpec> &optionSpecs() {
          o.lossScaleGrowthInterval =
              parseInteger<int64_t>("loss-scale-growth-interval", v);
        }},
+      {"generate", "N",
+       "Sample N new tokens with an eval program returning \"logits\" "
+       "(causal LMs; recomputes the last T tokens, no KV cache)",
+       [](O &o, S v) { o.generate = parseInteger<int64_t>("generate", v); }},
+      {"prompt", "TEXT", "Generation's prompt as bytes (byte-level models)",
+       [](O &o, S v) { o.prompt = v; }},
+      {"prompt-ids", "I,J,..", "Generation's prompt as token ids",
+       [](O &o, S v) { o.promptIds = v; }},
+      {"temperature", "T", "Sampling temperature (default 1; 0: greedy)",
+       [](O &o, S v) { o.temperature = parseNumber("temperature", v); }},
+      {"top-k", "K", "Sample among the K most likely tokens (0: all)",
+       [](O &o, S v) { o.topK = parseInteger<int64_t>("top-k", v); }},
+      {"num-samples", "S", "Independent samples of the prompt (default 1)",
+       [](O &o, S v) {
+         o.numSamples = parseInteger<int64_t>("num-samples", v);
+       }},
       {"backend", "NAME", "cpu or cuda", [](O &o, S v) { o.backend = v; }},
       {"rank-threads", "N", "Compute threads per rank (0: cores / local ranks)",
        [](O &o, S v) { o.threads = parseInteger<int>("rank-threads", v); }},
@@ -197,6 +213,16 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
   if (o.lossScaleInit &&
       !(std::isfinite(*o.lossScaleInit) && *o.lossScaleInit > 0))
     throw UsageError("--loss-scale-init must be finite and > 0");
+  if (o.generate < 0 || o.numSamples < 1)
+    throw UsageError("--generate must be >= 0 and --num-samples >= 1");
+  if (o.prompt && o.promptIds)
+    throw UsageError("give the prompt as --prompt or --prompt-ids, not both");
+  if (!o.generate && (o.prompt || o.promptIds))
+    throw UsageError("--prompt and --prompt-ids need --generate N");
+  if (!(std::isfinite(o.temperature) && o.temperature >= 0))
+    throw UsageError("--temperature must be finite and >= 0");
+  if (o.topK < 0)
+    throw UsageError("--top-k must be >= 0");
   if (o.lossScaleGrowthInterval.value_or(1) < 1)
     throw UsageError("--loss-scale-growth-interval must be >= 1");
   return o;

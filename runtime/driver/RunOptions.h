@@ -37,6 +37,12 @@ struct RunOptions {
   // GradScaler settings that replace the program's.
   std::optional<double> lossScaleInit;
   std::optional<int64_t> lossScaleGrowthInterval;
+  // Generation (an eval program with "logits"): new tokens, prompt, sampler.
+  int64_t generate = 0;
+  std::optional<std::string> prompt, promptIds;
+  double temperature = 1.0;
+  int64_t topK = 0;
+  int64_t numSamples = 1;
   bool quiet = false;
   bool help = false;
 };

@@ -11,10 +11,11 @@
 
 #include "driver/Checkpoint.h"
 #include "driver/Data.h"
-#include "driver/Init.h"
+#include "driver/Generate.h"
 #include "driver/Launcher.h"
 #include "driver/LossScaler.h"
 #include "driver/Metrics.h"
+#include "driver/RankRuntime.h"
 #include "driver/Trace.h"
 #include "fsdp/rt/Comm.h"
 #include "fsdp/rt/fsdprt.h"
@@ -22,36 +23,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 namespace fsdp {
 namespace driver {
 namespace {
 
-/// Throws with fsdprt_last_error() when a runtime call failed.
 /// Below f16's smallest subnormal a scale can no longer make any gradient
 /// finite.
 constexpr double kMinLossScale = 0x1p-24;
-
-void check(int32_t status, const char *what) {
-  if (status != FSDPRT_OK)
-    throw std::runtime_error(std::string(what) + ": " + fsdprt_last_error());
-}
-
-struct Runtime {
-  int64_t ctx = 0, world = 0, shard = 0, replicate = 0, persistent = 0;
-  int64_t streams[3] = {0, 0, 0};
-  ~Runtime() {
-    if (ctx)
-      fsdprt_context_destroy(ctx);
-  }
-};
 
 void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
   if (worldSize != p.worldSize)
@@ -62,13 +47,12 @@ void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
         std::to_string(p.worldSize) + " ranks");
   int64_t global = p.batchPerRank() * p.worldSize * p.microBatches;
   if (o.batchSize && o.batchSize != global)
-    throw std::runtime_error(
-        "--batch-size " + std::to_string(o.batchSize) +
-        " contradicts the compiled program: " +
-        std::to_string(p.batchPerRank()) + " per rank x " +
-        std::to_string(p.worldSize) + " ranks x " +
-        std::to_string(p.microBatches) + " micro-batches = " +
-        std::to_string(global));
+    throw std::runtime_error("--batch-size " + std::to_string(o.batchSize) +
+                             " contradicts the compiled program: " +
+                             std::to_string(p.batchPerRank()) + " per rank x " +
+                             std::to_string(p.worldSize) + " ranks x " +
+                             std::to_string(p.microBatches) +
+                             " micro-batches = " + std::to_string(global));
   if (o.microBatches && o.microBatches != p.microBatches)
     throw std::runtime_error("--micro-batches " +
                              std::to_string(o.microBatches) +
@@ -78,9 +62,8 @@ void checkOptions(const RunOptions &o, const Program &p, int worldSize) {
     throw std::runtime_error(
         "--loss-scale-init and --loss-scale-growth-interval need a program "
         "compiled with loss-scale=dynamic");
-  if (p.mode == "eval" &&
-      (o.lrSchedule || o.warmupSteps || o.decaySteps || o.minLrRatio ||
-       !o.save.empty()))
+  if (p.mode == "eval" && (o.lrSchedule || o.warmupSteps || o.decaySteps ||
+                           o.minLrRatio || !o.save.empty()))
     throw std::runtime_error(
         "this is an eval program (compiled with mode=eval): it trains "
         "nothing, so --lr-schedule, --warmup-steps, --decay-steps, "
@@ -141,44 +124,6 @@ void saveLossScaler(const std::optional<LossScaler> &scaler, Metadata &meta) {
   meta["optimizer_steps"] = std::to_string(scaler->optimizerSteps());
 }
 
-int defaultThreads(const rt::LaunchInfo &launch) {
-  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, launch.localWorldSize));
-}
-
-void setUp(Runtime &rt, const RunOptions &o, const Program &p,
-           const rt::LaunchInfo &launch) {
-  // Room beyond the plan for checkpoint gathers and metric reductions
-  // between steps, when the planned transients are free anyway.
-  int64_t slack = 4096;
-  for (const auto &unit : p.units)
-    slack = std::max(slack, unit.paddedNumel * 4 + 4096);
-  int64_t capacity = std::max(p.arenaBytes, p.persistentBytes + slack);
-  check(fsdprt_context_create(o.backend.c_str(), launch.rank,
-                              launch.worldSize, capacity,
-                              o.threads ? o.threads : defaultThreads(launch),
-                              &rt.ctx),
-        "creating the runtime context");
-  check(fsdprt_comm_init_env(rt.ctx, o.backend == "cuda" ? "nccl" : "gloo",
-                             &rt.world),
-        "joining the job");
-  rt.shard = rt.world;
-  if (p.replicate > 1 && p.shard > 1)
-    check(fsdprt_comm_split_mesh(rt.ctx, rt.world, p.replicate, p.shard,
-                                 &rt.shard, &rt.replicate),
-          "creating the mesh's communicators");
-  else if (p.replicate > 1)
-    rt.replicate = rt.world;
-  static const char *names[] = {"compute", "all-gather", "reduce-scatter"};
-  for (int s = 0; s < 3; ++s) {
-    check(fsdprt_stream_create(rt.ctx, &rt.streams[s]), "creating a stream");
-    check(fsdprt_stream_set_name(rt.ctx, rt.streams[s], names[s]),
-          "naming a stream");
-  }
-  check(fsdprt_buffer_alloc_at(rt.ctx, 0, p.persistentBytes, &rt.persistent),
-        "allocating the persistent buffer");
-}
-
 /// A scalar all-reduced over the world (loss: average; peak: max).
 struct Reduced {
   float loss;
@@ -186,7 +131,7 @@ struct Reduced {
   float gradNorm = NAN; // when the step clips: the same on every rank
   float foundInf = 0;   // with loss scaling: the same on every rank
 };
-Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
+Reduced reduceMetrics(RankRuntime &rt, const Program &p, int64_t peak) {
   // Allocated between steps, when the plan's transients are free, so that it
   // never adds to the arena's high-water mark that is checked against the plan.
   int64_t scratch = 0;
@@ -222,18 +167,17 @@ Reduced reduceMetrics(Runtime &rt, const Program &p, int64_t peak) {
   return out;
 }
 
-void saveCheckpoint(Runtime &rt, const RunOptions &o, const Program &p,
+void saveCheckpoint(RankRuntime &rt, const RunOptions &o, const Program &p,
                     int rank, int64_t stepCount,
                     const std::optional<LossScaler> &scaler) {
   std::filesystem::create_directories(o.save);
   std::string path = o.save + "/step-" + std::to_string(stepCount);
-  Metadata meta{{"seed", std::to_string(o.seed)},
-                        {"data", o.data}};
+  Metadata meta{{"seed", std::to_string(o.seed)}, {"data", o.data}};
   saveLossScaler(scaler, meta);
   if (o.saveFormat == "full") {
     path += ".safetensors";
-    saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard,
-                     rank, stepCount, meta);
+    saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard, rank,
+             stepCount, meta);
   } else {
     saveSharded(path, p, rt.ctx, rt.persistent, rank, stepCount, meta);
   }
@@ -244,7 +188,7 @@ void saveCheckpoint(Runtime &rt, const RunOptions &o, const Program &p,
               << std::endl;
 }
 
-void writeTrace(Runtime &rt, const RunOptions &o, int rank, int worldSize) {
+void writeTrace(RankRuntime &rt, const RunOptions &o, int rank, int worldSize) {
   std::string part = o.trace + ".rank" + std::to_string(rank);
   check(fsdprt_trace_write(rt.ctx, part.c_str(), rank), "writing the trace");
   check(fsdprt_barrier(rt.ctx, rt.streams[0], rt.world), "barrier");
@@ -267,28 +211,13 @@ void train(const RunOptions &o, StepProgram &program,
   int rank = launch.rank;
   StepFn step = program.step();
 
-  Runtime rt;
-  setUp(rt, o, p, launch);
-  std::vector<uint8_t> image(p.persistentBytes, 0);
-  int64_t stepCount = 0;
-  Metadata loadedMeta;
-  if (!o.load.empty()) {
-    LoadResult loaded = load(o.load, p, rank, image);
-    stepCount = loaded.stepCount;
-    loadedMeta = loaded.metadata;
-    if (rank == 0 && !o.quiet)
-      std::cout << "loaded " << o.load << " (step " << stepCount << ")"
-                << std::endl;
-  } else {
-    initializeRank(p, o.seed, rank, image);
-  }
+  RankRuntime rt;
+  rt.setUp(o, p, launch);
+  LoadResult loaded = rt.initWeights(o, p, rank);
+  int64_t stepCount = loaded.stepCount;
   int64_t compute = rt.streams[0];
-  check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent, 0, image.data(),
-                              int64_t(image.size())),
-        "initialising the weights");
-  check(fsdprt_stream_synchronize(rt.ctx, compute), "initialising the weights");
 
-  std::optional<LossScaler> scaler = lossScaler(o, p, loadedMeta);
+  std::optional<LossScaler> scaler = lossScaler(o, p, loaded.metadata);
   DataSource data(o.data, p, o.seed);
   std::unique_ptr<MetricsWriter> metrics;
   if (rank == 0 && !o.metrics.empty())
@@ -327,14 +256,10 @@ void train(const RunOptions &o, StepProgram &program,
       optimizerSteps = scaler->optimizerSteps();
     }
     auto start = std::chrono::steady_clock::now();
-    check(step(rt.ctx, rt.persistent, rt.streams[0], rt.streams[1],
-               rt.streams[2], rt.shard, rt.replicate, optimizerSteps,
-               int64_t(o.seed), rank),
-          "step");
-    check(fsdprt_context_synchronize(rt.ctx), "step");
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    rt.runStep(step, optimizerSteps, o.seed, rank);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedAfter), "stats");
     int64_t peak = 0, extent = 0;
     check(fsdprt_arena_high_water(rt.ctx, &peak, &extent), "stats");
@@ -374,15 +299,14 @@ void train(const RunOptions &o, StepProgram &program,
           std::to_string(scaler->skippedSteps()) +
           " skipped steps: every step's gradients overflow, whatever the "
           "scale (the loss itself is probably inf or NaN); stopping");
-    if (!m.skipped &&
-        (!std::isfinite(m.loss) ||
-         (p.gradNormOffset >= 0 && !std::isfinite(m.gradNorm))))
+    if (!m.skipped && (!std::isfinite(m.loss) ||
+                       (p.gradNormOffset >= 0 && !std::isfinite(m.gradNorm))))
       throw std::runtime_error(
           "step " + std::to_string(m.step) + ": the " +
-          (std::isfinite(m.loss) ? "gradient norm is " +
-                                       std::to_string(m.gradNorm)
-                                 : "loss (averaged over the ranks) is " +
-                                       std::to_string(m.loss)) +
+          (std::isfinite(m.loss)
+               ? "gradient norm is " + std::to_string(m.gradNorm)
+               : "loss (averaged over the ranks) is " +
+                     std::to_string(m.loss)) +
           "; stopping: the weights would be NaN from here on (lower the "
           "learning rate, clip the gradients, or use bf16 or f32 instead of "
           "f16)");
@@ -398,8 +322,9 @@ void train(const RunOptions &o, StepProgram &program,
   if (!o.trace.empty())
     writeTrace(rt, o, rank, launch.worldSize);
   if (eval && rank == 0 && stepCount > firstStep)
-    std::cout << "eval: mean loss " << evalLossSum / double(stepCount - firstStep)
-              << " over " << stepCount - firstStep << " batches" << std::endl;
+    std::cout << "eval: mean loss "
+              << evalLossSum / double(stepCount - firstStep) << " over "
+              << stepCount - firstStep << " batches" << std::endl;
   if (rank == 0 && !o.quiet) {
     if (!o.metrics.empty())
       std::cout << "metrics: " << o.metrics << std::endl;
@@ -417,14 +342,17 @@ int runRank(const std::string &tool, const RunOptions &options,
   try {
     rt::LaunchInfo launch = rt::LaunchInfo::fromEnvironment();
     rank = launch.rank;
-    train(options, program, launch);
+    if (options.generate > 0)
+      generate(options, program, launch);
+    else
+      train(options, program, launch);
     return 0;
   } catch (const std::exception &e) {
     // One write per message: ranks failing together (a NaN loss stops all)
     // would otherwise interleave their pieces on the shared stderr.
-    std::string line = tool + ": " +
-                       (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "") +
-                       "error: " + e.what() + "\n";
+    std::string line =
+        tool + ": " + (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "") +
+        "error: " + e.what() + "\n";
     std::cerr.write(line.data(), std::streamsize(line.size()));
     std::cerr.flush();
     return 1;
@@ -458,9 +386,9 @@ int runMain(const std::string &tool, int argc, char **argv,
 
   bool launchedByUs = std::getenv("FSDP_RUN_LOCAL_RANKS") != nullptr;
   const char *rankEnv = std::getenv("RANK");
-  bool printReport = !options.quiet && !launchedByUs &&
-                     (options.nproc > 0 || !rankEnv ||
-                      std::string(rankEnv) == "0");
+  bool printReport =
+      !options.quiet && !launchedByUs &&
+      (options.nproc > 0 || !rankEnv || std::string(rankEnv) == "0");
   if (printReport)
     std::cout << p.report << std::flush;
 

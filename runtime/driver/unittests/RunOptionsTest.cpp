@@ -111,3 +111,29 @@ TEST(RunOptions, RanksGetTheCommandLineWithoutNproc) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(RunOptions, GenerationOptions) {
+  RunOptions o = parseRunOptions({"eval.mlir", "--generate", "50", "--prompt",
+                                  "ROMEO:", "--temperature", "0.8", "--top-k",
+                                  "40", "--num-samples=3"});
+  EXPECT_EQ(o.generate, 50);
+  EXPECT_EQ(o.prompt.value_or(""), "ROMEO:");
+  EXPECT_DOUBLE_EQ(o.temperature, 0.8);
+  EXPECT_EQ(o.topK, 40);
+  EXPECT_EQ(o.numSamples, 3);
+  EXPECT_EQ(usageError({"e.mlir", "--generate", "5", "--prompt", "a",
+                        "--prompt-ids", "1"}),
+            "give the prompt as --prompt or --prompt-ids, not both");
+  EXPECT_EQ(usageError({"e.mlir", "--prompt", "a"}),
+            "--prompt and --prompt-ids need --generate N");
+  EXPECT_EQ(usageError({"e.mlir", "--generate", "5", "--temperature", "-1"}),
+            "--temperature must be finite and >= 0");
+  EXPECT_EQ(usageError({"e.mlir", "--generate", "5", "--top-k", "-2"}),
+            "--top-k must be >= 0");
+  EXPECT_EQ(usageError({"e.mlir", "--generate", "5", "--num-samples", "0"}),
+            "--generate must be >= 0 and --num-samples >= 1");
+}
+
+} // namespace

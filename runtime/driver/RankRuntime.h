@@ -1,0 +1,47 @@
+//===- RankRuntime.h - One rank's runtime for a compiled program -*- C++ -*-===//
+//
+// What every runner mode (training, evaluation, generation) sets up before
+// calling the step: the context with the program's arena, the job's
+// communicators, the three streams, the persistent buffer at arena offset 0
+// holding the weights (initialised or loaded).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DRIVER_RANKRUNTIME_H
+#define FSDP_DRIVER_RANKRUNTIME_H
+
+#include "driver/Checkpoint.h"
+#include "driver/Program.h"
+#include "driver/RunOptions.h"
+#include "fsdp/rt/Comm.h"
+
+#include <cstdint>
+
+namespace fsdp {
+namespace driver {
+
+/// Throws with fsdprt_last_error() when a runtime call failed.
+void check(int32_t status, const char *what);
+
+struct RankRuntime {
+  int64_t ctx = 0, world = 0, shard = 0, replicate = 0, persistent = 0;
+  int64_t streams[3] = {0, 0, 0}; // compute, all-gather, reduce-scatter
+  RankRuntime() = default;
+  RankRuntime(const RankRuntime &) = delete;
+  RankRuntime &operator=(const RankRuntime &) = delete;
+  ~RankRuntime();
+
+  /// Creates the context, joins the job, names the streams and allocates
+  /// the persistent buffer, as program `p` describes them.
+  void setUp(const RunOptions &o, const Program &p,
+             const rt::LaunchInfo &launch);
+  /// Fills the persistent buffer: from --load when given (returning what the
+  /// checkpoint says), else with the seeded initialisation.
+  LoadResult initWeights(const RunOptions &o, const Program &p, int rank);
+  /// Calls the step on this rank's streams and waits for it.
+  void runStep(StepFn step, int64_t stepCount, uint64_t seed, int rank);
+};
+
+} // namespace driver
+} // namespace fsdp
+
+#endif // FSDP_DRIVER_RANKRUNTIME_H
