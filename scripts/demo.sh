@@ -5,7 +5,8 @@
 # CPU ranks on the first 90% of data/shakespeare.txt. Prints the pre-launch
 # report, a line per step, saves a checkpoint and says where the metrics and
 # trace are; then evaluates the checkpoint with the forward-only program
-# (mode=eval) on the held-out last 10% and on the training text.
+# (mode=eval) on the held-out last 10% and on the training text, and
+# samples a few lines from it (fsdp-run --generate).
 #   STEPS=300 scripts/demo.sh   (default 800 steps: ~1.5 minutes of training
 #                                 on 2 cores, after the build)
 set -euo pipefail
@@ -53,3 +54,8 @@ for split in train val; do
     --data "$OUT/$split.txt" --seed 1 --quiet \
     --load "$OUT/checkpoints/step-$STEPS.safetensors"
 done
+
+echo "a sample from step $STEPS (temperature 0.8, top-k 40, seed 1):"
+"$BUILD/bin/fsdp-run" "$OUT/char_gpt.eval.mlir" --nproc 2 --quiet \
+  --load "$OUT/checkpoints/step-$STEPS.safetensors" \
+  --generate 300 --prompt "ROMEO:" --temperature 0.8 --top-k 40 --seed 1

@@ -354,13 +354,22 @@ class RunResult:
     command: str = ""
 
 
+_GENERATION_OPTIONS = ("generate", "prompt", "prompt_ids", "temperature",
+                       "top_k", "num_samples")
+
+
 def run_command(program, *, nproc=None, steps=10, data="synthetic",
                 seed=None, batch_size=None, micro_batches=None, load=None,
                 save=None, save_every=None, save_format=None, metrics=None,
                 trace=None, backend="cpu", quiet=True, lr_schedule=None,
                 warmup_steps=None, decay_steps=None, min_lr_ratio=None,
-                fsdp_run=None) -> list[str]:
-    """The fsdp-run argv for these options (README.md lists them)."""
+                fsdp_run=None, **generation) -> list[str]:
+    """The fsdp-run argv for these options (README.md lists them).
+    `generation` takes the sampler's options (generate, prompt, prompt_ids,
+    temperature, top_k, num_samples)."""
+    unknown = set(generation) - set(_GENERATION_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown fsdp-run options {sorted(unknown)}")
     argv = [str(fsdp_run or find_tool("fsdp-run")), str(program)]
     for flag, value in (("--nproc", nproc), ("--steps", steps),
                         ("--data", data), ("--seed", seed),
@@ -374,7 +383,10 @@ def run_command(program, *, nproc=None, steps=10, data="synthetic",
                         ("--lr-schedule", lr_schedule),
                         ("--warmup-steps", warmup_steps),
                         ("--decay-steps", decay_steps),
-                        ("--min-lr-ratio", min_lr_ratio)):
+                        ("--min-lr-ratio", min_lr_ratio),
+                        *((f"--{key.replace('_', '-')}", generation[key])
+                          for key in _GENERATION_OPTIONS
+                          if key in generation)):
         if value is not None:
             argv += [flag, str(value)]
     if quiet:
@@ -407,8 +419,11 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
         save_every=None, save_format=None, metrics=None, trace=None,
         backend="cpu", env=None, quiet=True, timeout=None, lr_schedule=None,
         warmup_steps=None, decay_steps=None,
-        min_lr_ratio=None) -> RunResult:
+        min_lr_ratio=None, **generation) -> RunResult:
     """Train the lowered `program` with fsdp-run and return a RunResult.
+    With `generate=N` (and the sampler's options, see run_command) an eval
+    program samples N tokens instead; the metrics rows are then the
+    samples: {"sample", "prompt", "tokens"}.
 
     `metrics=None` writes the metrics to a temporary file (removed after it
     was read; kept when the run fails, for the reproduce command). `env` adds variables to the environment; with `nproc` the
@@ -430,7 +445,7 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
                        metrics=metrics_path, trace=trace, backend=backend,
                        quiet=quiet, lr_schedule=lr_schedule,
                        warmup_steps=warmup_steps, decay_steps=decay_steps,
-                       min_lr_ratio=min_lr_ratio)
+                       min_lr_ratio=min_lr_ratio, **generation)
     env = {str(k): str(v) for k, v in (env or {}).items()}
     full_env = dict(os.environ)
     if nproc is not None:

@@ -150,3 +150,87 @@ def test_batch_norm_uses_running_statistics(tmp_path):
                                   torch.from_numpy(tgt)).item()
     assert math.isclose(ours, want, rel_tol=LOSS_RTOL), (ours, want)
     assert not math.isclose(ours, training_mode, rel_tol=1e-3)
+
+
+# -- generation (fsdp-run --generate) -------------------------------------
+PROMPT = [5, 17, 3]
+NEW_TOKENS = 20  # 3 + 20 > the context of 16: the window slides
+
+
+def torch_greedy(state, prompt, new_tokens, window=16):
+    """torch: greedy decoding, the logits of the last `window` tokens."""
+    model = GPT()
+    model.load_state_dict({k: torch.from_numpy(v.copy())
+                           for k, v in state.items()
+                           if not k.startswith("optim.")})
+    model.eval()
+    tr, ctx = model.transformer, list(prompt)
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            idx = torch.tensor([ctx[-window:]])
+            x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1]))
+            for block in tr.h:
+                x = block(x)
+            logits = torch.nn.functional.linear(tr.ln_f(x), tr.wte.weight)
+            ctx.append(int(logits[0, -1].argmax()))
+    return ctx[len(prompt):]
+
+
+def generate(work, model, ckpt, ranks, **options):
+    prog = driver.compile(model, work / f"gen-{ranks}.mlir", world_size=ranks,
+                          wrap_kinds=["Block"], mode="eval")
+    result = driver.run(prog, nproc=ranks, load=ckpt, seed=SEED,
+                        prompt_ids=",".join(map(str, PROMPT)),
+                        timeout=120, **options)
+    return result, [row["tokens"] for row in result.metrics]
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_greedy_generation_matches_torch(trained, ranks):
+    work, model, ckpt, *_ = trained
+    result, samples = generate(work, model, ckpt, ranks,
+                               generate=NEW_TOKENS, temperature=0)
+    want = torch_greedy(st_numpy.load_file(str(ckpt)), PROMPT, NEW_TOKENS)
+    assert samples == [want]
+    assert result.stdout.startswith("sample 1/1:\n5 17 3 ")
+
+
+def test_sampling_does_not_depend_on_the_world_size(trained):
+    work, model, ckpt, *_ = trained
+    options = dict(generate=NEW_TOKENS, temperature=0.9, top_k=10,
+                   num_samples=2)
+    _, one = generate(work, model, ckpt, 1, **options)
+    _, two = generate(work, model, ckpt, 2, **options)
+    assert one == two
+    assert one[0] != one[1]  # each sample draws its own tokens
+    assert all(len(s) == NEW_TOKENS and all(0 <= t < 64 for t in s)
+               for s in one)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("training program", "this is a training program; compile the model "
+                         "with mode=eval"),
+    ("id outside the vocabulary", "token 1 of the prompt ids is 64, outside "
+                                  "the model's vocabulary of 64 tokens"),
+    ("too many samples", "--num-samples 5 is more than the 4 rows the "
+                         "program takes per rank"),
+    ("no logits", 'the program returns no "logits"'),
+])
+def test_generation_errors(trained, case, message):
+    work, model, ckpt, *_ = trained
+    mode, prompt, samples = "eval", "5,64", 1
+    if case == "training program":
+        mode = "train"
+    if case != "id outside the vocabulary":
+        prompt = "5,6"
+    if case == "too many samples":
+        samples = 5
+    if case == "no logits":
+        model = models.build("mlp")
+        ckpt = None
+    prog = driver.compile(model, work / "gen-error.mlir", world_size=1,
+                          mode=mode)
+    with pytest.raises(driver.RunError) as e:
+        driver.run(prog, nproc=1, load=ckpt, generate=3, prompt_ids=prompt,
+                   num_samples=samples, timeout=120)
+    assert message in e.value.stderr
