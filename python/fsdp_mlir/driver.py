@@ -354,8 +354,9 @@ class RunResult:
     command: str = ""
 
 
-_GENERATION_OPTIONS = ("generate", "prompt", "prompt_ids", "temperature",
-                       "top_k", "num_samples")
+_EVAL_AND_GENERATION_OPTIONS = ("eval_program", "eval_every", "eval_data",
+                       "eval_batches", "generate", "prompt", "prompt_ids",
+                       "temperature", "top_k", "num_samples")
 
 
 def run_command(program, *, nproc=None, steps=10, data="synthetic",
@@ -363,11 +364,12 @@ def run_command(program, *, nproc=None, steps=10, data="synthetic",
                 save=None, save_every=None, save_format=None, metrics=None,
                 trace=None, backend="cpu", quiet=True, lr_schedule=None,
                 warmup_steps=None, decay_steps=None, min_lr_ratio=None,
-                fsdp_run=None, **generation) -> list[str]:
+                fsdp_run=None, **eval_and_generation) -> list[str]:
     """The fsdp-run argv for these options (README.md lists them).
-    `generation` takes the sampler's options (generate, prompt, prompt_ids,
-    temperature, top_k, num_samples)."""
-    unknown = set(generation) - set(_GENERATION_OPTIONS)
+    `eval_and_generation` takes the evaluation's options (eval_program, eval_every,
+    eval_data, eval_batches) and the sampler's (generate, prompt,
+    prompt_ids, temperature, top_k, num_samples)."""
+    unknown = set(eval_and_generation) - set(_EVAL_AND_GENERATION_OPTIONS)
     if unknown:
         raise TypeError(f"unknown fsdp-run options {sorted(unknown)}")
     argv = [str(fsdp_run or find_tool("fsdp-run")), str(program)]
@@ -384,9 +386,9 @@ def run_command(program, *, nproc=None, steps=10, data="synthetic",
                         ("--warmup-steps", warmup_steps),
                         ("--decay-steps", decay_steps),
                         ("--min-lr-ratio", min_lr_ratio),
-                        *((f"--{key.replace('_', '-')}", generation[key])
-                          for key in _GENERATION_OPTIONS
-                          if key in generation)):
+                        *((f"--{key.replace('_', '-')}", eval_and_generation[key])
+                          for key in _EVAL_AND_GENERATION_OPTIONS
+                          if key in eval_and_generation)):
         if value is not None:
             argv += [flag, str(value)]
     if quiet:
@@ -419,7 +421,7 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
         save_every=None, save_format=None, metrics=None, trace=None,
         backend="cpu", env=None, quiet=True, timeout=None, lr_schedule=None,
         warmup_steps=None, decay_steps=None,
-        min_lr_ratio=None, **generation) -> RunResult:
+        min_lr_ratio=None, **eval_and_generation) -> RunResult:
     """Train the lowered `program` with fsdp-run and return a RunResult.
     With `generate=N` (and the sampler's options, see run_command) an eval
     program samples N tokens instead; the metrics rows are then the
@@ -445,7 +447,7 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
                        metrics=metrics_path, trace=trace, backend=backend,
                        quiet=quiet, lr_schedule=lr_schedule,
                        warmup_steps=warmup_steps, decay_steps=decay_steps,
-                       min_lr_ratio=min_lr_ratio, **generation)
+                       min_lr_ratio=min_lr_ratio, **eval_and_generation)
     env = {str(k): str(v) for k, v in (env or {}).items()}
     full_env = dict(os.environ)
     if nproc is not None:

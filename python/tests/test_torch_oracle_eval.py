@@ -234,3 +234,78 @@ def test_generation_errors(trained, case, message):
         driver.run(prog, nproc=1, load=ckpt, generate=3, prompt_ids=prompt,
                    num_samples=samples, timeout=120)
     assert message in e.value.stderr
+
+
+# -- evaluation beside training (--eval-program / --eval-every) -----------
+def test_eval_every_equals_evaluating_the_checkpoints(trained):
+    """GPT-2 (dropout 0.1) trained 4 steps on 2 ranks, evaluated every 2
+    steps in the same job: the validation losses equal the eval program's
+    on the saved checkpoints and torch's no_grad loss, and training is
+    bit-identical to the run without evaluation."""
+    work, model, _, held_out, val = trained
+    train = driver.compile(model, work / "train-ee.mlir",
+                           world_size=TRAIN_RANKS, wrap_kinds=["Block"],
+                           optimizer="adamw", lr=3e-3)
+    evaluator = driver.compile(model, work / "eval-ee.mlir",
+                               world_size=TRAIN_RANKS, wrap_kinds=["Block"],
+                               mode="eval")
+    common = dict(nproc=TRAIN_RANKS, steps=4, seed=SEED,
+                  data=work / "train.safetensors", timeout=120)
+    plain = driver.run(train, **common)
+    both = driver.run(train, save=work / "ckpt-ee", save_every=2,
+                      eval_program=evaluator, eval_every=2,
+                      eval_data=held_out, eval_batches=EVAL_BATCHES, **common)
+    assert [m["loss"] for m in both.metrics] == \
+        [m["loss"] for m in plain.metrics]
+    val_losses = {m["step"]: m["val_loss"] for m in both.metrics
+                  if "val_loss" in m}
+    assert sorted(val_losses) == [2, 4]
+    for step, ours in val_losses.items():
+        ckpt = work / "ckpt-ee" / f"step-{step}.safetensors"
+        alone = driver.run(evaluator, nproc=TRAIN_RANKS, steps=EVAL_BATCHES,
+                           data=held_out, load=ckpt, timeout=120).metrics
+        assert math.isclose(ours, sum(m["loss"] for m in alone) / len(alone),
+                            rel_tol=1e-6)
+        ref = torch_eval_losses(st_numpy.load_file(str(ckpt)), val,
+                                BATCH * TRAIN_RANKS)
+        assert math.isclose(ours, sum(ref) / len(ref), rel_tol=LOSS_RTOL)
+    # The progress line shows it.
+    verbose = driver.run(train, quiet=False, eval_program=evaluator,
+                         eval_every=4, eval_data=held_out, eval_batches=1,
+                         **common)
+    progress = [line for line in verbose.stdout.splitlines()
+                if line.startswith("step ")]
+    assert ["val loss" in line for line in progress] == [False] * 3 + [True]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("eval program trained", "the program to train is an eval program"),
+    ("training program evaluated", "--eval-program: it is a training "
+                                   "program; compile the model with "
+                                   "mode=eval"),
+    ("another model", "--eval-program: it evaluates model 'mlp', the run "
+                      "trains 'gpt2'"),
+    ("another mesh", "--eval-program: it was compiled for a mesh of 1 x 1 "
+                     "ranks, the training program for 1 x 2"),
+])
+def test_eval_program_mismatches(trained, case, message):
+    work, model, _, held_out, _ = trained
+    train = driver.compile(model, work / "mm-train.mlir", world_size=2,
+                           wrap_kinds=["Block"])
+    evaluator = driver.compile(model, work / "mm-eval.mlir", world_size=2,
+                               wrap_kinds=["Block"], mode="eval")
+    if case == "eval program trained":
+        train = evaluator
+    elif case == "training program evaluated":
+        evaluator = train
+    elif case == "another model":
+        evaluator = driver.compile(models.build("mlp"), work / "mm-mlp.mlir",
+                                   world_size=2, mode="eval")
+    else:
+        evaluator = driver.compile(model, work / "mm-eval1.mlir",
+                                   world_size=1, mode="eval")
+    with pytest.raises(driver.RunError) as e:
+        driver.run(train, nproc=2, steps=1, data=work / "train.safetensors",
+                   eval_program=evaluator, eval_every=1, eval_data=held_out,
+                   timeout=120)
+    assert message in e.value.stderr

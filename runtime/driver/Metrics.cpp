@@ -39,6 +39,8 @@ std::string metricsJson(const StepMetrics &m) {
     j["skipped"] = m.skipped;
     j["skipped_steps"] = m.skippedSteps;
   }
+  if (!std::isnan(m.valLoss))
+    j["val_loss"] = number(m.valLoss);
   return j.dump();
 }
 
@@ -97,6 +99,10 @@ std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps) {
     std::snprintf(buf, sizeof(buf), "  scale %.2e (skipped %lld)%s",
                   m.lossScale, static_cast<long long>(m.skippedSteps),
                   m.skipped ? " skipped this step" : "");
+    line += buf;
+  }
+  if (!std::isnan(m.valLoss)) {
+    std::snprintf(buf, sizeof(buf), "  val loss %.4f", m.valLoss);
     line += buf;
   }
   return line;

@@ -30,12 +30,16 @@ struct StepMetrics {
   double lossScale = std::numeric_limits<double>::quiet_NaN();
   bool skipped = false;
   int64_t skippedSteps = 0;
+  // --eval-every: the mean loss of the eval program on --eval-data after
+  // this step (NaN: not evaluated at this step).
+  double valLoss = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The JSON object of one step, on one line without the newline. Keys:
 /// step, loss, step_time_s, tokens_per_s, peak_bytes, comm_exposed_s, then
 /// lr and grad_norm unless they are NaN, and with a loss scaler loss_scale,
-/// skipped (this step) and skipped_steps (so far). A non-finite loss (a diverged run) is
+/// skipped (this step) and skipped_steps (so far), and val_loss after an
+/// evaluation. A non-finite loss (a diverged run) is
 /// written as null: JSON has no NaN or infinity.
 std::string metricsJson(const StepMetrics &m);
 
@@ -60,7 +64,8 @@ std::string formatBytes(int64_t bytes);
 /// "step    3/100  loss 3.4512  2.31e+04 tok/s  step 0.089 s  peak 1.25 MiB
 ///  exposed comm 0.004 s" (one line), with "  lr 3.00e-04" and
 /// "  grad norm 0.8123" appended when present, and with a loss scaler
-/// "  scale 6.55e+04 (skipped 1)" (" skipped this step" when it was).
+/// "  scale 6.55e+04 (skipped 1)" (" skipped this step" when it was), and
+/// "  val loss 2.3456" after an evaluation.
 std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps);
 
 } // namespace driver

@@ -34,13 +34,14 @@ RankRuntime::~RankRuntime() {
 }
 
 void RankRuntime::setUp(const RunOptions &o, const Program &p,
-                        const rt::LaunchInfo &launch) {
+                        const rt::LaunchInfo &launch, int64_t minArenaBytes) {
   // Room beyond the plan for checkpoint gathers and metric reductions
   // between steps, when the planned transients are free anyway.
   int64_t slack = 4096;
   for (const auto &unit : p.units)
     slack = std::max(slack, unit.paddedNumel * 4 + 4096);
-  int64_t capacity = std::max(p.arenaBytes, p.persistentBytes + slack);
+  int64_t capacity =
+      std::max({p.arenaBytes, p.persistentBytes + slack, minArenaBytes});
   check(fsdprt_context_create(
             o.backend.c_str(), launch.rank, launch.worldSize, capacity,
             o.threads ? o.threads : defaultThreads(launch), &ctx),
@@ -83,9 +84,9 @@ LoadResult RankRuntime::initWeights(const RunOptions &o, const Program &p,
   return loaded;
 }
 
-void RankRuntime::runStep(StepFn step, int64_t stepCount, uint64_t seed,
-                          int rank) {
-  check(step(ctx, persistent, streams[0], streams[1], streams[2], shard,
+void RankRuntime::runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
+                          uint64_t seed, int rank) {
+  check(step(ctx, persistentBuf, streams[0], streams[1], streams[2], shard,
              replicate, stepCount, int64_t(seed), rank),
         "step");
   check(fsdprt_context_synchronize(ctx), "step");

@@ -30,15 +30,18 @@ struct RankRuntime {
   RankRuntime &operator=(const RankRuntime &) = delete;
   ~RankRuntime();
 
-  /// Creates the context, joins the job, names the streams and allocates
-  /// the persistent buffer, as program `p` describes them.
+  /// Creates the context (an arena of at least `minArenaBytes`), joins the
+  /// job, names the streams and allocates the persistent buffer, as program
+  /// `p` describes them.
   void setUp(const RunOptions &o, const Program &p,
-             const rt::LaunchInfo &launch);
+             const rt::LaunchInfo &launch, int64_t minArenaBytes = 0);
   /// Fills the persistent buffer: from --load when given (returning what the
   /// checkpoint says), else with the seeded initialisation.
   LoadResult initWeights(const RunOptions &o, const Program &p, int rank);
-  /// Calls the step on this rank's streams and waits for it.
-  void runStep(StepFn step, int64_t stepCount, uint64_t seed, int rank);
+  /// Calls the step on this rank's streams with its persistent buffer
+  /// `persistentBuf` and waits for it.
+  void runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
+               uint64_t seed, int rank);
 };
 
 } // namespace driver

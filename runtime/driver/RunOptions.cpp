@@ -119,6 +119,20 @@ const std::vector<OptionSpec> &optionSpecs() {
          o.lossScaleGrowthInterval =
              parseInteger<int64_t>("loss-scale-growth-interval", v);
        }},
+      {"eval-program", "EVAL",
+       "An eval program (mode=eval) of the same model and mesh, run beside "
+       "training on the same sharded weights",
+       [](O &o, S v) { o.evalProgram = v; }},
+      {"eval-every", "K", "Evaluate after every K steps and the last one",
+       [](O &o, S v) { o.evalEvery = parseInteger<int64_t>("eval-every", v); }},
+      {"eval-data", "SOURCE", "The evaluation's data (as --data)",
+       [](O &o, S v) { o.evalData = v; }},
+      {"eval-batches", "N",
+       "Batches per evaluation, from the data's start "
+       "(default 10)",
+       [](O &o, S v) {
+         o.evalBatches = parseInteger<int64_t>("eval-batches", v);
+       }},
       {"generate", "N",
        "Sample N new tokens with an eval program returning \"logits\" "
        "(causal LMs; recomputes the last T tokens, no KV cache)",
@@ -154,8 +168,8 @@ const OptionSpec *findSpec(const std::string &name) {
 }
 
 /// "--name", "--name=value", "-name" → name and value ("" if none).
-bool splitOption(const std::string &arg, std::string &name,
-                 std::string &value, bool &hasValue) {
+bool splitOption(const std::string &arg, std::string &name, std::string &value,
+                 bool &hasValue) {
   if (arg.size() < 2 || arg[0] != '-' || arg == "--")
     return false;
   std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
@@ -202,8 +216,8 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
     throw UsageError("--backend must be cpu or cuda, not '" + o.backend + "'");
   if (o.nproc < 0)
     throw UsageError("--nproc must be positive");
-  if (o.lrSchedule && *o.lrSchedule != "constant" && *o.lrSchedule != "cosine" &&
-      *o.lrSchedule != "linear")
+  if (o.lrSchedule && *o.lrSchedule != "constant" &&
+      *o.lrSchedule != "cosine" && *o.lrSchedule != "linear")
     throw UsageError("--lr-schedule must be constant, cosine or linear, not '" +
                      *o.lrSchedule + "'");
   if (o.warmupSteps.value_or(0) < 0 || o.decaySteps.value_or(0) < 0)
@@ -213,6 +227,16 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
   if (o.lossScaleInit &&
       !(std::isfinite(*o.lossScaleInit) && *o.lossScaleInit > 0))
     throw UsageError("--loss-scale-init must be finite and > 0");
+  if (o.evalEvery < 0 || o.evalBatches < 1)
+    throw UsageError("--eval-every must be >= 0 and --eval-batches >= 1");
+  bool anyEval =
+      !o.evalProgram.empty() || o.evalEvery > 0 || !o.evalData.empty();
+  if (anyEval &&
+      (o.evalProgram.empty() || o.evalEvery == 0 || o.evalData.empty()))
+    throw UsageError("evaluating while training needs --eval-program EVAL, "
+                     "--eval-every K and --eval-data SOURCE together");
+  if (!o.evalProgram.empty() && o.generate)
+    throw UsageError("--eval-program is for training runs, not --generate");
   if (o.generate < 0 || o.numSamples < 1)
     throw UsageError("--generate must be >= 0 and --num-samples >= 1");
   if (o.prompt && o.promptIds)

@@ -37,6 +37,10 @@ struct RunOptions {
   // GradScaler settings that replace the program's.
   std::optional<double> lossScaleInit;
   std::optional<int64_t> lossScaleGrowthInterval;
+  // Evaluation beside training: an eval program of the same model and mesh
+  // run on --eval-batches batches of --eval-data every --eval-every steps.
+  std::string evalProgram, evalData;
+  int64_t evalEvery = 0, evalBatches = 10;
   // Generation (an eval program with "logits"): new tokens, prompt, sampler.
   int64_t generate = 0;
   std::optional<std::string> prompt, promptIds;

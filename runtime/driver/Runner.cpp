@@ -11,6 +11,7 @@
 
 #include "driver/Checkpoint.h"
 #include "driver/Data.h"
+#include "driver/Evaluator.h"
 #include "driver/Generate.h"
 #include "driver/Launcher.h"
 #include "driver/LossScaler.h"
@@ -203,16 +204,19 @@ void writeTrace(RankRuntime &rt, const RunOptions &o, int rank, int worldSize) {
     std::remove(f.c_str());
 }
 
-void train(const RunOptions &o, StepProgram &program,
+void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
            const rt::LaunchInfo &launch) {
   const Program &p = program.program();
   checkOptions(o, p, launch.worldSize);
   LrSchedule schedule = lrSchedule(o, p);
   int rank = launch.rank;
   StepFn step = program.step();
+  std::optional<Evaluator> evaluator;
+  if (evalProgram)
+    evaluator.emplace(o, p, *evalProgram);
 
   RankRuntime rt;
-  rt.setUp(o, p, launch);
+  rt.setUp(o, p, launch, evaluator ? evaluator->arenaBytes() : 0);
   LoadResult loaded = rt.initWeights(o, p, rank);
   int64_t stepCount = loaded.stepCount;
   int64_t compute = rt.streams[0];
@@ -256,7 +260,7 @@ void train(const RunOptions &o, StepProgram &program,
       optimizerSteps = scaler->optimizerSteps();
     }
     auto start = std::chrono::steady_clock::now();
-    rt.runStep(step, optimizerSteps, o.seed, rank);
+    rt.runStep(step, rt.persistent, optimizerSteps, o.seed, rank);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -282,6 +286,9 @@ void train(const RunOptions &o, StepProgram &program,
       scaler->update(m.skipped);
       m.skippedSteps = scaler->skippedSteps();
     }
+    bool last = stepCount + 1 == o.steps;
+    if (evaluator && (last || (stepCount + 1) % o.evalEvery == 0))
+      m.valLoss = evaluator->evaluate(rt, rank, launch.worldSize);
     if (rank == 0) {
       if (!o.quiet)
         std::cout << formatProgressLine(m, o.steps) << std::endl;
@@ -310,7 +317,6 @@ void train(const RunOptions &o, StepProgram &program,
           "; stopping: the weights would be NaN from here on (lower the "
           "learning rate, clip the gradients, or use bf16 or f32 instead of "
           "f16)");
-    bool last = stepCount + 1 == o.steps;
     if (!o.save.empty() &&
         (last || (o.saveEvery > 0 && (stepCount + 1) % o.saveEvery == 0)))
       saveCheckpoint(rt, o, p, rank, stepCount + 1, scaler);
@@ -337,7 +343,7 @@ void train(const RunOptions &o, StepProgram &program,
 
 /// One rank of the job its environment describes.
 int runRank(const std::string &tool, const RunOptions &options,
-            StepProgram &program) {
+            StepProgram &program, StepProgram *evalProgram) {
   int rank = -1;
   try {
     rt::LaunchInfo launch = rt::LaunchInfo::fromEnvironment();
@@ -345,7 +351,7 @@ int runRank(const std::string &tool, const RunOptions &options,
     if (options.generate > 0)
       generate(options, program, launch);
     else
-      train(options, program, launch);
+      train(options, program, evalProgram, launch);
     return 0;
   } catch (const std::exception &e) {
     // One write per message: ranks failing together (a NaN loss stops all)
@@ -365,7 +371,7 @@ int runMain(const std::string &tool, int argc, char **argv,
             const StepProgramLoader &load) {
   std::vector<std::string> args(argv + 1, argv + argc);
   RunOptions options;
-  std::unique_ptr<StepProgram> program;
+  std::unique_ptr<StepProgram> program, evalProgram;
   try {
     options = parseRunOptions(args);
     if (options.help) {
@@ -373,6 +379,11 @@ int runMain(const std::string &tool, int argc, char **argv,
       return 0;
     }
     program = load(options.input);
+    if (program && !options.evalProgram.empty()) {
+      evalProgram = load(options.evalProgram);
+      if (!evalProgram)
+        return 1; // the loader printed why
+    }
   } catch (const UsageError &e) {
     std::cerr << tool << ": error: " << e.what() << std::endl;
     return 2;
@@ -409,7 +420,7 @@ int runMain(const std::string &tool, int argc, char **argv,
       return 1;
     }
   }
-  return runRank(tool, options, *program);
+  return runRank(tool, options, *program, evalProgram.get());
 }
 
 } // namespace driver

@@ -112,6 +112,14 @@ int64_t Arena::highWaterBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return highWaterBytes_;
 }
+void Arena::resetHighWater() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  highWaterBytes_ = inUse_;
+  highWaterExtent_ = 0;
+  for (const auto &[offset, range] : ranges_)
+    highWaterExtent_ = std::max(highWaterExtent_, offset + range.size);
+}
+
 int64_t Arena::highWaterExtent() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return highWaterExtent_;

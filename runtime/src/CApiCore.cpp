@@ -131,6 +131,14 @@ int32_t fsdprt_context_synchronize(int64_t ctx) {
   return guarded(__func__, [&] { getContext(ctx)->synchronizeAll(); });
 }
 
+int32_t fsdprt_arena_reset_high_water(int64_t ctx) {
+  return guarded(__func__, [&] { getContext(ctx)->arena().resetHighWater(); });
+}
+
+int32_t fsdprt_context_set_arena_base(int64_t ctx, int64_t base) {
+  return guarded(__func__, [&] { getContext(ctx)->setArenaBase(base); });
+}
+
 int32_t fsdprt_context_set_lr_factor(int64_t ctx, double factor) {
   return guarded(__func__, [&] {
     if (!std::isfinite(factor) || factor < 0)
@@ -250,7 +258,8 @@ int32_t fsdprt_add_integer(int64_t ctx, int64_t stream, int32_t dtype,
            dtypeName(dt));
     void *d = l.operand(dst, dst_off, nonNegative(numel, "numel"), dt, "dst");
     Backend &be = l.backend();
-    l.enqueue([&be, dt, d, numel, value] { be.addInteger(dt, d, numel, value); });
+    l.enqueue(
+        [&be, dt, d, numel, value] { be.addInteger(dt, d, numel, value); });
   });
 }
 

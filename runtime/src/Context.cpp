@@ -38,7 +38,19 @@ int64_t Context::allocate(int64_t bytes) {
   return buffers_.insert(std::make_shared<Buffer>(Buffer{offset, bytes}));
 }
 
+void Context::setArenaBase(int64_t base) {
+  if (base < 0 || base % Arena::kAlignment != 0)
+    fail(Status::InvalidArgument, "arena base ", base,
+         " is not a non-negative multiple of ", Arena::kAlignment);
+  std::lock_guard<std::mutex> lock(mutex_);
+  arenaBase_ = base;
+}
+
 int64_t Context::allocateAt(int64_t offset, int64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    offset += arenaBase_;
+  }
   arena_.allocateAt(offset, bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   return buffers_.insert(std::make_shared<Buffer>(Buffer{offset, bytes}));

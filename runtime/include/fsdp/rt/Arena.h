@@ -41,6 +41,8 @@ public:
   int64_t bytesInUse() const;
   int64_t highWaterBytes() const;
   int64_t highWaterExtent() const;
+  /// Both marks restart from the ranges live now.
+  void resetHighWater();
 
 private:
   struct Range {

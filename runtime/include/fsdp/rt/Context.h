@@ -48,6 +48,9 @@ public:
   /// The dynamic loss scale (fsdprt_context_set_loss_scale).
   double lossScale() const { return lossScale_; }
   void setLossScale(double scale) { lossScale_ = scale; }
+  /// Added to the offsets of allocateAt from now on: a second program's
+  /// planned buffers placed after the first's persistent bytes.
+  void setArenaBase(int64_t base);
   /// Per-stream operation records; its clock starts at context creation.
   TraceLog &trace() { return *trace_; }
 
@@ -82,6 +85,7 @@ private:
   const DelayConfig delays_;
   double lrFactor_ = 1.0;
   double lossScale_ = 1.0;
+  int64_t arenaBase_ = 0;
   // Before the streams, which register with it and keep it alive.
   const std::shared_ptr<TraceLog> trace_ = std::make_shared<TraceLog>();
   std::unique_ptr<Backend> backend_;

@@ -81,6 +81,12 @@ int32_t fsdprt_context_world_size(int64_t ctx, int32_t *out);
 int32_t fsdprt_arena_high_water(int64_t ctx, int64_t *out_bytes,
                                 int64_t *out_extent);
 int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
+/* Restarts both high-water marks from what is in use now. */
+int32_t fsdprt_arena_reset_high_water(int64_t ctx);
+/* Added to every fsdprt_buffer_alloc_at offset from now on (a multiple of */
+/* FSDPRT_ARENA_ALIGNMENT, default 0): runs a second compiled program, e.g. */
+/* an evaluation, in the arena after the first's persistent buffer. */
+int32_t fsdprt_context_set_arena_base(int64_t ctx, int64_t base);
 /* Waits for every stream; returns (and clears) the first stream error. */
 int32_t fsdprt_context_synchronize(int64_t ctx);
 /* The learning-rate schedule's factor for the optimizer calls issued from */
