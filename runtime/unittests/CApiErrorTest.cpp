@@ -203,6 +203,31 @@ TEST_P(CApiErrors, ArenaLimitsAndHighWaterMark) {
   EXPECT_EQ(static_cast<char *>(p1) - static_cast<char *>(p0), 1024);
 }
 
+TEST_P(CApiErrors, ArenaBasePlacesASecondProgramAndHighWaterRestarts) {
+  Device dev(GetParam(), 1, 4096);
+  int64_t first, second, third;
+  RT_OK(fsdprt_buffer_alloc_at(dev.ctx, 0, 1024, &first));
+  // A second program's offset 0 lands after the first's 1024 bytes.
+  RT_OK(fsdprt_context_set_arena_base(dev.ctx, 1024));
+  RT_OK(fsdprt_buffer_alloc_at(dev.ctx, 0, 2048, &second));
+  EXPECT_RT_ERROR(fsdprt_buffer_alloc_at(dev.ctx, 2048, 1088, &third),
+                  FSDPRT_ERR_OUT_OF_MEMORY, "exceeds the arena capacity");
+  int64_t peak, extent;
+  RT_OK(fsdprt_arena_high_water(dev.ctx, &peak, &extent));
+  EXPECT_EQ(extent, 1024 + 2048);
+  EXPECT_RT_ERROR(fsdprt_context_set_arena_base(dev.ctx, 100),
+                  FSDPRT_ERR_INVALID_ARGUMENT, "multiple of 64");
+  RT_OK(fsdprt_buffer_free(dev.ctx, dev.stream, second));
+  RT_OK(fsdprt_context_set_arena_base(dev.ctx, 0));
+  dev.sync();
+  RT_OK(fsdprt_arena_high_water(dev.ctx, &peak, &extent));
+  EXPECT_EQ(peak, 3072);
+  RT_OK(fsdprt_arena_reset_high_water(dev.ctx));
+  RT_OK(fsdprt_arena_high_water(dev.ctx, &peak, &extent));
+  EXPECT_EQ(peak, 1024); // what is live now: the first buffer
+  EXPECT_EQ(extent, 1024);
+}
+
 FSDPRT_INSTANTIATE_CONFORMANCE(CApiErrors);
 
 TEST(CHeader, CompilesAsC99AndRunsASequenceOfCalls) {

@@ -136,4 +136,23 @@ TEST(RunOptions, GenerationOptions) {
             "--generate must be >= 0 and --num-samples >= 1");
 }
 
+TEST(RunOptions, EvaluationBesideTrainingNeedsItsThreeOptions) {
+  RunOptions o = parseRunOptions({"t.mlir", "--eval-program", "e.mlir",
+                                  "--eval-every", "100", "--eval-data",
+                                  "val.txt", "--eval-batches", "20"});
+  EXPECT_EQ(o.evalProgram, "e.mlir");
+  EXPECT_EQ(o.evalEvery, 100);
+  EXPECT_EQ(o.evalData, "val.txt");
+  EXPECT_EQ(o.evalBatches, 20);
+  const std::string together = "evaluating while training needs "
+                               "--eval-program EVAL, --eval-every K and "
+                               "--eval-data SOURCE together";
+  EXPECT_EQ(usageError({"t.mlir", "--eval-program", "e.mlir"}), together);
+  EXPECT_EQ(usageError({"t.mlir", "--eval-every", "5", "--eval-data", "v"}),
+            together);
+  EXPECT_EQ(usageError({"t.mlir", "--eval-program", "e", "--eval-every", "5",
+                        "--eval-data", "v", "--eval-batches", "0"}),
+            "--eval-every must be >= 0 and --eval-batches >= 1");
+}
+
 } // namespace
