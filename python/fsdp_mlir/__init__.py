@@ -7,3 +7,16 @@ tools (see docs/Python.md).
 """
 
 __version__ = "0.1.0"
+
+
+def from_torch(module, example_inputs, **options):
+    """fsdp_mlir.torch_import.from_torch (imported on first use: it needs
+    torch)."""
+    from .torch_import import from_torch as convert
+    return convert(module, example_inputs, **options)
+
+
+def save_weights(module, model, path):
+    """fsdp_mlir.torch_import.save_weights."""
+    from .torch_import import save_weights as save
+    return save(module, model, path)
