@@ -31,16 +31,6 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 
 bool isIntDType(const std::string &d) { return d == "i32" || d == "i64"; }
 
-int64_t dtypeBytes(const std::string &d) {
-  if (d == "i64")
-    return 8;
-  if (d == "f32" || d == "i32")
-    return 4;
-  if (d == "bf16" || d == "f16")
-    return 2;
-  throw std::runtime_error("data: unsupported input dtype '" + d + "'");
-}
-
 int64_t numelOf(const std::vector<int64_t> &shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1},
                          std::multiplies<int64_t>());
@@ -131,7 +121,6 @@ DataSource::DataSource(const std::string &source, const Program &program,
   if (batch_ <= 0)
     throw std::runtime_error("data: the step has no batched inputs");
   for (const InputInfo &in : inputs_) {
-    dtypeBytes(in.dtype);
     if (in.index <= 1 && in.maxId > 0)
       vocab_ = vocab_ < 0 ? in.maxId : std::min(vocab_, in.maxId);
     if (synthetic_ && isIntDType(in.dtype) && in.maxId <= 0)

@@ -26,10 +26,6 @@ bool sameParams(const UnitInfo &a, const UnitInfo &b) {
   return true;
 }
 
-int64_t dtypeBytes(const std::string &dtype) {
-  return dtype == "i64" ? 8 : dtype == "f32" || dtype == "i32" ? 4 : 2;
-}
-
 void checkPrograms(const Program &train, const Program &eval) {
   if (train.mode == "eval")
     fail("the program to train is an eval program (mode=eval); give the "
@@ -81,10 +77,7 @@ Evaluator::Evaluator(const RunOptions &o, const Program &train,
         match = &t;
     if (!match)
       fail("buffer '" + b.name + "' differs between the two programs");
-    int64_t bytes = dtypeBytes(b.dtype);
-    for (int64_t d : b.shape)
-      bytes *= d;
-    copies_.push_back({match->offset, b.offset, bytes});
+    copies_.push_back({match->offset, b.offset, tensorBytes(b.shape, b.dtype)});
   }
 }
 

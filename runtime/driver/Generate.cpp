@@ -117,11 +117,7 @@ void generate(const RunOptions &o, StepProgram &program,
   // Inputs other than the tokens (targets, later micro-batches) stay zero:
   // id 0 is in every vocabulary and nothing reads their effect.
   for (const InputInfo &in : p.inputs) {
-    int64_t bytes = in.dtype == "i64"                        ? 8
-                    : in.dtype == "i32" || in.dtype == "f32" ? 4
-                                                             : 2;
-    for (int64_t d : in.shape)
-      bytes *= d;
+    int64_t bytes = tensorBytes(in.shape, in.dtype);
     std::vector<uint8_t> zeros(size_t(bytes), 0);
     check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent, in.offset,
                                 zeros.data(), bytes),
@@ -129,10 +125,9 @@ void generate(const RunOptions &o, StepProgram &program,
   }
 
   std::vector<std::vector<int64_t>> contexts(o.numSamples, prompt);
-  int64_t tokenBytes = lm.tokens->dtype == "i32" ? 4 : 8;
+  int64_t tokenBytes = dtypeBytes(lm.tokens->dtype);
   std::vector<uint8_t> rows(size_t(lm.rows * lm.window * tokenBytes));
-  int64_t logitsBytes =
-      lm.rows * lm.window * lm.vocab * (lm.logits->dtype == "f32" ? 4 : 2);
+  int64_t logitsBytes = tensorBytes(lm.logits->shape, lm.logits->dtype);
   std::vector<uint8_t> logits(static_cast<size_t>(logitsBytes));
   for (int64_t t = 0; t < o.generate; ++t) {
     // Row s holds sample s's last T tokens (rows past the samples repeat

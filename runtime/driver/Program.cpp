@@ -145,15 +145,13 @@ InitSpec parseInit(const json &obj, const std::string &path) {
   return init;
 }
 
-/// Bytes per element of a program dtype ("f32", "i64", ...).
-int64_t dtypeBytes(const std::string &dtype, const std::string &path) {
-  std::string upper = dtype;
-  for (char &c : upper)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::optional<rt::DType> t = rt::dtypeFromName(upper);
-  if (!t)
+/// dtypeBytes, the error naming the field at `path`.
+int64_t fieldDtypeBytes(const std::string &dtype, const std::string &path) {
+  try {
+    return dtypeBytes(dtype);
+  } catch (const std::runtime_error &) {
     fail(path, "unknown dtype '" + dtype + "'");
-  return rt::dtypeSize(*t);
+  }
 }
 
 /// Checks that [offset, offset + bytes) lies in the persistent buffer.
@@ -289,7 +287,7 @@ BufferInfo parseBuffer(const json &v, const Program &prog,
   b.offset = getInt(v, path, "offset");
   b.init = parseInit(v, path);
   int64_t bytes = numelOf(b.shape, join(path, "shape")) *
-                  dtypeBytes(b.dtype, join(path, "dtype"));
+                  fieldDtypeBytes(b.dtype, join(path, "dtype"));
   checkExtent(b.offset, bytes, prog.persistentBytes, join(path, "offset"));
   return b;
 }
@@ -314,7 +312,7 @@ InputInfo parseInput(const json &v, const Program &prog,
   if (in.shape.empty())
     fail(join(path, "shape"), "an input needs a leading batch dimension");
   int64_t bytes = numelOf(in.shape, join(path, "shape")) *
-                  dtypeBytes(in.dtype, join(path, "dtype"));
+                  fieldDtypeBytes(in.dtype, join(path, "dtype"));
   checkExtent(in.offset, bytes, prog.persistentBytes, join(path, "offset"));
   return in;
 }
@@ -340,7 +338,7 @@ OutputInfo parseOutput(const json &v, const Program &prog,
                                  std::to_string(out.microBatch) +
                                  " is given twice");
   int64_t bytes = numelOf(out.shape, join(path, "shape")) *
-                  dtypeBytes(out.dtype, join(path, "dtype"));
+                  fieldDtypeBytes(out.dtype, join(path, "dtype"));
   checkExtent(out.offset, bytes, prog.persistentBytes, join(path, "offset"));
   return out;
 }
@@ -462,7 +460,7 @@ void parseLoss(const json &root, Program &prog) {
     fail("loss", "expected an object {\"offset\", \"dtype\"}");
   prog.lossOffset = getInt(loss, "loss", "offset");
   prog.lossDtype = getString(loss, "loss", "dtype");
-  checkExtent(prog.lossOffset, dtypeBytes(prog.lossDtype, "loss.dtype"),
+  checkExtent(prog.lossOffset, fieldDtypeBytes(prog.lossDtype, "loss.dtype"),
               prog.persistentBytes, "loss.offset");
   // Optional: steps that clip gradients also return the total norm (f32),
   // and steps with dynamic loss scaling the found-inf flag (f32).
@@ -472,6 +470,24 @@ void parseLoss(const json &root, Program &prog) {
 }
 
 } // namespace
+
+int64_t dtypeBytes(const std::string &dtype) {
+  std::string upper = dtype;
+  for (char &c : upper)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::optional<rt::DType> t = rt::dtypeFromName(upper);
+  if (!t)
+    throw std::runtime_error("unknown dtype '" + dtype + "'");
+  return rt::dtypeSize(*t);
+}
+
+int64_t tensorBytes(const std::vector<int64_t> &shape,
+                    const std::string &dtype) {
+  int64_t bytes = dtypeBytes(dtype);
+  for (int64_t d : shape)
+    bytes *= d;
+  return bytes;
+}
 
 int64_t Program::batchPerRank() const {
   return inputs.empty() ? 0 : inputs.front().shape.front();

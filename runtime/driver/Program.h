@@ -123,6 +123,13 @@ struct Program {
                            int64_t microBatch = 0) const;
 };
 
+/// Bytes per element of a program dtype ("f32", "bf16", "i64", ...);
+/// throws std::runtime_error for an unknown one.
+int64_t dtypeBytes(const std::string &dtype);
+/// Bytes of a tensor of `shape` in `dtype`.
+int64_t tensorBytes(const std::vector<int64_t> &shape,
+                    const std::string &dtype);
+
 /// Parses and validates the JSON text; throws std::runtime_error with a
 /// message naming the offending field.
 Program parseProgram(const std::string &json);
