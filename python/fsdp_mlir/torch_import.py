@@ -480,9 +480,10 @@ def save_weights(module, model: Model, path) -> None:
     tensors = {}
     for name, p in module.named_parameters():
         tensors[name] = p.detach().to(torch.float32).contiguous().clone()
+    modules = dict(module.named_modules())
     for name, b in module.named_buffers():
         owner, _, leaf = name.rpartition(".")
-        if leaf not in dict(module.named_modules())[owner]._non_persistent_buffers_set:
+        if leaf not in modules[owner]._non_persistent_buffers_set:
             tensors[name] = b.detach().contiguous().clone()
     save_file(tensors, str(path), metadata={
         "format": "fsdp-mlir-full", "model": model.name, "step_count": "0",

@@ -59,16 +59,6 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-rt::DType dtypeOf(const std::string &name) {
-  std::string upper = name;
-  for (char &c : upper)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::optional<rt::DType> t = rt::dtypeFromName(upper);
-  if (!t)
-    throw std::runtime_error("checkpoint: unsupported dtype '" + name + "'");
-  return *t;
-}
-
 std::string unitKey(const std::string &unitName) {
   return unitName.empty() ? "_root" : unitName;
 }

@@ -26,7 +26,9 @@ bool sameParams(const UnitInfo &a, const UnitInfo &b) {
   return true;
 }
 
-void checkPrograms(const Program &train, const Program &eval) {
+/// `eval`'s program once it is known to evaluate `train`'s model.
+const Program &checkedEvalProgram(const Program &train, StepProgram &program) {
+  const Program &eval = program.program();
   if (train.mode == "eval")
     fail("the program to train is an eval program (mode=eval); give the "
          "training program first and the eval program to --eval-program");
@@ -43,14 +45,15 @@ void checkPrograms(const Program &train, const Program &eval) {
          " x " + std::to_string(eval.shard) + " ranks, the training program " +
          "for " + std::to_string(train.replicate) + " x " +
          std::to_string(train.shard));
+  return eval;
 }
 
 } // namespace
 
 Evaluator::Evaluator(const RunOptions &o, const Program &train,
                      StepProgram &eval)
-    : eval_((checkPrograms(train, eval.program()), eval.program())),
-      step_(eval.step()), data_(o.evalData, eval.program(), o.seed),
+    : eval_(checkedEvalProgram(train, eval)), step_(eval.step()),
+      data_(o.evalData, eval_, o.seed),
       base_((train.persistentBytes + FSDPRT_ARENA_ALIGNMENT - 1) /
             FSDPRT_ARENA_ALIGNMENT * FSDPRT_ARENA_ALIGNMENT),
       batches_(o.evalBatches), seed_(o.seed) {

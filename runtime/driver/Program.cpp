@@ -276,6 +276,25 @@ UnitInfo parseUnit(const json &v, const Program &prog,
   return u;
 }
 
+/// A tensor of `shape` and `dtype` at `offset` lies in the persistent
+/// buffer (the entry at `path`).
+void checkTensorExtent(const std::vector<int64_t> &shape,
+                       const std::string &dtype, int64_t offset,
+                       const Program &prog, const std::string &path) {
+  int64_t bytes = numelOf(shape, join(path, "shape")) *
+                  fieldDtypeBytes(dtype, join(path, "dtype"));
+  checkExtent(offset, bytes, prog.persistentBytes, join(path, "offset"));
+}
+
+/// `microBatch` is one of the program's micro-batches.
+void checkMicroBatch(int64_t microBatch, const Program &prog,
+                     const std::string &path) {
+  if (microBatch < 0 || microBatch >= prog.microBatches)
+    fail(join(path, "micro_batch"),
+         std::to_string(microBatch) + " is not in [0, micro_batches " +
+             std::to_string(prog.microBatches) + ")");
+}
+
 BufferInfo parseBuffer(const json &v, const Program &prog,
                        const std::string &path) {
   if (!v.is_object())
@@ -286,9 +305,7 @@ BufferInfo parseBuffer(const json &v, const Program &prog,
   b.dtype = getString(v, path, "dtype");
   b.offset = getInt(v, path, "offset");
   b.init = parseInit(v, path);
-  int64_t bytes = numelOf(b.shape, join(path, "shape")) *
-                  fieldDtypeBytes(b.dtype, join(path, "dtype"));
-  checkExtent(b.offset, bytes, prog.persistentBytes, join(path, "offset"));
+  checkTensorExtent(b.shape, b.dtype, b.offset, prog, path);
   return b;
 }
 
@@ -305,15 +322,10 @@ InputInfo parseInput(const json &v, const Program &prog,
   in.maxId = getInt(v, path, "max_id");
   if (in.index < 0)
     fail(join(path, "index"), "negative index");
-  if (in.microBatch < 0 || in.microBatch >= prog.microBatches)
-    fail(join(path, "micro_batch"),
-         std::to_string(in.microBatch) + " is not in [0, micro_batches " +
-             std::to_string(prog.microBatches) + ")");
+  checkMicroBatch(in.microBatch, prog, path);
   if (in.shape.empty())
     fail(join(path, "shape"), "an input needs a leading batch dimension");
-  int64_t bytes = numelOf(in.shape, join(path, "shape")) *
-                  fieldDtypeBytes(in.dtype, join(path, "dtype"));
-  checkExtent(in.offset, bytes, prog.persistentBytes, join(path, "offset"));
+  checkTensorExtent(in.shape, in.dtype, in.offset, prog, path);
   return in;
 }
 
@@ -329,17 +341,12 @@ OutputInfo parseOutput(const json &v, const Program &prog,
   out.offset = getInt(v, path, "offset");
   if (prog.mode != "eval")
     fail(path, "only an eval program returns outputs");
-  if (out.microBatch < 0 || out.microBatch >= prog.microBatches)
-    fail(join(path, "micro_batch"),
-         std::to_string(out.microBatch) + " is not in [0, micro_batches " +
-             std::to_string(prog.microBatches) + ")");
+  checkMicroBatch(out.microBatch, prog, path);
   if (prog.output(out.name, out.microBatch))
     fail(join(path, "name"), "output '" + out.name + "' of micro-batch " +
                                  std::to_string(out.microBatch) +
                                  " is given twice");
-  int64_t bytes = numelOf(out.shape, join(path, "shape")) *
-                  fieldDtypeBytes(out.dtype, join(path, "dtype"));
-  checkExtent(out.offset, bytes, prog.persistentBytes, join(path, "offset"));
+  checkTensorExtent(out.shape, out.dtype, out.offset, prog, path);
   return out;
 }
 
@@ -471,14 +478,18 @@ void parseLoss(const json &root, Program &prog) {
 
 } // namespace
 
-int64_t dtypeBytes(const std::string &dtype) {
+rt::DType dtypeOf(const std::string &dtype) {
   std::string upper = dtype;
   for (char &c : upper)
     c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::optional<rt::DType> t = rt::dtypeFromName(upper);
   if (!t)
     throw std::runtime_error("unknown dtype '" + dtype + "'");
-  return rt::dtypeSize(*t);
+  return *t;
+}
+
+int64_t dtypeBytes(const std::string &dtype) {
+  return rt::dtypeSize(dtypeOf(dtype));
 }
 
 int64_t tensorBytes(const std::vector<int64_t> &shape,

@@ -13,6 +13,7 @@
 #define FSDP_DRIVER_PROGRAM_H
 
 #include "driver/LrSchedule.h"
+#include "fsdp/rt/DType.h"
 #include "fsdp/rt/StepAbi.h"
 
 #include <cstdint>
@@ -123,8 +124,10 @@ struct Program {
                            int64_t microBatch = 0) const;
 };
 
-/// Bytes per element of a program dtype ("f32", "bf16", "i64", ...);
-/// throws std::runtime_error for an unknown one.
+/// The runtime's element type of a program dtype ("f32", "bf16", "i64",
+/// ...); throws std::runtime_error for an unknown one.
+rt::DType dtypeOf(const std::string &dtype);
+/// Bytes per element of a program dtype; throws as dtypeOf.
 int64_t dtypeBytes(const std::string &dtype);
 /// Bytes of a tensor of `shape` in `dtype`.
 int64_t tensorBytes(const std::vector<int64_t> &shape,
