@@ -55,3 +55,11 @@ if [ -z "${FSDP_SKIP_TORCH:-}" ] && ! "$PYTHON" -c "import torch" 2>/dev/null; t
   "$PYTHON" -m pip install --quiet --disable-pip-version-check torch ||
     echo "setup: torch could not be installed; the PyTorch oracle tests will skip"
 fi
+# Hugging Face transformers (configs with random weights, no downloads) for
+# the importer's tests of GPT-2, Llama and BERT (python/tests/test_hf_import.py).
+if [ -z "${FSDP_SKIP_TORCH:-}" ] && "$PYTHON" -c "import torch" 2>/dev/null &&
+   ! "$PYTHON" -c "import transformers" 2>/dev/null; then
+  echo "setup: installing transformers from PyPI"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check transformers ||
+    echo "setup: transformers could not be installed; its import tests will skip"
+fi

@@ -505,6 +505,79 @@ class Forward:
         return self.op("nn.scale", [x], [x.type],
                        f"factor = {fmt_float(factor)} : f64", "same", name)[0]
 
+    def div(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
+        return self._binary("nn.div", a, b, name)
+
+    def _math(self, op: str, x: Value, attrs: str = "",
+              name: Optional[str] = None) -> Value:
+        return self.op(f"nn.{op}", [x], [x.type], attrs, "same", name)[0]
+
+    def tanh(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("tanh", x, name=name)
+
+    def sigmoid(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("sigmoid", x, name=name)
+
+    def exp(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("exp", x, name=name)
+
+    def log(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("log", x, name=name)
+
+    def sqrt(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("sqrt", x, name=name)
+
+    def rsqrt(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("rsqrt", x, name=name)
+
+    def abs(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("abs", x, name=name)
+
+    def pow(self, x: Value, exponent: float,
+            name: Optional[str] = None) -> Value:
+        """x ** exponent (a constant exponent)."""
+        return self._math("pow", x, f"exponent = {_f64(exponent)}", name)
+
+    def clamp(self, x: Value, min: Optional[float] = None,
+              max: Optional[float] = None,
+              name: Optional[str] = None) -> Value:
+        """torch.clamp(x, min, max): at least one bound."""
+        bounds = [f"{k} = {_f64(v)}" for k, v in (("min", min), ("max", max))
+                  if v is not None]
+        if not bounds:
+            raise ValueError("clamp: give min, max or both")
+        return self._math("clamp", x, ", ".join(bounds), name)
+
+    def slice(self, x: Value, dim: int, start: int, end: int,
+              name: Optional[str] = None) -> Value:
+        """x[..., start:end, ...] along `dim` (step 1; any element type)."""
+        dim %= x.type.rank
+        shape = list(x.type.shape)
+        shape[dim] = end - start
+        return self.op("nn.slice", [x], [x.type.with_shape(shape)],
+                       f"dim = {dim} : i64, start = {start} : i64, "
+                       f"end = {end} : i64", names=name)[0]
+
+    def pad(self, x: Value, dim: int, low: int, high: int, value: float = 0.0,
+            name: Optional[str] = None) -> Value:
+        """`low` and `high` elements of `value` around `dim` (F.pad with
+        mode="constant" on one dimension; any element type)."""
+        dim %= x.type.rank
+        shape = list(x.type.shape)
+        shape[dim] += low + high
+        attrs = f"dim = {dim} : i64, low = {low} : i64, high = {high} : i64"
+        if value:
+            attrs += f", value = {_f64(value)}"
+        return self.op("nn.pad", [x], [x.type.with_shape(shape)], attrs,
+                       names=name)[0]
+
+    def constant(self, t: TensorType, data: bytes,
+                 name: Optional[str] = None) -> Value:
+        """A compile-time tensor: `data` is its little-endian row-major
+        bytes (exact, as MLIR's hex form of dense elements)."""
+        return self._emit(f'arith.constant dense<"0x{data.hex().upper()}"> : '
+                          f"{t}", [t], name)[0]
+
     def relu(self, x: Value, name: Optional[str] = None) -> Value:
         return self.op("nn.relu", [x], [x.type], form="same", names=name)[0]
 
@@ -662,10 +735,15 @@ class Forward:
         return self._reduce("nn.reduce_mean", x, dims, keepdim, name)
 
     def cross_entropy(self, logits: Value, targets: Value,
-                      reduction: str = "mean",
+                      reduction: str = "mean", ignore_index: int = -100,
                       name: Optional[str] = None) -> Value:
-        attrs = "" if reduction == "mean" else \
-            f"reduction = #nn.reduction<{reduction}>"
+        """F.cross_entropy: targets equal to `ignore_index` count for
+        nothing (and not in the mean's divisor)."""
+        attrs = [] if reduction == "mean" else \
+            [f"reduction = #nn.reduction<{reduction}>"]
+        if ignore_index != -100:
+            attrs.append(f"ignore_index = {int(ignore_index)} : i64")
+        attrs = ", ".join(attrs)
         return self.op("nn.cross_entropy", [logits, targets],
                        [logits.type.with_shape(())], attrs, names=name)[0]
 

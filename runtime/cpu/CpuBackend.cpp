@@ -119,7 +119,7 @@ public:
   void binaryBackward(DType dt, BinaryOp op, const void *a, const Shape &as,
                       const void *b, const Shape &bs, const void *dout,
                       void *da, void *db) override {
-    bool needValues = op == BinaryOp::Mul;
+    bool needValues = op == BinaryOp::Mul || op == BinaryOp::Div;
     In fa(dt, needValues ? a : nullptr, numelOf(as), threads_),
         fb(dt, needValues ? b : nullptr, numelOf(bs), threads_),
         fd(dt, dout, numelOf(broadcastShapes(as, bs)), threads_);
@@ -133,6 +133,16 @@ public:
   void scale(DType dt, const void *x, void *y, int64_t n,
              double factor) override {
     cpu::scale(threads_, dt, x, y, n, static_cast<float>(factor));
+  }
+  void unaryForward(DType dt, UnaryMath kind, const void *x, void *y,
+                    int64_t n, double a, double b) override {
+    cpu::unaryForward(threads_, dt, kind, x, y, n, static_cast<float>(a),
+                      static_cast<float>(b));
+  }
+  void unaryBackward(DType dt, UnaryMath kind, const void *x, const void *dy,
+                     void *dx, int64_t n, double a, double b) override {
+    cpu::unaryBackward(threads_, dt, kind, x, dy, dx, n, static_cast<float>(a),
+                       static_cast<float>(b));
   }
   void activationForward(DType dt, Activation kind, const void *x, void *y,
                          int64_t n) override {

@@ -6,6 +6,7 @@
 
 #include "fsdp/rt/math/Activation.h"
 #include "fsdp/rt/math/Pointwise.h"
+#include "fsdp/rt/math/Unary.h"
 
 #include <algorithm>
 #include <array>
@@ -75,10 +76,10 @@ void binaryBackward(int threads, BinaryOp op, const float *a,
   std::vector<float> g;
   if (da) {
     const float *ga = dout;
-    if (op == BinaryOp::Mul) { // d/da (a*b) = b, broadcast to out shape
+    if (op == BinaryOp::Mul || op == BinaryOp::Div) {
+      // d/da (a*b) = b and d/da (a/b) = 1/b, broadcast to out shape
       g.resize(n);
-      binaryForward(threads, DType::F32, BinaryOp::Mul, dout, shape, b, bShape,
-                    g.data());
+      binaryForward(threads, DType::F32, op, dout, shape, b, bShape, g.data());
       ga = g.data();
     }
     sumToShape(threads, ga, shape, aShape, da);
@@ -93,6 +94,17 @@ void binaryBackward(int threads, BinaryOp op, const float *a,
     } else if (op == BinaryOp::Sub) {
       g.resize(n);
       scale(threads, DType::F32, dout, g.data(), n, -1.0f);
+      gb = g.data();
+    } else if (op == BinaryOp::Div) { // d/db (a/b) = -(a/b) / b
+      std::vector<float> quotient(n);
+      g.resize(n);
+      binaryForward(threads, DType::F32, BinaryOp::Div, a, aShape, b, bShape,
+                    quotient.data());
+      binaryForward(threads, DType::F32, BinaryOp::Mul, dout, shape,
+                    quotient.data(), shape, g.data());
+      binaryForward(threads, DType::F32, BinaryOp::Div, g.data(), shape, b,
+                    bShape, g.data());
+      scale(threads, DType::F32, g.data(), g.data(), n, -1.0f);
       gb = g.data();
     }
     sumToShape(threads, gb, shape, bShape, db);
@@ -147,6 +159,26 @@ void activationBackward(int threads, DType dt, Activation kind, const void *x,
       return mapBinary<S>(threads, x, dy, dx, n,
                           [](float v, float g) { return siluBackward(v, g); });
     }
+  });
+}
+
+void unaryForward(int threads, DType dt, UnaryMath kind, const void *x,
+                  void *y, int64_t n, float a, float b) {
+  int code = static_cast<int>(kind);
+  withStorage(dt, [&](auto s) {
+    mapUnary<decltype(s)>(threads, x, y, n, [=](float v) {
+      return ::fsdp::rt::unaryForward(code, v, a, b);
+    });
+  });
+}
+
+void unaryBackward(int threads, DType dt, UnaryMath kind, const void *x,
+                   const void *dy, void *dx, int64_t n, float a, float b) {
+  int code = static_cast<int>(kind);
+  withStorage(dt, [&](auto s) {
+    mapBinary<decltype(s)>(threads, x, dy, dx, n, [=](float v, float g) {
+      return ::fsdp::rt::unaryBackward(code, v, g, a, b);
+    });
   });
 }
 

@@ -47,6 +47,10 @@ void scale(int threads, DType dt, const void *x, void *y, int64_t n,
            float factor);
 void activationForward(int threads, DType dt, Activation kind, const void *x,
                        void *y, int64_t n);
+void unaryForward(int threads, DType dt, UnaryMath kind, const void *x,
+                  void *y, int64_t n, float a, float b);
+void unaryBackward(int threads, DType dt, UnaryMath kind, const void *x,
+                   const void *dy, void *dx, int64_t n, float a, float b);
 void activationBackward(int threads, DType dt, Activation kind, const void *x,
                         const void *dy, void *dx, int64_t n);
 

@@ -355,16 +355,18 @@ public:
     run([&](Exec &e) {
       Shape shape = broadcastShapes(as, bs);
       int64_t n = numelOf(shape);
-      bool mul = op == BinaryOp::Mul;
-      F32In fa(e.s, dt, mul ? a : nullptr, numelOf(as)),
-          fb(e.s, dt, mul ? b : nullptr, numelOf(bs)), fd(e.s, dt, dout, n);
+      bool mul = op == BinaryOp::Mul, div = op == BinaryOp::Div;
+      F32In fa(e.s, dt, mul || div ? a : nullptr, numelOf(as)),
+          fb(e.s, dt, mul || div ? b : nullptr, numelOf(bs)),
+          fd(e.s, dt, dout, n);
       F32Out fda(e.s, dt, da, numelOf(as)), fdb(e.s, dt, db, numelOf(bs));
-      Scratch g(e.s, (mul || op == BinaryOp::Sub) ? n * 4 : 0);
+      Scratch g(e.s, op == BinaryOp::Add ? 0 : n * 4);
+      Scratch quotient(e.s, div ? n * 4 : 0);
       if (da) {
         const float *ga = fd.get();
-        if (mul) { // d/da (a*b) = b, broadcast to the output shape
-          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd.get(), shape,
-                              fb.get(), bs, g.as<float>());
+        if (mul || div) { // d/da (a*b) = b, d/da (a/b) = 1/b, broadcast
+          cuda::binaryForward(e.s, DType::F32, op, fd.get(), shape, fb.get(),
+                              bs, g.as<float>());
           ga = g.as<float>();
         }
         sumToShape(e, ga, shape, as, fda.get());
@@ -378,6 +380,16 @@ public:
         } else if (op == BinaryOp::Sub) {
           cuda::scale(e.s, DType::F32, fd.get(), g.as<float>(), n, -1.0f);
           gb = g.as<float>();
+        } else if (div) { // d/db (a/b) = -(a/b) / b
+          float *q = quotient.as<float>(), *t = g.as<float>();
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Div, fa.get(), as,
+                              fb.get(), bs, q);
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd.get(), shape,
+                              q, shape, t);
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Div, t, shape,
+                              fb.get(), bs, t);
+          cuda::scale(e.s, DType::F32, t, t, n, -1.0f);
+          gb = t;
         }
         sumToShape(e, gb, shape, bs, fdb.get());
       }
@@ -389,6 +401,20 @@ public:
              double factor) override {
     run([&](Exec &e) {
       cuda::scale(e.s, dt, x, y, n, static_cast<float>(factor));
+    });
+  }
+  void unaryForward(DType dt, UnaryMath kind, const void *x, void *y,
+                    int64_t n, double a, double b) override {
+    run([&](Exec &e) {
+      cuda::unaryForward(e.s, dt, kind, x, y, n, static_cast<float>(a),
+                         static_cast<float>(b));
+    });
+  }
+  void unaryBackward(DType dt, UnaryMath kind, const void *x, const void *dy,
+                     void *dx, int64_t n, double a, double b) override {
+    run([&](Exec &e) {
+      cuda::unaryBackward(e.s, dt, kind, x, dy, dx, n, static_cast<float>(a),
+                          static_cast<float>(b));
     });
   }
   void activationForward(DType dt, Activation kind, const void *x, void *y,

@@ -8,6 +8,7 @@
 #include "Kernels.h"
 
 #include "fsdp/rt/math/Activation.h"
+#include "fsdp/rt/math/Unary.h"
 #include "fsdp/rt/math/BatchNorm.h"
 #include "fsdp/rt/math/Half.h"
 #include "fsdp/rt/OptimizerScalars.h"
@@ -178,6 +179,24 @@ __global__ void activationBackwardKernel(int kind, const typename S::T *x,
                                          typename S::T *dx, int64_t n) {
   FSDPRT_GRID_STRIDE(i, n) {
     dx[i] = S::store(activateBackward(kind, S::load(x[i]), S::load(dy[i])));
+  }
+}
+
+template <typename S>
+__global__ void unaryKernel(int kind, const typename S::T *x, typename S::T *y,
+                            int64_t n, float a, float b) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    y[i] = S::store(::fsdp::rt::unaryForward(kind, S::load(x[i]), a, b));
+  }
+}
+
+template <typename S>
+__global__ void unaryBackwardKernel(int kind, const typename S::T *x,
+                                    const typename S::T *dy, typename S::T *dx,
+                                    int64_t n, float a, float b) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    dx[i] = S::store(
+        ::fsdp::rt::unaryBackward(kind, S::load(x[i]), S::load(dy[i]), a, b));
   }
 }
 
@@ -803,6 +822,27 @@ void activationBackward(Stream s, DType dt, Activation kind, const void *x,
     FSDPRT_LAUNCH(activationBackwardKernel<S>, n, s, static_cast<int>(kind),
                   static_cast<const T *>(x), static_cast<const T *>(dy),
                   static_cast<T *>(dx), n);
+  });
+}
+
+void unaryForward(Stream s, DType dt, UnaryMath kind, const void *x, void *y,
+                  int64_t n, float a, float b) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(unaryKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<T *>(y), n, a, b);
+  });
+}
+
+void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
+                   const void *dy, void *dx, int64_t n, float a, float b) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(unaryBackwardKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<const T *>(dy),
+                  static_cast<T *>(dx), n, a, b);
   });
 }
 

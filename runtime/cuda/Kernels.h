@@ -92,6 +92,10 @@ void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
 void scale(Stream s, DType dt, const void *x, void *y, int64_t n, float factor);
 void activationForward(Stream s, DType dt, Activation kind, const void *x,
                        void *y, int64_t n);
+void unaryForward(Stream s, DType dt, UnaryMath kind, const void *x, void *y,
+                  int64_t n, float a, float b);
+void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
+                   const void *dy, void *dx, int64_t n, float a, float b);
 void activationBackward(Stream s, DType dt, Activation kind, const void *x,
                         const void *dy, void *dx, int64_t n);
 

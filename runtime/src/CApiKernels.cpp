@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace fsdp::rt;
 using namespace fsdp::rt::capi;
@@ -28,8 +29,14 @@ Activation activationFromCode(int32_t kind) {
   return static_cast<Activation>(kind);
 }
 
+UnaryMath unaryFromCode(int32_t kind) {
+  if (kind < FSDPRT_UNARY_TANH || kind > FSDPRT_UNARY_CLAMP)
+    fail(Status::InvalidArgument, "unknown unary math kind ", kind);
+  return static_cast<UnaryMath>(kind);
+}
+
 BinaryOp binaryFromCode(int32_t op) {
-  if (op < FSDPRT_ADD || op > FSDPRT_MUL)
+  if (op < FSDPRT_ADD || op > FSDPRT_DIV)
     fail(Status::InvalidArgument, "unknown binary op ", op);
   return static_cast<BinaryOp>(op);
 }
@@ -249,8 +256,8 @@ int32_t fsdprt_binary_backward(int64_t ctx, int64_t stream, int32_t dtype,
     Shape as = shapeFromAbi(a_rank, a_shape, "a_shape");
     Shape bs = shapeFromAbi(b_rank, b_shape, "b_shape");
     Shape os = broadcastShapes(as, bs);
-    // a and b are read only by mul's backward; add/sub accept buffer 0.
-    bool needValues = bop == BinaryOp::Mul;
+    // a and b are read only by mul's and div's; add/sub accept buffer 0.
+    bool needValues = bop == BinaryOp::Mul || bop == BinaryOp::Div;
     const void *pa = needValues ? l.operand(a, a_off, numelOf(as), "a")
                                 : l.optional(a, a_off, numelOf(as), "a");
     const void *pb = needValues ? l.operand(b, b_off, numelOf(bs), "b")
@@ -292,6 +299,40 @@ int32_t fsdprt_scale_backward(int64_t ctx, int64_t stream, int32_t dtype,
                               int64_t dx_off, int64_t numel, double factor) {
   return scaleImpl(__func__, "scale_backward", ctx, stream, dtype, dy, dy_off,
                    dx, dx_off, numel, factor);
+}
+
+int32_t fsdprt_unary_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                             int32_t kind, int64_t x, int64_t x_off, int64_t y,
+                             int64_t y_off, int64_t numel, double a, double b) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "unary_forward");
+    UnaryMath op = unaryFromCode(kind);
+    nonNegative(numel, "numel");
+    const void *px = l.operand(x, x_off, numel, "x");
+    void *py = l.operand(y, y_off, numel, "y");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] { be.unaryForward(dt, op, px, py, numel, a, b); });
+  });
+}
+
+int32_t fsdprt_unary_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int32_t kind, int64_t x, int64_t x_off,
+                              int64_t dy, int64_t dy_off, int64_t dx,
+                              int64_t dx_off, int64_t numel, double a,
+                              double b) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "unary_backward");
+    UnaryMath op = unaryFromCode(kind);
+    nonNegative(numel, "numel");
+    const void *px = l.operand(x, x_off, numel, "x");
+    const void *pdy = l.operand(dy, dy_off, numel, "dy");
+    void *pdx = l.operand(dx, dx_off, numel, "dx");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue(
+        [=, &be] { be.unaryBackward(dt, op, px, pdy, pdx, numel, a, b); });
+  });
 }
 
 int32_t fsdprt_activation_forward(int64_t ctx, int64_t stream, int32_t dtype,
@@ -838,6 +879,61 @@ int32_t fsdprt_concat(int64_t ctx, int64_t stream, int32_t dtype,
   return guarded(__func__, [&] {
     splitConcat("concat", false, ctx, stream, dtype, out, out_off, rank,
                 out_shape, dim, num_parts, sizes, ins, in_offs);
+  });
+}
+
+/// slice and pad: x of `shape`, y the same but for `ySize` along dim; x's
+/// window [xStart, xStart + size) lands at y's [yStart, yStart + size).
+static void copyWindow(const char *op, int64_t ctx, int64_t stream,
+                       int32_t dtype, int64_t x, int64_t x_off, int32_t rank,
+                       const int64_t *shape, int32_t dim, int64_t xStart,
+                       int64_t yStart, int64_t size, int64_t ySize,
+                       std::optional<double> fill, int64_t y, int64_t y_off) {
+  Launch l(ctx, stream, op);
+  DType dt = dtypeFromCode(dtype, "dtype");
+  Shape s = shapeFromAbi(rank, shape, "shape");
+  if (s.empty())
+    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
+  int32_t d = normalizeDim(dim, s.size(), "dim");
+  Around a(s, d);
+  const void *px = l.operand(x, x_off, numelOf(s), dt, "x");
+  void *py = l.operand(y, y_off, mul(a.outer, mul(ySize, a.inner)), dt, "y");
+  Backend &be = l.backend();
+  int64_t xSize = a.size, yTotal = a.outer * ySize * a.inner;
+  l.enqueue([=, &be] {
+    if (fill)
+      be.fill(dt, py, yTotal, *fill);
+    be.copySlab(dt, px, xSize, xStart, py, ySize, yStart, a.outer, size,
+                a.inner);
+  });
+}
+
+int32_t fsdprt_slice(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                     int64_t x_off, int32_t rank, const int64_t *shape,
+                     int32_t dim, int64_t start, int64_t size, int64_t y,
+                     int64_t y_off) {
+  return guarded(__func__, [&] {
+    Shape s = shapeFromAbi(rank, shape, "shape");
+    int64_t extent = s.empty() ? 0 : s[normalizeDim(dim, s.size(), "dim")];
+    if (start < 0 || size < 0 || start + size > extent)
+      fail(Status::InvalidArgument, "slice [", start, ", ", start + size,
+           ") is outside a dimension of size ", extent);
+    copyWindow("slice", ctx, stream, dtype, x, x_off, rank, shape, dim, start,
+               0, size, size, std::nullopt, y, y_off);
+  });
+}
+
+int32_t fsdprt_pad(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                   int64_t x_off, int32_t rank, const int64_t *shape,
+                   int32_t dim, int64_t low, int64_t high, double value,
+                   int64_t y, int64_t y_off) {
+  return guarded(__func__, [&] {
+    nonNegative(low, "low");
+    nonNegative(high, "high");
+    Shape s = shapeFromAbi(rank, shape, "shape");
+    int64_t extent = s.empty() ? 0 : s[normalizeDim(dim, s.size(), "dim")];
+    copyWindow("pad", ctx, stream, dtype, x, x_off, rank, shape, dim, 0, low,
+               extent, low + extent + high, value, y, y_off);
   });
 }
 

@@ -38,7 +38,10 @@ std::vector<double> broadcastRef(int op, const std::vector<double> &a,
       return off;
     };
     double x = a[at(as)], y = b[at(bs)];
-    out[i] = op == FSDPRT_ADD ? x + y : op == FSDPRT_SUB ? x - y : x * y;
+    out[i] = op == FSDPRT_ADD   ? x + y
+             : op == FSDPRT_SUB ? x - y
+             : op == FSDPRT_MUL ? x * y
+                                : x / y;
   }
   return out;
 }
@@ -56,7 +59,8 @@ TEST_P(ElementwiseConformance, BinaryOpsBroadcastForwardAndBackward) {
       {{3, 1}, {2, 1, 5}, {2, 3, 5}},    // a of lower rank
       {{}, {2, 3}, {2, 3}},              // scalar
   };
-  for (int op : {FSDPRT_ADD, FSDPRT_SUB, FSDPRT_MUL}) {
+  // |b| is in [0.1, 1] (randomVector), so division is well conditioned.
+  for (int op : {FSDPRT_ADD, FSDPRT_SUB, FSDPRT_MUL, FSDPRT_DIV}) {
     for (const BroadcastCase &c : cases) {
       SCOPED_TRACE("op " + std::to_string(op) + ", a rank " +
                    std::to_string(c.a.size()) + ", b rank " +
@@ -166,6 +170,77 @@ TEST_P(ElementwiseConformance, ActivationsForwardAndBackward) {
     expectClose(dev.download(by, n), ref(in), "y");
     expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
   }
+}
+
+double unaryRef(int kind, double x, double a, double b) {
+  switch (kind) {
+  case FSDPRT_UNARY_TANH:
+    return std::tanh(x);
+  case FSDPRT_UNARY_SIGMOID:
+    return 1 / (1 + std::exp(-x));
+  case FSDPRT_UNARY_EXP:
+    return std::exp(x);
+  case FSDPRT_UNARY_LOG:
+    return std::log(x);
+  case FSDPRT_UNARY_SQRT:
+    return std::sqrt(x);
+  case FSDPRT_UNARY_RSQRT:
+    return 1 / std::sqrt(x);
+  case FSDPRT_UNARY_ABS:
+    return std::fabs(x);
+  case FSDPRT_UNARY_POW:
+    return std::pow(x, a);
+  default:
+    return std::min(std::max(x, a), b);
+  }
+}
+
+TEST_P(ElementwiseConformance, UnaryMathForwardAndBackward) {
+  Device dev(GetParam());
+  const int64_t n = 101;
+  // Magnitudes in [0.1, 3] of both signs; their absolute values for log,
+  // sqrt, rsqrt and fractional powers.
+  auto signed_ = randomVector(n, 51, 0.1f, 3.0f), dy = randomVector(n, 52);
+  std::vector<float> positive(signed_);
+  for (float &v : positive)
+    v = std::fabs(v);
+  struct Case {
+    int kind;
+    double a, b;
+    const std::vector<float> &x;
+  };
+  const double inf = INFINITY;
+  std::vector<Case> cases{
+      {FSDPRT_UNARY_TANH, 0, 0, signed_},   {FSDPRT_UNARY_SIGMOID, 0, 0, signed_},
+      {FSDPRT_UNARY_EXP, 0, 0, signed_},    {FSDPRT_UNARY_LOG, 0, 0, positive},
+      {FSDPRT_UNARY_SQRT, 0, 0, positive},  {FSDPRT_UNARY_RSQRT, 0, 0, positive},
+      {FSDPRT_UNARY_ABS, 0, 0, signed_},    {FSDPRT_UNARY_POW, 2, 0, signed_},
+      {FSDPRT_UNARY_POW, 1.5, 0, positive}, {FSDPRT_UNARY_POW, -0.5, 0, positive},
+      {FSDPRT_UNARY_CLAMP, -0.5, 0.8, signed_},
+      {FSDPRT_UNARY_CLAMP, -inf, 0.8, signed_},
+  };
+  int64_t bdy = dev.upload(dy), by = dev.alloc(n * 4), bdx = dev.alloc(n * 4);
+  for (const Case &c : cases) {
+    SCOPED_TRACE("unary kind " + std::to_string(c.kind) + " a " +
+                 std::to_string(c.a));
+    int64_t bx = dev.upload(c.x);
+    RT_OK(fsdprt_unary_forward(dev.ctx, dev.stream, FSDPRT_F32, c.kind, bx, 0,
+                               by, 0, n, c.a, c.b));
+    RT_OK(fsdprt_unary_backward(dev.ctx, dev.stream, FSDPRT_F32, c.kind, bx,
+                                0, bdy, 0, bdx, 0, n, c.a, c.b));
+    Reference ref = [&](const Inputs &in) {
+      std::vector<double> y(n);
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = unaryRef(c.kind, in[0][i], c.a, c.b);
+      return y;
+    };
+    Inputs in{toDouble(c.x)};
+    expectClose(dev.download(by, n), ref(in), "y");
+    expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+  }
+  EXPECT_NE(fsdprt_unary_forward(dev.ctx, dev.stream, FSDPRT_F32, 9, bdy, 0,
+                                 by, 0, n, 0, 0),
+            FSDPRT_OK);
 }
 
 // GELU (tanh) uses a rational tanh: it must stay within a few float ulps of

@@ -63,6 +63,57 @@ TEST_P(LayoutConformance, SplitAndConcatAreInverse) {
   EXPECT_EQ(dev.download(back, n), x);
 }
 
+TEST_P(LayoutConformance, SliceAndPadOfFloatsAndIntegers) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{2, 5, 3};
+  auto x = randomVector(30, 143);
+  int64_t bx = dev.upload(x), by = dev.alloc(2 * 2 * 3 * 4),
+          bp = dev.alloc(2 * 8 * 3 * 4);
+  // x[:, 1:3, :]
+  RT_OK(fsdprt_slice(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3, shape.data(),
+                     1, 1, 2, by, 0));
+  std::vector<float> want;
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t j = 1; j < 3; ++j)
+      for (int64_t i = 0; i < 3; ++i)
+        want.push_back(x[(o * 5 + j) * 3 + i]);
+  EXPECT_EQ(dev.download(by, 12), want);
+  // One 0.5 before dim 1 and two after: slicing [1, 6) gives x back.
+  RT_OK(fsdprt_pad(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3, shape.data(), -2,
+                   1, 2, 0.5, bp, 0));
+  std::vector<float> padded = dev.download(bp, 48);
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t j : {0, 6, 7})
+      for (int64_t i = 0; i < 3; ++i)
+        EXPECT_EQ(padded[(o * 8 + j) * 3 + i], 0.5f);
+  const std::vector<int64_t> paddedShape{2, 8, 3};
+  int64_t back = dev.alloc(30 * 4);
+  RT_OK(fsdprt_slice(dev.ctx, dev.stream, FSDPRT_F32, bp, 0, 3,
+                     paddedShape.data(), 1, 1, 5, back, 0));
+  EXPECT_EQ(dev.download(back, 30), x);
+
+  // Integer labels, padded with -100 at the end of the last dim and shifted
+  // left by one (Hugging Face's causal-LM loss).
+  std::vector<int64_t> labels{3, 1, 4, 1, 5, 9}, labelShape{2, 3},
+      paddedLabels{2, 4};
+  int64_t bl = dev.upload(labels), bpl = dev.alloc(8 * 8),
+          bs = dev.alloc(6 * 8);
+  RT_OK(fsdprt_pad(dev.ctx, dev.stream, FSDPRT_I64, bl, 0, 2, labelShape.data(),
+                   1, 0, 1, -100.0, bpl, 0));
+  RT_OK(fsdprt_slice(dev.ctx, dev.stream, FSDPRT_I64, bpl, 0, 2,
+                     paddedLabels.data(), 1, 1, 3, bs, 0));
+  EXPECT_EQ(dev.download<int64_t>(bs, 6),
+            (std::vector<int64_t>{1, 4, -100, 5, 9, -100}));
+
+  // A window past the end is refused.
+  EXPECT_NE(fsdprt_slice(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3,
+                         shape.data(), 1, 4, 2, by, 0),
+            FSDPRT_OK);
+  EXPECT_NE(fsdprt_pad(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3, shape.data(),
+                       1, -1, 0, 0.0, bp, 0),
+            FSDPRT_OK);
+}
+
 TEST_P(LayoutConformance, ReduceSumAndMeanOverDimLists) {
   Device dev(GetParam());
   const std::vector<int64_t> shape{3, 4, 5};

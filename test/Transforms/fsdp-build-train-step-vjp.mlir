@@ -499,3 +499,56 @@ fsdp.model @broadcast {
     }
   }
 }
+
+// -----
+
+// Pointwise math: one nn.unary_grad of the same function and parameters
+// (clamp's missing bound is infinite); div: g / b and -(g * y) / b.
+// CHECK-LABEL: func.func @math_train_step
+// CHECK: %[[Y:[^ ,:]+]] = nn.div %{{.*}}, %arg1 {{.*}}: (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[GL:[^ ,:]+]] = nn.div %[[G:[^ ,:]+]], %arg1 {{.*}}: (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[GY:[^ ,:]+]] = nn.mul %[[G]], %[[Y]] {{.*}}: (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[Q:[^ ,:]+]] = nn.div %[[GY]], %arg1 {{.*}}: (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[NQ:[^ ,:]+]] = nn.scale %[[Q]] {factor = -1.000000e+00 : f64
+// CHECK: %[[GD:[^ ,:]+]] = nn.reduce_sum %[[NQ]] {dims = array<i64: 0>{{.*}}} : (tensor<2x3xf32>) -> tensor<3xf32>
+// CHECK: %[[GC:[^ ,:]+]] = nn.unary_grad %[[GL]], %{{.*}} {a = -5.000000e-01 : f64, b = 0x7FF0000000000000 : f64, fn = #nn.unary_fn<clamp>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GP:[^ ,:]+]] = nn.unary_grad %[[GC]], %{{.*}} {a = 1.500000e+00 : f64, fn = #nn.unary_fn<pow>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GX:[^ ,:]+]] = nn.unary_grad %[[GP]], %arg0 {fn = #nn.unary_fn<tanh>{{.*}}} : tensor<2x3xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[GX]]
+// CHECK: fsdp.sgd_step %arg1, %[[GD]]
+fsdp.model @math {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x3xf32> init <normal(0.0, 1.0)>
+    fsdp.param @d : tensor<3xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x3xf32>
+      %d = fsdp.get_param @d : tensor<3xf32>
+      %t = nn.tanh %x : tensor<2x3xf32>
+      %p = nn.pow %t {exponent = 1.5 : f64} : tensor<2x3xf32>
+      %c = nn.clamp %p {min = -0.5 : f64} : tensor<2x3xf32>
+      %y = nn.div %c, %d : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// slice and pad are each other's VJP.
+// CHECK-LABEL: func.func @window_train_step
+// CHECK: %[[S:[^ ,:]+]] = nn.slice %{{.*}} {dim = 1 : i64, end = 7 : i64, {{.*}}start = 2 : i64} : (tensor<2x9x4xf32>) -> tensor<2x5x4xf32>
+// CHECK: %[[DP:[^ ,:]+]] = nn.pad %[[S]] {dim = 1 : i64, {{.*}}high = 2 : i64, low = 1 : i64{{.*}}} : (tensor<2x5x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[DP]]
+fsdp.model @window {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x8x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x8x4xf32>
+      %s = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 6 : i64} : (tensor<2x8x4xf32>) -> tensor<2x5x4xf32>
+      %p = nn.pad %s {dim = 1 : i64, low = 2 : i64, high = 2 : i64, value = 1.0 : f64} : (tensor<2x5x4xf32>) -> tensor<2x9x4xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1, 2>} : (tensor<2x9x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}

@@ -189,4 +189,47 @@ fsdp.model @m {
                  /*microBatches=*/3);
 }
 
+TEST_F(AutodiffNumericTest, PointwiseMathDivSliceAndPad) {
+  // exp(y) keeps log, sqrt, rsqrt, pow 1.5 and the divisor positive.
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<2x6xf32> init <zeros>
+    fsdp.param @y : tensor<6xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x6xf32>
+      %y = fsdp.get_param @y : tensor<6xf32>
+      %t = nn.tanh %x : tensor<2x6xf32>
+      %s = nn.sigmoid %x : tensor<2x6xf32>
+      %e = nn.exp %y : tensor<6xf32>
+      %l = nn.log %e : tensor<6xf32>
+      %q = nn.sqrt %e : tensor<6xf32>
+      %r = nn.rsqrt %e : tensor<6xf32>
+      %p = nn.pow %e {exponent = 1.5 : f64} : tensor<6xf32>
+      %x2 = nn.pow %x {exponent = 2.0 : f64} : tensor<2x6xf32>
+      %a = nn.abs %x : tensor<2x6xf32>
+      %c = nn.clamp %x {min = -0.5 : f64, max = 0.5 : f64} : tensor<2x6xf32>
+      %ts = nn.mul %t, %s : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %d = nn.div %ts, %e : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+      %ac = nn.mul %a, %c : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %u = nn.add %d, %ac : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %v = nn.add %u, %x2 : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %w = nn.mul %v, %r : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+      %qp = nn.add %q, %p : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+      %qpl = nn.mul %qp, %l : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+      %z = nn.add %w, %qpl : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+      %sl = nn.slice %z {dim = 1 : i64, start = 1 : i64, end = 4 : i64} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+      %pd = nn.pad %sl {dim = 0 : i64, low = 1 : i64, high = 2 : i64, value = 0.5 : f64} : (tensor<2x3xf32>) -> tensor<5x3xf32>
+      %sq = nn.mul %pd, %pd : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
+      %rest = nn.slice %z {dim = 1 : i64, start = 4 : i64, end = 6 : i64} : (tensor<2x6xf32>) -> tensor<2x2xf32>
+      %a1 = nn.reduce_sum %sq {dims = array<i64: 0, 1>} : (tensor<5x3xf32>) -> tensor<f32>
+      %a2 = nn.reduce_sum %rest {dims = array<i64: 0, 1>} : (tensor<2x2xf32>) -> tensor<f32>
+      %loss = nn.add %a1, %a2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
 } // namespace

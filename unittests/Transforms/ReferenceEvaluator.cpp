@@ -195,6 +195,78 @@ Tensor softmax(const Tensor &x, int64_t dim) {
   return out;
 }
 
+/// f(x; a, b) and f'(x; a, b) of nn::UnaryFn in float64.
+double unaryValue(nn::UnaryFn fn, double x, double a, double b) {
+  switch (fn) {
+  case nn::UnaryFn::tanh:
+    return std::tanh(x);
+  case nn::UnaryFn::sigmoid:
+    return 1.0 / (1.0 + std::exp(-x));
+  case nn::UnaryFn::exp:
+    return std::exp(x);
+  case nn::UnaryFn::log:
+    return std::log(x);
+  case nn::UnaryFn::sqrt:
+    return std::sqrt(x);
+  case nn::UnaryFn::rsqrt:
+    return 1.0 / std::sqrt(x);
+  case nn::UnaryFn::abs:
+    return std::fabs(x);
+  case nn::UnaryFn::pow:
+    return std::pow(x, a);
+  case nn::UnaryFn::clamp:
+    return std::min(std::max(x, a), b);
+  }
+  return 0.0;
+}
+
+double unaryDerivative(nn::UnaryFn fn, double x, double a, double b) {
+  switch (fn) {
+  case nn::UnaryFn::tanh:
+    return 1.0 - std::tanh(x) * std::tanh(x);
+  case nn::UnaryFn::sigmoid: {
+    double s = 1.0 / (1.0 + std::exp(-x));
+    return s * (1.0 - s);
+  }
+  case nn::UnaryFn::exp:
+    return std::exp(x);
+  case nn::UnaryFn::log:
+    return 1.0 / x;
+  case nn::UnaryFn::sqrt:
+    return 0.5 / std::sqrt(x);
+  case nn::UnaryFn::rsqrt:
+    return -0.5 * std::pow(x, -1.5);
+  case nn::UnaryFn::abs:
+    return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+  case nn::UnaryFn::pow:
+    return a == 0.0 ? 0.0 : a * std::pow(x, a - 1.0);
+  case nn::UnaryFn::clamp:
+    return x >= a && x <= b ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+
+/// y[.., i + yStart, ..] = x[.., i + xStart, ..] along `dim` for i < count;
+/// y starts filled with `fill` (slice and pad).
+Tensor window(const Tensor &x, Type resultType, int64_t dim, int64_t xStart,
+              int64_t yStart, int64_t count, double fill) {
+  Tensor y = Tensor::zeros(shapeOf(resultType));
+  std::fill(y.data.begin(), y.data.end(), fill);
+  std::vector<int64_t> yStrides = stridesOf(y.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    std::vector<int64_t> index = unflatten(i, x.shape);
+    int64_t along = index[dim] - xStart;
+    if (along < 0 || along >= count)
+      continue;
+    index[dim] = along + yStart;
+    int64_t flat = 0;
+    for (size_t d = 0; d < index.size(); ++d)
+      flat += index[d] * yStrides[d];
+    y.data[flat] = x.data[i];
+  }
+  return y;
+}
+
 } // namespace
 
 FailureOr<std::vector<Tensor>>
@@ -243,6 +315,37 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
             .Case([&](nn::MulOp o) {
               return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
                                      [](double a, double b) { return a * b; }));
+            })
+            .Case([&](nn::DivOp o) {
+              return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
+                                     [](double a, double b) { return a / b; }));
+            })
+            .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
+                  nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {
+              Tensor t = in(o.getInput());
+              for (double &x : t.data)
+                x = unaryValue(o.getFn(), x, o.getParamA(), o.getParamB());
+              return one(t);
+            })
+            .Case([&](nn::UnaryGradOp o) {
+              Tensor g = in(o.getGrad());
+              const Tensor &x = in(o.getInput());
+              for (int64_t i = 0; i < g.numel(); ++i)
+                g.data[i] *= unaryDerivative(o.getFn(), x.data[i],
+                                             o.getA().convertToDouble(),
+                                             o.getB().convertToDouble());
+              return one(g);
+            })
+            .Case([&](nn::SliceOp s) {
+              return one(window(in(s.getInput()), s.getType(), s.getDim(),
+                                s.getStart(), 0, s.getEnd() - s.getStart(),
+                                0.0));
+            })
+            .Case([&](nn::PadOp p) {
+              const Tensor &x = in(p.getInput());
+              return one(window(x, p.getType(), p.getDim(), 0, p.getLow(),
+                                x.shape[p.getDim()],
+                                p.getValue().convertToDouble()));
             })
             .Case([&](nn::ScaleOp s) {
               Tensor t = in(s.getInput());

@@ -56,6 +56,24 @@ static int32_t activationKind(Operation *op) {
       });
 }
 
+/// nn::UnaryFn lists the functions in FSDPRT_UNARY_* order.
+static int32_t unaryKind(nn::UnaryFn fn) {
+  static_assert(FSDPRT_UNARY_TANH == 0 && FSDPRT_UNARY_CLAMP == 8);
+  static_assert(static_cast<int32_t>(nn::UnaryFn::tanh) == FSDPRT_UNARY_TANH &&
+                static_cast<int32_t>(nn::UnaryFn::sigmoid) ==
+                    FSDPRT_UNARY_SIGMOID &&
+                static_cast<int32_t>(nn::UnaryFn::exp) == FSDPRT_UNARY_EXP &&
+                static_cast<int32_t>(nn::UnaryFn::log) == FSDPRT_UNARY_LOG &&
+                static_cast<int32_t>(nn::UnaryFn::sqrt) == FSDPRT_UNARY_SQRT &&
+                static_cast<int32_t>(nn::UnaryFn::rsqrt) ==
+                    FSDPRT_UNARY_RSQRT &&
+                static_cast<int32_t>(nn::UnaryFn::abs) == FSDPRT_UNARY_ABS &&
+                static_cast<int32_t>(nn::UnaryFn::pow) == FSDPRT_UNARY_POW &&
+                static_cast<int32_t>(nn::UnaryFn::clamp) ==
+                    FSDPRT_UNARY_CLAMP);
+  return static_cast<int32_t>(fn);
+}
+
 namespace {
 /// Builds the operand list of one call: tensors as (buffer, offset).
 struct Args {
@@ -225,6 +243,37 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
       })
       .Case([&](nn::MulOp o) {
         emitBinary(calls, o, FSDPRT_MUL);
+        return success();
+      })
+      .Case([&](nn::DivOp o) {
+        emitBinary(calls, o, FSDPRT_DIV);
+        return success();
+      })
+      .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
+            nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(unaryKind(o.getFn()))
+            .t(o.getInput()).t(o.getResult()).i64(numel(o.getResult()))
+            .f64(o.getParamA()).f64(o.getParamB()).call("unary_forward");
+        return success();
+      })
+      .Case([&](nn::UnaryGradOp o) {
+        Args{calls}.i32(dtypeOf(o.getResult())).i32(unaryKind(o.getFn()))
+            .t(o.getInput()).t(o.getGrad()).t(o.getResult())
+            .i64(numel(o.getResult())).f64(o.getA().convertToDouble())
+            .f64(o.getB().convertToDouble()).call("unary_backward");
+        return success();
+      })
+      .Case([&](nn::SliceOp o) {
+        Args{calls}.i32(dtypeOf(o.getInput())).t(o.getInput())
+            .shape(o.getInput()).i32(o.getDim()).i64(o.getStart())
+            .i64(o.getEnd() - o.getStart()).t(o.getResult()).call("slice");
+        return success();
+      })
+      .Case([&](nn::PadOp o) {
+        Args{calls}.i32(dtypeOf(o.getInput())).t(o.getInput())
+            .shape(o.getInput()).i32(o.getDim()).i64(o.getLow())
+            .i64(o.getHigh()).f64(o.getValue().convertToDouble())
+            .t(o.getResult()).call("pad");
         return success();
       })
       .Case([&](nn::ScaleOp o) {

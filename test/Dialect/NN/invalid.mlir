@@ -495,3 +495,84 @@ func.func @mse_types(%a: tensor<4xf32>, %b: tensor<5xf32>) {
   %0 = nn.mse_loss %a, %b : (tensor<4xf32>, tensor<5xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @div_shapes(%a: tensor<4x8xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{shapes 'tensor<4x8xf32>' and 'tensor<3xf32>' do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.div %a, %b : (tensor<4x8xf32>, tensor<3xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @tanh_of_integers(%a: tensor<4xi64>) {
+  // expected-error @+1 {{must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.tanh %a : tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @clamp_without_bounds(%a: tensor<4xf32>) {
+  // expected-error @+1 {{needs a min, a max or both}}
+  %0 = nn.clamp %a : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_inverted_bounds(%a: tensor<4xf32>) {
+  // expected-error @+1 {{min 2.000000e+00 is above max 1.000000e+00}}
+  %0 = nn.clamp %a {min = 2.0 : f64, max = 1.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_past_the_end(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{window [4, 10) is empty or outside dimension 1 of size 8}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 4 : i64, end = 10 : i64} : (tensor<2x8xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @slice_empty(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{window [3, 3) is empty or outside dimension 1 of size 8}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 3 : i64, end = 3 : i64} : (tensor<2x8xf32>) -> tensor<2x0xf32>
+  return
+}
+
+// -----
+
+func.func @slice_dim(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = nn.slice %x {dim = 2 : i64, start = 0 : i64, end = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_result(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x3xf32>' should be 'tensor<2x4xf32>'}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 4 : i64} : (tensor<2x8xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @pad_negative(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{low and high must be non-negative, got -1 and 1}}
+  %0 = nn.pad %x {dim = 1 : i64, low = -1 : i64, high = 1 : i64} : (tensor<2x8xi64>) -> tensor<2x8xi64>
+  return
+}
+
+// -----
+
+func.func @pad_result(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{result type 'tensor<2x9xi32>' should be 'tensor<2x9xi64>'}}
+  %0 = nn.pad %x {dim = 1 : i64, low = 0 : i64, high = 1 : i64} : (tensor<2x8xi64>) -> tensor<2x9xi32>
+  return
+}

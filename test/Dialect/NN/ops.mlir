@@ -43,6 +43,46 @@ func.func @elementwise(%a: tensor<4x16x32xf16>, %b: tensor<16x32xf16>, %c: tenso
   return
 }
 
+// CHECK-LABEL: func @pointwise_math
+func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: tensor<4x16x32xf32>) {
+  // CHECK: nn.div %{{.*}}, %{{.*}} : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
+  %0 = nn.div %a, %b : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
+  // CHECK: nn.tanh %{{.*}} : tensor<4x16x32xf32>
+  %1 = nn.tanh %a : tensor<4x16x32xf32>
+  // CHECK: nn.sigmoid %{{.*}} : tensor<4x16x32xf32>
+  %2 = nn.sigmoid %a : tensor<4x16x32xf32>
+  // CHECK: nn.exp %{{.*}} : tensor<4x16x32xf32>
+  %3 = nn.exp %a : tensor<4x16x32xf32>
+  // CHECK: nn.log %{{.*}} : tensor<4x16x32xf32>
+  %4 = nn.log %a : tensor<4x16x32xf32>
+  // CHECK: nn.sqrt %{{.*}} : tensor<4x16x32xf32>
+  %5 = nn.sqrt %a : tensor<4x16x32xf32>
+  // CHECK: nn.rsqrt %{{.*}} : tensor<4x16x32xf32>
+  %6 = nn.rsqrt %a : tensor<4x16x32xf32>
+  // CHECK: nn.abs %{{.*}} : tensor<4x16x32xf32>
+  %7 = nn.abs %a : tensor<4x16x32xf32>
+  // CHECK: nn.pow %{{.*}} {exponent = 2.000000e+00 : f64} : tensor<4x16x32xf32>
+  %8 = nn.pow %a {exponent = 2.0 : f64} : tensor<4x16x32xf32>
+  // CHECK: nn.clamp %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<4x16x32xf32>
+  %9 = nn.clamp %a {min = 0.0 : f64, max = 6.0 : f64} : tensor<4x16x32xf32>
+  // CHECK: nn.clamp %{{.*}} {max = 1.000000e+00 : f64} : tensor<4x16x32xf32>
+  %10 = nn.clamp %a {max = 1.0 : f64} : tensor<4x16x32xf32>
+  // CHECK: nn.unary_grad %{{.*}}, %{{.*}} {a = 2.000000e+00 : f64, fn = #nn.unary_fn<pow>} : tensor<4x16x32xf32>
+  %11 = nn.unary_grad %g, %a {fn = #nn.unary_fn<pow>, a = 2.0 : f64} : tensor<4x16x32xf32>
+  return
+}
+
+// CHECK-LABEL: func @windows
+func.func @windows(%x: tensor<2x4x16x8xbf16>, %labels: tensor<2x16xi64>) {
+  // CHECK: nn.slice %{{.*}} {dim = 3 : i64, end = 8 : i64, start = 4 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
+  %0 = nn.slice %x {dim = 3 : i64, start = 4 : i64, end = 8 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
+  // CHECK: nn.pad %{{.*}} {dim = 1 : i64, high = 1 : i64, low = 0 : i64, value = -1.000000e+02 : f64} : (tensor<2x16xi64>) -> tensor<2x17xi64>
+  %1 = nn.pad %labels {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = -100.0 : f64} : (tensor<2x16xi64>) -> tensor<2x17xi64>
+  // CHECK: nn.slice %{{.*}} {dim = 1 : i64, end = 17 : i64, start = 1 : i64} : (tensor<2x17xi64>) -> tensor<2x16xi64>
+  %2 = nn.slice %1 {dim = 1 : i64, start = 1 : i64, end = 17 : i64} : (tensor<2x17xi64>) -> tensor<2x16xi64>
+  return
+}
+
 // CHECK-LABEL: func @normalization
 func.func @normalization(%x: tensor<4x16x32xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>,
                          %img: tensor<8x4x5x5xf32>, %c: tensor<4xf32>) {

@@ -135,6 +135,46 @@ FailureOr<SmallVector<Value>> MulOp::buildVJP(OpBuilder &b,
                             sumToShape(b, loc, gradRhs, getRhs().getType())};
 }
 
+FailureOr<SmallVector<Value>> DivOp::buildVJP(OpBuilder &b,
+                                              ValueRange cotangents) {
+  // d/dlhs = g / rhs; d/drhs = -g * lhs / rhs^2 = -(g * result) / rhs.
+  Location loc = getLoc();
+  Value g = cotangents[0];
+  Value gradLhs = DivOp::create(b, loc, g, getRhs());
+  Value gradRhs = scale(
+      b, loc, DivOp::create(b, loc, MulOp::create(b, loc, g, getResult()),
+                            getRhs()),
+      -1.0);
+  return SmallVector<Value>{sumToShape(b, loc, gradLhs, getLhs().getType()),
+                            sumToShape(b, loc, gradRhs, getRhs().getType())};
+}
+
+/// The VJP of a pointwise math op: one nn.unary_grad of its function.
+template <typename MathOp>
+static SmallVector<Value> unaryVJP(MathOp op, OpBuilder &b,
+                                   ValueRange cotangents) {
+  return SmallVector<Value>{UnaryGradOp::create(
+      b, op.getLoc(), cotangents[0], op.getInput(),
+      UnaryFnAttr::get(b.getContext(), MathOp::getFn()),
+      b.getF64FloatAttr(op.getParamA()), b.getF64FloatAttr(op.getParamB()))};
+}
+
+#define NN_UNARY_VJP(OP)                                                       \
+  FailureOr<SmallVector<Value>> OP::buildVJP(OpBuilder &b,                     \
+                                             ValueRange cotangents) {          \
+    return unaryVJP(*this, b, cotangents);                                     \
+  }
+NN_UNARY_VJP(TanhOp)
+NN_UNARY_VJP(SigmoidOp)
+NN_UNARY_VJP(ExpOp)
+NN_UNARY_VJP(LogOp)
+NN_UNARY_VJP(SqrtOp)
+NN_UNARY_VJP(RsqrtOp)
+NN_UNARY_VJP(AbsOp)
+NN_UNARY_VJP(PowOp)
+NN_UNARY_VJP(ClampOp)
+#undef NN_UNARY_VJP
+
 FailureOr<SmallVector<Value>> BroadcastOp::buildVJP(OpBuilder &b,
                                                     ValueRange cotangents) {
   return SmallVector<Value>{
@@ -304,6 +344,23 @@ FailureOr<SmallVector<Value>> ConcatOp::buildVJP(OpBuilder &b,
   auto split = SplitOp::create(b, getLoc(), cotangents[0], getDimAttr(),
                                b.getDenseI64ArrayAttr(sizes));
   return SmallVector<Value>(split.getResults());
+}
+
+FailureOr<SmallVector<Value>> SliceOp::buildVJP(OpBuilder &b,
+                                                ValueRange cotangents) {
+  int64_t size = getInput().getType().getDimSize(getDim());
+  return SmallVector<Value>{PadOp::create(
+      b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
+      getStartAttr(), b.getI64IntegerAttr(size - getEnd()),
+      b.getF64FloatAttr(0.0))};
+}
+
+FailureOr<SmallVector<Value>> PadOp::buildVJP(OpBuilder &b,
+                                              ValueRange cotangents) {
+  int64_t size = getInput().getType().getDimSize(getDim());
+  return SmallVector<Value>{SliceOp::create(
+      b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
+      getLowAttr(), b.getI64IntegerAttr(getLow() + size))};
 }
 
 /// The cotangent of a reduction, repeated over the reduced dimensions.

@@ -70,6 +70,7 @@ static LogicalResult inferBroadcast(std::optional<Location> loc,
 NN_BROADCAST_INFERENCE(AddOp)
 NN_BROADCAST_INFERENCE(SubOp)
 NN_BROADCAST_INFERENCE(MulOp)
+NN_BROADCAST_INFERENCE(DivOp)
 #undef NN_BROADCAST_INFERENCE
 
 //===----------------------------------------------------------------------===//
@@ -295,6 +296,55 @@ LogicalResult RoPEOp::verify() {
 //===----------------------------------------------------------------------===//
 // Shape and type manipulation
 //===----------------------------------------------------------------------===//
+
+LogicalResult ClampOp::verify() {
+  if (!getMin() && !getMax())
+    return emitOpError("needs a min, a max or both");
+  if (getMin() && getMax() &&
+      getMin()->convertToDouble() > getMax()->convertToDouble())
+    return emitOpError("min ") << getMin()->convertToDouble()
+                               << " is above max "
+                               << getMax()->convertToDouble();
+  return success();
+}
+
+/// nn.slice and nn.pad: `result` is `input` with dimension `dim` of size
+/// `size` (all else equal, same element type).
+static LogicalResult verifyWindow(Operation *op, RankedTensorType in,
+                                  RankedTensorType out, int64_t dim,
+                                  int64_t size) {
+  if (dim < 0 || dim >= in.getRank())
+    return op->emitOpError("dim ") << dim << " is out of range for rank "
+                                   << in.getRank();
+  SmallVector<int64_t> shape(in.getShape());
+  shape[dim] = size;
+  auto expected = RankedTensorType::get(shape, in.getElementType());
+  if (out != expected)
+    return op->emitOpError("result type ") << out << " should be " << expected;
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  RankedTensorType in = getInput().getType();
+  int64_t dim = getDim(), start = getStart(), end = getEnd();
+  if (dim >= 0 && dim < in.getRank() &&
+      (start < 0 || end <= start || end > in.getDimSize(dim)))
+    return emitOpError("window [")
+           << start << ", " << end << ") is empty or outside dimension " << dim
+           << " of size " << in.getDimSize(dim);
+  return verifyWindow(*this, in, getResult().getType(), dim, end - start);
+}
+
+LogicalResult PadOp::verify() {
+  RankedTensorType in = getInput().getType();
+  int64_t dim = getDim(), low = getLow(), high = getHigh();
+  if (low < 0 || high < 0)
+    return emitOpError("low and high must be non-negative, got ")
+           << low << " and " << high;
+  int64_t size = dim >= 0 && dim < in.getRank() ? in.getDimSize(dim) : 0;
+  return verifyWindow(*this, in, getResult().getType(), dim,
+                      size + low + high);
+}
 
 LogicalResult CastOp::verify() {
   if (getInput().getType().getShape() != getResult().getType().getShape())

@@ -30,7 +30,20 @@ namespace rt {
 enum class BinaryOp : int32_t {
   Add = FSDPRT_ADD,
   Sub = FSDPRT_SUB,
-  Mul = FSDPRT_MUL
+  Mul = FSDPRT_MUL,
+  Div = FSDPRT_DIV
+};
+/// FSDPRT_UNARY_*: pointwise math with up to two scalar parameters.
+enum class UnaryMath : int32_t {
+  Tanh = FSDPRT_UNARY_TANH,
+  Sigmoid = FSDPRT_UNARY_SIGMOID,
+  Exp = FSDPRT_UNARY_EXP,
+  Log = FSDPRT_UNARY_LOG,
+  Sqrt = FSDPRT_UNARY_SQRT,
+  Rsqrt = FSDPRT_UNARY_RSQRT,
+  Abs = FSDPRT_UNARY_ABS,
+  Pow = FSDPRT_UNARY_POW,
+  Clamp = FSDPRT_UNARY_CLAMP,
 };
 enum class Activation : int32_t {
   Relu = FSDPRT_RELU,
@@ -116,6 +129,12 @@ public:
                               void *db) = 0;
   virtual void scale(DType dt, const void *x, void *y, int64_t n,
                      double factor) = 0;
+  /// y = f(x; a, b) and dx = dy * f'(x; a, b) (math/Unary.h).
+  virtual void unaryForward(DType dt, UnaryMath kind, const void *x, void *y,
+                            int64_t n, double a, double b) = 0;
+  virtual void unaryBackward(DType dt, UnaryMath kind, const void *x,
+                             const void *dy, void *dx, int64_t n, double a,
+                             double b) = 0;
   virtual void activationForward(DType dt, Activation kind, const void *x,
                                  void *y, int64_t n) = 0;
   virtual void activationBackward(DType dt, Activation kind, const void *x,

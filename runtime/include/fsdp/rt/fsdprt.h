@@ -48,12 +48,25 @@ enum {
 };
 
 /* nn op option codes. */
-enum { FSDPRT_ADD = 0, FSDPRT_SUB = 1, FSDPRT_MUL = 2 };
+enum { FSDPRT_ADD = 0, FSDPRT_SUB = 1, FSDPRT_MUL = 2, FSDPRT_DIV = 3 };
 enum {
   FSDPRT_RELU = 0,
   FSDPRT_GELU = 1,      /* approximate = "none" (erf) */
   FSDPRT_GELU_TANH = 2, /* approximate = "tanh" */
   FSDPRT_SILU = 3
+};
+/* Pointwise math of fsdprt_unary_*; a, b are POW's exponent and CLAMP's */
+/* bounds (math/Unary.h has the formulas). */
+enum {
+  FSDPRT_UNARY_TANH = 0,
+  FSDPRT_UNARY_SIGMOID = 1,
+  FSDPRT_UNARY_EXP = 2,
+  FSDPRT_UNARY_LOG = 3,
+  FSDPRT_UNARY_SQRT = 4,
+  FSDPRT_UNARY_RSQRT = 5,
+  FSDPRT_UNARY_ABS = 6,
+  FSDPRT_UNARY_POW = 7,
+  FSDPRT_UNARY_CLAMP = 8
 };
 enum { FSDPRT_REDUCE_SUM = 0, FSDPRT_REDUCE_MEAN = 1 };
 enum { FSDPRT_LOSS_MEAN = 0, FSDPRT_LOSS_SUM = 1 };
@@ -233,6 +246,17 @@ int32_t fsdprt_activation_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                    int64_t dy, int64_t dy_off, int64_t dx,
                                    int64_t dx_off, int64_t numel);
 
+/* y = f(x; a, b) for an FSDPRT_UNARY_* kind; the backward reads x (not y) */
+/* and writes dx = dy * f'(x; a, b). */
+int32_t fsdprt_unary_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                             int32_t kind, int64_t x, int64_t x_off, int64_t y,
+                             int64_t y_off, int64_t numel, double a, double b);
+int32_t fsdprt_unary_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int32_t kind, int64_t x, int64_t x_off,
+                              int64_t dy, int64_t dy_off, int64_t dx,
+                              int64_t dx_off, int64_t numel, double a,
+                              double b);
+
 /* Normalisation over the last dim (size d) of rows x d. w, b optional. The */
 /* backward recomputes the row statistics from x (nothing is saved). */
 int32_t fsdprt_layer_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
@@ -369,6 +393,17 @@ int32_t fsdprt_concat(int64_t ctx, int64_t stream, int32_t dtype,
                       const int64_t *in_offs, const int64_t *sizes,
                       int32_t rank, const int64_t *out_shape, int32_t dim,
                       int64_t out, int64_t out_off);
+/* y = x[..., start:start+size, ...] along dim (any dtype); pad writes x */
+/* into y with `low` elements of value before it along dim and `high` after. */
+/* Each is the other's backward. */
+int32_t fsdprt_slice(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                     int64_t x_off, int32_t rank, const int64_t *shape,
+                     int32_t dim, int64_t start, int64_t size, int64_t y,
+                     int64_t y_off);
+int32_t fsdprt_pad(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                   int64_t x_off, int32_t rank, const int64_t *shape,
+                   int32_t dim, int64_t low, int64_t high, double value,
+                   int64_t y, int64_t y_off);
 /* Sum or mean over `dims` (keepdim changes only the shape, not the data). */
 int32_t fsdprt_reduce_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t kind, int64_t x, int64_t x_off,

@@ -50,6 +50,20 @@ def NN_GeluApproximationAttr
 // Type constraints
 //===----------------------------------------------------------------------===//
 
+def NN_UnaryFn : I32EnumAttr<"UnaryFn",
+    "pointwise math function of nn.unary_grad",
+    [I32EnumAttrCase<"tanh", 0>, I32EnumAttrCase<"sigmoid", 1>,
+     I32EnumAttrCase<"exp", 2>, I32EnumAttrCase<"log", 3>,
+     I32EnumAttrCase<"sqrt", 4>, I32EnumAttrCase<"rsqrt", 5>,
+     I32EnumAttrCase<"abs", 6>, I32EnumAttrCase<"pow", 7>,
+     I32EnumAttrCase<"clamp", 8>]> {
+  let cppNamespace = "::mlir::nn";
+  let genSpecializedAttr = 0;
+}
+def NN_UnaryFnAttr : EnumAttr<NN_Dialect, NN_UnaryFn, "unary_fn"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def NN_FloatElement : AnyTypeOf<[F32, BF16, F16], "f32, bf16 or f16">;
 def NN_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16]>;
 def NN_IndexTensor : StaticShapeTensorOf<[I32, I64]>;

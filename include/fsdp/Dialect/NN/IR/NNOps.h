@@ -5,6 +5,8 @@
 
 #include "fsdp/Dialect/NN/IR/NNDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+
+#include <cmath> // INFINITY in nn.clamp's bounds
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

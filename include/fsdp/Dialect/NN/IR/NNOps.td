@@ -100,6 +100,61 @@ def NN_AddOp : NN_BinaryOp<"add", "lhs + rhs">;
 def NN_SubOp : NN_BinaryOp<"sub", "lhs - rhs">;
 def NN_MulOp : NN_BinaryOp<"mul", "lhs * rhs">;
 
+def NN_DivOp : NN_BinaryOp<"div", "lhs / rhs">;
+
+// Pointwise math: the result has the operand's type; the VJP is one
+// nn.unary_grad of the same function (`fn`) and parameters (`a`, `b`).
+class NN_MathOp<string mnemonic, string formula, string a = "0.0",
+                string b = "0.0"> : NN_UnaryOp<mnemonic> {
+  let summary = formula # " (torch." # mnemonic # ")";
+  let description = [{
+    ```mlir
+    %y = nn.}] # mnemonic # [{ %x : tensor<4x16xf32>
+    ```
+  }];
+  let extraClassDeclaration = [{
+    static ::mlir::nn::UnaryFn getFn() { return ::mlir::nn::UnaryFn::}]
+      # mnemonic # [{; }
+    double getParamA() { return }] # a # [{; }
+    double getParamB() { return }] # b # [{; }
+  }];
+}
+
+def NN_TanhOp : NN_MathOp<"tanh", "hyperbolic tangent">;
+def NN_SigmoidOp : NN_MathOp<"sigmoid", "1 / (1 + exp(-x))">;
+def NN_ExpOp : NN_MathOp<"exp", "e^x">;
+def NN_LogOp : NN_MathOp<"log", "natural logarithm">;
+def NN_SqrtOp : NN_MathOp<"sqrt", "square root">;
+def NN_RsqrtOp : NN_MathOp<"rsqrt", "1 / sqrt(x)">;
+def NN_AbsOp : NN_MathOp<"abs", "|x|">;
+
+def NN_PowOp : NN_MathOp<"pow", "x ** exponent", "getExponent().convertToDouble()"> {
+  let description = [{
+    A constant exponent (torch.pow(x, 2.0), `x ** 0.5`).
+
+    ```mlir
+    %y = nn.pow %x {exponent = 2.0 : f64} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, F64Attr:$exponent);
+}
+
+def NN_ClampOp : NN_MathOp<"clamp", "min(max(x, min), max)",
+    "getMin() ? getMin()->convertToDouble() : -INFINITY",
+    "getMax() ? getMax()->convertToDouble() : INFINITY"> {
+  let description = [{
+    torch.clamp with constant bounds; either may be absent, not both, and
+    `min` <= `max`. The gradient passes where min <= x <= max.
+
+    ```mlir
+    %y = nn.clamp %x {min = 0.0 : f64, max = 6.0 : f64} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+  let hasVerifier = 1;
+}
+
 def NN_ScaleOp : NN_UnaryOp<"scale"> {
   let summary = "multiplication by a constant";
   let description = [{
@@ -392,6 +447,42 @@ def NN_ConcatOp : NN_PureOp<"concat", [NN_Differentiable, InferTypeOpAdaptor]> {
       "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
+def NN_SliceOp : NN_PureOp<"slice", [NN_Differentiable]> {
+  let summary = "a window of one dimension (x[..., start:end, ...])";
+  let description = [{
+    Elements `start` to `end` (exclusive, step 1) of dimension `dim`, every
+    other dimension whole; any element type. The VJP pads the cotangent
+    with zeros back to the input's shape.
+
+    ```mlir
+    %y = nn.slice %x {dim = 3 : i64, start = 0 : i64, end = 4 : i64} : (tensor<2x4x16x8xf32>) -> tensor<2x4x16x4xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input, I64Attr:$dim, I64Attr:$start,
+                       I64Attr:$end);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_PadOp : NN_PureOp<"pad", [NN_Differentiable]> {
+  let summary = "constant padding of one dimension (F.pad, mode constant)";
+  let description = [{
+    `low` elements of `value` before dimension `dim` and `high` after it;
+    any element type (HF's causal-LM loss pads its labels with -100). The
+    VJP slices the cotangent back.
+
+    ```mlir
+    %y = nn.pad %x {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = -100.0 : f64} : (tensor<2x16xi64>) -> tensor<2x17xi64>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input, I64Attr:$dim, I64Attr:$low,
+                       I64Attr:$high, DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class NN_ReduceOp<string mnemonic, string what>
     : NN_PureOp<mnemonic, [InferTypeOpAdaptor, NN_Differentiable]> {
   let summary = what # " over a set of dimensions";
@@ -499,6 +590,24 @@ def NN_GeluGradOp : NN_ActivationGradOp<"gelu_grad", "nn.gelu"> {
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
       DefaultValuedAttr<NN_GeluApproximationAttr,
                         "::mlir::nn::GeluApproximation::none">:$approximate);
+}
+
+def NN_UnaryGradOp : NN_PureOp<"unary_grad", [SameOperandsAndResultType,
+                                                InferTypeOpInterface]> {
+  let summary = "gradient of a pointwise math op with respect to its input";
+  let description = [{
+    `grad` · f'(`input`) for the function `fn` of nn.tanh ... nn.clamp, with
+    its parameters `a`, `b` (pow's exponent; clamp's bounds, ±inf for none).
+
+    ```mlir
+    %gx = nn.unary_grad %g, %x {fn = #nn.unary_fn<pow>, a = 2.0 : f64} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+      NN_UnaryFnAttr:$fn, DefaultValuedAttr<F64Attr, "0.0">:$a,
+      DefaultValuedAttr<F64Attr, "0.0">:$b);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($input)";
 }
 
 def NN_LayerNormGradOp : NN_PureOp<"layer_norm_grad", [InferTypeOpAdaptor]> {

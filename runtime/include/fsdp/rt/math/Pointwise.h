@@ -8,9 +8,18 @@
 namespace fsdp {
 namespace rt {
 
-/// op is FSDPRT_ADD, FSDPRT_SUB or FSDPRT_MUL.
+/// op is FSDPRT_ADD, FSDPRT_SUB, FSDPRT_MUL or FSDPRT_DIV.
 FSDPRT_HD inline float binaryApply(int op, float a, float b) {
-  return op == FSDPRT_ADD ? a + b : op == FSDPRT_SUB ? a - b : a * b;
+  switch (op) {
+  case FSDPRT_ADD:
+    return a + b;
+  case FSDPRT_SUB:
+    return a - b;
+  case FSDPRT_MUL:
+    return a * b;
+  default:
+    return a / b;
+  }
 }
 
 } // namespace rt
