@@ -676,9 +676,14 @@ class Forward:
         return self._emit(text, [x.type], name)[0]
 
     def embedding(self, ids: Value, table: Value,
+                  padding_idx: Optional[int] = None,
                   name: Optional[str] = None) -> Value:
+        """F.embedding; the `padding_idx` row gets no gradient."""
         out = table.type.with_shape(ids.type.shape + (table.type.shape[1],))
-        return self.op("nn.embedding", [ids, table], [out], names=name)[0]
+        attrs = "" if padding_idx is None else \
+            f"padding_idx = {int(padding_idx)} : i64"
+        return self.op("nn.embedding", [ids, table], [out], attrs,
+                       names=name)[0]
 
     def attention(self, q: Value, k: Value, v: Value, num_heads: int,
                   num_kv_heads: Optional[int] = None, causal: bool = False,

@@ -320,6 +320,8 @@ InputInfo parseInput(const json &v, const Program &prog,
   in.dtype = getString(v, path, "dtype");
   in.offset = getInt(v, path, "offset");
   in.maxId = getInt(v, path, "max_id");
+  if (v.contains("ignore_id"))
+    in.ignoreId = getInt(v, path, "ignore_id");
   if (in.index < 0)
     fail(join(path, "index"), "negative index");
   checkMicroBatch(in.microBatch, prog, path);

@@ -17,6 +17,7 @@
 #include "fsdp/rt/StepAbi.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,7 @@ struct InputInfo {
   std::string dtype;           // "f32", "bf16", "i32", "i64", ...
   int64_t offset = 0;
   int64_t maxId = -1;          // integer inputs: ids are < maxId (vocab / classes); -1 if unknown
+  std::optional<int64_t> ignoreId; // a cross-entropy target's ignore_index, also allowed
 };
 
 /// One micro-batch's value of a named output of the model's forward (an

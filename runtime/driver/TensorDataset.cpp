@@ -82,10 +82,13 @@ TensorDataset::TensorDataset(const std::string &path,
         std::memcpy(&v, column.bytes.data() + 4 * i, 4);
         id = v;
       }
-      if (id < 0 || id >= in.maxId)
+      if ((id < 0 || id >= in.maxId) && id != in.ignoreId)
         fail("'" + name + "' holds id " + std::to_string(id) + " at element " +
              std::to_string(i) + ", outside [0, " + std::to_string(in.maxId) +
-             ")");
+             ")" +
+             (in.ignoreId ? " and not the ignore_index " +
+                                std::to_string(*in.ignoreId)
+                          : std::string()));
     }
   }
 }

@@ -4,6 +4,11 @@
 // the window; the i64 labels go through pad and slice as Hugging Face's
 // causal-LM loss shifts them (pad -100 at the end, drop the first).
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=1 sharding-strategy=no-shard optimizer=sgd" --convert-fsdp-to-rt | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=1 sharding-strategy=no-shard optimizer=sgd" --convert-fsdp-to-rt | FileCheck %s --check-prefix=PROGRAM
+
+// The labels reach the cross-entropy through pad, slice and reshape: their
+// ids are below its 3 classes, or its ignore_index.
+// PROGRAM: {\22dtype\22:\22i64\22,\22ignore_id\22:-100,\22index\22:1,\22max_id\22:3,
 
 // CHECK-LABEL: func.func @math_train_step(
 // Labels: [2, 4] i64 (dtype 4) padded by one -100 on dim 1, then [1, 5).

@@ -552,3 +552,24 @@ fsdp.model @window {
     }
   }
 }
+
+// -----
+
+// embedding with padding_idx: the table's gradient times a [V, 1] mask with
+// a zero in the padding row (nn.Embedding(padding_idx=1)).
+// CHECK-LABEL: func.func @padded_embedding_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.embedding_grad
+// CHECK: %[[M:[^ ,:]+]] = arith.constant {{.*}}dense<{{\[}}[1.000000e+00], [0.000000e+00], [1.000000e+00]]> : tensor<3x1xf32>
+// CHECK: %[[DT:[^ ,:]+]] = nn.mul %[[G]], %[[M]] {{.*}}: (tensor<3x2xf32>, tensor<3x1xf32>) -> tensor<3x2xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[DT]]
+fsdp.model @padded_embedding {
+  fsdp.module @root kind "Test" {
+    fsdp.param @table : tensor<3x2xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%ids: tensor<4xi64>) -> tensor<f32> {
+      %t = fsdp.get_param @table : tensor<3x2xf32>
+      %e = nn.embedding %ids, %t {padding_idx = 1 : i64} : (tensor<4xi64>, tensor<3x2xf32>) -> tensor<4x2xf32>
+      %loss = nn.reduce_sum %e {dims = array<i64: 0, 1>} : (tensor<4x2xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}

@@ -106,7 +106,8 @@ TEST_F(NNBuildersTest, TransposeConcatEmbeddingAndLosses) {
   auto concat = nn::ConcatOp::create(builder, loc,
                                      ValueRange{args[0], args[1]}, /*dim=*/1);
   EXPECT_EQ(concat.getType(), f32({2, 8, 4}));
-  auto embedded = nn::EmbeddingOp::create(builder, loc, args[2], args[3]);
+  auto embedded = nn::EmbeddingOp::create(builder, loc, args[2], args[3],
+                                          /*padding_idx=*/IntegerAttr());
   EXPECT_EQ(embedded.getType(), f32({2, 3, 4}));
   auto loss = nn::CrossEntropyOp::create(builder, loc, args[4], args[5]);
   EXPECT_EQ(loss.getType(), f32({}));

@@ -42,19 +42,30 @@ static llvm::json::Object bufferJson(StringRef name, RankedTensorType type,
                             {"init", initJson(init)}};
 }
 
-/// The exclusive upper bound of the ids an integer input holds, when a
-/// consumer tells it (an embedding's rows, a cross-entropy's classes).
-static int64_t maxIdOf(Value input) {
+namespace {
+/// The ids an integer input may hold, when a consumer tells it: below an
+/// embedding's rows or a cross-entropy's classes, or the cross-entropy's
+/// ignore_index (masked-LM labels are mostly -100).
+struct IdRange {
+  int64_t max = -1;
+  std::optional<int64_t> ignore;
+};
+} // namespace
+
+static IdRange idRangeOf(Value input) {
   for (Operation *user : input.getUsers()) {
-    if (auto reshape = dyn_cast<nn::ReshapeOp>(user))
-      if (int64_t id = maxIdOf(reshape.getResult()); id >= 0)
-        return id;
+    if (isa<nn::ReshapeOp, nn::SliceOp, nn::PadOp>(user))
+      if (IdRange range = idRangeOf(user->getResult(0)); range.max >= 0)
+        return range;
     if (auto embedding = dyn_cast<nn::EmbeddingOp>(user))
-      return cast<RankedTensorType>(embedding.getTable().getType()).getDimSize(0);
+      return {cast<RankedTensorType>(embedding.getTable().getType())
+                  .getDimSize(0),
+              std::nullopt};
     if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
-      return cast<RankedTensorType>(ce.getLogits().getType()).getShape().back();
+      return {cast<RankedTensorType>(ce.getLogits().getType()).getShape().back(),
+              ce.getIgnoreIndex()};
   }
-  return -1;
+  return {};
 }
 
 FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
@@ -143,13 +154,17 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (auto input = step.getArgAttrOfType<IntegerAttr>(i, kInputArg)) {
       auto micro = step.getArgAttrOfType<IntegerAttr>(i, kMicroBatchAttr);
-      inputs.push_back(llvm::json::Object{
+      IdRange ids = idRangeOf(arg);
+      llvm::json::Object description{
           {"index", input.getInt()},
           {"micro_batch", micro ? micro.getInt() : 0},
           {"shape", shapeJson(type.getShape())},
           {"dtype", typeName(type.getElementType())},
           {"offset", offsetOf(arg)},
-          {"max_id", maxIdOf(arg)}});
+          {"max_id", ids.max}};
+      if (ids.ignore)
+        description["ignore_id"] = *ids.ignore;
+      inputs.push_back(std::move(description));
       continue;
     }
     if (auto buffer = step.getArgAttrOfType<StringAttr>(i, kBufferArg)) {

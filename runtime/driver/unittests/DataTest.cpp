@@ -321,6 +321,25 @@ TEST(TensorData, MismatchesAreClearErrors) {
   EXPECT_NE(message(bad).find("holds id 12 at element 1, outside [0, 10)"),
             std::string::npos)
       << message(bad);
+  // A cross-entropy's ignore_index is a label too (masked-LM labels), and
+  // only that one.
+  Program ignoring = p;
+  for (InputInfo &in : ignoring.inputs)
+    if (in.index == 1)
+      in.ignoreId = -100;
+  std::string masked = tensorDataset("masked", {0, 0, 0, 1, 1, 1}, {-100, 7}, 2);
+  EXPECT_NO_THROW(DataSource(masked, ignoring, 0));
+  std::string wrong = tensorDataset("wrong", {0, 0, 0, 1, 1, 1}, {-100, -7}, 2);
+  try {
+    DataSource(wrong, ignoring, 0);
+    ADD_FAILURE() << "label -7 was accepted";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "holds id -7 at element 1, outside [0, 10) and not the "
+                  "ignore_index -100"),
+              std::string::npos)
+        << e.what();
+  }
   // Features must be [N, 3].
   std::string path = ::testing::TempDir() + "fsdp-data-shape.safetensors";
   int64_t writer = 0, shape[] = {2, 4};

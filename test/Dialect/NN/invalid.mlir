@@ -576,3 +576,12 @@ func.func @pad_result(%x: tensor<2x8xi64>) {
   %0 = nn.pad %x {dim = 1 : i64, low = 0 : i64, high = 1 : i64} : (tensor<2x8xi64>) -> tensor<2x9xi32>
   return
 }
+
+// -----
+
+func.func @embedding_padding_idx(%ids: tensor<4xi64>, %table: tensor<8x4xf32>) {
+  // expected-error @+2 {{padding_idx 8 is not a row of the 8-row table}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.embedding %ids, %table {padding_idx = 8 : i64} : (tensor<4xi64>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  return
+}

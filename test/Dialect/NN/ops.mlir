@@ -73,7 +73,9 @@ func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: ten
 }
 
 // CHECK-LABEL: func @windows
-func.func @windows(%x: tensor<2x4x16x8xbf16>, %labels: tensor<2x16xi64>) {
+func.func @windows(%x: tensor<2x4x16x8xbf16>, %labels: tensor<2x16xi64>, %table: tensor<64x8xbf16>) {
+  // CHECK: nn.embedding %{{.*}}, %{{.*}} {padding_idx = 0 : i64} : (tensor<2x16xi64>, tensor<64x8xbf16>) -> tensor<2x16x8xbf16>
+  %e = nn.embedding %labels, %table {padding_idx = 0 : i64} : (tensor<2x16xi64>, tensor<64x8xbf16>) -> tensor<2x16x8xbf16>
   // CHECK: nn.slice %{{.*}} {dim = 3 : i64, end = 8 : i64, start = 4 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
   %0 = nn.slice %x {dim = 3 : i64, start = 4 : i64, end = 8 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
   // CHECK: nn.pad %{{.*}} {dim = 1 : i64, high = 1 : i64, low = 0 : i64, value = -1.000000e+02 : f64} : (tensor<2x16xi64>) -> tensor<2x17xi64>

@@ -269,9 +269,20 @@ FailureOr<SmallVector<Value>> SoftmaxOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> EmbeddingOp::buildVJP(OpBuilder &b,
                                                     ValueRange cotangents) {
-  int64_t rows = getTable().getType().getDimSize(0);
+  RankedTensorType table = getTable().getType();
+  int64_t rows = table.getDimSize(0);
   Value gradTable = EmbeddingGradOp::create(b, getLoc(), cotangents[0],
                                             getIndices(), rows);
+  if (std::optional<uint64_t> pad = getPaddingIdx()) {
+    // nn.Embedding(padding_idx=p): row p gets no gradient (a [V, 1] 0/1 mask).
+    Type element = table.getElementType();
+    auto maskType = RankedTensorType::get({rows, 1}, element);
+    SmallVector<Attribute> keep(rows, b.getFloatAttr(element, 1.0));
+    keep[*pad] = b.getFloatAttr(element, 0.0);
+    Value mask = arith::ConstantOp::create(
+        b, getLoc(), DenseElementsAttr::get(maskType, keep));
+    gradTable = MulOp::create(b, getLoc(), gradTable, mask);
+  }
   return SmallVector<Value>{Value(), gradTable};
 }
 

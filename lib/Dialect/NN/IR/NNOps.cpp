@@ -231,6 +231,10 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   if (table.getRank() != 2)
     return fail(loc, name, "table must be 2-D [num_embeddings, dim], got ",
                 table);
+  if (std::optional<uint64_t> pad = adaptor.getPaddingIdx();
+      pad && (int64_t(*pad) < 0 || int64_t(*pad) >= table.getDimSize(0)))
+    return fail(loc, name, "padding_idx ", int64_t(*pad),
+                " is not a row of the ", table.getDimSize(0), "-row table");
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
   results.push_back(RankedTensorType::get(shape, table.getElementType()));

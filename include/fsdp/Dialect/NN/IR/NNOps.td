@@ -302,13 +302,15 @@ def NN_EmbeddingOp : NN_PureOp<"embedding", [NN_Differentiable, InferTypeOpAdapt
   let summary = "table lookup (F.embedding)";
   let description = [{
     `indices` `[...]` of i32/i64 select rows of `table` `[V, D]`; the result
-    is `[..., D]`. Indices out of `[0, V)` are a runtime error.
+    is `[..., D]`. Indices out of `[0, V)` are a runtime error. With
+    `padding_idx` (nn.Embedding's), that row gets no gradient.
 
     ```mlir
-    %e = nn.embedding %ids, %wte : (tensor<4x16xi64>, tensor<64x32xf32>) -> tensor<4x16x32xf32>
+    %e = nn.embedding %ids, %wte {padding_idx = 0 : i64} : (tensor<4x16xi64>, tensor<64x32xf32>) -> tensor<4x16x32xf32>
     ```
   }];
-  let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$table);
+  let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$table,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat =
       "$indices `,` $table attr-dict `:` functional-type(operands, results)";

@@ -1,0 +1,273 @@
+"""fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
+LlamaForCausalLM (also with grouped k/v heads) and BertForMaskedLM from tiny
+configs with random weights, wrapped so that forward(ids, labels) returns
+the model's own loss. Each is imported, compiled for 1 and 2 ranks
+(full-shard, its blocks wrapped as units), trained STEPS steps from the
+module's own weights (save_weights → fsdp-run --load) and compared with
+plain torch on the same batches: losses within 1e-5, weights at the parity
+suite's bounds.
+
+What the import has to get right for them: HF's attention masks and
+rotary tables are computed from constants (folded at import: the causal
+mask becomes nn.attention {causal}, BERT's all-true one no mask), GPT-2's
+Conv1D is addmm, Llama's RMSNorm and rotate_half are decomposed element-wise
+ops, the causal-LM loss pads and slices the labels, and both GPT-2 and BERT
+tie their output projection to the word embeddings (read by a module
+outside the embedding's subtree).
+
+Run: PATH=build/bin:$PATH PYTHONPATH=python:python/tests \
+    python3 -m pytest -q python/tests/test_hf_import.py
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = pytest.importorskip("torch.nn.functional")
+transformers = pytest.importorskip("transformers")
+np = pytest.importorskip("numpy")
+st_numpy = pytest.importorskip("safetensors.numpy")
+
+from fsdp_mlir import driver, from_torch, save_weights  # noqa: E402
+from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
+from test_torch_import import NUM_SAMPLES, OPTIMIZERS  # noqa: E402
+from test_torch_oracle import (STEPS, _noise_only,  # noqa: E402
+                               assert_state_matches)
+
+LOSS_ATOL = 1e-5
+VOCAB, SEQ, PER_RANK = 64, 16, 4
+
+
+class LossOf(torch.nn.Module):
+    """A Hugging Face model whose forward(ids, labels) is its loss."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, ids, labels):
+        return self.m(input_ids=ids, labels=labels).loss
+
+
+def gpt2():
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
+        activation_function="gelu_pytorch_tanh", resid_pdrop=0,
+        embd_pdrop=0, attn_pdrop=0, use_cache=False,
+        attn_implementation="sdpa"))
+
+
+def llama(kv_heads=4):
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=kv_heads, max_position_embeddings=SEQ,
+        use_cache=False, attn_implementation="sdpa"))
+
+
+def bert():
+    return transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=SEQ, hidden_dropout_prob=0,
+        attention_probs_dropout_prob=0, attn_implementation="sdpa"))
+
+
+def causal_lm_data(rng):
+    """Token ids, labels = ids (the model shifts them)."""
+    ids = rng.integers(0, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
+    return [ids, ids.copy()]
+
+
+def masked_lm_data(rng):
+    """Ids including 0, BERT's padding_idx (its row gets no gradient);
+    labels -100 but on ~15% of the positions, where they are the ids."""
+    ids = rng.integers(0, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
+    chosen = rng.random((NUM_SAMPLES, SEQ)) < 0.15
+    chosen[:, 0] = True  # every rank's batch has targets
+    return [ids, np.where(chosen, ids, -100).astype(np.int64)]
+
+
+def bert_noise(key, shape):
+    """BERT's key bias has a zero gradient in exact arithmetic (softmax is
+    shift-invariant per query)."""
+    return np.full(shape, key.endswith("attention.self.key.bias"))
+
+
+# name: (factory, data, wrapped kind, noise mask of the AdamW weight check)
+MODELS = {
+    "gpt2": (gpt2, causal_lm_data, "GPT2Block",
+             lambda key, shape: _noise_only("gpt2", key, shape)),
+    "llama": (llama, causal_lm_data, "LlamaDecoderLayer", None),
+    "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
+                  "LlamaDecoderLayer", None),
+    "bert": (bert, masked_lm_data, "BertLayer", bert_noise),
+}
+
+CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
+         ("llama", 1, "adamw"), ("llama", 2, "adamw"),
+         ("llama-gqa", 2, "adamw"),
+         ("bert", 1, "adamw"), ("bert", 2, "adamw")]
+
+
+def import_model(module, data, name):
+    example = [torch.from_numpy(d[:PER_RANK]) for d in data]
+    return from_torch(module, example, name=name.replace("-", "_"))
+
+
+def torch_losses(module, data, ranks, optimizer):
+    """Plain torch on the batches fsdp-run feeds (step s, rank r: samples
+    s*G + r + k*ranks, G = PER_RANK * ranks), each step's loss the mean of
+    the ranks' own losses, as data parallelism averages them (their means
+    differ from the global mean when ranks count different numbers of
+    targets, as BERT's do)."""
+    options = OPTIMIZERS[optimizer]
+    opt = (torch.optim.SGD(module.parameters(), **options)
+           if optimizer == "sgd"
+           else torch.optim.AdamW(module.parameters(), **options))
+    losses, batch = [], PER_RANK * ranks
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = 0
+        for r in range(ranks):
+            rows = [(step * batch + r + k * ranks) % NUM_SAMPLES
+                    for k in range(PER_RANK)]
+            loss = loss + module(*[torch.from_numpy(d[rows])
+                                    for d in data]) / ranks
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("name,ranks,optimizer", CASES)
+def test_trains_like_torch(tmp_path, name, ranks, optimizer):
+    torch.manual_seed(0)
+    factory, make_data, kind, noise = MODELS[name]
+    module = LossOf(factory())
+    data = make_data(np.random.default_rng(3))
+    model = import_model(module, data, name)
+    weights = tmp_path / "weights.safetensors"
+    save_weights(module, model, weights)
+    dataset = tmp_path / "data.safetensors"
+    st_numpy.save_file({f"input.{i}": d for i, d in enumerate(data)},
+                       str(dataset))
+    prog = driver.compile(model, tmp_path / "step.mlir", world_size=ranks,
+                          optimizer=optimizer, wrap_kinds=[kind],
+                          **OPTIMIZERS[optimizer])
+    got = [m["loss"] for m in driver.run(
+        prog, nproc=ranks, steps=STEPS, data=dataset, load=weights,
+        save=tmp_path / "ckpt", timeout=180).metrics]
+    want = torch_losses(module, data, ranks, optimizer)
+    assert len(got) == STEPS
+    worst = max(abs(a - b) for a, b in zip(got, want))
+    print(f"{name} x{ranks} {optimizer}: max |loss diff| {worst:.3g}")
+    assert worst <= LOSS_ATOL, (got, want)
+    saved = st_numpy.load_file(str(tmp_path / "ckpt" /
+                                   f"step-{STEPS}.safetensors"))
+    adamw = optimizer == "adamw"
+    assert_state_matches(
+        saved, {n: p.detach().numpy() for n, p in module.named_parameters()},
+        adamw_lr=OPTIMIZERS["adamw"]["lr"] if adamw else None,
+        noise_mask=noise)
+
+
+def _imported(name):
+    torch.manual_seed(0)
+    factory, make_data, _, _ = MODELS[name]
+    module = LossOf(factory())
+    return module, import_model(module, make_data(np.random.default_rng(3)),
+                                name)
+
+
+def test_constant_masks_fold_into_attention():
+    """The HF mask, computed from aranges at import, is the causal one in
+    GPT-2 and Llama (nn.attention {causal}) and all-true in BERT (no mask);
+    no boolean tensor reaches the IR."""
+    for name, causal in (("gpt2", True), ("llama-gqa", True),
+                         ("bert", False)):
+        text = _imported(name)[1].text()
+        attention = [l for l in text.splitlines() if "nn.attention" in l]
+        assert len(attention) == 2, name
+        for line in attention:
+            assert ("{causal," in line) == causal, line
+        assert "xi1>" not in text and "tensor<i1>" not in text
+
+
+def test_gpt2_tree_wraps_by_kind():
+    """The HF module tree, names and classes kept: wrap-kinds=GPT2Block
+    makes transformer.h.0 and .1 the units."""
+    module, model = _imported("gpt2")
+    text = model.text()
+    nesting = [r'fsdp\.module @m kind "GPT2LMHeadModel"',
+               r'fsdp\.module @transformer kind "GPT2Model"',
+               r'fsdp\.module @h kind "ModuleList"',
+               r'fsdp\.module @"0" kind "GPT2Block"',
+               r'fsdp\.module @attn kind "GPT2Attention"',
+               r'fsdp\.module @c_attn kind "Conv1D"']
+    assert re.search(r"[\s\S]*".join(nesting), text), text[:2000]
+    assert 'fsdp.module @"1" kind "GPT2Block"' in text
+    assert dict(model.named_parameters()).keys() == \
+        dict(module.named_parameters()).keys()
+    report = driver.report(model, world_size=2, wrap_kinds=["GPT2Block"])
+    units = {c["unit"] for c in report["collectives"]}
+    assert {"m.transformer.h.0", "m.transformer.h.1"} <= units, units
+
+
+def test_tied_weights_are_passed_down():
+    """lm_head reads transformer.wte.weight (declared once, where
+    named_parameters() names it): its forward takes it as an argument and
+    the lowest module whose subtree declares it reads it. BERT's decoder
+    gets both its tied weight and its tied bias (cls.predictions.bias) so."""
+    text = _imported("gpt2")[1].text()
+    assert re.search(r"fsdp\.module @lm_head kind \"Linear\" \{\s*"
+                     r"fsdp\.forward \(%alias: tensor<4x16x32xf32>, "
+                     r"%m\.transformer\.wte\.weight: tensor<64x32xf32>\)",
+                     text), text
+    assert "fsdp.get_param @transformer::@wte::@weight" in text
+    assert text.count("fsdp.param @weight : tensor<64x32xf32>") == 1
+    text = _imported("bert")[1].text()
+    assert re.search(r"fsdp\.module @decoder kind \"Linear\" \{\s*"
+                     r"fsdp\.forward \(%\w+: tensor<4x16x32xf32>, "
+                     r"%m\.bert\.embeddings\.word_embeddings\.weight: "
+                     r"tensor<64x32xf32>, %m\.cls\.predictions\.bias: "
+                     r"tensor<64xf32>\)", text), text
+
+
+def test_padding_idx_is_kept():
+    """BERT's word embeddings keep padding_idx=0, whose row gets no
+    gradient (the parity runs feed id 0)."""
+    torch.manual_seed(0)
+    ids = torch.ones(PER_RANK, SEQ, dtype=torch.long)
+    text = from_torch(LossOf(bert()), [ids, ids]).text()
+    assert re.search(r"nn\.embedding %\S+, %\S+ \{padding_idx = 0 : i64\}",
+                     text), text
+
+
+class MaskedAttention(torch.nn.Module):
+    def __init__(self, mask):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, self.mask)  # LINE-SDPA
+        return o.sum()
+
+
+def test_attention_masks():
+    """A constant causal mask (a non-persistent buffer) is nn.attention
+    {causal}; any other is reported with its source line."""
+    causal = torch.ones(8, 8, dtype=torch.bool).tril()
+    text = from_torch(MaskedAttention(causal), [torch.zeros(2, 8, 16)]).text()
+    assert "{causal, num_heads = 2 : i64}" in text
+    banded = causal & ~torch.ones(8, 8, dtype=torch.bool).tril(-3)
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(MaskedAttention(banded), [torch.zeros(2, 8, 16)])
+    assert "a mask that is neither causal nor all-true" in str(e.value)
+    source = open(__file__).read().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "LINE-SDPA" in text)
+    assert f'test_hf_import.py", line {line}' in str(e.value), str(e.value)
