@@ -934,6 +934,22 @@ def _reduce(method):
     return build
 
 
+def _var(t, node, out, x, dims=None, unbiased=True, keepdim=False,
+         correction=None):
+    """torch.var as mean((x - mean(x))^2) * n / (n - correction)."""
+    x = _float(t, x, "var")
+    dims = (list(range(x.type.rank)) if dims is None
+            else [d % x.type.rank for d in dims])
+    correction = (1 if unbiased else 0) if correction is None else correction
+    count = math.prod(x.type.shape[d] for d in dims)
+    if count - correction <= 0:
+        raise _Unsupported(f"var of {count} element(s) with correction "
+                           f"{correction}")
+    centered = t.f.sub(x, t.f.reduce_mean(x, dims, True))
+    squares = t.f.reduce_sum(t.f.mul(centered, centered), dims, keepdim)
+    return t.f.scale(squares, 1.0 / (count - correction))
+
+
 def _identity(t, node, out, x, *args, **kwargs):
     return x
 
@@ -1050,6 +1066,8 @@ _OPS: Dict[str, Callable] = {
     "sum.default": _reduce("reduce_sum"),
     "mean.dim": _reduce("reduce_mean"),
     "mean.default": _reduce("reduce_mean"),
+    "var.correction": _var,
+    "var.dim": _var,
     "softmax.int": _softmax,
     "_softmax.default": _softmax,
     "clone.default": _identity,
