@@ -136,6 +136,64 @@ std::vector<int64_t> checkedPerm(int32_t rank, const int64_t *perm) {
   return p;
 }
 
+/// Checks y = f(x) over `numel` elements and enqueues
+/// kernel(backend, dtype, x, y) (activations, unary math).
+template <typename Kernel>
+void enqueuePointwise(Launch &l, int64_t x, int64_t x_off, int64_t y,
+                      int64_t y_off, int64_t numel, Kernel kernel) {
+  nonNegative(numel, "numel");
+  const void *px = l.operand(x, x_off, numel, "x");
+  void *py = l.operand(y, y_off, numel, "y");
+  Backend &be = l.backend();
+  DType dt = l.dtype();
+  l.enqueue([=, &be] { kernel(be, dt, px, py); });
+}
+
+/// The backward of a pointwise op: dx from x and dy, kernel(backend,
+/// dtype, x, dy, dx).
+template <typename Kernel>
+void enqueuePointwiseBackward(Launch &l, int64_t x, int64_t x_off, int64_t dy,
+                              int64_t dy_off, int64_t dx, int64_t dx_off,
+                              int64_t numel, Kernel kernel) {
+  nonNegative(numel, "numel");
+  const void *px = l.operand(x, x_off, numel, "x");
+  const void *pdy = l.operand(dy, dy_off, numel, "dy");
+  void *pdx = l.operand(dx, dx_off, numel, "dx");
+  Backend &be = l.backend();
+  DType dt = l.dtype();
+  l.enqueue([=, &be] { kernel(be, dt, px, pdy, pdx); });
+}
+
+/// x's [xStart, xStart + size) along the dim lands at y's [yStart, ...);
+/// y has ySize there and is first filled with `fill` if given.
+struct Window {
+  int64_t xStart, yStart, size, ySize;
+  std::optional<double> fill;
+};
+/// slice and pad: `window` maps the size of x's dim to the copy.
+template <typename WindowOf>
+void copyWindow(const char *op, int64_t ctx, int64_t stream, int32_t dtype,
+                int64_t x, int64_t x_off, int32_t rank, const int64_t *shape,
+                int32_t dim, WindowOf windowOf, int64_t y, int64_t y_off) {
+  Launch l(ctx, stream, op);
+  DType dt = dtypeFromCode(dtype, "dtype");
+  Shape s = shapeFromAbi(rank, shape, "shape");
+  if (s.empty())
+    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
+  Around a(s, normalizeDim(dim, s.size(), "dim"));
+  Window w = windowOf(a.size);
+  const void *px = l.operand(x, x_off, numelOf(s), dt, "x");
+  int64_t yNumel = mul(a.outer, mul(w.ySize, a.inner));
+  void *py = l.operand(y, y_off, yNumel, dt, "y");
+  Backend &be = l.backend();
+  l.enqueue([=, &be] {
+    if (w.fill)
+      be.fill(dt, py, yNumel, *w.fill);
+    be.copySlab(dt, px, a.size, w.xStart, py, w.ySize, w.yStart, a.outer,
+                w.size, a.inner);
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -307,12 +365,10 @@ int32_t fsdprt_unary_forward(int64_t ctx, int64_t stream, int32_t dtype,
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "unary_forward");
     UnaryMath op = unaryFromCode(kind);
-    nonNegative(numel, "numel");
-    const void *px = l.operand(x, x_off, numel, "x");
-    void *py = l.operand(y, y_off, numel, "y");
-    Backend &be = l.backend();
-    DType dt = l.dtype();
-    l.enqueue([=, &be] { be.unaryForward(dt, op, px, py, numel, a, b); });
+    enqueuePointwise(l, x, x_off, y, y_off, numel,
+                     [=](Backend &be, DType dt, const void *px, void *py) {
+                       be.unaryForward(dt, op, px, py, numel, a, b);
+                     });
   });
 }
 
@@ -324,14 +380,12 @@ int32_t fsdprt_unary_backward(int64_t ctx, int64_t stream, int32_t dtype,
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "unary_backward");
     UnaryMath op = unaryFromCode(kind);
-    nonNegative(numel, "numel");
-    const void *px = l.operand(x, x_off, numel, "x");
-    const void *pdy = l.operand(dy, dy_off, numel, "dy");
-    void *pdx = l.operand(dx, dx_off, numel, "dx");
-    Backend &be = l.backend();
-    DType dt = l.dtype();
-    l.enqueue(
-        [=, &be] { be.unaryBackward(dt, op, px, pdy, pdx, numel, a, b); });
+    enqueuePointwiseBackward(
+        l, x, x_off, dy, dy_off, dx, dx_off, numel,
+        [=](Backend &be, DType dt, const void *px, const void *pdy,
+            void *pdx) {
+          be.unaryBackward(dt, op, px, pdy, pdx, numel, a, b);
+        });
   });
 }
 
@@ -341,12 +395,10 @@ int32_t fsdprt_activation_forward(int64_t ctx, int64_t stream, int32_t dtype,
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "activation_forward");
     Activation act = activationFromCode(kind);
-    nonNegative(numel, "numel");
-    const void *px = l.operand(x, x_off, numel, "x");
-    void *py = l.operand(y, y_off, numel, "y");
-    Backend &be = l.backend();
-    DType dt = l.dtype();
-    l.enqueue([=, &be] { be.activationForward(dt, act, px, py, numel); });
+    enqueuePointwise(l, x, x_off, y, y_off, numel,
+                     [=](Backend &be, DType dt, const void *px, void *py) {
+                       be.activationForward(dt, act, px, py, numel);
+                     });
   });
 }
 
@@ -357,14 +409,12 @@ int32_t fsdprt_activation_backward(int64_t ctx, int64_t stream, int32_t dtype,
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "activation_backward");
     Activation act = activationFromCode(kind);
-    nonNegative(numel, "numel");
-    const void *px = l.operand(x, x_off, numel, "x");
-    const void *pdy = l.operand(dy, dy_off, numel, "dy");
-    void *pdx = l.operand(dx, dx_off, numel, "dx");
-    Backend &be = l.backend();
-    DType dt = l.dtype();
-    l.enqueue(
-        [=, &be] { be.activationBackward(dt, act, px, pdy, pdx, numel); });
+    enqueuePointwiseBackward(
+        l, x, x_off, dy, dy_off, dx, dx_off, numel,
+        [=](Backend &be, DType dt, const void *px, const void *pdy,
+            void *pdx) {
+          be.activationBackward(dt, act, px, pdy, pdx, numel);
+        });
   });
 }
 
@@ -882,44 +932,20 @@ int32_t fsdprt_concat(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
-/// slice and pad: x of `shape`, y the same but for `ySize` along dim; x's
-/// window [xStart, xStart + size) lands at y's [yStart, yStart + size).
-static void copyWindow(const char *op, int64_t ctx, int64_t stream,
-                       int32_t dtype, int64_t x, int64_t x_off, int32_t rank,
-                       const int64_t *shape, int32_t dim, int64_t xStart,
-                       int64_t yStart, int64_t size, int64_t ySize,
-                       std::optional<double> fill, int64_t y, int64_t y_off) {
-  Launch l(ctx, stream, op);
-  DType dt = dtypeFromCode(dtype, "dtype");
-  Shape s = shapeFromAbi(rank, shape, "shape");
-  if (s.empty())
-    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
-  int32_t d = normalizeDim(dim, s.size(), "dim");
-  Around a(s, d);
-  const void *px = l.operand(x, x_off, numelOf(s), dt, "x");
-  void *py = l.operand(y, y_off, mul(a.outer, mul(ySize, a.inner)), dt, "y");
-  Backend &be = l.backend();
-  int64_t xSize = a.size, yTotal = a.outer * ySize * a.inner;
-  l.enqueue([=, &be] {
-    if (fill)
-      be.fill(dt, py, yTotal, *fill);
-    be.copySlab(dt, px, xSize, xStart, py, ySize, yStart, a.outer, size,
-                a.inner);
-  });
-}
-
 int32_t fsdprt_slice(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
                      int64_t x_off, int32_t rank, const int64_t *shape,
                      int32_t dim, int64_t start, int64_t size, int64_t y,
                      int64_t y_off) {
   return guarded(__func__, [&] {
-    Shape s = shapeFromAbi(rank, shape, "shape");
-    int64_t extent = s.empty() ? 0 : s[normalizeDim(dim, s.size(), "dim")];
-    if (start < 0 || size < 0 || start + size > extent)
-      fail(Status::InvalidArgument, "slice [", start, ", ", start + size,
-           ") is outside a dimension of size ", extent);
-    copyWindow("slice", ctx, stream, dtype, x, x_off, rank, shape, dim, start,
-               0, size, size, std::nullopt, y, y_off);
+    copyWindow("slice", ctx, stream, dtype, x, x_off, rank, shape, dim,
+               [&](int64_t extent) {
+                 if (start < 0 || size < 0 || start + size > extent)
+                   fail(Status::InvalidArgument, "slice [", start, ", ",
+                        start + size, ") is outside a dimension of size ",
+                        extent);
+                 return Window{start, 0, size, size, std::nullopt};
+               },
+               y, y_off);
   });
 }
 
@@ -930,10 +956,11 @@ int32_t fsdprt_pad(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
   return guarded(__func__, [&] {
     nonNegative(low, "low");
     nonNegative(high, "high");
-    Shape s = shapeFromAbi(rank, shape, "shape");
-    int64_t extent = s.empty() ? 0 : s[normalizeDim(dim, s.size(), "dim")];
-    copyWindow("pad", ctx, stream, dtype, x, x_off, rank, shape, dim, 0, low,
-               extent, low + extent + high, value, y, y_off);
+    copyWindow("pad", ctx, stream, dtype, x, x_off, rank, shape, dim,
+               [&](int64_t extent) {
+                 return Window{0, low, extent, low + extent + high, value};
+               },
+               y, y_off);
   });
 }
 
