@@ -28,16 +28,16 @@ torch = pytest.importorskip("torch")
 F = pytest.importorskip("torch.nn.functional")
 transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")
-st_numpy = pytest.importorskip("safetensors.numpy")
 
-from fsdp_mlir import driver, from_torch, save_weights  # noqa: E402
+from fsdp_mlir import driver, from_torch  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
-from test_torch_import import NUM_SAMPLES, OPTIMIZERS  # noqa: E402
+from test_torch_import import (NUM_SAMPLES, OPTIMIZERS,  # noqa: E402
+                               PER_RANK, torch_losses, train_imported)
 from test_torch_oracle import (STEPS, _noise_only,  # noqa: E402
                                assert_state_matches)
 
 LOSS_ATOL = 1e-5
-VOCAB, SEQ, PER_RANK = 64, 16, 4
+VOCAB, SEQ = 64, 16
 
 
 class LossOf(torch.nn.Module):
@@ -117,31 +117,6 @@ def import_model(module, data, name):
     return from_torch(module, example, name=name.replace("-", "_"))
 
 
-def torch_losses(module, data, ranks, optimizer):
-    """Plain torch on the batches fsdp-run feeds (step s, rank r: samples
-    s*G + r + k*ranks, G = PER_RANK * ranks), each step's loss the mean of
-    the ranks' own losses, as data parallelism averages them (their means
-    differ from the global mean when ranks count different numbers of
-    targets, as BERT's do)."""
-    options = OPTIMIZERS[optimizer]
-    opt = (torch.optim.SGD(module.parameters(), **options)
-           if optimizer == "sgd"
-           else torch.optim.AdamW(module.parameters(), **options))
-    losses, batch = [], PER_RANK * ranks
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = 0
-        for r in range(ranks):
-            rows = [(step * batch + r + k * ranks) % NUM_SAMPLES
-                    for k in range(PER_RANK)]
-            loss = loss + module(*[torch.from_numpy(d[rows])
-                                    for d in data]) / ranks
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
-
-
 @pytest.mark.parametrize("name,ranks,optimizer", CASES)
 def test_trains_like_torch(tmp_path, name, ranks, optimizer):
     torch.manual_seed(0)
@@ -149,24 +124,13 @@ def test_trains_like_torch(tmp_path, name, ranks, optimizer):
     module = LossOf(factory())
     data = make_data(np.random.default_rng(3))
     model = import_model(module, data, name)
-    weights = tmp_path / "weights.safetensors"
-    save_weights(module, model, weights)
-    dataset = tmp_path / "data.safetensors"
-    st_numpy.save_file({f"input.{i}": d for i, d in enumerate(data)},
-                       str(dataset))
-    prog = driver.compile(model, tmp_path / "step.mlir", world_size=ranks,
-                          optimizer=optimizer, wrap_kinds=[kind],
-                          **OPTIMIZERS[optimizer])
-    got = [m["loss"] for m in driver.run(
-        prog, nproc=ranks, steps=STEPS, data=dataset, load=weights,
-        save=tmp_path / "ckpt", timeout=180).metrics]
+    got, saved = train_imported(tmp_path, module, model, data, ranks,
+                                optimizer, wrap_kinds=[kind])
     want = torch_losses(module, data, ranks, optimizer)
     assert len(got) == STEPS
     worst = max(abs(a - b) for a, b in zip(got, want))
     print(f"{name} x{ranks} {optimizer}: max |loss diff| {worst:.3g}")
     assert worst <= LOSS_ATOL, (got, want)
-    saved = st_numpy.load_file(str(tmp_path / "ckpt" /
-                                   f"step-{STEPS}.safetensors"))
     adamw = optimizer == "adamw"
     assert_state_matches(
         saved, {n: p.detach().numpy() for n, p in module.named_parameters()},

@@ -26,6 +26,7 @@ from torch_reference import GPT, MLP, NestedWrapped  # noqa: E402
 
 LOSS_RTOL = 1e-5
 NUM_SAMPLES = 24
+PER_RANK = 4
 OPTIMIZERS = {"sgd": dict(lr=0.05, momentum=0.9),
               "adamw": dict(lr=3e-3, weight_decay=0.01)}
 
@@ -77,32 +78,35 @@ def elementwise_case(rng):
 CASES = {"gpt": gpt_case, "mlp": mlp_case, "elementwise": elementwise_case}
 
 
-def torch_losses(module, data, batch, optimizer):
+def torch_losses(module, data, ranks, optimizer):
+    """Plain torch on the batches fsdp-run feeds (step s, rank r: samples
+    s*G + r + k*ranks, G = PER_RANK * ranks), each step's loss the mean of
+    the ranks' own losses, as data parallelism averages them (their means
+    differ from the global mean when ranks count different numbers of
+    targets, as a masked LM's do)."""
     options = OPTIMIZERS[optimizer]
     opt = (torch.optim.SGD(module.parameters(), **options)
            if optimizer == "sgd"
            else torch.optim.AdamW(module.parameters(), **options))
-    losses = []
+    losses, batch = [], PER_RANK * ranks
     for step in range(STEPS):
-        rows = [(step * batch + j) % NUM_SAMPLES for j in range(batch)]
-        inputs = [torch.from_numpy(d[rows]) for d in data]
         opt.zero_grad()
-        loss = module(*inputs)
+        loss = 0
+        for r in range(ranks):
+            rows = [(step * batch + r + k * ranks) % NUM_SAMPLES
+                    for k in range(PER_RANK)]
+            loss = loss + module(*[torch.from_numpy(d[rows])
+                                    for d in data]) / ranks
         loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses
 
 
-@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-@pytest.mark.parametrize("ranks", [1, 2])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_imported_model_trains_like_torch(tmp_path, case, ranks, optimizer):
-    torch.manual_seed(0)
-    module, data, compile_options = CASES[case](np.random.default_rng(3))
-    per_rank = 4
-    example = [torch.from_numpy(d[:per_rank]) for d in data]
-    model = from_torch(module, example, name=case)
+def train_imported(tmp_path, module, model, data, ranks, optimizer,
+                   **compile_options):
+    """`model` (imported from `module`) trained STEPS steps by fsdp-run from
+    the module's weights on `data`: its losses and its final state."""
     weights = tmp_path / "weights.safetensors"
     save_weights(module, model, weights)
     dataset = tmp_path / "data.safetensors"
@@ -111,16 +115,28 @@ def test_imported_model_trains_like_torch(tmp_path, case, ranks, optimizer):
     prog = driver.compile(model, tmp_path / "step.mlir", world_size=ranks,
                           optimizer=optimizer, **OPTIMIZERS[optimizer],
                           **compile_options)
-    ours = driver.run(prog, nproc=ranks, steps=STEPS, data=dataset,
-                      load=weights, save=tmp_path / "ckpt",
-                      timeout=180).metrics
-    want = torch_losses(module, data, per_rank * ranks, optimizer)
-    got = [m["loss"] for m in ours]
+    metrics = driver.run(prog, nproc=ranks, steps=STEPS, data=dataset,
+                         load=weights, save=tmp_path / "ckpt",
+                         timeout=180).metrics
+    saved = st_numpy.load_file(str(tmp_path / "ckpt" /
+                                   f"step-{STEPS}.safetensors"))
+    return [m["loss"] for m in metrics], saved
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_imported_model_trains_like_torch(tmp_path, case, ranks, optimizer):
+    torch.manual_seed(0)
+    module, data, compile_options = CASES[case](np.random.default_rng(3))
+    example = [torch.from_numpy(d[:PER_RANK]) for d in data]
+    model = from_torch(module, example, name=case)
+    got, saved = train_imported(tmp_path, module, model, data, ranks,
+                                optimizer, **compile_options)
+    want = torch_losses(module, data, ranks, optimizer)
     assert len(got) == STEPS
     for a, b in zip(got, want):
         assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6), (got, want)
-    saved = st_numpy.load_file(str(tmp_path / "ckpt" /
-                                   f"step-{STEPS}.safetensors"))
     # The parity suite's bounds: AdamW turns the key bias's exactly-zero
     # gradient (float noise on both sides) into lr-sized steps.
     adamw = optimizer == "adamw"
