@@ -58,7 +58,6 @@ static int32_t activationKind(Operation *op) {
 
 /// nn::UnaryFn lists the functions in FSDPRT_UNARY_* order.
 static int32_t unaryKind(nn::UnaryFn fn) {
-  static_assert(FSDPRT_UNARY_TANH == 0 && FSDPRT_UNARY_CLAMP == 8);
   static_assert(static_cast<int32_t>(nn::UnaryFn::tanh) == FSDPRT_UNARY_TANH &&
                 static_cast<int32_t>(nn::UnaryFn::sigmoid) ==
                     FSDPRT_UNARY_SIGMOID &&
