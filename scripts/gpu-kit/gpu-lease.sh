@@ -12,6 +12,8 @@
 #   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
 #   BACKEND=cpu              runs the training parts on the CPU backend (a
 #                            dry run of the kit on a machine without a GPU)
+# The default part timeouts fit one 10-minute device command (about 9.5
+# minutes in all); T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
 PARTS=",${PARTS:-machine,conformance,nccl,parity,gpt2_124m,torch},"
 BACKEND=${BACKEND:-cuda}
@@ -47,6 +49,9 @@ export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 BIN="$KIT/bin"
 PY="$KIT/python"
+# Python runs with the image's own libraries: the kit's libstdc++ (older than
+# the image's) is for our binaries only and would break torch's extensions.
+python() { env -u LD_LIBRARY_PATH python3 "$@"; }
 
 # part NAME TIMEOUT CMD...: runs CMD, logs to $OUT/NAME.log, records status.
 part() {
@@ -69,7 +74,7 @@ part() {
 
 machine() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
-  echo "glibc here: $(getconf GNU_LIBC_VERSION); the kit needs $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["glibc_needed"])' "$KIT/manifest.json")"
+  echo "glibc here: $(getconf GNU_LIBC_VERSION); the kit needs $(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["glibc_needed"])' "$KIT/manifest.json")"
   nvcc --version | tail -n 2
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   local missing
@@ -104,9 +109,9 @@ parity() {
     step=$(basename "$ref" .jsonl)
     dtype=${step##*-}
     mkdir -p "$OUT/runs/$step"
-    if "$BIN/fsdprt-run" "$KIT/steps/$step.so" --backend "$BACKEND" --steps "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$KIT/manifest.json")" \
+    if "$BIN/fsdprt-run" "$KIT/steps/$step.so" --backend "$BACKEND" --steps "$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$KIT/manifest.json")" \
          --seed 0 --quiet --metrics "$OUT/runs/$step/metrics.jsonl" --save "$OUT/runs/$step/ckpt"; then
-      python3 "$PY/compare_reference.py" --dtype "$dtype" --optimizer adamw \
+      python "$PY/compare_reference.py" --dtype "$dtype" --optimizer adamw \
         "$OUT/runs/$step/metrics.jsonl" "$ref" \
         "$(ls "$OUT"/runs/"$step"/ckpt/step-*.safetensors | tail -1)" \
         "${ref%.jsonl}.safetensors" | tee "$OUT/runs/$step/compare.json" || failed=1
@@ -119,33 +124,36 @@ parity() {
 }
 
 gpt2_124m() {
-  local dtype
+  local dtype steps
   for dtype in bf16 f32; do
-    "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype.so" --backend "$BACKEND" --steps 8 \
+    steps=8
+    [ "$dtype" = f32 ] && steps=5
+    "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype.so" --backend "$BACKEND" --steps $steps \
       --seed 0 --metrics "$OUT/gpt2_124m-$dtype.jsonl" \
       --trace "$OUT/gpt2_124m-$dtype.trace.json" --trace-steps 3 || return 1
-    python3 "$PY/trace_summary.py" "$OUT/gpt2_124m-$dtype.trace.json" \
+    python "$PY/trace_summary.py" "$OUT/gpt2_124m-$dtype.trace.json" \
       >"$OUT/gpt2_124m-$dtype.ops.json"
   done
 }
 
 torch_step() {
-  (cd "$PY" && python3 torch_gpt2_step.py --out "$OUT/torch_gpt2_124m.json")
+  (cd "$PY" && python torch_gpt2_step.py --steps 10 --warmup 3 \
+     --out "$OUT/torch_gpt2_124m.json")
 }
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH
-export -f machine rebuild conformance parity gpt2_124m torch_step
-if ! part machine 60 machine && [[ $PARTS == *",machine,"* ]]; then
+export -f python machine rebuild conformance parity gpt2_124m torch_step
+if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
-  part rebuild 480 rebuild
+  part rebuild "${T_REBUILD:-300}" rebuild
 fi
-part conformance 300 conformance
-part nccl 120 "$BIN/fsdprt-comm-check" --backend cuda
-part parity 300 parity
-part gpt2_124m 400 gpt2_124m
-part torch 420 torch_step
+part conformance "${T_CONFORMANCE:-90}" conformance
+part nccl "${T_NCCL:-45}" "$BIN/fsdprt-comm-check" --backend cuda
+part parity "${T_PARITY:-100}" parity
+part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
+part torch "${T_TORCH:-150}" torch_step
 
-python3 - "$OUT" <<'PY'
+python - "$OUT" <<'PY'
 import glob, json, os, sys
 out = sys.argv[1]
 def load(path):

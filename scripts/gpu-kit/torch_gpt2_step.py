@@ -74,8 +74,9 @@ def main():
             result[mode] = {"error": f"{type(e).__name__}: {e}"}
         print(mode, result[mode], flush=True)
         torch.cuda.empty_cache()
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+        # Written after every mode: a part timeout keeps the modes done.
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
