@@ -521,6 +521,10 @@ public:
     });
   }
 
+  // Attention runs head by head, each head's GEMMs batched over the batch
+  // (cuBLAS strided batches) and its softmax one block per row; the query
+  // heads of a group accumulate into the group's dK/dV in head order, as on
+  // the CPU, so the result is deterministic.
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
                         void *out, const AttentionDims &d) override {
     run([&](Exec &e) {
@@ -528,13 +532,14 @@ public:
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
       F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn);
       F32Out fo(e.s, dt, out, qn);
-      Scratch p(e.s, d.tq * d.tk * 4);
-      for (int64_t bh = 0; bh < d.batch * d.heads; ++bh) {
-        HeadView hv = headView(d, bh);
+      Scratch p(e.s, d.batch * d.tq * d.tk * 4);
+      for (int64_t h = 0; h < d.heads; ++h) {
+        HeadView hv = headView(d, h);
         probabilities(e, fq.get(), fk.get(), d, hv, p.as<float>());
         gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
-             p.as<float>(), d.tk, 0, fv.get() + hv.kvOff, hv.kvLd, 0, 0.0f,
-             fo.get() + hv.qOff, hv.qLd, 0);
+             p.as<float>(), d.tk, d.tq * d.tk, fv.get() + hv.kvOff, hv.kvLd,
+             hv.kvStride, 0.0f, fo.get() + hv.qOff, hv.qLd, hv.qStride,
+             d.batch);
       }
       fo.commit();
     });
@@ -553,31 +558,32 @@ public:
       if (dv)
         cuda::fill(e.s, DType::F32, fdv.get(), kvn, 0.0);
       float scale = static_cast<float>(d.scale);
-      Scratch p(e.s, d.tq * d.tk * 4), dp(e.s, d.tq * d.tk * 4);
+      int64_t rows = d.batch * d.tq, pStride = d.tq * d.tk;
+      Scratch p(e.s, rows * d.tk * 4), dp(e.s, rows * d.tk * 4);
       float *pp = p.as<float>(), *pdp = dp.as<float>();
-      // Heads in order; the query heads of a group accumulate into the
-      // group's dK/dV slices in head order, as on the CPU.
-      for (int64_t bh = 0; bh < d.batch * d.heads; ++bh) {
-        HeadView hv = headView(d, bh);
+      for (int64_t h = 0; h < d.heads; ++h) {
+        HeadView hv = headView(d, h);
         probabilities(e, fq.get(), fk.get(), d, hv, pp);
         const float *dO = fdo.get() + hv.qOff;
         if (dv) // dV += P^T dO
           gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
-               d.tk, 0, dO, hv.qLd, 0, 1.0f, fdv.get() + hv.kvOff, hv.kvLd, 0);
+               d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
+               fdv.get() + hv.kvOff, hv.kvLd, hv.kvStride, d.batch);
         if (!dq && !dk)
           continue;
         // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
         gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
-             hv.qLd, 0, fv.get() + hv.kvOff, hv.kvLd, 0, 0.0f, pdp, d.tk, 0);
-        softmaxBackwardRows(e.s, pp, pdp, d.tq, d.tk);
+             hv.qLd, hv.qStride, fv.get() + hv.kvOff, hv.kvLd, hv.kvStride,
+             0.0f, pdp, d.tk, pStride, d.batch);
+        softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
         if (dq) // dQ = scale * dS K
           gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
-               pdp, d.tk, 0, fk.get() + hv.kvOff, hv.kvLd, 0, 0.0f,
-               fdq.get() + hv.qOff, hv.qLd, 0);
+               pdp, d.tk, pStride, fk.get() + hv.kvOff, hv.kvLd, hv.kvStride,
+               0.0f, fdq.get() + hv.qOff, hv.qLd, hv.qStride, d.batch);
         if (dk) // dK += scale * dS^T Q
           gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
-               pdp, d.tk, 0, fq.get() + hv.qOff, hv.qLd, 0, 1.0f,
-               fdk.get() + hv.kvOff, hv.kvLd, 0);
+               pdp, d.tk, pStride, fq.get() + hv.qOff, hv.qLd, hv.qStride,
+               1.0f, fdk.get() + hv.kvOff, hv.kvLd, hv.kvStride, d.batch);
       }
       fdq.commit();
       fdk.commit();
@@ -782,23 +788,29 @@ public:
   }
 
 private:
+  /// Head h of Q/K/V/O ([batch, t, heads, headDim] row-major) as a strided
+  /// batch of [t, headDim] matrices, one per batch element.
   struct HeadView {
-    int64_t qOff, kvOff, qLd, kvLd;
+    int64_t qOff, kvOff, qLd, kvLd, qStride, kvStride;
   };
-  static HeadView headView(const AttentionDims &d, int64_t bh) {
-    int64_t b = bh / d.heads, h = bh % d.heads, g = h / (d.heads / d.kvHeads);
-    return {b * d.tq * d.heads * d.headDim + h * d.headDim,
-            b * d.tk * d.kvHeads * d.headDim + g * d.headDim,
-            d.heads * d.headDim, d.kvHeads * d.headDim};
+  static HeadView headView(const AttentionDims &d, int64_t h) {
+    int64_t g = h / (d.heads / d.kvHeads);
+    return {h * d.headDim,
+            g * d.headDim,
+            d.heads * d.headDim,
+            d.kvHeads * d.headDim,
+            d.tq * d.heads * d.headDim,
+            d.tk * d.kvHeads * d.headDim};
   }
-  /// P = softmax(mask(scale * Q K^T)) for one head into p[tq, tk].
+  /// P = softmax(mask(scale * Q K^T)) of head h for every batch element into
+  /// p[batch, tq, tk].
   static void probabilities(Exec &e, const float *q, const float *k,
                             const AttentionDims &d, const HeadView &v,
                             float *p) {
     gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim,
-         static_cast<float>(d.scale), q + v.qOff, v.qLd, 0, k + v.kvOff, v.kvLd,
-         0, 0.0f, p, d.tk, 0);
-    maskedSoftmaxRows(e.s, p, d.tq, d.tk, d.causal);
+         static_cast<float>(d.scale), q + v.qOff, v.qLd, v.qStride,
+         k + v.kvOff, v.kvLd, v.kvStride, 0.0f, p, d.tk, d.tq * d.tk, d.batch);
+    maskedSoftmaxRows(e.s, p, d.batch * d.tq, d.tq, d.tk, d.causal);
   }
 
   static int64_t keptCount(const Shape &xShape,

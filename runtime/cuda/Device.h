@@ -93,6 +93,30 @@ inline unsigned gridFor(int64_t n) {
   } while (0)
 #endif
 
+/// Launches kernel<<<rows (capped), kThreads, 0, stream>>>(args...): one
+/// block per row (FSDPRT_ROW_STRIDE), its threads across the row
+/// (FSDPRT_COL_STRIDE), reducing through blockSum / blockMax (RowKernels.cu).
+#ifdef FSDPRT_CUDA_EMULATION
+#define FSDPRT_LAUNCH_ROWS(kernel, rows, stream, ...)                          \
+  FSDPRT_LAUNCH(kernel, rows, stream, __VA_ARGS__)
+#else
+#define FSDPRT_LAUNCH_ROWS(kernel, rows, stream, ...)                          \
+  do {                                                                         \
+    int64_t launchRows_ = (rows);                                              \
+    if (launchRows_ > 0) {                                                     \
+      kernel<<<static_cast<unsigned>(                                          \
+                   std::min<int64_t>(launchRows_, int64_t(1) << 20)),          \
+               ::fsdp::rt::cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);        \
+      ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
+    }                                                                          \
+  } while (0)
+#endif
+
+#define FSDPRT_ROW_STRIDE(r, rows)                                             \
+  for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
+#define FSDPRT_COL_STRIDE(j, n)                                                \
+  for (int64_t j = threadIdx.x; j < (n); j += blockDim.x)
+
 #define FSDPRT_GRID_STRIDE(i, n)                                               \
   for (int64_t i =                                                             \
            static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;        \
@@ -132,6 +156,12 @@ private:
   cudaStream_t stream_ = nullptr;
   void *ptr_ = nullptr;
 };
+
+/// Element i of an I32 (i32) or I64 index tensor.
+__device__ inline int64_t loadIndex(bool i32, const void *ids, int64_t i) {
+  return i32 ? static_cast<const int32_t *>(ids)[i]
+             : static_cast<const int64_t *>(ids)[i];
+}
 
 // Storage traits for device code: load widens to f32, store rounds once
 // (the shared Half.h conversions, so the bits match the CPU backend).

@@ -227,18 +227,45 @@ struct ReduceGeom {
   int64_t reducedCount;
 };
 
-__global__ void reduceKernel(const float *x, float *y, ReduceGeom g,
-                             double factor, int64_t outCount) {
-  FSDPRT_GRID_STRIDE(k, outCount) {
-    int64_t base, unused;
+/// Sums down columns (reduce, norm weight gradients) run in two passes:
+/// chunk c of column k sums its `len` reduced indices in order into
+/// partial[c * columns + k] (enough chunks for ~64k threads), then each
+/// column adds its chunks in order: parallel, and the same bits every run.
+struct ColumnChunks {
+  int64_t count, len;
+};
+ColumnChunks columnChunks(int64_t columns, int64_t reduced) {
+  int64_t want = (65536 + columns - 1) / std::max<int64_t>(columns, 1);
+  int64_t count = std::max<int64_t>(1, std::min(want, (reduced + 63) / 64));
+  int64_t len = std::max<int64_t>(1, (reduced + count - 1) / count);
+  return {(reduced + len - 1) / len, len};
+}
+
+__global__ void reducePartialKernel(const float *x, double *partial,
+                                    ReduceGeom g, int64_t outCount,
+                                    ColumnChunks ch) {
+  FSDPRT_GRID_STRIDE(i, outCount * ch.count) {
+    int64_t k = i % outCount, c = i / outCount, base, off, unused;
     offsetsOf(g.kept, k, base, unused);
+    int64_t end = std::min(g.reducedCount, (c + 1) * ch.len);
     double acc = 0.0;
-    for (int64_t r = 0; r < g.reducedCount; ++r) {
-      int64_t off;
+    for (int64_t r = c * ch.len; r < end; ++r) {
       offsetsOf(g.reduced, r, off, unused);
       acc += x[base + off];
     }
-    y[k] = static_cast<float>(acc * factor);
+    partial[i] = acc;
+  }
+}
+
+/// out[k] = factor * sum_c partial[c * columns + k], chunks in order.
+__global__ void columnChunksFinishKernel(const double *partial, float *out,
+                                         int64_t columns, int64_t chunks,
+                                         double factor) {
+  FSDPRT_GRID_STRIDE(k, columns) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < chunks; ++c)
+      acc += partial[c * columns + k];
+    out[k] = static_cast<float>(acc * factor);
   }
 }
 
@@ -252,7 +279,7 @@ __global__ void reduceBackwardKernel(const float *dy, float *dx, Dims d,
 }
 
 //===----------------------------------------------------------------------===//
-// Norms and softmax (one thread per row / column / channel)
+// Norms (one thread per row / column / channel)
 //===----------------------------------------------------------------------===//
 
 __global__ void layerNormKernel(const float *x, const float *w, const float *b,
@@ -288,25 +315,24 @@ __global__ void layerNormRowsBackwardKernel(const float *x, const float *w,
   }
 }
 
-/// dw[j] = sum_r dy * xhat, db[j] = sum_r dy, rows in order (double).
-/// mean == nullptr means rms_norm (xhat = x * rstd).
-__global__ void normColumnsKernel(const float *x, const float *dy,
-                                  const float *mean, const float *rstd,
-                                  float *dw, float *db, int64_t rows,
-                                  int64_t d) {
-  FSDPRT_GRID_STRIDE(j, d) {
+/// Chunk sums (ColumnChunks) of dw[j] = sum_r dy * xhat and db[j] = sum_r dy
+/// into pw / pb. mean == nullptr means rms_norm (xhat = x * rstd).
+__global__ void normColumnsPartialKernel(const float *x, const float *dy,
+                                         const float *mean, const float *rstd,
+                                         double *pw, double *pb, int64_t rows,
+                                         int64_t d, ColumnChunks ch) {
+  FSDPRT_GRID_STRIDE(i, d * ch.count) {
+    int64_t j = i % d, c = i / d, end = std::min(rows, (c + 1) * ch.len);
     double aw = 0.0, ab = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = c * ch.len; r < end; ++r) {
       float g = dy[r * d + j];
       float xhat =
           mean ? (x[r * d + j] - mean[r]) * rstd[r] : x[r * d + j] * rstd[r];
       aw += static_cast<double>(g) * xhat;
       ab += g;
     }
-    if (dw)
-      dw[j] = static_cast<float>(aw);
-    if (db)
-      db[j] = static_cast<float>(ab);
+    pw[i] = aw;
+    pb[i] = ab;
   }
 }
 
@@ -355,49 +381,10 @@ __global__ void batchNormBackwardKernel(
   }
 }
 
-__global__ void softmaxKernel(const float *x, float *y, int64_t rows,
-                              int64_t dim, int64_t inner) {
-  FSDPRT_GRID_STRIDE(r, rows) {
-    int64_t base = (r / inner) * dim * inner + r % inner;
-    softmaxRow(x + base, y + base, dim, inner);
-  }
-}
-
-__global__ void softmaxBackwardKernel(const float *y, const float *dy,
-                                      float *dx, int64_t rows, int64_t dim,
-                                      int64_t inner) {
-  FSDPRT_GRID_STRIDE(r, rows) {
-    int64_t base = (r / inner) * dim * inner + r % inner;
-    softmaxRowBackward(y + base, dy + base, dx + base, dim, inner);
-  }
-}
-
-__global__ void maskedSoftmaxKernel(float *p, int64_t tq, int64_t tk,
-                                    bool causal) {
-  FSDPRT_GRID_STRIDE(i, tq) {
-    float *row = p + i * tk;
-    if (causal)
-      for (int64_t j = (i + 1 < tk ? i + 1 : tk); j < tk; ++j)
-        row[j] = -INFINITY;
-    softmaxRow(row, row, tk, 1);
-  }
-}
-
-__global__ void softmaxBackwardRowsKernel(const float *p, float *dp, int64_t tq,
-                                          int64_t tk) {
-  FSDPRT_GRID_STRIDE(i, tq) {
-    softmaxRowBackward(p + i * tk, dp + i * tk, dp + i * tk, tk, 1);
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Embedding, rope, random
 //===----------------------------------------------------------------------===//
 
-__device__ inline int64_t loadIndex(bool i32, const void *ids, int64_t i) {
-  return i32 ? static_cast<const int32_t *>(ids)[i]
-             : static_cast<const int64_t *>(ids)[i];
-}
 
 /// firstBad holds the smallest offending position (initialised to n).
 __global__ void checkIndexKernel(bool i32, const void *ids, int64_t n,
@@ -565,22 +552,6 @@ Scratch blockSums(Stream s, Term term, int64_t n, int64_t &blocks) {
 // Losses
 //===----------------------------------------------------------------------===//
 
-__global__ void crossEntropyRowsKernel(bool i32, const float *logits,
-                                       const void *targets, double *terms,
-                                       int64_t n, int64_t c,
-                                       int64_t ignoreIndex) {
-  FSDPRT_GRID_STRIDE(r, n) {
-    int64_t t = loadIndex(i32, targets, r);
-    if (t == ignoreIndex) {
-      terms[r] = 0.0; // The CPU skips the row; adding +0.0 is the same.
-      continue;
-    }
-    float max, logSum;
-    rowLogSumExp(logits + r * c, c, 1, max, logSum);
-    terms[r] = static_cast<double>(max) + logSum - logits[r * c + t];
-  }
-}
-
 __global__ void crossEntropyFinishKernel(const double *partial, int64_t blocks,
                                          const int64_t *count, bool mean,
                                          float *loss) {
@@ -589,28 +560,6 @@ __global__ void crossEntropyFinishKernel(const double *partial, int64_t blocks,
   double total = totalOf(partial, blocks);
   *loss =
       static_cast<float>(mean ? total / static_cast<double>(*count) : total);
-}
-
-__global__ void crossEntropyBackwardKernel(bool i32, const float *logits,
-                                           const void *targets,
-                                           const int64_t *count,
-                                           const float *dloss, float *dlogits,
-                                           int64_t n, int64_t c, bool mean,
-                                           int64_t ignoreIndex) {
-  float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
-  FSDPRT_GRID_STRIDE(r, n) {
-    float *dr = dlogits + r * c;
-    int64_t t = loadIndex(i32, targets, r);
-    if (t == ignoreIndex) {
-      for (int64_t j = 0; j < c; ++j)
-        dr[j] = 0.0f;
-      continue;
-    }
-    softmaxRow(logits + r * c, dr, c, 1);
-    dr[t] -= 1.0f;
-    for (int64_t j = 0; j < c; ++j)
-      dr[j] *= g;
-  }
 }
 
 __global__ void mseFinishKernel(const double *partial, int64_t blocks,
@@ -868,7 +817,12 @@ void reduceForward(Stream s, ReduceKind kind, const float *x,
   double factor = kind == ReduceKind::Mean
                       ? 1.0 / static_cast<double>(g.reducedCount)
                       : 1.0;
-  FSDPRT_LAUNCH(reduceKernel, outCount, s, x, y, g, factor, outCount);
+  ColumnChunks ch = columnChunks(outCount, g.reducedCount);
+  Scratch partial(s, outCount * ch.count * 8);
+  FSDPRT_LAUNCH(reducePartialKernel, outCount * ch.count, s, x,
+                partial.as<double>(), g, outCount, ch);
+  FSDPRT_LAUNCH(columnChunksFinishKernel, outCount, s, partial.as<double>(), y,
+                outCount, ch.count, factor);
 }
 
 void reduceBackward(Stream s, ReduceKind kind, const float *dy,
@@ -900,6 +854,21 @@ void layerNormForward(Stream s, const float *x, const float *w, const float *b,
   FSDPRT_LAUNCH(layerNormKernel, rows, s, x, w, b, y, rows, d, eps);
 }
 
+/// dw and db (either may be null) of layer_norm / rms_norm, two passes.
+static void normColumns(Stream s, const float *x, const float *dy,
+                        const float *mean, const float *rstd, float *dw,
+                        float *db, int64_t rows, int64_t d) {
+  ColumnChunks ch = columnChunks(d, rows);
+  Scratch partial(s, 2 * d * ch.count * 8);
+  double *pw = partial.as<double>(), *pb = pw + d * ch.count;
+  FSDPRT_LAUNCH(normColumnsPartialKernel, d * ch.count, s, x, dy, mean, rstd,
+                pw, pb, rows, d, ch);
+  if (dw)
+    FSDPRT_LAUNCH(columnChunksFinishKernel, d, s, pw, dw, d, ch.count, 1.0);
+  if (db)
+    FSDPRT_LAUNCH(columnChunksFinishKernel, d, s, pb, db, d, ch.count, 1.0);
+}
+
 void layerNormBackward(Stream s, const float *x, const float *w,
                        const float *dy, float *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps) {
@@ -908,7 +877,7 @@ void layerNormBackward(Stream s, const float *x, const float *w,
   FSDPRT_LAUNCH(layerNormRowsBackwardKernel, rows, s, x, w, dy, dx, mean, rstd,
                 rows, d, eps);
   if (dw || db)
-    FSDPRT_LAUNCH(normColumnsKernel, d, s, x, dy, mean, rstd, dw, db, rows, d);
+    normColumns(s, x, dy, mean, rstd, dw, db, rows, d);
 }
 
 void rmsNormForward(Stream s, const float *x, const float *w, float *y,
@@ -923,8 +892,7 @@ void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
   FSDPRT_LAUNCH(rmsNormRowsBackwardKernel, rows, s, x, w, dy, dx, rstd, rows, d,
                 eps);
   if (dw)
-    FSDPRT_LAUNCH(normColumnsKernel, d, s, x, dy, nullptr, rstd, dw, nullptr,
-                  rows, d);
+    normColumns(s, x, dy, nullptr, rstd, dw, nullptr, rows, d);
 }
 
 void batchNormForward(Stream s, const float *x, const float *w, const float *b,
@@ -942,28 +910,6 @@ void batchNormBackward(Stream s, const float *x, const float *w,
                        bool training) {
   FSDPRT_LAUNCH(batchNormBackwardKernel, c, s, x, w, runningMean, runningVar,
                 dy, dx, dw, db, n, c, spatial, eps, training);
-}
-
-void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
-                    int64_t dim, int64_t inner) {
-  FSDPRT_LAUNCH(softmaxKernel, outer * inner, s, x, y, outer * inner, dim,
-                inner);
-}
-
-void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
-                     int64_t outer, int64_t dim, int64_t inner) {
-  FSDPRT_LAUNCH(softmaxBackwardKernel, outer * inner, s, y, dy, dx,
-                outer * inner, dim, inner);
-}
-
-void maskedSoftmaxRows(Stream s, float *p, int64_t tq, int64_t tk,
-                       bool causal) {
-  FSDPRT_LAUNCH(maskedSoftmaxKernel, tq, s, p, tq, tk, causal);
-}
-
-void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t tq,
-                         int64_t tk) {
-  FSDPRT_LAUNCH(softmaxBackwardRowsKernel, tq, s, p, dp, tq, tk);
 }
 
 /// Runs checkIndexKernel and reads the result back (synchronising `s`).
@@ -1134,22 +1080,12 @@ void crossEntropyForward(Stream s, DType targetType, const float *logits,
                          int64_t n, int64_t c, LossReduction reduction,
                          int64_t ignoreIndex) {
   Scratch terms(s, std::max<int64_t>(n, 1) * 8);
-  FSDPRT_LAUNCH(crossEntropyRowsKernel, n, s, targetType == DType::I32, logits,
-                targets, terms.as<double>(), n, c, ignoreIndex);
+  crossEntropyRowTerms(s, targetType == DType::I32, logits, targets,
+                       terms.as<double>(), n, c, ignoreIndex);
   int64_t blocks;
   Scratch partial = blockSums(s, ArrayTerm{terms.as<double>()}, n, blocks);
   FSDPRT_LAUNCH(crossEntropyFinishKernel, 1, s, partial.as<double>(), blocks,
                 count, reduction == LossReduction::Mean, loss);
-}
-
-void crossEntropyBackward(Stream s, DType targetType, const float *logits,
-                          const void *targets, const int64_t *count,
-                          const float *dloss, float *dlogits, int64_t n,
-                          int64_t c, LossReduction reduction,
-                          int64_t ignoreIndex) {
-  FSDPRT_LAUNCH(crossEntropyBackwardKernel, n, s, targetType == DType::I32,
-                logits, targets, count, dloss, dlogits, n, c,
-                reduction == LossReduction::Mean, ignoreIndex);
 }
 
 void mseLossForward(Stream s, const float *a, const float *b, float *loss,

@@ -127,14 +127,17 @@ void batchNormBackward(Stream s, const float *x, const float *w,
                        int64_t n, int64_t c, int64_t spatial, float eps,
                        bool training);
 
+// Softmax, one block per row (RowKernels.cu).
 void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
                     int64_t dim, int64_t inner);
 void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
                      int64_t outer, int64_t dim, int64_t inner);
-/// Attention rows: causal mask (if set) then softmax of each p[i, :tk].
-void maskedSoftmaxRows(Stream s, float *p, int64_t tq, int64_t tk, bool causal);
-/// dp[i, :] = softmax backward of rows of p with dy = dp (in place).
-void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t tq,
+/// Attention rows p[rows, tk], row r being query r % tq of its (batch, head)
+/// block: causal mask (if set) then softmax, in place.
+void maskedSoftmaxRows(Stream s, float *p, int64_t rows, int64_t tq,
+                       int64_t tk, bool causal);
+/// dp[r, :] = softmax backward of rows of p with dy = dp (in place).
+void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t rows,
                          int64_t tk);
 
 /// Throws Error(OutOfRange) (nothing written) if an id is outside [0, vocab).
@@ -168,6 +171,12 @@ void crossEntropyForward(Stream s, DType targetType, const float *logits,
                          const void *targets, const int64_t *count, float *loss,
                          int64_t n, int64_t c, LossReduction reduction,
                          int64_t ignoreIndex);
+/// terms[r] = logsumexp(logits[r, :]) - logits[r, target] (0 for an
+/// ignored row), one block per row (RowKernels.cu).
+void crossEntropyRowTerms(Stream s, bool i32, const float *logits,
+                          const void *targets, double *terms, int64_t n,
+                          int64_t c, int64_t ignoreIndex);
+/// One block per row (RowKernels.cu).
 void crossEntropyBackward(Stream s, DType targetType, const float *logits,
                           const void *targets, const int64_t *count,
                           const float *dloss, float *dlogits, int64_t n,

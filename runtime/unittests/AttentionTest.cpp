@@ -88,6 +88,86 @@ TEST_P(SequenceConformance, AttentionExplicitScale) {
   checkAttention(GetParam(), {1, 3, 4, 3, 1, 2, false, 0.7});
 }
 
+/// Rows longer than a GPU block (256 threads) against float64 attention and
+/// its analytic gradients (dV = P^T dO, dS = P (dP - rowsum(dP P)) with
+/// dP = dO V^T, dQ = scale dS K, dK = scale dS^T Q): finite differences
+/// would cost a forward per input element at this size.
+void checkLongAttention(const std::string &backend, const AttentionCase &c) {
+  Device dev(backend, 2, int64_t(256) << 20);
+  int64_t qn = c.batch * c.tq * c.heads * c.headDim;
+  int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
+  auto q = randomVector(qn, 81), k = randomVector(kvn, 82),
+       v = randomVector(kvn, 83), dout = randomVector(qn, 84);
+  double scale = 1.0 / std::sqrt(double(c.headDim));
+  int64_t group = c.heads / c.kvHeads, hd = c.headDim;
+  auto qi = [&](int64_t b, int64_t i, int64_t h) {
+    return ((b * c.tq + i) * c.heads + h) * hd;
+  };
+  auto ki = [&](int64_t b, int64_t j, int64_t g) {
+    return ((b * c.tk + j) * c.kvHeads + g) * hd;
+  };
+  std::vector<double> out(qn, 0.0), dq(qn, 0.0), dk(kvn, 0.0), dv(kvn, 0.0);
+  std::vector<double> p(c.tq * c.tk), ds(c.tq * c.tk);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h) {
+      int64_t g = h / group;
+      for (int64_t i = 0; i < c.tq; ++i) {
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < c.tk; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            dot += double(q[qi(b, i, h) + d]) * k[ki(b, j, g) + d];
+          p[i * c.tk + j] = (c.causal && j > i) ? -INFINITY : dot * scale;
+          mx = std::max(mx, p[i * c.tk + j]);
+        }
+        for (int64_t j = 0; j < c.tk; ++j)
+          sum += (p[i * c.tk + j] = std::exp(p[i * c.tk + j] - mx));
+        double rowDot = 0.0;
+        for (int64_t j = 0; j < c.tk; ++j) {
+          double &pij = p[i * c.tk + j];
+          pij /= sum;
+          double dpij = 0.0;
+          for (int64_t d = 0; d < hd; ++d) {
+            out[qi(b, i, h) + d] += pij * v[ki(b, j, g) + d];
+            dv[ki(b, j, g) + d] += pij * dout[qi(b, i, h) + d];
+            dpij += double(dout[qi(b, i, h) + d]) * v[ki(b, j, g) + d];
+          }
+          ds[i * c.tk + j] = dpij;
+          rowDot += dpij * pij;
+        }
+        for (int64_t j = 0; j < c.tk; ++j) {
+          double dsij = p[i * c.tk + j] * (ds[i * c.tk + j] - rowDot) * scale;
+          for (int64_t d = 0; d < hd; ++d) {
+            dq[qi(b, i, h) + d] += dsij * k[ki(b, j, g) + d];
+            dk[ki(b, j, g) + d] += dsij * q[qi(b, i, h) + d];
+          }
+        }
+      }
+    }
+  int64_t bq = dev.upload(q), bk = dev.upload(k), bv = dev.upload(v),
+          bdo = dev.upload(dout), bo = dev.alloc(qn * 4),
+          bdq = dev.alloc(qn * 4), bdk = dev.alloc(kvn * 4),
+          bdv = dev.alloc(kvn * 4);
+  RT_OK(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
+                                 bv, 0, bo, 0, c.batch, c.tq, c.tk, c.heads,
+                                 c.kvHeads, c.headDim, c.causal, 0.0));
+  RT_OK(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
+                                  bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
+                                  c.batch, c.tq, c.tk, c.heads, c.kvHeads,
+                                  c.headDim, c.causal, 0.0));
+  expectClose(dev.download(bo, qn), out, "out");
+  expectClose(dev.download(bdq, qn), dq, "dq");
+  expectClose(dev.download(bdk, kvn), dk, "dk");
+  expectClose(dev.download(bdv, kvn), dv, "dv");
+}
+
+TEST_P(SequenceConformance, AttentionLongRowsGroupedCausal) {
+  checkLongAttention(GetParam(), {2, 300, 300, 4, 2, 16, true, 0});
+}
+TEST_P(SequenceConformance, AttentionLongRowsRectangular) {
+  checkLongAttention(GetParam(), {1, 130, 600, 2, 1, 8, false, 0});
+}
+
 TEST_P(SequenceConformance, RopeInterleavedPairs) {
   Device dev(GetParam());
   const int64_t b = 2, t = 5, h = 2, d = 6;

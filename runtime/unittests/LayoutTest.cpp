@@ -163,6 +163,42 @@ TEST_P(LayoutConformance, ReduceSumAndMeanOverDimLists) {
     }
 }
 
+// Long reductions (a bias gradient's 8k rows) are summed in chunks: sums
+// over the leading, the middle and two dims against float64.
+TEST_P(LayoutConformance, ReduceLongDimensionsInChunks) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{700, 3, 50};
+  const int64_t n = 700 * 3 * 50;
+  auto x = randomVector(n, 161);
+  int64_t bx = dev.upload(x), by = dev.alloc(n * 4);
+  for (std::vector<int64_t> dims :
+       {std::vector<int64_t>{0}, std::vector<int64_t>{1},
+        std::vector<int64_t>{0, 2}}) {
+    SCOPED_TRACE("dims " + std::to_string(dims[0]) + " of " +
+                 std::to_string(dims.size()));
+    std::vector<bool> red(3, false);
+    for (int64_t d : dims)
+      red[d] = true;
+    int64_t outN = 1;
+    for (int d = 0; d < 3; ++d)
+      outN *= red[d] ? 1 : shape[d];
+    std::vector<double> want(outN, 0.0);
+    for (int64_t i = 0; i < shape[0]; ++i)
+      for (int64_t j = 0; j < shape[1]; ++j)
+        for (int64_t k = 0; k < shape[2]; ++k) {
+          int64_t idx[3] = {i, j, k}, o = 0;
+          for (int d = 0; d < 3; ++d)
+            if (!red[d])
+              o = o * shape[d] + idx[d];
+          want[o] += x[(i * shape[1] + j) * shape[2] + k];
+        }
+    RT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_F32,
+                                FSDPRT_REDUCE_SUM, bx, 0, 3, shape.data(),
+                                dims.size(), dims.data(), by, 0));
+    expectClose(dev.download(by, outN), want, "sum", 1e-6, 1e-7);
+  }
+}
+
 TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
   Device dev(GetParam());
   // Values exactly representable in bf16 and f16 survive a round trip.

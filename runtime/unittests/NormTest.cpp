@@ -10,9 +10,10 @@ namespace {
 
 class NormConformance : public ::testing::TestWithParam<std::string> {};
 
-void checkLayerNorm(const std::string &backend, bool affine) {
+void checkLayerNorm(const std::string &backend, bool affine,
+                    int64_t rows = 5) {
   Device dev(backend);
-  const int64_t rows = 5, d = 8;
+  const int64_t d = 8;
   const double eps = 1e-5;
   auto x = randomVector(rows * d, 51), w = randomVector(d, 52),
        b = randomVector(d, 53), dy = randomVector(rows * d, 54);
@@ -57,10 +58,15 @@ TEST_P(NormConformance, LayerNormAffine) { checkLayerNorm(GetParam(), true); }
 TEST_P(NormConformance, LayerNormNoAffine) {
   checkLayerNorm(GetParam(), false);
 }
+// More rows than one chunk of the weight and bias gradients' column sums.
+TEST_P(NormConformance, LayerNormManyRows) {
+  checkLayerNorm(GetParam(), true, 200);
+}
 
-void checkRmsNorm(const std::string &backend, bool weighted) {
+void checkRmsNorm(const std::string &backend, bool weighted,
+                  int64_t rows = 4) {
   Device dev(backend);
-  const int64_t rows = 4, d = 6;
+  const int64_t d = 6;
   const double eps = 1e-6;
   auto x = randomVector(rows * d, 61), w = randomVector(d, 62),
        dy = randomVector(rows * d, 63);
@@ -95,6 +101,7 @@ void checkRmsNorm(const std::string &backend, bool weighted) {
 
 TEST_P(NormConformance, RmsNormWeighted) { checkRmsNorm(GetParam(), true); }
 TEST_P(NormConformance, RmsNormUnweighted) { checkRmsNorm(GetParam(), false); }
+TEST_P(NormConformance, RmsNormManyRows) { checkRmsNorm(GetParam(), true, 150); }
 
 void checkBatchNorm(const std::string &backend, bool training) {
   Device dev(backend);

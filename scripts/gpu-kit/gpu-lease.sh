@@ -106,12 +106,12 @@ parity() {
   set -o pipefail
   local failed=0 step dtype
   for ref in "$KIT"/reference/*.jsonl; do
-    step=$(basename "$ref" .jsonl)
-    dtype=${step##*-}
+    step=$(basename "$ref" .jsonl) # <model>-<dtype>-<optimizer>
+    IFS=- read -r _ dtype optimizer <<<"$step"
     mkdir -p "$OUT/runs/$step"
     if "$BIN/fsdprt-run" "$KIT/steps/$step.so" --backend "$BACKEND" --steps "$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$KIT/manifest.json")" \
          --seed 0 --quiet --metrics "$OUT/runs/$step/metrics.jsonl" --save "$OUT/runs/$step/ckpt"; then
-      python "$PY/compare_reference.py" --dtype "$dtype" --optimizer adamw \
+      python "$PY/compare_reference.py" --dtype "$dtype" --optimizer "$optimizer" \
         "$OUT/runs/$step/metrics.jsonl" "$ref" \
         "$(ls "$OUT"/runs/"$step"/ckpt/step-*.safetensors | tail -1)" \
         "${ref%.jsonl}.safetensors" | tee "$OUT/runs/$step/compare.json" || failed=1
@@ -128,7 +128,7 @@ gpt2_124m() {
   for dtype in bf16 f32; do
     steps=8
     [ "$dtype" = f32 ] && steps=5
-    "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype.so" --backend "$BACKEND" --steps $steps \
+    "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype-adamw.so" --backend "$BACKEND" --steps $steps \
       --seed 0 --metrics "$OUT/gpt2_124m-$dtype.jsonl" \
       --trace "$OUT/gpt2_124m-$dtype.trace.json" --trace-steps 3 || return 1
     python "$PY/trace_summary.py" "$OUT/gpt2_124m-$dtype.trace.json" \
@@ -149,7 +149,7 @@ if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; t
 fi
 part conformance "${T_CONFORMANCE:-90}" conformance
 part nccl "${T_NCCL:-45}" "$BIN/fsdprt-comm-check" --backend cuda
-part parity "${T_PARITY:-100}" parity
+part parity "${T_PARITY:-150}" parity
 part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
 part torch "${T_TORCH:-150}" torch_step
 

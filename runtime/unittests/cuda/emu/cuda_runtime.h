@@ -29,6 +29,9 @@ inline constexpr EmuDim3 blockIdx{0, 0, 0};
 inline constexpr EmuDim3 threadIdx{0, 0, 0};
 inline constexpr EmuDim3 blockDim{1, 1, 1};
 inline constexpr EmuDim3 gridDim{1, 1, 1};
+// One thread per block: shared memory is the thread's own, barriers are no-ops.
+#define __shared__
+inline void __syncthreads() {}
 
 enum cudaError_t {
   cudaSuccess = 0,

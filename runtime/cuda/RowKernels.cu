@@ -1,0 +1,196 @@
+//===- RowKernels.cu - Row-parallel softmax and cross-entropy -------------===//
+//
+// One block per row, its threads striding across the row, sums reduced in
+// double through a fixed shared-memory tree: every row keeps the whole GPU
+// busy at attention's widths (T up to 32k) where one thread per row left
+// most SMs idle, and the result does not depend on scheduling (the same
+// bits run to run). The order differs from the CPU's index order only in
+// how the double partial sums are added.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+/// The block's sum of `v`, in a fixed tree order; every thread gets it.
+__device__ double blockSum(double v) {
+  __shared__ double buf[kThreads];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      buf[threadIdx.x] += buf[threadIdx.x + half];
+    __syncthreads();
+  }
+  double total = buf[0];
+  __syncthreads(); // buf is reused by the next reduction
+  return total;
+}
+
+__device__ float blockMax(float v) {
+  __shared__ float buf[kThreads];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      buf[threadIdx.x] = fmaxf(buf[threadIdx.x], buf[threadIdx.x + half]);
+    __syncthreads();
+  }
+  float m = buf[0];
+  __syncthreads();
+  return m;
+}
+
+/// y = softmax of each row (dim elements `inner` apart) of x; with causalTq
+/// > 0, row r is query i = r % causalTq of an attention block and its
+/// columns j > i are masked (probability 0), as a -inf score on the CPU.
+/// y may alias x.
+__global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
+                                  int64_t dim, int64_t inner,
+                                  int64_t causalTq) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    int64_t base = (r / inner) * dim * inner + r % inner;
+    const float *xr = x + base;
+    float *yr = y + base;
+    int64_t live = dim;
+    if (causalTq > 0) {
+      int64_t i = r % causalTq;
+      live = i + 1 < dim ? i + 1 : dim;
+    }
+    float m = -INFINITY;
+    FSDPRT_COL_STRIDE(j, live) { m = fmaxf(m, xr[j * inner]); }
+    m = blockMax(m);
+    double sum = 0.0;
+    FSDPRT_COL_STRIDE(j, live) { sum += expf(xr[j * inner] - m); }
+    float logSum = static_cast<float>(log(blockSum(sum)));
+    FSDPRT_COL_STRIDE(j, dim) {
+      yr[j * inner] = j < live ? expf(xr[j * inner] - m - logSum) : 0.0f;
+    }
+  }
+}
+
+/// dx = y * (dy - sum(dy * y)) per row; dx may alias dy.
+__global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
+                                          float *dx, int64_t rows, int64_t dim,
+                                          int64_t inner) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    int64_t base = (r / inner) * dim * inner + r % inner;
+    double dot = 0.0;
+    FSDPRT_COL_STRIDE(j, dim) {
+      dot += static_cast<double>(dy[base + j * inner]) * y[base + j * inner];
+    }
+    float s = static_cast<float>(blockSum(dot));
+    FSDPRT_COL_STRIDE(j, dim) {
+      int64_t at = base + j * inner;
+      dx[at] = y[at] * (dy[at] - s);
+    }
+  }
+}
+
+/// The row's max and log(sum(exp(x - max))) over its first n elements.
+__device__ void blockLogSumExp(const float *x, int64_t n, float &max,
+                             float &logSum) {
+  float m = -INFINITY;
+  FSDPRT_COL_STRIDE(j, n) { m = fmaxf(m, x[j]); }
+  m = blockMax(m);
+  double sum = 0.0;
+  FSDPRT_COL_STRIDE(j, n) { sum += expf(x[j] - m); }
+  max = m;
+  logSum = static_cast<float>(log(blockSum(sum)));
+}
+
+__global__ void crossEntropyTermsKernel(bool i32, const float *logits,
+                                        const void *targets, double *terms,
+                                        int64_t n, int64_t c,
+                                        int64_t ignoreIndex) {
+  FSDPRT_ROW_STRIDE(r, n) {
+    int64_t t = loadIndex(i32, targets, r);
+    if (t == ignoreIndex) { // The CPU skips the row; adding +0.0 is the same.
+      if (threadIdx.x == 0)
+        terms[r] = 0.0;
+      continue;
+    }
+    float max, logSum;
+    blockLogSumExp(logits + r * c, c, max, logSum);
+    if (threadIdx.x == 0)
+      terms[r] = static_cast<double>(max) + logSum - logits[r * c + t];
+  }
+}
+
+/// dlogits = (softmax(logits) - onehot(target)) * dloss (/ count for a mean).
+__global__ void crossEntropyBackwardKernel(bool i32, const float *logits,
+                                           const void *targets,
+                                           const int64_t *count,
+                                           const float *dloss, float *dlogits,
+                                           int64_t n, int64_t c, bool mean,
+                                           int64_t ignoreIndex) {
+  float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
+  FSDPRT_ROW_STRIDE(r, n) {
+    const float *xr = logits + r * c;
+    float *dr = dlogits + r * c;
+    int64_t t = loadIndex(i32, targets, r);
+    if (t == ignoreIndex) {
+      FSDPRT_COL_STRIDE(j, c) { dr[j] = 0.0f; }
+      continue;
+    }
+    float max, logSum;
+    blockLogSumExp(xr, c, max, logSum);
+    FSDPRT_COL_STRIDE(j, c) {
+      float p = expf(xr[j] - max - logSum);
+      dr[j] = (j == t ? p - 1.0f : p) * g;
+    }
+  }
+}
+
+} // namespace
+
+void crossEntropyRowTerms(Stream s, bool i32, const float *logits,
+                          const void *targets, double *terms, int64_t n,
+                          int64_t c, int64_t ignoreIndex) {
+  FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel, n, s, i32, logits, targets, terms,
+                     n, c, ignoreIndex);
+}
+
+void crossEntropyBackward(Stream s, DType targetType, const float *logits,
+                          const void *targets, const int64_t *count,
+                          const float *dloss, float *dlogits, int64_t n,
+                          int64_t c, LossReduction reduction,
+                          int64_t ignoreIndex) {
+  FSDPRT_LAUNCH_ROWS(crossEntropyBackwardKernel, n, s, targetType == DType::I32,
+                     logits, targets, count, dloss, dlogits, n, c,
+                     reduction == LossReduction::Mean, ignoreIndex);
+}
+
+void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
+                    int64_t dim, int64_t inner) {
+  FSDPRT_LAUNCH_ROWS(softmaxRowsKernel, outer * inner, s, x, y, outer * inner,
+                     dim, inner, int64_t(0));
+}
+
+void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
+                     int64_t outer, int64_t dim, int64_t inner) {
+  FSDPRT_LAUNCH_ROWS(softmaxBackwardRowsKernel, outer * inner, s, y, dy, dx,
+                     outer * inner, dim, inner);
+}
+
+void maskedSoftmaxRows(Stream s, float *p, int64_t rows, int64_t tq,
+                       int64_t tk, bool causal) {
+  FSDPRT_LAUNCH_ROWS(softmaxRowsKernel, rows, s, p, p, rows, tk, int64_t(1),
+                     causal ? tq : int64_t(0));
+}
+
+void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t rows,
+                         int64_t tk) {
+  FSDPRT_LAUNCH_ROWS(softmaxBackwardRowsKernel, rows, s, p, dp, dp, rows, tk,
+                     int64_t(1));
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp
