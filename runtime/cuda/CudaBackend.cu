@@ -784,7 +784,9 @@ public:
   }
   void clipCoefficient(const float *totalSq, float *norm, float *coef,
                        double maxNorm) override {
-    run([&](Exec &e) { cuda::clipCoefficient(e.s, totalSq, norm, coef, maxNorm); });
+    run([&](Exec &e) {
+      cuda::clipCoefficient(e.s, totalSq, norm, coef, maxNorm);
+    });
   }
 
 private:

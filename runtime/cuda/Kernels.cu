@@ -1,8 +1,8 @@
 //===- Kernels.cu - The CUDA backend's kernels ----------------------------===//
 //
 // See Kernels.h. Every kernel is a grid-stride loop (Device.h) over its
-// independent items; per-row and per-column sums run sequentially inside
-// one thread, in index order, exactly as the CPU backend's loops.
+// independent items; the rows of norms, softmax and cross-entropy are in
+// RowKernels.cu (one block per row).
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -15,7 +15,6 @@
 #include "fsdp/rt/math/Philox.h"
 #include "fsdp/rt/math/Pointwise.h"
 #include "fsdp/rt/math/Rotary.h"
-#include "fsdp/rt/math/Rows.h"
 
 #include <cmath>
 #include <cstring>
@@ -204,32 +203,9 @@ __global__ void seedRowsKernel(const float *b, float *y, int64_t m, int64_t n) {
   FSDPRT_GRID_STRIDE(i, m * n) { y[i] = b ? b[i % n] : 0.0f; }
 }
 
-__global__ void columnSumsKernel(const float *x, float *out, int64_t m,
-                                 int64_t n) {
-  FSDPRT_GRID_STRIDE(j, n) {
-    double acc = 0.0;
-    for (int64_t r = 0; r < m; ++r)
-      acc += x[r * n + j];
-    out[j] = static_cast<float>(acc);
-  }
-}
-
-//===----------------------------------------------------------------------===//
-// Reductions over dims
-//===----------------------------------------------------------------------===//
-
-/// Kept dims (output index space) in strideA, reduced dims in strideB; the
-/// reduced sub-space is walked row-major in dim order (as the CPU's
-/// subspaceOffsets), so each output sums in the same order.
-struct ReduceGeom {
-  Dims kept;    // size + strideA
-  Dims reduced; // size + strideA
-  int64_t reducedCount;
-};
-
-/// Sums down columns (reduce, norm weight gradients) run in two passes:
-/// chunk c of column k sums its `len` reduced indices in order into
-/// partial[c * columns + k] (enough chunks for ~64k threads), then each
+/// Sums down columns (bias gradients, reduce, norm weight gradients) run in
+/// two passes: chunk c of column k sums its `len` reduced indices in order
+/// into partial[c * columns + k] (enough chunks for ~64k threads), then each
 /// column adds its chunks in order: parallel, and the same bits every run.
 struct ColumnChunks {
   int64_t count, len;
@@ -240,6 +216,38 @@ ColumnChunks columnChunks(int64_t columns, int64_t reduced) {
   int64_t len = std::max<int64_t>(1, (reduced + count - 1) / count);
   return {(reduced + len - 1) / len, len};
 }
+
+__global__ void columnSumsPartialKernel(const float *x, double *partial,
+                                        int64_t m, int64_t n, ColumnChunks ch) {
+  FSDPRT_GRID_STRIDE(i, n * ch.count) {
+    int64_t j = i % n, c = i / n, end = std::min(m, (c + 1) * ch.len);
+    double acc = 0.0;
+    for (int64_t r = c * ch.len; r < end; ++r)
+      acc += x[r * n + j];
+    partial[i] = acc;
+  }
+}
+
+/// out[k] = factor * sum_c partial[c * columns + k], chunks in order.
+__global__ void columnChunksFinishKernel(const double *partial, float *out,
+                                         int64_t columns, int64_t chunks,
+                                         double factor) {
+  FSDPRT_GRID_STRIDE(k, columns) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < chunks; ++c)
+      acc += partial[c * columns + k];
+    out[k] = static_cast<float>(acc * factor);
+  }
+}
+
+/// Kept dims (output index space) in strideA, reduced dims in strideB; the
+/// reduced sub-space is walked row-major in dim order (as the CPU's
+/// subspaceOffsets), so each output sums in the same order.
+struct ReduceGeom {
+  Dims kept;    // size + strideA
+  Dims reduced; // size + strideA
+  int64_t reducedCount;
+};
 
 __global__ void reducePartialKernel(const float *x, double *partial,
                                     ReduceGeom g, int64_t outCount,
@@ -257,18 +265,6 @@ __global__ void reducePartialKernel(const float *x, double *partial,
   }
 }
 
-/// out[k] = factor * sum_c partial[c * columns + k], chunks in order.
-__global__ void columnChunksFinishKernel(const double *partial, float *out,
-                                         int64_t columns, int64_t chunks,
-                                         double factor) {
-  FSDPRT_GRID_STRIDE(k, columns) {
-    double acc = 0.0;
-    for (int64_t c = 0; c < chunks; ++c)
-      acc += partial[c * columns + k];
-    out[k] = static_cast<float>(acc * factor);
-  }
-}
-
 __global__ void reduceBackwardKernel(const float *dy, float *dx, Dims d,
                                      float factor, int64_t n) {
   FSDPRT_GRID_STRIDE(i, n) {
@@ -279,41 +275,9 @@ __global__ void reduceBackwardKernel(const float *dy, float *dx, Dims d,
 }
 
 //===----------------------------------------------------------------------===//
-// Norms (one thread per row / column / channel)
+// Norms: weight gradients (column sums) and batch_norm (one thread per
+// channel); the row kernels are in RowKernels.cu
 //===----------------------------------------------------------------------===//
-
-__global__ void layerNormKernel(const float *x, const float *w, const float *b,
-                                float *y, int64_t rows, int64_t d, float eps) {
-  FSDPRT_GRID_STRIDE(r, rows) {
-    const float *xr = x + r * d;
-    float *yr = y + r * d;
-    float mean, rstd;
-    meanRstd(xr, d, 1, eps, mean, rstd);
-    for (int64_t i = 0; i < d; ++i) {
-      float v = (xr[i] - mean) * rstd;
-      yr[i] = v * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
-    }
-  }
-}
-
-/// Row statistics into mean/rstd and, if dx, the row's input gradient
-/// (g = dy * w is formed in dx itself: layerNormRowBackward reads all of g
-/// before it writes dx[i] over g[i]).
-__global__ void layerNormRowsBackwardKernel(const float *x, const float *w,
-                                            const float *dy, float *dx,
-                                            float *mean, float *rstd,
-                                            int64_t rows, int64_t d,
-                                            float eps) {
-  FSDPRT_GRID_STRIDE(r, rows) {
-    meanRstd(x + r * d, d, 1, eps, mean[r], rstd[r]);
-    if (!dx)
-      continue;
-    float *g = dx + r * d;
-    for (int64_t i = 0; i < d; ++i)
-      g[i] = dy[r * d + i] * (w ? w[i] : 1.0f);
-    layerNormRowBackward(x + r * d, g, mean[r], rstd[r], d, g);
-  }
-}
 
 /// Chunk sums (ColumnChunks) of dw[j] = sum_r dy * xhat and db[j] = sum_r dy
 /// into pw / pb. mean == nullptr means rms_norm (xhat = x * rstd).
@@ -333,31 +297,6 @@ __global__ void normColumnsPartialKernel(const float *x, const float *dy,
     }
     pw[i] = aw;
     pb[i] = ab;
-  }
-}
-
-__global__ void rmsNormKernel(const float *x, const float *w, float *y,
-                              int64_t rows, int64_t d, float eps) {
-  FSDPRT_GRID_STRIDE(r, rows) {
-    const float *xr = x + r * d;
-    float rstd = rmsRstd(xr, d, eps);
-    for (int64_t i = 0; i < d; ++i)
-      y[r * d + i] = xr[i] * rstd * (w ? w[i] : 1.0f);
-  }
-}
-
-__global__ void rmsNormRowsBackwardKernel(const float *x, const float *w,
-                                          const float *dy, float *dx,
-                                          float *rstd, int64_t rows, int64_t d,
-                                          float eps) {
-  FSDPRT_GRID_STRIDE(r, rows) {
-    rstd[r] = rmsRstd(x + r * d, d, eps);
-    if (!dx)
-      continue;
-    float *g = dx + r * d; // rmsNormRowBackward reads all of g first.
-    for (int64_t i = 0; i < d; ++i)
-      g[i] = dy[r * d + i] * (w ? w[i] : 1.0f);
-    rmsNormRowBackward(x + r * d, g, rstd[r], d, g);
   }
 }
 
@@ -709,7 +648,12 @@ void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n) {
 }
 
 void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n) {
-  FSDPRT_LAUNCH(columnSumsKernel, n, s, x, out, m, n);
+  ColumnChunks ch = columnChunks(n, m);
+  Scratch partial(s, n * ch.count * 8);
+  FSDPRT_LAUNCH(columnSumsPartialKernel, n * ch.count, s, x,
+                partial.as<double>(), m, n, ch);
+  FSDPRT_LAUNCH(columnChunksFinishKernel, n, s, partial.as<double>(), out, n,
+                ch.count, 1.0);
 }
 
 void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
@@ -849,11 +793,6 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
   FSDPRT_LAUNCH(reduceBackwardKernel, n, s, dy, dx, d, factor, n);
 }
 
-void layerNormForward(Stream s, const float *x, const float *w, const float *b,
-                      float *y, int64_t rows, int64_t d, float eps) {
-  FSDPRT_LAUNCH(layerNormKernel, rows, s, x, w, b, y, rows, d, eps);
-}
-
 /// dw and db (either may be null) of layer_norm / rms_norm, two passes.
 static void normColumns(Stream s, const float *x, const float *dy,
                         const float *mean, const float *rstd, float *dw,
@@ -874,23 +813,16 @@ void layerNormBackward(Stream s, const float *x, const float *w,
                        int64_t rows, int64_t d, float eps) {
   Scratch stats(s, 2 * rows * 4);
   float *mean = stats.as<float>(), *rstd = mean + rows;
-  FSDPRT_LAUNCH(layerNormRowsBackwardKernel, rows, s, x, w, dy, dx, mean, rstd,
-                rows, d, eps);
+  layerNormRowsBackward(s, x, w, dy, dx, mean, rstd, rows, d, eps);
   if (dw || db)
     normColumns(s, x, dy, mean, rstd, dw, db, rows, d);
-}
-
-void rmsNormForward(Stream s, const float *x, const float *w, float *y,
-                    int64_t rows, int64_t d, float eps) {
-  FSDPRT_LAUNCH(rmsNormKernel, rows, s, x, w, y, rows, d, eps);
 }
 
 void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
                      float *dx, float *dw, int64_t rows, int64_t d, float eps) {
   Scratch stats(s, rows * 4);
   float *rstd = stats.as<float>();
-  FSDPRT_LAUNCH(rmsNormRowsBackwardKernel, rows, s, x, w, dy, dx, rstd, rows, d,
-                eps);
+  rmsNormRowsBackward(s, x, w, dy, dx, rstd, rows, d, eps);
   if (dw)
     normColumns(s, x, dy, nullptr, rstd, dw, nullptr, rows, d);
 }

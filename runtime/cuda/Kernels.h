@@ -1,13 +1,14 @@
 //===- Kernels.h - CUDA kernel launchers ------------------------*- C++ -*-===//
 //
 // Host functions that launch the CUDA backend's kernels on a given stream
-// (they do not synchronise). Their bodies call the shared FSDPRT_HD math of
-// fsdp/rt/math, the same functions the CPU backend calls, with the same
-// accumulation order (rows and columns summed in index order in double,
-// long sums in the CPU's fixed 16384-element blocks), so results match the
-// CPU oracle up to the device's transcendental functions. Kernels are one
-// thread per element, per row or per column: simple and deterministic
-// rather than fast.
+// (they do not synchronise). Element-wise bodies call the shared FSDPRT_HD
+// math of fsdp/rt/math, the same functions the CPU backend calls. Sums are
+// in double in a fixed order: rows (norms, softmax, cross-entropy) one
+// block per row through a fixed reduction tree (RowKernels.cu), columns
+// (reduce, norm weight gradients) in row chunks added in order, long sums
+// in the CPU's 16384-element blocks. Results match the CPU oracle up to
+// that order and the device's transcendental functions, and are the same
+// bits run to run.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_CUDA_KERNELS_H
@@ -82,7 +83,8 @@ private:
 
 /// y[r, :] = b (or 0) for r < m.
 void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n);
-/// out[j] = sum over rows r (in order, double) of x[r * n + j].
+/// out[j] = sum over rows r of x[r * n + j] (double, in row chunks added in
+/// order).
 void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n);
 
 // Elementwise (directly on f32/bf16/f16 storage).
@@ -117,6 +119,14 @@ void rmsNormForward(Stream s, const float *x, const float *w, float *y,
                     int64_t rows, int64_t d, float eps);
 void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
                      float *dx, float *dw, int64_t rows, int64_t d, float eps);
+/// The row half of the norm backwards (RowKernels.cu): each row's mean /
+/// rstd into the arrays and, if dx, its input gradient.
+void layerNormRowsBackward(Stream s, const float *x, const float *w,
+                           const float *dy, float *dx, float *mean,
+                           float *rstd, int64_t rows, int64_t d, float eps);
+void rmsNormRowsBackward(Stream s, const float *x, const float *w,
+                         const float *dy, float *dx, float *rstd, int64_t rows,
+                         int64_t d, float eps);
 void batchNormForward(Stream s, const float *x, const float *w, const float *b,
                       float *runningMean, float *runningVar, float *y,
                       int64_t n, int64_t c, int64_t spatial, float eps,

@@ -1,5 +1,7 @@
-//===- RowKernels.cu - Row-parallel softmax and cross-entropy -------------===//
+//===- RowKernels.cu - Row-parallel norms, softmax and cross-entropy ------===//
 //
+// layer_norm and rms_norm rows (their weight gradients are column sums in
+// Kernels.cu), softmax and attention rows, cross-entropy rows.
 // One block per row, its threads striding across the row, sums reduced in
 // double through a fixed shared-memory tree: every row keeps the whole GPU
 // busy at attention's widths (T up to 32k) where one thread per row left
@@ -148,7 +150,131 @@ __global__ void crossEntropyBackwardKernel(bool i32, const float *logits,
   }
 }
 
+/// The row's mean and 1/sqrt(biased variance + eps), two passes as the CPU.
+__device__ void blockMeanRstd(const float *x, int64_t d, float eps,
+                              float &mean, float &rstd) {
+  double sum = 0.0;
+  FSDPRT_COL_STRIDE(j, d) { sum += x[j]; }
+  double mu = blockSum(sum) / static_cast<double>(d);
+  double sq = 0.0;
+  FSDPRT_COL_STRIDE(j, d) {
+    double c = x[j] - mu;
+    sq += c * c;
+  }
+  mean = static_cast<float>(mu);
+  rstd = static_cast<float>(
+      1.0 / sqrt(blockSum(sq) / static_cast<double>(d) + eps));
+}
+
+__device__ float blockRmsRstd(const float *x, int64_t d, float eps) {
+  double sq = 0.0;
+  FSDPRT_COL_STRIDE(j, d) { sq += static_cast<double>(x[j]) * x[j]; }
+  return static_cast<float>(
+      1.0 / sqrt(blockSum(sq) / static_cast<double>(d) + eps));
+}
+
+__global__ void layerNormRowsKernel(const float *x, const float *w,
+                                    const float *b, float *y, int64_t rows,
+                                    int64_t d, float eps) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    const float *xr = x + r * d;
+    float mean, rstd;
+    blockMeanRstd(xr, d, eps, mean, rstd);
+    FSDPRT_COL_STRIDE(j, d) {
+      y[r * d + j] = (xr[j] - mean) * rstd * (w ? w[j] : 1.0f) +
+                     (b ? b[j] : 0.0f);
+    }
+  }
+}
+
+/// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w.
+__global__ void layerNormRowsBackwardKernel(const float *x, const float *w,
+                                            const float *dy, float *dx,
+                                            float *mean, float *rstd,
+                                            int64_t rows, int64_t d,
+                                            float eps) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    const float *xr = x + r * d, *dyr = dy + r * d;
+    float mu, rs;
+    blockMeanRstd(xr, d, eps, mu, rs);
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    if (!dx)
+      continue;
+    double sg = 0.0, sgx = 0.0;
+    FSDPRT_COL_STRIDE(j, d) {
+      float g = dyr[j] * (w ? w[j] : 1.0f);
+      sg += g;
+      sgx += static_cast<double>(g) * ((xr[j] - mu) * rs);
+    }
+    float mg = static_cast<float>(blockSum(sg) / d);
+    float mgx = static_cast<float>(blockSum(sgx) / d);
+    FSDPRT_COL_STRIDE(j, d) {
+      float g = dyr[j] * (w ? w[j] : 1.0f);
+      dx[r * d + j] = rs * (g - mg - (xr[j] - mu) * rs * mgx);
+    }
+  }
+}
+
+__global__ void rmsNormRowsKernel(const float *x, const float *w, float *y,
+                                  int64_t rows, int64_t d, float eps) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    const float *xr = x + r * d;
+    float rstd = blockRmsRstd(xr, d, eps);
+    FSDPRT_COL_STRIDE(j, d) { y[r * d + j] = xr[j] * rstd * (w ? w[j] : 1.0f); }
+  }
+}
+
+/// dx = rstd * g - x * rstd^3 * mean(g * x) with g = dy * w.
+__global__ void rmsNormRowsBackwardKernel(const float *x, const float *w,
+                                          const float *dy, float *dx,
+                                          float *rstd, int64_t rows, int64_t d,
+                                          float eps) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    const float *xr = x + r * d, *dyr = dy + r * d;
+    float rs = blockRmsRstd(xr, d, eps);
+    if (threadIdx.x == 0)
+      rstd[r] = rs;
+    if (!dx)
+      continue;
+    double sgx = 0.0;
+    FSDPRT_COL_STRIDE(j, d) {
+      sgx += static_cast<double>(dyr[j] * (w ? w[j] : 1.0f)) * xr[j];
+    }
+    float c = static_cast<float>(blockSum(sgx) / d) * rs * rs * rs;
+    FSDPRT_COL_STRIDE(j, d) {
+      dx[r * d + j] = rs * (dyr[j] * (w ? w[j] : 1.0f)) - xr[j] * c;
+    }
+  }
+}
+
 } // namespace
+
+void layerNormForward(Stream s, const float *x, const float *w, const float *b,
+                      float *y, int64_t rows, int64_t d, float eps) {
+  FSDPRT_LAUNCH_ROWS(layerNormRowsKernel, rows, s, x, w, b, y, rows, d, eps);
+}
+
+void layerNormRowsBackward(Stream s, const float *x, const float *w,
+                           const float *dy, float *dx, float *mean,
+                           float *rstd, int64_t rows, int64_t d, float eps) {
+  FSDPRT_LAUNCH_ROWS(layerNormRowsBackwardKernel, rows, s, x, w, dy, dx, mean,
+                     rstd, rows, d, eps);
+}
+
+void rmsNormForward(Stream s, const float *x, const float *w, float *y,
+                    int64_t rows, int64_t d, float eps) {
+  FSDPRT_LAUNCH_ROWS(rmsNormRowsKernel, rows, s, x, w, y, rows, d, eps);
+}
+
+void rmsNormRowsBackward(Stream s, const float *x, const float *w,
+                         const float *dy, float *dx, float *rstd, int64_t rows,
+                         int64_t d, float eps) {
+  FSDPRT_LAUNCH_ROWS(rmsNormRowsBackwardKernel, rows, s, x, w, dy, dx, rstd,
+                     rows, d, eps);
+}
 
 void crossEntropyRowTerms(Stream s, bool i32, const float *logits,
                           const void *targets, double *terms, int64_t n,

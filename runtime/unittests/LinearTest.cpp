@@ -23,10 +23,10 @@ Reference linearRef(int64_t m, int64_t k, int64_t n, bool bias) {
   };
 }
 
-void checkLinear(const std::string &backend, bool bias) {
+void checkLinear(const std::string &backend, bool bias, int64_t m = 6) {
   Device dev(backend);
   // x is [2, 3, 5] (leading dims flattened into m = 6).
-  const int64_t m = 6, k = 5, n = 4;
+  const int64_t k = 5, n = 4;
   auto x = randomVector(m * k, 1), w = randomVector(n * k, 2),
        b = randomVector(n, 3), dy = randomVector(m * n, 4);
   int64_t bx = dev.upload(x), bw = dev.upload(w), bb = bias ? dev.upload(b) : 0;
@@ -54,6 +54,9 @@ TEST_P(LinearConformance, LinearWithBiasMatchesReferenceAndFiniteDifferences) {
 }
 
 TEST_P(LinearConformance, LinearWithoutBias) { checkLinear(GetParam(), false); }
+
+// More rows than one chunk of the bias gradient's column sums.
+TEST_P(LinearConformance, LinearManyRows) { checkLinear(GetParam(), true, 150); }
 
 struct MatmulCase {
   bool transA, transB, bBatched;
