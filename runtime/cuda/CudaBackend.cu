@@ -5,26 +5,29 @@
 // Streams. The runtime's streams are host worker threads (Stream.h) and its
 // events are host markers between them. Each worker thread that calls this
 // backend gets its own CUDA stream (non-blocking) and cuBLAS handle, so the
-// work of different runtime streams overlaps on the device. Every backend
-// call enqueues its kernels, copies and GEMMs on that CUDA stream and ends
-// with cudaStreamSynchronize, so when the call returns its device work is
-// complete: a host event recorded after it orders the device work exactly
-// as it orders CPU work, and no call leaves device work behind.
+// work of different runtime streams overlaps on the device. A backend call
+// queues its kernels, copies and GEMMs on that CUDA stream and returns;
+// the device is ordered through DeviceOrdering (DeviceOrdering.h): an event
+// record is also a cudaEvent on the recording worker's stream, a wait also
+// a cudaStreamWaitEvent, so the host only orders the issue of work. The
+// host waits for the device only where it must: copies to or from host
+// memory, Stream::synchronize, event synchronisation, index checks, and
+// before a collective (NCCL runs on its own stream). FSDPRT_CUDA_SYNC=1
+// makes every call wait for its work, as before.
 //
 // Buffer lifetimes (where each buffer is last used before it is freed):
-// * Arena buffers: their last use is in some backend call on the CUDA stream
-//   of the runtime stream that ran it, completed (synchronised) before that
-//   call returned. fsdprt_buffer_free releases the range when its runtime
-//   stream reaches the free, i.e. after every earlier call on that stream
-//   has completed on the device; uses on other streams must be ordered
-//   before the free with events, exactly as on the CPU backend.
+// * Arena buffers: fsdprt_buffer_free releases the range when its runtime
+//   stream reaches the free and records a cudaEvent there; uses on other
+//   streams are ordered before the free with events, exactly as on the CPU
+//   backend. The first operation that touches bytes reused from the range
+//   waits for that cudaEvent on its own stream (Arena, Context::resolve).
 // * Scratch (f32 staging of 16-bit operands, attention probabilities, row
 //   statistics, partial sums): cudaMallocAsync / cudaFreeAsync on the
 //   call's own CUDA stream, so the free is stream-ordered after the last
 //   kernel that reads it (Device.h).
-// * The arena itself: one cudaMallocAsync, freed with cudaFreeAsync and a
-//   synchronisation in deallocate(), which the Context calls only after
-//   every runtime stream has drained.
+// * The arena itself: one cudaMallocAsync, freed with cudaFreeAsync in
+//   deallocate() after every worker's stream has been synchronised (the
+//   Context calls it once every runtime stream has drained).
 // * Pinned host staging buffers (one per worker thread) are reused only
 //   after the copy that read or wrote them has been synchronised.
 //
@@ -38,10 +41,12 @@
 #include "Kernels.h"
 
 #include "fsdp/rt/Comm.h"
+#include "fsdp/rt/DeviceOrdering.h"
 #include "fsdp/rt/Error.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -156,9 +161,36 @@ int pickDevice(int count) {
   return (local % count + count) % count;
 }
 
-class CudaBackend final : public Backend {
+/// A cudaEvent recorded on one worker's stream.
+class CudaMarker final : public DeviceMarker {
 public:
-  explicit CudaBackend(int device) : device_(device) {
+  explicit CudaMarker(cudaStream_t stream) {
+    checkCuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
+              "cudaEventCreateWithFlags");
+    checkCuda(cudaEventRecord(event_, stream), "cudaEventRecord");
+  }
+  ~CudaMarker() override { cudaEventDestroy(event_); } // released when done
+  void synchronize() override {
+    // host-sync: the caller asked to wait for this marker.
+    checkCuda(cudaEventSynchronize(event_), "cudaEventSynchronize");
+  }
+  bool done() override {
+    cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady)
+      return false;
+    checkCuda(rc, "cudaEventQuery");
+    return true;
+  }
+  cudaEvent_t event() const { return event_; }
+
+private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaBackend final : public Backend, public DeviceOrdering {
+public:
+  explicit CudaBackend(int device)
+      : device_(device), syncEachCall_(envFlag("FSDPRT_CUDA_SYNC")) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     int pools = 0;
     checkCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
@@ -183,7 +215,7 @@ public:
     cudaSetDevice(device_);
     for (auto &entry : states_) {
       ThreadState &st = entry.second;
-      if (st.stream)
+      if (st.stream) // host-sync: teardown
         cudaStreamSynchronize(st.stream);
       if (st.blas)
         cublasDestroy(st.blas);
@@ -196,11 +228,30 @@ public:
 
   const char *name() const override { return FSDPRT_CUDA_BACKEND_NAME; }
 
+  // Device-side ordering (DeviceOrdering.h): calls return once their work
+  // is queued; FSDPRT_CUDA_SYNC=1 makes every call wait for its device
+  // work instead (a debugging aid, like CUDA_LAUNCH_BLOCKING).
+  DeviceOrdering *deviceOrdering() override {
+    return syncEachCall_ ? nullptr : this;
+  }
+  std::shared_ptr<DeviceMarker> record() override {
+    return std::make_shared<CudaMarker>(state().stream);
+  }
+  void wait(DeviceMarker &marker) override {
+    checkCuda(cudaStreamWaitEvent(state().stream,
+                                  static_cast<CudaMarker &>(marker).event(), 0),
+              "cudaStreamWaitEvent");
+  }
+  void synchronize() override {
+    // host-sync: Stream::synchronize, or a collective about to run.
+    checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
+  }
+
   void *allocate(int64_t bytes) override {
     void *p = nullptr;
-    run([&](Exec &e) {
+    runSync([&](Exec &e) {
       cudaError_t rc = cudaMallocAsync(&p, static_cast<size_t>(bytes), e.s);
-      if (rc == cudaSuccess)
+      if (rc == cudaSuccess) // host-sync: the arena, once per context
         rc = cudaStreamSynchronize(e.s);
       if (rc == cudaErrorMemoryAllocation) {
         cudaGetLastError();
@@ -217,34 +268,32 @@ public:
   void deallocate(void *ptr) override {
     if (!ptr)
       return;
-    run([&](Exec &e) { checkCuda(cudaFreeAsync(ptr, e.s), "cudaFreeAsync"); });
+    synchronizeAllThreads(); // the arena's last uses are on the workers
+    runSync(
+        [&](Exec &e) { checkCuda(cudaFreeAsync(ptr, e.s), "cudaFreeAsync"); });
   }
   bool hostAccessible() const override { return false; }
 
   void copy(void *dst, const void *src, int64_t bytes, CopyKind kind) override {
     if (bytes <= 0)
       return;
+    if (kind == CopyKind::HostToDevice) // the host may reuse src on return
+      return runSync([&](Exec &e) { hostToDevice(e, dst, src, bytes); });
+    if (kind == CopyKind::DeviceToHost) // the host reads dst on return
+      return runSync([&](Exec &e) { deviceToHost(e, dst, src, bytes); });
     run([&](Exec &e) {
-      switch (kind) {
-      case CopyKind::DeviceToDevice:
-        if (overlaps(dst, src, bytes) && dst != src) {
-          Scratch tmp(e.s, bytes); // memmove semantics
-          checkCuda(cudaMemcpyAsync(tmp.as<void>(), src, bytes,
-                                    cudaMemcpyDeviceToDevice, e.s),
-                    "cudaMemcpyAsync (device to device)");
-          checkCuda(cudaMemcpyAsync(dst, tmp.as<void>(), bytes,
-                                    cudaMemcpyDeviceToDevice, e.s),
-                    "cudaMemcpyAsync (device to device)");
-        } else if (dst != src) {
-          checkCuda(
-              cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, e.s),
-              "cudaMemcpyAsync (device to device)");
-        }
-        return;
-      case CopyKind::HostToDevice:
-        return hostToDevice(e, dst, src, bytes);
-      case CopyKind::DeviceToHost:
-        return deviceToHost(e, dst, src, bytes);
+      if (overlaps(dst, src, bytes) && dst != src) {
+        Scratch tmp(e.s, bytes); // memmove semantics
+        checkCuda(cudaMemcpyAsync(tmp.as<void>(), src, bytes,
+                                  cudaMemcpyDeviceToDevice, e.s),
+                  "cudaMemcpyAsync (device to device)");
+        checkCuda(cudaMemcpyAsync(dst, tmp.as<void>(), bytes,
+                                  cudaMemcpyDeviceToDevice, e.s),
+                  "cudaMemcpyAsync (device to device)");
+      } else if (dst != src) {
+        checkCuda(
+            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, e.s),
+            "cudaMemcpyAsync (device to device)");
       }
     });
   }
@@ -857,6 +906,7 @@ private:
       checkCuda(cudaMemcpyAsync(static_cast<char *>(dst) + off, e.pinned, len,
                                 cudaMemcpyHostToDevice, e.s),
                 "cudaMemcpyAsync (host to device)");
+      // host-sync: the pinned buffer is refilled for the next chunk.
       checkCuda(cudaStreamSynchronize(e.s), "cudaStreamSynchronize (copy)");
     }
   }
@@ -871,6 +921,7 @@ private:
       checkCuda(cudaMemcpyAsync(e.pinned, static_cast<const char *>(src) + off,
                                 len, cudaMemcpyDeviceToHost, e.s),
                 "cudaMemcpyAsync (device to host)");
+      // host-sync: the host reads the pinned buffer next.
       checkCuda(cudaStreamSynchronize(e.s), "cudaStreamSynchronize (copy)");
       std::memcpy(static_cast<char *>(dst) + off, e.pinned, len);
     }
@@ -894,16 +945,36 @@ private:
     return st;
   }
 
-  /// Runs `body` on the calling thread's stream and waits for its device
-  /// work: a backend call returns only when its work is complete.
+  /// Queues `body`'s device work on the calling thread's stream.
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
     Exec e{st.stream, st.blas, st.pinned};
     body(e);
+    if (syncEachCall_) // host-sync: only with FSDPRT_CUDA_SYNC=1
+      checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+  }
+  /// Runs `body` and waits for its device work (host memory, allocation).
+  template <typename F> void runSync(F &&body) {
+    ThreadState &st = state();
+    Exec e{st.stream, st.blas, st.pinned};
+    body(e);
+    // host-sync: copies to or from host memory and the arena only.
     checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+  }
+  void synchronizeAllThreads() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto &entry : states_)
+      if (entry.second.stream) // host-sync: before the arena is freed
+        checkCuda(cudaStreamSynchronize(entry.second.stream),
+                  "cudaStreamSynchronize");
+  }
+  static bool envFlag(const char *name) {
+    const char *v = std::getenv(name);
+    return v && *v && std::strcmp(v, "0") != 0;
   }
 
   const int device_;
+  const bool syncEachCall_;
   std::mutex mutex_;
   std::map<std::thread::id, ThreadState> states_;
 };

@@ -54,7 +54,7 @@ inline void checkCublas(cublasStatus_t rc, const char *what) {
 
 inline void checkLaunch(cudaStream_t stream, const char *kernel) {
   checkCuda(cudaGetLastError(), kernel);
-#ifndef NDEBUG
+#ifndef NDEBUG // host-sync: debug builds only
   checkCuda(cudaStreamSynchronize(stream), kernel);
 #else
   (void)stream;

@@ -864,6 +864,8 @@ static void checkIndices(Stream s, DType type, const void *ids, int64_t n,
   if (countOut)
     checkCuda(cudaMemcpyAsync(countOut, f + 1, 8, cudaMemcpyDeviceToDevice, s),
               "cudaMemcpyAsync (index count)");
+  // host-sync: the index check's verdict is read here (a device-side error
+  // flag read at the step's end would remove it; not done yet).
   checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (index check)");
   firstBad = static_cast<int64_t>(result[0]);
   badValue = 0;
@@ -874,6 +876,7 @@ static void checkIndices(Stream s, DType type, const void *ids, int64_t n,
                               static_cast<const char *>(ids) + firstBad * elem,
                               elem, cudaMemcpyDeviceToHost, s),
               "cudaMemcpyAsync (bad index)");
+    // host-sync: only on the error path.
     checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (bad index)");
     if (i32) {
       int32_t v;

@@ -39,20 +39,29 @@ bool Arena::overlaps(int64_t offset, int64_t bytes, bool pendingOnly) const {
   return false;
 }
 
-void Arena::insert(int64_t offset, int64_t bytes) {
+void Arena::insert(int64_t offset, int64_t bytes, DeviceMarkers *reuse) {
+  // Markers the device has passed order nothing any more.
+  auto passed = [](const Released &r) { return r.marker->done(); };
+  freedMarkers_.erase(std::remove_if(freedMarkers_.begin(),
+                                         freedMarkers_.end(), passed),
+                          freedMarkers_.end());
+  if (reuse)
+    for (const Released &r : freedMarkers_)
+      if (r.offset < offset + bytes && offset < r.offset + r.size)
+        reuse->push_back(r.marker);
   ranges_[offset] = Range{bytes, false};
   inUse_ += bytes;
   highWaterBytes_ = std::max(highWaterBytes_, inUse_);
   highWaterExtent_ = std::max(highWaterExtent_, offset + bytes);
 }
 
-int64_t Arena::allocate(int64_t bytes) {
+int64_t Arena::allocate(int64_t bytes, DeviceMarkers *reuse) {
   int64_t size = roundUp(bytes);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     int64_t offset = findGap(size, /*treatPendingAsFree=*/false);
     if (offset >= 0) {
-      insert(offset, size);
+      insert(offset, size, reuse);
       return offset;
     }
     if (findGap(size, /*treatPendingAsFree=*/true) < 0)
@@ -64,7 +73,7 @@ int64_t Arena::allocate(int64_t bytes) {
   }
 }
 
-void Arena::allocateAt(int64_t offset, int64_t bytes) {
+void Arena::allocateAt(int64_t offset, int64_t bytes, DeviceMarkers *reuse) {
   int64_t size = roundUp(bytes);
   if (offset < 0 || offset % kAlignment != 0)
     fail(Status::InvalidArgument, "arena offset ", offset,
@@ -81,7 +90,7 @@ void Arena::allocateAt(int64_t offset, int64_t bytes) {
       break;
     released_.wait(lock);
   }
-  insert(offset, size);
+  insert(offset, size, reuse);
 }
 
 void Arena::markPending(int64_t offset) {
@@ -92,12 +101,15 @@ void Arena::markPending(int64_t offset) {
   it->second.pending = true;
 }
 
-void Arena::release(int64_t offset) {
+void Arena::release(int64_t offset, std::shared_ptr<DeviceMarker> marker) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = ranges_.find(offset);
     if (it == ranges_.end())
       fail(Status::Internal, "arena has no range at offset ", offset);
+    if (marker)
+      freedMarkers_.push_back(
+          Released{offset, it->second.size, std::move(marker)});
     inUse_ -= it->second.size;
     ranges_.erase(it);
   }

@@ -92,6 +92,17 @@ struct CommLaunch : Launch {
            backend().name(), "'");
   }
   std::shared_ptr<Communicator> comm;
+
+  /// A collective runs on the communicator's own device queue (NCCL's): the
+  /// work this stream issued before it, waits included, must be done first.
+  void enqueue(std::function<void()> work) {
+    DeviceOrdering *device = backend().deviceOrdering();
+    Launch::enqueue([device, work = std::move(work)] {
+      if (device)
+        device->synchronize();
+      work();
+    });
+  }
 };
 
 } // namespace

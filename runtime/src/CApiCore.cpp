@@ -309,7 +309,7 @@ int32_t fsdprt_stream_wait_event(int64_t ctx, int64_t stream, int64_t event) {
 int32_t fsdprt_event_synchronize(int64_t ctx, int64_t event) {
   return guarded(__func__, [&] {
     auto e = getContext(ctx)->event(event);
-    e->waitFor(e->lastTicket());
+    e->synchronize(e->lastTicket());
   });
 }
 
@@ -317,7 +317,7 @@ int32_t fsdprt_event_query(int64_t ctx, int64_t event, int32_t *out_done) {
   return guarded(__func__, [&] {
     requireOut(out_done, "out_done");
     auto e = getContext(ctx)->event(event);
-    *out_done = e->reached(e->lastTicket()) ? 1 : 0;
+    *out_done = e->passed(e->lastTicket()) ? 1 : 0;
   });
 }
 

@@ -20,7 +20,8 @@ Context::Context(const std::string &backend, int32_t rank, int32_t worldSize,
          worldSize, ")");
   backend_ = createBackend(backend, numThreads);
   base_ = static_cast<char *>(backend_->allocate(arenaBytes));
-  defaultStream_ = std::make_shared<Stream>(trace_, "default");
+  defaultStream_ =
+      std::make_shared<Stream>(trace_, "default", backend_->deviceOrdering());
 }
 
 Context::~Context() {
@@ -33,9 +34,11 @@ Context::~Context() {
 }
 
 int64_t Context::allocate(int64_t bytes) {
-  int64_t offset = arena_.allocate(bytes);
+  DeviceMarkers waits;
+  int64_t offset = arena_.allocate(bytes, &waits);
   std::lock_guard<std::mutex> lock(mutex_);
-  return buffers_.insert(std::make_shared<Buffer>(Buffer{offset, bytes}));
+  return buffers_.insert(
+      std::make_shared<Buffer>(Buffer{offset, bytes, std::move(waits)}));
 }
 
 void Context::setArenaBase(int64_t base) {
@@ -51,9 +54,11 @@ int64_t Context::allocateAt(int64_t offset, int64_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     offset += arenaBase_;
   }
-  arena_.allocateAt(offset, bytes);
+  DeviceMarkers waits;
+  arena_.allocateAt(offset, bytes, &waits);
   std::lock_guard<std::mutex> lock(mutex_);
-  return buffers_.insert(std::make_shared<Buffer>(Buffer{offset, bytes}));
+  return buffers_.insert(
+      std::make_shared<Buffer>(Buffer{offset, bytes, std::move(waits)}));
 }
 
 void Context::free(int64_t buffer, int64_t streamHandle) {
@@ -69,7 +74,8 @@ void Context::free(int64_t buffer, int64_t streamHandle) {
       "buffer_free",
       [this, offset] {
         delays_.apply(DelayPoint::Free);
-        arena_.release(offset);
+        DeviceOrdering *device = backend_->deviceOrdering();
+        arena_.release(offset, device ? device->record() : nullptr);
       },
       /*alwaysRun=*/true);
 }
@@ -81,23 +87,29 @@ int64_t Context::bufferSize(int64_t buffer) const {
 
 void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
                        const char *what) const {
-  Buffer b;
+  int64_t bOffset, bSize;
+  DeviceMarkers waits;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    std::shared_ptr<Buffer> b;
     try {
-      b = *buffers_.get(buffer);
+      b = buffers_.get(buffer);
     } catch (const Error &e) {
       fail(e.status(), what, ": ", e.what());
     }
+    bOffset = b->offset;
+    bSize = b->size;
+    waits.swap(b->firstUseWaits);
   }
-  if (offset < 0 || bytes < 0 || offset > b.size || bytes > b.size - offset)
+  deferDeviceWaits(std::move(waits));
+  if (offset < 0 || bytes < 0 || offset > bSize || bytes > bSize - offset)
     fail(Status::OutOfRange, what, ": bytes [", offset, ", ", offset + bytes,
-         ") are outside buffer ", buffer, " of ", b.size, " bytes");
-  return base_ + b.offset + offset;
+         ") are outside buffer ", buffer, " of ", bSize, " bytes");
+  return base_ + bOffset + offset;
 }
 
 int64_t Context::createStream() {
-  auto s = std::make_shared<Stream>(trace_);
+  auto s = std::make_shared<Stream>(trace_, "", backend_->deviceOrdering());
   std::lock_guard<std::mutex> lock(mutex_);
   return streams_.insert(std::move(s));
 }

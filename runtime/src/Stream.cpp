@@ -11,7 +11,7 @@ uint64_t Event::nextTicket() {
   return ++issued_;
 }
 
-void Event::signal(uint64_t ticket) {
+void Event::signal(uint64_t ticket, std::shared_ptr<DeviceMarker> marker) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     doneAbove_.insert(ticket);
@@ -19,8 +19,57 @@ void Event::signal(uint64_t ticket) {
       doneAbove_.erase(doneAbove_.begin());
       ++donePrefix_;
     }
+    if (marker) {
+      markers_[ticket] = std::move(marker);
+      pruneLocked();
+    }
   }
   cv_.notify_all();
+}
+
+void Event::pruneLocked() {
+  for (auto it = markers_.begin(); it != markers_.end();) {
+    if (it->first != issued_ && !pins_.count(it->first))
+      it = markers_.erase(it);
+    else
+      ++it;
+  }
+}
+
+void Event::pin(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++pins_[ticket];
+}
+
+void Event::unpin(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pins_.find(ticket);
+  if (it != pins_.end() && --it->second == 0)
+    pins_.erase(it);
+  pruneLocked();
+}
+
+std::shared_ptr<DeviceMarker> Event::markerOf(uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = markers_.find(ticket);
+  return it == markers_.end() ? nullptr : it->second;
+}
+
+void Event::synchronize(uint64_t ticket) {
+  pin(ticket); // a record issued meanwhile must not drop this marker
+  waitFor(ticket);
+  std::shared_ptr<DeviceMarker> marker = markerOf(ticket);
+  unpin(ticket);
+  if (marker)
+    marker->synchronize();
+}
+
+bool Event::passed(uint64_t ticket) {
+  pin(ticket);
+  bool hostDone = reached(ticket);
+  std::shared_ptr<DeviceMarker> marker = hostDone ? markerOf(ticket) : nullptr;
+  unpin(ticket);
+  return hostDone && (!marker || marker->done());
 }
 
 uint64_t Event::lastTicket() const {
@@ -42,9 +91,10 @@ bool Event::reached(uint64_t ticket) const {
   return reachedLocked(ticket);
 }
 
-Stream::Stream(std::shared_ptr<TraceLog> trace, const std::string &name)
+Stream::Stream(std::shared_ptr<TraceLog> trace, const std::string &name,
+               DeviceOrdering *device)
     : trace_(std::move(trace)), traceId_(trace_ ? trace_->addStream(name) : 0),
-      worker_([this] { run(); }) {}
+      device_(device), worker_([this] { run(); }) {}
 
 Stream::~Stream() {
   {
@@ -57,6 +107,13 @@ Stream::~Stream() {
 
 void Stream::enqueue(std::string name, std::function<void()> work,
                      bool alwaysRun) {
+  DeviceMarkers waits = takeDeferredDeviceWaits();
+  if (!waits.empty() && device_)
+    work = [this, waits = std::move(waits), work = std::move(work)] {
+      for (const auto &marker : waits)
+        device_->wait(*marker);
+      work();
+    };
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(Op{std::move(name), std::move(work), alwaysRun});
@@ -67,7 +124,10 @@ void Stream::enqueue(std::string name, std::function<void()> work,
 void Stream::record(std::shared_ptr<Event> event) {
   uint64_t ticket = event->nextTicket();
   enqueue(
-      "event_record", [event, ticket] { event->signal(ticket); },
+      "event_record",
+      [this, event, ticket] {
+        event->signal(ticket, device_ ? device_->record() : nullptr);
+      },
       /*alwaysRun=*/true);
 }
 
@@ -76,17 +136,22 @@ void Stream::wait(std::shared_ptr<Event> event) {
   uint64_t ticket = event->lastTicket();
   if (ticket == 0)
     return;
+  event->pin(ticket);
   // The worker runs this closure, so `this` outlives it.
   enqueue(
       "stream_wait_event",
       [this, event, ticket] {
-        if (event->reached(ticket))
-          return;
-        auto start = std::chrono::steady_clock::now();
-        event->waitFor(ticket);
-        waitNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+        if (!event->reached(ticket)) {
+          auto start = std::chrono::steady_clock::now();
+          event->waitFor(ticket);
+          waitNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+        }
+        std::shared_ptr<DeviceMarker> marker = event->markerOf(ticket);
+        event->unpin(ticket);
+        if (marker && device_)
+          device_->wait(*marker);
       },
       /*alwaysRun=*/true);
 }
@@ -99,6 +164,10 @@ void Stream::setName(const std::string &name) {
 double Stream::waitSeconds() const { return waitNs_.load() * 1e-9; }
 
 void Stream::synchronize() {
+  if (device_)
+    enqueue(
+        "device_synchronize", [this] { device_->synchronize(); },
+        /*alwaysRun=*/true);
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
   if (error_) {

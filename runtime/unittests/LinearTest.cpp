@@ -56,7 +56,9 @@ TEST_P(LinearConformance, LinearWithBiasMatchesReferenceAndFiniteDifferences) {
 TEST_P(LinearConformance, LinearWithoutBias) { checkLinear(GetParam(), false); }
 
 // More rows than one chunk of the bias gradient's column sums.
-TEST_P(LinearConformance, LinearManyRows) { checkLinear(GetParam(), true, 150); }
+TEST_P(LinearConformance, LinearManyRows) {
+  checkLinear(GetParam(), true, 150);
+}
 
 struct MatmulCase {
   bool transA, transB, bBatched;

@@ -101,7 +101,9 @@ void checkRmsNorm(const std::string &backend, bool weighted,
 
 TEST_P(NormConformance, RmsNormWeighted) { checkRmsNorm(GetParam(), true); }
 TEST_P(NormConformance, RmsNormUnweighted) { checkRmsNorm(GetParam(), false); }
-TEST_P(NormConformance, RmsNormManyRows) { checkRmsNorm(GetParam(), true, 150); }
+TEST_P(NormConformance, RmsNormManyRows) {
+  checkRmsNorm(GetParam(), true, 150);
+}
 
 void checkBatchNorm(const std::string &backend, bool training) {
   Device dev(backend);

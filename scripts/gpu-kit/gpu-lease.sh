@@ -15,7 +15,7 @@
 # The default part timeouts fit one 10-minute device command (about 9.5
 # minutes in all); T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
-PARTS=",${PARTS:-machine,conformance,nccl,parity,gpt2_124m,torch},"
+PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,torch},"
 BACKEND=${BACKEND:-cuda}
 KIT=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$KIT/out}
@@ -123,16 +123,47 @@ parity() {
   return $failed
 }
 
+# Queued device work (the default) against FSDPRT_CUDA_SYNC=1 (every call
+# waits for its work) on the parity part's runs: the kernels are
+# deterministic, so a missing device-side order shows as other bits.
+async_vs_sync() {
+  local step failed=0
+  for step in char_gpt-f32-adamw gpt2-bf16-adamw llama_tiny-f32-sgd; do
+    local dir="$OUT/runs/$step-sync"
+    mkdir -p "$dir"
+    FSDPRT_CUDA_SYNC=1 "$BIN/fsdprt-run" "$KIT/steps/$step.so" \
+      --backend "$BACKEND" --steps 5 --seed 0 --quiet \
+      --metrics "$dir/metrics.jsonl" --save "$dir/ckpt" || return 1
+    if cmp "$dir/ckpt/step-5.safetensors" \
+         "$OUT/runs/$step/ckpt/step-5.safetensors"; then
+      echo "$step: queued and synchronous runs bit-identical"
+    else
+      echo "$step: queued and synchronous runs differ"
+      failed=1
+    fi
+  done
+  return $failed
+}
+
+# GPT-2 124M: bf16 and f32 step times as the backend runs them (device work
+# queued, the host ahead), then bf16 with FSDPRT_CUDA_SYNC=1 (each call waits
+# for its work: the traced per-op times are device times).
 gpt2_124m() {
-  local dtype steps
-  for dtype in bf16 f32; do
-    steps=8
-    [ "$dtype" = f32 ] && steps=5
-    "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype-adamw.so" --backend "$BACKEND" --steps $steps \
-      --seed 0 --metrics "$OUT/gpt2_124m-$dtype.jsonl" \
-      --trace "$OUT/gpt2_124m-$dtype.trace.json" --trace-steps 3 || return 1
-    python "$PY/trace_summary.py" "$OUT/gpt2_124m-$dtype.trace.json" \
-      >"$OUT/gpt2_124m-$dtype.ops.json"
+  local run
+  for run in bf16:async:8 f32:async:5 bf16:sync:5; do
+    IFS=: read -r dtype mode steps <<<"$run"
+    local name="gpt2_124m-$dtype" extra=()
+    if [ "$mode" = sync ]; then
+      name="$name-sync"
+      extra=(--trace "$OUT/$name.trace.json" --trace-steps 3)
+    fi
+    FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \
+      "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype-adamw.so" \
+      --backend "$BACKEND" --steps "$steps" --seed 0 \
+      --metrics "$OUT/$name.jsonl" "${extra[@]}" || return 1
+    if [ "$mode" = sync ]; then
+      python "$PY/trace_summary.py" "$OUT/$name.trace.json" >"$OUT/$name.ops.json"
+    fi
   done
 }
 
@@ -142,7 +173,7 @@ torch_step() {
 }
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH
-export -f python machine rebuild conformance parity gpt2_124m torch_step
+export -f python machine rebuild conformance parity async_vs_sync gpt2_124m torch_step
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
   part rebuild "${T_REBUILD:-300}" rebuild
@@ -150,6 +181,7 @@ fi
 part conformance "${T_CONFORMANCE:-90}" conformance
 part nccl "${T_NCCL:-45}" "$BIN/fsdprt-comm-check" --backend cuda
 part parity "${T_PARITY:-150}" parity
+part async_vs_sync "${T_ASYNC_VS_SYNC:-60}" async_vs_sync
 part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
 part torch "${T_TORCH:-150}" torch_step
 
@@ -174,14 +206,14 @@ if conf:
     results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
-for dtype in ("f32", "bf16"):
-    rows = lines(os.path.join(out, f"gpt2_124m-{dtype}.jsonl"))
+for run in ("f32", "bf16", "bf16-sync"):
+    rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
-        results[f"gpt2_124m_{dtype}"] = {
+        results[f"gpt2_124m_{run}"] = {
             "losses": [r["loss"] for r in rows], "median_step_s": times[len(times) // 2],
             "peak_bytes": rows[-1].get("peak_bytes"),
-            "top_ops": (load(os.path.join(out, f"gpt2_124m-{dtype}.ops.json")) or [])[:10]}
+            "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=1)

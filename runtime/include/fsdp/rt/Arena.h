@@ -7,17 +7,22 @@
 // a range is first "pending" (its handle is dead but a stream may still use
 // the bytes) and only becomes reusable when the stream releases it, so an
 // allocation that would overlap a pending range waits for that release.
+// On an asynchronous backend a release carries the device marker of the
+// free (DeviceOrdering.h): an allocation reusing those bytes gets the
+// markers its first use must wait for.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_ARENA_H
 #define FSDP_RT_ARENA_H
 
+#include "fsdp/rt/DeviceOrdering.h"
 #include "fsdp/rt/fsdprt.h"
 
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace fsdp {
 namespace rt {
@@ -29,14 +34,18 @@ public:
   explicit Arena(int64_t capacity) : capacity_(capacity) {}
 
   /// First fit; waits for pending frees if only they stand in the way;
-  /// throws Error(OutOfMemory) otherwise. Returns the offset.
-  int64_t allocate(int64_t bytes);
+  /// throws Error(OutOfMemory) otherwise. Returns the offset; `reuse` (if
+  /// given) receives the device markers of the frees of the bytes it reuses.
+  int64_t allocate(int64_t bytes, DeviceMarkers *reuse = nullptr);
   /// Places a range at `offset` (must be aligned); waits for overlapping
   /// pending frees; throws if it overlaps a live range or the capacity.
-  void allocateAt(int64_t offset, int64_t bytes);
+  void allocateAt(int64_t offset, int64_t bytes,
+                  DeviceMarkers *reuse = nullptr);
   /// The handle is gone; the bytes are still in use until release().
   void markPending(int64_t offset);
-  void release(int64_t offset);
+  /// `marker` (may be null): where the device passes the free.
+  void release(int64_t offset,
+               std::shared_ptr<DeviceMarker> marker = nullptr);
 
   int64_t bytesInUse() const;
   int64_t highWaterBytes() const;
@@ -55,12 +64,19 @@ private:
   int64_t findGap(int64_t bytes, bool treatPendingAsFree) const;
   bool overlaps(int64_t offset, int64_t bytes, bool pendingOnly) const;
   bool anyPending() const;
-  void insert(int64_t offset, int64_t bytes);
+  void insert(int64_t offset, int64_t bytes, DeviceMarkers *reuse);
+
+  /// Freed bytes whose free the device may not have passed yet.
+  struct Released {
+    int64_t offset, size;
+    std::shared_ptr<DeviceMarker> marker;
+  };
 
   const int64_t capacity_;
   mutable std::mutex mutex_;
   std::condition_variable released_;
   std::map<int64_t, Range> ranges_; // offset -> range, live or pending
+  std::vector<Released> freedMarkers_;
   int64_t inUse_ = 0;
   int64_t highWaterBytes_ = 0;
   int64_t highWaterExtent_ = 0;

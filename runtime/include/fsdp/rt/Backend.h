@@ -16,6 +16,7 @@
 #define FSDP_RT_BACKEND_H
 
 #include "fsdp/rt/DType.h"
+#include "fsdp/rt/DeviceOrdering.h"
 #include "fsdp/rt/Shape.h"
 
 #include <cstdint>
@@ -98,6 +99,9 @@ public:
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
   /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
+  /// Device-side ordering if calls return before their device work is done
+  /// (DeviceOrdering.h); null when each call completes its work.
+  virtual DeviceOrdering *deviceOrdering() { return nullptr; }
   virtual bool hostAccessible() const = 0;
   virtual void copy(void *dst, const void *src, int64_t bytes,
                     CopyKind kind) = 0;

@@ -9,11 +9,15 @@
 // returns that error once. With a TraceLog attached, the worker records each
 // operation it runs (name, start, end) while tracing is enabled, and every
 // stream counts the time its worker spends blocked in event waits.
+// With a DeviceOrdering (asynchronous backends, DeviceOrdering.h), records
+// and waits also order the workers' device queues, and synchronize() waits
+// for the device too.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_STREAM_H
 #define FSDP_RT_STREAM_H
 
+#include "fsdp/rt/DeviceOrdering.h"
 #include "fsdp/rt/Error.h"
 #include "fsdp/rt/Trace.h"
 
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,28 +45,45 @@ class Event {
 public:
   /// Host side of record: returns the ticket the stream will signal.
   uint64_t nextTicket();
-  void signal(uint64_t ticket);
+  /// The record ran; `marker` (may be null) is its point in the device queue.
+  void signal(uint64_t ticket, std::shared_ptr<DeviceMarker> marker = nullptr);
   /// Latest ticket handed out (0 if never recorded).
   uint64_t lastTicket() const;
   void waitFor(uint64_t ticket) const;
   bool reached(uint64_t ticket) const;
+  /// A wait bound to `ticket` will ask for its marker: keep it until unpin.
+  void pin(uint64_t ticket);
+  void unpin(uint64_t ticket);
+  /// The device marker of a ticket that has run (null: none).
+  std::shared_ptr<DeviceMarker> markerOf(uint64_t ticket) const;
+  /// Host waits for the ticket and, if it has one, for its device marker.
+  void synchronize(uint64_t ticket);
+  /// Whether the ticket and its device marker have been passed.
+  bool passed(uint64_t ticket);
 
 private:
   bool reachedLocked(uint64_t ticket) const;
+  /// Drops the markers no wait can ask for any more: every one but the
+  /// latest ticket's and the pinned ones (waits bind the latest ticket).
+  void pruneLocked();
 
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   uint64_t issued_ = 0;
   uint64_t donePrefix_ = 0;      // every ticket <= this has run
   std::set<uint64_t> doneAbove_; // tickets > donePrefix_ that have run
+  std::map<uint64_t, std::shared_ptr<DeviceMarker>> markers_;
+  std::map<uint64_t, int> pins_;
 };
 
 class Stream {
 public:
   /// Registers with `trace` (if any) under `name`; the trace id is the
   /// Chrome trace tid of this stream.
+  /// `device` (may be null) outlives the stream.
   explicit Stream(std::shared_ptr<TraceLog> trace = nullptr,
-                  const std::string &name = "");
+                  const std::string &name = "",
+                  DeviceOrdering *device = nullptr);
   ~Stream(); // Drains the queue, then joins.
   Stream(const Stream &) = delete;
   Stream &operator=(const Stream &) = delete;
@@ -73,7 +95,8 @@ public:
                bool alwaysRun = false);
   void record(std::shared_ptr<Event> event);
   void wait(std::shared_ptr<Event> event);
-  /// Blocks until the queue is empty; rethrows the stored failure once.
+  /// Blocks until the queue is empty and its device work done; rethrows the
+  /// stored failure once.
   void synchronize();
 
   /// Id in the trace log (0 without one).
@@ -102,6 +125,7 @@ private:
   std::optional<Error> error_;
   std::shared_ptr<TraceLog> trace_;
   int32_t traceId_ = 0;
+  DeviceOrdering *device_;
   std::atomic<int64_t> waitNs_{0};
   std::thread worker_; // Last: started once everything above exists.
 };

@@ -39,6 +39,7 @@ enum cudaError_t {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
+  cudaErrorNotReady = 600,
 };
 inline const char *cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -67,6 +68,27 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+// Every stream operation has run when it returns: an event is always done.
+struct EmuEvent {};
+using cudaEvent_t = EmuEvent *;
+constexpr unsigned cudaEventDisableTiming = 2;
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+  *e = new EmuEvent;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+  return cudaSuccess;
+}
 
 inline cudaError_t cudaGetDeviceCount(int *n) {
   *n = 1;
