@@ -2,7 +2,7 @@
 builds within its size limit, its runner trains from a clean copy with only
 the kit's libraries (scripts/gpu-bundle.sh checks that itself), and its
 parity part, run on the CPU backend, passes against its own references and
-fails when a reference is off.
+fails when a reference is off, and its queued-versus-synchronous check runs.
 """
 import json
 import subprocess
@@ -44,23 +44,26 @@ def test_kit_fits_and_holds_what_the_lease_runs(kit):
                  "src/runtime.tar.xz", "manifest.json"):
         assert (kit / name).exists(), name
     models = ("char_gpt", "gpt2", "llama_tiny", "nested_wrapped")
-    for model in models + ("gpt2_124m",):
-        for dtype in ("f32", "bf16"):
-            assert (kit / "steps" / f"{model}-{dtype}.so").exists()
-    for model in models:
-        for dtype in ("f32", "bf16"):
-            assert (kit / "reference" / f"{model}-{dtype}.safetensors").exists()
+    for dtype in ("f32", "bf16"):
+        assert (kit / "steps" / f"gpt2_124m-{dtype}-adamw.so").exists()
+        for model in models:
+            for optimizer in ("adamw", "sgd"):
+                step = f"{model}-{dtype}-{optimizer}"
+                assert (kit / "steps" / f"{step}.so").exists()
+                assert (kit / "reference" / f"{step}.safetensors").exists()
 
 
 def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
     pytest.importorskip("torch")  # the kit's comparison reads with torch
-    proc = _lease(kit, tmp_path / "good", BACKEND="cpu", PARTS="parity")
+    proc = _lease(kit, tmp_path / "good", BACKEND="cpu",
+                  PARTS="parity,async_vs_sync")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads((tmp_path / "good" / "results.json").read_text())
-    assert len(results["parity"]) == 8
+    assert len(results["parity"]) == 16
     assert all(r["ok"] for r in results["parity"].values()), results["parity"]
+    assert [p["status"] for p in results["parts"]] == ["passed", "passed"]
 
-    ref = kit / "reference" / "gpt2-f32.jsonl"
+    ref = kit / "reference" / "gpt2-f32-adamw.jsonl"
     original = ref.read_text()
     rows = [json.loads(line) for line in original.splitlines()]
     rows[0]["loss"] *= 1.001
@@ -71,5 +74,5 @@ def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
         ref.write_text(original)
     assert proc.returncode == 1
     results = json.loads((tmp_path / "bad" / "results.json").read_text())
-    assert not results["parity"]["gpt2-f32"]["ok"]
-    assert results["parity"]["gpt2-bf16"]["ok"]
+    assert not results["parity"]["gpt2-f32-adamw"]["ok"]
+    assert results["parity"]["gpt2-f32-sgd"]["ok"]
