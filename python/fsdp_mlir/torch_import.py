@@ -832,6 +832,43 @@ def _narrow(t, node, out, x, dim, start, length):
     return _slice(t, node, out, x, dim, start, start + length)
 
 
+def _select(t, node, out, x, dim, index):
+    """x[..., index, ...]: a one-wide slice without its dimension (ViT's
+    class token, sequence_output[:, 0])."""
+    dim %= x.type.rank
+    index %= x.type.shape[dim]
+    return t.reshape(t.f.slice(x, dim, index, index + 1), _shape(out))
+
+
+def _conv2d(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
+            groups=1):
+    """A convolution whose stride equals its kernel (ViT's patch embedding)
+    is a linear map of non-overlapping patches: x [B, C, H, W] →
+    patches [B·h·w, C·kh·kw] (C, kh, kw order, as the weight's) → linear
+    with the weight as [O, C·kh·kw] → [B, O, h, w]."""
+    def pair(v):
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return v * 2 if len(v) == 1 else v
+    x, w = t.v(x), t.v(w)
+    o, c, kh, kw = w.type.shape
+    stride, padding, dilation = pair(stride), pair(padding), pair(dilation)
+    bsz, _, height, width = x.type.shape
+    if (stride != [kh, kw] or padding != [0, 0] or dilation != [1, 1]
+            or groups != 1 or height % kh or width % kw):
+        raise _Unsupported(
+            f"conv2d other than non-overlapping patches (kernel {[kh, kw]}, "
+            f"stride {stride}, padding {padding}, dilation {dilation}, "
+            f"groups {groups}, input {height}x{width})")
+    h, wd = height // kh, width // kw
+    patches = t.reshape(x, [bsz, c, h, kh, wd, kw])
+    patches = t.transpose(patches, [0, 2, 4, 1, 3, 5])
+    patches = t.reshape(patches, [bsz * h * wd, c * kh * kw])
+    y = t.f.linear(patches, t.reshape(w, [o, c * kh * kw]),
+                   None if b is None else t.v(b))
+    y = t.reshape(y, [bsz, h, wd, o])
+    return t.transpose(y, [0, 3, 1, 2])
+
+
 def _pad(t, node, out, x, pad, mode="constant", value=None):
     if mode != "constant":
         raise _Unsupported(f"pad with mode {mode!r}")
@@ -1052,6 +1089,8 @@ _OPS: Dict[str, Callable] = {
     "unbind.int": _unbind,
     "slice.Tensor": _slice,
     "narrow.default": _narrow,
+    "select.int": _select,
+    "conv2d.default": _conv2d,
     "pad.default": _pad,
     "constant_pad_nd.default": _constant_pad_nd,
     "to.dtype": _to,

@@ -1,7 +1,7 @@
 """fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
-LlamaForCausalLM (also with grouped k/v heads) and BertForMaskedLM from tiny
-configs with random weights, wrapped so that forward(ids, labels) returns
-the model's own loss. Each is imported, compiled for 1 and 2 ranks
+LlamaForCausalLM (also with grouped k/v heads), BertForMaskedLM and
+ViTForImageClassification from tiny configs with random weights, wrapped so
+that forward(inputs, labels) returns the model's own loss. Each is imported, compiled for 1 and 2 ranks
 (full-shard, its blocks wrapped as units), trained STEPS steps from the
 module's own weights (save_weights → fsdp-run --load) and compared with
 plain torch on the same batches: losses within 1e-5, weights at the parity
@@ -38,17 +38,19 @@ from test_torch_oracle import (STEPS, _noise_only,  # noqa: E402
 
 LOSS_ATOL = 1e-5
 VOCAB, SEQ = 64, 16
+CLASSES = 5  # ViT's labels
 
 
 class LossOf(torch.nn.Module):
-    """A Hugging Face model whose forward(ids, labels) is its loss."""
+    """A Hugging Face model whose forward(inputs, labels) is its loss."""
 
-    def __init__(self, model):
+    def __init__(self, model, inputs="input_ids"):
         super().__init__()
         self.m = model
+        self.inputs = inputs
 
-    def forward(self, ids, labels):
-        return self.m(input_ids=ids, labels=labels).loss
+    def forward(self, x, labels):
+        return self.m(**{self.inputs: x}, labels=labels).loss
 
 
 def gpt2():
@@ -75,6 +77,20 @@ def bert():
         attention_probs_dropout_prob=0, attn_implementation="sdpa"))
 
 
+def vit():
+    return transformers.ViTForImageClassification(transformers.ViTConfig(
+        image_size=16, patch_size=4, num_channels=3, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        num_labels=CLASSES, hidden_dropout_prob=0,
+        attention_probs_dropout_prob=0, attn_implementation="sdpa"))
+
+
+def image_data(rng):
+    """Images [N, 3, 16, 16] and one class label each."""
+    pixels = rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32)
+    return [pixels, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
+
+
 def causal_lm_data(rng):
     """Token ids, labels = ids (the model shifts them)."""
     ids = rng.integers(0, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
@@ -90,26 +106,31 @@ def masked_lm_data(rng):
     return [ids, np.where(chosen, ids, -100).astype(np.int64)]
 
 
-def bert_noise(key, shape):
-    """BERT's key bias has a zero gradient in exact arithmetic (softmax is
-    shift-invariant per query)."""
-    return np.full(shape, key.endswith("attention.self.key.bias"))
+def key_bias_noise(key, shape):
+    """An attention key bias has a zero gradient in exact arithmetic
+    (softmax is shift-invariant per query)."""
+    return np.full(shape, key.endswith(("key.bias", "k_proj.bias")))
 
 
-# name: (factory, data, wrapped kind, noise mask of the AdamW weight check)
+# name: (factory, data, wrapped kind, noise mask of the AdamW weight check,
+# the HF model's input keyword)
 MODELS = {
     "gpt2": (gpt2, causal_lm_data, "GPT2Block",
-             lambda key, shape: _noise_only("gpt2", key, shape)),
-    "llama": (llama, causal_lm_data, "LlamaDecoderLayer", None),
+             lambda key, shape: _noise_only("gpt2", key, shape), "input_ids"),
+    "llama": (llama, causal_lm_data, "LlamaDecoderLayer", None, "input_ids"),
     "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
-                  "LlamaDecoderLayer", None),
-    "bert": (bert, masked_lm_data, "BertLayer", bert_noise),
+                  "LlamaDecoderLayer", None, "input_ids"),
+    "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
+    # The patch embedding is a conv2d whose stride is its kernel: imported
+    # as patches + linear; the class token is a select.
+    "vit": (vit, image_data, "ViTLayer", key_bias_noise, "pixel_values"),
 }
 
 CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("llama", 1, "adamw"), ("llama", 2, "adamw"),
          ("llama-gqa", 2, "adamw"),
-         ("bert", 1, "adamw"), ("bert", 2, "adamw")]
+         ("bert", 1, "adamw"), ("bert", 2, "adamw"),
+         ("vit", 1, "adamw"), ("vit", 2, "adamw")]
 
 
 def import_model(module, data, name):
@@ -120,8 +141,8 @@ def import_model(module, data, name):
 @pytest.mark.parametrize("name,ranks,optimizer", CASES)
 def test_trains_like_torch(tmp_path, name, ranks, optimizer):
     torch.manual_seed(0)
-    factory, make_data, kind, noise = MODELS[name]
-    module = LossOf(factory())
+    factory, make_data, kind, noise, inputs = MODELS[name]
+    module = LossOf(factory(), inputs)
     data = make_data(np.random.default_rng(3))
     model = import_model(module, data, name)
     got, saved = train_imported(tmp_path, module, model, data, ranks,
@@ -140,8 +161,8 @@ def test_trains_like_torch(tmp_path, name, ranks, optimizer):
 
 def _imported(name):
     torch.manual_seed(0)
-    factory, make_data, _, _ = MODELS[name]
-    module = LossOf(factory())
+    factory, make_data, _, _, inputs = MODELS[name]
+    module = LossOf(factory(), inputs)
     return module, import_model(module, make_data(np.random.default_rng(3)),
                                 name)
 
