@@ -2,7 +2,8 @@
 # Makes the GPU lease kit: one folder (at most 48 MiB) that a GPU machine
 # without network or package manager runs with one command,
 #   <kit>/gpu-lease.sh        (results JSON and logs into $OUT)
-# It holds the prebuilt LLVM-free runner, runtime and CUDA conformance tests,
+# It holds the prebuilt LLVM-free runner, runtime, CUDA conformance tests and
+# kernel benchmark,
 # the shared libraries such an image lacks (xz-compressed, unpacked there),
 # step libraries of the validation models (f32 and bf16, 1 rank), the CPU
 # backend's reference losses and final weights, the PyTorch GPT-2 124M
@@ -33,7 +34,8 @@ trap 'rm -rf "$WORK"' EXIT
 
 echo "== binaries and the libraries a CUDA image lacks"
 BINARIES=("$BUILD/bin/fsdprt-run" "$BUILD/bin/fsdprt-comm-check"
-          "$BUILD/runtime/unittests/fsdprt_cuda_unittests")
+          "$BUILD/runtime/unittests/fsdprt_cuda_unittests"
+          "$BUILD/runtime/bench/fsdprt_cuda_bench")
 cp "${BINARIES[@]}" "$KIT/bin/"
 # The image brings glibc and CUDA (cudart, cuBLAS, NCCL and cuDNN from its
 # toolkit and wheels); everything else the binaries load travels, large

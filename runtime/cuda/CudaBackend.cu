@@ -19,8 +19,8 @@
 // * Arena buffers: fsdprt_buffer_free releases the range when its runtime
 //   stream reaches the free and records a cudaEvent there; uses on other
 //   streams are ordered before the free with events, exactly as on the CPU
-//   backend. The first operation that touches bytes reused from the range
-//   waits for that cudaEvent on its own stream (Arena, Context::resolve).
+//   backend. Operations touching bytes reused from the range wait for that
+//   cudaEvent on their own streams (Arena, Context::resolve).
 // * Scratch (f32 staging of 16-bit operands, attention probabilities, row
 //   statistics, partial sums): cudaMallocAsync / cudaFreeAsync on the
 //   call's own CUDA stream, so the free is stream-ordered after the last

@@ -1,6 +1,8 @@
 //===- Context.cpp - One rank's runtime state -----------------------------===//
 #include "fsdp/rt/Context.h"
 
+#include <algorithm>
+
 namespace fsdp {
 namespace rt {
 
@@ -99,7 +101,13 @@ void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
     }
     bOffset = b->offset;
     bSize = b->size;
-    waits.swap(b->firstUseWaits);
+    // Kept until the device has passed them (not only for the first use):
+    // a call that fails after resolving must not lose them.
+    auto &pending = b->firstUseWaits;
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const auto &m) { return m->done(); }),
+                  pending.end());
+    waits = pending;
   }
   deferDeviceWaits(std::move(waits));
   if (offset < 0 || bytes < 0 || offset > bSize || bytes > bSize - offset)

@@ -4,18 +4,20 @@
 # On a GPU machine without network or package manager it checks the machine
 # (nvidia-smi, driver, glibc, the NCCL / cuDNN / cuBLAS the image brings),
 # runs the CUDA conformance suite, a 1-rank NCCL check, 1-rank training of
-# every validation model against the CPU backend's reference, a traced
-# GPT-2 124M run and PyTorch's time for the same step, each part under its
-# own timeout, and writes $OUT/results.json plus one log per part. If the
+# every validation model against the CPU backend's reference (and queued
+# against synchronous device work), GPT-2 124M step times and a traced run,
+# each CUDA kernel against its ceiling (fsdprt_cuda_bench) and PyTorch's
+# time for the same step, each part under its own timeout, and writes
+# $OUT/results.json plus one log per part (about 3 minutes on an H100). If the
 # prebuilt binaries cannot load (an older glibc), it first rebuilds the
 # runtime CUDA-only from the kit's sources. Exit 0 when every part passed.
 #   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
 #   BACKEND=cpu              runs the training parts on the CPU backend (a
 #                            dry run of the kit on a machine without a GPU)
-# The default part timeouts fit one 10-minute device command (about 9.5
-# minutes in all); T_<PART>=seconds overrides one (T_TORCH=420).
+# The default part timeouts add up to under 10 minutes, one device command;
+# T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
-PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,torch},"
+PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,kernels,torch},"
 BACKEND=${BACKEND:-cuda}
 KIT=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$KIT/out}
@@ -93,8 +95,8 @@ rebuild() {
     -DCMAKE_CUDA_ARCHITECTURES=native -DFSDPRT_WITH_CPU_BACKEND=OFF \
     -DFSDPRT_WITH_GLOO=OFF -DFSDPRT_NLOHMANN_JSON_INCLUDE_DIR="$src" \
     -DFSDPRT_GTEST_SOURCE_DIR="$src/googletest" &&
-  cmake --build "$build" -j "$(nproc)" --target fsdprt-run fsdprt-comm-check fsdprt_cuda_unittests &&
-  cp "$build"/bin/fsdprt-run "$build"/bin/fsdprt-comm-check "$build"/unittests/fsdprt_cuda_unittests "$BIN/" &&
+  cmake --build "$build" -j "$(nproc)" --target fsdprt-run fsdprt-comm-check fsdprt_cuda_unittests fsdprt_cuda_bench &&
+  cp "$build"/bin/fsdprt-run "$build"/bin/fsdprt-comm-check "$build"/unittests/fsdprt_cuda_unittests "$build"/bench/fsdprt_cuda_bench "$BIN/" &&
   cp "$build"/src/libfsdp_runtime.so "$KIT/lib/"
 }
 
@@ -167,23 +169,29 @@ gpt2_124m() {
   done
 }
 
+# Each CUDA kernel at the step's shapes against cuBLAS / copy bandwidth.
+kernels() {
+  "$BIN/fsdprt_cuda_bench" --dtype bf16 && "$BIN/fsdprt_cuda_bench" --dtype f32
+}
+
 torch_step() {
   (cd "$PY" && python torch_gpt2_step.py --steps 10 --warmup 3 \
      --out "$OUT/torch_gpt2_124m.json")
 }
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH
-export -f python machine rebuild conformance parity async_vs_sync gpt2_124m torch_step
+export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
   part rebuild "${T_REBUILD:-300}" rebuild
 fi
-part conformance "${T_CONFORMANCE:-90}" conformance
-part nccl "${T_NCCL:-45}" "$BIN/fsdprt-comm-check" --backend cuda
-part parity "${T_PARITY:-150}" parity
-part async_vs_sync "${T_ASYNC_VS_SYNC:-60}" async_vs_sync
-part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
-part torch "${T_TORCH:-150}" torch_step
+part conformance "${T_CONFORMANCE:-60}" conformance
+part nccl "${T_NCCL:-30}" "$BIN/fsdprt-comm-check" --backend cuda
+part parity "${T_PARITY:-120}" parity
+part async_vs_sync "${T_ASYNC_VS_SYNC:-45}" async_vs_sync
+part gpt2_124m "${T_GPT2_124M:-120}" gpt2_124m
+part kernels "${T_KERNELS:-60}" kernels
+part torch "${T_TORCH:-100}" torch_step
 
 python - "$OUT" <<'PY'
 import glob, json, os, sys

@@ -39,7 +39,8 @@ def test_kit_fits_and_holds_what_the_lease_runs(kit):
     size = sum(f.stat().st_size for f in kit.rglob("*") if f.is_file())
     assert size <= LIMIT, f"{size} bytes"
     for name in ("bin/fsdprt-run", "bin/fsdprt-comm-check",
-                 "bin/fsdprt_cuda_unittests", "lib/libfsdp_runtime.so.xz",
+                 "bin/fsdprt_cuda_unittests", "bin/fsdprt_cuda_bench",
+                 "lib/libfsdp_runtime.so.xz",
                  "python/torch_gpt2_step.py", "python/torch_reference.py",
                  "src/runtime.tar.xz", "manifest.json"):
         assert (kit / name).exists(), name

@@ -29,8 +29,9 @@ class Communicator;
 struct Buffer {
   int64_t offset;
   int64_t size;
-  /// Device markers of the frees of the bytes it reuses: its first use
-  /// waits for them (asynchronous backends only, DeviceOrdering.h).
+  /// Device markers of the frees of the bytes it reuses: its uses wait for
+  /// them until the device has passed them (asynchronous backends only,
+  /// DeviceOrdering.h).
   DeviceMarkers firstUseWaits;
 };
 
@@ -63,9 +64,9 @@ public:
   void free(int64_t buffer, int64_t stream);
   int64_t bufferSize(int64_t buffer) const;
   /// Address of [offset, offset+bytes) of a live buffer; throws OutOfRange
-  /// (naming `what`) if the range is not inside the buffer. The first
-  /// resolve of a buffer defers its first-use waits to the operation this
-  /// thread enqueues next.
+  /// (naming `what`) if the range is not inside the buffer. Defers the
+  /// buffer's pending first-use waits to the operation this thread enqueues
+  /// next.
   void *resolve(int64_t buffer, int64_t offset, int64_t bytes,
                 const char *what) const;
 

@@ -7,8 +7,8 @@
 // * an event record also records a marker in the recording worker's queue,
 //   and a stream's wait on that event makes its queue wait for the marker
 //   (cudaEventRecord / cudaStreamWaitEvent);
-// * a freed arena range remembers the marker of its free, and the first
-//   operation that touches bytes reused from it waits for that marker;
+// * a freed arena range remembers the marker of its free, and operations
+//   touching bytes reused from it wait for that marker until it is passed;
 // * Stream::synchronize, event synchronisation and collectives (which hand
 //   memory to another library's queue) wait on the host for the markers.
 // Backends that finish their work inside each call (CPU) have none.

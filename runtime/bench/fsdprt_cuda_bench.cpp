@@ -1,0 +1,294 @@
+//===- fsdprt_cuda_bench.cpp - CUDA kernels at GPT-2 124M shapes ----------===//
+//
+// Times the CUDA backend's kernels through the C ABI at the shapes of one
+// GPT-2 124M training step (batch 8 x 1024 tokens, width 768, 12 heads,
+// vocabulary 50257) and prints each against its ceiling on this GPU:
+//   - GEMMs (linear forward / backward) against cuBLAS called directly on
+//     the same shapes, writing the storage type (no f32 staging);
+//   - everything else against the bytes it must read and write at the
+//     device-to-device copy bandwidth measured here (attention: the larger
+//     of that and its FLOPs at cuBLAS's rate on its per-head products).
+// The ratio (ours / ceiling, in time) says where a step's time goes beyond
+// what the hardware needs. Not a test. Run it on a GPU (the lease kit does).
+//   fsdprt_cuda_bench [--dtype bf16|f32] [--iters N]
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/rt/fsdprt.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+void check(int32_t status, const char *what) {
+  if (status != FSDPRT_OK) {
+    std::fprintf(stderr, "%s failed: %s\n", what, fsdprt_last_error());
+    std::exit(1);
+  }
+}
+void checkCuda(cudaError_t rc, const char *what) {
+  if (rc != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(rc));
+    std::exit(1);
+  }
+}
+void checkBlas(cublasStatus_t rc, const char *what) {
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "%s: cuBLAS status %d\n", what, int(rc));
+    std::exit(1);
+  }
+}
+
+/// Best of 3 timings of `iters` calls of f, each ended by sync (s/call).
+double timeIt(const std::function<void()> &f, const std::function<void()> &sync,
+              int iters) {
+  f(); // warm up (cuBLAS heuristics, pools)
+  sync();
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i)
+      f();
+    sync();
+    std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count() / iters);
+  }
+  return best;
+}
+
+void row(const std::string &name, double ours, double ceiling) {
+  std::printf("%-40s %9.3f %9.3f %7.2f\n", name.c_str(), ours * 1e3,
+              ceiling * 1e3, ours / ceiling);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool bf16 = true;
+  int iters = 10;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--dtype" && i + 1 < argc)
+      bf16 = std::string(argv[++i]) == "bf16";
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: %s [--dtype bf16|f32] [--iters N]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const int32_t dt = bf16 ? FSDPRT_BF16 : FSDPRT_F32;
+  const int64_t es = bf16 ? 2 : 4;
+  const int64_t B = 8, T = 1024, C = 768, H = 12, V = 50257, M = B * T;
+
+  int64_t ctx;
+  check(fsdprt_context_create("cuda", 0, 1, int64_t(8) << 30, 0, &ctx),
+        "context_create");
+  const int64_t s = FSDPRT_DEFAULT_STREAM;
+  auto sync = [&] { check(fsdprt_context_synchronize(ctx), "synchronize"); };
+  auto alloc = [&](int64_t elems, int64_t elemSize) {
+    int64_t b;
+    check(fsdprt_buffer_alloc(ctx, elems * elemSize, &b), "alloc");
+    if (elemSize == es)
+      check(fsdprt_fill(ctx, s, dt, b, 0, elems, 0.01), "fill");
+    return b;
+  };
+
+  // Ceilings: the copy bandwidth, and cuBLAS on raw device memory.
+  const size_t copyBytes = size_t(1) << 30;
+  void *src, *dst;
+  checkCuda(cudaMalloc(&src, copyBytes), "cudaMalloc");
+  checkCuda(cudaMalloc(&dst, copyBytes), "cudaMalloc");
+  auto devSync = [] { checkCuda(cudaDeviceSynchronize(), "synchronize"); };
+  double copyTime = timeIt(
+      [&] {
+        checkCuda(cudaMemcpy(dst, src, copyBytes, cudaMemcpyDeviceToDevice),
+                  "cudaMemcpy");
+      },
+      devSync, 5);
+  const double bandwidth = 2.0 * copyBytes / copyTime; // read + write
+  cublasHandle_t blas;
+  checkBlas(cublasCreate(&blas), "cublasCreate");
+  const cudaDataType_t ct = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  /// cuBLAS's time for row-major C[m, n] = A[m, k] B[k, n] in the storage
+  /// type (f32 accumulation, no TF32), on scratch device memory.
+  auto cublasTime = [&](int64_t m, int64_t k, int64_t n, int64_t batch) {
+    void *a, *b, *c;
+    checkCuda(cudaMalloc(&a, m * k * es * batch), "cudaMalloc");
+    checkCuda(cudaMalloc(&b, k * n * es * batch), "cudaMalloc");
+    checkCuda(cudaMalloc(&c, m * n * es * batch), "cudaMalloc");
+    float one = 1.0f, zero = 0.0f;
+    double t = timeIt(
+        [&] {
+          checkBlas(cublasGemmStridedBatchedEx(
+                        blas, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k),
+                        &one, b, ct, int(n), k * n, a, ct, int(k), m * k, &zero,
+                        c, ct, int(n), m * n, int(batch), CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmStridedBatchedEx");
+        },
+        devSync, iters);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    return t;
+  };
+  std::printf("dtype %s, copy bandwidth %.0f GB/s\n", bf16 ? "bf16" : "f32",
+              bandwidth * 1e-9);
+  std::printf("%-40s %9s %9s %7s\n", "kernel (GPT-2 124M step shapes)",
+              "ours ms", "ceil ms", "ratio");
+
+  struct Linear {
+    const char *what;
+    int64_t k, n;
+    bool bias;
+  };
+  for (Linear l : {Linear{"qkv", C, 3 * C, true}, Linear{"attn proj", C, C, true},
+                   Linear{"mlp fc", C, 4 * C, true},
+                   Linear{"mlp proj", 4 * C, C, true},
+                   Linear{"lm head", C, V, false}}) {
+    int64_t x = alloc(M * l.k, es), w = alloc(l.n * l.k, es),
+            b = l.bias ? alloc(l.n, es) : 0, y = alloc(M * l.n, es),
+            dx = alloc(M * l.k, es), dw = alloc(l.n * l.k, es),
+            db = l.bias ? alloc(l.n, es) : 0;
+    sync();
+    double fwd = timeIt(
+        [&] {
+          check(fsdprt_linear_forward(ctx, s, dt, x, 0, w, 0, b, 0, y, 0, M,
+                                      l.k, l.n),
+                "linear_forward");
+        },
+        sync, iters);
+    double bwd = timeIt(
+        [&] {
+          check(fsdprt_linear_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0, dw,
+                                       0, db, 0, M, l.k, l.n),
+                "linear_backward");
+        },
+        sync, iters);
+    double gemm = cublasTime(M, l.k, l.n, 1);
+    double gemmBwd = cublasTime(M, l.n, l.k, 1) + cublasTime(l.n, M, l.k, 1);
+    std::string shape = " " + std::to_string(M) + "x" + std::to_string(l.k) +
+                        "x" + std::to_string(l.n);
+    row(std::string("linear fwd ") + l.what + shape, fwd, gemm);
+    row(std::string("linear bwd ") + l.what + shape, bwd, gemmBwd);
+    for (int64_t h : {x, w, b, y, dx, dw, db})
+      if (h)
+        check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
+  { // attention: 4 products of [T, T, 64] per (batch, head) forward, 8 back
+    const int64_t D = C / H, n = M * C;
+    int64_t q = alloc(n, es), k = alloc(n, es), v = alloc(n, es),
+            o = alloc(n, es), dq = alloc(n, es), dk = alloc(n, es),
+            dv = alloc(n, es);
+    sync();
+    double fwd = timeIt(
+        [&] {
+          check(fsdprt_attention_forward(ctx, s, dt, q, 0, k, 0, v, 0, o, 0, B,
+                                         T, T, H, H, D, 1, 0.0),
+                "attention_forward");
+        },
+        sync, iters);
+    double bwd = timeIt(
+        [&] {
+          check(fsdprt_attention_backward(ctx, s, dt, q, 0, k, 0, v, 0, o, 0,
+                                          dq, 0, dk, 0, dv, 0, B, T, T, H, H, D,
+                                          1, 0.0),
+                "attention_backward");
+        },
+        sync, iters);
+    double products = cublasTime(T, D, T, B * H) + cublasTime(T, T, D, B * H);
+    row("attention fwd (causal, full products)",
+        fwd, std::max(products, 4.0 * n * es / bandwidth));
+    row("attention bwd (causal, full products)",
+        bwd, std::max(2 * products, 8.0 * n * es / bandwidth));
+    for (int64_t h : {q, k, v, o, dq, dk, dv})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
+  { // layer_norm, rows of 768
+    int64_t x = alloc(M * C, es), w = alloc(C, es), b = alloc(C, es),
+            y = alloc(M * C, es), dx = alloc(M * C, es), dw = alloc(C, es),
+            db = alloc(C, es);
+    sync();
+    double fwd = timeIt(
+        [&] {
+          check(fsdprt_layer_norm_forward(ctx, s, dt, x, 0, w, 0, b, 0, y, 0, M,
+                                          C, 1e-5),
+                "layer_norm_forward");
+        },
+        sync, iters);
+    double bwd = timeIt(
+        [&] {
+          check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0,
+                                           dw, 0, db, 0, M, C, 1e-5),
+                "layer_norm_backward");
+        },
+        sync, iters);
+    row("layer_norm fwd 8192x768", fwd, 2.0 * M * C * es / bandwidth);
+    row("layer_norm bwd 8192x768", bwd, 3.0 * M * C * es / bandwidth);
+    for (int64_t h : {x, w, b, y, dx, dw, db})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
+  { // cross-entropy over the vocabulary, embedding backward into it
+    std::vector<int64_t> targets(M);
+    std::mt19937 rng(0);
+    for (int64_t &t : targets)
+      t = std::uniform_int_distribution<int64_t>(0, V - 1)(rng);
+    int64_t logits = alloc(M * V, es), dlogits = alloc(M * V, es),
+            ids = alloc(M, 8), loss = alloc(1, 4), dloss = alloc(1, 4),
+            dy = alloc(M * C, es), dtable = alloc(V * C, es);
+    check(fsdprt_copy_from_host(ctx, s, ids, 0, targets.data(), M * 8),
+          "copy_from_host");
+    check(fsdprt_fill(ctx, s, FSDPRT_F32, dloss, 0, 1, 1.0), "fill");
+    sync();
+    double fwd = timeIt(
+        [&] {
+          check(fsdprt_cross_entropy_forward(ctx, s, dt, FSDPRT_I64, logits, 0,
+                                             ids, 0, loss, 0, M, V,
+                                             FSDPRT_LOSS_MEAN, -100),
+                "cross_entropy_forward");
+        },
+        sync, iters);
+    double bwd = timeIt(
+        [&] {
+          check(fsdprt_cross_entropy_backward(
+                    ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
+                    dlogits, 0, M, V, FSDPRT_LOSS_MEAN, -100),
+                "cross_entropy_backward");
+        },
+        sync, iters);
+    double emb = timeIt(
+        [&] {
+          check(fsdprt_embedding_backward(ctx, s, dt, FSDPRT_I64, ids, 0, dy, 0,
+                                          dtable, 0, M, V, C),
+                "embedding_backward");
+        },
+        sync, iters);
+    row("cross_entropy fwd 8192x50257", fwd, 1.0 * M * V * es / bandwidth);
+    row("cross_entropy bwd 8192x50257", bwd, 2.0 * M * V * es / bandwidth);
+    row("embedding bwd 8192 ids into 50257x768", emb,
+        1.0 * (M * C + V * C) * es / bandwidth);
+    for (int64_t h : {logits, dlogits, ids, loss, dloss, dy, dtable})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
+  cublasDestroy(blas);
+  cudaFree(src);
+  cudaFree(dst);
+  check(fsdprt_context_destroy(ctx), "destroy");
+  return 0;
+}
