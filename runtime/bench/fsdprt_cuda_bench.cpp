@@ -154,7 +154,8 @@ int main(int argc, char **argv) {
     int64_t k, n;
     bool bias;
   };
-  for (Linear l : {Linear{"qkv", C, 3 * C, true}, Linear{"attn proj", C, C, true},
+  for (Linear l : {Linear{"qkv", C, 3 * C, true},
+                   Linear{"attn proj", C, C, true},
                    Linear{"mlp fc", C, 4 * C, true},
                    Linear{"mlp proj", 4 * C, C, true},
                    Linear{"lm head", C, V, false}}) {

@@ -749,9 +749,8 @@ public:
       Scratch count(e.s, 8);
       checkTargets(e.s, targetType, targets, n, c, ignoreIndex,
                    count.as<int64_t>());
-      F32In fl(e.s, dt, logits, n * c);
-      F32Out fo(e.s, dt, loss, 1);
-      cuda::crossEntropyForward(e.s, targetType, fl.get(), targets,
+      F32Out fo(e.s, dt, loss, 1); // logits are read in their storage type
+      cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
                                 count.as<int64_t>(), fo.get(), n, c, reduction,
                                 ignoreIndex);
       fo.commit();
@@ -766,12 +765,10 @@ public:
       Scratch count(e.s, 8);
       checkTargets(e.s, targetType, targets, n, c, ignoreIndex,
                    count.as<int64_t>());
-      F32In fl(e.s, dt, logits, n * c), fdl(e.s, dt, dloss, 1);
-      F32Out fd(e.s, dt, dlogits, n * c);
-      cuda::crossEntropyBackward(e.s, targetType, fl.get(), targets,
-                                 count.as<int64_t>(), fdl.get(), fd.get(), n, c,
+      F32In fdl(e.s, dt, dloss, 1); // logits, dlogits in their storage type
+      cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
+                                 count.as<int64_t>(), fdl.get(), dlogits, n, c,
                                  reduction, ignoreIndex);
-      fd.commit();
     });
   }
   void mseLossForward(DType dt, const void *a, const void *b, void *loss,

@@ -1010,12 +1010,13 @@ void checkTargets(Stream s, DType targetType, const void *targets, int64_t n,
          " is outside [0, ", c, ") and is not the ignore index ", ignoreIndex);
 }
 
-void crossEntropyForward(Stream s, DType targetType, const float *logits,
-                         const void *targets, const int64_t *count, float *loss,
+void crossEntropyForward(Stream s, DType dt, DType targetType,
+                         const void *logits, const void *targets,
+                         const int64_t *count, float *loss,
                          int64_t n, int64_t c, LossReduction reduction,
                          int64_t ignoreIndex) {
   Scratch terms(s, std::max<int64_t>(n, 1) * 8);
-  crossEntropyRowTerms(s, targetType == DType::I32, logits, targets,
+  crossEntropyRowTerms(s, dt, targetType == DType::I32, logits, targets,
                        terms.as<double>(), n, c, ignoreIndex);
   int64_t blocks;
   Scratch partial = blockSums(s, ArrayTerm{terms.as<double>()}, n, blocks);

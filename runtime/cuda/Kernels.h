@@ -177,21 +177,25 @@ void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
 /// leaves the number of non-ignored targets in *count (device int64).
 void checkTargets(Stream s, DType targetType, const void *targets, int64_t n,
                   int64_t c, int64_t ignoreIndex, int64_t *count);
-void crossEntropyForward(Stream s, DType targetType, const float *logits,
-                         const void *targets, const int64_t *count, float *loss,
-                         int64_t n, int64_t c, LossReduction reduction,
+/// Logits in their storage type `dt`; the loss is f32.
+void crossEntropyForward(Stream s, DType dt, DType targetType,
+                         const void *logits, const void *targets,
+                         const int64_t *count, float *loss, int64_t n,
+                         int64_t c, LossReduction reduction,
                          int64_t ignoreIndex);
 /// terms[r] = logsumexp(logits[r, :]) - logits[r, target] (0 for an
-/// ignored row), one block per row (RowKernels.cu).
-void crossEntropyRowTerms(Stream s, bool i32, const float *logits,
+/// ignored row), one block per row on logits in their storage type `dt`
+/// (RowKernels.cu).
+void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, double *terms, int64_t n,
                           int64_t c, int64_t ignoreIndex);
-/// One block per row (RowKernels.cu).
-void crossEntropyBackward(Stream s, DType targetType, const float *logits,
-                          const void *targets, const int64_t *count,
-                          const float *dloss, float *dlogits, int64_t n,
-                          int64_t c, LossReduction reduction,
-                          int64_t ignoreIndex);
+/// One block per row on logits / dlogits in their storage type `dt` (f32
+/// math, rounded once: the bits of staging through f32; RowKernels.cu).
+void crossEntropyBackward(Stream s, DType dt, DType targetType,
+                          const void *logits, const void *targets,
+                          const int64_t *count, const float *dloss,
+                          void *dlogits, int64_t n, int64_t c,
+                          LossReduction reduction, int64_t ignoreIndex);
 void mseLossForward(Stream s, const float *a, const float *b, float *loss,
                     int64_t n, LossReduction reduction);
 void mseLossBackward(Stream s, const float *a, const float *b,

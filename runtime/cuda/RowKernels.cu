@@ -95,19 +95,22 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
   }
 }
 
-/// The row's max and log(sum(exp(x - max))) over its first n elements.
-__device__ void blockLogSumExp(const float *x, int64_t n, float &max,
-                             float &logSum) {
+/// The row's max and log(sum(exp(x - max))) over its first n elements
+/// (storage S, widened exactly to f32 as the CPU's staging does).
+template <typename S>
+__device__ void blockLogSumExp(const typename S::T *x, int64_t n, float &max,
+                               float &logSum) {
   float m = -INFINITY;
-  FSDPRT_COL_STRIDE(j, n) { m = fmaxf(m, x[j]); }
+  FSDPRT_COL_STRIDE(j, n) { m = fmaxf(m, S::load(x[j])); }
   m = blockMax(m);
   double sum = 0.0;
-  FSDPRT_COL_STRIDE(j, n) { sum += expf(x[j] - m); }
+  FSDPRT_COL_STRIDE(j, n) { sum += expf(S::load(x[j]) - m); }
   max = m;
   logSum = static_cast<float>(log(blockSum(sum)));
 }
 
-__global__ void crossEntropyTermsKernel(bool i32, const float *logits,
+template <typename S>
+__global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
                                         const void *targets, double *terms,
                                         int64_t n, int64_t c,
                                         int64_t ignoreIndex) {
@@ -119,33 +122,37 @@ __global__ void crossEntropyTermsKernel(bool i32, const float *logits,
       continue;
     }
     float max, logSum;
-    blockLogSumExp(logits + r * c, c, max, logSum);
+    blockLogSumExp<S>(logits + r * c, c, max, logSum);
     if (threadIdx.x == 0)
-      terms[r] = static_cast<double>(max) + logSum - logits[r * c + t];
+      terms[r] = static_cast<double>(max) + logSum - S::load(logits[r * c + t]);
   }
 }
 
-/// dlogits = (softmax(logits) - onehot(target)) * dloss (/ count for a mean).
-__global__ void crossEntropyBackwardKernel(bool i32, const float *logits,
+/// dlogits = (softmax(logits) - onehot(target)) * dloss (/ count for a
+/// mean), computed in f32 and rounded once to the storage type.
+template <typename S>
+__global__ void crossEntropyBackwardKernel(bool i32,
+                                           const typename S::T *logits,
                                            const void *targets,
                                            const int64_t *count,
-                                           const float *dloss, float *dlogits,
-                                           int64_t n, int64_t c, bool mean,
+                                           const float *dloss,
+                                           typename S::T *dlogits, int64_t n,
+                                           int64_t c, bool mean,
                                            int64_t ignoreIndex) {
   float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
   FSDPRT_ROW_STRIDE(r, n) {
-    const float *xr = logits + r * c;
-    float *dr = dlogits + r * c;
+    const typename S::T *xr = logits + r * c;
+    typename S::T *dr = dlogits + r * c;
     int64_t t = loadIndex(i32, targets, r);
     if (t == ignoreIndex) {
-      FSDPRT_COL_STRIDE(j, c) { dr[j] = 0.0f; }
+      FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
       continue;
     }
     float max, logSum;
-    blockLogSumExp(xr, c, max, logSum);
+    blockLogSumExp<S>(xr, c, max, logSum);
     FSDPRT_COL_STRIDE(j, c) {
-      float p = expf(xr[j] - max - logSum);
-      dr[j] = (j == t ? p - 1.0f : p) * g;
+      float p = expf(S::load(xr[j]) - max - logSum);
+      dr[j] = S::store((j == t ? p - 1.0f : p) * g);
     }
   }
 }
@@ -276,21 +283,30 @@ void rmsNormRowsBackward(Stream s, const float *x, const float *w,
                      rows, d, eps);
 }
 
-void crossEntropyRowTerms(Stream s, bool i32, const float *logits,
+void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, double *terms, int64_t n,
                           int64_t c, int64_t ignoreIndex) {
-  FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel, n, s, i32, logits, targets, terms,
-                     n, c, ignoreIndex);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel<S>, n, s, i32,
+                       static_cast<const typename S::T *>(logits), targets,
+                       terms, n, c, ignoreIndex);
+  });
 }
 
-void crossEntropyBackward(Stream s, DType targetType, const float *logits,
-                          const void *targets, const int64_t *count,
-                          const float *dloss, float *dlogits, int64_t n,
-                          int64_t c, LossReduction reduction,
-                          int64_t ignoreIndex) {
-  FSDPRT_LAUNCH_ROWS(crossEntropyBackwardKernel, n, s, targetType == DType::I32,
-                     logits, targets, count, dloss, dlogits, n, c,
-                     reduction == LossReduction::Mean, ignoreIndex);
+void crossEntropyBackward(Stream s, DType dt, DType targetType,
+                          const void *logits, const void *targets,
+                          const int64_t *count, const float *dloss,
+                          void *dlogits, int64_t n, int64_t c,
+                          LossReduction reduction, int64_t ignoreIndex) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH_ROWS(crossEntropyBackwardKernel<S>, n, s,
+                       targetType == DType::I32,
+                       static_cast<const typename S::T *>(logits), targets,
+                       count, dloss, static_cast<typename S::T *>(dlogits), n,
+                       c, reduction == LossReduction::Mean, ignoreIndex);
+  });
 }
 
 void softmaxForward(Stream s, const float *x, float *y, int64_t outer,

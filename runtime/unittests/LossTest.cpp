@@ -68,6 +68,52 @@ TEST_P(LossConformance, CrossEntropyBadTargetFailsAtSynchronize) {
   EXPECT_NE(msg.find("target 4"), std::string::npos) << msg;
 }
 
+// 16-bit logits are computed on in f32 and rounded once: the bf16 results
+// are the f32 results on the widened logits, rounded (rows wider than a GPU
+// block, one of them ignored).
+TEST_P(LossConformance, CrossEntropyBf16IsTheF32ResultRoundedOnce) {
+  Device dev(GetParam());
+  const int64_t n = 7, c = 300;
+  std::vector<int64_t> targets{5, 299, -100, 0, 150, 42, 7};
+  auto logits = randomVector(n * c, 163, 0.1f, 4.0f);
+  int64_t bf = dev.upload(logits), bh = dev.alloc(n * c * 2),
+          bw = dev.alloc(n * c * 4), bt = dev.upload(targets);
+  // logits16, and its exact widening back to f32.
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, FSDPRT_BF16, bh, 0,
+                    n * c));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, bh, 0, FSDPRT_F32, bw, 0,
+                    n * c));
+  int64_t dl32 = dev.upload(std::vector<float>{0.5f}), dl16 = dev.alloc(2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, dl32, 0, FSDPRT_BF16, dl16,
+                    0, 1));
+  int64_t loss32 = dev.alloc(4), loss16 = dev.alloc(2),
+          d32 = dev.alloc(n * c * 4), d16 = dev.alloc(n * c * 2),
+          want16 = dev.alloc(n * c * 2), wantLoss16 = dev.alloc(2);
+  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
+                                     FSDPRT_I64, bw, 0, bt, 0, loss32, 0, n, c,
+                                     FSDPRT_LOSS_MEAN, -100));
+  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
+                                      FSDPRT_I64, bw, 0, bt, 0, dl32, 0, d32, 0,
+                                      n, c, FSDPRT_LOSS_MEAN, -100));
+  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_BF16,
+                                     FSDPRT_I64, bh, 0, bt, 0, loss16, 0, n, c,
+                                     FSDPRT_LOSS_MEAN, -100));
+  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_BF16,
+                                      FSDPRT_I64, bh, 0, bt, 0, dl16, 0, d16, 0,
+                                      n, c, FSDPRT_LOSS_MEAN, -100));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, d32, 0, FSDPRT_BF16,
+                    want16, 0, n * c));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, loss32, 0, FSDPRT_BF16,
+                    wantLoss16, 0, 1));
+  EXPECT_EQ(dev.download<uint16_t>(loss16, 1),
+            dev.download<uint16_t>(wantLoss16, 1));
+  auto got = dev.download<uint16_t>(d16, n * c);
+  EXPECT_EQ(got, dev.download<uint16_t>(want16, n * c));
+  // The ignored row's gradient is zero, the others are not.
+  EXPECT_EQ(got[2 * c + 17], 0);
+  EXPECT_NE(got[0 * c + 5], 0);
+}
+
 TEST_P(LossConformance, MseLossMeanAndSum) {
   Device dev(GetParam());
   const int64_t n = 13;
