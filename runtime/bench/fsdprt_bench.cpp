@@ -9,12 +9,13 @@
 // Usage: fsdprt_bench [threads]   (default: hardware threads)
 //
 //===----------------------------------------------------------------------===//
+#include "BenchUtil.h"
+
 #include "fsdp/rt/fsdprt.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,29 +25,8 @@
 
 namespace {
 
-void check(int32_t status, const char *what) {
-  if (status != FSDPRT_OK) {
-    std::fprintf(stderr, "%s failed: %s\n", what, fsdprt_last_error());
-    std::exit(1);
-  }
-}
-
-/// Best of `reps` timings of `iters` calls of f (seconds per call).
-double timeIt(const std::function<void()> &f, const std::function<void()> &sync,
-              int iters, int reps = 5) {
-  f(); // warm up
-  sync();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i)
-      f();
-    sync();
-    std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    best = std::min(best, dt.count() / iters);
-  }
-  return best;
-}
+using fsdp::rt::bench::check;
+using fsdp::rt::bench::timeIt;
 
 void row(const char *name, const char *unit, double ours, double ceiling) {
   std::printf("%-34s %10.2f %10.2f %-7s %6.2f\n", name, ours, ceiling, unit,

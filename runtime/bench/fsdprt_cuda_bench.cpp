@@ -13,29 +13,28 @@
 //   fsdprt_cuda_bench [--dtype bf16|f32] [--iters N]
 //
 //===----------------------------------------------------------------------===//
+#include "BenchUtil.h"
+
 #include "fsdp/rt/fsdprt.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace {
 
-void check(int32_t status, const char *what) {
-  if (status != FSDPRT_OK) {
-    std::fprintf(stderr, "%s failed: %s\n", what, fsdprt_last_error());
-    std::exit(1);
-  }
-}
+using fsdp::rt::bench::check;
+using fsdp::rt::bench::timeIt;
+
+constexpr int kReps = 3; // timings per kernel; the best one counts
+
 void checkCuda(cudaError_t rc, const char *what) {
   if (rc != cudaSuccess) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(rc));
@@ -47,23 +46,6 @@ void checkBlas(cublasStatus_t rc, const char *what) {
     std::fprintf(stderr, "%s: cuBLAS status %d\n", what, int(rc));
     std::exit(1);
   }
-}
-
-/// Best of 3 timings of `iters` calls of f, each ended by sync (s/call).
-double timeIt(const std::function<void()> &f, const std::function<void()> &sync,
-              int iters) {
-  f(); // warm up (cuBLAS heuristics, pools)
-  sync();
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i)
-      f();
-    sync();
-    std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    best = std::min(best, dt.count() / iters);
-  }
-  return best;
 }
 
 void row(const std::string &name, double ours, double ceiling) {
@@ -116,7 +98,7 @@ int main(int argc, char **argv) {
         checkCuda(cudaMemcpy(dst, src, copyBytes, cudaMemcpyDeviceToDevice),
                   "cudaMemcpy");
       },
-      devSync, 5);
+      devSync, 5, kReps);
   const double bandwidth = 2.0 * copyBytes / copyTime; // read + write
   cublasHandle_t blas;
   checkBlas(cublasCreate(&blas), "cublasCreate");
@@ -138,7 +120,7 @@ int main(int argc, char **argv) {
                         CUBLAS_GEMM_DEFAULT),
                     "cublasGemmStridedBatchedEx");
         },
-        devSync, iters);
+        devSync, iters, kReps);
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);
@@ -170,14 +152,14 @@ int main(int argc, char **argv) {
                                       l.k, l.n),
                 "linear_forward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double bwd = timeIt(
         [&] {
           check(fsdprt_linear_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0, dw,
                                        0, db, 0, M, l.k, l.n),
                 "linear_backward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double gemm = cublasTime(M, l.k, l.n, 1);
     double gemmBwd = cublasTime(M, l.n, l.k, 1) + cublasTime(l.n, M, l.k, 1);
     std::string shape = " " + std::to_string(M) + "x" + std::to_string(l.k) +
@@ -201,7 +183,7 @@ int main(int argc, char **argv) {
                                          T, T, H, H, D, 1, 0.0),
                 "attention_forward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double bwd = timeIt(
         [&] {
           check(fsdprt_attention_backward(ctx, s, dt, q, 0, k, 0, v, 0, o, 0,
@@ -209,7 +191,7 @@ int main(int argc, char **argv) {
                                           1, 0.0),
                 "attention_backward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double products = cublasTime(T, D, T, B * H) + cublasTime(T, T, D, B * H);
     row("attention fwd (causal, full products)",
         fwd, std::max(products, 4.0 * n * es / bandwidth));
@@ -230,14 +212,14 @@ int main(int argc, char **argv) {
                                           C, 1e-5),
                 "layer_norm_forward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double bwd = timeIt(
         [&] {
           check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0,
                                            dw, 0, db, 0, M, C, 1e-5),
                 "layer_norm_backward");
         },
-        sync, iters);
+        sync, iters, kReps);
     row("layer_norm fwd 8192x768", fwd, 2.0 * M * C * es / bandwidth);
     row("layer_norm bwd 8192x768", bwd, 3.0 * M * C * es / bandwidth);
     for (int64_t h : {x, w, b, y, dx, dw, db})
@@ -263,7 +245,7 @@ int main(int argc, char **argv) {
                                              FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_forward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double bwd = timeIt(
         [&] {
           check(fsdprt_cross_entropy_backward(
@@ -271,14 +253,14 @@ int main(int argc, char **argv) {
                     dlogits, 0, M, V, FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_backward");
         },
-        sync, iters);
+        sync, iters, kReps);
     double emb = timeIt(
         [&] {
           check(fsdprt_embedding_backward(ctx, s, dt, FSDPRT_I64, ids, 0, dy, 0,
                                           dtable, 0, M, V, C),
                 "embedding_backward");
         },
-        sync, iters);
+        sync, iters, kReps);
     row("cross_entropy fwd 8192x50257", fwd, 1.0 * M * V * es / bandwidth);
     row("cross_entropy bwd 8192x50257", bwd, 2.0 * M * V * es / bandwidth);
     row("embedding bwd 8192 ids into 50257x768", emb,

@@ -52,6 +52,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 // The registered name; the host emulation of the tests builds these sources
 // again under another name (unittests/cuda/emu).
@@ -952,11 +953,9 @@ private:
   }
   /// Runs `body` and waits for its device work (host memory, allocation).
   template <typename F> void runSync(F &&body) {
-    ThreadState &st = state();
-    Exec e{st.stream, st.blas, st.pinned};
-    body(e);
+    run(std::forward<F>(body));
     // host-sync: copies to or from host memory and the arena only.
-    checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+    checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
   }
   void synchronizeAllThreads() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -20,33 +20,45 @@ namespace cuda {
 
 namespace {
 
-/// The block's sum of `v`, in a fixed tree order; every thread gets it.
-__device__ double blockSum(double v) {
-  __shared__ double buf[kThreads];
+/// `v` of every thread of the block combined by `combine` in a fixed tree
+/// order; every thread gets the result.
+template <typename T, typename Combine>
+__device__ T blockReduce(T v, Combine combine) {
+  __shared__ T buf[kThreads];
   buf[threadIdx.x] = v;
   __syncthreads();
   for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
     if (threadIdx.x < half)
-      buf[threadIdx.x] += buf[threadIdx.x + half];
+      buf[threadIdx.x] = combine(buf[threadIdx.x], buf[threadIdx.x + half]);
     __syncthreads();
   }
-  double total = buf[0];
+  T result = buf[0];
   __syncthreads(); // buf is reused by the next reduction
-  return total;
+  return result;
 }
 
-__device__ float blockMax(float v) {
-  __shared__ float buf[kThreads];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      buf[threadIdx.x] = fmaxf(buf[threadIdx.x], buf[threadIdx.x + half]);
-    __syncthreads();
-  }
-  float m = buf[0];
-  __syncthreads();
-  return m;
+struct Add {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__device__ double blockSum(double v) { return blockReduce(v, Add{}); }
+__device__ float blockMax(float v) { return blockReduce(v, Max{}); }
+
+/// The max and log(sum(exp(x - max))) of n elements `stride` apart, in
+/// storage S (widened exactly to f32, as the CPU's staging does).
+template <typename S>
+__device__ void blockLogSumExp(const typename S::T *x, int64_t n,
+                               int64_t stride, float &max, float &logSum) {
+  float m = -INFINITY;
+  FSDPRT_COL_STRIDE(j, n) { m = fmaxf(m, S::load(x[j * stride])); }
+  m = blockMax(m);
+  double sum = 0.0;
+  FSDPRT_COL_STRIDE(j, n) { sum += expf(S::load(x[j * stride]) - m); }
+  max = m;
+  logSum = static_cast<float>(log(blockSum(sum)));
 }
 
 /// y = softmax of each row (dim elements `inner` apart) of x; with causalTq
@@ -65,12 +77,8 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
       int64_t i = r % causalTq;
       live = i + 1 < dim ? i + 1 : dim;
     }
-    float m = -INFINITY;
-    FSDPRT_COL_STRIDE(j, live) { m = fmaxf(m, xr[j * inner]); }
-    m = blockMax(m);
-    double sum = 0.0;
-    FSDPRT_COL_STRIDE(j, live) { sum += expf(xr[j * inner] - m); }
-    float logSum = static_cast<float>(log(blockSum(sum)));
+    float m, logSum;
+    blockLogSumExp<F32S>(xr, live, inner, m, logSum);
     FSDPRT_COL_STRIDE(j, dim) {
       yr[j * inner] = j < live ? expf(xr[j * inner] - m - logSum) : 0.0f;
     }
@@ -95,20 +103,6 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
   }
 }
 
-/// The row's max and log(sum(exp(x - max))) over its first n elements
-/// (storage S, widened exactly to f32 as the CPU's staging does).
-template <typename S>
-__device__ void blockLogSumExp(const typename S::T *x, int64_t n, float &max,
-                               float &logSum) {
-  float m = -INFINITY;
-  FSDPRT_COL_STRIDE(j, n) { m = fmaxf(m, S::load(x[j])); }
-  m = blockMax(m);
-  double sum = 0.0;
-  FSDPRT_COL_STRIDE(j, n) { sum += expf(S::load(x[j]) - m); }
-  max = m;
-  logSum = static_cast<float>(log(blockSum(sum)));
-}
-
 template <typename S>
 __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
                                         const void *targets, double *terms,
@@ -122,7 +116,7 @@ __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
       continue;
     }
     float max, logSum;
-    blockLogSumExp<S>(logits + r * c, c, max, logSum);
+    blockLogSumExp<S>(logits + r * c, c, 1, max, logSum);
     if (threadIdx.x == 0)
       terms[r] = static_cast<double>(max) + logSum - S::load(logits[r * c + t]);
   }
@@ -149,7 +143,7 @@ __global__ void crossEntropyBackwardKernel(bool i32,
       continue;
     }
     float max, logSum;
-    blockLogSumExp<S>(xr, c, max, logSum);
+    blockLogSumExp<S>(xr, c, 1, max, logSum);
     FSDPRT_COL_STRIDE(j, c) {
       float p = expf(S::load(xr[j]) - max - logSum);
       dr[j] = S::store((j == t ? p - 1.0f : p) * g);

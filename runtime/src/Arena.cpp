@@ -42,9 +42,9 @@ bool Arena::overlaps(int64_t offset, int64_t bytes, bool pendingOnly) const {
 void Arena::insert(int64_t offset, int64_t bytes, DeviceMarkers *reuse) {
   // Markers the device has passed order nothing any more.
   auto passed = [](const Released &r) { return r.marker->done(); };
-  freedMarkers_.erase(std::remove_if(freedMarkers_.begin(),
-                                         freedMarkers_.end(), passed),
-                          freedMarkers_.end());
+  freedMarkers_.erase(
+      std::remove_if(freedMarkers_.begin(), freedMarkers_.end(), passed),
+      freedMarkers_.end());
   if (reuse)
     for (const Released &r : freedMarkers_)
       if (r.offset < offset + bytes && offset < r.offset + r.size)

@@ -103,7 +103,7 @@ void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
     bSize = b->size;
     // Kept until the device has passed them (not only for the first use):
     // a call that fails after resolving must not lose them.
-    auto &pending = b->firstUseWaits;
+    auto &pending = b->reuseWaits;
     pending.erase(std::remove_if(pending.begin(), pending.end(),
                                  [](const auto &m) { return m->done(); }),
                   pending.end());

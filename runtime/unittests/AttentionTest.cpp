@@ -18,6 +18,36 @@ struct AttentionCase {
   double scale; // <= 0: default 1/sqrt(D)
 };
 
+/// The backend's attention forward and backward (f32) of one case.
+struct AttentionResults {
+  std::vector<float> out, dq, dk, dv;
+};
+AttentionResults runAttention(Device &dev, const AttentionCase &c,
+                              const std::vector<float> &q,
+                              const std::vector<float> &k,
+                              const std::vector<float> &v,
+                              const std::vector<float> &dout) {
+  int64_t qn = q.size(), kvn = k.size();
+  int64_t bq = dev.upload(q), bk = dev.upload(k), bv = dev.upload(v),
+          bdo = dev.upload(dout), bo = dev.alloc(qn * 4),
+          bdq = dev.alloc(qn * 4), bdk = dev.alloc(kvn * 4),
+          bdv = dev.alloc(kvn * 4);
+  EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0,
+                                     bk, 0, bv, 0, bo, 0, c.batch, c.tq, c.tk,
+                                     c.heads, c.kvHeads, c.headDim, c.causal,
+                                     c.scale),
+            FSDPRT_OK)
+      << fsdprt_last_error();
+  EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0,
+                                      bk, 0, bv, 0, bdo, 0, bdq, 0, bdk, 0,
+                                      bdv, 0, c.batch, c.tq, c.tk, c.heads,
+                                      c.kvHeads, c.headDim, c.causal, c.scale),
+            FSDPRT_OK)
+      << fsdprt_last_error();
+  return {dev.download(bo, qn), dev.download(bdq, qn), dev.download(bdk, kvn),
+          dev.download(bdv, kvn)};
+}
+
 void checkAttention(const std::string &backend, const AttentionCase &c) {
   Device dev(backend);
   int64_t qn = c.batch * c.tq * c.heads * c.headDim;
@@ -55,23 +85,11 @@ void checkAttention(const std::string &backend, const AttentionCase &c) {
       }
     return out;
   };
-  int64_t bq = dev.upload(q), bk = dev.upload(k), bv = dev.upload(v),
-          bdo = dev.upload(dout), bo = dev.alloc(qn * 4),
-          bdq = dev.alloc(qn * 4), bdk = dev.alloc(kvn * 4),
-          bdv = dev.alloc(kvn * 4);
-  RT_OK(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
-                                 bv, 0, bo, 0, c.batch, c.tq, c.tk, c.heads,
-                                 c.kvHeads, c.headDim, c.causal, c.scale));
-  RT_OK(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
-                                  bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
-                                  c.batch, c.tq, c.tk, c.heads, c.kvHeads,
-                                  c.headDim, c.causal, c.scale));
+  AttentionResults got = runAttention(dev, c, q, k, v, dout);
   Inputs in{toDouble(q), toDouble(k), toDouble(v)};
-  expectClose(dev.download(bo, qn), ref(in), "out");
-  expectGradients(
-      ref, in, toDouble(dout),
-      {dev.download(bdq, qn), dev.download(bdk, kvn), dev.download(bdv, kvn)},
-      {"dq", "dk", "dv"});
+  expectClose(got.out, ref(in), "out");
+  expectGradients(ref, in, toDouble(dout), {got.dq, got.dk, got.dv},
+                  {"dq", "dk", "dv"});
 }
 
 TEST_P(SequenceConformance, AttentionMultiHead) {
@@ -144,21 +162,11 @@ void checkLongAttention(const std::string &backend, const AttentionCase &c) {
         }
       }
     }
-  int64_t bq = dev.upload(q), bk = dev.upload(k), bv = dev.upload(v),
-          bdo = dev.upload(dout), bo = dev.alloc(qn * 4),
-          bdq = dev.alloc(qn * 4), bdk = dev.alloc(kvn * 4),
-          bdv = dev.alloc(kvn * 4);
-  RT_OK(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
-                                 bv, 0, bo, 0, c.batch, c.tq, c.tk, c.heads,
-                                 c.kvHeads, c.headDim, c.causal, 0.0));
-  RT_OK(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0, bk, 0,
-                                  bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
-                                  c.batch, c.tq, c.tk, c.heads, c.kvHeads,
-                                  c.headDim, c.causal, 0.0));
-  expectClose(dev.download(bo, qn), out, "out");
-  expectClose(dev.download(bdq, qn), dq, "dq");
-  expectClose(dev.download(bdk, kvn), dk, "dk");
-  expectClose(dev.download(bdv, kvn), dv, "dv");
+  AttentionResults got = runAttention(dev, c, q, k, v, dout);
+  expectClose(got.out, out, "out");
+  expectClose(got.dq, dq, "dq");
+  expectClose(got.dk, dk, "dk");
+  expectClose(got.dv, dv, "dv");
 }
 
 TEST_P(SequenceConformance, AttentionLongRowsGroupedCausal) {

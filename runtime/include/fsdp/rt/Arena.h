@@ -9,7 +9,7 @@
 // allocation that would overlap a pending range waits for that release.
 // On an asynchronous backend a release carries the device marker of the
 // free (DeviceOrdering.h): an allocation reusing those bytes gets the
-// markers its first use must wait for.
+// markers its uses must wait for until the device has passed them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_ARENA_H

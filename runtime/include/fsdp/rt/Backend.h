@@ -98,10 +98,10 @@ public:
   // Memory: one allocation per context holds the whole arena.
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
-  /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
   /// Device-side ordering if calls return before their device work is done
   /// (DeviceOrdering.h); null when each call completes its work.
   virtual DeviceOrdering *deviceOrdering() { return nullptr; }
+  /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
   virtual bool hostAccessible() const = 0;
   virtual void copy(void *dst, const void *src, int64_t bytes,
                     CopyKind kind) = 0;

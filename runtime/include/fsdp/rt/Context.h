@@ -32,7 +32,7 @@ struct Buffer {
   /// Device markers of the frees of the bytes it reuses: its uses wait for
   /// them until the device has passed them (asynchronous backends only,
   /// DeviceOrdering.h).
-  DeviceMarkers firstUseWaits;
+  DeviceMarkers reuseWaits;
 };
 
 class Context {
@@ -65,7 +65,7 @@ public:
   int64_t bufferSize(int64_t buffer) const;
   /// Address of [offset, offset+bytes) of a live buffer; throws OutOfRange
   /// (naming `what`) if the range is not inside the buffer. Defers the
-  /// buffer's pending first-use waits to the operation this thread enqueues
+  /// buffer's pending reuse waits to the operation this thread enqueues
   /// next.
   void *resolve(int64_t buffer, int64_t offset, int64_t bytes,
                 const char *what) const;
