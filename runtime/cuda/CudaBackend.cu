@@ -93,13 +93,14 @@ const void *at(const void *p, int64_t elems, DType dt) {
   return p ? static_cast<const char *>(p) + elems * dtypeSize(dt) : nullptr;
 }
 
-/// Row-major C[batch][m, n] (f32) = alpha * op(A) op(B) + beta * C with A
-/// and B in storage type `dt`; strides are in elements. cuBLAS is
+/// Row-major C[batch][m, n] = alpha * op(A) op(B) + beta * C with A and B
+/// in storage type `dt` and C in `ct` (f32 or dt: a 16-bit C is rounded
+/// once from the f32 accumulation); strides are in elements. cuBLAS is
 /// column-major, so it computes C^T = op(B)^T op(A)^T.
 void gemm(cublasHandle_t h, DType dt, bool transA, bool transB, int64_t m,
           int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
           int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
-          float beta, float *c, int64_t ldc, int64_t strideC,
+          float beta, void *c, DType ct, int64_t ldc, int64_t strideC,
           int64_t batch = 1) {
   if (m == 0 || n == 0 || batch == 0)
     return;
@@ -112,14 +113,14 @@ void gemm(cublasHandle_t h, DType dt, bool transA, bool transB, int64_t m,
   int ildc = blasInt(std::max<int64_t>(ldc, 1), "ldc");
   if (batch == 1) {
     checkCublas(cublasGemmEx(h, opB, opA, in, im, ik, &alpha, b, t, ildb, a, t,
-                             ilda, &beta, c, CUDA_R_32F, ildc,
+                             ilda, &beta, c, cudaType(ct), ildc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
     return;
   }
   checkCublas(cublasGemmStridedBatchedEx(
                   h, opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a, t,
-                  ilda, strideA, &beta, c, CUDA_R_32F, ildc, strideC,
+                  ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
                   blasInt(batch, "batch"), CUBLAS_COMPUTE_32F,
                   CUBLAS_GEMM_DEFAULT),
               "cublasGemmStridedBatchedEx");
@@ -312,43 +313,36 @@ public:
   void linearForward(DType dt, const void *x, const void *w, const void *b,
                      void *y, int64_t m, int64_t k, int64_t n) override {
     run([&](Exec &e) {
-      F32In fb(e.s, dt, b, n);
-      F32Out fy(e.s, dt, y, m * n);
-      seedRows(e.s, fb.get(), fy.get(), m, n); // bias, then beta = 1
-      gemm(e.blas, dt, false, true, m, n, k, 1.0f, x, k, 0, w, k, 0, 1.0f,
-           fy.get(), n, 0);
-      fy.commit();
+      if (b) // bias rows, then beta = 1: y = round(x w^T + b) once
+        seedRows(e.s, dt, b, y, m, n);
+      gemm(e.blas, dt, false, true, m, n, k, 1.0f, x, k, 0, w, k, 0,
+           b ? 1.0f : 0.0f, y, dt, n, 0);
     });
   }
   void linearBackward(DType dt, const void *x, const void *w, const void *dy,
                       void *dx, void *dw, void *db, int64_t m, int64_t k,
                       int64_t n) override {
     run([&](Exec &e) {
-      F32Out fdx(e.s, dt, dx, m * k), fdw(e.s, dt, dw, n * k),
-          fdb(e.s, dt, db, n);
       if (dx) // dx[m,k] = dy[m,n] w[n,k]
         gemm(e.blas, dt, false, false, m, k, n, 1.0f, dy, n, 0, w, k, 0, 0.0f,
-             fdx.get(), k, 0);
+             dx, dt, k, 0);
       if (dw) // dw[n,k] = dy^T x
         gemm(e.blas, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
-             fdw.get(), k, 0);
+             dw, dt, k, 0);
       if (db) {
         F32In fdy(e.s, dt, dy, m * n);
+        F32Out fdb(e.s, dt, db, n);
         columnSums(e.s, fdy.get(), fdb.get(), m, n);
+        fdb.commit();
       }
-      fdx.commit();
-      fdw.commit();
-      fdb.commit();
     });
   }
   void matmulForward(DType dt, const void *a, const void *b, void *c,
                      const MatmulDims &d) override {
     run([&](Exec &e) {
-      F32Out fc(e.s, dt, c, d.batch * d.m * d.n);
       gemm(e.blas, dt, d.transA, d.transB, d.m, d.n, d.k, 1.0f, a,
            d.transA ? d.m : d.k, d.m * d.k, b, d.transB ? d.k : d.n,
-           d.bBatched ? d.k * d.n : 0, 0.0f, fc.get(), d.n, d.m * d.n, d.batch);
-      fc.commit();
+           d.bBatched ? d.k * d.n : 0, 0.0f, c, dt, d.n, d.m * d.n, d.batch);
     });
   }
   void matmulBackward(DType dt, const void *a, const void *b, const void *dc,
@@ -358,16 +352,16 @@ public:
       int64_t aStride = d.m * d.k, bStride = d.bBatched ? d.k * d.n : 0;
       int64_t cStride = d.m * d.n;
       int64_t bNumel = (d.bBatched ? d.batch : 1) * d.k * d.n;
-      F32Out fda(e.s, dt, da, d.batch * aStride), fdb(e.s, dt, db, bNumel);
       if (da) {
         if (!d.transA) // da[m,k] = dc op(b)^T
           gemm(e.blas, dt, false, !d.transB, d.m, d.k, d.n, 1.0f, dc, d.n,
-               cStride, b, ldb, bStride, 0.0f, fda.get(), d.k, aStride,
-               d.batch);
+               cStride, b, ldb, bStride, 0.0f, da, dt, d.k, aStride, d.batch);
         else // da[k,m] = op(b) dc^T
           gemm(e.blas, dt, d.transB, true, d.k, d.m, d.n, 1.0f, b, ldb, bStride,
-               dc, d.n, cStride, 0.0f, fda.get(), d.m, aStride, d.batch);
+               dc, d.n, cStride, 0.0f, da, dt, d.m, aStride, d.batch);
       }
+      // An unbatched b sums over the batch in f32, rounded once at the end.
+      F32Out fdb(e.s, dt, db, bNumel);
       if (db) {
         // A batched b gets one batched GEMM; an unbatched b accumulates
         // over the batch in batch order (beta = 1 after the first), as the
@@ -380,17 +374,16 @@ public:
           const void *dci = at(dc, i * cStride, dt);
           if (!d.transB) // db[k,n] = op(a)^T dc
             gemm(e.blas, dt, !d.transA, false, d.k, d.n, d.m, 1.0f, ai, lda,
-                 aStride, dci, d.n, cStride, beta, fdb.get(), d.n, d.k * d.n,
-                 perCall);
+                 aStride, dci, d.n, cStride, beta, fdb.get(), DType::F32, d.n,
+                 d.k * d.n, perCall);
           else // db[n,k] = dc^T op(a)
             gemm(e.blas, dt, true, d.transA, d.n, d.k, d.m, 1.0f, dci, d.n,
-                 cStride, ai, lda, aStride, beta, fdb.get(), d.k, d.k * d.n,
-                 perCall);
+                 cStride, ai, lda, aStride, beta, fdb.get(), DType::F32, d.k,
+                 d.k * d.n, perCall);
         }
         if (!d.bBatched && d.batch == 0)
           cuda::fill(e.s, DType::F32, fdb.get(), d.k * d.n, 0.0);
       }
-      fda.commit();
       fdb.commit();
     });
   }
@@ -588,8 +581,8 @@ public:
         probabilities(e, fq.get(), fk.get(), d, hv, p.as<float>());
         gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
              p.as<float>(), d.tk, d.tq * d.tk, fv.get() + hv.kvOff, hv.kvLd,
-             hv.kvStride, 0.0f, fo.get() + hv.qOff, hv.qLd, hv.qStride,
-             d.batch);
+             hv.kvStride, 0.0f, fo.get() + hv.qOff, DType::F32, hv.qLd,
+             hv.qStride, d.batch);
       }
       fo.commit();
     });
@@ -618,22 +611,25 @@ public:
         if (dv) // dV += P^T dO
           gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
                d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
-               fdv.get() + hv.kvOff, hv.kvLd, hv.kvStride, d.batch);
+               fdv.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
+               d.batch);
         if (!dq && !dk)
           continue;
         // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
         gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
              hv.qLd, hv.qStride, fv.get() + hv.kvOff, hv.kvLd, hv.kvStride,
-             0.0f, pdp, d.tk, pStride, d.batch);
+             0.0f, pdp, DType::F32, d.tk, pStride, d.batch);
         softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
         if (dq) // dQ = scale * dS K
           gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
                pdp, d.tk, pStride, fk.get() + hv.kvOff, hv.kvLd, hv.kvStride,
-               0.0f, fdq.get() + hv.qOff, hv.qLd, hv.qStride, d.batch);
+               0.0f, fdq.get() + hv.qOff, DType::F32, hv.qLd, hv.qStride,
+               d.batch);
         if (dk) // dK += scale * dS^T Q
           gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
                pdp, d.tk, pStride, fq.get() + hv.qOff, hv.qLd, hv.qStride,
-               1.0f, fdk.get() + hv.kvOff, hv.kvLd, hv.kvStride, d.batch);
+               1.0f, fdk.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
+               d.batch);
       }
       fdq.commit();
       fdk.commit();
@@ -858,7 +854,8 @@ private:
                             float *p) {
     gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim,
          static_cast<float>(d.scale), q + v.qOff, v.qLd, v.qStride,
-         k + v.kvOff, v.kvLd, v.kvStride, 0.0f, p, d.tk, d.tq * d.tk, d.batch);
+         k + v.kvOff, v.kvLd, v.kvStride, 0.0f, p, DType::F32, d.tk,
+         d.tq * d.tk, d.batch);
     maskedSoftmaxRows(e.s, p, d.batch * d.tq, d.tq, d.tk, d.causal);
   }
 

@@ -199,8 +199,9 @@ __global__ void unaryBackwardKernel(int kind, const typename S::T *x,
   }
 }
 
-__global__ void seedRowsKernel(const float *b, float *y, int64_t m, int64_t n) {
-  FSDPRT_GRID_STRIDE(i, m * n) { y[i] = b ? b[i % n] : 0.0f; }
+template <typename T>
+__global__ void seedRowsKernel(const T *b, T *y, int64_t m, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, m * n) { y[i] = b[i % n]; }
 }
 
 /// Sums down columns (bias gradients, reduce, norm weight gradients) run in
@@ -643,8 +644,13 @@ void addInteger(Stream s, DType dt, void *dst, int64_t n, int64_t value) {
                   value, n);
 }
 
-void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n) {
-  FSDPRT_LAUNCH(seedRowsKernel, m * n, s, b, y, m, n);
+void seedRows(Stream s, DType dt, const void *b, void *y, int64_t m,
+              int64_t n) {
+  withStorage(dt, [&](auto st) {
+    using T = typename decltype(st)::T;
+    FSDPRT_LAUNCH(seedRowsKernel<T>, m * n, s, static_cast<const T *>(b),
+                  static_cast<T *>(y), m, n);
+  });
 }
 
 void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n) {

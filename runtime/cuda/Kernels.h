@@ -81,8 +81,9 @@ private:
   Scratch scratch_;
 };
 
-/// y[r, :] = b (or 0) for r < m.
-void seedRows(Stream s, const float *b, float *y, int64_t m, int64_t n);
+/// y[r, :] = b for r < m, both in storage type dt.
+void seedRows(Stream s, DType dt, const void *b, void *y, int64_t m,
+              int64_t n);
 /// out[j] = sum over rows r of x[r * n + j] (double, in row chunks added in
 /// order).
 void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n);

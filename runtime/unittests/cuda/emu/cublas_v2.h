@@ -67,6 +67,19 @@ inline float emuLoad(const void *p, cudaDataType_t t, long long i) {
   }
 }
 
+inline void emuStore(void *p, cudaDataType_t t, long long i, float v) {
+  switch (t) {
+  case CUDA_R_32F:
+    static_cast<float *>(p)[i] = v;
+    return;
+  case CUDA_R_16BF:
+    static_cast<uint16_t *>(p)[i] = fsdp::rt::floatToBf16(v);
+    return;
+  default:
+    static_cast<uint16_t *>(p)[i] = fsdp::rt::floatToF16(v);
+  }
+}
+
 inline cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
     int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
@@ -78,12 +91,11 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
   if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
       ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (at != bt || ct != CUDA_R_32F)
+  if (at != bt || (ct != CUDA_R_32F && ct != at))
     return CUBLAS_STATUS_NOT_SUPPORTED; // the combinations the backend uses
   float al = *static_cast<const float *>(alpha);
   float be = *static_cast<const float *>(beta);
   for (int bi = 0; bi < batch; ++bi) {
-    float *c = static_cast<float *>(C) + bi * sc;
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < m; ++i) {
         float acc = 0.0f;
@@ -94,8 +106,9 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
                                            : j + (long long)p * ldb;
           acc += emuLoad(A, at, bi * sa + ia) * emuLoad(B, bt, bi * sb + ib);
         }
-        float &out = c[i + (long long)j * ldc];
-        out = al * acc + (be == 0.0f ? 0.0f : be * out);
+        long long ic = bi * sc + i + (long long)j * ldc;
+        float old = be == 0.0f ? 0.0f : be * emuLoad(C, ct, ic);
+        emuStore(C, ct, ic, al * acc + old);
       }
   }
   return CUBLAS_STATUS_SUCCESS;
