@@ -63,3 +63,9 @@ if [ -z "${FSDP_SKIP_TORCH:-}" ] && "$PYTHON" -c "import torch" 2>/dev/null &&
   "$PYTHON" -m pip install --quiet --disable-pip-version-check transformers ||
     echo "setup: transformers could not be installed; its import tests will skip"
 fi
+# The cuDNN and cudnn-frontend headers for the CUDA backend's fused attention
+# (headers only, a few MB; cuDNN itself is opened at run time on a GPU host).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  "$(dirname "$0")/fetch-cudnn.sh" ||
+    echo "setup: the cuDNN headers could not be fetched; attention on CUDA will use cuBLAS"
+fi

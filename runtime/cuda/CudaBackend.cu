@@ -39,6 +39,9 @@
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
 #include "Kernels.h"
+#ifdef FSDPRT_HAVE_CUDNN
+#include "FusedAttention.h"
+#endif
 
 #include "fsdp/rt/Comm.h"
 #include "fsdp/rt/DeviceOrdering.h"
@@ -50,6 +53,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -137,6 +141,10 @@ struct ThreadState {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void *pinned = nullptr;
+#ifdef FSDPRT_HAVE_CUDNN
+  bool fusedTried = false;
+  std::unique_ptr<FusedAttention> fused; // null: cuDNN could not be loaded
+#endif
 };
 
 bool isPinned(const void *p) {
@@ -192,7 +200,8 @@ private:
 class CudaBackend final : public Backend, public DeviceOrdering {
 public:
   explicit CudaBackend(int device)
-      : device_(device), syncEachCall_(envFlag("FSDPRT_CUDA_SYNC")) {
+      : device_(device), syncEachCall_(envFlag("FSDPRT_CUDA_SYNC")),
+        useCudnn_(!envIs("FSDPRT_CUDNN", "0")) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     int pools = 0;
     checkCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
@@ -219,6 +228,9 @@ public:
       ThreadState &st = entry.second;
       if (st.stream) // host-sync: teardown
         cudaStreamSynchronize(st.stream);
+#ifdef FSDPRT_HAVE_CUDNN
+      st.fused.reset();
+#endif
       if (st.blas)
         cublasDestroy(st.blas);
       if (st.stream)
@@ -564,12 +576,18 @@ public:
     });
   }
 
-  // Attention runs head by head, each head's GEMMs batched over the batch
+  // Attention with 16-bit operands runs on cuDNN's fused flash attention
+  // when the build found cuDNN and it loads (FusedAttention.h). Otherwise,
+  // and for f32, it runs head by head, each head's GEMMs batched over the batch
   // (cuBLAS strided batches) and its softmax one block per row; the query
   // heads of a group accumulate into the group's dK/dV in head order, as on
   // the CPU, so the result is deterministic.
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
                         void *out, const AttentionDims &d) override {
+    if (fused(dt, [&](auto &fa, std::string &why) {
+          return fa.forward(dt, q, k, v, out, d, why);
+        }))
+      return finishCall();
     run([&](Exec &e) {
       int64_t qn = d.batch * d.tq * d.heads * d.headDim;
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
@@ -590,6 +608,10 @@ public:
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
                          const void *dout, void *dq, void *dk, void *dv,
                          const AttentionDims &d) override {
+    if (fused(dt, [&](auto &fa, std::string &why) {
+          return fa.backward(dt, q, k, v, dout, dq, dk, dv, d, why);
+        }))
+      return finishCall();
     run([&](Exec &e) {
       int64_t qn = d.batch * d.tq * d.heads * d.headDim;
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
@@ -945,8 +967,13 @@ private:
     ThreadState &st = state();
     Exec e{st.stream, st.blas, st.pinned};
     body(e);
+    finishCall();
+  }
+  /// Ends a call whose work is queued on the calling thread's stream.
+  void finishCall() {
     if (syncEachCall_) // host-sync: only with FSDPRT_CUDA_SYNC=1
-      checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+      checkCuda(cudaStreamSynchronize(state().stream),
+                "cudaStreamSynchronize");
   }
   /// Runs `body` and waits for its device work (host memory, allocation).
   template <typename F> void runSync(F &&body) {
@@ -965,11 +992,45 @@ private:
     const char *v = std::getenv(name);
     return v && *v && std::strcmp(v, "0") != 0;
   }
+  static bool envIs(const char *name, const char *value) {
+    const char *v = std::getenv(name);
+    return v && std::strcmp(v, value) == 0;
+  }
+
+  /// Runs `call(FusedAttention &, std::string &why)` when cuDNN's fused
+  /// attention serves 16-bit operands on this thread (FSDPRT_CUDNN=0 turns
+  /// it off); false means the caller runs the cuBLAS attention. Each reason
+  /// for falling back is printed once.
+  template <typename F> bool fused(DType dt, F &&call) {
+#ifdef FSDPRT_HAVE_CUDNN
+    if (dt == DType::F32 || !useCudnn_)
+      return false;
+    ThreadState &st = state();
+    std::string why;
+    if (!st.fusedTried) {
+      st.fusedTried = true;
+      st.fused = FusedAttention::create(st.stream, why);
+    }
+    if (st.fused && call(*st.fused, why))
+      return true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!why.empty() && fallbacks_.insert(why).second)
+      std::fprintf(stderr, "fsdprt: cuda: %s; attention runs on cuBLAS\n",
+                   why.c_str());
+    return false;
+#else
+    (void)dt;
+    (void)call;
+    return false;
+#endif
+  }
 
   const int device_;
   const bool syncEachCall_;
+  const bool useCudnn_;
   std::mutex mutex_;
   std::map<std::thread::id, ThreadState> states_;
+  std::set<std::string> fallbacks_; // reasons already printed
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- AttentionTest.cpp - attention, rope, embedding, dropout ------------===//
 #include "TestUtil.h"
 
+#include "fsdp/rt/math/Half.h"
 #include "fsdp/rt/math/Philox.h"
 
 #include <cmath>
@@ -18,7 +19,9 @@ struct AttentionCase {
   double scale; // <= 0: default 1/sqrt(D)
 };
 
-/// The backend's attention forward and backward (f32) of one case.
+/// The backend's attention forward and backward of one case, with f32
+/// operands or (dt = bf16) the f32 values cast to bf16 on the device and
+/// the results cast back.
 struct AttentionResults {
   std::vector<float> out, dq, dk, dv;
 };
@@ -26,26 +29,42 @@ AttentionResults runAttention(Device &dev, const AttentionCase &c,
                               const std::vector<float> &q,
                               const std::vector<float> &k,
                               const std::vector<float> &v,
-                              const std::vector<float> &dout) {
-  int64_t qn = q.size(), kvn = k.size();
-  int64_t bq = dev.upload(q), bk = dev.upload(k), bv = dev.upload(v),
-          bdo = dev.upload(dout), bo = dev.alloc(qn * 4),
-          bdq = dev.alloc(qn * 4), bdk = dev.alloc(kvn * 4),
-          bdv = dev.alloc(kvn * 4);
-  EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0,
-                                     bk, 0, bv, 0, bo, 0, c.batch, c.tq, c.tk,
-                                     c.heads, c.kvHeads, c.headDim, c.causal,
-                                     c.scale),
+                              const std::vector<float> &dout,
+                              int32_t dt = FSDPRT_F32) {
+  int64_t qn = q.size(), kvn = k.size(), es = dt == FSDPRT_F32 ? 4 : 2;
+  auto in = [&](const std::vector<float> &x) {
+    int64_t f = dev.upload(x);
+    if (dt == FSDPRT_F32)
+      return f;
+    int64_t h = dev.alloc(x.size() * es);
+    EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, f, 0, dt, h, 0,
+                          x.size()),
+              FSDPRT_OK);
+    return h;
+  };
+  auto out = [&](int64_t b, int64_t n) {
+    if (dt == FSDPRT_F32)
+      return dev.download(b, n);
+    int64_t f = dev.alloc(n * 4);
+    EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, dt, b, 0, FSDPRT_F32, f, 0, n),
+              FSDPRT_OK);
+    return dev.download(f, n);
+  };
+  int64_t bq = in(q), bk = in(k), bv = in(v), bdo = in(dout),
+          bo = dev.alloc(qn * es), bdq = dev.alloc(qn * es),
+          bdk = dev.alloc(kvn * es), bdv = dev.alloc(kvn * es);
+  EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv,
+                                     0, bo, 0, c.batch, c.tq, c.tk, c.heads,
+                                     c.kvHeads, c.headDim, c.causal, c.scale),
             FSDPRT_OK)
       << fsdprt_last_error();
-  EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, bq, 0,
-                                      bk, 0, bv, 0, bdo, 0, bdq, 0, bdk, 0,
-                                      bdv, 0, c.batch, c.tq, c.tk, c.heads,
-                                      c.kvHeads, c.headDim, c.causal, c.scale),
+  EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, dt, bq, 0, bk, 0,
+                                      bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
+                                      c.batch, c.tq, c.tk, c.heads, c.kvHeads,
+                                      c.headDim, c.causal, c.scale),
             FSDPRT_OK)
       << fsdprt_last_error();
-  return {dev.download(bo, qn), dev.download(bdq, qn), dev.download(bdk, kvn),
-          dev.download(bdv, kvn)};
+  return {out(bo, qn), out(bdq, qn), out(bdk, kvn), out(bdv, kvn)};
 }
 
 void checkAttention(const std::string &backend, const AttentionCase &c) {
@@ -110,12 +129,15 @@ TEST_P(SequenceConformance, AttentionExplicitScale) {
 /// its analytic gradients (dV = P^T dO, dS = P (dP - rowsum(dP P)) with
 /// dP = dO V^T, dQ = scale dS K, dK = scale dS^T Q): finite differences
 /// would cost a forward per input element at this size.
-void checkLongAttention(const std::string &backend, const AttentionCase &c) {
-  Device dev(backend, 2, int64_t(256) << 20);
-  int64_t qn = c.batch * c.tq * c.heads * c.headDim;
-  int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
-  auto q = randomVector(qn, 81), k = randomVector(kvn, 82),
-       v = randomVector(kvn, 83), dout = randomVector(qn, 84);
+struct AttentionReference {
+  std::vector<double> out, dq, dk, dv;
+};
+AttentionReference longAttentionReference(const AttentionCase &c,
+                                          const std::vector<float> &q,
+                                          const std::vector<float> &k,
+                                          const std::vector<float> &v,
+                                          const std::vector<float> &dout) {
+  int64_t qn = q.size(), kvn = k.size();
   double scale = 1.0 / std::sqrt(double(c.headDim));
   int64_t group = c.heads / c.kvHeads, hd = c.headDim;
   auto qi = [&](int64_t b, int64_t i, int64_t h) {
@@ -162,11 +184,49 @@ void checkLongAttention(const std::string &backend, const AttentionCase &c) {
         }
       }
     }
+  return {out, dq, dk, dv};
+}
+
+void checkLongAttention(const std::string &backend, const AttentionCase &c) {
+  Device dev(backend, 2, int64_t(256) << 20);
+  int64_t qn = c.batch * c.tq * c.heads * c.headDim;
+  int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
+  auto q = randomVector(qn, 81), k = randomVector(kvn, 82),
+       v = randomVector(kvn, 83), dout = randomVector(qn, 84);
+  AttentionReference want = longAttentionReference(c, q, k, v, dout);
   AttentionResults got = runAttention(dev, c, q, k, v, dout);
-  expectClose(got.out, out, "out");
-  expectClose(got.dq, dq, "dq");
-  expectClose(got.dk, dk, "dk");
-  expectClose(got.dv, dv, "dv");
+  expectClose(got.out, want.out, "out");
+  expectClose(got.dq, want.dq, "dq");
+  expectClose(got.dk, want.dk, "dk");
+  expectClose(got.dv, want.dv, "dv");
+}
+
+/// bf16 attention (on CUDA: cuDNN's fused kernels, which also round the
+/// probabilities to bf16 before P V) against the float64 attention of the
+/// same bf16 inputs: within a few bf16 roundings (2^-8 each) of the scale.
+void checkBf16Attention(const std::string &backend, const AttentionCase &c) {
+  Device dev(backend, 2, int64_t(256) << 20);
+  int64_t qn = c.batch * c.tq * c.heads * c.headDim;
+  int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
+  auto bf16 = [](std::vector<float> x) {
+    for (float &e : x)
+      e = bf16ToFloat(floatToBf16(e));
+    return x;
+  };
+  auto q = bf16(randomVector(qn, 71)), k = bf16(randomVector(kvn, 72)),
+       v = bf16(randomVector(kvn, 73)), dout = bf16(randomVector(qn, 74));
+  AttentionReference want = longAttentionReference(c, q, k, v, dout);
+  AttentionResults got = runAttention(dev, c, q, k, v, dout, FSDPRT_BF16);
+  expectClose(got.out, want.out, "out", 3e-2, 2e-2);
+  expectClose(got.dq, want.dq, "dq", 3e-2, 2e-2);
+  expectClose(got.dk, want.dk, "dk", 3e-2, 2e-2);
+  expectClose(got.dv, want.dv, "dv", 3e-2, 2e-2);
+  // Deterministic: the same call again gives the same bits.
+  AttentionResults again = runAttention(dev, c, q, k, v, dout, FSDPRT_BF16);
+  EXPECT_EQ(got.out, again.out);
+  EXPECT_EQ(got.dq, again.dq);
+  EXPECT_EQ(got.dk, again.dk);
+  EXPECT_EQ(got.dv, again.dv);
 }
 
 TEST_P(SequenceConformance, AttentionLongRowsGroupedCausal) {
@@ -174,6 +234,13 @@ TEST_P(SequenceConformance, AttentionLongRowsGroupedCausal) {
 }
 TEST_P(SequenceConformance, AttentionLongRowsRectangular) {
   checkLongAttention(GetParam(), {1, 130, 600, 2, 1, 8, false, 0});
+}
+// Head dims of GPT-2 (64) and Llama (128) at the sizes fused kernels tile.
+TEST_P(SequenceConformance, AttentionBf16GroupedCausal) {
+  checkBf16Attention(GetParam(), {2, 256, 256, 4, 2, 64, true, 0});
+}
+TEST_P(SequenceConformance, AttentionBf16Rectangular) {
+  checkBf16Attention(GetParam(), {1, 64, 200, 2, 2, 128, false, 0});
 }
 
 TEST_P(SequenceConformance, RopeInterleavedPairs) {
