@@ -342,9 +342,8 @@ public:
         gemm(e.blas, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
              dw, dt, k, 0);
       if (db) {
-        F32In fdy(e.s, dt, dy, m * n);
         F32Out fdb(e.s, dt, db, n);
-        columnSums(e.s, fdy.get(), fdb.get(), m, n);
+        columnSums(e.s, dt, dy, fdb.get(), m, n);
         fdb.commit();
       }
     });
@@ -743,9 +742,8 @@ public:
                      const Shape &xShape, const std::vector<int64_t> &dims,
                      void *y) override {
     run([&](Exec &e) {
-      F32In fx(e.s, dt, x, numelOf(xShape));
       F32Out fy(e.s, dt, y, keptCount(xShape, dims));
-      cuda::reduceForward(e.s, kind, fx.get(), xShape, dims, fy.get());
+      cuda::reduceForward(e.s, dt, kind, x, xShape, dims, fy.get());
       fy.commit();
     });
   }
@@ -906,7 +904,8 @@ private:
                   "cudaMemcpyAsync (broadcast gradient)");
       return;
     }
-    cuda::reduceForward(e.s, ReduceKind::Sum, g, outShape, dims, d);
+    cuda::reduceForward(e.s, DType::F32, ReduceKind::Sum, g, outShape, dims,
+                        d);
   }
 
   void hostToDevice(Exec &e, void *dst, const void *src, int64_t bytes) {

@@ -199,9 +199,12 @@ __global__ void unaryBackwardKernel(int kind, const typename S::T *x,
   }
 }
 
+/// One block per row: no 64-bit division per element (emulated on GPUs).
 template <typename T>
 __global__ void seedRowsKernel(const T *b, T *y, int64_t m, int64_t n) {
-  FSDPRT_GRID_STRIDE(i, m * n) { y[i] = b[i % n]; }
+  FSDPRT_ROW_STRIDE(r, m) {
+    FSDPRT_COL_STRIDE(j, n) { y[r * n + j] = b[j]; }
+  }
 }
 
 /// Sums down columns (bias gradients, reduce, norm weight gradients) run in
@@ -218,13 +221,14 @@ ColumnChunks columnChunks(int64_t columns, int64_t reduced) {
   return {(reduced + len - 1) / len, len};
 }
 
-__global__ void columnSumsPartialKernel(const float *x, double *partial,
+template <typename S>
+__global__ void columnSumsPartialKernel(const typename S::T *x, double *partial,
                                         int64_t m, int64_t n, ColumnChunks ch) {
   FSDPRT_GRID_STRIDE(i, n * ch.count) {
     int64_t j = i % n, c = i / n, end = std::min(m, (c + 1) * ch.len);
     double acc = 0.0;
     for (int64_t r = c * ch.len; r < end; ++r)
-      acc += x[r * n + j];
+      acc += S::load(x[r * n + j]);
     partial[i] = acc;
   }
 }
@@ -648,18 +652,23 @@ void seedRows(Stream s, DType dt, const void *b, void *y, int64_t m,
               int64_t n) {
   withStorage(dt, [&](auto st) {
     using T = typename decltype(st)::T;
-    FSDPRT_LAUNCH(seedRowsKernel<T>, m * n, s, static_cast<const T *>(b),
-                  static_cast<T *>(y), m, n);
+    FSDPRT_LAUNCH_ROWS(seedRowsKernel<T>, n > 0 ? m : 0, s,
+                       static_cast<const T *>(b), static_cast<T *>(y), m, n);
   });
 }
 
-void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n) {
+void columnSums(Stream s, DType dt, const void *x, float *out, int64_t m,
+                int64_t n, double factor) {
   ColumnChunks ch = columnChunks(n, m);
   Scratch partial(s, n * ch.count * 8);
-  FSDPRT_LAUNCH(columnSumsPartialKernel, n * ch.count, s, x,
-                partial.as<double>(), m, n, ch);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH(columnSumsPartialKernel<S>, n * ch.count, s,
+                  static_cast<const typename S::T *>(x), partial.as<double>(),
+                  m, n, ch);
+  });
   FSDPRT_LAUNCH(columnChunksFinishKernel, n, s, partial.as<double>(), out, n,
-                ch.count, 1.0);
+                ch.count, factor);
 }
 
 void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
@@ -745,7 +754,7 @@ void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
   });
 }
 
-void reduceForward(Stream s, ReduceKind kind, const float *x,
+void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
                    const Shape &xShape, const std::vector<int64_t> &dims,
                    float *y) {
   requireRank(xShape.size(), "reduce input");
@@ -767,9 +776,17 @@ void reduceForward(Stream s, ReduceKind kind, const float *x,
   double factor = kind == ReduceKind::Mean
                       ? 1.0 / static_cast<double>(g.reducedCount)
                       : 1.0;
+  // Leading dims reduced (bias gradients): the same chunks and order as
+  // below, without walking the reduced sub-space index by index.
+  bool leading = true;
+  for (size_t d = 0; d < xShape.size(); ++d)
+    leading = leading && reduced[d] == (d < dims.size());
+  if (leading)
+    return columnSums(s, dt, x, y, g.reducedCount, outCount, factor);
+  F32In fx(s, dt, x, g.reducedCount * outCount);
   ColumnChunks ch = columnChunks(outCount, g.reducedCount);
   Scratch partial(s, outCount * ch.count * 8);
-  FSDPRT_LAUNCH(reducePartialKernel, outCount * ch.count, s, x,
+  FSDPRT_LAUNCH(reducePartialKernel, outCount * ch.count, s, fx.get(),
                 partial.as<double>(), g, outCount, ch);
   FSDPRT_LAUNCH(columnChunksFinishKernel, outCount, s, partial.as<double>(), y,
                 outCount, ch.count, factor);

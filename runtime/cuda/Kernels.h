@@ -86,7 +86,8 @@ void seedRows(Stream s, DType dt, const void *b, void *y, int64_t m,
               int64_t n);
 /// out[j] = sum over rows r of x[r * n + j] (double, in row chunks added in
 /// order).
-void columnSums(Stream s, const float *x, float *out, int64_t m, int64_t n);
+void columnSums(Stream s, DType dt, const void *x, float *out, int64_t m,
+                int64_t n, double factor = 1.0);
 
 // Elementwise (directly on f32/bf16/f16 storage).
 void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
@@ -102,8 +103,8 @@ void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
 void activationBackward(Stream s, DType dt, Activation kind, const void *x,
                         const void *dy, void *dx, int64_t n);
 
-// Reductions on f32.
-void reduceForward(Stream s, ReduceKind kind, const float *x,
+// Reductions (f32 results; the input in its storage type).
+void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
                    const Shape &xShape, const std::vector<int64_t> &dims,
                    float *y);
 void reduceBackward(Stream s, ReduceKind kind, const float *dy,

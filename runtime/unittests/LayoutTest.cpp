@@ -173,7 +173,7 @@ TEST_P(LayoutConformance, ReduceLongDimensionsInChunks) {
   int64_t bx = dev.upload(x), by = dev.alloc(n * 4);
   for (std::vector<int64_t> dims :
        {std::vector<int64_t>{0}, std::vector<int64_t>{1},
-        std::vector<int64_t>{0, 2}}) {
+        std::vector<int64_t>{0, 2}, std::vector<int64_t>{0, 1}}) {
     SCOPED_TRACE("dims " + std::to_string(dims[0]) + " of " +
                  std::to_string(dims.size()));
     std::vector<bool> red(3, false);
@@ -197,6 +197,42 @@ TEST_P(LayoutConformance, ReduceLongDimensionsInChunks) {
                                 dims.size(), dims.data(), by, 0));
     expectClose(dev.download(by, outN), want, "sum", 1e-6, 1e-7);
   }
+}
+
+// A 16-bit reduce (bias gradients: leading dims, read in storage type; other
+// dims: staged) is the f32 reduce of the same values rounded once.
+TEST_P(LayoutConformance, ReduceBf16IsTheF32ResultRoundedOnce) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{300, 4, 70};
+  const int64_t n = 300 * 4 * 70;
+  int64_t bx = dev.upload(randomVector(n, 167)), b16 = dev.alloc(n * 2),
+          wide = dev.alloc(n * 4), y32 = dev.alloc(n * 4),
+          y16 = dev.alloc(n * 2), want16 = dev.alloc(n * 2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, FSDPRT_BF16, b16,
+                    0, n));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, b16, 0, FSDPRT_F32,
+                    wide, 0, n));
+  for (int32_t kind : {FSDPRT_REDUCE_SUM, FSDPRT_REDUCE_MEAN})
+    for (std::vector<int64_t> dims :
+         {std::vector<int64_t>{0, 1}, std::vector<int64_t>{0},
+          std::vector<int64_t>{1, 2}}) {
+      SCOPED_TRACE("kind " + std::to_string(kind) + ", dims from " +
+                   std::to_string(dims[0]) + ", " +
+                   std::to_string(dims.size()) + " of them");
+      int64_t outN = n;
+      for (int64_t d : dims)
+        outN /= shape[d];
+      RT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_F32, kind, wide,
+                                  0, 3, shape.data(), dims.size(),
+                                  dims.data(), y32, 0));
+      RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, y32, 0, FSDPRT_BF16,
+                        want16, 0, outN));
+      RT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_BF16, kind, b16,
+                                  0, 3, shape.data(), dims.size(),
+                                  dims.data(), y16, 0));
+      EXPECT_EQ(dev.download<uint16_t>(y16, outN),
+                dev.download<uint16_t>(want16, outN));
+    }
 }
 
 TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {

@@ -79,6 +79,10 @@ machine() {
   echo "glibc here: $(getconf GNU_LIBC_VERSION); the kit needs $(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["glibc_needed"])' "$KIT/manifest.json")"
   nvcc --version | tail -n 2
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  # cuDNN for the fused attention (opened at run time; absent: cuBLAS).
+  ls ${LD_LIBRARY_PATH//:/\/libcudnn.so.9 }/libcudnn.so.9 2>/dev/null ||
+    echo "no libcudnn.so.9: attention will run on cuBLAS"
+  python -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' || true
   local missing
   missing=$(ldd "$BIN/fsdprt-run" "$BIN/fsdprt_cuda_unittests" | grep "not found" | sort -u)
   [ -z "$missing" ] || { echo "missing libraries:"; echo "$missing"; return 1; }
@@ -148,17 +152,20 @@ async_vs_sync() {
 }
 
 # GPT-2 124M: bf16 and f32 step times as the backend runs them (device work
-# queued, the host ahead), then bf16 with FSDPRT_CUDA_SYNC=1 (each call waits
-# for its work: the traced per-op times are device times).
+# queued, the host ahead), bf16 with attention on cuBLAS instead of cuDNN
+# (FSDPRT_CUDNN=0), then bf16 with FSDPRT_CUDA_SYNC=1 (each call waits for
+# its work: the traced per-op times are device times).
 gpt2_124m() {
   local run
-  for run in bf16:async:8 f32:async:5 bf16:sync:5; do
+  for run in bf16:async:8 f32:async:5 bf16:nocudnn:5 bf16:sync:5; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=()
+    [ "$mode" = nocudnn ] && name="$name-nocudnn"
     if [ "$mode" = sync ]; then
       name="$name-sync"
       extra=(--trace "$OUT/$name.trace.json" --trace-steps 3)
     fi
+    FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \
       "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype-adamw.so" \
       --backend "$BACKEND" --steps "$steps" --seed 0 \
@@ -214,7 +221,7 @@ if conf:
     results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
-for run in ("f32", "bf16", "bf16-sync"):
+for run in ("f32", "bf16", "bf16-nocudnn", "bf16-sync"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
@@ -223,6 +230,9 @@ for run in ("f32", "bf16", "bf16-sync"):
             "peak_bytes": rows[-1].get("peak_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
+# Where attention fell back from cuDNN's fused kernels to cuBLAS, and why.
+results["cudnn_fallbacks"] = sorted({l.strip() for p in glob.glob(os.path.join(out, "*.log"))
+                                     for l in open(p, errors="replace") if "attention runs on cuBLAS" in l})
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=1)
 print(json.dumps({p["part"]: p["status"] for p in results["parts"]}))
