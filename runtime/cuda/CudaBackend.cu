@@ -485,25 +485,17 @@ public:
   void layerNormForward(DType dt, const void *x, const void *w, const void *b,
                         void *y, int64_t rows, int64_t d, double eps) override {
     run([&](Exec &e) {
-      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d), fb(e.s, dt, b, d);
-      F32Out fy(e.s, dt, y, rows * d);
-      cuda::layerNormForward(e.s, fx.get(), fw.get(), fb.get(), fy.get(), rows,
-                             d, static_cast<float>(eps));
-      fy.commit();
+      cuda::layerNormForward(e.s, dt, x, w, b, y, rows, d,
+                             static_cast<float>(eps));
     });
   }
   void layerNormBackward(DType dt, const void *x, const void *w, const void *dy,
                          void *dx, void *dw, void *db, int64_t rows, int64_t d,
                          double eps) override {
     run([&](Exec &e) {
-      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d),
-          fdy(e.s, dt, dy, rows * d);
-      F32Out fdx(e.s, dt, dx, rows * d), fdw(e.s, dt, dw, d),
-          fdb(e.s, dt, db, d);
-      cuda::layerNormBackward(e.s, fx.get(), fw.get(), fdy.get(), fdx.get(),
-                              fdw.get(), fdb.get(), rows, d,
-                              static_cast<float>(eps));
-      fdx.commit();
+      F32Out fdw(e.s, dt, dw, d), fdb(e.s, dt, db, d);
+      cuda::layerNormBackward(e.s, dt, x, w, dy, dx, fdw.get(), fdb.get(),
+                              rows, d, static_cast<float>(eps));
       fdw.commit();
       fdb.commit();
     });
@@ -511,23 +503,16 @@ public:
   void rmsNormForward(DType dt, const void *x, const void *w, void *y,
                       int64_t rows, int64_t d, double eps) override {
     run([&](Exec &e) {
-      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d);
-      F32Out fy(e.s, dt, y, rows * d);
-      cuda::rmsNormForward(e.s, fx.get(), fw.get(), fy.get(), rows, d,
-                           static_cast<float>(eps));
-      fy.commit();
+      cuda::rmsNormForward(e.s, dt, x, w, y, rows, d, static_cast<float>(eps));
     });
   }
   void rmsNormBackward(DType dt, const void *x, const void *w, const void *dy,
                        void *dx, void *dw, int64_t rows, int64_t d,
                        double eps) override {
     run([&](Exec &e) {
-      F32In fx(e.s, dt, x, rows * d), fw(e.s, dt, w, d),
-          fdy(e.s, dt, dy, rows * d);
-      F32Out fdx(e.s, dt, dx, rows * d), fdw(e.s, dt, dw, d);
-      cuda::rmsNormBackward(e.s, fx.get(), fw.get(), fdy.get(), fdx.get(),
-                            fdw.get(), rows, d, static_cast<float>(eps));
-      fdx.commit();
+      F32Out fdw(e.s, dt, dw, d);
+      cuda::rmsNormBackward(e.s, dt, x, w, dy, dx, fdw.get(), rows, d,
+                            static_cast<float>(eps));
       fdw.commit();
     });
   }

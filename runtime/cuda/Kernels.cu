@@ -286,7 +286,9 @@ __global__ void reduceBackwardKernel(const float *dy, float *dx, Dims d,
 
 /// Chunk sums (ColumnChunks) of dw[j] = sum_r dy * xhat and db[j] = sum_r dy
 /// into pw / pb. mean == nullptr means rms_norm (xhat = x * rstd).
-__global__ void normColumnsPartialKernel(const float *x, const float *dy,
+template <typename S>
+__global__ void normColumnsPartialKernel(const typename S::T *x,
+                                         const typename S::T *dy,
                                          const float *mean, const float *rstd,
                                          double *pw, double *pb, int64_t rows,
                                          int64_t d, ColumnChunks ch) {
@@ -294,9 +296,8 @@ __global__ void normColumnsPartialKernel(const float *x, const float *dy,
     int64_t j = i % d, c = i / d, end = std::min(rows, (c + 1) * ch.len);
     double aw = 0.0, ab = 0.0;
     for (int64_t r = c * ch.len; r < end; ++r) {
-      float g = dy[r * d + j];
-      float xhat =
-          mean ? (x[r * d + j] - mean[r]) * rstd[r] : x[r * d + j] * rstd[r];
+      float g = S::load(dy[r * d + j]), xv = S::load(x[r * d + j]);
+      float xhat = mean ? (xv - mean[r]) * rstd[r] : xv * rstd[r];
       aw += static_cast<double>(g) * xhat;
       ab += g;
     }
@@ -817,37 +818,43 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
 }
 
 /// dw and db (either may be null) of layer_norm / rms_norm, two passes.
-static void normColumns(Stream s, const float *x, const float *dy,
+static void normColumns(Stream s, DType dt, const void *x, const void *dy,
                         const float *mean, const float *rstd, float *dw,
                         float *db, int64_t rows, int64_t d) {
   ColumnChunks ch = columnChunks(d, rows);
   Scratch partial(s, 2 * d * ch.count * 8);
   double *pw = partial.as<double>(), *pb = pw + d * ch.count;
-  FSDPRT_LAUNCH(normColumnsPartialKernel, d * ch.count, s, x, dy, mean, rstd,
-                pw, pb, rows, d, ch);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(normColumnsPartialKernel<S>, d * ch.count, s,
+                  static_cast<const T *>(x), static_cast<const T *>(dy), mean,
+                  rstd, pw, pb, rows, d, ch);
+  });
   if (dw)
     FSDPRT_LAUNCH(columnChunksFinishKernel, d, s, pw, dw, d, ch.count, 1.0);
   if (db)
     FSDPRT_LAUNCH(columnChunksFinishKernel, d, s, pb, db, d, ch.count, 1.0);
 }
 
-void layerNormBackward(Stream s, const float *x, const float *w,
-                       const float *dy, float *dx, float *dw, float *db,
+void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
+                       const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps) {
   Scratch stats(s, 2 * rows * 4);
   float *mean = stats.as<float>(), *rstd = mean + rows;
-  layerNormRowsBackward(s, x, w, dy, dx, mean, rstd, rows, d, eps);
+  layerNormRowsBackward(s, dt, x, w, dy, dx, mean, rstd, rows, d, eps);
   if (dw || db)
-    normColumns(s, x, dy, mean, rstd, dw, db, rows, d);
+    normColumns(s, dt, x, dy, mean, rstd, dw, db, rows, d);
 }
 
-void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
-                     float *dx, float *dw, int64_t rows, int64_t d, float eps) {
+void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
+                     const void *dy, void *dx, float *dw, int64_t rows,
+                     int64_t d, float eps) {
   Scratch stats(s, rows * 4);
   float *rstd = stats.as<float>();
-  rmsNormRowsBackward(s, x, w, dy, dx, rstd, rows, d, eps);
+  rmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps);
   if (dw)
-    normColumns(s, x, dy, nullptr, rstd, dw, nullptr, rows, d);
+    normColumns(s, dt, x, dy, nullptr, rstd, dw, nullptr, rows, d);
 }
 
 void batchNormForward(Stream s, const float *x, const float *w, const float *b,

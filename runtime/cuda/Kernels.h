@@ -111,24 +111,29 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
                     const Shape &xShape, const std::vector<int64_t> &dims,
                     float *dx);
 
-// Norms (f32); backward row statistics live in stream-ordered scratch.
-void layerNormForward(Stream s, const float *x, const float *w, const float *b,
-                      float *y, int64_t rows, int64_t d, float eps);
-void layerNormBackward(Stream s, const float *x, const float *w,
-                       const float *dy, float *dx, float *dw, float *db,
+// layer_norm / rms_norm on the storage type (f32 math, each output rounded
+// once); weight gradients in f32; backward row statistics live in
+// stream-ordered scratch.
+void layerNormForward(Stream s, DType dt, const void *x, const void *w,
+                      const void *b, void *y, int64_t rows, int64_t d,
+                      float eps);
+void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
+                       const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps);
-void rmsNormForward(Stream s, const float *x, const float *w, float *y,
+void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
                     int64_t rows, int64_t d, float eps);
-void rmsNormBackward(Stream s, const float *x, const float *w, const float *dy,
-                     float *dx, float *dw, int64_t rows, int64_t d, float eps);
+void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
+                     const void *dy, void *dx, float *dw, int64_t rows,
+                     int64_t d, float eps);
 /// The row half of the norm backwards (RowKernels.cu): each row's mean /
 /// rstd into the arrays and, if dx, its input gradient.
-void layerNormRowsBackward(Stream s, const float *x, const float *w,
-                           const float *dy, float *dx, float *mean,
-                           float *rstd, int64_t rows, int64_t d, float eps);
-void rmsNormRowsBackward(Stream s, const float *x, const float *w,
-                         const float *dy, float *dx, float *rstd, int64_t rows,
+void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
+                           const void *dy, void *dx, float *mean, float *rstd,
+                           int64_t rows, int64_t d, float eps);
+void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
+                         const void *dy, void *dx, float *rstd, int64_t rows,
                          int64_t d, float eps);
+// batch_norm on f32 (one thread per channel).
 void batchNormForward(Stream s, const float *x, const float *w, const float *b,
                       float *runningMean, float *runningVar, float *y,
                       int64_t n, int64_t c, int64_t spatial, float eps,

@@ -152,14 +152,15 @@ __global__ void crossEntropyBackwardKernel(bool i32,
 }
 
 /// The row's mean and 1/sqrt(biased variance + eps), two passes as the CPU.
-__device__ void blockMeanRstd(const float *x, int64_t d, float eps,
+template <typename S>
+__device__ void blockMeanRstd(const typename S::T *x, int64_t d, float eps,
                               float &mean, float &rstd) {
   double sum = 0.0;
-  FSDPRT_COL_STRIDE(j, d) { sum += x[j]; }
+  FSDPRT_COL_STRIDE(j, d) { sum += S::load(x[j]); }
   double mu = blockSum(sum) / static_cast<double>(d);
   double sq = 0.0;
   FSDPRT_COL_STRIDE(j, d) {
-    double c = x[j] - mu;
+    double c = S::load(x[j]) - mu;
     sq += c * c;
   }
   mean = static_cast<float>(mu);
@@ -167,37 +168,50 @@ __device__ void blockMeanRstd(const float *x, int64_t d, float eps,
       1.0 / sqrt(blockSum(sq) / static_cast<double>(d) + eps));
 }
 
-__device__ float blockRmsRstd(const float *x, int64_t d, float eps) {
+template <typename S>
+__device__ float blockRmsRstd(const typename S::T *x, int64_t d, float eps) {
   double sq = 0.0;
-  FSDPRT_COL_STRIDE(j, d) { sq += static_cast<double>(x[j]) * x[j]; }
+  FSDPRT_COL_STRIDE(j, d) {
+    double v = S::load(x[j]);
+    sq += v * v;
+  }
   return static_cast<float>(
       1.0 / sqrt(blockSum(sq) / static_cast<double>(d) + eps));
 }
 
-__global__ void layerNormRowsKernel(const float *x, const float *w,
-                                    const float *b, float *y, int64_t rows,
-                                    int64_t d, float eps) {
+/// Element j of an optional per-column parameter (absent: `none`).
+template <typename S>
+__device__ float paramOr(const typename S::T *p, int64_t j, float none) {
+  return p ? S::load(p[j]) : none;
+}
+
+template <typename S>
+__global__ void layerNormRowsKernel(const typename S::T *x,
+                                    const typename S::T *w,
+                                    const typename S::T *b, typename S::T *y,
+                                    int64_t rows, int64_t d, float eps) {
   FSDPRT_ROW_STRIDE(r, rows) {
-    const float *xr = x + r * d;
+    const typename S::T *xr = x + r * d;
     float mean, rstd;
-    blockMeanRstd(xr, d, eps, mean, rstd);
+    blockMeanRstd<S>(xr, d, eps, mean, rstd);
     FSDPRT_COL_STRIDE(j, d) {
-      y[r * d + j] = (xr[j] - mean) * rstd * (w ? w[j] : 1.0f) +
-                     (b ? b[j] : 0.0f);
+      y[r * d + j] = S::store((S::load(xr[j]) - mean) * rstd *
+                                  paramOr<S>(w, j, 1.0f) +
+                              paramOr<S>(b, j, 0.0f));
     }
   }
 }
 
 /// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w.
-__global__ void layerNormRowsBackwardKernel(const float *x, const float *w,
-                                            const float *dy, float *dx,
-                                            float *mean, float *rstd,
-                                            int64_t rows, int64_t d,
-                                            float eps) {
+template <typename S>
+__global__ void layerNormRowsBackwardKernel(
+    const typename S::T *x, const typename S::T *w, const typename S::T *dy,
+    typename S::T *dx, float *mean, float *rstd, int64_t rows, int64_t d,
+    float eps) {
   FSDPRT_ROW_STRIDE(r, rows) {
-    const float *xr = x + r * d, *dyr = dy + r * d;
+    const typename S::T *xr = x + r * d, *dyr = dy + r * d;
     float mu, rs;
-    blockMeanRstd(xr, d, eps, mu, rs);
+    blockMeanRstd<S>(xr, d, eps, mu, rs);
     if (threadIdx.x == 0) {
       mean[r] = mu;
       rstd[r] = rs;
@@ -206,75 +220,109 @@ __global__ void layerNormRowsBackwardKernel(const float *x, const float *w,
       continue;
     double sg = 0.0, sgx = 0.0;
     FSDPRT_COL_STRIDE(j, d) {
-      float g = dyr[j] * (w ? w[j] : 1.0f);
+      float g = S::load(dyr[j]) * paramOr<S>(w, j, 1.0f);
       sg += g;
-      sgx += static_cast<double>(g) * ((xr[j] - mu) * rs);
+      sgx += static_cast<double>(g) * ((S::load(xr[j]) - mu) * rs);
     }
     float mg = static_cast<float>(blockSum(sg) / d);
     float mgx = static_cast<float>(blockSum(sgx) / d);
     FSDPRT_COL_STRIDE(j, d) {
-      float g = dyr[j] * (w ? w[j] : 1.0f);
-      dx[r * d + j] = rs * (g - mg - (xr[j] - mu) * rs * mgx);
+      float g = S::load(dyr[j]) * paramOr<S>(w, j, 1.0f);
+      dx[r * d + j] = S::store(rs * (g - mg - (S::load(xr[j]) - mu) * rs * mgx));
     }
   }
 }
 
-__global__ void rmsNormRowsKernel(const float *x, const float *w, float *y,
+template <typename S>
+__global__ void rmsNormRowsKernel(const typename S::T *x,
+                                  const typename S::T *w, typename S::T *y,
                                   int64_t rows, int64_t d, float eps) {
   FSDPRT_ROW_STRIDE(r, rows) {
-    const float *xr = x + r * d;
-    float rstd = blockRmsRstd(xr, d, eps);
-    FSDPRT_COL_STRIDE(j, d) { y[r * d + j] = xr[j] * rstd * (w ? w[j] : 1.0f); }
+    const typename S::T *xr = x + r * d;
+    float rstd = blockRmsRstd<S>(xr, d, eps);
+    FSDPRT_COL_STRIDE(j, d) {
+      y[r * d + j] = S::store(S::load(xr[j]) * rstd * paramOr<S>(w, j, 1.0f));
+    }
   }
 }
 
 /// dx = rstd * g - x * rstd^3 * mean(g * x) with g = dy * w.
-__global__ void rmsNormRowsBackwardKernel(const float *x, const float *w,
-                                          const float *dy, float *dx,
-                                          float *rstd, int64_t rows, int64_t d,
-                                          float eps) {
+template <typename S>
+__global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
+                                          const typename S::T *w,
+                                          const typename S::T *dy,
+                                          typename S::T *dx, float *rstd,
+                                          int64_t rows, int64_t d, float eps) {
   FSDPRT_ROW_STRIDE(r, rows) {
-    const float *xr = x + r * d, *dyr = dy + r * d;
-    float rs = blockRmsRstd(xr, d, eps);
+    const typename S::T *xr = x + r * d, *dyr = dy + r * d;
+    float rs = blockRmsRstd<S>(xr, d, eps);
     if (threadIdx.x == 0)
       rstd[r] = rs;
     if (!dx)
       continue;
     double sgx = 0.0;
     FSDPRT_COL_STRIDE(j, d) {
-      sgx += static_cast<double>(dyr[j] * (w ? w[j] : 1.0f)) * xr[j];
+      sgx += static_cast<double>(S::load(dyr[j]) * paramOr<S>(w, j, 1.0f)) *
+             S::load(xr[j]);
     }
     float c = static_cast<float>(blockSum(sgx) / d) * rs * rs * rs;
     FSDPRT_COL_STRIDE(j, d) {
-      dx[r * d + j] = rs * (dyr[j] * (w ? w[j] : 1.0f)) - xr[j] * c;
+      dx[r * d + j] = S::store(rs * (S::load(dyr[j]) * paramOr<S>(w, j, 1.0f)) -
+                               S::load(xr[j]) * c);
     }
   }
 }
 
 } // namespace
 
-void layerNormForward(Stream s, const float *x, const float *w, const float *b,
-                      float *y, int64_t rows, int64_t d, float eps) {
-  FSDPRT_LAUNCH_ROWS(layerNormRowsKernel, rows, s, x, w, b, y, rows, d, eps);
+void layerNormForward(Stream s, DType dt, const void *x, const void *w,
+                      const void *b, void *y, int64_t rows, int64_t d,
+                      float eps) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH_ROWS(layerNormRowsKernel<S>, rows, s,
+                       static_cast<const T *>(x), static_cast<const T *>(w),
+                       static_cast<const T *>(b), static_cast<T *>(y), rows, d,
+                       eps);
+  });
 }
 
-void layerNormRowsBackward(Stream s, const float *x, const float *w,
-                           const float *dy, float *dx, float *mean,
-                           float *rstd, int64_t rows, int64_t d, float eps) {
-  FSDPRT_LAUNCH_ROWS(layerNormRowsBackwardKernel, rows, s, x, w, dy, dx, mean,
-                     rstd, rows, d, eps);
+void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
+                           const void *dy, void *dx, float *mean, float *rstd,
+                           int64_t rows, int64_t d, float eps) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH_ROWS(layerNormRowsBackwardKernel<S>, rows, s,
+                       static_cast<const T *>(x), static_cast<const T *>(w),
+                       static_cast<const T *>(dy), static_cast<T *>(dx), mean,
+                       rstd, rows, d, eps);
+  });
 }
 
-void rmsNormForward(Stream s, const float *x, const float *w, float *y,
+void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
                     int64_t rows, int64_t d, float eps) {
-  FSDPRT_LAUNCH_ROWS(rmsNormRowsKernel, rows, s, x, w, y, rows, d, eps);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH_ROWS(rmsNormRowsKernel<S>, rows, s,
+                       static_cast<const T *>(x), static_cast<const T *>(w),
+                       static_cast<T *>(y), rows, d, eps);
+  });
 }
 
-void rmsNormRowsBackward(Stream s, const float *x, const float *w,
-                         const float *dy, float *dx, float *rstd, int64_t rows,
+void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
+                         const void *dy, void *dx, float *rstd, int64_t rows,
                          int64_t d, float eps) {
-  FSDPRT_LAUNCH_ROWS(rmsNormRowsBackwardKernel, rows, s, x, w, dy, dx, rstd,
-                     rows, d, eps);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH_ROWS(rmsNormRowsBackwardKernel<S>, rows, s,
+                       static_cast<const T *>(x), static_cast<const T *>(w),
+                       static_cast<const T *>(dy), static_cast<T *>(dx), rstd,
+                       rows, d, eps);
+  });
 }
 
 void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,

@@ -105,6 +105,68 @@ TEST_P(NormConformance, RmsNormManyRows) {
   checkRmsNorm(GetParam(), true, 150);
 }
 
+/// A bf16 layer_norm / rms_norm (forward and backward) gives the bits of the
+/// f32 one on the same (widened) values, each result rounded once.
+TEST_P(NormConformance, NormsInBf16AreTheF32ResultsRoundedOnce) {
+  Device dev(GetParam());
+  const int64_t rows = 40, d = 300;
+  const double eps = 1e-5;
+  // in16[i]: bf16 values; in32[i]: the same values widened to f32.
+  std::vector<int64_t> in16, in32;
+  int64_t seed = 181;
+  for (int64_t n : {rows * d, d, d, rows * d}) { // x, w, b, dy
+    int64_t f = dev.upload(randomVector(n, seed++)), h = dev.alloc(n * 2),
+            w = dev.alloc(n * 4);
+    RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, f, 0, FSDPRT_BF16, h, 0,
+                      n));
+    RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, h, 0, FSDPRT_F32, w, 0,
+                      n));
+    in16.push_back(h);
+    in32.push_back(w);
+  }
+  // Outputs y, dx, dw, db in f32 and bf16.
+  const int64_t sizes[4] = {rows * d, rows * d, d, d};
+  std::vector<int64_t> out32, out16;
+  for (int64_t n : sizes) {
+    out32.push_back(dev.alloc(n * 4));
+    out16.push_back(dev.alloc(n * 2));
+  }
+  auto expectRoundedOnce = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      int64_t want = dev.alloc(sizes[i] * 2);
+      RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, out32[i], 0,
+                        FSDPRT_BF16, want, 0, sizes[i]));
+      EXPECT_EQ(dev.download<uint16_t>(out16[i], sizes[i]),
+                dev.download<uint16_t>(want, sizes[i]))
+          << "output " << i;
+    }
+  };
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    const std::vector<int64_t> &in = dt == FSDPRT_F32 ? in32 : in16;
+    const std::vector<int64_t> &out = dt == FSDPRT_F32 ? out32 : out16;
+    RT_OK(fsdprt_layer_norm_forward(dev.ctx, dev.stream, dt, in[0], 0, in[1],
+                                    0, in[2], 0, out[0], 0, rows, d, eps));
+    RT_OK(fsdprt_layer_norm_backward(dev.ctx, dev.stream, dt, in[0], 0, in[1],
+                                     0, in[3], 0, out[1], 0, out[2], 0,
+                                     out[3], 0, rows, d, eps));
+  }
+  {
+    SCOPED_TRACE("layer_norm");
+    expectRoundedOnce(4);
+  }
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    const std::vector<int64_t> &in = dt == FSDPRT_F32 ? in32 : in16;
+    const std::vector<int64_t> &out = dt == FSDPRT_F32 ? out32 : out16;
+    RT_OK(fsdprt_rms_norm_forward(dev.ctx, dev.stream, dt, in[0], 0, in[1], 0,
+                                  out[0], 0, rows, d, eps));
+    RT_OK(fsdprt_rms_norm_backward(dev.ctx, dev.stream, dt, in[0], 0, in[1],
+                                   0, in[3], 0, out[1], 0, out[2], 0, rows, d,
+                                   eps));
+  }
+  SCOPED_TRACE("rms_norm");
+  expectRoundedOnce(3);
+}
+
 void checkBatchNorm(const std::string &backend, bool training) {
   Device dev(backend);
   const int64_t n = 3, c = 4, s = 5; // x is [3, 4, 5] (N, C, L)
