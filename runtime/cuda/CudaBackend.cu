@@ -97,39 +97,6 @@ const void *at(const void *p, int64_t elems, DType dt) {
   return p ? static_cast<const char *>(p) + elems * dtypeSize(dt) : nullptr;
 }
 
-/// Row-major C[batch][m, n] = alpha * op(A) op(B) + beta * C with A and B
-/// in storage type `dt` and C in `ct` (f32 or dt: a 16-bit C is rounded
-/// once from the f32 accumulation); strides are in elements. cuBLAS is
-/// column-major, so it computes C^T = op(B)^T op(A)^T.
-void gemm(cublasHandle_t h, DType dt, bool transA, bool transB, int64_t m,
-          int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-          int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
-          float beta, void *c, DType ct, int64_t ldc, int64_t strideC,
-          int64_t batch = 1) {
-  if (m == 0 || n == 0 || batch == 0)
-    return;
-  cudaDataType_t t = cudaType(dt);
-  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int im = blasInt(m, "m"), in = blasInt(n, "n"), ik = blasInt(k, "k");
-  int ilda = blasInt(std::max<int64_t>(lda, 1), "lda");
-  int ildb = blasInt(std::max<int64_t>(ldb, 1), "ldb");
-  int ildc = blasInt(std::max<int64_t>(ldc, 1), "ldc");
-  if (batch == 1) {
-    checkCublas(cublasGemmEx(h, opB, opA, in, im, ik, &alpha, b, t, ildb, a, t,
-                             ilda, &beta, c, cudaType(ct), ildc,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                "cublasGemmEx");
-    return;
-  }
-  checkCublas(cublasGemmStridedBatchedEx(
-                  h, opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a, t,
-                  ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
-                  blasInt(batch, "batch"), CUBLAS_COMPUTE_32F,
-                  CUBLAS_GEMM_DEFAULT),
-              "cublasGemmStridedBatchedEx");
-}
-
 /// What a backend call runs on.
 struct Exec {
   cudaStream_t s;
@@ -146,6 +113,93 @@ struct ThreadState {
   std::unique_ptr<FusedAttention> fused; // null: cuDNN could not be loaded
 #endif
 };
+
+/// Whether a leading dimension of `ld` elements of `t` breaks the 16-byte
+/// alignment cuBLAS's fastest (TMA) kernels need.
+bool misaligned(int64_t ld, DType t) { return ld * dtypeSize(t) % 16 != 0; }
+
+/// A copy of the row-major [rows, cols] matrix at p (leading dimension ld)
+/// whose leading dimension `padLd` is rounded up to 16 bytes.
+Scratch paddedCopy(cudaStream_t s, const void *p, int64_t rows, int64_t cols,
+                   int64_t ld, DType t, int64_t &padLd) {
+  int64_t es = dtypeSize(t);
+  padLd = (cols * es + 15) / 16 * 16 / es;
+  Scratch copy(s, rows * padLd * es);
+  checkCuda(cudaMemcpy2DAsync(copy.as<void>(), padLd * es, p, ld * es,
+                              cols * es, rows, cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpy2DAsync (GEMM operand padding)");
+  return copy;
+}
+
+/// The FLOPs from which a 16-bit GEMM with a misaligned leading dimension
+/// (GPT-2's 50257-word vocabulary) runs on padded copies instead: cuBLAS
+/// runs it ~4x slower (128 against 600 TFLOP/s on an H100), a copy costs
+/// a pass over the operand. FSDPRT_CUDA_PAD_GEMM_FLOPS overrides it.
+double padGemmFlops() {
+  const char *v = std::getenv("FSDPRT_CUDA_PAD_GEMM_FLOPS");
+  return v && *v ? std::atof(v) : 1e9;
+}
+
+/// Row-major C[batch][m, n] = alpha * op(A) op(B) + beta * C with A and B
+/// in storage type `dt` and C in `ct` (f32 or dt: a 16-bit C is rounded
+/// once from the f32 accumulation); strides are in elements. cuBLAS is
+/// column-major, so it computes C^T = op(B)^T op(A)^T.
+void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
+          int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+          int64_t strideA, const void *b, int64_t ldb, int64_t strideB,
+          float beta, void *c, DType ct, int64_t ldc, int64_t strideC,
+          int64_t batch = 1) {
+  if (m == 0 || n == 0 || batch == 0)
+    return;
+  bool padA = misaligned(lda, dt), padB = misaligned(ldb, dt),
+       padC = misaligned(ldc, ct);
+  if (batch == 1 && dt != DType::F32 && (padA || padB || padC) &&
+      2.0 * m * n * k >= padGemmFlops()) {
+    Scratch pa, pb, pc;
+    if (padA)
+      pa = paddedCopy(e.s, a, transA ? k : m, transA ? m : k, lda, dt, lda);
+    if (padB)
+      pb = paddedCopy(e.s, b, transB ? n : k, transB ? k : n, ldb, dt, ldb);
+    int64_t ldcIn = ldc;
+    if (padC) {
+      if (beta != 0.0f)
+        pc = paddedCopy(e.s, c, m, n, ldc, ct, ldc);
+      else {
+        ldc = (n * dtypeSize(ct) + 15) / 16 * 16 / dtypeSize(ct);
+        pc = Scratch(e.s, m * ldc * dtypeSize(ct));
+      }
+    }
+    gemm(e, dt, transA, transB, m, n, k, alpha, padA ? pa.as<void>() : a, lda,
+         0, padB ? pb.as<void>() : b, ldb, 0, beta,
+         padC ? pc.as<void>() : c, ct, ldc, 0);
+    if (padC)
+      checkCuda(cudaMemcpy2DAsync(c, ldcIn * dtypeSize(ct), pc.as<void>(),
+                                  ldc * dtypeSize(ct), n * dtypeSize(ct), m,
+                                  cudaMemcpyDeviceToDevice, e.s),
+                "cudaMemcpy2DAsync (GEMM result padding)");
+    return;
+  }
+  cudaDataType_t t = cudaType(dt);
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int im = blasInt(m, "m"), in = blasInt(n, "n"), ik = blasInt(k, "k");
+  int ilda = blasInt(std::max<int64_t>(lda, 1), "lda");
+  int ildb = blasInt(std::max<int64_t>(ldb, 1), "ldb");
+  int ildc = blasInt(std::max<int64_t>(ldc, 1), "ldc");
+  if (batch == 1) {
+    checkCublas(cublasGemmEx(e.blas, opB, opA, in, im, ik, &alpha, b, t, ildb,
+                             a, t, ilda, &beta, c, cudaType(ct), ildc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx");
+    return;
+  }
+  checkCublas(cublasGemmStridedBatchedEx(
+                  e.blas, opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a,
+                  t, ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
+                  blasInt(batch, "batch"), CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT),
+              "cublasGemmStridedBatchedEx");
+}
 
 bool isPinned(const void *p) {
   cudaPointerAttributes attr;
@@ -327,7 +381,7 @@ public:
     run([&](Exec &e) {
       if (b) // bias rows, then beta = 1: y = round(x w^T + b) once
         seedRows(e.s, dt, b, y, m, n);
-      gemm(e.blas, dt, false, true, m, n, k, 1.0f, x, k, 0, w, k, 0,
+      gemm(e, dt, false, true, m, n, k, 1.0f, x, k, 0, w, k, 0,
            b ? 1.0f : 0.0f, y, dt, n, 0);
     });
   }
@@ -336,10 +390,10 @@ public:
                       int64_t n) override {
     run([&](Exec &e) {
       if (dx) // dx[m,k] = dy[m,n] w[n,k]
-        gemm(e.blas, dt, false, false, m, k, n, 1.0f, dy, n, 0, w, k, 0, 0.0f,
+        gemm(e, dt, false, false, m, k, n, 1.0f, dy, n, 0, w, k, 0, 0.0f,
              dx, dt, k, 0);
       if (dw) // dw[n,k] = dy^T x
-        gemm(e.blas, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
+        gemm(e, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
              dw, dt, k, 0);
       if (db) {
         F32Out fdb(e.s, dt, db, n);
@@ -351,7 +405,7 @@ public:
   void matmulForward(DType dt, const void *a, const void *b, void *c,
                      const MatmulDims &d) override {
     run([&](Exec &e) {
-      gemm(e.blas, dt, d.transA, d.transB, d.m, d.n, d.k, 1.0f, a,
+      gemm(e, dt, d.transA, d.transB, d.m, d.n, d.k, 1.0f, a,
            d.transA ? d.m : d.k, d.m * d.k, b, d.transB ? d.k : d.n,
            d.bBatched ? d.k * d.n : 0, 0.0f, c, dt, d.n, d.m * d.n, d.batch);
     });
@@ -365,10 +419,10 @@ public:
       int64_t bNumel = (d.bBatched ? d.batch : 1) * d.k * d.n;
       if (da) {
         if (!d.transA) // da[m,k] = dc op(b)^T
-          gemm(e.blas, dt, false, !d.transB, d.m, d.k, d.n, 1.0f, dc, d.n,
+          gemm(e, dt, false, !d.transB, d.m, d.k, d.n, 1.0f, dc, d.n,
                cStride, b, ldb, bStride, 0.0f, da, dt, d.k, aStride, d.batch);
         else // da[k,m] = op(b) dc^T
-          gemm(e.blas, dt, d.transB, true, d.k, d.m, d.n, 1.0f, b, ldb, bStride,
+          gemm(e, dt, d.transB, true, d.k, d.m, d.n, 1.0f, b, ldb, bStride,
                dc, d.n, cStride, 0.0f, da, dt, d.m, aStride, d.batch);
       }
       // An unbatched b sums over the batch in f32, rounded once at the end.
@@ -384,11 +438,11 @@ public:
           const void *ai = at(a, i * aStride, dt);
           const void *dci = at(dc, i * cStride, dt);
           if (!d.transB) // db[k,n] = op(a)^T dc
-            gemm(e.blas, dt, !d.transA, false, d.k, d.n, d.m, 1.0f, ai, lda,
+            gemm(e, dt, !d.transA, false, d.k, d.n, d.m, 1.0f, ai, lda,
                  aStride, dci, d.n, cStride, beta, fdb.get(), DType::F32, d.n,
                  d.k * d.n, perCall);
           else // db[n,k] = dc^T op(a)
-            gemm(e.blas, dt, true, d.transA, d.n, d.k, d.m, 1.0f, dci, d.n,
+            gemm(e, dt, true, d.transA, d.n, d.k, d.m, 1.0f, dci, d.n,
                  cStride, ai, lda, aStride, beta, fdb.get(), DType::F32, d.k,
                  d.k * d.n, perCall);
         }
@@ -581,7 +635,7 @@ public:
       for (int64_t h = 0; h < d.heads; ++h) {
         HeadView hv = headView(d, h);
         probabilities(e, fq.get(), fk.get(), d, hv, p.as<float>());
-        gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
+        gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
              p.as<float>(), d.tk, d.tq * d.tk, fv.get() + hv.kvOff, hv.kvLd,
              hv.kvStride, 0.0f, fo.get() + hv.qOff, DType::F32, hv.qLd,
              hv.qStride, d.batch);
@@ -615,24 +669,24 @@ public:
         probabilities(e, fq.get(), fk.get(), d, hv, pp);
         const float *dO = fdo.get() + hv.qOff;
         if (dv) // dV += P^T dO
-          gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
+          gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
                d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
                fdv.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
                d.batch);
         if (!dq && !dk)
           continue;
         // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
-        gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
+        gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
              hv.qLd, hv.qStride, fv.get() + hv.kvOff, hv.kvLd, hv.kvStride,
              0.0f, pdp, DType::F32, d.tk, pStride, d.batch);
         softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
         if (dq) // dQ = scale * dS K
-          gemm(e.blas, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
+          gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
                pdp, d.tk, pStride, fk.get() + hv.kvOff, hv.kvLd, hv.kvStride,
                0.0f, fdq.get() + hv.qOff, DType::F32, hv.qLd, hv.qStride,
                d.batch);
         if (dk) // dK += scale * dS^T Q
-          gemm(e.blas, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
+          gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
                pdp, d.tk, pStride, fq.get() + hv.qOff, hv.qLd, hv.qStride,
                1.0f, fdk.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
                d.batch);
@@ -857,7 +911,7 @@ private:
   static void probabilities(Exec &e, const float *q, const float *k,
                             const AttentionDims &d, const HeadView &v,
                             float *p) {
-    gemm(e.blas, DType::F32, false, true, d.tq, d.tk, d.headDim,
+    gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim,
          static_cast<float>(d.scale), q + v.qOff, v.qLd, v.qStride,
          k + v.kvOff, v.kvLd, v.kvStride, 0.0f, p, DType::F32, d.tk,
          d.tq * d.tk, d.batch);

@@ -5,6 +5,7 @@
 #include "fsdp/rt/math/Philox.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -161,31 +162,43 @@ protected:
   }
 };
 
+// Odd k and n: no leading dimension is a multiple of 16 bytes. The CUDA
+// backend runs large such GEMMs on padded copies; FSDPRT_CUDA_PAD_GEMM_FLOPS
+// = 0 makes it pad these small ones too, and the results must not change.
 TEST_P(HalfStorageConformance, LinearForwardAndBackward) {
   Device dev(std::get<0>(GetParam()));
-  const int64_t m = 4, k = 8, n = 3;
+  const int64_t m = 4, k = 13, n = 5;
   auto x = narrow(randomVector(m * k, 181)),
        w = narrow(randomVector(n * k, 182)), b = narrow(randomVector(n, 183)),
        dy = narrow(randomVector(m * n, 184));
-  int64_t bx = dev.upload(x), bw = dev.upload(w), bb = dev.upload(b),
-          bdy = dev.upload(dy), by = dev.alloc(m * n * 2),
-          bdx = dev.alloc(m * k * 2);
-  RT_OK(fsdprt_linear_forward(dev.ctx, dev.stream, dtype, bx, 0, bw, 0, bb, 0,
-                              by, 0, m, k, n));
-  RT_OK(fsdprt_linear_backward(dev.ctx, dev.stream, dtype, bx, 0, bw, 0, bdy, 0,
-                               bdx, 0, 0, 0, 0, 0, m, k, n));
   auto xf = widen(x), wf = widen(w), bf = widen(b), dyf = widen(dy);
-  std::vector<double> y(m * n), dx(m * k, 0.0);
+  std::vector<double> y(m * n), dx(m * k, 0.0), dw(n * k, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       y[i * n + j] = bf[j];
       for (int64_t p = 0; p < k; ++p) {
         y[i * n + j] += double(xf[i * k + p]) * wf[j * k + p];
         dx[i * k + p] += double(dyf[i * n + j]) * wf[j * k + p];
+        dw[j * k + p] += double(dyf[i * n + j]) * xf[i * k + p];
       }
     }
-  expectClose(widen(dev.download<uint16_t>(by, m * n)), y, "y", rtol, 1e-3);
-  expectClose(widen(dev.download<uint16_t>(bdx, m * k)), dx, "dx", rtol, 1e-3);
+  for (const char *pad : {"", "0"}) {
+    SCOPED_TRACE(std::string("FSDPRT_CUDA_PAD_GEMM_FLOPS=") + pad);
+    setenv("FSDPRT_CUDA_PAD_GEMM_FLOPS", pad, 1);
+    int64_t bx = dev.upload(x), bw = dev.upload(w), bb = dev.upload(b),
+            bdy = dev.upload(dy), by = dev.alloc(m * n * 2),
+            bdx = dev.alloc(m * k * 2), bdw = dev.alloc(n * k * 2);
+    RT_OK(fsdprt_linear_forward(dev.ctx, dev.stream, dtype, bx, 0, bw, 0, bb,
+                                0, by, 0, m, k, n));
+    RT_OK(fsdprt_linear_backward(dev.ctx, dev.stream, dtype, bx, 0, bw, 0, bdy,
+                                 0, bdx, 0, bdw, 0, 0, 0, m, k, n));
+    expectClose(widen(dev.download<uint16_t>(by, m * n)), y, "y", rtol, 1e-3);
+    expectClose(widen(dev.download<uint16_t>(bdx, m * k)), dx, "dx", rtol,
+                1e-3);
+    expectClose(widen(dev.download<uint16_t>(bdw, n * k)), dw, "dw", rtol,
+                1e-3);
+  }
+  unsetenv("FSDPRT_CUDA_PAD_GEMM_FLOPS");
 }
 
 TEST_P(HalfStorageConformance, PointwiseKernelsRoundOnce) {

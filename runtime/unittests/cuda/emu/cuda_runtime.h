@@ -150,6 +150,18 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
   return cudaSuccess;
 }
 
+inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                                     size_t spitch, size_t width,
+                                     size_t height, cudaMemcpyKind,
+                                     cudaStream_t) {
+  if (width > dpitch || width > spitch)
+    return cudaErrorInvalidValue; // cudaErrorInvalidPitchValue on a GPU
+  for (size_t r = 0; r < height; ++r)
+    std::memcpy(static_cast<char *>(dst) + r * dpitch,
+                static_cast<const char *>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+
 enum cudaMemoryType {
   cudaMemoryTypeUnregistered = 0,
   cudaMemoryTypeHost = 1,
