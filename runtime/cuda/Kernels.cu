@@ -16,6 +16,8 @@
 #include "fsdp/rt/math/Pointwise.h"
 #include "fsdp/rt/math/Rotary.h"
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include <cmath>
 #include <cstring>
 
@@ -359,16 +361,54 @@ __global__ void gatherKernel(bool i32, const void *ids, const T *table, T *out,
 
 /// One thread per table column; positions added in order (no atomics), as
 /// the CPU backend does.
-__global__ void embeddingBackwardKernel(bool i32, const void *ids,
+__global__ void iotaKernel(int64_t *out, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) { out[i] = i; }
+}
+
+/// Over the positions sorted by id (stable: equal ids keep position order),
+/// the first position of each id sums its rows of dy in that order, as the
+/// CPU's scatter-add does, into the id's row of dtable.
+template <typename K>
+__global__ void embeddingSegmentsKernel(const K *sortedIds,
+                                        const int64_t *positions,
                                         const float *dy, float *dtable,
-                                        int64_t numIds, int64_t vocab,
-                                        int64_t dim) {
-  FSDPRT_GRID_STRIDE(j, dim) {
-    for (int64_t v = 0; v < vocab; ++v)
-      dtable[v * dim + j] = 0.0f;
-    for (int64_t i = 0; i < numIds; ++i)
-      dtable[loadIndex(i32, ids, i) * dim + j] += dy[i * dim + j];
+                                        int64_t numIds, int64_t dim) {
+  FSDPRT_GRID_STRIDE(i, numIds * dim) {
+    int64_t s = i / dim, j = i % dim;
+    K id = sortedIds[s];
+    if (s > 0 && sortedIds[s - 1] == id)
+      continue;
+    float acc = 0.0f;
+    for (int64_t t = s; t < numIds && sortedIds[t] == id; ++t)
+      acc += dy[positions[t] * dim + j];
+    dtable[static_cast<int64_t>(id) * dim + j] = acc;
   }
+}
+
+/// Sorts (id, position) pairs by id with CUB's stable radix sort over the
+/// bits the vocabulary needs, then sums each id's segment.
+template <typename K>
+void embeddingBackwardSorted(Stream s, const K *ids, const float *dy,
+                             float *dtable, int64_t numIds, int64_t vocab,
+                             int64_t dim) {
+  int endBit = 1;
+  while (endBit < 63 && (int64_t(1) << endBit) < vocab)
+    ++endBit;
+  Scratch keys(s, numIds * sizeof(K)), pos(s, 2 * numIds * 8);
+  int64_t *posIn = pos.as<int64_t>(), *posOut = posIn + numIds;
+  FSDPRT_LAUNCH(iotaKernel, numIds, s, posIn, numIds);
+  size_t tempBytes = 0;
+  checkCuda(cub::DeviceRadixSort::SortPairs(
+                nullptr, tempBytes, ids, keys.as<K>(), posIn, posOut,
+                numIds, 0, endBit, s),
+            "cub::DeviceRadixSort::SortPairs (size)");
+  Scratch temp(s, static_cast<int64_t>(tempBytes));
+  checkCuda(cub::DeviceRadixSort::SortPairs(
+                temp.as<void>(), tempBytes, ids, keys.as<K>(), posIn, posOut,
+                numIds, 0, endBit, s),
+            "cub::DeviceRadixSort::SortPairs");
+  FSDPRT_LAUNCH(embeddingSegmentsKernel<K>, numIds * dim, s, keys.as<K>(),
+                posOut, dy, dtable, numIds, dim);
 }
 
 __global__ void ropeKernel(const float *x, float *y, int64_t pairs, int64_t seq,
@@ -953,8 +993,15 @@ void embeddingForward(Stream s, DType idsType, const void *ids,
 void embeddingBackward(Stream s, DType idsType, const void *ids,
                        const float *dy, float *dtable, int64_t numIds,
                        int64_t vocab, int64_t dim) {
-  FSDPRT_LAUNCH(embeddingBackwardKernel, dim, s, idsType == DType::I32, ids, dy,
-                dtable, numIds, vocab, dim);
+  fill(s, DType::F32, dtable, vocab * dim, 0.0); // ids never seen: zero
+  if (numIds == 0)
+    return;
+  if (idsType == DType::I32)
+    embeddingBackwardSorted(s, static_cast<const int32_t *>(ids), dy, dtable,
+                            numIds, vocab, dim);
+  else
+    embeddingBackwardSorted(s, static_cast<const int64_t *>(ids), dy, dtable,
+                            numIds, vocab, dim);
 }
 
 void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,

@@ -308,6 +308,26 @@ TEST_P(SequenceConformance, EmbeddingInt64Ids) {
   checkEmbedding<int64_t>(GetParam(), FSDPRT_I64);
 }
 
+// Every backend sums an id's gradient rows in position order in f32 (the
+// CPU's scatter-add): with ~40 repeats per id the bits show the order.
+TEST_P(SequenceConformance, EmbeddingBackwardSumsInPositionOrder) {
+  Device dev(GetParam());
+  const int64_t vocab = 50, dim = 3, num = 2000;
+  std::vector<int32_t> ids(num); // ids 48 and 49 never occur
+  for (int64_t i = 0; i < num; ++i)
+    ids[i] = static_cast<int32_t>((i * 7919 + i / 3) % (vocab - 2));
+  auto dy = randomVector(num * dim, 117);
+  std::vector<float> want(vocab * dim, 0.0f);
+  for (int64_t i = 0; i < num; ++i)
+    for (int64_t j = 0; j < dim; ++j)
+      want[ids[i] * dim + j] += dy[i * dim + j];
+  int64_t bi = dev.upload(ids), bdy = dev.upload(dy),
+          bdt = dev.alloc(vocab * dim * 4);
+  RT_OK(fsdprt_embedding_backward(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I32,
+                                  bi, 0, bdy, 0, bdt, 0, num, vocab, dim));
+  EXPECT_EQ(dev.download(bdt, vocab * dim), want);
+}
+
 TEST_P(SequenceConformance, EmbeddingOutOfRangeIdFailsAtSynchronize) {
   Device dev(GetParam());
   std::vector<int64_t> ids{1, 9, 0};
