@@ -89,10 +89,15 @@ const std::vector<OptionSpec> &optionSpecs() {
        [](O &o, S v) { o.metrics = v; }},
       {"trace", "FILE", "Write a Chrome/Perfetto trace",
        [](O &o, S v) { o.trace = v; }},
-      {"trace-steps", "N",
-       "Steps recorded by --trace, from the first (default 5)",
+      {"trace-steps", "N", "Steps recorded by --trace (default 5)",
        [](O &o, S v) {
          o.traceSteps = parseInteger<int64_t>("trace-steps", v);
+       }},
+      {"trace-skip", "N",
+       "Steps run before --trace starts recording, leaving out first-step "
+       "work such as building cuDNN graphs (default 0)",
+       [](O &o, S v) {
+         o.traceSkip = parseInteger<int64_t>("trace-skip", v);
        }},
       {"lr-schedule", "KIND",
        "constant, cosine or linear (default: the program's, compiled with "

@@ -27,7 +27,8 @@ struct RunOptions {
   uint64_t seed = 0;
   std::string load, save, saveFormat = "full", metrics, trace;
   int64_t saveEvery = 0;
-  int64_t traceSteps = 5; // steps recorded in the trace (from the first)
+  int64_t traceSteps = 5; // steps recorded in the trace
+  int64_t traceSkip = 0;  // steps run before the trace starts
   std::string backend = "cpu";
   int threads = 0; // per rank; 0: cores / local ranks
   // The learning-rate schedule's fields that replace the program's.

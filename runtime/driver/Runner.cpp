@@ -226,8 +226,6 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
   std::unique_ptr<MetricsWriter> metrics;
   if (rank == 0 && !o.metrics.empty())
     metrics = std::make_unique<MetricsWriter>(o.metrics);
-  if (!o.trace.empty())
-    check(fsdprt_trace_enable(rt.ctx, 1), "enabling the trace");
 
   // An eval program evaluates --steps batches from the data's start,
   // whatever step the loaded checkpoint was saved at.
@@ -236,9 +234,12 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
     stepCount = 0;
   double evalLossSum = 0;
   std::vector<std::vector<uint8_t>> inputs;
-  int64_t traceEnd = stepCount + o.traceSteps;
+  int64_t traceStart = stepCount + o.traceSkip;
+  int64_t traceEnd = traceStart + o.traceSteps;
   int64_t firstStep = stepCount;
   for (; stepCount < o.steps; ++stepCount) {
+    if (!o.trace.empty() && stepCount == traceStart)
+      check(fsdprt_trace_enable(rt.ctx, 1), "starting the trace");
     if (!o.trace.empty() && stepCount == traceEnd)
       check(fsdprt_trace_enable(rt.ctx, 0), "ending the trace");
     data.fill(stepCount, rank, launch.worldSize, inputs);

@@ -4,6 +4,8 @@ by the LLVM-free fsdprt-run trains bit for bit as fsdp-run's JIT does
 precision and a resume from a checkpoint; the runner links no LLVM; and a
 library or input it cannot run is a clear error.
 """
+import collections
+import json
 import subprocess
 
 import numpy as np
@@ -119,3 +121,30 @@ def test_runner_options_are_checked_like_fsdp_run(fsdp):
                           env=clean_env())
     assert proc.returncode == 2
     assert "unknown option '--stepz'" in proc.stderr, proc.stderr
+
+
+def _trace_op_counts(path):
+    with open(path) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return collections.Counter(e["name"] for e in events if e.get("ph") == "X")
+
+
+def test_trace_skip_records_only_the_later_steps(fsdp, tmp_path):
+    """--trace-steps N after --trace-skip K records steps K+1..K+N: each step
+    issues the same operations, so the counts scale with N."""
+    library = fsdp.library(fsdp.compile("mlp", world_size=1,
+                                        strategy="no-shard",
+                                        optimizer="adamw"))
+    counts = {}
+    for skip, steps in ((0, 4), (3, 1)):
+        trace = tmp_path / f"skip{skip}.json"
+        fsdp.run(library, nproc=1, steps=4, save=False,
+                 tool=fsdp.aot_run_tool,
+                 extra_args=["--trace", str(trace), "--trace-skip",
+                             str(skip), "--trace-steps", str(steps)])
+        counts[skip] = _trace_op_counts(trace)
+    per_step = counts[3]["adamw_step"]
+    assert per_step > 0
+    assert counts[0]["adamw_step"] == 4 * per_step
+    assert counts[0]["copy_from_host"] == 4 * counts[3]["copy_from_host"]

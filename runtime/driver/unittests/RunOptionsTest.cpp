@@ -38,6 +38,7 @@ TEST(RunOptions, DefaultsMatchFsdpRun) {
   EXPECT_EQ(o.data, "synthetic");
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.traceSteps, 5);
+  EXPECT_EQ(o.traceSkip, 0);
   EXPECT_EQ(o.saveFormat, "full");
   EXPECT_FALSE(o.quiet);
 }
@@ -96,7 +97,8 @@ TEST(RunOptions, HelpNeedsNoInputAndListsEveryOption) {
                            "--micro-batches N", "--data SOURCE", "--seed N",
                            "--load CKPT", "--save DIR", "--save-every K",
                            "--save-format FORMAT", "--metrics FILE",
-                           "--trace FILE", "--trace-steps N", "--backend NAME",
+                           "--trace FILE", "--trace-steps N", "--trace-skip N",
+                           "--backend NAME",
                            "--rank-threads N", "--lr-schedule KIND",
                            "--warmup-steps N", "--decay-steps N",
                            "--min-lr-ratio R", "--loss-scale-init S",
