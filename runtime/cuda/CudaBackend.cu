@@ -118,23 +118,34 @@ struct ThreadState {
 /// alignment cuBLAS's fastest (TMA) kernels need.
 bool misaligned(int64_t ld, DType t) { return ld * dtypeSize(t) % 16 != 0; }
 
-/// A copy of the row-major [rows, cols] matrix at p (leading dimension ld)
-/// whose leading dimension `padLd` is rounded up to 16 bytes.
-Scratch paddedCopy(cudaStream_t s, const void *p, int64_t rows, int64_t cols,
-                   int64_t ld, DType t, int64_t &padLd) {
+int64_t roundUp8(int64_t v) { return (v + 7) / 8 * 8; }
+
+/// The row-major [rows, cols] matrix at p (leading dimension ld) as a
+/// zero-padded [padRows, padCols] matrix: p itself when nothing changes,
+/// else a copy in `copy`.
+const void *zeroPadded(cudaStream_t s, const void *p, int64_t rows,
+                       int64_t cols, int64_t &ld, int64_t padRows,
+                       int64_t padCols, DType t, Scratch &copy) {
+  if (rows == padRows && cols == padCols && !misaligned(ld, t))
+    return p;
   int64_t es = dtypeSize(t);
-  padLd = (cols * es + 15) / 16 * 16 / es;
-  Scratch copy(s, rows * padLd * es);
-  checkCuda(cudaMemcpy2DAsync(copy.as<void>(), padLd * es, p, ld * es,
+  copy = Scratch(s, padRows * padCols * es);
+  if (rows != padRows || cols != padCols)
+    checkCuda(cudaMemsetAsync(copy.as<void>(), 0, padRows * padCols * es, s),
+              "cudaMemsetAsync (GEMM operand padding)");
+  checkCuda(cudaMemcpy2DAsync(copy.as<void>(), padCols * es, p, ld * es,
                               cols * es, rows, cudaMemcpyDeviceToDevice, s),
             "cudaMemcpy2DAsync (GEMM operand padding)");
-  return copy;
+  ld = padCols;
+  return copy.as<void>();
 }
 
-/// The FLOPs from which a 16-bit GEMM with a misaligned leading dimension
-/// (GPT-2's 50257-word vocabulary) runs on padded copies instead: cuBLAS
-/// runs it ~4x slower (128 against 600 TFLOP/s on an H100), a copy costs
-/// a pass over the operand. FSDPRT_CUDA_PAD_GEMM_FLOPS overrides it.
+/// The FLOPs from which a 16-bit GEMM with a dimension or leading dimension
+/// that is not a multiple of 8 elements (GPT-2's 50257-word vocabulary)
+/// runs on zero-padded copies instead, as inductor's pad_mm does: cuBLAS
+/// ran the lm head at 130 TFLOP/s on an H100 against 600 for aligned
+/// shapes; the copies cost a pass over each padded operand.
+/// FSDPRT_CUDA_PAD_GEMM_FLOPS overrides it.
 double padGemmFlops() {
   const char *v = std::getenv("FSDPRT_CUDA_PAD_GEMM_FLOPS");
   return v && *v ? std::atof(v) : 1e9;
@@ -151,30 +162,32 @@ void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
           int64_t batch = 1) {
   if (m == 0 || n == 0 || batch == 0)
     return;
-  bool padA = misaligned(lda, dt), padB = misaligned(ldb, dt),
-       padC = misaligned(ldc, ct);
-  if (batch == 1 && dt != DType::F32 && (padA || padB || padC) &&
+  int64_t pm = roundUp8(m), pn = roundUp8(n), pk = roundUp8(k);
+  bool unaligned = pm != m || pn != n || pk != k || misaligned(lda, dt) ||
+                   misaligned(ldb, dt) || misaligned(ldc, ct);
+  if (batch == 1 && dt != DType::F32 && unaligned &&
       2.0 * m * n * k >= padGemmFlops()) {
+    // Zero rows / columns added along k contribute exact zeros.
     Scratch pa, pb, pc;
-    if (padA)
-      pa = paddedCopy(e.s, a, transA ? k : m, transA ? m : k, lda, dt, lda);
-    if (padB)
-      pb = paddedCopy(e.s, b, transB ? n : k, transB ? k : n, ldb, dt, ldb);
-    int64_t ldcIn = ldc;
-    if (padC) {
+    const void *ua = transA ? zeroPadded(e.s, a, k, m, lda, pk, pm, dt, pa)
+                            : zeroPadded(e.s, a, m, k, lda, pm, pk, dt, pa);
+    const void *ub = transB ? zeroPadded(e.s, b, n, k, ldb, pn, pk, dt, pb)
+                            : zeroPadded(e.s, b, k, n, ldb, pk, pn, dt, pb);
+    int64_t ldcIn = ldc, es = dtypeSize(ct);
+    void *uc = c;
+    if (pm != m || pn != n || misaligned(ldc, ct)) {
       if (beta != 0.0f)
-        pc = paddedCopy(e.s, c, m, n, ldc, ct, ldc);
+        uc = const_cast<void *>(zeroPadded(e.s, c, m, n, ldc, pm, pn, ct, pc));
       else {
-        ldc = (n * dtypeSize(ct) + 15) / 16 * 16 / dtypeSize(ct);
-        pc = Scratch(e.s, m * ldc * dtypeSize(ct));
+        pc = Scratch(e.s, pm * pn * es);
+        uc = pc.as<void>();
+        ldc = pn;
       }
     }
-    gemm(e, dt, transA, transB, m, n, k, alpha, padA ? pa.as<void>() : a, lda,
-         0, padB ? pb.as<void>() : b, ldb, 0, beta,
-         padC ? pc.as<void>() : c, ct, ldc, 0);
-    if (padC)
-      checkCuda(cudaMemcpy2DAsync(c, ldcIn * dtypeSize(ct), pc.as<void>(),
-                                  ldc * dtypeSize(ct), n * dtypeSize(ct), m,
+    gemm(e, dt, transA, transB, pm, pn, pk, alpha, ua, lda, 0, ub, ldb, 0,
+         beta, uc, ct, ldc, 0);
+    if (uc != c)
+      checkCuda(cudaMemcpy2DAsync(c, ldcIn * es, uc, ldc * es, n * es, m,
                                   cudaMemcpyDeviceToDevice, e.s),
                 "cudaMemcpy2DAsync (GEMM result padding)");
     return;

@@ -150,6 +150,11 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
   return cudaSuccess;
 }
 
+inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes,
+                                   cudaStream_t) {
+  std::memset(dst, value, bytes);
+  return cudaSuccess;
+}
 inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
                                      size_t spitch, size_t width,
                                      size_t height, cudaMemcpyKind,
