@@ -104,10 +104,21 @@ struct Exec {
   void *pinned;
 };
 
+/// An index check queued on a thread's stream whose verdict the host has
+/// not read yet.
+struct PendingCheck {
+  const char *op;
+  bool targets; // cross-entropy targets (ignore index allowed), else ids
+  int64_t n, limit, ignoreIndex;
+};
+constexpr size_t kVerdictSlots = 64;
+
 struct ThreadState {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void *pinned = nullptr;
+  IndexVerdict *verdicts = nullptr;  // kVerdictSlots, pinned host memory
+  std::vector<PendingCheck> pending; // pending[i]'s verdict is verdicts[i]
 #ifdef FSDPRT_HAVE_CUDNN
   bool fusedTried = false;
   std::unique_ptr<FusedAttention> fused; // null: cuDNN could not be loaded
@@ -304,6 +315,8 @@ public:
         cudaStreamDestroy(st.stream);
       if (st.pinned)
         cudaFreeHost(st.pinned);
+      if (st.verdicts)
+        cudaFreeHost(st.verdicts);
     }
   }
 
@@ -326,6 +339,7 @@ public:
   void synchronize() override {
     // host-sync: Stream::synchronize, or a collective about to run.
     checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
+    readVerdicts(state());
   }
 
   void *allocate(int64_t bytes) override {
@@ -609,16 +623,18 @@ public:
                         const void *table, void *out, int64_t numIds,
                         int64_t vocab, int64_t dim) override {
     run([&](Exec &e) {
-      checkIds(e.s, idsType, ids, numIds, vocab); // before anything is written
+      queueCheck("embedding_forward", false, idsType, ids, numIds, vocab, 0,
+                 nullptr);
       cuda::embeddingForward(e.s, idsType, ids, table, out, dtypeSize(dt),
-                             numIds, dim);
+                             numIds, vocab, dim);
     });
   }
   void embeddingBackward(DType dt, DType idsType, const void *ids,
                          const void *dy, void *dtable, int64_t numIds,
                          int64_t vocab, int64_t dim) override {
     run([&](Exec &e) {
-      checkIds(e.s, idsType, ids, numIds, vocab);
+      queueCheck("embedding_backward", false, idsType, ids, numIds, vocab, 0,
+                 nullptr);
       F32In fdy(e.s, dt, dy, numIds * dim);
       F32Out fdt(e.s, dt, dtable, vocab * dim);
       cuda::embeddingBackward(e.s, idsType, ids, fdy.get(), fdt.get(), numIds,
@@ -816,8 +832,8 @@ public:
                            int64_t ignoreIndex) override {
     run([&](Exec &e) {
       Scratch count(e.s, 8);
-      checkTargets(e.s, targetType, targets, n, c, ignoreIndex,
-                   count.as<int64_t>());
+      queueCheck("cross_entropy_forward", true, targetType, targets, n, c,
+                 ignoreIndex, count.as<int64_t>());
       F32Out fo(e.s, dt, loss, 1); // logits are read in their storage type
       cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
                                 count.as<int64_t>(), fo.get(), n, c, reduction,
@@ -832,8 +848,8 @@ public:
                             int64_t ignoreIndex) override {
     run([&](Exec &e) {
       Scratch count(e.s, 8);
-      checkTargets(e.s, targetType, targets, n, c, ignoreIndex,
-                   count.as<int64_t>());
+      queueCheck("cross_entropy_backward", true, targetType, targets, n, c,
+                 ignoreIndex, count.as<int64_t>());
       F32In fdl(e.s, dt, dloss, 1); // logits, dlogits in their storage type
       cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
                                  count.as<int64_t>(), fdl.get(), dlogits, n, c,
@@ -1009,6 +1025,9 @@ private:
       checkCublas(cublasSetStream(st.blas, st.stream), "cublasSetStream");
       checkCuda(cudaMallocHost(&st.pinned, kPinnedBytes),
                 "cudaMallocHost (pinned staging)");
+      checkCuda(cudaMallocHost(reinterpret_cast<void **>(&st.verdicts),
+                               kVerdictSlots * sizeof(IndexVerdict)),
+                "cudaMallocHost (index verdicts)");
     }
     return st;
   }
@@ -1022,15 +1041,54 @@ private:
   }
   /// Ends a call whose work is queued on the calling thread's stream.
   void finishCall() {
-    if (syncEachCall_) // host-sync: only with FSDPRT_CUDA_SYNC=1
-      checkCuda(cudaStreamSynchronize(state().stream),
-                "cudaStreamSynchronize");
+    if (!syncEachCall_)
+      return;
+    // host-sync: only with FSDPRT_CUDA_SYNC=1
+    checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
+    readVerdicts(state());
   }
   /// Runs `body` and waits for its device work (host memory, allocation).
   template <typename F> void runSync(F &&body) {
     run(std::forward<F>(body));
     // host-sync: copies to or from host memory and the arena only.
     checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
+    readVerdicts(state());
+  }
+
+  /// Queues an index check on the calling thread's stream. Its verdict is
+  /// read where that stream is next synchronised (Stream::synchronize, a
+  /// copy to the host such as the loss's, a collective), which then fails
+  /// naming `op` and the first bad index: no host wait inside the step.
+  void queueCheck(const char *op, bool targets, DType type, const void *ids,
+                  int64_t n, int64_t limit, int64_t ignoreIndex,
+                  int64_t *count) {
+    ThreadState &st = state();
+    if (st.pending.size() == kVerdictSlots) {
+      // host-sync: every verdict slot holds an unread verdict.
+      checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+      readVerdicts(st);
+    }
+    queueIndexCheck(st.stream, type, ids, n, limit, targets, ignoreIndex,
+                    count, st.verdicts + st.pending.size());
+    st.pending.push_back({op, targets, n, limit, ignoreIndex});
+  }
+  /// After st's stream has been synchronised: fails with the first bad
+  /// index of the checks queued since the last read (each reported once).
+  static void readVerdicts(ThreadState &st) {
+    std::vector<PendingCheck> pending;
+    pending.swap(st.pending);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const IndexVerdict &v = st.verdicts[i];
+      const PendingCheck &p = pending[i];
+      if (v.firstBad >= p.n)
+        continue;
+      if (p.targets)
+        fail(Status::OutOfRange, p.op, ": target ", v.value, " at position ",
+             v.firstBad, " is outside [0, ", p.limit,
+             ") and is not the ignore index ", p.ignoreIndex);
+      fail(Status::OutOfRange, p.op, ": token id ", v.value, " at position ",
+           v.firstBad, " is outside the vocabulary [0, ", p.limit, ")");
+    }
   }
   void synchronizeAllThreads() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -334,6 +334,13 @@ __global__ void batchNormBackwardKernel(
 
 
 /// firstBad holds the smallest offending position (initialised to n).
+__global__ void indexCheckInitKernel(unsigned long long *flags, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, 1) {
+    flags[0] = static_cast<unsigned long long>(n);
+    flags[1] = 0;
+  }
+}
+
 __global__ void checkIndexKernel(bool i32, const void *ids, int64_t n,
                                  int64_t limit, bool hasIgnore,
                                  int64_t ignoreIndex,
@@ -350,12 +357,26 @@ __global__ void checkIndexKernel(bool i32, const void *ids, int64_t n,
   }
 }
 
+/// verdict = {first bad position, the index there} (n and 0 when none).
+__global__ void indexVerdictKernel(bool i32, const void *ids, int64_t n,
+                                   const unsigned long long *flags,
+                                   int64_t *verdict) {
+  FSDPRT_GRID_STRIDE(i, 1) {
+    int64_t bad = static_cast<int64_t>(flags[0]);
+    verdict[0] = bad;
+    verdict[1] = bad < n ? loadIndex(i32, ids, bad) : 0;
+  }
+}
+
+/// Rows of out-of-range ids (reported by the index check at the next
+/// synchronisation) are left as they are: nothing outside the table is read.
 template <typename T>
 __global__ void gatherKernel(bool i32, const void *ids, const T *table, T *out,
-                             int64_t numIds, int64_t dim) {
+                             int64_t numIds, int64_t vocab, int64_t dim) {
   FSDPRT_GRID_STRIDE(e, numIds * dim) {
-    int64_t i = e / dim, j = e % dim;
-    out[e] = table[loadIndex(i32, ids, i) * dim + j];
+    int64_t i = e / dim, j = e % dim, id = loadIndex(i32, ids, i);
+    if (id >= 0 && id < vocab)
+      out[e] = table[id * dim + j];
   }
 }
 
@@ -372,12 +393,13 @@ template <typename K>
 __global__ void embeddingSegmentsKernel(const K *sortedIds,
                                         const int64_t *positions,
                                         const float *dy, float *dtable,
-                                        int64_t numIds, int64_t dim) {
+                                        int64_t numIds, int64_t vocab,
+                                        int64_t dim) {
   FSDPRT_GRID_STRIDE(i, numIds * dim) {
     int64_t s = i / dim, j = i % dim;
     K id = sortedIds[s];
-    if (s > 0 && sortedIds[s - 1] == id)
-      continue;
+    if ((s > 0 && sortedIds[s - 1] == id) || id < 0 || id >= vocab)
+      continue; // not a segment's start, or an id the check reports
     float acc = 0.0f;
     for (int64_t t = s; t < numIds && sortedIds[t] == id; ++t)
       acc += dy[positions[t] * dim + j];
@@ -408,7 +430,7 @@ void embeddingBackwardSorted(Stream s, const K *ids, const float *dy,
                 numIds, 0, endBit, s),
             "cub::DeviceRadixSort::SortPairs");
   FSDPRT_LAUNCH(embeddingSegmentsKernel<K>, numIds * dim, s, keys.as<K>(),
-                posOut, dy, dtable, numIds, dim);
+                posOut, dy, dtable, numIds, vocab, dim);
 }
 
 __global__ void ropeKernel(const float *x, float *y, int64_t pairs, int64_t seq,
@@ -914,79 +936,50 @@ void batchNormBackward(Stream s, const float *x, const float *w,
                 dy, dx, dw, db, n, c, spatial, eps, training);
 }
 
-/// Runs checkIndexKernel and reads the result back (synchronising `s`).
-static void checkIndices(Stream s, DType type, const void *ids, int64_t n,
-                         int64_t limit, bool hasIgnore, int64_t ignoreIndex,
-                         int64_t *countOut, int64_t &firstBad,
-                         int64_t &badValue) {
-  Scratch flags(s, 16);
-  auto *f = flags.as<unsigned long long>();
-  unsigned long long init[2] = {static_cast<unsigned long long>(n), 0ull};
-  checkCuda(cudaMemcpyAsync(f, init, sizeof(init), cudaMemcpyHostToDevice, s),
-            "cudaMemcpyAsync (index check)");
+void queueIndexCheck(Stream s, DType type, const void *ids, int64_t n,
+                     int64_t limit, bool hasIgnore, int64_t ignoreIndex,
+                     int64_t *countOut, IndexVerdict *verdict) {
+  // flags: first bad position (n when none), count of valid indices; then
+  // the verdict {first bad, its value} copied to the host.
+  Scratch scratch(s, 32);
+  auto *f = scratch.as<unsigned long long>();
+  auto *v = reinterpret_cast<int64_t *>(f + 2);
   bool i32 = type == DType::I32;
+  FSDPRT_LAUNCH(indexCheckInitKernel, 1, s, f, n);
   FSDPRT_LAUNCH(checkIndexKernel, n, s, i32, ids, n, limit, hasIgnore,
                 ignoreIndex, f, countOut ? f + 1 : nullptr);
-  unsigned long long result[2];
-  checkCuda(
-      cudaMemcpyAsync(result, f, sizeof(result), cudaMemcpyDeviceToHost, s),
-      "cudaMemcpyAsync (index check)");
+  FSDPRT_LAUNCH(indexVerdictKernel, 1, s, i32, ids, n, f, v);
+  checkCuda(cudaMemcpyAsync(verdict, v, sizeof(IndexVerdict),
+                            cudaMemcpyDeviceToHost, s),
+            "cudaMemcpyAsync (index verdict)");
   if (countOut)
     checkCuda(cudaMemcpyAsync(countOut, f + 1, 8, cudaMemcpyDeviceToDevice, s),
               "cudaMemcpyAsync (index count)");
-  // host-sync: the index check's verdict is read here (a device-side error
-  // flag read at the step's end would remove it; not done yet).
-  checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (index check)");
-  firstBad = static_cast<int64_t>(result[0]);
-  badValue = 0;
-  if (firstBad < n) {
-    int64_t elem = dtypeSize(type);
-    char raw[8] = {};
-    checkCuda(cudaMemcpyAsync(raw,
-                              static_cast<const char *>(ids) + firstBad * elem,
-                              elem, cudaMemcpyDeviceToHost, s),
-              "cudaMemcpyAsync (bad index)");
-    // host-sync: only on the error path.
-    checkCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (bad index)");
-    if (i32) {
-      int32_t v;
-      std::memcpy(&v, raw, 4);
-      badValue = v;
-    } else {
-      std::memcpy(&badValue, raw, 8);
-    }
-  }
-}
-
-void checkIds(Stream s, DType idsType, const void *ids, int64_t numIds,
-              int64_t vocab) {
-  int64_t bad, value;
-  checkIndices(s, idsType, ids, numIds, vocab, false, 0, nullptr, bad, value);
-  if (bad < numIds)
-    fail(Status::OutOfRange, "token id ", value, " at position ", bad,
-         " is outside the vocabulary [0, ", vocab, ")");
 }
 
 void embeddingForward(Stream s, DType idsType, const void *ids,
                       const void *table, void *out, int64_t elemSize,
-                      int64_t numIds, int64_t dim) {
+                      int64_t numIds, int64_t vocab, int64_t dim) {
   bool i32 = idsType == DType::I32;
   int64_t n = numIds * dim;
   switch (elemSize) {
   case 2:
     FSDPRT_LAUNCH(gatherKernel<uint16_t>, n, s, i32, ids,
                   static_cast<const uint16_t *>(table),
-                  static_cast<uint16_t *>(out), numIds, dim);
+                  static_cast<uint16_t *>(out), numIds,
+                  vocab, dim);
     return;
   case 4:
     FSDPRT_LAUNCH(gatherKernel<uint32_t>, n, s, i32, ids,
                   static_cast<const uint32_t *>(table),
-                  static_cast<uint32_t *>(out), numIds, dim);
+                  static_cast<uint32_t *>(out), numIds,
+                  vocab, dim);
     return;
   default:
     FSDPRT_LAUNCH(gatherKernel<uint64_t>, n, s, i32, ids,
                   static_cast<const uint64_t *>(table),
-                  static_cast<uint64_t *>(out), numIds, dim);
+                  static_cast<uint64_t *>(out), numIds,
+                  vocab, dim);
   }
 }
 
@@ -1075,16 +1068,6 @@ void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
   default:
     return launch(uint64_t{});
   }
-}
-
-void checkTargets(Stream s, DType targetType, const void *targets, int64_t n,
-                  int64_t c, int64_t ignoreIndex, int64_t *count) {
-  int64_t bad, value;
-  checkIndices(s, targetType, targets, n, c, true, ignoreIndex, count, bad,
-               value);
-  if (bad < n)
-    fail(Status::OutOfRange, "target ", value, " at position ", bad,
-         " is outside [0, ", c, ") and is not the ignore index ", ignoreIndex);
 }
 
 void crossEntropyForward(Stream s, DType dt, DType targetType,

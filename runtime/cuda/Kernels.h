@@ -157,12 +157,25 @@ void maskedSoftmaxRows(Stream s, float *p, int64_t rows, int64_t tq,
 void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t rows,
                          int64_t tk);
 
-/// Throws Error(OutOfRange) (nothing written) if an id is outside [0, vocab).
-void checkIds(Stream s, DType idsType, const void *ids, int64_t numIds,
-              int64_t vocab);
+/// A device-side index check's result as it reaches pinned host memory:
+/// the first position whose index is out of range (n when none) and that
+/// index.
+struct IndexVerdict {
+  int64_t firstBad, value;
+};
+/// Queues the check of n indices (token ids, targets) against [0, limit)
+/// (ignoreIndex allowed when hasIgnore): `verdict`, pinned host memory,
+/// holds the result once the stream has passed it; the host reads it at the
+/// next synchronisation instead of waiting here. countOut (device, may be
+/// null) gets the number of valid, not ignored indices.
+void queueIndexCheck(Stream s, DType type, const void *ids, int64_t n,
+                     int64_t limit, bool hasIgnore, int64_t ignoreIndex,
+                     int64_t *countOut, IndexVerdict *verdict);
+/// Ids outside [0, vocab) leave their rows unwritten (the check reports
+/// them).
 void embeddingForward(Stream s, DType idsType, const void *ids,
                       const void *table, void *out, int64_t elemSize,
-                      int64_t numIds, int64_t dim);
+                      int64_t numIds, int64_t vocab, int64_t dim);
 void embeddingBackward(Stream s, DType idsType, const void *ids,
                        const float *dy, float *dtable, int64_t numIds,
                        int64_t vocab, int64_t dim);
@@ -180,11 +193,8 @@ void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
               int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
               int64_t outer, int64_t size, int64_t inner);
 
-/// Validates targets (throws OutOfRange naming the first bad one) and
-/// leaves the number of non-ignored targets in *count (device int64).
-void checkTargets(Stream s, DType targetType, const void *targets, int64_t n,
-                  int64_t c, int64_t ignoreIndex, int64_t *count);
-/// Logits in their storage type `dt`; the loss is f32.
+/// Logits in their storage type `dt`; the loss is f32. Targets outside
+/// [0, c) (reported by queueIndexCheck) count as ignored.
 void crossEntropyForward(Stream s, DType dt, DType targetType,
                          const void *logits, const void *targets,
                          const int64_t *count, float *loss, int64_t n,

@@ -110,7 +110,9 @@ __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
                                         int64_t ignoreIndex) {
   FSDPRT_ROW_STRIDE(r, n) {
     int64_t t = loadIndex(i32, targets, r);
-    if (t == ignoreIndex) { // The CPU skips the row; adding +0.0 is the same.
+    // The CPU skips an ignored row; adding +0.0 is the same. A target out
+    // of range is reported by the index check; nothing outside is read.
+    if (t == ignoreIndex || t < 0 || t >= c) {
       if (threadIdx.x == 0)
         terms[r] = 0.0;
       continue;
@@ -138,7 +140,7 @@ __global__ void crossEntropyBackwardKernel(bool i32,
     const typename S::T *xr = logits + r * c;
     typename S::T *dr = dlogits + r * c;
     int64_t t = loadIndex(i32, targets, r);
-    if (t == ignoreIndex) {
+    if (t == ignoreIndex || t < 0 || t >= c) {
       FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
       continue;
     }
