@@ -11,8 +11,9 @@
 // record is also a cudaEvent on the recording worker's stream, a wait also
 // a cudaStreamWaitEvent, so the host only orders the issue of work. The
 // host waits for the device only where it must: copies to or from host
-// memory, Stream::synchronize, event synchronisation, index checks, and
-// before a collective (NCCL runs on its own stream). FSDPRT_CUDA_SYNC=1
+// memory, Stream::synchronize, event synchronisation and before a
+// collective (NCCL runs on its own stream); index checks leave their
+// verdicts in pinned memory, read at those points. FSDPRT_CUDA_SYNC=1
 // makes every call wait for its work, as before.
 //
 // Buffer lifetimes (where each buffer is last used before it is freed):

@@ -485,18 +485,6 @@ __global__ void transposeKernel(const T *x, T *y, Dims d, int64_t n) {
   }
 }
 
-template <typename T>
-__global__ void copySlabKernel(const T *src, int64_t srcDim, int64_t srcOffset,
-                               T *dst, int64_t dstDim, int64_t dstOffset,
-                               int64_t outer, int64_t slab) {
-  // slab = size * inner elements per outer index; offsets are pre-scaled
-  // by inner.
-  FSDPRT_GRID_STRIDE(e, outer * slab) {
-    int64_t o = e / slab, j = e % slab;
-    dst[o * dstDim + dstOffset + j] = src[o * srcDim + srcOffset + j];
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Blocked sums (as cpu::blockedSum: fixed 16384-element blocks, each summed
 // in order, then the block sums added in block order)
@@ -1053,21 +1041,16 @@ void transpose(Stream s, int64_t elemSize, const void *x, void *y,
 void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
               int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
               int64_t outer, int64_t size, int64_t inner) {
-  int64_t slab = size * inner, n = outer * slab;
-  auto launch = [&](auto tag) {
-    using T = decltype(tag);
-    FSDPRT_LAUNCH(copySlabKernel<T>, n, s, static_cast<const T *>(src),
-                  srcDim * inner, srcOffset * inner, static_cast<T *>(dst),
-                  dstDim * inner, dstOffset * inner, outer, slab);
-  };
-  switch (elemSize) {
-  case 2:
-    return launch(uint16_t{});
-  case 4:
-    return launch(uint32_t{});
-  default:
-    return launch(uint64_t{});
-  }
+  // outer rows of size * inner elements: one strided 2-D copy.
+  int64_t row = inner * elemSize, width = size * row;
+  if (outer == 0 || width == 0)
+    return;
+  checkCuda(cudaMemcpy2DAsync(static_cast<char *>(dst) + dstOffset * row,
+                              dstDim * row,
+                              static_cast<const char *>(src) + srcOffset * row,
+                              srcDim * row, width, outer,
+                              cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpy2DAsync (concat / split slab)");
 }
 
 void crossEntropyForward(Stream s, DType dt, DType targetType,
