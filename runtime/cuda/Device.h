@@ -112,6 +112,42 @@ inline unsigned gridFor(int64_t n) {
   } while (0)
 #endif
 
+/// Threads of a warp: 32, or 1 under the host emulation, where a block is
+/// one thread (its warp reductions are the value itself).
+#ifdef FSDPRT_CUDA_EMULATION
+constexpr int kWarp = 1;
+#else
+constexpr int kWarp = 32;
+#endif
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+
+/// Launches kernel with one warp per row (FSDPRT_WARP_ROW_STRIDE), its
+/// lanes across the row (FSDPRT_LANE_STRIDE), reducing through warpSum:
+/// rows of a few thousand elements (norms) without block barriers.
+#ifdef FSDPRT_CUDA_EMULATION
+#define FSDPRT_LAUNCH_WARP_ROWS(kernel, rows, stream, ...)                     \
+  FSDPRT_LAUNCH(kernel, rows, stream, __VA_ARGS__)
+#else
+#define FSDPRT_LAUNCH_WARP_ROWS(kernel, rows, stream, ...)                     \
+  do {                                                                         \
+    int64_t warpRows_ = (rows);                                                \
+    if (warpRows_ > 0) {                                                       \
+      int64_t blocks_ = (warpRows_ + ::fsdp::rt::cuda::kWarpsPerBlock - 1) /   \
+                        ::fsdp::rt::cuda::kWarpsPerBlock;                      \
+      kernel<<<static_cast<unsigned>(                                          \
+                   std::min<int64_t>(blocks_, int64_t(1) << 20)),              \
+               ::fsdp::rt::cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);        \
+      ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
+    }                                                                          \
+  } while (0)
+#endif
+#define FSDPRT_WARP_ROW_STRIDE(r, rows)                                        \
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) +   \
+                   threadIdx.x / kWarp;                                        \
+       r < (rows); r += static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp))
+#define FSDPRT_LANE_STRIDE(j, n)                                               \
+  for (int64_t j = threadIdx.x % kWarp; j < (n); j += kWarp)
+
 #define FSDPRT_ROW_STRIDE(r, rows)                                             \
   for (int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
 #define FSDPRT_COL_STRIDE(j, n)                                                \

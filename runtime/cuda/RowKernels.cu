@@ -2,12 +2,14 @@
 //
 // layer_norm and rms_norm rows (their weight gradients are column sums in
 // Kernels.cu), softmax and attention rows, cross-entropy rows.
-// One block per row, its threads striding across the row, sums reduced in
-// double through a fixed shared-memory tree: every row keeps the whole GPU
-// busy at attention's widths (T up to 32k) where one thread per row left
-// most SMs idle, and the result does not depend on scheduling (the same
-// bits run to run). The order differs from the CPU's index order only in
-// how the double partial sums are added.
+// Softmax and cross-entropy run one block per row, its threads striding
+// across the row, sums reduced in double through a fixed shared-memory
+// tree: every row keeps the whole GPU busy at attention's widths (T up to
+// 32k) and vocabularies (50k) where one thread per row left most SMs idle.
+// Norm rows (a few thousand wide) run one warp per row, sums through a
+// fixed shuffle tree. Either way the result does not depend on scheduling
+// (the same bits run to run); the order differs from the CPU's index order
+// only in how the double partial sums are added.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -176,32 +178,42 @@ __global__ void crossEntropyBackwardKernel(bool i32,
   }
 }
 
+/// `v` of every lane of the warp summed in a fixed tree order; every lane
+/// gets the result.
+__device__ double warpSum(double v) {
+  for (int off = kWarp / 2; off > 0; off /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, off);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// Norm rows (d up to a few thousand) run one warp per row: a block per row
+// spent most of its time in barriers at d = 768.
 /// The row's mean and 1/sqrt(biased variance + eps), two passes as the CPU.
 template <typename S>
 __device__ void blockMeanRstd(const typename S::T *x, int64_t d, float eps,
                               float &mean, float &rstd) {
   double sum = 0.0;
-  FSDPRT_COL_STRIDE(j, d) { sum += S::load(x[j]); }
-  double mu = blockSum(sum) / static_cast<double>(d);
+  FSDPRT_LANE_STRIDE(j, d) { sum += S::load(x[j]); }
+  double mu = warpSum(sum) / static_cast<double>(d);
   double sq = 0.0;
-  FSDPRT_COL_STRIDE(j, d) {
+  FSDPRT_LANE_STRIDE(j, d) {
     double c = S::load(x[j]) - mu;
     sq += c * c;
   }
   mean = static_cast<float>(mu);
   rstd = static_cast<float>(
-      1.0 / sqrt(blockSum(sq) / static_cast<double>(d) + eps));
+      1.0 / sqrt(warpSum(sq) / static_cast<double>(d) + eps));
 }
 
 template <typename S>
 __device__ float blockRmsRstd(const typename S::T *x, int64_t d, float eps) {
   double sq = 0.0;
-  FSDPRT_COL_STRIDE(j, d) {
+  FSDPRT_LANE_STRIDE(j, d) {
     double v = S::load(x[j]);
     sq += v * v;
   }
   return static_cast<float>(
-      1.0 / sqrt(blockSum(sq) / static_cast<double>(d) + eps));
+      1.0 / sqrt(warpSum(sq) / static_cast<double>(d) + eps));
 }
 
 /// Element j of an optional per-column parameter (absent: `none`).
@@ -215,11 +227,11 @@ __global__ void layerNormRowsKernel(const typename S::T *x,
                                     const typename S::T *w,
                                     const typename S::T *b, typename S::T *y,
                                     int64_t rows, int64_t d, float eps) {
-  FSDPRT_ROW_STRIDE(r, rows) {
+  FSDPRT_WARP_ROW_STRIDE(r, rows) {
     const typename S::T *xr = x + r * d;
     float mean, rstd;
     blockMeanRstd<S>(xr, d, eps, mean, rstd);
-    FSDPRT_COL_STRIDE(j, d) {
+    FSDPRT_LANE_STRIDE(j, d) {
       y[r * d + j] = S::store((S::load(xr[j]) - mean) * rstd *
                                   paramOr<S>(w, j, 1.0f) +
                               paramOr<S>(b, j, 0.0f));
@@ -233,27 +245,28 @@ __global__ void layerNormRowsBackwardKernel(
     const typename S::T *x, const typename S::T *w, const typename S::T *dy,
     typename S::T *dx, float *mean, float *rstd, int64_t rows, int64_t d,
     float eps) {
-  FSDPRT_ROW_STRIDE(r, rows) {
+  FSDPRT_WARP_ROW_STRIDE(r, rows) {
     const typename S::T *xr = x + r * d, *dyr = dy + r * d;
     float mu, rs;
     blockMeanRstd<S>(xr, d, eps, mu, rs);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x % kWarp == 0) {
       mean[r] = mu;
       rstd[r] = rs;
     }
     if (!dx)
       continue;
     double sg = 0.0, sgx = 0.0;
-    FSDPRT_COL_STRIDE(j, d) {
+    FSDPRT_LANE_STRIDE(j, d) {
       float g = S::load(dyr[j]) * paramOr<S>(w, j, 1.0f);
       sg += g;
       sgx += static_cast<double>(g) * ((S::load(xr[j]) - mu) * rs);
     }
-    float mg = static_cast<float>(blockSum(sg) / d);
-    float mgx = static_cast<float>(blockSum(sgx) / d);
-    FSDPRT_COL_STRIDE(j, d) {
+    float mg = static_cast<float>(warpSum(sg) / d);
+    float mgx = static_cast<float>(warpSum(sgx) / d);
+    FSDPRT_LANE_STRIDE(j, d) {
       float g = S::load(dyr[j]) * paramOr<S>(w, j, 1.0f);
-      dx[r * d + j] = S::store(rs * (g - mg - (S::load(xr[j]) - mu) * rs * mgx));
+      float xhat = (S::load(xr[j]) - mu) * rs;
+      dx[r * d + j] = S::store(rs * (g - mg - xhat * mgx));
     }
   }
 }
@@ -262,10 +275,10 @@ template <typename S>
 __global__ void rmsNormRowsKernel(const typename S::T *x,
                                   const typename S::T *w, typename S::T *y,
                                   int64_t rows, int64_t d, float eps) {
-  FSDPRT_ROW_STRIDE(r, rows) {
+  FSDPRT_WARP_ROW_STRIDE(r, rows) {
     const typename S::T *xr = x + r * d;
     float rstd = blockRmsRstd<S>(xr, d, eps);
-    FSDPRT_COL_STRIDE(j, d) {
+    FSDPRT_LANE_STRIDE(j, d) {
       y[r * d + j] = S::store(S::load(xr[j]) * rstd * paramOr<S>(w, j, 1.0f));
     }
   }
@@ -278,20 +291,20 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
                                           const typename S::T *dy,
                                           typename S::T *dx, float *rstd,
                                           int64_t rows, int64_t d, float eps) {
-  FSDPRT_ROW_STRIDE(r, rows) {
+  FSDPRT_WARP_ROW_STRIDE(r, rows) {
     const typename S::T *xr = x + r * d, *dyr = dy + r * d;
     float rs = blockRmsRstd<S>(xr, d, eps);
-    if (threadIdx.x == 0)
+    if (threadIdx.x % kWarp == 0)
       rstd[r] = rs;
     if (!dx)
       continue;
     double sgx = 0.0;
-    FSDPRT_COL_STRIDE(j, d) {
+    FSDPRT_LANE_STRIDE(j, d) {
       sgx += static_cast<double>(S::load(dyr[j]) * paramOr<S>(w, j, 1.0f)) *
              S::load(xr[j]);
     }
-    float c = static_cast<float>(blockSum(sgx) / d) * rs * rs * rs;
-    FSDPRT_COL_STRIDE(j, d) {
+    float c = static_cast<float>(warpSum(sgx) / d) * rs * rs * rs;
+    FSDPRT_LANE_STRIDE(j, d) {
       dx[r * d + j] = S::store(rs * (S::load(dyr[j]) * paramOr<S>(w, j, 1.0f)) -
                                S::load(xr[j]) * c);
     }
@@ -306,7 +319,7 @@ void layerNormForward(Stream s, DType dt, const void *x, const void *w,
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH_ROWS(layerNormRowsKernel<S>, rows, s,
+    FSDPRT_LAUNCH_WARP_ROWS(layerNormRowsKernel<S>, rows, s,
                        static_cast<const T *>(x), static_cast<const T *>(w),
                        static_cast<const T *>(b), static_cast<T *>(y), rows, d,
                        eps);
@@ -319,7 +332,7 @@ void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH_ROWS(layerNormRowsBackwardKernel<S>, rows, s,
+    FSDPRT_LAUNCH_WARP_ROWS(layerNormRowsBackwardKernel<S>, rows, s,
                        static_cast<const T *>(x), static_cast<const T *>(w),
                        static_cast<const T *>(dy), static_cast<T *>(dx), mean,
                        rstd, rows, d, eps);
@@ -331,7 +344,7 @@ void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH_ROWS(rmsNormRowsKernel<S>, rows, s,
+    FSDPRT_LAUNCH_WARP_ROWS(rmsNormRowsKernel<S>, rows, s,
                        static_cast<const T *>(x), static_cast<const T *>(w),
                        static_cast<T *>(y), rows, d, eps);
   });
@@ -343,7 +356,7 @@ void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH_ROWS(rmsNormRowsBackwardKernel<S>, rows, s,
+    FSDPRT_LAUNCH_WARP_ROWS(rmsNormRowsBackwardKernel<S>, rows, s,
                        static_cast<const T *>(x), static_cast<const T *>(w),
                        static_cast<const T *>(dy), static_cast<T *>(dx), rstd,
                        rows, d, eps);

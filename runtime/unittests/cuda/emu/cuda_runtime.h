@@ -32,6 +32,9 @@ inline constexpr EmuDim3 gridDim{1, 1, 1};
 // One thread per block: shared memory is the thread's own, barriers are no-ops.
 #define __shared__
 inline void __syncthreads() {}
+// ...and a warp is that one thread: a shuffle reads its own value.
+template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
+template <typename T> T __shfl_down_sync(unsigned, T v, unsigned) { return v; }
 
 enum cudaError_t {
   cudaSuccess = 0,
