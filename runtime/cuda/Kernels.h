@@ -1,12 +1,14 @@
 //===- Kernels.h - CUDA kernel launchers ------------------------*- C++ -*-===//
 //
 // Host functions that launch the CUDA backend's kernels on a given stream
-// (they do not synchronise). Element-wise bodies call the shared FSDPRT_HD
+// (they do not synchronise), defined by one file per kernel family
+// (Conversions, Elementwise, Reductions, Embedding, Layout, Losses,
+// Optimizers, RowKernels). Element-wise bodies call the shared FSDPRT_HD
 // math of fsdp/rt/math, the same functions the CPU backend calls. Sums are
 // in double in a fixed order: rows (norms, softmax, cross-entropy) one
-// block per row through a fixed reduction tree (RowKernels.cu), columns
-// (reduce, norm weight gradients) in row chunks added in order, long sums
-// in the CPU's 16384-element blocks. Results match the CPU oracle up to
+// warp or block per row through a fixed reduction tree (RowKernels.cu),
+// columns (reduce, norm weight gradients) in row chunks added in order, long
+// sums in the CPU's 16384-element blocks. Results match the CPU oracle up to
 // that order and the device's transcendental functions, and are the same
 // bits run to run.
 //

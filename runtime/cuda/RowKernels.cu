@@ -1,7 +1,7 @@
 //===- RowKernels.cu - Row-parallel norms, softmax and cross-entropy ------===//
 //
 // layer_norm and rms_norm rows (their weight gradients are column sums in
-// Kernels.cu), softmax and attention rows, cross-entropy rows.
+// Reductions.cu), softmax and attention rows, cross-entropy rows.
 // Softmax and cross-entropy run one block per row, its threads striding
 // across the row, sums reduced in double through a fixed shared-memory
 // tree: every row keeps the whole GPU busy at attention's widths (T up to

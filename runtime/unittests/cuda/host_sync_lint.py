@@ -17,7 +17,7 @@ BLOCKING = re.compile(r"\bcuda(Stream|Device|Event)Synchronize\s*\(")
 
 def offenders(root):
     for path in sorted(pathlib.Path(root).glob("*")):
-        if path.suffix not in (".cu", ".h", ".cpp"):
+        if path.suffix not in (".cu", ".cuh", ".h", ".cpp"):
             continue
         lines = path.read_text().splitlines()
         for i, line in enumerate(lines):

@@ -1,0 +1,277 @@
+//===- Elementwise.cu - Pointwise kernels ---------------------------------===//
+//
+// Binary ops with broadcasting, scale, activations and unary math (the CPU
+// backend's FSDPRT_HD bodies, on the storage type), bias row seeds, rotary
+// embeddings, dropout and random fills (Philox, as on the CPU).
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+#include "KernelSupport.cuh"
+
+#include "fsdp/rt/math/Activation.h"
+#include "fsdp/rt/math/Philox.h"
+#include "fsdp/rt/math/Pointwise.h"
+#include "fsdp/rt/math/Rotary.h"
+#include "fsdp/rt/math/Unary.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+template <typename S>
+__global__ void binarySameKernel(int op, const typename S::T *a,
+                                 const typename S::T *b, typename S::T *out,
+                                 int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    out[i] = S::store(binaryApply(op, S::load(a[i]), S::load(b[i])));
+  }
+}
+
+template <typename S>
+__global__ void binaryBroadcastKernel(int op, const typename S::T *a,
+                                      const typename S::T *b,
+                                      typename S::T *out, Dims d, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    int64_t oa, ob;
+    offsetsOf(d, i, oa, ob);
+    out[i] = S::store(binaryApply(op, S::load(a[oa]), S::load(b[ob])));
+  }
+}
+
+template <typename S>
+__global__ void scaleKernel(const typename S::T *x, typename S::T *y, int64_t n,
+                            float factor) {
+  FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(factor * S::load(x[i])); }
+}
+
+__device__ inline float activate(int kind, float v) {
+  switch (kind) {
+  case FSDPRT_RELU:
+    return reluForward(v);
+  case FSDPRT_GELU:
+    return geluForward(v);
+  case FSDPRT_GELU_TANH:
+    return geluTanhForward(v);
+  default:
+    return siluForward(v);
+  }
+}
+
+__device__ inline float activateBackward(int kind, float v, float g) {
+  switch (kind) {
+  case FSDPRT_RELU:
+    return reluBackward(v, g);
+  case FSDPRT_GELU:
+    return geluBackward(v, g);
+  case FSDPRT_GELU_TANH:
+    return geluTanhBackward(v, g);
+  default:
+    return siluBackward(v, g);
+  }
+}
+
+template <typename S>
+__global__ void activationKernel(int kind, const typename S::T *x,
+                                 typename S::T *y, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(activate(kind, S::load(x[i]))); }
+}
+
+template <typename S>
+__global__ void activationBackwardKernel(int kind, const typename S::T *x,
+                                         const typename S::T *dy,
+                                         typename S::T *dx, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    dx[i] = S::store(activateBackward(kind, S::load(x[i]), S::load(dy[i])));
+  }
+}
+
+template <typename S>
+__global__ void unaryKernel(int kind, const typename S::T *x, typename S::T *y,
+                            int64_t n, float a, float b) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    y[i] = S::store(::fsdp::rt::unaryForward(kind, S::load(x[i]), a, b));
+  }
+}
+
+template <typename S>
+__global__ void unaryBackwardKernel(int kind, const typename S::T *x,
+                                    const typename S::T *dy, typename S::T *dx,
+                                    int64_t n, float a, float b) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    dx[i] = S::store(
+        ::fsdp::rt::unaryBackward(kind, S::load(x[i]), S::load(dy[i]), a, b));
+  }
+}
+
+/// One block per row: no 64-bit division per element (emulated on GPUs).
+template <typename T>
+__global__ void seedRowsKernel(const T *b, T *y, int64_t m, int64_t n) {
+  FSDPRT_ROW_STRIDE(r, m) {
+    FSDPRT_COL_STRIDE(j, n) { y[r * n + j] = b[j]; }
+  }
+}
+
+__global__ void ropeKernel(const float *x, float *y, int64_t pairs, int64_t seq,
+                           int64_t heads, int64_t headDim, double theta,
+                           float sign) {
+  int64_t half = headDim / 2;
+  FSDPRT_GRID_STRIDE(p, pairs) {
+    int64_t i = p % half;
+    int64_t rh = p / half; // (row, head)
+    int64_t h = rh % heads, r = rh / heads, t = r % seq;
+    float c, s;
+    rotaryAngle(t, i, headDim, theta, c, s);
+    int64_t at = r * heads * headDim + h * headDim + 2 * i;
+    rotatePair(x[at], x[at + 1], c, sign * s, y[at], y[at + 1]);
+  }
+}
+
+template <typename S>
+__global__ void dropoutKernel(const typename S::T *x, typename S::T *y,
+                              int64_t n, float p, RngKey key) {
+  FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
+    Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
+    for (int l = 0; l < 4 && blk * 4 + l < n; ++l) {
+      int64_t i = blk * 4 + l;
+      y[i] =
+          S::store(S::load(x[i]) * dropoutFactor(uniformFromBits(r.v[l]), p));
+    }
+  }
+}
+
+__global__ void rngFillKernel(float *dst, int64_t n, bool uniform, float a,
+                              float b, RngKey key) {
+  FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
+    Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
+    float out[4];
+    philoxSamples(r, uniform, a, b, out);
+    for (int l = 0; l < 4 && blk * 4 + l < n; ++l)
+      dst[blk * 4 + l] = out[l];
+  }
+}
+
+} // namespace
+
+void seedRows(Stream s, DType dt, const void *b, void *y, int64_t m,
+              int64_t n) {
+  withStorage(dt, [&](auto st) {
+    using T = typename decltype(st)::T;
+    FSDPRT_LAUNCH_ROWS(seedRowsKernel<T>, n > 0 ? m : 0, s,
+                       static_cast<const T *>(b), static_cast<T *>(y), m, n);
+  });
+}
+
+void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
+                   const Shape &aShape, const void *b, const Shape &bShape,
+                   void *out) {
+  int code = static_cast<int>(op);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    auto *pa = static_cast<const T *>(a);
+    auto *pb = static_cast<const T *>(b);
+    auto *po = static_cast<T *>(out);
+    if (aShape == bShape) {
+      int64_t n = numelOf(aShape);
+      FSDPRT_LAUNCH(binarySameKernel<S>, n, s, code, pa, pb, po, n);
+      return;
+    }
+    Shape shape = broadcastShapes(aShape, bShape);
+    requireRank(shape.size(), "broadcast");
+    std::vector<int64_t> sa = broadcastStrides(aShape, shape),
+                         sb = broadcastStrides(bShape, shape);
+    Dims d;
+    d.rank = static_cast<int>(shape.size());
+    for (int i = 0; i < d.rank; ++i) {
+      d.size[i] = shape[i];
+      d.strideA[i] = sa[i];
+      d.strideB[i] = sb[i];
+    }
+    int64_t n = numelOf(shape);
+    FSDPRT_LAUNCH(binaryBroadcastKernel<S>, n, s, code, pa, pb, po, d, n);
+  });
+}
+
+void scale(Stream s, DType dt, const void *x, void *y, int64_t n,
+           float factor) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(scaleKernel<S>, n, s, static_cast<const T *>(x),
+                  static_cast<T *>(y), n, factor);
+  });
+}
+
+void activationForward(Stream s, DType dt, Activation kind, const void *x,
+                       void *y, int64_t n) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(activationKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<T *>(y), n);
+  });
+}
+
+void activationBackward(Stream s, DType dt, Activation kind, const void *x,
+                        const void *dy, void *dx, int64_t n) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(activationBackwardKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<const T *>(dy),
+                  static_cast<T *>(dx), n);
+  });
+}
+
+void unaryForward(Stream s, DType dt, UnaryMath kind, const void *x, void *y,
+                  int64_t n, float a, float b) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(unaryKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<T *>(y), n, a, b);
+  });
+}
+
+void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
+                   const void *dy, void *dx, int64_t n, float a, float b) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(unaryBackwardKernel<S>, n, s, static_cast<int>(kind),
+                  static_cast<const T *>(x), static_cast<const T *>(dy),
+                  static_cast<T *>(dx), n, a, b);
+  });
+}
+
+void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,
+          int64_t heads, int64_t headDim, double theta, bool inverse) {
+  int64_t pairs = batch * seq * heads * (headDim / 2);
+  FSDPRT_LAUNCH(ropeKernel, pairs, s, x, y, pairs, seq, heads, headDim, theta,
+                inverse ? -1.0f : 1.0f);
+}
+
+void dropout(Stream s, DType dt, const void *x, void *y, int64_t n, float p,
+             const RngKey &key) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH(dropoutKernel<S>, (n + 3) / 4, s, static_cast<const T *>(x),
+                  static_cast<T *>(y), n, p, key);
+  });
+}
+
+void rngFill(Stream s, float *dst, int64_t n, Distribution dist, float a,
+             float b, const RngKey &key) {
+  FSDPRT_LAUNCH(rngFillKernel, (n + 3) / 4, s, dst, n,
+                dist == Distribution::Uniform, a, b, key);
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp
