@@ -31,6 +31,27 @@ int64_t capi::nonNegative(int64_t v, const char *what) {
   return v;
 }
 
+void capi::requirePositive(int64_t v, const char *what) {
+  if (v <= 0)
+    fail(Status::InvalidArgument, what, " must be positive, got ", v);
+}
+
+DType capi::indexDType(int32_t code, const char *what) {
+  DType t = dtypeFromCode(code, what);
+  if (t != DType::I32 && t != DType::I64)
+    fail(Status::InvalidArgument, what,
+         ": index dtype must be I32 or I64, got ", dtypeName(t));
+  return t;
+}
+
+int32_t capi::normalizeDim(int64_t dim, size_t rank, const char *what) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (dim < -r || dim >= r)
+    fail(Status::InvalidArgument, what, " ", dim, " is out of range for rank ",
+         rank);
+  return static_cast<int32_t>(dim < 0 ? dim + r : dim);
+}
+
 int64_t capi::mul(int64_t a, int64_t b) {
   if (a != 0 && b > INT64_MAX / a)
     fail(Status::InvalidArgument, "size ", a, " x ", b, " overflows int64");

@@ -11,6 +11,7 @@
 
 #include "fsdp/rt/Context.h"
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/Shape.h"
 
 #include <functional>
 #include <memory>
@@ -50,6 +51,23 @@ inline void requireOut(const void *ptr, const char *what) {
 int64_t nonNegative(int64_t v, const char *what);
 /// a * b with overflow check.
 int64_t mul(int64_t a, int64_t b);
+/// Throws unless v > 0.
+void requirePositive(int64_t v, const char *what);
+/// The dtype of an index operand (I32 or I64).
+DType indexDType(int32_t code, const char *what);
+/// `dim` (negative counts from the end) as an index into a shape of `rank`.
+int32_t normalizeDim(int64_t dim, size_t rank, const char *what);
+
+/// outer, size, inner of a shape around `dim`.
+struct Around {
+  int64_t outer = 1, size, inner = 1;
+  Around(const Shape &s, int32_t dim) : size(s[dim]) {
+    for (int32_t i = 0; i < dim; ++i)
+      outer *= s[i];
+    for (size_t i = dim + 1; i < s.size(); ++i)
+      inner *= s[i];
+  }
+};
 
 /// A kernel launch being prepared: resolves operands against the context,
 /// then enqueues a closure on the stream.

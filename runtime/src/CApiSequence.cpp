@@ -1,0 +1,179 @@
+//===- CApiSequence.cpp - C ABI: embedding, attention, rope ---------------===//
+//
+// Entry points of the C ABI (fsdprt.h) for embedding, attention, rope: each
+// validates dims and operand extents on the calling thread, then enqueues the
+// backend call (CApiSupport.h).
+//
+//===----------------------------------------------------------------------===//
+#include "CApiSupport.h"
+
+#include "fsdp/rt/fsdprt.h"
+
+#include <cmath>
+
+using namespace fsdp::rt;
+using namespace fsdp::rt::capi;
+
+namespace {
+
+AttentionDims attentionDims(int64_t batch, int64_t tq, int64_t tk,
+                            int64_t heads, int64_t kvHeads, int64_t headDim,
+                            int32_t causal, double scale) {
+  nonNegative(batch, "batch");
+  nonNegative(tq, "tq");
+  requirePositive(tk, "tk");
+  requirePositive(heads, "heads");
+  requirePositive(kvHeads, "kv_heads");
+  requirePositive(headDim, "head_dim");
+  if (heads % kvHeads != 0)
+    fail(Status::InvalidArgument, "kv_heads ", kvHeads,
+         " does not divide heads ", heads);
+  if (!std::isfinite(scale))
+    fail(Status::InvalidArgument, "scale must be finite");
+  double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(headDim));
+  return AttentionDims{batch, tq, tk, heads, kvHeads, headDim, causal != 0, s};
+}
+
+} // namespace
+
+extern "C" {
+
+int32_t fsdprt_embedding_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int32_t ids_dtype, int64_t ids,
+                                 int64_t ids_off, int64_t table,
+                                 int64_t table_off, int64_t out,
+                                 int64_t out_off, int64_t num_ids,
+                                 int64_t vocab, int64_t dim) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "embedding_forward");
+    DType it = indexDType(ids_dtype, "ids_dtype");
+    nonNegative(num_ids, "num_ids"), nonNegative(vocab, "vocab");
+    nonNegative(dim, "dim");
+    const void *pi = l.operand(ids, ids_off, num_ids, it, "ids");
+    const void *pt = l.operand(table, table_off, mul(vocab, dim), "table");
+    void *po = l.operand(out, out_off, mul(num_ids, dim), "out");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.embeddingForward(dt, it, pi, pt, po, num_ids, vocab, dim);
+    });
+  });
+}
+
+int32_t fsdprt_embedding_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int32_t ids_dtype, int64_t ids,
+                                  int64_t ids_off, int64_t dy, int64_t dy_off,
+                                  int64_t dtable, int64_t dtable_off,
+                                  int64_t num_ids, int64_t vocab, int64_t dim) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "embedding_backward");
+    DType it = indexDType(ids_dtype, "ids_dtype");
+    nonNegative(num_ids, "num_ids"), nonNegative(vocab, "vocab");
+    nonNegative(dim, "dim");
+    const void *pi = l.operand(ids, ids_off, num_ids, it, "ids");
+    const void *pdy = l.operand(dy, dy_off, mul(num_ids, dim), "dy");
+    void *pdt = l.operand(dtable, dtable_off, mul(vocab, dim), "dtable");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.embeddingBackward(dt, it, pi, pdy, pdt, num_ids, vocab, dim);
+    });
+  });
+}
+
+int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t q, int64_t q_off, int64_t k,
+                                 int64_t k_off, int64_t v, int64_t v_off,
+                                 int64_t out, int64_t out_off, int64_t batch,
+                                 int64_t tq, int64_t tk, int64_t heads,
+                                 int64_t kv_heads, int64_t head_dim,
+                                 int32_t causal, double scale) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "attention_forward");
+    AttentionDims d =
+        attentionDims(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
+    int64_t qn = mul(mul(batch, tq), mul(heads, head_dim));
+    int64_t kvn = mul(mul(batch, tk), mul(kv_heads, head_dim));
+    const void *pq = l.operand(q, q_off, qn, "q");
+    const void *pk = l.operand(k, k_off, kvn, "k");
+    const void *pv = l.operand(v, v_off, kvn, "v");
+    void *po = l.operand(out, out_off, qn, "out");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] { be.attentionForward(dt, pq, pk, pv, po, d); });
+  });
+}
+
+int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t q, int64_t q_off, int64_t k,
+                                  int64_t k_off, int64_t v, int64_t v_off,
+                                  int64_t dout, int64_t dout_off, int64_t dq,
+                                  int64_t dq_off, int64_t dk, int64_t dk_off,
+                                  int64_t dv, int64_t dv_off, int64_t batch,
+                                  int64_t tq, int64_t tk, int64_t heads,
+                                  int64_t kv_heads, int64_t head_dim,
+                                  int32_t causal, double scale) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "attention_backward");
+    AttentionDims d =
+        attentionDims(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
+    int64_t qn = mul(mul(batch, tq), mul(heads, head_dim));
+    int64_t kvn = mul(mul(batch, tk), mul(kv_heads, head_dim));
+    const void *pq = l.operand(q, q_off, qn, "q");
+    const void *pk = l.operand(k, k_off, kvn, "k");
+    const void *pv = l.operand(v, v_off, kvn, "v");
+    const void *pdo = l.operand(dout, dout_off, qn, "dout");
+    void *pdq = l.optional(dq, dq_off, qn, "dq");
+    void *pdk = l.optional(dk, dk_off, kvn, "dk");
+    void *pdv = l.optional(dv, dv_off, kvn, "dv");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.attentionBackward(dt, pq, pk, pv, pdo, pdq, pdk, pdv, d);
+    });
+  });
+}
+
+static int32_t ropeImpl(const char *fn, const char *op, bool inverse,
+                        int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                        int64_t x_off, int64_t y, int64_t y_off, int64_t batch,
+                        int64_t seq, int64_t heads, int64_t head_dim,
+                        double theta) {
+  return guarded(fn, [&] {
+    Launch l(ctx, stream, dtype, op);
+    nonNegative(batch, "batch"), nonNegative(seq, "seq");
+    requirePositive(heads, "heads");
+    requirePositive(head_dim, "head_dim");
+    if (head_dim % 2 != 0)
+      fail(Status::InvalidArgument, "head_dim ", head_dim,
+           " must be even (rotary pairs)");
+    if (!(theta > 0) || !std::isfinite(theta))
+      fail(Status::InvalidArgument, "theta must be positive and finite");
+    int64_t n = mul(mul(batch, seq), mul(heads, head_dim));
+    const void *px = l.operand(x, x_off, n, inverse ? "dy" : "x");
+    void *py = l.operand(y, y_off, n, inverse ? "dx" : "y");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.rope(dt, px, py, batch, seq, heads, head_dim, theta, inverse);
+    });
+  });
+}
+
+int32_t fsdprt_rope_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t x, int64_t x_off, int64_t y, int64_t y_off,
+                            int64_t batch, int64_t seq, int64_t heads,
+                            int64_t head_dim, double theta) {
+  return ropeImpl(__func__, "rope_forward", false, ctx, stream, dtype, x, x_off,
+                  y, y_off, batch, seq, heads, head_dim, theta);
+}
+
+int32_t fsdprt_rope_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                             int64_t dy, int64_t dy_off, int64_t dx,
+                             int64_t dx_off, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t head_dim, double theta) {
+  return ropeImpl(__func__, "rope_backward", true, ctx, stream, dtype, dy,
+                  dy_off, dx, dx_off, batch, seq, heads, head_dim, theta);
+}
+
+} // extern "C"
