@@ -345,7 +345,8 @@ def report(model, *, profile: Mapping[str, float] | None = None,
 @dataclass
 class RunResult:
     """A finished fsdp-run: its exit status, output, the metric rows (one
-    dict per step: step, loss, step_time_s, tokens_per_s, peak_bytes,
+    dict per step: step, loss, step_time_s, tokens_per_s, peak_bytes (the
+    arena's), [device_peak_bytes] (arena + per-call scratch, CUDA),
     comm_exposed_s, [grad_norm]) and the one-line command."""
     returncode: int
     stdout: str

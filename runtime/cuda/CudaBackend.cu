@@ -291,12 +291,30 @@ public:
            " does not support stream-ordered allocation (cudaMallocAsync)");
     // Keep memory freed by stream-ordered scratch in the pool instead of
     // returning it to the driver at every synchronisation.
-    cudaMemPool_t pool;
-    checkCuda(cudaDeviceGetDefaultMemPool(&pool, device_),
+    checkCuda(cudaDeviceGetDefaultMemPool(&pool_, device_),
               "cudaDeviceGetDefaultMemPool");
     uint64_t threshold = UINT64_MAX;
-    checkCuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+    checkCuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold,
                                       &threshold),
+              "cudaMemPoolSetAttribute");
+    resetDeviceHighWater();
+  }
+
+  // The arena and every per-call scratch come from the device's default
+  // pool (cudaMallocAsync), which keeps the high-water mark of its use.
+  // cuBLAS's and cuDNN's own handles' memory is not in it.
+  int64_t deviceHighWater() override {
+    uint64_t high = 0, used = 0;
+    checkCuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high),
+              "cudaMemPoolGetAttribute");
+    checkCuda(
+        cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used),
+        "cudaMemPoolGetAttribute");
+    return static_cast<int64_t>(std::max(high, used));
+  }
+  void resetDeviceHighWater() override {
+    uint64_t zero = 0; // the only value the mark can be reset to
+    checkCuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero),
               "cudaMemPoolSetAttribute");
   }
 
@@ -1136,6 +1154,7 @@ private:
   }
 
   const int device_;
+  cudaMemPool_t pool_ = nullptr;
   const bool syncEachCall_;
   const bool useCudnn_;
   std::mutex mutex_;

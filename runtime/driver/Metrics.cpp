@@ -29,6 +29,8 @@ std::string metricsJson(const StepMetrics &m) {
   j["step_time_s"] = number(m.stepTimeS);
   j["tokens_per_s"] = number(m.tokensPerS);
   j["peak_bytes"] = m.peakBytes;
+  if (m.devicePeakBytes >= 0)
+    j["device_peak_bytes"] = m.devicePeakBytes;
   j["comm_exposed_s"] = number(m.commExposedS);
   if (!std::isnan(m.lr))
     j["lr"] = number(m.lr);
@@ -87,6 +89,9 @@ std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps) {
                 static_cast<long long>(totalSteps), m.loss, m.tokensPerS,
                 m.stepTimeS, formatBytes(m.peakBytes).c_str(), m.commExposedS);
   std::string line = buf;
+  if (m.devicePeakBytes >= 0) // after "peak ...": the device's, scratch too
+    line.insert(line.find("  exposed comm"),
+                " (device " + formatBytes(m.devicePeakBytes) + ")");
   if (!std::isnan(m.lr)) {
     std::snprintf(buf, sizeof(buf), "  lr %.2e", m.lr);
     line += buf;

@@ -22,6 +22,9 @@ struct StepMetrics {
   double stepTimeS = 0;    // wall time of the step
   double tokensPerS = 0;   // global tokens (or samples) per second
   int64_t peakBytes = 0;   // arena high water of this rank
+  // The device memory held at once (arena + per-call scratch), largest
+  // over ranks; -1 where the backend does not track it (CPU).
+  int64_t devicePeakBytes = -1;
   double commExposedS = 0; // compute stream blocked on communication
   double gradNorm = std::numeric_limits<double>::quiet_NaN(); // NaN: absent
   double lr = std::numeric_limits<double>::quiet_NaN(); // NaN: no optimizer

@@ -125,14 +125,15 @@ void saveLossScaler(const std::optional<LossScaler> &scaler, Metadata &meta) {
   meta["optimizer_steps"] = std::to_string(scaler->optimizerSteps());
 }
 
-/// A scalar all-reduced over the world (loss: average; peak: max).
+/// A scalar all-reduced over the world (loss: average; peaks: max).
 struct Reduced {
   float loss;
-  int64_t peak;
+  int64_t peak, devicePeak;
   float gradNorm = NAN; // when the step clips: the same on every rank
   float foundInf = 0;   // with loss scaling: the same on every rank
 };
-Reduced reduceMetrics(RankRuntime &rt, const Program &p, int64_t peak) {
+Reduced reduceMetrics(RankRuntime &rt, const Program &p, int64_t peak,
+                      int64_t devicePeak) {
   // Allocated between steps, when the plan's transients are free, so that it
   // never adds to the arena's high-water mark that is checked against the plan.
   int64_t scratch = 0;
@@ -141,19 +142,23 @@ Reduced reduceMetrics(RankRuntime &rt, const Program &p, int64_t peak) {
   check(fsdprt_copy(rt.ctx, s, scratch, 0, rt.persistent, p.lossOffset, 4),
         "reading the loss");
   // Arena sizes are multiples of the alignment (64 bytes): in its units a
-  // float holds them exactly up to 1 GiB.
-  float peakUnits = float(peak / FSDPRT_ARENA_ALIGNMENT);
-  check(fsdprt_copy_from_host(rt.ctx, s, scratch, 8, &peakUnits, 4),
-        "staging the peak");
+  // float holds them exactly up to 1 GiB (the device's peak, rounded up to
+  // the unit, within 6e-8 beyond). -1: not tracked.
+  const int64_t unit = FSDPRT_ARENA_ALIGNMENT;
+  float peakUnits[2] = {float(peak / unit),
+                        devicePeak < 0 ? -1.0f
+                                       : float((devicePeak + unit - 1) / unit)};
+  check(fsdprt_copy_from_host(rt.ctx, s, scratch, 8, peakUnits, 8),
+        "staging the peaks");
   check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_AVG,
                           scratch, 0, scratch, 0, 1),
         "averaging the loss");
   check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_MAX,
-                          scratch, 8, scratch, 8, 1),
-        "reducing the peak");
+                          scratch, 8, scratch, 8, 2),
+        "reducing the peaks");
   Reduced out{};
   check(fsdprt_copy_to_host(rt.ctx, s, &out.loss, scratch, 0, 4), "loss");
-  check(fsdprt_copy_to_host(rt.ctx, s, &peakUnits, scratch, 8, 4), "peak");
+  check(fsdprt_copy_to_host(rt.ctx, s, peakUnits, scratch, 8, 8), "peaks");
   if (p.gradNormOffset >= 0)
     check(fsdprt_copy_to_host(rt.ctx, s, &out.gradNorm, rt.persistent,
                               p.gradNormOffset, 4),
@@ -163,7 +168,8 @@ Reduced reduceMetrics(RankRuntime &rt, const Program &p, int64_t peak) {
                               p.foundInfOffset, 4),
           "reading the found-inf flag");
   check(fsdprt_stream_synchronize(rt.ctx, s), "reducing metrics");
-  out.peak = int64_t(peakUnits) * FSDPRT_ARENA_ALIGNMENT;
+  out.peak = int64_t(peakUnits[0]) * unit;
+  out.devicePeak = peakUnits[1] < 0 ? -1 : int64_t(peakUnits[1]) * unit;
   check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
   return out;
 }
@@ -266,9 +272,10 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     check(fsdprt_stream_wait_seconds(rt.ctx, compute, &waitedAfter), "stats");
-    int64_t peak = 0, extent = 0;
+    int64_t peak = 0, extent = 0, devicePeak = -1;
     check(fsdprt_arena_high_water(rt.ctx, &peak, &extent), "stats");
-    Reduced reduced = reduceMetrics(rt, p, peak);
+    check(fsdprt_device_high_water(rt.ctx, &devicePeak), "stats");
+    Reduced reduced = reduceMetrics(rt, p, peak, devicePeak);
 
     StepMetrics m;
     m.step = stepCount + 1;
@@ -276,6 +283,7 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
     m.stepTimeS = seconds;
     m.tokensPerS = double(data.tokensPerStep()) / seconds;
     m.peakBytes = reduced.peak;
+    m.devicePeakBytes = reduced.devicePeak;
     m.commExposedS = waitedAfter - waitedBefore;
     m.gradNorm = reduced.gradNorm;
     evalLossSum += m.loss;

@@ -153,7 +153,18 @@ int32_t fsdprt_context_synchronize(int64_t ctx) {
 }
 
 int32_t fsdprt_arena_reset_high_water(int64_t ctx) {
-  return guarded(__func__, [&] { getContext(ctx)->arena().resetHighWater(); });
+  return guarded(__func__, [&] {
+    auto c = getContext(ctx);
+    c->arena().resetHighWater();
+    c->backend().resetDeviceHighWater();
+  });
+}
+
+int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes) {
+  return guarded(__func__, [&] {
+    requireOut(out_bytes, "out_bytes");
+    *out_bytes = getContext(ctx)->backend().deviceHighWater();
+  });
 }
 
 int32_t fsdprt_context_set_arena_base(int64_t ctx, int64_t base) {

@@ -234,6 +234,7 @@ for run in ("f32", "bf16", "bf16-nocudnn", "bf16-issue", "bf16-sync"):
         results[f"gpt2_124m_{run}"] = {
             "losses": [r["loss"] for r in rows], "median_step_s": times[len(times) // 2],
             "peak_bytes": rows[-1].get("peak_bytes"),
+            "device_peak_bytes": rows[-1].get("device_peak_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
 # Where attention fell back from cuDNN's fused kernels to cuBLAS, and why.

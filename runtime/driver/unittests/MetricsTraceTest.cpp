@@ -99,6 +99,19 @@ TEST_F(Metrics, WriterTruncatesAndWritesOneJsonObjectPerLine) {
   EXPECT_DOUBLE_EQ(b["grad_norm"].get<double>(), 0.75);
 }
 
+TEST_F(Metrics, DevicePeakIsWrittenWhereTheBackendTracksIt) {
+  StepMetrics m = sample(3);
+  json none = json::parse(metricsJson(m));
+  EXPECT_FALSE(none.contains("device_peak_bytes")) << none.dump();
+  m.devicePeakBytes = 3 << 20;
+  json j = json::parse(metricsJson(m));
+  EXPECT_EQ(j["device_peak_bytes"], 3 << 20);
+  std::string line = formatProgressLine(m, 10);
+  EXPECT_NE(line.find("peak 1.25 MiB (device 3.00 MiB)  exposed comm"),
+            std::string::npos)
+      << line;
+}
+
 TEST_F(Metrics, LearningRateIsWrittenWhenThereIsAnOptimizer) {
   StepMetrics m = sample(4);
   m.lr = 3e-4;

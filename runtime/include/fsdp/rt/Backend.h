@@ -98,6 +98,11 @@ public:
   // Memory: one allocation per context holds the whole arena.
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
+  /// The most device memory held at once since the last reset: the arena
+  /// plus per-call scratch (what PyTorch's max_memory_allocated counts);
+  /// -1 where the backend does not track it (the CPU's host memory).
+  virtual int64_t deviceHighWater() { return -1; }
+  virtual void resetDeviceHighWater() {}
   /// Device-side ordering if calls return before their device work is done
   /// (DeviceOrdering.h); null when each call completes its work.
   virtual DeviceOrdering *deviceOrdering() { return nullptr; }

@@ -94,8 +94,12 @@ int32_t fsdprt_context_world_size(int64_t ctx, int32_t *out);
 int32_t fsdprt_arena_high_water(int64_t ctx, int64_t *out_bytes,
                                 int64_t *out_extent);
 int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
-/* Restarts both high-water marks from what is in use now. */
+/* Restarts both high-water marks from what is in use now, and the device's. */
 int32_t fsdprt_arena_reset_high_water(int64_t ctx);
+/* The most device memory the backend held at once (the arena plus per-call */
+/* scratch such as cuDNN workspaces and f32 staging); -1 where it is not */
+/* tracked (the CPU backend). */
+int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes);
 /* Added to every fsdprt_buffer_alloc_at offset from now on (a multiple of */
 /* FSDPRT_ARENA_ALIGNMENT, default 0): runs a second compiled program, e.g. */
 /* an evaluation, in the arena after the first's persistent buffer. */

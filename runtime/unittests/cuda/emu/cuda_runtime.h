@@ -13,9 +13,12 @@
 #ifndef FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
 #define FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #define FSDPRT_CUDA_EMULATION 1
 #define __global__
@@ -103,16 +106,41 @@ inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) {
   *v = 1;
   return cudaSuccess;
 }
-struct EmuPool {};
-using cudaMemPool_t = EmuPool *;
-enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
-inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *p, int) {
+/// The default pool's accounting of stream-ordered allocations (bytes in
+/// use and their high-water mark), as cudaMemPoolAttrUsedMem[High].
+struct EmuPool {
+  std::mutex mutex;
+  std::map<void *, size_t> sizes;
+  uint64_t used = 0, usedHigh = 0;
+};
+inline EmuPool &emuPool() {
   static EmuPool pool;
-  *p = &pool;
+  return pool;
+}
+using cudaMemPool_t = EmuPool *;
+enum cudaMemPoolAttr {
+  cudaMemPoolAttrReleaseThreshold = 4,
+  cudaMemPoolAttrUsedMemCurrent = 7,
+  cudaMemPoolAttrUsedMemHigh = 8,
+};
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *p, int) {
+  *p = &emuPool();
   return cudaSuccess;
 }
-inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr,
-                                           void *) {
+/// Setting UsedMemHigh (to 0) restarts the mark from what is in use.
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool,
+                                           cudaMemPoolAttr attr, void *) {
+  if (attr == cudaMemPoolAttrUsedMemHigh) {
+    std::lock_guard<std::mutex> lock(pool->mutex);
+    pool->usedHigh = pool->used;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool,
+                                           cudaMemPoolAttr attr, void *v) {
+  std::lock_guard<std::mutex> lock(pool->mutex);
+  *static_cast<uint64_t *>(v) =
+      attr == cudaMemPoolAttrUsedMemHigh ? pool->usedHigh : pool->used;
   return cudaSuccess;
 }
 inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
@@ -127,9 +155,23 @@ inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
   if (!*p)
     return cudaErrorMemoryAllocation;
   std::memset(*p, 0xff, bytes);
+  EmuPool &pool = emuPool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.sizes[*p] = bytes;
+  pool.used += bytes;
+  pool.usedHigh = std::max(pool.usedHigh, pool.used);
   return cudaSuccess;
 }
 inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+  EmuPool &pool = emuPool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    auto it = pool.sizes.find(p);
+    if (it != pool.sizes.end()) {
+      pool.used -= it->second;
+      pool.sizes.erase(it);
+    }
+  }
   std::free(p);
   return cudaSuccess;
 }
