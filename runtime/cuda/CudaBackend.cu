@@ -1178,10 +1178,12 @@ std::unique_ptr<Backend> createCudaBackend(int) {
   return std::make_unique<CudaBackend>(pickDevice(count));
 }
 
-// Registers "cuda" when libfsdp_runtime is loaded (the registry is built on
-// first use, so the order of static initialisers does not matter).
+#ifdef FSDPRT_CUDA_EMULATION
+// The tests' host emulation registers itself ("cuda_emu") from the test
+// binary; the real backend is in the registry's list (Backend.cpp).
 [[maybe_unused]] static const bool registered =
     registerBackend(FSDPRT_CUDA_BACKEND_NAME, createCudaBackend);
+#endif
 
 } // namespace cuda
 } // namespace rt

@@ -3,6 +3,9 @@
 #if FSDPRT_HAVE_CPU_BACKEND
 #include "cpu/CpuBackend.h"
 #endif
+#if FSDPRT_HAVE_CUDA
+#include "cuda/CudaBackend.h"
+#endif
 #include "fsdp/rt/Error.h"
 
 #include <map>
@@ -17,9 +20,14 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, BackendFactory> factories;
+  // The backends this library was built with, in one list; others (the
+  // tests' host emulation of the CUDA backend) call registerBackend.
   Registry() {
 #if FSDPRT_HAVE_CPU_BACKEND
     factories["cpu"] = cpu::createCpuBackend;
+#endif
+#if FSDPRT_HAVE_CUDA
+    factories["cuda"] = cuda::createCudaBackend;
 #endif
   }
 };
