@@ -13,8 +13,8 @@
 #include "RingReduceScatter.h"
 #include "ScratchPool.h"
 
-#include "cpu/Staging.h"
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/HostConvert.h"
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
@@ -60,7 +60,7 @@ std::shared_ptr<gloo::transport::Device> makeDevice(const CommOptions &o) {
 
 /// Fills `acc` with an f32 copy of `in`, divided by `divide`.
 void widen(DType dt, const void *in, int64_t numel, double divide, float *acc) {
-  cpu::convert(dt, in, DType::F32, acc, numel, 1);
+  convertOnHost(dt, in, DType::F32, acc, numel);
   if (divide != 1.0) {
     float d = static_cast<float>(divide);
     for (int64_t i = 0; i < numel; ++i)
@@ -155,7 +155,7 @@ protected:
     if (post != 1.0f)
       for (int64_t i = 0; i < own.count; ++i)
         mine[i] /= post;
-    cpu::convert(DType::F32, mine, dt, out, own.count, 1);
+    convertOnHost(DType::F32, mine, dt, out, own.count);
   }
 
   void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
@@ -184,7 +184,7 @@ protected:
       for (int64_t i = 0; i < numel; ++i)
         acc.get()[i] /= n;
     }
-    cpu::convert(DType::F32, acc.get(), dt, out, numel, 1);
+    convertOnHost(DType::F32, acc.get(), dt, out, numel);
   }
 
   void runBroadcast(void *buf, int64_t bytes, int32_t root,

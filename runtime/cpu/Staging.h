@@ -17,7 +17,7 @@ namespace fsdp {
 namespace rt {
 namespace cpu {
 
-/// Element conversion between any two types (integers only as a source).
+/// convertOnHost (fsdp/rt/HostConvert.h) split over `threads`.
 void convert(DType srcType, const void *src, DType dstType, void *dst,
              int64_t n, int threads);
 
