@@ -9,9 +9,6 @@
 
 #include "fsdp/rt/math/Half.h"
 
-#include <cmath>
-#include <cstring>
-
 namespace fsdp {
 namespace rt {
 namespace cuda {

@@ -14,9 +14,6 @@
 #include "fsdp/rt/math/Rotary.h"
 #include "fsdp/rt/math/Unary.h"
 
-#include <cmath>
-#include <cstring>
-
 namespace fsdp {
 namespace rt {
 namespace cuda {

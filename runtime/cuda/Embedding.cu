@@ -10,16 +10,13 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include <cmath>
-#include <cstring>
-
 namespace fsdp {
 namespace rt {
 namespace cuda {
 
 namespace {
 
-/// firstBad holds the smallest offending position (initialised to n).
+/// flags = {n, 0}: no bad position yet, no valid index counted.
 __global__ void indexCheckInitKernel(unsigned long long *flags, int64_t n) {
   FSDPRT_GRID_STRIDE(i, 1) {
     flags[0] = static_cast<unsigned long long>(n);
@@ -27,6 +24,7 @@ __global__ void indexCheckInitKernel(unsigned long long *flags, int64_t n) {
   }
 }
 
+/// firstBad holds the smallest offending position (initialised to n).
 __global__ void checkIndexKernel(bool i32, const void *ids, int64_t n,
                                  int64_t limit, bool hasIgnore,
                                  int64_t ignoreIndex,

@@ -7,9 +7,6 @@
 #include "Kernels.h"
 #include "KernelSupport.cuh"
 
-#include <cmath>
-#include <cstring>
-
 namespace fsdp {
 namespace rt {
 namespace cuda {

@@ -10,7 +10,6 @@
 #include "fsdp/rt/OptimizerScalars.h"
 
 #include <cmath>
-#include <cstring>
 
 namespace fsdp {
 namespace rt {

@@ -10,9 +10,6 @@
 
 #include "fsdp/rt/math/BatchNorm.h"
 
-#include <cmath>
-#include <cstring>
-
 namespace fsdp {
 namespace rt {
 namespace cuda {
