@@ -89,13 +89,18 @@ def join_gloo(rank, world, port):
 
 
 def leave_gloo():
-    """Every rank reaches the barrier before any tears its process group
-    down: a rank that exits while its peer's gloo threads still talk to it
-    aborts the peer ("terminate called without an active exception",
-    seen under load in CI)."""
+    """Every rank reaches the barrier, then its process ends at once
+    (os._exit after flushing its output; the results are already written).
+    Destroying the process group, or letting the interpreter's exit destroy
+    it, raced the peer's gloo threads and now and then aborted a rank under
+    load after its work was done ("terminate called without an active
+    exception": CI, even with the barrier before destroy_process_group)."""
+    import sys
     import torch.distributed as dist
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def load_weights(model, path, strict=True):
