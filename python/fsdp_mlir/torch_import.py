@@ -840,6 +840,20 @@ def _select(t, node, out, x, dim, index):
     return t.reshape(t.f.slice(x, dim, index, index + 1), _shape(out))
 
 
+def _index_select(t, node, out, x, dim, index):
+    """x.index_select(0, index) as a table lookup: nn.embedding of x's rows
+    (flattened past the first dimension), whose backward, the scatter-add of
+    the selected rows' gradients, is index_select's."""
+    x = t.v(x)
+    if dim % x.type.rank != 0:
+        raise _Unsupported(f"index_select along dimension {dim} (only the "
+                           "first is imported)")
+    rows = x.type.shape[0]
+    width = math.prod(x.type.shape[1:])
+    table = x if x.type.rank == 2 else t.reshape(x, [rows, width])
+    return t.reshape(t.f.embedding(t.v(index), table), _shape(out))
+
+
 def _conv2d(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
             groups=1):
     """A convolution whose stride equals its kernel (ViT's patch embedding)
@@ -1090,6 +1104,7 @@ _OPS: Dict[str, Callable] = {
     "slice.Tensor": _slice,
     "narrow.default": _narrow,
     "select.int": _select,
+    "index_select.default": _index_select,
     "conv2d.default": _conv2d,
     "pad.default": _pad,
     "constant_pad_nd.default": _constant_pad_nd,
