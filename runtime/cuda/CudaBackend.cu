@@ -103,6 +103,7 @@ struct Exec {
   cudaStream_t s;
   cublasHandle_t blas;
   void *pinned;
+  double padGemmFlops; // gemm(): see padGemmFlops()
 };
 
 /// An index check queued on a thread's stream whose verdict the host has
@@ -157,7 +158,7 @@ const void *zeroPadded(cudaStream_t s, const void *p, int64_t rows,
 /// runs on zero-padded copies instead, as inductor's pad_mm does: cuBLAS
 /// ran the lm head at 130 TFLOP/s on an H100 against 600 for aligned
 /// shapes; the copies cost a pass over each padded operand.
-/// FSDPRT_CUDA_PAD_GEMM_FLOPS overrides it.
+/// FSDPRT_CUDA_PAD_GEMM_FLOPS overrides it (read once per backend).
 double padGemmFlops() {
   const char *v = std::getenv("FSDPRT_CUDA_PAD_GEMM_FLOPS");
   return v && *v ? std::atof(v) : 1e9;
@@ -178,7 +179,7 @@ void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
   bool unaligned = pm != m || pn != n || pk != k || misaligned(lda, dt) ||
                    misaligned(ldb, dt) || misaligned(ldc, ct);
   if (batch == 1 && dt != DType::F32 && unaligned &&
-      2.0 * m * n * k >= padGemmFlops()) {
+      2.0 * m * n * k >= e.padGemmFlops) {
     // Zero rows / columns added along k contribute exact zeros.
     Scratch pa, pb, pc;
     const void *ua = transA ? zeroPadded(e.s, a, k, m, lda, pk, pm, dt, pa)
@@ -280,7 +281,8 @@ class CudaBackend final : public Backend, public DeviceOrdering {
 public:
   explicit CudaBackend(int device)
       : device_(device), syncEachCall_(envFlag("FSDPRT_CUDA_SYNC")),
-        useCudnn_(!envIs("FSDPRT_CUDNN", "0")) {
+        useCudnn_(!envIs("FSDPRT_CUDNN", "0")),
+        padGemmFlops_(padGemmFlops()) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     int pools = 0;
     checkCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
@@ -355,8 +357,13 @@ public:
                                   static_cast<CudaMarker &>(marker).event(), 0),
               "cudaStreamWaitEvent");
   }
+  /// Waits for the calling thread's device work and reads its index checks'
+  /// verdicts (failing on a bad index).
   void synchronize() override {
-    // host-sync: Stream::synchronize, or a collective about to run.
+    // Called for Stream::synchronize, a collective about to run, copies to
+    // or from host memory and the arena (runSync), every call with
+    // FSDPRT_CUDA_SYNC=1 (finishCall), all index-verdict slots in use.
+    // host-sync: the callers above.
     checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
     readVerdicts(state());
   }
@@ -1054,24 +1061,19 @@ private:
   /// Queues `body`'s device work on the calling thread's stream.
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
-    Exec e{st.stream, st.blas, st.pinned};
+    Exec e{st.stream, st.blas, st.pinned, padGemmFlops_};
     body(e);
     finishCall();
   }
   /// Ends a call whose work is queued on the calling thread's stream.
   void finishCall() {
-    if (!syncEachCall_)
-      return;
-    // host-sync: only with FSDPRT_CUDA_SYNC=1
-    checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
-    readVerdicts(state());
+    if (syncEachCall_)
+      synchronize();
   }
   /// Runs `body` and waits for its device work (host memory, allocation).
   template <typename F> void runSync(F &&body) {
     run(std::forward<F>(body));
-    // host-sync: copies to or from host memory and the arena only.
-    checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
-    readVerdicts(state());
+    synchronize();
   }
 
   /// Queues an index check on the calling thread's stream. Its verdict is
@@ -1082,11 +1084,8 @@ private:
                   int64_t n, int64_t limit, int64_t ignoreIndex,
                   int64_t *count) {
     ThreadState &st = state();
-    if (st.pending.size() == kVerdictSlots) {
-      // host-sync: every verdict slot holds an unread verdict.
-      checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
-      readVerdicts(st);
-    }
+    if (st.pending.size() == kVerdictSlots)
+      synchronize(); // every verdict slot holds an unread verdict
     queueIndexCheck(st.stream, type, ids, n, limit, targets, ignoreIndex,
                     count, st.verdicts + st.pending.size());
     st.pending.push_back({op, targets, n, limit, ignoreIndex});
@@ -1157,6 +1156,7 @@ private:
   cudaMemPool_t pool_ = nullptr;
   const bool syncEachCall_;
   const bool useCudnn_;
+  const double padGemmFlops_;
   std::mutex mutex_;
   std::map<std::thread::id, ThreadState> states_;
   std::set<std::string> fallbacks_; // reasons already printed

@@ -93,24 +93,29 @@ inline unsigned gridFor(int64_t n) {
   } while (0)
 #endif
 
-/// Launches kernel<<<rows (capped), kThreads, 0, stream>>>(args...): one
-/// block per row (FSDPRT_ROW_STRIDE), its threads across the row
-/// (FSDPRT_COL_STRIDE), reducing through blockSum / blockMax (RowKernels.cu).
+/// Launches kernel<<<blocks (capped), kThreads, 0, stream>>>(args...) unless
+/// blocks is 0, then checks the launch; under the host emulation a plain
+/// call, as FSDPRT_LAUNCH.
 #ifdef FSDPRT_CUDA_EMULATION
-#define FSDPRT_LAUNCH_ROWS(kernel, rows, stream, ...)                          \
-  FSDPRT_LAUNCH(kernel, rows, stream, __VA_ARGS__)
+#define FSDPRT_LAUNCH_BLOCKS(kernel, blocks, stream, ...)                      \
+  FSDPRT_LAUNCH(kernel, blocks, stream, __VA_ARGS__)
 #else
-#define FSDPRT_LAUNCH_ROWS(kernel, rows, stream, ...)                          \
+#define FSDPRT_LAUNCH_BLOCKS(kernel, blocks, stream, ...)                      \
   do {                                                                         \
-    int64_t launchRows_ = (rows);                                              \
-    if (launchRows_ > 0) {                                                     \
+    int64_t launchBlocks_ = (blocks);                                          \
+    if (launchBlocks_ > 0) {                                                   \
       kernel<<<static_cast<unsigned>(                                          \
-                   std::min<int64_t>(launchRows_, int64_t(1) << 20)),          \
+                   std::min<int64_t>(launchBlocks_, int64_t(1) << 20)),        \
                ::fsdp::rt::cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);        \
       ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
     }                                                                          \
   } while (0)
 #endif
+
+/// One block per row (FSDPRT_ROW_STRIDE), its threads across the row
+/// (FSDPRT_COL_STRIDE), reducing through blockSum / blockMax (RowKernels.cu).
+#define FSDPRT_LAUNCH_ROWS(kernel, rows, stream, ...)                          \
+  FSDPRT_LAUNCH_BLOCKS(kernel, rows, stream, __VA_ARGS__)
 
 /// Threads of a warp: 32, or 1 under the host emulation, where a block is
 /// one thread (its warp reductions are the value itself).
@@ -121,26 +126,14 @@ constexpr int kWarp = 32;
 #endif
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 
-/// Launches kernel with one warp per row (FSDPRT_WARP_ROW_STRIDE), its
-/// lanes across the row (FSDPRT_LANE_STRIDE), reducing through warpSum:
-/// rows of a few thousand elements (norms) without block barriers.
-#ifdef FSDPRT_CUDA_EMULATION
+/// One warp per row (FSDPRT_WARP_ROW_STRIDE), its lanes across the row
+/// (FSDPRT_LANE_STRIDE), reducing through warpSum: rows of a few thousand
+/// elements (norms) without block barriers.
 #define FSDPRT_LAUNCH_WARP_ROWS(kernel, rows, stream, ...)                     \
-  FSDPRT_LAUNCH(kernel, rows, stream, __VA_ARGS__)
-#else
-#define FSDPRT_LAUNCH_WARP_ROWS(kernel, rows, stream, ...)                     \
-  do {                                                                         \
-    int64_t warpRows_ = (rows);                                                \
-    if (warpRows_ > 0) {                                                       \
-      int64_t blocks_ = (warpRows_ + ::fsdp::rt::cuda::kWarpsPerBlock - 1) /   \
-                        ::fsdp::rt::cuda::kWarpsPerBlock;                      \
-      kernel<<<static_cast<unsigned>(                                          \
-                   std::min<int64_t>(blocks_, int64_t(1) << 20)),              \
-               ::fsdp::rt::cuda::kThreads, 0, (stream)>>>(__VA_ARGS__);        \
-      ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
-    }                                                                          \
-  } while (0)
-#endif
+  FSDPRT_LAUNCH_BLOCKS(kernel,                                                 \
+                       ((rows) + ::fsdp::rt::cuda::kWarpsPerBlock - 1) /       \
+                           ::fsdp::rt::cuda::kWarpsPerBlock,                   \
+                       stream, __VA_ARGS__)
 #define FSDPRT_WARP_ROW_STRIDE(r, rows)                                        \
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) +   \
                    threadIdx.x / kWarp;                                        \

@@ -166,7 +166,6 @@ protected:
 // backend runs large such GEMMs on padded copies; FSDPRT_CUDA_PAD_GEMM_FLOPS
 // = 0 makes it pad these small ones too, and the results must not change.
 TEST_P(HalfStorageConformance, LinearForwardAndBackward) {
-  Device dev(std::get<0>(GetParam()));
   const int64_t m = 4, k = 13, n = 5;
   auto x = narrow(randomVector(m * k, 181)),
        w = narrow(randomVector(n * k, 182)), b = narrow(randomVector(n, 183)),
@@ -184,7 +183,8 @@ TEST_P(HalfStorageConformance, LinearForwardAndBackward) {
     }
   for (const char *pad : {"", "0"}) {
     SCOPED_TRACE(std::string("FSDPRT_CUDA_PAD_GEMM_FLOPS=") + pad);
-    setenv("FSDPRT_CUDA_PAD_GEMM_FLOPS", pad, 1);
+    setenv("FSDPRT_CUDA_PAD_GEMM_FLOPS", pad, 1); // read by the backend
+    Device dev(std::get<0>(GetParam()));
     int64_t bx = dev.upload(x), bw = dev.upload(w), bb = dev.upload(b),
             bdy = dev.upload(dy), by = dev.alloc(m * n * 2),
             bdx = dev.alloc(m * k * 2), bdw = dev.alloc(n * k * 2);
