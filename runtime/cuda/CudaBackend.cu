@@ -32,7 +32,8 @@
 // * Pinned host staging buffers (one per worker thread) are reused only
 //   after the copy that read or wrote them has been synchronised.
 //
-// GEMMs run through cublasGemmEx / cublasGemmStridedBatchedEx with
+// GEMMs run through cublasGemmEx / cublasGemmStridedBatchedEx (linear
+// layers with a bias through cuBLASLt's bias epilogues, LtMatmul.h) with
 // f32/bf16/f16 operands in their storage type, an f32 result and
 // CUBLAS_COMPUTE_32F (f32 accumulation, no TF32); 16-bit results are rounded
 // once from the f32 result, as the CPU backend does.
@@ -40,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
 #include "Kernels.h"
+#include "LtMatmul.h"
 #ifdef FSDPRT_HAVE_CUDNN
 #include "FusedAttention.h"
 #endif
@@ -72,6 +74,13 @@ namespace cuda {
 namespace {
 
 constexpr int64_t kPinnedBytes = int64_t(8) << 20;
+/// The GEMM workspace of each worker stream, shared by cuBLAS and cuBLASLt
+/// (one call at a time on the stream); 32 MiB as PyTorch uses on Hopper.
+#ifdef FSDPRT_CUDA_EMULATION
+constexpr size_t kGemmWorkspaceBytes = 4096;
+#else
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+#endif
 
 cudaDataType_t cudaType(DType dt) {
   switch (dt) {
@@ -102,6 +111,7 @@ const void *at(const void *p, int64_t elems, DType dt) {
 struct Exec {
   cudaStream_t s;
   cublasHandle_t blas;
+  LtMatmul *lt;
   void *pinned;
   double padGemmFlops; // gemm(): see padGemmFlops()
 };
@@ -118,6 +128,8 @@ constexpr size_t kVerdictSlots = 64;
 struct ThreadState {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  void *gemmWorkspace = nullptr;
+  std::unique_ptr<LtMatmul> lt;
   void *pinned = nullptr;
   IndexVerdict *verdicts = nullptr;  // kVerdictSlots, pinned host memory
   std::vector<PendingCheck> pending; // pending[i]'s verdict is verdicts[i]
@@ -164,6 +176,15 @@ double padGemmFlops() {
   return v && *v ? std::atof(v) : 1e9;
 }
 
+/// Whether gemm() runs a GEMM of these dimensions on zero-padded copies.
+bool padsGemm(const Exec &e, DType dt, DType ct, int64_t m, int64_t n,
+              int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+  bool unaligned = roundUp8(m) != m || roundUp8(n) != n ||
+                   roundUp8(k) != k || misaligned(lda, dt) ||
+                   misaligned(ldb, dt) || misaligned(ldc, ct);
+  return dt != DType::F32 && unaligned && 2.0 * m * n * k >= e.padGemmFlops;
+}
+
 /// Row-major C[batch][m, n] = alpha * op(A) op(B) + beta * C with A and B
 /// in storage type `dt` and C in `ct` (f32 or dt: a 16-bit C is rounded
 /// once from the f32 accumulation); strides are in elements. cuBLAS is
@@ -175,11 +196,8 @@ void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
           int64_t batch = 1) {
   if (m == 0 || n == 0 || batch == 0)
     return;
-  int64_t pm = roundUp8(m), pn = roundUp8(n), pk = roundUp8(k);
-  bool unaligned = pm != m || pn != n || pk != k || misaligned(lda, dt) ||
-                   misaligned(ldb, dt) || misaligned(ldc, ct);
-  if (batch == 1 && dt != DType::F32 && unaligned &&
-      2.0 * m * n * k >= e.padGemmFlops) {
+  if (batch == 1 && padsGemm(e, dt, ct, m, n, k, lda, ldb, ldc)) {
+    int64_t pm = roundUp8(m), pn = roundUp8(n), pk = roundUp8(k);
     // Zero rows / columns added along k contribute exact zeros.
     Scratch pa, pb, pc;
     const void *ua = transA ? zeroPadded(e.s, a, k, m, lda, pk, pm, dt, pa)
@@ -330,8 +348,11 @@ public:
 #ifdef FSDPRT_HAVE_CUDNN
       st.fused.reset();
 #endif
+      st.lt.reset();
       if (st.blas)
         cublasDestroy(st.blas);
+      if (st.gemmWorkspace)
+        cudaFreeAsync(st.gemmWorkspace, st.stream);
       if (st.stream)
         cudaStreamDestroy(st.stream);
       if (st.pinned)
@@ -432,7 +453,13 @@ public:
   void linearForward(DType dt, const void *x, const void *w, const void *b,
                      void *y, int64_t m, int64_t k, int64_t n) override {
     run([&](Exec &e) {
-      if (b) // bias rows, then beta = 1: y = round(x w^T + b) once
+      // y = round(x w^T + b) once: cuBLASLt's bias epilogue (y^T = w x^T
+      // column-major), else bias rows and beta = 1.
+      if (b && !padsGemm(e, dt, dt, m, n, k, k, k, n) &&
+          e.lt->run({LtGemm::Epilogue::Bias, cudaType(dt), cudaType(dt), true,
+                     false, n, m, k, w, k, x, k, y, n, const_cast<void *>(b)}))
+        return;
+      if (b)
         seedRows(e.s, dt, b, y, m, n);
       gemm(e, dt, false, true, m, n, k, 1.0f, x, k, 0, w, k, 0,
            b ? 1.0f : 0.0f, y, dt, n, 0);
@@ -445,10 +472,16 @@ public:
       if (dx) // dx[m,k] = dy[m,n] w[n,k]
         gemm(e, dt, false, false, m, k, n, 1.0f, dy, n, 0, w, k, 0, 0.0f,
              dx, dt, k, 0);
-      if (dw) // dw[n,k] = dy^T x
+      // dw[n,k] = dy^T x (dw^T = x^T dy column-major), with db = the column
+      // sums of dy in cuBLASLt's bias-gradient epilogue where it can.
+      bool dbDone = dw && db && !padsGemm(e, dt, dt, n, k, m, n, k, k) &&
+                    e.lt->run({LtGemm::Epilogue::BiasGradientB, cudaType(dt),
+                               cudaType(dt), false, true, k, n, m, x, k, dy, n,
+                               dw, k, db});
+      if (dw && !dbDone)
         gemm(e, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
              dw, dt, k, 0);
-      if (db) {
+      if (db && !dbDone) {
         F32Out fdb(e.s, dt, db, n);
         columnSums(e.s, dt, dy, fdb.get(), m, n);
         fdb.commit();
@@ -1049,6 +1082,15 @@ private:
                 "cudaStreamCreateWithFlags");
       checkCublas(cublasCreate(&st.blas), "cublasCreate");
       checkCublas(cublasSetStream(st.blas, st.stream), "cublasSetStream");
+      // From the pool, so that the device high-water mark counts it.
+      checkCuda(
+          cudaMallocAsync(&st.gemmWorkspace, kGemmWorkspaceBytes, st.stream),
+          "cudaMallocAsync (GEMM workspace)");
+      checkCublas(cublasSetWorkspace(st.blas, st.gemmWorkspace,
+                                     kGemmWorkspaceBytes),
+                  "cublasSetWorkspace");
+      st.lt = std::make_unique<LtMatmul>(st.stream, st.gemmWorkspace,
+                                         kGemmWorkspaceBytes);
       checkCuda(cudaMallocHost(&st.pinned, kPinnedBytes),
                 "cudaMallocHost (pinned staging)");
       checkCuda(cudaMallocHost(reinterpret_cast<void **>(&st.verdicts),
@@ -1061,7 +1103,7 @@ private:
   /// Queues `body`'s device work on the calling thread's stream.
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
-    Exec e{st.stream, st.blas, st.pinned, padGemmFlops_};
+    Exec e{st.stream, st.blas, st.lt.get(), st.pinned, padGemmFlops_};
     body(e);
     finishCall();
   }

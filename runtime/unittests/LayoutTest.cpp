@@ -237,7 +237,8 @@ TEST_P(LayoutConformance, ReduceBf16IsTheF32ResultRoundedOnce) {
 
 // The device high-water mark (metrics' device_peak_bytes) counts the arena
 // and the per-call scratch, here the f32 staging of a bf16 reduce over
-// inner dims; the CPU backend does not track it (-1).
+// inner dims, above what is held between calls (the arena, each worker
+// stream's GEMM workspace); the CPU backend does not track it (-1).
 TEST_P(LayoutConformance, DeviceHighWaterCountsArenaAndScratch) {
   const int64_t arena = int64_t(8) << 20;
   Device dev(GetParam(), 2, arena);
@@ -245,19 +246,23 @@ TEST_P(LayoutConformance, DeviceHighWaterCountsArenaAndScratch) {
   const int64_t n = 300 * 4 * 70;
   int64_t bx = dev.alloc(n * 2), by = dev.alloc(300 * 2);
   RT_OK(fsdprt_fill(dev.ctx, dev.stream, FSDPRT_BF16, bx, 0, n, 0.5));
+  RT_OK(fsdprt_stream_synchronize(dev.ctx, dev.stream));
   RT_OK(fsdprt_arena_reset_high_water(dev.ctx));
+  int64_t held = 0, high = 0;
+  RT_OK(fsdprt_device_high_water(dev.ctx, &held));
   RT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_BF16,
                               FSDPRT_REDUCE_SUM, bx, 0, 3, shape.data(),
                               dims.size(), dims.data(), by, 0));
   RT_OK(fsdprt_stream_synchronize(dev.ctx, dev.stream));
-  int64_t high = 0;
   RT_OK(fsdprt_device_high_water(dev.ctx, &high));
   if (GetParam() == "cpu") {
+    EXPECT_EQ(held, -1);
     EXPECT_EQ(high, -1);
     return;
   }
-  EXPECT_GE(high, arena + n * 4) << "the arena and x's f32 staging";
-  EXPECT_LT(high, arena + n * 4 + (int64_t(1) << 20));
+  EXPECT_GE(held, arena) << "the arena is held between calls";
+  EXPECT_GE(high, held + n * 4) << "x's f32 staging on top";
+  EXPECT_LT(high, held + n * 4 + (int64_t(1) << 20));
 }
 
 TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {

@@ -12,6 +12,7 @@
 # prebuilt binaries cannot load (an older glibc), it first rebuilds the
 # runtime CUDA-only from the kit's sources. Exit 0 when every part passed.
 #   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
+#   GPT2_RUNS="bf16:async:8" the gpt2_124m part's runs (dtype:mode:steps)
 #   BACKEND=cpu              runs the training parts on the CPU backend (a
 #                            dry run of the kit on a machine without a GPU)
 # The default part timeouts add up to under 10 minutes, one device command;
@@ -162,8 +163,8 @@ async_vs_sync() {
 # first two steps (cuDNN graph builds, cuBLAS heuristics).
 gpt2_124m() {
   local run
-  for run in bf16:async:8 f32:async:5 bf16:nocudnn:5 bf16:issue:5 \
-             bf16:sync:5; do
+  for run in ${GPT2_RUNS:-bf16:async:8 f32:async:5 bf16:nocudnn:5 bf16:issue:5 \
+             bf16:sync:5}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=()
     [ "$mode" = nocudnn ] && name="$name-nocudnn"
@@ -192,7 +193,7 @@ torch_step() {
      --out "$OUT/torch_gpt2_124m.json")
 }
 
-export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH
+export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS
 export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"

@@ -51,6 +51,9 @@ inline cublasStatus_t cublasDestroy(cublasHandle_t h) {
 inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
   return CUBLAS_STATUS_SUCCESS;
 }
+inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };

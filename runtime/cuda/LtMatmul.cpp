@@ -1,0 +1,148 @@
+//===- LtMatmul.cpp - cuBLASLt GEMMs with bias epilogues ------------------===//
+#include "LtMatmul.h"
+
+#include <cstdint>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+/// The largest power of two up to 16 that divides the address: cuBLASLt's
+/// heuristic picks among the kernels this alignment allows.
+int64_t alignmentOf(const void *p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  int64_t a = 16;
+  while (a > 1 && v % a != 0)
+    a /= 2;
+  return a;
+}
+
+void setAttr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+             const void *value, size_t bytes) {
+  checkCublas(cublasLtMatmulDescSetAttribute(d, attr, value, bytes),
+              "cublasLtMatmulDescSetAttribute");
+}
+
+cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols,
+                              int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  checkCublas(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows),
+                                         static_cast<uint64_t>(cols), ld),
+              "cublasLtMatrixLayoutCreate");
+  return l;
+}
+
+} // namespace
+
+/// Descriptors of one GEMM shape and the algorithm chosen for it.
+struct LtMatmul::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+  ~Plan() {
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (d)
+      cublasLtMatrixLayoutDestroy(d);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+LtMatmul::LtMatmul(cudaStream_t stream, void *workspace, size_t bytes)
+    : stream_(stream), workspace_(workspace), workspaceBytes_(bytes) {
+  checkCublas(cublasLtCreate(&handle_), "cublasLtCreate");
+}
+
+LtMatmul::~LtMatmul() {
+  plans_.clear();
+  if (handle_)
+    cublasLtDestroy(handle_);
+}
+
+LtMatmul::Plan *LtMatmul::plan(const LtGemm &g) {
+  Key key{int64_t(g.epilogue), g.ab,  g.d,   g.transA,
+          g.transB,            g.m,   g.n,   g.k,
+          g.lda,               g.ldb, g.ldd, alignmentOf(g.a),
+          alignmentOf(g.b),    alignmentOf(g.out), alignmentOf(g.bias)};
+  std::unique_ptr<Plan> &slot = plans_[key];
+  if (slot)
+    return slot.get();
+  slot = std::make_unique<Plan>();
+  Plan &p = *slot;
+  checkCublas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+              "cublasLtMatmulDescCreate");
+  cublasOperation_t ta = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  setAttr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  setAttr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  cublasLtEpilogue_t ep = g.epilogue == LtGemm::Epilogue::Bias
+                              ? CUBLASLT_EPILOGUE_BIAS
+                              : CUBLASLT_EPILOGUE_BGRADB;
+  setAttr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
+  // The heuristic reads the bias pointer's alignment (the key holds it).
+  setAttr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
+  // Layouts describe the stored matrices: op(A) is m x k, op(B) k x n.
+  p.a = g.transA ? layout(g.ab, g.k, g.m, g.lda)
+                 : layout(g.ab, g.m, g.k, g.lda);
+  p.b = g.transB ? layout(g.ab, g.n, g.k, g.ldb)
+                 : layout(g.ab, g.k, g.n, g.ldb);
+  p.d = layout(g.d, g.m, g.n, g.ldd);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  checkCublas(cublasLtMatmulPreferenceCreate(&pref),
+              "cublasLtMatmulPreferenceCreate");
+  uint64_t ws = workspaceBytes_;
+  uint32_t alignA = uint32_t(alignmentOf(g.a));
+  uint32_t alignB = uint32_t(alignmentOf(g.b));
+  uint32_t alignD = uint32_t(alignmentOf(g.out));
+  struct {
+    cublasLtMatmulPreferenceAttributes_t attr;
+    const void *value;
+    size_t bytes;
+  } prefs[] = {{CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)},
+               {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, 4},
+               {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, 4},
+               {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, 4},
+               {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, 4}};
+  for (const auto &pr : prefs)
+    checkCublas(
+        cublasLtMatmulPreferenceSetAttribute(pref, pr.attr, pr.value, pr.bytes),
+        "cublasLtMatmulPreferenceSetAttribute");
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(
+      handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // No algorithm (NOT_SUPPORTED) is an answer, not an error.
+  if (rc != CUBLAS_STATUS_NOT_SUPPORTED)
+    checkCublas(rc, "cublasLtMatmulAlgoGetHeuristic");
+  p.found = rc == CUBLAS_STATUS_SUCCESS && count > 0 &&
+            result.state == CUBLAS_STATUS_SUCCESS;
+  p.algo = result.algo;
+  return &p;
+}
+
+bool LtMatmul::run(const LtGemm &g) {
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
+    return false;
+  Plan *p = plan(g);
+  if (!p->found)
+    return false;
+  setAttr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
+  float one = 1.0f, zero = 0.0f;
+  checkCublas(cublasLtMatmul(handle_, p->desc, &one, g.a, p->a, g.b, p->b,
+                             &zero, g.out, p->d, g.out, p->d, &p->algo,
+                             workspace_, workspaceBytes_, stream_),
+              "cublasLtMatmul");
+  return true;
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp

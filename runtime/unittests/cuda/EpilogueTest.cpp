@@ -1,0 +1,97 @@
+//===- EpilogueTest.cpp - linear layers take cuBLASLt's bias epilogues ----===//
+//
+// On the host emulation (cuda/emu/cublasLt.h counts the matmuls): a linear
+// forward with a bias is one cuBLASLt matmul (bias epilogue), its backward
+// one more (dw with the bias gradient as epilogue), for f32 and bf16, and
+// the values are those of the float64 reference within one rounding of
+// the storage type.
+//
+//===----------------------------------------------------------------------===//
+#include "../TestUtil.h"
+
+#include "fsdp/rt/math/Half.h"
+
+#include <cublasLt.h>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out;
+  for (float f : v)
+    out.push_back(floatToBf16(f));
+  return out;
+}
+std::vector<float> fromBf16(const std::vector<uint16_t> &v) {
+  std::vector<float> out;
+  for (uint16_t h : v)
+    out.push_back(bf16ToFloat(h));
+  return out;
+}
+
+void expectWithin(const std::vector<float> &got,
+                  const std::vector<double> &want, double rel,
+                  const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], rel * (1.0 + std::abs(want[i])))
+        << what << "[" << i << "]";
+}
+
+void checkEpilogues(bool bf16) {
+  Device dev("cuda_emu");
+  const int64_t m = 24, k = 16, n = 8; // 16-byte aligned rows in bf16
+  auto x = randomVector(m * k, 1), w = randomVector(n * k, 2),
+       b = randomVector(n, 3), dy = randomVector(m * n, 4);
+  if (bf16) // the inputs the device sees, exactly
+    for (auto *v : {&x, &w, &b, &dy})
+      *v = fromBf16(toBf16(*v));
+  int32_t dt = bf16 ? FSDPRT_BF16 : FSDPRT_F32;
+  int64_t es = bf16 ? 2 : 4;
+  auto up = [&](const std::vector<float> &v) {
+    return bf16 ? dev.upload(toBf16(v)) : dev.upload(v);
+  };
+  auto down = [&](int64_t buf, int64_t count) {
+    return bf16 ? fromBf16(dev.download<uint16_t>(buf, count))
+                : dev.download(buf, count);
+  };
+  int64_t bx = up(x), bw = up(w), bb = up(b), bdy = up(dy);
+  int64_t by = dev.alloc(m * n * es), bdx = dev.alloc(m * k * es),
+          bdw = dev.alloc(n * k * es), bdb = dev.alloc(n * es);
+
+  long before = emuLtMatmulCalls();
+  RT_OK(fsdprt_linear_forward(dev.ctx, dev.stream, dt, bx, 0, bw, 0, bb, 0, by,
+                              0, m, k, n));
+  dev.sync();
+  EXPECT_EQ(emuLtMatmulCalls() - before, 1) << "forward: one bias epilogue";
+  RT_OK(fsdprt_linear_backward(dev.ctx, dev.stream, dt, bx, 0, bw, 0, bdy, 0,
+                               bdx, 0, bdw, 0, bdb, 0, m, k, n));
+  dev.sync();
+  EXPECT_EQ(emuLtMatmulCalls() - before, 2) << "backward: dw with db";
+
+  std::vector<double> y(m * n, 0.0), dw(n * k, 0.0), db(n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = b[j];
+      for (int64_t p = 0; p < k; ++p) {
+        s += double(x[i * k + p]) * w[j * k + p];
+        dw[j * k + p] += double(dy[i * n + j]) * x[i * k + p];
+      }
+      y[i * n + j] = s;
+      db[j] += dy[i * n + j];
+    }
+  double rel = bf16 ? 1.0 / 128 : 1e-5; // one rounding of the storage type
+  expectWithin(down(by, m * n), y, rel, "y");
+  expectWithin(down(bdw, n * k), dw, rel, "dw");
+  expectWithin(down(bdb, n), db, rel, "db");
+}
+
+TEST(CudaEmuEpilogues, LinearF32UsesBiasEpilogues) { checkEpilogues(false); }
+TEST(CudaEmuEpilogues, LinearBf16UsesBiasEpilogues) { checkEpilogues(true); }
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp

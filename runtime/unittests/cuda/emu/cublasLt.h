@@ -1,0 +1,194 @@
+//===- cublasLt.h - Host emulation of the cuBLASLt calls the backend uses -===//
+//
+// cublasLtMatmul with the bias epilogues (BIAS: D += bias[row] before the
+// rounding; BGRADB: bias[col] = sum over k of op(B), in k order, rounded
+// once), column-major as documented; the heuristic returns one algorithm
+// for every shape. emuLtMatmulCalls() counts the matmuls run, so tests can
+// tell that a layer took the epilogue path.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPRT_CUDA_EMU_CUBLASLT_H
+#define FSDPRT_CUDA_EMU_CUBLASLT_H
+
+#include "cublas_v2.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+struct EmuLt {};
+using cublasLtHandle_t = EmuLt *;
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+  *h = new EmuLt;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+enum cublasLtEpilogue_t {
+  CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_BIAS = 4,
+  CUBLASLT_EPILOGUE_BGRADB = 512,
+};
+enum cublasLtMatmulDescAttributes_t {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+};
+struct EmuLtDesc {
+  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  void *bias = nullptr;
+};
+using cublasLtMatmulDesc_t = EmuLtDesc *;
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
+                                               cublasComputeType_t,
+                                               cudaDataType_t) {
+  *d = new EmuLtDesc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+  delete d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t
+cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+                               cublasLtMatmulDescAttributes_t attr,
+                               const void *buf, size_t bytes) {
+  switch (attr) {
+  case CUBLASLT_MATMUL_DESC_TRANSA:
+    std::memcpy(&d->ta, buf, bytes);
+    break;
+  case CUBLASLT_MATMUL_DESC_TRANSB:
+    std::memcpy(&d->tb, buf, bytes);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE:
+    std::memcpy(&d->epilogue, buf, bytes);
+    break;
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    std::memcpy(&d->bias, buf, bytes);
+    break;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+struct EmuLtLayout {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+using cublasLtMatrixLayout_t = EmuLtLayout *;
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l,
+                                                 cudaDataType_t t,
+                                                 uint64_t rows, uint64_t cols,
+                                                 int64_t ld) {
+  if (ld < static_cast<int64_t>(std::max<uint64_t>(rows, 1)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *l = new EmuLtLayout{t, rows, cols, ld};
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+  delete l;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+enum cublasLtMatmulPreferenceAttributes_t {
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+};
+struct EmuLtPreference {};
+using cublasLtMatmulPreference_t = EmuLtPreference *;
+inline cublasStatus_t
+cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  *p = new EmuLtPreference;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t
+cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  delete p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t
+cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
+                                     cublasLtMatmulPreferenceAttributes_t,
+                                     const void *, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+    cublasLtMatmulPreference_t, int requested,
+    cublasLtMatmulHeuristicResult_t *results, int *count) {
+  *count = requested > 0 ? 1 : 0;
+  if (requested > 0)
+    results[0] = cublasLtMatmulHeuristicResult_t{{}, 0, CUBLAS_STATUS_SUCCESS,
+                                                 1.0f, {}};
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline std::atomic<long> &emuLtMatmulCalls() {
+  static std::atomic<long> calls{0};
+  return calls;
+}
+
+inline cublasStatus_t
+cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
+               const void *A, cublasLtMatrixLayout_t al, const void *B,
+               cublasLtMatrixLayout_t bl, const void *beta, const void *C,
+               cublasLtMatrixLayout_t cl, void *D, cublasLtMatrixLayout_t dl,
+               const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t) {
+  bool ta = desc->ta == CUBLAS_OP_T, tb = desc->tb == CUBLAS_OP_T;
+  long long m = dl->rows, n = dl->cols;
+  long long k = ta ? al->rows : al->cols;
+  if ((ta ? al->cols : al->rows) != uint64_t(m) ||
+      (tb ? bl->rows : bl->cols) != uint64_t(n) ||
+      (tb ? bl->cols : bl->rows) != uint64_t(k) || C != D ||
+      cl->rows != dl->rows || cl->cols != dl->cols || al->type != bl->type)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (*static_cast<const float *>(beta) != 0.0f)
+    return CUBLAS_STATUS_NOT_SUPPORTED; // the backend never accumulates here
+  ++emuLtMatmulCalls();
+  float al0 = *static_cast<const float *>(alpha);
+  cudaDataType_t at = al->type, dt = dl->type;
+  for (long long j = 0; j < n; ++j)
+    for (long long i = 0; i < m; ++i) {
+      float acc = 0.0f;
+      for (long long p = 0; p < k; ++p) {
+        long long ia = ta ? p + i * al->ld : i + p * al->ld;
+        long long ib = tb ? j + p * bl->ld : p + j * bl->ld;
+        acc += emuLoad(A, at, ia) * emuLoad(B, at, ib);
+      }
+      float v = al0 * acc;
+      if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS)
+        v += emuLoad(desc->bias, dt, i);
+      emuStore(D, dt, i + j * dl->ld, v);
+    }
+  if (desc->epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+    for (long long j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (long long p = 0; p < k; ++p)
+        sum += emuLoad(B, at, tb ? j + p * bl->ld : p + j * bl->ld);
+      emuStore(desc->bias, dt, j, sum);
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif // FSDPRT_CUDA_EMU_CUBLASLT_H
