@@ -261,12 +261,13 @@ public:
               inverse);
     fy.commit();
   }
+  // `live` is only set inside step graphs, which this backend has not.
   void dropout(DType dt, const void *x, void *y, int64_t n, double p,
-               const RngKey &key) override {
+               const RngKey &key, const RngKey *) override {
     cpu::dropout(threads_, dt, x, y, n, static_cast<float>(p), key);
   }
   void rngFill(DType dt, void *dst, int64_t n, Distribution dist, double a,
-               double b, const RngKey &key) override {
+               double b, const RngKey &key, const RngKey *) override {
     Out fd(dt, dst, n, false, threads_);
     cpu::rngFill(threads_, fd.get(), n, dist, static_cast<float>(a),
                  static_cast<float>(b), key);
@@ -383,20 +384,20 @@ public:
   }
 
   void sgdStep(DType gradType, float *param, const void *grad,
-               float *momentumBuf, int64_t n, int64_t step, const SgdOptions &o,
-               const float *skip) override {
+               float *momentumBuf, int64_t n, const SgdScalars &s,
+               const SgdScalars *, const float *skip) override {
     if (skip && *skip != 0)
       return;
     In fg(gradType, grad, n, threads_);
-    cpu::sgdStep(threads_, param, fg.get(), momentumBuf, n, step, o);
+    cpu::sgdStep(threads_, param, fg.get(), momentumBuf, n, s);
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
-                 float *expAvgSq, int64_t n, int64_t step,
-                 const AdamWOptions &o, const float *skip) override {
+                 float *expAvgSq, int64_t n, const AdamWScalars &s,
+                 const AdamWScalars *, const float *skip) override {
     if (skip && *skip != 0)
       return;
     In fg(gradType, grad, n, threads_);
-    cpu::adamwStep(threads_, param, fg.get(), expAvg, expAvgSq, n, step, o);
+    cpu::adamwStep(threads_, param, fg.get(), expAvg, expAvgSq, n, s);
   }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {

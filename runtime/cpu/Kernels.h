@@ -139,9 +139,9 @@ void mseLossBackward(int threads, const float *a, const float *b, float dloss,
 
 // Optimizer.cpp
 void sgdStep(int threads, float *param, const float *grad, float *momentumBuf,
-             int64_t n, int64_t step, const SgdOptions &o);
+             int64_t n, const SgdScalars &s);
 void adamwStep(int threads, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o);
+               float *expAvgSq, int64_t n, const AdamWScalars &s);
 double sumOfSquares(int threads, const float *x, int64_t n);
 
 } // namespace cpu

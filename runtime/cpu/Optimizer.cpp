@@ -2,8 +2,6 @@
 #include "Kernels.h"
 #include "Parallel.h"
 
-#include "fsdp/rt/OptimizerScalars.h"
-
 #include <cmath>
 
 namespace fsdp {
@@ -13,8 +11,7 @@ namespace cpu {
 static constexpr int64_t kGrain = 1 << 14;
 
 void sgdStep(int threads, float *param, const float *grad, float *momentumBuf,
-             int64_t n, int64_t step, const SgdOptions &o) {
-  SgdScalars s = sgdScalars(o, step);
+             int64_t n, const SgdScalars &s) {
   parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       sgdUpdate(param[i], grad[i], momentumBuf ? momentumBuf + i : nullptr, s);
@@ -22,9 +19,7 @@ void sgdStep(int threads, float *param, const float *grad, float *momentumBuf,
 }
 
 void adamwStep(int threads, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, int64_t step,
-               const AdamWOptions &o) {
-  AdamWScalars s = adamwScalars(o, step);
+               float *expAvgSq, int64_t n, const AdamWScalars &s) {
   parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);

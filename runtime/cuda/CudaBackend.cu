@@ -42,6 +42,7 @@
 #include "CudaBackend.h"
 #include "Kernels.h"
 #include "LtMatmul.h"
+#include "StepGraphs.h"
 #ifdef FSDPRT_HAVE_CUDNN
 #include "FusedAttention.h"
 #endif
@@ -116,15 +117,6 @@ struct Exec {
   double padGemmFlops; // gemm(): see padGemmFlops()
 };
 
-/// An index check queued on a thread's stream whose verdict the host has
-/// not read yet.
-struct PendingCheck {
-  const char *op;
-  bool targets; // cross-entropy targets (ignore index allowed), else ids
-  int64_t n, limit, ignoreIndex;
-};
-constexpr size_t kVerdictSlots = 64;
-
 struct ThreadState {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
@@ -133,6 +125,8 @@ struct ThreadState {
   void *pinned = nullptr;
   IndexVerdict *verdicts = nullptr;  // kVerdictSlots, pinned host memory
   std::vector<PendingCheck> pending; // pending[i]'s verdict is verdicts[i]
+  bool capturing = false;            // the stream is in a step graph capture
+  const StepGraphs::Graph *launched = nullptr; // checks read at synchronize
 #ifdef FSDPRT_HAVE_CUDNN
   bool fusedTried = false;
   std::unique_ptr<FusedAttention> fused; // null: cuDNN could not be loaded
@@ -269,20 +263,28 @@ int pickDevice(int count) {
   return (local % count + count) % count;
 }
 
-/// A cudaEvent recorded on one worker's stream.
+/// A cudaEvent recorded on one worker's stream. One recorded while the
+/// stream was capturing a step graph is a dependency inside the graph: the
+/// host can neither query nor wait for it (Context forgets it after the
+/// capture).
 class CudaMarker final : public DeviceMarker {
 public:
-  explicit CudaMarker(cudaStream_t stream) {
+  CudaMarker(cudaStream_t stream, bool captured) : captured_(captured) {
     checkCuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
               "cudaEventCreateWithFlags");
     checkCuda(cudaEventRecord(event_, stream), "cudaEventRecord");
   }
   ~CudaMarker() override { cudaEventDestroy(event_); } // released when done
   void synchronize() override {
+    if (captured_)
+      fail(Status::Unsupported, "cuda backend: the host cannot wait for an "
+                                "event inside a step being captured");
     // host-sync: the caller asked to wait for this marker.
     checkCuda(cudaEventSynchronize(event_), "cudaEventSynchronize");
   }
   bool done() override {
+    if (captured_)
+      return false; // ordered by a wait inside the graph
     cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady)
       return false;
@@ -292,6 +294,7 @@ public:
   cudaEvent_t event() const { return event_; }
 
 private:
+  const bool captured_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -371,7 +374,8 @@ public:
     return syncEachCall_ ? nullptr : this;
   }
   std::shared_ptr<DeviceMarker> record() override {
-    return std::make_shared<CudaMarker>(state().stream);
+    ThreadState &st = state();
+    return std::make_shared<CudaMarker>(st.stream, st.capturing);
   }
   void wait(DeviceMarker &marker) override {
     checkCuda(cudaStreamWaitEvent(state().stream,
@@ -384,9 +388,48 @@ public:
     // Called for Stream::synchronize, a collective about to run, copies to
     // or from host memory and the arena (runSync), every call with
     // FSDPRT_CUDA_SYNC=1 (finishCall), all index-verdict slots in use.
+    ThreadState &st = state();
+    refuseHostWaitWhileCapturing(st);
     // host-sync: the callers above.
-    checkCuda(cudaStreamSynchronize(state().stream), "cudaStreamSynchronize");
-    readVerdicts(state());
+    checkCuda(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+    readVerdicts(st);
+  }
+
+  // Step graphs (StepGraphs.h). The capture starts and ends on the host
+  // thread; each worker thread joins and leaves it with its own stream.
+  void *graphBegin(int64_t liveBytes) override {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    return graphs_.begin(liveBytes);
+  }
+  void graphJoin() override {
+    ThreadState &st = state();
+    graphs_.join(st.stream);
+    st.capturing = true;
+  }
+  void graphLeave() override {
+    ThreadState &st = state();
+    st.capturing = false;
+    graphs_.leave(st.stream);
+  }
+  int64_t graphEnd() override {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    return graphs_.end();
+  }
+  void graphLaunch(int64_t graph, const void *live,
+                   int64_t liveBytes) override {
+    ThreadState &st = state();
+    if (st.launched) // an earlier launch's checks: read them first
+      synchronize();
+    st.launched = &graphs_.launch(graph, st.stream, live, liveBytes);
+    finishCall();
+  }
+  void graphDestroy(int64_t graph) override {
+    std::unique_ptr<StepGraphs::Graph> g = graphs_.release(graph);
+    synchronizeAllThreads(); // no launch of it is left on any stream
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto &entry : states_)
+      if (entry.second.launched == g.get()) // its checks go unread
+        entry.second.launched = nullptr;
   }
 
   void *allocate(int64_t bytes) override {
@@ -797,17 +840,17 @@ public:
     });
   }
   void dropout(DType dt, const void *x, void *y, int64_t n, double p,
-               const RngKey &key) override {
+               const RngKey &key, const RngKey *live) override {
     run([&](Exec &e) {
-      cuda::dropout(e.s, dt, x, y, n, static_cast<float>(p), key);
+      cuda::dropout(e.s, dt, x, y, n, static_cast<float>(p), key, live);
     });
   }
   void rngFill(DType dt, void *dst, int64_t n, Distribution dist, double a,
-               double b, const RngKey &key) override {
+               double b, const RngKey &key, const RngKey *live) override {
     run([&](Exec &e) {
       F32Out fd(e.s, dt, dst, n);
       cuda::rngFill(e.s, fd.get(), n, dist, static_cast<float>(a),
-                    static_cast<float>(b), key);
+                    static_cast<float>(b), key, live);
       fd.commit();
     });
   }
@@ -938,19 +981,19 @@ public:
   }
 
   void sgdStep(DType gradType, float *param, const void *grad,
-               float *momentumBuf, int64_t n, int64_t step, const SgdOptions &o,
-               const float *skip) override {
+               float *momentumBuf, int64_t n, const SgdScalars &sc,
+               const SgdScalars *live, const float *skip) override {
     run([&](Exec &e) {
       F32In fg(e.s, gradType, grad, n);
-      cuda::sgdStep(e.s, param, fg.get(), momentumBuf, n, step, o, skip);
+      cuda::sgdStep(e.s, param, fg.get(), momentumBuf, n, sc, live, skip);
     });
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
-                 float *expAvgSq, int64_t n, int64_t step,
-                 const AdamWOptions &o, const float *skip) override {
+                 float *expAvgSq, int64_t n, const AdamWScalars &sc,
+                 const AdamWScalars *live, const float *skip) override {
     run([&](Exec &e) {
       F32In fg(e.s, gradType, grad, n);
-      cuda::adamwStep(e.s, param, fg.get(), expAvg, expAvgSq, n, step, o,
+      cuda::adamwStep(e.s, param, fg.get(), expAvg, expAvgSq, n, sc, live,
                       skip);
     });
   }
@@ -1112,8 +1155,18 @@ private:
     if (syncEachCall_)
       synchronize();
   }
+  /// A graph replays device work only: what the host must wait for cannot
+  /// be captured (fails the capture, and the step runs eagerly).
+  static void refuseHostWaitWhileCapturing(const ThreadState &st) {
+    if (st.capturing)
+      fail(Status::Unsupported,
+           "cuda backend: a host wait for the device (a collective, a copy "
+           "to or from host memory) inside a step being captured as a CUDA "
+           "graph");
+  }
   /// Runs `body` and waits for its device work (host memory, allocation).
   template <typename F> void runSync(F &&body) {
+    refuseHostWaitWhileCapturing(state());
     run(std::forward<F>(body));
     synchronize();
   }
@@ -1126,29 +1179,27 @@ private:
                   int64_t n, int64_t limit, int64_t ignoreIndex,
                   int64_t *count) {
     ThreadState &st = state();
+    PendingCheck check{op, targets, n, limit, ignoreIndex};
+    if (st.capturing) // the graph's own slot, read after each launch
+      return queueIndexCheck(st.stream, type, ids, n, limit, targets,
+                             ignoreIndex, count, graphs_.captureCheck(check));
     if (st.pending.size() == kVerdictSlots)
       synchronize(); // every verdict slot holds an unread verdict
     queueIndexCheck(st.stream, type, ids, n, limit, targets, ignoreIndex,
                     count, st.verdicts + st.pending.size());
-    st.pending.push_back({op, targets, n, limit, ignoreIndex});
+    st.pending.push_back(check);
   }
   /// After st's stream has been synchronised: fails with the first bad
-  /// index of the checks queued since the last read (each reported once).
+  /// index of the checks queued since the last read, and of the last graph
+  /// launched on it (each reported once).
   static void readVerdicts(ThreadState &st) {
     std::vector<PendingCheck> pending;
     pending.swap(st.pending);
-    for (size_t i = 0; i < pending.size(); ++i) {
-      const IndexVerdict &v = st.verdicts[i];
-      const PendingCheck &p = pending[i];
-      if (v.firstBad >= p.n)
-        continue;
-      if (p.targets)
-        fail(Status::OutOfRange, p.op, ": target ", v.value, " at position ",
-             v.firstBad, " is outside [0, ", p.limit,
-             ") and is not the ignore index ", p.ignoreIndex);
-      fail(Status::OutOfRange, p.op, ": token id ", v.value, " at position ",
-           v.firstBad, " is outside the vocabulary [0, ", p.limit, ")");
-    }
+    const StepGraphs::Graph *launched = st.launched;
+    st.launched = nullptr;
+    failOnBadIndex(pending, st.verdicts);
+    if (launched)
+      failOnBadIndex(launched->checks, launched->verdicts);
   }
   void synchronizeAllThreads() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -1201,6 +1252,7 @@ private:
   const double padGemmFlops_;
   std::mutex mutex_;
   std::map<std::thread::id, ThreadState> states_;
+  StepGraphs graphs_;
   std::set<std::string> fallbacks_; // reasons already printed
 };
 

@@ -72,12 +72,13 @@ inline unsigned gridFor(int64_t n) {
 
 /// Launches kernel<<<gridFor(n), kThreads, 0, stream>>>(args...) unless n is
 /// 0, then checks the launch. Under the host emulation of the tests
-/// (unittests/cuda/emu) a launch is a plain call with a 1x1 grid.
+/// (unittests/cuda/emu) a launch is a plain call with a 1x1 grid (recorded
+/// instead while the stream is capturing).
 #ifdef FSDPRT_CUDA_EMULATION
 #define FSDPRT_LAUNCH(kernel, n, stream, ...)                                  \
   do {                                                                         \
     if ((n) > 0) {                                                             \
-      kernel(__VA_ARGS__);                                                     \
+      ::emuLaunch((stream), kernel, __VA_ARGS__);                              \
       ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
     }                                                                          \
   } while (0)

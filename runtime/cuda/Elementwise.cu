@@ -130,7 +130,10 @@ __global__ void ropeKernel(const float *x, float *y, int64_t pairs, int64_t seq,
 
 template <typename S>
 __global__ void dropoutKernel(const typename S::T *x, typename S::T *y,
-                              int64_t n, float p, RngKey key) {
+                              int64_t n, float p, RngKey key,
+                              const RngKey *live) {
+  if (live) // a step graph's launch refreshes it (Backend.h)
+    key = *live;
   FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
     Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
     for (int l = 0; l < 4 && blk * 4 + l < n; ++l) {
@@ -142,7 +145,9 @@ __global__ void dropoutKernel(const typename S::T *x, typename S::T *y,
 }
 
 __global__ void rngFillKernel(float *dst, int64_t n, bool uniform, float a,
-                              float b, RngKey key) {
+                              float b, RngKey key, const RngKey *live) {
+  if (live)
+    key = *live;
   FSDPRT_GRID_STRIDE(blk, (n + 3) / 4) {
     Philox4x32 r = philoxBlock(key.seed, key.step, key.rngId, blk);
     float out[4];
@@ -254,19 +259,19 @@ void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,
 }
 
 void dropout(Stream s, DType dt, const void *x, void *y, int64_t n, float p,
-             const RngKey &key) {
+             const RngKey &key, const RngKey *live) {
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
     FSDPRT_LAUNCH(dropoutKernel<S>, (n + 3) / 4, s, static_cast<const T *>(x),
-                  static_cast<T *>(y), n, p, key);
+                  static_cast<T *>(y), n, p, key, live);
   });
 }
 
 void rngFill(Stream s, float *dst, int64_t n, Distribution dist, float a,
-             float b, const RngKey &key) {
+             float b, const RngKey &key, const RngKey *live) {
   FSDPRT_LAUNCH(rngFillKernel, (n + 3) / 4, s, dst, n,
-                dist == Distribution::Uniform, a, b, key);
+                dist == Distribution::Uniform, a, b, key, live);
 }
 
 } // namespace cuda

@@ -184,10 +184,11 @@ void embeddingBackward(Stream s, DType idsType, const void *ids,
 
 void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,
           int64_t heads, int64_t headDim, double theta, bool inverse);
+/// `live` (may be null): the key in a step graph's live block (Backend.h).
 void dropout(Stream s, DType dt, const void *x, void *y, int64_t n, float p,
-             const RngKey &key);
+             const RngKey &key, const RngKey *live);
 void rngFill(Stream s, float *dst, int64_t n, Distribution dist, float a,
-             float b, const RngKey &key);
+             float b, const RngKey &key, const RngKey *live);
 
 void transpose(Stream s, int64_t elemSize, const void *x, void *y,
                const Shape &xShape, const std::vector<int64_t> &perm);
@@ -222,12 +223,13 @@ void mseLossBackward(Stream s, const float *a, const float *b,
                      LossReduction reduction);
 
 /// The updates do nothing when *skip (device memory; null: never) is
-/// non-zero.
+/// non-zero; `live` (may be null) as for dropout.
 void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
-             int64_t n, int64_t step, const SgdOptions &o, const float *skip);
+             int64_t n, const SgdScalars &sc, const SgdScalars *live,
+             const float *skip);
 void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o,
-               const float *skip);
+               float *expAvgSq, int64_t n, const AdamWScalars &sc,
+               const AdamWScalars *live, const float *skip);
 /// *out = 1 if any x is inf or NaN, else (accumulate ? *out : 0).
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,
                    bool accumulate);

@@ -7,8 +7,6 @@
 #include "Kernels.h"
 #include "KernelSupport.cuh"
 
-#include "fsdp/rt/OptimizerScalars.h"
-
 #include <cmath>
 
 namespace fsdp {
@@ -17,10 +15,14 @@ namespace cuda {
 
 namespace {
 
+// A step graph's launch refreshes *live (Backend.h); else s holds them.
 __global__ void sgdKernel(float *param, const float *grad, float *momentumBuf,
-                          int64_t n, SgdScalars s, const float *skip) {
+                          int64_t n, SgdScalars s, const SgdScalars *live,
+                          const float *skip) {
   if (skip && *skip != 0.0f)
     return;
+  if (live)
+    s = *live;
   FSDPRT_GRID_STRIDE(i, n) {
     sgdUpdate(param[i], grad[i], momentumBuf ? momentumBuf + i : nullptr, s);
   }
@@ -28,9 +30,11 @@ __global__ void sgdKernel(float *param, const float *grad, float *momentumBuf,
 
 __global__ void adamwKernel(float *param, const float *grad, float *expAvg,
                             float *expAvgSq, int64_t n, AdamWScalars s,
-                            const float *skip) {
+                            const AdamWScalars *live, const float *skip) {
   if (skip && *skip != 0.0f)
     return;
+  if (live)
+    s = *live;
   FSDPRT_GRID_STRIDE(i, n) {
     adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);
   }
@@ -81,16 +85,16 @@ __global__ void clipCoefficientKernel(const float *totalSq, float *norm,
 } // namespace
 
 void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
-             int64_t n, int64_t step, const SgdOptions &o, const float *skip) {
-  SgdScalars sc = sgdScalars(o, step);
-  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc, skip);
+             int64_t n, const SgdScalars &sc, const SgdScalars *live,
+             const float *skip) {
+  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc, live, skip);
 }
 
 void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, int64_t step, const AdamWOptions &o,
-               const float *skip) {
-  AdamWScalars sc = adamwScalars(o, step);
-  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc, skip);
+               float *expAvgSq, int64_t n, const AdamWScalars &sc,
+               const AdamWScalars *live, const float *skip) {
+  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc, live,
+                skip);
 }
 
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,

@@ -124,6 +124,11 @@ int64_t Arena::highWaterBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return highWaterBytes_;
 }
+void Arena::forgetDeviceMarkers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  freedMarkers_.clear();
+}
+
 void Arena::resetHighWater() {
   std::lock_guard<std::mutex> lock(mutex_);
   highWaterBytes_ = inUse_;

@@ -16,6 +16,17 @@ namespace rt {
 
 Backend::~Backend() = default;
 
+// Without step graphs: graphBegin refuses, so the others are never reached.
+void *Backend::graphBegin(int64_t) {
+  fail(Status::Unsupported, "the ", name(),
+       " backend has no step graphs (CUDA graphs)");
+}
+void Backend::graphJoin() {}
+void Backend::graphLeave() {}
+int64_t Backend::graphEnd() { return graphBegin(0), 0; }
+void Backend::graphLaunch(int64_t, const void *, int64_t) { graphBegin(0); }
+void Backend::graphDestroy(int64_t) {}
+
 namespace {
 struct Registry {
   std::mutex mutex;

@@ -189,6 +189,29 @@ int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale) {
   });
 }
 
+int32_t fsdprt_graph_begin(int64_t ctx, int64_t step_count) {
+  return guarded(__func__,
+                 [&] { getContext(ctx)->beginCapture(step_count); });
+}
+
+int32_t fsdprt_graph_end(int64_t ctx, int64_t *out_graph) {
+  return guarded(__func__, [&] {
+    requireOut(out_graph, "out_graph");
+    *out_graph = getContext(ctx)->endCapture();
+  });
+}
+
+int32_t fsdprt_graph_launch(int64_t ctx, int64_t stream, int64_t graph,
+                            int64_t step_count) {
+  return guarded(__func__, [&] {
+    getContext(ctx)->launchGraph(graph, stream, step_count);
+  });
+}
+
+int32_t fsdprt_graph_destroy(int64_t ctx, int64_t graph) {
+  return guarded(__func__, [&] { getContext(ctx)->destroyGraph(graph); });
+}
+
 int32_t fsdprt_buffer_alloc(int64_t ctx, int64_t bytes, int64_t *out_buf) {
   return guarded(__func__, [&] {
     requireOut(out_buf, "out_buf");

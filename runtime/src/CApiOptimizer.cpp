@@ -1,6 +1,7 @@
 //===- CApiOptimizer.cpp - C ABI: optimizer steps and gradient norms ------===//
 #include "CApiSupport.h"
 
+#include "fsdp/rt/OptimizerScalars.h"
 #include "fsdp/rt/fsdprt.h"
 
 #include <cmath>
@@ -75,12 +76,19 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     Backend &be = l.backend();
     const DelayConfig &delays = l.context().delays();
     DType dt = l.dtype();
-    SgdOptions o{lr * l.context().lrFactor(), momentum, dampening,
-                 weight_decay, nesterov != 0};
+    auto scalars = [=](double lrFactor, int64_t t) {
+      return sgdScalars(SgdOptions{lr * lrFactor, momentum, dampening,
+                                   weight_decay, nesterov != 0},
+                        t);
+    };
+    SgdScalars sc = scalars(l.context().lrFactor(), step);
+    const SgdScalars *live = l.live<SgdScalars>([=](const StepValues &v) {
+      return scalars(v.lrFactor, step + v.stepsSinceCapture);
+    });
     const float *ps = skipFlag(l, skip, skip_off);
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
-      be.sgdStep(dt, pp, pg, pm, numel, step, o, ps);
+      be.sgdStep(dt, pp, pg, pm, numel, sc, live, ps);
     });
   });
 }
@@ -111,12 +119,18 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     Backend &be = l.backend();
     const DelayConfig &delays = l.context().delays();
     DType dt = l.dtype();
-    AdamWOptions o{lr * l.context().lrFactor(), beta1, beta2, eps,
-                   weight_decay};
+    auto scalars = [=](double lrFactor, int64_t t) {
+      return adamwScalars(
+          AdamWOptions{lr * lrFactor, beta1, beta2, eps, weight_decay}, t);
+    };
+    AdamWScalars sc = scalars(l.context().lrFactor(), step);
+    const AdamWScalars *live = l.live<AdamWScalars>([=](const StepValues &v) {
+      return scalars(v.lrFactor, step + v.stepsSinceCapture);
+    });
     const float *ps = skipFlag(l, skip, skip_off);
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
-      be.adamwStep(dt, pp, pg, pm, pv, numel, step, o, ps);
+      be.adamwStep(dt, pp, pg, pm, pv, numel, sc, live, ps);
     });
   });
 }
@@ -146,6 +160,14 @@ int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
     double scale = l.context().lossScale();
     double value = inverse ? 1.0 / scale : scale;
     Backend &be = l.backend();
+    // fill's f32 rounding of the value, refreshed at each graph launch.
+    const float *live = l.live<float>([inverse](const StepValues &v) {
+      return static_cast<float>(inverse ? 1.0 / v.lossScale : v.lossScale);
+    });
+    if (live)
+      return l.enqueue([&be, po, live] {
+        be.copy(po, live, 4, CopyKind::DeviceToDevice);
+      });
     l.enqueue([&be, po, value] { be.fill(DType::F32, po, 1, value); });
   });
 }

@@ -202,6 +202,14 @@ int32_t fsdprt_activation_backward(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
+/// A replayed step graph's key: the step moved on with the launches.
+static const RngKey *liveKey(Launch &l, RngKey key) {
+  return l.live<RngKey>([key](const StepValues &v) {
+    return RngKey{key.seed, key.step + uint64_t(v.stepsSinceCapture),
+                  key.rngId};
+  });
+}
+
 static int32_t dropoutImpl(const char *fn, const char *op, int64_t ctx,
                            int64_t stream, int32_t dtype, int64_t x,
                            int64_t x_off, int64_t y, int64_t y_off,
@@ -219,7 +227,8 @@ static int32_t dropoutImpl(const char *fn, const char *op, int64_t ctx,
     DType dt = l.dtype();
     RngKey key{static_cast<uint64_t>(seed), static_cast<uint64_t>(step),
                static_cast<uint64_t>(rng_id)};
-    l.enqueue([=, &be] { be.dropout(dt, px, py, numel, p, key); });
+    const RngKey *live = liveKey(l, key);
+    l.enqueue([=, &be] { be.dropout(dt, px, py, numel, p, key, live); });
   });
 }
 
@@ -254,7 +263,9 @@ int32_t fsdprt_rng_fill(int64_t ctx, int64_t stream, int32_t dtype,
     auto dist = static_cast<Distribution>(distribution);
     RngKey key{static_cast<uint64_t>(seed), static_cast<uint64_t>(step),
                static_cast<uint64_t>(rng_id)};
-    l.enqueue([=, &be] { be.rngFill(dt, pd, numel, dist, a, b, key); });
+    const RngKey *live = liveKey(l, key);
+    l.enqueue(
+        [=, &be] { be.rngFill(dt, pd, numel, dist, a, b, key, live); });
   });
 }
 

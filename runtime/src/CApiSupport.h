@@ -13,6 +13,7 @@
 #include "fsdp/rt/Error.h"
 #include "fsdp/rt/Shape.h"
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <new>
@@ -89,6 +90,17 @@ public:
   void *optional(int64_t buf, int64_t off, int64_t numel, const char *what);
 
   void enqueue(std::function<void()> work);
+
+  /// While the context captures a step graph: the device copy of a
+  /// per-step value that each launch sets to value(its StepValues), for
+  /// the kernel to read instead of the value passed now; null otherwise.
+  template <typename T, typename F> const T *live(F value) {
+    return static_cast<const T *>(ctx_->liveValue(
+        sizeof(T), [value](const StepValues &v, void *out) {
+          T t = value(v);
+          std::memcpy(out, &t, sizeof(T));
+        }));
+  }
 
 private:
   std::shared_ptr<Context> ctx_;

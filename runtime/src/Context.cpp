@@ -119,6 +119,8 @@ void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
 int64_t Context::createStream() {
   auto s = std::make_shared<Stream>(trace_, "", backend_->deviceOrdering());
   std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_) // a stream made while capturing joins the capture
+    s->enqueue("graph_join", [this] { backend_->graphJoin(); }, true);
   return streams_.insert(std::move(s));
 }
 
@@ -140,15 +142,16 @@ std::shared_ptr<Stream> Context::stream(int64_t handle) const {
   return streams_.get(handle);
 }
 
-void Context::synchronizeAll() {
+std::vector<std::shared_ptr<Stream>> Context::allStreams() const {
   std::vector<std::shared_ptr<Stream>> all{defaultStream_};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    streams_.forEach(
-        [&](const std::shared_ptr<Stream> &s) { all.push_back(s); });
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.forEach([&](const std::shared_ptr<Stream> &s) { all.push_back(s); });
+  return all;
+}
+
+void Context::synchronizeAll() {
   std::optional<Error> first;
-  for (const std::shared_ptr<Stream> &s : all) {
+  for (const std::shared_ptr<Stream> &s : allStreams()) {
     try {
       s->synchronize();
     } catch (const Error &e) {
@@ -194,6 +197,111 @@ void Context::destroyEvent(int64_t handle) {
 std::shared_ptr<Event> Context::event(int64_t handle) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.get(handle);
+}
+
+void Context::beginCapture(int64_t stepCount) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capture_)
+      fail(Status::InvalidArgument, "a step graph is already being captured");
+  }
+  // Nothing in flight: every free marker from before is passed, and the
+  // capture waits on none of them (a graph cannot wait outside itself).
+  synchronizeAll();
+  char *live = static_cast<char *>(backend_->graphBegin(kLiveBytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_ = std::make_unique<StepGraph>(StepGraph{0, stepCount, 0, {}});
+  captureLive_ = live;
+  defaultStream_->enqueue(
+      "graph_join", [this] { backend_->graphJoin(); }, true);
+  streams_.forEach([&](const std::shared_ptr<Stream> &s) {
+    s->enqueue("graph_join", [this] { backend_->graphJoin(); }, true);
+  });
+}
+
+void *Context::liveValue(int64_t bytes, LiveRefresh refresh) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!capture_)
+    return nullptr;
+  int64_t offset = (capture_->liveBytes + 15) / 16 * 16;
+  if (offset + bytes > kLiveBytes)
+    fail(Status::Unsupported, "a captured step takes more than ", kLiveBytes,
+         " bytes of per-step values");
+  capture_->liveBytes = offset + bytes;
+  capture_->values.push_back(LiveValue{offset, bytes, std::move(refresh)});
+  return captureLive_ + offset;
+}
+
+int64_t Context::endCapture() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!capture_)
+      fail(Status::InvalidArgument, "no step graph is being captured");
+  }
+  std::vector<std::shared_ptr<Stream>> streams = allStreams();
+  for (const std::shared_ptr<Stream> &s : streams)
+    s->enqueue("graph_leave", [this] { backend_->graphLeave(); }, true);
+  // The issue is done; the captured work has not run (nothing to wait for).
+  std::optional<Error> first;
+  for (const std::shared_ptr<Stream> &s : streams) {
+    try {
+      s->drain();
+    } catch (const Error &e) {
+      if (!first)
+        first = e;
+    }
+  }
+  std::shared_ptr<StepGraph> graph;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    graph = std::move(capture_);
+    captureLive_ = nullptr;
+  }
+  try {
+    graph->backendId = backend_->graphEnd();
+  } catch (const Error &e) {
+    if (!first)
+      first = e;
+  }
+  // The markers recorded while capturing belong to the graph.
+  arena_.forgetDeviceMarkers();
+  std::lock_guard<std::mutex> lock(mutex_);
+  buffers_.forEach(
+      [](const std::shared_ptr<Buffer> &b) { b->reuseWaits.clear(); });
+  if (first) {
+    if (graph->backendId)
+      backend_->graphDestroy(graph->backendId);
+    throw *first;
+  }
+  return graphs_.insert(std::move(graph));
+}
+
+void Context::launchGraph(int64_t graphHandle, int64_t streamHandle,
+                          int64_t stepCount) {
+  std::shared_ptr<StepGraph> g;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    g = graphs_.get(graphHandle);
+  }
+  std::shared_ptr<Stream> s = stream(streamHandle);
+  StepValues values{stepCount - g->stepCount, lrFactor_, lossScale_};
+  auto live = std::make_shared<std::vector<char>>(g->liveBytes);
+  for (const LiveValue &v : g->values)
+    v.refresh(values, live->data() + v.offset);
+  s->enqueue("step_graph", [this, g, live] {
+    backend_->graphLaunch(g->backendId, live->data(),
+                          static_cast<int64_t>(live->size()));
+  });
+}
+
+void Context::destroyGraph(int64_t graphHandle) {
+  std::shared_ptr<StepGraph> g;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    g = graphs_.remove(graphHandle);
+  }
+  synchronizeAll(); // its last launch has run
+  backend_->graphDestroy(g->backendId);
 }
 
 } // namespace rt

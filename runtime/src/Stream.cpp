@@ -168,6 +168,10 @@ void Stream::synchronize() {
     enqueue(
         "device_synchronize", [this] { device_->synchronize(); },
         /*alwaysRun=*/true);
+  drain();
+}
+
+void Stream::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
   if (error_) {

@@ -52,6 +52,9 @@ public:
   int64_t highWaterExtent() const;
   /// Both marks restart from the ranges live now.
   void resetHighWater();
+  /// Drops the free markers: after a step graph's capture, whose markers
+  /// order nothing outside the graph (its work ran or will run whole).
+  void forgetDeviceMarkers();
 
 private:
   struct Range {

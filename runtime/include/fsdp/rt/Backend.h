@@ -18,6 +18,7 @@
 #include "fsdp/rt/DType.h"
 #include "fsdp/rt/DeviceOrdering.h"
 #include "fsdp/rt/Shape.h"
+#include "fsdp/rt/math/Optimizer.h"
 
 #include <cstdint>
 #include <functional>
@@ -108,6 +109,28 @@ public:
   virtual DeviceOrdering *deviceOrdering() { return nullptr; }
   /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
   virtual bool hostAccessible() const = 0;
+
+  // Step graphs (CUDA graphs; Context::beginCapture drives them). Between
+  // graphBegin and graphEnd, the device work of every thread that joined
+  // is recorded into one graph instead of run. A per-step value (an
+  // optimizer's scalars, an RNG key) is passed to its kernel both by value
+  // and as `live`, a copy in the graph's live block that each launch
+  // refreshes; kernels use *live when it is set. Backends without graphs
+  // (CPU) throw Unsupported from graphBegin and never see `live` set.
+  /// Starts a capture whose live block holds `liveBytes`; returns the
+  /// block's device address.
+  virtual void *graphBegin(int64_t liveBytes);
+  /// The calling thread's device work joins / leaves the capture.
+  virtual void graphJoin();
+  virtual void graphLeave();
+  /// Ends the capture (always) and returns the graph's id; throws when the
+  /// capture failed (a host wait, an unsupported call while capturing).
+  virtual int64_t graphEnd();
+  /// On the calling thread's device queue: copies `live` (liveBytes, the
+  /// refreshed values) into the graph's live block, then runs the graph.
+  virtual void graphLaunch(int64_t graph, const void *live, int64_t liveBytes);
+  virtual void graphDestroy(int64_t graph);
+
   virtual void copy(void *dst, const void *src, int64_t bytes,
                     CopyKind kind) = 0;
   virtual void fill(DType dt, void *dst, int64_t n, double value) = 0;
@@ -185,10 +208,12 @@ public:
                     int64_t seq, int64_t heads, int64_t headDim, double theta,
                     bool inverse) = 0;
   /// y = x * mask / (1 - p); applied to dy it is also the backward.
+  /// `live` (may be null): the key in a step graph's live block.
   virtual void dropout(DType dt, const void *x, void *y, int64_t n, double p,
-                       const RngKey &key) = 0;
+                       const RngKey &key, const RngKey *live) = 0;
   virtual void rngFill(DType dt, void *dst, int64_t n, Distribution dist,
-                       double a, double b, const RngKey &key) = 0;
+                       double a, double b, const RngKey &key,
+                       const RngKey *live) = 0;
   virtual void batchNormForward(DType dt, const void *x, const void *w,
                                 const void *b, void *runningMean,
                                 void *runningVar, void *y, int64_t n, int64_t c,
@@ -236,13 +261,15 @@ public:
                                LossReduction reduction) = 0;
 
   /// The updates do nothing when `skip` (one f32 in device memory, or
-  /// null) is non-zero: a loss scaler found a non-finite gradient.
+  /// null) is non-zero: a loss scaler found a non-finite gradient. The
+  /// scalars are OptimizerScalars.h's for the step; `live` (may be null)
+  /// their copy in a step graph's live block.
   virtual void sgdStep(DType gradType, float *param, const void *grad,
-                       float *momentumBuf, int64_t n, int64_t step,
-                       const SgdOptions &o, const float *skip) = 0;
+                       float *momentumBuf, int64_t n, const SgdScalars &s,
+                       const SgdScalars *live, const float *skip) = 0;
   virtual void adamwStep(DType gradType, float *param, const void *grad,
                          float *expAvg, float *expAvgSq, int64_t n,
-                         int64_t step, const AdamWOptions &o,
+                         const AdamWScalars &s, const AdamWScalars *live,
                          const float *skip) = 0;
   /// *out = 1 if any of the n elements is inf or NaN, else
   /// (accumulate ? *out : 0).

@@ -17,14 +17,26 @@
 #include "fsdp/rt/Trace.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace fsdp {
 namespace rt {
 
 class Communicator;
+
+/// What each launch of a step graph takes anew: how many steps after the
+/// captured one it runs, the learning-rate factor and the loss scale then.
+struct StepValues {
+  int64_t stepsSinceCapture;
+  double lrFactor;
+  double lossScale;
+};
+/// Writes a per-step value for `values` into `out` (its bytes).
+using LiveRefresh = std::function<void(const StepValues &values, void *out)>;
 
 struct Buffer {
   int64_t offset;
@@ -85,7 +97,33 @@ public:
   void destroyEvent(int64_t event);
   std::shared_ptr<Event> event(int64_t handle) const;
 
+  // Step graphs (CUDA graphs of a whole step, fsdprt_graph_*): the
+  // operations issued on every stream between beginCapture and endCapture
+  // are recorded into one graph, which launchGraph replays; the per-step
+  // values its operations took (liveValue) are refreshed at each launch.
+  /// `stepCount`: the captured step's (the step function's step_count).
+  void beginCapture(int64_t stepCount);
+  /// While capturing: device memory of `bytes` that each launch rewrites
+  /// with refresh(its StepValues); null when nothing is being captured.
+  void *liveValue(int64_t bytes, LiveRefresh refresh);
+  /// Ends the capture; throws why the step could not be captured.
+  int64_t endCapture();
+  void launchGraph(int64_t graph, int64_t stream, int64_t stepCount);
+  void destroyGraph(int64_t graph);
+
 private:
+  struct LiveValue {
+    int64_t offset, bytes;
+    LiveRefresh refresh;
+  };
+  struct StepGraph {
+    int64_t backendId, stepCount, liveBytes;
+    std::vector<LiveValue> values;
+  };
+  /// The live block of one graph: its per-step values, 16-byte aligned.
+  static constexpr int64_t kLiveBytes = int64_t(64) << 10;
+  std::vector<std::shared_ptr<Stream>> allStreams() const;
+
   const int32_t rank_;
   const int32_t worldSize_;
   const DelayConfig delays_;
@@ -102,6 +140,9 @@ private:
   std::shared_ptr<Stream> defaultStream_;
   HandleTable<Stream> streams_{"stream"};
   HandleTable<Event> events_{"event"};
+  std::unique_ptr<StepGraph> capture_; // being captured
+  char *captureLive_ = nullptr;        // its live block
+  HandleTable<StepGraph> graphs_{"graph"};
   // Last: destroyed first, after the destructor has drained the streams.
   HandleTable<Communicator> comms_{"communicator"};
 };

@@ -98,6 +98,9 @@ public:
   /// Blocks until the queue is empty and its device work done; rethrows the
   /// stored failure once.
   void synchronize();
+  /// Blocks until the queue is empty (its device work may still be
+  /// queued: a step graph's capture); rethrows the stored failure once.
+  void drain();
 
   /// Id in the trace log (0 without one).
   int32_t traceId() const { return traceId_; }

@@ -114,6 +114,24 @@ int32_t fsdprt_context_set_lr_factor(int64_t ctx, double factor);
 /* written by fsdprt_loss_scale: finite and > 0. */
 int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale);
 
+/* ---- Step graphs (CUDA graphs of a whole step) ---------------------------*/
+/* Between begin and end, the operations issued on every stream of the     */
+/* context are captured into one graph instead of run (nothing runs: the   */
+/* step's effects happen at each launch). A launch replays the graph on     */
+/* `stream` with the values a step takes anew: step_count (optimizer bias  */
+/* corrections, RNG keys: offset from the captured step's), the lr factor  */
+/* and the loss scale set at the time of the launch. Begin synchronises    */
+/* the context; FSDPRT_ERR_UNSUPPORTED where the backend has no graphs     */
+/* (cpu). End fails, ending the capture, when the step could not be        */
+/* captured (a host wait inside it, e.g. a collective that syncs); run the */
+/* step eagerly then. A graph's addresses are those of its capture: the    */
+/* same buffers (the compiler's plan places them) at every launch.         */
+int32_t fsdprt_graph_begin(int64_t ctx, int64_t step_count);
+int32_t fsdprt_graph_end(int64_t ctx, int64_t *out_graph);
+int32_t fsdprt_graph_launch(int64_t ctx, int64_t stream, int64_t graph,
+                            int64_t step_count);
+int32_t fsdprt_graph_destroy(int64_t ctx, int64_t graph);
+
 /* ---- Buffers (per-rank arena) -------------------------------------------*/
 /* Every buffer starts at a multiple of this and its size is rounded up to  */
 /* it; the compiler's memory plan counts bytes the same way. */

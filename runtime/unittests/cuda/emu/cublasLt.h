@@ -153,7 +153,7 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
                const void *A, cublasLtMatrixLayout_t al, const void *B,
                cublasLtMatrixLayout_t bl, const void *beta, const void *C,
                cublasLtMatrixLayout_t cl, void *D, cublasLtMatrixLayout_t dl,
-               const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t) {
+               const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t s) {
   bool ta = desc->ta == CUBLAS_OP_T, tb = desc->tb == CUBLAS_OP_T;
   long long m = dl->rows, n = dl->cols;
   long long k = ta ? al->rows : al->cols;
@@ -166,28 +166,33 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
     return CUBLAS_STATUS_NOT_SUPPORTED; // the backend never accumulates here
   ++emuLtMatmulCalls();
   float al0 = *static_cast<const float *>(alpha);
-  cudaDataType_t at = al->type, dt = dl->type;
-  for (long long j = 0; j < n; ++j)
-    for (long long i = 0; i < m; ++i) {
-      float acc = 0.0f;
-      for (long long p = 0; p < k; ++p) {
-        long long ia = ta ? p + i * al->ld : i + p * al->ld;
-        long long ib = tb ? j + p * bl->ld : p + j * bl->ld;
-        acc += emuLoad(A, at, ia) * emuLoad(B, at, ib);
+  // What the call reads of its descriptors, taken now.
+  EmuLtDesc d = *desc;
+  EmuLtLayout la = *al, lb = *bl, ld = *dl;
+  emuRun(s, [=] {
+    cudaDataType_t at = la.type, dt = ld.type;
+    for (long long j = 0; j < n; ++j)
+      for (long long i = 0; i < m; ++i) {
+        float acc = 0.0f;
+        for (long long p = 0; p < k; ++p) {
+          long long ia = ta ? p + i * la.ld : i + p * la.ld;
+          long long ib = tb ? j + p * lb.ld : p + j * lb.ld;
+          acc += emuLoad(A, at, ia) * emuLoad(B, at, ib);
+        }
+        float v = al0 * acc;
+        if (d.epilogue == CUBLASLT_EPILOGUE_BIAS)
+          v += emuLoad(d.bias, dt, i);
+        emuStore(D, dt, i + j * ld.ld, v);
       }
-      float v = al0 * acc;
-      if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS)
-        v += emuLoad(desc->bias, dt, i);
-      emuStore(D, dt, i + j * dl->ld, v);
+    if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+      for (long long j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (long long p = 0; p < k; ++p)
+          sum += emuLoad(B, at, tb ? j + p * lb.ld : p + j * lb.ld);
+        emuStore(d.bias, dt, j, sum);
+      }
     }
-  if (desc->epilogue == CUBLASLT_EPILOGUE_BGRADB) {
-    for (long long j = 0; j < n; ++j) {
-      float sum = 0.0f;
-      for (long long p = 0; p < k; ++p)
-        sum += emuLoad(B, at, tb ? j + p * bl->ld : p + j * bl->ld);
-      emuStore(desc->bias, dt, j, sum);
-    }
-  }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -38,7 +38,9 @@ inline const char *cublasGetStatusString(cublasStatus_t s) {
   return cublasGetStatusName(s);
 }
 
-struct EmuBlas {};
+struct EmuBlas {
+  cudaStream_t stream = nullptr;
+};
 using cublasHandle_t = EmuBlas *;
 inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
   *h = new EmuBlas;
@@ -48,7 +50,8 @@ inline cublasStatus_t cublasDestroy(cublasHandle_t h) {
   delete h;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
+inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+  h->stream = s;
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) {
@@ -84,7 +87,7 @@ inline void emuStore(void *p, cudaDataType_t t, long long i, float v) {
 }
 
 inline cublasStatus_t cublasGemmStridedBatchedEx(
-    cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
     int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
     long long sa, const void *B, cudaDataType_t bt, int ldb, long long sb,
     const void *beta, void *C, cudaDataType_t ct, int ldc, long long sc,
@@ -98,22 +101,24 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
     return CUBLAS_STATUS_NOT_SUPPORTED; // the combinations the backend uses
   float al = *static_cast<const float *>(alpha);
   float be = *static_cast<const float *>(beta);
-  for (int bi = 0; bi < batch; ++bi) {
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        float acc = 0.0f;
-        for (int p = 0; p < k; ++p) {
-          long long ia = ta == CUBLAS_OP_N ? i + (long long)p * lda
-                                           : p + (long long)i * lda;
-          long long ib = tb == CUBLAS_OP_N ? p + (long long)j * ldb
-                                           : j + (long long)p * ldb;
-          acc += emuLoad(A, at, bi * sa + ia) * emuLoad(B, bt, bi * sb + ib);
+  emuRun(h->stream, [=] {
+    for (int bi = 0; bi < batch; ++bi) {
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          float acc = 0.0f;
+          for (int p = 0; p < k; ++p) {
+            long long ia = ta == CUBLAS_OP_N ? i + (long long)p * lda
+                                             : p + (long long)i * lda;
+            long long ib = tb == CUBLAS_OP_N ? p + (long long)j * ldb
+                                             : j + (long long)p * ldb;
+            acc += emuLoad(A, at, bi * sa + ia) * emuLoad(B, bt, bi * sb + ib);
+          }
+          long long ic = bi * sc + i + (long long)j * ldc;
+          float old = be == 0.0f ? 0.0f : be * emuLoad(C, ct, ic);
+          emuStore(C, ct, ic, al * acc + old);
         }
-        long long ic = bi * sc + i + (long long)j * ldc;
-        float old = be == 0.0f ? 0.0f : be * emuLoad(C, ct, ic);
-        emuStore(C, ct, ic, al * acc + old);
-      }
-  }
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

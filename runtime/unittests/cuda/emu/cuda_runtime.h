@@ -9,6 +9,15 @@
 // loop walks all of its items in order. It says nothing about real device
 // behaviour (memory model, races, cuBLAS numerics, performance).
 //
+// Stream capture (CUDA graphs) is emulated with CUDA's rules: a stream
+// joins a capture by waiting on an event recorded in it; operations on
+// capturing streams are recorded (arguments by value) instead of run, in
+// issue order, and a graph launch runs them in that order; allocations
+// made while capturing belong to the graph (its frees are no-ops, the
+// memory is released with the graph). Synchronising a capturing stream,
+// querying a captured event or waiting from a capture on an event recorded
+// outside it fails and invalidates the capture, as on a GPU.
+//
 //===----------------------------------------------------------------------===//
 #ifndef FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
 #define FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
@@ -17,8 +26,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #define FSDPRT_CUDA_EMULATION 1
 #define __global__
@@ -46,6 +58,11 @@ enum cudaError_t {
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
   cudaErrorNotReady = 600,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureIsolation = 906,
+  cudaErrorCapturedEvent = 907,
+  cudaErrorIllegalState = 401,
 };
 inline const char *cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -53,6 +70,14 @@ inline const char *cudaGetErrorName(cudaError_t e) {
     return "cudaSuccess";
   case cudaErrorMemoryAllocation:
     return "cudaErrorMemoryAllocation";
+  case cudaErrorStreamCaptureUnsupported:
+    return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated:
+    return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorStreamCaptureIsolation:
+    return "cudaErrorStreamCaptureIsolation";
+  case cudaErrorCapturedEvent:
+    return "cudaErrorCapturedEvent";
   default:
     return "cudaErrorEmulated";
   }
@@ -62,8 +87,46 @@ inline const char *cudaGetErrorString(cudaError_t e) {
 }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 
-struct EmuStream {};
+/// One capture sequence: the operations recorded, in issue order, and the
+/// allocations made while it was active.
+struct EmuCapture {
+  std::vector<std::function<void()>> ops;
+  std::vector<void *> allocations;
+  bool active = true, invalid = false;
+};
+struct EmuStream {
+  std::shared_ptr<EmuCapture> capture; // while it takes part in a capture
+};
 using cudaStream_t = EmuStream *;
+/// Guards every stream's and event's capture state.
+inline std::mutex &emuCaptureMutex() {
+  static std::mutex m;
+  return m;
+}
+/// The capture `s` takes part in (null: none); the mutex is held. A
+/// stream whose capture has ended leaves it here.
+inline EmuCapture *emuCapturing(cudaStream_t s) {
+  if (s && s->capture && !s->capture->active)
+    s->capture = nullptr;
+  return s ? s->capture.get() : nullptr;
+}
+/// Runs `op` now, or records it when `s` is capturing.
+inline void emuRun(cudaStream_t s, std::function<void()> op) {
+  {
+    std::lock_guard<std::mutex> lock(emuCaptureMutex());
+    if (EmuCapture *c = emuCapturing(s)) {
+      c->ops.push_back(std::move(op));
+      return;
+    }
+  }
+  op();
+}
+/// A kernel launch: its arguments taken now, by value.
+template <typename K, typename... A>
+void emuLaunch(cudaStream_t s, K kernel, A... args) {
+  emuRun(s, [=] { kernel(args...); });
+}
+
 constexpr unsigned cudaStreamNonBlocking = 1;
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
   *s = new EmuStream;
@@ -73,10 +136,20 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
   delete s;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  if (EmuCapture *c = emuCapturing(s)) {
+    c->invalid = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return cudaSuccess;
+}
 
-// Every stream operation has run when it returns: an event is always done.
-struct EmuEvent {};
+// Every stream operation has run when it returns: an event is always done,
+// unless it was recorded in a capture.
+struct EmuEvent {
+  std::shared_ptr<EmuCapture> capture; // recorded in it
+};
 using cudaEvent_t = EmuEvent *;
 constexpr unsigned cudaEventDisableTiming = 2;
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
@@ -87,12 +160,100 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  EmuCapture *c = emuCapturing(s);
+  if (c && c->invalid)
+    return cudaErrorStreamCaptureInvalidated;
+  e->capture = c ? s->capture : nullptr;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  return e->capture ? cudaErrorCapturedEvent : cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  return cudaEventSynchronize(e);
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e,
+                                       unsigned) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  std::shared_ptr<EmuCapture> c = e->capture;
+  if (c && !c->active)
+    return cudaErrorCapturedEvent;
+  EmuCapture *own = emuCapturing(s);
+  if (own && c.get() != own) { // crosses the capture's boundary
+    own->invalid = true;
+    return cudaErrorStreamCaptureIsolation;
+  }
+  if (c && s && !own)
+    s->capture = c; // joins the capture
+  return cudaSuccess;
+}
+
+enum cudaStreamCaptureMode { cudaStreamCaptureModeRelaxed = 2 };
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+};
+/// A graph and its executable are one object: the recorded capture.
+struct EmuGraph {
+  std::shared_ptr<EmuCapture> capture;
+};
+using cudaGraph_t = EmuGraph *;
+using cudaGraphExec_t = EmuGraph *;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s,
+                                          cudaStreamCaptureMode) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  if (!s || emuCapturing(s))
+    return cudaErrorIllegalState;
+  s->capture = std::make_shared<EmuCapture>();
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t s,
+                                         cudaStreamCaptureStatus *status) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  *status = emuCapturing(s) ? cudaStreamCaptureStatusActive
+                            : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+/// Every stream that joined leaves with the origin. (The streams are not
+/// tracked: the emulation asks each stream on its next use.)
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+  std::lock_guard<std::mutex> lock(emuCaptureMutex());
+  *graph = nullptr;
+  std::shared_ptr<EmuCapture> c = emuCapturing(s) ? s->capture : nullptr;
+  if (!c)
+    return cudaErrorIllegalState;
+  c->active = false;
+  s->capture = nullptr;
+  if (c->invalid)
+    return cudaErrorStreamCaptureInvalidated;
+  *graph = new EmuGraph{c};
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec,
+                                        cudaGraph_t graph,
+                                        unsigned long long = 0) {
+  *exec = graph;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  std::shared_ptr<EmuCapture> c = exec->capture;
+  emuRun(s, [c] {
+    for (const auto &op : c->ops)
+      op();
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) {
+  return cudaSuccess; // the graph owns it
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  for (void *p : graph->capture->allocations)
+    std::free(p);
+  graph->capture->allocations.clear();
+  delete graph;
   return cudaSuccess;
 }
 
@@ -150,11 +311,18 @@ inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
 
 /// Poisons fresh allocations so that a kernel reading memory it never
 /// wrote shows up as NaN or garbage in the suites.
-inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
   *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!*p)
     return cudaErrorMemoryAllocation;
   std::memset(*p, 0xff, bytes);
+  {
+    std::lock_guard<std::mutex> lock(emuCaptureMutex());
+    if (EmuCapture *c = emuCapturing(s)) { // the graph's: not the pool's
+      c->allocations.push_back(*p);
+      return cudaSuccess;
+    }
+  }
   EmuPool &pool = emuPool();
   std::lock_guard<std::mutex> lock(pool.mutex);
   pool.sizes[*p] = bytes;
@@ -162,7 +330,14 @@ inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
   pool.usedHigh = std::max(pool.usedHigh, pool.used);
   return cudaSuccess;
 }
-inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+  {
+    std::lock_guard<std::mutex> lock(emuCaptureMutex());
+    if (EmuCapture *c = emuCapturing(s))
+      for (void *a : c->allocations)
+        if (a == p)
+          return cudaSuccess; // released with the graph
+  }
   EmuPool &pool = emuPool();
   {
     std::lock_guard<std::mutex> lock(pool.mutex);
@@ -175,6 +350,10 @@ inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
   std::free(p);
   return cudaSuccess;
 }
+inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+  return cudaMallocAsync(p, bytes, nullptr);
+}
+inline cudaError_t cudaFree(void *p) { return cudaFreeAsync(p, nullptr); }
 inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
   *p = std::malloc(bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -190,25 +369,28 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice = 3,
 };
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
-                                   cudaMemcpyKind, cudaStream_t) {
-  std::memcpy(dst, src, bytes); // the backend never passes overlaps
+                                   cudaMemcpyKind, cudaStream_t s) {
+  // The backend never passes overlaps.
+  emuRun(s, [=] { std::memcpy(dst, src, bytes); });
   return cudaSuccess;
 }
 
 inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes,
-                                   cudaStream_t) {
-  std::memset(dst, value, bytes);
+                                   cudaStream_t s) {
+  emuRun(s, [=] { std::memset(dst, value, bytes); });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
                                      size_t spitch, size_t width,
                                      size_t height, cudaMemcpyKind,
-                                     cudaStream_t) {
+                                     cudaStream_t s) {
   if (width > dpitch || width > spitch)
     return cudaErrorInvalidValue; // cudaErrorInvalidPitchValue on a GPU
-  for (size_t r = 0; r < height; ++r)
-    std::memcpy(static_cast<char *>(dst) + r * dpitch,
-                static_cast<const char *>(src) + r * spitch, width);
+  emuRun(s, [=] {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char *>(dst) + r * dpitch,
+                  static_cast<const char *>(src) + r * spitch, width);
+  });
   return cudaSuccess;
 }
 

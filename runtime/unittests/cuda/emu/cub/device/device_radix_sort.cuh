@@ -20,11 +20,22 @@ struct DeviceRadixSort {
   template <typename K, typename V, typename N>
   static cudaError_t SortPairs(void *temp, size_t &tempBytes, const K *keysIn,
                                K *keysOut, const V *valuesIn, V *valuesOut,
-                               N n, int beginBit, int endBit, cudaStream_t) {
+                               N n, int beginBit, int endBit,
+                               cudaStream_t s) {
     if (!temp) {
       tempBytes = 1;
       return cudaSuccess;
     }
+    emuRun(s, [=] {
+      sort(keysIn, keysOut, valuesIn, valuesOut, n, beginBit, endBit);
+    });
+    return cudaSuccess;
+  }
+
+private:
+  template <typename K, typename V, typename N>
+  static void sort(const K *keysIn, K *keysOut, const V *valuesIn,
+                   V *valuesOut, N n, int beginBit, int endBit) {
     using U = std::make_unsigned_t<K>;
     U mask = endBit >= int(sizeof(K) * 8) ? U(~U(0))
                                           : U((U(1) << endBit) - 1);
@@ -42,7 +53,6 @@ struct DeviceRadixSort {
     }
     std::copy(keys.begin(), keys.end(), keysOut);
     std::copy(values.begin(), values.end(), valuesOut);
-    return cudaSuccess;
   }
 };
 } // namespace cub

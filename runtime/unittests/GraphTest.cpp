@@ -1,0 +1,189 @@
+//===- GraphTest.cpp - step graphs: captured once, replayed ---------------===//
+//
+// A small "step" over two streams (an event between them, a transient
+// buffer freed mid-step, an index check, a dropout keyed by the step, a
+// bf16 linear, AdamW with the step's bias correction and the lr factor, the
+// loss scale): run eagerly for five steps, and again with the second step
+// captured and launched for steps 2 to 5. Each step's results must be the
+// same bits: a launch takes the step count, lr factor and loss scale of its
+// own step. Backends without graphs (cpu) refuse the capture.
+//
+//===----------------------------------------------------------------------===//
+#include "TestUtil.h"
+
+#include <cstring>
+
+namespace fsdp {
+namespace rt {
+namespace test {
+namespace {
+
+class GraphConformance : public ::testing::TestWithParam<std::string> {};
+
+constexpr int64_t kRows = 8, kIn = 16, kOut = 8, kVocab = 10;
+constexpr int64_t kParams = kOut * kIn;
+
+struct StepState {
+  int64_t other = 0; // a second stream
+  int64_t ids = 0, table = 0, x = 0, w = 0, b = 0, param = 0, m = 0, v = 0,
+          scale = 0, y = 0;
+};
+
+StepState setUp(Device &dev) {
+  StepState s;
+  RT_EXPECT_OK(fsdprt_stream_create(dev.ctx, &s.other));
+  std::vector<int32_t> ids{1, 3, 5, 7, 9, 0, 2, 4};
+  s.ids = dev.upload(ids);
+  s.table = dev.upload(randomVector(kVocab * kIn, 5));
+  s.w = dev.upload(randomVector(kOut * kIn, 6));
+  s.b = dev.upload(randomVector(kOut, 7));
+  s.param = dev.upload(randomVector(kParams, 8));
+  s.m = dev.upload(std::vector<float>(kParams, 0.0f));
+  s.v = dev.upload(std::vector<float>(kParams, 0.0f));
+  s.scale = dev.alloc(4);
+  s.y = dev.alloc(kRows * kOut * 4);
+  return s;
+}
+
+/// One step: embed the ids, drop out (keyed by the step), a linear layer
+/// whose output is AdamW's gradient on the other stream.
+int32_t step(Device &dev, const StepState &s, int64_t stepCount) {
+  int64_t ctx = dev.ctx, main = dev.stream, ev = 0, x = 0, dropped = 0;
+  int32_t rc = FSDPRT_OK;
+  auto ok = [&](int32_t r) {
+    if (rc == FSDPRT_OK)
+      rc = r;
+    return rc == FSDPRT_OK;
+  };
+  ok(fsdprt_event_create(ctx, &ev));
+  ok(fsdprt_buffer_alloc(ctx, kRows * kIn * 4, &x));
+  ok(fsdprt_buffer_alloc(ctx, kRows * kIn * 4, &dropped));
+  ok(fsdprt_embedding_forward(ctx, main, FSDPRT_F32, FSDPRT_I32, s.ids, 0,
+                              s.table, 0, x, 0, kRows, kVocab, kIn));
+  ok(fsdprt_dropout_forward(ctx, main, FSDPRT_F32, x, 0, dropped, 0,
+                            kRows * kIn, 0.25, 42, stepCount, 3));
+  ok(fsdprt_buffer_free(ctx, main, x));
+  ok(fsdprt_linear_forward(ctx, main, FSDPRT_F32, dropped, 0, s.w, 0, s.b, 0,
+                           s.y, 0, kRows, kIn, kOut));
+  ok(fsdprt_buffer_free(ctx, main, dropped));
+  ok(fsdprt_loss_scale(ctx, main, s.scale, 0, 0));
+  ok(fsdprt_event_record(ctx, ev, main));
+  ok(fsdprt_stream_wait_event(ctx, s.other, ev));
+  // y (kRows x kOut) is the gradient of each half of the parameters,
+  // updated with other hyperparameters.
+  ok(fsdprt_adamw_step(ctx, s.other, FSDPRT_F32, s.param, 0, s.y, 0, s.m, 0,
+                       s.v, 0, kRows * kOut, stepCount + 1, 0.01, 0.9, 0.99,
+                       1e-8, 0.1, 0, 0));
+  ok(fsdprt_adamw_step(ctx, s.other, FSDPRT_F32, s.param, kRows * kOut * 4,
+                       s.y, 0, s.m, kRows * kOut * 4, s.v, kRows * kOut * 4,
+                       kRows * kOut, stepCount + 1, 0.02, 0.8, 0.9, 1e-8, 0.0,
+                       0, 0));
+  ok(fsdprt_event_destroy(ctx, ev));
+  return rc;
+}
+
+struct Snapshot {
+  std::vector<float> param, m, v, y, scale;
+  bool operator==(const Snapshot &o) const {
+    auto same = [](const std::vector<float> &a, const std::vector<float> &b) {
+      return a.size() == b.size() &&
+             std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    };
+    return same(param, o.param) && same(m, o.m) && same(v, o.v) &&
+           same(y, o.y) && same(scale, o.scale);
+  }
+};
+
+Snapshot snapshot(Device &dev, const StepState &s) {
+  RT_EXPECT_OK(fsdprt_context_synchronize(dev.ctx));
+  return {dev.download(s.param, kParams), dev.download(s.m, kParams),
+          dev.download(s.v, kParams), dev.download(s.y, kRows * kOut),
+          dev.download(s.scale, 1)};
+}
+
+/// The per-step values a runner sets before each step.
+void setStepValues(Device &dev, int64_t stepCount) {
+  RT_EXPECT_OK(fsdprt_context_set_lr_factor(dev.ctx, 1.0 / (1 + stepCount)));
+  RT_EXPECT_OK(
+      fsdprt_context_set_loss_scale(dev.ctx, 1024.0 * (stepCount + 1)));
+}
+
+TEST_P(GraphConformance, ReplayedStepEqualsEagerStepBitForBit) {
+  const int64_t steps = 5;
+  std::vector<Snapshot> eager;
+  {
+    Device dev(GetParam());
+    StepState s = setUp(dev);
+    for (int64_t t = 0; t < steps; ++t) {
+      setStepValues(dev, t);
+      RT_OK(step(dev, s, t));
+      eager.push_back(snapshot(dev, s));
+    }
+  }
+  ASSERT_FALSE(eager[0] == eager[1]) << "the steps must differ";
+
+  Device dev(GetParam());
+  StepState s = setUp(dev);
+  setStepValues(dev, 0);
+  RT_OK(step(dev, s, 0));
+  EXPECT_TRUE(snapshot(dev, s) == eager[0]);
+  int32_t begun = fsdprt_graph_begin(dev.ctx, 1);
+  if (GetParam() == "cpu") {
+    EXPECT_EQ(begun, FSDPRT_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(fsdprt_last_error()).find("no step graphs"),
+              std::string::npos)
+        << fsdprt_last_error();
+    return;
+  }
+  ASSERT_EQ(begun, FSDPRT_OK) << fsdprt_last_error();
+  RT_OK(step(dev, s, 1));
+  int64_t graph = 0;
+  RT_OK(fsdprt_graph_end(dev.ctx, &graph));
+  EXPECT_TRUE(snapshot(dev, s) == eager[0]) << "capturing runs nothing";
+  for (int64_t t = 1; t < steps; ++t) {
+    setStepValues(dev, t);
+    RT_OK(fsdprt_graph_launch(dev.ctx, dev.stream, graph, t));
+    EXPECT_TRUE(snapshot(dev, s) == eager[t]) << "step " << t;
+  }
+  // A bad id reaches the graph's index check like an eager step's.
+  std::vector<int32_t> bad{1, 3, 5, 70, 9, 0, 2, 4};
+  RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, s.ids, 0, bad.data(),
+                              int64_t(bad.size() * 4)));
+  RT_OK(fsdprt_graph_launch(dev.ctx, dev.stream, graph, steps));
+  EXPECT_EQ(fsdprt_context_synchronize(dev.ctx), FSDPRT_ERR_OUT_OF_RANGE);
+  EXPECT_NE(std::string(fsdprt_last_error()).find("token id 70 at position 3"),
+            std::string::npos)
+      << fsdprt_last_error();
+  RT_OK(fsdprt_graph_destroy(dev.ctx, graph));
+}
+
+TEST_P(GraphConformance, HostWaitInsideCaptureFailsTheCaptureOnly) {
+  Device dev(GetParam());
+  StepState s = setUp(dev);
+  setStepValues(dev, 0);
+  RT_OK(step(dev, s, 0));
+  Snapshot before = snapshot(dev, s);
+  if (fsdprt_graph_begin(dev.ctx, 1) != FSDPRT_OK)
+    GTEST_SKIP() << "no step graphs: " << fsdprt_last_error();
+  RT_OK(step(dev, s, 1));
+  float host = 0;
+  // Reading to the host inside the step cannot be captured.
+  RT_OK(fsdprt_copy_to_host(dev.ctx, dev.stream, &host, s.scale, 0, 4));
+  int64_t graph = 0;
+  EXPECT_EQ(fsdprt_graph_end(dev.ctx, &graph), FSDPRT_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(fsdprt_last_error()).find("captured as a CUDA graph"),
+            std::string::npos)
+      << fsdprt_last_error();
+  EXPECT_TRUE(snapshot(dev, s) == before) << "nothing of the capture ran";
+  // The context works on: the step runs eagerly.
+  setStepValues(dev, 1);
+  RT_OK(step(dev, s, 1));
+  EXPECT_FALSE(snapshot(dev, s) == before);
+}
+
+FSDPRT_INSTANTIATE_CONFORMANCE(GraphConformance);
+
+} // namespace
+} // namespace test
+} // namespace rt
+} // namespace fsdp
