@@ -323,22 +323,30 @@ public:
     resetDeviceHighWater();
   }
 
-  // The arena and every per-call scratch come from the device's default
-  // pool (cudaMallocAsync), which keeps the high-water mark of its use.
-  // cuBLAS's and cuDNN's own handles' memory is not in it.
+  // The arena, the GEMM workspaces and every per-call scratch come from
+  // the device's default pool (cudaMallocAsync), which keeps the high-water
+  // mark of its use; the scratch of a step graph's launches comes from the
+  // graph memory pool, which keeps its own. cuBLAS's and cuDNN's handles'
+  // memory is in neither.
   int64_t deviceHighWater() override {
-    uint64_t high = 0, used = 0;
+    uint64_t high = 0, used = 0, graphHigh = 0;
     checkCuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high),
               "cudaMemPoolGetAttribute");
     checkCuda(
         cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used),
         "cudaMemPoolGetAttribute");
-    return static_cast<int64_t>(std::max(high, used));
+    checkCuda(cudaDeviceGetGraphMemAttribute(
+                  device_, cudaGraphMemAttrUsedMemHigh, &graphHigh),
+              "cudaDeviceGetGraphMemAttribute");
+    return static_cast<int64_t>(std::max(high, used) + graphHigh);
   }
   void resetDeviceHighWater() override {
-    uint64_t zero = 0; // the only value the mark can be reset to
+    uint64_t zero = 0; // the only value the marks can be reset to
     checkCuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero),
               "cudaMemPoolSetAttribute");
+    checkCuda(cudaDeviceSetGraphMemAttribute(
+                  device_, cudaGraphMemAttrUsedMemHigh, &zero),
+              "cudaDeviceSetGraphMemAttribute");
   }
 
   ~CudaBackend() override {
@@ -398,6 +406,9 @@ public:
   // Step graphs (StepGraphs.h). The capture starts and ends on the host
   // thread; each worker thread joins and leaves it with its own stream.
   void *graphBegin(int64_t liveBytes) override {
+    if (syncEachCall_)
+      fail(Status::Unsupported, "cuda backend: FSDPRT_CUDA_SYNC=1 waits for "
+                                "each call, which a CUDA graph cannot hold");
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     return graphs_.begin(liveBytes);
   }
@@ -462,6 +473,14 @@ public:
   void copy(void *dst, const void *src, int64_t bytes, CopyKind kind) override {
     if (bytes <= 0)
       return;
+    if (kind == CopyKind::HostToDevice && state().capturing)
+      // A compiled step's constants: the bytes as they are now, in the
+      // graph's pinned memory, copied in at each launch.
+      return run([&](Exec &e) {
+        checkCuda(cudaMemcpyAsync(dst, graphs_.snapshot(src, bytes), bytes,
+                                  cudaMemcpyHostToDevice, e.s),
+                  "cudaMemcpyAsync (host to device)");
+      });
     if (kind == CopyKind::HostToDevice) // the host may reuse src on return
       return runSync([&](Exec &e) { hostToDevice(e, dst, src, bytes); });
     if (kind == CopyKind::DeviceToHost) // the host reads dst on return

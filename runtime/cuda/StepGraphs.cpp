@@ -37,6 +37,8 @@ StepGraphs::Graph::~Graph() {
     cudaEventDestroy(liveCopied);
   if (verdicts)
     cudaFreeHost(verdicts);
+  for (void *p : snapshots)
+    cudaFreeHost(p);
 }
 
 StepGraphs::Capture::~Capture() {
@@ -112,6 +114,18 @@ IndexVerdict *StepGraphs::captureCheck(const PendingCheck &check) {
          kVerdictSlots, " index checks");
   g.checks.push_back(check);
   return g.verdicts + g.checks.size() - 1;
+}
+
+const void *StepGraphs::snapshot(const void *src, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<void *> &kept = capture_->graph->snapshots;
+  void *p = nullptr;
+  size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  checkCuda(cudaMallocHost(&p, size),
+            "cudaMallocHost (graph constant)");
+  kept.push_back(p);
+  std::memcpy(p, src, static_cast<size_t>(bytes));
+  return p;
 }
 
 int64_t StepGraphs::end() {

@@ -9,7 +9,9 @@
 // * its live block (device) and the pinned host copy that each launch
 //   fills and copies in, ahead of the graph on the same stream;
 // * the verdict slots (pinned) of the index checks captured in it, read
-//   where the launching stream is next synchronised.
+//   where the launching stream is next synchronised;
+// * pinned copies of the host bytes copied in while capturing (a compiled
+//   step's constants), which each launch copies in again.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_CUDA_STEPGRAPHS_H
@@ -50,6 +52,7 @@ public:
     cudaEvent_t liveCopied = nullptr; // the last copy out of liveHost
     IndexVerdict *verdicts = nullptr; // pinned, kVerdictSlots
     std::vector<PendingCheck> checks;
+    std::vector<void *> snapshots; // pinned
     ~Graph();
   };
 
@@ -64,6 +67,8 @@ public:
   int64_t end();
   /// While capturing: the verdict slot of a check queued in the capture.
   IndexVerdict *captureCheck(const PendingCheck &check);
+  /// While capturing: a pinned copy of `bytes` at `src`, the graph's.
+  const void *snapshot(const void *src, int64_t bytes);
   /// Queues the copy of `live` into graph `id`'s block, then the graph, on
   /// `s`; returns the graph (its checks are read after `s` is synchronised).
   const Graph &launch(int64_t id, cudaStream_t s, const void *live,

@@ -63,6 +63,12 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
   }
   check(fsdprt_buffer_alloc_at(ctx, 0, p.persistentBytes, &persistent),
         "allocating the persistent buffer");
+  // A trace is there to show each operation; on more than one rank the
+  // collectives wait on the host (the NCCL communicator polls each one for
+  // its timeout), which a graph cannot hold.
+  if (o.backend == "cuda" && o.cudaGraphs && o.trace.empty() &&
+      launch.worldSize == 1)
+    graphs_ = Graphs::Warmup;
 }
 
 LoadResult RankRuntime::initWeights(const RunOptions &o, const Program &p,
@@ -89,6 +95,42 @@ void RankRuntime::runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
   check(step(ctx, persistentBuf, streams[0], streams[1], streams[2], shard,
              replicate, stepCount, int64_t(seed), rank),
         "step");
+  check(fsdprt_context_synchronize(ctx), "step");
+}
+
+void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
+                                  uint64_t seed, int rank) {
+  if (graphs_ == Graphs::Off || graphs_ == Graphs::Warmup) {
+    runStep(step, persistent, stepCount, seed, rank);
+    if (graphs_ == Graphs::Warmup)
+      graphs_ = Graphs::Capture;
+    return;
+  }
+  if (graphs_ == Graphs::Capture) {
+    std::string why;
+    if (fsdprt_graph_begin(ctx, stepCount) != FSDPRT_OK) {
+      why = fsdprt_last_error();
+    } else {
+      int32_t issued =
+          step(ctx, persistent, streams[0], streams[1], streams[2], shard,
+               replicate, stepCount, int64_t(seed), rank);
+      if (issued != FSDPRT_OK)
+        why = fsdprt_last_error();
+      if (fsdprt_graph_end(ctx, &graph_) != FSDPRT_OK && why.empty())
+        why = fsdprt_last_error();
+    }
+    if (!why.empty()) {
+      std::cerr << "fsdprt: rank " << rank
+                << ": the step cannot be captured as a CUDA graph (" << why
+                << "); steps run eagerly (--cuda-graphs off hides this)"
+                << std::endl;
+      graphs_ = Graphs::Off;
+      return runStep(step, persistent, stepCount, seed, rank);
+    }
+    graphs_ = Graphs::Ready;
+  }
+  check(fsdprt_graph_launch(ctx, streams[0], graph_, stepCount),
+        "launching the step's CUDA graph");
   check(fsdprt_context_synchronize(ctx), "step");
 }
 

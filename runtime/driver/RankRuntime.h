@@ -42,6 +42,18 @@ struct RankRuntime {
   /// `persistentBuf` and waits for it.
   void runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
                uint64_t seed, int rank);
+  /// The training step, as one CUDA graph where setUp enabled them: run
+  /// eagerly once (cuDNN plans, cuBLASLt heuristics, workspaces), captured
+  /// at its second call and launched from then on with each step's count,
+  /// lr factor and loss scale. A step that cannot be captured is run
+  /// eagerly, now and later, after one line saying why.
+  void runTrainingStep(StepFn step, int64_t stepCount, uint64_t seed,
+                       int rank);
+
+private:
+  enum class Graphs { Off, Warmup, Capture, Ready };
+  Graphs graphs_ = Graphs::Off;
+  int64_t graph_ = 0;
 };
 
 } // namespace driver

@@ -155,6 +155,16 @@ const std::vector<OptionSpec> &optionSpecs() {
          o.numSamples = parseInteger<int64_t>("num-samples", v);
        }},
       {"backend", "NAME", "cpu or cuda", [](O &o, S v) { o.backend = v; }},
+      {"cuda-graphs", "on|off",
+       "On the cuda backend, capture the training step as one CUDA graph at "
+       "its second step and replay it from then on (default on; one rank, "
+       "no --trace)",
+       [](O &o, S v) {
+         if (v != "on" && v != "off")
+           throw UsageError("--cuda-graphs expects on or off, got '" + v +
+                            "'");
+         o.cudaGraphs = v == "on";
+       }},
       {"rank-threads", "N", "Compute threads per rank (0: cores / local ranks)",
        [](O &o, S v) { o.threads = parseInteger<int>("rank-threads", v); }},
       {"quiet", nullptr, "Print errors only",

@@ -30,7 +30,8 @@ struct RunOptions {
   int64_t traceSteps = 5; // steps recorded in the trace
   int64_t traceSkip = 0;  // steps run before the trace starts
   std::string backend = "cpu";
-  int threads = 0; // per rank; 0: cores / local ranks
+  int threads = 0;        // per rank; 0: cores / local ranks
+  bool cudaGraphs = true; // capture the training step once, replay it
   // The learning-rate schedule's fields that replace the program's.
   std::optional<std::string> lrSchedule;
   std::optional<int64_t> warmupSteps, decaySteps;

@@ -267,7 +267,7 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
       optimizerSteps = scaler->optimizerSteps();
     }
     auto start = std::chrono::steady_clock::now();
-    rt.runStep(step, rt.persistent, optimizerSteps, o.seed, rank);
+    rt.runTrainingStep(step, optimizerSteps, o.seed, rank);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();

@@ -331,7 +331,7 @@ int32_t fsdprt_stream_destroy(int64_t ctx, int64_t stream) {
 
 int32_t fsdprt_stream_synchronize(int64_t ctx, int64_t stream) {
   return guarded(__func__,
-                 [&] { getContext(ctx)->stream(stream)->synchronize(); });
+                 [&] { getContext(ctx)->synchronizeStream(stream); });
 }
 
 int32_t fsdprt_event_create(int64_t ctx, int64_t *out_event) {

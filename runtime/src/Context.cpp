@@ -149,11 +149,22 @@ std::vector<std::shared_ptr<Stream>> Context::allStreams() const {
   return all;
 }
 
+bool Context::capturing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capture_ != nullptr;
+}
+
+void Context::synchronizeStream(int64_t handle) {
+  std::shared_ptr<Stream> s = stream(handle);
+  capturing() ? s->drain() : s->synchronize();
+}
+
 void Context::synchronizeAll() {
+  bool issueOnly = capturing();
   std::optional<Error> first;
   for (const std::shared_ptr<Stream> &s : allStreams()) {
     try {
-      s->synchronize();
+      issueOnly ? s->drain() : s->synchronize();
     } catch (const Error &e) {
       if (!first)
         first = e;

@@ -133,16 +133,18 @@ parity() {
   return $failed
 }
 
-# Queued device work (the default) against FSDPRT_CUDA_SYNC=1 (every call
-# waits for its work) on the parity part's runs: the kernels are
-# deterministic, so a missing device-side order shows as other bits.
+# The parity part's runs (the step replayed as a CUDA graph from its second
+# step, the default) against FSDPRT_CUDA_SYNC=1 eager runs (every call
+# waits for its work): the kernels are deterministic, so a missing
+# device-side order or a stale per-step value in the graph shows as other
+# bits.
 async_vs_sync() {
   local step failed=0
   for step in char_gpt-f32-adamw gpt2-bf16-adamw llama_tiny-f32-sgd; do
     local dir="$OUT/runs/$step-sync"
     mkdir -p "$dir"
     FSDPRT_CUDA_SYNC=1 "$BIN/fsdprt-run" "$KIT/steps/$step.so" \
-      --backend "$BACKEND" --steps 5 --seed 0 --quiet \
+      --backend "$BACKEND" --steps 5 --seed 0 --quiet --cuda-graphs off \
       --metrics "$dir/metrics.jsonl" --save "$dir/ckpt" || return 1
     if cmp "$dir/ckpt/step-5.safetensors" \
          "$OUT/runs/$step/ckpt/step-5.safetensors"; then
@@ -155,19 +157,22 @@ async_vs_sync() {
   return $failed
 }
 
-# GPT-2 124M: bf16 and f32 step times as the backend runs them (device work
-# queued, the host ahead), bf16 with attention on cuBLAS instead of cuDNN
-# (FSDPRT_CUDNN=0), bf16 queued and traced (the traced times are the host's
-# issue times), then bf16 with FSDPRT_CUDA_SYNC=1 (each call waits for its
-# work: the traced per-op times are device times). Traces leave out the
-# first two steps (cuDNN graph builds, cuBLAS heuristics).
+# GPT-2 124M: bf16 and f32 step times as the runner runs them (the step
+# captured as a CUDA graph and replayed), bf16 eager (--cuda-graphs off:
+# device work queued, the host ahead), bf16 with attention on cuBLAS
+# instead of cuDNN (FSDPRT_CUDNN=0), bf16 queued and traced (eager: the
+# traced times are the host's issue times), then bf16 with
+# FSDPRT_CUDA_SYNC=1 (each call waits for its work: the traced per-op times
+# are device times). Traces leave out the first two steps (cuDNN graph
+# builds, cuBLAS heuristics).
 gpt2_124m() {
   local run
-  for run in ${GPT2_RUNS:-bf16:async:8 f32:async:5 bf16:nocudnn:5 bf16:issue:5 \
-             bf16:sync:5}; do
+  for run in ${GPT2_RUNS:-bf16:async:8 bf16:eager:8 f32:async:5 \
+             bf16:nocudnn:5 bf16:issue:5 bf16:sync:5}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=()
     [ "$mode" = nocudnn ] && name="$name-nocudnn"
+    [ "$mode" = eager ] && name="$name-eager" && extra=(--cuda-graphs off)
     if [ "$mode" = sync ] || [ "$mode" = issue ]; then
       name="$name-$mode"
       extra=(--trace "$OUT/$name.trace.json" --trace-skip 2 --trace-steps 3)
@@ -177,7 +182,7 @@ gpt2_124m() {
       "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype-adamw.so" \
       --backend "$BACKEND" --steps "$steps" --seed 0 \
       --metrics "$OUT/$name.jsonl" "${extra[@]}" || return 1
-    if [ -n "${extra[*]}" ]; then
+    if [ -f "$OUT/$name.trace.json" ]; then
       python "$PY/trace_summary.py" "$OUT/$name.trace.json" >"$OUT/$name.ops.json"
     fi
   done

@@ -85,6 +85,9 @@ public:
   int64_t createStream();
   void destroyStream(int64_t stream);
   std::shared_ptr<Stream> stream(int64_t handle) const;
+  /// Wait for the stream / every stream; while a step graph is being
+  /// captured, for the issue only (the work runs at each launch).
+  void synchronizeStream(int64_t handle);
   void synchronizeAll();
 
   /// Communicators are owned by the context so that generated code holds
@@ -106,6 +109,7 @@ public:
   /// While capturing: device memory of `bytes` that each launch rewrites
   /// with refresh(its StepValues); null when nothing is being captured.
   void *liveValue(int64_t bytes, LiveRefresh refresh);
+  bool capturing() const;
   /// Ends the capture; throws why the step could not be captured.
   int64_t endCapture();
   void launchGraph(int64_t graph, int64_t stream, int64_t stepCount);

@@ -122,10 +122,12 @@ int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale);
 /* corrections, RNG keys: offset from the captured step's), the lr factor  */
 /* and the loss scale set at the time of the launch. Begin synchronises    */
 /* the context; FSDPRT_ERR_UNSUPPORTED where the backend has no graphs     */
-/* (cpu). End fails, ending the capture, when the step could not be        */
-/* captured (a host wait inside it, e.g. a collective that syncs); run the */
-/* step eagerly then. A graph's addresses are those of its capture: the    */
-/* same buffers (the compiler's plan places them) at every launch.         */
+/* (cpu). While capturing, stream and context synchronisation wait for the */
+/* issue only. End fails, ending the capture, when the step could not be   */
+/* captured (a host wait inside it: a copy to or from host memory, a       */
+/* collective that syncs); run the step eagerly then. A graph's addresses  */
+/* are those of its capture: the same buffers (the compiler's plan places  */
+/* them) at every launch.                                                  */
 int32_t fsdprt_graph_begin(int64_t ctx, int64_t step_count);
 int32_t fsdprt_graph_end(int64_t ctx, int64_t *out_graph);
 int32_t fsdprt_graph_launch(int64_t ctx, int64_t stream, int64_t graph,

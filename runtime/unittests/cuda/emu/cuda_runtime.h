@@ -246,6 +246,19 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   });
   return cudaSuccess;
 }
+/// Graph allocations are not accounted (the pool's marks are).
+enum cudaGraphMemAttributeType { cudaGraphMemAttrUsedMemHigh = 1 };
+inline cudaError_t cudaDeviceGetGraphMemAttribute(int,
+                                                  cudaGraphMemAttributeType,
+                                                  void *value) {
+  *static_cast<uint64_t *>(value) = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSetGraphMemAttribute(int,
+                                                  cudaGraphMemAttributeType,
+                                                  void *) {
+  return cudaSuccess;
+}
 inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) {
   return cudaSuccess; // the graph owns it
 }
