@@ -35,8 +35,10 @@
 // GEMMs run through cublasGemmEx / cublasGemmStridedBatchedEx (linear
 // layers with a bias through cuBLASLt's bias epilogues, LtMatmul.h) with
 // f32/bf16/f16 operands in their storage type, an f32 result and
-// CUBLAS_COMPUTE_32F (f32 accumulation, no TF32); 16-bit results are rounded
-// once from the f32 result, as the CPU backend does.
+// CUBLAS_COMPUTE_32F (f32 accumulation, no TF32, as PyTorch's default;
+// FSDPRT_CUDA_TF32=1 lets f32 GEMMs round their inputs to TF32, as
+// torch.backends.cuda.matmul.allow_tf32); 16-bit results are rounded once
+// from the f32 result, as the CPU backend does.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
@@ -115,7 +117,13 @@ struct Exec {
   LtMatmul *lt;
   void *pinned;
   double padGemmFlops; // gemm(): see padGemmFlops()
+  bool tf32;           // f32 GEMMs may round their inputs to TF32
 };
+
+cublasComputeType_t computeType(const Exec &e, DType dt) {
+  return dt == DType::F32 && e.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+}
 
 struct ThreadState {
   cudaStream_t stream = nullptr;
@@ -227,14 +235,14 @@ void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
   if (batch == 1) {
     checkCublas(cublasGemmEx(e.blas, opB, opA, in, im, ik, &alpha, b, t, ildb,
                              a, t, ilda, &beta, c, cudaType(ct), ildc,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                             computeType(e, dt), CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
     return;
   }
   checkCublas(cublasGemmStridedBatchedEx(
                   e.blas, opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a,
                   t, ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
-                  blasInt(batch, "batch"), CUBLAS_COMPUTE_32F,
+                  blasInt(batch, "batch"), computeType(e, dt),
                   CUBLAS_GEMM_DEFAULT),
               "cublasGemmStridedBatchedEx");
 }
@@ -303,6 +311,7 @@ public:
   explicit CudaBackend(int device)
       : device_(device), syncEachCall_(envFlag("FSDPRT_CUDA_SYNC")),
         useCudnn_(!envIs("FSDPRT_CUDNN", "0")),
+        tf32_(envFlag("FSDPRT_CUDA_TF32")),
         padGemmFlops_(padGemmFlops()) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     int pools = 0;
@@ -518,8 +527,9 @@ public:
       // y = round(x w^T + b) once: cuBLASLt's bias epilogue (y^T = w x^T
       // column-major), else bias rows and beta = 1.
       if (b && !padsGemm(e, dt, dt, m, n, k, k, k, n) &&
-          e.lt->run({LtGemm::Epilogue::Bias, cudaType(dt), cudaType(dt), true,
-                     false, n, m, k, w, k, x, k, y, n, const_cast<void *>(b)}))
+          e.lt->run({LtGemm::Epilogue::Bias, cudaType(dt), cudaType(dt),
+                     computeType(e, dt), true, false, n, m, k, w, k, x, k, y,
+                     n, const_cast<void *>(b)}))
         return;
       if (b)
         seedRows(e.s, dt, b, y, m, n);
@@ -538,8 +548,8 @@ public:
       // sums of dy in cuBLASLt's bias-gradient epilogue where it can.
       bool dbDone = dw && db && !padsGemm(e, dt, dt, n, k, m, n, k, k) &&
                     e.lt->run({LtGemm::Epilogue::BiasGradientB, cudaType(dt),
-                               cudaType(dt), false, true, k, n, m, x, k, dy, n,
-                               dw, k, db});
+                               cudaType(dt), computeType(e, dt), false, true,
+                               k, n, m, x, k, dy, n, dw, k, db});
       if (dw && !dbDone)
         gemm(e, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
              dw, dt, k, 0);
@@ -1165,7 +1175,7 @@ private:
   /// Queues `body`'s device work on the calling thread's stream.
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
-    Exec e{st.stream, st.blas, st.lt.get(), st.pinned, padGemmFlops_};
+    Exec e{st.stream, st.blas, st.lt.get(), st.pinned, padGemmFlops_, tf32_};
     body(e);
     finishCall();
   }
@@ -1268,6 +1278,7 @@ private:
   cudaMemPool_t pool_ = nullptr;
   const bool syncEachCall_;
   const bool useCudnn_;
+  const bool tf32_;
   const double padGemmFlops_;
   std::mutex mutex_;
   std::map<std::thread::id, ThreadState> states_;

@@ -66,16 +66,28 @@ LtMatmul::~LtMatmul() {
 }
 
 LtMatmul::Plan *LtMatmul::plan(const LtGemm &g) {
-  Key key{int64_t(g.epilogue), g.ab,  g.d,   g.transA,
-          g.transB,            g.m,   g.n,   g.k,
-          g.lda,               g.ldb, g.ldd, alignmentOf(g.a),
-          alignmentOf(g.b),    alignmentOf(g.out), alignmentOf(g.bias)};
+  Key key{int64_t(g.epilogue),
+          g.compute,
+          g.ab,
+          g.d,
+          g.transA,
+          g.transB,
+          g.m,
+          g.n,
+          g.k,
+          g.lda,
+          g.ldb,
+          g.ldd,
+          alignmentOf(g.a),
+          alignmentOf(g.b),
+          alignmentOf(g.out),
+          alignmentOf(g.bias)};
   std::unique_ptr<Plan> &slot = plans_[key];
   if (slot)
     return slot.get();
   slot = std::make_unique<Plan>();
   Plan &p = *slot;
-  checkCublas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+  checkCublas(cublasLtMatmulDescCreate(&p.desc, g.compute, CUDA_R_32F),
               "cublasLtMatmulDescCreate");
   cublasOperation_t ta = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -3,8 +3,8 @@
 // A linear layer's bias is added, and its gradient reduced, inside the GEMM
 // by cuBLASLt's epilogues (CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB),
 // as PyTorch's addmm does, instead of a separate pass over the output. The
-// GEMM accumulates in f32 (CUBLAS_COMPUTE_32F, no TF32) and rounds the
-// output once, the bias added before that rounding.
+// GEMM accumulates in f32 (TF32 inputs only where the backend allows them)
+// and rounds the output once, the bias added before that rounding.
 //
 // One LtMatmul per worker stream: descriptors and the algorithm cuBLASLt's
 // heuristic picked are cached per shape, types and operand alignment.
@@ -35,6 +35,7 @@ struct LtGemm {
   };
   Epilogue epilogue;
   cudaDataType_t ab, d;
+  cublasComputeType_t compute; // f32 accumulation, TF32 inputs or not
   bool transA, transB;
   int64_t m, n, k;
   const void *a;
@@ -61,7 +62,7 @@ public:
 
 private:
   struct Plan;
-  using Key = std::array<int64_t, 15>; // the fields of LtGemm, alignments
+  using Key = std::array<int64_t, 16>; // the fields of LtGemm, alignments
   Plan *plan(const LtGemm &g);
 
   cudaStream_t stream_;

@@ -6,6 +6,7 @@
 #include "fsdp/rt/fsdprt.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,8 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
     slack = std::max(slack, unit.paddedNumel * 4 + 4096);
   int64_t capacity =
       std::max({p.arenaBytes, p.persistentBytes + slack, minArenaBytes});
+  if (o.allowTf32) // read by the cuda backend when the context is made
+    setenv("FSDPRT_CUDA_TF32", "1", 1);
   check(fsdprt_context_create(
             o.backend.c_str(), launch.rank, launch.worldSize, capacity,
             o.threads ? o.threads : defaultThreads(launch), &ctx),

@@ -32,6 +32,7 @@ struct RunOptions {
   std::string backend = "cpu";
   int threads = 0;        // per rank; 0: cores / local ranks
   bool cudaGraphs = true; // capture the training step once, replay it
+  bool allowTf32 = false; // f32 GEMMs may round their inputs to TF32
   // The learning-rate schedule's fields that replace the program's.
   std::optional<std::string> lrSchedule;
   std::optional<int64_t> warmupSteps, decaySteps;

@@ -41,6 +41,16 @@ TEST(RunOptions, DefaultsMatchFsdpRun) {
   EXPECT_EQ(o.traceSkip, 0);
   EXPECT_EQ(o.saveFormat, "full");
   EXPECT_FALSE(o.quiet);
+  EXPECT_TRUE(o.cudaGraphs);
+  EXPECT_FALSE(o.allowTf32);
+  EXPECT_TRUE(parseRunOptions({"s.so", "--allow-tf32"}).allowTf32);
+}
+
+TEST(RunOptions, CudaGraphsTakeOnOrOff) {
+  EXPECT_FALSE(parseRunOptions({"s.so", "--cuda-graphs", "off"}).cudaGraphs);
+  EXPECT_TRUE(parseRunOptions({"s.so", "--cuda-graphs=on"}).cudaGraphs);
+  EXPECT_EQ(usageError({"s.so", "--cuda-graphs", "false"}),
+            "--cuda-graphs expects on or off, got 'false'");
 }
 
 TEST(RunOptions, FlagsTakeExplicitBooleans) {
@@ -98,7 +108,8 @@ TEST(RunOptions, HelpNeedsNoInputAndListsEveryOption) {
                            "--load CKPT", "--save DIR", "--save-every K",
                            "--save-format FORMAT", "--metrics FILE",
                            "--trace FILE", "--trace-steps N", "--trace-skip N",
-                           "--backend NAME",
+                           "--backend NAME", "--cuda-graphs on|off",
+                           "--allow-tf32",
                            "--rank-threads N", "--lr-schedule KIND",
                            "--warmup-steps N", "--decay-steps N",
                            "--min-lr-ratio R", "--loss-scale-init S",

@@ -11,6 +11,8 @@
 
 #include "fsdp/rt/math/Half.h"
 
+#include <cstdlib>
+
 #include <cublasLt.h>
 
 namespace fsdp {
@@ -90,6 +92,40 @@ void checkEpilogues(bool bf16) {
 
 TEST(CudaEmuEpilogues, LinearF32UsesBiasEpilogues) { checkEpilogues(false); }
 TEST(CudaEmuEpilogues, LinearBf16UsesBiasEpilogues) { checkEpilogues(true); }
+
+/// f32 GEMMs (cuBLAS and cuBLASLt) of a linear layer with and without a
+/// bias, forward and backward: how many were allowed TF32 inputs.
+long tf32Gemms(int32_t dtype) {
+  Device dev("cuda_emu");
+  const int64_t m = 8, k = 8, n = 8, es = dtype == FSDPRT_F32 ? 4 : 2;
+  int64_t x = dev.alloc(m * k * es), w = dev.alloc(n * k * es),
+          b = dev.alloc(n * es), y = dev.alloc(m * n * es),
+          dx = dev.alloc(m * k * es), dw = dev.alloc(n * k * es),
+          db = dev.alloc(n * es);
+  for (int64_t buf : {x, w, b})
+    RT_EXPECT_OK(fsdprt_fill(dev.ctx, dev.stream, dtype, buf, 0, 8, 0.5));
+  long before = emuTf32Gemms();
+  for (int64_t bias : {b, int64_t(0)}) {
+    RT_EXPECT_OK(fsdprt_linear_forward(dev.ctx, dev.stream, dtype, x, 0, w, 0,
+                                       bias, 0, y, 0, m, k, n));
+    RT_EXPECT_OK(fsdprt_linear_backward(dev.ctx, dev.stream, dtype, x, 0, w,
+                                        0, y, 0, dx, 0, dw, 0,
+                                        bias ? db : 0, 0, m, k, n));
+  }
+  dev.sync();
+  return emuTf32Gemms() - before;
+}
+
+// TF32 is off unless FSDPRT_CUDA_TF32=1 (read when the context is made),
+// and then only for f32 GEMMs, as torch.backends.cuda.matmul.allow_tf32.
+TEST(CudaEmuEpilogues, Tf32OnlyWhenAllowedAndOnlyForF32) {
+  EXPECT_EQ(tf32Gemms(FSDPRT_F32), 0);
+  setenv("FSDPRT_CUDA_TF32", "1", 1);
+  long f32 = tf32Gemms(FSDPRT_F32), bf16 = tf32Gemms(FSDPRT_BF16);
+  unsetenv("FSDPRT_CUDA_TF32");
+  EXPECT_EQ(f32, 6) << "with bias: 1 + 2 (dx, dw with db); without: 1 + 2";
+  EXPECT_EQ(bf16, 0);
+}
 
 } // namespace
 } // namespace test

@@ -39,15 +39,17 @@ enum cublasLtMatmulDescAttributes_t {
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
 };
 struct EmuLtDesc {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   void *bias = nullptr;
 };
 using cublasLtMatmulDesc_t = EmuLtDesc *;
 inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
-                                               cublasComputeType_t,
+                                               cublasComputeType_t compute,
                                                cudaDataType_t) {
   *d = new EmuLtDesc;
+  (*d)->compute = compute;
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
@@ -165,6 +167,8 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
   if (*static_cast<const float *>(beta) != 0.0f)
     return CUBLAS_STATUS_NOT_SUPPORTED; // the backend never accumulates here
   ++emuLtMatmulCalls();
+  if (desc->compute == CUBLAS_COMPUTE_32F_FAST_TF32)
+    ++emuTf32Gemms();
   float al0 = *static_cast<const float *>(alpha);
   // What the call reads of its descriptors, taken now.
   EmuLtDesc d = *desc;

@@ -15,6 +15,7 @@
 #include "fsdp/rt/math/Half.h"
 
 #include <algorithm>
+#include <atomic>
 
 enum cublasStatus_t {
   CUBLAS_STATUS_SUCCESS = 0,
@@ -59,7 +60,15 @@ inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) {
 }
 
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
-enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasComputeType_t {
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+};
+/// GEMMs that were allowed TF32 inputs (computed in f32 all the same).
+inline std::atomic<long> &emuTf32Gemms() {
+  static std::atomic<long> gemms{0};
+  return gemms;
+}
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 
 inline float emuLoad(const void *p, cudaDataType_t t, long long i) {
@@ -91,7 +100,7 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
     int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
     long long sa, const void *B, cudaDataType_t bt, int ldb, long long sb,
     const void *beta, void *C, cudaDataType_t ct, int ldc, long long sc,
-    int batch, cublasComputeType_t, cublasGemmAlgo_t) {
+    int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
@@ -101,6 +110,8 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
     return CUBLAS_STATUS_NOT_SUPPORTED; // the combinations the backend uses
   float al = *static_cast<const float *>(alpha);
   float be = *static_cast<const float *>(beta);
+  if (compute == CUBLAS_COMPUTE_32F_FAST_TF32)
+    ++emuTf32Gemms();
   emuRun(h->stream, [=] {
     for (int bi = 0; bi < batch; ++bi) {
       for (int j = 0; j < n; ++j)
