@@ -4,14 +4,13 @@
 // loss itself.
 // RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step | FileCheck %s
 
-// linear: dx = g·W (leading dims flattened), dW = gᵀ·x, db = Σ g.
+// linear with a bias: dx = g·W (leading dims flattened), dW = gᵀ·x and
+// db = Σ g in one nn.linear_grad.
 // CHECK-LABEL: func.func @linear_train_step
 // CHECK: %[[G:[^ ,:]+]] = nn.reshape %{{.*}} : tensor<2x3x5xf32> to tensor<6x5xf32>
 // CHECK: %[[X:[^ ,:]+]] = nn.reshape %arg0 {{.*}} : tensor<2x3x4xf32> to tensor<6x4xf32>
-// CHECK: %[[GX:[^ ,:]+]] = nn.matmul %[[G]], %arg1 {{.*}} : (tensor<6x5xf32>, tensor<5x4xf32>) -> tensor<6x4xf32>
+// CHECK: %[[GX:[^ ,:]+]], %[[DW:[^ ,:]+]], %[[DB:[^ ,:]+]] = nn.linear_grad %[[G]], %[[X]], %arg1 {{.*}} : (tensor<6x5xf32>, tensor<6x4xf32>, tensor<5x4xf32>) -> (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>)
 // CHECK: %[[DX:[^ ,:]+]] = nn.reshape %[[GX]] {{.*}} : tensor<6x4xf32> to tensor<2x3x4xf32>
-// CHECK: %[[DW:[^ ,:]+]] = nn.matmul %[[G]], %[[X]] {{.*}}transpose_lhs{{.*}}{{.*}} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
-// CHECK: %[[DB:[^ ,:]+]] = nn.reduce_sum %[[G]] {dims = array<i64: 0>{{.*}}}{{.*}} : (tensor<6x5xf32>) -> tensor<5xf32>
 // CHECK: fsdp.sgd_step %arg0, %[[DX]]
 // CHECK: fsdp.sgd_step %arg1, %[[DW]]
 // CHECK: fsdp.sgd_step %arg2, %[[DB]]
@@ -27,6 +26,32 @@ fsdp.model @linear {
       %y = nn.linear %x, %w, %b : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
       %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x3x5xf32>) -> tensor<f32>
       fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// linear without a bias: two GEMMs, dx = g·W and dW = gᵀ·x.
+// CHECK-LABEL: func.func @linear_no_bias_train_step
+// CHECK: %[[G:[^ ,:]+]] = nn.reshape %{{.*}} : tensor<2x3x5xf32> to tensor<6x5xf32>
+// CHECK: %[[X:[^ ,:]+]] = nn.reshape %arg0 {{.*}} : tensor<2x3x4xf32> to tensor<6x4xf32>
+// CHECK: %[[GX:[^ ,:]+]] = nn.matmul %[[G]], %arg1 {{.*}} : (tensor<6x5xf32>, tensor<5x4xf32>) -> tensor<6x4xf32>
+// CHECK: %[[DX:[^ ,:]+]] = nn.reshape %[[GX]] {{.*}} : tensor<6x4xf32> to tensor<2x3x4xf32>
+// CHECK: %[[DW:[^ ,:]+]] = nn.matmul %[[G]], %[[X]] {{.*}}transpose_lhs{{.*}} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+// CHECK-NOT: nn.linear_grad
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DW]]
+fsdp.model @linear_no_bias {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @w : tensor<5x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x3x4xf32>
+      %w = fsdp.get_param @w : tensor<5x4xf32>
+      %y = nn.linear %x, %w : (tensor<2x3x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x3x5xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
     }
   }
 }

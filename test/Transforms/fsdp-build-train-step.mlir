@@ -33,10 +33,13 @@
 // UNITS: nn.linear %{{.*}}, %arg6, %arg7 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = "module.2"}
 // UNITS: nn.linear %{{.*}}, %arg8, %arg9 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""}
 // UNITS: nn.reduce_sum {{.*}}fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""
-// UNITS: nn.matmul %{{.*}}, %arg8 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
-// UNITS: nn.matmul %{{.*}}, %arg6 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2"}
-// UNITS: nn.matmul %{{.*}}, %arg4 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1"}
-// UNITS: nn.matmul %{{.*}}, %arg2 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1.0"}
+// UNITS: nn.linear_grad %{{.*}}, %{{.*}}, %arg8 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
+// UNITS: nn.linear_grad %{{.*}}, %{{.*}}, %arg6 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2"}
+// UNITS: nn.linear_grad %{{.*}}, %{{.*}}, %arg4 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1"}
+// UNITS: nn.linear_grad %{{.*}}, %{{.*}}, %arg2 {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.1.0"}
+// The first layer's input is data: its weight and bias gradients alone.
+// UNITS: nn.matmul %{{.*}}, %{{.*}} {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "", transpose_lhs}
+// UNITS: nn.reduce_sum %{{.*}} {dims = array<i64: 0>, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
 // UNITS: fsdp.adamw_step %arg0, {{.*}} {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "", lr = 1.000000e-02 : f64}
 // UNITS: fsdp.adamw_step %arg4, {{.*}} {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "module.1",
 // UNITS: fsdp.adamw_step %arg8, {{.*}} {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "",

@@ -299,6 +299,16 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
                                 [](double a, double b) { return a + b; });
               return one(y);
             })
+            .Case([&](nn::LinearGradOp l) {
+              Tensor g = in(l.getGrad());
+              int64_t zero[] = {0};
+              return std::vector<Tensor>{
+                  matmul(g, in(l.getWeight()), false, false,
+                         l.getInputGrad().getType()),
+                  matmul(g, in(l.getInput()), true, false,
+                         l.getWeightGrad().getType()),
+                  reduce(g, zero, false, l.getBiasGrad().getType())};
+            })
             .Case([&](nn::MatmulOp m) {
               return one(matmul(in(m.getLhs()), in(m.getRhs()),
                                 m.getTransposeLhs(), m.getTransposeRhs(),

@@ -231,6 +231,21 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
             .call("linear_forward");
         return success();
       })
+      .Case([&](nn::LinearGradOp o) {
+        Args{calls}
+            .i32(dtypeOf(o.getGrad()))
+            .t(o.getInput())
+            .t(o.getWeight())
+            .t(o.getGrad())
+            .t(o.getInputGrad())
+            .t(o.getWeightGrad())
+            .t(o.getBiasGrad())
+            .i64(rows(o.getInput()))
+            .i64(lastDim(o.getInput()))
+            .i64(shapeOf(o.getWeight())[0])
+            .call("linear_backward");
+        return success();
+      })
       .Case([&](nn::MatmulOp o) { return emitMatmul(calls, o); })
       .Case([&](nn::AddOp o) {
         emitBinary(calls, o, FSDPRT_ADD);

@@ -50,6 +50,10 @@ double gemmFlops(Operation *op) {
                       w[1];
         return 2.0 * rows * w[0] * w[1];
       })
+      .Case([](nn::LinearGradOp o) { // gradW and gradX, each 2 · rows · out · in
+        ArrayRef<int64_t> w = shapeOf(o.getWeight());
+        return 4.0 * double(shapeOf(o.getInput())[0]) * w[0] * w[1];
+      })
       .Case([](nn::MatmulOp o) {
         ArrayRef<int64_t> a = shapeOf(o.getLhs());
         int64_t k = o.getTransposeLhs() ? a[a.size() - 2] : a.back();

@@ -64,6 +64,30 @@ struct OptimizerConfig {
 };
 
 /// Builds the train step of one model.
+/// A linear layer whose input needs no gradient (data) gets its weight and
+/// bias gradients from a GEMM and a column sum: nn.linear_grad would also
+/// compute (and hold) the input's.
+void splitLinearGradsWithoutInputGrad(Block &body) {
+  for (auto op :
+       llvm::make_early_inc_range(body.getOps<nn::LinearGradOp>())) {
+    if (!op.getInputGrad().use_empty())
+      continue;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto dw = nn::MatmulOp::create(b, loc, op.getGrad(), op.getInput(),
+                                   /*transpose_lhs=*/true,
+                                   /*transpose_rhs=*/false);
+    auto db = nn::ReduceSumOp::create(b, loc, op.getGrad(),
+                                      b.getDenseI64ArrayAttr({0}),
+                                      /*keepdim=*/false);
+    for (Operation *made : {dw.getOperation(), db.getOperation()})
+      made->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    op.getWeightGrad().replaceAllUsesWith(dw.getResult());
+    op.getBiasGrad().replaceAllUsesWith(db.getResult());
+    op.erase();
+  }
+}
+
 class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
@@ -362,6 +386,7 @@ LogicalResult TrainStepBuilder::build() {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
     if (isOpTriviallyDead(&op))
       op.erase();
+  splitLinearGradsWithoutInputGrad(*body);
   return success();
 }
 

@@ -79,16 +79,18 @@ FailureOr<SmallVector<Value>> LinearOp::buildVJP(OpBuilder &b,
   // Flatten the leading dims: y[M, out] = x[M, in] · Wᵀ.
   Value g = reshapeTo(b, loc, cotangents[0], {rows, out});
   Value x2 = reshapeTo(b, loc, getInput(), {rows, in});
+  if (getBias()) { // one call: the bias gradient rides on the dW GEMM
+    auto grads = LinearGradOp::create(b, loc, g, x2, getWeight());
+    return SmallVector<Value>{
+        reshapeTo(b, loc, grads.getInputGrad(), x.getShape()),
+        grads.getWeightGrad(), grads.getBiasGrad()};
+  }
   Value gradInput = reshapeTo(
       b, loc, MatmulOp::create(b, loc, g, getWeight(), false, false),
       x.getShape());
   Value gradWeight = MatmulOp::create(b, loc, g, x2, /*transpose_lhs=*/true,
                                       /*transpose_rhs=*/false);
-  Value gradBias;
-  if (getBias())
-    gradBias = ReduceSumOp::create(b, loc, g, b.getDenseI64ArrayAttr({0}),
-                                   /*keepdim=*/false);
-  return SmallVector<Value>{gradInput, gradWeight, gradBias};
+  return SmallVector<Value>{gradInput, gradWeight, Value()};
 }
 
 FailureOr<SmallVector<Value>> MatmulOp::buildVJP(OpBuilder &b,

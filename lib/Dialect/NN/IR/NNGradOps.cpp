@@ -115,6 +115,27 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult LinearGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  StringRef name = getOperationName();
+  RankedTensorType x = tensorOf(adaptor.getInput());
+  if (!x || x.getRank() != 2)
+    return fail(loc, name, "input must be 2-D [rows, in_features]");
+  SmallVector<Value> operands = {adaptor.getInput(), adaptor.getWeight()};
+  SmallVector<Type> forward;
+  if (failed(LinearOp::inferReturnTypes(
+          context, loc, LinearOp::Adaptor(operands, nullptr, {}), forward)) ||
+      failed(checkGrad(loc, name, adaptor.getGrad(), forward.front())))
+    return failure();
+  RankedTensorType w = tensorOf(adaptor.getWeight());
+  results.push_back(x);
+  results.push_back(w);
+  results.push_back(
+      RankedTensorType::get({w.getDimSize(0)}, w.getElementType()));
+  return success();
+}
+
 LogicalResult AttentionGradOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {

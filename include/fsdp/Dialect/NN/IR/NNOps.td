@@ -685,6 +685,27 @@ def NN_EmbeddingGradOp : NN_PureOp<"embedding_grad", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
+def NN_LinearGradOp : NN_PureOp<"linear_grad", [InferTypeOpAdaptor]> {
+  let summary = "gradients of an nn.linear with a bias (input, weight, bias)";
+  let description = [{
+    `grad` is `[rows, out]` and `input` `[rows, in]` (the layer's leading
+    dimensions flattened), `weight` `[out, in]`: input_grad = grad·W,
+    weight_grad = gradᵀ·input and bias_grad = grad's column sums, in one
+    kernel call (on CUDA the bias gradient is cuBLASLt's epilogue of the
+    weight-gradient GEMM, as PyTorch's addmm backward).
+
+    ```mlir
+    %gx, %gw, %gb = nn.linear_grad %g, %x, %w : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = "$grad `,` $input `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
   let summary = "gradients of nn.attention (query, key, value)";
   let description = [{
