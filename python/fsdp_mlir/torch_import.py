@@ -841,17 +841,23 @@ def _select(t, node, out, x, dim, index):
 
 
 def _index_select(t, node, out, x, dim, index):
-    """x.index_select(0, index) as a table lookup: nn.embedding of x's rows
-    (flattened past the first dimension), whose backward, the scatter-add of
-    the selected rows' gradients, is index_select's."""
+    """x.index_select(dim, index) as a table lookup: nn.embedding of x's
+    slices along `dim` (moved to the front by a transpose, the rest
+    flattened), whose backward, the scatter-add of the selected slices'
+    gradients, is index_select's; the result is moved back."""
     x = t.v(x)
-    if dim % x.type.rank != 0:
-        raise _Unsupported(f"index_select along dimension {dim} (only the "
-                           "first is imported)")
-    rows = x.type.shape[0]
-    width = math.prod(x.type.shape[1:])
-    table = x if x.type.rank == 2 else t.reshape(x, [rows, width])
-    return t.reshape(t.f.embedding(t.v(index), table), _shape(out))
+    rank = x.type.rank
+    dim %= rank
+    perm = [dim] + [d for d in range(rank) if d != dim]
+    moved = x if dim == 0 else t.transpose(x, perm)
+    rest = [x.type.shape[d] for d in perm[1:]]
+    table = moved if rank == 2 else t.reshape(
+        moved, [x.type.shape[dim], math.prod(rest)])
+    picked = t.f.embedding(t.v(index), table)
+    if dim == 0:
+        return t.reshape(picked, _shape(out))
+    picked = t.reshape(picked, [_shape(out)[dim]] + rest)
+    return t.transpose(picked, [perm.index(d) for d in range(rank)])
 
 
 def _conv2d(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,

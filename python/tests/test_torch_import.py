@@ -77,19 +77,24 @@ def elementwise_case(rng):
 
 class Lookup(torch.nn.Module):
     """index_select of a parameter's rows by the input's ids (with repeats:
-    the backward adds the repeated rows' gradients) and of an activation's
-    rows in reverse (a constant index)."""
+    the backward adds the repeated rows' gradients), of an activation's rows
+    in reverse (a constant index), of a parameter's columns (with a repeat)
+    and of an activation's last dimension."""
 
     def __init__(self):
         super().__init__()
         self.table = torch.nn.Parameter(torch.randn(10, 3, 2))
         self.fc = torch.nn.Linear(30, 8)
+        self.mix = torch.nn.Parameter(torch.randn(4, 7))
 
     def forward(self, idx, y):
         rows = self.table.index_select(0, idx.reshape(-1))
         h = self.fc(rows.reshape(idx.shape[0], 30))
         h = h.index_select(0, torch.arange(h.shape[0] - 1, -1, -1))
-        return torch.nn.functional.mse_loss(h[:, :4], y)
+        mix = self.mix.index_select(1, torch.tensor([6, 0, 3, 3]))
+        h = h[:, :4] @ mix
+        return torch.nn.functional.mse_loss(
+            h.index_select(-1, torch.tensor([3, 1, 0, 2])), y)
 
 
 def lookup_case(rng):
@@ -270,23 +275,6 @@ def test_only_patch_convolutions_are_imported():
     message = str(e.value)
     assert "conv2d other than non-overlapping patches" in message, message
     assert "kernel [3, 3], stride [1, 1]" in message, message
-
-
-class ColumnSelect(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(4, 6))
-
-    def forward(self, idx):
-        return self.w.index_select(1, idx).sum()
-
-
-def test_index_select_is_imported_along_the_first_dimension_only():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(ColumnSelect(), [torch.tensor([0, 2])])
-    message = str(e.value)
-    assert "index_select along dimension 1 (only the first" in message, message
-    assert "test_torch_import.py\", line" in message, message  # the source
 
 
 class DataDependent(torch.nn.Module):
