@@ -508,6 +508,12 @@ class Forward:
     def div(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
         return self._binary("nn.div", a, b, name)
 
+    def maximum(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
+        return self._binary("nn.maximum", a, b, name)
+
+    def minimum(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
+        return self._binary("nn.minimum", a, b, name)
+
     def _math(self, op: str, x: Value, attrs: str = "",
               name: Optional[str] = None) -> Value:
         return self.op(f"nn.{op}", [x], [x.type], attrs, "same", name)[0]

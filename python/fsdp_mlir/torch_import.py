@@ -701,6 +701,9 @@ def _elementwise(t, op: str, a, b, out):
     if isinstance(s, bool) or not isinstance(s, (int, float)):
         raise _Unsupported(f"{op} with a {type(s).__name__} operand")
     s = float(s)
+    if op in ("maximum", "minimum"):
+        c = _scalar(t, s, x.type.dtype)
+        return getattr(f, op)(a if x is a else c, b if x is b else c)
     if op == "mul":
         return x if s == 1.0 else f.scale(x, s)
     if op == "div":
@@ -1068,6 +1071,8 @@ _OPS: Dict[str, Callable] = {
     "mul.Tensor": _binary("mul"),
     "mul.Scalar": _binary("mul"),
     "div.Tensor": _binary("div"),
+    "maximum.default": _binary("maximum"),
+    "minimum.default": _binary("minimum"),
     "div.Scalar": _binary("div"),
     "div.Tensor_mode": _binary("div"),
     "rsub.Scalar": _rsub,

@@ -44,8 +44,9 @@ def mlp_case(rng):
 
 
 class Elementwise(torch.nn.Module):
-    """The element-wise, slicing, padding and broadcasting ops, var, a
-    non-persistent buffer and a lifted constant (folded at import)."""
+    """The element-wise, slicing, padding and broadcasting ops, var,
+    maximum / minimum, a non-persistent buffer and a lifted constant (folded
+    at import)."""
 
     def __init__(self):
         super().__init__()
@@ -62,7 +63,8 @@ class Elementwise(torch.nn.Module):
         v = (torch.exp(-a.pow(2)) + torch.log(b * b + 1)
              - torch.sqrt(a * a + 0.5) * torch.rsqrt(b.clamp(min=-0.5) + 1))
         w = (1 - torch.clamp(u, -0.9, 0.9) + v.clamp_max(2.0) * self.factor
-             + h.var(dim=1, keepdim=True) * 0.1)
+             + h.var(dim=1, keepdim=True) * 0.1
+             + torch.maximum(a, b) - torch.minimum(u, self.gain))
         z = torch.cat([u, w], dim=1)
         z = F.pad(z, (1, 2))[:, 1:-2] + F.pad(z, (0, 1))[:, 1:]
         z = z.unsqueeze(1).expand(-1, 3, -1).reshape(z.shape[0], 36)

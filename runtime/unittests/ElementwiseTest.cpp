@@ -1,8 +1,12 @@
-//===- ElementwiseTest.cpp - add/sub/mul, scale, activations --------------===//
+//===- ElementwiseTest.cpp - binary ops, scale, activations ---------------===//
 #include "TestUtil.h"
-#include "fsdp/rt/math/Activation.h"
 
+#include "fsdp/rt/math/Activation.h"
+#include "fsdp/rt/math/Half.h"
+
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace fsdp {
 namespace rt {
@@ -93,6 +97,71 @@ TEST_P(ElementwiseConformance, BinaryOpsBroadcastForwardAndBackward) {
           {"da", "db"});
     }
   }
+}
+
+// torch.maximum / minimum and their subgradient weights, broadcast a [2, 4]
+// against b [4]: values, a tie (the weight splits it: 1/2), a NaN on
+// either side (maximum and minimum return it; its weight is 1), in f32 and
+// bf16 (the values are exact in both); binary_backward refuses them.
+TEST_P(ElementwiseConformance, MaximumMinimumAndTheirWeights) {
+  Device dev(GetParam());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{1.0f, -2.0f, 3.0f, nan, 0.5f, 4.0f, -1.0f, 2.0f};
+  std::vector<float> b{2.0f, -2.0f, nan, 1.0f};
+  const std::vector<int64_t> as{2, 4}, bs{4};
+  auto expect = [&](int op, float x, float y) -> float {
+    bool xn = x != x, yn = y != y;
+    switch (op) {
+    case FSDPRT_MAX:
+      return xn ? x : yn ? y : std::max(x, y);
+    case FSDPRT_MIN:
+      return xn ? x : yn ? y : std::min(x, y);
+    case FSDPRT_MAX_WEIGHT:
+      return x == y ? 0.5f : x < y ? 0.0f : 1.0f;
+    default:
+      return x == y ? 0.5f : x > y ? 0.0f : 1.0f;
+    }
+  };
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    std::vector<uint16_t> a16, b16;
+    for (float v : a)
+      a16.push_back(floatToBf16(v));
+    for (float v : b)
+      b16.push_back(floatToBf16(v));
+    int64_t ba = dt == FSDPRT_F32 ? dev.upload(a) : dev.upload(a16);
+    int64_t bb = dt == FSDPRT_F32 ? dev.upload(b) : dev.upload(b16);
+    int64_t bo = dev.alloc(8 * 4);
+    for (int op : {FSDPRT_MAX, FSDPRT_MIN, FSDPRT_MAX_WEIGHT,
+                   FSDPRT_MIN_WEIGHT}) {
+      SCOPED_TRACE("op " + std::to_string(op) + ", dtype " +
+                   std::to_string(dt));
+      RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, dt, op, ba, 0, 2,
+                                  as.data(), bb, 0, 1, bs.data(), bo, 0));
+      std::vector<float> got(8);
+      if (dt == FSDPRT_F32) {
+        got = dev.download(bo, 8);
+      } else {
+        auto raw = dev.download<uint16_t>(bo, 8);
+        for (int i = 0; i < 8; ++i)
+          got[i] = bf16ToFloat(raw[i]);
+      }
+      for (int i = 0; i < 8; ++i) {
+        float want = expect(op, a[i], b[i % 4]);
+        if (want != want)
+          EXPECT_TRUE(got[i] != got[i]) << "element " << i;
+        else
+          EXPECT_EQ(got[i], want) << "element " << i;
+      }
+    }
+  }
+  int64_t ba = dev.upload(a), bb = dev.upload(b), bd = dev.upload(a);
+  EXPECT_EQ(fsdprt_binary_backward(dev.ctx, dev.stream, FSDPRT_F32,
+                                   FSDPRT_MAX, ba, 0, 2, as.data(), bb, 0, 1,
+                                   bs.data(), bd, 0, ba, 0, 0, 0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fsdprt_last_error()).find("FSDPRT_MAX_WEIGHT"),
+            std::string::npos)
+      << fsdprt_last_error();
 }
 
 TEST_P(ElementwiseConformance, ScaleForwardAndBackward) {

@@ -58,6 +58,32 @@ fsdp.model @linear_no_bias {
 
 // -----
 
+// maximum: each operand's cotangent is g times its winner weight (1 where
+// it wins, 1/2 on a tie), the broadcast operand's summed to its shape.
+// CHECK-LABEL: func.func @maximum_train_step
+// CHECK: %[[WA:[^ ,:]+]] = nn.max_weight %arg0, %arg1 {{.*}} : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[GA:[^ ,:]+]] = nn.mul %{{.*}}, %[[WA]]
+// CHECK: %[[WB:[^ ,:]+]] = nn.max_weight %arg1, %arg0 {{.*}} : (tensor<4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[GB:[^ ,:]+]] = nn.mul %{{.*}}, %[[WB]]
+// CHECK: %[[DB:[^ ,:]+]] = nn.reduce_sum %[[GB]] {dims = array<i64: 0>{{.*}}} : (tensor<3x4xf32>) -> tensor<4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[GA]]
+// CHECK: fsdp.sgd_step %arg1, %[[DB]]
+fsdp.model @maximum {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<3x4xf32>
+      %b = fsdp.get_param @b : tensor<4xf32>
+      %y = nn.maximum %a, %b : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<3x4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // matmul with a transposed, unbatched rhs: the rhs gradient is summed over the batch.
 // CHECK-LABEL: func.func @matmul_train_step
 // CHECK: %[[DA:[^ ,:]+]] = nn.matmul %[[G:[^ ,:]+]], %arg1 {{.*}} : (tensor<2x3x5xf32>, tensor<5x4xf32>) -> tensor<2x3x4xf32>

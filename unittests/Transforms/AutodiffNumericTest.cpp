@@ -100,7 +100,7 @@ protected:
   OwningOpRef<ModuleOp> module;
 };
 
-TEST_F(AutodiffNumericTest, LinearReluSoftmaxBroadcastingAndMSE) {
+TEST_F(AutodiffNumericTest, LinearReluSoftmaxMaxMinBroadcastingAndMSE) {
   checkGradients(R"mlir(
 fsdp.model @m {
   fsdp.module @root kind "Net" {
@@ -120,7 +120,9 @@ fsdp.model @m {
       %p = nn.softmax %r : tensor<2x3x5xf32>
       %m = nn.mul %p, %s : (tensor<2x3x5xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
       %d = nn.sub %m, %t : (tensor<2x3x5xf32>, tensor<3x1xf32>) -> tensor<2x3x5xf32>
-      %a = nn.reduce_mean %d {dims = array<i64: 0>} : (tensor<2x3x5xf32>) -> tensor<3x5xf32>
+      %hi = nn.maximum %d, %t : (tensor<2x3x5xf32>, tensor<3x1xf32>) -> tensor<2x3x5xf32>
+      %lo = nn.minimum %s, %hi : (tensor<5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+      %a = nn.reduce_mean %lo {dims = array<i64: 0>} : (tensor<2x3x5xf32>) -> tensor<3x5xf32>
       %l = nn.mse_loss %a, %target : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<f32>
       fsdp.return %l : tensor<f32>
     }

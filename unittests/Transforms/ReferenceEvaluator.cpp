@@ -10,6 +10,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -329,6 +330,26 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
             .Case([&](nn::DivOp o) {
               return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
                                      [](double a, double b) { return a / b; }));
+            })
+            .Case([&](nn::MaximumOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return std::max(a, b); }));
+            })
+            .Case([&](nn::MinimumOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return std::min(a, b); }));
+            })
+            .Case([&](nn::MaxWeightOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return a == b ? 0.5 : a > b; }));
+            })
+            .Case([&](nn::MinWeightOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return a == b ? 0.5 : a < b; }));
             })
             .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
                   nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {

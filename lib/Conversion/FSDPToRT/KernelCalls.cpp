@@ -259,6 +259,22 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         emitBinary(calls, o, FSDPRT_MUL);
         return success();
       })
+      .Case([&](nn::MaximumOp o) {
+        emitBinary(calls, o, FSDPRT_MAX);
+        return success();
+      })
+      .Case([&](nn::MinimumOp o) {
+        emitBinary(calls, o, FSDPRT_MIN);
+        return success();
+      })
+      .Case([&](nn::MaxWeightOp o) {
+        emitBinary(calls, o, FSDPRT_MAX_WEIGHT);
+        return success();
+      })
+      .Case([&](nn::MinWeightOp o) {
+        emitBinary(calls, o, FSDPRT_MIN_WEIGHT);
+        return success();
+      })
       .Case([&](nn::DivOp o) {
         emitBinary(calls, o, FSDPRT_DIV);
         return success();

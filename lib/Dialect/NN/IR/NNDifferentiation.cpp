@@ -151,6 +151,29 @@ FailureOr<SmallVector<Value>> DivOp::buildVJP(OpBuilder &b,
                             sumToShape(b, loc, gradRhs, getRhs().getType())};
 }
 
+/// g times the winner's weight for each operand (WeightOp: nn.max_weight
+/// or nn.min_weight), summed to the operand's shape.
+template <typename WeightOp>
+static SmallVector<Value> winnerVJP(OpBuilder &b, Location loc, Value g,
+                                    Value lhs, Value rhs) {
+  Value gradLhs = MulOp::create(b, loc, g, WeightOp::create(b, loc, lhs, rhs));
+  Value gradRhs = MulOp::create(b, loc, g, WeightOp::create(b, loc, rhs, lhs));
+  return SmallVector<Value>{sumToShape(b, loc, gradLhs, typeOf(lhs)),
+                            sumToShape(b, loc, gradRhs, typeOf(rhs))};
+}
+
+FailureOr<SmallVector<Value>> MaximumOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  return winnerVJP<MaxWeightOp>(b, getLoc(), cotangents[0], getLhs(),
+                                getRhs());
+}
+
+FailureOr<SmallVector<Value>> MinimumOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  return winnerVJP<MinWeightOp>(b, getLoc(), cotangents[0], getLhs(),
+                                getRhs());
+}
+
 /// The VJP of a pointwise math op: one nn.unary_grad of its function.
 template <typename MathOp>
 static SmallVector<Value> unaryVJP(MathOp op, OpBuilder &b,

@@ -33,7 +33,11 @@ enum class BinaryOp : int32_t {
   Add = FSDPRT_ADD,
   Sub = FSDPRT_SUB,
   Mul = FSDPRT_MUL,
-  Div = FSDPRT_DIV
+  Div = FSDPRT_DIV,
+  Max = FSDPRT_MAX,
+  Min = FSDPRT_MIN,
+  MaxWeight = FSDPRT_MAX_WEIGHT,
+  MinWeight = FSDPRT_MIN_WEIGHT
 };
 /// FSDPRT_UNARY_*: pointwise math with up to two scalar parameters.
 enum class UnaryMath : int32_t {

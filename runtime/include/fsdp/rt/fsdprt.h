@@ -47,8 +47,20 @@ enum {
   FSDPRT_I64 = 4
 };
 
-/* nn op option codes. */
-enum { FSDPRT_ADD = 0, FSDPRT_SUB = 1, FSDPRT_MUL = 2, FSDPRT_DIV = 3 };
+/* nn op option codes. MAX / MIN are torch.maximum / minimum (a NaN      */
+/* operand wins); MAX_WEIGHT is d max(a, b) / da: 1 where a > b (or either */
+/* is NaN), 1/2 where a == b, 0 where a < b (torch's subgradient); the     */
+/* weight of b is MAX_WEIGHT with the operands swapped; MIN_WEIGHT alike.  */
+enum {
+  FSDPRT_ADD = 0,
+  FSDPRT_SUB = 1,
+  FSDPRT_MUL = 2,
+  FSDPRT_DIV = 3,
+  FSDPRT_MAX = 4,
+  FSDPRT_MIN = 5,
+  FSDPRT_MAX_WEIGHT = 6,
+  FSDPRT_MIN_WEIGHT = 7
+};
 enum {
   FSDPRT_RELU = 0,
   FSDPRT_GELU = 1,      /* approximate = "none" (erf) */
@@ -240,7 +252,8 @@ int32_t fsdprt_matmul_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                int32_t trans_b, int32_t b_batched);
 
 /* out = a (op) b with numpy trailing broadcasting; out has the broadcast */
-/* shape. Backward sums over broadcast dims; da or db may be 0. */
+/* shape. Backward (ADD to DIV) sums over broadcast dims; da or db may be */
+/* 0; maximum's and minimum's gradients are g times their weights.        */
 int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t op, int64_t a, int64_t a_off,
                               int32_t a_rank, const int64_t *a_shape, int64_t b,

@@ -102,6 +102,33 @@ def NN_MulOp : NN_BinaryOp<"mul", "lhs * rhs">;
 
 def NN_DivOp : NN_BinaryOp<"div", "lhs / rhs">;
 
+// torch.maximum / torch.minimum: a NaN operand is the result.
+def NN_MaximumOp : NN_BinaryOp<"maximum", "max(lhs, rhs)">;
+def NN_MinimumOp : NN_BinaryOp<"minimum", "min(lhs, rhs)">;
+
+/// The subgradient weights of maximum / minimum with respect to lhs (swap
+/// the operands for rhs's), as torch's derivatives: what the VJPs multiply
+/// the cotangent by.
+class NN_WinWeightOp<string mnemonic, string wins, string op>
+    : NN_PureOp<mnemonic, [InferTypeOpAdaptor]> {
+  let summary = "1 where lhs " # wins # " rhs, 1/2 where equal, else 0";
+  let description = [{
+    d }] # op # [{(lhs, rhs) / d lhs elementwise, with broadcasting: 1
+    where lhs }] # wins # [{ rhs (or either is NaN), 1/2 where they are
+    equal, 0 elsewhere (torch's subgradient, which splits a tie).
+
+    ```mlir
+    %w = nn.}] # mnemonic # [{ %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+def NN_MaxWeightOp : NN_WinWeightOp<"max_weight", "exceeds", "max">;
+def NN_MinWeightOp : NN_WinWeightOp<"min_weight", "is below", "min">;
+
 // Pointwise math: the result has the operand's type; the VJP is one
 // nn.unary_grad of the same function (`fn`) and parameters (`a`, `b`).
 class NN_MathOp<string mnemonic, string formula, string a = "0.0",

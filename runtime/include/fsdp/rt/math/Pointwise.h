@@ -8,7 +8,10 @@
 namespace fsdp {
 namespace rt {
 
-/// op is FSDPRT_ADD, FSDPRT_SUB, FSDPRT_MUL or FSDPRT_DIV.
+/// op is one of the FSDPRT_ADD ... FSDPRT_MIN_WEIGHT codes (fsdprt.h):
+/// maximum and minimum return a NaN operand, as torch's do; the weights
+/// are torch's subgradients (derivatives.yaml: the gradient where a wins,
+/// half of it where a == b).
 FSDPRT_HD inline float binaryApply(int op, float a, float b) {
   switch (op) {
   case FSDPRT_ADD:
@@ -17,8 +20,16 @@ FSDPRT_HD inline float binaryApply(int op, float a, float b) {
     return a - b;
   case FSDPRT_MUL:
     return a * b;
-  default:
+  case FSDPRT_DIV:
     return a / b;
+  case FSDPRT_MAX:
+    return a != a ? a : b != b ? b : a > b ? a : b;
+  case FSDPRT_MIN:
+    return a != a ? a : b != b ? b : a < b ? a : b;
+  case FSDPRT_MAX_WEIGHT:
+    return a == b ? 0.5f : a < b ? 0.0f : 1.0f;
+  default: // FSDPRT_MIN_WEIGHT
+    return a == b ? 0.5f : a > b ? 0.0f : 1.0f;
   }
 }
 
