@@ -514,6 +514,17 @@ class Forward:
     def minimum(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
         return self._binary("nn.minimum", a, b, name)
 
+    def keep(self, a: Value, mask: Value, name: Optional[str] = None) -> Value:
+        """a where mask != 0, else exactly 0 (torch.where's branches)."""
+        return self._binary("nn.keep", a, mask, name)
+
+    def compare(self, op: str, a: Value, b: Value,
+                name: Optional[str] = None) -> Value:
+        """lt, le, gt, ge, eq or ne: a mask of 1 and 0 in a's type."""
+        if op not in ("lt", "le", "gt", "ge", "eq", "ne"):
+            raise ValueError(f"unknown comparison {op}")
+        return self._binary("nn." + op, a, b, name)
+
     def _math(self, op: str, x: Value, attrs: str = "",
               name: Optional[str] = None) -> Value:
         return self.op(f"nn.{op}", [x], [x.type], attrs, "same", name)[0]

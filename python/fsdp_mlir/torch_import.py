@@ -679,6 +679,9 @@ def _compact(t, c, other: Value, out):
     return c
 
 
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
 def _elementwise(t, op: str, a, b, out):
     """a `op` b with at most one side constant or a Python scalar."""
     import torch
@@ -688,22 +691,27 @@ def _elementwise(t, op: str, a, b, out):
     a = a.item() if _is_tensor(a) and a.dim() == 0 else a
     b = b.item() if _is_tensor(b) and b.dim() == 0 else b
     f = t.f
+    build = ((lambda p, q: f.compare(op, p, q)) if op in _COMPARISONS
+             else getattr(f, op))
     if isinstance(a, Value) and isinstance(b, Value):
         if a.type.dtype != b.type.dtype:
             raise _Unsupported(f"{op} of {a.type.dtype} and {b.type.dtype}")
         _float(t, a, op)
-        return getattr(f, op)(a, b)
+        return build(a, b)
     x, s = (a, b) if isinstance(a, Value) else (b, a)
     _float(t, x, op)
     if _is_tensor(s):  # a constant tensor: broadcast by the op
         c = t.constant(_compact(t, s, x, out))
-        return getattr(f, op)(a if x is a else c, b if x is b else c)
+        return build(a if x is a else c, b if x is b else c)
     if isinstance(s, bool) or not isinstance(s, (int, float)):
         raise _Unsupported(f"{op} with a {type(s).__name__} operand")
     s = float(s)
     if op in ("maximum", "minimum"):
         c = _scalar(t, s, x.type.dtype)
         return getattr(f, op)(a if x is a else c, b if x is b else c)
+    if op in _COMPARISONS:
+        c = _scalar(t, s, x.type.dtype)
+        return f.compare(op, a if x is a else c, b if x is b else c)
     if op == "mul":
         return x if s == 1.0 else f.scale(x, s)
     if op == "div":
@@ -730,6 +738,75 @@ def _binary(op):
                      else b * alpha)
         return _elementwise(t, op, a, b, out)
     return build
+
+
+# PyTorch's bool tensors computed at run time are f32 masks of 1 and 0:
+# comparisons compare in f32 (exact for the 16-bit floats and for integers
+# below 2^24), torch.where(c, x, y) is keep(x, c) + keep(y, c == 0), so
+# the unselected side (an -inf fill, a NaN) never reaches the result.
+def _as_f32(t, v):
+    """A comparison's or mask's operand in f32 (constants too)."""
+    import torch
+    if isinstance(v, Value):
+        return v if v.type.dtype == "f32" else t.f.cast(v, "f32")
+    if _is_tensor(v):
+        return v.to(torch.float32)
+    return float(v)
+
+
+def _compare(op):
+    def build(t, node, out, a, b):
+        return _elementwise(t, op, _as_f32(t, a), _as_f32(t, b), out)
+    return build
+
+
+def _mask_not(t, m: Value) -> Value:
+    return t.f.compare("eq", m, _scalar(t, 0.0, "f32"))
+
+
+def _where(t, node, out, cond, x, y):
+    """torch.where: keep(x, c) + keep(y, not c), in the result's type."""
+    import torch
+    dtype = _dtype(out.dtype)
+    m = _as_f32(t, cond)
+    if not isinstance(m, Value):  # a constant condition, run-time branches
+        m = t.constant(m)
+    not_m = _mask_not(t, m)
+
+    def branch(v, mask):
+        if dtype != "f32":
+            mask = t.f.cast(mask, dtype)
+        if isinstance(v, Value):
+            v = v if v.type.dtype == dtype else t.f.cast(v, dtype)
+        elif _is_tensor(v):
+            v = t.constant(v.to(torch.float32))
+            v = v if dtype == "f32" else t.f.cast(v, dtype)
+        else:
+            v = _scalar(t, float(v), dtype)
+        return t.f.keep(v, mask)
+    return t.f.add(branch(x, m), branch(y, not_m))
+
+
+def _masked_fill(t, node, out, x, mask, value):
+    return _where(t, node, out, mask, value, x)
+
+
+def _on_masks(what, build):
+    """A logical op of masks (bitwise ~, &, | of bool tensors too)."""
+    def handler(t, node, out, *args):
+        import torch
+        if out.dtype != torch.bool:
+            raise _Unsupported(f"{what} of {str(out.dtype)[6:]} tensors "
+                               "(only of bool masks)")
+        return build(t, out, *[_as_f32(t, a) for a in args])
+    return handler
+
+
+_logical_not = _on_masks("not", lambda t, out, x: _mask_not(t, x))
+_logical_and = _on_masks(
+    "and", lambda t, out, a, b: _elementwise(t, "mul", a, b, out))
+_logical_or = _on_masks(
+    "or", lambda t, out, a, b: _elementwise(t, "maximum", a, b, out))
 
 
 def _rsub(t, node, out, x, other, alpha=1):
@@ -910,7 +987,11 @@ def _constant_pad_nd(t, node, out, x, pad, value=0):
 
 
 def _to(t, node, out, x, *args, **kwargs):
-    """to / _to_copy: a cast when the dtype changes."""
+    """to / _to_copy: a cast when the dtype changes (to bool: x != 0, a
+    mask)."""
+    import torch
+    if out.dtype == torch.bool:
+        return t.f.compare("ne", _as_f32(t, x), _scalar(t, 0.0, "f32"))
     want = _dtype(out.dtype)
     if want == x.type.dtype:
         return x
@@ -1073,6 +1154,23 @@ _OPS: Dict[str, Callable] = {
     "div.Tensor": _binary("div"),
     "maximum.default": _binary("maximum"),
     "minimum.default": _binary("minimum"),
+    **{f"{c}.{k}": _compare(c) for c in _COMPARISONS
+       for k in ("Tensor", "Scalar")},
+    "where.self": _where,
+    "where.ScalarSelf": _where,
+    "where.ScalarOther": _where,
+    "where.Scalar": _where,
+    "masked_fill.Scalar": _masked_fill,
+    "masked_fill.Tensor": _masked_fill,
+    "logical_not.default": _logical_not,
+    "bitwise_not.default": _logical_not,
+    "logical_and.default": _logical_and,
+    "bitwise_and.Tensor": _logical_and,
+    "logical_or.default": _logical_or,
+    "bitwise_or.Tensor": _logical_or,
+    "__and__.Tensor": _logical_and,
+    "__or__.Tensor": _logical_or,
+    "__invert__.default": _logical_not,
     "div.Scalar": _binary("div"),
     "div.Tensor_mode": _binary("div"),
     "rsub.Scalar": _rsub,

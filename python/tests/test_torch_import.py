@@ -105,8 +105,34 @@ def lookup_case(rng):
     return Lookup(), [idx, y], {}
 
 
+class Masked(torch.nn.Module):
+    """Masks computed at run time from the data and the activations:
+    comparisons with scalars and tensors, ~ & |, where, masked_fill (with
+    -inf before a softmax), a mask used as a factor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        keep = (x > 0) & ~(x > 1.5)
+        h = torch.where(keep, h, 0.1 * h)
+        h = h.masked_fill(h < -0.5, 0.0)
+        g = (h >= y.mean()) | (y != 0.25)
+        h = h + g.float() * h
+        p = torch.softmax(h.masked_fill(x < -1, float("-inf")), dim=-1)
+        return torch.nn.functional.mse_loss(p + h, y)
+
+
+def masked_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    return Masked(), [x, y], {}
+
+
 CASES = {"gpt": gpt_case, "mlp": mlp_case, "elementwise": elementwise_case,
-         "lookup": lookup_case}
+         "lookup": lookup_case, "masked": masked_case}
 
 
 def torch_losses(module, data, ranks, optimizer):

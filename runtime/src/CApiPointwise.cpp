@@ -27,7 +27,7 @@ UnaryMath unaryFromCode(int32_t kind) {
 }
 
 BinaryOp binaryFromCode(int32_t op) {
-  if (op < FSDPRT_ADD || op > FSDPRT_MIN_WEIGHT)
+  if (op < FSDPRT_ADD || op > FSDPRT_NE)
     fail(Status::InvalidArgument, "unknown binary op ", op);
   return static_cast<BinaryOp>(op);
 }
@@ -96,10 +96,11 @@ int32_t fsdprt_binary_backward(int64_t ctx, int64_t stream, int32_t dtype,
     Launch l(ctx, stream, dtype, "binary_backward");
     BinaryOp bop = binaryFromCode(op);
     if (op > FSDPRT_DIV)
-      fail(Status::InvalidArgument, "binary_backward takes add, sub, mul or "
-                                    "div; maximum's and minimum's gradients "
-                                    "are dout times FSDPRT_MAX_WEIGHT / "
-                                    "FSDPRT_MIN_WEIGHT");
+      fail(Status::InvalidArgument,
+           "binary_backward takes add, sub, mul or div; maximum's and "
+           "minimum's gradients are dout times FSDPRT_MAX_WEIGHT / "
+           "FSDPRT_MIN_WEIGHT, keep's FSDPRT_KEEP of dout; comparisons have "
+           "none");
     Shape as = shapeFromAbi(a_rank, a_shape, "a_shape");
     Shape bs = shapeFromAbi(b_rank, b_shape, "b_shape");
     Shape os = broadcastShapes(as, bs);

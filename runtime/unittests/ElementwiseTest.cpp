@@ -164,6 +164,67 @@ TEST_P(ElementwiseConformance, MaximumMinimumAndTheirWeights) {
       << fsdprt_last_error();
 }
 
+// The comparisons (1 or 0) and keep (a where b != 0, else exactly 0: an
+// -inf or NaN in the unselected branch of a where never reaches it), b
+// broadcast along rows, f32 and bf16.
+TEST_P(ElementwiseConformance, ComparisonsAndKeep) {
+  Device dev(GetParam());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> a{1.0f, -2.0f, 3.0f, nan, -inf, 4.0f, 0.0f, 2.0f};
+  std::vector<float> b{2.0f, -2.0f, nan, 1.0f};
+  const std::vector<int64_t> as{2, 4}, bs{4};
+  auto expect = [](int op, float x, float y) -> float {
+    switch (op) {
+    case FSDPRT_KEEP:
+      return y != 0.0f ? x : 0.0f;
+    case FSDPRT_LT:
+      return x < y;
+    case FSDPRT_LE:
+      return x <= y;
+    case FSDPRT_GT:
+      return x > y;
+    case FSDPRT_GE:
+      return x >= y;
+    case FSDPRT_EQ:
+      return x == y;
+    default:
+      return x != y;
+    }
+  };
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    std::vector<uint16_t> a16, b16;
+    for (float v : a)
+      a16.push_back(floatToBf16(v));
+    for (float v : b)
+      b16.push_back(floatToBf16(v));
+    int64_t ba = dt == FSDPRT_F32 ? dev.upload(a) : dev.upload(a16);
+    int64_t bb = dt == FSDPRT_F32 ? dev.upload(b) : dev.upload(b16);
+    int64_t bo = dev.alloc(8 * 4);
+    for (int op = FSDPRT_KEEP; op <= FSDPRT_NE; ++op) {
+      SCOPED_TRACE("op " + std::to_string(op) + ", dtype " +
+                   std::to_string(dt));
+      RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, dt, op, ba, 0, 2,
+                                  as.data(), bb, 0, 1, bs.data(), bo, 0));
+      std::vector<float> got(8);
+      if (dt == FSDPRT_F32) {
+        got = dev.download(bo, 8);
+      } else {
+        auto raw = dev.download<uint16_t>(bo, 8);
+        for (int i = 0; i < 8; ++i)
+          got[i] = bf16ToFloat(raw[i]);
+      }
+      for (int i = 0; i < 8; ++i) {
+        float want = expect(op, a[i], b[i % 4]);
+        if (want != want)
+          EXPECT_TRUE(got[i] != got[i]) << "element " << i;
+        else
+          EXPECT_EQ(got[i], want) << "element " << i;
+      }
+    }
+  }
+}
+
 TEST_P(ElementwiseConformance, ScaleForwardAndBackward) {
   Device dev(GetParam());
   auto x = randomVector(37, 31), dy = randomVector(37, 32);

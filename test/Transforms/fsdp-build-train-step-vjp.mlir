@@ -58,6 +58,34 @@ fsdp.model @linear_no_bias {
 
 // -----
 
+// keep (torch.where's branch) passes the cotangent where the mask holds and
+// gives the mask none; a comparison has no gradient either: b, used only
+// through the mask, gets a zero gradient.
+// CHECK-LABEL: func.func @where_train_step
+// CHECK: %[[M:[^ ,:]+]] = nn.gt %arg0, %arg1 {{.*}} : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+// CHECK: nn.keep %arg0, %[[M]] {fsdp.phase = #fsdp<phase forward>
+// CHECK-NOT: nn.gt
+// CHECK: %[[GA:[^ ,:]+]] = nn.keep %{{.*}}, %[[M]] {fsdp.phase = #fsdp<phase backward>{{.*}} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[ZERO:[^ ,:]+]] = arith.constant {{.*}}dense<0.000000e+00> : tensor<4xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[GA]]
+// CHECK: fsdp.sgd_step %arg1, %[[ZERO]]
+fsdp.model @where {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<3x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<3x4xf32>
+      %b = fsdp.get_param @b : tensor<4xf32>
+      %m = nn.gt %a, %b : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+      %y = nn.keep %a, %m : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<3x4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // maximum: each operand's cotangent is g times its winner weight (1 where
 // it wins, 1/2 on a tie), the broadcast operand's summed to its shape.
 // CHECK-LABEL: func.func @maximum_train_step

@@ -100,7 +100,7 @@ protected:
   OwningOpRef<ModuleOp> module;
 };
 
-TEST_F(AutodiffNumericTest, LinearReluSoftmaxMaxMinBroadcastingAndMSE) {
+TEST_F(AutodiffNumericTest, LinearReluSoftmaxMaxMinMasksBroadcastingAndMSE) {
   checkGradients(R"mlir(
 fsdp.model @m {
   fsdp.module @root kind "Net" {
@@ -122,7 +122,10 @@ fsdp.model @m {
       %d = nn.sub %m, %t : (tensor<2x3x5xf32>, tensor<3x1xf32>) -> tensor<2x3x5xf32>
       %hi = nn.maximum %d, %t : (tensor<2x3x5xf32>, tensor<3x1xf32>) -> tensor<2x3x5xf32>
       %lo = nn.minimum %s, %hi : (tensor<5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
-      %a = nn.reduce_mean %lo {dims = array<i64: 0>} : (tensor<2x3x5xf32>) -> tensor<3x5xf32>
+      %on = nn.gt %lo, %s : (tensor<2x3x5xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+      %kept = nn.keep %lo, %on : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+      %gated = nn.mul %kept, %on : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+      %a = nn.reduce_mean %gated {dims = array<i64: 0>} : (tensor<2x3x5xf32>) -> tensor<3x5xf32>
       %l = nn.mse_loss %a, %target : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<f32>
       fsdp.return %l : tensor<f32>
     }

@@ -351,6 +351,16 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
                   in(o.getLhs()), in(o.getRhs()), o.getType(),
                   [](double a, double b) { return a == b ? 0.5 : a < b; }));
             })
+            .Case([&](nn::KeepOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return b != 0 ? a : 0.0; }));
+            })
+            .Case([&](nn::GtOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return double(a > b); }));
+            })
             .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
                   nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {
               Tensor t = in(o.getInput());

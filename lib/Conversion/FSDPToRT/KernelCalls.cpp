@@ -149,6 +149,29 @@ static LogicalResult emitMatmul(CallBuilder &l, nn::MatmulOp op) {
   return success();
 }
 
+/// The runtime's code of an elementwise binary op (fsdprt.h).
+static int32_t binaryCode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, int32_t>(op)
+      .Case([](nn::AddOp) { return FSDPRT_ADD; })
+      .Case([](nn::SubOp) { return FSDPRT_SUB; })
+      .Case([](nn::MulOp) { return FSDPRT_MUL; })
+      .Case([](nn::DivOp) { return FSDPRT_DIV; })
+      .Case([](nn::MaximumOp) { return FSDPRT_MAX; })
+      .Case([](nn::MinimumOp) { return FSDPRT_MIN; })
+      .Case([](nn::MaxWeightOp) { return FSDPRT_MAX_WEIGHT; })
+      .Case([](nn::MinWeightOp) { return FSDPRT_MIN_WEIGHT; })
+      .Case([](nn::KeepOp) { return FSDPRT_KEEP; })
+      .Case([](nn::LtOp) { return FSDPRT_LT; })
+      .Case([](nn::LeOp) { return FSDPRT_LE; })
+      .Case([](nn::GtOp) { return FSDPRT_GT; })
+      .Case([](nn::GeOp) { return FSDPRT_GE; })
+      .Case([](nn::EqOp) { return FSDPRT_EQ; })
+      .Case([](nn::NeOp) { return FSDPRT_NE; })
+      .Default([](Operation *) -> int32_t {
+        llvm_unreachable("not an elementwise binary op");
+      });
+}
+
 template <typename BinaryOp>
 static void emitBinary(CallBuilder &l, BinaryOp op, int32_t code) {
   Args{l}
@@ -247,38 +270,13 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         return success();
       })
       .Case([&](nn::MatmulOp o) { return emitMatmul(calls, o); })
-      .Case([&](nn::AddOp o) {
-        emitBinary(calls, o, FSDPRT_ADD);
-        return success();
-      })
-      .Case([&](nn::SubOp o) {
-        emitBinary(calls, o, FSDPRT_SUB);
-        return success();
-      })
-      .Case([&](nn::MulOp o) {
-        emitBinary(calls, o, FSDPRT_MUL);
-        return success();
-      })
-      .Case([&](nn::MaximumOp o) {
-        emitBinary(calls, o, FSDPRT_MAX);
-        return success();
-      })
-      .Case([&](nn::MinimumOp o) {
-        emitBinary(calls, o, FSDPRT_MIN);
-        return success();
-      })
-      .Case([&](nn::MaxWeightOp o) {
-        emitBinary(calls, o, FSDPRT_MAX_WEIGHT);
-        return success();
-      })
-      .Case([&](nn::MinWeightOp o) {
-        emitBinary(calls, o, FSDPRT_MIN_WEIGHT);
-        return success();
-      })
-      .Case([&](nn::DivOp o) {
-        emitBinary(calls, o, FSDPRT_DIV);
-        return success();
-      })
+      .Case<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::MaximumOp,
+            nn::MinimumOp, nn::MaxWeightOp, nn::MinWeightOp, nn::KeepOp,
+            nn::LtOp, nn::LeOp, nn::GtOp, nn::GeOp, nn::EqOp, nn::NeOp>(
+          [&](auto o) {
+            emitBinary(calls, o, binaryCode(o));
+            return success();
+          })
       .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
             nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {
         Args{calls}.i32(dtypeOf(o.getResult())).i32(unaryKind(o.getFn()))

@@ -174,6 +174,28 @@ FailureOr<SmallVector<Value>> MinimumOp::buildVJP(OpBuilder &b,
                                 getRhs());
 }
 
+FailureOr<SmallVector<Value>> KeepOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  // The kept values' gradient where the mask holds; none for the mask.
+  Location loc = getLoc();
+  Value grad = KeepOp::create(b, loc, cotangents[0], getRhs());
+  return SmallVector<Value>{sumToShape(b, loc, grad, typeOf(getLhs())),
+                            Value()};
+}
+
+// A comparison is piecewise constant: no gradient for either operand.
+#define NN_NO_GRADIENT_VJP(OP)                                                 \
+  FailureOr<SmallVector<Value>> OP::buildVJP(OpBuilder &, ValueRange) {       \
+    return SmallVector<Value>{Value(), Value()};                               \
+  }
+NN_NO_GRADIENT_VJP(LtOp)
+NN_NO_GRADIENT_VJP(LeOp)
+NN_NO_GRADIENT_VJP(GtOp)
+NN_NO_GRADIENT_VJP(GeOp)
+NN_NO_GRADIENT_VJP(EqOp)
+NN_NO_GRADIENT_VJP(NeOp)
+#undef NN_NO_GRADIENT_VJP
+
 /// The VJP of a pointwise math op: one nn.unary_grad of its function.
 template <typename MathOp>
 static SmallVector<Value> unaryVJP(MathOp op, OpBuilder &b,

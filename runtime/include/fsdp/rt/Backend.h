@@ -37,7 +37,14 @@ enum class BinaryOp : int32_t {
   Max = FSDPRT_MAX,
   Min = FSDPRT_MIN,
   MaxWeight = FSDPRT_MAX_WEIGHT,
-  MinWeight = FSDPRT_MIN_WEIGHT
+  MinWeight = FSDPRT_MIN_WEIGHT,
+  Keep = FSDPRT_KEEP,
+  Lt = FSDPRT_LT,
+  Le = FSDPRT_LE,
+  Gt = FSDPRT_GT,
+  Ge = FSDPRT_GE,
+  Eq = FSDPRT_EQ,
+  Ne = FSDPRT_NE
 };
 /// FSDPRT_UNARY_*: pointwise math with up to two scalar parameters.
 enum class UnaryMath : int32_t {

@@ -51,6 +51,9 @@ enum {
 /* operand wins); MAX_WEIGHT is d max(a, b) / da: 1 where a > b (or either */
 /* is NaN), 1/2 where a == b, 0 where a < b (torch's subgradient); the     */
 /* weight of b is MAX_WEIGHT with the operands swapped; MIN_WEIGHT alike.  */
+/* KEEP is a where b != 0, else 0 (torch.where's branches: keep(x, m) +    */
+/* keep(y, 1 - m), whatever the unselected side holds); LT ... NE are the   */
+/* comparisons, 1 where true and 0 where false (NaN: only NE is true).      */
 enum {
   FSDPRT_ADD = 0,
   FSDPRT_SUB = 1,
@@ -59,7 +62,14 @@ enum {
   FSDPRT_MAX = 4,
   FSDPRT_MIN = 5,
   FSDPRT_MAX_WEIGHT = 6,
-  FSDPRT_MIN_WEIGHT = 7
+  FSDPRT_MIN_WEIGHT = 7,
+  FSDPRT_KEEP = 8,
+  FSDPRT_LT = 9,
+  FSDPRT_LE = 10,
+  FSDPRT_GT = 11,
+  FSDPRT_GE = 12,
+  FSDPRT_EQ = 13,
+  FSDPRT_NE = 14
 };
 enum {
   FSDPRT_RELU = 0,

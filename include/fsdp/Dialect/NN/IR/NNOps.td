@@ -129,6 +129,21 @@ class NN_WinWeightOp<string mnemonic, string wins, string op>
 def NN_MaxWeightOp : NN_WinWeightOp<"max_weight", "exceeds", "max">;
 def NN_MinWeightOp : NN_WinWeightOp<"min_weight", "is below", "min">;
 
+// Masks are float tensors of 1 and 0 (PyTorch's bool tensors): torch.where
+// (c, x, y) is keep(x, c) + keep(y, 1 - c), masked_fill alike, so the
+// unselected side never reaches the result (an -inf or NaN there stays out).
+def NN_KeepOp : NN_BinaryOp<"keep", "rhs != 0 ? lhs : 0">;
+/// A comparison: 1 where it holds, else 0, in the operands' float type; no
+/// gradient flows through it.
+class NN_CompareOp<string mnemonic, string formula>
+    : NN_BinaryOp<mnemonic, "(" # formula # ") ? 1 : 0">;
+def NN_LtOp : NN_CompareOp<"lt", "lhs < rhs">;
+def NN_LeOp : NN_CompareOp<"le", "lhs <= rhs">;
+def NN_GtOp : NN_CompareOp<"gt", "lhs > rhs">;
+def NN_GeOp : NN_CompareOp<"ge", "lhs >= rhs">;
+def NN_EqOp : NN_CompareOp<"eq", "lhs == rhs">;
+def NN_NeOp : NN_CompareOp<"ne", "lhs != rhs">;
+
 // Pointwise math: the result has the operand's type; the VJP is one
 // nn.unary_grad of the same function (`fn`) and parameters (`a`, `b`).
 class NN_MathOp<string mnemonic, string formula, string a = "0.0",
