@@ -99,61 +99,77 @@ TEST_P(ElementwiseConformance, BinaryOpsBroadcastForwardAndBackward) {
   }
 }
 
-// torch.maximum / minimum and their subgradient weights, broadcast a [2, 4]
-// against b [4]: values, a tie (the weight splits it: 1/2), a NaN on
-// either side (maximum and minimum return it; its weight is 1), in f32 and
-// bf16 (the values are exact in both); binary_backward refuses them.
+/// binary_forward of a [2, 4] and b [4] stored as `dt` (the values are
+/// exact in bf16), read back as floats.
+std::vector<float> binaryValues(Device &dev, int32_t dt, int op,
+                                const std::vector<float> &a,
+                                const std::vector<float> &b) {
+  const std::vector<int64_t> as{2, 4}, bs{4};
+  auto upload = [&](const std::vector<float> &v) {
+    if (dt == FSDPRT_F32)
+      return dev.upload(v);
+    std::vector<uint16_t> h;
+    for (float x : v)
+      h.push_back(floatToBf16(x));
+    return dev.upload(h);
+  };
+  int64_t ba = upload(a), bb = upload(b), bo = dev.alloc(8 * 4);
+  RT_EXPECT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, dt, op, ba, 0, 2,
+                                     as.data(), bb, 0, 1, bs.data(), bo, 0));
+  if (dt == FSDPRT_F32)
+    return dev.download(bo, 8);
+  std::vector<float> got;
+  for (uint16_t h : dev.download<uint16_t>(bo, 8))
+    got.push_back(bf16ToFloat(h));
+  return got;
+}
+
+/// Every element of binaryValues against want(a[i], b[i % 4]), for each op
+/// and f32 / bf16; NaN must be NaN.
+template <typename Want>
+void checkBinaryValues(Device &dev, const std::vector<int> &ops,
+                       const std::vector<float> &a,
+                       const std::vector<float> &b, Want want) {
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16})
+    for (int op : ops) {
+      SCOPED_TRACE("op " + std::to_string(op) + ", dtype " +
+                   std::to_string(dt));
+      std::vector<float> got = binaryValues(dev, dt, op, a, b);
+      for (int i = 0; i < 8; ++i) {
+        float w = want(op, a[i], b[i % 4]);
+        if (w != w)
+          EXPECT_TRUE(got[i] != got[i]) << "element " << i;
+        else
+          EXPECT_EQ(got[i], w) << "element " << i;
+      }
+    }
+}
+
+// torch.maximum / minimum and their subgradient weights, a [2, 4] against
+// b [4]: values, a tie (the weight splits it: 1/2), a NaN on either side
+// (maximum and minimum return it; its weight is 1); binary_backward
+// refuses them.
 TEST_P(ElementwiseConformance, MaximumMinimumAndTheirWeights) {
   Device dev(GetParam());
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> a{1.0f, -2.0f, 3.0f, nan, 0.5f, 4.0f, -1.0f, 2.0f};
   std::vector<float> b{2.0f, -2.0f, nan, 1.0f};
+  checkBinaryValues(
+      dev, {FSDPRT_MAX, FSDPRT_MIN, FSDPRT_MAX_WEIGHT, FSDPRT_MIN_WEIGHT}, a,
+      b, [](int op, float x, float y) -> float {
+        bool xn = x != x, yn = y != y;
+        switch (op) {
+        case FSDPRT_MAX:
+          return xn ? x : yn ? y : std::max(x, y);
+        case FSDPRT_MIN:
+          return xn ? x : yn ? y : std::min(x, y);
+        case FSDPRT_MAX_WEIGHT:
+          return x == y ? 0.5f : x < y ? 0.0f : 1.0f;
+        default:
+          return x == y ? 0.5f : x > y ? 0.0f : 1.0f;
+        }
+      });
   const std::vector<int64_t> as{2, 4}, bs{4};
-  auto expect = [&](int op, float x, float y) -> float {
-    bool xn = x != x, yn = y != y;
-    switch (op) {
-    case FSDPRT_MAX:
-      return xn ? x : yn ? y : std::max(x, y);
-    case FSDPRT_MIN:
-      return xn ? x : yn ? y : std::min(x, y);
-    case FSDPRT_MAX_WEIGHT:
-      return x == y ? 0.5f : x < y ? 0.0f : 1.0f;
-    default:
-      return x == y ? 0.5f : x > y ? 0.0f : 1.0f;
-    }
-  };
-  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
-    std::vector<uint16_t> a16, b16;
-    for (float v : a)
-      a16.push_back(floatToBf16(v));
-    for (float v : b)
-      b16.push_back(floatToBf16(v));
-    int64_t ba = dt == FSDPRT_F32 ? dev.upload(a) : dev.upload(a16);
-    int64_t bb = dt == FSDPRT_F32 ? dev.upload(b) : dev.upload(b16);
-    int64_t bo = dev.alloc(8 * 4);
-    for (int op : {FSDPRT_MAX, FSDPRT_MIN, FSDPRT_MAX_WEIGHT,
-                   FSDPRT_MIN_WEIGHT}) {
-      SCOPED_TRACE("op " + std::to_string(op) + ", dtype " +
-                   std::to_string(dt));
-      RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, dt, op, ba, 0, 2,
-                                  as.data(), bb, 0, 1, bs.data(), bo, 0));
-      std::vector<float> got(8);
-      if (dt == FSDPRT_F32) {
-        got = dev.download(bo, 8);
-      } else {
-        auto raw = dev.download<uint16_t>(bo, 8);
-        for (int i = 0; i < 8; ++i)
-          got[i] = bf16ToFloat(raw[i]);
-      }
-      for (int i = 0; i < 8; ++i) {
-        float want = expect(op, a[i], b[i % 4]);
-        if (want != want)
-          EXPECT_TRUE(got[i] != got[i]) << "element " << i;
-        else
-          EXPECT_EQ(got[i], want) << "element " << i;
-      }
-    }
-  }
   int64_t ba = dev.upload(a), bb = dev.upload(b), bd = dev.upload(a);
   EXPECT_EQ(fsdprt_binary_backward(dev.ctx, dev.stream, FSDPRT_F32,
                                    FSDPRT_MAX, ba, 0, 2, as.data(), bb, 0, 1,
@@ -165,16 +181,17 @@ TEST_P(ElementwiseConformance, MaximumMinimumAndTheirWeights) {
 }
 
 // The comparisons (1 or 0) and keep (a where b != 0, else exactly 0: an
-// -inf or NaN in the unselected branch of a where never reaches it), b
-// broadcast along rows, f32 and bf16.
+// -inf or NaN in the unselected branch of a where never reaches it).
 TEST_P(ElementwiseConformance, ComparisonsAndKeep) {
   Device dev(GetParam());
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> a{1.0f, -2.0f, 3.0f, nan, -inf, 4.0f, 0.0f, 2.0f};
   std::vector<float> b{2.0f, -2.0f, nan, 1.0f};
-  const std::vector<int64_t> as{2, 4}, bs{4};
-  auto expect = [](int op, float x, float y) -> float {
+  std::vector<int> ops;
+  for (int op = FSDPRT_KEEP; op <= FSDPRT_NE; ++op)
+    ops.push_back(op);
+  checkBinaryValues(dev, ops, a, b, [](int op, float x, float y) -> float {
     switch (op) {
     case FSDPRT_KEEP:
       return y != 0.0f ? x : 0.0f;
@@ -191,38 +208,7 @@ TEST_P(ElementwiseConformance, ComparisonsAndKeep) {
     default:
       return x != y;
     }
-  };
-  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
-    std::vector<uint16_t> a16, b16;
-    for (float v : a)
-      a16.push_back(floatToBf16(v));
-    for (float v : b)
-      b16.push_back(floatToBf16(v));
-    int64_t ba = dt == FSDPRT_F32 ? dev.upload(a) : dev.upload(a16);
-    int64_t bb = dt == FSDPRT_F32 ? dev.upload(b) : dev.upload(b16);
-    int64_t bo = dev.alloc(8 * 4);
-    for (int op = FSDPRT_KEEP; op <= FSDPRT_NE; ++op) {
-      SCOPED_TRACE("op " + std::to_string(op) + ", dtype " +
-                   std::to_string(dt));
-      RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, dt, op, ba, 0, 2,
-                                  as.data(), bb, 0, 1, bs.data(), bo, 0));
-      std::vector<float> got(8);
-      if (dt == FSDPRT_F32) {
-        got = dev.download(bo, 8);
-      } else {
-        auto raw = dev.download<uint16_t>(bo, 8);
-        for (int i = 0; i < 8; ++i)
-          got[i] = bf16ToFloat(raw[i]);
-      }
-      for (int i = 0; i < 8; ++i) {
-        float want = expect(op, a[i], b[i % 4]);
-        if (want != want)
-          EXPECT_TRUE(got[i] != got[i]) << "element " << i;
-        else
-          EXPECT_EQ(got[i], want) << "element " << i;
-      }
-    }
-  }
+  });
 }
 
 TEST_P(ElementwiseConformance, ScaleForwardAndBackward) {
