@@ -72,6 +72,7 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
   if (o.backend == "cuda" && o.cudaGraphs && o.trace.empty() &&
       launch.worldSize == 1)
     graphs_ = Graphs::Warmup;
+  quiet_ = o.quiet;
 }
 
 LoadResult RankRuntime::initWeights(const RunOptions &o, const Program &p,
@@ -131,6 +132,11 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
       return runStep(step, persistent, stepCount, seed, rank);
     }
     graphs_ = Graphs::Ready;
+    if (rank == 0 && !quiet_)
+      std::cout << "the training step runs as one CUDA graph from here on "
+                   "(captured at step "
+                << stepCount + 1 << "; --cuda-graphs off runs it eagerly)"
+                << std::endl;
   }
   check(fsdprt_graph_launch(ctx, streams[0], graph_, stepCount),
         "launching the step's CUDA graph");

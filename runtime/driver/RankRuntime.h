@@ -54,6 +54,7 @@ private:
   enum class Graphs { Off, Warmup, Capture, Ready };
   Graphs graphs_ = Graphs::Off;
   int64_t graph_ = 0;
+  bool quiet_ = false;
 };
 
 } // namespace driver

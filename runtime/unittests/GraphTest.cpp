@@ -164,6 +164,45 @@ TEST_P(GraphConformance, ReplayedStepEqualsEagerStepBitForBit) {
   RT_OK(fsdprt_graph_destroy(dev.ctx, graph));
 }
 
+// Eager steps between launches (an evaluation, a traced step) use the
+// arena freely; the launches after them still equal eager steps.
+TEST_P(GraphConformance, EagerStepsBetweenLaunches) {
+  const int64_t steps = 6;
+  std::vector<Snapshot> eager;
+  {
+    Device dev(GetParam());
+    StepState s = setUp(dev);
+    for (int64_t t = 0; t < steps; ++t) {
+      setStepValues(dev, t);
+      RT_OK(step(dev, s, t));
+      eager.push_back(snapshot(dev, s));
+    }
+  }
+  Device dev(GetParam());
+  StepState s = setUp(dev);
+  setStepValues(dev, 0);
+  RT_OK(step(dev, s, 0));
+  if (fsdprt_graph_begin(dev.ctx, 1) != FSDPRT_OK)
+    GTEST_SKIP() << "no step graphs: " << fsdprt_last_error();
+  RT_OK(step(dev, s, 1));
+  int64_t graph = 0;
+  RT_OK(fsdprt_graph_end(dev.ctx, &graph));
+  for (int64_t t = 1; t < steps; ++t) {
+    setStepValues(dev, t);
+    if (t == 3) { // eager, with a scratch buffer of its own in the arena
+      int64_t extra = 0;
+      RT_OK(fsdprt_buffer_alloc(dev.ctx, 4096, &extra));
+      RT_OK(fsdprt_fill(dev.ctx, dev.stream, FSDPRT_F32, extra, 0, 1024, 7.0));
+      RT_OK(step(dev, s, t));
+      RT_OK(fsdprt_buffer_free(dev.ctx, dev.stream, extra));
+    } else {
+      RT_OK(fsdprt_graph_launch(dev.ctx, dev.stream, graph, t));
+    }
+    EXPECT_TRUE(snapshot(dev, s) == eager[t]) << "step " << t;
+  }
+  RT_OK(fsdprt_graph_destroy(dev.ctx, graph));
+}
+
 TEST_P(GraphConformance, HostWaitInsideCaptureFailsTheCaptureOnly) {
   Device dev(GetParam());
   StepState s = setUp(dev);
