@@ -16,6 +16,11 @@
 // verdicts in pinned memory, read at those points. FSDPRT_CUDA_SYNC=1
 // makes every call wait for its work, as before.
 //
+// Step graphs (StepGraphs.h): while a step is being captured, each worker's
+// stream has joined the capture, so the same calls record into one CUDA
+// graph instead of running; what must reach the host then refuses
+// (refuseHostWaitWhileCapturing), which fails the capture only.
+//
 // Buffer lifetimes (where each buffer is last used before it is freed):
 // * Arena buffers: fsdprt_buffer_free releases the range when its runtime
 //   stream reaches the free and records a cudaEvent there; uses on other
