@@ -20,17 +20,6 @@ namespace fsdp {
 namespace rt {
 namespace cpu {
 
-/// Strides of `operand` (right-aligned to `shape`), 0 where it broadcasts.
-inline std::vector<int64_t> broadcastStrides(const Shape &operand,
-                                             const Shape &shape) {
-  std::vector<int64_t> strides(shape.size(), 0);
-  std::vector<int64_t> own = stridesOf(operand);
-  size_t lead = shape.size() - operand.size();
-  for (size_t i = 0; i < operand.size(); ++i)
-    strides[lead + i] = operand[i] == 1 ? 0 : own[i];
-  return strides;
-}
-
 /// Calls f(linearStart, length, offsets) for each run of the last dim of
 /// `shape` within linear indices [begin, end); offsets[i] is operand i's
 /// element offset at the run start, and operand i advances by

@@ -1,9 +1,9 @@
 //===- KernelSupport.cuh - Helpers shared by the kernel files -------------===//
 //
-// Shapes passed by value to kernels (Dims, broadcast strides, offsets of a
-// linear index) and the blocked sums of losses and gradient norms (as
-// cpu::blockedSum: fixed 16384-element blocks, each summed in order, then
-// the block sums added in block order).
+// Shapes passed by value to kernels (Dims, offsets of a linear index) and
+// the blocked sums of losses and gradient norms (as cpu::blockedSum: fixed
+// 16384-element blocks, each summed in order, then the block sums added in
+// block order).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_CUDA_KERNELSUPPORT_CUH
@@ -31,18 +31,6 @@ inline void requireRank(size_t rank, const char *what) {
   if (rank > static_cast<size_t>(kMaxRank))
     fail(Status::Unsupported, "cuda backend: ", what, " of rank ", rank,
          " (at most ", kMaxRank, " supported)");
-}
-
-/// Row-major strides of `operand` right-aligned in `shape`, 0 where it
-/// broadcasts (as cpu::broadcastStrides).
-inline std::vector<int64_t> broadcastStrides(const Shape &operand,
-                                             const Shape &shape) {
-  std::vector<int64_t> strides(shape.size(), 0);
-  std::vector<int64_t> own = stridesOf(operand);
-  size_t lead = shape.size() - operand.size();
-  for (size_t i = 0; i < operand.size(); ++i)
-    strides[lead + i] = operand[i] == 1 ? 0 : own[i];
-  return strides;
 }
 
 /// Offsets of linear index i (row-major over d.size) along strideA / strideB.

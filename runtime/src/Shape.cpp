@@ -65,5 +65,15 @@ std::vector<int64_t> stridesOf(const Shape &shape) {
   return strides;
 }
 
+std::vector<int64_t> broadcastStrides(const Shape &operand,
+                                      const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 0);
+  std::vector<int64_t> own = stridesOf(operand);
+  size_t lead = shape.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i)
+    strides[lead + i] = operand[i] == 1 ? 0 : own[i];
+  return strides;
+}
+
 } // namespace rt
 } // namespace fsdp

@@ -18,6 +18,9 @@ Shape broadcastShapes(const Shape &a, const Shape &b);
 Shape shapeFromAbi(int32_t rank, const int64_t *dims, const char *what);
 /// Row-major strides.
 std::vector<int64_t> stridesOf(const Shape &shape);
+/// Row-major strides of `operand` right-aligned in `shape`, 0 along the
+/// dims where it broadcasts.
+std::vector<int64_t> broadcastStrides(const Shape &operand, const Shape &shape);
 
 } // namespace rt
 } // namespace fsdp
