@@ -16,6 +16,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 
@@ -149,9 +151,10 @@ static LogicalResult emitMatmul(CallBuilder &l, nn::MatmulOp op) {
   return success();
 }
 
-/// The runtime's code of an elementwise binary op (fsdprt.h).
-static int32_t binaryCode(Operation *op) {
-  return llvm::TypeSwitch<Operation *, int32_t>(op)
+/// The runtime's code of an elementwise binary op (fsdprt.h); none for
+/// other ops.
+static std::optional<int32_t> binaryCode(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<int32_t>>(op)
       .Case([](nn::AddOp) { return FSDPRT_ADD; })
       .Case([](nn::SubOp) { return FSDPRT_SUB; })
       .Case([](nn::MulOp) { return FSDPRT_MUL; })
@@ -167,21 +170,20 @@ static int32_t binaryCode(Operation *op) {
       .Case([](nn::GeOp) { return FSDPRT_GE; })
       .Case([](nn::EqOp) { return FSDPRT_EQ; })
       .Case([](nn::NeOp) { return FSDPRT_NE; })
-      .Default([](Operation *) -> int32_t {
-        llvm_unreachable("not an elementwise binary op");
-      });
+      .Default([](Operation *) { return std::nullopt; });
 }
 
-template <typename BinaryOp>
-static void emitBinary(CallBuilder &l, BinaryOp op, int32_t code) {
+/// out = lhs (code) rhs with broadcasting: binary_forward.
+static void emitBinary(CallBuilder &l, Operation *op, int32_t code) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Args{l}
-      .i32(dtypeOf(op.getResult()))
+      .i32(dtypeOf(op->getResult(0)))
       .i32(code)
-      .t(op.getLhs())
-      .shape(op.getLhs())
-      .t(op.getRhs())
-      .shape(op.getRhs())
-      .t(op.getResult())
+      .t(lhs)
+      .shape(lhs)
+      .t(rhs)
+      .shape(rhs)
+      .t(op->getResult(0))
       .call("binary_forward");
 }
 
@@ -240,6 +242,10 @@ static void emitAttention(CallBuilder &l, Operation *op, Value q, Value k,
 LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
   if (emitOptimizer(calls, op))
     return success();
+  if (std::optional<int32_t> code = binaryCode(op)) {
+    emitBinary(calls, op, *code);
+    return success();
+  }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](nn::LinearOp o) {
         Args{calls}
@@ -270,13 +276,6 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         return success();
       })
       .Case([&](nn::MatmulOp o) { return emitMatmul(calls, o); })
-      .Case<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::MaximumOp,
-            nn::MinimumOp, nn::MaxWeightOp, nn::MinWeightOp, nn::KeepOp,
-            nn::LtOp, nn::LeOp, nn::GtOp, nn::GeOp, nn::EqOp, nn::NeOp>(
-          [&](auto o) {
-            emitBinary(calls, o, binaryCode(o));
-            return success();
-          })
       .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
             nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {
         Args{calls}.i32(dtypeOf(o.getResult())).i32(unaryKind(o.getFn()))
