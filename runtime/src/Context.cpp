@@ -120,7 +120,7 @@ int64_t Context::createStream() {
   auto s = std::make_shared<Stream>(trace_, "", backend_->deviceOrdering());
   std::lock_guard<std::mutex> lock(mutex_);
   if (capture_) // a stream made while capturing joins the capture
-    s->enqueue("graph_join", [this] { backend_->graphJoin(); }, true);
+    joinCapture(*s);
   return streams_.insert(std::move(s));
 }
 
@@ -223,11 +223,12 @@ void Context::beginCapture(int64_t stepCount) {
   std::lock_guard<std::mutex> lock(mutex_);
   capture_ = std::make_unique<StepGraph>(StepGraph{0, stepCount, 0, {}});
   captureLive_ = live;
-  defaultStream_->enqueue(
-      "graph_join", [this] { backend_->graphJoin(); }, true);
-  streams_.forEach([&](const std::shared_ptr<Stream> &s) {
-    s->enqueue("graph_join", [this] { backend_->graphJoin(); }, true);
-  });
+  joinCapture(*defaultStream_);
+  streams_.forEach([&](const std::shared_ptr<Stream> &s) { joinCapture(*s); });
+}
+
+void Context::joinCapture(Stream &s) {
+  s.enqueue("graph_join", [this] { backend_->graphJoin(); }, true);
 }
 
 void *Context::liveValue(int64_t bytes, LiveRefresh refresh) {
@@ -249,18 +250,15 @@ int64_t Context::endCapture() {
     if (!capture_)
       fail(Status::InvalidArgument, "no step graph is being captured");
   }
-  std::vector<std::shared_ptr<Stream>> streams = allStreams();
-  for (const std::shared_ptr<Stream> &s : streams)
+  for (const std::shared_ptr<Stream> &s : allStreams())
     s->enqueue("graph_leave", [this] { backend_->graphLeave(); }, true);
-  // The issue is done; the captured work has not run (nothing to wait for).
+  // Still capturing: waits for the issue only (the captured work has not
+  // run), and returns the first stream error.
   std::optional<Error> first;
-  for (const std::shared_ptr<Stream> &s : streams) {
-    try {
-      s->drain();
-    } catch (const Error &e) {
-      if (!first)
-        first = e;
-    }
+  try {
+    synchronizeAll();
+  } catch (const Error &e) {
+    first = e;
   }
   std::shared_ptr<StepGraph> graph;
   {

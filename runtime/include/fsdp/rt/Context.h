@@ -127,6 +127,8 @@ private:
   /// The live block of one graph: its per-step values, 16-byte aligned.
   static constexpr int64_t kLiveBytes = int64_t(64) << 10;
   std::vector<std::shared_ptr<Stream>> allStreams() const;
+  /// Queues the stream's joining of the capture (its worker's device queue).
+  void joinCapture(Stream &s);
 
   const int32_t rank_;
   const int32_t worldSize_;
