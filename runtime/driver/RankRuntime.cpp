@@ -94,11 +94,15 @@ LoadResult RankRuntime::initWeights(const RunOptions &o, const Program &p,
   return loaded;
 }
 
+int32_t RankRuntime::issueStep(StepFn step, int64_t persistentBuf,
+                               int64_t stepCount, uint64_t seed, int rank) {
+  return step(ctx, persistentBuf, streams[0], streams[1], streams[2], shard,
+              replicate, stepCount, int64_t(seed), rank);
+}
+
 void RankRuntime::runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
                           uint64_t seed, int rank) {
-  check(step(ctx, persistentBuf, streams[0], streams[1], streams[2], shard,
-             replicate, stepCount, int64_t(seed), rank),
-        "step");
+  check(issueStep(step, persistentBuf, stepCount, seed, rank), "step");
   check(fsdprt_context_synchronize(ctx), "step");
 }
 
@@ -115,10 +119,7 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
     if (fsdprt_graph_begin(ctx, stepCount) != FSDPRT_OK) {
       why = fsdprt_last_error();
     } else {
-      int32_t issued =
-          step(ctx, persistent, streams[0], streams[1], streams[2], shard,
-               replicate, stepCount, int64_t(seed), rank);
-      if (issued != FSDPRT_OK)
+      if (issueStep(step, persistent, stepCount, seed, rank) != FSDPRT_OK)
         why = fsdprt_last_error();
       if (fsdprt_graph_end(ctx, &graph_) != FSDPRT_OK && why.empty())
         why = fsdprt_last_error();

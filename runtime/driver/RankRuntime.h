@@ -51,6 +51,10 @@ struct RankRuntime {
                        int rank);
 
 private:
+  /// Calls the step on this rank's streams; its status (nothing waited for).
+  int32_t issueStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
+                    uint64_t seed, int rank);
+
   enum class Graphs { Off, Warmup, Capture, Ready };
   Graphs graphs_ = Graphs::Off;
   int64_t graph_ = 0;
