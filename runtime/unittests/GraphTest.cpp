@@ -115,18 +115,22 @@ void setStepValues(Device &dev, int64_t stepCount) {
       fsdprt_context_set_loss_scale(dev.ctx, 1024.0 * (stepCount + 1)));
 }
 
+/// The state after each of `steps` eager steps on a fresh context.
+std::vector<Snapshot> eagerSteps(const std::string &backend, int64_t steps) {
+  std::vector<Snapshot> eager;
+  Device dev(backend);
+  StepState s = setUp(dev);
+  for (int64_t t = 0; t < steps; ++t) {
+    setStepValues(dev, t);
+    RT_EXPECT_OK(step(dev, s, t));
+    eager.push_back(snapshot(dev, s));
+  }
+  return eager;
+}
+
 TEST_P(GraphConformance, ReplayedStepEqualsEagerStepBitForBit) {
   const int64_t steps = 5;
-  std::vector<Snapshot> eager;
-  {
-    Device dev(GetParam());
-    StepState s = setUp(dev);
-    for (int64_t t = 0; t < steps; ++t) {
-      setStepValues(dev, t);
-      RT_OK(step(dev, s, t));
-      eager.push_back(snapshot(dev, s));
-    }
-  }
+  std::vector<Snapshot> eager = eagerSteps(GetParam(), steps);
   ASSERT_FALSE(eager[0] == eager[1]) << "the steps must differ";
 
   Device dev(GetParam());
@@ -168,16 +172,7 @@ TEST_P(GraphConformance, ReplayedStepEqualsEagerStepBitForBit) {
 // arena freely; the launches after them still equal eager steps.
 TEST_P(GraphConformance, EagerStepsBetweenLaunches) {
   const int64_t steps = 6;
-  std::vector<Snapshot> eager;
-  {
-    Device dev(GetParam());
-    StepState s = setUp(dev);
-    for (int64_t t = 0; t < steps; ++t) {
-      setStepValues(dev, t);
-      RT_OK(step(dev, s, t));
-      eager.push_back(snapshot(dev, s));
-    }
-  }
+  std::vector<Snapshot> eager = eagerSteps(GetParam(), steps);
   Device dev(GetParam());
   StepState s = setUp(dev);
   setStepValues(dev, 0);
