@@ -69,15 +69,11 @@ void reduceForward(int threads, ReduceKind kind, const float *x,
 void reduceBackward(int threads, ReduceKind kind, const float *dy,
                     const Shape &xShape, const std::vector<int64_t> &dims,
                     float *dx) {
-  Shape keptShape = xShape; // dy seen with keepdim = true
-  int64_t count = 1;
-  for (int64_t d : dims) {
-    count *= xShape[d];
-    keptShape[d] = 1;
-  }
+  int64_t count = 0; // dy seen with keepdim = true
+  std::vector<int64_t> sdy =
+      broadcastStrides(keptShape(xShape, dims, count), xShape);
   float factor =
       kind == ReduceKind::Mean ? 1.0f / static_cast<float>(count) : 1.0f;
-  std::vector<int64_t> sdy = broadcastStrides(keptShape, xShape);
   int64_t last = xShape.empty() ? 0 : sdy.back();
   parallelFor(threads, numelOf(xShape), 1 << 15, [&](int64_t b, int64_t e) {
     forEachRun<1>(xShape, {&sdy}, b, e,

@@ -189,15 +189,11 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
                     const Shape &xShape, const std::vector<int64_t> &dims,
                     float *dx) {
   requireRank(xShape.size(), "reduce input");
-  Shape keptShape = xShape;
-  int64_t count = 1;
-  for (int64_t d : dims) {
-    count *= xShape[d];
-    keptShape[d] = 1;
-  }
+  int64_t count = 0; // dy seen with keepdim = true
+  std::vector<int64_t> sdy =
+      broadcastStrides(keptShape(xShape, dims, count), xShape);
   float factor =
       kind == ReduceKind::Mean ? 1.0f / static_cast<float>(count) : 1.0f;
-  std::vector<int64_t> sdy = broadcastStrides(keptShape, xShape);
   Dims d;
   d.rank = static_cast<int>(xShape.size());
   for (int i = 0; i < d.rank; ++i) {

@@ -75,5 +75,16 @@ std::vector<int64_t> broadcastStrides(const Shape &operand,
   return strides;
 }
 
+Shape keptShape(const Shape &shape, const std::vector<int64_t> &dims,
+                int64_t &count) {
+  Shape kept = shape;
+  count = 1;
+  for (int64_t d : dims) {
+    count *= shape[d];
+    kept[d] = 1;
+  }
+  return kept;
+}
+
 } // namespace rt
 } // namespace fsdp

@@ -21,6 +21,10 @@ std::vector<int64_t> stridesOf(const Shape &shape);
 /// Row-major strides of `operand` right-aligned in `shape`, 0 along the
 /// dims where it broadcasts.
 std::vector<int64_t> broadcastStrides(const Shape &operand, const Shape &shape);
+/// `shape` with the reduced `dims` set to 1 (a reduction's result with
+/// keepdim); `count` is the number of elements each result reduces.
+Shape keptShape(const Shape &shape, const std::vector<int64_t> &dims,
+                int64_t &count);
 
 } // namespace rt
 } // namespace fsdp
