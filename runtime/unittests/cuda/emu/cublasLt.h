@@ -177,13 +177,8 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
     cudaDataType_t at = la.type, dt = ld.type;
     for (long long j = 0; j < n; ++j)
       for (long long i = 0; i < m; ++i) {
-        float acc = 0.0f;
-        for (long long p = 0; p < k; ++p) {
-          long long ia = ta ? p + i * la.ld : i + p * la.ld;
-          long long ib = tb ? j + p * lb.ld : p + j * lb.ld;
-          acc += emuLoad(A, at, ia) * emuLoad(B, at, ib);
-        }
-        float v = al0 * acc;
+        float v =
+            al0 * emuProduct(A, 0, la.ld, ta, B, 0, lb.ld, tb, at, i, j, k);
         if (d.epilogue == CUBLASLT_EPILOGUE_BIAS)
           v += emuLoad(d.bias, dt, i);
         emuStore(D, dt, i + j * ld.ld, v);

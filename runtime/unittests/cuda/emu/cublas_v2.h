@@ -95,6 +95,21 @@ inline void emuStore(void *p, cudaDataType_t t, long long i, float v) {
   }
 }
 
+/// (op(A) op(B))[i, j] of column-major A and B (type t) in f32, summed in
+/// k order; a and b point at the batch's matrices.
+inline float emuProduct(const void *A, long long aBase, long long lda,
+                        bool ta, const void *B, long long bBase,
+                        long long ldb, bool tb, cudaDataType_t t, long long i,
+                        long long j, long long k) {
+  float acc = 0.0f;
+  for (long long p = 0; p < k; ++p) {
+    long long ia = ta ? p + i * lda : i + p * lda;
+    long long ib = tb ? j + p * ldb : p + j * ldb;
+    acc += emuLoad(A, t, aBase + ia) * emuLoad(B, t, bBase + ib);
+  }
+  return acc;
+}
+
 inline cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
     int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
@@ -116,14 +131,8 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
     for (int bi = 0; bi < batch; ++bi) {
       for (int j = 0; j < n; ++j)
         for (int i = 0; i < m; ++i) {
-          float acc = 0.0f;
-          for (int p = 0; p < k; ++p) {
-            long long ia = ta == CUBLAS_OP_N ? i + (long long)p * lda
-                                             : p + (long long)i * lda;
-            long long ib = tb == CUBLAS_OP_N ? p + (long long)j * ldb
-                                             : j + (long long)p * ldb;
-            acc += emuLoad(A, at, bi * sa + ia) * emuLoad(B, bt, bi * sb + ib);
-          }
+          float acc = emuProduct(A, bi * sa, lda, ta == CUBLAS_OP_T, B,
+                                 bi * sb, ldb, tb == CUBLAS_OP_T, at, i, j, k);
           long long ic = bi * sc + i + (long long)j * ldc;
           float old = be == 0.0f ? 0.0f : be * emuLoad(C, ct, ic);
           emuStore(C, ct, ic, al * acc + old);
