@@ -16,15 +16,19 @@ namespace rt {
 
 Backend::~Backend() = default;
 
-// Without step graphs: graphBegin refuses, so the others are never reached.
-void *Backend::graphBegin(int64_t) {
-  fail(Status::Unsupported, "the ", name(),
+// Without step graphs: each entry refuses (graphBegin first, so the others
+// are never reached through a Context).
+[[noreturn]] static void refuseGraphs(const Backend &b) {
+  fail(Status::Unsupported, "the ", b.name(),
        " backend has no step graphs (CUDA graphs)");
 }
+void *Backend::graphBegin(int64_t) { refuseGraphs(*this); }
 void Backend::graphJoin() {}
 void Backend::graphLeave() {}
-int64_t Backend::graphEnd() { return graphBegin(0), 0; }
-void Backend::graphLaunch(int64_t, const void *, int64_t) { graphBegin(0); }
+int64_t Backend::graphEnd() { refuseGraphs(*this); }
+void Backend::graphLaunch(int64_t, const void *, int64_t) {
+  refuseGraphs(*this);
+}
 void Backend::graphDestroy(int64_t) {}
 
 namespace {
