@@ -706,12 +706,9 @@ def _elementwise(t, op: str, a, b, out):
     if isinstance(s, bool) or not isinstance(s, (int, float)):
         raise _Unsupported(f"{op} with a {type(s).__name__} operand")
     s = float(s)
-    if op in ("maximum", "minimum"):
+    if op in ("maximum", "minimum") + _COMPARISONS:  # no scalar form
         c = _scalar(t, s, x.type.dtype)
-        return getattr(f, op)(a if x is a else c, b if x is b else c)
-    if op in _COMPARISONS:
-        c = _scalar(t, s, x.type.dtype)
-        return f.compare(op, a if x is a else c, b if x is b else c)
+        return build(a if x is a else c, b if x is b else c)
     if op == "mul":
         return x if s == 1.0 else f.scale(x, s)
     if op == "div":
