@@ -66,6 +66,8 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   prefetch.backwardPrefetch = options.backwardPrefetch;
   prefetch.limitAllGathers = options.limitAllGathers;
   pm.addPass(createFSDPPrefetchPass(prefetch));
+  if (options.cpuOffload)
+    pm.addPass(createFSDPCpuOffloadPass());
 
   if (options.report)
     pm.addPass(createFSDPReportPass());

@@ -483,6 +483,18 @@ public:
         [&](Exec &e) { checkCuda(cudaFreeAsync(ptr, e.s), "cudaFreeAsync"); });
   }
   bool hostAccessible() const override { return false; }
+  void *allocateHost(int64_t bytes) override {
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+    void *p = nullptr;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess)
+      fail(Status::OutOfMemory, "cuda backend: cannot allocate a ", bytes,
+           "-byte pinned host buffer");
+    return p;
+  }
+  void deallocateHost(void *ptr) override {
+    synchronizeAllThreads(); // copies from or to it may still be queued
+    checkCuda(cudaFreeHost(ptr), "cudaFreeHost");
+  }
 
   void copy(void *dst, const void *src, int64_t bytes, CopyKind kind) override {
     if (bytes <= 0)
@@ -499,6 +511,17 @@ public:
       return runSync([&](Exec &e) { hostToDevice(e, dst, src, bytes); });
     if (kind == CopyKind::DeviceToHost) // the host reads dst on return
       return runSync([&](Exec &e) { deviceToHost(e, dst, src, bytes); });
+    if (kind == CopyKind::Staged) // CPU offload: pinned <-> device
+      return run([&](Exec &e) {
+        checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, e.s),
+                  "cudaMemcpyAsync (host buffer)");
+      });
+    if (kind == CopyKind::HostBuffer) // caller's memory <-> a host buffer
+      return runSync([&](Exec &e) {
+        // host-sync: the host buffer's queued copies land first.
+        checkCuda(cudaStreamSynchronize(e.s), "cudaStreamSynchronize (copy)");
+        std::memcpy(dst, src, bytes);
+      });
     run([&](Exec &e) {
       if (overlaps(dst, src, bytes) && dst != src) {
         Scratch tmp(e.s, bytes); // memmove semantics

@@ -139,27 +139,34 @@ private:
 
 /// Brings whole flat tensors (parameter or state) of replica 0's units to
 /// the host: all-gathers sharded ones into one reused arena buffer, copies
-/// unsharded ones directly.
+/// unsharded ones directly. A shard in the host buffer (CPU offload) is
+/// copied to the arena first: collectives read device memory.
 class FlatGatherer {
 public:
   FlatGatherer(const Program &program, int64_t ctx, int64_t stream,
-               int64_t persistentBuf, int64_t shardComm)
-      : ctx_(ctx), stream_(stream), persistent_(persistentBuf),
+               const StateBuffers &buffers, int64_t shardComm)
+      : program_(program), ctx_(ctx), stream_(stream), buffers_(buffers),
         comm_(shardComm) {
-    int64_t most = 0;
+    int64_t most = 0, shard = 0;
     for (const UnitInfo &u : program.units)
-      if (u.shardNumel < u.paddedNumel)
+      if (u.shardNumel < u.paddedNumel) {
         most = std::max(most, u.paddedNumel);
+        shard = std::max(shard, u.shardNumel);
+      }
     if (most > 0)
       check(fsdprt_buffer_alloc(ctx, most * 4, &scratch_),
             "checkpoint: cannot allocate " + std::to_string(most * 4) +
                 " bytes of arena to gather the largest unit");
+    if (shard > 0 && buffers.host)
+      check(fsdprt_buffer_alloc(ctx, shard * 4, &shardScratch_),
+            "checkpoint: cannot allocate " + std::to_string(shard * 4) +
+                " bytes of arena for the largest offloaded shard");
   }
   ~FlatGatherer() {
-    if (scratch_) {
-      fsdprt_stream_synchronize(ctx_, stream_);
-      fsdprt_buffer_free(ctx_, stream_, scratch_);
-    }
+    fsdprt_stream_synchronize(ctx_, stream_);
+    for (int64_t scratch : {scratch_, shardScratch_})
+      if (scratch)
+        fsdprt_buffer_free(ctx_, stream_, scratch);
   }
   FlatGatherer(const FlatGatherer &) = delete;
   FlatGatherer &operator=(const FlatGatherer &) = delete;
@@ -171,19 +178,24 @@ public:
     std::vector<float> flat;
     if (unit.paddedNumel == 0)
       return flat;
-    int64_t src = persistent_, srcOff = offset;
+    BufferRef src = locate(program_, buffers_, offset);
     if (unit.shardNumel < unit.paddedNumel) {
-      check(fsdprt_all_gather(ctx_, stream_, comm_, FSDPRT_F32, persistent_,
-                              offset, scratch_, 0, unit.paddedNumel),
+      if (src.buffer == buffers_.host) {
+        check(fsdprt_copy(ctx_, stream_, shardScratch_, 0, src.buffer,
+                          src.offset, unit.shardNumel * 4),
+              "checkpoint: copy of an offloaded shard");
+        src = {shardScratch_, 0};
+      }
+      check(fsdprt_all_gather(ctx_, stream_, comm_, FSDPRT_F32, src.buffer,
+                              src.offset, scratch_, 0, unit.paddedNumel),
             "checkpoint: all-gather of unit '" + unit.name + "'");
-      src = scratch_;
-      srcOff = 0;
+      src = {scratch_, 0};
     }
     if (!toHost)
       return flat;
     flat.resize(unit.paddedNumel);
-    check(fsdprt_copy_to_host(ctx_, stream_, flat.data(), src, srcOff,
-                              unit.paddedNumel * 4),
+    check(fsdprt_copy_to_host(ctx_, stream_, flat.data(), src.buffer,
+                              src.offset, unit.paddedNumel * 4),
           "checkpoint: copy of unit '" + unit.name + "'");
     check(fsdprt_stream_synchronize(ctx_, stream_),
           "checkpoint: gathering unit '" + unit.name + "'");
@@ -195,8 +207,11 @@ public:
   }
 
 private:
-  int64_t ctx_, stream_, persistent_, comm_;
-  int64_t scratch_ = 0;
+  const Program &program_;
+  int64_t ctx_, stream_;
+  StateBuffers buffers_;
+  int64_t comm_;
+  int64_t scratch_ = 0, shardScratch_ = 0;
 };
 
 json unitsJson(const Program &program) {
@@ -576,7 +591,7 @@ std::string shardFileName(int rank, int worldSize) {
 }
 
 void saveFull(const std::string &path, const Program &program, int64_t ctx,
-              int64_t stream, int64_t persistentBuf, int64_t shardComm,
+              int64_t stream, const StateBuffers &buffers, int64_t shardComm,
               int rank, int64_t stepCount, const Metadata &meta) {
   check(fsdprt_context_synchronize(ctx), "checkpoint: synchronize");
   // Replicas hold identical shards: only replica 0 gathers, rank 0 writes.
@@ -588,7 +603,7 @@ void saveFull(const std::string &path, const Program &program, int64_t ctx,
     createDirectories(fs::path(path).parent_path());
     writer = std::make_unique<Writer>(path);
   }
-  FlatGatherer gatherer(program, ctx, stream, persistentBuf, shardComm);
+  FlatGatherer gatherer(program, ctx, stream, buffers, shardComm);
   for (const UnitInfo &u : program.units) {
     std::vector<float> flat = gatherer.gather(u, u.offset, writes);
     if (writes)
@@ -606,7 +621,8 @@ void saveFull(const std::string &path, const Program &program, int64_t ctx,
   if (!writes)
     return;
   for (const BufferInfo &b : program.buffers)
-    writer->addBuffer(ctx, b.name, b.dtype, b.shape, persistentBuf, b.offset);
+    writer->addBuffer(ctx, b.name, b.dtype, b.shape, buffers.persistent,
+                      b.offset);
   writer->setMetadata(meta, {{"format", kFullFormat},
                              {"model", program.model},
                              {"step_count", std::to_string(stepCount)},
@@ -615,22 +631,25 @@ void saveFull(const std::string &path, const Program &program, int64_t ctx,
 }
 
 void saveSharded(const std::string &dir, const Program &program, int64_t ctx,
-                 int64_t persistentBuf, int rank, int64_t stepCount,
+                 const StateBuffers &buffers, int rank, int64_t stepCount,
                  const Metadata &meta) {
   createDirectories(dir);
   Writer writer((fs::path(dir) / shardFileName(rank, program.worldSize))
                     .string());
   for (const UnitInfo &u : program.units) {
     std::string key = unitKey(u.name);
+    BufferRef shard = locate(program, buffers, u.offset);
     writer.addBuffer(ctx, key + "/" + flatParamKey(u.frozen), "f32",
-                     {u.shardNumel},
-                     persistentBuf, u.offset);
-    for (const StateInfo &s : u.state)
+                     {u.shardNumel}, shard.buffer, shard.offset);
+    for (const StateInfo &s : u.state) {
+      BufferRef state = locate(program, buffers, s.offset);
       writer.addBuffer(ctx, key + "/" + s.name, "f32", {u.shardNumel},
-                       persistentBuf, s.offset);
+                       state.buffer, state.offset);
+    }
   }
   for (const BufferInfo &b : program.buffers)
-    writer.addBuffer(ctx, b.name, b.dtype, b.shape, persistentBuf, b.offset);
+    writer.addBuffer(ctx, b.name, b.dtype, b.shape, buffers.persistent,
+                     b.offset);
   writer.setMetadata(meta,
                      {{"format", kShardedFormat},
                       {"model", program.model},
@@ -653,7 +672,7 @@ LoadResult load(const std::string &path, const Program &program, int rank,
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw std::runtime_error("checkpoint '" + path + "' does not exist");
-  persistentImage.assign(program.persistentBytes, 0);
+  persistentImage.assign(program.imageBytes(), 0);
   try {
     if (fs::is_directory(path))
       return loadSharded(path, program, rank, persistentImage);

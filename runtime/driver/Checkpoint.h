@@ -42,13 +42,13 @@ using Metadata = std::map<std::string, std::string>;
 /// `persistentBuf` is the buffer holding the persistent bytes. Throws
 /// std::runtime_error.
 void saveFull(const std::string &path, const Program &program, int64_t ctx,
-              int64_t stream, int64_t persistentBuf, int64_t shardComm,
+              int64_t stream, const StateBuffers &buffers, int64_t shardComm,
               int rank, int64_t stepCount, const Metadata &meta = {});
 
 /// Writes `dir`/rank-<rank>-of-<W>.safetensors (creating `dir`). Every rank
 /// calls it; no collectives (the copies synchronise the context).
 void saveSharded(const std::string &dir, const Program &program, int64_t ctx,
-                 int64_t persistentBuf, int rank, int64_t stepCount,
+                 const StateBuffers &buffers, int rank, int64_t stepCount,
                  const Metadata &meta = {});
 
 /// File name of one rank's part of a sharded checkpoint.

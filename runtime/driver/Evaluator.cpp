@@ -52,7 +52,8 @@ const Program &checkedEvalProgram(const Program &train, StepProgram &program) {
 
 Evaluator::Evaluator(const RunOptions &o, const Program &train,
                      StepProgram &eval)
-    : eval_(checkedEvalProgram(train, eval)), step_(eval.step()),
+    : train_(train), eval_(checkedEvalProgram(train, eval)),
+      step_(eval.step()),
       data_(o.evalData, eval_, o.seed),
       base_((train.persistentBytes + FSDPRT_ARENA_ALIGNMENT - 1) /
             FSDPRT_ARENA_ALIGNMENT * FSDPRT_ARENA_ALIGNMENT),
@@ -85,14 +86,23 @@ Evaluator::Evaluator(const RunOptions &o, const Program &train,
 }
 
 double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
-  int64_t s = rt.streams[0], persistent = 0;
+  int64_t s = rt.streams[0];
+  StateBuffers bufs;
   check(fsdprt_context_set_arena_base(rt.ctx, base_), "placing the eval");
-  check(fsdprt_buffer_alloc_at(rt.ctx, 0, eval_.persistentBytes, &persistent),
+  check(fsdprt_buffer_alloc_at(rt.ctx, 0, eval_.persistentBytes,
+                               &bufs.persistent),
         "allocating the eval program's persistent buffer");
-  for (const Copy &c : copies_)
-    check(fsdprt_copy(rt.ctx, s, persistent, c.to, rt.persistent, c.from,
-                      c.bytes),
+  if (eval_.cpuOffload)
+    check(fsdprt_buffer_alloc_host(rt.ctx, eval_.hostBytes, &bufs.host),
+          "allocating the eval program's host buffer");
+  int64_t persistent = bufs.persistent;
+  for (const Copy &c : copies_) {
+    BufferRef from = locate(train_, rt.buffers(), c.from);
+    BufferRef to = locate(eval_, bufs, c.to);
+    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, from.buffer,
+                      from.offset, c.bytes),
           "copying the weights to the eval program");
+  }
   // The step's first reads of its flat parameters are on the all-gather
   // stream: the weights must be in place before it starts.
   check(fsdprt_stream_synchronize(rt.ctx, s), "copying the weights");
@@ -104,7 +114,7 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
       check(fsdprt_copy_from_host(rt.ctx, s, persistent, eval_.inputs[i].offset,
                                   inputs[i].data(), int64_t(inputs[i].size())),
             "copying eval inputs");
-    rt.runStep(step_, persistent, 0, seed_, rank);
+    rt.runStep(step_, bufs, 0, seed_, rank);
     float loss = 0;
     check(
         fsdprt_copy_to_host(rt.ctx, s, &loss, persistent, eval_.lossOffset, 4),
@@ -123,6 +133,8 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
   check(fsdprt_copy_to_host(rt.ctx, s, &mean, scratch, 0, 4), "eval loss");
   check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
   check(fsdprt_buffer_free(rt.ctx, s, persistent), "freeing the eval buffer");
+  if (bufs.host)
+    check(fsdprt_buffer_free(rt.ctx, s, bufs.host), "freeing the eval buffer");
   check(fsdprt_context_synchronize(rt.ctx), "evaluating");
   check(fsdprt_context_set_arena_base(rt.ctx, 0), "placing the eval");
   // The training steps' peak is measured without the evaluation's.

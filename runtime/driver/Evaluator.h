@@ -36,14 +36,14 @@ public:
 
   /// The mean loss over the ranks and --eval-batches batches (the same
   /// batches every time, from the data's start) of the weights in
-  /// `rt.persistent` now. Collective: every rank calls it.
+  /// `rt` now. Collective: every rank calls it.
   double evaluate(RankRuntime &rt, int rank, int worldSize);
 
 private:
   struct Copy {
-    int64_t from, to, bytes; // training and eval persistent offsets
+    int64_t from, to, bytes; // training and eval image offsets
   };
-  const Program &eval_;
+  const Program &train_, &eval_;
   StepFn step_;
   std::vector<Copy> copies_;
   DataSource data_;

@@ -147,7 +147,7 @@ void generate(const RunOptions &o, StepProgram &program,
                                 lm.tokens->offset, rows.data(),
                                 int64_t(rows.size())),
           "copying the tokens");
-    rt.runStep(step, rt.persistent, 0, o.seed, rank);
+    rt.runStep(step, rt.buffers(), 0, o.seed, rank);
     check(fsdprt_copy_to_host(rt.ctx, compute, logits.data(), rt.persistent,
                               lm.logits->offset, logitsBytes),
           "reading the logits");

@@ -310,7 +310,7 @@ void initializeRank(const Program &program, uint64_t seed, int rank,
                              std::to_string(program.worldSize));
   // Zero: optimizer state, the padding at the end of the last shards, and
   // whatever is not a parameter or buffer.
-  persistent.assign(program.persistentBytes, 0);
+  persistent.assign(program.imageBytes(), 0);
   for (const UnitInfo &unit : program.units)
     initUnitShard(program, unit, seed, rank, persistent.data());
   for (const BufferInfo &b : program.buffers)

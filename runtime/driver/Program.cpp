@@ -250,8 +250,11 @@ UnitInfo parseUnit(const json &v, const Program &prog,
     u.frozen = v["frozen"].get<bool>();
   }
   checkShardSizes(prog, u, path);
-  checkExtent(u.offset, u.shardNumel * 4, prog.persistentBytes,
-              join(path, "offset"));
+  // Shards and state: in the host buffer with CPU offload.
+  int64_t stateBytes = prog.cpuOffload ? prog.hostBytes : prog.persistentBytes;
+  int64_t imageBase = prog.cpuOffload ? prog.persistentBytes : 0;
+  checkExtent(u.offset, u.shardNumel * 4, stateBytes, join(path, "offset"));
+  u.offset += imageBase;
 
   const json &params = getArray(v, path, "params", "objects");
   for (size_t i = 0; i < params.size(); ++i)
@@ -266,8 +269,8 @@ UnitInfo parseUnit(const json &v, const Program &prog,
     StateInfo s;
     s.name = getString(state[i], sp, "name");
     s.offset = getInt(state[i], sp, "offset");
-    checkExtent(s.offset, u.shardNumel * 4, prog.persistentBytes,
-                join(sp, "offset"));
+    checkExtent(s.offset, u.shardNumel * 4, stateBytes, join(sp, "offset"));
+    s.offset += imageBase;
     u.state.push_back(s);
   }
   if (u.frozen && !u.state.empty())
@@ -548,6 +551,16 @@ Program parseProgram(const std::string &text) {
     fail("arena_bytes", std::to_string(prog.arenaBytes) +
                             " cannot hold persistent_bytes " +
                             std::to_string(prog.persistentBytes));
+  if (root.contains("cpu_offload")) {
+    if (!root["cpu_offload"].is_boolean())
+      fail("cpu_offload", "expected true or false");
+    prog.cpuOffload = root["cpu_offload"].get<bool>();
+    prog.hostBytes = getInt(root, "", "host_bytes");
+    if (prog.hostBytes < 0 || (prog.cpuOffload && prog.hostBytes == 0))
+      fail("host_bytes", "a program offloading to the CPU needs a positive "
+                         "host buffer, got " +
+                             std::to_string(prog.hostBytes));
+  }
 
   const json &units = getArray(root, "", "units", "objects");
   for (size_t i = 0; i < units.size(); ++i)
@@ -572,6 +585,13 @@ Program parseProgram(const std::string &text) {
       prog.outputs.push_back(parseOutput(outputs[i], prog, at("outputs", i)));
   }
   return prog;
+}
+
+BufferRef locate(const Program &p, const StateBuffers &buffers,
+                 int64_t imageOffset) {
+  if (imageOffset < p.persistentBytes)
+    return {buffers.persistent, imageOffset};
+  return {buffers.host, imageOffset - p.persistentBytes};
 }
 
 } // namespace driver

@@ -105,6 +105,13 @@ struct Program {
   double lr = 0;               // the optimizer's base learning rate
   LrSchedule lrSchedule;       // compiled in; fsdp-run's options override it
   int64_t persistentBytes = 0; // runner-allocated buffer at arena offset 0
+  /// CPU offload: the units' shards and state live in a host buffer of
+  /// hostBytes (fsdprt_buffer_alloc_host). The runner keeps one image of
+  /// both, the host buffer's bytes after the persistent ones: unit and
+  /// state offsets are image offsets (the description's host offsets plus
+  /// persistentBytes); locate() says which buffer holds them.
+  bool cpuOffload = false;
+  int64_t hostBytes = 0;
   int64_t arenaBytes = 0;      // whole arena: persistent + planned transients
   int64_t estimateBytes = 0;   // the report's peak bytes per rank
   std::string report;          // the pre-launch report text
@@ -121,10 +128,24 @@ struct Program {
 
   /// Batch per rank per micro-batch (leading dim of the inputs).
   int64_t batchPerRank() const;
+  /// Bytes of the runner's image of the persistent and host buffers.
+  int64_t imageBytes() const { return persistentBytes + hostBytes; }
   /// The output `name` of micro-batch `microBatch`, or null.
   const OutputInfo *output(const std::string &name,
                            int64_t microBatch = 0) const;
 };
+
+/// A program's buffers on one rank: the persistent one and, with CPU
+/// offload, the host one (0 without).
+struct StateBuffers {
+  int64_t persistent = 0, host = 0;
+};
+/// Bytes at an image offset: a buffer and the offset in it.
+struct BufferRef {
+  int64_t buffer, offset;
+};
+BufferRef locate(const Program &p, const StateBuffers &buffers,
+                 int64_t imageOffset);
 
 /// The runtime's element type of a program dtype ("f32", "bf16", "i64",
 /// ...); throws std::runtime_error for an unknown one.

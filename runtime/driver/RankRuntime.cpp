@@ -66,18 +66,22 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
   }
   check(fsdprt_buffer_alloc_at(ctx, 0, p.persistentBytes, &persistent),
         "allocating the persistent buffer");
+  if (p.cpuOffload)
+    check(fsdprt_buffer_alloc_host(ctx, p.hostBytes, &host),
+          "allocating the host buffer (CPU offload)");
   // A trace is there to show each operation; on more than one rank the
   // collectives wait on the host (the NCCL communicator polls each one for
   // its timeout), which a graph cannot hold.
+  // CPU offload's optimizer runs on the host, which a graph cannot replay.
   if (o.backend == "cuda" && o.cudaGraphs && o.trace.empty() &&
-      launch.worldSize == 1)
+      launch.worldSize == 1 && !p.cpuOffload)
     graphs_ = Graphs::Warmup;
   quiet_ = o.quiet;
 }
 
 LoadResult RankRuntime::initWeights(const RunOptions &o, const Program &p,
                                     int rank) {
-  std::vector<uint8_t> image(p.persistentBytes, 0);
+  std::vector<uint8_t> image(p.imageBytes(), 0);
   LoadResult loaded;
   if (!o.load.empty()) {
     loaded = load(o.load, p, rank, image);
@@ -88,28 +92,44 @@ LoadResult RankRuntime::initWeights(const RunOptions &o, const Program &p,
     initializeRank(p, o.seed, rank, image);
   }
   check(fsdprt_copy_from_host(ctx, streams[0], persistent, 0, image.data(),
-                              int64_t(image.size())),
+                              p.persistentBytes),
         "initialising the weights");
+  if (host)
+    check(fsdprt_copy_from_host(ctx, streams[0], host, 0,
+                                image.data() + p.persistentBytes, p.hostBytes),
+          "initialising the offloaded weights");
   check(fsdprt_stream_synchronize(ctx, streams[0]), "initialising the weights");
   return loaded;
 }
 
-int32_t RankRuntime::issueStep(StepFn step, int64_t persistentBuf,
+int32_t RankRuntime::issueStep(StepFn step, const StateBuffers &buffers,
                                int64_t stepCount, uint64_t seed, int rank) {
-  return step(ctx, persistentBuf, streams[0], streams[1], streams[2], shard,
-              replicate, stepCount, int64_t(seed), rank);
+  if (buffers.host && !offloadStreams[0]) {
+    static const char *names[] = {"host-to-device", "device-to-host", "host"};
+    for (int s = 0; s < 3; ++s) {
+      check(s < 2 ? fsdprt_stream_create(ctx, &offloadStreams[s])
+                  : fsdprt_stream_create_host(ctx, &offloadStreams[s]),
+            "creating a CPU offload stream");
+      check(fsdprt_stream_set_name(ctx, offloadStreams[s], names[s]),
+            "naming a stream");
+    }
+  }
+  return step(ctx, buffers.persistent, streams[0], streams[1], streams[2],
+              buffers.host, offloadStreams[0], offloadStreams[1],
+              offloadStreams[2], shard, replicate, stepCount, int64_t(seed),
+              rank);
 }
 
-void RankRuntime::runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
-                          uint64_t seed, int rank) {
-  check(issueStep(step, persistentBuf, stepCount, seed, rank), "step");
+void RankRuntime::runStep(StepFn step, const StateBuffers &buffers,
+                          int64_t stepCount, uint64_t seed, int rank) {
+  check(issueStep(step, buffers, stepCount, seed, rank), "step");
   check(fsdprt_context_synchronize(ctx), "step");
 }
 
 void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
                                   uint64_t seed, int rank) {
   if (graphs_ == Graphs::Off || graphs_ == Graphs::Warmup) {
-    runStep(step, persistent, stepCount, seed, rank);
+    runStep(step, buffers(), stepCount, seed, rank);
     if (graphs_ == Graphs::Warmup)
       graphs_ = Graphs::Capture;
     return;
@@ -119,7 +139,7 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
     if (fsdprt_graph_begin(ctx, stepCount) != FSDPRT_OK) {
       why = fsdprt_last_error();
     } else {
-      if (issueStep(step, persistent, stepCount, seed, rank) != FSDPRT_OK)
+      if (issueStep(step, buffers(), stepCount, seed, rank) != FSDPRT_OK)
         why = fsdprt_last_error();
       if (fsdprt_graph_end(ctx, &graph_) != FSDPRT_OK && why.empty())
         why = fsdprt_last_error();
@@ -130,7 +150,7 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
                 << "); steps run eagerly (--cuda-graphs off hides this)"
                 << std::endl;
       graphs_ = Graphs::Off;
-      return runStep(step, persistent, stepCount, seed, rank);
+      return runStep(step, buffers(), stepCount, seed, rank);
     }
     graphs_ = Graphs::Ready;
     if (rank == 0 && !quiet_)

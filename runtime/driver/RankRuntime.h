@@ -25,6 +25,11 @@ void check(int32_t status, const char *what);
 struct RankRuntime {
   int64_t ctx = 0, world = 0, shard = 0, replicate = 0, persistent = 0;
   int64_t streams[3] = {0, 0, 0}; // compute, all-gather, reduce-scatter
+  /// CPU offload: the host buffer (0 without) and the host-to-device,
+  /// device-to-host and host streams (made on first use).
+  int64_t host = 0;
+  int64_t offloadStreams[3] = {0, 0, 0};
+  StateBuffers buffers() const { return {persistent, host}; }
   RankRuntime() = default;
   RankRuntime(const RankRuntime &) = delete;
   RankRuntime &operator=(const RankRuntime &) = delete;
@@ -38,9 +43,9 @@ struct RankRuntime {
   /// Fills the persistent buffer: from --load when given (returning what the
   /// checkpoint says), else with the seeded initialisation.
   LoadResult initWeights(const RunOptions &o, const Program &p, int rank);
-  /// Calls the step on this rank's streams with its persistent buffer
-  /// `persistentBuf` and waits for it.
-  void runStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
+  /// Calls the step on this rank's streams with its buffers and waits
+  /// for it.
+  void runStep(StepFn step, const StateBuffers &buffers, int64_t stepCount,
                uint64_t seed, int rank);
   /// The training step, as one CUDA graph where setUp enabled them: run
   /// eagerly once (cuDNN plans, cuBLASLt heuristics, workspaces), captured
@@ -52,8 +57,8 @@ struct RankRuntime {
 
 private:
   /// Calls the step on this rank's streams; its status (nothing waited for).
-  int32_t issueStep(StepFn step, int64_t persistentBuf, int64_t stepCount,
-                    uint64_t seed, int rank);
+  int32_t issueStep(StepFn step, const StateBuffers &buffers,
+                    int64_t stepCount, uint64_t seed, int rank);
 
   enum class Graphs { Off, Warmup, Capture, Ready };
   Graphs graphs_ = Graphs::Off;

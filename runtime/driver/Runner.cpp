@@ -183,10 +183,10 @@ void saveCheckpoint(RankRuntime &rt, const RunOptions &o, const Program &p,
   saveLossScaler(scaler, meta);
   if (o.saveFormat == "full") {
     path += ".safetensors";
-    saveFull(path, p, rt.ctx, rt.streams[0], rt.persistent, rt.shard, rank,
+    saveFull(path, p, rt.ctx, rt.streams[0], rt.buffers(), rt.shard, rank,
              stepCount, meta);
   } else {
-    saveSharded(path, p, rt.ctx, rt.persistent, rank, stepCount, meta);
+    saveSharded(path, p, rt.ctx, rt.buffers(), rank, stepCount, meta);
   }
   check(fsdprt_barrier(rt.ctx, rt.streams[0], rt.world), "barrier");
   check(fsdprt_context_synchronize(rt.ctx), "saving a checkpoint");

@@ -7,6 +7,9 @@
 #include "cuda/CudaBackend.h"
 #endif
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/fsdprt.h"
+
+#include <cstdlib>
 
 #include <map>
 #include <mutex>
@@ -15,6 +18,18 @@ namespace fsdp {
 namespace rt {
 
 Backend::~Backend() = default;
+
+void *Backend::allocateHost(int64_t bytes) {
+  void *p = std::aligned_alloc(FSDPRT_ARENA_ALIGNMENT,
+                               (bytes + FSDPRT_ARENA_ALIGNMENT - 1) /
+                                   FSDPRT_ARENA_ALIGNMENT *
+                                   FSDPRT_ARENA_ALIGNMENT);
+  if (!p)
+    fail(Status::OutOfMemory, "cannot allocate a ", bytes,
+         "-byte host buffer");
+  return p;
+}
+void Backend::deallocateHost(void *ptr) { std::free(ptr); }
 
 // Without step graphs: each entry refuses (graphBegin first, so the others
 // are never reached through a Context).

@@ -66,6 +66,7 @@ Launch::Launch(int64_t ctx, int64_t stream, int32_t dtype, const char *op)
 Launch::Launch(int64_t ctx, int64_t stream, const char *op)
     : ctx_(getContext(ctx)), op_(op) {
   stream_ = ctx_->stream(stream);
+  host_ = ctx_->isHostStream(stream);
 }
 
 void *Launch::operand(int64_t buf, int64_t off, int64_t numel,
@@ -75,7 +76,12 @@ void *Launch::operand(int64_t buf, int64_t off, int64_t numel,
 
 void *Launch::operand(int64_t buf, int64_t off, int64_t numel, DType dt,
                       const char *what) {
-  return ctx_->resolve(buf, off, mul(numel, dtypeSize(dt)), what);
+  void *p = ctx_->resolve(buf, off, mul(numel, dtypeSize(dt)), what);
+  if (host_ && !ctx_->backend().hostAccessible() && !ctx_->isHostBuffer(buf))
+    fail(Status::InvalidArgument, what, ": buffer ", buf,
+         " is in device memory, which an operation on a host stream cannot "
+         "read; copy it to a host buffer first");
+  return p;
 }
 
 void *Launch::optional(int64_t buf, int64_t off, int64_t numel,
@@ -227,6 +233,14 @@ int32_t fsdprt_buffer_alloc_at(int64_t ctx, int64_t offset, int64_t bytes,
   });
 }
 
+int32_t fsdprt_buffer_alloc_host(int64_t ctx, int64_t bytes,
+                                 int64_t *out_buf) {
+  return guarded(__func__, [&] {
+    requireOut(out_buf, "out_buf");
+    *out_buf = getContext(ctx)->allocateHost(bytes);
+  });
+}
+
 int32_t fsdprt_buffer_free(int64_t ctx, int64_t stream, int64_t buf) {
   return guarded(__func__, [&] { getContext(ctx)->free(buf, stream); });
 }
@@ -258,9 +272,9 @@ int32_t fsdprt_copy_from_host(int64_t ctx, int64_t stream, int64_t dst,
     void *d =
         l.context().resolve(dst, dst_off, nonNegative(bytes, "bytes"), "dst");
     Backend &be = l.backend();
-    l.enqueue([&be, d, src, bytes] {
-      be.copy(d, src, bytes, CopyKind::HostToDevice);
-    });
+    CopyKind kind = l.context().isHostBuffer(dst) ? CopyKind::HostBuffer
+                                                  : CopyKind::HostToDevice;
+    l.enqueue([&be, d, src, bytes, kind] { be.copy(d, src, bytes, kind); });
   });
 }
 
@@ -272,9 +286,9 @@ int32_t fsdprt_copy_to_host(int64_t ctx, int64_t stream, void *dst, int64_t src,
     void *s =
         l.context().resolve(src, src_off, nonNegative(bytes, "bytes"), "src");
     Backend &be = l.backend();
-    l.enqueue([&be, dst, s, bytes] {
-      be.copy(dst, s, bytes, CopyKind::DeviceToHost);
-    });
+    CopyKind kind = l.context().isHostBuffer(src) ? CopyKind::HostBuffer
+                                                  : CopyKind::DeviceToHost;
+    l.enqueue([&be, dst, s, bytes, kind] { be.copy(dst, s, bytes, kind); });
   });
 }
 
@@ -286,8 +300,12 @@ int32_t fsdprt_copy(int64_t ctx, int64_t stream, int64_t dst, int64_t dst_off,
     void *d = l.context().resolve(dst, dst_off, bytes, "dst");
     void *s = l.context().resolve(src, src_off, bytes, "src");
     Backend &be = l.backend();
-    l.enqueue(
-        [&be, d, s, bytes] { be.copy(d, s, bytes, CopyKind::DeviceToDevice); });
+    // CPU offload's copies between host buffers and the device.
+    CopyKind kind =
+        l.context().isHostBuffer(dst) || l.context().isHostBuffer(src)
+            ? CopyKind::Staged
+            : CopyKind::DeviceToDevice;
+    l.enqueue([&be, d, s, bytes, kind] { be.copy(d, s, bytes, kind); });
   });
 }
 
@@ -322,6 +340,13 @@ int32_t fsdprt_stream_create(int64_t ctx, int64_t *out_stream) {
   return guarded(__func__, [&] {
     requireOut(out_stream, "out_stream");
     *out_stream = getContext(ctx)->createStream();
+  });
+}
+
+int32_t fsdprt_stream_create_host(int64_t ctx, int64_t *out_stream) {
+  return guarded(__func__, [&] {
+    requireOut(out_stream, "out_stream");
+    *out_stream = getContext(ctx)->createHostStream();
   });
 }
 

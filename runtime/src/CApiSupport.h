@@ -80,7 +80,8 @@ public:
 
   DType dtype() const { return dtype_; }
   Context &context() { return *ctx_; }
-  Backend &backend() { return ctx_->backend(); }
+  /// The context's backend, or on a host stream the host's.
+  Backend &backend() { return host_ ? ctx_->hostBackend() : ctx_->backend(); }
 
   /// Operand of numel elements of `dt` (default: the launch dtype).
   void *operand(int64_t buf, int64_t off, int64_t numel, const char *what);
@@ -105,6 +106,7 @@ public:
 private:
   std::shared_ptr<Context> ctx_;
   std::shared_ptr<Stream> stream_;
+  bool host_ = false; // a host stream: operands must be host memory
   DType dtype_ = DType::F32;
   const char *op_;
 };

@@ -15,7 +15,7 @@ static int64_t checkedArenaBytes(int64_t bytes) {
 Context::Context(const std::string &backend, int32_t rank, int32_t worldSize,
                  int64_t arenaBytes, int numThreads)
     : rank_(rank), worldSize_(worldSize),
-      delays_(DelayConfig::fromEnvironment()),
+      delays_(DelayConfig::fromEnvironment()), numThreads_(numThreads),
       arena_(checkedArenaBytes(arenaBytes)) {
   if (worldSize < 1 || rank < 0 || rank >= worldSize)
     fail(Status::InvalidArgument, "rank ", rank, " is not in [0, world size ",
@@ -40,7 +40,7 @@ int64_t Context::allocate(int64_t bytes) {
   int64_t offset = arena_.allocate(bytes, &waits);
   std::lock_guard<std::mutex> lock(mutex_);
   return buffers_.insert(
-      std::make_shared<Buffer>(Buffer{offset, bytes, std::move(waits)}));
+      std::make_shared<Buffer>(Buffer{offset, bytes, nullptr, std::move(waits)}));
 }
 
 void Context::setArenaBase(int64_t base) {
@@ -60,7 +60,24 @@ int64_t Context::allocateAt(int64_t offset, int64_t bytes) {
   arena_.allocateAt(offset, bytes, &waits);
   std::lock_guard<std::mutex> lock(mutex_);
   return buffers_.insert(
-      std::make_shared<Buffer>(Buffer{offset, bytes, std::move(waits)}));
+      std::make_shared<Buffer>(Buffer{offset, bytes, nullptr, std::move(waits)}));
+}
+
+int64_t Context::allocateHost(int64_t bytes) {
+  if (bytes <= 0)
+    fail(Status::InvalidArgument, "host buffer size must be positive, got ",
+         bytes);
+  Backend *be = backend_.get();
+  std::shared_ptr<char> memory(static_cast<char *>(be->allocateHost(bytes)),
+                               [be](char *p) { be->deallocateHost(p); });
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffers_.insert(
+      std::make_shared<Buffer>(Buffer{0, bytes, std::move(memory), {}}));
+}
+
+bool Context::isHostBuffer(int64_t buffer) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return buffers_.get(buffer)->host != nullptr;
 }
 
 void Context::free(int64_t buffer, int64_t streamHandle) {
@@ -69,6 +86,10 @@ void Context::free(int64_t buffer, int64_t streamHandle) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     b = buffers_.remove(buffer);
+  }
+  if (b->host) { // released when the stream gets here
+    s->enqueue("buffer_free", [host = b->host] {}, /*alwaysRun=*/true);
+    return;
   }
   arena_.markPending(b->offset);
   int64_t offset = b->offset;
@@ -90,6 +111,7 @@ int64_t Context::bufferSize(int64_t buffer) const {
 void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
                        const char *what) const {
   int64_t bOffset, bSize;
+  char *base = base_;
   DeviceMarkers waits;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -101,6 +123,8 @@ void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
     }
     bOffset = b->offset;
     bSize = b->size;
+    if (b->host)
+      base = b->host.get();
     // Kept until the device has passed them (not only for the first use):
     // a call that fails after resolving must not lose them.
     auto &pending = b->reuseWaits;
@@ -113,7 +137,7 @@ void *Context::resolve(int64_t buffer, int64_t offset, int64_t bytes,
   if (offset < 0 || bytes < 0 || offset > bSize || bytes > bSize - offset)
     fail(Status::OutOfRange, what, ": bytes [", offset, ", ", offset + bytes,
          ") are outside buffer ", buffer, " of ", bSize, " bytes");
-  return base_ + bOffset + offset;
+  return base + bOffset + offset;
 }
 
 int64_t Context::createStream() {
@@ -124,6 +148,30 @@ int64_t Context::createStream() {
   return streams_.insert(std::move(s));
 }
 
+int64_t Context::createHostStream() {
+  auto s = std::make_shared<Stream>(trace_, "", nullptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_)
+    fail(Status::Unsupported, "a host stream cannot join a step graph");
+  int64_t handle = streams_.insert(std::move(s));
+  hostStreams_.insert(handle);
+  return handle;
+}
+
+bool Context::isHostStream(int64_t handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hostStreams_.count(handle) != 0;
+}
+
+Backend &Context::hostBackend() {
+  if (backend_->hostAccessible())
+    return *backend_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!hostBackend_)
+    hostBackend_ = createBackend("cpu", numThreads_);
+  return *hostBackend_;
+}
+
 void Context::destroyStream(int64_t handle) {
   if (handle == FSDPRT_DEFAULT_STREAM)
     fail(Status::InvalidArgument, "the default stream cannot be destroyed");
@@ -131,6 +179,7 @@ void Context::destroyStream(int64_t handle) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     s = streams_.remove(handle);
+    hostStreams_.erase(handle);
   }
   s->synchronize(); // Reports a pending failure instead of losing it.
 }
@@ -215,6 +264,11 @@ void Context::beginCapture(int64_t stepCount) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_)
       fail(Status::InvalidArgument, "a step graph is already being captured");
+    // Its operations would run once, at the capture, not at each launch.
+    if (!hostStreams_.empty())
+      fail(Status::Unsupported,
+           "a context with host streams (CPU offload's optimizer) cannot "
+           "capture a step graph");
   }
   // Nothing in flight: every free marker from before is passed, and the
   // capture waits on none of them (a graph cannot wait outside itself).

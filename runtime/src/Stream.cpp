@@ -150,8 +150,11 @@ void Stream::wait(std::shared_ptr<Event> event) {
         }
         std::shared_ptr<DeviceMarker> marker = event->markerOf(ticket);
         event->unpin(ticket);
+        // A host stream (no device queue) waits on the host for the device.
         if (marker && device_)
           device_->wait(*marker);
+        else if (marker)
+          marker->synchronize();
       },
       /*alwaysRun=*/true);
 }

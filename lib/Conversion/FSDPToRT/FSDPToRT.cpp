@@ -75,7 +75,8 @@ static Spans transientSpans(Block &body, const StepLayout &layout) {
     index[&op] = i;
   Spans spans;
   forEachStorageUse(body, layout, [&](Operation *op, Value root) {
-    if (isa<BlockArgument>(root) || layout.persistentOffset.count(root))
+    if (isa<BlockArgument>(root) || layout.persistentOffset.count(root) ||
+        layout.hostOffset.count(root))
       return;
     int64_t i = index[op];
     auto [it, inserted] = spans.insert({root, {i, i}});
@@ -161,12 +162,24 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
     layout.persistentOffset[v] = layout.persistentBytes;
     layout.persistentBytes += alignToArena(tensorBytes(v));
   };
-  for (BlockArgument arg : body.getArguments())
-    if (!step.getArgAttr(arg.getArgNumber(), kStepCountArg))
+  // CPU offload: flat parameters, their state and the gradients copied to
+  // the host for the optimizer in the host buffer, held for the whole run.
+  auto placeOnHost = [&](Value v) {
+    layout.hostOffset[v] = layout.hostBytes;
+    layout.hostBytes += alignToArena(tensorBytes(v));
+  };
+  for (BlockArgument arg : body.getArguments()) {
+    if (isHostArgument(step, arg.getArgNumber()))
+      placeOnHost(arg);
+    else if (!step.getArgAttr(arg.getArgNumber(), kStepCountArg))
       place(arg);
-  for (Operation &op : body)
+  }
+  for (Operation &op : body) {
     if (isa<arith::ConstantOp>(op) && !isStorageFree(&op))
       place(op.getResult(0));
+    if (isa<ToHostOp>(op))
+      placeOnHost(op.getResult(0));
+  }
   Value loss = returnedValue(step, kLossResult);
   if (!loss || !loss.getDefiningOp() || isStorageFree(loss.getDefiningOp()))
     return emitError(step.getLoc(), "train step '")
@@ -301,7 +314,7 @@ struct ConvertFSDPToRTPass
     if (failed(analysis))
       return signalPassFailure();
     ArenaPlanSummary plan{layout->arenaBytes, layout->persistentBytes,
-                          layout->livePeakBytes};
+                          layout->livePeakBytes, layout->hostBytes};
     std::string report;
     llvm::raw_string_ostream os(report);
     printStepReport(os, model, step, *analysis, &plan);
@@ -320,6 +333,9 @@ struct ConvertFSDPToRTPass
                  b.getI64IntegerAttr(layout->arenaBytes));
     out->setAttr(rt::RTDialect::PersistentBytesAttrHelper::getNameStr(),
                  b.getI64IntegerAttr(layout->persistentBytes));
+    if (layout->hostBytes)
+      out->setAttr(rt::RTDialect::HostBytesAttrHelper::getNameStr(),
+                   b.getI64IntegerAttr(layout->hostBytes));
     StepLowering lowering(step, *layout, out);
     if (failed(lowering.run())) {
       out.erase();

@@ -556,6 +556,13 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
                               calls.i64(padding), calls.f64(0.0)});
         return success();
       })
+      .Case<ToDeviceOp, ToHostOp>([&](Operation *o) {
+        // CPU offload: the copy between host and device memory, on its
+        // stream.
+        Args{calls}.t(o->getResult(0)).t(o->getOperand(0))
+            .i64(tensorBytes(o->getOperand(0))).call("copy");
+        return success();
+      })
       .Case([&](LossScaleOp o) {
         Args{calls}.t(o.getScale()).i32(o.getInverse()).call("loss_scale");
         return success();

@@ -83,8 +83,14 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
   Block &body = step.getBody().front();
   llvm::StringMap<size_t> unitIndex;
   llvm::json::Array units, inputs, bufferList;
+  // Offsets into the persistent buffer, or into the host buffer for what
+  // CPU offload keeps there (flat parameters and their state).
   auto offsetOf = [&](Value v) {
-    return layout.persistentOffset.lookup(storageRoot(v, layout));
+    Value root = storageRoot(v, layout);
+    auto host = layout.hostOffset.find(root);
+    return host != layout.hostOffset.end()
+               ? host->second
+               : layout.persistentOffset.lookup(root);
   };
   // Flat parameters first (argument order), then their optimizer state.
   for (BlockArgument arg : body.getArguments()) {
@@ -223,6 +229,8 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
                           {"decay_steps", schedule.decaySteps},
                           {"min_lr_ratio", schedule.minLrRatio}}},
       {"persistent_bytes", layout.persistentBytes},
+      {"cpu_offload", isOffloaded(step)},
+      {"host_bytes", layout.hostBytes},
       {"arena_bytes", layout.arenaBytes},
       {"estimate_bytes", layout.arenaBytes},
       {"report", report},

@@ -106,6 +106,10 @@ LogicalResult StepLowering::run() {
   streams[int(StreamKind::Compute)] = arg(rt::StepArg::compute);
   streams[int(StreamKind::AllGather)] = arg(rt::StepArg::all_gather);
   streams[int(StreamKind::ReduceScatter)] = arg(rt::StepArg::reduce_scatter);
+  streams[int(StreamKind::HostToDevice)] = arg(rt::StepArg::host_to_device);
+  streams[int(StreamKind::DeviceToHost)] = arg(rt::StepArg::device_to_host);
+  streams[int(StreamKind::Host)] = arg(rt::StepArg::host_compute);
+  host = arg(rt::StepArg::host);
   eventInsertPoint = b.saveInsertionPoint();
   calls.setOp(stream(StreamKind::Compute), loc);
   StepValues values;
@@ -128,6 +132,8 @@ LogicalResult StepLowering::run() {
   }
   for (auto [value, offset] : layout.persistentOffset)
     calls.bind(value, {persistent, offset});
+  for (auto [value, offset] : layout.hostOffset)
+    calls.bind(value, {host, offset});
 
   // Who touches each transient buffer, on which stream, and last.
   forEachStorageUse(body, layout, [&](Operation *op, Value root) {

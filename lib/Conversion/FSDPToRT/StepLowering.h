@@ -24,6 +24,10 @@ namespace mlir::fsdp {
 struct StepLayout {
   llvm::DenseMap<Value, int64_t> persistentOffset; // value -> byte offset
   int64_t persistentBytes = 0;
+  /// CPU offload: what lives in the host buffer (flat parameters, their
+  /// optimizer state, the gradients copied to the host), for the whole run.
+  llvm::DenseMap<Value, int64_t> hostOffset;
+  int64_t hostBytes = 0;
   /// Transient buffers: the value owning each, its planned arena offset
   /// and size.
   struct Transient {
@@ -61,7 +65,7 @@ private:
   CallBuilder calls;
   OpBuilder &b; // calls.builder()
   Location loc;
-  Value ctx, persistent, streams[kNumStreams];
+  Value ctx, persistent, host, streams[kNumStreams];
   StreamKind current = StreamKind::Compute;
   llvm::DenseMap<Operation *, int64_t> index;
   /// The stream that produced a value, and the event recorded after it

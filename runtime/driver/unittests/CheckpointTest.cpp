@@ -204,7 +204,7 @@ protected:
   std::string saveFullAt(const Program &p) {
     std::string path = (dir_ / "sub" / "full.safetensors").string();
     runRanks(p, [&](int rank, int64_t ctx, int64_t buf, int64_t comm) {
-      saveFull(path, p, ctx, FSDPRT_DEFAULT_STREAM, buf, comm, rank, 7,
+      saveFull(path, p, ctx, FSDPRT_DEFAULT_STREAM, {buf, 0}, comm, rank, 7,
                {{"lr", "0.001"}, {"format", "ignored"}});
     });
     return path;
@@ -213,7 +213,7 @@ protected:
   std::string saveShardedAt(const Program &p) {
     std::string path = (dir_ / "sharded").string();
     runRanks(p, [&](int rank, int64_t ctx, int64_t buf, int64_t) {
-      saveSharded(path, p, ctx, buf, rank, 7, {{"note", "x"}});
+      saveSharded(path, p, ctx, {buf, 0}, rank, 7, {{"note", "x"}});
     });
     return path;
   }
@@ -331,7 +331,7 @@ TEST_F(Checkpoint, RankLocalUnitAndShardedUnitConvert) {
   // Saved rank-local, loaded where h.0 is sharded: rank 0's copy, sharded.
   std::string localDir = (dir_ / "local").string();
   runRanks(local, [&](int rank, int64_t ctx, int64_t buf, int64_t) {
-    saveSharded(localDir, local, ctx, buf, rank, 7, {});
+    saveSharded(localDir, local, ctx, {buf, 0}, rank, 7, {});
   });
   Image rank0 = trainedImage(local, 0);
   std::vector<float> expert(local.units[1].flatNumel);

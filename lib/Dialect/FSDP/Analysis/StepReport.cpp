@@ -46,6 +46,10 @@ MemoryCategory categoryOf(Value value, func::FuncOp step) {
   Operation *def = value.getDefiningOp();
   if (isa<WaitOp>(def))
     return MemoryCategory::UnshardedParams;
+  if (auto toDevice = dyn_cast<ToDeviceOp>(def))
+    return categoryOf(toDevice.getInput(), step);
+  if (auto toHost = dyn_cast<ToHostOp>(def))
+    return categoryOf(toHost.getInput(), step);
   // A unit's flat gradient, its reduced shard, the parameter gradients
   // waiting to be flattened into it, and gradients summed over micro-batches
   // (unsharded under no_sync, else shards) with their terms.
@@ -122,10 +126,18 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
       if (Value source = storageAliasOf(result))
         extend(source, end[result]);
 
+  // Host memory (CPU offload) is held for the whole step, outside the
+  // device's peak.
   std::vector<Allocation> allocations;
+  auto allocate = [&](Value v, int64_t start, int64_t stop) {
+    Allocation a{tensorBytes(v.getType()), start, stop, categoryOf(v, step)};
+    if (!livesOnHost(v))
+      return allocations.push_back(a);
+    report.hostBytes += a.bytes;
+    report.hostBreakdown[size_t(a.category)] += a.bytes;
+  };
   for (BlockArgument arg : body.getArguments())
-    allocations.push_back(
-        {tensorBytes(arg.getType()), -1, last, categoryOf(arg, step)});
+    allocate(arg, -1, last);
   for (Operation &op : body) {
     for (OpResult result : op.getResults()) {
       if (storageAliasOf(result) || isa<TokenType>(result.getType()))
@@ -138,8 +150,7 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
           if (isa<ReshardOp>(user))
             stop = index[user];
       }
-      allocations.push_back(
-          {tensorBytes(result.getType()), start, stop, categoryOf(result, step)});
+      allocate(result, start, stop);
     }
   }
 
@@ -261,11 +272,21 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
   // stays as the breakdown by kind.
   if (plan)
     os << llvm::formatv(
-        "arena plan per rank: {0} bytes = {1} persistent (shards, optimizer "
-        "state, inputs, constants, loss) + {2} planned transients; live peak "
-        "{3} bytes\n",
+        "arena plan per rank: {0} bytes = {1} persistent ({4}inputs, "
+        "constants, loss) + {2} planned transients; live peak {3} bytes\n",
         plan->arenaBytes, plan->persistentBytes,
-        plan->arenaBytes - plan->persistentBytes, plan->livePeakBytes);
+        plan->arenaBytes - plan->persistentBytes, plan->livePeakBytes,
+        plan->hostBytes ? "" : "shards, optimizer state, ");
+  if (isOffloaded(step)) {
+    os << "cpu offload: host memory per rank "
+       << (plan ? plan->hostBytes : report.hostBytes)
+       << " bytes (pinned on GPUs; not in the device peak):";
+    for (size_t c = 0; c < kMemoryCategories; ++c)
+      if (report.hostBreakdown[c])
+        os << " " << kCategoryNames[c] << " " << report.hostBreakdown[c]
+           << ";";
+    os << " the optimizer runs on the host\n";
+  }
   auto local = rankLocalUnits(step);
   if (!local.empty()) {
     os << "rank-local units (whole on every rank, different on each, never "
@@ -333,6 +354,9 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
   llvm::json::Object breakdown;
   for (size_t c = 0; c < kMemoryCategories; ++c)
     breakdown[kCategoryKeys[c]] = report.breakdown[c];
+  llvm::json::Object host;
+  for (size_t c = 0; c < kMemoryCategories; ++c)
+    host[kCategoryKeys[c]] = report.hostBreakdown[c];
   llvm::json::Array collectives;
   for (const CollectiveRecord &c : report.collectives)
     collectives.push_back(llvm::json::Object{{"kind", c.kind},
@@ -355,6 +379,9 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"peak_bytes", report.peakBytes},
       {"peak_at", describePeak(report)},
       {"breakdown", std::move(breakdown)},
+      {"cpu_offload", isOffloaded(step)},
+      {"host_bytes", report.hostBytes},
+      {"host_breakdown", std::move(host)},
       {"collectives", std::move(collectives)},
       {"rank_local_units", std::move(rankLocal)},
       {"frozen",

@@ -126,8 +126,11 @@ StepTime fsdp::predictStepTime(func::FuncOp step,
       start = std::max(start, streamFree[s]);
       finish = start + seconds;
       streamFree[s] = finish;
-      (s == int(StreamKind::Compute) ? time.compute : time.communication) +=
-          seconds;
+      if (s == int(StreamKind::Compute))
+        time.compute += seconds;
+      else if (s == int(StreamKind::AllGather) ||
+               s == int(StreamKind::ReduceScatter))
+        time.communication += seconds;
     }
     for (Value result : op.getResults())
       ready[result] = finish;

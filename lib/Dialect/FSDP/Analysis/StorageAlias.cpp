@@ -64,3 +64,13 @@ bool fsdp::isHostStepCounter(Operation *op) {
            return isa<arith::AddIOp>(user) && isHostStepCounter(user);
          });
 }
+
+bool fsdp::livesOnHost(Value v) {
+  while (Value source = storageAliasOf(v))
+    v = source;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto step = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    return step && isHostArgument(step, arg.getArgNumber());
+  }
+  return isa_and_nonnull<ToHostOp>(v.getDefiningOp());
+}

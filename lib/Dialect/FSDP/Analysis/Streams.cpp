@@ -3,6 +3,7 @@
 #include "fsdp/Dialect/FSDP/Analysis/Streams.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -10,5 +11,12 @@ using namespace mlir::fsdp;
 StreamKind fsdp::streamOf(Operation *op) {
   if (auto collective = dyn_cast<CollectiveOpInterface>(op))
     return collective.getStream();
+  if (isa<ToDeviceOp>(op))
+    return StreamKind::HostToDevice;
+  if (isa<ToHostOp>(op))
+    return StreamKind::DeviceToHost;
+  if (isOptimizerUpdate(op) &&
+      isOffloaded(op->getParentOfType<func::FuncOp>()))
+    return StreamKind::Host;
   return StreamKind::Compute;
 }

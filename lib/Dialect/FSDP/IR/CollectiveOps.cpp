@@ -15,6 +15,12 @@ StringRef fsdp::streamName(StreamKind stream) {
     return "all-gather";
   case StreamKind::ReduceScatter:
     return "reduce-scatter";
+  case StreamKind::HostToDevice:
+    return "host-to-device";
+  case StreamKind::DeviceToHost:
+    return "device-to-host";
+  case StreamKind::Host:
+    return "host";
   }
   llvm_unreachable("unknown stream");
 }

@@ -76,7 +76,12 @@ enum class Distribution : int32_t {
   Uniform = FSDPRT_RNG_UNIFORM,
   Normal = FSDPRT_RNG_NORMAL
 };
-enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+/// HostToDevice / DeviceToHost: from / into the caller's memory, done when
+/// the call returns. DeviceToDevice: ordered on the stream. Staged: a side
+/// is a host buffer (CPU offload's pinned memory), ordered on the stream as
+/// device work. HostBuffer: between the caller's memory and a host buffer,
+/// done when the call returns.
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, Staged, HostBuffer };
 
 struct MatmulDims {
   int64_t batch, m, k, n;
@@ -110,6 +115,10 @@ public:
   // Memory: one allocation per context holds the whole arena.
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
+  /// Host memory the device can copy from and to asynchronously (pinned on
+  /// GPUs): the host buffers of CPU offload.
+  virtual void *allocateHost(int64_t bytes);
+  virtual void deallocateHost(void *ptr);
   /// The most device memory held at once since the last reset: the arena
   /// plus per-call scratch (what PyTorch's max_memory_allocated counts);
   /// -1 where the backend does not track it (the CPU's host memory).

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,11 @@ struct StepValues {
 using LiveRefresh = std::function<void(const StepValues &values, void *out)>;
 
 struct Buffer {
-  int64_t offset;
+  int64_t offset; // in the arena; 0 for a host buffer
   int64_t size;
+  /// A host buffer's memory (CPU offload), outside the arena; null for
+  /// arena buffers.
+  std::shared_ptr<char> host;
   /// Device markers of the frees of the bytes it reuses: its uses wait for
   /// them until the device has passed them (asynchronous backends only,
   /// DeviceOrdering.h).
@@ -72,6 +76,10 @@ public:
 
   int64_t allocate(int64_t bytes);
   int64_t allocateAt(int64_t offset, int64_t bytes);
+  /// A buffer in host memory the device copies from and to asynchronously
+  /// (pinned on GPUs): CPU offload's parameters, gradients and state.
+  int64_t allocateHost(int64_t bytes);
+  bool isHostBuffer(int64_t buffer) const;
   /// Invalidates the handle now; releases the bytes when `stream` gets there.
   void free(int64_t buffer, int64_t stream);
   int64_t bufferSize(int64_t buffer) const;
@@ -83,6 +91,14 @@ public:
                 const char *what) const;
 
   int64_t createStream();
+  /// A stream whose operations run on the host: kernels through the host
+  /// backend (the CPU's) on host buffers; its waits on device work wait on
+  /// the host. CPU offload's optimizer runs there.
+  int64_t createHostStream();
+  bool isHostStream(int64_t handle) const;
+  /// The backend of host streams: the context's own when its memory is the
+  /// host's, else a CPU backend made on first use.
+  Backend &hostBackend();
   void destroyStream(int64_t stream);
   std::shared_ptr<Stream> stream(int64_t handle) const;
   /// Wait for the stream / every stream; while a step graph is being
@@ -139,12 +155,15 @@ private:
   // Before the streams, which register with it and keep it alive.
   const std::shared_ptr<TraceLog> trace_ = std::make_shared<TraceLog>();
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> hostBackend_; // when backend_'s is not the host's
+  const int numThreads_;
   Arena arena_;
   char *base_ = nullptr;
   mutable std::mutex mutex_;
   HandleTable<Buffer> buffers_{"buffer"};
   std::shared_ptr<Stream> defaultStream_;
   HandleTable<Stream> streams_{"stream"};
+  std::set<int64_t> hostStreams_;
   HandleTable<Event> events_{"event"};
   std::unique_ptr<StepGraph> capture_; // being captured
   char *captureLive_ = nullptr;        // its live block

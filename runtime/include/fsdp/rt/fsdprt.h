@@ -164,6 +164,12 @@ int32_t fsdprt_buffer_alloc(int64_t ctx, int64_t bytes, int64_t *out_buf);
 /* Places the buffer at a planned arena offset (the compiler's memory plan). */
 int32_t fsdprt_buffer_alloc_at(int64_t ctx, int64_t offset, int64_t bytes,
                                int64_t *out_buf);
+/* A buffer in host memory, outside the arena (pinned on GPUs, so copies   */
+/* between it and the device are asynchronous): CPU offload's parameters,  */
+/* gradients and optimizer state. fsdprt_copy between it and arena buffers */
+/* is ordered on its stream like device work; kernels on a host stream     */
+/* (fsdprt_stream_create_host) read and write it. */
+int32_t fsdprt_buffer_alloc_host(int64_t ctx, int64_t bytes, int64_t *out_buf);
 /* Stream-ordered free: the handle is invalid at once, the bytes return to */
 /* the arena when the stream reaches this point. */
 int32_t fsdprt_buffer_free(int64_t ctx, int64_t stream, int64_t buf);
@@ -192,6 +198,11 @@ int32_t fsdprt_add_integer(int64_t ctx, int64_t stream, int32_t dtype,
 /* Stream 1 is the context's default stream; more are created on demand. */
 #define FSDPRT_DEFAULT_STREAM 1
 int32_t fsdprt_stream_create(int64_t ctx, int64_t *out_stream);
+/* A stream whose operations run on the host, with the CPU backend's       */
+/* kernels, on host buffers (an arena buffer of a device backend is        */
+/* refused); its waits on device work wait on the host. A context with one */
+/* cannot capture step graphs. CPU offload runs the optimizer there. */
+int32_t fsdprt_stream_create_host(int64_t ctx, int64_t *out_stream);
 int32_t fsdprt_stream_destroy(int64_t ctx, int64_t stream);
 int32_t fsdprt_stream_synchronize(int64_t ctx, int64_t stream);
 int32_t fsdprt_event_create(int64_t ctx, int64_t *out_event);

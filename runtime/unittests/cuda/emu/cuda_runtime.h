@@ -380,6 +380,7 @@ enum cudaMemcpyKind {
   cudaMemcpyHostToDevice = 1,
   cudaMemcpyDeviceToHost = 2,
   cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
 };
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
                                    cudaMemcpyKind, cudaStream_t s) {

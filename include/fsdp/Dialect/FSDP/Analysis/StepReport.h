@@ -50,6 +50,10 @@ struct StepReport {
   int64_t peakIndex = -1;
   Operation *peakOp = nullptr;
   std::array<int64_t, kMemoryCategories> breakdown{};
+  /// CPU offload: what lives in host memory for the whole step (not in
+  /// the peak, which is device memory), by kind.
+  int64_t hostBytes = 0;
+  std::array<int64_t, kMemoryCategories> hostBreakdown{};
   std::vector<CollectiveRecord> collectives;
   MachineProfile profile;
   StepTime time;
@@ -60,6 +64,7 @@ struct ArenaPlanSummary {
   int64_t arenaBytes;
   int64_t persistentBytes;
   int64_t livePeakBytes;
+  int64_t hostBytes; // the host buffer (CPU offload), 0 without
 };
 
 /// Fails (with a diagnostic) on a collective nested in a region.

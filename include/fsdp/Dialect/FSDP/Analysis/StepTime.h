@@ -5,7 +5,7 @@
 // (linear, matmul, attention) cost FLOPs at a sustained rate, every other
 // kernel its bytes at a memory bandwidth, collectives the ring algorithm's
 // bytes at a link bandwidth plus a latency per ring step, and every op a
-// fixed overhead. The step is simulated on the lowering's three streams in
+// fixed overhead. The step is simulated on the lowering's streams in
 // program order: an op starts when its stream is free and its operands are
 // ready, so prefetching and overlap show up as they will run.
 //

@@ -28,6 +28,11 @@ bool isCounterIncrement(arith::AddIOp add);
 /// passes the count, so it has no storage and runs nothing.
 bool isHostStepCounter(Operation *op);
 
+/// Whether `v`'s storage is in host memory (CPU offload): an offloaded
+/// step's flat parameters and optimizer state, what fsdp.to_host copied,
+/// and the in-place updates and views of those.
+bool livesOnHost(Value v);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_ANALYSIS_STORAGEALIAS_H

@@ -19,12 +19,21 @@
 namespace mlir::fsdp {
 
 /// All-gathers on their own stream, gradient reductions (and the other
-/// reductions) on another, everything else on the compute stream. The
-/// values are the lowered step's stream arguments, in order.
-enum class StreamKind { Compute = 0, AllGather = 1, ReduceScatter = 2 };
-constexpr int kNumStreams = 3;
-/// "compute", "all-gather", "reduce-scatter": the names traces and reports
-/// use.
+/// reductions) on another, everything else on the compute stream; with CPU
+/// offload, host-to-device and device-to-host copies each on their own
+/// stream and the optimizer on a host stream. The values are the lowered
+/// step's stream arguments, in order.
+enum class StreamKind {
+  Compute = 0,
+  AllGather = 1,
+  ReduceScatter = 2,
+  HostToDevice = 3,
+  DeviceToHost = 4,
+  Host = 5
+};
+constexpr int kNumStreams = 6;
+/// "compute", "all-gather", "reduce-scatter", "host-to-device",
+/// "device-to-host", "host": the names traces and reports use.
 StringRef streamName(StreamKind stream);
 
 enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, Broadcast };

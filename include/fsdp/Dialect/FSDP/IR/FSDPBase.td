@@ -53,6 +53,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::FlatSymbolRefAttr":$model,
     "::mlir::IntegerAttr":$micro_batches,
     "::mlir::UnitAttr":$eval,
+    "::mlir::UnitAttr":$cpu_offload,
     "::mlir::fsdp::GradSyncAttr":$grad_sync,
     "::mlir::DictionaryAttr":$mixed_precision,
     "::mlir::fsdp::MeshAttr":$mesh,

@@ -590,4 +590,43 @@ def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// CPU offload
+//===----------------------------------------------------------------------===//
+
+def FSDP_ToDeviceOp : FSDP_Op<"to_device", [Pure, SameOperandsAndResultType]> {
+  let summary = "a host-resident tensor copied to the device";
+  let description = [{
+    CPU offload (fsdp-cpu-offload): a sharded parameter held in host memory
+    is copied host-to-device right before the device reads it (its
+    all-gather), on the host-to-device stream, as FSDP's pre-unshard copy.
+    The result lives on the device until its last use.
+
+    ```mlir
+    %d = fsdp.to_device %shard : tensor<38xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$input);
+  let results = (outs FSDP_DataTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def FSDP_ToHostOp : FSDP_Op<"to_host", [Pure, SameOperandsAndResultType]> {
+  let summary = "a device tensor copied to host memory";
+  let description = [{
+    CPU offload (fsdp-cpu-offload): what the optimizer, which runs on the
+    host, reads from the device (a reduced gradient shard, the loss
+    scaler's found-inf flag) is copied device-to-host right after it is
+    computed, on the device-to-host stream, into a host buffer held for the
+    whole run (FSDP's pinned `_cpu_grad`).
+
+    ```mlir
+    %h = fsdp.to_host %grad_shard : tensor<38xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$input);
+  let results = (outs FSDP_DataTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_TD

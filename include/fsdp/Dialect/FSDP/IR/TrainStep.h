@@ -82,6 +82,11 @@ constexpr StringLiteral kMicroBatchesAttr =
     FSDPDialect::MicroBatchesAttrHelper::getNameStr();
 /// On a forward-only (evaluation) step: no gradient, optimizer or state.
 constexpr StringLiteral kEvalAttr = FSDPDialect::EvalAttrHelper::getNameStr();
+/// On a step whose sharded parameters, optimizer state and reduced
+/// gradients live in host memory, with the optimizer on the host
+/// (fsdp-cpu-offload).
+constexpr StringLiteral kCpuOffloadAttr =
+    FSDPDialect::CpuOffloadAttrHelper::getNameStr();
 constexpr StringLiteral kGradSyncAttr =
     FSDPDialect::GradSyncAttrHelper::getNameStr();
 constexpr StringLiteral kMeshAttr = FSDPDialect::MeshAttrHelper::getNameStr();
@@ -136,6 +141,21 @@ inline int64_t getMicroBatch(Operation *op) {
 inline StringRef getUnit(Operation *op) {
   auto unit = op->getAttrOfType<StringAttr>(kUnitAttr);
   return unit ? unit.getValue() : StringRef();
+}
+
+/// Whether `step` offloads to the CPU (fsdp-cpu-offload).
+inline bool isOffloaded(func::FuncOp step) {
+  return step && step->hasAttr(kCpuOffloadAttr);
+}
+/// Whether an argument of an offloaded step lives in host memory: its flat
+/// parameters and optimizer state.
+inline bool isHostArgument(func::FuncOp step, unsigned argNumber) {
+  return isOffloaded(step) && (step.getArgAttr(argNumber, kFlatParamArg) ||
+                               step.getArgAttr(argNumber, kFlatStateArg));
+}
+/// The optimizer updates, which an offloaded step runs on the host.
+inline bool isOptimizerUpdate(Operation *op) {
+  return isa<SGDStepOp, AdamWStepOp>(op);
 }
 
 /// "full-shard" for ShardingStrategy::full_shard: the spelling of the

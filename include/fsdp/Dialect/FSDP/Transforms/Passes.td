@@ -292,6 +292,25 @@ def FSDPPrefetchPass : Pass<"fsdp-prefetch", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPCpuOffloadPass : Pass<"fsdp-cpu-offload", "::mlir::ModuleOp"> {
+  let summary = "Hold sharded parameters, gradients and optimizer state in host memory (CPUOffload)";
+  let description = [{
+    PyTorch FSDP's `CPUOffload(offload_params=True)` / FSDP2's
+    `CPUOffloadPolicy` on a scheduled step (after `fsdp-prefetch`): each
+    unit's sharded parameter and its optimizer state live in (pinned) host
+    memory; every device read of a shard (its all-gather, a mixed-precision
+    cast) is preceded by an `fsdp.to_device` copy on the host-to-device
+    stream, placed where the read was scheduled, so it is prefetched with
+    the all-gather; each device value the optimizer reads (the reduced
+    gradient shard, the found-inf flag) is copied to the host by an
+    `fsdp.to_host` right after it is computed, on the device-to-host
+    stream; and the optimizer updates run on the host stream, in place in
+    host memory. The step is marked `fsdp.cpu_offload`. The device then
+    holds no sharded parameter, gradient shard or optimizer state between
+    steps; fsdp-report prints host memory separately.
+  }];
+}
+
 def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
   let summary = "Print the per-rank peak memory and every collective of a step";
   let description = [{

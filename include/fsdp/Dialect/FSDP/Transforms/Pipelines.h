@@ -48,6 +48,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "reshard-root-after-forward",
       llvm::cl::desc("Free the root unit after the forward too"),
       llvm::cl::init(false)};
+  Option<bool> cpuOffload{
+      *this, "cpu-offload",
+      llvm::cl::desc("CPUOffload(offload_params=True): sharded parameters, "
+                     "gradients and optimizer state in host memory, the "
+                     "optimizer on the CPU"),
+      llvm::cl::init(false)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("sgd | adamw"),
                                 llvm::cl::init("sgd")};

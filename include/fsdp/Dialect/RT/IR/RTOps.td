@@ -32,7 +32,8 @@ def RT_Dialect : Dialect {
   let discardableAttrs = (ins
     "::mlir::StringAttr":$name,
     "::mlir::IntegerAttr":$arena_bytes,
-    "::mlir::IntegerAttr":$persistent_bytes
+    "::mlir::IntegerAttr":$persistent_bytes,
+    "::mlir::IntegerAttr":$host_bytes
   );
 }
 
