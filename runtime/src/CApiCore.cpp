@@ -305,7 +305,12 @@ int32_t fsdprt_copy(int64_t ctx, int64_t stream, int64_t dst, int64_t dst_off,
         l.context().isHostBuffer(dst) || l.context().isHostBuffer(src)
             ? CopyKind::Staged
             : CopyKind::DeviceToDevice;
-    l.enqueue([&be, d, s, bytes, kind] { be.copy(d, s, bytes, kind); });
+    const DelayConfig &delays = l.context().delays();
+    l.enqueue([&be, &delays, d, s, bytes, kind] {
+      if (kind == CopyKind::Staged)
+        delays.apply(DelayPoint::Offload);
+      be.copy(d, s, bytes, kind);
+    });
   });
 }
 

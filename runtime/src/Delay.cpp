@@ -28,6 +28,7 @@ DelayConfig DelayConfig::fromEnvironment() {
   c.reduceScatterMs = readMs("FSDPRT_DELAY_REDUCE_SCATTER_MS");
   c.freeMs = readMs("FSDPRT_DELAY_FREE_MS");
   c.optimizerMs = readMs("FSDPRT_DELAY_OPTIMIZER_MS");
+  c.offloadMs = readMs("FSDPRT_DELAY_OFFLOAD_MS");
   return c;
 }
 
@@ -41,6 +42,8 @@ int64_t DelayConfig::delayMs(DelayPoint point) const {
     return freeMs;
   case DelayPoint::Optimizer:
     return optimizerMs;
+  case DelayPoint::Offload:
+    return offloadMs;
   }
   return 0;
 }

@@ -33,18 +33,33 @@ static void offload(func::FuncOp step) {
   step->setAttr(kCpuOffloadAttr, mlir::UnitAttr::get(step.getContext()));
   Block &body = step.getBody().front();
   OpBuilder b(step.getContext());
-  // Device reads of host arguments: one copy per reading op, right before.
+  // Device reads of host arguments: one copy per reading op (an
+  // all-gather, a cast), right before it; views of an unsharded flat
+  // parameter (one rank, no-shard) share one copy, before the first.
   for (BlockArgument arg : body.getArguments()) {
     if (!isHostArgument(step, arg.getArgNumber()))
       continue;
+    Value viewed;
     for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
       Operation *user = use.getOwner();
       if (isOptimizerUpdate(user) || isa<func::ReturnOp>(user))
         continue;
+      bool view = isa<ViewOp>(user);
+      if (view && viewed) {
+        Operation *copy = viewed.getDefiningOp();
+        if (user->isBeforeInBlock(copy)) {
+          copy->moveBefore(user);
+          copyTags(user, copy);
+        }
+        use.set(viewed);
+        continue;
+      }
       b.setInsertionPoint(user);
       auto copy = ToDeviceOp::create(b, user->getLoc(), arg);
       copyTags(user, copy);
       use.set(copy);
+      if (view)
+        viewed = copy;
     }
   }
   // Device values the host optimizer reads: one copy each, right after

@@ -4,7 +4,8 @@
 // when the racing work happens to finish first. Sleeping before selected
 // operations makes such races lose reliably, so tests run with:
 //   FSDPRT_DELAY_ALLGATHER_MS, FSDPRT_DELAY_REDUCE_SCATTER_MS,
-//   FSDPRT_DELAY_FREE_MS, FSDPRT_DELAY_OPTIMIZER_MS
+//   FSDPRT_DELAY_FREE_MS, FSDPRT_DELAY_OPTIMIZER_MS, FSDPRT_DELAY_OFFLOAD_MS
+//   (CPU offload's copies between host buffers and the device)
 // (non-negative integers, milliseconds). The sleep happens on the stream that
 // executes the operation, right before it runs.
 //
@@ -17,13 +18,14 @@
 namespace fsdp {
 namespace rt {
 
-enum class DelayPoint { AllGather, ReduceScatter, Free, Optimizer };
+enum class DelayPoint { AllGather, ReduceScatter, Free, Optimizer, Offload };
 
 struct DelayConfig {
   int64_t allGatherMs = 0;
   int64_t reduceScatterMs = 0;
   int64_t freeMs = 0;
   int64_t optimizerMs = 0;
+  int64_t offloadMs = 0;
 
   /// Reads the environment; throws Error(InvalidArgument) on a malformed
   /// value (a typo must not silently disable the injection).
