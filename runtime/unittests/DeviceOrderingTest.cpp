@@ -93,6 +93,25 @@ TEST(DeviceOrdering, WaitOnAnEventWaitsForTheRecordersMarker) {
                               "q1 synchronize"}));
 }
 
+// CPU offload's host stream has no device queue: its wait on a device
+// stream's event blocks its worker until the device has passed the marker
+// (the gradient's copy to the host has landed), then runs host work.
+TEST(DeviceOrdering, AHostStreamWaitsOnTheHostForTheDevice) {
+  FakeOrdering device;
+  Stream a(nullptr, "a", &device), host(nullptr, "host", nullptr);
+  auto event = std::make_shared<Event>();
+  a.record(event);
+  a.synchronize();
+  auto marker = std::static_pointer_cast<FakeMarker>(
+      event->markerOf(event->lastTicket()));
+  ASSERT_TRUE(marker);
+  bool synchronizedFirst = false;
+  host.wait(event);
+  host.enqueue("update", [&] { synchronizedFirst = marker->synchronized; });
+  host.synchronize();
+  EXPECT_TRUE(synchronizedFirst);
+}
+
 TEST(DeviceOrdering, AWaitKeepsTheMarkerOfTheRecordItBoundTo) {
   FakeOrdering device;
   Stream a(nullptr, "a", &device), b(nullptr, "b", &device);
