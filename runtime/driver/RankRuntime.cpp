@@ -115,9 +115,8 @@ int32_t RankRuntime::issueStep(StepFn step, const StateBuffers &buffers,
     }
   }
   return step(ctx, buffers.persistent, streams[0], streams[1], streams[2],
-              buffers.host, offloadStreams[0], offloadStreams[1],
-              offloadStreams[2], shard, replicate, stepCount, int64_t(seed),
-              rank);
+              shard, replicate, stepCount, int64_t(seed), rank, buffers.host,
+              offloadStreams[0], offloadStreams[1], offloadStreams[2]);
 }
 
 void RankRuntime::runStep(StepFn step, const StateBuffers &buffers,

@@ -39,11 +39,11 @@ typedef int32_t (*fsdprt_step_fn)(int64_t ctx, int64_t persistent,
                                   int64_t compute_stream,
                                   int64_t all_gather_stream,
                                   int64_t reduce_scatter_stream,
-                                  int64_t host, int64_t host_to_device_stream,
-                                  int64_t device_to_host_stream,
-                                  int64_t host_compute_stream,
                                   int64_t shard_comm, int64_t replicate_comm,
                                   int64_t step_count, int64_t seed,
-                                  int64_t rank);
+                                  int64_t rank, int64_t host,
+                                  int64_t host_to_device_stream,
+                                  int64_t device_to_host_stream,
+                                  int64_t host_compute_stream);
 
 #endif /* FSDP_RT_STEPABI_H */
