@@ -154,16 +154,17 @@ int64_t fieldDtypeBytes(const std::string &dtype, const std::string &path) {
   }
 }
 
-/// Checks that [offset, offset + bytes) lies in the persistent buffer.
-void checkExtent(int64_t offset, int64_t bytes, int64_t persistentBytes,
-                 const std::string &path) {
+/// Checks that [offset, offset + bytes) lies in the persistent buffer (or
+/// the buffer whose size the key `limit` gives).
+void checkExtent(int64_t offset, int64_t bytes, int64_t limitBytes,
+                 const std::string &path,
+                 const char *limit = "persistent_bytes") {
   if (offset < 0)
     fail(path, "negative offset " + std::to_string(offset));
-  if (bytes > persistentBytes || offset > persistentBytes - bytes)
+  if (bytes > limitBytes || offset > limitBytes - bytes)
     fail(path, "bytes [" + std::to_string(offset) + ", " +
-                   std::to_string(offset + bytes) +
-                   ") exceed persistent_bytes " +
-                   std::to_string(persistentBytes));
+                   std::to_string(offset + bytes) + ") exceed " + limit +
+                   " " + std::to_string(limitBytes));
 }
 
 ParamInfo parseParam(const json &v, const std::string &path) {
@@ -252,8 +253,10 @@ UnitInfo parseUnit(const json &v, const Program &prog,
   checkShardSizes(prog, u, path);
   // Shards and state: in the host buffer with CPU offload.
   int64_t stateBytes = prog.cpuOffload ? prog.hostBytes : prog.persistentBytes;
+  const char *limit = prog.cpuOffload ? "host_bytes" : "persistent_bytes";
   int64_t imageBase = prog.cpuOffload ? prog.persistentBytes : 0;
-  checkExtent(u.offset, u.shardNumel * 4, stateBytes, join(path, "offset"));
+  checkExtent(u.offset, u.shardNumel * 4, stateBytes, join(path, "offset"),
+              limit);
   u.offset += imageBase;
 
   const json &params = getArray(v, path, "params", "objects");
@@ -269,7 +272,8 @@ UnitInfo parseUnit(const json &v, const Program &prog,
     StateInfo s;
     s.name = getString(state[i], sp, "name");
     s.offset = getInt(state[i], sp, "offset");
-    checkExtent(s.offset, u.shardNumel * 4, stateBytes, join(sp, "offset"));
+    checkExtent(s.offset, u.shardNumel * 4, stateBytes, join(sp, "offset"),
+                limit);
     s.offset += imageBase;
     u.state.push_back(s);
   }

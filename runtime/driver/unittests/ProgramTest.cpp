@@ -249,6 +249,39 @@ TEST(Program, ChecksOffsetsAgainstThePersistentBuffer) {
             "program: arena_bytes: 0 ca");
 }
 
+// CPU offload: shards and state are in the host buffer, checked against
+// host_bytes; the runner sees them past the persistent bytes of its image,
+// and locate() sends them back to the host buffer.
+TEST(Program, OffloadedShardsLiveInTheHostBuffer) {
+  json j = test::programJson(test::testProgram(2, 2));
+  int64_t persistent = j["persistent_bytes"];
+  int64_t unitOffset = j["units"][1]["offset"];
+  j["cpu_offload"] = true;
+  j["host_bytes"] = persistent;
+  Program p = parseProgram(j.dump());
+  EXPECT_TRUE(p.cpuOffload);
+  EXPECT_EQ(p.imageBytes(), 2 * persistent);
+  EXPECT_EQ(p.units[1].offset, persistent + unitOffset);
+  BufferRef at = locate(p, {7, 9}, p.units[1].offset);
+  EXPECT_EQ(at.buffer, 9);
+  EXPECT_EQ(at.offset, unitOffset);
+  at = locate(p, {7, 9}, p.lossOffset);
+  EXPECT_EQ(at.buffer, 7);
+  EXPECT_EQ(at.offset, p.lossOffset);
+
+  EXPECT_EQ(errorAfter([](json &k) {
+              k["cpu_offload"] = true;
+              k["host_bytes"] = 64;
+            }),
+            "program: units[0].offset: bytes [0, 156) exceed host_bytes 64");
+  EXPECT_EQ(errorAfter([](json &k) {
+              k["cpu_offload"] = true;
+              k["host_bytes"] = 0;
+            }),
+            "program: host_bytes: a program offloading to the CPU needs a "
+            "positive host buffer, got 0");
+}
+
 TEST(Program, ChecksTheInputs) {
   EXPECT_EQ(errorAfter([](json &j) { j["inputs"][1]["micro_batch"] = 1; }),
             "program: inputs[1].micro_batch: 1 is not in [0, micro_batches 1)");
