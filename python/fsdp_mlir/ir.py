@@ -704,10 +704,13 @@ class Forward:
 
     def attention(self, q: Value, k: Value, v: Value, num_heads: int,
                   num_kv_heads: Optional[int] = None, causal: bool = False,
+                  scale: Optional[float] = None,
                   name: Optional[str] = None) -> Value:
         attrs = (["causal"] if causal else []) + [f"num_heads = {num_heads} : i64"]
         if num_kv_heads is not None and num_kv_heads != num_heads:
             attrs.append(f"num_kv_heads = {num_kv_heads} : i64")
+        if scale is not None:
+            attrs.append(f"scale = {_f64(scale)}")
         return self.op("nn.attention", [q, k, v], [q.type], ", ".join(attrs),
                        names=name)[0]
 

@@ -30,7 +30,7 @@ broadcast as PyTorch; by a scalar: scale or the add of a 0-d constant),
 rsub, neg, relu, silu, gelu (exact or tanh), tanh, sigmoid, exp, log, sqrt,
 rsqrt, abs, pow (scalar exponent), clamp / clamp_min / clamp_max, dropout,
 softmax, view / reshape / flatten / unsqueeze / squeeze, transpose /
-permute / t, expand (nn.broadcast), cat (nn.concat), split, unbind,
+permute / t, expand (nn.broadcast), cat (nn.concat), split, chunk, unbind,
 slice / narrow (step 1), pad / constant_pad_nd (constant mode), to /
 _to_copy (nn.cast on a dtype change), scaled_dot_product_attention (no
 mask, or a constant causal or all-true one; the default scale; grouped k/v
@@ -98,6 +98,15 @@ def _dtype(torch_dtype) -> str:
 
 def _tensor_type(fake) -> TensorType:
     return TensorType(tuple(int(d) for d in fake.shape), _dtype(fake.dtype))
+
+
+def _argument_type(fake) -> TensorType:
+    """A forward's argument: a bool tensor (a mask passed to a submodule)
+    is an f32 mask of 1 and 0, as every run-time mask here."""
+    import torch
+    if fake.dtype == torch.bool:
+        return TensorType(tuple(int(d) for d in fake.shape), "f32")
+    return _tensor_type(fake)
 
 
 def _default_init(owner, param_name: str, shape) -> Init:
@@ -246,7 +255,7 @@ class _Translator:
                 self.spec.failed = True
                 continue
             try:
-                args.append((node.name, _tensor_type(node.meta["val"])))
+                args.append((node.name, _argument_type(node.meta["val"])))
             except UnsupportedModelError as e:
                 self.imp.issue(self.fqn, f"input '{node.name}': {e}", node)
                 self.spec.failed = True
@@ -667,7 +676,8 @@ def _compact(t, c, other: Value, out):
     repeats, as long as broadcasting with `other` still gives `out`."""
     import torch
     shape = _shape(out)
-    c = c.to(out.dtype)
+    # A mask op's bool result is an f32 mask here.
+    c = c.to(torch.float32 if out.dtype == torch.bool else out.dtype)
     rank = len(shape)
     oshape = [1] * (rank - other.type.rank) + list(other.type.shape)
     for d in range(c.dim()):
@@ -852,6 +862,12 @@ def _split(t, node, out, x, size, dim=0):
     return t.f.split(x, sizes, dim)
 
 
+def _chunk(t, node, out, x, chunks, dim=0):
+    """torch.chunk: pieces of ceil(n / chunks), the last one smaller."""
+    n = x.type.shape[dim % x.type.rank]
+    return _split(t, node, out, x, -(-n // chunks), dim)
+
+
 def _split_with_sizes(t, node, out, x, sizes, dim=0):
     return t.f.split(x, list(sizes), dim)
 
@@ -937,6 +953,28 @@ def _index_select(t, node, out, x, dim, index):
     return t.transpose(picked, [perm.index(d) for d in range(rank)])
 
 
+def _index(t, node, out, x, indices):
+    """x[i0, i1, ...] (advanced indexing). With constant indices (HF's
+    attention masks index the padding mask by arange grids) the positions
+    are PyTorch's own indexing of an arange of x's elements, gathered by
+    nn.embedding from x as a column (so the gradient scatters back); one
+    run-time index on dimension 0 is index_select."""
+    import torch
+    x = _float(t, t.v(x), "indexing")
+    given = [i for i in indices if i is not None]
+    if len(given) == 1 and isinstance(indices[0], Value):
+        return _index_select(t, node, out, x, 0, indices[0])
+    if any(isinstance(i, Value) for i in given):
+        raise _Unsupported("indexing by several tensors computed at run time")
+    positions = torch.arange(x.type.numel).reshape(x.type.shape)[
+        tuple(None if i is None else i for i in indices)]
+    if positions.numel() == 0:
+        raise _Unsupported("indexing that selects nothing")
+    column = t.reshape(x, [x.type.numel, 1])
+    picked = t.f.embedding(t.constant(positions.reshape(-1)), column)
+    return t.reshape(picked, _shape(out))
+
+
 def _conv2d(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
             groups=1):
     """A convolution whose stride equals its kernel (ViT's patch embedding)
@@ -999,7 +1037,10 @@ def _to(t, node, out, x, *args, **kwargs):
 
 def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
           is_causal=False, scale=None, enable_gqa=False):
-    """[B, H, T, D] heads → nn.attention on [B, T, H*D] and back."""
+    """[B, H, T, D] heads → nn.attention on [B, T, H*D] and back when the
+    mask is none, all-true or causal; any other mask (a padding mask made
+    from an input at run time, an additive bias) takes PyTorch's math
+    backend: softmax(Q Kᵀ · scale + mask) V."""
     import torch
     q, k, v = t.v(q), t.v(k), t.v(v)
     B, H, T, D = q.type.shape
@@ -1007,42 +1048,97 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
     causal = bool(is_causal)
     if dropout_p:
         raise _Unsupported("scaled_dot_product_attention with dropout")
-    if scale is not None and not math.isclose(scale, 1 / math.sqrt(D),
-                                              rel_tol=1e-9):
-        raise _Unsupported(f"scaled_dot_product_attention with scale "
-                           f"{scale} (only the default 1/sqrt({D}))")
-    if attn_mask is not None:
-        if isinstance(attn_mask, Value):
-            raise _Unsupported("scaled_dot_product_attention with a mask "
-                               "computed at run time")
-        try:
-            m = torch.broadcast_to(attn_mask, (B, H, T, S))
-        except RuntimeError:
-            raise _Unsupported(f"attention mask of shape "
-                               f"{list(attn_mask.shape)}") from None
-        keep = m if m.dtype == torch.bool else m == 0
-        if m.dtype != torch.bool and not bool(
-                ((m == 0) | torch.isneginf(m)).all()):
-            raise _Unsupported("scaled_dot_product_attention with an "
-                               "additive mask that is not 0 / -inf")
-        lower = torch.ones(T, S, dtype=torch.bool).tril()
-        if bool(keep.all()):
-            pass
-        elif T == S and not causal and bool((keep == lower).all()):
-            causal = True
-        else:
-            raise _Unsupported("scaled_dot_product_attention with a mask "
-                               "that is neither causal nor all-true")
+    scale = 1 / math.sqrt(D) if scale is None else float(scale)
+    if isinstance(attn_mask, Value):
+        # A run-time bool tensor is an f32 mask here: ask the graph.
+        arg = node.kwargs.get("attn_mask",
+                              node.args[3] if len(node.args) > 3 else None)
+        is_bool = arg.meta["val"].dtype == torch.bool
+        return _sdpa_math(t, q, k, v, attn_mask, is_bool, causal, scale)
+    if (
+            attn_mask is not None and not _fusable_mask(attn_mask, B, H, T,
+                                                        S, causal)):
+        return _sdpa_math(t, q, k, v, t.constant(attn_mask.to(torch.float32)),
+                          attn_mask.dtype == torch.bool, causal, scale)
+    if attn_mask is not None and not causal and T == S and not bool(
+            _keep_mask(attn_mask, B, H, T, S).all()):
+        causal = True  # a constant lower-triangular mask
 
-    def packed(x, heads):
-        return t.reshape(t.transpose(x, [0, 2, 1, 3]), [B, T, heads * D])
+    def packed(x, heads, length):
+        return t.reshape(t.transpose(x, [0, 2, 1, 3]),
+                         [B, length, heads * D])
 
-    if S != T:
-        raise _Unsupported("attention with keys of another length than the "
-                           "queries")
-    o = t.f.attention(packed(q, H), packed(k, kv_heads), packed(v, kv_heads),
-                      H, num_kv_heads=kv_heads, causal=causal)
+    default = math.isclose(scale, 1 / math.sqrt(D), rel_tol=1e-9)
+    o = t.f.attention(packed(q, H, T), packed(k, kv_heads, S),
+                      packed(v, kv_heads, S), H, num_kv_heads=kv_heads,
+                      causal=causal, scale=None if default else scale)
     return t.transpose(t.reshape(o, [B, T, H, D]), [0, 2, 1, 3])
+
+
+def _keep_mask(mask, B, H, T, S):
+    """A constant mask as booleans [B, H, T, S] (True: attend)."""
+    import torch
+    try:
+        m = torch.broadcast_to(mask, (B, H, T, S))
+    except RuntimeError:
+        raise _Unsupported(f"attention mask of shape "
+                           f"{list(mask.shape)}") from None
+    return m if m.dtype == torch.bool else m == 0
+
+
+def _fusable_mask(mask, B, H, T, S, causal):
+    """Whether a constant mask is all-true, or (without is_causal, T = S)
+    exactly causal: nn.attention's own masks."""
+    import torch
+    if mask.dtype != torch.bool and not bool(
+            ((mask == 0) | torch.isneginf(mask)).all()):
+        return False
+    keep = _keep_mask(mask, B, H, T, S)
+    if bool(keep.all()):
+        return True
+    lower = torch.ones(T, S, dtype=torch.bool).tril()
+    return T == S and not causal and bool((keep == lower).all())
+
+
+def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale):
+    """PyTorch's math SDPA: the [B, H, T, S] scores materialised. A bool
+    mask selects (masked scores are -inf), a float one is added: a padding
+    mask, or a bias whose gradient flows back (T5's relative positions)."""
+    import torch
+    B, H, T, D = q.type.shape
+    kv_heads, S = k.type.shape[1], k.type.shape[2]
+    if kv_heads != H:  # grouped-query: each k/v head serves H / kv heads
+        def repeat(x):
+            x = t.reshape(x, [B, kv_heads, 1, S, D])
+            x = t.f.op("nn.broadcast", [x], [x.type.with_shape(
+                [B, kv_heads, H // kv_heads, S, D])], form="to")[0]
+            return t.reshape(x, [B, H, S, D])
+        k, v = repeat(k), repeat(v)
+    dtype = q.type.dtype
+    scores = t.f.scale(t.f.matmul(q, k, transpose_rhs=True), scale)
+    if causal:
+        lower = torch.ones(T, S, dtype=torch.bool).tril()
+        scores = _select(t, scores, t.constant(lower.to(torch.float32)),
+                         dtype)
+    if is_bool:
+        scores = _select(t, scores, _as_f32(t, mask), dtype)
+    else:
+        scores = t.f.add(scores, mask if mask.type.dtype == dtype
+                         else t.f.cast(mask, dtype))
+    p = t.f.softmax(scores, -1)
+    return t.f.matmul(p, v)
+
+
+def _select(t, scores, keep, dtype):
+    """Scores where `keep` holds, -inf elsewhere (torch.where)."""
+    if dtype != "f32":
+        keep = t.f.cast(keep, dtype)
+    drop = _mask_not(t, keep) if dtype == "f32" else t.f.cast(
+        _mask_not(t, t.f.cast(keep, "f32")), dtype)
+    ninf = _scalar(t, float("-inf"), "f32")
+    if dtype != "f32":
+        ninf = t.f.cast(ninf, dtype)
+    return t.f.add(t.f.keep(scores, keep), t.f.keep(ninf, drop))
 
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -1205,6 +1301,8 @@ _OPS: Dict[str, Callable] = {
     "cat.default": _cat,
     "concat.default": _cat,
     "split.Tensor": _split,
+    "index.Tensor": _index,
+    "chunk.default": _chunk,
     "split_with_sizes.default": _split_with_sizes,
     "unbind.int": _unbind,
     "slice.Tensor": _slice,

@@ -42,15 +42,17 @@ CLASSES = 5  # ViT's labels
 
 
 class LossOf(torch.nn.Module):
-    """A Hugging Face model whose forward(inputs, labels) is its loss."""
+    """A Hugging Face model whose forward(*inputs, labels) is its loss;
+    `inputs` names the model's keywords they feed."""
 
     def __init__(self, model, inputs="input_ids"):
         super().__init__()
         self.m = model
-        self.inputs = inputs
+        self.inputs = (inputs,) if isinstance(inputs, str) else inputs
 
-    def forward(self, x, labels):
-        return self.m(**{self.inputs: x}, labels=labels).loss
+    def forward(self, *args):
+        named = dict(zip(self.inputs, args[:-1]))
+        return self.m(**named, labels=args[-1]).loss
 
 
 def gpt2():
@@ -106,6 +108,17 @@ def masked_lm_data(rng):
     return [ids, np.where(chosen, ids, -100).astype(np.int64)]
 
 
+def padded_masked_lm_data(rng):
+    """masked_lm_data with each row padded after a random length (8 to
+    SEQ tokens): the attention_mask marks the padding, which no query
+    attends to and no label targets."""
+    ids, labels = masked_lm_data(rng)
+    lengths = rng.integers(8, SEQ + 1, NUM_SAMPLES)
+    mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int64)
+    ids = np.where(mask == 1, ids, 0)
+    return [ids, mask, np.where(mask == 1, labels, -100)]
+
+
 def key_bias_noise(key, shape):
     """An attention key bias has a zero gradient in exact arithmetic
     (softmax is shift-invariant per query)."""
@@ -121,6 +134,10 @@ MODELS = {
     "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
                   "LlamaDecoderLayer", None, "input_ids"),
     "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
+    # attention_mask given at run time: padding masked in every layer's
+    # attention (PyTorch's math SDPA with the additive mask).
+    "bert-padded": (bert, padded_masked_lm_data, "BertLayer", key_bias_noise,
+                    ("input_ids", "attention_mask")),
     # The patch embedding is a conv2d whose stride is its kernel: imported
     # as patches + linear; the class token is a select.
     "vit": (vit, image_data, "ViTLayer", key_bias_noise, "pixel_values"),
@@ -130,6 +147,7 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("llama", 1, "adamw"), ("llama", 2, "adamw"),
          ("llama-gqa", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
+         ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),
          ("vit", 1, "adamw"), ("vit", 2, "adamw")]
 
 

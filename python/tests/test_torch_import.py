@@ -131,8 +131,56 @@ def masked_case(rng):
     return Masked(), [x, y], {}
 
 
+class Attended(torch.nn.Module):
+    """scaled_dot_product_attention with masks nn.attention cannot take,
+    so imported as PyTorch's math backend: a padding mask built at run time
+    from the data (bool), a learned additive bias (T5's relative-position
+    bias: its gradient flows back), grouped k/v heads, and a cross-attention
+    over another sequence of another length with a non-default scale."""
+
+    H, KV, T, S, D = 4, 2, 6, 3, 4
+
+    def __init__(self):
+        super().__init__()
+        h, kv, d = self.H, self.KV, self.D
+        self.q = torch.nn.Linear(8, h * d)
+        self.kv = torch.nn.Linear(8, 2 * kv * d)
+        self.mem = torch.nn.Linear(8, 2 * h * d)
+        self.bias = torch.nn.Parameter(0.5 * torch.randn(1, h, self.T, self.T))
+        self.out = torch.nn.Linear(h * d, 8)
+
+    def heads(self, x, n):
+        return x.view(x.shape[0], x.shape[1], n, self.D).transpose(1, 2)
+
+    def forward(self, x, keep, memory, y):
+        F = torch.nn.functional
+        q = self.heads(self.q(x), self.H)
+        k, v = (self.heads(a, self.KV) for a in self.kv(x).chunk(2, -1))
+        pad = (keep > 0.5)[:, None, None, :]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=pad,
+                                           enable_gqa=True)
+        a = a + F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias,
+                                               enable_gqa=True)
+        mk, mv = (self.heads(m, self.H) for m in self.mem(memory).chunk(2, -1))
+        a = a + F.scaled_dot_product_attention(q, mk, mv, scale=0.3)
+        o = self.out(a.transpose(1, 2).reshape(x.shape[0], self.T, -1))
+        return F.mse_loss(o, y)
+
+
+def attended_case(rng):
+    n, t = NUM_SAMPLES, Attended.T
+    x = rng.standard_normal((n, t, 8)).astype(np.float32)
+    keep = np.ones((n, t), np.float32)
+    for i in range(n):  # padding at the end, never the whole row
+        keep[i, rng.integers(2, t + 1):] = 0
+    memory = rng.standard_normal((n, Attended.S, 8)).astype(np.float32)
+    y = rng.standard_normal((n, t, 8)).astype(np.float32)
+    return Attended(), [x, keep, memory, y], {}
+
+
 CASES = {"gpt": gpt_case, "mlp": mlp_case, "elementwise": elementwise_case,
-         "lookup": lookup_case, "masked": masked_case}
+         "lookup": lookup_case, "masked": masked_case,
+         "attended": attended_case}
 
 
 def torch_losses(module, data, ranks, optimizer):
