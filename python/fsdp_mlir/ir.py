@@ -398,6 +398,16 @@ class Forward:
                          f" : {value.type}")
 
     def call(self, m: Module, *args: Value, name: Optional[str] = None) -> Value:
+        """fsdp.call of a forward returning one value."""
+        if m.fwd is not None and m.fwd.results is not None and \
+                len(m.fwd.results) != 1:
+            raise ValueError(f"module {m.name!r} returns "
+                             f"{len(m.fwd.results)} values: call_results")
+        return self.call_results(m, *args, names=name)[0]
+
+    def call_results(self, m: Module, *args: Value,
+                     names=None) -> List[Value]:
+        """fsdp.call of a forward, all its results."""
         if m.fwd is None or m.fwd.results is None:
             raise ValueError(f"module {m.name!r} has no finished forward")
         want = [a.type for a in m.fwd.args]
@@ -405,14 +415,14 @@ class Forward:
             raise ValueError(f"call of {m.name!r}: argument types "
                              f"{[str(a.type) for a in args]} != "
                              f"{[str(t) for t in want]}")
-        if len(m.fwd.results) != 1:
-            raise ValueError("calls of multi-result forwards are not supported")
         ref = "::".join(symbol(n) for n in m.path_from(self.owner))
         ins = ", ".join(str(a.type) for a in args)
-        res = m.fwd.results[0]
+        res = list(m.fwd.results)
+        outs = str(res[0]) if len(res) == 1 else \
+            "(" + ", ".join(map(str, res)) + ")"
         text = (f"fsdp.call {ref}({', '.join(a.name for a in args)}) : "
-                f"({ins}) -> {res}")
-        return self._emit(text, [res], name)[0]
+                f"({ins}) -> {outs}")
+        return self._emit(text, res, names)
 
     def arange(self, n: int, dtype: str = "i64",
                name: Optional[str] = None) -> Value:

@@ -212,13 +212,12 @@ _NOOPS = {"_assert_tensor_metadata.default", "_assert_async.msg",
 class _CallSpec:
     """How a submodule was translated for its call sites: which of its
     inputs are constants (bound in its forward) and where its outputs come
-    from: ("result",) its forward's result, ("arg", i) the call's i-th
+    from: ("result", k) its forward's k-th result, ("arg", i) the call's i-th
     argument, ("const", value) a constant."""
     bound: Dict[int, object]
     runtime: List[int]
     extras: List[str]
     outputs: object = None
-    multiple: bool = False
     failed: bool = False
     poisoned: Tuple[int, ...] = ()  # inputs an unsupported op computes
 
@@ -322,7 +321,7 @@ class _Translator:
             if isinstance(v, Value) and id(v) in self.runtime_args:
                 template.append(("arg", self.runtime_args[id(v)]))
             elif isinstance(v, Value):
-                template.append(("result",))
+                template.append(("result", len(results)))
                 results.append(v)
             elif _has_runtime(v):
                 raise _Unsupported("a module output nesting computed values")
@@ -332,11 +331,6 @@ class _Translator:
         if self.fqn == "":
             self.f.ret(*results)
             return
-        if len(results) > 1:
-            self.spec.multiple = True
-            raise _Unsupported(
-                f"returns {len(results)} computed values; calls of "
-                "multi-result forwards are not supported")
         if results:
             self.f.ret(*results)
         else:  # nothing computed at run time: the module is not called
@@ -438,20 +432,20 @@ class _Translator:
                 args.append(_POISON)
                 poisoned = True
         spec = self.imp.call(fqn, args, node)
-        if poisoned or spec.failed or spec.multiple or spec.outputs is None:
+        if poisoned or spec.failed or spec.outputs is None:
             raise _Poisoned()  # their own issues say why
         callee = self.imp.modules[fqn]
-        result = None
+        results = []
         if callee.fwd is not None:
             if callee.fwd.results is None:
                 raise _Poisoned()
             ins = [args[i] for i in spec.runtime] + [
                 self.state_value(n) for n in spec.extras]
-            result = self.f.call(callee, *ins)
+            results = self.f.call_results(callee, *ins)
 
         def output(entry):
             if entry[0] == "result":
-                return result
+                return results[entry[1]]
             if entry[0] == "arg":
                 return args[entry[1]]
             return entry[1]

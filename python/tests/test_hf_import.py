@@ -79,6 +79,15 @@ def bert():
         attention_probs_dropout_prob=0, attn_implementation="sdpa"))
 
 
+def t5():
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+        num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
+        relative_attention_max_distance=SEQ, dropout_rate=0.0,
+        feed_forward_proj="relu", use_cache=False, pad_token_id=0,
+        decoder_start_token_id=0))
+
+
 def vit():
     return transformers.ViTForImageClassification(transformers.ViTConfig(
         image_size=16, patch_size=4, num_channels=3, hidden_size=32,
@@ -119,6 +128,17 @@ def padded_masked_lm_data(rng):
     return [ids, mask, np.where(mask == 1, labels, -100)]
 
 
+def seq2seq_data(rng):
+    """Source ids, the decoder's inputs (the labels shifted right after
+    decoder_start_token_id 0, as T5's _shift_right makes them) and labels
+    of half the source's length."""
+    ids = rng.integers(1, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
+    labels = rng.integers(1, VOCAB, (NUM_SAMPLES, SEQ // 2), np.int64)
+    decoder = np.concatenate(
+        [np.zeros((NUM_SAMPLES, 1), np.int64), labels[:, :-1]], axis=1)
+    return [ids, decoder, labels]
+
+
 def key_bias_noise(key, shape):
     """An attention key bias has a zero gradient in exact arithmetic
     (softmax is shift-invariant per query)."""
@@ -138,6 +158,12 @@ MODELS = {
     # attention (PyTorch's math SDPA with the additive mask).
     "bert-padded": (bert, padded_masked_lm_data, "BertLayer", key_bias_noise,
                     ("input_ids", "attention_mask")),
+    # Encoder-decoder: each block's attention adds the relative-position
+    # bias (a learned table, gathered by constant bucket ids) to its scores
+    # without scaling; the first block returns it to the others beside its
+    # output (a module with two results).
+    "t5": (t5, seq2seq_data, "T5Block", None,
+           ("input_ids", "decoder_input_ids")),
     # The patch embedding is a conv2d whose stride is its kernel: imported
     # as patches + linear; the class token is a select.
     "vit": (vit, image_data, "ViTLayer", key_bias_noise, "pixel_values"),
@@ -148,6 +174,7 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("llama-gqa", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
          ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),
+         ("t5", 1, "adamw"), ("t5", 2, "adamw"), ("t5", 2, "sgd"),
          ("vit", 1, "adamw"), ("vit", 2, "adamw")]
 
 
