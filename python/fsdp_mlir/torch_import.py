@@ -1112,10 +1112,10 @@ def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale):
     scores = t.f.scale(t.f.matmul(q, k, transpose_rhs=True), scale)
     if causal:
         lower = torch.ones(T, S, dtype=torch.bool).tril()
-        scores = _select(t, scores, t.constant(lower.to(torch.float32)),
+        scores = _masked_scores(t, scores, t.constant(lower.to(torch.float32)),
                          dtype)
     if is_bool:
-        scores = _select(t, scores, _as_f32(t, mask), dtype)
+        scores = _masked_scores(t, scores, _as_f32(t, mask), dtype)
     else:
         scores = t.f.add(scores, mask if mask.type.dtype == dtype
                          else t.f.cast(mask, dtype))
@@ -1123,7 +1123,7 @@ def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale):
     return t.f.matmul(p, v)
 
 
-def _select(t, scores, keep, dtype):
+def _masked_scores(t, scores, keep, dtype):
     """Scores where `keep` holds, -inf elsewhere (torch.where)."""
     if dtype != "f32":
         keep = t.f.cast(keep, dtype)
