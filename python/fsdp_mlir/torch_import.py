@@ -22,25 +22,29 @@ bound in its forward instead of as arguments; one whose outputs are all
 constants (a rotary embedding) or its own inputs (a dropout with p = 0, the
 residual an RMSNorm hands back) is not called at all. Boolean constants
 never reach IR: an SDPA mask equal to the causal lower-triangular one
-becomes `nn.attention {causal}`, an all-true one no mask.
+becomes `nn.attention {causal}`, an all-true one no mask; run-time bool
+tensors are f32 masks of 1 and 0.
 
 ATen ops map onto `nn` ops: linear, addmm (GPT-2's Conv1D: x·W + b),
 mm / bmm / matmul, layer_norm, embedding, add / sub / mul / div (tensors
 broadcast as PyTorch; by a scalar: scale or the add of a 0-d constant),
 rsub, neg, relu, silu, gelu (exact or tanh), tanh, sigmoid, exp, log, sqrt,
-rsqrt, abs, pow (scalar exponent), clamp / clamp_min / clamp_max, dropout,
+rsqrt, abs, pow (scalar exponent), square, clamp / clamp_min / clamp_max,
+dropout, the comparisons, where / masked_fill, logical ops of masks,
 softmax, view / reshape / flatten / unsqueeze / squeeze, transpose /
 permute / t, expand (nn.broadcast), cat (nn.concat), split, chunk, unbind,
 slice / narrow (step 1), pad / constant_pad_nd (constant mode), to /
-_to_copy (nn.cast on a dtype change), scaled_dot_product_attention (no
-mask, or a constant causal or all-true one; the default scale; grouped k/v
-heads) → the fused nn.attention between the [B, H, T, D] ↔ [B, T, H·D]
-reshapes, sum / mean,
+_to_copy (nn.cast on a dtype change), index_select, index and gather by
+constant indices (nn.embedding of the selected elements),
+scaled_dot_product_attention (no mask, or a constant causal or all-true
+one; grouped k/v heads; any scale; keys of another length) → the fused
+nn.attention between the [B, H, T, D] ↔ [B, T, H·D] reshapes, and with
+any other mask or dropout PyTorch's math backend (matmul, mask, softmax,
+dropout, matmul), sum / mean,
 cross_entropy (mean, sum or none; ignore_index; no class weights or label
 smoothing) and mse_loss; clone, contiguous, alias, _assert_tensor_metadata
 are no-ops. Anything else — an op on run-time values the table does not
-handle, a keyword it does not handle, a submodule returning several
-computed values — is collected over the whole model and reported once,
+handle, a keyword it does not handle — is collected over the whole model and reported once,
 each with its module path and the user's source line
 (UnsupportedModelError); torch.export's own refusals (data-dependent
 control flow, dynamic shapes) are reported as such.
@@ -953,20 +957,38 @@ def _index(t, node, out, x, indices):
     are PyTorch's own indexing of an arange of x's elements, gathered by
     nn.embedding from x as a column (so the gradient scatters back); one
     run-time index on dimension 0 is index_select."""
-    import torch
     x = _float(t, t.v(x), "indexing")
     given = [i for i in indices if i is not None]
     if len(given) == 1 and isinstance(indices[0], Value):
         return _index_select(t, node, out, x, 0, indices[0])
     if any(isinstance(i, Value) for i in given):
         raise _Unsupported("indexing by several tensors computed at run time")
-    positions = torch.arange(x.type.numel).reshape(x.type.shape)[
-        tuple(None if i is None else i for i in indices)]
+    return _take(t, x, _elements(x)[tuple(indices)], out)
+
+
+def _elements(x: Value):
+    """x's flat element positions, in x's shape."""
+    import torch
+    return torch.arange(x.type.numel).reshape(x.type.shape)
+
+
+def _take(t, x: Value, positions, out):
+    """The elements of x at constant flat positions (out's shape), by
+    nn.embedding from x as a column: the gradient scatters back."""
     if positions.numel() == 0:
         raise _Unsupported("indexing that selects nothing")
     column = t.reshape(x, [x.type.numel, 1])
     picked = t.f.embedding(t.constant(positions.reshape(-1)), column)
     return t.reshape(picked, _shape(out))
+
+
+def _gather(t, node, out, x, dim, index, sparse_grad=False):
+    """torch.gather by a constant index: positions from PyTorch's own
+    gather of an arange of x's elements, as for indexing."""
+    x = _float(t, t.v(x), "gather")
+    if isinstance(index, Value):
+        raise _Unsupported("gather by an index computed at run time")
+    return _take(t, x, _elements(x).gather(dim, index), out)
 
 
 def _conv2d(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
@@ -1040,20 +1062,22 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
     B, H, T, D = q.type.shape
     kv_heads, S = k.type.shape[1], k.type.shape[2]
     causal = bool(is_causal)
-    if dropout_p:
-        raise _Unsupported("scaled_dot_product_attention with dropout")
+    dropout_p = float(dropout_p)
     scale = 1 / math.sqrt(D) if scale is None else float(scale)
     if isinstance(attn_mask, Value):
         # A run-time bool tensor is an f32 mask here: ask the graph.
         arg = node.kwargs.get("attn_mask",
                               node.args[3] if len(node.args) > 3 else None)
         is_bool = arg.meta["val"].dtype == torch.bool
-        return _sdpa_math(t, q, k, v, attn_mask, is_bool, causal, scale)
-    if (
-            attn_mask is not None and not _fusable_mask(attn_mask, B, H, T,
-                                                        S, causal)):
-        return _sdpa_math(t, q, k, v, t.constant(attn_mask.to(torch.float32)),
-                          attn_mask.dtype == torch.bool, causal, scale)
+        return _sdpa_math(t, q, k, v, attn_mask, is_bool, causal, scale,
+                          dropout_p)
+    if dropout_p or (attn_mask is not None and
+                     not _fusable_mask(attn_mask, B, H, T, S, causal)):
+        mask = None if attn_mask is None else t.constant(
+            attn_mask.to(torch.float32))
+        is_bool = attn_mask is not None and attn_mask.dtype == torch.bool
+        return _sdpa_math(t, q, k, v, mask, is_bool, causal, scale,
+                          dropout_p)
     if attn_mask is not None and not causal and T == S and not bool(
             _keep_mask(attn_mask, B, H, T, S).all()):
         causal = True  # a constant lower-triangular mask
@@ -1094,10 +1118,12 @@ def _fusable_mask(mask, B, H, T, S, causal):
     return T == S and not causal and bool((keep == lower).all())
 
 
-def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale):
+def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale, dropout_p):
     """PyTorch's math SDPA: the [B, H, T, S] scores materialised. A bool
     mask selects (masked scores are -inf), a float one is added: a padding
-    mask, or a bias whose gradient flows back (T5's relative positions)."""
+    mask, or a bias whose gradient flows back (T5's relative positions).
+    Dropout applies to the probabilities, as PyTorch's does (its masks are
+    our Philox ones, not torch's)."""
     import torch
     B, H, T, D = q.type.shape
     kv_heads, S = k.type.shape[1], k.type.shape[2]
@@ -1114,12 +1140,12 @@ def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale):
         lower = torch.ones(T, S, dtype=torch.bool).tril()
         scores = _masked_scores(t, scores, t.constant(lower.to(torch.float32)),
                          dtype)
-    if is_bool:
+    if mask is not None and is_bool:
         scores = _masked_scores(t, scores, _as_f32(t, mask), dtype)
-    else:
+    elif mask is not None:
         scores = t.f.add(scores, mask if mask.type.dtype == dtype
                          else t.f.cast(mask, dtype))
-    p = t.f.softmax(scores, -1)
+    p = t.f.dropout(t.f.softmax(scores, -1), dropout_p)
     return t.f.matmul(p, v)
 
 
@@ -1274,6 +1300,7 @@ _OPS: Dict[str, Callable] = {
     "rsqrt.default": _unary("rsqrt"),
     "abs.default": _unary("abs"),
     "pow.Tensor_Scalar": _pow,
+    "square.default": lambda t, node, out, x: _pow(t, node, out, x, 2),
     "clamp.default": _clamp,
     "clamp_min.default": _clamp_min,
     "clamp_max.default": _clamp_max,
@@ -1296,6 +1323,7 @@ _OPS: Dict[str, Callable] = {
     "concat.default": _cat,
     "split.Tensor": _split,
     "index.Tensor": _index,
+    "gather.default": _gather,
     "chunk.default": _chunk,
     "split_with_sizes.default": _split_with_sizes,
     "unbind.int": _unbind,

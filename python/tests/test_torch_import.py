@@ -11,6 +11,7 @@ Run: PYTHONPATH=python:python/tests python3 -m pytest -q python/tests/test_torch
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -81,7 +82,8 @@ class Lookup(torch.nn.Module):
     """index_select of a parameter's rows by the input's ids (with repeats:
     the backward adds the repeated rows' gradients), of an activation's rows
     in reverse (a constant index), of a parameter's columns (with a repeat)
-    and of an activation's last dimension."""
+    and of an activation's last dimension; gather and advanced indexing by
+    constant indices (repeats too)."""
 
     def __init__(self):
         super().__init__()
@@ -95,8 +97,11 @@ class Lookup(torch.nn.Module):
         h = h.index_select(0, torch.arange(h.shape[0] - 1, -1, -1))
         mix = self.mix.index_select(1, torch.tensor([6, 0, 3, 3]))
         h = h[:, :4] @ mix
+        h = h + h.gather(1, torch.tensor([[3, 0, 0, 2]] * h.shape[0]))
+        picked = self.mix[torch.tensor([[0], [3]]), torch.tensor([1, 1, 5])]
         return torch.nn.functional.mse_loss(
-            h.index_select(-1, torch.tensor([3, 1, 0, 2])), y)
+            h.index_select(-1, torch.tensor([3, 1, 0, 2])), y) + \
+            picked.square().mean()
 
 
 def lookup_case(rng):
@@ -129,6 +134,21 @@ def masked_case(rng):
     x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
     y = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
     return Masked(), [x, y], {}
+
+
+def test_attention_dropout_applies_to_the_probabilities():
+    """SDPA's dropout_p takes the math path: nn.dropout between the softmax
+    and the product with V (our Philox masks, PyTorch's semantics)."""
+    class Dropped(torch.nn.Module):
+        def forward(self, q):
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, q, q, dropout_p=0.25).sum()
+    text = from_torch(Dropped(), [torch.zeros(2, 2, 4, 8)]).text()
+    softmax = re.search(r"(%\S+) = nn\.softmax ", text).group(1)
+    dropped = re.search(r"(%\S+) = nn\.dropout " + softmax +
+                        r" \{p = 0\.25", text)
+    assert dropped, text
+    assert re.search(r"nn\.matmul " + dropped.group(1) + ", ", text), text
 
 
 class Attended(torch.nn.Module):
