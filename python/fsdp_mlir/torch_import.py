@@ -1301,6 +1301,11 @@ _OPS: Dict[str, Callable] = {
     "abs.default": _unary("abs"),
     "pow.Tensor_Scalar": _pow,
     "square.default": lambda t, node, out, x: _pow(t, node, out, x, 2),
+    # As exp(x) - 1 and log(1 + x): a few ulps off torch's near 0.
+    "expm1.default": lambda t, node, out, x: t.f.add(
+        t.f.exp(_float(t, x, "expm1")), _scalar(t, -1.0, x.type.dtype)),
+    "log1p.default": lambda t, node, out, x: t.f.log(
+        t.f.add(_float(t, x, "log1p"), _scalar(t, 1.0, x.type.dtype))),
     "clamp.default": _clamp,
     "clamp_min.default": _clamp_min,
     "clamp_max.default": _clamp_max,
@@ -1359,6 +1364,31 @@ _OPS: Dict[str, Callable] = {
 }
 
 
+def _decompose_unhandled(exported):
+    """The program with every op the table does not handle but PyTorch's
+    decompositions break down into ATen ops (glu, hardswish, and the
+    activations below) decomposed; the ops the table maps themselves
+    (linear, SDPA, layer_norm: fused nn ops) stay whole."""
+    import torch
+    from torch._decomp import core_aten_decompositions, get_decompositions
+    aten = torch.ops.aten
+
+    def name(op):
+        return f"{op._schema.name.split('::')[-1]}.{op._overloadname}"
+    used = {node.target for node in exported.graph.nodes
+            if node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)}
+    decompositions = core_aten_decompositions()
+    decompositions.update(get_decompositions([
+        aten.leaky_relu, aten.hardtanh, aten.elu, aten.softplus,
+        aten.hardsigmoid, aten.mish]))
+    table = {op: fn for op, fn in decompositions.items()
+             if isinstance(op, torch._ops.OpOverload) and name(op) not in _OPS}
+    if not any(op in table for op in used):
+        return exported
+    return exported.run_decompositions(table)
+
+
 def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None
                ) -> Model:
     """The `fsdp.model` of `module` called on `example_inputs` (one rank's
@@ -1366,7 +1396,8 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None
     listing every construct it cannot translate."""
     import torch
     try:
-        exported = torch.export.export(module, tuple(example_inputs))
+        exported = _decompose_unhandled(
+            torch.export.export(module, tuple(example_inputs)))
         unflat = torch.export.unflatten(exported)
     except Exception as e:  # torch.export's refusal, said as such
         kind = type(e).__name__

@@ -136,6 +136,31 @@ def masked_case(rng):
     return Masked(), [x, y], {}
 
 
+class Activations(torch.nn.Module):
+    """Ops the table does not map, imported through PyTorch's own
+    decompositions (glu, hardswish, mish, leaky_relu, hardtanh, elu,
+    softplus, hardsigmoid) into ops it does."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.out = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        F = torch.nn.functional
+        h = F.glu(self.fc(x), -1)
+        h = (F.hardswish(h) + F.mish(h) + F.leaky_relu(h, 0.1)
+             + F.hardtanh(h, -0.5, 0.5) + F.elu(h) + F.softplus(h)
+             + F.hardsigmoid(h))
+        return F.mse_loss(self.out(h), y)
+
+
+def activations_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return Activations(), [x, y], {}
+
+
 def test_attention_dropout_applies_to_the_probabilities():
     """SDPA's dropout_p takes the math path: nn.dropout between the softmax
     and the product with V (our Philox masks, PyTorch's semantics)."""
@@ -200,7 +225,7 @@ def attended_case(rng):
 
 CASES = {"gpt": gpt_case, "mlp": mlp_case, "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
-         "attended": attended_case}
+         "attended": attended_case, "activations": activations_case}
 
 
 def torch_losses(module, data, ranks, optimizer):
