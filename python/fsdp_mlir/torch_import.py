@@ -43,8 +43,10 @@ any other mask or dropout PyTorch's math backend (matmul, mask, softmax,
 dropout, matmul), sum / mean,
 cross_entropy (mean, sum or none; ignore_index; no class weights or label
 smoothing) and mse_loss; clone, contiguous, alias, _assert_tensor_metadata
-are no-ops. Anything else — an op on run-time values the table does not
-handle, a keyword it does not handle — is collected over the whole model and reported once,
+are no-ops. Ops the table does not handle but PyTorch decomposes into
+ops it does are decomposed first (_decompose_unhandled). Anything else —
+an op on run-time values the table does not handle, a keyword it does not
+handle — is collected over the whole model and reported once,
 each with its module path and the user's source line
 (UnsupportedModelError); torch.export's own refusals (data-dependent
 control flow, dynamic shapes) are reported as such.
