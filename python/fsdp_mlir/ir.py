@@ -714,15 +714,21 @@ class Forward:
 
     def attention(self, q: Value, k: Value, v: Value, num_heads: int,
                   num_kv_heads: Optional[int] = None, causal: bool = False,
-                  scale: Optional[float] = None,
+                  scale: Optional[float] = None, bias: Optional[Value] = None,
                   name: Optional[str] = None) -> Value:
+        """`bias` [1 or B, 1 or H, Tq, Tk] is added to the scaled scores."""
         attrs = (["causal"] if causal else []) + [f"num_heads = {num_heads} : i64"]
         if num_kv_heads is not None and num_kv_heads != num_heads:
             attrs.append(f"num_kv_heads = {num_kv_heads} : i64")
         if scale is not None:
             attrs.append(f"scale = {_f64(scale)}")
-        return self.op("nn.attention", [q, k, v], [q.type], ", ".join(attrs),
-                       names=name)[0]
+        if bias is None:
+            return self.op("nn.attention", [q, k, v], [q.type],
+                           ", ".join(attrs), names=name)[0]
+        ins = ", ".join(str(x.type) for x in (q, k, v, bias))
+        text = (f"nn.attention {q.name}, {k.name}, {v.name} bias {bias.name} "
+                f"{{{', '.join(attrs)}}} : ({ins}) -> {q.type}")
+        return self._emit(text, [q.type], name)[0]
 
     def rope(self, x: Value, num_heads: int, theta: float = 10000.0,
              name: Optional[str] = None) -> Value:

@@ -36,10 +36,10 @@ permute / t, expand (nn.broadcast), cat (nn.concat), split, chunk, unbind,
 slice / narrow (step 1), pad / constant_pad_nd (constant mode), to /
 _to_copy (nn.cast on a dtype change), index_select, index and gather by
 constant indices (nn.embedding of the selected elements),
-scaled_dot_product_attention (no mask, or a constant causal or all-true
-one; grouped k/v heads; any scale; keys of another length) → the fused
-nn.attention between the [B, H, T, D] ↔ [B, T, H·D] reshapes, and with
-any other mask or dropout PyTorch's math backend (matmul, mask, softmax,
+scaled_dot_product_attention (grouped k/v heads; any scale; keys of
+another length) → the fused nn.attention between the [B, H, T, D] ↔
+[B, T, H·D] reshapes, a mask other than all-true or causal as its additive
+bias, and with dropout PyTorch's math backend (matmul, mask, softmax,
 dropout, matmul), sum / mean,
 cross_entropy (mean, sum or none; ignore_index; no class weights or label
 smoothing) and mse_loss; clone, contiguous, alias, _assert_tensor_metadata
@@ -1055,10 +1055,9 @@ def _to(t, node, out, x, *args, **kwargs):
 
 def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
           is_causal=False, scale=None, enable_gqa=False):
-    """[B, H, T, D] heads → nn.attention on [B, T, H*D] and back when the
-    mask is none, all-true or causal; any other mask (a padding mask made
-    from an input at run time, an additive bias) takes PyTorch's math
-    backend: softmax(Q Kᵀ · scale + mask) V."""
+    """[B, H, T, D] heads → nn.attention on [B, T, H*D] and back. A mask
+    other than all-true or causal becomes its additive bias (a bool one:
+    −inf where it is false); dropout takes PyTorch's math backend."""
     import torch
     q, k, v = t.v(q), t.v(k), t.v(v)
     B, H, T, D = q.type.shape
@@ -1066,23 +1065,28 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
     causal = bool(is_causal)
     dropout_p = float(dropout_p)
     scale = 1 / math.sqrt(D) if scale is None else float(scale)
+    is_bool = False
     if isinstance(attn_mask, Value):
         # A run-time bool tensor is an f32 mask here: ask the graph.
         arg = node.kwargs.get("attn_mask",
                               node.args[3] if len(node.args) > 3 else None)
         is_bool = arg.meta["val"].dtype == torch.bool
+    elif attn_mask is not None:
+        if _fusable_mask(attn_mask, B, H, T, S, causal):
+            if not causal and T == S and not bool(
+                    _keep_mask(attn_mask, B, H, T, S).all()):
+                causal = True  # a constant lower-triangular mask
+            attn_mask = None
+        elif attn_mask.dtype == torch.bool:  # its bias, folded
+            attn_mask = t.constant(torch.zeros(attn_mask.shape).masked_fill(
+                ~attn_mask, float("-inf")))
+        else:
+            attn_mask = t.constant(attn_mask.to(torch.float32))
+    if dropout_p:
         return _sdpa_math(t, q, k, v, attn_mask, is_bool, causal, scale,
                           dropout_p)
-    if dropout_p or (attn_mask is not None and
-                     not _fusable_mask(attn_mask, B, H, T, S, causal)):
-        mask = None if attn_mask is None else t.constant(
-            attn_mask.to(torch.float32))
-        is_bool = attn_mask is not None and attn_mask.dtype == torch.bool
-        return _sdpa_math(t, q, k, v, mask, is_bool, causal, scale,
-                          dropout_p)
-    if attn_mask is not None and not causal and T == S and not bool(
-            _keep_mask(attn_mask, B, H, T, S).all()):
-        causal = True  # a constant lower-triangular mask
+    bias = None if attn_mask is None else _attention_bias(
+        t, attn_mask, is_bool, [B, H, T, S], q.type.dtype)
 
     def packed(x, heads, length):
         return t.reshape(t.transpose(x, [0, 2, 1, 3]),
@@ -1091,8 +1095,25 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
     default = math.isclose(scale, 1 / math.sqrt(D), rel_tol=1e-9)
     o = t.f.attention(packed(q, H, T), packed(k, kv_heads, S),
                       packed(v, kv_heads, S), H, num_kv_heads=kv_heads,
-                      causal=causal, scale=None if default else scale)
+                      causal=causal, scale=None if default else scale,
+                      bias=bias)
     return t.transpose(t.reshape(o, [B, T, H, D]), [0, 2, 1, 3])
+
+
+def _attention_bias(t, mask: Value, is_bool: bool, full, dtype) -> Value:
+    """An SDPA mask as nn.attention's additive bias [1 or B, 1 or H, T, S]:
+    a bool mask is 0 where true, −inf where false; a float one as it is."""
+    if is_bool:
+        mask = t.f.keep(_scalar(t, float("-inf"), "f32"), _mask_not(t, mask))
+    shape = [1] * (4 - mask.type.rank) + list(mask.type.shape)
+    mask = t.reshape(mask, shape)
+    if any(shape[d] not in (1, full[d]) for d in (0, 1)):
+        raise _Unsupported(f"attention mask of shape {shape}")
+    want = shape[:2] + full[2:]
+    if shape != want:
+        mask = t.f.op("nn.broadcast", [mask], [mask.type.with_shape(want)],
+                      form="to")[0]
+    return mask if mask.type.dtype == dtype else t.f.cast(mask, dtype)
 
 
 def _keep_mask(mask, B, H, T, S):

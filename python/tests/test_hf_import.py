@@ -291,14 +291,18 @@ class MaskedAttention(torch.nn.Module):
 
 def test_attention_masks():
     """A constant causal mask (a non-persistent buffer) is nn.attention
-    {causal}; any other (here a band) takes PyTorch's math SDPA: scores,
-    the masked ones -inf, a softmax (test_torch_import.Attended trains
-    such masks against torch)."""
+    {causal}; any other (here a band) is its additive bias, folded into a
+    constant: 0 where attended, -inf elsewhere (test_torch_import.Attended
+    trains run-time masks and biases against torch)."""
     causal = torch.ones(8, 8, dtype=torch.bool).tril()
     text = from_torch(MaskedAttention(causal), [torch.zeros(2, 8, 16)]).text()
     assert "{causal, num_heads = 2 : i64}" in text
     banded = causal & ~torch.ones(8, 8, dtype=torch.bool).tril(-3)
     text = from_torch(MaskedAttention(banded), [torch.zeros(2, 8, 16)]).text()
-    assert "nn.attention" not in text
-    assert len(re.findall(r"= nn\.keep ", text)) == 2, text
-    assert "nn.softmax" in text
+    bias = re.search(r"nn\.attention %\S+, %\S+, %\S+ bias (%\S+) "
+                     r"\{num_heads = 2 : i64\} : .*tensor<1x1x8x8xf32>\)", text)
+    assert bias, text
+    assert re.search(re.escape(bias.group(1)) +
+                     r" = nn\.reshape %\S+ : tensor<8x8xf32>", text), text
+    assert 'arith.constant dense<"0x00000000000080FF' in text  # 0, -inf
+    assert "nn.softmax" not in text and "nn.keep" not in text

@@ -1,7 +1,8 @@
 //===- Attention.cpp - scaled dot-product attention with GQA --------------===//
 //
-// Per (batch, head): S = scale * Q K^T, causal mask, row softmax, O = P V,
-// all GEMMs through OpenBLAS on strided head slices (no packing copies).
+// Per (batch, head): S = scale * Q K^T + bias, causal mask, row softmax,
+// O = P V, all GEMMs through OpenBLAS on strided head slices (no packing
+// copies).
 // Query head h reads key/value head h / (H / Hkv), as PyTorch's
 // enable_gqa / repeat_interleave. The backward recomputes P rather than
 // storing [B, H, Tq, Tk] probabilities.
@@ -22,24 +23,28 @@ namespace cpu {
 
 namespace {
 struct HeadView {
-  int64_t qOff, kvOff, qLd, kvLd;
+  int64_t qOff, kvOff, qLd, kvLd, b, h;
 };
 
 HeadView headView(const AttentionDims &d, int64_t bh) {
   int64_t b = bh / d.heads, h = bh % d.heads, g = h / (d.heads / d.kvHeads);
   return {b * d.tq * d.heads * d.headDim + h * d.headDim,
           b * d.tk * d.kvHeads * d.headDim + g * d.headDim, d.heads * d.headDim,
-          d.kvHeads * d.headDim};
+          d.kvHeads * d.headDim, b, h};
 }
 } // namespace
 
-/// P = softmax(mask(scale * Q K^T)) for one head into p[tq, tk].
-static void probabilities(const float *q, const float *k,
+/// P = softmax(mask(scale * Q K^T + bias)) for one head into p[tq, tk].
+static void probabilities(const float *q, const float *k, const float *bias,
                           const AttentionDims &d, const HeadView &v, float *p) {
   gemm(1, false, true, d.tq, d.tk, d.headDim, static_cast<float>(d.scale),
        q + v.qOff, v.qLd, k + v.kvOff, v.kvLd, 0.0f, p, d.tk);
+  const float *b = bias ? bias + d.biasOffset(v.b, v.h) : nullptr;
   for (int64_t i = 0; i < d.tq; ++i) {
     float *row = p + i * d.tk;
+    if (b)
+      for (int64_t j = 0; j < d.tk; ++j)
+        row[j] += b[i * d.tk + j];
     if (d.causal)
       std::fill(row + std::min(i + 1, d.tk), row + d.tk, -INFINITY);
     softmaxRow(row, row, d.tk, 1);
@@ -49,12 +54,13 @@ static void probabilities(const float *q, const float *k,
 // Work is split over (batch, kv group): the query heads of a group share
 // dK/dV slices and accumulate into them in head order within one thread.
 void attentionForward(int threads, const float *q, const float *k,
-                      const float *v, float *out, const AttentionDims &d) {
+                      const float *v, const float *bias, float *out,
+                      const AttentionDims &d) {
   parallelFor(threads, d.batch * d.heads, 1, [&](int64_t h0, int64_t h1) {
     std::vector<float> p(d.tq * d.tk);
     for (int64_t bh = h0; bh < h1; ++bh) {
       HeadView hv = headView(d, bh);
-      probabilities(q, k, d, hv, p.data());
+      probabilities(q, k, bias, d, hv, p.data());
       gemm(1, false, false, d.tq, d.headDim, d.tk, 1.0f, p.data(), d.tk,
            v + hv.kvOff, hv.kvLd, 0.0f, out + hv.qOff, hv.qLd);
     }
@@ -62,13 +68,21 @@ void attentionForward(int threads, const float *q, const float *k,
 }
 
 void attentionBackward(int threads, const float *q, const float *k,
-                       const float *v, const float *dout, float *dq, float *dk,
-                       float *dv, const AttentionDims &d) {
+                       const float *v, const float *bias, const float *dout,
+                       float *dq, float *dk, float *dv, float *dbias,
+                       const AttentionDims &d) {
   int64_t kvNumel = d.batch * d.tk * d.kvHeads * d.headDim;
   if (dk)
     std::fill(dk, dk + kvNumel, 0.0f);
   if (dv)
     std::fill(dv, dv + kvNumel, 0.0f);
+  if (dbias) {
+    std::fill(dbias, dbias + d.biasNumel(), 0.0f);
+    // A broadcast bias sums the gradients of several heads or batch
+    // elements into one slice: in one fixed order, on one thread.
+    if (d.biasBatch == 1 || d.biasHeads == 1)
+      threads = 1;
+  }
   float scale = static_cast<float>(d.scale);
   int64_t group = d.heads / d.kvHeads;
   parallelFor(threads, d.batch * d.kvHeads, 1, [&](int64_t g0, int64_t g1) {
@@ -76,12 +90,12 @@ void attentionBackward(int threads, const float *q, const float *k,
     for (int64_t bg = g0; bg < g1; ++bg) {
       for (int64_t bh = bg * group; bh < (bg + 1) * group; ++bh) {
         HeadView hv = headView(d, bh);
-        probabilities(q, k, d, hv, p.data());
+        probabilities(q, k, bias, d, hv, p.data());
         const float *dO = dout + hv.qOff;
         if (dv) // dV += P^T dO
           gemm(1, true, false, d.tk, d.headDim, d.tq, 1.0f, p.data(), d.tk, dO,
                hv.qLd, 1.0f, dv + hv.kvOff, hv.kvLd);
-        if (!dq && !dk)
+        if (!dq && !dk && !dbias)
           continue;
         // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
         gemm(1, false, true, d.tq, d.tk, d.headDim, 1.0f, dO, hv.qLd,
@@ -89,6 +103,11 @@ void attentionBackward(int threads, const float *q, const float *k,
         for (int64_t i = 0; i < d.tq; ++i)
           softmaxRowBackward(p.data() + i * d.tk, dp.data() + i * d.tk,
                              dp.data() + i * d.tk, d.tk, 1);
+        if (dbias) { // dBias += dS: the bias adds to the scaled scores
+          float *db = dbias + d.biasOffset(hv.b, hv.h);
+          for (int64_t i = 0; i < d.tq * d.tk; ++i)
+            db[i] += dp[i];
+        }
         if (dq) // dQ = scale * dS K
           gemm(1, false, false, d.tq, d.headDim, d.tk, scale, dp.data(), d.tk,
                k + hv.kvOff, hv.kvLd, 0.0f, dq + hv.qOff, hv.qLd);

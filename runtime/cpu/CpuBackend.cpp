@@ -227,26 +227,33 @@ public:
     fdt.commit();
   }
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
-                        void *out, const AttentionDims &d) override {
+                        const void *bias, void *out,
+                        const AttentionDims &d) override {
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     In fq(dt, q, qn, threads_), fk(dt, k, kvn, threads_),
-        fv(dt, v, kvn, threads_);
+        fv(dt, v, kvn, threads_), fb(dt, bias, d.biasNumel(), threads_);
     Out fo(dt, out, qn, false, threads_);
-    cpu::attentionForward(threads_, fq.get(), fk.get(), fv.get(), fo.get(), d);
+    cpu::attentionForward(threads_, fq.get(), fk.get(), fv.get(), fb.get(),
+                          fo.get(), d);
     fo.commit();
   }
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
-                         const void *dout, void *dq, void *dk, void *dv,
+                         const void *bias, const void *dout, void *dq,
+                         void *dk, void *dv, void *dbias,
                          const AttentionDims &d) override {
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     In fq(dt, q, qn, threads_), fk(dt, k, kvn, threads_),
-        fv(dt, v, kvn, threads_), fdo(dt, dout, qn, threads_);
+        fv(dt, v, kvn, threads_), fdo(dt, dout, qn, threads_),
+        fb(dt, bias, d.biasNumel(), threads_);
     Out fdq(dt, dq, qn, false, threads_), fdk(dt, dk, kvn, false, threads_),
-        fdv(dt, dv, kvn, false, threads_);
-    cpu::attentionBackward(threads_, fq.get(), fk.get(), fv.get(), fdo.get(),
-                           fdq.get(), fdk.get(), fdv.get(), d);
+        fdv(dt, dv, kvn, false, threads_),
+        fdb(dt, dbias, d.biasNumel(), false, threads_);
+    cpu::attentionBackward(threads_, fq.get(), fk.get(), fv.get(), fb.get(),
+                           fdo.get(), fdq.get(), fdk.get(), fdv.get(),
+                           fdb.get(), d);
+    fdb.commit();
     fdq.commit();
     fdk.commit();
     fdv.commit();

@@ -100,11 +100,15 @@ void embeddingBackward(int threads, DType idsType, const void *ids,
                        int64_t vocab, int64_t dim);
 
 // Attention.cpp
+/// bias (null: none) is added to the scaled scores; dbias (null: not
+/// wanted) receives its gradient summed over the broadcast dimensions.
 void attentionForward(int threads, const float *q, const float *k,
-                      const float *v, float *out, const AttentionDims &d);
+                      const float *v, const float *bias, float *out,
+                      const AttentionDims &d);
 void attentionBackward(int threads, const float *q, const float *k,
-                       const float *v, const float *dout, float *dq, float *dk,
-                       float *dv, const AttentionDims &d);
+                       const float *v, const float *bias, const float *dout,
+                       float *dq, float *dk, float *dv, float *dbias,
+                       const AttentionDims &d);
 
 // Rope.cpp
 void rope(int threads, const float *x, float *y, int64_t batch, int64_t seq,

@@ -808,21 +808,26 @@ public:
   // (cuBLAS strided batches) and its softmax one block per row; the query
   // heads of a group accumulate into the group's dK/dV in head order, as on
   // the CPU, so the result is deterministic.
+  // A bias takes the per-head path (cuDNN's SDPA graph is built without
+  // one).
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
-                        void *out, const AttentionDims &d) override {
-    if (fused(dt, [&](auto &fa, std::string &why) {
+                        const void *bias, void *out,
+                        const AttentionDims &d) override {
+    if (!bias && fused(dt, [&](auto &fa, std::string &why) {
           return fa.forward(dt, q, k, v, out, d, why);
         }))
       return finishCall();
     run([&](Exec &e) {
       int64_t qn = d.batch * d.tq * d.heads * d.headDim;
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-      F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn);
+      F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn),
+          fb(e.s, dt, bias, d.biasNumel());
       F32Out fo(e.s, dt, out, qn);
       Scratch p(e.s, d.batch * d.tq * d.tk * 4);
       for (int64_t h = 0; h < d.heads; ++h) {
         HeadView hv = headView(d, h);
-        probabilities(e, fq.get(), fk.get(), d, hv, p.as<float>());
+        probabilities(e, fq.get(), fk.get(), fb.get(), d, h, hv,
+                      p.as<float>());
         gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
              p.as<float>(), d.tk, d.tq * d.tk, fv.get() + hv.kvOff, hv.kvLd,
              hv.kvStride, 0.0f, fo.get() + hv.qOff, DType::F32, hv.qLd,
@@ -832,9 +837,10 @@ public:
     });
   }
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
-                         const void *dout, void *dq, void *dk, void *dv,
+                         const void *bias, const void *dout, void *dq,
+                         void *dk, void *dv, void *dbias,
                          const AttentionDims &d) override {
-    if (fused(dt, [&](auto &fa, std::string &why) {
+    if (!bias && fused(dt, [&](auto &fa, std::string &why) {
           return fa.backward(dt, q, k, v, dout, dq, dk, dv, d, why);
         }))
       return finishCall();
@@ -842,32 +848,39 @@ public:
       int64_t qn = d.batch * d.tq * d.heads * d.headDim;
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
       F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn),
-          fdo(e.s, dt, dout, qn);
-      F32Out fdq(e.s, dt, dq, qn), fdk(e.s, dt, dk, kvn), fdv(e.s, dt, dv, kvn);
+          fdo(e.s, dt, dout, qn), fb(e.s, dt, bias, d.biasNumel());
+      F32Out fdq(e.s, dt, dq, qn), fdk(e.s, dt, dk, kvn), fdv(e.s, dt, dv, kvn),
+          fdb(e.s, dt, dbias, d.biasNumel());
       if (dk)
         cuda::fill(e.s, DType::F32, fdk.get(), kvn, 0.0);
       if (dv)
         cuda::fill(e.s, DType::F32, fdv.get(), kvn, 0.0);
+      if (dbias)
+        cuda::fill(e.s, DType::F32, fdb.get(), d.biasNumel(), 0.0);
       float scale = static_cast<float>(d.scale);
       int64_t rows = d.batch * d.tq, pStride = d.tq * d.tk;
       Scratch p(e.s, rows * d.tk * 4), dp(e.s, rows * d.tk * 4);
       float *pp = p.as<float>(), *pdp = dp.as<float>();
       for (int64_t h = 0; h < d.heads; ++h) {
         HeadView hv = headView(d, h);
-        probabilities(e, fq.get(), fk.get(), d, hv, pp);
+        probabilities(e, fq.get(), fk.get(), fb.get(), d, h, hv, pp);
         const float *dO = fdo.get() + hv.qOff;
         if (dv) // dV += P^T dO
           gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
                d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
                fdv.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
                d.batch);
-        if (!dq && !dk)
+        if (!dq && !dk && !dbias)
           continue;
         // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
         gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
              hv.qLd, hv.qStride, fv.get() + hv.kvOff, hv.kvLd, hv.kvStride,
              0.0f, pdp, DType::F32, d.tk, pStride, d.batch);
         softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
+        if (dbias) // dBias += dS, summed over a broadcast batch
+          accumulateBatches(e.s, fdb.get() + d.biasOffset(0, h), pdp,
+                            d.batch, pStride,
+                            d.biasBatch == 1 ? 0 : d.biasHeads * pStride);
         if (dq) // dQ = scale * dS K
           gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
                pdp, d.tk, pStride, fk.get() + hv.kvOff, hv.kvLd, hv.kvStride,
@@ -882,6 +895,7 @@ public:
       fdq.commit();
       fdk.commit();
       fdv.commit();
+      fdb.commit();
     });
   }
   void rope(DType dt, const void *x, void *y, int64_t batch, int64_t seq,
@@ -1094,15 +1108,18 @@ private:
             d.tq * d.heads * d.headDim,
             d.tk * d.kvHeads * d.headDim};
   }
-  /// P = softmax(mask(scale * Q K^T)) of head h for every batch element into
-  /// p[batch, tq, tk].
+  /// P = softmax(mask(scale * Q K^T + bias)) of head h for every batch
+  /// element into p[batch, tq, tk].
   static void probabilities(Exec &e, const float *q, const float *k,
-                            const AttentionDims &d, const HeadView &v,
-                            float *p) {
+                            const float *bias, const AttentionDims &d,
+                            int64_t h, const HeadView &v, float *p) {
     gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim,
          static_cast<float>(d.scale), q + v.qOff, v.qLd, v.qStride,
          k + v.kvOff, v.kvLd, v.kvStride, 0.0f, p, DType::F32, d.tk,
          d.tq * d.tk, d.batch);
+    if (bias)
+      addBatches(e.s, p, bias + d.biasOffset(0, h), d.batch, d.tq * d.tk,
+                 d.biasBatch == 1 ? 0 : d.biasHeads * d.tq * d.tk);
     maskedSoftmaxRows(e.s, p, d.batch * d.tq, d.tq, d.tk, d.causal);
   }
 

@@ -46,6 +46,23 @@ __global__ void scaleKernel(const typename S::T *x, typename S::T *y, int64_t n,
   FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(factor * S::load(x[i])); }
 }
 
+__global__ void addBatchesKernel(float *dst, const float *src,
+                                 int64_t batch, int64_t n, int64_t srcStride) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    for (int64_t b = 0; b < batch; ++b)
+      dst[b * n + i] += src[b * srcStride + i];
+  }
+}
+
+__global__ void accumulateBatchesKernel(float *dst, const float *src,
+                                        int64_t batch, int64_t n,
+                                        int64_t dstStride) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    for (int64_t b = 0; b < batch; ++b) // one thread per element: in order
+      dst[b * dstStride + i] += src[b * n + i];
+  }
+}
+
 __device__ inline float activate(int kind, float v) {
   switch (kind) {
   case FSDPRT_RELU:
@@ -207,6 +224,16 @@ void scale(Stream s, DType dt, const void *x, void *y, int64_t n,
     FSDPRT_LAUNCH(scaleKernel<S>, n, s, static_cast<const T *>(x),
                   static_cast<T *>(y), n, factor);
   });
+}
+
+void addBatches(Stream s, float *dst, const float *src, int64_t batch,
+                int64_t n, int64_t srcStride) {
+  FSDPRT_LAUNCH(addBatchesKernel, n, s, dst, src, batch, n, srcStride);
+}
+
+void accumulateBatches(Stream s, float *dst, const float *src, int64_t batch,
+                       int64_t n, int64_t dstStride) {
+  FSDPRT_LAUNCH(accumulateBatchesKernel, n, s, dst, src, batch, n, dstStride);
 }
 
 void activationForward(Stream s, DType dt, Activation kind, const void *x,

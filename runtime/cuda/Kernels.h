@@ -96,6 +96,14 @@ void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
                    const Shape &aShape, const void *b, const Shape &bShape,
                    void *out);
 void scale(Stream s, DType dt, const void *x, void *y, int64_t n, float factor);
+/// dst[b, i] += src[b * srcStride + i] for b < batch, i < n (srcStride 0:
+/// one src row added to every batch element).
+void addBatches(Stream s, float *dst, const float *src, int64_t batch,
+                int64_t n, int64_t srcStride);
+/// dst[b * dstStride + i] += src[b, i] (dstStride 0: summed over b, in b's
+/// order: deterministic).
+void accumulateBatches(Stream s, float *dst, const float *src, int64_t batch,
+                       int64_t n, int64_t dstStride);
 void activationForward(Stream s, DType dt, Activation kind, const void *x,
                        void *y, int64_t n);
 void unaryForward(Stream s, DType dt, UnaryMath kind, const void *x, void *y,

@@ -34,6 +34,18 @@ AttentionDims attentionDims(int64_t batch, int64_t tq, int64_t tk,
   return AttentionDims{batch, tq, tk, heads, kvHeads, headDim, causal != 0, s};
 }
 
+/// The bias operand's broadcast sizes, checked against the attention's.
+void biasDims(AttentionDims &d, int64_t biasBatch, int64_t biasHeads) {
+  if (biasBatch != 1 && biasBatch != d.batch)
+    fail(Status::InvalidArgument, "bias_batch ", biasBatch, " is neither 1 "
+         "nor the batch ", d.batch);
+  if (biasHeads != 1 && biasHeads != d.heads)
+    fail(Status::InvalidArgument, "bias_heads ", biasHeads, " is neither 1 "
+         "nor the heads ", d.heads);
+  d.biasBatch = biasBatch;
+  d.biasHeads = biasHeads;
+}
+
 } // namespace
 
 extern "C" {
@@ -87,11 +99,16 @@ int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t out, int64_t out_off, int64_t batch,
                                  int64_t tq, int64_t tk, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim,
-                                 int32_t causal, double scale) {
+                                 int32_t causal, double scale, int64_t bias,
+                                 int64_t bias_off, int64_t bias_batch,
+                                 int64_t bias_heads) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "attention_forward");
     AttentionDims d =
         attentionDims(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
+    if (bias)
+      biasDims(d, bias_batch, bias_heads);
+    const void *pb = l.optional(bias, bias_off, d.biasNumel(), "bias");
     int64_t qn = mul(mul(batch, tq), mul(heads, head_dim));
     int64_t kvn = mul(mul(batch, tk), mul(kv_heads, head_dim));
     const void *pq = l.operand(q, q_off, qn, "q");
@@ -100,7 +117,7 @@ int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
     void *po = l.operand(out, out_off, qn, "out");
     Backend &be = l.backend();
     DType dt = l.dtype();
-    l.enqueue([=, &be] { be.attentionForward(dt, pq, pk, pv, po, d); });
+    l.enqueue([=, &be] { be.attentionForward(dt, pq, pk, pv, pb, po, d); });
   });
 }
 
@@ -112,11 +129,20 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t dv, int64_t dv_off, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads,
                                   int64_t kv_heads, int64_t head_dim,
-                                  int32_t causal, double scale) {
+                                  int32_t causal, double scale, int64_t bias,
+                                  int64_t bias_off, int64_t dbias,
+                                  int64_t dbias_off, int64_t bias_batch,
+                                  int64_t bias_heads) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "attention_backward");
     AttentionDims d =
         attentionDims(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
+    if (bias)
+      biasDims(d, bias_batch, bias_heads);
+    else if (dbias)
+      fail(Status::InvalidArgument, "dbias without a bias");
+    const void *pb = l.optional(bias, bias_off, d.biasNumel(), "bias");
+    void *pdb = l.optional(dbias, dbias_off, d.biasNumel(), "dbias");
     int64_t qn = mul(mul(batch, tq), mul(heads, head_dim));
     int64_t kvn = mul(mul(batch, tk), mul(kv_heads, head_dim));
     const void *pq = l.operand(q, q_off, qn, "q");
@@ -129,7 +155,7 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
-      be.attentionBackward(dt, pq, pk, pv, pdo, pdq, pdk, pdv, d);
+      be.attentionBackward(dt, pq, pk, pv, pb, pdo, pdq, pdk, pdv, pdb, d);
     });
   });
 }

@@ -17,20 +17,29 @@ struct AttentionCase {
   int64_t batch, tq, tk, heads, kvHeads, headDim;
   bool causal;
   double scale; // <= 0: default 1/sqrt(D)
+  /// An additive bias [biasBatch, biasHeads, tq, tk]; 0: none.
+  int64_t biasBatch = 0, biasHeads = 0;
+  int64_t biasNumel() const { return biasBatch * biasHeads * tq * tk; }
+  /// Index of bias element (i, j) for batch b, head h (broadcast).
+  int64_t biasAt(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return (((biasBatch == 1 ? 0 : b) * biasHeads + (biasHeads == 1 ? 0 : h)) *
+                tq + i) * tk + j;
+  }
 };
 
 /// The backend's attention forward and backward of one case, with f32
 /// operands or (dt = bf16) the f32 values cast to bf16 on the device and
 /// the results cast back.
 struct AttentionResults {
-  std::vector<float> out, dq, dk, dv;
+  std::vector<float> out, dq, dk, dv, dbias;
 };
 AttentionResults runAttention(Device &dev, const AttentionCase &c,
                               const std::vector<float> &q,
                               const std::vector<float> &k,
                               const std::vector<float> &v,
                               const std::vector<float> &dout,
-                              int32_t dt = FSDPRT_F32) {
+                              int32_t dt = FSDPRT_F32,
+                              const std::vector<float> &bias = {}) {
   int64_t qn = q.size(), kvn = k.size(), es = dt == FSDPRT_F32 ? 4 : 2;
   auto in = [&](const std::vector<float> &x) {
     int64_t f = dev.upload(x);
@@ -53,18 +62,26 @@ AttentionResults runAttention(Device &dev, const AttentionCase &c,
   int64_t bq = in(q), bk = in(k), bv = in(v), bdo = in(dout),
           bo = dev.alloc(qn * es), bdq = dev.alloc(qn * es),
           bdk = dev.alloc(kvn * es), bdv = dev.alloc(kvn * es);
+  int64_t bb = 0, bdb = 0, bn = int64_t(bias.size());
+  if (bn) {
+    bb = in(bias);
+    bdb = dev.alloc(bn * es);
+  }
   EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv,
                                      0, bo, 0, c.batch, c.tq, c.tk, c.heads,
-                                     c.kvHeads, c.headDim, c.causal, c.scale),
+                                     c.kvHeads, c.headDim, c.causal, c.scale,
+                                     bb, 0, c.biasBatch, c.biasHeads),
             FSDPRT_OK)
       << fsdprt_last_error();
   EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, dt, bq, 0, bk, 0,
                                       bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
                                       c.batch, c.tq, c.tk, c.heads, c.kvHeads,
-                                      c.headDim, c.causal, c.scale),
+                                      c.headDim, c.causal, c.scale, bb, 0, bdb,
+                                      0, c.biasBatch, c.biasHeads),
             FSDPRT_OK)
       << fsdprt_last_error();
-  return {out(bo, qn), out(bdq, qn), out(bdk, kvn), out(bdv, kvn)};
+  return {out(bo, qn), out(bdq, qn), out(bdk, kvn), out(bdv, kvn),
+          bn ? out(bdb, bn) : std::vector<float>()};
 }
 
 void checkAttention(const std::string &backend, const AttentionCase &c) {
@@ -72,9 +89,11 @@ void checkAttention(const std::string &backend, const AttentionCase &c) {
   int64_t qn = c.batch * c.tq * c.heads * c.headDim;
   int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
   auto q = randomVector(qn, 91), k = randomVector(kvn, 92),
-       v = randomVector(kvn, 93), dout = randomVector(qn, 94);
+       v = randomVector(kvn, 93), dout = randomVector(qn, 94),
+       bias = randomVector(c.biasNumel(), 95);
   double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.headDim));
-  // Direct float64 transcription of softmax(QK^T * scale + mask) V per head.
+  // Direct float64 transcription of softmax(QK^T * scale + bias + mask) V
+  // per head.
   Reference ref = [&](const Inputs &in) {
     std::vector<double> out(qn, 0.0);
     int64_t group = c.heads / c.kvHeads;
@@ -89,7 +108,8 @@ void checkAttention(const std::string &backend, const AttentionCase &c) {
             for (int64_t d = 0; d < c.headDim; ++d)
               dot += in[0][((b * c.tq + i) * c.heads + h) * c.headDim + d] *
                      in[1][((b * c.tk + j) * c.kvHeads + g) * c.headDim + d];
-            s[j] = (c.causal && j > i) ? -INFINITY : dot * scale;
+            double bij = c.biasBatch ? in[3][c.biasAt(b, h, i, j)] : 0.0;
+            s[j] = (c.causal && j > i) ? -INFINITY : dot * scale + bij;
             mx = std::max(mx, s[j]);
           }
           double sum = 0;
@@ -104,8 +124,16 @@ void checkAttention(const std::string &backend, const AttentionCase &c) {
       }
     return out;
   };
-  AttentionResults got = runAttention(dev, c, q, k, v, dout);
+  AttentionResults got = runAttention(dev, c, q, k, v, dout, FSDPRT_F32, bias);
   Inputs in{toDouble(q), toDouble(k), toDouble(v)};
+  if (c.biasBatch) {
+    in.push_back(toDouble(bias));
+    expectClose(got.out, ref(in), "out");
+    expectGradients(ref, in, toDouble(dout),
+                    {got.dq, got.dk, got.dv, got.dbias},
+                    {"dq", "dk", "dv", "dbias"});
+    return;
+  }
   expectClose(got.out, ref(in), "out");
   expectGradients(ref, in, toDouble(dout), {got.dq, got.dk, got.dv},
                   {"dq", "dk", "dv"});
@@ -123,6 +151,18 @@ TEST_P(SequenceConformance, AttentionGroupedQueryCausalRectangular) {
 }
 TEST_P(SequenceConformance, AttentionExplicitScale) {
   checkAttention(GetParam(), {1, 3, 4, 3, 1, 2, false, 0.7});
+}
+// An additive bias (a padding mask, T5's relative-position bias): one per
+// batch element and head; broadcast over the batch with grouped heads and
+// a causal mask; one for everything (its gradient sums them all).
+TEST_P(SequenceConformance, AttentionBiasPerBatchAndHead) {
+  checkAttention(GetParam(), {2, 4, 5, 2, 2, 3, false, 0, 2, 2});
+}
+TEST_P(SequenceConformance, AttentionBiasOverTheBatchCausalGrouped) {
+  checkAttention(GetParam(), {2, 4, 4, 4, 2, 2, true, 0, 1, 4});
+}
+TEST_P(SequenceConformance, AttentionBiasSharedByAll) {
+  checkAttention(GetParam(), {2, 3, 3, 2, 1, 2, false, 0.5, 1, 1});
 }
 
 /// Rows longer than a GPU block (256 threads) against float64 attention and

@@ -121,7 +121,7 @@ TEST_P(CApiErrors, SizeMismatchesAndBadDims) {
                   FSDPRT_ERR_INVALID_ARGUMENT, "do not broadcast");
   EXPECT_RT_ERROR(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, big,
                                            0, big, 0, big, 0, big, 0, 1, 2, 2,
-                                           3, 2, 4, 0, 0),
+                                           3, 2, 4, 0, 0, 0, 0, 0, 0),
                   FSDPRT_ERR_INVALID_ARGUMENT, "does not divide");
   EXPECT_RT_ERROR(fsdprt_rope_forward(dev.ctx, dev.stream, FSDPRT_F32, big, 0,
                                       big, 0, 1, 2, 1, 3, 10000.0),

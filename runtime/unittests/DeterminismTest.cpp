@@ -78,7 +78,7 @@ std::vector<std::vector<float>> runWorkload(const std::string &backend,
           dv = dev.alloc(t * hk * hd * 4);
   fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, q, 0, kk, 0, v, 0,
                             dout, 0, dq, 0, dk, 0, dv, 0, 1, t, t, h, hk, hd, 1,
-                            0);
+                            0, 0, 0, 0, 0, 0, 0);
   keep(dq, t * h * hd), keep(dk, t * hk * hd), keep(dv, t * hk * hd);
 
   // Whole-tensor reductions: losses and the gradient norm over 131072 values.

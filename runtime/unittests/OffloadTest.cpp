@@ -27,6 +27,7 @@ int64_t hostBuffer(Device &dev, const std::vector<float> &values) {
                                   kN * 4),
             FSDPRT_OK)
       << fsdprt_last_error();
+  dev.sync(); // the copy reads `values`, which may be a temporary
   return buf;
 }
 

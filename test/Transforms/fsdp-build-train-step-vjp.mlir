@@ -405,6 +405,28 @@ fsdp.model @attention {
 
 // -----
 
+// attention with a learned bias (T5's relative positions, broadcast over
+// the batch): attention_grad's fourth result is the bias's gradient.
+// CHECK-LABEL: func.func @attention_bias_train_step
+// CHECK: %{{[^ ,:]+}}, %{{[^ ,:]+}}, %{{[^ ,:]+}}, %[[DB:[^ ,:]+]] = nn.attention_grad %{{.*}}, %arg0, %arg0, %arg0 bias %arg1 {{.*}}num_heads = 2 : i64}
+// CHECK-SAME: -> ({{.*}}, tensor<1x2x4x4xf32>)
+// CHECK: fsdp.sgd_step %arg1, %[[DB]]
+fsdp.model @attention_bias {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x4x8xf32> init <normal(0.0, 1.0)>
+    fsdp.param @bias : tensor<1x2x4x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4x8xf32>
+      %b = fsdp.get_param @bias : tensor<1x2x4x4xf32>
+      %y = nn.attention %x, %x, %x bias %b {num_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<1x2x4x4xf32>) -> tensor<2x4x8xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x4x8xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // rope: the inverse rotation.
 // CHECK-LABEL: func.func @rope_train_step
 // CHECK: %[[D:[^ ,:]+]] = nn.rope %{{.*}} {{.*}}inverse{{.*}}num_heads = 2{{.*}} : i64} : tensor<1x4x8xf32>

@@ -220,22 +220,30 @@ static void emitReduce(CallBuilder &l, ReduceOp op, int32_t kind) {
       .call("reduce_forward");
 }
 
+/// The forward (grad null; results: the output) or the backward (results:
+/// the q, k, v gradients, then the bias's when there is a bias).
 static void emitAttention(CallBuilder &l, Operation *op, Value q, Value k,
-                          Value v, int64_t heads, std::optional<uint64_t> kv,
-                          bool causal, std::optional<APFloat> scale,
-                          Value grad, ValueRange results) {
+                          Value v, Value bias, int64_t heads,
+                          std::optional<uint64_t> kv, bool causal,
+                          std::optional<APFloat> scale, Value grad,
+                          ValueRange results) {
   ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
   int64_t headDim = qs[2] / heads;
   Args a{l};
   a.i32(dtypeOf(q)).t(q).t(k).t(v);
   if (grad)
     a.t(grad);
-  for (Value r : results)
+  for (Value r : results.take_front(grad ? 3 : 1))
     a.t(r);
   a.i64(qs[0]).i64(qs[1]).i64(ks[1]).i64(heads).i64(kv ? int64_t(*kv) : heads)
       .i64(headDim)
       .i32(causal)
       .f64(scale ? scale->convertToDouble() : 0.0)
+      .opt(bias);
+  if (grad)
+    a.opt(bias ? results.back() : Value());
+  ArrayRef<int64_t> bs = bias ? shapeOf(bias) : ArrayRef<int64_t>();
+  a.i64(bias ? bs[0] : 0).i64(bias ? bs[1] : 0)
       .call(grad ? "attention_backward" : "attention_forward");
 }
 
@@ -418,14 +426,15 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
       })
       .Case([&](nn::AttentionOp o) {
         emitAttention(calls, o, o.getQuery(), o.getKey(), o.getValue(),
-                      o.getNumHeads(), o.getNumKvHeads(), o.getCausal(),
-                      o.getScale(), Value(), o->getResults());
+                      o.getBias(), o.getNumHeads(), o.getNumKvHeads(),
+                      o.getCausal(), o.getScale(), Value(), o->getResults());
         return success();
       })
       .Case([&](nn::AttentionGradOp o) {
         emitAttention(calls, o, o.getQuery(), o.getKey(), o.getValue(),
-                      o.getNumHeads(), o.getNumKvHeads(), o.getCausal(),
-                      o.getScale(), o.getGrad(), o->getResults());
+                      o.getBias(), o.getNumHeads(), o.getNumKvHeads(),
+                      o.getCausal(), o.getScale(), o.getGrad(),
+                      o->getResults());
         return success();
       })
       .Case([&](nn::RoPEOp o) {

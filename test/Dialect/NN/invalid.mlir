@@ -263,6 +263,24 @@ func.func @attention_batch(%q: tensor<2x16x32xf32>, %k: tensor<3x16x32xf32>) {
 
 // -----
 
+func.func @attention_bias_shape(%q: tensor<2x16x32xf32>, %b: tensor<2x3x16x16xf32>) {
+  // expected-error @+2 {{bias 'tensor<2x3x16x16xf32>' must be [1 or 2, 1 or 4, 16, 16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %q, %q bias %b {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x3x16x16xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bias_dtype(%q: tensor<2x16x32xf32>, %b: tensor<1x1x16x16xbf16>) {
+  // expected-error @+2 {{bias element type 'bf16' differs from the query's 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.attention %q, %q, %q bias %b {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<1x1x16x16xbf16>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
 func.func @attention_key_value(%q: tensor<2x16x32xf32>, %k: tensor<2x16x32xf32>, %v: tensor<2x8x32xf32>) {
   // expected-error @+2 {{key 'tensor<2x16x32xf32>' and value 'tensor<2x8x32xf32>' must have the same shape}}
   // expected-error @+1 {{failed to infer returned types}}

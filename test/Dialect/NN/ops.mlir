@@ -121,6 +121,13 @@ func.func @transformer(%ids: tensor<2x16xi32>, %table: tensor<64x32xbf16>, %q: t
   // Grouped-query attention: 4 query heads share 2 key/value heads of dim 8.
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64}
   %3 = nn.attention %q, %gkv, %gkv {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x32xbf16>
+  // An additive bias per batch element, broadcast over the heads (a
+  // padding mask), and its gradient.
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>, tensor<2x1x16x10xbf16>) -> tensor<2x16x32xbf16>
+  %b = arith.constant dense<0.0> : tensor<2x1x16x10xbf16>
+  %6 = nn.attention %q, %kv, %kv bias %b {num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>, tensor<2x1x16x10xbf16>) -> tensor<2x16x32xbf16>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {num_heads = 4 : i64} : ({{.*}}) -> (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>, tensor<2x1x16x10xbf16>)
+  %7:4 = nn.attention_grad %6, %q, %kv, %kv bias %b {num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>, tensor<2x1x16x10xbf16>) -> (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>, tensor<2x1x16x10xbf16>)
   // CHECK: nn.rope %{{.*}} {num_heads = 4 : i64} : tensor<2x16x32xbf16>
   %4 = nn.rope %q {num_heads = 4 : i64} : tensor<2x16x32xbf16>
   // CHECK: nn.rope %{{.*}} {num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<2x16x32xbf16>

@@ -336,7 +336,7 @@ FailureOr<SmallVector<Value>> EmbeddingOp::buildVJP(OpBuilder &b,
 FailureOr<SmallVector<Value>> AttentionOp::buildVJP(OpBuilder &b,
                                                     ValueRange cotangents) {
   auto grads = AttentionGradOp::create(
-      b, getLoc(), cotangents[0], getQuery(), getKey(), getValue(),
+      b, getLoc(), cotangents[0], getQuery(), getKey(), getValue(), getBias(),
       getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(), getScaleAttr());
   return SmallVector<Value>(grads.getResults());
 }

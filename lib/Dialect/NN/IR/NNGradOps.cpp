@@ -144,6 +144,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   properties.num_kv_heads = adaptor.getNumKvHeadsAttr();
   SmallVector<Value> operands = {adaptor.getQuery(), adaptor.getKey(),
                                  adaptor.getValue()};
+  if (Value bias = adaptor.getBias())
+    operands.push_back(bias); // its gradient is the last result
   SmallVector<Type> forward;
   if (failed(AttentionOp::inferReturnTypes(
           context, loc, AttentionOp::Adaptor(operands, nullptr, properties),

@@ -289,6 +289,20 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return fail(loc, name, "key width ", k.getDimSize(2), " must be ",
                 kvHeads, " kv heads x head dim ", headDim, " = ",
                 kvHeads * headDim);
+  if (Value biasValue = adaptor.getBias()) {
+    RankedTensorType bias = tensorOf(biasValue);
+    int64_t batch = q.getDimSize(0);
+    if (!bias || bias.getRank() != 4 || bias.getDimSize(2) != q.getDimSize(1) ||
+        bias.getDimSize(3) != k.getDimSize(1) ||
+        (bias.getDimSize(0) != 1 && bias.getDimSize(0) != batch) ||
+        (bias.getDimSize(1) != 1 && bias.getDimSize(1) != heads))
+      return fail(loc, name, "bias ", biasValue.getType(), " must be [1 or ",
+                  batch, ", 1 or ", heads, ", ", q.getDimSize(1), ", ",
+                  k.getDimSize(1), "]");
+    if (bias.getElementType() != q.getElementType())
+      return fail(loc, name, "bias element type ", bias.getElementType(),
+                  " differs from the query's ", q.getElementType());
+  }
   results.push_back(q);
   return success();
 }

@@ -92,6 +92,15 @@ struct AttentionDims {
   int64_t batch, tq, tk, heads, kvHeads, headDim;
   bool causal;
   double scale; // Already resolved: never <= 0 here.
+  /// An additive bias [biasBatch, biasHeads, tq, tk] (each 1 or the full
+  /// size: broadcast); 0 and 0 without one.
+  int64_t biasBatch = 0, biasHeads = 0;
+  /// Offset of the bias slice of (batch b, head h), in elements.
+  int64_t biasOffset(int64_t b, int64_t h) const {
+    return ((biasBatch == 1 ? 0 : b) * biasHeads + (biasHeads == 1 ? 0 : h)) *
+           tq * tk;
+  }
+  int64_t biasNumel() const { return biasBatch * biasHeads * tq * tk; }
 };
 
 struct RngKey {
@@ -216,12 +225,15 @@ public:
   virtual void embeddingBackward(DType dt, DType idsType, const void *ids,
                                  const void *dy, void *dtable, int64_t numIds,
                                  int64_t vocab, int64_t dim) = 0;
+  /// `bias` (null: none) is d.biasNumel() elements; `dbias` (null: not
+  /// wanted) too.
   virtual void attentionForward(DType dt, const void *q, const void *k,
-                                const void *v, void *out,
+                                const void *v, const void *bias, void *out,
                                 const AttentionDims &d) = 0;
   virtual void attentionBackward(DType dt, const void *q, const void *k,
-                                 const void *v, const void *dout, void *dq,
-                                 void *dk, void *dv,
+                                 const void *v, const void *bias,
+                                 const void *dout, void *dq, void *dk,
+                                 void *dv, void *dbias,
                                  const AttentionDims &d) = 0;
   /// inverse = true rotates by -angle: the VJP of the forward rotation.
   virtual void rope(DType dt, const void *x, void *y, int64_t batch,

@@ -16,7 +16,7 @@
 /* that compiled steps notice (an argument, a code, a removed function);    */
 /* bump FSDPRT_STEP_ABI_VERSION when the step signature below or the        */
 /* meaning of the program description changes.                              */
-#define FSDPRT_ABI_VERSION 2
+#define FSDPRT_ABI_VERSION 3
 #define FSDPRT_STEP_ABI_VERSION 2
 
 /* Symbols of a step library besides the step itself (whose name is the     */

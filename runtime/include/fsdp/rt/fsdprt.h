@@ -365,14 +365,20 @@ int32_t fsdprt_embedding_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t num_ids, int64_t vocab, int64_t dim);
 
 /* q[B,Tq,H*D], k,v[B,Tk,Hkv*D] -> out[B,Tq,H*D]. scale <= 0 means */
-/* 1/sqrt(D). causal masks key j > query i (top-left aligned). */
+/* 1/sqrt(D). causal masks key j > query i (top-left aligned). bias (0:  */
+/* none) is added to the scaled scores before the softmax, an additive   */
+/* mask or learned bias [bias_batch, bias_heads, Tq, Tk] with bias_batch */
+/* 1 or B and bias_heads 1 or H (broadcast); the backward's dbias (0:    */
+/* not wanted) is its gradient, summed over the broadcast dimensions.    */
 int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t q, int64_t q_off, int64_t k,
                                  int64_t k_off, int64_t v, int64_t v_off,
                                  int64_t out, int64_t out_off, int64_t batch,
                                  int64_t tq, int64_t tk, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim,
-                                 int32_t causal, double scale);
+                                 int32_t causal, double scale, int64_t bias,
+                                 int64_t bias_off, int64_t bias_batch,
+                                 int64_t bias_heads);
 int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t q, int64_t q_off, int64_t k,
                                   int64_t k_off, int64_t v, int64_t v_off,
@@ -381,7 +387,10 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t dv, int64_t dv_off, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads,
                                   int64_t kv_heads, int64_t head_dim,
-                                  int32_t causal, double scale);
+                                  int32_t causal, double scale, int64_t bias,
+                                  int64_t bias_off, int64_t dbias,
+                                  int64_t dbias_off, int64_t bias_batch,
+                                  int64_t bias_heads);
 
 /* Interleaved-pair rotary embedding on x[B,T,H*D], positions 0..T-1. */
 int32_t fsdprt_rope_forward(int64_t ctx, int64_t stream, int32_t dtype,

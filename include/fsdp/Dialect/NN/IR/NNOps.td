@@ -370,19 +370,26 @@ def NN_AttentionOp : NN_PureOp<"attention", [NN_Differentiable, InferTypeOpAdapt
     defaults to 1/sqrt(D). The result is `[B, Tq, H·D]`; the projections are
     separate `nn.linear` ops.
 
+    `bias`, when present, is added to the scaled scores before the mask and
+    the softmax (SDPA's float `attn_mask`): `[Bb, Hb, Tq, Tk]` with Bb 1 or
+    B and Hb 1 or H, broadcast; an additive padding mask (0 / −inf or a
+    large negative value) or a learned bias (T5's relative positions),
+    whose gradient is `nn.attention_grad`'s last result.
+
     ```mlir
     %o = nn.attention %q, %k, %v {num_heads = 4 : i64, causal} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+    %m = nn.attention %q, %k, %v bias %b {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x1x16x16xf32>) -> tensor<2x16x32xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
-                       NN_FloatTensor:$value,
+                       NN_FloatTensor:$value, Optional<NN_FloatTensor>:$bias,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
                        UnitAttr:$causal,
                        OptionalAttr<NN_PositiveF64>:$scale);
   let results = (outs NN_FloatTensor:$result);
-  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$query `,` $key `,` $value (`bias` $bias^)? attr-dict "
+                       "`:` functional-type(operands, results)";
   let extraClassDeclaration = [{
     /// Heads of key/value (num_heads unless grouped-query attention).
     int64_t getKeyValueHeads() {
@@ -753,7 +760,9 @@ def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
   let description = [{
     Recomputes the attention probabilities from query and key (as
     FlashAttention's backward does) rather than storing them. Attributes
-    mean what they mean on `nn.attention`.
+    mean what they mean on `nn.attention`. With a `bias`, the last result
+    is its gradient (the scores' gradient summed over the dimensions the
+    bias broadcasts along).
 
     ```mlir
     %gq, %gk, %gv = nn.attention_grad %g, %q, %k, %v {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
@@ -761,14 +770,16 @@ def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
   }];
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query,
                        NN_FloatTensor:$key, NN_FloatTensor:$value,
+                       Optional<NN_FloatTensor>:$bias,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
                        UnitAttr:$causal,
                        OptionalAttr<NN_PositiveF64>:$scale);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
-                      NN_FloatTensor:$value_grad);
-  let assemblyFormat = "$grad `,` $query `,` $key `,` $value attr-dict `:` "
-                       "functional-type(operands, results)";
+                      NN_FloatTensor:$value_grad,
+                      Optional<NN_FloatTensor>:$bias_grad);
+  let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`bias` $bias^)? "
+                       "attr-dict `:` functional-type(operands, results)";
 }
 
 def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
