@@ -170,14 +170,16 @@ TEST_P(SequenceConformance, AttentionBiasSharedByAll) {
 /// dP = dO V^T, dQ = scale dS K, dK = scale dS^T Q): finite differences
 /// would cost a forward per input element at this size.
 struct AttentionReference {
-  std::vector<double> out, dq, dk, dv;
+  std::vector<double> out, dq, dk, dv, dbias;
 };
 AttentionReference longAttentionReference(const AttentionCase &c,
                                           const std::vector<float> &q,
                                           const std::vector<float> &k,
                                           const std::vector<float> &v,
-                                          const std::vector<float> &dout) {
+                                          const std::vector<float> &dout,
+                                          const std::vector<float> &bias = {}) {
   int64_t qn = q.size(), kvn = k.size();
+  std::vector<double> dbias(bias.size(), 0.0);
   double scale = 1.0 / std::sqrt(double(c.headDim));
   int64_t group = c.heads / c.kvHeads, hd = c.headDim;
   auto qi = [&](int64_t b, int64_t i, int64_t h) {
@@ -197,7 +199,8 @@ AttentionReference longAttentionReference(const AttentionCase &c,
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d)
             dot += double(q[qi(b, i, h) + d]) * k[ki(b, j, g) + d];
-          p[i * c.tk + j] = (c.causal && j > i) ? -INFINITY : dot * scale;
+          double bij = bias.empty() ? 0.0 : bias[c.biasAt(b, h, i, j)];
+          p[i * c.tk + j] = (c.causal && j > i) ? -INFINITY : dot * scale + bij;
           mx = std::max(mx, p[i * c.tk + j]);
         }
         for (int64_t j = 0; j < c.tk; ++j)
@@ -216,7 +219,10 @@ AttentionReference longAttentionReference(const AttentionCase &c,
           rowDot += dpij * pij;
         }
         for (int64_t j = 0; j < c.tk; ++j) {
-          double dsij = p[i * c.tk + j] * (ds[i * c.tk + j] - rowDot) * scale;
+          double dscore = p[i * c.tk + j] * (ds[i * c.tk + j] - rowDot);
+          if (!bias.empty())
+            dbias[c.biasAt(b, h, i, j)] += dscore;
+          double dsij = dscore * scale;
           for (int64_t d = 0; d < hd; ++d) {
             dq[qi(b, i, h) + d] += dsij * k[ki(b, j, g) + d];
             dk[ki(b, j, g) + d] += dsij * q[qi(b, i, h) + d];
@@ -224,7 +230,7 @@ AttentionReference longAttentionReference(const AttentionCase &c,
         }
       }
     }
-  return {out, dq, dk, dv};
+  return {out, dq, dk, dv, dbias};
 }
 
 void checkLongAttention(const std::string &backend, const AttentionCase &c) {
@@ -232,9 +238,12 @@ void checkLongAttention(const std::string &backend, const AttentionCase &c) {
   int64_t qn = c.batch * c.tq * c.heads * c.headDim;
   int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
   auto q = randomVector(qn, 81), k = randomVector(kvn, 82),
-       v = randomVector(kvn, 83), dout = randomVector(qn, 84);
-  AttentionReference want = longAttentionReference(c, q, k, v, dout);
-  AttentionResults got = runAttention(dev, c, q, k, v, dout);
+       v = randomVector(kvn, 83), dout = randomVector(qn, 84),
+       bias = randomVector(c.biasNumel(), 85);
+  AttentionReference want = longAttentionReference(c, q, k, v, dout, bias);
+  AttentionResults got = runAttention(dev, c, q, k, v, dout, FSDPRT_F32, bias);
+  if (c.biasBatch)
+    expectClose(got.dbias, want.dbias, "dbias");
   expectClose(got.out, want.out, "out");
   expectClose(got.dq, want.dq, "dq");
   expectClose(got.dk, want.dk, "dk");
@@ -254,15 +263,20 @@ void checkBf16Attention(const std::string &backend, const AttentionCase &c) {
     return x;
   };
   auto q = bf16(randomVector(qn, 71)), k = bf16(randomVector(kvn, 72)),
-       v = bf16(randomVector(kvn, 73)), dout = bf16(randomVector(qn, 74));
-  AttentionReference want = longAttentionReference(c, q, k, v, dout);
-  AttentionResults got = runAttention(dev, c, q, k, v, dout, FSDPRT_BF16);
+       v = bf16(randomVector(kvn, 73)), dout = bf16(randomVector(qn, 74)),
+       bias = bf16(randomVector(c.biasNumel(), 75));
+  AttentionReference want = longAttentionReference(c, q, k, v, dout, bias);
+  AttentionResults got =
+      runAttention(dev, c, q, k, v, dout, FSDPRT_BF16, bias);
+  if (c.biasBatch)
+    expectClose(got.dbias, want.dbias, "dbias", 3e-2, 2e-2);
   expectClose(got.out, want.out, "out", 3e-2, 2e-2);
   expectClose(got.dq, want.dq, "dq", 3e-2, 2e-2);
   expectClose(got.dk, want.dk, "dk", 3e-2, 2e-2);
   expectClose(got.dv, want.dv, "dv", 3e-2, 2e-2);
   // Deterministic: the same call again gives the same bits.
-  AttentionResults again = runAttention(dev, c, q, k, v, dout, FSDPRT_BF16);
+  AttentionResults again =
+      runAttention(dev, c, q, k, v, dout, FSDPRT_BF16, bias);
   EXPECT_EQ(got.out, again.out);
   EXPECT_EQ(got.dq, again.dq);
   EXPECT_EQ(got.dk, again.dk);
@@ -281,6 +295,15 @@ TEST_P(SequenceConformance, AttentionBf16GroupedCausal) {
 }
 TEST_P(SequenceConformance, AttentionBf16Rectangular) {
   checkBf16Attention(GetParam(), {1, 64, 200, 2, 2, 128, false, 0});
+}
+// A bias on rows longer than a GPU block (the per-head path on CUDA):
+// one per head broadcast over the batch, causal, grouped; in bf16 one
+// per batch element broadcast over the heads (a padding mask's shape).
+TEST_P(SequenceConformance, AttentionLongRowsBiasOverTheBatch) {
+  checkLongAttention(GetParam(), {2, 300, 300, 4, 2, 16, true, 0, 1, 4});
+}
+TEST_P(SequenceConformance, AttentionBf16BiasOverTheHeads) {
+  checkBf16Attention(GetParam(), {2, 64, 200, 2, 2, 64, false, 0, 2, 1});
 }
 
 TEST_P(SequenceConformance, RopeInterleavedPairs) {
