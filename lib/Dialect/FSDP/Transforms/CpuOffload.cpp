@@ -29,7 +29,7 @@ static void copyTags(Operation *from, Operation *to) {
       to->setAttr(name, a);
 }
 
-static void offload(func::FuncOp step) {
+static LogicalResult offload(func::FuncOp step) {
   step->setAttr(kCpuOffloadAttr, mlir::UnitAttr::get(step.getContext()));
   Block &body = step.getBody().front();
   OpBuilder b(step.getContext());
@@ -72,9 +72,13 @@ static void offload(func::FuncOp step) {
       Value v = operand.get();
       if (livesOnHost(v) || isa<IntegerType>(getElementTypeOrSelf(v)))
         continue; // host state, or the host's step count
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        return op.emitOpError("reads argument #")
+               << cast<BlockArgument>(v).getArgNumber()
+               << ", which is neither offloaded nor computed by the step";
       Value &copy = onHost[v];
       if (!copy) {
-        Operation *def = v.getDefiningOp();
         b.setInsertionPointAfter(def);
         auto toHost = ToHostOp::create(b, def->getLoc(), v);
         copyTags(def, toHost);
@@ -83,6 +87,7 @@ static void offload(func::FuncOp step) {
       operand.set(copy);
     }
   }
+  return success();
 }
 
 namespace {
@@ -98,8 +103,8 @@ struct FSDPCpuOffloadPass
                "fsdp-insert-collectives first";
         return signalPassFailure();
       }
-      if (!isOffloaded(step))
-        offload(step);
+      if (!isOffloaded(step) && failed(offload(step)))
+        return signalPassFailure();
     }
   }
 };
