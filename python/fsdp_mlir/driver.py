@@ -308,7 +308,7 @@ def compile_library(program, output=None, *, opt_level=None) -> Path:
 
 # -- report -------------------------------------------------------------------
 _PROFILE_OPTIONS = ("gemm_gflops", "memory_gbps", "link_gbps",
-                    "link_latency_us", "op_overhead_us")
+                    "link_latency_us", "op_overhead_us", "host_link_gbps")
 
 
 def report(model, *, profile: Mapping[str, float] | None = None,
@@ -318,7 +318,8 @@ def report(model, *, profile: Mapping[str, float] | None = None,
     bytes per rank and their breakdown, every collective of a step, the
     rank-local units and the predicted step time. `profile` overrides the
     cost model's machine (keys: gemm_gflops, memory_gbps, link_gbps,
-    link_latency_us, op_overhead_us). Compile errors raise CompileError."""
+    link_latency_us, op_overhead_us, host_link_gbps: CPU offload's copies).
+    Compile errors raise CompileError."""
     options.pop("lower", None)
     unknown = set(profile or {}) - set(_PROFILE_OPTIONS)
     if unknown:

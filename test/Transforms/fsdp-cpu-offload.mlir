@@ -11,6 +11,7 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=2 optimizer=adamw cpu-offload report" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=2 optimizer=adamw report" -o /dev/null | FileCheck %s --check-prefix=PLAIN
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=2 optimizer=adamw cpu-offload" --convert-fsdp-to-rt | FileCheck %s --check-prefix=LOWERED
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=2 optimizer=adamw cpu-offload" --fsdp-report="host-link-gbps=0.0001" -o /dev/null | FileCheck %s --check-prefix=SLOWLINK
 // RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-cpu-offload -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
 
 // CHECK: func.func @nested_wrapped_train_step
@@ -54,5 +55,10 @@
 // LOWERED: rt.call @all_gather(%arg0, %arg3, %arg5, %c0_i32, %[[STAGE]]
 // The optimizer on the host stream, on the host buffer only.
 // LOWERED: rt.call @adamw_step(%arg0, %arg13, %c0_i32, %arg10, %c0_i64, %arg10, %{{.*}}, %arg10, %{{.*}}, %arg10,
+
+// With the copies at 0.1 MB/s the compute waits for them: the predicted
+// step goes from 0.9 ms to tens of milliseconds.
+// SLOWLINK: predicted step time: {{[0-9][0-9]\.[0-9]}} ms = compute
+// SLOWLINK-SAME: 0.0001 GB/s host link
 
 // UNSHARDED: error: fsdp-cpu-offload: model 'nested_wrapped' has no sharded train step

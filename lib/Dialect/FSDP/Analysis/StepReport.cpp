@@ -402,5 +402,6 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
            {"memory_gbps", report.profile.memoryGBps},
            {"link_gbps", report.profile.linkGBps},
            {"link_latency_us", report.profile.linkLatencyUs},
-           {"op_overhead_us", report.profile.opOverheadUs}}}};
+           {"op_overhead_us", report.profile.opOverheadUs},
+           {"host_link_gbps", report.profile.hostLinkGBps}}}};
 }

@@ -25,6 +25,8 @@ std::string MachineProfile::describe() const {
                      "per ring step, %g us per call",
                      gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
                      opOverheadUs);
+  if (hostLinkGBps > 0)
+    os << llvm::format(", %g GB/s host link", hostLinkGBps);
   return text;
 }
 
@@ -100,6 +102,10 @@ double secondsOf(Operation *op, const MachineProfile &p) {
   }
   if (double flops = gemmFlops(op))
     return overhead + flops / (p.gemmGflops * 1e9);
+  if (isa<ToDeviceOp, ToHostOp>(op)) // CPU offload: one pass over the link
+    return overhead + tensorBytes(op->getOperand(0)) /
+                          ((p.hostLinkGBps > 0 ? p.hostLinkGBps
+                                               : p.memoryGBps) * 1e9);
   double bytes = 0;
   for (Value v : op->getOperands())
     bytes += tensorBytes(v);

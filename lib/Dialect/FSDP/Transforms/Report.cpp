@@ -25,13 +25,15 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
   using FSDPReportPassBase::FSDPReportPassBase;
 
   void runOnOperation() override {
-    MachineProfile profile{gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
-                           opOverheadUs};
+    MachineProfile profile{gemmGflops,    memoryGBps,  linkGBps,
+                           linkLatencyUs, opOverheadUs, hostLinkGBps};
     std::pair<const char *, double> rates[] = {{"gemm-gflops", gemmGflops},
                                                {"memory-gbps", memoryGBps},
                                                {"link-gbps", linkGBps}};
     std::pair<const char *, double> costs[] = {
-        {"link-latency-us", linkLatencyUs}, {"op-overhead-us", opOverheadUs}};
+        {"link-latency-us", linkLatencyUs},
+        {"op-overhead-us", opOverheadUs},
+        {"host-link-gbps", hostLinkGBps}};
     for (auto [name, value] : rates)
       if (!(value > 0) || !std::isfinite(value)) {
         emitError(getOperation().getLoc(), "fsdp-report: ")

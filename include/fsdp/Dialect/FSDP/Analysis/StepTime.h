@@ -28,6 +28,9 @@ struct MachineProfile {
   double linkGBps = 0.16;       // collective bus bandwidth per rank, GB/s
   double linkLatencyUs = 30.0;  // per ring step, µs
   double opOverheadUs = 30.0;   // per kernel or collective call, µs
+  /// CPU offload's copies between host and device memory (PCIe on a GPU),
+  /// GB/s; 0: at memoryGBps (the CPU backend's copies are memcpys).
+  double hostLinkGBps = 0.0;
 
   std::string describe() const;
 };

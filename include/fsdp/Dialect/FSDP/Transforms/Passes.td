@@ -360,6 +360,8 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
            "Latency of one ring step of a collective, microseconds">,
     Option<"opOverheadUs", "op-overhead-us", "double", /*default=*/"30.0",
            "Fixed cost of every kernel or collective call, microseconds">,
+    Option<"hostLinkGBps", "host-link-gbps", "double", /*default=*/"0.0",
+           "CPU offload's host-device copy bandwidth per rank, GB/s (0: memory-gbps)">,
   ];
 }
 
