@@ -879,8 +879,7 @@ public:
         softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
         if (dbias) // dBias += dS, summed over a broadcast batch
           accumulateBatches(e.s, fdb.get() + d.biasOffset(0, h), pdp,
-                            d.batch, pStride,
-                            d.biasBatch == 1 ? 0 : d.biasHeads * pStride);
+                            d.batch, pStride, d.biasBatchStride());
         if (dq) // dQ = scale * dS K
           gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
                pdp, d.tk, pStride, fk.get() + hv.kvOff, hv.kvLd, hv.kvStride,
@@ -1119,7 +1118,7 @@ private:
          d.tq * d.tk, d.batch);
     if (bias)
       addBatches(e.s, p, bias + d.biasOffset(0, h), d.batch, d.tq * d.tk,
-                 d.biasBatch == 1 ? 0 : d.biasHeads * d.tq * d.tk);
+                 d.biasBatchStride());
     maskedSoftmaxRows(e.s, p, d.batch * d.tq, d.tq, d.tk, d.causal);
   }
 

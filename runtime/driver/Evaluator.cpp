@@ -95,7 +95,6 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
   if (eval_.cpuOffload)
     check(fsdprt_buffer_alloc_host(rt.ctx, eval_.hostBytes, &bufs.host),
           "allocating the eval program's host buffer");
-  int64_t persistent = bufs.persistent;
   for (const Copy &c : copies_) {
     BufferRef from = locate(train_, rt.buffers(), c.from);
     BufferRef to = locate(eval_, bufs, c.to);
@@ -111,13 +110,15 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
   for (int64_t b = 0; b < batches_; ++b) {
     data_.fill(b, rank, worldSize, inputs);
     for (size_t i = 0; i < inputs.size(); ++i)
-      check(fsdprt_copy_from_host(rt.ctx, s, persistent, eval_.inputs[i].offset,
+      check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent,
+                                  eval_.inputs[i].offset,
                                   inputs[i].data(), int64_t(inputs[i].size())),
             "copying eval inputs");
     rt.runStep(step_, bufs, 0, seed_, rank);
     float loss = 0;
     check(
-        fsdprt_copy_to_host(rt.ctx, s, &loss, persistent, eval_.lossOffset, 4),
+        fsdprt_copy_to_host(rt.ctx, s, &loss, bufs.persistent, eval_.lossOffset,
+                            4),
         "reading the eval loss");
     check(fsdprt_stream_synchronize(rt.ctx, s), "reading the eval loss");
     sum += loss;
@@ -132,7 +133,8 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
         "averaging the eval loss");
   check(fsdprt_copy_to_host(rt.ctx, s, &mean, scratch, 0, 4), "eval loss");
   check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
-  check(fsdprt_buffer_free(rt.ctx, s, persistent), "freeing the eval buffer");
+  check(fsdprt_buffer_free(rt.ctx, s, bufs.persistent),
+        "freeing the eval buffer");
   if (bufs.host)
     check(fsdprt_buffer_free(rt.ctx, s, bufs.host), "freeing the eval buffer");
   check(fsdprt_context_synchronize(rt.ctx), "evaluating");

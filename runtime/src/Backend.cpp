@@ -6,8 +6,8 @@
 #if FSDPRT_HAVE_CUDA
 #include "cuda/CudaBackend.h"
 #endif
+#include "fsdp/rt/Arena.h"
 #include "fsdp/rt/Error.h"
-#include "fsdp/rt/fsdprt.h"
 
 #include <cstdlib>
 
@@ -20,10 +20,7 @@ namespace rt {
 Backend::~Backend() = default;
 
 void *Backend::allocateHost(int64_t bytes) {
-  void *p = std::aligned_alloc(FSDPRT_ARENA_ALIGNMENT,
-                               (bytes + FSDPRT_ARENA_ALIGNMENT - 1) /
-                                   FSDPRT_ARENA_ALIGNMENT *
-                                   FSDPRT_ARENA_ALIGNMENT);
+  void *p = std::aligned_alloc(Arena::kAlignment, Arena::roundUp(bytes));
   if (!p)
     fail(Status::OutOfMemory, "cannot allocate a ", bytes,
          "-byte host buffer");

@@ -38,9 +38,12 @@ Context::~Context() {
 int64_t Context::allocate(int64_t bytes) {
   DeviceMarkers waits;
   int64_t offset = arena_.allocate(bytes, &waits);
+  return addBuffer(Buffer{offset, bytes, nullptr, std::move(waits)});
+}
+
+int64_t Context::addBuffer(Buffer b) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return buffers_.insert(
-      std::make_shared<Buffer>(Buffer{offset, bytes, nullptr, std::move(waits)}));
+  return buffers_.insert(std::make_shared<Buffer>(std::move(b)));
 }
 
 void Context::setArenaBase(int64_t base) {
@@ -58,9 +61,7 @@ int64_t Context::allocateAt(int64_t offset, int64_t bytes) {
   }
   DeviceMarkers waits;
   arena_.allocateAt(offset, bytes, &waits);
-  std::lock_guard<std::mutex> lock(mutex_);
-  return buffers_.insert(
-      std::make_shared<Buffer>(Buffer{offset, bytes, nullptr, std::move(waits)}));
+  return addBuffer(Buffer{offset, bytes, nullptr, std::move(waits)});
 }
 
 int64_t Context::allocateHost(int64_t bytes) {
@@ -70,9 +71,7 @@ int64_t Context::allocateHost(int64_t bytes) {
   Backend *be = backend_.get();
   std::shared_ptr<char> memory(static_cast<char *>(be->allocateHost(bytes)),
                                [be](char *p) { be->deallocateHost(p); });
-  std::lock_guard<std::mutex> lock(mutex_);
-  return buffers_.insert(
-      std::make_shared<Buffer>(Buffer{0, bytes, std::move(memory), {}}));
+  return addBuffer(Buffer{0, bytes, std::move(memory), {}});
 }
 
 bool Context::isHostBuffer(int64_t buffer) const {

@@ -351,12 +351,12 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
 llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
                                           const StepReport &report) {
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
-  llvm::json::Object breakdown;
-  for (size_t c = 0; c < kMemoryCategories; ++c)
-    breakdown[kCategoryKeys[c]] = report.breakdown[c];
-  llvm::json::Object host;
-  for (size_t c = 0; c < kMemoryCategories; ++c)
-    host[kCategoryKeys[c]] = report.hostBreakdown[c];
+  auto byKind = [](const std::array<int64_t, kMemoryCategories> &bytes) {
+    llvm::json::Object kinds;
+    for (size_t c = 0; c < kMemoryCategories; ++c)
+      kinds[kCategoryKeys[c]] = bytes[c];
+    return kinds;
+  };
   llvm::json::Array collectives;
   for (const CollectiveRecord &c : report.collectives)
     collectives.push_back(llvm::json::Object{{"kind", c.kind},
@@ -378,10 +378,10 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"shard_group_size", mesh.getShard()},
       {"peak_bytes", report.peakBytes},
       {"peak_at", describePeak(report)},
-      {"breakdown", std::move(breakdown)},
+      {"breakdown", byKind(report.breakdown)},
       {"cpu_offload", isOffloaded(step)},
       {"host_bytes", report.hostBytes},
-      {"host_breakdown", std::move(host)},
+      {"host_breakdown", byKind(report.hostBreakdown)},
       {"collectives", std::move(collectives)},
       {"rank_local_units", std::move(rankLocal)},
       {"frozen",

@@ -63,7 +63,6 @@ struct OptimizerConfig {
   }
 };
 
-/// Builds the train step of one model.
 /// A linear layer whose input needs no gradient (data) gets its weight and
 /// bias gradients from a GEMM and a column sum: nn.linear_grad would also
 /// compute (and hold) the input's.
@@ -88,6 +87,7 @@ void splitLinearGradsWithoutInputGrad(Block &body) {
   }
 }
 
+/// Builds the train step of one model.
 class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,

@@ -56,12 +56,15 @@ public:
   /// order nothing outside the graph (its work ran or will run whole).
   void forgetDeviceMarkers();
 
+  /// `bytes` (at least 1) rounded up to kAlignment; throws on a negative
+  /// or overflowing size.
+  static int64_t roundUp(int64_t bytes);
+
 private:
   struct Range {
     int64_t size;
     bool pending;
   };
-  static int64_t roundUp(int64_t bytes);
   /// Offset of the first gap of `bytes`, or -1; with treatPendingAsFree the
   /// answer is where it would fit once pending frees have run.
   int64_t findGap(int64_t bytes, bool treatPendingAsFree) const;

@@ -81,7 +81,13 @@ enum class Distribution : int32_t {
 /// is a host buffer (CPU offload's pinned memory), ordered on the stream as
 /// device work. HostBuffer: between the caller's memory and a host buffer,
 /// done when the call returns.
-enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, Staged, HostBuffer };
+enum class CopyKind {
+  HostToDevice,
+  DeviceToHost,
+  DeviceToDevice,
+  Staged,
+  HostBuffer
+};
 
 struct MatmulDims {
   int64_t batch, m, k, n;
@@ -95,10 +101,14 @@ struct AttentionDims {
   /// An additive bias [biasBatch, biasHeads, tq, tk] (each 1 or the full
   /// size: broadcast); 0 and 0 without one.
   int64_t biasBatch = 0, biasHeads = 0;
+  /// Elements from one batch element's bias slices to the next (0 when
+  /// the bias is broadcast over the batch).
+  int64_t biasBatchStride() const {
+    return biasBatch == 1 ? 0 : biasHeads * tq * tk;
+  }
   /// Offset of the bias slice of (batch b, head h), in elements.
   int64_t biasOffset(int64_t b, int64_t h) const {
-    return ((biasBatch == 1 ? 0 : b) * biasHeads + (biasHeads == 1 ? 0 : h)) *
-           tq * tk;
+    return b * biasBatchStride() + (biasHeads == 1 ? 0 : h) * tq * tk;
   }
   int64_t biasNumel() const { return biasBatch * biasHeads * tq * tk; }
 };

@@ -143,6 +143,8 @@ private:
   /// The live block of one graph: its per-step values, 16-byte aligned.
   static constexpr int64_t kLiveBytes = int64_t(64) << 10;
   std::vector<std::shared_ptr<Stream>> allStreams() const;
+  /// Registers a buffer; its handle.
+  int64_t addBuffer(Buffer b);
   /// Queues the stream's joining of the capture (its worker's device queue).
   void joinCapture(Stream &s);
 
