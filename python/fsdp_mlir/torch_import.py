@@ -772,12 +772,17 @@ def _mask_not(t, m: Value) -> Value:
 
 
 def _where(t, node, out, cond, x, y):
-    """torch.where: keep(x, c) + keep(y, not c), in the result's type."""
-    import torch
-    dtype = _dtype(out.dtype)
+    """torch.where in the result's type."""
     m = _as_f32(t, cond)
     if not isinstance(m, Value):  # a constant condition, run-time branches
         m = t.constant(m)
+    return _keep_either(t, m, x, y, _dtype(out.dtype))
+
+
+def _keep_either(t, m: Value, x, y, dtype: str) -> Value:
+    """keep(x, m) + keep(y, m == 0) in `dtype`, m an f32 mask; x and y
+    values, constant tensors or scalars."""
+    import torch
     not_m = _mask_not(t, m)
 
     def branch(v, mask):
@@ -1072,10 +1077,9 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
                               node.args[3] if len(node.args) > 3 else None)
         is_bool = arg.meta["val"].dtype == torch.bool
     elif attn_mask is not None:
-        if _fusable_mask(attn_mask, B, H, T, S, causal):
-            if not causal and T == S and not bool(
-                    _keep_mask(attn_mask, B, H, T, S).all()):
-                causal = True  # a constant lower-triangular mask
+        kind = _fused_mask_kind(attn_mask, B, H, T, S, causal)
+        if kind:  # nn.attention's own mask: none, or causal
+            causal = causal or kind == "causal"
             attn_mask = None
         elif attn_mask.dtype == torch.bool:  # its bias, folded
             attn_mask = t.constant(torch.zeros(attn_mask.shape).masked_fill(
@@ -1116,29 +1120,26 @@ def _attention_bias(t, mask: Value, is_bool: bool, full, dtype) -> Value:
     return mask if mask.type.dtype == dtype else t.f.cast(mask, dtype)
 
 
-def _keep_mask(mask, B, H, T, S):
-    """A constant mask as booleans [B, H, T, S] (True: attend)."""
+def _fused_mask_kind(mask, B, H, T, S, causal):
+    """"all" for a constant mask that is all-true, "causal" for one that is
+    (without is_causal, T = S) exactly causal: nn.attention's own masks;
+    None for any other."""
     import torch
+    if mask.dtype != torch.bool and not bool(
+            ((mask == 0) | torch.isneginf(mask)).all()):
+        return None
     try:
         m = torch.broadcast_to(mask, (B, H, T, S))
     except RuntimeError:
         raise _Unsupported(f"attention mask of shape "
                            f"{list(mask.shape)}") from None
-    return m if m.dtype == torch.bool else m == 0
-
-
-def _fusable_mask(mask, B, H, T, S, causal):
-    """Whether a constant mask is all-true, or (without is_causal, T = S)
-    exactly causal: nn.attention's own masks."""
-    import torch
-    if mask.dtype != torch.bool and not bool(
-            ((mask == 0) | torch.isneginf(mask)).all()):
-        return False
-    keep = _keep_mask(mask, B, H, T, S)
+    keep = m if m.dtype == torch.bool else m == 0
     if bool(keep.all()):
-        return True
+        return "all"
     lower = torch.ones(T, S, dtype=torch.bool).tril()
-    return T == S and not causal and bool((keep == lower).all())
+    if T == S and not causal and bool((keep == lower).all()):
+        return "causal"
+    return None
 
 
 def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale, dropout_p):
@@ -1159,29 +1160,17 @@ def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale, dropout_p):
         k, v = repeat(k), repeat(v)
     dtype = q.type.dtype
     scores = t.f.scale(t.f.matmul(q, k, transpose_rhs=True), scale)
+    ninf = _scalar(t, float("-inf"), "f32")
     if causal:
-        lower = torch.ones(T, S, dtype=torch.bool).tril()
-        scores = _masked_scores(t, scores, t.constant(lower.to(torch.float32)),
-                         dtype)
+        lower = torch.ones(T, S, dtype=torch.float32).tril()
+        scores = _keep_either(t, t.constant(lower), scores, ninf, dtype)
     if mask is not None and is_bool:
-        scores = _masked_scores(t, scores, _as_f32(t, mask), dtype)
+        scores = _keep_either(t, _as_f32(t, mask), scores, ninf, dtype)
     elif mask is not None:
         scores = t.f.add(scores, mask if mask.type.dtype == dtype
                          else t.f.cast(mask, dtype))
     p = t.f.dropout(t.f.softmax(scores, -1), dropout_p)
     return t.f.matmul(p, v)
-
-
-def _masked_scores(t, scores, keep, dtype):
-    """Scores where `keep` holds, -inf elsewhere (torch.where)."""
-    if dtype != "f32":
-        keep = t.f.cast(keep, dtype)
-    drop = _mask_not(t, keep) if dtype == "f32" else t.f.cast(
-        _mask_not(t, t.f.cast(keep, "f32")), dtype)
-    ninf = _scalar(t, float("-inf"), "f32")
-    if dtype != "f32":
-        ninf = t.f.cast(ninf, dtype)
-    return t.f.add(t.f.keep(scores, keep), t.f.keep(ninf, drop))
 
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
