@@ -123,6 +123,27 @@ TEST_P(CApiErrors, SizeMismatchesAndBadDims) {
                                            0, big, 0, big, 0, big, 0, 1, 2, 2,
                                            3, 2, 4, 0, 0, 0, 0, 0, 0),
                   FSDPRT_ERR_INVALID_ARGUMENT, "does not divide");
+  // An attention bias broadcasts only from 1 (batch 2, heads 2 here).
+  EXPECT_RT_ERROR(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, big,
+                                           0, big, 0, big, 0, big, 0, 2, 2, 2,
+                                           2, 2, 2, 0, 0, big, 0, 3, 1),
+                  FSDPRT_ERR_INVALID_ARGUMENT,
+                  "bias_batch 3 is neither 1 nor the batch 2");
+  EXPECT_RT_ERROR(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32,
+                                            big, 0, big, 0, big, 0, big, 0,
+                                            big, 0, big, 0, big, 0, 2, 2, 2, 2,
+                                            2, 2, 0, 0, big, 0, big, 0, 1, 3),
+                  FSDPRT_ERR_INVALID_ARGUMENT,
+                  "bias_heads 3 is neither 1 nor the heads 2");
+  EXPECT_RT_ERROR(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32,
+                                            big, 0, big, 0, big, 0, big, 0,
+                                            big, 0, big, 0, big, 0, 2, 2, 2, 2,
+                                            2, 2, 0, 0, 0, 0, big, 0, 1, 1),
+                  FSDPRT_ERR_INVALID_ARGUMENT, "dbias without a bias");
+  int64_t host = 0;
+  EXPECT_RT_ERROR(fsdprt_buffer_alloc_host(dev.ctx, 0, &host),
+                  FSDPRT_ERR_INVALID_ARGUMENT,
+                  "host buffer size must be positive, got 0");
   EXPECT_RT_ERROR(fsdprt_rope_forward(dev.ctx, dev.stream, FSDPRT_F32, big, 0,
                                       big, 0, 1, 2, 1, 3, 10000.0),
                   FSDPRT_ERR_INVALID_ARGUMENT, "must be even");
