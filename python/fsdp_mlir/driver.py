@@ -423,8 +423,10 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
         save_every=None, save_format=None, metrics=None, trace=None,
         backend="cpu", env=None, quiet=True, timeout=None, lr_schedule=None,
         warmup_steps=None, decay_steps=None,
-        min_lr_ratio=None, **eval_and_generation) -> RunResult:
-    """Train the lowered `program` with fsdp-run and return a RunResult.
+        min_lr_ratio=None, fsdp_run=None, **eval_and_generation) -> RunResult:
+    """Train the lowered `program` (or a step library, with `fsdp_run` a
+    runner of them such as fsdprt-run) with fsdp-run and return a
+    RunResult.
     With `generate=N` (and the sampler's options, see run_command) an eval
     program samples N tokens instead; the metrics rows are then the
     samples: {"sample", "prompt", "tokens"}.
@@ -449,7 +451,8 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
                        metrics=metrics_path, trace=trace, backend=backend,
                        quiet=quiet, lr_schedule=lr_schedule,
                        warmup_steps=warmup_steps, decay_steps=decay_steps,
-                       min_lr_ratio=min_lr_ratio, **eval_and_generation)
+                       min_lr_ratio=min_lr_ratio, fsdp_run=fsdp_run,
+                       **eval_and_generation)
     env = {str(k): str(v) for k, v in (env or {}).items()}
     full_env = dict(os.environ)
     if nproc is not None:

@@ -21,7 +21,9 @@ Run: PATH=build/bin:$PATH PYTHONPATH=python:python/tests \
 """
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -186,13 +188,30 @@ def import_model(module, data, name):
 
 @pytest.mark.parametrize("name,ranks,optimizer", CASES)
 def test_trains_like_torch(tmp_path, name, ranks, optimizer):
+    _check_trains_like_torch(tmp_path, name, ranks, optimizer)
+
+
+@pytest.mark.parametrize("name", ["bert-padded", "t5"])
+def test_cuda_backend_trains_like_torch(tmp_path, name):
+    """Attention with an additive bias (BERT's padding mask, T5's relative
+    positions) through the CUDA backend's per-head attention, on the tests'
+    host emulation of the backend (fsdprt-run-cuda-emu)."""
+    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
+               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
+    if not emu.exists():
+        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
+    _check_trains_like_torch(tmp_path, name, 1, "adamw",
+                             runner=(emu, "cuda_emu"))
+
+
+def _check_trains_like_torch(tmp_path, name, ranks, optimizer, runner=None):
     torch.manual_seed(0)
     factory, make_data, kind, noise, inputs = MODELS[name]
     module = LossOf(factory(), inputs)
     data = make_data(np.random.default_rng(3))
     model = import_model(module, data, name)
     got, saved = train_imported(tmp_path, module, model, data, ranks,
-                                optimizer, wrap_kinds=[kind])
+                                optimizer, runner=runner, wrap_kinds=[kind])
     want = torch_losses(module, data, ranks, optimizer)
     assert len(got) == STEPS
     worst = max(abs(a - b) for a, b in zip(got, want))

@@ -254,9 +254,10 @@ def torch_losses(module, data, ranks, optimizer):
 
 
 def train_imported(tmp_path, module, model, data, ranks, optimizer,
-                   **compile_options):
+                   runner=None, **compile_options):
     """`model` (imported from `module`) trained STEPS steps by fsdp-run from
-    the module's weights on `data`: its losses and its final state."""
+    the module's weights on `data`: its losses and its final state.
+    `runner`: (a runner of step libraries, its backend) instead."""
     weights = tmp_path / "weights.safetensors"
     save_weights(module, model, weights)
     dataset = tmp_path / "data.safetensors"
@@ -265,9 +266,12 @@ def train_imported(tmp_path, module, model, data, ranks, optimizer,
     prog = driver.compile(model, tmp_path / "step.mlir", world_size=ranks,
                           optimizer=optimizer, **OPTIMIZERS[optimizer],
                           **compile_options)
+    tool, backend = runner or (None, "cpu")
+    if tool:
+        prog = driver.compile_library(prog)
     metrics = driver.run(prog, nproc=ranks, steps=STEPS, data=dataset,
                          load=weights, save=tmp_path / "ckpt",
-                         timeout=180).metrics
+                         timeout=180, fsdp_run=tool, backend=backend).metrics
     saved = st_numpy.load_file(str(tmp_path / "ckpt" /
                                    f"step-{STEPS}.safetensors"))
     return [m["loss"] for m in metrics], saved

@@ -388,6 +388,7 @@ public:
   }
 
   const char *name() const override { return FSDPRT_CUDA_BACKEND_NAME; }
+  bool hasStepGraphs() const override { return true; }
 
   // Device-side ordering (DeviceOrdering.h): calls return once their work
   // is queued; FSDPRT_CUDA_SYNC=1 makes every call wait for its device
@@ -483,6 +484,9 @@ public:
         [&](Exec &e) { checkCuda(cudaFreeAsync(ptr, e.s), "cudaFreeAsync"); });
   }
   bool hostAccessible() const override { return false; }
+#ifdef FSDPRT_CUDA_EMULATION
+  bool hostBacked() const override { return true; }
+#endif
   void *allocateHost(int64_t bytes) override {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     void *p = nullptr;

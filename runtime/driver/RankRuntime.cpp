@@ -49,6 +49,8 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
             o.backend.c_str(), launch.rank, launch.worldSize, capacity,
             o.threads ? o.threads : defaultThreads(launch), &ctx),
         "creating the runtime context");
+  // NCCL for the GPUs; Gloo where the backend's memory is host memory (the
+  // CPU, the tests' emulation of the CUDA backend).
   check(
       fsdprt_comm_init_env(ctx, o.backend == "cuda" ? "nccl" : "gloo", &world),
       "joining the job");
@@ -73,7 +75,9 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
   // collectives wait on the host (the NCCL communicator polls each one for
   // its timeout), which a graph cannot hold.
   // CPU offload's optimizer runs on the host, which a graph cannot replay.
-  if (o.backend == "cuda" && o.cudaGraphs && o.trace.empty() &&
+  int32_t graphsSupported = 0;
+  check(fsdprt_graph_supported(ctx, &graphsSupported), "querying the backend");
+  if (graphsSupported && o.cudaGraphs && o.trace.empty() &&
       launch.worldSize == 1 && !p.cpuOffload)
     graphs_ = Graphs::Warmup;
   quiet_ = o.quiet;

@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "driver/RunOptions.h"
 
+#include "fsdp/rt/Backend.h"
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -231,8 +234,15 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
   if (!haveInput && !o.help)
     throw UsageError("no input: give a lowered program (.mlir) or a step "
                      "library (.so)");
-  if (o.backend != "cpu" && o.backend != "cuda")
-    throw UsageError("--backend must be cpu or cuda, not '" + o.backend + "'");
+  std::vector<std::string> backends = rt::registeredBackends();
+  if (std::find(backends.begin(), backends.end(), o.backend) ==
+      backends.end()) {
+    std::string known;
+    for (const std::string &name : backends)
+      known += (known.empty() ? "" : ", ") + name;
+    throw UsageError("--backend must be one this runtime was built with (" +
+                     known + "), not '" + o.backend + "'");
+  }
   if (o.nproc < 0)
     throw UsageError("--nproc must be positive");
   if (o.lrSchedule && *o.lrSchedule != "constant" &&

@@ -86,7 +86,7 @@ struct CommLaunch : Launch {
   CommLaunch(int64_t ctx, int64_t stream, int64_t comm, int32_t dtype,
              const char *op)
       : Launch(ctx, stream, dtype, op), comm(context().communicator(comm)) {
-    if (this->comm->usesHostMemory() != backend().hostAccessible())
+    if (this->comm->usesHostMemory() != backend().hostBacked())
       fail(Status::Unsupported, "communicator backend '",
            this->comm->backendName(), "' cannot use the memory of backend '",
            backend().name(), "'");

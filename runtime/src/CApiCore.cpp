@@ -200,6 +200,13 @@ int32_t fsdprt_graph_begin(int64_t ctx, int64_t step_count) {
                  [&] { getContext(ctx)->beginCapture(step_count); });
 }
 
+int32_t fsdprt_graph_supported(int64_t ctx, int32_t *out) {
+  return guarded(__func__, [&] {
+    requireOut(out, "out");
+    *out = getContext(ctx)->backend().hasStepGraphs() ? 1 : 0;
+  });
+}
+
 int32_t fsdprt_graph_end(int64_t ctx, int64_t *out_graph) {
   return guarded(__func__, [&] {
     requireOut(out_graph, "out_graph");

@@ -138,6 +138,9 @@ TEST_P(GraphConformance, ReplayedStepEqualsEagerStepBitForBit) {
   setStepValues(dev, 0);
   RT_OK(step(dev, s, 0));
   EXPECT_TRUE(snapshot(dev, s) == eager[0]);
+  int32_t supported = -1;
+  RT_OK(fsdprt_graph_supported(dev.ctx, &supported));
+  EXPECT_EQ(supported, GetParam() == "cpu" ? 0 : 1);
   int32_t begun = fsdprt_graph_begin(dev.ctx, 1);
   if (GetParam() == "cpu") {
     EXPECT_EQ(begun, FSDPRT_ERR_UNSUPPORTED);

@@ -197,12 +197,15 @@ class Fsdp:
     # -- running -----------------------------------------------------------
     def run(self, program, nproc=None, steps=5, save_format="full",
             save=True, save_every=None, load=None, seed=None, env=None,
-            extra_args=(), check=True, timeout=600, cache=False, tool=None):
-        """Runs `program` with fsdp-run, or with `tool` (e.g. fsdprt-run)."""
+            extra_args=(), check=True, timeout=600, cache=False, tool=None,
+            backend=None, quiet=True):
+        """Runs `program` with fsdp-run, or with `tool` (e.g. fsdprt-run),
+        on `backend` (default: $FSDP_RUN_BACKEND or cpu)."""
         tool = tool or self.run_tool
+        backend = backend or os.environ.get("FSDP_RUN_BACKEND", "cpu")
         key = (str(tool), str(program), nproc, steps, save_format, save, save_every,
                str(load), seed, tuple(sorted((env or {}).items())),
-               tuple(extra_args))
+               tuple(extra_args), backend, quiet)
         if cache and key in self._runs:
             return self._runs[key]
         digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
@@ -216,9 +219,9 @@ class Fsdp:
         save_dir = rundir / "ckpt" if save else None
         cmd = driver.run_command(
             program, nproc=nproc, steps=steps, metrics=metrics,
-            backend=os.environ.get("FSDP_RUN_BACKEND", "cpu"), save=save_dir,
+            backend=backend, save=save_dir,
             save_format=save_format if save else None, save_every=save_every,
-            load=load, seed=seed, fsdp_run=tool)
+            load=load, seed=seed, fsdp_run=tool, quiet=quiet)
         cmd += list(extra_args)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               timeout=timeout, env=clean_env(env))

@@ -155,7 +155,8 @@ def test_wrong_batch_size(fsdp, gpt2_2):
      "--save-format must be full or sharded, not 'zip'"),
     (["--data", "/nonexistent.txt"],
      "data file '/nonexistent.txt' cannot be opened"),
-    (["--backend", "tpu"], "--backend must be cpu or cuda"),
+    (["--backend", "tpu"], "--backend must be one this runtime was built "
+                           "with (cpu"),
 ])
 def test_bad_options_are_clear_errors(fsdp, gpt2_2, tmp_path, args, message):
     proc = _run(fsdp, [gpt2_2, "--nproc", "2", "--steps", "1", "--quiet",

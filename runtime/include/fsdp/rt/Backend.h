@@ -148,6 +148,10 @@ public:
   virtual DeviceOrdering *deviceOrdering() { return nullptr; }
   /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
   virtual bool hostAccessible() const = 0;
+  /// Whether its memory is host memory, which host communicators (Gloo)
+  /// read: the CPU's; also the tests' emulation of the CUDA backend, which
+  /// otherwise refuses host access as a GPU does.
+  virtual bool hostBacked() const { return hostAccessible(); }
 
   // Step graphs (CUDA graphs; Context::beginCapture drives them). Between
   // graphBegin and graphEnd, the device work of every thread that joined
@@ -156,6 +160,7 @@ public:
   // and as `live`, a copy in the graph's live block that each launch
   // refreshes; kernels use *live when it is set. Backends without graphs
   // (CPU) throw Unsupported from graphBegin and never see `live` set.
+  virtual bool hasStepGraphs() const { return false; }
   /// Starts a capture whose live block holds `liveBytes`; returns the
   /// block's device address.
   virtual void *graphBegin(int64_t liveBytes);

@@ -151,6 +151,8 @@ int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale);
 /* are those of its capture: the same buffers (the compiler's plan places  */
 /* them) at every launch.                                                  */
 int32_t fsdprt_graph_begin(int64_t ctx, int64_t step_count);
+/* *out = 1 where the context's backend captures step graphs, else 0. */
+int32_t fsdprt_graph_supported(int64_t ctx, int32_t *out);
 int32_t fsdprt_graph_end(int64_t ctx, int64_t *out_graph);
 int32_t fsdprt_graph_launch(int64_t ctx, int64_t stream, int64_t graph,
                             int64_t step_count);
