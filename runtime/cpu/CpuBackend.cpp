@@ -1,9 +1,8 @@
 //===- CpuBackend.cpp - The CPU backend -----------------------------------===//
 //
 // Adapts the kernels of Kernels.h to the Backend interface. Pointwise kernels
-// take the storage type directly (Storage.h); for the others, 16-bit inputs
-// are widened to f32 (In) and outputs narrowed back with round-to-nearest-even
-// (Out::commit).
+// take the storage type directly (Storage.h); the others compute in f32 on
+// 16-bit operands staged through HostStaging (Staging.h).
 //
 //===----------------------------------------------------------------------===//
 #include "CpuBackend.h"
@@ -71,45 +70,39 @@ public:
 
   void linearForward(DType dt, const void *x, const void *w, const void *b,
                      void *y, int64_t m, int64_t k, int64_t n) override {
-    In fx(dt, x, m * k, threads_), fw(dt, w, n * k, threads_),
-        fb(dt, b, n, threads_);
-    Out fy(dt, y, m * n, false, threads_);
-    cpu::linearForward(threads_, fx.get(), fw.get(), fb.get(), fy.get(), m, k,
-                       n);
-    fy.commit();
+    HostStaging st = staging();
+    cpu::linearForward(threads_, st.in(dt, x, m * k), st.in(dt, w, n * k),
+                       st.in(dt, b, n), st.out(dt, y, m * n), m, k, n);
+    st.commit();
   }
   void linearBackward(DType dt, const void *x, const void *w, const void *dy,
                       void *dx, void *dw, void *db, int64_t m, int64_t k,
                       int64_t n) override {
-    In fx(dt, dw ? x : nullptr, m * k, threads_),
-        fw(dt, dx ? w : nullptr, n * k, threads_), fdy(dt, dy, m * n, threads_);
-    Out fdx(dt, dx, m * k, false, threads_),
-        fdw(dt, dw, n * k, false, threads_), fdb(dt, db, n, false, threads_);
-    cpu::linearBackward(threads_, fx.get(), fw.get(), fdy.get(), fdx.get(),
-                        fdw.get(), fdb.get(), m, k, n);
-    fdx.commit();
-    fdw.commit();
-    fdb.commit();
+    HostStaging st = staging();
+    cpu::linearBackward(threads_, st.in(dt, dw ? x : nullptr, m * k),
+                        st.in(dt, dx ? w : nullptr, n * k),
+                        st.in(dt, dy, m * n), st.out(dt, dx, m * k),
+                        st.out(dt, dw, n * k), st.out(dt, db, n), m, k, n);
+    st.commit();
   }
   void matmulForward(DType dt, const void *a, const void *b, void *c,
                      const MatmulDims &d) override {
-    In fa(dt, a, d.batch * d.m * d.k, threads_),
-        fb(dt, b, (d.bBatched ? d.batch : 1) * d.k * d.n, threads_);
-    Out fc(dt, c, d.batch * d.m * d.n, false, threads_);
-    cpu::matmulForward(threads_, fa.get(), fb.get(), fc.get(), d);
-    fc.commit();
+    HostStaging st = staging();
+    cpu::matmulForward(threads_, st.in(dt, a, d.batch * d.m * d.k),
+                       st.in(dt, b, (d.bBatched ? d.batch : 1) * d.k * d.n),
+                       st.out(dt, c, d.batch * d.m * d.n), d);
+    st.commit();
   }
   void matmulBackward(DType dt, const void *a, const void *b, const void *dc,
                       void *da, void *db, const MatmulDims &d) override {
     int64_t bNumel = (d.bBatched ? d.batch : 1) * d.k * d.n;
-    In fa(dt, a, d.batch * d.m * d.k, threads_), fb(dt, b, bNumel, threads_),
-        fdc(dt, dc, d.batch * d.m * d.n, threads_);
-    Out fda(dt, da, d.batch * d.m * d.k, false, threads_),
-        fdb(dt, db, bNumel, false, threads_);
-    cpu::matmulBackward(threads_, fa.get(), fb.get(), fdc.get(), fda.get(),
-                        fdb.get(), d);
-    fda.commit();
-    fdb.commit();
+    HostStaging st = staging();
+    cpu::matmulBackward(threads_, st.in(dt, a, d.batch * d.m * d.k),
+                        st.in(dt, b, bNumel),
+                        st.in(dt, dc, d.batch * d.m * d.n),
+                        st.out(dt, da, d.batch * d.m * d.k),
+                        st.out(dt, db, bNumel), d);
+    st.commit();
   }
 
   void binaryForward(DType dt, BinaryOp op, const void *a, const Shape &as,
@@ -120,15 +113,14 @@ public:
                       const void *b, const Shape &bs, const void *dout,
                       void *da, void *db) override {
     bool needValues = op == BinaryOp::Mul || op == BinaryOp::Div;
-    In fa(dt, needValues ? a : nullptr, numelOf(as), threads_),
-        fb(dt, needValues ? b : nullptr, numelOf(bs), threads_),
-        fd(dt, dout, numelOf(broadcastShapes(as, bs)), threads_);
-    Out fda(dt, da, numelOf(as), false, threads_),
-        fdb(dt, db, numelOf(bs), false, threads_);
-    cpu::binaryBackward(threads_, op, fa.get(), as, fb.get(), bs, fd.get(),
-                        fda.get(), fdb.get());
-    fda.commit();
-    fdb.commit();
+    HostStaging st = staging();
+    cpu::binaryBackward(threads_, op,
+                        st.in(dt, needValues ? a : nullptr, numelOf(as)), as,
+                        st.in(dt, needValues ? b : nullptr, numelOf(bs)), bs,
+                        st.in(dt, dout, numelOf(broadcastShapes(as, bs))),
+                        st.out(dt, da, numelOf(as)),
+                        st.out(dt, db, numelOf(bs)));
+    st.commit();
   }
   void scale(DType dt, const void *x, void *y, int64_t n,
              double factor) override {
@@ -155,60 +147,54 @@ public:
 
   void layerNormForward(DType dt, const void *x, const void *w, const void *b,
                         void *y, int64_t rows, int64_t d, double eps) override {
-    In fx(dt, x, rows * d, threads_), fw(dt, w, d), fb(dt, b, d);
-    Out fy(dt, y, rows * d, false, threads_);
-    cpu::layerNormForward(threads_, fx.get(), fw.get(), fb.get(), fy.get(),
-                          rows, d, static_cast<float>(eps));
-    fy.commit();
+    HostStaging st = staging();
+    cpu::layerNormForward(threads_, st.in(dt, x, rows * d), st.in(dt, w, d),
+                          st.in(dt, b, d), st.out(dt, y, rows * d), rows, d,
+                          static_cast<float>(eps));
+    st.commit();
   }
   void layerNormBackward(DType dt, const void *x, const void *w, const void *dy,
                          void *dx, void *dw, void *db, int64_t rows, int64_t d,
                          double eps) override {
-    In fx(dt, x, rows * d, threads_), fw(dt, w, d),
-        fdy(dt, dy, rows * d, threads_);
-    Out fdx(dt, dx, rows * d, false, threads_), fdw(dt, dw, d), fdb(dt, db, d);
-    cpu::layerNormBackward(threads_, fx.get(), fw.get(), fdy.get(), fdx.get(),
-                           fdw.get(), fdb.get(), rows, d,
+    HostStaging st = staging();
+    cpu::layerNormBackward(threads_, st.in(dt, x, rows * d), st.in(dt, w, d),
+                           st.in(dt, dy, rows * d), st.out(dt, dx, rows * d),
+                           st.out(dt, dw, d), st.out(dt, db, d), rows, d,
                            static_cast<float>(eps));
-    fdx.commit();
-    fdw.commit();
-    fdb.commit();
+    st.commit();
   }
   void rmsNormForward(DType dt, const void *x, const void *w, void *y,
                       int64_t rows, int64_t d, double eps) override {
-    In fx(dt, x, rows * d, threads_), fw(dt, w, d);
-    Out fy(dt, y, rows * d, false, threads_);
-    cpu::rmsNormForward(threads_, fx.get(), fw.get(), fy.get(), rows, d,
+    HostStaging st = staging();
+    cpu::rmsNormForward(threads_, st.in(dt, x, rows * d), st.in(dt, w, d),
+                        st.out(dt, y, rows * d), rows, d,
                         static_cast<float>(eps));
-    fy.commit();
+    st.commit();
   }
   void rmsNormBackward(DType dt, const void *x, const void *w, const void *dy,
                        void *dx, void *dw, int64_t rows, int64_t d,
                        double eps) override {
-    In fx(dt, x, rows * d, threads_), fw(dt, w, d),
-        fdy(dt, dy, rows * d, threads_);
-    Out fdx(dt, dx, rows * d, false, threads_), fdw(dt, dw, d);
-    cpu::rmsNormBackward(threads_, fx.get(), fw.get(), fdy.get(), fdx.get(),
-                         fdw.get(), rows, d, static_cast<float>(eps));
-    fdx.commit();
-    fdw.commit();
+    HostStaging st = staging();
+    cpu::rmsNormBackward(threads_, st.in(dt, x, rows * d), st.in(dt, w, d),
+                         st.in(dt, dy, rows * d), st.out(dt, dx, rows * d),
+                         st.out(dt, dw, d), rows, d, static_cast<float>(eps));
+    st.commit();
   }
   void softmaxForward(DType dt, const void *x, void *y, int64_t outer,
                       int64_t dim, int64_t inner) override {
     int64_t n = outer * dim * inner;
-    In fx(dt, x, n, threads_);
-    Out fy(dt, y, n, false, threads_);
-    cpu::softmaxForward(threads_, fx.get(), fy.get(), outer, dim, inner);
-    fy.commit();
+    HostStaging st = staging();
+    cpu::softmaxForward(threads_, st.in(dt, x, n), st.out(dt, y, n), outer,
+                        dim, inner);
+    st.commit();
   }
   void softmaxBackward(DType dt, const void *y, const void *dy, void *dx,
                        int64_t outer, int64_t dim, int64_t inner) override {
     int64_t n = outer * dim * inner;
-    In fy(dt, y, n, threads_), fdy(dt, dy, n, threads_);
-    Out fdx(dt, dx, n, false, threads_);
-    cpu::softmaxBackward(threads_, fy.get(), fdy.get(), fdx.get(), outer, dim,
-                         inner);
-    fdx.commit();
+    HostStaging st = staging();
+    cpu::softmaxBackward(threads_, st.in(dt, y, n), st.in(dt, dy, n),
+                         st.out(dt, dx, n), outer, dim, inner);
+    st.commit();
   }
 
   void embeddingForward(DType dt, DType idsType, const void *ids,
@@ -220,23 +206,22 @@ public:
   void embeddingBackward(DType dt, DType idsType, const void *ids,
                          const void *dy, void *dtable, int64_t numIds,
                          int64_t vocab, int64_t dim) override {
-    In fdy(dt, dy, numIds * dim, threads_);
-    Out fdt(dt, dtable, vocab * dim, false, threads_);
-    cpu::embeddingBackward(threads_, idsType, ids, fdy.get(), fdt.get(), numIds,
-                           vocab, dim);
-    fdt.commit();
+    HostStaging st = staging();
+    cpu::embeddingBackward(threads_, idsType, ids, st.in(dt, dy, numIds * dim),
+                           st.out(dt, dtable, vocab * dim), numIds, vocab,
+                           dim);
+    st.commit();
   }
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
                         const void *bias, void *out,
                         const AttentionDims &d) override {
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-    In fq(dt, q, qn, threads_), fk(dt, k, kvn, threads_),
-        fv(dt, v, kvn, threads_), fb(dt, bias, d.biasNumel(), threads_);
-    Out fo(dt, out, qn, false, threads_);
-    cpu::attentionForward(threads_, fq.get(), fk.get(), fv.get(), fb.get(),
-                          fo.get(), d);
-    fo.commit();
+    HostStaging st = staging();
+    cpu::attentionForward(threads_, st.in(dt, q, qn), st.in(dt, k, kvn),
+                          st.in(dt, v, kvn), st.in(dt, bias, d.biasNumel()),
+                          st.out(dt, out, qn), d);
+    st.commit();
   }
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
                          const void *bias, const void *dout, void *dq,
@@ -244,29 +229,22 @@ public:
                          const AttentionDims &d) override {
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-    In fq(dt, q, qn, threads_), fk(dt, k, kvn, threads_),
-        fv(dt, v, kvn, threads_), fdo(dt, dout, qn, threads_),
-        fb(dt, bias, d.biasNumel(), threads_);
-    Out fdq(dt, dq, qn, false, threads_), fdk(dt, dk, kvn, false, threads_),
-        fdv(dt, dv, kvn, false, threads_),
-        fdb(dt, dbias, d.biasNumel(), false, threads_);
-    cpu::attentionBackward(threads_, fq.get(), fk.get(), fv.get(), fb.get(),
-                           fdo.get(), fdq.get(), fdk.get(), fdv.get(),
-                           fdb.get(), d);
-    fdb.commit();
-    fdq.commit();
-    fdk.commit();
-    fdv.commit();
+    HostStaging st = staging();
+    cpu::attentionBackward(threads_, st.in(dt, q, qn), st.in(dt, k, kvn),
+                           st.in(dt, v, kvn), st.in(dt, bias, d.biasNumel()),
+                           st.in(dt, dout, qn), st.out(dt, dq, qn),
+                           st.out(dt, dk, kvn), st.out(dt, dv, kvn),
+                           st.out(dt, dbias, d.biasNumel()), d);
+    st.commit();
   }
   void rope(DType dt, const void *x, void *y, int64_t batch, int64_t seq,
             int64_t heads, int64_t headDim, double theta,
             bool inverse) override {
     int64_t n = batch * seq * heads * headDim;
-    In fx(dt, x, n, threads_);
-    Out fy(dt, y, n, false, threads_);
-    cpu::rope(threads_, fx.get(), fy.get(), batch, seq, heads, headDim, theta,
-              inverse);
-    fy.commit();
+    HostStaging st = staging();
+    cpu::rope(threads_, st.in(dt, x, n), st.out(dt, y, n), batch, seq, heads,
+              headDim, theta, inverse);
+    st.commit();
   }
   // `live` is only set inside step graphs, which this backend has not.
   void dropout(DType dt, const void *x, void *y, int64_t n, double p,
@@ -275,28 +253,24 @@ public:
   }
   void rngFill(DType dt, void *dst, int64_t n, Distribution dist, double a,
                double b, const RngKey &key, const RngKey *) override {
-    Out fd(dt, dst, n, false, threads_);
-    cpu::rngFill(threads_, fd.get(), n, dist, static_cast<float>(a),
+    HostStaging st = staging();
+    cpu::rngFill(threads_, st.out(dt, dst, n), n, dist, static_cast<float>(a),
                  static_cast<float>(b), key);
-    fd.commit();
+    st.commit();
   }
   void batchNormForward(DType dt, const void *x, const void *w, const void *b,
                         void *runningMean, void *runningVar, void *y, int64_t n,
                         int64_t c, int64_t spatial, double eps, double momentum,
                         bool training) override {
     int64_t numel = n * c * spatial;
-    In fx(dt, x, numel, threads_), fw(dt, w, c), fb(dt, b, c);
-    Out frm(dt, runningMean, c, true), frv(dt, runningVar, c, true),
-        fy(dt, y, numel, false, threads_);
-    cpu::batchNormForward(threads_, fx.get(), fw.get(), fb.get(), frm.get(),
-                          frv.get(), fy.get(), n, c, spatial,
-                          static_cast<float>(eps), static_cast<float>(momentum),
-                          training);
-    fy.commit();
-    if (training) {
-      frm.commit();
-      frv.commit();
-    }
+    HostStaging st = staging();
+    cpu::batchNormForward(
+        threads_, st.in(dt, x, numel), st.in(dt, w, c), st.in(dt, b, c),
+        st.inout(dt, runningMean, c, training),
+        st.inout(dt, runningVar, c, training), st.out(dt, y, numel),
+        n, c, spatial, static_cast<float>(eps), static_cast<float>(momentum),
+        training);
+    st.commit();
   }
   void batchNormBackward(DType dt, const void *x, const void *w,
                          const void *runningMean, const void *runningVar,
@@ -304,15 +278,14 @@ public:
                          int64_t n, int64_t c, int64_t spatial, double eps,
                          bool training) override {
     int64_t numel = n * c * spatial;
-    In fx(dt, x, numel, threads_), fw(dt, w, c), frm(dt, runningMean, c),
-        frv(dt, runningVar, c), fdy(dt, dy, numel, threads_);
-    Out fdx(dt, dx, numel, false, threads_), fdw(dt, dw, c), fdb(dt, db, c);
-    cpu::batchNormBackward(threads_, fx.get(), fw.get(), frm.get(), frv.get(),
-                           fdy.get(), fdx.get(), fdw.get(), fdb.get(), n, c,
-                           spatial, static_cast<float>(eps), training);
-    fdx.commit();
-    fdw.commit();
-    fdb.commit();
+    HostStaging st = staging();
+    cpu::batchNormBackward(threads_, st.in(dt, x, numel), st.in(dt, w, c),
+                           st.in(dt, runningMean, c),
+                           st.in(dt, runningVar, c), st.in(dt, dy, numel),
+                           st.out(dt, dx, numel), st.out(dt, dw, c),
+                           st.out(dt, db, c), n, c, spatial,
+                           static_cast<float>(eps), training);
+    st.commit();
   }
 
   void transpose(DType dt, const void *x, void *y, const Shape &xShape,
@@ -332,10 +305,10 @@ public:
     for (size_t i = 0; i < xShape.size(); ++i)
       if (std::find(dims.begin(), dims.end(), int64_t(i)) == dims.end())
         out *= xShape[i];
-    In fx(dt, x, numelOf(xShape), threads_);
-    Out fy(dt, y, out, false, threads_);
-    cpu::reduceForward(threads_, kind, fx.get(), xShape, dims, fy.get());
-    fy.commit();
+    HostStaging st = staging();
+    cpu::reduceForward(threads_, kind, st.in(dt, x, numelOf(xShape)), xShape,
+                       dims, st.out(dt, y, out));
+    st.commit();
   }
   void reduceBackward(DType dt, ReduceKind kind, const void *dy,
                       const Shape &xShape, const std::vector<int64_t> &dims,
@@ -344,50 +317,49 @@ public:
     for (size_t i = 0; i < xShape.size(); ++i)
       if (std::find(dims.begin(), dims.end(), int64_t(i)) == dims.end())
         out *= xShape[i];
-    In fdy(dt, dy, out, threads_);
-    Out fdx(dt, dx, numelOf(xShape), false, threads_);
-    cpu::reduceBackward(threads_, kind, fdy.get(), xShape, dims, fdx.get());
-    fdx.commit();
+    HostStaging st = staging();
+    cpu::reduceBackward(threads_, kind, st.in(dt, dy, out), xShape, dims,
+                        st.out(dt, dx, numelOf(xShape)));
+    st.commit();
   }
 
   void crossEntropyForward(DType dt, DType targetType, const void *logits,
                            const void *targets, void *loss, int64_t n,
                            int64_t c, LossReduction reduction,
                            int64_t ignoreIndex) override {
-    In fl(dt, logits, n * c, threads_);
-    Out fo(dt, loss, 1);
-    cpu::crossEntropyForward(threads_, targetType, fl.get(), targets, fo.get(),
-                             n, c, reduction, ignoreIndex);
-    fo.commit();
+    HostStaging st = staging();
+    cpu::crossEntropyForward(threads_, targetType, st.in(dt, logits, n * c),
+                             targets, st.out(dt, loss, 1), n, c, reduction,
+                             ignoreIndex);
+    st.commit();
   }
   void crossEntropyBackward(DType dt, DType targetType, const void *logits,
                             const void *targets, const void *dloss,
                             void *dlogits, int64_t n, int64_t c,
                             LossReduction reduction,
                             int64_t ignoreIndex) override {
-    In fl(dt, logits, n * c, threads_), fdl(dt, dloss, 1);
-    Out fd(dt, dlogits, n * c, false, threads_);
-    cpu::crossEntropyBackward(threads_, targetType, fl.get(), targets,
-                              fdl.get()[0], fd.get(), n, c, reduction,
+    HostStaging st = staging();
+    cpu::crossEntropyBackward(threads_, targetType, st.in(dt, logits, n * c),
+                              targets, st.in(dt, dloss, 1)[0],
+                              st.out(dt, dlogits, n * c), n, c, reduction,
                               ignoreIndex);
-    fd.commit();
+    st.commit();
   }
   void mseLossForward(DType dt, const void *a, const void *b, void *loss,
                       int64_t n, LossReduction reduction) override {
-    In fa(dt, a, n, threads_), fb(dt, b, n, threads_);
-    Out fo(dt, loss, 1);
-    cpu::mseLossForward(threads_, fa.get(), fb.get(), fo.get(), n, reduction);
-    fo.commit();
+    HostStaging st = staging();
+    cpu::mseLossForward(threads_, st.in(dt, a, n), st.in(dt, b, n),
+                        st.out(dt, loss, 1), n, reduction);
+    st.commit();
   }
   void mseLossBackward(DType dt, const void *a, const void *b,
                        const void *dloss, void *da, void *db, int64_t n,
                        LossReduction reduction) override {
-    In fa(dt, a, n, threads_), fb(dt, b, n, threads_), fdl(dt, dloss, 1);
-    Out fda(dt, da, n, false, threads_), fdb(dt, db, n, false, threads_);
-    cpu::mseLossBackward(threads_, fa.get(), fb.get(), fdl.get()[0], fda.get(),
-                         fdb.get(), n, reduction);
-    fda.commit();
-    fdb.commit();
+    HostStaging st = staging();
+    cpu::mseLossBackward(threads_, st.in(dt, a, n), st.in(dt, b, n),
+                         st.in(dt, dloss, 1)[0], st.out(dt, da, n),
+                         st.out(dt, db, n), n, reduction);
+    st.commit();
   }
 
   void sgdStep(DType gradType, float *param, const void *grad,
@@ -395,27 +367,28 @@ public:
                const SgdScalars *, const float *skip) override {
     if (skip && *skip != 0)
       return;
-    In fg(gradType, grad, n, threads_);
-    cpu::sgdStep(threads_, param, fg.get(), momentumBuf, n, s);
+    HostStaging st = staging();
+    cpu::sgdStep(threads_, param, st.in(gradType, grad, n), momentumBuf, n, s);
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
                  float *expAvgSq, int64_t n, const AdamWScalars &s,
                  const AdamWScalars *, const float *skip) override {
     if (skip && *skip != 0)
       return;
-    In fg(gradType, grad, n, threads_);
-    cpu::adamwStep(threads_, param, fg.get(), expAvg, expAvgSq, n, s);
+    HostStaging st = staging();
+    cpu::adamwStep(threads_, param, st.in(gradType, grad, n), expAvg, expAvgSq,
+                   n, s);
   }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {
-    In fg(dt, grad, n, threads_);
-    double sum = sumOfSquares(threads_, fg.get(), n);
+    HostStaging st = staging();
+    double sum = sumOfSquares(threads_, st.in(dt, grad, n), n);
     *out = static_cast<float>((accumulate ? *out : 0.0) + sum);
   }
   void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
                      bool accumulate) override {
-    In fg(dt, grad, n, threads_);
-    const float *g = fg.get();
+    HostStaging st = staging();
+    const float *g = st.in(dt, grad, n);
     bool found = std::any_of(g, g + n, [](float x) { return !std::isfinite(x); });
     *out = found ? 1.0f : (accumulate ? *out : 0.0f);
   }
@@ -435,6 +408,8 @@ public:
   }
 
 private:
+  HostStaging staging() const { return HostStaging({threads_}); }
+
   int threads_;
 };
 

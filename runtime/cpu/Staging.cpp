@@ -1,4 +1,4 @@
-//===- Staging.cpp - f32 views of 16-bit storage --------------------------===//
+//===- Staging.cpp - The CPU's f32 staging memory -------------------------===//
 #include "Staging.h"
 #include "Parallel.h"
 
@@ -13,8 +13,6 @@ namespace cpu {
 
 namespace {
 
-/// Per-thread recycled scratch arrays: large fresh allocations cost a page
-/// fault per 4 KiB, which dominated 16-bit kernels before reuse.
 thread_local std::vector<std::vector<float>> scratchPool;
 
 std::vector<float> acquire(int64_t n) {
@@ -49,36 +47,9 @@ void convert(DType srcType, const void *src, DType dstType, void *dst,
   });
 }
 
-In::In(DType dt, const void *ptr, int64_t n, int threads) {
-  if (!ptr || dt == DType::F32) {
-    data_ = static_cast<const float *>(ptr);
-    return;
-  }
-  scratch_ = acquire(n);
-  convert(dt, ptr, DType::F32, scratch_.data(), n, threads);
-  data_ = scratch_.data();
-}
+HostStagingMemory::Buffer::Buffer(int64_t n) : data_(acquire(n)) {}
 
-In::~In() { release(scratch_); }
-
-Out::Out(DType dt, void *ptr, int64_t n, bool load, int threads)
-    : dt_(dt), ptr_(ptr), n_(n), threads_(threads) {
-  if (!ptr || dt == DType::F32) {
-    data_ = static_cast<float *>(ptr);
-    return;
-  }
-  scratch_ = acquire(n);
-  if (load)
-    convert(dt, ptr, DType::F32, scratch_.data(), n, threads);
-  data_ = scratch_.data();
-}
-
-Out::~Out() { release(scratch_); }
-
-void Out::commit() {
-  if (ptr_ && dt_ != DType::F32)
-    convert(DType::F32, scratch_.data(), dt_, ptr_, n_, threads_);
-}
+HostStagingMemory::Buffer::~Buffer() { release(data_); }
 
 } // namespace cpu
 } // namespace rt

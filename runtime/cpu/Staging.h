@@ -1,14 +1,14 @@
-//===- Staging.h - f32 views of 16-bit storage ------------------*- C++ -*-===//
+//===- Staging.h - The CPU's f32 staging memory -----------------*- C++ -*-===//
 //
-// CPU kernels compute in f32. For f32 storage these views are the buffer
-// itself; for bf16/f16 they convert into a scratch f32 array (and back, on
-// commit), which keeps each kernel a single f32 implementation.
+// CPU kernels compute in f32; their bf16 / f16 operands go through
+// HostStaging (fsdp/rt/Staging.h) with recycled host arrays.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_CPU_STAGING_H
 #define FSDP_RT_CPU_STAGING_H
 
 #include "fsdp/rt/DType.h"
+#include "fsdp/rt/Staging.h"
 
 #include <cstdint>
 #include <vector>
@@ -21,39 +21,32 @@ namespace cpu {
 void convert(DType srcType, const void *src, DType dstType, void *dst,
              int64_t n, int threads);
 
-/// Read-only f32 view; a null pointer stays null (absent optional operand).
-class In {
-public:
-  In(DType dt, const void *ptr, int64_t n, int threads = 1);
-  ~In();
-  In(const In &) = delete;
-  In &operator=(const In &) = delete;
-  const float *get() const { return data_; }
+/// Staging's memory on the CPU: per-thread recycled arrays (large fresh
+/// allocations cost a page fault per 4 KiB, which dominated 16-bit kernels
+/// before reuse); conversions split over `threads`.
+struct HostStagingMemory {
+  class Buffer {
+  public:
+    explicit Buffer(int64_t n);
+    ~Buffer();
+    Buffer(Buffer &&) = default;
+    Buffer &operator=(Buffer &&) = default;
+    float *data() { return data_.data(); }
 
-private:
-  const float *data_;
-  std::vector<float> scratch_;
+  private:
+    std::vector<float> data_;
+  };
+
+  Buffer allocate(int64_t n) { return Buffer(n); }
+  void convert(DType srcType, const void *src, DType dstType, void *dst,
+               int64_t n) {
+    cpu::convert(srcType, src, dstType, dst, n, threads);
+  }
+
+  int threads;
 };
 
-/// Writable f32 view; call commit() once the kernel has written it.
-class Out {
-public:
-  /// `load` copies the current contents in (for in-place updates).
-  Out(DType dt, void *ptr, int64_t n, bool load = false, int threads = 1);
-  ~Out();
-  Out(const Out &) = delete;
-  Out &operator=(const Out &) = delete;
-  float *get() { return data_; }
-  void commit();
-
-private:
-  DType dt_;
-  void *ptr_;
-  int64_t n_;
-  int threads_;
-  float *data_;
-  std::vector<float> scratch_;
-};
+using HostStaging = Staging<HostStagingMemory>;
 
 } // namespace cpu
 } // namespace rt

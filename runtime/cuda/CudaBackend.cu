@@ -586,9 +586,9 @@ public:
         gemm(e, dt, true, false, n, k, m, 1.0f, dy, n, 0, x, k, 0, 0.0f,
              dw, dt, k, 0);
       if (db && !dbDone) {
-        F32Out fdb(e.s, dt, db, n);
-        columnSums(e.s, dt, dy, fdb.get(), m, n);
-        fdb.commit();
+        DeviceStaging st({e.s});
+        columnSums(e.s, dt, dy, st.out(dt, db, n), m, n);
+        st.commit();
       }
     });
   }
@@ -616,7 +616,8 @@ public:
                dc, d.n, cStride, 0.0f, da, dt, d.m, aStride, d.batch);
       }
       // An unbatched b sums over the batch in f32, rounded once at the end.
-      F32Out fdb(e.s, dt, db, bNumel);
+      DeviceStaging st({e.s});
+      float *fdb = st.out(dt, db, bNumel);
       if (db) {
         // A batched b gets one batched GEMM; an unbatched b accumulates
         // over the batch in batch order (beta = 1 after the first), as the
@@ -629,17 +630,17 @@ public:
           const void *dci = at(dc, i * cStride, dt);
           if (!d.transB) // db[k,n] = op(a)^T dc
             gemm(e, dt, !d.transA, false, d.k, d.n, d.m, 1.0f, ai, lda,
-                 aStride, dci, d.n, cStride, beta, fdb.get(), DType::F32, d.n,
+                 aStride, dci, d.n, cStride, beta, fdb, DType::F32, d.n,
                  d.k * d.n, perCall);
           else // db[n,k] = dc^T op(a)
             gemm(e, dt, true, d.transA, d.n, d.k, d.m, 1.0f, dci, d.n,
-                 cStride, ai, lda, aStride, beta, fdb.get(), DType::F32, d.k,
+                 cStride, ai, lda, aStride, beta, fdb, DType::F32, d.k,
                  d.k * d.n, perCall);
         }
         if (!d.bBatched && d.batch == 0)
-          cuda::fill(e.s, DType::F32, fdb.get(), d.k * d.n, 0.0);
+          cuda::fill(e.s, DType::F32, fdb, d.k * d.n, 0.0);
       }
-      fdb.commit();
+      st.commit();
     });
   }
 
@@ -654,45 +655,46 @@ public:
       Shape shape = broadcastShapes(as, bs);
       int64_t n = numelOf(shape);
       bool mul = op == BinaryOp::Mul, div = op == BinaryOp::Div;
-      F32In fa(e.s, dt, mul || div ? a : nullptr, numelOf(as)),
-          fb(e.s, dt, mul || div ? b : nullptr, numelOf(bs)),
-          fd(e.s, dt, dout, n);
-      F32Out fda(e.s, dt, da, numelOf(as)), fdb(e.s, dt, db, numelOf(bs));
+      DeviceStaging st({e.s});
+      const float *fa = st.in(dt, mul || div ? a : nullptr, numelOf(as));
+      const float *fb = st.in(dt, mul || div ? b : nullptr, numelOf(bs));
+      const float *fd = st.in(dt, dout, n);
+      float *fda = st.out(dt, da, numelOf(as));
+      float *fdb = st.out(dt, db, numelOf(bs));
       Scratch g(e.s, op == BinaryOp::Add ? 0 : n * 4);
       Scratch quotient(e.s, div ? n * 4 : 0);
       if (da) {
-        const float *ga = fd.get();
+        const float *ga = fd;
         if (mul || div) { // d/da (a*b) = b, d/da (a/b) = 1/b, broadcast
-          cuda::binaryForward(e.s, DType::F32, op, fd.get(), shape, fb.get(),
+          cuda::binaryForward(e.s, DType::F32, op, fd, shape, fb,
                               bs, g.as<float>());
           ga = g.as<float>();
         }
-        sumToShape(e, ga, shape, as, fda.get());
+        sumToShape(e, ga, shape, as, fda);
       }
       if (db) {
-        const float *gb = fd.get();
+        const float *gb = fd;
         if (mul) {
-          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd.get(), shape,
-                              fa.get(), as, g.as<float>());
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd, shape,
+                              fa, as, g.as<float>());
           gb = g.as<float>();
         } else if (op == BinaryOp::Sub) {
-          cuda::scale(e.s, DType::F32, fd.get(), g.as<float>(), n, -1.0f);
+          cuda::scale(e.s, DType::F32, fd, g.as<float>(), n, -1.0f);
           gb = g.as<float>();
         } else if (div) { // d/db (a/b) = -(a/b) / b
           float *q = quotient.as<float>(), *t = g.as<float>();
-          cuda::binaryForward(e.s, DType::F32, BinaryOp::Div, fa.get(), as,
-                              fb.get(), bs, q);
-          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd.get(), shape,
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Div, fa, as,
+                              fb, bs, q);
+          cuda::binaryForward(e.s, DType::F32, BinaryOp::Mul, fd, shape,
                               q, shape, t);
           cuda::binaryForward(e.s, DType::F32, BinaryOp::Div, t, shape,
-                              fb.get(), bs, t);
+                              fb, bs, t);
           cuda::scale(e.s, DType::F32, t, t, n, -1.0f);
           gb = t;
         }
-        sumToShape(e, gb, shape, bs, fdb.get());
+        sumToShape(e, gb, shape, bs, fdb);
       }
-      fda.commit();
-      fdb.commit();
+      st.commit();
     });
   }
   void scale(DType dt, const void *x, void *y, int64_t n,
@@ -737,11 +739,11 @@ public:
                          void *dx, void *dw, void *db, int64_t rows, int64_t d,
                          double eps) override {
     run([&](Exec &e) {
-      F32Out fdw(e.s, dt, dw, d), fdb(e.s, dt, db, d);
-      cuda::layerNormBackward(e.s, dt, x, w, dy, dx, fdw.get(), fdb.get(),
-                              rows, d, static_cast<float>(eps));
-      fdw.commit();
-      fdb.commit();
+      DeviceStaging st({e.s});
+      cuda::layerNormBackward(e.s, dt, x, w, dy, dx, st.out(dt, dw, d),
+                              st.out(dt, db, d), rows, d,
+                              static_cast<float>(eps));
+      st.commit();
     });
   }
   void rmsNormForward(DType dt, const void *x, const void *w, void *y,
@@ -754,31 +756,30 @@ public:
                        void *dx, void *dw, int64_t rows, int64_t d,
                        double eps) override {
     run([&](Exec &e) {
-      F32Out fdw(e.s, dt, dw, d);
-      cuda::rmsNormBackward(e.s, dt, x, w, dy, dx, fdw.get(), rows, d,
+      DeviceStaging st({e.s});
+      cuda::rmsNormBackward(e.s, dt, x, w, dy, dx, st.out(dt, dw, d), rows, d,
                             static_cast<float>(eps));
-      fdw.commit();
+      st.commit();
     });
   }
   void softmaxForward(DType dt, const void *x, void *y, int64_t outer,
                       int64_t dim, int64_t inner) override {
     run([&](Exec &e) {
       int64_t n = outer * dim * inner;
-      F32In fx(e.s, dt, x, n);
-      F32Out fy(e.s, dt, y, n);
-      cuda::softmaxForward(e.s, fx.get(), fy.get(), outer, dim, inner);
-      fy.commit();
+      DeviceStaging st({e.s});
+      cuda::softmaxForward(e.s, st.in(dt, x, n), st.out(dt, y, n), outer, dim,
+                           inner);
+      st.commit();
     });
   }
   void softmaxBackward(DType dt, const void *y, const void *dy, void *dx,
                        int64_t outer, int64_t dim, int64_t inner) override {
     run([&](Exec &e) {
       int64_t n = outer * dim * inner;
-      F32In fy(e.s, dt, y, n), fdy(e.s, dt, dy, n);
-      F32Out fdx(e.s, dt, dx, n);
-      cuda::softmaxBackward(e.s, fy.get(), fdy.get(), fdx.get(), outer, dim,
-                            inner);
-      fdx.commit();
+      DeviceStaging st({e.s});
+      cuda::softmaxBackward(e.s, st.in(dt, y, n), st.in(dt, dy, n),
+                            st.out(dt, dx, n), outer, dim, inner);
+      st.commit();
     });
   }
 
@@ -798,11 +799,11 @@ public:
     run([&](Exec &e) {
       queueCheck("embedding_backward", false, idsType, ids, numIds, vocab, 0,
                  nullptr);
-      F32In fdy(e.s, dt, dy, numIds * dim);
-      F32Out fdt(e.s, dt, dtable, vocab * dim);
-      cuda::embeddingBackward(e.s, idsType, ids, fdy.get(), fdt.get(), numIds,
-                              vocab, dim);
-      fdt.commit();
+      DeviceStaging st({e.s});
+      cuda::embeddingBackward(e.s, idsType, ids, st.in(dt, dy, numIds * dim),
+                              st.out(dt, dtable, vocab * dim), numIds, vocab,
+                              dim);
+      st.commit();
     });
   }
 
@@ -824,20 +825,20 @@ public:
     run([&](Exec &e) {
       int64_t qn = d.batch * d.tq * d.heads * d.headDim;
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-      F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn),
-          fb(e.s, dt, bias, d.biasNumel());
-      F32Out fo(e.s, dt, out, qn);
+      DeviceStaging st({e.s});
+      const float *fq = st.in(dt, q, qn), *fk = st.in(dt, k, kvn),
+                  *fv = st.in(dt, v, kvn), *fb = st.in(dt, bias, d.biasNumel());
+      float *fo = st.out(dt, out, qn);
       Scratch p(e.s, d.batch * d.tq * d.tk * 4);
       for (int64_t h = 0; h < d.heads; ++h) {
         HeadView hv = headView(d, h);
-        probabilities(e, fq.get(), fk.get(), fb.get(), d, h, hv,
-                      p.as<float>());
+        probabilities(e, fq, fk, fb, d, h, hv, p.as<float>());
         gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
-             p.as<float>(), d.tk, d.tq * d.tk, fv.get() + hv.kvOff, hv.kvLd,
-             hv.kvStride, 0.0f, fo.get() + hv.qOff, DType::F32, hv.qLd,
-             hv.qStride, d.batch);
+             p.as<float>(), d.tk, d.tq * d.tk, fv + hv.kvOff, hv.kvLd,
+             hv.kvStride, 0.0f, fo + hv.qOff, DType::F32, hv.qLd, hv.qStride,
+             d.batch);
       }
-      fo.commit();
+      st.commit();
     });
   }
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
@@ -851,54 +852,53 @@ public:
     run([&](Exec &e) {
       int64_t qn = d.batch * d.tq * d.heads * d.headDim;
       int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-      F32In fq(e.s, dt, q, qn), fk(e.s, dt, k, kvn), fv(e.s, dt, v, kvn),
-          fdo(e.s, dt, dout, qn), fb(e.s, dt, bias, d.biasNumel());
-      F32Out fdq(e.s, dt, dq, qn), fdk(e.s, dt, dk, kvn), fdv(e.s, dt, dv, kvn),
-          fdb(e.s, dt, dbias, d.biasNumel());
+      DeviceStaging st({e.s});
+      const float *fq = st.in(dt, q, qn), *fk = st.in(dt, k, kvn),
+                  *fv = st.in(dt, v, kvn), *fdo = st.in(dt, dout, qn),
+                  *fb = st.in(dt, bias, d.biasNumel());
+      float *fdq = st.out(dt, dq, qn), *fdk = st.out(dt, dk, kvn),
+            *fdv = st.out(dt, dv, kvn), *fdb = st.out(dt, dbias, d.biasNumel());
       if (dk)
-        cuda::fill(e.s, DType::F32, fdk.get(), kvn, 0.0);
+        cuda::fill(e.s, DType::F32, fdk, kvn, 0.0);
       if (dv)
-        cuda::fill(e.s, DType::F32, fdv.get(), kvn, 0.0);
+        cuda::fill(e.s, DType::F32, fdv, kvn, 0.0);
       if (dbias)
-        cuda::fill(e.s, DType::F32, fdb.get(), d.biasNumel(), 0.0);
+        cuda::fill(e.s, DType::F32, fdb, d.biasNumel(), 0.0);
       float scale = static_cast<float>(d.scale);
       int64_t rows = d.batch * d.tq, pStride = d.tq * d.tk;
       Scratch p(e.s, rows * d.tk * 4), dp(e.s, rows * d.tk * 4);
       float *pp = p.as<float>(), *pdp = dp.as<float>();
       for (int64_t h = 0; h < d.heads; ++h) {
         HeadView hv = headView(d, h);
-        probabilities(e, fq.get(), fk.get(), fb.get(), d, h, hv, pp);
-        const float *dO = fdo.get() + hv.qOff;
+        probabilities(e, fq, fk, fb, d, h, hv, pp);
+        const float *dO = fdo + hv.qOff;
         if (dv) // dV += P^T dO
           gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
                d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
-               fdv.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
+               fdv + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
                d.batch);
         if (!dq && !dk && !dbias)
           continue;
         // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
         gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
-             hv.qLd, hv.qStride, fv.get() + hv.kvOff, hv.kvLd, hv.kvStride,
+             hv.qLd, hv.qStride, fv + hv.kvOff, hv.kvLd, hv.kvStride,
              0.0f, pdp, DType::F32, d.tk, pStride, d.batch);
         softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
         if (dbias) // dBias += dS, summed over a broadcast batch
-          accumulateBatches(e.s, fdb.get() + d.biasOffset(0, h), pdp,
+          accumulateBatches(e.s, fdb + d.biasOffset(0, h), pdp,
                             d.batch, pStride, d.biasBatchStride());
         if (dq) // dQ = scale * dS K
           gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
-               pdp, d.tk, pStride, fk.get() + hv.kvOff, hv.kvLd, hv.kvStride,
-               0.0f, fdq.get() + hv.qOff, DType::F32, hv.qLd, hv.qStride,
+               pdp, d.tk, pStride, fk + hv.kvOff, hv.kvLd, hv.kvStride,
+               0.0f, fdq + hv.qOff, DType::F32, hv.qLd, hv.qStride,
                d.batch);
         if (dk) // dK += scale * dS^T Q
           gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
-               pdp, d.tk, pStride, fq.get() + hv.qOff, hv.qLd, hv.qStride,
-               1.0f, fdk.get() + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
+               pdp, d.tk, pStride, fq + hv.qOff, hv.qLd, hv.qStride,
+               1.0f, fdk + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
                d.batch);
       }
-      fdq.commit();
-      fdk.commit();
-      fdv.commit();
-      fdb.commit();
+      st.commit();
     });
   }
   void rope(DType dt, const void *x, void *y, int64_t batch, int64_t seq,
@@ -906,11 +906,10 @@ public:
             bool inverse) override {
     run([&](Exec &e) {
       int64_t n = batch * seq * heads * headDim;
-      F32In fx(e.s, dt, x, n);
-      F32Out fy(e.s, dt, y, n);
-      cuda::rope(e.s, fx.get(), fy.get(), batch, seq, heads, headDim, theta,
-                 inverse);
-      fy.commit();
+      DeviceStaging st({e.s});
+      cuda::rope(e.s, st.in(dt, x, n), st.out(dt, y, n), batch, seq, heads,
+                 headDim, theta, inverse);
+      st.commit();
     });
   }
   void dropout(DType dt, const void *x, void *y, int64_t n, double p,
@@ -922,10 +921,10 @@ public:
   void rngFill(DType dt, void *dst, int64_t n, Distribution dist, double a,
                double b, const RngKey &key, const RngKey *live) override {
     run([&](Exec &e) {
-      F32Out fd(e.s, dt, dst, n);
-      cuda::rngFill(e.s, fd.get(), n, dist, static_cast<float>(a),
+      DeviceStaging st({e.s});
+      cuda::rngFill(e.s, st.out(dt, dst, n), n, dist, static_cast<float>(a),
                     static_cast<float>(b), key, live);
-      fd.commit();
+      st.commit();
     });
   }
   void batchNormForward(DType dt, const void *x, const void *w, const void *b,
@@ -934,18 +933,14 @@ public:
                         bool training) override {
     run([&](Exec &e) {
       int64_t numel = n * c * spatial;
-      F32In fx(e.s, dt, x, numel), fw(e.s, dt, w, c), fb(e.s, dt, b, c);
-      F32Out frm(e.s, dt, runningMean, c, true),
-          frv(e.s, dt, runningVar, c, true), fy(e.s, dt, y, numel);
-      cuda::batchNormForward(e.s, fx.get(), fw.get(), fb.get(), frm.get(),
-                             frv.get(), fy.get(), n, c, spatial,
-                             static_cast<float>(eps),
-                             static_cast<float>(momentum), training);
-      fy.commit();
-      if (training) {
-        frm.commit();
-        frv.commit();
-      }
+      DeviceStaging st({e.s});
+      cuda::batchNormForward(
+          e.s, st.in(dt, x, numel), st.in(dt, w, c), st.in(dt, b, c),
+          st.inout(dt, runningMean, c, training),
+          st.inout(dt, runningVar, c, training), st.out(dt, y, numel),
+          n, c, spatial, static_cast<float>(eps), static_cast<float>(momentum),
+          training);
+      st.commit();
     });
   }
   void batchNormBackward(DType dt, const void *x, const void *w,
@@ -955,16 +950,14 @@ public:
                          bool training) override {
     run([&](Exec &e) {
       int64_t numel = n * c * spatial;
-      F32In fx(e.s, dt, x, numel), fw(e.s, dt, w, c),
-          frm(e.s, dt, runningMean, c), frv(e.s, dt, runningVar, c),
-          fdy(e.s, dt, dy, numel);
-      F32Out fdx(e.s, dt, dx, numel), fdw(e.s, dt, dw, c), fdb(e.s, dt, db, c);
-      cuda::batchNormBackward(e.s, fx.get(), fw.get(), frm.get(), frv.get(),
-                              fdy.get(), fdx.get(), fdw.get(), fdb.get(), n, c,
-                              spatial, static_cast<float>(eps), training);
-      fdx.commit();
-      fdw.commit();
-      fdb.commit();
+      DeviceStaging st({e.s});
+      cuda::batchNormBackward(e.s, st.in(dt, x, numel), st.in(dt, w, c),
+                              st.in(dt, runningMean, c),
+                              st.in(dt, runningVar, c), st.in(dt, dy, numel),
+                              st.out(dt, dx, numel), st.out(dt, dw, c),
+                              st.out(dt, db, c), n, c, spatial,
+                              static_cast<float>(eps), training);
+      st.commit();
     });
   }
 
@@ -986,19 +979,20 @@ public:
                      const Shape &xShape, const std::vector<int64_t> &dims,
                      void *y) override {
     run([&](Exec &e) {
-      F32Out fy(e.s, dt, y, keptCount(xShape, dims));
-      cuda::reduceForward(e.s, dt, kind, x, xShape, dims, fy.get());
-      fy.commit();
+      DeviceStaging st({e.s});
+      cuda::reduceForward(e.s, dt, kind, x, xShape, dims,
+                          st.out(dt, y, keptCount(xShape, dims)));
+      st.commit();
     });
   }
   void reduceBackward(DType dt, ReduceKind kind, const void *dy,
                       const Shape &xShape, const std::vector<int64_t> &dims,
                       void *dx) override {
     run([&](Exec &e) {
-      F32In fdy(e.s, dt, dy, keptCount(xShape, dims));
-      F32Out fdx(e.s, dt, dx, numelOf(xShape));
-      cuda::reduceBackward(e.s, kind, fdy.get(), xShape, dims, fdx.get());
-      fdx.commit();
+      DeviceStaging st({e.s});
+      cuda::reduceBackward(e.s, kind, st.in(dt, dy, keptCount(xShape, dims)),
+                           xShape, dims, st.out(dt, dx, numelOf(xShape)));
+      st.commit();
     });
   }
 
@@ -1010,11 +1004,11 @@ public:
       Scratch count(e.s, 8);
       queueCheck("cross_entropy_forward", true, targetType, targets, n, c,
                  ignoreIndex, count.as<int64_t>());
-      F32Out fo(e.s, dt, loss, 1); // logits are read in their storage type
+      DeviceStaging st({e.s}); // logits are read in their storage type
       cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
-                                count.as<int64_t>(), fo.get(), n, c, reduction,
-                                ignoreIndex);
-      fo.commit();
+                                count.as<int64_t>(), st.out(dt, loss, 1), n, c,
+                                reduction, ignoreIndex);
+      st.commit();
     });
   }
   void crossEntropyBackward(DType dt, DType targetType, const void *logits,
@@ -1026,31 +1020,30 @@ public:
       Scratch count(e.s, 8);
       queueCheck("cross_entropy_backward", true, targetType, targets, n, c,
                  ignoreIndex, count.as<int64_t>());
-      F32In fdl(e.s, dt, dloss, 1); // logits, dlogits in their storage type
+      DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
-                                 count.as<int64_t>(), fdl.get(), dlogits, n, c,
-                                 reduction, ignoreIndex);
+                                 count.as<int64_t>(), st.in(dt, dloss, 1),
+                                 dlogits, n, c, reduction, ignoreIndex);
     });
   }
   void mseLossForward(DType dt, const void *a, const void *b, void *loss,
                       int64_t n, LossReduction reduction) override {
     run([&](Exec &e) {
-      F32In fa(e.s, dt, a, n), fb(e.s, dt, b, n);
-      F32Out fo(e.s, dt, loss, 1);
-      cuda::mseLossForward(e.s, fa.get(), fb.get(), fo.get(), n, reduction);
-      fo.commit();
+      DeviceStaging st({e.s});
+      cuda::mseLossForward(e.s, st.in(dt, a, n), st.in(dt, b, n),
+                           st.out(dt, loss, 1), n, reduction);
+      st.commit();
     });
   }
   void mseLossBackward(DType dt, const void *a, const void *b,
                        const void *dloss, void *da, void *db, int64_t n,
                        LossReduction reduction) override {
     run([&](Exec &e) {
-      F32In fa(e.s, dt, a, n), fb(e.s, dt, b, n), fdl(e.s, dt, dloss, 1);
-      F32Out fda(e.s, dt, da, n), fdb(e.s, dt, db, n);
-      cuda::mseLossBackward(e.s, fa.get(), fb.get(), fdl.get(), fda.get(),
-                            fdb.get(), n, reduction);
-      fda.commit();
-      fdb.commit();
+      DeviceStaging st({e.s});
+      cuda::mseLossBackward(e.s, st.in(dt, a, n), st.in(dt, b, n),
+                            st.in(dt, dloss, 1), st.out(dt, da, n),
+                            st.out(dt, db, n), n, reduction);
+      st.commit();
     });
   }
 
@@ -1058,31 +1051,32 @@ public:
                float *momentumBuf, int64_t n, const SgdScalars &sc,
                const SgdScalars *live, const float *skip) override {
     run([&](Exec &e) {
-      F32In fg(e.s, gradType, grad, n);
-      cuda::sgdStep(e.s, param, fg.get(), momentumBuf, n, sc, live, skip);
+      DeviceStaging st({e.s});
+      cuda::sgdStep(e.s, param, st.in(gradType, grad, n), momentumBuf, n, sc,
+                    live, skip);
     });
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
                  float *expAvgSq, int64_t n, const AdamWScalars &sc,
                  const AdamWScalars *live, const float *skip) override {
     run([&](Exec &e) {
-      F32In fg(e.s, gradType, grad, n);
-      cuda::adamwStep(e.s, param, fg.get(), expAvg, expAvgSq, n, sc, live,
-                      skip);
+      DeviceStaging st({e.s});
+      cuda::adamwStep(e.s, param, st.in(gradType, grad, n), expAvg, expAvgSq,
+                      n, sc, live, skip);
     });
   }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {
     run([&](Exec &e) {
-      F32In fg(e.s, dt, grad, n);
-      cuda::gradSqNorm(e.s, fg.get(), n, out, accumulate);
+      DeviceStaging st({e.s});
+      cuda::gradSqNorm(e.s, st.in(dt, grad, n), n, out, accumulate);
     });
   }
   void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
                      bool accumulate) override {
     run([&](Exec &e) {
-      F32In fg(e.s, dt, grad, n);
-      cuda::nonfiniteFlag(e.s, fg.get(), n, out, accumulate);
+      DeviceStaging st({e.s});
+      cuda::nonfiniteFlag(e.s, st.in(dt, grad, n), n, out, accumulate);
     });
   }
   void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,

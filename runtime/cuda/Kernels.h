@@ -19,6 +19,7 @@
 #include "Device.h"
 
 #include "fsdp/rt/Backend.h"
+#include "fsdp/rt/Staging.h"
 
 #include <vector>
 
@@ -35,53 +36,22 @@ void fill(Stream s, DType dt, void *dst, int64_t n, double value);
 /// dst[i] += value on an I32 or I64 tensor.
 void addInteger(Stream s, DType dt, void *dst, int64_t n, int64_t value);
 
-/// Read-only f32 view of device storage (null stays null).
-class F32In {
-public:
-  F32In(Stream s, DType dt, const void *ptr, int64_t n) {
-    if (!ptr || dt == DType::F32) {
-      data_ = static_cast<const float *>(ptr);
-      return;
-    }
-    scratch_ = Scratch(s, n * 4);
-    convert(s, dt, ptr, DType::F32, scratch_.as<float>(), n);
-    data_ = scratch_.as<float>();
+/// Staging's memory on the CUDA backend (fsdp/rt/Staging.h): scratch on
+/// the call's stream, conversions queued on it.
+struct DeviceStagingMemory {
+  struct Buffer {
+    Scratch bytes;
+    float *data() const { return bytes.as<float>(); }
+  };
+  Buffer allocate(int64_t n) { return Buffer{Scratch(s, n * 4)}; }
+  void convert(DType srcType, const void *src, DType dstType, void *dst,
+               int64_t n) {
+    cuda::convert(s, srcType, src, dstType, dst, n);
   }
-  const float *get() const { return data_; }
 
-private:
-  const float *data_ = nullptr;
-  Scratch scratch_;
+  Stream s;
 };
-
-/// Writable f32 view; commit() rounds into the storage type.
-class F32Out {
-public:
-  F32Out(Stream s, DType dt, void *ptr, int64_t n, bool load = false)
-      : s_(s), dt_(dt), ptr_(ptr), n_(n) {
-    if (!ptr || dt == DType::F32) {
-      data_ = static_cast<float *>(ptr);
-      return;
-    }
-    scratch_ = Scratch(s, n * 4);
-    data_ = scratch_.as<float>();
-    if (load)
-      convert(s, dt, ptr, DType::F32, data_, n);
-  }
-  float *get() { return data_; }
-  void commit() {
-    if (ptr_ && dt_ != DType::F32)
-      convert(s_, DType::F32, data_, dt_, ptr_, n_);
-  }
-
-private:
-  Stream s_;
-  DType dt_;
-  void *ptr_;
-  int64_t n_;
-  float *data_ = nullptr;
-  Scratch scratch_;
-};
+using DeviceStaging = Staging<DeviceStagingMemory>;
 
 /// y[r, :] = b for r < m, both in storage type dt.
 void seedRows(Stream s, DType dt, const void *b, void *y, int64_t m,

@@ -176,10 +176,11 @@ void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
     leading = leading && reduced[d] == (d < dims.size());
   if (leading)
     return columnSums(s, dt, x, y, g.reducedCount, outCount, factor);
-  F32In fx(s, dt, x, g.reducedCount * outCount);
+  DeviceStaging st({s});
+  const float *fx = st.in(dt, x, g.reducedCount * outCount);
   ColumnChunks ch = columnChunks(outCount, g.reducedCount);
   Scratch partial(s, outCount * ch.count * 8);
-  FSDPRT_LAUNCH(reducePartialKernel, outCount * ch.count, s, fx.get(),
+  FSDPRT_LAUNCH(reducePartialKernel, outCount * ch.count, s, fx,
                 partial.as<double>(), g, outCount, ch);
   FSDPRT_LAUNCH(columnChunksFinishKernel, outCount, s, partial.as<double>(), y,
                 outCount, ch.count, factor);
