@@ -114,6 +114,35 @@ TEST_P(LossConformance, CrossEntropyBf16IsTheF32ResultRoundedOnce) {
   EXPECT_NE(got[0 * c + 5], 0);
 }
 
+// The compiler lets the logits' gradient overwrite the logits when nothing
+// reads them afterwards: in place, the gradient is the out-of-place one,
+// bit for bit (rows wider than a GPU block, one ignored), in f32 and bf16.
+TEST_P(LossConformance, CrossEntropyBackwardInPlaceEqualsOutOfPlace) {
+  Device dev(GetParam());
+  const int64_t n = 6, c = 1100;
+  std::vector<int64_t> targets{5, 1099, -100, 0, 640, 42};
+  auto logits = randomVector(n * c, 164, 0.1f, 4.0f);
+  for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16}) {
+    int64_t es = dtype == FSDPRT_F32 ? 4 : 2;
+    int64_t bf = dev.upload(logits), bx = dev.alloc(n * c * es),
+            bd = dev.alloc(n * c * es), bt = dev.upload(targets);
+    int64_t dl32 = dev.upload(std::vector<float>{0.5f}), dl = dev.alloc(es);
+    RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, dtype, bx, 0,
+                      n * c));
+    RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, dl32, 0, dtype, dl, 0,
+                      1));
+    RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
+                                        bx, 0, bt, 0, dl, 0, bd, 0, n, c,
+                                        FSDPRT_LOSS_MEAN, -100));
+    RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
+                                        bx, 0, bt, 0, dl, 0, bx, 0, n, c,
+                                        FSDPRT_LOSS_MEAN, -100));
+    EXPECT_EQ(dev.download<uint8_t>(bx, n * c * es),
+              dev.download<uint8_t>(bd, n * c * es))
+        << "dtype " << dtype;
+  }
+}
+
 TEST_P(LossConformance, MseLossMeanAndSum) {
   Device dev(GetParam());
   const int64_t n = 13;

@@ -13,6 +13,34 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
+/// Whether `op` is the last to read `value`'s storage: every other reader
+/// of it, or of a view sharing it (reshapes), comes before `op` in its
+/// block, and the storage is the step's own (not an argument or a
+/// constant). Readers in other blocks count as later.
+static bool isLastReader(Operation *op, Value value) {
+  Value root = value;
+  while (Value source = storageAliasOf(root))
+    root = source;
+  Operation *def = root.getDefiningOp();
+  if (!def || isa<arith::ConstantOp>(def))
+    return false;
+  SmallVector<Value> shared{root};
+  while (!shared.empty()) {
+    Value v = shared.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (user == op)
+        continue;
+      if (isa<nn::ReshapeOp>(user)) {
+        shared.push_back(user->getResult(0));
+        continue;
+      }
+      if (user->getBlock() != op->getBlock() || !user->isBeforeInBlock(op))
+        return false;
+    }
+  }
+  return true;
+}
+
 Value fsdp::storageAliasOf(Value result) {
   Operation *op = result.getDefiningOp();
   if (!op)
@@ -33,6 +61,14 @@ Value fsdp::storageAliasOf(Value result) {
   if (auto add = dyn_cast<arith::AddIOp>(op))
     if (isCounterIncrement(add))
       return add.getLhs();
+  // The logits' gradient overwrites the logits when nothing reads them
+  // afterwards (a language model's head, whose backward reads its input
+  // and weight): the kernels read a row before writing it. Saves a
+  // logits-sized buffer at the step's peak.
+  if (auto grad = dyn_cast<nn::CrossEntropyGradOp>(op))
+    if (grad.getType() == grad.getLogits().getType() &&
+        isLastReader(op, grad.getLogits()))
+      return grad.getLogits();
   return {};
 }
 

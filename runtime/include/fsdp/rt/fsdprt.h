@@ -485,7 +485,9 @@ int32_t fsdprt_reduce_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                int32_t num_dims, const int64_t *dims,
                                int64_t dx, int64_t dx_off);
 
-/* loss is a scalar of `dtype`. Backward takes dloss (a scalar). */
+/* loss is a scalar of `dtype`. Backward takes dloss (a scalar); dlogits */
+/* may be logits itself (the compiler overwrites logits nothing reads    */
+/* afterwards). */
 int32_t fsdprt_cross_entropy_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                      int32_t target_dtype, int64_t logits,
                                      int64_t logits_off, int64_t targets,

@@ -3,7 +3,8 @@
 // Which results of a train step are another value's storage under a new
 // name: views of a flat parameter, reshapes, and the in-place updates
 // (optimizer steps on their parameter and state, batch norm's running
-// statistics, integer counters). The report's liveness and the lowering's memory plan both
+// statistics, integer counters, the cross-entropy gradient over logits
+// nothing reads afterwards). The report's liveness and the lowering's memory plan both
 // follow them, so they agree on what is allocated.
 //
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,48 @@
+// The logits' gradient overwrites the logits when nothing reads them after
+// it (StorageAlias.h): a language model's head, whose backward reads its
+// input and weight. cross_entropy_backward then reads and writes one buffer
+// at one offset, and the report's peak holds one logits-sized buffer.
+// Where the logits are read later (here by a second loss term's backward),
+// the gradient gets a buffer of its own.
+// RUN: fsdp-opt %s -split-input-file --fsdp-pipeline="world-size=1 optimizer=sgd" --convert-fsdp-to-rt | FileCheck %s
+
+// CHECK-LABEL: func.func @head_train_step(
+// CHECK: rt.call @cross_entropy_forward(
+// CHECK-NOT: rt.alloc_at
+// CHECK: rt.call @cross_entropy_backward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %c4_i32, %[[L:[a-z0-9_]+]], %[[LO:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[L]], %[[LO]], %c8_i64, %c16_i64
+fsdp.model @head {
+  fsdp.module @root kind "Head" unit {
+    fsdp.param @weight : tensor<16x8xf32> init <normal(0.0, 0.02)>
+    fsdp.forward (%x: tensor<2x4x8xf32>, %t: tensor<2x4xi64>) -> tensor<f32> {
+      %w = fsdp.get_param @weight : tensor<16x8xf32>
+      %logits = nn.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+      %flat = nn.reshape %logits : tensor<2x4x16xf32> to tensor<8x16xf32>
+      %ft = nn.reshape %t : tensor<2x4xi64> to tensor<8xi64>
+      %loss = nn.cross_entropy %flat, %ft : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// A fresh buffer placed for the gradient, right before the call.
+// CHECK-LABEL: func.func @reread_train_step(
+// CHECK: rt.call @cross_entropy_forward(
+// CHECK: %[[D:[0-9]+]] = rt.alloc_at %arg0 offset {{[0-9]+}} bytes 512
+// CHECK-NEXT: arith.constant
+// CHECK-NEXT: rt.call @cross_entropy_backward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %c4_i32, %{{[a-z0-9_]+}}, %c0_i64, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[D]], %c0_i64, %c8_i64, %c16_i64
+fsdp.model @reread {
+  fsdp.module @root kind "Head" unit {
+    fsdp.param @weight : tensor<16x8xf32> init <normal(0.0, 0.02)>
+    fsdp.forward (%x: tensor<8x8xf32>, %t: tensor<8xi64>) -> tensor<f32> {
+      %w = fsdp.get_param @weight : tensor<16x8xf32>
+      %logits = nn.linear %x, %w : (tensor<8x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>
+      %sq = nn.mul %logits, %logits : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+      %penalty = nn.reduce_sum %sq {dims = array<i64: 0, 1>} : (tensor<8x16xf32>) -> tensor<f32>
+      %ce = nn.cross_entropy %logits, %t : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+      %loss = nn.add %ce, %penalty : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
