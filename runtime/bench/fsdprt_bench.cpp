@@ -166,6 +166,35 @@ int main(int argc, char **argv) {
     check(fsdprt_cast(ctx, s, FSDPRT_F32, a, 0, FSDPRT_BF16, out, 0, n),
           "cast");
   });
+  for (int64_t h : {a, bb, out})
+    check(fsdprt_buffer_free(ctx, s, h), "free");
+
+  // A language model's loss and its gradient (1024 positions, GPT-2's
+  // vocabulary): the two calls against the step's one call (in place),
+  // each against reading and writing the logits once.
+  const int64_t rows = 1024, vocab = 50257;
+  int64_t logits = alloc(rows * vocab * 4), dlogits = alloc(rows * vocab * 4),
+          loss = alloc(64), dloss = alloc(64), ids = alloc(rows * 8);
+  check(fsdprt_fill(ctx, s, FSDPRT_F32, dloss, 0, 1, 1.0), "fill");
+  check(fsdprt_fill(ctx, s, FSDPRT_I64, ids, 0, rows, 7), "fill");
+  double logitBytes = 2.0 * rows * vocab * 4;
+  elementwise("cross_entropy fwd+bwd 1024x50257", logitBytes, [&] {
+    check(fsdprt_cross_entropy_forward(ctx, s, FSDPRT_F32, FSDPRT_I64, logits,
+                                       0, ids, 0, loss, 0, rows, vocab,
+                                       FSDPRT_LOSS_MEAN, -100),
+          "cross_entropy_forward");
+    check(fsdprt_cross_entropy_backward(ctx, s, FSDPRT_F32, FSDPRT_I64, logits,
+                                        0, ids, 0, dloss, 0, dlogits, 0, rows,
+                                        vocab, FSDPRT_LOSS_MEAN, -100),
+          "cross_entropy_backward");
+  });
+  // Repeated in place, it runs on the last call's gradient: as fast.
+  elementwise("  the same in one call, in place", logitBytes, [&] {
+    check(fsdprt_cross_entropy_forward_backward(
+              ctx, s, FSDPRT_F32, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
+              loss, 0, logits, 0, rows, vocab, FSDPRT_LOSS_MEAN, -100),
+          "cross_entropy_forward_backward");
+  });
   check(fsdprt_context_destroy(ctx), "destroy");
   return 0;
 }

@@ -259,6 +259,15 @@ int main(int argc, char **argv) {
                 "cross_entropy_backward");
         },
         sync, iters, kReps);
+    // The train step's call: both from one pass, the gradient in place.
+    double both = timeIt(
+        [&] {
+          check(fsdprt_cross_entropy_forward_backward(
+                    ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0, loss,
+                    0, logits, 0, M, V, FSDPRT_LOSS_MEAN, -100),
+                "cross_entropy_forward_backward");
+        },
+        sync, iters, kReps);
     double emb = timeIt(
         [&] {
           check(fsdprt_embedding_backward(ctx, s, dt, FSDPRT_I64, ids, 0, dy, 0,
@@ -268,6 +277,8 @@ int main(int argc, char **argv) {
         sync, iters, kReps);
     row("cross_entropy fwd 8192x50257", fwd, 1.0 * M * V * es / bandwidth);
     row("cross_entropy bwd 8192x50257", bwd, 2.0 * M * V * es / bandwidth);
+    row("cross_entropy fwd+bwd one call, in place", both,
+        2.0 * M * V * es / bandwidth);
     row("embedding bwd 8192 ids into 50257x768", emb,
         1.0 * (M * C + V * C) * es / bandwidth);
     for (int64_t h : {logits, dlogits, ids, loss, dloss, dy, dtable})

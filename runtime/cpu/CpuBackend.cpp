@@ -345,6 +345,19 @@ public:
                               ignoreIndex);
     st.commit();
   }
+  void crossEntropyForwardBackward(DType dt, DType targetType,
+                                   const void *logits, const void *targets,
+                                   const void *dloss, void *loss,
+                                   void *dlogits, int64_t n, int64_t c,
+                                   LossReduction reduction,
+                                   int64_t ignoreIndex) override {
+    HostStaging st = staging();
+    cpu::crossEntropyForwardBackward(
+        threads_, targetType, st.in(dt, logits, n * c), targets,
+        st.in(dt, dloss, 1)[0], st.out(dt, loss, 1),
+        st.out(dt, dlogits, n * c), n, c, reduction, ignoreIndex);
+    st.commit();
+  }
   void mseLossForward(DType dt, const void *a, const void *b, void *loss,
                       int64_t n, LossReduction reduction) override {
     HostStaging st = staging();

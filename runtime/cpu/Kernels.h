@@ -136,6 +136,12 @@ void crossEntropyBackward(int threads, DType targetType, const float *logits,
                           const void *targets, float dloss, float *dlogits,
                           int64_t n, int64_t c, LossReduction reduction,
                           int64_t ignoreIndex);
+/// Both from one pass over the logits (dlogits may be logits).
+void crossEntropyForwardBackward(int threads, DType targetType,
+                                 const float *logits, const void *targets,
+                                 float dloss, float *loss, float *dlogits,
+                                 int64_t n, int64_t c, LossReduction reduction,
+                                 int64_t ignoreIndex);
 void mseLossForward(int threads, const float *a, const float *b, float *loss,
                     int64_t n, LossReduction reduction);
 void mseLossBackward(int threads, const float *a, const float *b, float dloss,

@@ -11,6 +11,7 @@
 #include "fsdp/rt/Error.h"
 #include "fsdp/rt/math/Rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,6 +41,36 @@ static std::vector<int64_t> checkedTargets(DType targetType,
   return t;
 }
 
+/// Row r's loss term: logsumexp(x) - x[t], with the row's max and log-sum
+/// (`x` may be overwritten afterwards).
+static double rowTerm(const float *x, int64_t t, int64_t c, float &max,
+                      float &logSum) {
+  rowLogSumExp(x, c, 1, max, logSum);
+  return static_cast<double>(max) + logSum - x[t];
+}
+
+/// dx = (softmax(x) - onehot(t)) * g from the row's max and log-sum, as
+/// softmaxRow; dx may be x.
+static void rowGradient(const float *x, int64_t t, int64_t c, float max,
+                        float logSum, float g, float *dx) {
+  for (int64_t j = 0; j < c; ++j)
+    dx[j] = std::exp(x[j] - max - logSum);
+  dx[t] -= 1.0f;
+  for (int64_t j = 0; j < c; ++j)
+    dx[j] *= g;
+}
+
+/// The loss from the sum of the row terms; also the gradient scale.
+static float lossOf(double total, int64_t count, LossReduction reduction) {
+  return static_cast<float>(reduction == LossReduction::Mean
+                                ? total / static_cast<double>(count)
+                                : total);
+}
+static float gradScale(float dloss, int64_t count, LossReduction reduction) {
+  return reduction == LossReduction::Mean ? dloss / static_cast<float>(count)
+                                          : dloss;
+}
+
 void crossEntropyForward(int threads, DType targetType, const float *logits,
                          const void *targets, float *loss, int64_t n, int64_t c,
                          LossReduction reduction, int64_t ignoreIndex) {
@@ -48,18 +79,13 @@ void crossEntropyForward(int threads, DType targetType, const float *logits,
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
   double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
     double sum = 0.0;
-    for (int64_t r = r0; r < r1; ++r) {
-      if (t[r] == ignoreIndex)
-        continue;
-      float max, logSum;
-      rowLogSumExp(logits + r * c, c, 1, max, logSum);
-      sum += static_cast<double>(max) + logSum - logits[r * c + t[r]];
-    }
+    float max, logSum;
+    for (int64_t r = r0; r < r1; ++r)
+      if (t[r] != ignoreIndex)
+        sum += rowTerm(logits + r * c, t[r], c, max, logSum);
     return sum;
   });
-  *loss = static_cast<float>(reduction == LossReduction::Mean
-                                 ? total / static_cast<double>(count)
-                                 : total);
+  *loss = lossOf(total, count, reduction);
 }
 
 void crossEntropyBackward(int threads, DType targetType, const float *logits,
@@ -69,8 +95,7 @@ void crossEntropyBackward(int threads, DType targetType, const float *logits,
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  float g = reduction == LossReduction::Mean ? dloss / static_cast<float>(count)
-                                             : dloss;
+  float g = gradScale(dloss, count, reduction);
   parallelFor(threads, n, std::max<int64_t>(1, 8192 / std::max<int64_t>(c, 1)),
               [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0; r < r1; ++r) {
@@ -79,12 +104,38 @@ void crossEntropyBackward(int threads, DType targetType, const float *logits,
                     std::fill(dr, dr + c, 0.0f);
                     continue;
                   }
-                  softmaxRow(logits + r * c, dr, c, 1);
-                  dr[t[r]] -= 1.0f;
-                  for (int64_t j = 0; j < c; ++j)
-                    dr[j] *= g;
+                  float max, logSum;
+                  rowLogSumExp(logits + r * c, c, 1, max, logSum);
+                  rowGradient(logits + r * c, t[r], c, max, logSum, g, dr);
                 }
               });
+}
+
+void crossEntropyForwardBackward(int threads, DType targetType,
+                                 const float *logits, const void *targets,
+                                 float dloss, float *loss, float *dlogits,
+                                 int64_t n, int64_t c, LossReduction reduction,
+                                 int64_t ignoreIndex) {
+  int64_t count;
+  std::vector<int64_t> t =
+      checkedTargets(targetType, targets, n, c, ignoreIndex, count);
+  float g = gradScale(dloss, count, reduction);
+  // The forward's blocks and order, so the loss is the forward's.
+  double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
+    double sum = 0.0;
+    for (int64_t r = r0; r < r1; ++r) {
+      float *dr = dlogits + r * c;
+      if (t[r] == ignoreIndex) {
+        std::fill(dr, dr + c, 0.0f);
+        continue;
+      }
+      float max, logSum;
+      sum += rowTerm(logits + r * c, t[r], c, max, logSum);
+      rowGradient(logits + r * c, t[r], c, max, logSum, g, dr);
+    }
+    return sum;
+  });
+  *loss = lossOf(total, count, reduction);
 }
 
 void mseLossForward(int threads, const float *a, const float *b, float *loss,

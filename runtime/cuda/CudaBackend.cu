@@ -1026,6 +1026,24 @@ public:
                                  dlogits, n, c, reduction, ignoreIndex);
     });
   }
+  void crossEntropyForwardBackward(DType dt, DType targetType,
+                                   const void *logits, const void *targets,
+                                   const void *dloss, void *loss,
+                                   void *dlogits, int64_t n, int64_t c,
+                                   LossReduction reduction,
+                                   int64_t ignoreIndex) override {
+    run([&](Exec &e) {
+      Scratch count(e.s, 8);
+      queueCheck("cross_entropy_forward_backward", true, targetType, targets,
+                 n, c, ignoreIndex, count.as<int64_t>());
+      DeviceStaging st({e.s}); // logits, dlogits in their storage type
+      cuda::crossEntropyForwardBackward(
+          e.s, dt, targetType, logits, targets, count.as<int64_t>(),
+          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits, n, c, reduction,
+          ignoreIndex);
+      st.commit();
+    });
+  }
   void mseLossForward(DType dt, const void *a, const void *b, void *loss,
                       int64_t n, LossReduction reduction) override {
     run([&](Exec &e) {

@@ -194,6 +194,19 @@ void crossEntropyBackward(Stream s, DType dt, DType targetType,
                           const int64_t *count, const float *dloss,
                           void *dlogits, int64_t n, int64_t c,
                           LossReduction reduction, int64_t ignoreIndex);
+/// Both in one pass over the logits (dlogits may be logits), the same bits.
+void crossEntropyForwardBackward(Stream s, DType dt, DType targetType,
+                                 const void *logits, const void *targets,
+                                 const int64_t *count, const float *dloss,
+                                 float *loss, void *dlogits, int64_t n,
+                                 int64_t c, LossReduction reduction,
+                                 int64_t ignoreIndex);
+/// crossEntropyRowTerms and the gradient rows of crossEntropyBackward.
+void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
+                                 const void *logits, const void *targets,
+                                 const int64_t *count, const float *dloss,
+                                 double *terms, void *dlogits, int64_t n,
+                                 int64_t c, bool mean, int64_t ignoreIndex);
 void mseLossForward(Stream s, const float *a, const float *b, float *loss,
                     int64_t n, LossReduction reduction);
 void mseLossBackward(Stream s, const float *a, const float *b,

@@ -46,6 +46,18 @@ __global__ void mseBackwardKernel(const float *a, const float *b,
 
 } // namespace
 
+namespace {
+/// The loss from the row terms: their blocked sum (/ count for a mean).
+void crossEntropyLoss(Stream s, const double *terms, int64_t n,
+                      const int64_t *count, LossReduction reduction,
+                      float *loss) {
+  int64_t blocks;
+  Scratch partial = blockSums(s, ArrayTerm{terms}, n, blocks);
+  FSDPRT_LAUNCH(crossEntropyFinishKernel, 1, s, partial.as<double>(), blocks,
+                count, reduction == LossReduction::Mean, loss);
+}
+} // namespace
+
 void crossEntropyForward(Stream s, DType dt, DType targetType,
                          const void *logits, const void *targets,
                          const int64_t *count, float *loss,
@@ -54,10 +66,21 @@ void crossEntropyForward(Stream s, DType dt, DType targetType,
   Scratch terms(s, std::max<int64_t>(n, 1) * 8);
   crossEntropyRowTerms(s, dt, targetType == DType::I32, logits, targets,
                        terms.as<double>(), n, c, ignoreIndex);
-  int64_t blocks;
-  Scratch partial = blockSums(s, ArrayTerm{terms.as<double>()}, n, blocks);
-  FSDPRT_LAUNCH(crossEntropyFinishKernel, 1, s, partial.as<double>(), blocks,
-                count, reduction == LossReduction::Mean, loss);
+  crossEntropyLoss(s, terms.as<double>(), n, count, reduction, loss);
+}
+
+void crossEntropyForwardBackward(Stream s, DType dt, DType targetType,
+                                 const void *logits, const void *targets,
+                                 const int64_t *count, const float *dloss,
+                                 float *loss, void *dlogits, int64_t n,
+                                 int64_t c, LossReduction reduction,
+                                 int64_t ignoreIndex) {
+  Scratch terms(s, std::max<int64_t>(n, 1) * 8);
+  crossEntropyRowTermsAndGrad(s, dt, targetType == DType::I32, logits,
+                              targets, count, dloss, terms.as<double>(),
+                              dlogits, n, c,
+                              reduction == LossReduction::Mean, ignoreIndex);
+  crossEntropyLoss(s, terms.as<double>(), n, count, reduction, loss);
 }
 
 void mseLossForward(Stream s, const float *a, const float *b, float *loss,

@@ -178,6 +178,40 @@ __global__ void crossEntropyBackwardKernel(bool i32,
   }
 }
 
+/// Both of the above from one pass: terms[r] as crossEntropyTermsKernel and
+/// dlogits as crossEntropyBackwardKernel, the same bits; dlogits may be
+/// logits (every thread reads the target's logit before any writes).
+template <typename S>
+__global__ void crossEntropyTermsAndGradKernel(
+    bool i32, const typename S::T *logits, const void *targets,
+    const int64_t *count, const float *dloss, double *terms,
+    typename S::T *dlogits, int64_t n, int64_t c, bool mean,
+    int64_t ignoreIndex) {
+  float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
+  FSDPRT_ROW_STRIDE(r, n) {
+    const typename S::T *xr = logits + r * c;
+    typename S::T *dr = dlogits + r * c;
+    int64_t t = loadIndex(i32, targets, r);
+    if (t == ignoreIndex || t < 0 || t >= c) {
+      if (threadIdx.x == 0)
+        terms[r] = 0.0;
+      FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
+      continue;
+    }
+    float max, logSum;
+    blockLogSumExp<S>(xr, c, 1, max, logSum);
+    float target = S::load(xr[t]);
+    __syncthreads();
+    if (threadIdx.x == 0)
+      terms[r] = static_cast<double>(max) + logSum - target;
+#pragma unroll 4
+    FSDPRT_COL_STRIDE(j, c) {
+      float p = expf(S::load(xr[j]) - max - logSum);
+      dr[j] = S::store((j == t ? p - 1.0f : p) * g);
+    }
+  }
+}
+
 /// `v` of every lane of the warp summed in a fixed tree order; every lane
 /// gets the result.
 __device__ double warpSum(double v) {
@@ -371,6 +405,21 @@ void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
     FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel<S>, n, s, i32,
                        static_cast<const typename S::T *>(logits), targets,
                        terms, n, c, ignoreIndex);
+  });
+}
+
+void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
+                                 const void *logits, const void *targets,
+                                 const int64_t *count, const float *dloss,
+                                 double *terms, void *dlogits, int64_t n,
+                                 int64_t c, bool mean, int64_t ignoreIndex) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH_ROWS(crossEntropyTermsAndGradKernel<S>, n, s, i32,
+                       static_cast<const typename S::T *>(logits), targets,
+                       count, dloss, terms,
+                       static_cast<typename S::T *>(dlogits), n, c, mean,
+                       ignoreIndex);
   });
 }
 

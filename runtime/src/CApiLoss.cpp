@@ -69,6 +69,31 @@ int32_t fsdprt_cross_entropy_backward(
   });
 }
 
+int32_t fsdprt_cross_entropy_forward_backward(
+    int64_t ctx, int64_t stream, int32_t dtype, int32_t target_dtype,
+    int64_t logits, int64_t logits_off, int64_t targets, int64_t targets_off,
+    int64_t dloss, int64_t dloss_off, int64_t loss, int64_t loss_off,
+    int64_t dlogits, int64_t dlogits_off, int64_t n, int64_t c,
+    int32_t reduction, int64_t ignore_index) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "cross_entropy_forward_backward");
+    DType tt = indexDType(target_dtype, "target_dtype");
+    LossReduction red = reductionFromCode(reduction);
+    nonNegative(n, "n"), requirePositive(c, "c");
+    const void *pl = l.operand(logits, logits_off, mul(n, c), "logits");
+    const void *pt = l.operand(targets, targets_off, n, tt, "targets");
+    const void *pdl = l.operand(dloss, dloss_off, 1, "dloss");
+    void *po = l.operand(loss, loss_off, 1, "loss");
+    void *pd = l.operand(dlogits, dlogits_off, mul(n, c), "dlogits");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.crossEntropyForwardBackward(dt, tt, pl, pt, pdl, po, pd, n, c, red,
+                                     ignore_index);
+    });
+  });
+}
+
 int32_t fsdprt_mse_loss_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                 int64_t a, int64_t a_off, int64_t b,
                                 int64_t b_off, int64_t loss, int64_t loss_off,

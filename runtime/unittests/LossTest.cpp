@@ -143,6 +143,65 @@ TEST_P(LossConformance, CrossEntropyBackwardInPlaceEqualsOutOfPlace) {
   }
 }
 
+// One pass over the logits gives the two calls' loss and gradient, bit for
+// bit, in place too (f32, bf16; mean and sum; an ignored row; rows wider
+// than a GPU block).
+TEST_P(LossConformance, CrossEntropyForwardBackwardEqualsTheTwoCalls) {
+  Device dev(GetParam());
+  const int64_t n = 6, c = 1100;
+  std::vector<int64_t> targets{5, 1099, -100, 0, 640, 42};
+  auto logits = randomVector(n * c, 165, 0.1f, 4.0f);
+  for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16})
+    for (int32_t reduction : {FSDPRT_LOSS_MEAN, FSDPRT_LOSS_SUM})
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "dtype " << dtype << " reduction "
+                                          << reduction << " in place "
+                                          << inPlace);
+        int64_t es = dtype == FSDPRT_F32 ? 4 : 2, bytes = n * c * es;
+        int64_t bf = dev.upload(logits), bx = dev.alloc(bytes),
+                bt = dev.upload(targets), dl32 = dev.upload(std::vector<float>{
+                                              0.5f}),
+                dl = dev.alloc(es);
+        RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, dtype, bx, 0,
+                          n * c));
+        RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, dl32, 0, dtype, dl,
+                          0, 1));
+        int64_t wantLoss = dev.alloc(es), want = dev.alloc(bytes),
+                loss = dev.alloc(es), got = inPlace ? bx : dev.alloc(bytes);
+        RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, dtype,
+                                           FSDPRT_I64, bx, 0, bt, 0, wantLoss,
+                                           0, n, c, reduction, -100));
+        RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype,
+                                            FSDPRT_I64, bx, 0, bt, 0, dl, 0,
+                                            want, 0, n, c, reduction, -100));
+        RT_OK(fsdprt_cross_entropy_forward_backward(
+            dev.ctx, dev.stream, dtype, FSDPRT_I64, bx, 0, bt, 0, dl, 0, loss,
+            0, got, 0, n, c, reduction, -100));
+        EXPECT_EQ(dev.download<uint8_t>(loss, es),
+                  dev.download<uint8_t>(wantLoss, es));
+        auto grad = dev.download<uint8_t>(got, bytes);
+        EXPECT_EQ(grad, dev.download<uint8_t>(want, bytes));
+        EXPECT_NE(grad, std::vector<uint8_t>(bytes, 0));
+      }
+}
+
+// A bad target fails the fused call as it fails the forward, naming it.
+TEST_P(LossConformance, CrossEntropyForwardBackwardBadTarget) {
+  Device dev(GetParam());
+  std::vector<int64_t> targets{0, 4};
+  auto logits = randomVector(2 * 4, 166);
+  int64_t bl = dev.upload(logits), bt = dev.upload(targets),
+          bdl = dev.upload(std::vector<float>{1.0f}), bo = dev.alloc(4);
+  RT_OK(fsdprt_cross_entropy_forward_backward(
+      dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I64, bl, 0, bt, 0, bdl, 0, bo,
+      0, bl, 0, 2, 4, FSDPRT_LOSS_MEAN, -100));
+  EXPECT_EQ(fsdprt_context_synchronize(dev.ctx), FSDPRT_ERR_OUT_OF_RANGE);
+  std::string msg = fsdprt_last_error();
+  EXPECT_NE(msg.find("cross_entropy_forward_backward"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("target 4"), std::string::npos) << msg;
+}
+
 TEST_P(LossConformance, MseLossMeanAndSum) {
   Device dev(GetParam());
   const int64_t n = 13;

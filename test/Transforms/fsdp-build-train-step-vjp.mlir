@@ -543,11 +543,14 @@ fsdp.model @reduce_mean {
 
 // -----
 
-// cross_entropy (the loss itself): cross_entropy_grad of the logits, seeded with 1.
+// cross_entropy (the loss itself): cross_entropy_grad of the logits, seeded
+// with 1, computed with the loss in one op (the seed moved up to it).
 // CHECK-LABEL: func.func @cross_entropy_train_step
 // CHECK: %[[ONE:[^ ,:]+]] = arith.constant {{.*}}dense<1.000000e+00>{{.*}} : tensor<f32>
-// CHECK: %[[D:[^ ,:]+]] = nn.cross_entropy_grad %[[ONE]], %arg0, %arg2 {{.*}}ignore_index = 0{{.*}} : i64{{.*}} : (tensor<f32>, tensor<6x5xf32>, tensor<6xi64>) -> tensor<6x5xf32>
+// CHECK-NEXT: %[[LOSS:[^ ,:]+]], %[[D:[^ ,:]+]] = nn.cross_entropy_with_grad %arg0, %arg2, %[[ONE]] {{.*}}ignore_index = 0{{.*}} : i64{{.*}} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x5xf32>)
+// CHECK-NOT: nn.cross_entropy
 // CHECK: fsdp.sgd_step %arg0, %[[D]]
+// CHECK: return %[[LOSS]]
 fsdp.model @cross_entropy {
   fsdp.module @root kind "Test" {
     fsdp.param @l : tensor<6x5xf32> init <normal(0.0, 1.0)>

@@ -512,6 +512,15 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
             .call("cross_entropy_backward");
         return success();
       })
+      .Case([&](nn::CrossEntropyWithGradOp o) {
+        Args{calls}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
+            .t(o.getLogits()).t(o.getTargets()).t(o.getGrad()).t(o.getLoss())
+            .t(o.getLogitsGrad())
+            .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
+            .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
+            .call("cross_entropy_forward_backward");
+        return success();
+      })
       .Case([&](nn::MSELossOp o) {
         Args{calls}.i32(dtypeOf(o.getInput())).t(o.getInput()).t(o.getTarget())
             .t(o.getResult()).i64(numel(o.getInput()))

@@ -61,9 +61,14 @@ static IdRange idRangeOf(Value input) {
       return {cast<RankedTensorType>(embedding.getTable().getType())
                   .getDimSize(0),
               std::nullopt};
-    if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
+    auto classes = [](auto ce) -> IdRange {
       return {cast<RankedTensorType>(ce.getLogits().getType()).getShape().back(),
               ce.getIgnoreIndex()};
+    };
+    if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
+      return classes(ce);
+    if (auto ce = dyn_cast<nn::CrossEntropyWithGradOp>(user))
+      return classes(ce);
   }
   return {};
 }

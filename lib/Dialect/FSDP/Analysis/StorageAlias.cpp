@@ -15,14 +15,15 @@ using namespace mlir::fsdp;
 
 /// Whether `op` is the last to read `value`'s storage: every other reader
 /// of it, or of a view sharing it (reshapes), comes before `op` in its
-/// block, and the storage is the step's own (not an argument or a
-/// constant). Readers in other blocks count as later.
+/// block, and the storage is an activation an nn op computed (not an
+/// argument, a constant or a gathered parameter). Readers in other blocks
+/// count as later.
 static bool isLastReader(Operation *op, Value value) {
   Value root = value;
   while (Value source = storageAliasOf(root))
     root = source;
   Operation *def = root.getDefiningOp();
-  if (!def || isa<arith::ConstantOp>(def))
+  if (!def || !isa<nn::NNDialect>(def->getDialect()))
     return false;
   SmallVector<Value> shared{root};
   while (!shared.empty()) {
@@ -65,10 +66,14 @@ Value fsdp::storageAliasOf(Value result) {
   // afterwards (a language model's head, whose backward reads its input
   // and weight): the kernels read a row before writing it. Saves a
   // logits-sized buffer at the step's peak.
+  Value logits;
   if (auto grad = dyn_cast<nn::CrossEntropyGradOp>(op))
-    if (grad.getType() == grad.getLogits().getType() &&
-        isLastReader(op, grad.getLogits()))
-      return grad.getLogits();
+    logits = grad.getLogits();
+  if (auto fused = dyn_cast<nn::CrossEntropyWithGradOp>(op); fused && n == 1)
+    logits = fused.getLogits();
+  if (logits && result.getType() == logits.getType() &&
+      isLastReader(op, logits))
+    return logits;
   return {};
 }
 

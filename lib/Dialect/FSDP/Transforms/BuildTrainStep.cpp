@@ -10,6 +10,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
@@ -88,6 +89,94 @@ void splitLinearGradsWithoutInputGrad(Block &body) {
 }
 
 /// Builds the train step of one model.
+/// Erases the ops computing `v` that nothing else reads.
+void eraseIfDead(Value v) {
+  SmallVector<Operation *> work;
+  llvm::SmallPtrSet<Operation *, 8> erased;
+  if (Operation *def = v.getDefiningOp())
+    work.push_back(def);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (erased.contains(op) || !isOpTriviallyDead(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        work.push_back(def);
+    erased.insert(op);
+    op->erase();
+  }
+}
+
+/// `v` computed before `anchor`: itself where it is defined there, else a
+/// copy of the side-effect-free ops after `anchor` that compute it (the
+/// loss seed: a constant, times the loss scale), made with `anchor`'s
+/// attributes. Null where those ops read `anchor` or its successors' other
+/// results, or have effects.
+Value computedBefore(Value v, Operation *anchor) {
+  Block *block = anchor->getBlock();
+  auto after = [&](Operation *op) {
+    return op->getBlock() == block && !op->isBeforeInBlock(anchor);
+  };
+  Operation *def = v.getDefiningOp();
+  if (!def || !after(def))
+    return v;
+  SetVector<Operation *> slice;
+  BackwardSliceOptions options;
+  options.inclusive = true;
+  options.filter = after;
+  if (failed(getBackwardSlice(v, &slice, options)))
+    return {};
+  for (Operation *op : slice) {
+    if (op == anchor || !isMemoryEffectFree(op) || op->getNumRegions())
+      return {};
+    for (Value operand : op->getOperands()) {
+      Operation *source = operand.getDefiningOp();
+      if (source && source->getBlock() != block)
+        return {};
+    }
+  }
+  OpBuilder b(anchor);
+  IRMapping copies;
+  for (Operation *op : slice) // defs before uses
+    b.clone(*op, copies)->setDiscardableAttrs(
+        anchor->getDiscardableAttrDictionary());
+  return copies.lookup(v);
+}
+
+/// The cross-entropy of a loss term and its gradient as one op, computed
+/// where the loss is: one pass over the logits instead of two (the
+/// gradient kernel recomputes each row's softmax). Needs the cotangent
+/// there (computedBefore).
+void fuseCrossEntropyWithGrad(Block &body) {
+  for (auto grad :
+       llvm::make_early_inc_range(body.getOps<nn::CrossEntropyGradOp>())) {
+    nn::CrossEntropyOp loss;
+    for (Operation *user : grad.getLogits().getUsers())
+      if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
+        if (ce.getTargets() == grad.getTargets() &&
+            ce.getReduction() == grad.getReduction() &&
+            ce.getIgnoreIndex() == grad.getIgnoreIndex() &&
+            ce->getBlock() == &body && ce->isBeforeInBlock(grad))
+          loss = ce;
+    if (!loss)
+      continue;
+    Value cotangent = computedBefore(grad.getGrad(), loss);
+    if (!cotangent)
+      continue;
+    OpBuilder b(loss);
+    auto fused = nn::CrossEntropyWithGradOp::create(
+        b, loss.getLoc(), loss.getLogits(), loss.getTargets(), cotangent,
+        loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+    fused->setDiscardableAttrs(loss->getDiscardableAttrDictionary());
+    loss.getResult().replaceAllUsesWith(fused.getLoss());
+    grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());
+    Value oldSeed = grad.getGrad();
+    grad.erase();
+    loss.erase();
+    eraseIfDead(oldSeed);
+  }
+}
+
 class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
@@ -387,6 +476,7 @@ LogicalResult TrainStepBuilder::build() {
     if (isOpTriviallyDead(&op))
       op.erase();
   splitLinearGradsWithoutInputGrad(*body);
+  fuseCrossEntropyWithGrad(*body);
   return success();
 }
 

@@ -158,6 +158,20 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult CrossEntropyWithGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  SmallVector<Value> operands = {adaptor.getLogits(), adaptor.getTargets()};
+  if (failed(CrossEntropyOp::inferReturnTypes(
+          context, loc, CrossEntropyOp::Adaptor(operands, nullptr, {}),
+          results)) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
+                       results.front())))
+    return failure();
+  results.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
 LogicalResult CrossEntropyGradOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {

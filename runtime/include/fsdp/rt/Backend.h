@@ -300,6 +300,12 @@ public:
                                     const void *dloss, void *dlogits, int64_t n,
                                     int64_t c, LossReduction reduction,
                                     int64_t ignoreIndex) = 0;
+  /// Both of the above from one pass over the logits, the same bits;
+  /// dlogits may be logits.
+  virtual void crossEntropyForwardBackward(
+      DType dt, DType targetType, const void *logits, const void *targets,
+      const void *dloss, void *loss, void *dlogits, int64_t n, int64_t c,
+      LossReduction reduction, int64_t ignoreIndex) = 0;
   virtual void mseLossForward(DType dt, const void *a, const void *b,
                               void *loss, int64_t n,
                               LossReduction reduction) = 0;

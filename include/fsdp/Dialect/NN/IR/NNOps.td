@@ -803,4 +803,28 @@ def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
                        "functional-type(operands, results)";
 }
 
+def NN_CrossEntropyWithGradOp : NN_PureOp<"cross_entropy_with_grad",
+                                          [InferTypeOpAdaptor]> {
+  let summary = "nn.cross_entropy and its logits gradient in one pass";
+  let description = [{
+    The loss of nn.cross_entropy and the logits' gradient of
+    nn.cross_entropy_grad for the cotangent `grad`, from one pass over the
+    logits. The train step uses it where the loss's cotangent is known when
+    the loss is computed (a step's loss term): the logits are read once
+    instead of twice, and where nothing reads them afterwards the gradient
+    overwrites them.
+
+    ```mlir
+    %loss, %gl = nn.cross_entropy_with_grad %logits, %targets, %g : (tensor<64x23xf32>, tensor<64xi64>, tensor<f32>) -> (tensor<f32>, tensor<64x23xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+      NN_FloatTensor:$grad,
+      DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$loss, NN_FloatTensor:$logits_grad);
+  let assemblyFormat = "$logits `,` $targets `,` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 #endif // FSDP_DIALECT_NN_IR_NNOPS_TD
