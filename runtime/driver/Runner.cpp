@@ -324,8 +324,8 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
                : "loss (averaged over the ranks) is " +
                      std::to_string(m.loss)) +
           "; stopping: the weights would be NaN from here on (lower the "
-          "learning rate, clip the gradients, or use bf16 or f32 instead of "
-          "f16)");
+          "learning rate or clip the gradients; with param-dtype=f16, use "
+          "loss-scale=dynamic, bf16 or f32)");
     if (!o.save.empty() &&
         (last || (o.saveEvery > 0 && (stepCount + 1) % o.saveEvery == 0)))
       saveCheckpoint(rt, o, p, rank, stepCount + 1, scaler);

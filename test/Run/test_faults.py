@@ -124,6 +124,8 @@ def test_non_finite_loss_stops_every_rank(fsdp, tmp_path):
     for rank in range(RANKS):
         assert f"rank {rank}: error: step 2: the loss (averaged over the " \
             "ranks) is" in proc.stderr, proc.stderr
+    assert "(lower the learning rate or clip the gradients; with " \
+        "param-dtype=f16, use loss-scale=dynamic, bf16 or f32)" in proc.stderr
     assert [row["step"] for row in read_metrics(tmp_path / "m.jsonl")] == \
         [1, 2]
     assert not save.exists() or not any(save.iterdir())
