@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -203,6 +204,44 @@ int main(int argc, char **argv) {
     row("attention bwd (causal, full products)",
         bwd, std::max(2 * products, 8.0 * n * es / bandwidth));
     for (int64_t h : {q, k, v, o, dq, dk, dv})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
+  { // pointwise: the residual add, the MLP's GELU, a parameter cast
+    const int64_t F = 4 * C, P = int64_t(124) << 20;
+    int64_t a = alloc(M * C, es), b = alloc(M * C, es), sum = alloc(M * C, es),
+            x = alloc(M * F, es), g = alloc(M * F, es), y = alloc(M * F, es),
+            master = alloc(P, 4), half = alloc(P, 2);
+    int64_t shape[2] = {M, C};
+    sync();
+    auto time = [&](const std::function<void()> &f) {
+      return timeIt(f, sync, iters, kReps);
+    };
+    row("add (residual) 8192x768", time([&] {
+          check(fsdprt_binary_forward(ctx, s, dt, FSDPRT_ADD, a, 0, 2, shape, b,
+                                      0, 2, shape, sum, 0),
+                "binary_forward");
+        }),
+        3.0 * M * C * es / bandwidth);
+    row("gelu (tanh) fwd 8192x3072", time([&] {
+          check(fsdprt_activation_forward(ctx, s, dt, FSDPRT_GELU_TANH, x, 0,
+                                          y, 0, M * F),
+                "activation_forward");
+        }),
+        2.0 * M * F * es / bandwidth);
+    row("gelu (tanh) bwd 8192x3072", time([&] {
+          check(fsdprt_activation_backward(ctx, s, dt, FSDPRT_GELU_TANH, x, 0,
+                                           g, 0, y, 0, M * F),
+                "activation_backward");
+        }),
+        3.0 * M * F * es / bandwidth);
+    row("cast f32 -> bf16, 124M parameters", time([&] {
+          check(fsdprt_cast(ctx, s, FSDPRT_F32, master, 0, FSDPRT_BF16, half,
+                            0, P),
+                "cast");
+        }),
+        6.0 * P / bandwidth);
+    for (int64_t h : {a, b, sum, x, g, y, master, half})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 

@@ -21,15 +21,6 @@ namespace cuda {
 namespace {
 
 template <typename S>
-__global__ void binarySameKernel(int op, const typename S::T *a,
-                                 const typename S::T *b, typename S::T *out,
-                                 int64_t n) {
-  FSDPRT_GRID_STRIDE(i, n) {
-    out[i] = S::store(binaryApply(op, S::load(a[i]), S::load(b[i])));
-  }
-}
-
-template <typename S>
 __global__ void binaryBroadcastKernel(int op, const typename S::T *a,
                                       const typename S::T *b,
                                       typename S::T *out, Dims d, int64_t n) {
@@ -38,12 +29,6 @@ __global__ void binaryBroadcastKernel(int op, const typename S::T *a,
     offsetsOf(d, i, oa, ob);
     out[i] = S::store(binaryApply(op, S::load(a[oa]), S::load(b[ob])));
   }
-}
-
-template <typename S>
-__global__ void scaleKernel(const typename S::T *x, typename S::T *y, int64_t n,
-                            float factor) {
-  FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(factor * S::load(x[i])); }
 }
 
 __global__ void addBatchesKernel(float *dst, const float *src,
@@ -89,38 +74,41 @@ __device__ inline float activateBackward(int kind, float v, float g) {
   }
 }
 
-template <typename S>
-__global__ void activationKernel(int kind, const typename S::T *x,
-                                 typename S::T *y, int64_t n) {
-  FSDPRT_GRID_STRIDE(i, n) { y[i] = S::store(activate(kind, S::load(x[i]))); }
-}
-
-template <typename S>
-__global__ void activationBackwardKernel(int kind, const typename S::T *x,
-                                         const typename S::T *dy,
-                                         typename S::T *dx, int64_t n) {
-  FSDPRT_GRID_STRIDE(i, n) {
-    dx[i] = S::store(activateBackward(kind, S::load(x[i]), S::load(dy[i])));
+// The pointwise ops as mapKernel functors (KernelSupport.cuh).
+struct BinaryF {
+  int op;
+  __device__ float operator()(float a, float b) const {
+    return binaryApply(op, a, b);
   }
-}
-
-template <typename S>
-__global__ void unaryKernel(int kind, const typename S::T *x, typename S::T *y,
-                            int64_t n, float a, float b) {
-  FSDPRT_GRID_STRIDE(i, n) {
-    y[i] = S::store(::fsdp::rt::unaryForward(kind, S::load(x[i]), a, b));
+};
+struct ScaleF {
+  float factor;
+  __device__ float operator()(float x, float) const { return factor * x; }
+};
+struct ActivationF {
+  int kind;
+  __device__ float operator()(float x, float) const { return activate(kind, x); }
+};
+struct ActivationBackwardF {
+  int kind;
+  __device__ float operator()(float x, float dy) const {
+    return activateBackward(kind, x, dy);
   }
-}
-
-template <typename S>
-__global__ void unaryBackwardKernel(int kind, const typename S::T *x,
-                                    const typename S::T *dy, typename S::T *dx,
-                                    int64_t n, float a, float b) {
-  FSDPRT_GRID_STRIDE(i, n) {
-    dx[i] = S::store(
-        ::fsdp::rt::unaryBackward(kind, S::load(x[i]), S::load(dy[i]), a, b));
+};
+struct UnaryF {
+  int kind;
+  float a, b;
+  __device__ float operator()(float x, float) const {
+    return ::fsdp::rt::unaryForward(kind, x, a, b);
   }
-}
+};
+struct UnaryBackwardF {
+  int kind;
+  float a, b;
+  __device__ float operator()(float x, float dy) const {
+    return ::fsdp::rt::unaryBackward(kind, x, dy, a, b);
+  }
+};
 
 /// One block per row: no 64-bit division per element (emulated on GPUs).
 template <typename T>
@@ -195,11 +183,8 @@ void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
     auto *pa = static_cast<const T *>(a);
     auto *pb = static_cast<const T *>(b);
     auto *po = static_cast<T *>(out);
-    if (aShape == bShape) {
-      int64_t n = numelOf(aShape);
-      FSDPRT_LAUNCH(binarySameKernel<S>, n, s, code, pa, pb, po, n);
-      return;
-    }
+    if (aShape == bShape)
+      return launchMap<S>(s, BinaryF{code}, a, b, out, numelOf(aShape));
     Shape shape = broadcastShapes(aShape, bShape);
     requireRank(shape.size(), "broadcast");
     std::vector<int64_t> sa = broadcastStrides(aShape, shape),
@@ -219,10 +204,7 @@ void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
 void scale(Stream s, DType dt, const void *x, void *y, int64_t n,
            float factor) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    using T = typename S::T;
-    FSDPRT_LAUNCH(scaleKernel<S>, n, s, static_cast<const T *>(x),
-                  static_cast<T *>(y), n, factor);
+    launchMap<decltype(st)>(s, ScaleF{factor}, x, nullptr, y, n);
   });
 }
 
@@ -239,42 +221,32 @@ void accumulateBatches(Stream s, float *dst, const float *src, int64_t batch,
 void activationForward(Stream s, DType dt, Activation kind, const void *x,
                        void *y, int64_t n) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    using T = typename S::T;
-    FSDPRT_LAUNCH(activationKernel<S>, n, s, static_cast<int>(kind),
-                  static_cast<const T *>(x), static_cast<T *>(y), n);
+    launchMap<decltype(st)>(s, ActivationF{static_cast<int>(kind)}, x,
+                            nullptr, y, n);
   });
 }
 
 void activationBackward(Stream s, DType dt, Activation kind, const void *x,
                         const void *dy, void *dx, int64_t n) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    using T = typename S::T;
-    FSDPRT_LAUNCH(activationBackwardKernel<S>, n, s, static_cast<int>(kind),
-                  static_cast<const T *>(x), static_cast<const T *>(dy),
-                  static_cast<T *>(dx), n);
+    launchMap<decltype(st)>(s, ActivationBackwardF{static_cast<int>(kind)}, x,
+                            dy, dx, n);
   });
 }
 
 void unaryForward(Stream s, DType dt, UnaryMath kind, const void *x, void *y,
                   int64_t n, float a, float b) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    using T = typename S::T;
-    FSDPRT_LAUNCH(unaryKernel<S>, n, s, static_cast<int>(kind),
-                  static_cast<const T *>(x), static_cast<T *>(y), n, a, b);
+    launchMap<decltype(st)>(s, UnaryF{static_cast<int>(kind), a, b}, x,
+                            nullptr, y, n);
   });
 }
 
 void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
                    const void *dy, void *dx, int64_t n, float a, float b) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    using T = typename S::T;
-    FSDPRT_LAUNCH(unaryBackwardKernel<S>, n, s, static_cast<int>(kind),
-                  static_cast<const T *>(x), static_cast<const T *>(dy),
-                  static_cast<T *>(dx), n, a, b);
+    launchMap<decltype(st)>(s, UnaryBackwardF{static_cast<int>(kind), a, b},
+                            x, dy, dx, n);
   });
 }
 

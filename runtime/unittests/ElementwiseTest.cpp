@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace fsdp {
@@ -285,6 +286,90 @@ TEST_P(ElementwiseConformance, ActivationsForwardAndBackward) {
     Inputs in{toDouble(x)};
     expectClose(dev.download(by, n), ref(in), "y");
     expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
+  }
+}
+
+// Pointwise kernels may move whole 16-byte packs where every operand is
+// aligned (the CUDA backend) and go item by item otherwise: the same bits
+// either way. Each op runs on the same values at offset 0 and one element
+// further (misaligned), in f32 and bf16, over a length with a tail.
+TEST_P(ElementwiseConformance, AlignedAndUnalignedOperandsGiveTheSameBits) {
+  Device dev(GetParam());
+  const int64_t n = 1001;
+  auto x = randomVector(n, 43, 0.1f, 3.0f), y = randomVector(n, 44);
+  struct Operands {
+    int64_t x, y, out, off;
+  };
+  for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16}) {
+    int64_t es = dtype == FSDPRT_F32 ? 4 : 2, shape[1] = {n};
+    int64_t fx = dev.upload(x), fy = dev.upload(y);
+    std::vector<Operands> layouts;
+    for (int64_t off : {int64_t(0), es}) {
+      Operands o{dev.alloc((n + 1) * es), dev.alloc((n + 1) * es),
+                 dev.alloc((n + 1) * es), off};
+      RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, fx, 0, dtype, o.x,
+                        off, n));
+      RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, fy, 0, dtype, o.y,
+                        off, n));
+      layouts.push_back(o);
+    }
+    std::vector<std::function<int32_t(const Operands &)>> ops = {
+        [&](const Operands &o) {
+          return fsdprt_binary_forward(dev.ctx, dev.stream, dtype, FSDPRT_MUL,
+                                       o.x, o.off, 1, shape, o.y, o.off, 1,
+                                       shape, o.out, o.off);
+        },
+        [&](const Operands &o) {
+          return fsdprt_scale_forward(dev.ctx, dev.stream, dtype, o.x, o.off,
+                                      o.out, o.off, n, 0.3);
+        },
+        [&](const Operands &o) {
+          return fsdprt_activation_forward(dev.ctx, dev.stream, dtype,
+                                           FSDPRT_GELU_TANH, o.x, o.off, o.out,
+                                           o.off, n);
+        },
+        [&](const Operands &o) {
+          return fsdprt_activation_backward(dev.ctx, dev.stream, dtype,
+                                            FSDPRT_SILU, o.x, o.off, o.y,
+                                            o.off, o.out, o.off, n);
+        },
+        [&](const Operands &o) {
+          return fsdprt_unary_forward(dev.ctx, dev.stream, dtype,
+                                      FSDPRT_UNARY_TANH, o.x, o.off, o.out,
+                                      o.off, n, 0.0, 0.0);
+        },
+        [&](const Operands &o) {
+          return fsdprt_unary_backward(dev.ctx, dev.stream, dtype,
+                                       FSDPRT_UNARY_SIGMOID, o.x, o.off, o.y,
+                                       o.off, o.out, o.off, n, 0.0, 0.0);
+        }};
+    for (size_t i = 0; i < ops.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "dtype " << dtype << " op " << i);
+      std::vector<std::vector<uint8_t>> results;
+      for (const Operands &o : layouts) {
+        RT_OK(ops[i](o));
+        auto bytes = dev.download<uint8_t>(o.out, (n + 1) * es);
+        results.emplace_back(bytes.begin() + o.off,
+                             bytes.begin() + o.off + n * es);
+      }
+      EXPECT_EQ(results[0], results[1]);
+      EXPECT_NE(results[0], std::vector<uint8_t>(n * es, 0));
+    }
+    // Casts to the other float type (f32 <-> bf16), and f16.
+    for (int32_t to : {dtype == FSDPRT_F32 ? FSDPRT_BF16 : FSDPRT_F32,
+                       FSDPRT_F16}) {
+      SCOPED_TRACE(::testing::Message() << "cast to " << to);
+      int64_t ts = to == FSDPRT_F32 ? 4 : 2;
+      std::vector<std::vector<uint8_t>> results;
+      for (const Operands &o : layouts) {
+        int64_t dst = dev.alloc((n + 1) * ts), at = o.off / es * ts;
+        RT_OK(fsdprt_cast(dev.ctx, dev.stream, dtype, o.x, o.off, to, dst, at,
+                          n));
+        auto bytes = dev.download<uint8_t>(dst, (n + 1) * ts);
+        results.emplace_back(bytes.begin() + at, bytes.begin() + at + n * ts);
+      }
+      EXPECT_EQ(results[0], results[1]);
+    }
   }
 }
 
