@@ -41,31 +41,55 @@ static std::vector<int64_t> checkedTargets(DType targetType,
   return t;
 }
 
-/// Row r's loss term: logsumexp(x) - x[t], with the row's max and log-sum
-/// (`x` may be overwritten afterwards).
-static double rowTerm(const float *x, int64_t t, int64_t c, float &max,
-                      float &logSum) {
+/// Row r's loss term logsumexp(x) - x[t] (0 for an ignored row), and, where
+/// dx is given, its gradient (softmax(x) - onehot(t)) * g (0 for an
+/// ignored row), as softmaxRow computes it; dx may be x.
+static double crossEntropyRow(const float *x, int64_t t, int64_t c,
+                              int64_t ignoreIndex, float g, float *dx) {
+  if (t == ignoreIndex) {
+    if (dx)
+      std::fill(dx, dx + c, 0.0f);
+    return 0.0;
+  }
+  float max, logSum;
   rowLogSumExp(x, c, 1, max, logSum);
-  return static_cast<double>(max) + logSum - x[t];
+  double term = static_cast<double>(max) + logSum - x[t];
+  if (dx) {
+    for (int64_t j = 0; j < c; ++j)
+      dx[j] = std::exp(x[j] - max - logSum);
+    dx[t] -= 1.0f;
+    for (int64_t j = 0; j < c; ++j)
+      dx[j] *= g;
+  }
+  return term;
 }
 
-/// dx = (softmax(x) - onehot(t)) * g from the row's max and log-sum, as
-/// softmaxRow; dx may be x.
-static void rowGradient(const float *x, int64_t t, int64_t c, float max,
-                        float logSum, float g, float *dx) {
-  for (int64_t j = 0; j < c; ++j)
-    dx[j] = std::exp(x[j] - max - logSum);
-  dx[t] -= 1.0f;
-  for (int64_t j = 0; j < c; ++j)
-    dx[j] *= g;
-}
-
-/// The loss from the sum of the row terms; also the gradient scale.
-static float lossOf(double total, int64_t count, LossReduction reduction) {
+/// The rows in parallel (writing each row's gradient where dlogits is
+/// given), their terms then summed in the CPU's fixed blocks, in row order:
+/// the loss.
+static float crossEntropyRows(int threads, const float *logits,
+                              const std::vector<int64_t> &t, int64_t count,
+                              int64_t n, int64_t c, LossReduction reduction,
+                              int64_t ignoreIndex, float g, float *dlogits) {
+  std::vector<double> terms(n);
+  parallelFor(threads, n, std::max<int64_t>(1, 8192 / std::max<int64_t>(c, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r)
+                  terms[r] = crossEntropyRow(
+                      logits + r * c, t[r], c, ignoreIndex, g,
+                      dlogits ? dlogits + r * c : nullptr);
+              });
+  double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
+    double sum = 0.0;
+    for (int64_t r = r0; r < r1; ++r)
+      sum += terms[r];
+    return sum;
+  });
   return static_cast<float>(reduction == LossReduction::Mean
                                 ? total / static_cast<double>(count)
                                 : total);
 }
+
 static float gradScale(float dloss, int64_t count, LossReduction reduction) {
   return reduction == LossReduction::Mean ? dloss / static_cast<float>(count)
                                           : dloss;
@@ -77,15 +101,8 @@ void crossEntropyForward(int threads, DType targetType, const float *logits,
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
-    double sum = 0.0;
-    float max, logSum;
-    for (int64_t r = r0; r < r1; ++r)
-      if (t[r] != ignoreIndex)
-        sum += rowTerm(logits + r * c, t[r], c, max, logSum);
-    return sum;
-  });
-  *loss = lossOf(total, count, reduction);
+  *loss = crossEntropyRows(threads, logits, t, count, n, c, reduction,
+                           ignoreIndex, 0.0f, nullptr);
 }
 
 void crossEntropyBackward(int threads, DType targetType, const float *logits,
@@ -95,20 +112,8 @@ void crossEntropyBackward(int threads, DType targetType, const float *logits,
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  float g = gradScale(dloss, count, reduction);
-  parallelFor(threads, n, std::max<int64_t>(1, 8192 / std::max<int64_t>(c, 1)),
-              [&](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  float *dr = dlogits + r * c;
-                  if (t[r] == ignoreIndex) {
-                    std::fill(dr, dr + c, 0.0f);
-                    continue;
-                  }
-                  float max, logSum;
-                  rowLogSumExp(logits + r * c, c, 1, max, logSum);
-                  rowGradient(logits + r * c, t[r], c, max, logSum, g, dr);
-                }
-              });
+  crossEntropyRows(threads, logits, t, count, n, c, reduction, ignoreIndex,
+                   gradScale(dloss, count, reduction), dlogits);
 }
 
 void crossEntropyForwardBackward(int threads, DType targetType,
@@ -119,23 +124,9 @@ void crossEntropyForwardBackward(int threads, DType targetType,
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  float g = gradScale(dloss, count, reduction);
-  // The forward's blocks and order, so the loss is the forward's.
-  double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
-    double sum = 0.0;
-    for (int64_t r = r0; r < r1; ++r) {
-      float *dr = dlogits + r * c;
-      if (t[r] == ignoreIndex) {
-        std::fill(dr, dr + c, 0.0f);
-        continue;
-      }
-      float max, logSum;
-      sum += rowTerm(logits + r * c, t[r], c, max, logSum);
-      rowGradient(logits + r * c, t[r], c, max, logSum, g, dr);
-    }
-    return sum;
-  });
-  *loss = lossOf(total, count, reduction);
+  *loss = crossEntropyRows(threads, logits, t, count, n, c, reduction,
+                           ignoreIndex, gradScale(dloss, count, reduction),
+                           dlogits);
 }
 
 void mseLossForward(int threads, const float *a, const float *b, float *loss,

@@ -201,7 +201,8 @@ void crossEntropyForwardBackward(Stream s, DType dt, DType targetType,
                                  float *loss, void *dlogits, int64_t n,
                                  int64_t c, LossReduction reduction,
                                  int64_t ignoreIndex);
-/// crossEntropyRowTerms and the gradient rows of crossEntropyBackward.
+/// The gradient rows of crossEntropyBackward and, where terms is given,
+/// the row terms of crossEntropyRowTerms from the same pass.
 void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
                                  const void *logits, const void *targets,
                                  const int64_t *count, const float *dloss,

@@ -149,38 +149,10 @@ __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
 }
 
 /// dlogits = (softmax(logits) - onehot(target)) * dloss (/ count for a
-/// mean), computed in f32 and rounded once to the storage type.
-template <typename S>
-__global__ void crossEntropyBackwardKernel(bool i32,
-                                           const typename S::T *logits,
-                                           const void *targets,
-                                           const int64_t *count,
-                                           const float *dloss,
-                                           typename S::T *dlogits, int64_t n,
-                                           int64_t c, bool mean,
-                                           int64_t ignoreIndex) {
-  float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
-  FSDPRT_ROW_STRIDE(r, n) {
-    const typename S::T *xr = logits + r * c;
-    typename S::T *dr = dlogits + r * c;
-    int64_t t = loadIndex(i32, targets, r);
-    if (t == ignoreIndex || t < 0 || t >= c) {
-      FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
-      continue;
-    }
-    float max, logSum;
-    blockLogSumExp<S>(xr, c, 1, max, logSum);
-#pragma unroll 4
-    FSDPRT_COL_STRIDE(j, c) {
-      float p = expf(S::load(xr[j]) - max - logSum);
-      dr[j] = S::store((j == t ? p - 1.0f : p) * g);
-    }
-  }
-}
-
-/// Both of the above from one pass: terms[r] as crossEntropyTermsKernel and
-/// dlogits as crossEntropyBackwardKernel, the same bits; dlogits may be
-/// logits (every thread reads the target's logit before any writes).
+/// mean), computed in f32 and rounded once to the storage type, and where
+/// `terms` is given the row terms of crossEntropyTermsKernel from the same
+/// pass (the same bits); dlogits may be logits (every thread reads the
+/// target's logit before any writes).
 template <typename S>
 __global__ void crossEntropyTermsAndGradKernel(
     bool i32, const typename S::T *logits, const void *targets,
@@ -193,7 +165,7 @@ __global__ void crossEntropyTermsAndGradKernel(
     typename S::T *dr = dlogits + r * c;
     int64_t t = loadIndex(i32, targets, r);
     if (t == ignoreIndex || t < 0 || t >= c) {
-      if (threadIdx.x == 0)
+      if (terms && threadIdx.x == 0)
         terms[r] = 0.0;
       FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
       continue;
@@ -202,7 +174,7 @@ __global__ void crossEntropyTermsAndGradKernel(
     blockLogSumExp<S>(xr, c, 1, max, logSum);
     float target = S::load(xr[t]);
     __syncthreads();
-    if (threadIdx.x == 0)
+    if (terms && threadIdx.x == 0)
       terms[r] = static_cast<double>(max) + logSum - target;
 #pragma unroll 4
     FSDPRT_COL_STRIDE(j, c) {
@@ -428,14 +400,9 @@ void crossEntropyBackward(Stream s, DType dt, DType targetType,
                           const int64_t *count, const float *dloss,
                           void *dlogits, int64_t n, int64_t c,
                           LossReduction reduction, int64_t ignoreIndex) {
-  withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH_ROWS(crossEntropyBackwardKernel<S>, n, s,
-                       targetType == DType::I32,
-                       static_cast<const typename S::T *>(logits), targets,
-                       count, dloss, static_cast<typename S::T *>(dlogits), n,
-                       c, reduction == LossReduction::Mean, ignoreIndex);
-  });
+  crossEntropyRowTermsAndGrad(s, dt, targetType == DType::I32, logits, targets,
+                              count, dloss, nullptr, dlogits, n, c,
+                              reduction == LossReduction::Mean, ignoreIndex);
 }
 
 void softmaxForward(Stream s, const float *x, float *y, int64_t outer,

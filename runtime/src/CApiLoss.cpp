@@ -21,6 +21,23 @@ LossReduction reductionFromCode(int32_t r) {
   return static_cast<LossReduction>(r);
 }
 
+/// What every cross-entropy call reads, checked: logits [n, c] of the
+/// launch's dtype and targets [n].
+struct CrossEntropyInputs {
+  CrossEntropyInputs(Launch &l, int32_t targetDtype, int32_t reductionCode,
+                     int64_t logitsBuf, int64_t logitsOff, int64_t targetsBuf,
+                     int64_t targetsOff, int64_t n, int64_t c)
+      : targetType(indexDType(targetDtype, "target_dtype")),
+        reduction(reductionFromCode(reductionCode)) {
+    nonNegative(n, "n"), requirePositive(c, "c");
+    logits = l.operand(logitsBuf, logitsOff, mul(n, c), "logits");
+    targets = l.operand(targetsBuf, targetsOff, n, targetType, "targets");
+  }
+  DType targetType;
+  LossReduction reduction;
+  const void *logits = nullptr, *targets = nullptr;
+};
+
 } // namespace
 
 extern "C" {
@@ -33,16 +50,14 @@ int32_t fsdprt_cross_entropy_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                      int32_t reduction, int64_t ignore_index) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "cross_entropy_forward");
-    DType tt = indexDType(target_dtype, "target_dtype");
-    LossReduction red = reductionFromCode(reduction);
-    nonNegative(n, "n"), requirePositive(c, "c");
-    const void *pl = l.operand(logits, logits_off, mul(n, c), "logits");
-    const void *pt = l.operand(targets, targets_off, n, tt, "targets");
+    CrossEntropyInputs in(l, target_dtype, reduction, logits, logits_off,
+                          targets, targets_off, n, c);
     void *po = l.operand(loss, loss_off, 1, "loss");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
-      be.crossEntropyForward(dt, tt, pl, pt, po, n, c, red, ignore_index);
+      be.crossEntropyForward(dt, in.targetType, in.logits, in.targets, po, n,
+                             c, in.reduction, ignore_index);
     });
   });
 }
@@ -54,17 +69,15 @@ int32_t fsdprt_cross_entropy_backward(
     int64_t n, int64_t c, int32_t reduction, int64_t ignore_index) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "cross_entropy_backward");
-    DType tt = indexDType(target_dtype, "target_dtype");
-    LossReduction red = reductionFromCode(reduction);
-    nonNegative(n, "n"), requirePositive(c, "c");
-    const void *pl = l.operand(logits, logits_off, mul(n, c), "logits");
-    const void *pt = l.operand(targets, targets_off, n, tt, "targets");
+    CrossEntropyInputs in(l, target_dtype, reduction, logits, logits_off,
+                          targets, targets_off, n, c);
     const void *pdl = l.operand(dloss, dloss_off, 1, "dloss");
     void *pd = l.operand(dlogits, dlogits_off, mul(n, c), "dlogits");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
-      be.crossEntropyBackward(dt, tt, pl, pt, pdl, pd, n, c, red, ignore_index);
+      be.crossEntropyBackward(dt, in.targetType, in.logits, in.targets, pdl,
+                              pd, n, c, in.reduction, ignore_index);
     });
   });
 }
@@ -77,18 +90,16 @@ int32_t fsdprt_cross_entropy_forward_backward(
     int32_t reduction, int64_t ignore_index) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "cross_entropy_forward_backward");
-    DType tt = indexDType(target_dtype, "target_dtype");
-    LossReduction red = reductionFromCode(reduction);
-    nonNegative(n, "n"), requirePositive(c, "c");
-    const void *pl = l.operand(logits, logits_off, mul(n, c), "logits");
-    const void *pt = l.operand(targets, targets_off, n, tt, "targets");
+    CrossEntropyInputs in(l, target_dtype, reduction, logits, logits_off,
+                          targets, targets_off, n, c);
     const void *pdl = l.operand(dloss, dloss_off, 1, "dloss");
     void *po = l.operand(loss, loss_off, 1, "loss");
     void *pd = l.operand(dlogits, dlogits_off, mul(n, c), "dlogits");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
-      be.crossEntropyForwardBackward(dt, tt, pl, pt, pdl, po, pd, n, c, red,
+      be.crossEntropyForwardBackward(dt, in.targetType, in.logits, in.targets,
+                                     pdl, po, pd, n, c, in.reduction,
                                      ignore_index);
     });
   });
