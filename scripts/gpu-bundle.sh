@@ -66,6 +66,9 @@ MODELS=(
   "gpt2|examples/gpt2.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|yes"
   "llama_tiny|$WORK/llama_tiny.mlir|auto-wrap-policy=module-kind wrap-kinds=LlamaDecoderLayer|yes"
   "nested_wrapped|examples/nested_wrapped.mlir||yes"
+  # CPU offload: pinned host buffers, copy streams and the optimizer on the
+  # host beside the device's kernels (the same losses as without offload).
+  "gpt2_offload|examples/gpt2.mlir|auto-wrap-policy=module-kind wrap-kinds=Block cpu-offload=true|yes"
   "gpt2_124m|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|no"
 )
 # Steps are <model>-<dtype>-<optimizer>: SGD is linear in the gradient, so

@@ -44,7 +44,8 @@ def test_kit_fits_and_holds_what_the_lease_runs(kit):
                  "python/torch_gpt2_step.py", "python/torch_reference.py",
                  "src/runtime.tar.xz", "manifest.json"):
         assert (kit / name).exists(), name
-    models = ("char_gpt", "gpt2", "llama_tiny", "nested_wrapped")
+    models = ("char_gpt", "gpt2", "llama_tiny", "nested_wrapped",
+              "gpt2_offload")
     for dtype in ("f32", "bf16"):
         assert (kit / "steps" / f"gpt2_124m-{dtype}-adamw.so").exists()
         for model in models:
@@ -60,7 +61,7 @@ def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
                   PARTS="parity,async_vs_sync")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads((tmp_path / "good" / "results.json").read_text())
-    assert len(results["parity"]) == 16
+    assert len(results["parity"]) == 20
     assert all(r["ok"] for r in results["parity"].values()), results["parity"]
     assert [p["status"] for p in results["parts"]] == ["passed", "passed"]
 
