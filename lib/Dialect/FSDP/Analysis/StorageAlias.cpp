@@ -23,7 +23,7 @@ static bool isLastReader(Operation *op, Value value) {
   while (Value source = storageAliasOf(root))
     root = source;
   Operation *def = root.getDefiningOp();
-  if (!def || !isa<nn::NNDialect>(def->getDialect()))
+  if (!def || !isa_and_nonnull<nn::NNDialect>(def->getDialect()))
     return false;
   SmallVector<Value> shared{root};
   while (!shared.empty()) {

@@ -108,10 +108,11 @@ void eraseIfDead(Value v) {
 }
 
 /// `v` computed before `anchor`: itself where it is defined there, else a
-/// copy of the side-effect-free ops after `anchor` that compute it (the
-/// loss seed: a constant, times the loss scale), made with `anchor`'s
-/// attributes. Null where those ops read `anchor` or its successors' other
-/// results, or have effects.
+/// copy of the ops after `anchor` that compute it when they are the
+/// backward's own side-effect-free seed (a constant, times the loss scale),
+/// made with `anchor`'s attributes. Null where they read a forward value
+/// (a loss term scaled by the model, whose cotangent the forward computes)
+/// or have effects.
 Value computedBefore(Value v, Operation *anchor) {
   Block *block = anchor->getBlock();
   auto after = [&](Operation *op) {
@@ -127,7 +128,8 @@ Value computedBefore(Value v, Operation *anchor) {
   if (failed(getBackwardSlice(v, &slice, options)))
     return {};
   for (Operation *op : slice) {
-    if (op == anchor || !isMemoryEffectFree(op) || op->getNumRegions())
+    if (getPhase(op) != kBackward || !isMemoryEffectFree(op) ||
+        op->getNumRegions())
       return {};
     for (Value operand : op->getOperands()) {
       Operation *source = operand.getDefiningOp();

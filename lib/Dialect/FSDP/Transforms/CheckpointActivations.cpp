@@ -3,6 +3,7 @@
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
@@ -25,16 +26,21 @@ void recompute(ArrayRef<Operation *> forward) {
   llvm::SmallPtrSet<Operation *, 32> inForward(forward.begin(), forward.end());
   auto isBackward = [](Operation *op) { return getPhase(op) == kBackward; };
   // The forward ops whose results the backward reads, and the first
-  // backward op that reads one.
+  // backward op that reads one. A loss computed with its gradient
+  // (nn.cross_entropy_with_grad) hands the backward a gradient, not an
+  // activation: recomputing it would run the loss twice.
   Operation *firstReader = nullptr;
   llvm::SetVector<Operation *> needed;
-  for (Operation *op : forward)
+  for (Operation *op : forward) {
+    if (isa<nn::CrossEntropyWithGradOp>(op))
+      continue;
     for (Operation *user : op->getUsers())
       if (isBackward(user)) {
         needed.insert(op);
         if (!firstReader || user->isBeforeInBlock(firstReader))
           firstReader = user;
       }
+  }
   if (needed.empty())
     return;
   // What they are computed from within the unit's forward.
