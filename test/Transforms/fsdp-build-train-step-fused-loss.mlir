@@ -1,7 +1,7 @@
 // fsdp-build-train-step computes a loss term's cross-entropy with its logits
 // gradient (nn.cross_entropy_with_grad) where the gradient's cotangent can
 // be computed at the loss: the seed, times the loss scale (cloned up to the
-// loss, forward-tagged, from the backward's own ops). A cotangent that reads
+// loss, forward-tagged, from the backward's own ops; the originals erased). A cotangent that reads
 // a forward value computed after the cross-entropy (here the loss is scaled
 // by a parameter's sum) leaves the two ops apart.
 // RUN: fsdp-opt %s -split-input-file --fsdp-mixed-precision="param-dtype=f16" --fsdp-build-train-step="loss-scale=dynamic" | FileCheck %s --check-prefix=SEED
@@ -14,6 +14,8 @@
 // SEED-NEXT: %[[G:[^ ]+]] = nn.mul %[[ONE]], %[[S16]] {fsdp.phase = #fsdp<phase forward>
 // SEED-NEXT: nn.cross_entropy_with_grad %{{.*}}, %{{.*}}, %[[G]]
 // SEED-NOT: nn.cross_entropy_grad
+// SEED-NOT: {fsdp.phase = #fsdp<phase backward>{{.*}}dense<1.000000e+00>
+// SEED-NOT: fsdp.loss_scale {fsdp.phase = #fsdp<phase backward>
 fsdp.model @head {
   fsdp.module @root kind "Head" unit {
     fsdp.param @weight : tensor<16x8xf32> init <normal(0.0, 0.02)>

@@ -88,23 +88,11 @@ void splitLinearGradsWithoutInputGrad(Block &body) {
   }
 }
 
-/// Builds the train step of one model.
-/// Erases the ops computing `v` that nothing else reads.
-void eraseIfDead(Value v) {
-  SmallVector<Operation *> work;
-  llvm::SmallPtrSet<Operation *, 8> erased;
-  if (Operation *def = v.getDefiningOp())
-    work.push_back(def);
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (erased.contains(op) || !isOpTriviallyDead(op))
-      continue;
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        work.push_back(def);
-    erased.insert(op);
-    op->erase();
-  }
+/// Erases the ops whose results nothing reads, users first.
+void eraseDeadOps(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
 }
 
 /// `v` computed before `anchor`: itself where it is defined there, else a
@@ -172,13 +160,12 @@ void fuseCrossEntropyWithGrad(Block &body) {
     fused->setDiscardableAttrs(loss->getDiscardableAttrDictionary());
     loss.getResult().replaceAllUsesWith(fused.getLoss());
     grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());
-    Value oldSeed = grad.getGrad();
     grad.erase();
     loss.erase();
-    eraseIfDead(oldSeed);
   }
 }
 
+/// Builds the train step of one model.
 class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
@@ -473,12 +460,12 @@ LogicalResult TrainStepBuilder::build() {
   emitUpdatesAndReturn(*loss, gradNorm, grads);
 
   // VJPs build every operand's cotangent; drop those nothing uses (e.g. the
-  // gradient of the data input of the first layer).
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
-    if (isOpTriviallyDead(&op))
-      op.erase();
+  // gradient of the data input of the first layer), before fusing live
+  // gradients and again after (the seeds the fused losses copied).
+  eraseDeadOps(*body);
   splitLinearGradsWithoutInputGrad(*body);
   fuseCrossEntropyWithGrad(*body);
+  eraseDeadOps(*body);
   return success();
 }
 

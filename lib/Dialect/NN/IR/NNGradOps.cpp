@@ -158,16 +158,31 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   return success();
 }
 
+/// nn.cross_entropy's loss type for (logits, targets), with `grad` (its
+/// cotangent) checked against it.
+static FailureOr<Type> crossEntropyLoss(MLIRContext *context,
+                                        std::optional<Location> loc,
+                                        StringRef name, Value logits,
+                                        Value targets, Value grad) {
+  SmallVector<Value> operands = {logits, targets};
+  SmallVector<Type> forward;
+  if (failed(CrossEntropyOp::inferReturnTypes(
+          context, loc, CrossEntropyOp::Adaptor(operands, nullptr, {}),
+          forward)) ||
+      failed(checkGrad(loc, name, grad, forward.front())))
+    return failure();
+  return forward.front();
+}
+
 LogicalResult CrossEntropyWithGradOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  SmallVector<Value> operands = {adaptor.getLogits(), adaptor.getTargets()};
-  if (failed(CrossEntropyOp::inferReturnTypes(
-          context, loc, CrossEntropyOp::Adaptor(operands, nullptr, {}),
-          results)) ||
-      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
-                       results.front())))
+  FailureOr<Type> loss =
+      crossEntropyLoss(context, loc, getOperationName(), adaptor.getLogits(),
+                       adaptor.getTargets(), adaptor.getGrad());
+  if (failed(loss))
     return failure();
+  results.push_back(*loss);
   results.push_back(adaptor.getLogits().getType());
   return success();
 }
@@ -175,13 +190,9 @@ LogicalResult CrossEntropyWithGradOp::inferReturnTypes(
 LogicalResult CrossEntropyGradOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  SmallVector<Value> operands = {adaptor.getLogits(), adaptor.getTargets()};
-  SmallVector<Type> forward;
-  if (failed(CrossEntropyOp::inferReturnTypes(
-          context, loc, CrossEntropyOp::Adaptor(operands, nullptr, {}),
-          forward)) ||
-      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
-                       forward.front())))
+  if (failed(crossEntropyLoss(context, loc, getOperationName(),
+                              adaptor.getLogits(), adaptor.getTargets(),
+                              adaptor.getGrad())))
     return failure();
   results.push_back(adaptor.getLogits().getType());
   return success();
