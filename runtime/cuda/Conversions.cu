@@ -15,62 +15,19 @@ namespace cuda {
 
 namespace {
 
-__device__ inline float loadAsFloat(int srcType, const void *p, int64_t i) {
-  switch (srcType) {
-  case FSDPRT_F32:
-    return static_cast<const float *>(p)[i];
-  case FSDPRT_BF16:
-    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case FSDPRT_F16:
-    return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case FSDPRT_I32:
-    return static_cast<float>(static_cast<const int32_t *>(p)[i]);
-  default:
-    return static_cast<float>(static_cast<const int64_t *>(p)[i]);
-  }
-}
-
-__global__ void convertKernel(int srcType, const void *src, int dstType,
-                              void *dst, int64_t n) {
+/// An integer source (i32 or i64) to float storage D.
+template <typename D>
+__global__ void convertIntegersKernel(bool i32, const void *src,
+                                      typename D::T *dst, int64_t n) {
   FSDPRT_GRID_STRIDE(i, n) {
-    float v = loadAsFloat(srcType, src, i);
-    if (dstType == FSDPRT_F32)
-      static_cast<float *>(dst)[i] = v;
-    else if (dstType == FSDPRT_BF16)
-      static_cast<uint16_t *>(dst)[i] = floatToBf16(v);
-    else
-      static_cast<uint16_t *>(dst)[i] = floatToF16(v);
+    dst[i] = D::store(static_cast<float>(loadIndex(i32, src, i)));
   }
 }
 
-/// Float-to-float casts eight items at a time in 16-byte packs (two f32
-/// packs, one 16-bit pack), the tail item by item from groups * 8: the
-/// same conversions as convertKernel.
-template <typename Src, typename Dst>
-__global__ void castPacksKernel(const typename Src::T *src,
-                                typename Dst::T *dst, int64_t n,
-                                int64_t groups) {
-  using TS = typename Src::T;
-  using TD = typename Dst::T;
-  constexpr int kItems = 8, kSrc = Pack<TS>::kCount, kDst = Pack<TD>::kCount;
-  FSDPRT_GRID_STRIDE(g, groups) {
-    Pack<TS> in[kItems / kSrc];
-    Pack<TD> out[kItems / kDst];
-#pragma unroll
-    for (int p = 0; p < kItems / kSrc; ++p)
-      in[p] = loadPack(src, g * (kItems / kSrc) + p);
-#pragma unroll
-    for (int u = 0; u < kItems; ++u)
-      out[u / kDst].v[u % kDst] = Dst::store(Src::load(in[u / kSrc].v[u % kSrc]));
-#pragma unroll
-    for (int p = 0; p < kItems / kDst; ++p)
-      storePack(dst, g * (kItems / kDst) + p, out[p]);
-  }
-  int64_t done = groups * kItems;
-  FSDPRT_GRID_STRIDE(i, n - done) {
-    dst[done + i] = Dst::store(Src::load(src[done + i]));
-  }
-}
+/// A float cast as a mapKernel functor: the value, rounded by the store.
+struct CastF {
+  __device__ float operator()(float x, float) const { return x; }
+};
 
 template <typename T> __global__ void fillKernel(T *dst, T pattern, int64_t n) {
   FSDPRT_GRID_STRIDE(i, n) { dst[i] = pattern; }
@@ -95,18 +52,18 @@ void convert(Stream s, DType srcType, const void *src, DType dstType, void *dst,
   if (!isFloat(dstType))
     fail(Status::InvalidArgument, "cannot convert ", dtypeName(srcType),
          " to integer type ", dtypeName(dstType));
-  if (isFloat(srcType) && packAligned(src) && packAligned(dst) && n >= 8)
+  if (isFloat(srcType))
     return withStorage(srcType, [&](auto from) {
       withStorage(dstType, [&](auto to) {
-        using S = decltype(from);
-        using D = decltype(to);
-        FSDPRT_LAUNCH((castPacksKernel<S, D>), n / 8, s,
-                      static_cast<const typename S::T *>(src),
-                      static_cast<typename D::T *>(dst), n, n / 8);
+        launchMap<decltype(from), decltype(to)>(s, CastF{}, src, nullptr, dst,
+                                                n);
       });
     });
-  FSDPRT_LAUNCH(convertKernel, n, s, static_cast<int>(srcType), src,
-                static_cast<int>(dstType), dst, n);
+  withStorage(dstType, [&](auto to) {
+    using D = decltype(to);
+    FSDPRT_LAUNCH(convertIntegersKernel<D>, n, s, srcType == DType::I32, src,
+                  static_cast<typename D::T *>(dst), n);
+  });
 }
 
 void fill(Stream s, DType dt, void *dst, int64_t n, double value) {

@@ -1001,9 +1001,8 @@ public:
                            int64_t c, LossReduction reduction,
                            int64_t ignoreIndex) override {
     run([&](Exec &e) {
-      Scratch count(e.s, 8);
-      queueCheck("cross_entropy_forward", true, targetType, targets, n, c,
-                 ignoreIndex, count.as<int64_t>());
+      Scratch count =
+          countedTargets(e, "cross_entropy_forward", targetType, targets, n, c, ignoreIndex);
       DeviceStaging st({e.s}); // logits are read in their storage type
       cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
                                 count.as<int64_t>(), st.out(dt, loss, 1), n, c,
@@ -1017,9 +1016,8 @@ public:
                             LossReduction reduction,
                             int64_t ignoreIndex) override {
     run([&](Exec &e) {
-      Scratch count(e.s, 8);
-      queueCheck("cross_entropy_backward", true, targetType, targets, n, c,
-                 ignoreIndex, count.as<int64_t>());
+      Scratch count =
+          countedTargets(e, "cross_entropy_backward", targetType, targets, n, c, ignoreIndex);
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
                                  count.as<int64_t>(), st.in(dt, dloss, 1),
@@ -1033,9 +1031,8 @@ public:
                                    LossReduction reduction,
                                    int64_t ignoreIndex) override {
     run([&](Exec &e) {
-      Scratch count(e.s, 8);
-      queueCheck("cross_entropy_forward_backward", true, targetType, targets,
-                 n, c, ignoreIndex, count.as<int64_t>());
+      Scratch count = countedTargets(e, "cross_entropy_forward_backward",
+                                     targetType, targets, n, c, ignoreIndex);
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyForwardBackward(
           e.s, dt, targetType, logits, targets, count.as<int64_t>(),
@@ -1264,6 +1261,16 @@ private:
   /// read where that stream is next synchronised (Stream::synchronize, a
   /// copy to the host such as the loss's, a collective), which then fails
   /// naming `op` and the first bad index: no host wait inside the step.
+  /// The count of targets not ignored (a mean divides by it) in scratch on
+  /// the call's stream, their range check queued (queueCheck).
+  Scratch countedTargets(Exec &e, const char *op, DType targetType,
+                         const void *targets, int64_t n, int64_t c,
+                         int64_t ignoreIndex) {
+    Scratch count(e.s, 8);
+    queueCheck(op, true, targetType, targets, n, c, ignoreIndex,
+               count.as<int64_t>());
+    return count;
+  }
   void queueCheck(const char *op, bool targets, DType type, const void *ids,
                   int64_t n, int64_t limit, int64_t ignoreIndex,
                   int64_t *count) {

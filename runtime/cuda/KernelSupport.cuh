@@ -52,7 +52,8 @@ __device__ inline void offsetsOf(const Dims &d, int64_t i, int64_t &a,
 // most of an H100's memory bandwidth unused (the residual adds and GELU ran
 // at about a third of it), so where every pointer is 16-byte aligned each
 // thread loads and stores whole packs (eight bf16 / f16, four f32), and the
-// tail goes item by item. The same math per item, so the same bits.
+// tail goes item by item. The same math per item, so the same bits. Float
+// casts go the same way (Conversions.cu).
 template <typename T> struct alignas(16) Pack {
   static constexpr int kCount = 16 / sizeof(T);
   T v[kCount];
@@ -81,44 +82,55 @@ inline bool packAligned(const void *p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-/// out[i] = f(a[i]) (b null) or f(a[i], b[i]) for i < n, in storage S
-/// (loaded to f32, stored rounded once); out may alias a or b. The first
-/// `packs` packs go a pack per thread step, the rest item by item.
-template <typename S, typename F>
-__global__ void mapKernel(F f, const typename S::T *a, const typename S::T *b,
-                          typename S::T *out, int64_t n, int64_t packs) {
-  using T = typename S::T;
-  constexpr int kCount = Pack<T>::kCount;
-  auto apply = [&](T x, const T *y) {
-    return S::store(y ? f(S::load(x), S::load(*y)) : f(S::load(x), 0.0f));
+/// out[i] = f(a[i]) (b null) or f(a[i], b[i]) for i < n, read in storage
+/// In (widened to f32) and written in storage Out (rounded once); out may
+/// alias a or b when In is Out. The first `groups` groups of eight items go
+/// a group per thread step in whole packs (one 16-bit pack, two f32 ones),
+/// the rest item by item.
+template <typename In, typename Out, typename F>
+__global__ void mapKernel(F f, const typename In::T *a, const typename In::T *b,
+                          typename Out::T *out, int64_t n, int64_t groups) {
+  using TI = typename In::T;
+  using TO = typename Out::T;
+  constexpr int kItems = 8, kIn = Pack<TI>::kCount, kOut = Pack<TO>::kCount;
+  auto apply = [&](TI x, const TI *y) {
+    return Out::store(y ? f(In::load(x), In::load(*y)) : f(In::load(x), 0.0f));
   };
-  FSDPRT_GRID_STRIDE(p, packs) {
-    Pack<T> pa = loadPack(a, p), pb, po;
-    if (b)
-      pb = loadPack(b, p);
+  FSDPRT_GRID_STRIDE(g, groups) {
+    Pack<TI> pa[kItems / kIn], pb[kItems / kIn];
+    Pack<TO> po[kItems / kOut];
 #pragma unroll
-    for (int u = 0; u < kCount; ++u)
-      po.v[u] = apply(pa.v[u], b ? &pb.v[u] : nullptr);
-    storePack(out, p, po);
+    for (int p = 0; p < kItems / kIn; ++p) {
+      pa[p] = loadPack(a, g * (kItems / kIn) + p);
+      if (b)
+        pb[p] = loadPack(b, g * (kItems / kIn) + p);
+    }
+#pragma unroll
+    for (int u = 0; u < kItems; ++u)
+      po[u / kOut].v[u % kOut] = apply(pa[u / kIn].v[u % kIn],
+                                       b ? &pb[u / kIn].v[u % kIn] : nullptr);
+#pragma unroll
+    for (int p = 0; p < kItems / kOut; ++p)
+      storePack(out, g * (kItems / kOut) + p, po[p]);
   }
-  int64_t done = packs * kCount;
+  int64_t done = groups * kItems;
   FSDPRT_GRID_STRIDE(i, n - done) {
     int64_t at = done + i;
     out[at] = apply(a[at], b ? b + at : nullptr);
   }
 }
 
-/// Launches mapKernel: packs where a, b (if any) and out are 16-byte
+/// Launches mapKernel: whole packs where a, b (if any) and out are 16-byte
 /// aligned. `f` takes (a[i], b[i]), or (a[i], 0) without b.
-template <typename S, typename F>
+template <typename In, typename Out = In, typename F>
 void launchMap(Stream s, F f, const void *a, const void *b, void *out,
                int64_t n) {
-  using T = typename S::T;
   bool packed = packAligned(a) && (!b || packAligned(b)) && packAligned(out);
-  int64_t packs = packed ? n / Pack<T>::kCount : 0;
-  FSDPRT_LAUNCH((mapKernel<S, F>), packs > 0 ? packs : n, s, f,
-                static_cast<const T *>(a), static_cast<const T *>(b),
-                static_cast<T *>(out), n, packs);
+  int64_t groups = packed ? n / 8 : 0;
+  FSDPRT_LAUNCH((mapKernel<In, Out, F>), groups > 0 ? groups : n, s, f,
+                static_cast<const typename In::T *>(a),
+                static_cast<const typename In::T *>(b),
+                static_cast<typename Out::T *>(out), n, groups);
 }
 
 constexpr int64_t kSumBlock = 16384;
