@@ -507,6 +507,15 @@ func.func @cross_entropy_rank(%l: tensor<f32>, %t: tensor<i64>) {
 
 // -----
 
+func.func @cross_entropy_with_grad_cotangent(%l: tensor<6x23xf32>, %t: tensor<6xi64>, %g: tensor<2xf32>) {
+  // expected-error @+2 {{grad has type 'tensor<2xf32>' but the forward op produces 'tensor<f32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.cross_entropy_with_grad %l, %t, %g : (tensor<6x23xf32>, tensor<6xi64>, tensor<2xf32>) -> (tensor<f32>, tensor<6x23xf32>)
+  return
+}
+
+// -----
+
 func.func @mse_types(%a: tensor<4xf32>, %b: tensor<5xf32>) {
   // expected-error @+2 {{input and target types differ: 'tensor<4xf32>' vs 'tensor<5xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
