@@ -30,6 +30,12 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
     pm.addPass(createFSDPMixedPrecisionPass(precision));
   }
 
+  if (options.padVocab > 0) {
+    FSDPPadVocabPassOptions vocab;
+    vocab.multiple = options.padVocab;
+    pm.addPass(createFSDPPadVocabPass(vocab));
+  }
+
   FSDPBuildTrainStepPassOptions step;
   step.optimizer = options.optimizer;
   step.lr = options.lr;

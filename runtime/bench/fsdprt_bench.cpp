@@ -180,19 +180,19 @@ int main(int argc, char **argv) {
   double logitBytes = 2.0 * rows * vocab * 4;
   elementwise("cross_entropy fwd+bwd 1024x50257", logitBytes, [&] {
     check(fsdprt_cross_entropy_forward(ctx, s, FSDPRT_F32, FSDPRT_I64, logits,
-                                       0, ids, 0, loss, 0, rows, vocab,
+                                       0, ids, 0, loss, 0, rows, vocab, vocab,
                                        FSDPRT_LOSS_MEAN, -100),
           "cross_entropy_forward");
     check(fsdprt_cross_entropy_backward(ctx, s, FSDPRT_F32, FSDPRT_I64, logits,
                                         0, ids, 0, dloss, 0, dlogits, 0, rows,
-                                        vocab, FSDPRT_LOSS_MEAN, -100),
+                                        vocab, vocab, FSDPRT_LOSS_MEAN, -100),
           "cross_entropy_backward");
   });
   // Repeated in place, it runs on the last call's gradient: as fast.
   elementwise("  the same in one call, in place", logitBytes, [&] {
     check(fsdprt_cross_entropy_forward_backward(
               ctx, s, FSDPRT_F32, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
-              loss, 0, logits, 0, rows, vocab, FSDPRT_LOSS_MEAN, -100),
+              loss, 0, logits, 0, rows, vocab, vocab, FSDPRT_LOSS_MEAN, -100),
           "cross_entropy_forward_backward");
   });
   check(fsdprt_context_destroy(ctx), "destroy");

@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
     double fwd = timeIt(
         [&] {
           check(fsdprt_cross_entropy_forward(ctx, s, dt, FSDPRT_I64, logits, 0,
-                                             ids, 0, loss, 0, M, V,
+                                             ids, 0, loss, 0, M, V, V,
                                              FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_forward");
         },
@@ -294,7 +294,7 @@ int main(int argc, char **argv) {
         [&] {
           check(fsdprt_cross_entropy_backward(
                     ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
-                    dlogits, 0, M, V, FSDPRT_LOSS_MEAN, -100),
+                    dlogits, 0, M, V, V, FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_backward");
         },
         sync, iters, kReps);
@@ -303,7 +303,7 @@ int main(int argc, char **argv) {
         [&] {
           check(fsdprt_cross_entropy_forward_backward(
                     ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0, loss,
-                    0, logits, 0, M, V, FSDPRT_LOSS_MEAN, -100),
+                    0, logits, 0, M, V, V, FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_forward_backward");
         },
         sync, iters, kReps);

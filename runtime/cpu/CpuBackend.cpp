@@ -325,37 +325,39 @@ public:
 
   void crossEntropyForward(DType dt, DType targetType, const void *logits,
                            const void *targets, void *loss, int64_t n,
-                           int64_t c, LossReduction reduction,
+                           int64_t c, int64_t width, LossReduction reduction,
                            int64_t ignoreIndex) override {
     HostStaging st = staging();
-    cpu::crossEntropyForward(threads_, targetType, st.in(dt, logits, n * c),
-                             targets, st.out(dt, loss, 1), n, c, reduction,
+    cpu::crossEntropyForward(threads_, targetType,
+                             st.in(dt, logits, n * width), targets,
+                             st.out(dt, loss, 1), n, c, width, reduction,
                              ignoreIndex);
     st.commit();
   }
   void crossEntropyBackward(DType dt, DType targetType, const void *logits,
                             const void *targets, const void *dloss,
-                            void *dlogits, int64_t n, int64_t c,
+                            void *dlogits, int64_t n, int64_t c, int64_t width,
                             LossReduction reduction,
                             int64_t ignoreIndex) override {
     HostStaging st = staging();
-    cpu::crossEntropyBackward(threads_, targetType, st.in(dt, logits, n * c),
-                              targets, st.in(dt, dloss, 1)[0],
-                              st.out(dt, dlogits, n * c), n, c, reduction,
-                              ignoreIndex);
+    cpu::crossEntropyBackward(threads_, targetType,
+                              st.in(dt, logits, n * width), targets,
+                              st.in(dt, dloss, 1)[0],
+                              st.out(dt, dlogits, n * width), n, c, width,
+                              reduction, ignoreIndex);
     st.commit();
   }
   void crossEntropyForwardBackward(DType dt, DType targetType,
                                    const void *logits, const void *targets,
                                    const void *dloss, void *loss,
                                    void *dlogits, int64_t n, int64_t c,
-                                   LossReduction reduction,
+                                   int64_t width, LossReduction reduction,
                                    int64_t ignoreIndex) override {
     HostStaging st = staging();
     cpu::crossEntropyForwardBackward(
-        threads_, targetType, st.in(dt, logits, n * c), targets,
+        threads_, targetType, st.in(dt, logits, n * width), targets,
         st.in(dt, dloss, 1)[0], st.out(dt, loss, 1),
-        st.out(dt, dlogits, n * c), n, c, reduction, ignoreIndex);
+        st.out(dt, dlogits, n * width), n, c, width, reduction, ignoreIndex);
     st.commit();
   }
   void mseLossForward(DType dt, const void *a, const void *b, void *loss,

@@ -129,19 +129,22 @@ void copySlab(int threads, int64_t elemSize, const void *src, int64_t srcDim,
               int64_t outer, int64_t size, int64_t inner);
 
 // Loss.cpp
+// Logits are n rows of `width`, the first c of each the classes; the rest
+// take no part and their gradient is 0.
 void crossEntropyForward(int threads, DType targetType, const float *logits,
                          const void *targets, float *loss, int64_t n, int64_t c,
-                         LossReduction reduction, int64_t ignoreIndex);
+                         int64_t width, LossReduction reduction,
+                         int64_t ignoreIndex);
 void crossEntropyBackward(int threads, DType targetType, const float *logits,
                           const void *targets, float dloss, float *dlogits,
-                          int64_t n, int64_t c, LossReduction reduction,
-                          int64_t ignoreIndex);
+                          int64_t n, int64_t c, int64_t width,
+                          LossReduction reduction, int64_t ignoreIndex);
 /// Both from one pass over the logits (dlogits may be logits).
 void crossEntropyForwardBackward(int threads, DType targetType,
                                  const float *logits, const void *targets,
                                  float dloss, float *loss, float *dlogits,
-                                 int64_t n, int64_t c, LossReduction reduction,
-                                 int64_t ignoreIndex);
+                                 int64_t n, int64_t c, int64_t width,
+                                 LossReduction reduction, int64_t ignoreIndex);
 void mseLossForward(int threads, const float *a, const float *b, float *loss,
                     int64_t n, LossReduction reduction);
 void mseLossBackward(int threads, const float *a, const float *b, float dloss,

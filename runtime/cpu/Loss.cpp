@@ -43,9 +43,13 @@ static std::vector<int64_t> checkedTargets(DType targetType,
 
 /// Row r's loss term logsumexp(x) - x[t] (0 for an ignored row), and, where
 /// dx is given, its gradient (softmax(x) - onehot(t)) * g (0 for an
-/// ignored row), as softmaxRow computes it; dx may be x.
+/// ignored row and for the padding columns [c, width)), as softmaxRow
+/// computes it; dx may be x.
 static double crossEntropyRow(const float *x, int64_t t, int64_t c,
-                              int64_t ignoreIndex, float g, float *dx) {
+                              int64_t width, int64_t ignoreIndex, float g,
+                              float *dx) {
+  if (dx)
+    std::fill(dx + c, dx + width, 0.0f);
   if (t == ignoreIndex) {
     if (dx)
       std::fill(dx, dx + c, 0.0f);
@@ -69,15 +73,16 @@ static double crossEntropyRow(const float *x, int64_t t, int64_t c,
 /// the loss.
 static float crossEntropyRows(int threads, const float *logits,
                               const std::vector<int64_t> &t, int64_t count,
-                              int64_t n, int64_t c, LossReduction reduction,
-                              int64_t ignoreIndex, float g, float *dlogits) {
+                              int64_t n, int64_t c, int64_t width,
+                              LossReduction reduction, int64_t ignoreIndex,
+                              float g, float *dlogits) {
   std::vector<double> terms(n);
-  parallelFor(threads, n, std::max<int64_t>(1, 8192 / std::max<int64_t>(c, 1)),
+  parallelFor(threads, n, std::max<int64_t>(1, 8192 / width),
               [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0; r < r1; ++r)
                   terms[r] = crossEntropyRow(
-                      logits + r * c, t[r], c, ignoreIndex, g,
-                      dlogits ? dlogits + r * c : nullptr);
+                      logits + r * width, t[r], c, width, ignoreIndex, g,
+                      dlogits ? dlogits + r * width : nullptr);
               });
   double total = blockedSum(threads, n, [&](int64_t r0, int64_t r1) {
     double sum = 0.0;
@@ -97,34 +102,36 @@ static float gradScale(float dloss, int64_t count, LossReduction reduction) {
 
 void crossEntropyForward(int threads, DType targetType, const float *logits,
                          const void *targets, float *loss, int64_t n, int64_t c,
-                         LossReduction reduction, int64_t ignoreIndex) {
+                         int64_t width, LossReduction reduction,
+                         int64_t ignoreIndex) {
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  *loss = crossEntropyRows(threads, logits, t, count, n, c, reduction,
+  *loss = crossEntropyRows(threads, logits, t, count, n, c, width, reduction,
                            ignoreIndex, 0.0f, nullptr);
 }
 
 void crossEntropyBackward(int threads, DType targetType, const float *logits,
                           const void *targets, float dloss, float *dlogits,
-                          int64_t n, int64_t c, LossReduction reduction,
-                          int64_t ignoreIndex) {
+                          int64_t n, int64_t c, int64_t width,
+                          LossReduction reduction, int64_t ignoreIndex) {
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  crossEntropyRows(threads, logits, t, count, n, c, reduction, ignoreIndex,
-                   gradScale(dloss, count, reduction), dlogits);
+  crossEntropyRows(threads, logits, t, count, n, c, width, reduction,
+                   ignoreIndex, gradScale(dloss, count, reduction), dlogits);
 }
 
 void crossEntropyForwardBackward(int threads, DType targetType,
                                  const float *logits, const void *targets,
                                  float dloss, float *loss, float *dlogits,
-                                 int64_t n, int64_t c, LossReduction reduction,
+                                 int64_t n, int64_t c, int64_t width,
+                                 LossReduction reduction,
                                  int64_t ignoreIndex) {
   int64_t count;
   std::vector<int64_t> t =
       checkedTargets(targetType, targets, n, c, ignoreIndex, count);
-  *loss = crossEntropyRows(threads, logits, t, count, n, c, reduction,
+  *loss = crossEntropyRows(threads, logits, t, count, n, c, width, reduction,
                            ignoreIndex, gradScale(dloss, count, reduction),
                            dlogits);
 }

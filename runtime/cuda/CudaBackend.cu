@@ -998,37 +998,38 @@ public:
 
   void crossEntropyForward(DType dt, DType targetType, const void *logits,
                            const void *targets, void *loss, int64_t n,
-                           int64_t c, LossReduction reduction,
+                           int64_t c, int64_t width, LossReduction reduction,
                            int64_t ignoreIndex) override {
     run([&](Exec &e) {
-      Scratch count =
-          countedTargets(e, "cross_entropy_forward", targetType, targets, n, c, ignoreIndex);
+      Scratch count = countedTargets(e, "cross_entropy_forward", targetType,
+                                     targets, n, c, ignoreIndex);
       DeviceStaging st({e.s}); // logits are read in their storage type
       cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
-                                count.as<int64_t>(), st.out(dt, loss, 1), n, c,
-                                reduction, ignoreIndex);
+                                count.as<int64_t>(), st.out(dt, loss, 1),
+                                {n, c, width}, reduction, ignoreIndex);
       st.commit();
     });
   }
   void crossEntropyBackward(DType dt, DType targetType, const void *logits,
                             const void *targets, const void *dloss,
-                            void *dlogits, int64_t n, int64_t c,
+                            void *dlogits, int64_t n, int64_t c, int64_t width,
                             LossReduction reduction,
                             int64_t ignoreIndex) override {
     run([&](Exec &e) {
-      Scratch count =
-          countedTargets(e, "cross_entropy_backward", targetType, targets, n, c, ignoreIndex);
+      Scratch count = countedTargets(e, "cross_entropy_backward", targetType,
+                                     targets, n, c, ignoreIndex);
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
                                  count.as<int64_t>(), st.in(dt, dloss, 1),
-                                 dlogits, n, c, reduction, ignoreIndex);
+                                 dlogits, {n, c, width}, reduction,
+                                 ignoreIndex);
     });
   }
   void crossEntropyForwardBackward(DType dt, DType targetType,
                                    const void *logits, const void *targets,
                                    const void *dloss, void *loss,
                                    void *dlogits, int64_t n, int64_t c,
-                                   LossReduction reduction,
+                                   int64_t width, LossReduction reduction,
                                    int64_t ignoreIndex) override {
     run([&](Exec &e) {
       Scratch count = countedTargets(e, "cross_entropy_forward_backward",
@@ -1036,8 +1037,8 @@ public:
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyForwardBackward(
           e.s, dt, targetType, logits, targets, count.as<int64_t>(),
-          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits, n, c, reduction,
-          ignoreIndex);
+          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits, {n, c, width},
+          reduction, ignoreIndex);
       st.commit();
     });
   }

@@ -174,40 +174,44 @@ void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
               int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
               int64_t outer, int64_t size, int64_t inner);
 
+/// Cross-entropy logits: n rows of `width`, the first c of each the classes
+/// (the rest pad the vocabulary: no part of the loss, a zero gradient).
+struct LogitRows {
+  int64_t n, c, width;
+};
+
 /// Logits in their storage type `dt`; the loss is f32. Targets outside
 /// [0, c) (reported by queueIndexCheck) count as ignored.
 void crossEntropyForward(Stream s, DType dt, DType targetType,
                          const void *logits, const void *targets,
-                         const int64_t *count, float *loss, int64_t n,
-                         int64_t c, LossReduction reduction,
-                         int64_t ignoreIndex);
-/// terms[r] = logsumexp(logits[r, :]) - logits[r, target] (0 for an
+                         const int64_t *count, float *loss, LogitRows rows,
+                         LossReduction reduction, int64_t ignoreIndex);
+/// terms[r] = logsumexp(logits[r, :c]) - logits[r, target] (0 for an
 /// ignored row), one block per row on logits in their storage type `dt`
 /// (RowKernels.cu).
 void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
-                          const void *targets, double *terms, int64_t n,
-                          int64_t c, int64_t ignoreIndex);
+                          const void *targets, double *terms, LogitRows rows,
+                          int64_t ignoreIndex);
 /// One block per row on logits / dlogits in their storage type `dt` (f32
 /// math, rounded once: the bits of staging through f32; RowKernels.cu).
 void crossEntropyBackward(Stream s, DType dt, DType targetType,
                           const void *logits, const void *targets,
                           const int64_t *count, const float *dloss,
-                          void *dlogits, int64_t n, int64_t c,
+                          void *dlogits, LogitRows rows,
                           LossReduction reduction, int64_t ignoreIndex);
 /// Both in one pass over the logits (dlogits may be logits), the same bits.
 void crossEntropyForwardBackward(Stream s, DType dt, DType targetType,
                                  const void *logits, const void *targets,
                                  const int64_t *count, const float *dloss,
-                                 float *loss, void *dlogits, int64_t n,
-                                 int64_t c, LossReduction reduction,
-                                 int64_t ignoreIndex);
+                                 float *loss, void *dlogits, LogitRows rows,
+                                 LossReduction reduction, int64_t ignoreIndex);
 /// The gradient rows of crossEntropyBackward and, where terms is given,
 /// the row terms of crossEntropyRowTerms from the same pass.
 void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
                                  const void *logits, const void *targets,
                                  const int64_t *count, const float *dloss,
-                                 double *terms, void *dlogits, int64_t n,
-                                 int64_t c, bool mean, int64_t ignoreIndex);
+                                 double *terms, void *dlogits, LogitRows rows,
+                                 bool mean, int64_t ignoreIndex);
 void mseLossForward(Stream s, const float *a, const float *b, float *loss,
                     int64_t n, LossReduction reduction);
 void mseLossBackward(Stream s, const float *a, const float *b,

@@ -60,27 +60,26 @@ void crossEntropyLoss(Stream s, const double *terms, int64_t n,
 
 void crossEntropyForward(Stream s, DType dt, DType targetType,
                          const void *logits, const void *targets,
-                         const int64_t *count, float *loss,
-                         int64_t n, int64_t c, LossReduction reduction,
-                         int64_t ignoreIndex) {
-  Scratch terms(s, std::max<int64_t>(n, 1) * 8);
+                         const int64_t *count, float *loss, LogitRows rows,
+                         LossReduction reduction, int64_t ignoreIndex) {
+  Scratch terms(s, std::max<int64_t>(rows.n, 1) * 8);
   crossEntropyRowTerms(s, dt, targetType == DType::I32, logits, targets,
-                       terms.as<double>(), n, c, ignoreIndex);
-  crossEntropyLoss(s, terms.as<double>(), n, count, reduction, loss);
+                       terms.as<double>(), rows, ignoreIndex);
+  crossEntropyLoss(s, terms.as<double>(), rows.n, count, reduction, loss);
 }
 
 void crossEntropyForwardBackward(Stream s, DType dt, DType targetType,
                                  const void *logits, const void *targets,
                                  const int64_t *count, const float *dloss,
-                                 float *loss, void *dlogits, int64_t n,
-                                 int64_t c, LossReduction reduction,
+                                 float *loss, void *dlogits, LogitRows rows,
+                                 LossReduction reduction,
                                  int64_t ignoreIndex) {
-  Scratch terms(s, std::max<int64_t>(n, 1) * 8);
+  Scratch terms(s, std::max<int64_t>(rows.n, 1) * 8);
   crossEntropyRowTermsAndGrad(s, dt, targetType == DType::I32, logits,
                               targets, count, dloss, terms.as<double>(),
-                              dlogits, n, c,
+                              dlogits, rows,
                               reduction == LossReduction::Mean, ignoreIndex);
-  crossEntropyLoss(s, terms.as<double>(), n, count, reduction, loss);
+  crossEntropyLoss(s, terms.as<double>(), rows.n, count, reduction, loss);
 }
 
 void mseLossForward(Stream s, const float *a, const float *b, float *loss,

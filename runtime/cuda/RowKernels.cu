@@ -130,21 +130,21 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
 template <typename S>
 __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
                                         const void *targets, double *terms,
-                                        int64_t n, int64_t c,
-                                        int64_t ignoreIndex) {
-  FSDPRT_ROW_STRIDE(r, n) {
+                                        LogitRows rows, int64_t ignoreIndex) {
+  FSDPRT_ROW_STRIDE(r, rows.n) {
+    const typename S::T *xr = logits + r * rows.width;
     int64_t t = loadIndex(i32, targets, r);
     // The CPU skips an ignored row; adding +0.0 is the same. A target out
     // of range is reported by the index check; nothing outside is read.
-    if (t == ignoreIndex || t < 0 || t >= c) {
+    if (t == ignoreIndex || t < 0 || t >= rows.c) {
       if (threadIdx.x == 0)
         terms[r] = 0.0;
       continue;
     }
     float max, logSum;
-    blockLogSumExp<S>(logits + r * c, c, 1, max, logSum);
+    blockLogSumExp<S>(xr, rows.c, 1, max, logSum);
     if (threadIdx.x == 0)
-      terms[r] = static_cast<double>(max) + logSum - S::load(logits[r * c + t]);
+      terms[r] = static_cast<double>(max) + logSum - S::load(xr[t]);
   }
 }
 
@@ -152,17 +152,18 @@ __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
 /// mean), computed in f32 and rounded once to the storage type, and where
 /// `terms` is given the row terms of crossEntropyTermsKernel from the same
 /// pass (the same bits); dlogits may be logits (every thread reads the
-/// target's logit before any writes).
+/// target's logit before any writes). Padding columns get 0.
 template <typename S>
 __global__ void crossEntropyTermsAndGradKernel(
     bool i32, const typename S::T *logits, const void *targets,
     const int64_t *count, const float *dloss, double *terms,
-    typename S::T *dlogits, int64_t n, int64_t c, bool mean,
-    int64_t ignoreIndex) {
+    typename S::T *dlogits, LogitRows rows, bool mean, int64_t ignoreIndex) {
   float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
-  FSDPRT_ROW_STRIDE(r, n) {
-    const typename S::T *xr = logits + r * c;
-    typename S::T *dr = dlogits + r * c;
+  int64_t c = rows.c;
+  FSDPRT_ROW_STRIDE(r, rows.n) {
+    const typename S::T *xr = logits + r * rows.width;
+    typename S::T *dr = dlogits + r * rows.width;
+    FSDPRT_COL_STRIDE(j, rows.width - c) { dr[c + j] = S::store(0.0f); }
     int64_t t = loadIndex(i32, targets, r);
     if (t == ignoreIndex || t < 0 || t >= c) {
       if (terms && threadIdx.x == 0)
@@ -370,27 +371,27 @@ void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
 }
 
 void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
-                          const void *targets, double *terms, int64_t n,
-                          int64_t c, int64_t ignoreIndex) {
+                          const void *targets, double *terms, LogitRows rows,
+                          int64_t ignoreIndex) {
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
-    FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel<S>, n, s, i32,
+    FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel<S>, rows.n, s, i32,
                        static_cast<const typename S::T *>(logits), targets,
-                       terms, n, c, ignoreIndex);
+                       terms, rows, ignoreIndex);
   });
 }
 
 void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
                                  const void *logits, const void *targets,
                                  const int64_t *count, const float *dloss,
-                                 double *terms, void *dlogits, int64_t n,
-                                 int64_t c, bool mean, int64_t ignoreIndex) {
+                                 double *terms, void *dlogits, LogitRows rows,
+                                 bool mean, int64_t ignoreIndex) {
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
-    FSDPRT_LAUNCH_ROWS(crossEntropyTermsAndGradKernel<S>, n, s, i32,
+    FSDPRT_LAUNCH_ROWS(crossEntropyTermsAndGradKernel<S>, rows.n, s, i32,
                        static_cast<const typename S::T *>(logits), targets,
                        count, dloss, terms,
-                       static_cast<typename S::T *>(dlogits), n, c, mean,
+                       static_cast<typename S::T *>(dlogits), rows, mean,
                        ignoreIndex);
   });
 }
@@ -398,10 +399,10 @@ void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
 void crossEntropyBackward(Stream s, DType dt, DType targetType,
                           const void *logits, const void *targets,
                           const int64_t *count, const float *dloss,
-                          void *dlogits, int64_t n, int64_t c,
+                          void *dlogits, LogitRows rows,
                           LossReduction reduction, int64_t ignoreIndex) {
   crossEntropyRowTermsAndGrad(s, dt, targetType == DType::I32, logits, targets,
-                              count, dloss, nullptr, dlogits, n, c,
+                              count, dloss, nullptr, dlogits, rows,
                               reduction == LossReduction::Mean, ignoreIndex);
 }
 

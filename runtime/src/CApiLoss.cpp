@@ -21,16 +21,19 @@ LossReduction reductionFromCode(int32_t r) {
   return static_cast<LossReduction>(r);
 }
 
-/// What every cross-entropy call reads, checked: logits [n, c] of the
-/// launch's dtype and targets [n].
+/// What every cross-entropy call reads, checked: logits [n, width] of the
+/// launch's dtype, c <= width of them classes, and targets [n].
 struct CrossEntropyInputs {
   CrossEntropyInputs(Launch &l, int32_t targetDtype, int32_t reductionCode,
                      int64_t logitsBuf, int64_t logitsOff, int64_t targetsBuf,
-                     int64_t targetsOff, int64_t n, int64_t c)
+                     int64_t targetsOff, int64_t n, int64_t c, int64_t width)
       : targetType(indexDType(targetDtype, "target_dtype")),
         reduction(reductionFromCode(reductionCode)) {
     nonNegative(n, "n"), requirePositive(c, "c");
-    logits = l.operand(logitsBuf, logitsOff, mul(n, c), "logits");
+    if (width < c)
+      fail(Status::InvalidArgument, "logits rows of width ", width,
+           " cannot hold c = ", c, " classes");
+    logits = l.operand(logitsBuf, logitsOff, mul(n, width), "logits");
     targets = l.operand(targetsBuf, targetsOff, n, targetType, "targets");
   }
   DType targetType;
@@ -47,17 +50,18 @@ int32_t fsdprt_cross_entropy_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                      int64_t logits_off, int64_t targets,
                                      int64_t targets_off, int64_t loss,
                                      int64_t loss_off, int64_t n, int64_t c,
-                                     int32_t reduction, int64_t ignore_index) {
+                                     int64_t width, int32_t reduction,
+                                     int64_t ignore_index) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "cross_entropy_forward");
     CrossEntropyInputs in(l, target_dtype, reduction, logits, logits_off,
-                          targets, targets_off, n, c);
+                          targets, targets_off, n, c, width);
     void *po = l.operand(loss, loss_off, 1, "loss");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
       be.crossEntropyForward(dt, in.targetType, in.logits, in.targets, po, n,
-                             c, in.reduction, ignore_index);
+                             c, width, in.reduction, ignore_index);
     });
   });
 }
@@ -66,18 +70,19 @@ int32_t fsdprt_cross_entropy_backward(
     int64_t ctx, int64_t stream, int32_t dtype, int32_t target_dtype,
     int64_t logits, int64_t logits_off, int64_t targets, int64_t targets_off,
     int64_t dloss, int64_t dloss_off, int64_t dlogits, int64_t dlogits_off,
-    int64_t n, int64_t c, int32_t reduction, int64_t ignore_index) {
+    int64_t n, int64_t c, int64_t width, int32_t reduction,
+    int64_t ignore_index) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "cross_entropy_backward");
     CrossEntropyInputs in(l, target_dtype, reduction, logits, logits_off,
-                          targets, targets_off, n, c);
+                          targets, targets_off, n, c, width);
     const void *pdl = l.operand(dloss, dloss_off, 1, "dloss");
-    void *pd = l.operand(dlogits, dlogits_off, mul(n, c), "dlogits");
+    void *pd = l.operand(dlogits, dlogits_off, mul(n, width), "dlogits");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
       be.crossEntropyBackward(dt, in.targetType, in.logits, in.targets, pdl,
-                              pd, n, c, in.reduction, ignore_index);
+                              pd, n, c, width, in.reduction, ignore_index);
     });
   });
 }
@@ -87,19 +92,19 @@ int32_t fsdprt_cross_entropy_forward_backward(
     int64_t logits, int64_t logits_off, int64_t targets, int64_t targets_off,
     int64_t dloss, int64_t dloss_off, int64_t loss, int64_t loss_off,
     int64_t dlogits, int64_t dlogits_off, int64_t n, int64_t c,
-    int32_t reduction, int64_t ignore_index) {
+    int64_t width, int32_t reduction, int64_t ignore_index) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, dtype, "cross_entropy_forward_backward");
     CrossEntropyInputs in(l, target_dtype, reduction, logits, logits_off,
-                          targets, targets_off, n, c);
+                          targets, targets_off, n, c, width);
     const void *pdl = l.operand(dloss, dloss_off, 1, "dloss");
     void *po = l.operand(loss, loss_off, 1, "loss");
-    void *pd = l.operand(dlogits, dlogits_off, mul(n, c), "dlogits");
+    void *pd = l.operand(dlogits, dlogits_off, mul(n, width), "dlogits");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
       be.crossEntropyForwardBackward(dt, in.targetType, in.logits, in.targets,
-                                     pdl, po, pd, n, c, in.reduction,
+                                     pdl, po, pd, n, c, width, in.reduction,
                                      ignore_index);
     });
   });

@@ -93,7 +93,7 @@ std::vector<std::vector<float>> runWorkload(const std::string &backend,
     targets[i] = static_cast<int32_t>((i * 31) % d);
   int64_t bt = dev.upload(targets), ce = dev.alloc(4);
   fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I32, lx,
-                               0, bt, 0, ce, 0, rows, d, FSDPRT_LOSS_MEAN,
+                               0, bt, 0, ce, 0, rows, d, d, FSDPRT_LOSS_MEAN,
                                -100);
   keep(ce, 1);
 

@@ -1,6 +1,7 @@
 //===- LossTest.cpp - cross_entropy and mse_loss --------------------------===//
 #include "TestUtil.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fsdp {
@@ -38,10 +39,10 @@ void checkCrossEntropy(const std::string &backend, int32_t reduction,
           bd = dev.alloc(n * c * 4);
   RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
                                      FSDPRT_I64, bl, 0, bt, 0, bloss, 0, n, c,
-                                     reduction, ignoreIndex));
+                                     c, reduction, ignoreIndex));
   RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
                                       FSDPRT_I64, bl, 0, bt, 0, bdl, 0, bd, 0,
-                                      n, c, reduction, ignoreIndex));
+                                      n, c, c, reduction, ignoreIndex));
   Inputs in{toDouble(logits)};
   expectClose(dev.download(bloss, 1), ref(in), "loss");
   expectGradients(ref, in, {dloss}, {dev.download(bd, n * c)}, {"dlogits"});
@@ -60,7 +61,7 @@ TEST_P(LossConformance, CrossEntropyBadTargetFailsAtSynchronize) {
   auto logits = randomVector(2 * 4, 162);
   int64_t bl = dev.upload(logits), bt = dev.upload(targets), bo = dev.alloc(4);
   RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                     FSDPRT_I32, bl, 0, bt, 0, bo, 0, 2, 4,
+                                     FSDPRT_I32, bl, 0, bt, 0, bo, 0, 2, 4, 4,
                                      FSDPRT_LOSS_MEAN, -100));
   EXPECT_EQ(fsdprt_context_synchronize(dev.ctx), FSDPRT_ERR_OUT_OF_RANGE);
   std::string msg = fsdprt_last_error();
@@ -91,16 +92,16 @@ TEST_P(LossConformance, CrossEntropyBf16IsTheF32ResultRoundedOnce) {
           want16 = dev.alloc(n * c * 2), wantLoss16 = dev.alloc(2);
   RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
                                      FSDPRT_I64, bw, 0, bt, 0, loss32, 0, n, c,
-                                     FSDPRT_LOSS_MEAN, -100));
+                                     c, FSDPRT_LOSS_MEAN, -100));
   RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
                                       FSDPRT_I64, bw, 0, bt, 0, dl32, 0, d32, 0,
-                                      n, c, FSDPRT_LOSS_MEAN, -100));
+                                      n, c, c, FSDPRT_LOSS_MEAN, -100));
   RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_BF16,
                                      FSDPRT_I64, bh, 0, bt, 0, loss16, 0, n, c,
-                                     FSDPRT_LOSS_MEAN, -100));
+                                     c, FSDPRT_LOSS_MEAN, -100));
   RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_BF16,
                                       FSDPRT_I64, bh, 0, bt, 0, dl16, 0, d16, 0,
-                                      n, c, FSDPRT_LOSS_MEAN, -100));
+                                      n, c, c, FSDPRT_LOSS_MEAN, -100));
   RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, d32, 0, FSDPRT_BF16,
                     want16, 0, n * c));
   RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, loss32, 0, FSDPRT_BF16,
@@ -132,10 +133,10 @@ TEST_P(LossConformance, CrossEntropyBackwardInPlaceEqualsOutOfPlace) {
     RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, dl32, 0, dtype, dl, 0,
                       1));
     RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
-                                        bx, 0, bt, 0, dl, 0, bd, 0, n, c,
+                                        bx, 0, bt, 0, dl, 0, bd, 0, n, c, c,
                                         FSDPRT_LOSS_MEAN, -100));
     RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
-                                        bx, 0, bt, 0, dl, 0, bx, 0, n, c,
+                                        bx, 0, bt, 0, dl, 0, bx, 0, n, c, c,
                                         FSDPRT_LOSS_MEAN, -100));
     EXPECT_EQ(dev.download<uint8_t>(bx, n * c * es),
               dev.download<uint8_t>(bd, n * c * es))
@@ -170,13 +171,13 @@ TEST_P(LossConformance, CrossEntropyForwardBackwardEqualsTheTwoCalls) {
                 loss = dev.alloc(es), got = inPlace ? bx : dev.alloc(bytes);
         RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, dtype,
                                            FSDPRT_I64, bx, 0, bt, 0, wantLoss,
-                                           0, n, c, reduction, -100));
+                                           0, n, c, c, reduction, -100));
         RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype,
                                             FSDPRT_I64, bx, 0, bt, 0, dl, 0,
-                                            want, 0, n, c, reduction, -100));
+                                            want, 0, n, c, c, reduction, -100));
         RT_OK(fsdprt_cross_entropy_forward_backward(
             dev.ctx, dev.stream, dtype, FSDPRT_I64, bx, 0, bt, 0, dl, 0, loss,
-            0, got, 0, n, c, reduction, -100));
+            0, got, 0, n, c, c, reduction, -100));
         EXPECT_EQ(dev.download<uint8_t>(loss, es),
                   dev.download<uint8_t>(wantLoss, es));
         auto grad = dev.download<uint8_t>(got, bytes);
@@ -194,12 +195,84 @@ TEST_P(LossConformance, CrossEntropyForwardBackwardBadTarget) {
           bdl = dev.upload(std::vector<float>{1.0f}), bo = dev.alloc(4);
   RT_OK(fsdprt_cross_entropy_forward_backward(
       dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I64, bl, 0, bt, 0, bdl, 0, bo,
-      0, bl, 0, 2, 4, FSDPRT_LOSS_MEAN, -100));
+      0, bl, 0, 2, 4, 4, FSDPRT_LOSS_MEAN, -100));
   EXPECT_EQ(fsdprt_context_synchronize(dev.ctx), FSDPRT_ERR_OUT_OF_RANGE);
   std::string msg = fsdprt_last_error();
   EXPECT_NE(msg.find("cross_entropy_forward_backward"), std::string::npos)
       << msg;
   EXPECT_NE(msg.find("target 4"), std::string::npos) << msg;
+}
+
+// Logits padded to an aligned width (the compiler pads the vocabulary):
+// the classes' loss and gradient are those of the unpadded rows, bit for
+// bit, whatever the padding holds, and the padding's gradient is 0 (two
+// calls and the fused one in place; f32, bf16). A target in the padding is
+// out of range.
+TEST_P(LossConformance, CrossEntropyPaddedRowsEqualUnpaddedRows) {
+  Device dev(GetParam());
+  const int64_t n = 5, c = 1001, width = 1024;
+  std::vector<int64_t> targets{5, 1000, -100, 0, 640};
+  auto logits = randomVector(n * c, 167, 0.1f, 4.0f);
+  std::vector<float> padded(n * width, 1e30f);
+  for (int64_t r = 0; r < n; ++r)
+    std::copy(logits.begin() + r * c, logits.begin() + (r + 1) * c,
+              padded.begin() + r * width);
+  for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16}) {
+    SCOPED_TRACE(::testing::Message() << "dtype " << dtype);
+    int64_t es = dtype == FSDPRT_F32 ? 4 : 2;
+    auto narrow = [&](const std::vector<float> &v) -> int64_t {
+      int64_t b32 = dev.upload(v), b = dev.alloc(v.size() * es);
+      EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, b32, 0, dtype, b,
+                            0, v.size()),
+                FSDPRT_OK)
+          << fsdprt_last_error();
+      return b;
+    };
+    int64_t bx = narrow(logits), bp = narrow(padded),
+            dl = narrow(std::vector<float>{0.5f}), bt = dev.upload(targets);
+    int64_t wantLoss = dev.alloc(es), want = dev.alloc(n * c * es),
+            loss = dev.alloc(es), fusedLoss = dev.alloc(es),
+            grad = dev.alloc(n * width * es);
+    RT_OK(fsdprt_fill(dev.ctx, dev.stream, dtype, grad, 0, n * width, 7.0));
+    RT_OK(fsdprt_cross_entropy_forward_backward(
+        dev.ctx, dev.stream, dtype, FSDPRT_I64, bx, 0, bt, 0, dl, 0, wantLoss,
+        0, want, 0, n, c, c, FSDPRT_LOSS_MEAN, -100));
+    RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
+                                       bp, 0, bt, 0, loss, 0, n, c, width,
+                                       FSDPRT_LOSS_MEAN, -100));
+    RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
+                                        bp, 0, bt, 0, dl, 0, grad, 0, n, c,
+                                        width, FSDPRT_LOSS_MEAN, -100));
+    RT_OK(fsdprt_cross_entropy_forward_backward(
+        dev.ctx, dev.stream, dtype, FSDPRT_I64, bp, 0, bt, 0, dl, 0, fusedLoss,
+        0, bp, 0, n, c, width, FSDPRT_LOSS_MEAN, -100));
+    auto lossBits = dev.download<uint8_t>(wantLoss, es);
+    EXPECT_EQ(dev.download<uint8_t>(loss, es), lossBits);
+    EXPECT_EQ(dev.download<uint8_t>(fusedLoss, es), lossBits);
+    auto rowsWant = dev.download<uint8_t>(want, n * c * es);
+    for (int64_t g : {grad, bp}) {
+      auto got = dev.download<uint8_t>(g, n * width * es);
+      for (int64_t r = 0; r < n; ++r) {
+        auto row = got.begin() + r * width * es;
+        EXPECT_TRUE(std::equal(row, row + c * es,
+                               rowsWant.begin() + r * c * es))
+            << "row " << r;
+        EXPECT_TRUE(std::all_of(row + c * es, row + width * es,
+                                [](uint8_t b) { return b == 0; }))
+            << "padding of row " << r;
+      }
+    }
+  }
+  std::vector<int64_t> inPadding{0, c};
+  int64_t bl = dev.upload(padded), bt = dev.upload(inPadding),
+          bo = dev.alloc(4);
+  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
+                                     FSDPRT_I64, bl, 0, bt, 0, bo, 0, 2, c,
+                                     width, FSDPRT_LOSS_MEAN, -100));
+  EXPECT_EQ(fsdprt_context_synchronize(dev.ctx), FSDPRT_ERR_OUT_OF_RANGE);
+  EXPECT_NE(std::string(fsdprt_last_error()).find("target 1001"),
+            std::string::npos)
+      << fsdprt_last_error();
 }
 
 TEST_P(LossConformance, MseLossMeanAndSum) {

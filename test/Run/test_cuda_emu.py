@@ -94,16 +94,19 @@ def test_16bit_compute_matches_the_cpu_backend(fsdp, emu_run, dtype):
 # lack: (model or preset, its overrides, pipeline options)
 BUILT = [("llama_tiny", {}, "wrap-kinds=LlamaDecoderLayer"),
          ("gpt2", {"dropout": 0.1},
-          "wrap-kinds=Block activation-checkpointing=Block")]
+          "wrap-kinds=Block activation-checkpointing=Block"),
+         ("gpt2", {"vocab": 4099}, "wrap-kinds=Block")]
 
 
 @pytest.mark.parametrize("name,overrides,pipeline", BUILT,
-                         ids=["llama_tiny", "gpt2-dropout-checkpointed"])
+                         ids=["llama_tiny", "gpt2-dropout-checkpointed",
+                              "gpt2-padded-vocab"])
 def test_built_models_train_as_on_the_cpu_backend(
         fsdp, fsdp_opt, emu_run, tmp_path, name, overrides, pipeline):
     """Rotary embeddings, RMSNorm, grouped-query attention and SiLU (Llama);
     dropout masks (the shared Philox stream) recomputed under activation
-    checkpointing (GPT-2)."""
+    checkpointing (GPT-2); a vocabulary padded to an aligned width (4099
+    classes in rows of 4160: the cross-entropy kernels' padding columns)."""
     source = tmp_path / f"{name}.mlir"
     source.write_text(models.build(name, **overrides).text())
     program = tmp_path / f"{name}.lowered.mlir"

@@ -499,16 +499,16 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
       .Case([&](nn::CrossEntropyOp o) {
         Args{calls}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
             .t(o.getLogits()).t(o.getTargets()).t(o.getResult())
-            .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
-            .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
+            .i64(rows(o.getLogits())).i64(o.getClassCount())
+            .i64(lastDim(o.getLogits())).i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
             .call("cross_entropy_forward");
         return success();
       })
       .Case([&](nn::CrossEntropyGradOp o) {
         Args{calls}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
             .t(o.getLogits()).t(o.getTargets()).t(o.getGrad()).t(o.getResult())
-            .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
-            .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
+            .i64(rows(o.getLogits())).i64(o.getClassCount())
+            .i64(lastDim(o.getLogits())).i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
             .call("cross_entropy_backward");
         return success();
       })
@@ -516,8 +516,8 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         Args{calls}.i32(dtypeOf(o.getLogits())).i32(dtypeOf(o.getTargets()))
             .t(o.getLogits()).t(o.getTargets()).t(o.getGrad()).t(o.getLoss())
             .t(o.getLogitsGrad())
-            .i64(rows(o.getLogits())).i64(lastDim(o.getLogits()))
-            .i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
+            .i64(rows(o.getLogits())).i64(o.getClassCount())
+            .i64(lastDim(o.getLogits())).i32(lossReduction(o.getReduction())).i64(o.getIgnoreIndex())
             .call("cross_entropy_forward_backward");
         return success();
       })

@@ -62,8 +62,7 @@ static IdRange idRangeOf(Value input) {
                   .getDimSize(0),
               std::nullopt};
     auto classes = [](auto ce) -> IdRange {
-      return {cast<RankedTensorType>(ce.getLogits().getType()).getShape().back(),
-              ce.getIgnoreIndex()};
+      return {ce.getClassCount(), ce.getIgnoreIndex()};
     };
     if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
       return classes(ce);

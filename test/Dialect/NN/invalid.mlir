@@ -507,6 +507,24 @@ func.func @cross_entropy_rank(%l: tensor<f32>, %t: tensor<i64>) {
 
 // -----
 
+func.func @cross_entropy_num_classes(%l: tensor<6x23xf32>, %t: tensor<6xi64>) {
+  // expected-error @+2 {{'nn.cross_entropy' op num_classes = 24 exceeds the logits' last dimension (23)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy %l, %t {num_classes = 24 : i64} : (tensor<6x23xf32>, tensor<6xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_num_classes(%l: tensor<6x23xf32>, %t: tensor<6xi64>, %g: tensor<f32>) {
+  // expected-error @+2 {{'nn.cross_entropy_grad' op num_classes = 30 exceeds the logits' last dimension (23)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.cross_entropy_grad %g, %l, %t {num_classes = 30 : i64} : (tensor<f32>, tensor<6x23xf32>, tensor<6xi64>) -> tensor<6x23xf32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_with_grad_cotangent(%l: tensor<6x23xf32>, %t: tensor<6xi64>, %g: tensor<2xf32>) {
   // expected-error @+2 {{grad has type 'tensor<2xf32>' but the forward op produces 'tensor<f32>'}}
   // expected-error @+1 {{failed to infer returned types}}

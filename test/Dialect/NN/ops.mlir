@@ -173,5 +173,7 @@ func.func @losses(%logits: tensor<6x23xf32>, %targets: tensor<6xi64>, %seq: tens
   %3 = nn.mse_loss %y, %y {reduction = #nn.reduction<sum>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
   // CHECK: nn.cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}} {reduction = #nn.reduction<sum>} : (tensor<6x23xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x23xf32>)
   %4:2 = nn.cross_entropy_with_grad %logits, %targets, %0 {reduction = #nn.reduction<sum>} : (tensor<6x23xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x23xf32>)
+  // CHECK: nn.cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}} {num_classes = 20 : i64} : (tensor<6x23xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x23xf32>)
+  %5:2 = nn.cross_entropy_with_grad %logits, %targets, %0 {num_classes = 20 : i64} : (tensor<6x23xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x23xf32>)
   return
 }

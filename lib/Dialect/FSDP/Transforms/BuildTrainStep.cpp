@@ -37,7 +37,8 @@ LogicalResult retype(Operation *op) {
       return failure();
     for (auto [result, type] : llvm::zip(op->getResults(), types))
       result.setType(type);
-  } else if (isa<nn::ReshapeOp, nn::BroadcastOp>(op)) {
+  } else if (isa<nn::ReshapeOp, nn::BroadcastOp, nn::SliceOp, nn::PadOp>(
+                 op)) {
     auto in = cast<RankedTensorType>(op->getOperand(0).getType());
     auto out = cast<RankedTensorType>(op->getResult(0).getType());
     op->getResult(0).setType(out.clone(in.getElementType()));
@@ -146,6 +147,7 @@ void fuseCrossEntropyWithGrad(Block &body) {
         if (ce.getTargets() == grad.getTargets() &&
             ce.getReduction() == grad.getReduction() &&
             ce.getIgnoreIndex() == grad.getIgnoreIndex() &&
+            ce.getNumClasses() == grad.getNumClasses() &&
             ce->getBlock() == &body && ce->isBeforeInBlock(grad))
           loss = ce;
     if (!loss)
@@ -156,7 +158,8 @@ void fuseCrossEntropyWithGrad(Block &body) {
     OpBuilder b(loss);
     auto fused = nn::CrossEntropyWithGradOp::create(
         b, loss.getLoc(), loss.getLogits(), loss.getTargets(), cotangent,
-        loss.getReductionAttr(), loss.getIgnoreIndexAttr());
+        loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
+        loss.getNumClassesAttr());
     fused->setDiscardableAttrs(loss->getDiscardableAttrDictionary());
     loss.getResult().replaceAllUsesWith(fused.getLoss());
     grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());

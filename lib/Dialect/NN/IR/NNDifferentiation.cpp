@@ -453,7 +453,7 @@ FailureOr<SmallVector<Value>> CrossEntropyOp::buildVJP(OpBuilder &b,
                                                        ValueRange cotangents) {
   Value gradLogits = CrossEntropyGradOp::create(
       b, getLoc(), cotangents[0], getLogits(), getTargets(),
-      getReductionAttr(), getIgnoreIndexAttr());
+      getReductionAttr(), getIgnoreIndexAttr(), getNumClassesAttr());
   return SmallVector<Value>{gradLogits, Value()};
 }
 

@@ -180,7 +180,9 @@ LogicalResult CrossEntropyWithGradOp::inferReturnTypes(
   FailureOr<Type> loss =
       crossEntropyLoss(context, loc, getOperationName(), adaptor.getLogits(),
                        adaptor.getTargets(), adaptor.getGrad());
-  if (failed(loss))
+  if (failed(loss) ||
+      failed(checkNumClasses(loc, getOperationName(), adaptor.getLogits(),
+                             adaptor.getNumClasses())))
     return failure();
   results.push_back(*loss);
   results.push_back(adaptor.getLogits().getType());
@@ -192,7 +194,9 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
     SmallVectorImpl<Type> &results) {
   if (failed(crossEntropyLoss(context, loc, getOperationName(),
                               adaptor.getLogits(), adaptor.getTargets(),
-                              adaptor.getGrad())))
+                              adaptor.getGrad())) ||
+      failed(checkNumClasses(loc, getOperationName(), adaptor.getLogits(),
+                             adaptor.getNumClasses())))
     return failure();
   results.push_back(adaptor.getLogits().getType());
   return success();

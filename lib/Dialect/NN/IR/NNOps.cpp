@@ -545,7 +545,23 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
   if (targets.getShape() != logits.getShape().drop_back())
     return fail(loc, name, "targets ", targets,
                 " must have the shape of logits without the class dimension");
+  if (failed(checkNumClasses(loc, name, adaptor.getLogits(),
+                             adaptor.getNumClasses())))
+    return failure();
   results.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+LogicalResult rules::checkNumClasses(std::optional<Location> loc,
+                                     StringRef opName, Value logits,
+                                     std::optional<uint64_t> numClasses) {
+  RankedTensorType type = tensorOf(logits);
+  if (!numClasses || !type || type.getRank() < 1)
+    return success();
+  int64_t width = type.getShape().back();
+  if (static_cast<int64_t>(*numClasses) > width)
+    return fail(loc, opName, "num_classes = ", *numClasses,
+                " exceeds the logits' last dimension (", width, ")");
   return success();
 }
 

@@ -39,6 +39,12 @@ LogicalResult inferLastDimNorm(std::optional<Location> loc, StringRef name,
                                ArrayRef<std::pair<StringRef, Value>> vectors,
                                SmallVectorImpl<Type> &results);
 
+/// Checks a cross-entropy's `num_classes` (where given) against its
+/// logits: at most their last dimension, the rest being padding.
+LogicalResult checkNumClasses(std::optional<Location> loc, StringRef opName,
+                              Value logits,
+                              std::optional<uint64_t> numClasses);
+
 } // namespace mlir::nn::rules
 
 #endif // FSDP_LIB_DIALECT_NN_IR_SHAPERULES_H

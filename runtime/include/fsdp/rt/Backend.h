@@ -290,22 +290,25 @@ public:
                               const Shape &xShape,
                               const std::vector<int64_t> &dims, void *dx) = 0;
 
+  /// Logits are n rows of `width`, their first c columns the classes: the
+  /// rest (vocabulary padding) take no part and get a zero gradient.
   virtual void crossEntropyForward(DType dt, DType targetType,
                                    const void *logits, const void *targets,
                                    void *loss, int64_t n, int64_t c,
-                                   LossReduction reduction,
+                                   int64_t width, LossReduction reduction,
                                    int64_t ignoreIndex) = 0;
   virtual void crossEntropyBackward(DType dt, DType targetType,
                                     const void *logits, const void *targets,
                                     const void *dloss, void *dlogits, int64_t n,
-                                    int64_t c, LossReduction reduction,
+                                    int64_t c, int64_t width,
+                                    LossReduction reduction,
                                     int64_t ignoreIndex) = 0;
   /// Both of the above from one pass over the logits, the same bits;
   /// dlogits may be logits.
   virtual void crossEntropyForwardBackward(
       DType dt, DType targetType, const void *logits, const void *targets,
       const void *dloss, void *loss, void *dlogits, int64_t n, int64_t c,
-      LossReduction reduction, int64_t ignoreIndex) = 0;
+      int64_t width, LossReduction reduction, int64_t ignoreIndex) = 0;
   virtual void mseLossForward(DType dt, const void *a, const void *b,
                               void *loss, int64_t n,
                               LossReduction reduction) = 0;

@@ -487,18 +487,22 @@ int32_t fsdprt_reduce_backward(int64_t ctx, int64_t stream, int32_t dtype,
 
 /* loss is a scalar of `dtype`. Backward takes dloss (a scalar); dlogits */
 /* may be logits itself (the compiler overwrites logits nothing reads    */
-/* afterwards). */
+/* afterwards). The logits are n rows of `width`, their first c columns  */
+/* the classes: the rest pad the vocabulary to an aligned width (the     */
+/* compiler's choice), take no part in the loss and get a zero gradient. */
 int32_t fsdprt_cross_entropy_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                      int32_t target_dtype, int64_t logits,
                                      int64_t logits_off, int64_t targets,
                                      int64_t targets_off, int64_t loss,
                                      int64_t loss_off, int64_t n, int64_t c,
-                                     int32_t reduction, int64_t ignore_index);
+                                     int64_t width, int32_t reduction,
+                                     int64_t ignore_index);
 int32_t fsdprt_cross_entropy_backward(
     int64_t ctx, int64_t stream, int32_t dtype, int32_t target_dtype,
     int64_t logits, int64_t logits_off, int64_t targets, int64_t targets_off,
     int64_t dloss, int64_t dloss_off, int64_t dlogits, int64_t dlogits_off,
-    int64_t n, int64_t c, int32_t reduction, int64_t ignore_index);
+    int64_t n, int64_t c, int64_t width, int32_t reduction,
+    int64_t ignore_index);
 /* Both in one pass over the logits: the loss of the forward and the       */
 /* dlogits of the backward for `dloss`, the same bits as the two calls.    */
 int32_t fsdprt_cross_entropy_forward_backward(
@@ -506,7 +510,7 @@ int32_t fsdprt_cross_entropy_forward_backward(
     int64_t logits, int64_t logits_off, int64_t targets, int64_t targets_off,
     int64_t dloss, int64_t dloss_off, int64_t loss, int64_t loss_off,
     int64_t dlogits, int64_t dlogits_off, int64_t n, int64_t c,
-    int32_t reduction, int64_t ignore_index);
+    int64_t width, int32_t reduction, int64_t ignore_index);
 int32_t fsdprt_mse_loss_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                 int64_t a, int64_t a_off, int64_t b,
                                 int64_t b_off, int64_t loss, int64_t loss_off,

@@ -89,6 +89,35 @@ def FSDPAutoWrapPass : Pass<"fsdp-auto-wrap", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPPadVocabPass : Pass<"fsdp-pad-vocab", "::mlir::ModuleOp"> {
+  let summary = "Pad a language model head's vocabulary to an aligned width";
+  let description = [{
+    A vocabulary that is not a multiple of 8 (GPT-2's 50257) misaligns the
+    lm head's GEMMs: cuBLAS runs them several times slower, and a backend
+    padding them at run time (inductor's pad_mm) copies the logits, the
+    step's largest tensor, at every call. This pass pads at compile time,
+    as nanoGPT's 50304 does by hand: in each model's forwards, an
+    `nn.linear` (or `nn.matmul` by a matrix) whose logits reach an
+    `nn.cross_entropy` (through reshapes, casts and slices of other
+    dimensions) gets its weight zero-padded (`nn.pad`; a bias too) to the
+    next multiple of `multiple` classes; its logits are that wide, and the
+    losses get `num_classes`, so the padding columns take no part in them
+    and their gradient is zero. Any other use of the logits (a forward's
+    returned logits) reads them sliced back to the vocabulary. Parameters,
+    checkpoints and the loss are unchanged; the weight's gradient is the
+    padded one sliced back (nn.pad's VJP). Heads with fewer than
+    `min-classes` classes are left alone: their logits are small, and the
+    padding could be a large fraction of them.
+  }];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"64",
+           "Pad the vocabulary to a multiple of this">,
+    Option<"minClasses", "min-classes", "int64_t", /*default=*/"4096",
+           "Leave heads with fewer classes alone">,
+  ];
+}
+
 def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Build one training step: forward, reverse-mode backward, optimizer";
   let description = [{

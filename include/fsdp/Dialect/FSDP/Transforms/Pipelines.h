@@ -54,6 +54,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "gradients and optimizer state in host memory, the "
                      "optimizer on the CPU"),
       llvm::cl::init(false)};
+  Option<int64_t> padVocab{
+      *this, "pad-vocab",
+      llvm::cl::desc("Pad a language model head of at least 4096 classes to "
+                     "a multiple of this many (fsdp-pad-vocab; 0: off)"),
+      llvm::cl::init(64)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("sgd | adamw"),
                                 llvm::cl::init("sgd")};

@@ -560,12 +560,28 @@ def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
 // Losses
 //===----------------------------------------------------------------------===//
 
+// Where the compiler pads the vocabulary (fsdp-pad-vocab), the logits'
+// last dimension holds `num_classes` classes followed by padding columns:
+// they take no part in the loss and their gradient is zero.
+defvar NN_NumClasses = OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>;
+defvar NN_ClassCount = [{
+  /// The classes: num_classes where the vocabulary is padded, else the
+  /// logits' whole last dimension.
+  int64_t getClassCount() {
+    return getNumClasses().value_or(
+        ::llvm::cast<::mlir::ShapedType>(getLogits().getType())
+            .getShape().back());
+  }
+}];
+
 def NN_CrossEntropyOp : NN_PureOp<"cross_entropy", [NN_Differentiable, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy with class-index targets";
   let description = [{
     F.cross_entropy with `logits` `[..., C]` and integer `targets` `[...]`.
     Targets equal to `ignore_index` contribute nothing; `mean` divides by the
     number of targets not ignored, as PyTorch. The result is a 0-d tensor.
+    With `num_classes`, only the first `num_classes` columns are classes
+    (the rest pad the vocabulary to an aligned width).
 
     ```mlir
     %loss = nn.cross_entropy %logits, %targets {reduction = #nn.reduction<sum>} : (tensor<64x23xf32>, tensor<64xi64>) -> tensor<f32>
@@ -573,10 +589,18 @@ def NN_CrossEntropyOp : NN_PureOp<"cross_entropy", [NN_Differentiable, InferType
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
       DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction,
-      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      NN_NumClasses:$num_classes);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` "
                        "functional-type(operands, results)";
+  // F.cross_entropy's defaults: mean over the targets not ignored, -100.
+  let builders = [OpBuilder<(ins "::mlir::Value":$logits,
+                                 "::mlir::Value":$targets), [{
+    build($_builder, $_state, logits, targets, ::mlir::nn::Reduction::mean,
+          -100, ::mlir::IntegerAttr());
+  }]>];
+  let extraClassDeclaration = NN_ClassCount;
 }
 
 def NN_MSELossOp : NN_PureOp<"mse_loss", [NN_Differentiable, InferTypeOpAdaptor]> {
@@ -788,7 +812,8 @@ def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
   let description = [{
     `grad` is the 0-d cotangent of the loss: the result is
     grad · (softmax(logits) − onehot(targets)), divided by the number of
-    targets not ignored for `mean`, zero on ignored rows.
+    targets not ignored for `mean`, zero on ignored rows and on padding
+    columns (`num_classes`).
 
     ```mlir
     %gl = nn.cross_entropy_grad %g, %logits, %targets : (tensor<f32>, tensor<64x23xf32>, tensor<64xi64>) -> tensor<64x23xf32>
@@ -797,10 +822,12 @@ def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$logits,
       NN_IndexTensor:$targets,
       DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction,
-      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      NN_NumClasses:$num_classes);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $logits `,` $targets attr-dict `:` "
                        "functional-type(operands, results)";
+  let extraClassDeclaration = NN_ClassCount;
 }
 
 def NN_CrossEntropyWithGradOp : NN_PureOp<"cross_entropy_with_grad",
@@ -821,10 +848,12 @@ def NN_CrossEntropyWithGradOp : NN_PureOp<"cross_entropy_with_grad",
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
       NN_FloatTensor:$grad,
       DefaultValuedAttr<NN_ReductionAttr, "::mlir::nn::Reduction::mean">:$reduction,
-      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      NN_NumClasses:$num_classes);
   let results = (outs NN_FloatTensor:$loss, NN_FloatTensor:$logits_grad);
   let assemblyFormat = "$logits `,` $targets `,` $grad attr-dict `:` "
                        "functional-type(operands, results)";
+  let extraClassDeclaration = NN_ClassCount;
 }
 
 #endif // FSDP_DIALECT_NN_IR_NNOPS_TD
