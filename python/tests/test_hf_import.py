@@ -58,9 +58,9 @@ class LossOf(torch.nn.Module):
         return self.m(**named, labels=args[-1]).loss
 
 
-def gpt2():
+def gpt2(vocab=VOCAB):
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
+        vocab_size=vocab, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
         activation_function="gelu_pytorch_tanh", resid_pdrop=0,
         embd_pdrop=0, attn_pdrop=0, use_cache=False,
         attn_implementation="sdpa"))
@@ -153,6 +153,11 @@ def key_bias_noise(key, shape):
 MODELS = {
     "gpt2": (gpt2, causal_lm_data, "GPT2Block",
              lambda key, shape: _noise_only("gpt2", key, shape), "input_ids"),
+    # A vocabulary fsdp-pad-vocab pads (4099 -> 4160 columns): HF's lm_head
+    # is a child module, so the padded logits cross its call.
+    "gpt2-vocab": (lambda: gpt2(vocab=4099), causal_lm_data, "GPT2Block",
+                   lambda key, shape: _noise_only("gpt2", key, shape),
+                   "input_ids"),
     "llama": (llama, causal_lm_data, "LlamaDecoderLayer", None, "input_ids"),
     "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
                   "LlamaDecoderLayer", None, "input_ids"),
@@ -173,6 +178,7 @@ MODELS = {
 }
 
 CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
+         ("gpt2-vocab", 2, "adamw"),
          ("llama", 1, "adamw"), ("llama", 2, "adamw"),
          ("llama-gqa", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
@@ -230,6 +236,19 @@ def _imported(name):
     module = LossOf(factory(), inputs)
     return module, import_model(module, make_data(np.random.default_rng(3)),
                                 name)
+
+
+def test_lm_head_is_padded_across_its_call(tmp_path):
+    """The step test_trains_like_torch trains for gpt2-vocab holds the
+    padded logits and the losses told the vocabulary."""
+    _, model = _imported("gpt2-vocab")
+    step = driver.compile(model, tmp_path / "step.mlir", world_size=1,
+                          optimizer="sgd", wrap_kinds=["GPT2Block"],
+                          lower=False).read_text()
+    assert "num_classes = 4099" in step and "x4160xf32>" in step
+    assert "num_classes" not in driver.compile(
+        model, tmp_path / "unpadded.mlir", world_size=1, optimizer="sgd",
+        wrap_kinds=["GPT2Block"], lower=False, pad_vocab=0).read_text()
 
 
 def test_constant_masks_fold_into_attention():

@@ -78,6 +78,41 @@ fsdp.model @heads {
 
 // -----
 
+// Hugging Face's head: a child module (kind Linear) returns the logits; its
+// forward's result and the call's are padded, the caller upcasts them for
+// its loss and returns them sliced back.
+// CHECK-LABEL: fsdp.model @hf
+// CHECK: fsdp.module @lm_head kind "Linear" {
+// CHECK: fsdp.forward (%{{.*}}: tensor<4x8xf32>) -> tensor<4x104xbf16> {
+// CHECK: nn.pad %{{.*}} : (tensor<100x8xbf16>) -> tensor<104x8xbf16>
+// CHECK: fsdp.return %{{.*}} : tensor<4x104xbf16>
+// CHECK: %[[L:.*]] = fsdp.call @lm_head(%{{.*}}) : (tensor<4x8xf32>) -> tensor<4x104xbf16>
+// CHECK: %[[F:.*]] = nn.cast %[[L]] : tensor<4x104xbf16> to tensor<4x104xf32>
+// CHECK: nn.cross_entropy %[[F]], %{{.*}} {num_classes = 100 : i64}
+// CHECK: %[[BACK:.*]] = nn.slice %[[L]] {dim = 1 : i64, end = 100 : i64, start = 0 : i64} : (tensor<4x104xbf16>) -> tensor<4x100xbf16>
+// CHECK: fsdp.return {names = ["loss", "logits"]} %{{.*}}, %[[BACK]]
+fsdp.model @hf {
+  fsdp.module @root kind "GPT2LMHeadModel" unit {
+    fsdp.module @lm_head kind "Linear" {
+      fsdp.param @weight : tensor<100x8xbf16> init <normal(0.0, 0.02)>
+      fsdp.forward (%x: tensor<4x8xf32>) -> tensor<4x100xbf16> {
+        %w = fsdp.get_param @weight : tensor<100x8xbf16>
+        %x16 = nn.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+        %l = nn.linear %x16, %w : (tensor<4x8xbf16>, tensor<100x8xbf16>) -> tensor<4x100xbf16>
+        fsdp.return %l : tensor<4x100xbf16>
+      }
+    }
+    fsdp.forward (%x: tensor<4x8xf32>, %t: tensor<4xi64>) -> (tensor<f32>, tensor<4x100xbf16>) {
+      %logits = fsdp.call @lm_head(%x) : (tensor<4x8xf32>) -> tensor<4x100xbf16>
+      %f = nn.cast %logits : tensor<4x100xbf16> to tensor<4x100xf32>
+      %loss = nn.cross_entropy %f, %t : (tensor<4x100xf32>, tensor<4xi64>) -> tensor<f32>
+      fsdp.return {names = ["loss", "logits"]} %loss, %logits : tensor<f32>, tensor<4x100xbf16>
+    }
+  }
+}
+
+// -----
+
 // Left alone: an aligned vocabulary, logits that reach no loss (softmax),
 // logits whose class dimension a reshape merges away, and a head under
 // min-classes.

@@ -27,14 +27,30 @@ using namespace mlir::fsdp;
 namespace {
 
 /// A head's logits: the values that carry its class dimension last (the
-/// head's result, then reshapes, casts and slices of other dimensions), the
-/// cross-entropies reading them, and every other use (which gets the
-/// unpadded logits back).
+/// head's result, then reshapes, casts, slices of other dimensions and the
+/// results of calls to a module returning them), the cross-entropies
+/// reading them, every other use (which gets the unpadded logits back),
+/// and the module results that carry them.
 struct Logits {
   SetVector<Value> values;
   SmallVector<Operation *> losses;
   SmallVector<OpOperand *> otherUses;
+  SmallVector<std::pair<ForwardOp, unsigned>> returned;
 };
+
+/// The fsdp.call ops of each called module of a model.
+using Callers = llvm::DenseMap<Operation *, SmallVector<CallOp>>;
+
+Callers callersIn(ModelOp model) {
+  SymbolTableCollection tables;
+  Callers callers;
+  model.walk([&](CallOp call) {
+    if (Operation *callee = tables.lookupSymbolIn(
+            call->getParentOfType<NNModuleOp>(), call.getCallee()))
+      callers[callee].push_back(call);
+  });
+  return callers;
+}
 
 /// The last dimension of `v` (-1 for a 0-d tensor).
 int64_t lastDim(Value v) {
@@ -52,19 +68,28 @@ bool carriesClasses(Operation *op, int64_t classes) {
          lastDim(op->getResult(0)) == classes;
 }
 
-Logits logitsOf(Value head, int64_t classes) {
+Logits logitsOf(Value head, int64_t classes, const Callers &callers) {
   Logits logits;
   logits.values.insert(head);
   for (size_t i = 0; i < logits.values.size(); ++i)
     for (OpOperand &use : logits.values[i].getUses()) {
       Operation *user = use.getOwner();
       auto ce = dyn_cast<nn::CrossEntropyOp>(user);
-      if (ce && use.getOperandNumber() == 0 && !ce.getNumClasses())
+      auto module = user->getParentOfType<NNModuleOp>();
+      if (ce && use.getOperandNumber() == 0 && !ce.getNumClasses()) {
         logits.losses.push_back(user);
-      else if (carriesClasses(user, classes))
+      } else if (carriesClasses(user, classes)) {
         logits.values.insert(user->getResult(0));
-      else
+      } else if (isa<ReturnOp>(user) && callers.count(module)) {
+        // A called module's result (Hugging Face's lm_head): the logits go
+        // on at each of its calls.
+        unsigned index = use.getOperandNumber();
+        logits.returned.push_back({user->getParentOfType<ForwardOp>(), index});
+        for (CallOp call : callers.lookup(module))
+          logits.values.insert(call.getResult(index));
+      } else {
         logits.otherUses.push_back(&use);
+      }
     }
   return logits;
 }
@@ -100,6 +125,13 @@ void pad(Operation *headOp, OpOperand &weight, int64_t dim, OpOperand *bias,
     bias->set(padded(b, headOp, bias->get(), 0, width));
   for (Value v : logits.values)
     v.setType(withLastDim(v.getType(), width));
+  for (auto [forward, index] : logits.returned) {
+    FunctionType type = forward.getFunctionType();
+    SmallVector<Type> results(type.getResults());
+    results[index] = withLastDim(results[index], width);
+    forward.setFunctionType(
+        FunctionType::get(type.getContext(), type.getInputs(), results));
+  }
   for (Operation *loss : logits.losses)
     cast<nn::CrossEntropyOp>(loss).setNumClasses(classes);
   for (OpOperand *use : logits.otherUses) {
@@ -125,15 +157,18 @@ struct FSDPPadVocabPass
           << static_cast<int64_t>(minClasses);
       return signalPassFailure();
     }
-    getOperation().walk([&](ForwardOp forward) {
-      forward.walk([&](Operation *op) { padHead(op); });
-    });
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      Callers callers = callersIn(model);
+      model.walk([&](ForwardOp forward) {
+        forward.walk([&](Operation *op) { padHead(op, callers); });
+      });
+    }
   }
 
   /// Pads `op` where it is a head whose logits reach a cross-entropy:
   /// nn.linear (weight [classes, in]) or nn.matmul by a matrix ([in,
   /// classes], or [classes, in] transposed).
-  void padHead(Operation *op) {
+  void padHead(Operation *op, const Callers &callers) {
     OpOperand *weight = nullptr, *bias = nullptr;
     int64_t dim = 0; // the weight's dimension that holds the classes
     if (auto linear = dyn_cast<nn::LinearOp>(op)) {
@@ -152,7 +187,7 @@ struct FSDPPadVocabPass
     int64_t width = (classes + multiple - 1) / multiple * multiple;
     if (width == classes || classes < minClasses)
       return;
-    Logits logits = logitsOf(op->getResult(0), classes);
+    Logits logits = logitsOf(op->getResult(0), classes, callers);
     if (!logits.losses.empty())
       pad(op, *weight, dim, bias, logits, classes, width);
   }
