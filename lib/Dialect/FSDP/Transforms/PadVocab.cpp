@@ -115,8 +115,9 @@ Value padded(OpBuilder &b, Operation *before, Value v, int64_t dim,
                            b.getI64IntegerAttr(high), b.getF64FloatAttr(0.0));
 }
 
-/// Pads the head computing `head` (its weight operand `weight`, whose
-/// dimension `dim` holds the classes, and optional bias) to `width`.
+/// Pads `headOp`'s classes to `width`: its weight operand (whose dimension
+/// `dim` holds the classes) and bias read zero-padded, its logits that
+/// wide, the losses told the classes, other uses sliced back.
 void pad(Operation *headOp, OpOperand &weight, int64_t dim, OpOperand *bias,
          const Logits &logits, int64_t classes, int64_t width) {
   OpBuilder b(headOp->getContext());

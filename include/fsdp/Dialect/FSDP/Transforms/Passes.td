@@ -98,8 +98,8 @@ def FSDPPadVocabPass : Pass<"fsdp-pad-vocab", "::mlir::ModuleOp"> {
     step's largest tensor, at every call. This pass pads at compile time,
     as nanoGPT's 50304 does by hand: in each model's forwards, an
     `nn.linear` (or `nn.matmul` by a matrix) whose logits reach an
-    `nn.cross_entropy` (through reshapes, casts and slices of other
-    dimensions) gets its weight zero-padded (`nn.pad`; a bias too) to the
+    `nn.cross_entropy` (through reshapes, casts, slices of other
+    dimensions and the calls of a module returning them) gets its weight zero-padded (`nn.pad`; a bias too) to the
     next multiple of `multiple` classes; its logits are that wide, and the
     losses get `num_classes`, so the padding columns take no part in them
     and their gradient is zero. Any other use of the logits (a forward's
