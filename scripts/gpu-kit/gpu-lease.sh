@@ -163,15 +163,18 @@ async_vs_sync() {
 # instead of cuDNN (FSDPRT_CUDNN=0), bf16 queued and traced (eager: the
 # traced times are the host's issue times), then bf16 with
 # FSDPRT_CUDA_SYNC=1 (each call waits for its work: the traced per-op times
-# are device times). Traces leave out the first two steps (cuDNN graph
-# builds, cuBLAS heuristics).
+# are device times), and bf16 with the lm head unpadded (pad-vocab=0: the
+# backend pads its GEMMs at run time instead). Traces leave out the first
+# two steps (cuDNN graph builds, cuBLAS heuristics).
 gpt2_124m() {
   local run
   for run in ${GPT2_RUNS:-bf16:async:8 bf16:eager:8 f32:async:5 \
-             bf16:nocudnn:5 bf16:issue:5 bf16:sync:5}; do
+             bf16:nocudnn:5 bf16:issue:5 bf16:sync:5 bf16:unpadded:5}; do
     IFS=: read -r dtype mode steps <<<"$run"
-    local name="gpt2_124m-$dtype" extra=()
+    local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
     [ "$mode" = nocudnn ] && name="$name-nocudnn"
+    [ "$mode" = unpadded ] && name="$name-unpadded" &&
+      step="gpt2_124m_unpadded-$dtype-adamw"
     [ "$mode" = eager ] && name="$name-eager" && extra=(--cuda-graphs off)
     if [ "$mode" = sync ] || [ "$mode" = issue ]; then
       name="$name-$mode"
@@ -179,7 +182,7 @@ gpt2_124m() {
     fi
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \
-      "$BIN/fsdprt-run" "$KIT/steps/gpt2_124m-$dtype-adamw.so" \
+      "$BIN/fsdprt-run" "$KIT/steps/$step.so" \
       --backend "$BACKEND" --steps "$steps" --seed 0 \
       --metrics "$OUT/$name.jsonl" "${extra[@]}" || return 1
     if [ -f "$OUT/$name.trace.json" ]; then
@@ -233,7 +236,8 @@ if conf:
     results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
-for run in ("f32", "bf16", "bf16-nocudnn", "bf16-issue", "bf16-sync"):
+for run in ("f32", "bf16", "bf16-nocudnn", "bf16-issue", "bf16-sync",
+            "bf16-unpadded"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]

@@ -48,6 +48,8 @@ def test_kit_fits_and_holds_what_the_lease_runs(kit):
               "gpt2_offload")
     for dtype in ("f32", "bf16"):
         assert (kit / "steps" / f"gpt2_124m-{dtype}-adamw.so").exists()
+    assert (kit / "steps" / "gpt2_124m_unpadded-bf16-adamw.so").exists()
+    for dtype in ("f32", "bf16"):
         for model in models:
             for optimizer in ("adamw", "sgd"):
                 step = f"{model}-{dtype}-{optimizer}"
