@@ -241,6 +241,22 @@ int main(int argc, char **argv) {
                 "cast");
         }),
         6.0 * P / bandwidth);
+    // The attention's q / k / v out of c_attn's [B, T, 3C] and their
+    // gradients back: slab copies of 1536-byte (bf16) rows.
+    int64_t qkvShape[3] = {M, 1, 3 * C}, thirds[3] = {C, C, C},
+            offs[3] = {0, 0, 0}, parts[3] = {a, b, sum};
+    row("split qkv 8192x2304 -> 3 x 8192x768", time([&] {
+          check(fsdprt_split(ctx, s, dt, x, 0, 3, qkvShape, 2, 3, thirds,
+                             parts, offs),
+                "split");
+        }),
+        2.0 * M * 3 * C * es / bandwidth);
+    row("concat 3 x 8192x768 -> 8192x2304", time([&] {
+          check(fsdprt_concat(ctx, s, dt, 3, parts, offs, thirds, 3, qkvShape,
+                              2, x, 0),
+                "concat");
+        }),
+        2.0 * M * 3 * C * es / bandwidth);
     for (int64_t h : {a, b, sum, x, g, y, master, half})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }

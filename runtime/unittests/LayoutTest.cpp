@@ -63,6 +63,50 @@ TEST_P(LayoutConformance, SplitAndConcatAreInverse) {
   EXPECT_EQ(dev.download(back, n), x);
 }
 
+// Slab copies move the widest unit (up to 16 bytes) every address, pitch
+// and width allows: the bytes are those of an element-wise copy whatever
+// the unit, for 2-byte elements at every offset parity (bf16 rows of 8,
+// 12, 13 and 768 elements).
+TEST_P(LayoutConformance, SplitAndConcatAtEveryAlignment) {
+  Device dev(GetParam());
+  for (int64_t width : {8, 12, 13, 768}) {
+    SCOPED_TRACE(::testing::Message() << "part width " << width);
+    const int64_t rows = 5, parts = 3, n = rows * parts * width;
+    std::vector<uint16_t> x(n);
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+    std::vector<int64_t> shape{rows, parts * width}, sizes(parts, width),
+        offs(parts, 0), bufs;
+    for (int64_t p = 0; p < parts; ++p)
+      bufs.push_back(dev.alloc(rows * width * 2 + 2));
+    // An odd element offset (offsets are in bytes) misaligns every row.
+    int64_t bx = dev.alloc(n * 2 + 2), back = dev.alloc(n * 2 + 2);
+    for (int64_t at : {int64_t(0), int64_t(1)}) {
+      SCOPED_TRACE(::testing::Message() << "offset " << at);
+      RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, bx, at * 2, x.data(),
+                                  n * 2));
+      std::vector<int64_t> partOffs(parts, at * 2);
+      RT_OK(fsdprt_split(dev.ctx, dev.stream, FSDPRT_BF16, bx, at * 2, 2,
+                         shape.data(), 1, parts, sizes.data(), bufs.data(),
+                         partOffs.data()));
+      for (int64_t p = 0; p < parts; ++p) {
+        std::vector<uint16_t> want;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < width; ++j)
+            want.push_back(x[r * parts * width + p * width + j]);
+        auto got = dev.download<uint16_t>(bufs[p], at + rows * width);
+        EXPECT_EQ(std::vector<uint16_t>(got.begin() + at, got.end()), want)
+            << "part " << p;
+      }
+      RT_OK(fsdprt_concat(dev.ctx, dev.stream, FSDPRT_BF16, parts, bufs.data(),
+                          partOffs.data(), sizes.data(), 2, shape.data(), 1,
+                          back, at * 2));
+      auto whole = dev.download<uint16_t>(back, at + n);
+      EXPECT_EQ(std::vector<uint16_t>(whole.begin() + at, whole.end()), x);
+    }
+  }
+}
+
 TEST_P(LayoutConformance, SliceAndPadOfFloatsAndIntegers) {
   Device dev(GetParam());
   const std::vector<int64_t> shape{2, 5, 3};
