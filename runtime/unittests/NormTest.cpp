@@ -105,6 +105,61 @@ TEST_P(NormConformance, RmsNormManyRows) {
   checkRmsNorm(GetParam(), true, 150);
 }
 
+/// The CUDA norms move 16-byte packs where a row's operands are aligned and
+/// elements where not, summing in the same order: the same bits either way
+/// (rows of 768, whole packs, and 771, a tail; f32 and bf16; layer_norm and
+/// rms_norm, forward and backward).
+TEST_P(NormConformance, NormsGiveTheSameBitsAlignedOrNot) {
+  Device dev(GetParam());
+  const int64_t rows = 6;
+  for (int64_t d : {int64_t(768), int64_t(771)})
+    for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16}) {
+      SCOPED_TRACE(::testing::Message() << "d " << d << " dtype " << dtype);
+      int64_t es = dtype == FSDPRT_F32 ? 4 : 2, n = rows * d;
+      // Operands x, w, b, dy, then outputs y, dx, dw, db, rms y, rms dx,
+      // rms dw: one set at offset 0, one an element further.
+      const int64_t counts[11] = {n, d, d, n, n, n, d, d, n, n, d};
+      std::vector<std::vector<uint8_t>> results[2];
+      int64_t seed = 191;
+      std::vector<int64_t> inputs32;
+      for (int i = 0; i < 4; ++i)
+        inputs32.push_back(dev.upload(randomVector(counts[i], seed++)));
+      for (int layout = 0; layout < 2; ++layout) {
+        int64_t off = layout * es;
+        std::vector<int64_t> b;
+        for (int i = 0; i < 11; ++i) {
+          b.push_back(dev.alloc((counts[i] + 1) * (i >= 6 && i != 8 && i != 9
+                                                       ? 4
+                                                       : es)));
+          if (i < 4)
+            RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, inputs32[i], 0,
+                              dtype, b[i], off, counts[i]));
+        }
+        RT_OK(fsdprt_layer_norm_forward(dev.ctx, dev.stream, dtype, b[0], off,
+                                        b[1], off, b[2], off, b[4], off, rows,
+                                        d, 1e-5));
+        RT_OK(fsdprt_layer_norm_backward(dev.ctx, dev.stream, dtype, b[0], off,
+                                         b[1], off, b[3], off, b[5], off, b[6],
+                                         0, b[7], 0, rows, d, 1e-5));
+        RT_OK(fsdprt_rms_norm_forward(dev.ctx, dev.stream, dtype, b[0], off,
+                                      b[1], off, b[8], off, rows, d, 1e-6));
+        RT_OK(fsdprt_rms_norm_backward(dev.ctx, dev.stream, dtype, b[0], off,
+                                       b[1], off, b[3], off, b[9], off, b[10],
+                                       0, rows, d, 1e-6));
+        for (int i : {4, 5, 8, 9}) {
+          auto bytes = dev.download<uint8_t>(b[i], (counts[i] + 1) * es);
+          results[layout].emplace_back(bytes.begin() + off,
+                                       bytes.begin() + off + counts[i] * es);
+        }
+      }
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        EXPECT_EQ(results[0][i], results[1][i]) << "output " << i;
+        EXPECT_NE(results[0][i],
+                  std::vector<uint8_t>(results[0][i].size(), 0));
+      }
+    }
+}
+
 /// A bf16 layer_norm / rms_norm (forward and backward) gives the bits of the
 /// f32 one on the same (widened) values, each result rounded once.
 TEST_P(NormConformance, NormsInBf16AreTheF32ResultsRoundedOnce) {
