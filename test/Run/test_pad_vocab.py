@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from fsdp_mlir import models
+from fsdp_mlir import driver, models
 from test_parity import STEPS, PARAM_ATOL, compare_losses, compare_params
 
 VOCAB, PADDED = 4099, 4160
@@ -62,3 +62,17 @@ def test_padded_head_trains_as_the_unpadded_one(fsdp, fsdp_opt, tmp_path,
     assert params["transformer.wte.weight"].shape == (VOCAB, 32)
     assert not compare_params(params, unpadded.params(STEPS),
                               PARAM_ATOL[optimizer])
+
+
+def test_eval_program_returns_the_vocabulary_s_logits(fsdp_opt, tmp_path):
+    """An eval program returns the logits sliced back to the vocabulary:
+    greedy generation (argmax over the returned logits) picks the tokens
+    of the unpadded program, from the same initial weights."""
+    samples = []
+    for pad in (64, 0):
+        step = _compile(fsdp_opt, tmp_path, "world-size=1 mode=eval "
+                        f"pad-vocab={pad} lower=true")
+        result = driver.run(step, nproc=1, seed=3, prompt_ids="5,4098,17",
+                            generate=12, temperature=0, timeout=120)
+        samples.append([row["tokens"] for row in result.metrics])
+    assert samples[0] == samples[1] and len(samples[0][0]) == 12, samples
