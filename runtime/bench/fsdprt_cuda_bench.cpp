@@ -186,7 +186,8 @@ int main(int argc, char **argv) {
     double fwd = timeIt(
         [&] {
           check(fsdprt_attention_forward(ctx, s, dt, q, 0, k, 0, v, 0, o, 0, B,
-                                         T, T, H, H, D, 1, 0.0, 0, 0, 0, 0),
+                                         T, T, H, H, D, 0, 0, 1, 0.0, 0, 0, 0,
+                                         0),
                 "attention_forward");
         },
         sync, iters, kReps);
@@ -194,7 +195,7 @@ int main(int argc, char **argv) {
         [&] {
           check(fsdprt_attention_backward(ctx, s, dt, q, 0, k, 0, v, 0, o, 0,
                                           dq, 0, dk, 0, dv, 0, B, T, T, H, H, D,
-                                          1, 0.0, 0, 0, 0, 0, 0, 0),
+                                          0, 0, 1, 0.0, 0, 0, 0, 0, 0, 0),
                 "attention_backward");
         },
         sync, iters, kReps);

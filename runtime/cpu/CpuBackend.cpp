@@ -11,6 +11,7 @@
 #include "Staging.h"
 
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/PackedAttention.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -25,6 +26,21 @@ namespace rt {
 namespace cpu {
 
 namespace {
+
+/// Host memory for ContiguousAttention.
+struct HostRows {
+  struct Buffer {
+    std::vector<char> bytes;
+    void *data() { return bytes.data(); }
+  };
+  Buffer allocate(int64_t bytes) { return Buffer{std::vector<char>(bytes)}; }
+  void copyRows(void *dst, int64_t dstPitch, const void *src,
+                int64_t srcPitch, int64_t rowBytes, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char *>(dst) + r * dstPitch,
+                  static_cast<const char *>(src) + r * srcPitch, rowBytes);
+  }
+};
 
 class CpuBackend final : public Backend {
 public:
@@ -215,6 +231,11 @@ public:
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
                         const void *bias, void *out,
                         const AttentionDims &d) override {
+    if (!d.contiguous()) { // slices of a packed projection
+      ContiguousAttention<HostRows> c(HostRows{}, dt, d);
+      const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
+      return attentionForward(dt, cq, ck, cv, bias, out, c.dims());
+    }
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     HostStaging st = staging();
@@ -227,6 +248,14 @@ public:
                          const void *bias, const void *dout, void *dq,
                          void *dk, void *dv, void *dbias,
                          const AttentionDims &d) override {
+    if (!d.contiguous()) {
+      ContiguousAttention<HostRows> c(HostRows{}, dt, d);
+      const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
+      void *cdq = c.dq(dq), *cdk = c.dkv(dk), *cdv = c.dkv(dv);
+      attentionBackward(dt, cq, ck, cv, bias, dout, cdq, cdk, cdv, dbias,
+                        c.dims());
+      return c.finish();
+    }
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     HostStaging st = staging();

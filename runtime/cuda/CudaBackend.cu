@@ -57,6 +57,7 @@
 #include "fsdp/rt/Comm.h"
 #include "fsdp/rt/DeviceOrdering.h"
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/PackedAttention.h"
 
 #include <algorithm>
 #include <climits>
@@ -823,22 +824,12 @@ public:
         }))
       return finishCall();
     run([&](Exec &e) {
-      int64_t qn = d.batch * d.tq * d.heads * d.headDim;
-      int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-      DeviceStaging st({e.s});
-      const float *fq = st.in(dt, q, qn), *fk = st.in(dt, k, kvn),
-                  *fv = st.in(dt, v, kvn), *fb = st.in(dt, bias, d.biasNumel());
-      float *fo = st.out(dt, out, qn);
-      Scratch p(e.s, d.batch * d.tq * d.tk * 4);
-      for (int64_t h = 0; h < d.heads; ++h) {
-        HeadView hv = headView(d, h);
-        probabilities(e, fq, fk, fb, d, h, hv, p.as<float>());
-        gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
-             p.as<float>(), d.tk, d.tq * d.tk, fv + hv.kvOff, hv.kvLd,
-             hv.kvStride, 0.0f, fo + hv.qOff, DType::F32, hv.qLd, hv.qStride,
-             d.batch);
-      }
-      st.commit();
+      if (d.contiguous())
+        return attentionForwardOnBlas(e, dt, q, k, v, bias, out, d);
+      // Slices of a packed projection: cuBLAS runs on contiguous copies.
+      ContiguousAttention<DeviceRows> c(DeviceRows{e.s}, dt, d);
+      const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
+      attentionForwardOnBlas(e, dt, cq, ck, cv, bias, out, c.dims());
     });
   }
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
@@ -850,55 +841,15 @@ public:
         }))
       return finishCall();
     run([&](Exec &e) {
-      int64_t qn = d.batch * d.tq * d.heads * d.headDim;
-      int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
-      DeviceStaging st({e.s});
-      const float *fq = st.in(dt, q, qn), *fk = st.in(dt, k, kvn),
-                  *fv = st.in(dt, v, kvn), *fdo = st.in(dt, dout, qn),
-                  *fb = st.in(dt, bias, d.biasNumel());
-      float *fdq = st.out(dt, dq, qn), *fdk = st.out(dt, dk, kvn),
-            *fdv = st.out(dt, dv, kvn), *fdb = st.out(dt, dbias, d.biasNumel());
-      if (dk)
-        cuda::fill(e.s, DType::F32, fdk, kvn, 0.0);
-      if (dv)
-        cuda::fill(e.s, DType::F32, fdv, kvn, 0.0);
-      if (dbias)
-        cuda::fill(e.s, DType::F32, fdb, d.biasNumel(), 0.0);
-      float scale = static_cast<float>(d.scale);
-      int64_t rows = d.batch * d.tq, pStride = d.tq * d.tk;
-      Scratch p(e.s, rows * d.tk * 4), dp(e.s, rows * d.tk * 4);
-      float *pp = p.as<float>(), *pdp = dp.as<float>();
-      for (int64_t h = 0; h < d.heads; ++h) {
-        HeadView hv = headView(d, h);
-        probabilities(e, fq, fk, fb, d, h, hv, pp);
-        const float *dO = fdo + hv.qOff;
-        if (dv) // dV += P^T dO
-          gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
-               d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
-               fdv + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
-               d.batch);
-        if (!dq && !dk && !dbias)
-          continue;
-        // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
-        gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
-             hv.qLd, hv.qStride, fv + hv.kvOff, hv.kvLd, hv.kvStride,
-             0.0f, pdp, DType::F32, d.tk, pStride, d.batch);
-        softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
-        if (dbias) // dBias += dS, summed over a broadcast batch
-          accumulateBatches(e.s, fdb + d.biasOffset(0, h), pdp,
-                            d.batch, pStride, d.biasBatchStride());
-        if (dq) // dQ = scale * dS K
-          gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
-               pdp, d.tk, pStride, fk + hv.kvOff, hv.kvLd, hv.kvStride,
-               0.0f, fdq + hv.qOff, DType::F32, hv.qLd, hv.qStride,
-               d.batch);
-        if (dk) // dK += scale * dS^T Q
-          gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
-               pdp, d.tk, pStride, fq + hv.qOff, hv.qLd, hv.qStride,
-               1.0f, fdk + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
-               d.batch);
-      }
-      st.commit();
+      if (d.contiguous())
+        return attentionBackwardOnBlas(e, dt, q, k, v, bias, dout, dq, dk, dv,
+                                       dbias, d);
+      ContiguousAttention<DeviceRows> c(DeviceRows{e.s}, dt, d);
+      const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
+      void *cdq = c.dq(dq), *cdk = c.dkv(dk), *cdv = c.dkv(dv);
+      attentionBackwardOnBlas(e, dt, cq, ck, cv, bias, dout, cdq, cdk, cdv,
+                              dbias, c.dims());
+      c.finish();
     });
   }
   void rope(DType dt, const void *x, void *y, int64_t batch, int64_t seq,
@@ -1107,6 +1058,99 @@ public:
   }
 
 private:
+  /// Device memory and slab copies for ContiguousAttention.
+  struct DeviceRows {
+    struct Buffer {
+      Scratch bytes;
+      void *data() const { return bytes.as<void>(); }
+    };
+    Buffer allocate(int64_t bytes) { return Buffer{Scratch(s, bytes)}; }
+    void copyRows(void *dst, int64_t dstPitch, const void *src,
+                  int64_t srcPitch, int64_t rowBytes, int64_t rows) {
+      cuda::copySlab(s, 1, src, srcPitch, 0, dst, dstPitch, 0, rows, rowBytes,
+                     1);
+    }
+    Stream s;
+  };
+
+  /// Attention head by head on cuBLAS (contiguous q, k, v).
+  static void attentionForwardOnBlas(Exec &e, DType dt, const void *q,
+                                     const void *k, const void *v,
+                                     const void *bias, void *out,
+                                     const AttentionDims &d) {
+    int64_t qn = d.batch * d.tq * d.heads * d.headDim;
+    int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
+    DeviceStaging st({e.s});
+    const float *fq = st.in(dt, q, qn), *fk = st.in(dt, k, kvn),
+                *fv = st.in(dt, v, kvn), *fb = st.in(dt, bias, d.biasNumel());
+    float *fo = st.out(dt, out, qn);
+    Scratch p(e.s, d.batch * d.tq * d.tk * 4);
+    for (int64_t h = 0; h < d.heads; ++h) {
+      HeadView hv = headView(d, h);
+      probabilities(e, fq, fk, fb, d, h, hv, p.as<float>());
+      gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
+           p.as<float>(), d.tk, d.tq * d.tk, fv + hv.kvOff, hv.kvLd,
+           hv.kvStride, 0.0f, fo + hv.qOff, DType::F32, hv.qLd, hv.qStride,
+           d.batch);
+    }
+    st.commit();
+  }
+  static void attentionBackwardOnBlas(Exec &e, DType dt, const void *q,
+                                      const void *k, const void *v,
+                                      const void *bias, const void *dout,
+                                      void *dq, void *dk, void *dv,
+                                      void *dbias, const AttentionDims &d) {
+    int64_t qn = d.batch * d.tq * d.heads * d.headDim;
+    int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
+    DeviceStaging st({e.s});
+    const float *fq = st.in(dt, q, qn), *fk = st.in(dt, k, kvn),
+                *fv = st.in(dt, v, kvn), *fdo = st.in(dt, dout, qn),
+                *fb = st.in(dt, bias, d.biasNumel());
+    float *fdq = st.out(dt, dq, qn), *fdk = st.out(dt, dk, kvn),
+          *fdv = st.out(dt, dv, kvn), *fdb = st.out(dt, dbias, d.biasNumel());
+    if (dk)
+      cuda::fill(e.s, DType::F32, fdk, kvn, 0.0);
+    if (dv)
+      cuda::fill(e.s, DType::F32, fdv, kvn, 0.0);
+    if (dbias)
+      cuda::fill(e.s, DType::F32, fdb, d.biasNumel(), 0.0);
+    float scale = static_cast<float>(d.scale);
+    int64_t rows = d.batch * d.tq, pStride = d.tq * d.tk;
+    Scratch p(e.s, rows * d.tk * 4), dp(e.s, rows * d.tk * 4);
+    float *pp = p.as<float>(), *pdp = dp.as<float>();
+    for (int64_t h = 0; h < d.heads; ++h) {
+      HeadView hv = headView(d, h);
+      probabilities(e, fq, fk, fb, d, h, hv, pp);
+      const float *dO = fdo + hv.qOff;
+      if (dv) // dV += P^T dO
+        gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
+             d.tk, pStride, dO, hv.qLd, hv.qStride, 1.0f,
+             fdv + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
+             d.batch);
+      if (!dq && !dk && !dbias)
+        continue;
+      // dP = dO V^T, then dS = P * (dP - rowsum(dP * P)) in place.
+      gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim, 1.0f, dO,
+           hv.qLd, hv.qStride, fv + hv.kvOff, hv.kvLd, hv.kvStride,
+           0.0f, pdp, DType::F32, d.tk, pStride, d.batch);
+      softmaxBackwardRows(e.s, pp, pdp, rows, d.tk);
+      if (dbias) // dBias += dS, summed over a broadcast batch
+        accumulateBatches(e.s, fdb + d.biasOffset(0, h), pdp,
+                          d.batch, pStride, d.biasBatchStride());
+      if (dq) // dQ = scale * dS K
+        gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, scale,
+             pdp, d.tk, pStride, fk + hv.kvOff, hv.kvLd, hv.kvStride,
+             0.0f, fdq + hv.qOff, DType::F32, hv.qLd, hv.qStride,
+             d.batch);
+      if (dk) // dK += scale * dS^T Q
+        gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, scale,
+             pdp, d.tk, pStride, fq + hv.qOff, hv.qLd, hv.qStride,
+             1.0f, fdk + hv.kvOff, DType::F32, hv.kvLd, hv.kvStride,
+             d.batch);
+    }
+    st.commit();
+  }
+
   /// Head h of Q/K/V/O ([batch, t, heads, headDim] row-major) as a strided
   /// batch of [t, headDim] matrices, one per batch element.
   struct HeadView {

@@ -43,18 +43,18 @@ const std::string &openCudnn() {
 }
 
 /// A [batch, heads, seq, headDim] view of the runtime's [batch, seq, heads,
-/// headDim] storage.
+/// headDim] storage, tokens `row` elements apart (heads * hd, or more for
+/// the slices of a packed q / k / v projection).
 fe::graph::Tensor_attributes &bshd(fe::graph::Tensor_attributes &t,
                                    int64_t b, int64_t heads, int64_t seq,
-                                   int64_t hd) {
-  return t.set_dim({b, heads, seq, hd})
-      .set_stride({seq * heads * hd, hd, heads * hd, 1});
+                                   int64_t hd, int64_t row) {
+  return t.set_dim({b, heads, seq, hd}).set_stride({seq * row, hd, row, 1});
 }
 
 TensorPtr input(fe::graph::Graph &g, const char *name, Uid uid, int64_t b,
-                int64_t heads, int64_t seq, int64_t hd) {
+                int64_t heads, int64_t seq, int64_t hd, int64_t row) {
   fe::graph::Tensor_attributes t;
-  bshd(t.set_name(name).set_uid(uid), b, heads, seq, hd);
+  bshd(t.set_name(name).set_uid(uid), b, heads, seq, hd, row);
   return g.tensor(t);
 }
 
@@ -74,9 +74,10 @@ std::shared_ptr<fe::graph::Graph> describe(Kind kind, DType dt,
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   int64_t b = d.batch, h = d.heads, kvh = d.kvHeads, hd = d.headDim;
-  TensorPtr q = input(*g, "q", kQ, b, h, d.tq, hd);
-  TensorPtr k = input(*g, "k", kK, b, kvh, d.tk, hd);
-  TensorPtr v = input(*g, "v", kV, b, kvh, d.tk, hd);
+  int64_t qRow = d.qRowStride(), kvRow = d.kvRowStride(), oRow = h * hd;
+  TensorPtr q = input(*g, "q", kQ, b, h, d.tq, hd, qRow);
+  TensorPtr k = input(*g, "k", kK, b, kvh, d.tk, hd, kvRow);
+  TensorPtr v = input(*g, "v", kV, b, kvh, d.tk, hd, kvRow);
   float scale = static_cast<float>(d.scale);
   if (kind != Kind::Backward) {
     auto attrs = fe::graph::SDPA_attributes()
@@ -85,13 +86,13 @@ std::shared_ptr<fe::graph::Graph> describe(Kind kind, DType dt,
                      .set_causal_mask(d.causal)
                      .set_attn_scale(scale);
     auto [o, stats] = g->sdpa(q, k, v, attrs);
-    bshd(o->set_output(true).set_uid(kO), b, h, d.tq, hd);
+    bshd(o->set_output(true).set_uid(kO), b, h, d.tq, hd, oRow);
     if (kind == Kind::ForwardWithStats)
       setStats(stats->set_output(true), d);
     return g;
   }
-  TensorPtr o = input(*g, "o", kO, b, h, d.tq, hd);
-  TensorPtr dO = input(*g, "dO", kDO, b, h, d.tq, hd);
+  TensorPtr o = input(*g, "o", kO, b, h, d.tq, hd, oRow);
+  TensorPtr dO = input(*g, "dO", kDO, b, h, d.tq, hd, oRow);
   fe::graph::Tensor_attributes statsAttrs;
   setStats(statsAttrs.set_name("stats"), d);
   TensorPtr stats = g->tensor(statsAttrs);
@@ -101,9 +102,9 @@ std::shared_ptr<fe::graph::Graph> describe(Kind kind, DType dt,
                    .set_attn_scale(scale)
                    .set_deterministic_algorithm(true);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attrs);
-  bshd(dq->set_output(true).set_uid(kDQ), b, h, d.tq, hd);
-  bshd(dk->set_output(true).set_uid(kDK), b, kvh, d.tk, hd);
-  bshd(dv->set_output(true).set_uid(kDV), b, kvh, d.tk, hd);
+  bshd(dq->set_output(true).set_uid(kDQ), b, h, d.tq, hd, qRow);
+  bshd(dk->set_output(true).set_uid(kDK), b, kvh, d.tk, hd, kvRow);
+  bshd(dv->set_output(true).set_uid(kDV), b, kvh, d.tk, hd, kvRow);
   return g;
 }
 
@@ -131,13 +132,14 @@ struct FusedAttention::Impl {
     std::string why;
   };
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, bool, double>;
+                         int64_t, int64_t, bool, double, int64_t, int64_t>;
   std::map<Key, Built> graphs;
 
   /// The graph for these dims, built on first use (a few hundred ms).
   const Built &graphFor(Kind kind, DType dt, const AttentionDims &d) {
-    Key key{int(kind), int(dt), d.batch,  d.tq,     d.tk,
-            d.heads,   d.kvHeads, d.headDim, d.causal, d.scale};
+    Key key{int(kind),     int(dt),         d.batch,   d.tq,
+            d.tk,          d.heads,         d.kvHeads, d.headDim,
+            d.causal,      d.scale,         d.qRowStride(), d.kvRowStride()};
     auto it = graphs.find(key);
     if (it != graphs.end())
       return it->second;
@@ -224,10 +226,11 @@ bool FusedAttention::backward(DType dt, const void *q, const void *k,
     why = fwd.graph ? bwd.why : fwd.why;
     return false;
   }
-  int64_t qBytes = d.batch * d.tq * d.heads * d.headDim * dtypeSize(dt);
-  int64_t kvBytes = d.batch * d.tk * d.kvHeads * d.headDim * dtypeSize(dt);
+  int64_t oBytes = d.batch * d.tq * d.heads * d.headDim * dtypeSize(dt);
+  int64_t qBytes = d.qExtent() * dtypeSize(dt);
+  int64_t kvBytes = d.kvExtent() * dtypeSize(dt);
   cudaStream_t s = impl_->stream;
-  Scratch o(s, qBytes), stats(s, d.batch * d.heads * d.tq * 4);
+  Scratch o(s, oBytes), stats(s, d.batch * d.heads * d.tq * 4);
   // cuDNN writes all three gradients: the ones not wanted go to scratch.
   Scratch noDq(s, dq ? 0 : qBytes), noDk(s, dk ? 0 : kvBytes),
       noDv(s, dv ? 0 : kvBytes);

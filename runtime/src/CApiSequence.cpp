@@ -46,6 +46,21 @@ void biasDims(AttentionDims &d, int64_t biasBatch, int64_t biasHeads) {
   d.biasHeads = biasHeads;
 }
 
+/// The token strides of q and k / v: 0 (contiguous) or at least a token's
+/// heads.
+void rowStrides(AttentionDims &d, int64_t qRow, int64_t kvRow) {
+  if (qRow != 0 && qRow < d.heads * d.headDim)
+    fail(Status::InvalidArgument, "q_row ", qRow, " is less than heads x "
+         "head_dim = ", d.heads * d.headDim);
+  if (kvRow != 0 && kvRow < d.kvHeads * d.headDim)
+    fail(Status::InvalidArgument, "kv_row ", kvRow, " is less than kv_heads "
+         "x head_dim = ", d.kvHeads * d.headDim);
+  d.qRow = qRow;
+  d.kvRow = kvRow;
+  mul(mul(d.batch, d.tq), d.qRowStride()); // extents fit in 64 bits
+  mul(mul(d.batch, d.tk), d.kvRowStride());
+}
+
 } // namespace
 
 extern "C" {
@@ -99,6 +114,7 @@ int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t out, int64_t out_off, int64_t batch,
                                  int64_t tq, int64_t tk, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim,
+                                 int64_t q_row, int64_t kv_row,
                                  int32_t causal, double scale, int64_t bias,
                                  int64_t bias_off, int64_t bias_batch,
                                  int64_t bias_heads) {
@@ -106,14 +122,14 @@ int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
     Launch l(ctx, stream, dtype, "attention_forward");
     AttentionDims d =
         attentionDims(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
+    rowStrides(d, q_row, kv_row);
     if (bias)
       biasDims(d, bias_batch, bias_heads);
     const void *pb = l.optional(bias, bias_off, d.biasNumel(), "bias");
     int64_t qn = mul(mul(batch, tq), mul(heads, head_dim));
-    int64_t kvn = mul(mul(batch, tk), mul(kv_heads, head_dim));
-    const void *pq = l.operand(q, q_off, qn, "q");
-    const void *pk = l.operand(k, k_off, kvn, "k");
-    const void *pv = l.operand(v, v_off, kvn, "v");
+    const void *pq = l.operand(q, q_off, d.qExtent(), "q");
+    const void *pk = l.operand(k, k_off, d.kvExtent(), "k");
+    const void *pv = l.operand(v, v_off, d.kvExtent(), "v");
     void *po = l.operand(out, out_off, qn, "out");
     Backend &be = l.backend();
     DType dt = l.dtype();
@@ -129,6 +145,7 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t dv, int64_t dv_off, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads,
                                   int64_t kv_heads, int64_t head_dim,
+                                  int64_t q_row, int64_t kv_row,
                                   int32_t causal, double scale, int64_t bias,
                                   int64_t bias_off, int64_t dbias,
                                   int64_t dbias_off, int64_t bias_batch,
@@ -137,6 +154,7 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
     Launch l(ctx, stream, dtype, "attention_backward");
     AttentionDims d =
         attentionDims(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
+    rowStrides(d, q_row, kv_row);
     if (bias)
       biasDims(d, bias_batch, bias_heads);
     else if (dbias)
@@ -144,14 +162,13 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
     const void *pb = l.optional(bias, bias_off, d.biasNumel(), "bias");
     void *pdb = l.optional(dbias, dbias_off, d.biasNumel(), "dbias");
     int64_t qn = mul(mul(batch, tq), mul(heads, head_dim));
-    int64_t kvn = mul(mul(batch, tk), mul(kv_heads, head_dim));
-    const void *pq = l.operand(q, q_off, qn, "q");
-    const void *pk = l.operand(k, k_off, kvn, "k");
-    const void *pv = l.operand(v, v_off, kvn, "v");
+    const void *pq = l.operand(q, q_off, d.qExtent(), "q");
+    const void *pk = l.operand(k, k_off, d.kvExtent(), "k");
+    const void *pv = l.operand(v, v_off, d.kvExtent(), "v");
     const void *pdo = l.operand(dout, dout_off, qn, "dout");
-    void *pdq = l.optional(dq, dq_off, qn, "dq");
-    void *pdk = l.optional(dk, dk_off, kvn, "dk");
-    void *pdv = l.optional(dv, dv_off, kvn, "dv");
+    void *pdq = l.optional(dq, dq_off, d.qExtent(), "dq");
+    void *pdk = l.optional(dk, dk_off, d.kvExtent(), "dk");
+    void *pdv = l.optional(dv, dv_off, d.kvExtent(), "dv");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {

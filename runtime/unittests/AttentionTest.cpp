@@ -69,19 +69,77 @@ AttentionResults runAttention(Device &dev, const AttentionCase &c,
   }
   EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv,
                                      0, bo, 0, c.batch, c.tq, c.tk, c.heads,
-                                     c.kvHeads, c.headDim, c.causal, c.scale,
-                                     bb, 0, c.biasBatch, c.biasHeads),
+                                     c.kvHeads, c.headDim, 0, 0, c.causal,
+                                     c.scale, bb, 0, c.biasBatch, c.biasHeads),
             FSDPRT_OK)
       << fsdprt_last_error();
   EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, dt, bq, 0, bk, 0,
                                       bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
                                       c.batch, c.tq, c.tk, c.heads, c.kvHeads,
-                                      c.headDim, c.causal, c.scale, bb, 0, bdb,
-                                      0, c.biasBatch, c.biasHeads),
+                                      c.headDim, 0, 0, c.causal, c.scale, bb,
+                                      0, bdb, 0, c.biasBatch, c.biasHeads),
             FSDPRT_OK)
       << fsdprt_last_error();
   return {out(bo, qn), out(bdq, qn), out(bdk, kvn), out(bdv, kvn),
           bn ? out(bdb, bn) : std::vector<float>()};
+}
+
+/// runAttention on q, k, v packed per token into one [B, T, (H + 2·Hkv)·D]
+/// buffer (nn.packed_attention's layout: token-strided slices), dq, dk, dv
+/// written into one packed gradient the same way.
+AttentionResults runPackedAttention(Device &dev, const AttentionCase &c,
+                                    const std::vector<float> &q,
+                                    const std::vector<float> &k,
+                                    const std::vector<float> &v,
+                                    const std::vector<float> &dout,
+                                    int32_t dt) {
+  int64_t es = dt == FSDPRT_F32 ? 4 : 2, tokens = c.batch * c.tq;
+  int64_t qw = c.heads * c.headDim, kvw = c.kvHeads * c.headDim;
+  int64_t row = qw + 2 * kvw, n = tokens * row;
+  std::vector<float> packed;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (auto [x, w] : {std::pair{&q, qw}, {&k, kvw}, {&v, kvw}})
+      packed.insert(packed.end(), x->begin() + t * w, x->begin() + (t + 1) * w);
+  auto narrow = [&](const std::vector<float> &x) -> int64_t {
+    int64_t f = dev.upload(x), h = dev.alloc(x.size() * es);
+    EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, f, 0, dt, h, 0,
+                          x.size()),
+              FSDPRT_OK);
+    return h;
+  };
+  int64_t bqkv = narrow(packed), bdo = narrow(dout),
+          bo = dev.alloc(tokens * qw * es), bd = dev.alloc(n * es);
+  int64_t kOff = qw * es, vOff = (qw + kvw) * es;
+  EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, dt, bqkv, 0, bqkv,
+                                     kOff, bqkv, vOff, bo, 0, c.batch, c.tq,
+                                     c.tk, c.heads, c.kvHeads, c.headDim, row,
+                                     row, c.causal, c.scale, 0, 0, 0, 0),
+            FSDPRT_OK)
+      << fsdprt_last_error();
+  EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, dt, bqkv, 0, bqkv,
+                                      kOff, bqkv, vOff, bdo, 0, bd, 0, bd, kOff,
+                                      bd, vOff, c.batch, c.tq, c.tk, c.heads,
+                                      c.kvHeads, c.headDim, row, row, c.causal,
+                                      c.scale, 0, 0, 0, 0, 0, 0),
+            FSDPRT_OK)
+      << fsdprt_last_error();
+  auto widened = [&](int64_t b, int64_t count) {
+    int64_t f = dev.alloc(count * 4);
+    EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, dt, b, 0, FSDPRT_F32, f, 0,
+                          count),
+              FSDPRT_OK);
+    return dev.download(f, count);
+  };
+  AttentionResults r;
+  r.out = widened(bo, tokens * qw);
+  std::vector<float> grads = widened(bd, n);
+  for (int64_t t = 0; t < tokens; ++t) {
+    auto at = grads.begin() + t * row;
+    r.dq.insert(r.dq.end(), at, at + qw);
+    r.dk.insert(r.dk.end(), at + qw, at + qw + kvw);
+    r.dv.insert(r.dv.end(), at + qw + kvw, at + row);
+  }
+  return r;
 }
 
 void checkAttention(const std::string &backend, const AttentionCase &c) {
@@ -281,6 +339,28 @@ void checkBf16Attention(const std::string &backend, const AttentionCase &c) {
   EXPECT_EQ(got.dq, again.dq);
   EXPECT_EQ(got.dk, again.dk);
   EXPECT_EQ(got.dv, again.dv);
+}
+
+// q, k, v as slices of one packed projection (and their gradients into one
+// packed gradient) give the contiguous call's results bit for bit: causal
+// grouped-query heads, f32 and bf16.
+TEST_P(SequenceConformance, AttentionOnPackedQkvEqualsContiguous) {
+  Device dev(GetParam());
+  AttentionCase c{2, 24, 24, 4, 2, 8, true, 0.0};
+  int64_t qn = c.batch * c.tq * c.heads * c.headDim;
+  int64_t kvn = c.batch * c.tk * c.kvHeads * c.headDim;
+  auto q = randomVector(qn, 96), k = randomVector(kvn, 97),
+       v = randomVector(kvn, 98), dout = randomVector(qn, 99);
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    SCOPED_TRACE(::testing::Message() << "dtype " << dt);
+    AttentionResults want = runAttention(dev, c, q, k, v, dout, dt);
+    AttentionResults got = runPackedAttention(dev, c, q, k, v, dout, dt);
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.dq, want.dq);
+    EXPECT_EQ(got.dk, want.dk);
+    EXPECT_EQ(got.dv, want.dv);
+    EXPECT_NE(got.dk, std::vector<float>(kvn, 0.0f));
+  }
 }
 
 TEST_P(SequenceConformance, AttentionLongRowsGroupedCausal) {

@@ -237,6 +237,8 @@ static void emitAttention(CallBuilder &l, Operation *op, Value q, Value k,
     a.t(r);
   a.i64(qs[0]).i64(qs[1]).i64(ks[1]).i64(heads).i64(kv ? int64_t(*kv) : heads)
       .i64(headDim)
+      .i64(0) // q and k / v contiguous
+      .i64(0)
       .i32(causal)
       .f64(scale ? scale->convertToDouble() : 0.0)
       .opt(bias);

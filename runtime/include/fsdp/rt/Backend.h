@@ -111,6 +111,25 @@ struct AttentionDims {
     return b * biasBatchStride() + (biasHeads == 1 ? 0 : h) * tq * tk;
   }
   int64_t biasNumel() const { return biasBatch * biasHeads * tq * tk; }
+  /// Elements from one token's q (dq) to the next and from one token's k,
+  /// v (dk, dv) to the next: 0 for contiguous (H·D and Hkv·D), more where
+  /// q, k and v are slices of one packed projection [B, T, (H + 2·Hkv)·D].
+  int64_t qRow = 0, kvRow = 0;
+  int64_t qRowStride() const { return qRow ? qRow : heads * headDim; }
+  int64_t kvRowStride() const { return kvRow ? kvRow : kvHeads * headDim; }
+  bool contiguous() const {
+    return qRowStride() == heads * headDim &&
+           kvRowStride() == kvHeads * headDim;
+  }
+  /// Elements from q's first to one past its last (k, v: kvExtent).
+  int64_t qExtent() const {
+    int64_t tokens = batch * tq;
+    return tokens > 0 ? (tokens - 1) * qRowStride() + heads * headDim : 0;
+  }
+  int64_t kvExtent() const {
+    int64_t tokens = batch * tk;
+    return tokens > 0 ? (tokens - 1) * kvRowStride() + kvHeads * headDim : 0;
+  }
 };
 
 struct RngKey {

@@ -372,12 +372,16 @@ int32_t fsdprt_embedding_backward(int64_t ctx, int64_t stream, int32_t dtype,
 /* mask or learned bias [bias_batch, bias_heads, Tq, Tk] with bias_batch */
 /* 1 or B and bias_heads 1 or H (broadcast); the backward's dbias (0:    */
 /* not wanted) is its gradient, summed over the broadcast dimensions.    */
+/* q_row / kv_row: elements from one token's q (dq) / k, v (dk, dv) to   */
+/* the next; 0 means contiguous (H*D, Hkv*D). Larger where q, k, v are   */
+/* slices of one packed projection [B, T, (H + 2*Hkv)*D] (no copies).    */
 int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t q, int64_t q_off, int64_t k,
                                  int64_t k_off, int64_t v, int64_t v_off,
                                  int64_t out, int64_t out_off, int64_t batch,
                                  int64_t tq, int64_t tk, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim,
+                                 int64_t q_row, int64_t kv_row,
                                  int32_t causal, double scale, int64_t bias,
                                  int64_t bias_off, int64_t bias_batch,
                                  int64_t bias_heads);
@@ -389,6 +393,7 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t dv, int64_t dv_off, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads,
                                   int64_t kv_heads, int64_t head_dim,
+                                  int64_t q_row, int64_t kv_row,
                                   int32_t causal, double scale, int64_t bias,
                                   int64_t bias_off, int64_t dbias,
                                   int64_t dbias_off, int64_t bias_batch,
