@@ -30,6 +30,8 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
     pm.addPass(createFSDPMixedPrecisionPass(precision));
   }
 
+  if (options.packAttention)
+    pm.addPass(createFSDPPackAttentionPass());
   if (options.padVocab > 0) {
     FSDPPadVocabPassOptions vocab;
     vocab.multiple = options.padVocab;

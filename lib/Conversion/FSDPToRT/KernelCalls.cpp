@@ -85,6 +85,13 @@ struct Args {
     l.pushTensor(values, tensor);
     return *this;
   }
+  /// The tensor `bytes` into its storage (a slice of it).
+  Args &t(Value tensor, int64_t bytes) {
+    TensorRef r = l.ref(tensor);
+    values.push_back(r.buffer);
+    values.push_back(l.i64(r.offset + bytes));
+    return *this;
+  }
   Args &opt(Value tensor) {
     if (tensor)
       l.pushTensor(values, tensor);
@@ -220,33 +227,81 @@ static void emitReduce(CallBuilder &l, ReduceOp op, int32_t kind) {
       .call("reduce_forward");
 }
 
-/// The forward (grad null; results: the output) or the backward (results:
-/// the q, k, v gradients, then the bias's when there is a bias).
-static void emitAttention(CallBuilder &l, Operation *op, Value q, Value k,
-                          Value v, Value bias, int64_t heads,
-                          std::optional<uint64_t> kv, bool causal,
-                          std::optional<APFloat> scale, Value grad,
-                          ValueRange results) {
-  ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k);
-  int64_t headDim = qs[2] / heads;
-  Args a{l};
-  a.i32(dtypeOf(q)).t(q).t(k).t(v);
-  if (grad)
-    a.t(grad);
+/// One attention call: q, k, v (and dq, dk, dv) are tensors, or token-
+/// strided slices of one (nn.packed_attention's qkv: `bytes` into each
+/// token, tokens `row` elements apart).
+struct AttentionCall {
+  struct Slice {
+    Value tensor;
+    int64_t bytes = 0;
+  };
+  Slice q, k, v;
+  Value bias, grad;              // grad: the backward's dout
+  SmallVector<Slice, 3> results; // out, or dq, dk, dv (null: not wanted)
+  Value dbias;
+  int64_t batch, tq, tk, heads, kvHeads, headDim, qRow = 0, kvRow = 0;
+  bool causal;
+  std::optional<APFloat> scale;
+
+  void emit(CallBuilder &l) const {
+    Args a{l};
+    a.i32(dtypeOf(q.tensor)).t(q.tensor, q.bytes).t(k.tensor, k.bytes)
+        .t(v.tensor, v.bytes);
+    if (grad)
+      a.t(grad);
+    for (const Slice &r : results)
+      r.tensor ? a.t(r.tensor, r.bytes) : a.opt(Value());
+    a.i64(batch).i64(tq).i64(tk).i64(heads).i64(kvHeads).i64(headDim)
+        .i64(qRow).i64(kvRow).i32(causal)
+        .f64(scale ? scale->convertToDouble() : 0.0)
+        .opt(bias);
+    if (grad)
+      a.opt(dbias);
+    ArrayRef<int64_t> bs = bias ? shapeOf(bias) : ArrayRef<int64_t>();
+    a.i64(bias ? bs[0] : 0).i64(bias ? bs[1] : 0)
+        .call(grad ? "attention_backward" : "attention_forward");
+  }
+};
+
+/// nn.attention / nn.attention_grad: separate q, k, v.
+template <typename Op>
+static AttentionCall attentionCall(Op op, Value grad, ValueRange results) {
+  ArrayRef<int64_t> qs = shapeOf(op.getQuery()), ks = shapeOf(op.getKey());
+  AttentionCall c;
+  c.q = {op.getQuery()}, c.k = {op.getKey()}, c.v = {op.getValue()};
+  c.bias = op.getBias(), c.grad = grad;
   for (Value r : results.take_front(grad ? 3 : 1))
-    a.t(r);
-  a.i64(qs[0]).i64(qs[1]).i64(ks[1]).i64(heads).i64(kv ? int64_t(*kv) : heads)
-      .i64(headDim)
-      .i64(0) // q and k / v contiguous
-      .i64(0)
-      .i32(causal)
-      .f64(scale ? scale->convertToDouble() : 0.0)
-      .opt(bias);
-  if (grad)
-    a.opt(bias ? results.back() : Value());
-  ArrayRef<int64_t> bs = bias ? shapeOf(bias) : ArrayRef<int64_t>();
-  a.i64(bias ? bs[0] : 0).i64(bias ? bs[1] : 0)
-      .call(grad ? "attention_backward" : "attention_forward");
+    c.results.push_back({r});
+  if (grad && c.bias)
+    c.dbias = results.back();
+  c.batch = qs[0], c.tq = qs[1], c.tk = ks[1], c.heads = op.getNumHeads();
+  c.kvHeads = static_cast<int64_t>(op.getNumKvHeads().value_or(c.heads));
+  c.headDim = qs[2] / c.heads;
+  c.causal = op.getCausal(), c.scale = op.getScale();
+  return c;
+}
+
+/// nn.packed_attention / its grad: q, k, v the slices of one qkv (and dq,
+/// dk, dv of one gradient), each token (H + 2·Hkv)·D elements.
+template <typename Op>
+static AttentionCall packedAttentionCall(Op op, Value grad, Value result) {
+  ArrayRef<int64_t> s = shapeOf(op.getQkv());
+  AttentionCall c;
+  c.heads = op.getNumHeads(), c.kvHeads = op.getKeyValueHeads();
+  c.qRow = c.kvRow = s[2];
+  c.headDim = s[2] / (c.heads + 2 * c.kvHeads);
+  int64_t es = elementBytes(getElementTypeOrSelf(op.getQkv().getType())),
+          kAt = c.heads * c.headDim * es,
+          vAt = kAt + c.kvHeads * c.headDim * es;
+  Value qkv = op.getQkv();
+  c.q = {qkv, 0}, c.k = {qkv, kAt}, c.v = {qkv, vAt}, c.grad = grad;
+  c.results = grad ? SmallVector<AttentionCall::Slice, 3>{{result, 0},
+                                                          {result, kAt},
+                                                          {result, vAt}}
+                   : SmallVector<AttentionCall::Slice, 3>{{result, 0}};
+  c.batch = s[0], c.tq = c.tk = s[1];
+  c.causal = op.getCausal(), c.scale = op.getScale();
+  return c;
 }
 
 LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
@@ -427,16 +482,19 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         return success();
       })
       .Case([&](nn::AttentionOp o) {
-        emitAttention(calls, o, o.getQuery(), o.getKey(), o.getValue(),
-                      o.getBias(), o.getNumHeads(), o.getNumKvHeads(),
-                      o.getCausal(), o.getScale(), Value(), o->getResults());
+        attentionCall(o, Value(), o->getResults()).emit(calls);
         return success();
       })
       .Case([&](nn::AttentionGradOp o) {
-        emitAttention(calls, o, o.getQuery(), o.getKey(), o.getValue(),
-                      o.getBias(), o.getNumHeads(), o.getNumKvHeads(),
-                      o.getCausal(), o.getScale(), o.getGrad(),
-                      o->getResults());
+        attentionCall(o, o.getGrad(), o->getResults()).emit(calls);
+        return success();
+      })
+      .Case([&](nn::PackedAttentionOp o) {
+        packedAttentionCall(o, Value(), o.getResult()).emit(calls);
+        return success();
+      })
+      .Case([&](nn::PackedAttentionGradOp o) {
+        packedAttentionCall(o, o.getGrad(), o.getQkvGrad()).emit(calls);
         return success();
       })
       .Case([&](nn::RoPEOp o) {

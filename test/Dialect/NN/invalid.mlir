@@ -236,6 +236,24 @@ func.func @embedding_float_ids(%ids: tensor<4xf32>, %t: tensor<64x8xf32>) {
 
 // -----
 
+func.func @packed_attention_width(%qkv: tensor<2x16x100xf32>) {
+  // expected-error @+2 {{'nn.packed_attention' op qkv width 100 is not (num_heads + 2 x num_kv_heads) = 12 heads of one head dim}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.packed_attention %qkv {num_heads = 4 : i64, num_kv_heads = 4 : i64} : (tensor<2x16x100xf32>) -> tensor<2x16x32xf32>
+  return
+}
+
+// -----
+
+func.func @packed_attention_grad_type(%g: tensor<2x16x16xf32>, %qkv: tensor<2x16x96xf32>) {
+  // expected-error @+2 {{grad has type 'tensor<2x16x16xf32>' but the forward op produces 'tensor<2x16x32xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.packed_attention_grad %g, %qkv {num_heads = 4 : i64} : (tensor<2x16x16xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
+  return
+}
+
+// -----
+
 func.func @attention_rank(%q: tensor<16x32xf32>) {
   // expected-error @+2 {{query, key and value must be 3-D [batch, seq, heads*dim]}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -109,7 +109,8 @@ func.func @normalization(%x: tensor<4x16x32xf32>, %g: tensor<32xf32>, %b: tensor
 
 // CHECK-LABEL: func @transformer
 func.func @transformer(%ids: tensor<2x16xi32>, %table: tensor<64x32xbf16>, %q: tensor<2x16x32xbf16>,
-                       %kv: tensor<2x10x32xbf16>, %gkv: tensor<2x16x16xbf16>) {
+                       %kv: tensor<2x10x32xbf16>, %gkv: tensor<2x16x16xbf16>,
+                       %packed: tensor<2x16x64xbf16>) {
   // CHECK: nn.embedding %{{.*}}, %{{.*}} : (tensor<2x16xi32>, tensor<64x32xbf16>) -> tensor<2x16x32xbf16>
   %0 = nn.embedding %ids, %table : (tensor<2x16xi32>, tensor<64x32xbf16>) -> tensor<2x16x32xbf16>
   // Self-attention with a causal mask.
@@ -118,6 +119,11 @@ func.func @transformer(%ids: tensor<2x16xi32>, %table: tensor<64x32xbf16>, %q: t
   // Cross-attention to another sequence length, with an explicit scale.
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 8 : i64, scale = 2.500000e-01 : f64} : (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>) -> tensor<2x16x32xbf16>
   %2 = nn.attention %q, %kv, %kv {num_heads = 8 : i64, scale = 0.25 : f64} : (tensor<2x16x32xbf16>, tensor<2x10x32xbf16>, tensor<2x10x32xbf16>) -> tensor<2x16x32xbf16>
+  // q, k, v as the slices of one packed projection, and its gradient.
+  // CHECK: nn.packed_attention %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x64xbf16>) -> tensor<2x16x32xbf16>
+  %po = nn.packed_attention %packed {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x64xbf16>) -> tensor<2x16x32xbf16>
+  // CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x64xbf16>) -> tensor<2x16x64xbf16>
+  %pg = nn.packed_attention_grad %po, %packed {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x64xbf16>) -> tensor<2x16x64xbf16>
   // Grouped-query attention: 4 query heads share 2 key/value heads of dim 8.
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64}
   %3 = nn.attention %q, %gkv, %gkv {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x32xbf16>

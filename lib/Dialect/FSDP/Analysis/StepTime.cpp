@@ -44,6 +44,13 @@ double gemmFlops(Operation *op) {
     double headDim = double(qs[2]) / heads;
     return gemms * 2.0 * qs[0] * heads * qs[1] * ks[1] * headDim;
   };
+  // Self-attention on a packed qkv [B, T, (H + 2·Hkv)·D].
+  auto packedFlops = [](auto op, double gemms) {
+    ArrayRef<int64_t> s = shapeOf(op.getQkv());
+    int64_t heads = op.getNumHeads();
+    double headDim = double(s[2]) / (heads + 2 * op.getKeyValueHeads());
+    return gemms * 2.0 * s[0] * heads * s[1] * s[1] * headDim;
+  };
   return llvm::TypeSwitch<Operation *, double>(op)
       .Case([](nn::LinearOp o) {
         ArrayRef<int64_t> w = shapeOf(o.getWeight());
@@ -70,6 +77,8 @@ double gemmFlops(Operation *op) {
       .Case([&](nn::AttentionGradOp o) {
         return attentionFlops(o.getQuery(), o.getKey(), o.getNumHeads(), 5);
       })
+      .Case([&](nn::PackedAttentionOp o) { return packedFlops(o, 2); })
+      .Case([&](nn::PackedAttentionGradOp o) { return packedFlops(o, 5); })
       .Default([](Operation *) { return 0.0; });
 }
 

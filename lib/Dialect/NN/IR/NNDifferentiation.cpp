@@ -341,6 +341,13 @@ FailureOr<SmallVector<Value>> AttentionOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>(grads.getResults());
 }
 
+FailureOr<SmallVector<Value>>
+PackedAttentionOp::buildVJP(OpBuilder &b, ValueRange cotangents) {
+  return SmallVector<Value>{PackedAttentionGradOp::create(
+      b, getLoc(), cotangents[0], getQkv(), getNumHeadsAttr(),
+      getNumKvHeadsAttr(), getCausalAttr(), getScaleAttr())};
+}
+
 FailureOr<SmallVector<Value>> RoPEOp::buildVJP(OpBuilder &b,
                                                ValueRange cotangents) {
   // A rotation's transpose is the rotation by the opposite angle.

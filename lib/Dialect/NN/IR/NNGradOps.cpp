@@ -136,6 +136,20 @@ LogicalResult LinearGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult PackedAttentionGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto heads = static_cast<int64_t>(adaptor.getNumHeads());
+  FailureOr<RankedTensorType> forward = packedAttentionResult(
+      loc, getOperationName(), adaptor.getQkv(), heads,
+      static_cast<int64_t>(adaptor.getNumKvHeads().value_or(heads)));
+  if (failed(forward) ||
+      failed(checkGrad(loc, getOperationName(), adaptor.getGrad(), *forward)))
+    return failure();
+  results.push_back(adaptor.getQkv().getType());
+  return success();
+}
+
 LogicalResult AttentionGradOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {

@@ -307,6 +307,38 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+FailureOr<RankedTensorType>
+rules::packedAttentionResult(std::optional<Location> loc, StringRef opName,
+                             Value qkvValue, int64_t heads, int64_t kvHeads) {
+  RankedTensorType qkv = tensorOf(qkvValue);
+  if (!qkv || qkv.getRank() != 3)
+    return fail(loc, opName, "qkv must be 3-D [batch, seq, (heads + 2 x "
+                             "kv_heads) x head_dim]");
+  if (heads % kvHeads != 0)
+    return fail(loc, opName, "num_heads ", heads,
+                " is not a multiple of num_kv_heads ", kvHeads);
+  int64_t width = qkv.getDimSize(2), slices = heads + 2 * kvHeads;
+  if (width % slices != 0)
+    return fail(loc, opName, "qkv width ", width, " is not (num_heads + 2 x "
+                "num_kv_heads) = ", slices, " heads of one head dim");
+  return RankedTensorType::get(
+      {qkv.getDimSize(0), qkv.getDimSize(1), heads * (width / slices)},
+      qkv.getElementType());
+}
+
+LogicalResult PackedAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto heads = static_cast<int64_t>(adaptor.getNumHeads());
+  FailureOr<RankedTensorType> result = packedAttentionResult(
+      loc, getOperationName(), adaptor.getQkv(), heads,
+      static_cast<int64_t>(adaptor.getNumKvHeads().value_or(heads)));
+  if (failed(result))
+    return failure();
+  results.push_back(*result);
+  return success();
+}
+
 LogicalResult RoPEOp::verify() {
   RankedTensorType x = getInput().getType();
   if (x.getRank() != 3)

@@ -45,6 +45,12 @@ LogicalResult checkNumClasses(std::optional<Location> loc, StringRef opName,
                               Value logits,
                               std::optional<uint64_t> numClasses);
 
+/// nn.packed_attention's result [B, T, H·D] for `qkv` [B, T, (H + 2·Hkv)·D].
+FailureOr<RankedTensorType> packedAttentionResult(std::optional<Location> loc,
+                                                  StringRef opName, Value qkv,
+                                                  int64_t heads,
+                                                  int64_t kvHeads);
+
 } // namespace mlir::nn::rules
 
 #endif // FSDP_LIB_DIALECT_NN_IR_SHAPERULES_H

@@ -118,6 +118,21 @@ def FSDPPadVocabPass : Pass<"fsdp-pad-vocab", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPPackAttentionPass : Pass<"fsdp-pack-attention", "::mlir::ModuleOp"> {
+  let summary = "Attention on one packed q / k / v projection, without copies";
+  let description = [{
+    In each model's forwards, an `nn.attention` (no bias) whose query, key
+    and value are the three results of one `nn.split` along the last
+    dimension, read by nothing else — GPT-2's `c_attn` output split into
+    q, k, v — becomes `nn.packed_attention` of the split's input: the
+    kernels read the three slices in place (cuDNN takes token-strided
+    tensors; the other kernels copy), and the backward writes the three
+    gradients into one tensor instead of concatenating them. The split is
+    erased, and with it unused ops of the forward. Numerics are unchanged.
+  }];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Build one training step: forward, reverse-mode backward, optimizer";
   let description = [{

@@ -54,6 +54,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "gradients and optimizer state in host memory, the "
                      "optimizer on the CPU"),
       llvm::cl::init(false)};
+  Option<bool> packAttention{
+      *this, "pack-attention",
+      llvm::cl::desc("Attention on a split q / k / v projection reads it in "
+                     "place (fsdp-pack-attention)"),
+      llvm::cl::init(true)};
   Option<int64_t> padVocab{
       *this, "pad-vocab",
       llvm::cl::desc("Pad a language model head of at least 4096 classes to "

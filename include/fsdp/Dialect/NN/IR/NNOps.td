@@ -398,6 +398,38 @@ def NN_AttentionOp : NN_PureOp<"attention", [NN_Differentiable, InferTypeOpAdapt
   }];
 }
 
+def NN_PackedAttentionOp : NN_PureOp<"packed_attention",
+                                     [NN_Differentiable, InferTypeOpAdaptor]> {
+  let summary = "self-attention on one packed query / key / value tensor";
+  let description = [{
+    nn.attention of the slices of `qkv` `[B, T, (H + 2·Hkv)·D]` along its
+    last dimension: the query is `[..., 0 : H·D]`, the key and the value
+    the next `Hkv·D` each — GPT-2's `c_attn` output — read in place instead
+    of split into three copies (and their gradients written into one
+    `[B, T, (H + 2·Hkv)·D]` gradient instead of concatenated).
+    `fsdp-pack-attention` makes it from an `nn.split` feeding one
+    `nn.attention`. Attributes mean what they mean on `nn.attention`; no
+    bias. The result is `[B, T, H·D]`.
+
+    ```mlir
+    %o = nn.packed_attention %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$qkv,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
+                       UnitAttr:$causal,
+                       OptionalAttr<NN_PositiveF64>:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Heads of key/value (num_heads unless grouped-query attention).
+    int64_t getKeyValueHeads() {
+      return getNumKvHeads().value_or(getNumHeads());
+    }
+  }];
+}
+
 def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
                                     InferTypeOpInterface, NN_Differentiable]> {
   let summary = "rotary position embedding (Llama)";
@@ -804,6 +836,33 @@ def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
                       Optional<NN_FloatTensor>:$bias_grad);
   let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`bias` $bias^)? "
                        "attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_PackedAttentionGradOp : NN_PureOp<"packed_attention_grad",
+                                         [InferTypeOpAdaptor]> {
+  let summary = "gradient of nn.packed_attention (one packed q / k / v)";
+  let description = [{
+    The query, key and value gradients of nn.attention_grad, written as the
+    slices of one tensor of `qkv`'s type (no concat). Attributes as
+    nn.packed_attention's.
+
+    ```mlir
+    %g = nn.packed_attention_grad %d, %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$qkv,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
+                       UnitAttr:$causal,
+                       OptionalAttr<NN_PositiveF64>:$scale);
+  let results = (outs NN_FloatTensor:$qkv_grad);
+  let assemblyFormat = "$grad `,` $qkv attr-dict `:` "
+                       "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    int64_t getKeyValueHeads() {
+      return getNumKvHeads().value_or(getNumHeads());
+    }
+  }];
 }
 
 def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
