@@ -9,15 +9,14 @@ import subprocess
 import numpy as np
 import pytest
 
+from conftest import EXAMPLES
 from test_parity import STEPS
 
 
 def _step(fsdp_opt, tmp_path, options, name):
     out = tmp_path / f"{name}.mlir"
-    subprocess.run([str(fsdp_opt), str(fsdp_opt.parents[2] / "examples" /
-                                        "gpt2.mlir"),
-                    f"--fsdp-pipeline={options}", "-o", str(out)],
-                   check=True)
+    subprocess.run([str(fsdp_opt), str(EXAMPLES / "gpt2.mlir"),
+                    f"--fsdp-pipeline={options}", "-o", str(out)], check=True)
     return out
 
 
