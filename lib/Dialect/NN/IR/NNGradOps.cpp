@@ -139,10 +139,9 @@ LogicalResult LinearGradOp::inferReturnTypes(
 LogicalResult PackedAttentionGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto heads = static_cast<int64_t>(adaptor.getNumHeads());
-  FailureOr<RankedTensorType> forward = packedAttentionResult(
-      loc, getOperationName(), adaptor.getQkv(), heads,
-      static_cast<int64_t>(adaptor.getNumKvHeads().value_or(heads)));
+  FailureOr<RankedTensorType> forward =
+      packedAttentionResult(loc, getOperationName(), adaptor.getQkv(),
+                            adaptor.getNumHeads(), adaptor.getNumKvHeads());
   if (failed(forward) ||
       failed(checkGrad(loc, getOperationName(), adaptor.getGrad(), *forward)))
     return failure();

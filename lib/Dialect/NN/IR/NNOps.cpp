@@ -309,7 +309,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
 
 FailureOr<RankedTensorType>
 rules::packedAttentionResult(std::optional<Location> loc, StringRef opName,
-                             Value qkvValue, int64_t heads, int64_t kvHeads) {
+                             Value qkvValue, uint64_t numHeads,
+                             std::optional<uint64_t> numKvHeads) {
+  auto heads = static_cast<int64_t>(numHeads);
+  auto kvHeads = static_cast<int64_t>(numKvHeads.value_or(numHeads));
   RankedTensorType qkv = tensorOf(qkvValue);
   if (!qkv || qkv.getRank() != 3)
     return fail(loc, opName, "qkv must be 3-D [batch, seq, (heads + 2 x "
@@ -329,10 +332,9 @@ rules::packedAttentionResult(std::optional<Location> loc, StringRef opName,
 LogicalResult PackedAttentionOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
-  auto heads = static_cast<int64_t>(adaptor.getNumHeads());
-  FailureOr<RankedTensorType> result = packedAttentionResult(
-      loc, getOperationName(), adaptor.getQkv(), heads,
-      static_cast<int64_t>(adaptor.getNumKvHeads().value_or(heads)));
+  FailureOr<RankedTensorType> result =
+      packedAttentionResult(loc, getOperationName(), adaptor.getQkv(),
+                            adaptor.getNumHeads(), adaptor.getNumKvHeads());
   if (failed(result))
     return failure();
   results.push_back(*result);

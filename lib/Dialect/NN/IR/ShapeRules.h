@@ -46,10 +46,11 @@ LogicalResult checkNumClasses(std::optional<Location> loc, StringRef opName,
                               std::optional<uint64_t> numClasses);
 
 /// nn.packed_attention's result [B, T, H·D] for `qkv` [B, T, (H + 2·Hkv)·D].
-FailureOr<RankedTensorType> packedAttentionResult(std::optional<Location> loc,
-                                                  StringRef opName, Value qkv,
-                                                  int64_t heads,
-                                                  int64_t kvHeads);
+/// num_kv_heads defaults to num_heads.
+FailureOr<RankedTensorType>
+packedAttentionResult(std::optional<Location> loc, StringRef opName,
+                      Value qkv, uint64_t numHeads,
+                      std::optional<uint64_t> numKvHeads);
 
 } // namespace mlir::nn::rules
 
