@@ -1,7 +1,7 @@
 // fsdp-pack-attention: an nn.attention whose query, key and value are the
 // three results of one nn.split along the last dimension, read by nothing
 // else, becomes nn.packed_attention of the split's input (the split and
-// unused ops erased); grouped-query heads too. Anything else is left alone:
+// unused nn ops erased); grouped-query heads too. Anything else is left alone:
 // a bias, a part read elsewhere, parts in another order, a split of
 // another dimension.
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention | FileCheck %s
@@ -13,6 +13,9 @@
 // CHECK-NEXT: fsdp.return %[[O]]
 // CHECK-LABEL: fsdp.forward (%{{.*}}: tensor<2x16x64xf32>)
 // CHECK-NEXT: nn.packed_attention %{{.*}} {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<2x16x64xf32>) -> tensor<2x16x32xf32>
+// An unused read of a parameter stays (it places the parameter's owner).
+// CHECK: fsdp.forward (%{{.*}}: tensor<2x16x96xf32>, %{{.*}}: tensor<2x16x64xf32>) -> tensor<f32> {
+// CHECK-NEXT: fsdp.get_param @g
 // STEP-LABEL: func.func @gpt_train_step(
 // STEP: nn.packed_attention %
 // STEP: nn.packed_attention_grad %{{.*}}, %{{.*}} {causal{{.*}}num_heads = 4 : i64{{.*}}} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
@@ -37,6 +40,7 @@ fsdp.model @gpt {
       }
     }
     fsdp.forward (%x: tensor<2x16x96xf32>, %y: tensor<2x16x64xf32>) -> tensor<f32> {
+      %owner = fsdp.get_param @g : tensor<64x64xf32>
       %w = fsdp.get_param @w : tensor<96x96xf32>
       %p = nn.linear %x, %w : (tensor<2x16x96xf32>, tensor<96x96xf32>) -> tensor<2x16x96xf32>
       %a = fsdp.call @mha(%p) : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>

@@ -53,11 +53,13 @@ struct FSDPPackAttentionPass
   void runOnOperation() override {
     SmallVector<nn::AttentionOp> attentions;
     getOperation().walk([&](ForwardOp forward) {
-      // Unused views (an importer's leftover reshapes of q, k, v) would
-      // count as readers of the split.
+      // Unused nn ops (an importer's leftover reshapes of q, k, v) would
+      // count as readers of the split. fsdp ops stay: an unused get_param
+      // still places its parameter's owner.
       Block &body = forward.getBody().front();
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-        if (isOpTriviallyDead(&op))
+        if (isa_and_nonnull<nn::NNDialect>(op.getDialect()) &&
+            isOpTriviallyDead(&op))
           op.erase();
       forward.walk([&](nn::AttentionOp op) { attentions.push_back(op); });
     });

@@ -128,7 +128,7 @@ def FSDPPackAttentionPass : Pass<"fsdp-pack-attention", "::mlir::ModuleOp"> {
     kernels read the three slices in place (cuDNN takes token-strided
     tensors; the other kernels copy), and the backward writes the three
     gradients into one tensor instead of concatenating them. The split is
-    erased, and with it unused ops of the forward. Numerics are unchanged.
+    erased, and with it unused nn ops of the forward. Numerics are unchanged.
   }];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
