@@ -3,7 +3,7 @@
 // else, becomes nn.packed_attention of the split's input (the split and
 // unused nn ops erased); grouped-query heads too. Anything else is left alone:
 // a bias, a part read elsewhere, parts in another order, a split of
-// another dimension.
+// another dimension. The split's dim may count from the end (-1).
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step | FileCheck %s --check-prefix=STEP
 
@@ -34,7 +34,7 @@ fsdp.model @gpt {
     }
     fsdp.module @gqa kind "GQA" {
       fsdp.forward (%qkv: tensor<2x16x64xf32>) -> tensor<2x16x32xf32> {
-        %q, %k, %v = nn.split %qkv {dim = 2 : i64, sizes = array<i64: 32, 16, 16>} : (tensor<2x16x64xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>)
+        %q, %k, %v = nn.split %qkv {dim = -1 : i64, sizes = array<i64: 32, 16, 16>} : (tensor<2x16x64xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>)
         %o = nn.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64} : (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) -> tensor<2x16x32xf32>
         fsdp.return %o : tensor<2x16x32xf32>
       }

@@ -32,9 +32,11 @@ nn::SplitOp packedSplit(nn::AttentionOp attention) {
   if (attention.getBias())
     return {};
   auto split = attention.getQuery().getDefiningOp<nn::SplitOp>();
-  if (!split || split.getNumResults() != 3 ||
-      static_cast<int64_t>(split.getDim()) !=
-          split.getInput().getType().getRank() - 1)
+  if (!split || split.getNumResults() != 3)
+    return {};
+  int64_t rank = split.getInput().getType().getRank();
+  int64_t dim = static_cast<int64_t>(split.getDim());
+  if (dim != rank - 1 && dim != -1) // torch.split's dim=-1 too
     return {};
   ValueRange parts = split.getResults();
   if (attention.getQuery() != parts[0] || attention.getKey() != parts[1] ||

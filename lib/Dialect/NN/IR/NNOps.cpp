@@ -314,6 +314,8 @@ rules::packedAttentionResult(std::optional<Location> loc, StringRef opName,
   auto heads = static_cast<int64_t>(numHeads);
   auto kvHeads = static_cast<int64_t>(numKvHeads.value_or(numHeads));
   RankedTensorType qkv = tensorOf(qkvValue);
+  if (heads <= 0 || kvHeads <= 0)
+    return fail(loc, opName, "head counts must be positive");
   if (!qkv || qkv.getRank() != 3)
     return fail(loc, opName, "qkv must be 3-D [batch, seq, (heads + 2 x "
                              "kv_heads) x head_dim]");
