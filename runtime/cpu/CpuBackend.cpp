@@ -27,7 +27,7 @@ namespace cpu {
 
 namespace {
 
-/// Host memory for ContiguousAttention.
+/// Host memory and slab copies for ContiguousAttention.
 struct HostRows {
   struct Buffer {
     std::vector<char> bytes;
@@ -36,10 +36,10 @@ struct HostRows {
   Buffer allocate(int64_t bytes) { return Buffer{std::vector<char>(bytes)}; }
   void copyRows(void *dst, int64_t dstPitch, const void *src,
                 int64_t srcPitch, int64_t rowBytes, int64_t rows) {
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(static_cast<char *>(dst) + r * dstPitch,
-                  static_cast<const char *>(src) + r * srcPitch, rowBytes);
+    cpu::copySlab(threads, 1, src, srcPitch, 0, dst, dstPitch, 0, rows,
+                  rowBytes, 1);
   }
+  int threads;
 };
 
 class CpuBackend final : public Backend {
@@ -232,7 +232,7 @@ public:
                         const void *bias, void *out,
                         const AttentionDims &d) override {
     if (!d.contiguous()) { // slices of a packed projection
-      ContiguousAttention<HostRows> c(HostRows{}, dt, d);
+      ContiguousAttention<HostRows> c(HostRows{threads_}, dt, d);
       const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
       return attentionForward(dt, cq, ck, cv, bias, out, c.dims());
     }
@@ -249,7 +249,7 @@ public:
                          void *dk, void *dv, void *dbias,
                          const AttentionDims &d) override {
     if (!d.contiguous()) {
-      ContiguousAttention<HostRows> c(HostRows{}, dt, d);
+      ContiguousAttention<HostRows> c(HostRows{threads_}, dt, d);
       const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
       void *cdq = c.dq(dq), *cdk = c.dkv(dk), *cdv = c.dkv(dv);
       attentionBackward(dt, cq, ck, cv, bias, dout, cdq, cdk, cdv, dbias,
