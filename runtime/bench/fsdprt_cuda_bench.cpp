@@ -2,7 +2,8 @@
 //
 // Times the CUDA backend's kernels through the C ABI at the shapes of one
 // GPT-2 124M training step (batch 8 x 1024 tokens, width 768, 12 heads,
-// vocabulary 50257) and prints each against its ceiling on this GPU:
+// vocabulary 50257 in logit rows of 50304) and prints each against its
+// ceiling on this GPU:
 //   - GEMMs (linear forward / backward) against cuBLAS called directly on
 //     the same shapes, writing the storage type (no f32 staging);
 //   - everything else against the bytes it must read and write at the
@@ -74,6 +75,8 @@ int main(int argc, char **argv) {
   const int32_t dt = bf16 ? FSDPRT_BF16 : FSDPRT_F32;
   const int64_t es = bf16 ? 2 : 4;
   const int64_t B = 8, T = 1024, C = 768, H = 12, V = 50257, M = B * T;
+  // The logits' width: fsdp-pad-vocab pads the lm head to 64 classes.
+  const int64_t W = (V + 63) / 64 * 64;
 
   int64_t ctx;
   check(fsdprt_context_create("cuda", 0, 1, int64_t(8) << 30, 0, &ctx),
@@ -141,7 +144,7 @@ int main(int argc, char **argv) {
                    Linear{"attn proj", C, C, true},
                    Linear{"mlp fc", C, 4 * C, true},
                    Linear{"mlp proj", 4 * C, C, true},
-                   Linear{"lm head", C, V, false}}) {
+                   Linear{"lm head (padded)", C, W, false}}) {
     int64_t x = alloc(M * l.k, es), w = alloc(l.n * l.k, es),
             b = l.bias ? alloc(l.n, es) : 0, y = alloc(M * l.n, es),
             dx = alloc(M * l.k, es), dw = alloc(l.n * l.k, es),
@@ -172,8 +175,9 @@ int main(int argc, char **argv) {
         check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
-  // What the backend's padding of GEMM dimensions to multiples of 8 buys:
-  // cuBLAS alone on the lm head as it is against its padded shape.
+  // What padding the vocabulary buys (the backend's run-time padding of
+  // GEMM dimensions to multiples of 8, with pad-vocab=0): cuBLAS alone on
+  // the unpadded lm head against its padded shape.
   row("cuBLAS lm head: n 50257 (ceil: n 50264)", cublasTime(M, C, V, 1),
       cublasTime(M, C, (V + 7) / 8 * 8, 1));
 
@@ -292,7 +296,7 @@ int main(int argc, char **argv) {
     std::mt19937 rng(0);
     for (int64_t &t : targets)
       t = std::uniform_int_distribution<int64_t>(0, V - 1)(rng);
-    int64_t logits = alloc(M * V, es), dlogits = alloc(M * V, es),
+    int64_t logits = alloc(M * W, es), dlogits = alloc(M * W, es),
             ids = alloc(M, 8), loss = alloc(1, 4), dloss = alloc(1, 4),
             dy = alloc(M * C, es), dtable = alloc(V * C, es);
     check(fsdprt_copy_from_host(ctx, s, ids, 0, targets.data(), M * 8),
@@ -302,7 +306,7 @@ int main(int argc, char **argv) {
     double fwd = timeIt(
         [&] {
           check(fsdprt_cross_entropy_forward(ctx, s, dt, FSDPRT_I64, logits, 0,
-                                             ids, 0, loss, 0, M, V, V,
+                                             ids, 0, loss, 0, M, V, W,
                                              FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_forward");
         },
@@ -311,7 +315,7 @@ int main(int argc, char **argv) {
         [&] {
           check(fsdprt_cross_entropy_backward(
                     ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
-                    dlogits, 0, M, V, V, FSDPRT_LOSS_MEAN, -100),
+                    dlogits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_backward");
         },
         sync, iters, kReps);
@@ -320,7 +324,7 @@ int main(int argc, char **argv) {
         [&] {
           check(fsdprt_cross_entropy_forward_backward(
                     ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0, loss,
-                    0, logits, 0, M, V, V, FSDPRT_LOSS_MEAN, -100),
+                    0, logits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
                 "cross_entropy_forward_backward");
         },
         sync, iters, kReps);
@@ -331,10 +335,12 @@ int main(int argc, char **argv) {
                 "embedding_backward");
         },
         sync, iters, kReps);
-    row("cross_entropy fwd 8192x50257", fwd, 1.0 * M * V * es / bandwidth);
-    row("cross_entropy bwd 8192x50257", bwd, 2.0 * M * V * es / bandwidth);
+    row("cross_entropy fwd 8192x50257 (rows of 50304)", fwd,
+        1.0 * M * V * es / bandwidth);
+    row("cross_entropy bwd 8192x50257 (rows of 50304)", bwd,
+        2.0 * M * W * es / bandwidth);
     row("cross_entropy fwd+bwd one call, in place", both,
-        2.0 * M * V * es / bandwidth);
+        2.0 * M * W * es / bandwidth);
     row("embedding bwd 8192 ids into 50257x768", emb,
         1.0 * (M * C + V * C) * es / bandwidth);
     for (int64_t h : {logits, dlogits, ids, loss, dloss, dy, dtable})

@@ -50,38 +50,34 @@ struct Max {
 __device__ double blockSum(double v) { return blockReduce(v, Add{}); }
 __device__ float blockMax(float v) { return blockReduce(v, Max{}); }
 
-/// Calls f on the elements of a row (n of them, `stride` apart) that this
-/// thread owns (j = threadIdx.x + k * blockDim.x), in increasing j, loading
-/// four ahead: one 2-byte load in flight per thread left most of the memory
-/// bandwidth unused on 50k-wide rows. Same order, so the same sums.
-template <typename S, typename F>
-__device__ void forEachOwned(const typename S::T *x, int64_t n,
-                             int64_t stride, F f) {
+/// Calls f on the f32 elements of a row (n of them, `stride` apart) that
+/// this thread owns (j = threadIdx.x + k * blockDim.x), in increasing j,
+/// loading four ahead (softmax rows may be strided: no packs).
+template <typename F>
+__device__ void forEachOwned(const float *x, int64_t n, int64_t stride, F f) {
   constexpr int kAhead = 4;
   int64_t step = blockDim.x, j = threadIdx.x;
   for (; j + (kAhead - 1) * step < n; j += kAhead * step) {
     float v[kAhead];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u)
-      v[u] = S::load(x[(j + u * step) * stride]);
+      v[u] = x[(j + u * step) * stride];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u)
       f(v[u]);
   }
   for (; j < n; j += step)
-    f(S::load(x[j * stride]));
+    f(x[j * stride]);
 }
 
-/// The max and log(sum(exp(x - max))) of n elements `stride` apart, in
-/// storage S (widened exactly to f32, as the CPU's staging does).
-template <typename S>
-__device__ void blockLogSumExp(const typename S::T *x, int64_t n,
-                               int64_t stride, float &max, float &logSum) {
+/// The max and log(sum(exp(x - max))) of n elements `stride` apart.
+__device__ void blockLogSumExp(const float *x, int64_t n, int64_t stride,
+                               float &max, float &logSum) {
   float m = -INFINITY;
-  forEachOwned<S>(x, n, stride, [&](float v) { m = fmaxf(m, v); });
+  forEachOwned(x, n, stride, [&](float v) { m = fmaxf(m, v); });
   m = blockMax(m);
   double sum = 0.0;
-  forEachOwned<S>(x, n, stride, [&](float v) { sum += expf(v - m); });
+  forEachOwned(x, n, stride, [&](float v) { sum += expf(v - m); });
   max = m;
   logSum = static_cast<float>(log(blockSum(sum)));
 }
@@ -103,7 +99,7 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
       live = i + 1 < dim ? i + 1 : dim;
     }
     float m, logSum;
-    blockLogSumExp<F32S>(xr, live, inner, m, logSum);
+    blockLogSumExp(xr, live, inner, m, logSum);
     FSDPRT_COL_STRIDE(j, dim) {
       yr[j * inner] = j < live ? expf(xr[j * inner] - m - logSum) : 0.0f;
     }
@@ -128,6 +124,106 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
   }
 }
 
+// Rows move in groups of kRowGroup consecutive elements (one 16-byte pack
+// of bf16 / f16, two of f32), a group in whole packs where it is complete
+// and aligned, element by element otherwise: one 2-byte load at a time
+// left most of the memory bandwidth unused (on the last H100 lease
+// layer_norm's backward ran 6.4x and cross-entropy 3-4x their bandwidth
+// ceilings). Lane l of `lanes` owns groups l, l + lanes, ... and sums its
+// elements in increasing order whatever the alignment, and the ownership
+// is the same for every storage type: alignment does not change the bits,
+// and a 16-bit row computes what its f32 widening does.
+constexpr int64_t kRowGroup = 8;
+
+/// Calls f(j0, n) for each group [j0, j0 + n) of an n-wide row that lane
+/// `lane` of `lanes` owns, in increasing j0 (n < kRowGroup only for the
+/// row's last group).
+template <typename F>
+__device__ void forOwnedGroups(int64_t d, int64_t lane, int64_t lanes, F f) {
+  for (int64_t j0 = lane * kRowGroup; j0 < d; j0 += lanes * kRowGroup)
+    f(j0, d - j0 < kRowGroup ? d - j0 : kRowGroup);
+}
+/// The groups of this thread's lane in a warp (norm rows).
+template <typename F> __device__ void forWarpGroups(int64_t d, F f) {
+  forOwnedGroups(d, threadIdx.x % kWarp, kWarp, f);
+}
+/// The groups of this thread in its block (cross-entropy rows).
+template <typename F> __device__ void forBlockGroups(int64_t d, F f) {
+  forOwnedGroups(d, threadIdx.x, blockDim.x, f);
+}
+
+template <typename T> __device__ bool packAligned(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+/// Elements [j0, j0 + n) of p as floats (p null: `none` each).
+template <typename S>
+__device__ void loadGroup(const typename S::T *p, int64_t j0, int64_t n,
+                          float *v, float none = 0.0f) {
+  using T = typename S::T;
+  constexpr int kPack = Pack<T>::kCount;
+  if (!p) {
+    for (int i = 0; i < kRowGroup; ++i)
+      v[i] = none;
+  } else if (n == kRowGroup && packAligned(p + j0)) {
+    for (int k = 0; k < kRowGroup / kPack; ++k) {
+      Pack<T> pack = loadPack(p + j0, k);
+      for (int i = 0; i < kPack; ++i)
+        v[k * kPack + i] = S::load(pack.v[i]);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = S::load(p[j0 + i]);
+  }
+}
+
+/// Stores v as elements [j0, j0 + n) of p, rounded to the storage type.
+template <typename S>
+__device__ void storeGroup(typename S::T *p, int64_t j0, int64_t n,
+                           const float *v) {
+  using T = typename S::T;
+  constexpr int kPack = Pack<T>::kCount;
+  if (n == kRowGroup && packAligned(p + j0)) {
+    for (int k = 0; k < kRowGroup / kPack; ++k) {
+      Pack<T> pack;
+      for (int i = 0; i < kPack; ++i)
+        pack.v[i] = S::store(v[k * kPack + i]);
+      storePack(p + j0, k, pack);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      p[j0 + i] = S::store(v[i]);
+  }
+}
+
+/// The max and log(sum(exp(x - max))) of a contiguous n-wide row, in one
+/// read: each thread keeps a running max and its sum relative to it
+/// (rescaled when a group raises the max), the block combines them at the
+/// row's max. The two-pass form read 50k-wide logit rows twice.
+template <typename S>
+__device__ void rowLogSumExp(const typename S::T *x, int64_t n, float &max,
+                             float &logSum) {
+  float m = -INFINITY, v[kRowGroup];
+  double sum = 0.0;
+  forBlockGroups(n, [&](int64_t j0, int64_t k) {
+    loadGroup<S>(x, j0, k, v);
+    float gm = m;
+    for (int64_t i = 0; i < k; ++i)
+      gm = fmaxf(gm, v[i]);
+    if (gm > m) {
+      sum *= exp(static_cast<double>(m) - gm); // 0 while m is -inf
+      m = gm;
+    }
+    for (int64_t i = 0; i < k; ++i)
+      sum += expf(v[i] - m);
+  });
+  max = blockMax(m);
+  // A thread whose elements are all -inf (or that owns none) adds nothing.
+  double rescaled =
+      m == -INFINITY ? 0.0 : sum * exp(static_cast<double>(m) - max);
+  logSum = static_cast<float>(log(blockSum(rescaled)));
+}
+
 template <typename S>
 __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
                                         const void *targets, double *terms,
@@ -143,7 +239,7 @@ __global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
       continue;
     }
     float max, logSum;
-    blockLogSumExp<S>(xr, rows.c, 1, max, logSum);
+    rowLogSumExp<S>(xr, rows.c, max, logSum);
     if (threadIdx.x == 0)
       terms[r] = static_cast<double>(max) + logSum - S::load(xr[t]);
   }
@@ -173,16 +269,20 @@ __global__ void crossEntropyTermsAndGradKernel(
       continue;
     }
     float max, logSum;
-    blockLogSumExp<S>(xr, c, 1, max, logSum);
+    rowLogSumExp<S>(xr, c, max, logSum);
     float target = S::load(xr[t]);
     __syncthreads();
     if (terms && threadIdx.x == 0)
       terms[r] = static_cast<double>(max) + logSum - target;
-#pragma unroll 4
-    FSDPRT_COL_STRIDE(j, c) {
-      float p = expf(S::load(xr[j]) - max - logSum);
-      dr[j] = S::store((j == t ? p - 1.0f : p) * g);
-    }
+    forBlockGroups(c, [&](int64_t j0, int64_t k) {
+      float v[kRowGroup];
+      loadGroup<S>(xr, j0, k, v);
+      for (int64_t i = 0; i < k; ++i) {
+        float p = expf(v[i] - max - logSum);
+        v[i] = (j0 + i == t ? p - 1.0f : p) * g;
+      }
+      storeGroup<S>(dr, j0, k, v);
+    });
   }
 }
 
@@ -195,74 +295,22 @@ __device__ double warpSum(double v) {
 }
 
 // Norm rows (d up to a few thousand) run one warp per row: a block per row
-// spent most of its time in barriers at d = 768. Each lane owns groups of
-// one 16-byte pack (eight bf16 / f16, four f32; group g is lane g % 32's)
-// and moves a group in one load or store where it is whole and aligned:
-// element by element, a lane issued 24 two-byte loads per pass over a
-// 768-wide row, and layer_norm's backward ran 6.4x its bandwidth ceiling
-// on the last H100 lease. A lane sums its elements in increasing order
-// either way, so alignment does not change the bits.
-template <typename S> constexpr int64_t kGroup = Pack<typename S::T>::kCount;
-
-/// Calls f(j0, n) for each group [j0, j0 + n) of a d-wide row this lane
-/// owns, in increasing j0 (n < kGroup only for the row's last group).
-template <typename S, typename F>
-__device__ void forOwnedGroups(int64_t d, F f) {
-  for (int64_t j0 = (threadIdx.x % kWarp) * kGroup<S>; j0 < d;
-       j0 += kWarp * kGroup<S>)
-    f(j0, d - j0 < kGroup<S> ? d - j0 : kGroup<S>);
-}
-
-template <typename T> __device__ bool packAligned(const T *p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-/// Elements [j0, j0 + n) of p as floats (p null: `none` each).
-template <typename S>
-__device__ void loadGroup(const typename S::T *p, int64_t j0, int64_t n,
-                          float *v, float none = 0.0f) {
-  if (!p) {
-    for (int i = 0; i < kGroup<S>; ++i)
-      v[i] = none;
-  } else if (n == kGroup<S> && packAligned(p + j0)) {
-    Pack<typename S::T> pack = loadPack(p + j0, 0);
-    for (int i = 0; i < kGroup<S>; ++i)
-      v[i] = S::load(pack.v[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      v[i] = S::load(p[j0 + i]);
-  }
-}
-
-/// Stores v as elements [j0, j0 + n) of p, rounded to the storage type.
-template <typename S>
-__device__ void storeGroup(typename S::T *p, int64_t j0, int64_t n,
-                           const float *v) {
-  if (n == kGroup<S> && packAligned(p + j0)) {
-    Pack<typename S::T> pack;
-    for (int i = 0; i < kGroup<S>; ++i)
-      pack.v[i] = S::store(v[i]);
-    storePack(p + j0, 0, pack);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      p[j0 + i] = S::store(v[i]);
-  }
-}
+// spent most of its time in barriers at d = 768.
 
 /// The row's mean and 1/sqrt(biased variance + eps), two passes as the CPU.
 template <typename S>
 __device__ void blockMeanRstd(const typename S::T *x, int64_t d, float eps,
                               float &mean, float &rstd) {
-  float v[kGroup<S>];
+  float v[kRowGroup];
   double sum = 0.0;
-  forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+  forWarpGroups(d, [&](int64_t j0, int64_t n) {
     loadGroup<S>(x, j0, n, v);
     for (int64_t i = 0; i < n; ++i)
       sum += v[i];
   });
   double mu = warpSum(sum) / static_cast<double>(d);
   double sq = 0.0;
-  forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+  forWarpGroups(d, [&](int64_t j0, int64_t n) {
     loadGroup<S>(x, j0, n, v);
     for (int64_t i = 0; i < n; ++i) {
       double c = v[i] - mu;
@@ -276,9 +324,9 @@ __device__ void blockMeanRstd(const typename S::T *x, int64_t d, float eps,
 
 template <typename S>
 __device__ float blockRmsRstd(const typename S::T *x, int64_t d, float eps) {
-  float v[kGroup<S>];
+  float v[kRowGroup];
   double sq = 0.0;
-  forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+  forWarpGroups(d, [&](int64_t j0, int64_t n) {
     loadGroup<S>(x, j0, n, v);
     for (int64_t i = 0; i < n; ++i)
       sq += static_cast<double>(v[i]) * v[i];
@@ -296,8 +344,8 @@ __global__ void layerNormRowsKernel(const typename S::T *x,
     const typename S::T *xr = x + r * d;
     float mean, rstd;
     blockMeanRstd<S>(xr, d, eps, mean, rstd);
-    forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
-      float v[kGroup<S>], wv[kGroup<S>], bv[kGroup<S>];
+    forWarpGroups(d, [&](int64_t j0, int64_t n) {
+      float v[kRowGroup], wv[kRowGroup], bv[kRowGroup];
       loadGroup<S>(xr, j0, n, v);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       loadGroup<S>(b, j0, n, bv, 0.0f);
@@ -324,7 +372,7 @@ __global__ void layerNormRowsBackwardKernel(
     }
     if (!dx)
       continue;
-    float xv[kGroup<S>], gv[kGroup<S>], wv[kGroup<S>];
+    float xv[kRowGroup], gv[kRowGroup], wv[kRowGroup];
     // g and xhat of a group (xv becomes xhat, gv g).
     auto group = [&](int64_t j0, int64_t n) {
       loadGroup<S>(xr, j0, n, xv);
@@ -336,7 +384,7 @@ __global__ void layerNormRowsBackwardKernel(
       }
     };
     double sg = 0.0, sgx = 0.0;
-    forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+    forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
       for (int64_t i = 0; i < n; ++i) {
         sg += gv[i];
@@ -345,7 +393,7 @@ __global__ void layerNormRowsBackwardKernel(
     });
     float mg = static_cast<float>(warpSum(sg) / d);
     float mgx = static_cast<float>(warpSum(sgx) / d);
-    forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+    forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
       for (int64_t i = 0; i < n; ++i)
         gv[i] = rs * (gv[i] - mg - xv[i] * mgx);
@@ -361,8 +409,8 @@ __global__ void rmsNormRowsKernel(const typename S::T *x,
   FSDPRT_WARP_ROW_STRIDE(r, rows) {
     const typename S::T *xr = x + r * d;
     float rstd = blockRmsRstd<S>(xr, d, eps);
-    forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
-      float v[kGroup<S>], wv[kGroup<S>];
+    forWarpGroups(d, [&](int64_t j0, int64_t n) {
+      float v[kRowGroup], wv[kRowGroup];
       loadGroup<S>(xr, j0, n, v);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       for (int64_t i = 0; i < n; ++i)
@@ -386,7 +434,7 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
       rstd[r] = rs;
     if (!dx)
       continue;
-    float xv[kGroup<S>], gv[kGroup<S>], wv[kGroup<S>];
+    float xv[kRowGroup], gv[kRowGroup], wv[kRowGroup];
     auto group = [&](int64_t j0, int64_t n) {
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
@@ -395,13 +443,13 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
         gv[i] *= wv[i];
     };
     double sgx = 0.0;
-    forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+    forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
       for (int64_t i = 0; i < n; ++i)
         sgx += static_cast<double>(gv[i]) * xv[i];
     });
     float c = static_cast<float>(warpSum(sgx) / d) * rs * rs * rs;
-    forOwnedGroups<S>(d, [&](int64_t j0, int64_t n) {
+    forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
       for (int64_t i = 0; i < n; ++i)
         gv[i] = rs * gv[i] - xv[i] * c;

@@ -55,6 +55,43 @@ TEST_P(LossConformance, CrossEntropySumCustomIgnoreIndex) {
   checkCrossEntropy(GetParam(), FSDPRT_LOSS_SUM, 3);
 }
 
+// Wide rows whose maximum keeps rising along the row (the CUDA kernel's
+// one-read log-sum-exp rescales its running sum each time), falls, or
+// spans a wide range: loss and gradient against float64 softmax.
+TEST_P(LossConformance, CrossEntropyWideRowsWithRisingMaxima) {
+  Device dev(GetParam());
+  const int64_t n = 3, c = 3000;
+  std::vector<int64_t> targets{c - 1, 0, 1234};
+  auto logits = randomVector(n * c, 168, 0.1f, 30.0f);
+  for (int64_t j = 0; j < c; ++j) {
+    logits[j] = 0.05f * j;
+    logits[c + j] = 20.0f - 0.05f * j;
+  }
+  const float dloss = 0.75f;
+  std::vector<double> wantLoss{0.0}, wantGrad(n * c);
+  for (int64_t r = 0; r < n; ++r) {
+    const float *x = logits.data() + r * c;
+    double max = *std::max_element(x, x + c), sum = 0.0;
+    for (int64_t j = 0; j < c; ++j)
+      sum += std::exp(x[j] - max);
+    wantLoss[0] += (max + std::log(sum) - x[targets[r]]) / n;
+    for (int64_t j = 0; j < c; ++j)
+      wantGrad[r * c + j] =
+          (std::exp(x[j] - max) / sum - (j == targets[r])) * dloss / n;
+  }
+  int64_t bl = dev.upload(logits), bt = dev.upload(targets),
+          bloss = dev.alloc(4), bdl = dev.upload(std::vector<float>{dloss}),
+          bd = dev.alloc(n * c * 4);
+  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
+                                     FSDPRT_I64, bl, 0, bt, 0, bloss, 0, n, c,
+                                     c, FSDPRT_LOSS_MEAN, -100));
+  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
+                                      FSDPRT_I64, bl, 0, bt, 0, bdl, 0, bd, 0,
+                                      n, c, c, FSDPRT_LOSS_MEAN, -100));
+  expectClose(dev.download(bloss, 1), wantLoss, "loss");
+  expectClose(dev.download(bd, n * c), wantGrad, "dlogits");
+}
+
 TEST_P(LossConformance, CrossEntropyBadTargetFailsAtSynchronize) {
   Device dev(GetParam());
   std::vector<int32_t> targets{0, 4};
