@@ -11,6 +11,20 @@ namespace {
 
 class LossConformance : public ::testing::TestWithParam<std::string> {};
 
+/// The loss and the logits' gradient of n rows of c classes (two calls).
+void crossEntropyCalls(Device &dev, int32_t dtype, int64_t logits,
+                       int64_t targets, int64_t dloss, int64_t loss,
+                       int64_t dlogits, int64_t n, int64_t c,
+                       int32_t reduction = FSDPRT_LOSS_MEAN,
+                       int64_t ignoreIndex = -100) {
+  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
+                                     logits, 0, targets, 0, loss, 0, n, c, c,
+                                     reduction, ignoreIndex));
+  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, dtype, FSDPRT_I64,
+                                      logits, 0, targets, 0, dloss, 0, dlogits,
+                                      0, n, c, c, reduction, ignoreIndex));
+}
+
 void checkCrossEntropy(const std::string &backend, int32_t reduction,
                        int64_t ignoreIndex) {
   Device dev(backend);
@@ -37,12 +51,8 @@ void checkCrossEntropy(const std::string &backend, int32_t reduction,
   int64_t bl = dev.upload(logits), bt = dev.upload(targets),
           bloss = dev.alloc(4), bdl = dev.upload(std::vector<float>{dloss}),
           bd = dev.alloc(n * c * 4);
-  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                     FSDPRT_I64, bl, 0, bt, 0, bloss, 0, n, c,
-                                     c, reduction, ignoreIndex));
-  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
-                                      FSDPRT_I64, bl, 0, bt, 0, bdl, 0, bd, 0,
-                                      n, c, c, reduction, ignoreIndex));
+  crossEntropyCalls(dev, FSDPRT_F32, bl, bt, bdl, bloss, bd, n, c, reduction,
+                    ignoreIndex);
   Inputs in{toDouble(logits)};
   expectClose(dev.download(bloss, 1), ref(in), "loss");
   expectGradients(ref, in, {dloss}, {dev.download(bd, n * c)}, {"dlogits"});
@@ -82,12 +92,7 @@ TEST_P(LossConformance, CrossEntropyWideRowsWithRisingMaxima) {
   int64_t bl = dev.upload(logits), bt = dev.upload(targets),
           bloss = dev.alloc(4), bdl = dev.upload(std::vector<float>{dloss}),
           bd = dev.alloc(n * c * 4);
-  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                     FSDPRT_I64, bl, 0, bt, 0, bloss, 0, n, c,
-                                     c, FSDPRT_LOSS_MEAN, -100));
-  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
-                                      FSDPRT_I64, bl, 0, bt, 0, bdl, 0, bd, 0,
-                                      n, c, c, FSDPRT_LOSS_MEAN, -100));
+  crossEntropyCalls(dev, FSDPRT_F32, bl, bt, bdl, bloss, bd, n, c);
   expectClose(dev.download(bloss, 1), wantLoss, "loss");
   expectClose(dev.download(bd, n * c), wantGrad, "dlogits");
 }
@@ -127,18 +132,8 @@ TEST_P(LossConformance, CrossEntropyBf16IsTheF32ResultRoundedOnce) {
   int64_t loss32 = dev.alloc(4), loss16 = dev.alloc(2),
           d32 = dev.alloc(n * c * 4), d16 = dev.alloc(n * c * 2),
           want16 = dev.alloc(n * c * 2), wantLoss16 = dev.alloc(2);
-  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                     FSDPRT_I64, bw, 0, bt, 0, loss32, 0, n, c,
-                                     c, FSDPRT_LOSS_MEAN, -100));
-  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_F32,
-                                      FSDPRT_I64, bw, 0, bt, 0, dl32, 0, d32, 0,
-                                      n, c, c, FSDPRT_LOSS_MEAN, -100));
-  RT_OK(fsdprt_cross_entropy_forward(dev.ctx, dev.stream, FSDPRT_BF16,
-                                     FSDPRT_I64, bh, 0, bt, 0, loss16, 0, n, c,
-                                     c, FSDPRT_LOSS_MEAN, -100));
-  RT_OK(fsdprt_cross_entropy_backward(dev.ctx, dev.stream, FSDPRT_BF16,
-                                      FSDPRT_I64, bh, 0, bt, 0, dl16, 0, d16, 0,
-                                      n, c, c, FSDPRT_LOSS_MEAN, -100));
+  crossEntropyCalls(dev, FSDPRT_F32, bw, bt, dl32, loss32, d32, n, c);
+  crossEntropyCalls(dev, FSDPRT_BF16, bh, bt, dl16, loss16, d16, n, c);
   RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, d32, 0, FSDPRT_BF16,
                     want16, 0, n * c));
   RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, loss32, 0, FSDPRT_BF16,
