@@ -116,26 +116,19 @@ const void *at(const void *p, int64_t elems, DType dt) {
   return p ? static_cast<const char *>(p) + elems * dtypeSize(dt) : nullptr;
 }
 
-/// What a backend call runs on.
-struct Exec {
-  cudaStream_t s;
-  cublasHandle_t blas;
-  LtMatmul *lt;
-  void *pinned;
-  double padGemmFlops; // gemm(): see padGemmFlops()
-  bool tf32;           // f32 GEMMs may round their inputs to TF32
+/// A worker thread's cuBLAS handle, its GEMM workspace (shared with
+/// cuBLASLt) and cuBLASLt's cache, made at the thread's first GEMM: only
+/// the threads that run GEMMs (the compute stream's) hold a workspace,
+/// where every worker thread (the collectives' too) held 32 MiB.
+struct GemmHandles {
+  cublasHandle_t blas = nullptr;
+  void *workspace = nullptr;
+  std::unique_ptr<LtMatmul> lt;
 };
-
-cublasComputeType_t computeType(const Exec &e, DType dt) {
-  return dt == DType::F32 && e.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                    : CUBLAS_COMPUTE_32F;
-}
 
 struct ThreadState {
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  void *gemmWorkspace = nullptr;
-  std::unique_ptr<LtMatmul> lt;
+  GemmHandles gemm;
   void *pinned = nullptr;
   IndexVerdict *verdicts = nullptr;  // kVerdictSlots, pinned host memory
   std::vector<PendingCheck> pending; // pending[i]'s verdict is verdicts[i]
@@ -146,6 +139,43 @@ struct ThreadState {
   std::unique_ptr<FusedAttention> fused; // null: cuDNN could not be loaded
 #endif
 };
+
+/// What a backend call runs on.
+struct Exec {
+  cudaStream_t s;
+  ThreadState *st;
+  void *pinned;
+  double padGemmFlops; // gemm(): see padGemmFlops()
+  bool tf32;           // f32 GEMMs may round their inputs to TF32
+
+  cublasHandle_t blas() const { return gemm().blas; }
+  LtMatmul *lt() const { return gemm().lt.get(); }
+
+private:
+  GemmHandles &gemm() const {
+    GemmHandles &g = st->gemm;
+    if (g.blas)
+      return g;
+    // Made outside step graphs: a step runs eagerly before it is captured.
+    if (st->capturing)
+      fail(Status::Unsupported, "cuda backend: a worker stream's first GEMM "
+                                "inside a step being captured");
+    checkCublas(cublasCreate(&g.blas), "cublasCreate");
+    checkCublas(cublasSetStream(g.blas, s), "cublasSetStream");
+    // From the pool, so that the device high-water mark counts it.
+    checkCuda(cudaMallocAsync(&g.workspace, kGemmWorkspaceBytes, s),
+              "cudaMallocAsync (GEMM workspace)");
+    checkCublas(cublasSetWorkspace(g.blas, g.workspace, kGemmWorkspaceBytes),
+                "cublasSetWorkspace");
+    g.lt = std::make_unique<LtMatmul>(s, g.workspace, kGemmWorkspaceBytes);
+    return g;
+  }
+};
+
+cublasComputeType_t computeType(const Exec &e, DType dt) {
+  return dt == DType::F32 && e.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
+}
 
 /// Whether a leading dimension of `ld` elements of `t` breaks the 16-byte
 /// alignment cuBLAS's fastest (TMA) kernels need.
@@ -239,14 +269,14 @@ void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
   int ildb = blasInt(std::max<int64_t>(ldb, 1), "ldb");
   int ildc = blasInt(std::max<int64_t>(ldc, 1), "ldc");
   if (batch == 1) {
-    checkCublas(cublasGemmEx(e.blas, opB, opA, in, im, ik, &alpha, b, t, ildb,
+    checkCublas(cublasGemmEx(e.blas(), opB, opA, in, im, ik, &alpha, b, t, ildb,
                              a, t, ilda, &beta, c, cudaType(ct), ildc,
                              computeType(e, dt), CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
     return;
   }
   checkCublas(cublasGemmStridedBatchedEx(
-                  e.blas, opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a,
+                  e.blas(), opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a,
                   t, ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
                   blasInt(batch, "batch"), computeType(e, dt),
                   CUBLAS_GEMM_DEFAULT),
@@ -374,11 +404,11 @@ public:
 #ifdef FSDPRT_HAVE_CUDNN
       st.fused.reset();
 #endif
-      st.lt.reset();
-      if (st.blas)
-        cublasDestroy(st.blas);
-      if (st.gemmWorkspace)
-        cudaFreeAsync(st.gemmWorkspace, st.stream);
+      st.gemm.lt.reset();
+      if (st.gemm.blas)
+        cublasDestroy(st.gemm.blas);
+      if (st.gemm.workspace)
+        cudaFreeAsync(st.gemm.workspace, st.stream);
       if (st.stream)
         cudaStreamDestroy(st.stream);
       if (st.pinned)
@@ -560,7 +590,7 @@ public:
       // y = round(x w^T + b) once: cuBLASLt's bias epilogue (y^T = w x^T
       // column-major), else bias rows and beta = 1.
       if (b && !padsGemm(e, dt, dt, m, n, k, k, k, n) &&
-          e.lt->run({LtGemm::Epilogue::Bias, cudaType(dt), cudaType(dt),
+          e.lt()->run({LtGemm::Epilogue::Bias, cudaType(dt), cudaType(dt),
                      computeType(e, dt), true, false, n, m, k, w, k, x, k, y,
                      n, const_cast<void *>(b)}))
         return;
@@ -580,7 +610,7 @@ public:
       // dw[n,k] = dy^T x (dw^T = x^T dy column-major), with db = the column
       // sums of dy in cuBLASLt's bias-gradient epilogue where it can.
       bool dbDone = dw && db && !padsGemm(e, dt, dt, n, k, m, n, k, k) &&
-                    e.lt->run({LtGemm::Epilogue::BiasGradientB, cudaType(dt),
+                    e.lt()->run({LtGemm::Epilogue::BiasGradientB, cudaType(dt),
                                cudaType(dt), computeType(e, dt), false, true,
                                k, n, m, x, k, dy, n, dw, k, db});
       if (dw && !dbDone)
@@ -1244,9 +1274,10 @@ private:
     }
   }
 
-  /// The calling thread's CUDA stream, cuBLAS handle and pinned buffer,
-  /// created on first use. Entries are never erased while the backend
-  /// lives (std::map references stay valid).
+  /// The calling thread's CUDA stream, pinned buffer and index verdicts,
+  /// created on first use (its GEMM handles at its first GEMM, Exec).
+  /// Entries are never erased while the backend lives (std::map
+  /// references stay valid).
   ThreadState &state() {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     std::lock_guard<std::mutex> lock(mutex_);
@@ -1254,17 +1285,6 @@ private:
     if (!st.stream) {
       checkCuda(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking),
                 "cudaStreamCreateWithFlags");
-      checkCublas(cublasCreate(&st.blas), "cublasCreate");
-      checkCublas(cublasSetStream(st.blas, st.stream), "cublasSetStream");
-      // From the pool, so that the device high-water mark counts it.
-      checkCuda(
-          cudaMallocAsync(&st.gemmWorkspace, kGemmWorkspaceBytes, st.stream),
-          "cudaMallocAsync (GEMM workspace)");
-      checkCublas(cublasSetWorkspace(st.blas, st.gemmWorkspace,
-                                     kGemmWorkspaceBytes),
-                  "cublasSetWorkspace");
-      st.lt = std::make_unique<LtMatmul>(st.stream, st.gemmWorkspace,
-                                         kGemmWorkspaceBytes);
       checkCuda(cudaMallocHost(&st.pinned, kPinnedBytes),
                 "cudaMallocHost (pinned staging)");
       checkCuda(cudaMallocHost(reinterpret_cast<void **>(&st.verdicts),
@@ -1277,7 +1297,7 @@ private:
   /// Queues `body`'s device work on the calling thread's stream.
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
-    Exec e{st.stream, st.blas, st.lt.get(), st.pinned, padGemmFlops_, tf32_};
+    Exec e{st.stream, &st, st.pinned, padGemmFlops_, tf32_};
     body(e);
     finishCall();
   }

@@ -309,6 +309,44 @@ TEST_P(LayoutConformance, DeviceHighWaterCountsArenaAndScratch) {
   EXPECT_LT(high, held + n * 4 + (int64_t(1) << 20));
 }
 
+// A GEMM workspace is held by the streams that run GEMMs only: a stream
+// that copies and fills (a collective's) adds nothing to the device's
+// high-water mark; the first GEMM of a stream adds its workspace (an f32
+// linear needs no scratch of its own), the next GEMMs nothing.
+TEST_P(LayoutConformance, OnlyStreamsRunningGemmsHoldAGemmWorkspace) {
+  Device dev(GetParam());
+  const int64_t m = 4, k = 8, n = 8;
+  int64_t other = 0;
+  RT_OK(fsdprt_stream_create(dev.ctx, &other));
+  int64_t bx = dev.upload(randomVector(m * k, 41)),
+          bw = dev.upload(randomVector(n * k, 42)), by = dev.alloc(m * n * 4);
+  auto highAfter = [&](int64_t stream, auto call) -> int64_t {
+    RT_EXPECT_OK(call(stream));
+    RT_EXPECT_OK(fsdprt_stream_synchronize(dev.ctx, stream));
+    int64_t high = 0;
+    RT_EXPECT_OK(fsdprt_device_high_water(dev.ctx, &high));
+    return high;
+  };
+  auto fill = [&](int64_t s) {
+    return fsdprt_fill(dev.ctx, s, FSDPRT_F32, by, 0, m * n, 1.0);
+  };
+  auto linear = [&](int64_t s) {
+    return fsdprt_linear_forward(dev.ctx, s, FSDPRT_F32, bx, 0, bw, 0, 0, 0,
+                                 by, 0, m, k, n);
+  };
+  int64_t filled = highAfter(dev.stream, fill);
+  int64_t gemm = highAfter(dev.stream, linear);
+  if (GetParam() == "cpu") {
+    EXPECT_EQ(gemm, -1);
+    return;
+  }
+  EXPECT_GT(gemm, filled) << "the default stream's first GEMM";
+  EXPECT_EQ(highAfter(dev.stream, linear), gemm) << "a second GEMM";
+  EXPECT_EQ(highAfter(other, fill), gemm) << "a stream that only fills";
+  EXPECT_GT(highAfter(other, linear), gemm) << "its first GEMM";
+  RT_OK(fsdprt_stream_destroy(dev.ctx, other));
+}
+
 TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
   Device dev(GetParam());
   // Values exactly representable in bf16 and f16 survive a round trip.
