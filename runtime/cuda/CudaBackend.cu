@@ -276,8 +276,8 @@ void gemm(const Exec &e, DType dt, bool transA, bool transB, int64_t m,
     return;
   }
   checkCublas(cublasGemmStridedBatchedEx(
-                  e.blas(), opB, opA, in, im, ik, &alpha, b, t, ildb, strideB, a,
-                  t, ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
+                  e.blas(), opB, opA, in, im, ik, &alpha, b, t, ildb, strideB,
+                  a, t, ilda, strideA, &beta, c, cudaType(ct), ildc, strideC,
                   blasInt(batch, "batch"), computeType(e, dt),
                   CUBLAS_GEMM_DEFAULT),
               "cublasGemmStridedBatchedEx");
