@@ -154,20 +154,35 @@ struct Exec {
 private:
   GemmHandles &gemm() const {
     GemmHandles &g = st->gemm;
-    if (g.blas)
+    if (g.lt) // the last one made: all or nothing
       return g;
-    // Made outside step graphs: a step runs eagerly before it is captured.
-    if (st->capturing)
+    // Made outside step graphs: a step runs eagerly before it is captured
+    // (a stream can also join a capture through an event wait).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    checkCuda(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing");
+    if (st->capturing || capture != cudaStreamCaptureStatusNone)
       fail(Status::Unsupported, "cuda backend: a worker stream's first GEMM "
                                 "inside a step being captured");
-    checkCublas(cublasCreate(&g.blas), "cublasCreate");
-    checkCublas(cublasSetStream(g.blas, s), "cublasSetStream");
-    // From the pool, so that the device high-water mark counts it.
-    checkCuda(cudaMallocAsync(&g.workspace, kGemmWorkspaceBytes, s),
-              "cudaMallocAsync (GEMM workspace)");
-    checkCublas(cublasSetWorkspace(g.blas, g.workspace, kGemmWorkspaceBytes),
-                "cublasSetWorkspace");
-    g.lt = std::make_unique<LtMatmul>(s, g.workspace, kGemmWorkspaceBytes);
+    GemmHandles made;
+    try {
+      checkCublas(cublasCreate(&made.blas), "cublasCreate");
+      checkCublas(cublasSetStream(made.blas, s), "cublasSetStream");
+      // From the pool, so that the device high-water mark counts it.
+      checkCuda(cudaMallocAsync(&made.workspace, kGemmWorkspaceBytes, s),
+                "cudaMallocAsync (GEMM workspace)");
+      checkCublas(
+          cublasSetWorkspace(made.blas, made.workspace, kGemmWorkspaceBytes),
+          "cublasSetWorkspace");
+      made.lt = std::make_unique<LtMatmul>(s, made.workspace,
+                                           kGemmWorkspaceBytes);
+    } catch (...) {
+      if (made.blas)
+        cublasDestroy(made.blas);
+      if (made.workspace)
+        cudaFreeAsync(made.workspace, s);
+      throw;
+    }
+    g = std::move(made);
     return g;
   }
 };

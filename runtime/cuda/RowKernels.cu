@@ -133,7 +133,13 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
 // elements in increasing order whatever the alignment, and the ownership
 // is the same for every storage type: alignment does not change the bits,
 // and a 16-bit row computes what its f32 widening does.
-constexpr int64_t kRowGroup = 8;
+constexpr int kRowGroup = 8;
+
+/// for i in [0, n) over a group's elements (n <= kRowGroup), unrolled to
+/// kRowGroup with the bound as a predicate: a loop to a run-time bound
+/// would keep the group's arrays in local memory instead of registers.
+#define FSDPRT_GROUP_FOR(i, n)                                                 \
+  _Pragma("unroll") for (int i = 0; i < kRowGroup; ++i) if (i < (n))
 
 /// Calls f(j0, n) for each group [j0, j0 + n) of an n-wide row that lane
 /// `lane` of `lanes` owns, in increasing j0 (n < kRowGroup only for the
@@ -163,16 +169,19 @@ __device__ void loadGroup(const typename S::T *p, int64_t j0, int64_t n,
   using T = typename S::T;
   constexpr int kPack = Pack<T>::kCount;
   if (!p) {
+#pragma unroll
     for (int i = 0; i < kRowGroup; ++i)
       v[i] = none;
   } else if (n == kRowGroup && packAligned(p + j0)) {
+#pragma unroll
     for (int k = 0; k < kRowGroup / kPack; ++k) {
       Pack<T> pack = loadPack(p + j0, k);
+#pragma unroll
       for (int i = 0; i < kPack; ++i)
         v[k * kPack + i] = S::load(pack.v[i]);
     }
   } else {
-    for (int64_t i = 0; i < n; ++i)
+    FSDPRT_GROUP_FOR(i, n)
       v[i] = S::load(p[j0 + i]);
   }
 }
@@ -184,14 +193,16 @@ __device__ void storeGroup(typename S::T *p, int64_t j0, int64_t n,
   using T = typename S::T;
   constexpr int kPack = Pack<T>::kCount;
   if (n == kRowGroup && packAligned(p + j0)) {
+#pragma unroll
     for (int k = 0; k < kRowGroup / kPack; ++k) {
       Pack<T> pack;
+#pragma unroll
       for (int i = 0; i < kPack; ++i)
         pack.v[i] = S::store(v[k * kPack + i]);
       storePack(p + j0, k, pack);
     }
   } else {
-    for (int64_t i = 0; i < n; ++i)
+    FSDPRT_GROUP_FOR(i, n)
       p[j0 + i] = S::store(v[i]);
   }
 }
@@ -208,19 +219,25 @@ __device__ void rowLogSumExp(const typename S::T *x, int64_t n, float &max,
   forBlockGroups(n, [&](int64_t j0, int64_t k) {
     loadGroup<S>(x, j0, k, v);
     float gm = m;
-    for (int64_t i = 0; i < k; ++i)
-      gm = fmaxf(gm, v[i]);
+    FSDPRT_GROUP_FOR(i, k) { gm = fmaxf(gm, v[i]); }
     if (gm > m) {
       sum *= exp(static_cast<double>(m) - gm); // 0 while m is -inf
       m = gm;
     }
-    for (int64_t i = 0; i < k; ++i)
-      sum += expf(v[i] - m);
+    if (m == -INFINITY) { // -inf adds exp(-inf) = 0; NaN (fmaxf skips it)
+      FSDPRT_GROUP_FOR(i, k) {
+        if (v[i] != v[i])
+          sum = NAN;
+      }
+      return;
+    }
+    FSDPRT_GROUP_FOR(i, k) { sum += expf(v[i] - m); }
   });
   max = blockMax(m);
-  // A thread whose elements are all -inf (or that owns none) adds nothing.
+  // A thread that saw only -inf (or nothing) adds 0, one that saw a NaN
+  // NaN, as the two-pass sum does.
   double rescaled =
-      m == -INFINITY ? 0.0 : sum * exp(static_cast<double>(m) - max);
+      m == -INFINITY ? sum : sum * exp(static_cast<double>(m) - max);
   logSum = static_cast<float>(log(blockSum(rescaled)));
 }
 
@@ -277,7 +294,7 @@ __global__ void crossEntropyTermsAndGradKernel(
     forBlockGroups(c, [&](int64_t j0, int64_t k) {
       float v[kRowGroup];
       loadGroup<S>(xr, j0, k, v);
-      for (int64_t i = 0; i < k; ++i) {
+      FSDPRT_GROUP_FOR(i, k) {
         float p = expf(v[i] - max - logSum);
         v[i] = (j0 + i == t ? p - 1.0f : p) * g;
       }
@@ -305,14 +322,14 @@ __device__ void blockMeanRstd(const typename S::T *x, int64_t d, float eps,
   double sum = 0.0;
   forWarpGroups(d, [&](int64_t j0, int64_t n) {
     loadGroup<S>(x, j0, n, v);
-    for (int64_t i = 0; i < n; ++i)
+    FSDPRT_GROUP_FOR(i, n)
       sum += v[i];
   });
   double mu = warpSum(sum) / static_cast<double>(d);
   double sq = 0.0;
   forWarpGroups(d, [&](int64_t j0, int64_t n) {
     loadGroup<S>(x, j0, n, v);
-    for (int64_t i = 0; i < n; ++i) {
+    FSDPRT_GROUP_FOR(i, n) {
       double c = v[i] - mu;
       sq += c * c;
     }
@@ -328,7 +345,7 @@ __device__ float blockRmsRstd(const typename S::T *x, int64_t d, float eps) {
   double sq = 0.0;
   forWarpGroups(d, [&](int64_t j0, int64_t n) {
     loadGroup<S>(x, j0, n, v);
-    for (int64_t i = 0; i < n; ++i)
+    FSDPRT_GROUP_FOR(i, n)
       sq += static_cast<double>(v[i]) * v[i];
   });
   return static_cast<float>(
@@ -349,7 +366,7 @@ __global__ void layerNormRowsKernel(const typename S::T *x,
       loadGroup<S>(xr, j0, n, v);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       loadGroup<S>(b, j0, n, bv, 0.0f);
-      for (int64_t i = 0; i < n; ++i)
+      FSDPRT_GROUP_FOR(i, n)
         v[i] = (v[i] - mean) * rstd * wv[i] + bv[i];
       storeGroup<S>(y + r * d, j0, n, v);
     });
@@ -378,7 +395,7 @@ __global__ void layerNormRowsBackwardKernel(
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
       loadGroup<S>(w, j0, n, wv, 1.0f);
-      for (int64_t i = 0; i < n; ++i) {
+      FSDPRT_GROUP_FOR(i, n) {
         gv[i] *= wv[i];
         xv[i] = (xv[i] - mu) * rs;
       }
@@ -386,7 +403,7 @@ __global__ void layerNormRowsBackwardKernel(
     double sg = 0.0, sgx = 0.0;
     forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
-      for (int64_t i = 0; i < n; ++i) {
+      FSDPRT_GROUP_FOR(i, n) {
         sg += gv[i];
         sgx += static_cast<double>(gv[i]) * xv[i];
       }
@@ -395,7 +412,7 @@ __global__ void layerNormRowsBackwardKernel(
     float mgx = static_cast<float>(warpSum(sgx) / d);
     forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
-      for (int64_t i = 0; i < n; ++i)
+      FSDPRT_GROUP_FOR(i, n)
         gv[i] = rs * (gv[i] - mg - xv[i] * mgx);
       storeGroup<S>(dx + r * d, j0, n, gv);
     });
@@ -413,7 +430,7 @@ __global__ void rmsNormRowsKernel(const typename S::T *x,
       float v[kRowGroup], wv[kRowGroup];
       loadGroup<S>(xr, j0, n, v);
       loadGroup<S>(w, j0, n, wv, 1.0f);
-      for (int64_t i = 0; i < n; ++i)
+      FSDPRT_GROUP_FOR(i, n)
         v[i] = v[i] * rstd * wv[i];
       storeGroup<S>(y + r * d, j0, n, v);
     });
@@ -439,19 +456,19 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
       loadGroup<S>(w, j0, n, wv, 1.0f);
-      for (int64_t i = 0; i < n; ++i)
+      FSDPRT_GROUP_FOR(i, n)
         gv[i] *= wv[i];
     };
     double sgx = 0.0;
     forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
-      for (int64_t i = 0; i < n; ++i)
+      FSDPRT_GROUP_FOR(i, n)
         sgx += static_cast<double>(gv[i]) * xv[i];
     });
     float c = static_cast<float>(warpSum(sgx) / d) * rs * rs * rs;
     forWarpGroups(d, [&](int64_t j0, int64_t n) {
       group(j0, n);
-      for (int64_t i = 0; i < n; ++i)
+      FSDPRT_GROUP_FOR(i, n)
         gv[i] = rs * gv[i] - xv[i] * c;
       storeGroup<S>(dx + r * d, j0, n, gv);
     });

@@ -25,6 +25,31 @@ void crossEntropyCalls(Device &dev, int32_t dtype, int64_t logits,
                                       0, n, c, c, reduction, ignoreIndex));
 }
 
+/// The mean cross-entropy of f32 rows of c classes (no ignored targets)
+/// and its gradient against float64 softmax, computed directly.
+void checkMeanCrossEntropy(Device &dev, const std::vector<float> &logits,
+                           const std::vector<int64_t> &targets, float dloss,
+                           int64_t c) {
+  const int64_t n = targets.size();
+  std::vector<double> wantLoss{0.0}, wantGrad(n * c);
+  for (int64_t r = 0; r < n; ++r) {
+    const float *x = logits.data() + r * c;
+    double max = *std::max_element(x, x + c), sum = 0.0;
+    for (int64_t j = 0; j < c; ++j)
+      sum += std::exp(x[j] - max);
+    wantLoss[0] += (max + std::log(sum) - x[targets[r]]) / n;
+    for (int64_t j = 0; j < c; ++j)
+      wantGrad[r * c + j] =
+          (std::exp(x[j] - max) / sum - (j == targets[r])) * dloss / n;
+  }
+  int64_t bl = dev.upload(logits), bt = dev.upload(targets),
+          bloss = dev.alloc(4), bdl = dev.upload(std::vector<float>{dloss}),
+          bd = dev.alloc(n * c * 4);
+  crossEntropyCalls(dev, FSDPRT_F32, bl, bt, bdl, bloss, bd, n, c);
+  expectClose(dev.download(bloss, 1), wantLoss, "loss");
+  expectClose(dev.download(bd, n * c), wantGrad, "dlogits");
+}
+
 void checkCrossEntropy(const std::string &backend, int32_t reduction,
                        int64_t ignoreIndex) {
   Device dev(backend);
@@ -78,23 +103,23 @@ TEST_P(LossConformance, CrossEntropyWideRowsWithRisingMaxima) {
     logits[c + j] = 20.0f - 0.05f * j;
   }
   const float dloss = 0.75f;
-  std::vector<double> wantLoss{0.0}, wantGrad(n * c);
-  for (int64_t r = 0; r < n; ++r) {
-    const float *x = logits.data() + r * c;
-    double max = *std::max_element(x, x + c), sum = 0.0;
-    for (int64_t j = 0; j < c; ++j)
-      sum += std::exp(x[j] - max);
-    wantLoss[0] += (max + std::log(sum) - x[targets[r]]) / n;
-    for (int64_t j = 0; j < c; ++j)
-      wantGrad[r * c + j] =
-          (std::exp(x[j] - max) / sum - (j == targets[r])) * dloss / n;
-  }
-  int64_t bl = dev.upload(logits), bt = dev.upload(targets),
-          bloss = dev.alloc(4), bdl = dev.upload(std::vector<float>{dloss}),
-          bd = dev.alloc(n * c * 4);
-  crossEntropyCalls(dev, FSDPRT_F32, bl, bt, bdl, bloss, bd, n, c);
-  expectClose(dev.download(bloss, 1), wantLoss, "loss");
-  expectClose(dev.download(bd, n * c), wantGrad, "dlogits");
+  checkMeanCrossEntropy(dev, logits, targets, dloss, c);
+}
+
+// Masked logits (-inf, e.g. classes a sampler must never produce) weigh
+// nothing: rows starting with a run of -inf, and one with -inf scattered,
+// give the float64 softmax's loss and gradient (0 at the masked ones).
+TEST_P(LossConformance, CrossEntropyMaskedLogitsWeighNothing) {
+  Device dev(GetParam());
+  const int64_t n = 3, c = 2500;
+  std::vector<int64_t> targets{40, 2499, 7};
+  auto logits = randomVector(n * c, 169, 0.1f, 3.0f);
+  for (int64_t j = 0; j < 24; ++j)
+    logits[j] = logits[c + j] = -INFINITY;
+  for (int64_t j = 100; j < c; j += 3)
+    logits[2 * c + j] = -INFINITY;
+  const float dloss = 1.0f;
+  checkMeanCrossEntropy(dev, logits, targets, dloss, c);
 }
 
 TEST_P(LossConformance, CrossEntropyBadTargetFailsAtSynchronize) {
