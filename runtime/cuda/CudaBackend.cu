@@ -845,11 +845,8 @@ public:
     run([&](Exec &e) {
       queueCheck("embedding_backward", false, idsType, ids, numIds, vocab, 0,
                  nullptr);
-      DeviceStaging st({e.s});
-      cuda::embeddingBackward(e.s, idsType, ids, st.in(dt, dy, numIds * dim),
-                              st.out(dt, dtable, vocab * dim), numIds, vocab,
-                              dim);
-      st.commit();
+      cuda::embeddingBackward(e.s, dt, idsType, ids, dy, dtable, numIds,
+                              vocab, dim);
     });
   }
 

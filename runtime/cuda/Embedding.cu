@@ -71,13 +71,14 @@ __global__ void iotaKernel(int64_t *out, int64_t n) {
 
 /// Over the positions sorted by id (stable: equal ids keep position order),
 /// the first position of each id sums its rows of dy in that order, as the
-/// CPU's scatter-add does, into the id's row of dtable.
-template <typename K>
+/// CPU's scatter-add does, into the id's row of dtable: in f32, rounded
+/// once to the storage type (no f32 copy of a 50k-row table).
+template <typename K, typename S>
 __global__ void embeddingSegmentsKernel(const K *sortedIds,
                                         const int64_t *positions,
-                                        const float *dy, float *dtable,
-                                        int64_t numIds, int64_t vocab,
-                                        int64_t dim) {
+                                        const typename S::T *dy,
+                                        typename S::T *dtable, int64_t numIds,
+                                        int64_t vocab, int64_t dim) {
   FSDPRT_GRID_STRIDE(i, numIds * dim) {
     int64_t s = i / dim, j = i % dim;
     K id = sortedIds[s];
@@ -85,17 +86,17 @@ __global__ void embeddingSegmentsKernel(const K *sortedIds,
       continue; // not a segment's start, or an id the check reports
     float acc = 0.0f;
     for (int64_t t = s; t < numIds && sortedIds[t] == id; ++t)
-      acc += dy[positions[t] * dim + j];
-    dtable[static_cast<int64_t>(id) * dim + j] = acc;
+      acc += S::load(dy[positions[t] * dim + j]);
+    dtable[static_cast<int64_t>(id) * dim + j] = S::store(acc);
   }
 }
 
 /// Sorts (id, position) pairs by id with CUB's stable radix sort over the
 /// bits the vocabulary needs, then sums each id's segment.
-template <typename K>
-void embeddingBackwardSorted(Stream s, const K *ids, const float *dy,
-                             float *dtable, int64_t numIds, int64_t vocab,
-                             int64_t dim) {
+template <typename K, typename S>
+void embeddingBackwardSorted(Stream s, const K *ids, const typename S::T *dy,
+                             typename S::T *dtable, int64_t numIds,
+                             int64_t vocab, int64_t dim) {
   int endBit = 1;
   while (endBit < 63 && (int64_t(1) << endBit) < vocab)
     ++endBit;
@@ -112,8 +113,8 @@ void embeddingBackwardSorted(Stream s, const K *ids, const float *dy,
                 temp.as<void>(), tempBytes, ids, keys.as<K>(), posIn, posOut,
                 numIds, 0, endBit, s),
             "cub::DeviceRadixSort::SortPairs");
-  FSDPRT_LAUNCH(embeddingSegmentsKernel<K>, numIds * dim, s, keys.as<K>(),
-                posOut, dy, dtable, numIds, vocab, dim);
+  FSDPRT_LAUNCH((embeddingSegmentsKernel<K, S>), numIds * dim, s,
+                keys.as<K>(), posOut, dy, dtable, numIds, vocab, dim);
 }
 
 } // namespace
@@ -165,18 +166,24 @@ void embeddingForward(Stream s, DType idsType, const void *ids,
   }
 }
 
-void embeddingBackward(Stream s, DType idsType, const void *ids,
-                       const float *dy, float *dtable, int64_t numIds,
+void embeddingBackward(Stream s, DType dt, DType idsType, const void *ids,
+                       const void *dy, void *dtable, int64_t numIds,
                        int64_t vocab, int64_t dim) {
-  fill(s, DType::F32, dtable, vocab * dim, 0.0); // ids never seen: zero
+  fill(s, dt, dtable, vocab * dim, 0.0); // ids never seen: zero
   if (numIds == 0)
     return;
-  if (idsType == DType::I32)
-    embeddingBackwardSorted(s, static_cast<const int32_t *>(ids), dy, dtable,
-                            numIds, vocab, dim);
-  else
-    embeddingBackwardSorted(s, static_cast<const int64_t *>(ids), dy, dtable,
-                            numIds, vocab, dim);
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    auto *y = static_cast<const T *>(dy);
+    auto *table = static_cast<T *>(dtable);
+    if (idsType == DType::I32)
+      embeddingBackwardSorted<int32_t, S>(s, static_cast<const int32_t *>(ids),
+                                          y, table, numIds, vocab, dim);
+    else
+      embeddingBackwardSorted<int64_t, S>(s, static_cast<const int64_t *>(ids),
+                                          y, table, numIds, vocab, dim);
+  });
 }
 
 } // namespace cuda

@@ -156,8 +156,9 @@ void queueIndexCheck(Stream s, DType type, const void *ids, int64_t n,
 void embeddingForward(Stream s, DType idsType, const void *ids,
                       const void *table, void *out, int64_t elemSize,
                       int64_t numIds, int64_t vocab, int64_t dim);
-void embeddingBackward(Stream s, DType idsType, const void *ids,
-                       const float *dy, float *dtable, int64_t numIds,
+/// dy and dtable in storage dt (each row sum in f32, rounded once).
+void embeddingBackward(Stream s, DType dt, DType idsType, const void *ids,
+                       const void *dy, void *dtable, int64_t numIds,
                        int64_t vocab, int64_t dim);
 
 void rope(Stream s, const float *x, float *y, int64_t batch, int64_t seq,

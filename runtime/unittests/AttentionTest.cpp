@@ -471,6 +471,41 @@ TEST_P(SequenceConformance, EmbeddingBackwardSumsInPositionOrder) {
   EXPECT_EQ(dev.download(bdt, vocab * dim), want);
 }
 
+// A bf16 table's gradient is the f32 one of the widened rows, rounded once,
+// written without an f32 copy of the table (the device's high-water mark
+// grows by less than the bf16 table during the call).
+TEST_P(SequenceConformance, EmbeddingBackwardBf16IsTheF32SumRoundedOnce) {
+  Device dev(GetParam());
+  const int64_t vocab = 4000, dim = 64, num = 1500;
+  std::vector<int32_t> ids(num); // repeats, and most ids never occur
+  for (int64_t i = 0; i < num; ++i)
+    ids[i] = static_cast<int32_t>((i * 7919) % 301 * 13);
+  int64_t bi = dev.upload(ids), b32 = dev.upload(randomVector(num * dim, 118)),
+          b16 = dev.alloc(num * dim * 2), wide = dev.alloc(num * dim * 4),
+          dt16 = dev.alloc(vocab * dim * 2), dt32 = dev.alloc(vocab * dim * 4),
+          want = dev.alloc(vocab * dim * 2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, b32, 0, FSDPRT_BF16, b16,
+                    0, num * dim));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, b16, 0, FSDPRT_F32, wide,
+                    0, num * dim));
+  RT_OK(fsdprt_embedding_backward(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I32,
+                                  bi, 0, wide, 0, dt32, 0, num, vocab, dim));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, dt32, 0, FSDPRT_BF16,
+                    want, 0, vocab * dim));
+  RT_OK(fsdprt_stream_synchronize(dev.ctx, dev.stream));
+  int64_t held = 0, high = 0;
+  RT_OK(fsdprt_device_high_water(dev.ctx, &held));
+  RT_OK(fsdprt_embedding_backward(dev.ctx, dev.stream, FSDPRT_BF16, FSDPRT_I32,
+                                  bi, 0, b16, 0, dt16, 0, num, vocab, dim));
+  RT_OK(fsdprt_stream_synchronize(dev.ctx, dev.stream));
+  RT_OK(fsdprt_device_high_water(dev.ctx, &high));
+  auto got = dev.download<uint16_t>(dt16, vocab * dim);
+  EXPECT_EQ(got, dev.download<uint16_t>(want, vocab * dim));
+  EXPECT_NE(got[ids[0] * dim], 0);
+  if (held >= 0) // a device backend
+    EXPECT_LT(high - held, vocab * dim * 2) << "scratch during the call";
+}
+
 TEST_P(SequenceConformance, EmbeddingOutOfRangeIdFailsAtSynchronize) {
   Device dev(GetParam());
   std::vector<int64_t> ids{1, 9, 0};
