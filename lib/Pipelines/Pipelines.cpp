@@ -4,6 +4,7 @@
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
@@ -58,6 +59,8 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
                                options.activationCheckpointing.end());
     pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
   }
+  if (options.keepAttentionStats)
+    pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());
 
   FSDPShardPassOptions shard;
   shard.worldSize = options.worldSize;

@@ -229,31 +229,32 @@ public:
     st.commit();
   }
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
-                        const void *bias, void *out,
+                        const void *bias, void *out, float *stats,
                         const AttentionDims &d) override {
     if (!d.contiguous()) { // slices of a packed projection
       ContiguousAttention<HostRows> c(HostRows{threads_}, dt, d);
       const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
-      return attentionForward(dt, cq, ck, cv, bias, out, c.dims());
+      return attentionForward(dt, cq, ck, cv, bias, out, stats, c.dims());
     }
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     HostStaging st = staging();
     cpu::attentionForward(threads_, st.in(dt, q, qn), st.in(dt, k, kvn),
                           st.in(dt, v, kvn), st.in(dt, bias, d.biasNumel()),
-                          st.out(dt, out, qn), d);
+                          st.out(dt, out, qn), stats, d);
     st.commit();
   }
+  // The CPU's backward needs the statistics only (not the forward's out).
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
-                         const void *bias, const void *dout, void *dq,
-                         void *dk, void *dv, void *dbias,
-                         const AttentionDims &d) override {
+                         const void *bias, const void *dout, const void *out,
+                         const float *stats, void *dq, void *dk, void *dv,
+                         void *dbias, const AttentionDims &d) override {
     if (!d.contiguous()) {
       ContiguousAttention<HostRows> c(HostRows{threads_}, dt, d);
       const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
       void *cdq = c.dq(dq), *cdk = c.dkv(dk), *cdv = c.dkv(dv);
-      attentionBackward(dt, cq, ck, cv, bias, dout, cdq, cdk, cdv, dbias,
-                        c.dims());
+      attentionBackward(dt, cq, ck, cv, bias, dout, out, stats, cdq, cdk, cdv,
+                        dbias, c.dims());
       return c.finish();
     }
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
@@ -261,7 +262,7 @@ public:
     HostStaging st = staging();
     cpu::attentionBackward(threads_, st.in(dt, q, qn), st.in(dt, k, kvn),
                            st.in(dt, v, kvn), st.in(dt, bias, d.biasNumel()),
-                           st.in(dt, dout, qn), st.out(dt, dq, qn),
+                           st.in(dt, dout, qn), stats, st.out(dt, dq, qn),
                            st.out(dt, dk, kvn), st.out(dt, dv, kvn),
                            st.out(dt, dbias, d.biasNumel()), d);
     st.commit();

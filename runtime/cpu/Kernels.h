@@ -102,13 +102,15 @@ void embeddingBackward(int threads, DType idsType, const void *ids,
 // Attention.cpp
 /// bias (null: none) is added to the scaled scores; dbias (null: not
 /// wanted) receives its gradient summed over the broadcast dimensions.
+/// stats (null: not wanted / not kept): each query row's log-sum-exp
+/// (Backend::attentionForward).
 void attentionForward(int threads, const float *q, const float *k,
                       const float *v, const float *bias, float *out,
-                      const AttentionDims &d);
+                      float *stats, const AttentionDims &d);
 void attentionBackward(int threads, const float *q, const float *k,
                        const float *v, const float *bias, const float *dout,
-                       float *dq, float *dk, float *dv, float *dbias,
-                       const AttentionDims &d);
+                       const float *stats, float *dq, float *dk, float *dv,
+                       float *dbias, const AttentionDims &d);
 
 // Rope.cpp
 void rope(int threads, const float *x, float *y, int64_t batch, int64_t seq,

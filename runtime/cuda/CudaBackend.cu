@@ -859,38 +859,41 @@ public:
   // A bias takes the per-head path (cuDNN's SDPA graph is built without
   // one).
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
-                        const void *bias, void *out,
+                        const void *bias, void *out, float *stats,
                         const AttentionDims &d) override {
     if (!bias && fused(dt, [&](auto &fa, std::string &why) {
-          return fa.forward(dt, q, k, v, out, d, why);
+          return fa.forward(dt, q, k, v, out, stats, d, why);
         }))
       return finishCall();
     run([&](Exec &e) {
       if (d.contiguous())
-        return attentionForwardOnBlas(e, dt, q, k, v, bias, out, d);
+        return attentionForwardOnBlas(e, dt, q, k, v, bias, out, stats, d);
       // Slices of a packed projection: cuBLAS runs on contiguous copies.
       ContiguousAttention<DeviceRows> c(DeviceRows{e.s}, dt, d);
       const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
-      attentionForwardOnBlas(e, dt, cq, ck, cv, bias, out, c.dims());
+      attentionForwardOnBlas(e, dt, cq, ck, cv, bias, out, stats, c.dims());
     });
   }
+  // cuDNN's backward takes the forward's out and statistics (or makes them
+  // again); the cuBLAS path only the statistics.
   void attentionBackward(DType dt, const void *q, const void *k, const void *v,
-                         const void *bias, const void *dout, void *dq,
-                         void *dk, void *dv, void *dbias,
-                         const AttentionDims &d) override {
+                         const void *bias, const void *dout, const void *out,
+                         const float *stats, void *dq, void *dk, void *dv,
+                         void *dbias, const AttentionDims &d) override {
     if (!bias && fused(dt, [&](auto &fa, std::string &why) {
-          return fa.backward(dt, q, k, v, dout, dq, dk, dv, d, why);
+          return fa.backward(dt, q, k, v, dout, out, stats, dq, dk, dv, d,
+                             why);
         }))
       return finishCall();
     run([&](Exec &e) {
       if (d.contiguous())
-        return attentionBackwardOnBlas(e, dt, q, k, v, bias, dout, dq, dk, dv,
-                                       dbias, d);
+        return attentionBackwardOnBlas(e, dt, q, k, v, bias, dout, stats, dq,
+                                       dk, dv, dbias, d);
       ContiguousAttention<DeviceRows> c(DeviceRows{e.s}, dt, d);
       const void *cq = c.q(q), *ck = c.kv(k), *cv = c.kv(v);
       void *cdq = c.dq(dq), *cdk = c.dkv(dk), *cdv = c.dkv(dv);
-      attentionBackwardOnBlas(e, dt, cq, ck, cv, bias, dout, cdq, cdk, cdv,
-                              dbias, c.dims());
+      attentionBackwardOnBlas(e, dt, cq, ck, cv, bias, dout, stats, cdq, cdk,
+                              cdv, dbias, c.dims());
       c.finish();
     });
   }
@@ -1119,7 +1122,7 @@ private:
   static void attentionForwardOnBlas(Exec &e, DType dt, const void *q,
                                      const void *k, const void *v,
                                      const void *bias, void *out,
-                                     const AttentionDims &d) {
+                                     float *stats, const AttentionDims &d) {
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     DeviceStaging st({e.s});
@@ -1129,7 +1132,10 @@ private:
     Scratch p(e.s, d.batch * d.tq * d.tk * 4);
     for (int64_t h = 0; h < d.heads; ++h) {
       HeadView hv = headView(d, h);
-      probabilities(e, fq, fk, fb, d, h, hv, p.as<float>());
+      scores(e, fq, fk, fb, d, h, hv, p.as<float>());
+      maskedSoftmaxRows(e.s, p.as<float>(), d.batch * d.tq, d.tq, d.tk,
+                        d.causal, stats ? stats + h * d.tq : nullptr,
+                        d.heads * d.tq);
       gemm(e, DType::F32, false, false, d.tq, d.headDim, d.tk, 1.0f,
            p.as<float>(), d.tk, d.tq * d.tk, fv + hv.kvOff, hv.kvLd,
            hv.kvStride, 0.0f, fo + hv.qOff, DType::F32, hv.qLd, hv.qStride,
@@ -1140,8 +1146,9 @@ private:
   static void attentionBackwardOnBlas(Exec &e, DType dt, const void *q,
                                       const void *k, const void *v,
                                       const void *bias, const void *dout,
-                                      void *dq, void *dk, void *dv,
-                                      void *dbias, const AttentionDims &d) {
+                                      const float *stats, void *dq, void *dk,
+                                      void *dv, void *dbias,
+                                      const AttentionDims &d) {
     int64_t qn = d.batch * d.tq * d.heads * d.headDim;
     int64_t kvn = d.batch * d.tk * d.kvHeads * d.headDim;
     DeviceStaging st({e.s});
@@ -1159,10 +1166,19 @@ private:
     float scale = static_cast<float>(d.scale);
     int64_t rows = d.batch * d.tq, pStride = d.tq * d.tk;
     Scratch p(e.s, rows * d.tk * 4), dp(e.s, rows * d.tk * 4);
+    // Without the forward's statistics, each head's are made first, as the
+    // forward makes them: P is exp(S - lse) either way, the same bits.
+    Scratch made(e.s, stats ? 0 : rows * 4);
     float *pp = p.as<float>(), *pdp = dp.as<float>();
     for (int64_t h = 0; h < d.heads; ++h) {
       HeadView hv = headView(d, h);
-      probabilities(e, fq, fk, fb, d, h, hv, pp);
+      scores(e, fq, fk, fb, d, h, hv, pp);
+      const float *lse = stats ? stats + h * d.tq : made.as<float>();
+      int64_t lseBatchStride = stats ? d.heads * d.tq : d.tq;
+      if (!stats)
+        maskedLogSumExpRows(e.s, pp, rows, d.tq, d.tk, d.causal,
+                            made.as<float>(), lseBatchStride);
+      maskedExpRows(e.s, pp, rows, d.tq, d.tk, d.causal, lse, lseBatchStride);
       const float *dO = fdo + hv.qOff;
       if (dv) // dV += P^T dO
         gemm(e, DType::F32, true, false, d.tk, d.headDim, d.tq, 1.0f, pp,
@@ -1207,11 +1223,11 @@ private:
             d.tq * d.heads * d.headDim,
             d.tk * d.kvHeads * d.headDim};
   }
-  /// P = softmax(mask(scale * Q K^T + bias)) of head h for every batch
-  /// element into p[batch, tq, tk].
-  static void probabilities(Exec &e, const float *q, const float *k,
-                            const float *bias, const AttentionDims &d,
-                            int64_t h, const HeadView &v, float *p) {
+  /// S = scale * Q K^T + bias of head h for every batch element into
+  /// p[batch, tq, tk] (the mask is applied with the softmax).
+  static void scores(Exec &e, const float *q, const float *k,
+                     const float *bias, const AttentionDims &d, int64_t h,
+                     const HeadView &v, float *p) {
     gemm(e, DType::F32, false, true, d.tq, d.tk, d.headDim,
          static_cast<float>(d.scale), q + v.qOff, v.qLd, v.qStride,
          k + v.kvOff, v.kvLd, v.kvStride, 0.0f, p, DType::F32, d.tk,
@@ -1219,7 +1235,6 @@ private:
     if (bias)
       addBatches(e.s, p, bias + d.biasOffset(0, h), d.batch, d.tq * d.tk,
                  d.biasBatchStride());
-    maskedSoftmaxRows(e.s, p, d.batch * d.tq, d.tq, d.tk, d.causal);
   }
 
   static int64_t keptCount(const Shape &xShape,

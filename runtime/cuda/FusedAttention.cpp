@@ -202,50 +202,59 @@ std::unique_ptr<FusedAttention> FusedAttention::create(cudaStream_t stream,
 }
 
 bool FusedAttention::forward(DType dt, const void *q, const void *k,
-                             const void *v, void *out, const AttentionDims &d,
-                             std::string &why) {
-  const Impl::Built &fwd = impl_->graphFor(Kind::Forward, dt, d);
+                             const void *v, void *out, float *stats,
+                             const AttentionDims &d, std::string &why) {
+  const Impl::Built &fwd =
+      impl_->graphFor(stats ? Kind::ForwardWithStats : Kind::Forward, dt, d);
   if (!fwd.graph) {
     why = fwd.why;
     return false;
   }
-  impl_->execute(fwd, {{kQ, const_cast<void *>(q)},
-                       {kK, const_cast<void *>(k)},
-                       {kV, const_cast<void *>(v)},
-                       {kO, out}});
+  std::unordered_map<int64_t, void *> pack{{kQ, const_cast<void *>(q)},
+                                           {kK, const_cast<void *>(k)},
+                                           {kV, const_cast<void *>(v)},
+                                           {kO, out}};
+  if (stats)
+    pack[kStats] = stats;
+  impl_->execute(fwd, pack);
   return true;
 }
 
 bool FusedAttention::backward(DType dt, const void *q, const void *k,
-                              const void *v, const void *dout, void *dq,
+                              const void *v, const void *dout,
+                              const void *out, const float *stats, void *dq,
                               void *dk, void *dv, const AttentionDims &d,
                               std::string &why) {
-  const Impl::Built &fwd = impl_->graphFor(Kind::ForwardWithStats, dt, d);
+  bool kept = out && stats;
+  const Impl::Built *fwd =
+      kept ? nullptr : &impl_->graphFor(Kind::ForwardWithStats, dt, d);
   const Impl::Built &bwd = impl_->graphFor(Kind::Backward, dt, d);
-  if (!fwd.graph || !bwd.graph) {
-    why = fwd.graph ? bwd.why : fwd.why;
+  if ((fwd && !fwd->graph) || !bwd.graph) {
+    why = fwd && !fwd->graph ? fwd->why : bwd.why;
     return false;
   }
   int64_t oBytes = d.batch * d.tq * d.heads * d.headDim * dtypeSize(dt);
   int64_t qBytes = d.qExtent() * dtypeSize(dt);
   int64_t kvBytes = d.kvExtent() * dtypeSize(dt);
   cudaStream_t s = impl_->stream;
-  Scratch o(s, oBytes), stats(s, d.batch * d.heads * d.tq * 4);
+  // The forward's out and statistics, kept by it or made again here.
+  Scratch madeO(s, kept ? 0 : oBytes),
+      madeStats(s, kept ? 0 : d.batch * d.heads * d.tq * 4);
+  void *o = kept ? const_cast<void *>(out) : madeO.as<void>();
+  void *st = kept ? const_cast<float *>(stats) : madeStats.as<void>();
   // cuDNN writes all three gradients: the ones not wanted go to scratch.
   Scratch noDq(s, dq ? 0 : qBytes), noDk(s, dk ? 0 : kvBytes),
       noDv(s, dv ? 0 : kvBytes);
   void *qv = const_cast<void *>(q), *kv = const_cast<void *>(k),
        *vv = const_cast<void *>(v);
-  impl_->execute(fwd, {{kQ, qv},
-                       {kK, kv},
-                       {kV, vv},
-                       {kO, o.as<void>()},
-                       {kStats, stats.as<void>()}});
+  if (fwd)
+    impl_->execute(*fwd,
+                   {{kQ, qv}, {kK, kv}, {kV, vv}, {kO, o}, {kStats, st}});
   impl_->execute(bwd, {{kQ, qv},
                        {kK, kv},
                        {kV, vv},
-                       {kO, o.as<void>()},
-                       {kStats, stats.as<void>()},
+                       {kO, o},
+                       {kStats, st},
                        {kDO, const_cast<void *>(dout)},
                        {kDQ, dq ? dq : noDq.as<void>()},
                        {kDK, dk ? dk : noDk.as<void>()},

@@ -37,14 +37,19 @@ public:
   /// Queue the forward (out = attention(q, k, v)) on the stream. False,
   /// with the reason in `why` and nothing queued, when cuDNN has no engine
   /// for this dtype and these dimensions.
+  /// With stats (not null), the forward also writes its softmax
+  /// statistics (cuDNN's Stats, f32 [batch, heads, tq]: each row's
+  /// log-sum-exp).
   bool forward(DType dt, const void *q, const void *k, const void *v,
-               void *out, const AttentionDims &d, std::string &why);
-  /// Queue the backward: the forward again for its output and softmax
-  /// statistics (the runtime keeps neither), then dq, dk, dv (any may be
-  /// null). False as for forward.
+               void *out, float *stats, const AttentionDims &d,
+               std::string &why);
+  /// Queue the backward: dq, dk, dv (any may be null) from the forward's
+  /// out and stats, or (both null) after running the forward again for
+  /// them. False as for forward.
   bool backward(DType dt, const void *q, const void *k, const void *v,
-                const void *dout, void *dq, void *dk, void *dv,
-                const AttentionDims &d, std::string &why);
+                const void *dout, const void *out, const float *stats,
+                void *dq, void *dk, void *dv, const AttentionDims &d,
+                std::string &why);
 
   struct Impl;
 

@@ -129,10 +129,21 @@ void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
                     int64_t dim, int64_t inner);
 void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
                      int64_t outer, int64_t dim, int64_t inner);
-/// Attention rows p[rows, tk], row r being query r % tq of its (batch, head)
-/// block: causal mask (if set) then softmax, in place.
+/// Attention score rows p[rows, tk] of one head, row r being query r % tq
+/// of batch element r / tq: causal mask (if set) then softmax, in place;
+/// with lse, each row's log-sum-exp also goes to
+/// lse[(r / tq) * lseBatchStride + r % tq] (the head's softmax statistics).
 void maskedSoftmaxRows(Stream s, float *p, int64_t rows, int64_t tq,
-                       int64_t tk, bool causal);
+                       int64_t tk, bool causal, float *lse = nullptr,
+                       int64_t lseBatchStride = 0);
+/// The log-sum-exp of each masked row only, as maskedSoftmaxRows writes it.
+void maskedLogSumExpRows(Stream s, const float *p, int64_t rows, int64_t tq,
+                         int64_t tk, bool causal, float *lse,
+                         int64_t lseBatchStride);
+/// p = exp(p - lse) of each masked row (0 where masked), in place: the
+/// backward's probabilities from the forward's statistics.
+void maskedExpRows(Stream s, float *p, int64_t rows, int64_t tq, int64_t tk,
+                   bool causal, const float *lse, int64_t lseBatchStride);
 /// dp[r, :] = softmax backward of rows of p with dy = dp (in place).
 void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t rows,
                          int64_t tk);

@@ -82,26 +82,52 @@ __device__ void blockLogSumExp(const float *x, int64_t n, int64_t stride,
   logSum = static_cast<float>(log(blockSum(sum)));
 }
 
-/// y = softmax of each row (dim elements `inner` apart) of x; with causalTq
-/// > 0, row r is query i = r % causalTq of an attention block and its
-/// columns j > i are masked (probability 0), as a -inf score on the CPU.
-/// y may alias x.
+/// y = softmax of each row (dim elements `inner` apart) of x; y may alias x.
 __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
-                                  int64_t dim, int64_t inner,
-                                  int64_t causalTq) {
+                                  int64_t dim, int64_t inner) {
   FSDPRT_ROW_STRIDE(r, rows) {
     int64_t base = (r / inner) * dim * inner + r % inner;
     const float *xr = x + base;
     float *yr = y + base;
-    int64_t live = dim;
-    if (causalTq > 0) {
-      int64_t i = r % causalTq;
-      live = i + 1 < dim ? i + 1 : dim;
+    float m, logSum;
+    blockLogSumExp(xr, dim, inner, m, logSum);
+    FSDPRT_COL_STRIDE(j, dim) {
+      yr[j * inner] = expf(xr[j * inner] - m - logSum);
+    }
+  }
+}
+
+/// What attentionRowsKernel does with a row of scores.
+enum class AttentionRowsMode { Softmax, StatsOnly, FromStats };
+
+/// Attention rows p[rows, tk], row r being query i = r % tq of batch
+/// element r / tq of one head; with `causal`, columns j > i are masked
+/// (probability 0, as a -inf score on the CPU). The row's log-sum-exp
+/// lives at lse[(r / tq) * lseBatchStride + i] (the [batch, heads, tq]
+/// statistics of the head). Softmax: p = softmax(p), and the log-sum-exp
+/// written when lse is given; StatsOnly: the log-sum-exp only; FromStats:
+/// p = exp(p - lse), the backward's probabilities.
+__global__ void attentionRowsKernel(float *p, int64_t rows, int64_t tq,
+                                    int64_t tk, bool causal, float *lse,
+                                    int64_t lseBatchStride,
+                                    AttentionRowsMode mode) {
+  FSDPRT_ROW_STRIDE(r, rows) {
+    float *pr = p + r * tk;
+    int64_t i = r % tq, live = causal && i + 1 < tk ? i + 1 : tk;
+    float *lr = lse ? lse + (r / tq) * lseBatchStride + i : nullptr;
+    if (mode == AttentionRowsMode::FromStats) {
+      float l = *lr;
+      FSDPRT_COL_STRIDE(j, tk) { pr[j] = j < live ? expf(pr[j] - l) : 0.0f; }
+      continue;
     }
     float m, logSum;
-    blockLogSumExp(xr, live, inner, m, logSum);
-    FSDPRT_COL_STRIDE(j, dim) {
-      yr[j * inner] = j < live ? expf(xr[j * inner] - m - logSum) : 0.0f;
+    blockLogSumExp(pr, live, 1, m, logSum);
+    if (lr && threadIdx.x == 0)
+      *lr = m + logSum;
+    if (mode == AttentionRowsMode::StatsOnly)
+      continue;
+    FSDPRT_COL_STRIDE(j, tk) {
+      pr[j] = j < live ? expf(pr[j] - m - logSum) : 0.0f;
     }
   }
 }
@@ -566,7 +592,7 @@ void crossEntropyBackward(Stream s, DType dt, DType targetType,
 void softmaxForward(Stream s, const float *x, float *y, int64_t outer,
                     int64_t dim, int64_t inner) {
   FSDPRT_LAUNCH_ROWS(softmaxRowsKernel, outer * inner, s, x, y, outer * inner,
-                     dim, inner, int64_t(0));
+                     dim, inner);
 }
 
 void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
@@ -576,9 +602,25 @@ void softmaxBackward(Stream s, const float *y, const float *dy, float *dx,
 }
 
 void maskedSoftmaxRows(Stream s, float *p, int64_t rows, int64_t tq,
-                       int64_t tk, bool causal) {
-  FSDPRT_LAUNCH_ROWS(softmaxRowsKernel, rows, s, p, p, rows, tk, int64_t(1),
-                     causal ? tq : int64_t(0));
+                       int64_t tk, bool causal, float *lse,
+                       int64_t lseBatchStride) {
+  FSDPRT_LAUNCH_ROWS(attentionRowsKernel, rows, s, p, rows, tq, tk, causal,
+                     lse, lseBatchStride, AttentionRowsMode::Softmax);
+}
+
+void maskedLogSumExpRows(Stream s, const float *p, int64_t rows, int64_t tq,
+                         int64_t tk, bool causal, float *lse,
+                         int64_t lseBatchStride) {
+  FSDPRT_LAUNCH_ROWS(attentionRowsKernel, rows, s, const_cast<float *>(p),
+                     rows, tq, tk, causal, lse, lseBatchStride,
+                     AttentionRowsMode::StatsOnly);
+}
+
+void maskedExpRows(Stream s, float *p, int64_t rows, int64_t tq, int64_t tk,
+                   bool causal, const float *lse, int64_t lseBatchStride) {
+  FSDPRT_LAUNCH_ROWS(attentionRowsKernel, rows, s, p, rows, tq, tk, causal,
+                     const_cast<float *>(lse), lseBatchStride,
+                     AttentionRowsMode::FromStats);
 }
 
 void softmaxBackwardRows(Stream s, const float *p, float *dp, int64_t rows,

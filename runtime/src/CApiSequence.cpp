@@ -61,6 +61,15 @@ void rowStrides(AttentionDims &d, int64_t qRow, int64_t kvRow) {
   mul(mul(d.batch, d.tk), d.kvRowStride());
 }
 
+/// The softmax statistics (f32, one per batch, head and query), or null.
+float *statsOperand(Launch &l, int64_t buf, int64_t off,
+                    const AttentionDims &d) {
+  if (!buf)
+    return nullptr;
+  return static_cast<float *>(l.operand(
+      buf, off, mul(mul(d.batch, d.heads), d.tq), DType::F32, "stats"));
+}
+
 } // namespace
 
 extern "C" {
@@ -111,7 +120,8 @@ int32_t fsdprt_embedding_backward(int64_t ctx, int64_t stream, int32_t dtype,
 int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t q, int64_t q_off, int64_t k,
                                  int64_t k_off, int64_t v, int64_t v_off,
-                                 int64_t out, int64_t out_off, int64_t batch,
+                                 int64_t out, int64_t out_off, int64_t stats,
+                                 int64_t stats_off, int64_t batch,
                                  int64_t tq, int64_t tk, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim,
                                  int64_t q_row, int64_t kv_row,
@@ -131,16 +141,19 @@ int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
     const void *pk = l.operand(k, k_off, d.kvExtent(), "k");
     const void *pv = l.operand(v, v_off, d.kvExtent(), "v");
     void *po = l.operand(out, out_off, qn, "out");
+    float *ps = statsOperand(l, stats, stats_off, d);
     Backend &be = l.backend();
     DType dt = l.dtype();
-    l.enqueue([=, &be] { be.attentionForward(dt, pq, pk, pv, pb, po, d); });
+    l.enqueue([=, &be] { be.attentionForward(dt, pq, pk, pv, pb, po, ps, d); });
   });
 }
 
 int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t q, int64_t q_off, int64_t k,
                                   int64_t k_off, int64_t v, int64_t v_off,
-                                  int64_t dout, int64_t dout_off, int64_t dq,
+                                  int64_t dout, int64_t dout_off, int64_t out,
+                                  int64_t out_off, int64_t stats,
+                                  int64_t stats_off, int64_t dq,
                                   int64_t dq_off, int64_t dk, int64_t dk_off,
                                   int64_t dv, int64_t dv_off, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads,
@@ -166,13 +179,19 @@ int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
     const void *pk = l.operand(k, k_off, d.kvExtent(), "k");
     const void *pv = l.operand(v, v_off, d.kvExtent(), "v");
     const void *pdo = l.operand(dout, dout_off, qn, "dout");
+    if ((out == 0) != (stats == 0))
+      fail(Status::InvalidArgument, "out and stats are given together or "
+                                    "not at all");
+    const void *po = l.optional(out, out_off, qn, "out");
+    const float *ps = statsOperand(l, stats, stats_off, d);
     void *pdq = l.optional(dq, dq_off, d.qExtent(), "dq");
     void *pdk = l.optional(dk, dk_off, d.kvExtent(), "dk");
     void *pdv = l.optional(dv, dv_off, d.kvExtent(), "dv");
     Backend &be = l.backend();
     DType dt = l.dtype();
     l.enqueue([=, &be] {
-      be.attentionBackward(dt, pq, pk, pv, pb, pdo, pdq, pdk, pdv, pdb, d);
+      be.attentionBackward(dt, pq, pk, pv, pb, pdo, po, ps, pdq, pdk, pdv,
+                           pdb, d);
     });
   });
 }

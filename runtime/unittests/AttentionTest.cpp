@@ -68,13 +68,15 @@ AttentionResults runAttention(Device &dev, const AttentionCase &c,
     bdb = dev.alloc(bn * es);
   }
   EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv,
-                                     0, bo, 0, c.batch, c.tq, c.tk, c.heads,
+                                     0, bo, 0, 0, 0, c.batch, c.tq, c.tk,
+                                     c.heads,
                                      c.kvHeads, c.headDim, 0, 0, c.causal,
                                      c.scale, bb, 0, c.biasBatch, c.biasHeads),
             FSDPRT_OK)
       << fsdprt_last_error();
   EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, dt, bq, 0, bk, 0,
-                                      bv, 0, bdo, 0, bdq, 0, bdk, 0, bdv, 0,
+                                      bv, 0, bdo, 0, 0, 0, 0, 0, bdq, 0, bdk,
+                                      0, bdv, 0,
                                       c.batch, c.tq, c.tk, c.heads, c.kvHeads,
                                       c.headDim, 0, 0, c.causal, c.scale, bb,
                                       0, bdb, 0, c.biasBatch, c.biasHeads),
@@ -107,20 +109,24 @@ AttentionResults runPackedAttention(Device &dev, const AttentionCase &c,
               FSDPRT_OK);
     return h;
   };
+  // The forward keeps its statistics for the backward (as the compiler's
+  // packed attention does).
   int64_t bqkv = narrow(packed), bdo = narrow(dout),
-          bo = dev.alloc(tokens * qw * es), bd = dev.alloc(n * es);
+          bo = dev.alloc(tokens * qw * es), bd = dev.alloc(n * es),
+          bs = dev.alloc(c.batch * c.heads * c.tq * 4);
   int64_t kOff = qw * es, vOff = (qw + kvw) * es;
   EXPECT_EQ(fsdprt_attention_forward(dev.ctx, dev.stream, dt, bqkv, 0, bqkv,
-                                     kOff, bqkv, vOff, bo, 0, c.batch, c.tq,
-                                     c.tk, c.heads, c.kvHeads, c.headDim, row,
-                                     row, c.causal, c.scale, 0, 0, 0, 0),
+                                     kOff, bqkv, vOff, bo, 0, bs, 0, c.batch,
+                                     c.tq, c.tk, c.heads, c.kvHeads, c.headDim,
+                                     row, row, c.causal, c.scale, 0, 0, 0, 0),
             FSDPRT_OK)
       << fsdprt_last_error();
   EXPECT_EQ(fsdprt_attention_backward(dev.ctx, dev.stream, dt, bqkv, 0, bqkv,
-                                      kOff, bqkv, vOff, bdo, 0, bd, 0, bd, kOff,
-                                      bd, vOff, c.batch, c.tq, c.tk, c.heads,
-                                      c.kvHeads, c.headDim, row, row, c.causal,
-                                      c.scale, 0, 0, 0, 0, 0, 0),
+                                      kOff, bqkv, vOff, bdo, 0, bo, 0, bs, 0,
+                                      bd, 0, bd, kOff, bd, vOff, c.batch, c.tq,
+                                      c.tk, c.heads, c.kvHeads, c.headDim, row,
+                                      row, c.causal, c.scale, 0, 0, 0, 0, 0,
+                                      0),
             FSDPRT_OK)
       << fsdprt_last_error();
   auto widened = [&](int64_t b, int64_t count) {
@@ -361,6 +367,83 @@ TEST_P(SequenceConformance, AttentionOnPackedQkvEqualsContiguous) {
     EXPECT_EQ(got.dv, want.dv);
     EXPECT_NE(got.dk, std::vector<float>(kvn, 0.0f));
   }
+}
+
+// The forward's softmax statistics are each query row's log-sum-exp of its
+// scaled, masked, biased scores (float64 reference), and a backward given
+// them with the forward's out computes what it computes without them, bit
+// for bit (f32 and bf16; causal GQA with a bias broadcast over the batch).
+TEST_P(SequenceConformance, AttentionKeptStatisticsAreLogSumExpChangeNothing) {
+  Device dev(GetParam());
+  AttentionCase c{2, 5, 7, 4, 2, 8, true, 0.0, 1, 4};
+  int64_t qn = c.batch * c.tq * c.heads * c.headDim,
+          kvn = c.batch * c.tk * c.kvHeads * c.headDim,
+          sn = c.batch * c.heads * c.tq;
+  auto q = randomVector(qn, 131), k = randomVector(kvn, 132),
+       v = randomVector(kvn, 133), dout = randomVector(qn, 134),
+       bias = randomVector(c.biasNumel(), 135);
+  double scale = 1.0 / std::sqrt(double(c.headDim));
+  std::vector<double> want(sn);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < c.tq; ++i) {
+        int64_t g = h / (c.heads / c.kvHeads);
+        std::vector<double> row;
+        for (int64_t j = 0; j < (c.causal ? std::min(i + 1, c.tk) : c.tk);
+             ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < c.headDim; ++e)
+            dot += double(q[((b * c.tq + i) * c.heads + h) * c.headDim + e]) *
+                   k[((b * c.tk + j) * c.kvHeads + g) * c.headDim + e];
+          row.push_back(dot * scale + bias[c.biasAt(b, h, i, j)]);
+        }
+        double m = *std::max_element(row.begin(), row.end()), sum = 0;
+        for (double x : row)
+          sum += std::exp(x - m);
+        want[(b * c.heads + h) * c.tq + i] = m + std::log(sum);
+      }
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    SCOPED_TRACE(::testing::Message() << "dtype " << dt);
+    int64_t es = dt == FSDPRT_F32 ? 4 : 2;
+    auto in = [&](const std::vector<float> &x) {
+      int64_t f = dev.upload(x), h = dev.alloc(x.size() * es);
+      RT_EXPECT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, f, 0, dt, h, 0,
+                               x.size()));
+      return h;
+    };
+    int64_t bq = in(q), bk = in(k), bv = in(v), bdo = in(dout), bb = in(bias),
+            bo = dev.alloc(qn * es), bs = dev.alloc(sn * 4);
+    RT_EXPECT_OK(fsdprt_attention_forward(
+        dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv, 0, bo, 0, bs, 0, c.batch,
+        c.tq, c.tk, c.heads, c.kvHeads, c.headDim, 0, 0, c.causal, c.scale,
+        bb, 0, c.biasBatch, c.biasHeads));
+    if (dt == FSDPRT_F32)
+      expectClose(dev.download(bs, sn), want, "stats");
+    std::vector<std::vector<uint8_t>> grads[2];
+    for (bool kept : {false, true}) {
+      int64_t bdq = dev.alloc(qn * es), bdk = dev.alloc(kvn * es),
+              bdv = dev.alloc(kvn * es), bdb = dev.alloc(c.biasNumel() * es);
+      RT_EXPECT_OK(fsdprt_attention_backward(
+          dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv, 0, bdo, 0, kept ? bo : 0,
+          0, kept ? bs : 0, 0, bdq, 0, bdk, 0, bdv, 0, c.batch, c.tq, c.tk,
+          c.heads, c.kvHeads, c.headDim, 0, 0, c.causal, c.scale, bb, 0, bdb,
+          0, c.biasBatch, c.biasHeads));
+      for (auto [b, n] : {std::pair{bdq, qn}, {bdk, kvn}, {bdv, kvn},
+                          {bdb, c.biasNumel()}})
+        grads[kept].push_back(dev.download<uint8_t>(b, n * es));
+    }
+    EXPECT_EQ(grads[true], grads[false]);
+  }
+  // Out and statistics go together.
+  int64_t b4 = dev.alloc(qn * 4);
+  EXPECT_EQ(fsdprt_attention_backward(
+                dev.ctx, dev.stream, FSDPRT_F32, b4, 0, b4, 0, b4, 0, b4, 0,
+                b4, 0, 0, 0, b4, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 0, 0.0,
+                0, 0, 0, 0, 0, 0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fsdprt_last_error()).find("given together"),
+            std::string::npos)
+      << fsdprt_last_error();
 }
 
 TEST_P(SequenceConformance, AttentionLongRowsGroupedCausal) {

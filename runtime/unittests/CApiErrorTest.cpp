@@ -120,31 +120,36 @@ TEST_P(CApiErrors, SizeMismatchesAndBadDims) {
                                         big, 0),
                   FSDPRT_ERR_INVALID_ARGUMENT, "do not broadcast");
   EXPECT_RT_ERROR(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, big,
-                                           0, big, 0, big, 0, big, 0, 1, 2, 2,
+                                           0, big, 0, big, 0, big, 0, 0, 0, 1,
+                                           2, 2,
                                            3, 2, 4, 0, 0, 0, 0, 0, 0, 0, 0),
                   FSDPRT_ERR_INVALID_ARGUMENT, "does not divide");
   // Token strides of q and k / v cover at least a token's heads.
   EXPECT_RT_ERROR(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, big,
-                                           0, big, 0, big, 0, big, 0, 1, 2, 2,
+                                           0, big, 0, big, 0, big, 0, 0, 0, 1,
+                                           2, 2,
                                            2, 2, 4, 7, 0, 0, 0, 0, 0, 0, 0),
                   FSDPRT_ERR_INVALID_ARGUMENT,
                   "q_row 7 is less than heads x head_dim = 8");
   // An attention bias broadcasts only from 1 (batch 2, heads 2 here).
   EXPECT_RT_ERROR(fsdprt_attention_forward(dev.ctx, dev.stream, FSDPRT_F32, big,
-                                           0, big, 0, big, 0, big, 0, 2, 2, 2,
+                                           0, big, 0, big, 0, big, 0, 0, 0, 2,
+                                           2, 2,
                                            2, 2, 2, 0, 0, 0, 0, big, 0, 3, 1),
                   FSDPRT_ERR_INVALID_ARGUMENT,
                   "bias_batch 3 is neither 1 nor the batch 2");
   EXPECT_RT_ERROR(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32,
                                             big, 0, big, 0, big, 0, big, 0,
-                                            big, 0, big, 0, big, 0, 2, 2, 2, 2,
+                                            0, 0, 0, 0, big, 0, big, 0, big, 0,
+                                            2, 2, 2, 2,
                                             2, 2, 0, 0, 0, 0, big, 0, big, 0, 1,
                                             3),
                   FSDPRT_ERR_INVALID_ARGUMENT,
                   "bias_heads 3 is neither 1 nor the heads 2");
   EXPECT_RT_ERROR(fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32,
                                             big, 0, big, 0, big, 0, big, 0,
-                                            big, 0, big, 0, big, 0, 2, 2, 2, 2,
+                                            0, 0, 0, 0, big, 0, big, 0, big, 0,
+                                            2, 2, 2, 2,
                                             2, 2, 0, 0, 0, 0, 0, 0, big, 0, 1,
                                             1),
                   FSDPRT_ERR_INVALID_ARGUMENT, "dbias without a bias");

@@ -77,8 +77,8 @@ std::vector<std::vector<float>> runWorkload(const std::string &backend,
   int64_t dq = dev.alloc(t * h * hd * 4), dk = dev.alloc(t * hk * hd * 4),
           dv = dev.alloc(t * hk * hd * 4);
   fsdprt_attention_backward(dev.ctx, dev.stream, FSDPRT_F32, q, 0, kk, 0, v, 0,
-                            dout, 0, dq, 0, dk, 0, dv, 0, 1, t, t, h, hk, hd, 0,
-                            0, 1, 0, 0, 0, 0, 0, 0, 0);
+                            dout, 0, 0, 0, 0, 0, dq, 0, dk, 0, dv, 0, 1, t, t,
+                            h, hk, hd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0);
   keep(dq, t * h * hd), keep(dk, t * hk * hd), keep(dv, t * hk * hd);
 
   // Whole-tensor reductions: losses and the gradient norm over 131072 values.

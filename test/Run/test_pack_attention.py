@@ -2,7 +2,10 @@
 output (no split, no concat) trains exactly as the split program: the same
 losses and weights, bit for bit (on the CPU the attention kernels read
 contiguous copies of the slices; the copies are the split's). The compiled
-step holds no split or concat of q, k, v.
+step holds no split or concat of q, k, v. Its backward reads the forward's
+softmax statistics (fsdp-keep-attention-stats), which the split program's
+backward computes again: the same bits, on the CPU and through the CUDA
+backend's code (cuda_emu).
 """
 import subprocess
 
@@ -10,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES
+from test_cuda_emu import emu_run  # noqa: F401 (a fixture)
 from test_parity import STEPS
 
 
@@ -47,7 +51,27 @@ def test_packed_step_has_no_split_or_concat(fsdp_opt, tmp_path):
 
     packed = train_step("packed")
     assert packed.count("nn.packed_attention ") == 2  # one per block
+    assert packed.count("keep_stats") == 2
     assert packed.count("nn.packed_attention_grad") == 2
+    assert packed.count(" saved %") == 2
     assert "nn.split" not in packed and "nn.concat" not in packed
     split = train_step("split", "pack-attention=false")
     assert split.count("nn.split") == 2 and split.count("nn.concat") == 2
+
+
+def test_kept_statistics_change_nothing_on_the_cuda_backend(
+        fsdp, fsdp_opt, emu_run, tmp_path):  # noqa: F811
+    """bf16 GPT-2 through the CUDA backend's code: the backward reading the
+    forward's statistics trains as the one computing them again."""
+    base = ("world-size=1 auto-wrap-policy=module-kind wrap-kinds=Block "
+            "optimizer=adamw param-dtype=bf16 lower=true")
+    runs = [fsdp.run(fsdp.library(_step(fsdp_opt, tmp_path,
+                                        f"{base} keep-attention-stats={keep}",
+                                        f"keep-{keep}")),
+                     steps=STEPS, tool=emu_run, backend="cuda_emu")
+            for keep in ("true", "false")]
+    kept, recomputed = runs
+    assert kept.losses == recomputed.losses
+    want = recomputed.params(STEPS)
+    for name, value in kept.params(STEPS).items():
+        assert np.array_equal(value, want[name]), name

@@ -1,8 +1,9 @@
 // fsdp-pipeline runs auto-wrap, attention packing, vocabulary padding, train
-// step, shard, collectives and prefetch with PyTorch-style option names: the
-// same IR as the passes one by one.
+// step (its attention keeping its softmax statistics), shard, collectives
+// and prefetch with PyTorch-style option names: the same IR as the passes
+// one by one.
 // RUN: fsdp-opt %examples/gpt2.mlir --fsdp-pipeline="world-size=4 sharding-strategy=hybrid-shard shard-group-size=2 auto-wrap-policy=module-kind wrap-kinds=Block forward-prefetch=true backward-prefetch=post limit-all-gathers=1 optimizer=adamw lr=3e-4 clip-grad-norm=1.0 grad-accum-steps=2 no-sync=true" -o %t.pipeline
-// RUN: fsdp-opt %examples/gpt2.mlir --fsdp-auto-wrap="policy=module-kind kinds=Block" --fsdp-pack-attention --fsdp-pad-vocab --fsdp-build-train-step="optimizer=adamw lr=3e-4 clip-grad-norm=1.0 grad-accum-steps=2 no-sync=true" --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=true backward-prefetch=post limit-all-gathers=1" -o %t.passes
+// RUN: fsdp-opt %examples/gpt2.mlir --fsdp-auto-wrap="policy=module-kind kinds=Block" --fsdp-pack-attention --fsdp-pad-vocab --fsdp-build-train-step="optimizer=adamw lr=3e-4 clip-grad-norm=1.0 grad-accum-steps=2 no-sync=true" --fsdp-keep-attention-stats --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=true backward-prefetch=post limit-all-gathers=1" -o %t.passes
 // RUN: diff %t.pipeline %t.passes
 // param-dtype / reduce-dtype run fsdp-mixed-precision after the wrapping;
 // lower=true appends the lowering (fsdp-lower-pipeline).

@@ -238,6 +238,9 @@ struct AttentionCall {
   Slice q, k, v;
   Value bias, grad;              // grad: the backward's dout
   SmallVector<Slice, 3> results; // out, or dq, dk, dv (null: not wanted)
+  /// The softmax statistics: the forward's to write, the backward's to
+  /// read with the forward's out (null: none kept).
+  Value stats, out;
   Value dbias;
   int64_t batch, tq, tk, heads, kvHeads, headDim, qRow = 0, kvRow = 0;
   bool causal;
@@ -248,8 +251,11 @@ struct AttentionCall {
     a.i32(dtypeOf(q.tensor)).t(q.tensor, q.bytes).t(k.tensor, k.bytes)
         .t(v.tensor, v.bytes);
     if (grad)
-      a.t(grad);
-    for (const Slice &r : results)
+      a.t(grad).opt(out);
+    else
+      a.t(results[0].tensor, results[0].bytes);
+    a.opt(stats);
+    for (const Slice &r : ArrayRef<Slice>(results).drop_front(grad ? 0 : 1))
       r.tensor ? a.t(r.tensor, r.bytes) : a.opt(Value());
     a.i64(batch).i64(tq).i64(tk).i64(heads).i64(kvHeads).i64(headDim)
         .i64(qRow).i64(kvRow).i32(causal)
@@ -490,11 +496,16 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         return success();
       })
       .Case([&](nn::PackedAttentionOp o) {
-        packedAttentionCall(o, Value(), o.getResult()).emit(calls);
+        AttentionCall c = packedAttentionCall(o, Value(), o.getResult());
+        c.stats = o.getStats();
+        c.emit(calls);
         return success();
       })
       .Case([&](nn::PackedAttentionGradOp o) {
-        packedAttentionCall(o, o.getGrad(), o.getQkvGrad()).emit(calls);
+        AttentionCall c = packedAttentionCall(o, o.getGrad(), o.getQkvGrad());
+        if (!o.getSaved().empty())
+          c.out = o.getSaved()[0], c.stats = o.getSaved()[1];
+        c.emit(calls);
         return success();
       })
       .Case([&](nn::RoPEOp o) {

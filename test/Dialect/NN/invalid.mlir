@@ -254,6 +254,15 @@ func.func @packed_attention_grad_type(%g: tensor<2x16x16xf32>, %qkv: tensor<2x16
 
 // -----
 
+func.func @packed_attention_saved_stats(%g: tensor<2x16x32xf32>, %qkv: tensor<2x16x96xf32>, %s: tensor<2x16x4xf32>) {
+  // expected-error @+2 {{'nn.packed_attention_grad' op saved must be the forward's result 'tensor<2x16x32xf32>' and its statistics 'tensor<2x4x16xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.packed_attention_grad %g, %qkv saved %g, %s {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>, tensor<2x16x32xf32>, tensor<2x16x4xf32>) -> tensor<2x16x96xf32>
+  return
+}
+
+// -----
+
 func.func @attention_rank(%q: tensor<16x32xf32>) {
   // expected-error @+2 {{query, key and value must be 3-D [batch, seq, heads*dim]}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -73,7 +73,8 @@ struct FSDPPackAttentionPass
       auto packed = nn::PackedAttentionOp::create(
           b, attention.getLoc(), split.getInput(),
           attention.getNumHeadsAttr(), attention.getNumKvHeadsAttr(),
-          attention.getCausalAttr(), attention.getScaleAttr());
+          attention.getCausalAttr(), attention.getScaleAttr(),
+          /*keep_stats=*/nullptr);
       attention.getResult().replaceAllUsesWith(packed.getResult());
       attention.erase();
       split.erase();

@@ -341,10 +341,15 @@ FailureOr<SmallVector<Value>> AttentionOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>(grads.getResults());
 }
 
+// A forward that keeps its softmax statistics hands them, with its result,
+// to the backward (the statistics themselves have no gradient).
 FailureOr<SmallVector<Value>>
 PackedAttentionOp::buildVJP(OpBuilder &b, ValueRange cotangents) {
+  SmallVector<Value, 2> saved;
+  if (getKeepStats())
+    saved = {getResult(), getStats()};
   return SmallVector<Value>{PackedAttentionGradOp::create(
-      b, getLoc(), cotangents[0], getQkv(), getNumHeadsAttr(),
+      b, getLoc(), cotangents[0], getQkv(), saved, getNumHeadsAttr(),
       getNumKvHeadsAttr(), getCausalAttr(), getScaleAttr())};
 }
 

@@ -145,6 +145,14 @@ LogicalResult PackedAttentionGradOp::inferReturnTypes(
   if (failed(forward) ||
       failed(checkGrad(loc, getOperationName(), adaptor.getGrad(), *forward)))
     return failure();
+  ValueRange saved = adaptor.getSaved();
+  if (!saved.empty() &&
+      (saved.size() != 2 || saved[0].getType() != *forward ||
+       saved[1].getType() !=
+           packedAttentionStats(*forward, adaptor.getNumHeads())))
+    return fail(loc, getOperationName(), "saved must be the forward's result ",
+                *forward, " and its statistics ",
+                packedAttentionStats(*forward, adaptor.getNumHeads()));
   results.push_back(adaptor.getQkv().getType());
   return success();
 }

@@ -331,6 +331,14 @@ rules::packedAttentionResult(std::optional<Location> loc, StringRef opName,
       qkv.getElementType());
 }
 
+RankedTensorType rules::packedAttentionStats(RankedTensorType result,
+                                             uint64_t numHeads) {
+  return RankedTensorType::get({result.getDimSize(0),
+                                static_cast<int64_t>(numHeads),
+                                result.getDimSize(1)},
+                               Float32Type::get(result.getContext()));
+}
+
 LogicalResult PackedAttentionOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {
@@ -340,6 +348,8 @@ LogicalResult PackedAttentionOp::inferReturnTypes(
   if (failed(result))
     return failure();
   results.push_back(*result);
+  if (adaptor.getKeepStats())
+    results.push_back(packedAttentionStats(*result, adaptor.getNumHeads()));
   return success();
 }
 

@@ -52,6 +52,11 @@ packedAttentionResult(std::optional<Location> loc, StringRef opName,
                       Value qkv, uint64_t numHeads,
                       std::optional<uint64_t> numKvHeads);
 
+/// nn.packed_attention's softmax statistics for its result `[B, T, H·D]`:
+/// f32 [B, H, T].
+RankedTensorType packedAttentionStats(RankedTensorType result,
+                                      uint64_t numHeads);
+
 } // namespace mlir::nn::rules
 
 #endif // FSDP_LIB_DIALECT_NN_IR_SHAPERULES_H

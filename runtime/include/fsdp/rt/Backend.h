@@ -260,13 +260,17 @@ public:
                                  const void *dy, void *dtable, int64_t numIds,
                                  int64_t vocab, int64_t dim) = 0;
   /// `bias` (null: none) is d.biasNumel() elements; `dbias` (null: not
-  /// wanted) too.
+  /// wanted) too. `stats` (null: not wanted) gets each query row's
+  /// log-sum-exp of its scaled, masked scores, [batch, heads, tq]; the
+  /// backward takes them with the forward's `out` (both null: it computes
+  /// what it needs) and gives the same results either way.
   virtual void attentionForward(DType dt, const void *q, const void *k,
                                 const void *v, const void *bias, void *out,
-                                const AttentionDims &d) = 0;
+                                float *stats, const AttentionDims &d) = 0;
   virtual void attentionBackward(DType dt, const void *q, const void *k,
                                  const void *v, const void *bias,
-                                 const void *dout, void *dq, void *dk,
+                                 const void *dout, const void *out,
+                                 const float *stats, void *dq, void *dk,
                                  void *dv, void *dbias,
                                  const AttentionDims &d) = 0;
   /// inverse = true rotates by -angle: the VJP of the forward rotation.

@@ -375,10 +375,16 @@ int32_t fsdprt_embedding_backward(int64_t ctx, int64_t stream, int32_t dtype,
 /* q_row / kv_row: elements from one token's q (dq) / k, v (dk, dv) to   */
 /* the next; 0 means contiguous (H*D, Hkv*D). Larger where q, k, v are   */
 /* slices of one packed projection [B, T, (H + 2*Hkv)*D] (no copies).    */
+/* stats (0: not wanted) gets the softmax statistics of the forward, an  */
+/* f32 [B, H, Tq]: the log-sum-exp of each row of scaled, masked scores. */
+/* Given to the backward with the forward's out (both or neither), they  */
+/* spare it recomputing them (cuDNN re-ran the forward); its results are */
+/* the same either way.                                                  */
 int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t q, int64_t q_off, int64_t k,
                                  int64_t k_off, int64_t v, int64_t v_off,
-                                 int64_t out, int64_t out_off, int64_t batch,
+                                 int64_t out, int64_t out_off, int64_t stats,
+                                 int64_t stats_off, int64_t batch,
                                  int64_t tq, int64_t tk, int64_t heads,
                                  int64_t kv_heads, int64_t head_dim,
                                  int64_t q_row, int64_t kv_row,
@@ -388,7 +394,9 @@ int32_t fsdprt_attention_forward(int64_t ctx, int64_t stream, int32_t dtype,
 int32_t fsdprt_attention_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t q, int64_t q_off, int64_t k,
                                   int64_t k_off, int64_t v, int64_t v_off,
-                                  int64_t dout, int64_t dout_off, int64_t dq,
+                                  int64_t dout, int64_t dout_off, int64_t out,
+                                  int64_t out_off, int64_t stats,
+                                  int64_t stats_off, int64_t dq,
                                   int64_t dq_off, int64_t dk, int64_t dk_off,
                                   int64_t dv, int64_t dv_off, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads,

@@ -59,6 +59,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Attention on a split q / k / v projection reads it in "
                      "place (fsdp-pack-attention)"),
       llvm::cl::init(true)};
+  Option<bool> keepAttentionStats{
+      *this, "keep-attention-stats",
+      llvm::cl::desc("Packed attention's backward reads the forward's "
+                     "softmax statistics (fsdp-keep-attention-stats)"),
+      llvm::cl::init(true)};
   Option<int64_t> padVocab{
       *this, "pad-vocab",
       llvm::cl::desc("Pad a language model head of at least 4096 classes to "

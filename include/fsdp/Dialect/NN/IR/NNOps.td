@@ -411,16 +411,26 @@ def NN_PackedAttentionOp : NN_PureOp<"packed_attention",
     `nn.attention`. Attributes mean what they mean on `nn.attention`; no
     bias. The result is `[B, T, H·D]`.
 
+    With `keep_stats` (set by `fsdp-keep-attention-stats` where the train
+    step differentiates it), a second result holds the softmax statistics
+    for `nn.packed_attention_grad`: f32 `[B, H, T]`, each query row's
+    log-sum-exp of its scaled, masked scores (what FlashAttention and
+    PyTorch's SDPA keep), so that the backward need not run the forward
+    again.
+
     ```mlir
     %o = nn.packed_attention %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+    %o2, %stats = nn.packed_attention %qkv {causal, keep_stats, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> (tensor<2x16x32xf32>, tensor<2x4x16xf32>)
     ```
   }];
   let arguments = (ins NN_FloatTensor:$qkv,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
                        UnitAttr:$causal,
-                       OptionalAttr<NN_PositiveF64>:$scale);
-  let results = (outs NN_FloatTensor:$result);
+                       OptionalAttr<NN_PositiveF64>:$scale,
+                       UnitAttr:$keep_stats);
+  let results = (outs NN_FloatTensor:$result,
+                      Optional<StaticShapeTensorOf<[F32]>>:$stats);
   let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{
     /// Heads of key/value (num_heads unless grouped-query attention).
@@ -844,19 +854,23 @@ def NN_PackedAttentionGradOp : NN_PureOp<"packed_attention_grad",
   let description = [{
     The query, key and value gradients of nn.attention_grad, written as the
     slices of one tensor of `qkv`'s type (no concat). Attributes as
-    nn.packed_attention's.
+    nn.packed_attention's. `saved`, when present, is the forward's result
+    and its softmax statistics (`keep_stats`): the backward reads them
+    instead of computing them again; the gradient is the same.
 
     ```mlir
     %g = nn.packed_attention_grad %d, %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
+    %g2 = nn.packed_attention_grad %d, %qkv saved %o2, %stats {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>, tensor<2x16x32xf32>, tensor<2x4x16xf32>) -> tensor<2x16x96xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$qkv,
+                       Variadic<AnyRankedTensor>:$saved,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
                        UnitAttr:$causal,
                        OptionalAttr<NN_PositiveF64>:$scale);
   let results = (outs NN_FloatTensor:$qkv_grad);
-  let assemblyFormat = "$grad `,` $qkv attr-dict `:` "
+  let assemblyFormat = "$grad `,` $qkv (`saved` $saved^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let extraClassDeclaration = [{
     int64_t getKeyValueHeads() {

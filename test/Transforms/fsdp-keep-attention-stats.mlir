@@ -1,0 +1,52 @@
+// fsdp-keep-attention-stats: in a train step, the backward of a packed
+// attention reads its forward's result and softmax statistics (the forward
+// becomes keep_stats); under activation checkpointing, those of the
+// forward recomputed for it (the first forward's statistics are not kept).
+// A backward with two candidate forwards is left alone.
+// RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-keep-attention-stats | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-checkpoint-activations="kinds=Attn" --fsdp-keep-attention-stats | FileCheck %s --check-prefix=CKPT
+
+// CHECK-LABEL: func.func @gpt_train_step(
+// The kept forward is still the unit's forward-phase op.
+// CHECK: %[[O:.*]], %[[S:.*]] = nn.packed_attention %{{.*}} {causal, fsdp.phase = #fsdp<phase forward>, fsdp.unit = "attn", keep_stats, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> (tensor<2x16x32xf32>, tensor<2x4x16xf32>)
+// CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} saved %[[O]], %[[S]] {causal, {{.*}}num_heads = 4 : i64}
+// CKPT-LABEL: func.func @gpt_train_step(
+// CKPT: nn.packed_attention %{{.*}} {causal, {{[^}]*}}num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+// CKPT: %[[RO:.*]], %[[RS:.*]] = nn.packed_attention %{{.*}} {causal, {{.*}}keep_stats, num_heads = 4 : i64}
+// CKPT: nn.packed_attention_grad %{{.*}}, %{{.*}} saved %[[RO]], %[[RS]]
+fsdp.model @gpt {
+  fsdp.module @root kind "Net" unit {
+    fsdp.module @attn kind "Attn" unit {
+      fsdp.param @w : tensor<96x32xf32> init <normal(0.0, 0.02)>
+      fsdp.param @proj : tensor<32x32xf32> init <normal(0.0, 0.02)>
+      fsdp.forward (%x: tensor<2x16x32xf32>) -> tensor<2x16x32xf32> {
+        %w = fsdp.get_param @w : tensor<96x32xf32>
+        %proj = fsdp.get_param @proj : tensor<32x32xf32>
+        %p = nn.linear %x, %w : (tensor<2x16x32xf32>, tensor<96x32xf32>) -> tensor<2x16x96xf32>
+        %q, %k, %v = nn.split %p {dim = 2 : i64, sizes = array<i64: 32, 32, 32>} : (tensor<2x16x96xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+        %o = nn.attention %q, %k, %v {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+        %y = nn.linear %o, %proj : (tensor<2x16x32xf32>, tensor<32x32xf32>) -> tensor<2x16x32xf32>
+        fsdp.return %y : tensor<2x16x32xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<2x16x32xf32>) -> tensor<f32> {
+      %y = fsdp.call @attn(%x) : (tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x16x32xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// Two forwards of the same qkv and attributes: which one the backward
+// belongs to is not known, so it computes its statistics itself.
+// CHECK-LABEL: func.func @twice(
+// CHECK-NOT: keep_stats
+// CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} {causal
+func.func @twice(%qkv: tensor<2x16x96xf32>, %g: tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x96xf32>) {
+  %a = nn.packed_attention %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+  %b = nn.packed_attention %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+  %d = nn.packed_attention_grad %g, %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
+  return %a, %b, %d : tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x96xf32>
+}
