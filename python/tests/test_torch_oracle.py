@@ -61,9 +61,15 @@ WEIGHT_ATOL = 1e-12
 # digits, which the fp32 reductions (ranks, reduce-scatter order) change. The
 # element ends 1.14e-5 = 3.8e-3 * lr apart (1.4e-4 of the tensor's max), and
 # torch fp32 is the farther of the two from a float64 torch run (8.2e-6 vs
-# 3.2e-6). AdamW parameters therefore get an atol of 5e-3 * lr; their
-# optimizer state (m, v) keeps the bounds above.
-ADAMW_WEIGHT_ATOL_PER_LR = 5e-3
+# 3.2e-6). Likewise test_torch_import's gpt_vocab on 2 ranks:
+# h.0.attn.c_attn.weight[2, 16] has a step-1 gradient of 2.3e-8 (float64;
+# the query rows' median is 3.4e-3) and ends 1.1e-2 * lr apart, 18x the
+# tensor's next element, since the attention backward computes its
+# probabilities as exp(S - lse) (the rounding moved). AdamW parameters
+# therefore get an atol of 1.5e-2 * lr (4.5e-5 at lr 3e-3, against updates
+# of lr per step that a wrong gradient would change); their optimizer
+# state (m, v) keeps the bounds above.
+ADAMW_WEIGHT_ATOL_PER_LR = 1.5e-2
 # The exception: GPT-2's key bias (c_attn.bias[width:2*width]) has a gradient
 # that is zero in exact arithmetic (softmax is invariant to the per-query
 # constant q.b_k it adds), so both sides compute float noise (~1e-12) there,
