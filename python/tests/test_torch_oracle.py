@@ -61,15 +61,17 @@ WEIGHT_ATOL = 1e-12
 # digits, which the fp32 reductions (ranks, reduce-scatter order) change. The
 # element ends 1.14e-5 = 3.8e-3 * lr apart (1.4e-4 of the tensor's max), and
 # torch fp32 is the farther of the two from a float64 torch run (8.2e-6 vs
-# 3.2e-6). Likewise test_torch_import's gpt_vocab on 2 ranks:
-# h.0.attn.c_attn.weight[2, 16] has a step-1 gradient of 2.3e-8 (float64;
-# the query rows' median is 3.4e-3) and ends 1.1e-2 * lr apart, 18x the
-# tensor's next element, since the attention backward computes its
-# probabilities as exp(S - lse) (the rounding moved). AdamW parameters
-# therefore get an atol of 1.5e-2 * lr (4.5e-5 at lr 3e-3, against updates
-# of lr per step that a wrong gradient would change); their optimizer
-# state (m, v) keeps the bounds above.
-ADAMW_WEIGHT_ATOL_PER_LR = 1.5e-2
+# 3.2e-6). AdamW parameters therefore get an atol of 5e-3 * lr; their
+# optimizer state (m, v) keeps the bounds above. Such an element can land
+# farther: test_torch_import's gpt_vocab on 2 ranks has
+# h.0.attn.c_attn.weight[2, 16], step-1 gradient 2.3e-8 (float64; the query
+# rows' median is 3.4e-3), 1.1e-2 * lr apart, 18x the tensor's next element
+# (since the attention backward computes its probabilities as
+# exp(S - lse)). So under AdamW one element in a thousand of a parameter
+# (one at least) may exceed the bound, by no more than both runs can move
+# (2 * lr * STEPS); a wrong gradient moves many.
+ADAMW_WEIGHT_ATOL_PER_LR = 5e-3
+ADAMW_OUTLIERS_PER_ELEMENT = 1e-3
 # The exception: GPT-2's key bias (c_attn.bias[width:2*width]) has a gradient
 # that is zero in exact arithmetic (softmax is invariant to the per-query
 # constant q.b_k it adds), so both sides compute float noise (~1e-12) there,
@@ -257,12 +259,14 @@ def assert_losses_match(ours, ref, what="torch", abs_tol=0.0):
 def assert_state_matches(ours, ref_state, adamw_lr=None, noise_mask=None):
     """Every tensor within WEIGHT_RTOL of its max plus WEIGHT_ATOL; under
     AdamW (adamw_lr) parameters get ADAMW_WEIGHT_ATOL_PER_LR * lr more, and
-    the elements of noise_mask(key, shape) only 2 * lr * STEPS (see above)."""
+    the elements of noise_mask(key, shape) and a few outliers
+    (ADAMW_OUTLIERS_PER_ELEMENT) only 2 * lr * STEPS (see above)."""
     for key, ref in ref_state.items():
         ref = ref.astype(np.float64)
         diff = np.abs(ours[key].astype(np.float64) - ref)
         atol = WEIGHT_ATOL
-        if adamw_lr is not None and not key.startswith("optim."):
+        adamw_param = adamw_lr is not None and not key.startswith("optim.")
+        if adamw_param:
             noise = noise_mask(key, ref.shape) if noise_mask else None
             if noise is not None and noise.any():
                 assert diff[noise].max() <= 2 * adamw_lr * STEPS, key
@@ -270,7 +274,14 @@ def assert_state_matches(ours, ref_state, adamw_lr=None, noise_mask=None):
                 ref = np.where(noise, 0.0, ref)
             atol = ADAMW_WEIGHT_ATOL_PER_LR * adamw_lr
         scale = float(np.max(np.abs(ref)))
-        assert diff.max() <= WEIGHT_RTOL * scale + atol, \
+        bound = WEIGHT_RTOL * scale + atol
+        if adamw_param:
+            outliers = diff > bound
+            allowed = max(1, int(diff.size * ADAMW_OUTLIERS_PER_ELEMENT))
+            if 0 < outliers.sum() <= allowed:
+                assert diff[outliers].max() <= 2 * adamw_lr * STEPS, key
+                diff = np.where(outliers, 0.0, diff)
+        assert diff.max() <= bound, \
             f"{key}: max|diff| {diff.max():.3g} > {WEIGHT_RTOL:g} * " \
             f"{scale:.3g} + {atol:g}"
 

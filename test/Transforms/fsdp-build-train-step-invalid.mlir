@@ -15,6 +15,7 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=*.bias:lr-scale=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=VALUE
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="param-groups=[:lr-scale=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GLOB
 // RUN: fsdp-opt %t/no-vjp.mlir --fsdp-build-train-step -verify-diagnostics -o /dev/null
+// RUN: fsdp-opt %t/stats-loss.mlir --fsdp-build-train-step -verify-diagnostics -o /dev/null
 
 
 // LR: model.mlir:2:1: error: fsdp-build-train-step: lr must be >= 0, got -1
@@ -56,6 +57,23 @@ fsdp.model @m {
       // expected-error @+1 {{'arith.addf' op has no VJP (DifferentiableOpInterface), but the loss depends on it through a trained parameter}}
       %d = arith.addf %w, %w : tensor<4xf32>
       %l = nn.reduce_sum %d {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+//--- stats-loss.mlir
+// A loss computed from attention's softmax statistics: they have no
+// gradient.
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<2x4x96xf32> init <ones>
+    fsdp.forward () -> tensor<f32> {
+      %w = fsdp.get_param @w : tensor<2x4x96xf32>
+      // expected-error @+2 {{'nn.packed_attention' op the loss depends on its softmax statistics, which have no gradient}}
+      // expected-error @+1 {{'nn.packed_attention' op failed to build its VJP}}
+      %o, %s = nn.packed_attention %w {keep_stats, num_heads = 4 : i64} : (tensor<2x4x96xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x4xf32>)
+      %l = nn.reduce_sum %s {dims = array<i64: 0, 1, 2>} : (tensor<2x4x4xf32>) -> tensor<f32>
       fsdp.return %l : tensor<f32>
     }
   }

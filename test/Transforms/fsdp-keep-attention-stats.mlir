@@ -2,7 +2,8 @@
 // attention reads its forward's result and softmax statistics (the forward
 // becomes keep_stats); under activation checkpointing, those of the
 // forward recomputed for it (the first forward's statistics are not kept).
-// A backward with two candidate forwards is left alone.
+// Of two candidate forwards the later keeps them; a forward of other
+// attributes is not the backward's.
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-keep-attention-stats | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-checkpoint-activations="kinds=Attn" --fsdp-keep-attention-stats | FileCheck %s --check-prefix=CKPT
 
@@ -39,14 +40,28 @@ fsdp.model @gpt {
 
 // -----
 
-// Two forwards of the same qkv and attributes: which one the backward
-// belongs to is not known, so it computes its statistics itself.
+// Two forwards of the same qkv and attributes compute the same values: the
+// later one keeps its statistics (the one the backward's inputs stay alive
+// the least for).
 // CHECK-LABEL: func.func @twice(
-// CHECK-NOT: keep_stats
-// CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} {causal
+// CHECK: nn.packed_attention %{{.*}} {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+// CHECK: %[[TO:.*]], %[[TS:.*]] = nn.packed_attention %{{.*}} {causal, keep_stats, num_heads = 4 : i64}
+// CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} saved %[[TO]], %[[TS]] {causal
 func.func @twice(%qkv: tensor<2x16x96xf32>, %g: tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x96xf32>) {
   %a = nn.packed_attention %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
   %b = nn.packed_attention %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
   %d = nn.packed_attention_grad %g, %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
   return %a, %b, %d : tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x96xf32>
+}
+
+// -----
+
+// A forward of other attributes (not causal) is not this backward's.
+// CHECK-LABEL: func.func @other_attributes(
+// CHECK-NOT: keep_stats
+// CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} {causal
+func.func @other_attributes(%qkv: tensor<2x16x96xf32>, %g: tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x96xf32>) {
+  %a = nn.packed_attention %qkv {num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
+  %d = nn.packed_attention_grad %g, %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
+  return %a, %d : tensor<2x16x32xf32>, tensor<2x16x96xf32>
 }

@@ -24,9 +24,11 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// The one packed attention computing `grad`'s forward: it reads the same
-/// qkv with the same attributes, before `grad` in its block; null when
-/// there is none or more than one.
+/// The packed attention computing `grad`'s forward: one reading the same
+/// qkv with the same attributes, before `grad` in its block; the last such
+/// when there are several (they compute the same values: under activation
+/// checkpointing of a unit whose qkv comes from outside it, the forward and
+/// its recomputation; the later one keeps the least alive). Null if none.
 nn::PackedAttentionOp forwardOf(nn::PackedAttentionGradOp grad) {
   nn::PackedAttentionOp found;
   for (Operation *user : grad.getQkv().getUsers()) {
@@ -38,9 +40,8 @@ nn::PackedAttentionOp forwardOf(nn::PackedAttentionGradOp grad) {
         forward.getCausal() != grad.getCausal() ||
         forward.getScale() != grad.getScale())
       continue;
-    if (found)
-      return {};
-    found = forward;
+    if (!found || found->isBeforeInBlock(forward))
+      found = forward;
   }
   return found;
 }

@@ -342,9 +342,13 @@ FailureOr<SmallVector<Value>> AttentionOp::buildVJP(OpBuilder &b,
 }
 
 // A forward that keeps its softmax statistics hands them, with its result,
-// to the backward (the statistics themselves have no gradient).
+// to the backward. The statistics are the backward's input, not a value
+// the loss may be differentiated through.
 FailureOr<SmallVector<Value>>
 PackedAttentionOp::buildVJP(OpBuilder &b, ValueRange cotangents) {
+  if (cotangents.size() > 1 && cotangents[1])
+    return emitOpError("the loss depends on its softmax statistics, which "
+                       "have no gradient");
   SmallVector<Value, 2> saved;
   if (getKeepStats())
     saved = {getResult(), getStats()};
