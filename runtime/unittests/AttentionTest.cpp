@@ -369,73 +369,103 @@ TEST_P(SequenceConformance, AttentionOnPackedQkvEqualsContiguous) {
   }
 }
 
-// The forward's softmax statistics are each query row's log-sum-exp of its
-// scaled, masked, biased scores (float64 reference), and a backward given
-// them with the forward's out computes what it computes without them, bit
-// for bit (f32 and bf16; causal GQA with a bias broadcast over the batch).
-TEST_P(SequenceConformance, AttentionKeptStatisticsAreLogSumExpChangeNothing) {
-  Device dev(GetParam());
-  AttentionCase c{2, 5, 7, 4, 2, 8, true, 0.0, 1, 4};
-  int64_t qn = c.batch * c.tq * c.heads * c.headDim,
-          kvn = c.batch * c.tk * c.kvHeads * c.headDim,
-          sn = c.batch * c.heads * c.tq;
-  auto q = randomVector(qn, 131), k = randomVector(kvn, 132),
-       v = randomVector(kvn, 133), dout = randomVector(qn, 134),
-       bias = randomVector(c.biasNumel(), 135);
+/// Each query row's log-sum-exp of its scaled, masked (and biased) scores in
+/// float64: the softmax statistics, [batch, heads, tq].
+std::vector<double> logSumExpRows(const AttentionCase &c,
+                                  const std::vector<float> &q,
+                                  const std::vector<float> &k,
+                                  const std::vector<float> &bias) {
   double scale = 1.0 / std::sqrt(double(c.headDim));
-  std::vector<double> want(sn);
+  std::vector<double> out;
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads; ++h)
       for (int64_t i = 0; i < c.tq; ++i) {
         int64_t g = h / (c.heads / c.kvHeads);
+        int64_t live = c.causal ? std::min(i + 1, c.tk) : c.tk;
         std::vector<double> row;
-        for (int64_t j = 0; j < (c.causal ? std::min(i + 1, c.tk) : c.tk);
-             ++j) {
+        for (int64_t j = 0; j < live; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < c.headDim; ++e)
             dot += double(q[((b * c.tq + i) * c.heads + h) * c.headDim + e]) *
                    k[((b * c.tk + j) * c.kvHeads + g) * c.headDim + e];
-          row.push_back(dot * scale + bias[c.biasAt(b, h, i, j)]);
+          row.push_back(dot * scale +
+                        (bias.empty() ? 0.0 : bias[c.biasAt(b, h, i, j)]));
         }
         double m = *std::max_element(row.begin(), row.end()), sum = 0;
         for (double x : row)
           sum += std::exp(x - m);
-        want[(b * c.heads + h) * c.tq + i] = m + std::log(sum);
+        out.push_back(m + std::log(sum));
       }
-  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
-    SCOPED_TRACE(::testing::Message() << "dtype " << dt);
-    int64_t es = dt == FSDPRT_F32 ? 4 : 2;
-    auto in = [&](const std::vector<float> &x) {
-      int64_t f = dev.upload(x), h = dev.alloc(x.size() * es);
-      RT_EXPECT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, f, 0, dt, h, 0,
-                               x.size()));
-      return h;
-    };
-    int64_t bq = in(q), bk = in(k), bv = in(v), bdo = in(dout), bb = in(bias),
-            bo = dev.alloc(qn * es), bs = dev.alloc(sn * 4);
-    RT_EXPECT_OK(fsdprt_attention_forward(
-        dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv, 0, bo, 0, bs, 0, c.batch,
-        c.tq, c.tk, c.heads, c.kvHeads, c.headDim, 0, 0, c.causal, c.scale,
-        bb, 0, c.biasBatch, c.biasHeads));
-    if (dt == FSDPRT_F32)
-      expectClose(dev.download(bs, sn), want, "stats");
-    std::vector<std::vector<uint8_t>> grads[2];
-    for (bool kept : {false, true}) {
-      int64_t bdq = dev.alloc(qn * es), bdk = dev.alloc(kvn * es),
-              bdv = dev.alloc(kvn * es), bdb = dev.alloc(c.biasNumel() * es);
-      RT_EXPECT_OK(fsdprt_attention_backward(
-          dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv, 0, bdo, 0, kept ? bo : 0,
-          0, kept ? bs : 0, 0, bdq, 0, bdk, 0, bdv, 0, c.batch, c.tq, c.tk,
-          c.heads, c.kvHeads, c.headDim, 0, 0, c.causal, c.scale, bb, 0, bdb,
-          0, c.biasBatch, c.biasHeads));
-      for (auto [b, n] : {std::pair{bdq, qn}, {bdk, kvn}, {bdv, kvn},
-                          {bdb, c.biasNumel()}})
-        grads[kept].push_back(dev.download<uint8_t>(b, n * es));
+  return out;
+}
+
+// The forward's softmax statistics are each query row's log-sum-exp of its
+// scaled, masked, biased scores (float64 reference on the values the device
+// holds), and a backward given them with the forward's out computes what
+// it computes without them, bit for bit: f32 and bf16, causal GQA, with a
+// bias broadcast over the batch (the cuBLAS path on a GPU) and without
+// (bf16: cuDNN's fused kernels where the device has them).
+TEST_P(SequenceConformance, AttentionKeptStatisticsAreLogSumExpChangeNothing) {
+  Device dev(GetParam());
+  for (bool biased : {true, false}) {
+    AttentionCase c{2, 5, 7, 4, 2, 8, true, 0.0, biased ? 1 : 0,
+                    biased ? 4 : 0};
+    int64_t qn = c.batch * c.tq * c.heads * c.headDim,
+            kvn = c.batch * c.tk * c.kvHeads * c.headDim,
+            sn = c.batch * c.heads * c.tq;
+    auto q = randomVector(qn, 131), k = randomVector(kvn, 132),
+         v = randomVector(kvn, 133), dout = randomVector(qn, 134),
+         bias = randomVector(c.biasNumel(), 135);
+    for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "dtype " << dt << " bias " << biased);
+      int64_t es = dt == FSDPRT_F32 ? 4 : 2;
+      // The values as stored in dt, for the reference.
+      auto held = [&](std::vector<float> x) {
+        if (dt == FSDPRT_BF16)
+          for (float &f : x)
+            f = bf16ToFloat(floatToBf16(f));
+        return x;
+      };
+      auto in = [&](const std::vector<float> &x) -> int64_t {
+        if (x.empty())
+          return 0;
+        int64_t f = dev.upload(x), h = dev.alloc(x.size() * es);
+        RT_EXPECT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, f, 0, dt, h,
+                                 0, x.size()));
+        return h;
+      };
+      int64_t bq = in(q), bk = in(k), bv = in(v), bdo = in(dout),
+              bb = in(biased ? bias : std::vector<float>()),
+              bo = dev.alloc(qn * es), bs = dev.alloc(sn * 4);
+      RT_EXPECT_OK(fsdprt_attention_forward(
+          dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv, 0, bo, 0, bs, 0, c.batch,
+          c.tq, c.tk, c.heads, c.kvHeads, c.headDim, 0, 0, c.causal, c.scale,
+          bb, 0, c.biasBatch, c.biasHeads));
+      expectClose(dev.download(bs, sn),
+                  logSumExpRows(c, held(q), held(k),
+                                biased ? held(bias) : std::vector<float>()),
+                  "stats");
+      std::vector<std::vector<uint8_t>> grads[2];
+      for (bool kept : {false, true}) {
+        int64_t bdq = dev.alloc(qn * es), bdk = dev.alloc(kvn * es),
+                bdv = dev.alloc(kvn * es),
+                bdb = biased ? dev.alloc(c.biasNumel() * es) : 0;
+        RT_EXPECT_OK(fsdprt_attention_backward(
+            dev.ctx, dev.stream, dt, bq, 0, bk, 0, bv, 0, bdo, 0,
+            kept ? bo : 0, 0, kept ? bs : 0, 0, bdq, 0, bdk, 0, bdv, 0,
+            c.batch, c.tq, c.tk, c.heads, c.kvHeads, c.headDim, 0, 0,
+            c.causal, c.scale, bb, 0, bdb, 0, c.biasBatch, c.biasHeads));
+        for (auto [b, n] : {std::pair{bdq, qn}, {bdk, kvn}, {bdv, kvn},
+                            {bdb, c.biasNumel()}})
+          if (b)
+            grads[kept].push_back(dev.download<uint8_t>(b, n * es));
+      }
+      EXPECT_EQ(grads[true], grads[false]);
     }
-    EXPECT_EQ(grads[true], grads[false]);
   }
   // Out and statistics go together.
-  int64_t b4 = dev.alloc(qn * 4);
+  int64_t b4 = dev.alloc(64 * 4);
   EXPECT_EQ(fsdprt_attention_backward(
                 dev.ctx, dev.stream, FSDPRT_F32, b4, 0, b4, 0, b4, 0, b4, 0,
                 b4, 0, 0, 0, b4, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 0, 0, 0, 0.0,
