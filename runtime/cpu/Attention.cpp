@@ -67,9 +67,12 @@ static void probabilities(const float *q, const float *k, const float *bias,
   scores(q, k, bias, d, v, p);
   for (int64_t i = 0; i < d.tq; ++i) {
     float *row = p + i * d.tk;
+    float m, logSum; // softmaxRow's, computed once for both
+    rowLogSumExp(row, d.tk, 1, m, logSum);
     if (stats)
-      stats[i] = logSumExp(row, d.tk);
-    softmaxRow(row, row, d.tk, 1);
+      stats[i] = m + logSum;
+    for (int64_t j = 0; j < d.tk; ++j)
+      row[j] = std::exp(row[j] - m - logSum);
   }
 }
 
