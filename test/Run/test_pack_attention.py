@@ -3,9 +3,9 @@ output (no split, no concat) trains exactly as the split program: the same
 losses and weights, bit for bit (on the CPU the attention kernels read
 contiguous copies of the slices; the copies are the split's). The compiled
 step holds no split or concat of q, k, v. Its backward reads the forward's
-softmax statistics (fsdp-keep-attention-stats), which the split program's
-backward computes again: the same bits, on the CPU and through the CUDA
-backend's code (cuda_emu).
+softmax statistics (fsdp-keep-attention-stats), as Llama's nn.attention
+does, where the backward without them computes them again: the same bits,
+on the CPU and through the CUDA backend's code (cuda_emu).
 """
 import subprocess
 
@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES
+from fsdp_mlir import models
 from test_cuda_emu import emu_run  # noqa: F401 (a fixture)
 from test_parity import STEPS
 
 
-def _step(fsdp_opt, tmp_path, options, name):
+def _step(fsdp_opt, tmp_path, options, name, source=EXAMPLES / "gpt2.mlir"):
     out = tmp_path / f"{name}.mlir"
-    subprocess.run([str(fsdp_opt), str(EXAMPLES / "gpt2.mlir"),
+    subprocess.run([str(fsdp_opt), str(source),
                     f"--fsdp-pipeline={options}", "-o", str(out)], check=True)
     return out
 
@@ -59,15 +60,23 @@ def test_packed_step_has_no_split_or_concat(fsdp_opt, tmp_path):
     assert split.count("nn.split") == 2 and split.count("nn.concat") == 2
 
 
+@pytest.mark.parametrize("model,wrap", [("gpt2", "Block"),
+                                        ("llama_tiny", "LlamaDecoderLayer")])
 def test_kept_statistics_change_nothing_on_the_cuda_backend(
-        fsdp, fsdp_opt, emu_run, tmp_path):  # noqa: F811
-    """bf16 GPT-2 through the CUDA backend's code: the backward reading the
-    forward's statistics trains as the one computing them again."""
-    base = ("world-size=1 auto-wrap-policy=module-kind wrap-kinds=Block "
-            "optimizer=adamw param-dtype=bf16 lower=true")
+        fsdp, fsdp_opt, emu_run, tmp_path, model, wrap):  # noqa: F811
+    """bf16 GPT-2 (packed attention) and Llama (nn.attention: rotated q, k,
+    grouped heads) through the CUDA backend's code: the backward reading
+    the forward's statistics trains as the one computing them again."""
+    source = tmp_path / f"{model}.mlir"
+    source.write_text(models.build(model).text())
+    base = (f"world-size=1 auto-wrap-policy=module-kind wrap-kinds={wrap} "
+            "optimizer=adamw param-dtype=bf16")
+    step = _step(fsdp_opt, tmp_path, base, f"{model}-ir", source).read_text()
+    assert step.count("keep_stats") == step.count(" saved %") == 2  # layers
+    base += " lower=true"
     runs = [fsdp.run(fsdp.library(_step(fsdp_opt, tmp_path,
                                         f"{base} keep-attention-stats={keep}",
-                                        f"keep-{keep}")),
+                                        f"{model}-keep-{keep}", source)),
                      steps=STEPS, tool=emu_run, backend="cuda_emu")
             for keep in ("true", "false")]
     kept, recomputed = runs

@@ -3,7 +3,7 @@
 // becomes keep_stats); under activation checkpointing, those of the
 // forward recomputed for it (the first forward's statistics are not kept).
 // Of two candidate forwards the later keeps them; a forward of other
-// attributes is not the backward's.
+// attributes is not the backward's. nn.attention too.
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-keep-attention-stats | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-checkpoint-activations="kinds=Attn" --fsdp-keep-attention-stats | FileCheck %s --check-prefix=CKPT
 
@@ -64,4 +64,17 @@ func.func @other_attributes(%qkv: tensor<2x16x96xf32>, %g: tensor<2x16x32xf32>) 
   %a = nn.packed_attention %qkv {num_heads = 4 : i64} : (tensor<2x16x96xf32>) -> tensor<2x16x32xf32>
   %d = nn.packed_attention_grad %g, %qkv {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x96xf32>) -> tensor<2x16x96xf32>
   return %a, %d : tensor<2x16x32xf32>, tensor<2x16x96xf32>
+}
+
+// -----
+
+// nn.attention (separate q, k, v, as Llama's rotated q and k; a bias too):
+// the same, the backward reading the result and statistics after its bias.
+// CHECK-LABEL: func.func @separate(
+// CHECK: %[[AO:.*]], %[[AS:.*]] = nn.attention %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {causal, keep_stats, num_heads = 4 : i64, num_kv_heads = 2 : i64} : {{.*}} -> (tensor<2x16x32xf32>, tensor<2x4x16xf32>)
+// CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} saved %[[AO]], %[[AS]] {causal
+func.func @separate(%q: tensor<2x16x32xf32>, %kv: tensor<2x16x16xf32>, %b: tensor<1x1x16x16xf32>, %g: tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>) {
+  %o = nn.attention %q, %kv, %kv bias %b {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<2x16x32xf32>
+  %dq, %dk, %dv, %db = nn.attention_grad %g, %q, %kv, %kv bias %b {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>)
+  return %o, %dq, %dk, %dv, %db : tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>
 }

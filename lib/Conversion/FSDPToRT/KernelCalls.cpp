@@ -488,11 +488,16 @@ LogicalResult fsdp::emitKernel(CallBuilder &calls, Operation *op) {
         return success();
       })
       .Case([&](nn::AttentionOp o) {
-        attentionCall(o, Value(), o->getResults()).emit(calls);
+        AttentionCall c = attentionCall(o, Value(), o.getResult());
+        c.stats = o.getStats();
+        c.emit(calls);
         return success();
       })
       .Case([&](nn::AttentionGradOp o) {
-        attentionCall(o, o.getGrad(), o->getResults()).emit(calls);
+        AttentionCall c = attentionCall(o, o.getGrad(), o->getResults());
+        if (!o.getSaved().empty())
+          c.out = o.getSaved()[0], c.stats = o.getSaved()[1];
+        c.emit(calls);
         return success();
       })
       .Case([&](nn::PackedAttentionOp o) {

@@ -130,6 +130,11 @@ func.func @transformer(%ids: tensor<2x16xi32>, %table: tensor<64x32xbf16>, %q: t
   %ko, %ks = nn.packed_attention %packed {causal, keep_stats, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x64xbf16>) -> (tensor<2x16x32xbf16>, tensor<2x4x16xf32>)
   // CHECK: nn.packed_attention_grad %{{.*}}, %{{.*}} saved %[[KO]], %[[KS]] {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x64xbf16>, tensor<2x16x32xbf16>, tensor<2x4x16xf32>) -> tensor<2x16x64xbf16>
   %kg = nn.packed_attention_grad %ko, %packed saved %ko, %ks {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x64xbf16>, tensor<2x16x32xbf16>, tensor<2x4x16xf32>) -> tensor<2x16x64xbf16>
+  // nn.attention likewise, its backward's saved operands after a bias.
+  // CHECK: %[[AO:.*]], %[[AS:.*]] = nn.attention %{{.*}}, %{{.*}}, %{{.*}} {keep_stats, num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>) -> (tensor<2x16x32xbf16>, tensor<2x4x16xf32>)
+  %ao, %as = nn.attention %q, %q, %q {keep_stats, num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>) -> (tensor<2x16x32xbf16>, tensor<2x4x16xf32>)
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved %[[AO]], %[[AS]] {num_heads = 4 : i64}
+  %ag:3 = nn.attention_grad %ao, %q, %q, %q saved %ao, %as {num_heads = 4 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x4x16xf32>) -> (tensor<2x16x32xbf16>, tensor<2x16x32xbf16>, tensor<2x16x32xbf16>)
   // Grouped-query attention: 4 query heads share 2 key/value heads of dim 8.
   // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64}
   %3 = nn.attention %q, %gkv, %gkv {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x32xbf16>

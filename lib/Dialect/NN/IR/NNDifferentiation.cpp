@@ -333,27 +333,39 @@ FailureOr<SmallVector<Value>> EmbeddingOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>{Value(), gradTable};
 }
 
+/// What an attention's backward reads of a forward that keeps its softmax
+/// statistics: its result and the statistics (none otherwise). They are the
+/// backward's input, not a value the loss may be differentiated through.
+template <typename Op>
+static FailureOr<SmallVector<Value, 2>> savedForBackward(Op op,
+                                                         ValueRange cotangents) {
+  if (cotangents.size() > 1 && cotangents[1])
+    return op.emitOpError("the loss depends on its softmax statistics, which "
+                          "have no gradient");
+  if (!op.getKeepStats())
+    return SmallVector<Value, 2>();
+  return SmallVector<Value, 2>{op.getResult(), op.getStats()};
+}
+
 FailureOr<SmallVector<Value>> AttentionOp::buildVJP(OpBuilder &b,
                                                     ValueRange cotangents) {
+  FailureOr<SmallVector<Value, 2>> saved = savedForBackward(*this, cotangents);
+  if (failed(saved))
+    return failure();
   auto grads = AttentionGradOp::create(
       b, getLoc(), cotangents[0], getQuery(), getKey(), getValue(), getBias(),
-      getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(), getScaleAttr());
+      *saved, getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(),
+      getScaleAttr());
   return SmallVector<Value>(grads.getResults());
 }
 
-// A forward that keeps its softmax statistics hands them, with its result,
-// to the backward. The statistics are the backward's input, not a value
-// the loss may be differentiated through.
 FailureOr<SmallVector<Value>>
 PackedAttentionOp::buildVJP(OpBuilder &b, ValueRange cotangents) {
-  if (cotangents.size() > 1 && cotangents[1])
-    return emitOpError("the loss depends on its softmax statistics, which "
-                       "have no gradient");
-  SmallVector<Value, 2> saved;
-  if (getKeepStats())
-    saved = {getResult(), getStats()};
+  FailureOr<SmallVector<Value, 2>> saved = savedForBackward(*this, cotangents);
+  if (failed(saved))
+    return failure();
   return SmallVector<Value>{PackedAttentionGradOp::create(
-      b, getLoc(), cotangents[0], getQkv(), saved, getNumHeadsAttr(),
+      b, getLoc(), cotangents[0], getQkv(), *saved, getNumHeadsAttr(),
       getNumKvHeadsAttr(), getCausalAttr(), getScaleAttr())};
 }
 

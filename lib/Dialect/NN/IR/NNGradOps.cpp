@@ -145,14 +145,9 @@ LogicalResult PackedAttentionGradOp::inferReturnTypes(
   if (failed(forward) ||
       failed(checkGrad(loc, getOperationName(), adaptor.getGrad(), *forward)))
     return failure();
-  ValueRange saved = adaptor.getSaved();
-  if (!saved.empty() &&
-      (saved.size() != 2 || saved[0].getType() != *forward ||
-       saved[1].getType() !=
-           packedAttentionStats(*forward, adaptor.getNumHeads())))
-    return fail(loc, getOperationName(), "saved must be the forward's result ",
-                *forward, " and its statistics ",
-                packedAttentionStats(*forward, adaptor.getNumHeads()));
+  if (failed(checkSavedStats(loc, getOperationName(), adaptor.getSaved(),
+                             *forward, adaptor.getNumHeads())))
+    return failure();
   results.push_back(adaptor.getQkv().getType());
   return success();
 }
@@ -172,7 +167,10 @@ LogicalResult AttentionGradOp::inferReturnTypes(
           context, loc, AttentionOp::Adaptor(operands, nullptr, properties),
           forward)) ||
       failed(checkGrad(loc, getOperationName(), adaptor.getGrad(),
-                       forward.front())))
+                       forward.front())) ||
+      failed(checkSavedStats(loc, getOperationName(), adaptor.getSaved(),
+                             cast<RankedTensorType>(forward.front()),
+                             adaptor.getNumHeads())))
     return failure();
   for (Value operand : operands)
     results.push_back(operand.getType());

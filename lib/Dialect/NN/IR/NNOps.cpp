@@ -304,6 +304,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                   " differs from the query's ", q.getElementType());
   }
   results.push_back(q);
+  if (adaptor.getKeepStats())
+    results.push_back(attentionStats(q, adaptor.getNumHeads()));
   return success();
 }
 
@@ -331,12 +333,25 @@ rules::packedAttentionResult(std::optional<Location> loc, StringRef opName,
       qkv.getElementType());
 }
 
-RankedTensorType rules::packedAttentionStats(RankedTensorType result,
-                                             uint64_t numHeads) {
+RankedTensorType rules::attentionStats(RankedTensorType result,
+                                       uint64_t numHeads) {
   return RankedTensorType::get({result.getDimSize(0),
                                 static_cast<int64_t>(numHeads),
                                 result.getDimSize(1)},
                                Float32Type::get(result.getContext()));
+}
+
+LogicalResult rules::checkSavedStats(std::optional<Location> loc,
+                                     StringRef opName, ValueRange saved,
+                                     RankedTensorType result,
+                                     uint64_t numHeads) {
+  RankedTensorType stats = attentionStats(result, numHeads);
+  if (!saved.empty() &&
+      (saved.size() != 2 || saved[0].getType() != result ||
+       saved[1].getType() != stats))
+    return fail(loc, opName, "saved must be the forward's result ", result,
+                " and its statistics ", stats);
+  return success();
 }
 
 LogicalResult PackedAttentionOp::inferReturnTypes(
@@ -349,7 +364,7 @@ LogicalResult PackedAttentionOp::inferReturnTypes(
     return failure();
   results.push_back(*result);
   if (adaptor.getKeepStats())
-    results.push_back(packedAttentionStats(*result, adaptor.getNumHeads()));
+    results.push_back(attentionStats(*result, adaptor.getNumHeads()));
   return success();
 }
 

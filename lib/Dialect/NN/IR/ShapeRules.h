@@ -52,10 +52,15 @@ packedAttentionResult(std::optional<Location> loc, StringRef opName,
                       Value qkv, uint64_t numHeads,
                       std::optional<uint64_t> numKvHeads);
 
-/// nn.packed_attention's softmax statistics for its result `[B, T, H·D]`:
-/// f32 [B, H, T].
-RankedTensorType packedAttentionStats(RankedTensorType result,
-                                      uint64_t numHeads);
+/// An attention's softmax statistics for its result `[B, Tq, H·D]`:
+/// f32 [B, H, Tq].
+RankedTensorType attentionStats(RankedTensorType result, uint64_t numHeads);
+
+/// A backward's `saved` operands: none, or the forward's `result` and its
+/// statistics.
+LogicalResult checkSavedStats(std::optional<Location> loc, StringRef opName,
+                              ValueRange saved, RankedTensorType result,
+                              uint64_t numHeads);
 
 } // namespace mlir::nn::rules
 

@@ -376,6 +376,9 @@ def NN_AttentionOp : NN_PureOp<"attention", [NN_Differentiable, InferTypeOpAdapt
     large negative value) or a learned bias (T5's relative positions),
     whose gradient is `nn.attention_grad`'s last result.
 
+    `keep_stats` adds the softmax statistics as a second result, f32
+    `[B, H, Tq]`, for `nn.attention_grad` (as on `nn.packed_attention`).
+
     ```mlir
     %o = nn.attention %q, %k, %v {num_heads = 4 : i64, causal} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
     %m = nn.attention %q, %k, %v bias %b {num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x1x16x16xf32>) -> tensor<2x16x32xf32>
@@ -386,8 +389,10 @@ def NN_AttentionOp : NN_PureOp<"attention", [NN_Differentiable, InferTypeOpAdapt
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
                        UnitAttr:$causal,
-                       OptionalAttr<NN_PositiveF64>:$scale);
-  let results = (outs NN_FloatTensor:$result);
+                       OptionalAttr<NN_PositiveF64>:$scale,
+                       UnitAttr:$keep_stats);
+  let results = (outs NN_FloatTensor:$result,
+                      Optional<StaticShapeTensorOf<[F32]>>:$stats);
   let assemblyFormat = "$query `,` $key `,` $value (`bias` $bias^)? attr-dict "
                        "`:` functional-type(operands, results)";
   let extraClassDeclaration = [{
@@ -821,14 +826,16 @@ def NN_LinearGradOp : NN_PureOp<"linear_grad", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
-def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
+def NN_AttentionGradOp : NN_PureOp<"attention_grad",
+                                   [InferTypeOpAdaptor, AttrSizedOperandSegments]> {
   let summary = "gradients of nn.attention (query, key, value)";
   let description = [{
     Recomputes the attention probabilities from query and key (as
     FlashAttention's backward does) rather than storing them. Attributes
     mean what they mean on `nn.attention`. With a `bias`, the last result
     is its gradient (the scores' gradient summed over the dimensions the
-    bias broadcasts along).
+    bias broadcasts along). `saved`, when present, is the forward's result
+    and softmax statistics (`keep_stats`), read instead of computed again.
 
     ```mlir
     %gq, %gk, %gv = nn.attention_grad %g, %q, %k, %v {causal, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
@@ -837,6 +844,7 @@ def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query,
                        NN_FloatTensor:$key, NN_FloatTensor:$value,
                        Optional<NN_FloatTensor>:$bias,
+                       Variadic<AnyRankedTensor>:$saved,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_kv_heads,
                        UnitAttr:$causal,
@@ -845,7 +853,8 @@ def NN_AttentionGradOp : NN_PureOp<"attention_grad", [InferTypeOpAdaptor]> {
                       NN_FloatTensor:$value_grad,
                       Optional<NN_FloatTensor>:$bias_grad);
   let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`bias` $bias^)? "
-                       "attr-dict `:` functional-type(operands, results)";
+                       "(`saved` $saved^)? attr-dict `:` "
+                       "functional-type(operands, results)";
 }
 
 def NN_PackedAttentionGradOp : NN_PureOp<"packed_attention_grad",
