@@ -78,7 +78,7 @@ __device__ inline void storePack(T *p, int64_t i, const Pack<T> &pack) {
 #endif
 }
 
-inline bool packAligned(const void *p) {
+__host__ __device__ inline bool packAligned(const void *p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 

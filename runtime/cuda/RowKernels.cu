@@ -184,10 +184,6 @@ template <typename F> __device__ void forBlockGroups(int64_t d, F f) {
   forOwnedGroups(d, threadIdx.x, blockDim.x, f);
 }
 
-template <typename T> __device__ bool packAligned(const T *p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 /// Elements [j0, j0 + n) of p as floats (p null: `none` each).
 template <typename S>
 __device__ void loadGroup(const typename S::T *p, int64_t j0, int64_t n,

@@ -135,20 +135,20 @@ def FSDPPackAttentionPass : Pass<"fsdp-pack-attention", "::mlir::ModuleOp"> {
 
 def FSDPKeepAttentionStatsPass
     : Pass<"fsdp-keep-attention-stats", "::mlir::func::FuncOp"> {
-  let summary = "The backward of packed attention reads the forward's "
-                "softmax statistics";
+  let summary = "The backward of attention reads the forward's softmax "
+                "statistics";
   let description = [{
-    In a train step, each `nn.packed_attention_grad` without `saved` whose
-    forward is the one `nn.packed_attention` of the same `qkv` and
-    attributes (the step's own forward, or its recomputation under
-    activation checkpointing) gets that forward's result and softmax
-    statistics: the forward becomes `keep_stats` (its second result,
-    f32 `[B, H, T]`, one log-sum-exp per query row) and the backward takes
-    both, as FlashAttention and PyTorch's SDPA do. cuDNN's backward then
+    In a train step, each `nn.packed_attention_grad` or `nn.attention_grad`
+    without `saved` gets the result and softmax statistics of its forward:
+    the last `nn.packed_attention` / `nn.attention` before it of the same
+    inputs and attributes (the step's own forward, or its recomputation
+    under activation checkpointing). The forward becomes `keep_stats` (its
+    second result, f32 `[B, H, Tq]`, one log-sum-exp per query row) and the
+    backward takes both, as FlashAttention and PyTorch's SDPA do. cuDNN's backward then
     no longer runs the forward again; the CPU and cuBLAS backward skip
     their row maxima and sums. The step keeps the forward's result alive
     until the backward (the output projection's backward needs it anyway)
-    and `4·B·H·T` bytes per attention. Gradients are unchanged, bit for
+    and `4·B·H·Tq` bytes per attention. Gradients are unchanged, bit for
     bit.
   }];
   let dependentDialects = ["::mlir::nn::NNDialect"];

@@ -61,8 +61,8 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::init(true)};
   Option<bool> keepAttentionStats{
       *this, "keep-attention-stats",
-      llvm::cl::desc("Packed attention's backward reads the forward's "
-                     "softmax statistics (fsdp-keep-attention-stats)"),
+      llvm::cl::desc("Attention's backward reads the forward's softmax "
+                     "statistics (fsdp-keep-attention-stats)"),
       llvm::cl::init(true)};
   Option<int64_t> padVocab{
       *this, "pad-vocab",
