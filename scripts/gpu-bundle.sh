@@ -73,13 +73,16 @@ MODELS=(
   # The lm head as the model declares it (50257 classes, no fsdp-pad-vocab):
   # bf16 only, the lease's A/B of the compile-time padding.
   "gpt2_124m_unpadded|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block pad-vocab=0|no"
+  # Attention without kept softmax statistics (fsdp-keep-attention-stats
+  # off): each backward regenerates its forward; bf16 only, the A/B.
+  "gpt2_124m_nostats|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block keep-attention-stats=false|no"
 )
 # Steps are <model>-<dtype>-<optimizer>: SGD is linear in the gradient, so
 # its parity bound is tight; AdamW is what users run (compare_reference.py).
 for entry in "${MODELS[@]}"; do
   IFS='|' read -r name ir options reference <<<"$entry"
   for dtype in f32 bf16; do
-    [ "$name" = gpt2_124m_unpadded ] && [ "$dtype" = f32 ] && continue
+    [[ $name = gpt2_124m_* ]] && [ "$dtype" = f32 ] && continue
     mp=""
     [ "$dtype" = bf16 ] && mp="param-dtype=bf16"
     for optimizer in adamw sgd; do

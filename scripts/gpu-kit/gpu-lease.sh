@@ -164,17 +164,21 @@ async_vs_sync() {
 # traced times are the host's issue times), then bf16 with
 # FSDPRT_CUDA_SYNC=1 (each call waits for its work: the traced per-op times
 # are device times), and bf16 with the lm head unpadded (pad-vocab=0: the
-# backend pads its GEMMs at run time instead). Traces leave out the first
+# backend pads its GEMMs at run time instead), and bf16 without kept
+# attention statistics (keep-attention-stats=false). Traces leave out the first
 # two steps (cuDNN graph builds, cuBLAS heuristics).
 gpt2_124m() {
   local run
   for run in ${GPT2_RUNS:-bf16:async:8 bf16:eager:8 f32:async:5 \
-             bf16:nocudnn:5 bf16:issue:5 bf16:sync:5 bf16:unpadded:5}; do
+             bf16:nocudnn:5 bf16:issue:5 bf16:sync:5 bf16:unpadded:5 \
+             bf16:nostats:5}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
     [ "$mode" = nocudnn ] && name="$name-nocudnn"
-    [ "$mode" = unpadded ] && name="$name-unpadded" &&
-      step="gpt2_124m_unpadded-$dtype-adamw"
+    if [ "$mode" = unpadded ] || [ "$mode" = nostats ]; then
+      name="$name-$mode"
+      step="gpt2_124m_$mode-$dtype-adamw"
+    fi
     [ "$mode" = eager ] && name="$name-eager" && extra=(--cuda-graphs off)
     if [ "$mode" = sync ] || [ "$mode" = issue ]; then
       name="$name-$mode"
@@ -237,7 +241,7 @@ if conf:
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
 for run in ("f32", "bf16", "bf16-nocudnn", "bf16-issue", "bf16-sync",
-            "bf16-unpadded"):
+            "bf16-unpadded", "bf16-nostats"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
