@@ -383,11 +383,15 @@ public:
     resetDeviceHighWater();
   }
 
-  // The arena, the GEMM workspaces and every per-call scratch come from
-  // the device's default pool (cudaMallocAsync), which keeps the high-water
-  // mark of its use; the scratch of a step graph's launches comes from the
-  // graph memory pool, which keeps its own. cuBLAS's and cuDNN's handles'
-  // memory is in neither.
+  // The arena, the GEMM workspaces and every per-call scratch of eager
+  // calls come from the device's default pool (cudaMallocAsync), which
+  // keeps the high-water mark of its use; the scratch of a step graph's
+  // launches comes from the graph memory pool, which keeps its own. A
+  // launch's scratch is in use beside what the default pool holds between
+  // calls (the arena, the workspaces: what it holds now), not beside the
+  // eager steps' scratch, which was freed before the capture: the peak is
+  // the larger of the two. cuBLAS's and cuDNN's handles' memory is in
+  // neither pool.
   int64_t deviceHighWater() override {
     uint64_t high = 0, used = 0, graphHigh = 0;
     checkCuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high),
@@ -398,7 +402,7 @@ public:
     checkCuda(cudaDeviceGetGraphMemAttribute(
                   device_, cudaGraphMemAttrUsedMemHigh, &graphHigh),
               "cudaDeviceGetGraphMemAttribute");
-    return static_cast<int64_t>(std::max(high, used) + graphHigh);
+    return static_cast<int64_t>(std::max(high, used + graphHigh));
   }
   void resetDeviceHighWater() override {
     uint64_t zero = 0; // the only value the marks can be reset to
@@ -485,7 +489,12 @@ public:
   }
   int64_t graphEnd() override {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
-    return graphs_.end();
+    int64_t graph = graphs_.end();
+    // The eager steps' scratch stays reserved in the default pool (its
+    // release threshold keeps it): the launches take theirs from the graph
+    // pool, so give it back to the device.
+    checkCuda(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
+    return graph;
   }
   void graphLaunch(int64_t graph, const void *live,
                    int64_t liveBytes) override {

@@ -152,14 +152,20 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
            static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;        \
        i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
+/// Logs per-call scratch by op when FSDPRT_CUDA_SCRATCH_LOG=1
+/// (ScratchLog.cpp).
+void noteScratch(int64_t bytes);
+
 /// Stream-ordered device scratch, freed on the same stream.
 class Scratch {
 public:
   Scratch() = default;
   Scratch(cudaStream_t stream, int64_t bytes) : stream_(stream) {
-    if (bytes > 0)
-      checkCuda(cudaMallocAsync(&ptr_, static_cast<size_t>(bytes), stream),
-                "cudaMallocAsync (scratch)");
+    if (bytes <= 0)
+      return;
+    noteScratch(bytes);
+    checkCuda(cudaMallocAsync(&ptr_, static_cast<size_t>(bytes), stream),
+              "cudaMallocAsync (scratch)");
   }
   ~Scratch() {
     if (ptr_)

@@ -6,6 +6,13 @@
 namespace fsdp {
 namespace rt {
 
+namespace {
+const std::string kNoOperation;
+thread_local const std::string *runningOperation = &kNoOperation;
+} // namespace
+
+const std::string &currentOperation() { return *runningOperation; }
+
 uint64_t Event::nextTicket() {
   std::lock_guard<std::mutex> lock(mutex_);
   return ++issued_;
@@ -203,6 +210,7 @@ void Stream::run() {
       // Sampled per op, so enabling takes effect at the next operation.
       bool traced = trace_ && trace_->enabled();
       int64_t start = traced ? trace_->nowNs() : 0;
+      runningOperation = &op.name;
       try {
         op.work();
       } catch (const Error &e) {
@@ -210,6 +218,7 @@ void Stream::run() {
       } catch (const std::exception &e) {
         failure = Error(Status::Internal, "op '" + op.name + "': " + e.what());
       }
+      runningOperation = &kNoOperation;
       if (traced)
         trace_->add(traceId_, op.name, start, trace_->nowNs());
     }

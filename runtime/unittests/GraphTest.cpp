@@ -225,6 +225,47 @@ TEST_P(GraphConformance, HostWaitInsideCaptureFailsTheCaptureOnly) {
   EXPECT_FALSE(snapshot(dev, s) == before);
 }
 
+// A replayed step's scratch comes from the graph memory pool, the eager
+// steps' from the default pool, freed before the capture: the device's
+// high-water mark (metrics' device_peak_bytes) counts the step's scratch
+// once, beside what is held between calls, not the eager and the replayed
+// scratch together. The step: a bf16 reduce over inner dims (f32 staging
+// of its input, per-call scratch).
+TEST_P(GraphConformance, DeviceHighWaterCountsAReplayedStepsScratchOnce) {
+  Device dev(GetParam());
+  const std::vector<int64_t> shape{256, 64, 64}, dims{1, 2};
+  const int64_t n = 256 * 64 * 64, scratch = n * 4;
+  int64_t bx = dev.alloc(n * 2), by = dev.alloc(256 * 2);
+  RT_OK(fsdprt_fill(dev.ctx, dev.stream, FSDPRT_BF16, bx, 0, n, 0.5));
+  auto reduce = [&] {
+    RT_EXPECT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_BF16,
+                                       FSDPRT_REDUCE_SUM, bx, 0, 3,
+                                       shape.data(), dims.size(),
+                                       dims.data(), by, 0));
+    RT_EXPECT_OK(fsdprt_context_synchronize(dev.ctx));
+  };
+  reduce(); // the first GEMM-free call's one-time state
+  RT_OK(fsdprt_arena_reset_high_water(dev.ctx));
+  int64_t held = 0, eager = 0, replayed = 0;
+  RT_OK(fsdprt_device_high_water(dev.ctx, &held));
+  reduce();
+  RT_OK(fsdprt_device_high_water(dev.ctx, &eager));
+  if (fsdprt_graph_begin(dev.ctx, 1) != FSDPRT_OK)
+    GTEST_SKIP() << "no step graphs: " << fsdprt_last_error();
+  reduce();
+  int64_t graph = 0;
+  RT_OK(fsdprt_graph_end(dev.ctx, &graph));
+  for (int64_t t = 1; t <= 3; ++t)
+    RT_OK(fsdprt_graph_launch(dev.ctx, dev.stream, graph, t));
+  RT_OK(fsdprt_context_synchronize(dev.ctx));
+  RT_OK(fsdprt_device_high_water(dev.ctx, &replayed));
+  EXPECT_GE(eager, held + scratch);
+  EXPECT_GE(replayed, held + scratch);
+  EXPECT_LT(replayed, held + scratch + scratch / 2)
+      << "the eager and the replayed scratch are never in use together";
+  RT_OK(fsdprt_graph_destroy(dev.ctx, graph));
+}
+
 FSDPRT_INSTANTIATE_CONFORMANCE(GraphConformance);
 
 } // namespace

@@ -165,13 +165,15 @@ async_vs_sync() {
 # FSDPRT_CUDA_SYNC=1 (each call waits for its work: the traced per-op times
 # are device times), and bf16 with the lm head unpadded (pad-vocab=0: the
 # backend pads its GEMMs at run time instead), and bf16 without kept
-# attention statistics (keep-attention-stats=false). Traces leave out the first
+# attention statistics (keep-attention-stats=false), and two eager bf16
+# steps logging each op's per-call scratch outside the memory plan
+# (FSDPRT_CUDA_SCRATCH_LOG=1, the "scratch" run). Traces leave out the first
 # two steps (cuDNN graph builds, cuBLAS heuristics).
 gpt2_124m() {
   local run
   for run in ${GPT2_RUNS:-bf16:async:8 bf16:eager:8 f32:async:5 \
              bf16:nocudnn:5 bf16:issue:5 bf16:sync:5 bf16:unpadded:5 \
-             bf16:nostats:5}; do
+             bf16:nostats:5 bf16:scratch:2}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
     [ "$mode" = nocudnn ] && name="$name-nocudnn"
@@ -180,10 +182,13 @@ gpt2_124m() {
       step="gpt2_124m_$mode-$dtype-adamw"
     fi
     [ "$mode" = eager ] && name="$name-eager" && extra=(--cuda-graphs off)
+    [ "$mode" = scratch ] && name="$name-scratch" &&
+      extra=(--cuda-graphs off --quiet)
     if [ "$mode" = sync ] || [ "$mode" = issue ]; then
       name="$name-$mode"
       extra=(--trace "$OUT/$name.trace.json" --trace-skip 2 --trace-steps 3)
     fi
+    FSDPRT_CUDA_SCRATCH_LOG=$([ "$mode" = scratch ] && echo 1 || echo 0) \
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \
       "$BIN/fsdprt-run" "$KIT/steps/$step.so" \
@@ -212,12 +217,12 @@ if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; t
   part rebuild "${T_REBUILD:-300}" rebuild
 fi
 part conformance "${T_CONFORMANCE:-60}" conformance
-part nccl "${T_NCCL:-30}" "$BIN/fsdprt-comm-check" --backend cuda
-part parity "${T_PARITY:-120}" parity
-part async_vs_sync "${T_ASYNC_VS_SYNC:-45}" async_vs_sync
-part gpt2_124m "${T_GPT2_124M:-120}" gpt2_124m
-part kernels "${T_KERNELS:-60}" kernels
-part torch "${T_TORCH:-100}" torch_step
+part nccl "${T_NCCL:-20}" "$BIN/fsdprt-comm-check" --backend cuda
+part parity "${T_PARITY:-180}" parity
+part async_vs_sync "${T_ASYNC_VS_SYNC:-30}" async_vs_sync
+part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
+part kernels "${T_KERNELS:-40}" kernels
+part torch "${T_TORCH:-90}" torch_step
 
 python - "$OUT" <<'PY'
 import glob, json, os, sys
@@ -240,8 +245,8 @@ if conf:
     results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
-for run in ("f32", "bf16", "bf16-nocudnn", "bf16-issue", "bf16-sync",
-            "bf16-unpadded", "bf16-nostats"):
+for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
+            "bf16-sync", "bf16-unpadded", "bf16-nostats"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
@@ -251,6 +256,14 @@ for run in ("f32", "bf16", "bf16-nocudnn", "bf16-issue", "bf16-sync",
             "device_peak_bytes": rows[-1].get("device_peak_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
+# Per-call scratch outside the memory plan, largest first (op, bytes).
+scratch = set()
+log = os.path.join(out, "gpt2_124m.log")
+for l in open(log, errors="replace") if os.path.exists(log) else []:
+    if "of scratch outside the memory plan" in l:
+        op, rest = l.split("op '", 1)[1].split("' takes ", 1)
+        scratch.add((op, int(rest.split()[0])))
+results["gpt2_124m_scratch"] = sorted(scratch, key=lambda e: -e[1])[:20]
 # Where attention fell back from cuDNN's fused kernels to cuBLAS, and why.
 results["cudnn_fallbacks"] = sorted({l.strip() for p in glob.glob(os.path.join(out, "*.log"))
                                      for l in open(p, errors="replace") if "attention runs on cuBLAS" in l})

@@ -76,6 +76,10 @@ private:
   std::map<uint64_t, int> pins_;
 };
 
+/// The name of the operation the calling stream worker runs now ("" on
+/// any other thread): lets a backend's diagnostics name the op.
+const std::string &currentOperation();
+
 class Stream {
 public:
   /// Registers with `trace` (if any) under `name`; the trace id is the

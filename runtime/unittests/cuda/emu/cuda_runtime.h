@@ -23,6 +23,7 @@
 #define FSDPRT_CUDA_EMU_CUDA_RUNTIME_H
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -92,8 +93,17 @@ inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 struct EmuCapture {
   std::vector<std::function<void()>> ops;
   std::vector<void *> allocations;
+  /// Bytes of its allocations not yet freed in the capture, and their most,
+  /// which each launch uses (graph memory nodes reuse freed memory).
+  std::map<void *, size_t> sizes;
+  uint64_t live = 0, peak = 0;
   bool active = true, invalid = false;
 };
+/// The graph memory pool's high-water mark (cudaGraphMemAttrUsedMemHigh).
+inline std::atomic<uint64_t> &emuGraphHigh() {
+  static std::atomic<uint64_t> high{0};
+  return high;
+}
 struct EmuStream {
   std::shared_ptr<EmuCapture> capture; // while it takes part in a capture
 };
@@ -240,23 +250,27 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec,
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   std::shared_ptr<EmuCapture> c = exec->capture;
+  uint64_t high = emuGraphHigh();
+  while (c->peak > high && !emuGraphHigh().compare_exchange_weak(high, c->peak))
+    ;
   emuRun(s, [c] {
     for (const auto &op : c->ops)
       op();
   });
   return cudaSuccess;
 }
-/// Graph allocations are not accounted (the pool's marks are).
 enum cudaGraphMemAttributeType { cudaGraphMemAttrUsedMemHigh = 1 };
 inline cudaError_t cudaDeviceGetGraphMemAttribute(int,
                                                   cudaGraphMemAttributeType,
                                                   void *value) {
-  *static_cast<uint64_t *>(value) = 0;
+  *static_cast<uint64_t *>(value) = emuGraphHigh();
   return cudaSuccess;
 }
+/// Setting UsedMemHigh (to 0) restarts the mark.
 inline cudaError_t cudaDeviceSetGraphMemAttribute(int,
                                                   cudaGraphMemAttributeType,
                                                   void *) {
+  emuGraphHigh() = 0;
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) {
@@ -317,6 +331,10 @@ inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool,
       attr == cudaMemPoolAttrUsedMemHigh ? pool->usedHigh : pool->used;
   return cudaSuccess;
 }
+/// Nothing is reserved beyond what is used: nothing to trim.
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) {
+  return cudaSuccess;
+}
 inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
   *f = *t = 0;
   return cudaSuccess;
@@ -333,6 +351,9 @@ inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
     std::lock_guard<std::mutex> lock(emuCaptureMutex());
     if (EmuCapture *c = emuCapturing(s)) { // the graph's: not the pool's
       c->allocations.push_back(*p);
+      c->sizes[*p] = bytes;
+      c->live += bytes;
+      c->peak = std::max(c->peak, c->live);
       return cudaSuccess;
     }
   }
@@ -346,10 +367,14 @@ inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s) {
 inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
   {
     std::lock_guard<std::mutex> lock(emuCaptureMutex());
-    if (EmuCapture *c = emuCapturing(s))
-      for (void *a : c->allocations)
-        if (a == p)
-          return cudaSuccess; // released with the graph
+    if (EmuCapture *c = emuCapturing(s)) {
+      auto it = c->sizes.find(p);
+      if (it != c->sizes.end()) { // reusable in the graph, released with it
+        c->live -= it->second;
+        c->sizes.erase(it);
+        return cudaSuccess;
+      }
+    }
   }
   EmuPool &pool = emuPool();
   {
