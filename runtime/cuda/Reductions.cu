@@ -17,16 +17,19 @@ namespace cuda {
 namespace {
 
 /// Sums down columns (bias gradients, reduce, norm weight gradients) run in
-/// two passes: chunk c of column k sums its `len` reduced indices in order
-/// into partial[c * columns + k] (enough chunks for ~64k threads), then each
-/// column adds its chunks in order: parallel, and the same bits every run.
+/// two passes: chunk c of column k sums its `len` (at least 16) reduced
+/// indices in order into partial[c * columns + k], enough chunks for ~256k
+/// threads (GPT-2's 8192 x 768 norm gradients: 328 chunks of 25 rows; 64k
+/// threads of 97 rows left an H100 latency-bound); then one warp per column
+/// adds its chunks (columnChunksFinishKernel): parallel, and the same bits
+/// every run.
 struct ColumnChunks {
   int64_t count, len;
 };
 
 ColumnChunks columnChunks(int64_t columns, int64_t reduced) {
-  int64_t want = (65536 + columns - 1) / std::max<int64_t>(columns, 1);
-  int64_t count = std::max<int64_t>(1, std::min(want, (reduced + 63) / 64));
+  int64_t want = (262144 + columns - 1) / std::max<int64_t>(columns, 1);
+  int64_t count = std::max<int64_t>(1, std::min(want, (reduced + 15) / 16));
   int64_t len = std::max<int64_t>(1, (reduced + count - 1) / count);
   return {(reduced + len - 1) / len, len};
 }
@@ -43,16 +46,26 @@ __global__ void columnSumsPartialKernel(const typename S::T *x, double *partial,
   }
 }
 
-/// out[k] = factor * sum_c partial[c * columns + k], chunks in order.
+/// out[k] = factor * sum_c partial[c * columns + k]: one warp per column,
+/// lane l adding chunks l, l + 32, ... in order, the lanes then in warpSum's
+/// fixed tree (a thread per column walked hundreds of chunks serially).
 __global__ void columnChunksFinishKernel(const double *partial, float *out,
                                          int64_t columns, int64_t chunks,
                                          double factor) {
-  FSDPRT_GRID_STRIDE(k, columns) {
+  FSDPRT_WARP_ROW_STRIDE(k, columns) {
     double acc = 0.0;
-    for (int64_t c = 0; c < chunks; ++c)
+    FSDPRT_LANE_STRIDE(c, chunks)
       acc += partial[c * columns + k];
-    out[k] = static_cast<float>(acc * factor);
+    acc = warpSum(acc);
+    if (threadIdx.x % kWarp == 0)
+      out[k] = static_cast<float>(acc * factor);
   }
+}
+
+void finishColumnChunks(Stream s, const double *partial, float *out,
+                        int64_t columns, int64_t chunks, double factor) {
+  FSDPRT_LAUNCH_WARP_ROWS(columnChunksFinishKernel, columns, s, partial, out,
+                          columns, chunks, factor);
 }
 
 /// Kept dims (output index space) in strideA, reduced dims in strideB; the
@@ -143,8 +156,7 @@ void columnSums(Stream s, DType dt, const void *x, float *out, int64_t m,
                   static_cast<const typename S::T *>(x), partial.as<double>(),
                   m, n, ch);
   });
-  FSDPRT_LAUNCH(columnChunksFinishKernel, n, s, partial.as<double>(), out, n,
-                ch.count, factor);
+  finishColumnChunks(s, partial.as<double>(), out, n, ch.count, factor);
 }
 
 void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
@@ -182,8 +194,7 @@ void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
   Scratch partial(s, outCount * ch.count * 8);
   FSDPRT_LAUNCH(reducePartialKernel, outCount * ch.count, s, fx,
                 partial.as<double>(), g, outCount, ch);
-  FSDPRT_LAUNCH(columnChunksFinishKernel, outCount, s, partial.as<double>(), y,
-                outCount, ch.count, factor);
+  finishColumnChunks(s, partial.as<double>(), y, outCount, ch.count, factor);
 }
 
 void reduceBackward(Stream s, ReduceKind kind, const float *dy,
@@ -221,9 +232,9 @@ static void normColumns(Stream s, DType dt, const void *x, const void *dy,
                   rstd, pw, pb, rows, d, ch);
   });
   if (dw)
-    FSDPRT_LAUNCH(columnChunksFinishKernel, d, s, pw, dw, d, ch.count, 1.0);
+    finishColumnChunks(s, pw, dw, d, ch.count, 1.0);
   if (db)
-    FSDPRT_LAUNCH(columnChunksFinishKernel, d, s, pb, db, d, ch.count, 1.0);
+    finishColumnChunks(s, pb, db, d, ch.count, 1.0);
 }
 
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,

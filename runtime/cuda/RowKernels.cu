@@ -325,14 +325,6 @@ __global__ void crossEntropyTermsAndGradKernel(
   }
 }
 
-/// `v` of every lane of the warp summed in a fixed tree order; every lane
-/// gets the result.
-__device__ double warpSum(double v) {
-  for (int off = kWarp / 2; off > 0; off /= 2)
-    v += __shfl_down_sync(0xffffffffu, v, off);
-  return __shfl_sync(0xffffffffu, v, 0);
-}
-
 // Norm rows (d up to a few thousand) run one warp per row: a block per row
 // spent most of its time in barriers at d = 768.
 
