@@ -428,8 +428,14 @@ public:
         cublasDestroy(st.gemm.blas);
       if (st.gemm.workspace)
         cudaFreeAsync(st.gemm.workspace, st.stream);
-      if (st.stream)
+      // The free has happened when the context is gone: the pool's marks
+      // of a context made next start from what that context holds (the
+      // device counted a destroyed context's pending workspace free as in
+      // use, and its completion hid the next context's first scratch).
+      if (st.stream) { // host-sync: teardown
+        cudaStreamSynchronize(st.stream);
         cudaStreamDestroy(st.stream);
+      }
       if (st.pinned)
         cudaFreeHost(st.pinned);
       if (st.verdicts)
