@@ -8,7 +8,7 @@
 # against synchronous device work), GPT-2 124M step times and a traced run,
 # each CUDA kernel against its ceiling (fsdprt_cuda_bench) and PyTorch's
 # time for the same step, each part under its own timeout, and writes
-# $OUT/results.json plus one log per part (about 3 minutes on an H100). If the
+# $OUT/results.json plus one log per part (6.5 minutes on an H100). If the
 # prebuilt binaries cannot load (an older glibc), it first rebuilds the
 # runtime CUDA-only from the kit's sources. Exit 0 when every part passed.
 #   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
