@@ -80,10 +80,14 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   if (options.cpuOffload)
     pm.addPass(createFSDPCpuOffloadPass());
 
-  if (options.report)
-    pm.addPass(createFSDPReportPass());
+  if (options.report) {
+    FSDPReportPassOptions report;
+    report.machine = options.machine;
+    pm.addPass(createFSDPReportPass(report));
+  }
   if (options.lower) {
     ConvertFSDPToRTPassOptions lowering;
+    lowering.machine = options.machine;
     lowering.lrSchedule = options.lrSchedule;
     lowering.warmupSteps = options.warmupSteps;
     lowering.decaySteps = options.decaySteps;

@@ -307,8 +307,9 @@ def compile_library(program, output=None, *, opt_level=None) -> Path:
 
 
 # -- report -------------------------------------------------------------------
-_PROFILE_OPTIONS = ("gemm_gflops", "memory_gbps", "link_gbps",
-                    "link_latency_us", "op_overhead_us", "host_link_gbps")
+_PROFILE_OPTIONS = ("gemm_gflops", "gemm_gflops_16bit", "memory_gbps",
+                    "link_gbps", "link_latency_us", "op_overhead_us",
+                    "host_link_gbps")
 
 
 def report(model, *, profile: Mapping[str, float] | None = None,
@@ -316,11 +317,15 @@ def report(model, *, profile: Mapping[str, float] | None = None,
     """What a run will cost, before it runs: fsdp-report's JSON for `model`
     compiled with `options` (those of `compile`, except `lower`) — the peak
     bytes per rank and their breakdown, every collective of a step, the
-    rank-local units and the predicted step time. `profile` overrides the
-    cost model's machine (keys: gemm_gflops, memory_gbps, link_gbps,
-    link_latency_us, op_overhead_us, host_link_gbps: CPU offload's copies).
-    Compile errors raise CompileError."""
+    rank-local units and the predicted step time. `machine` names the cost
+    model's machine ("ci-cpu", the default, or "h100"; it is also compiled
+    in when given to `compile`, for the runner's prediction), `profile`
+    overrides its rates (keys: gemm_gflops, gemm_gflops_16bit: bf16 / f16
+    GEMMs, memory_gbps, link_gbps, link_latency_us, op_overhead_us,
+    host_link_gbps: CPU offload's copies). Compile errors raise
+    CompileError."""
     options.pop("lower", None)
+    machine = options.pop("machine", "ci-cpu")
     unknown = set(profile or {}) - set(_PROFILE_OPTIONS)
     if unknown:
         raise ValueError(f"unknown profile keys {sorted(unknown)}; known: "
@@ -328,8 +333,9 @@ def report(model, *, profile: Mapping[str, float] | None = None,
     workdir = Path(tempfile.mkdtemp(prefix="fsdp-report-"))
     try:
         step = compile(model, workdir / "step.mlir", lower=False, **options)
-        flags = ["json=true"] + [f"{k.replace('_', '-')}={float(v)!r}"
-                                 for k, v in (profile or {}).items()]
+        flags = ["json=true", f"machine={machine}"] + [
+            f"{k.replace('_', '-')}={float(v)!r}"
+            for k, v in (profile or {}).items()]
         argv = [str(find_tool("fsdp-opt")), str(step),
                 f"--fsdp-report={' '.join(flags)}", "-o", os.devnull]
         proc = subprocess.run(argv, capture_output=True, text=True)

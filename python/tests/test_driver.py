@@ -292,6 +292,16 @@ def test_report_says_what_a_run_costs_before_it_runs(tmp_path, capsys):
     after = driver.report(EXAMPLES / "nested_wrapped.mlir", world_size=4,
                           profile=fast)["predicted_step"]
     assert after["seconds"] == pytest.approx(step["seconds"] / 2, rel=1e-9)
+    # A named machine: its rates, one of them replaced by `profile`.
+    h100 = driver.report(EXAMPLES / "nested_wrapped.mlir", world_size=4,
+                         machine="h100",
+                         profile={"link_gbps": 100})["predicted_step"]
+    assert (h100["gemm_gflops"], h100["gemm_gflops_16bit"],
+            h100["link_gbps"]) == (50000, 600000, 100)
+    # NestedWrappedModule is its per-call costs: 3 us a call against 30.
+    assert 0 < h100["seconds"] < step["seconds"] / 5
+    with pytest.raises(CompileError, match="unknown machine 'h200'"):
+        driver.report(EXAMPLES / "mlp.mlir", machine="h200")
     with pytest.raises(ValueError, match="unknown profile keys"):
         driver.report(EXAMPLES / "mlp.mlir", profile={"gflops": 1})
     with pytest.raises(CompileError):

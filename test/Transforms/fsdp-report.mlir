@@ -7,7 +7,13 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives --fsdp-report=json=true -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; c=s['collectives']; print(s['strategy'], s['world_size'], s['shard_group_size'], len(c), sum(x['kind']=='reduce_scatter' for x in c), sum(x['kind']=='all_reduce' for x in c), sorted(s['breakdown'])); print('streams', sorted({(x['kind'], x['stream']) for x in c}))" | FileCheck %s --check-prefix=JSON
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="memory-gbps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADRATE
-// RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="op-overhead-us=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADCOST
+// RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="op-overhead-us=-2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADCOST
+// RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="machine=h200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADMACHINE
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 auto-wrap-policy=none lower=true machine=tpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADLOWERMACHINE
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=2" --fsdp-report="machine=h100 link-gbps=100 json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print('h100', p['gemm_gflops'], p['gemm_gflops_16bit'], p['memory_gbps'], p['link_gbps'], p['host_link_gbps'])" | FileCheck %s --check-prefix=H100
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=1" --fsdp-report="machine=h100 memory-gbps=1e12 op-overhead-us=0 json=true output=%t.f32.json" -o /dev/null
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=1 param-dtype=bf16" --fsdp-report="machine=h100 memory-gbps=1e12 op-overhead-us=0 json=true output=%t.bf16.json" -o /dev/null
+// RUN: %python -c "import json; t=[json.load(open(f))['steps'][0]['predicted_step']['compute_seconds'] for f in ('%t.f32.json', '%t.bf16.json')]; print('f32/bf16', round(t[0] / t[1], 2))" | FileCheck %s --check-prefix=HALFGEMM
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="memory-gbps=1e-6 link-gbps=1e-6 gemm-gflops=1e-6 link-latency-us=0 op-overhead-us=0" -o /dev/null | FileCheck %s --check-prefix=TIME
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives --fsdp-report="op-overhead-us=1000 link-latency-us=1000 memory-gbps=1e9 link-gbps=1e9 json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(round(p['seconds'], 6), round(p['compute_seconds'], 6), round(p['communication_seconds'], 6))" | FileCheck %s --check-prefix=CALLS
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-pipeline="world-size=4 backward-prefetch=pre" --fsdp-report="json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print(p['seconds'] >= p['compute_seconds'] > 0, p['communication_seconds'] > p['exposed_communication_seconds'] >= 0)" | FileCheck %s --check-prefix=OVERLAP
@@ -64,8 +70,15 @@
 // OVERLAP: True True
 
 // A machine profile that is not one is an error, not inf / NaN in the JSON.
-// BADRATE: error: fsdp-report: memory-gbps must be a positive number, got 0.000000e+00
-// BADCOST: error: fsdp-report: op-overhead-us must be a non-negative number, got -1.000000e+00
+// BADRATE: error: fsdp-report: memory-gbps must be a positive number (or -1: the machine's), got 0.000000e+00
+// BADCOST: error: fsdp-report: op-overhead-us must be a non-negative number (or -1: the machine's), got -2.000000e+00
+// BADMACHINE: error: fsdp-report: unknown machine 'h200' (known: ci-cpu, h100)
+// BADLOWERMACHINE: error: convert-fsdp-to-rt: unknown machine 'tpu' (known: ci-cpu, h100)
+// A named machine's rates, one of them replaced.
+// H100: h100 50000 600000 1800 100 50
+// GEMMs priced alone (memory free, no per-call cost): bf16 operands at the
+// 16-bit rate, 12x the f32 rate (the compiled step's GEMMs are all bf16).
+// HALFGEMM: f32/bf16 12.0
 // UNSHARDED: error: 'fsdp.model' op has no sharded train step to report on; run fsdp-shard first
 fsdp.model @tiny {
   fsdp.module @root kind "Net" {

@@ -64,6 +64,9 @@ def ConvertFSDPToRTPass : Pass<"convert-fsdp-to-rt", "::mlir::ModuleOp"> {
            "Steps of the decay after the warmup (0: to the run's end)">,
     Option<"minLrRatio", "min-lr-ratio", "double", /*default=*/"0.0",
            "The decay's floor, a fraction of the peak learning rate">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"ci-cpu\"",
+           "The machine whose rates the embedded report's predicted step "
+           "time uses (fsdp-report's machine): ci-cpu | h100">,
   ];
   let dependentDialects = ["::mlir::rt::RTDialect", "::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect"];

@@ -310,7 +310,13 @@ struct ConvertFSDPToRTPass
     FailureOr<StepLayout> layout = layOut(step);
     if (failed(layout))
       return signalPassFailure();
-    FailureOr<StepReport> analysis = analyzeStep(step, MachineProfile());
+    std::optional<MachineProfile> profile = namedMachineProfile(machine);
+    if (!profile) {
+      emitError(module.getLoc(), "convert-fsdp-to-rt: unknown machine '")
+          << machine << "' (known: " << machineProfileNames() << ")";
+      return signalPassFailure();
+    }
+    FailureOr<StepReport> analysis = analyzeStep(step, *profile);
     if (failed(analysis))
       return signalPassFailure();
     ArenaPlanSummary plan{layout->arenaBytes, layout->persistentBytes,

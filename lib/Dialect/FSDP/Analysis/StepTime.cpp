@@ -25,9 +25,47 @@ std::string MachineProfile::describe() const {
                      "per ring step, %g us per call",
                      gemmGflops, memoryGBps, linkGBps, linkLatencyUs,
                      opOverheadUs);
+  if (gemmGflops16 > 0)
+    os << llvm::format(", %g GFLOP/s 16-bit GEMM", gemmGflops16);
   if (hostLinkGBps > 0)
     os << llvm::format(", %g GB/s host link", hostLinkGBps);
   return text;
+}
+
+namespace {
+struct NamedMachine {
+  const char *name;
+  MachineProfile profile;
+};
+
+/// "h100": one H100 SXM per rank, ranks joined by NVLink 4 (NVSwitch).
+/// GEMM rates and the bandwidth of our kernels as fsdprt_cuda_bench
+/// measured them at GPT-2 124M's shapes (bf16 0.5-0.75 PFLOP/s, f32
+/// without TF32 49-51 TFLOP/s; copies at 3.0 TB/s, our elementwise and
+/// row kernels 1.3-3x slower); per-call cost: the gaps between kernels of
+/// a replayed step; links: NCCL's published ring bus bandwidth on NVLink 4
+/// and PCIe Gen5's host link (not measured here: one GPU was lent).
+const NamedMachine kMachines[] = {
+    {"ci-cpu", MachineProfile()},
+    {"h100",
+     {/*gemmGflops=*/50000, /*gemmGflops16=*/600000, /*memoryGBps=*/1800,
+      /*linkGBps=*/360, /*linkLatencyUs=*/4, /*opOverheadUs=*/3,
+      /*hostLinkGBps=*/50}},
+};
+} // namespace
+
+std::optional<MachineProfile> fsdp::namedMachineProfile(StringRef name) {
+  for (const NamedMachine &m : kMachines)
+    if (name == m.name)
+      return m.profile;
+  return std::nullopt;
+}
+
+std::string fsdp::machineProfileNames() {
+  std::string names;
+  for (const NamedMachine &m : kMachines)
+    names += (names.empty() ? "" : ", ") + std::string(m.name);
+  return names;
 }
 
 namespace {
@@ -109,8 +147,14 @@ double secondsOf(Operation *op, const MachineProfile &p) {
                        c.kind == CollectiveKind::AllReduce ? 2 : 1, p);
     return t;
   }
-  if (double flops = gemmFlops(op))
-    return overhead + flops / (p.gemmGflops * 1e9);
+  if (double flops = gemmFlops(op)) {
+    Type element =
+        cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+    bool halfWidth = element.isBF16() || element.isF16();
+    double rate = halfWidth && p.gemmGflops16 > 0 ? p.gemmGflops16
+                                                  : p.gemmGflops;
+    return overhead + flops / (rate * 1e9);
+  }
   if (isa<ToDeviceOp, ToHostOp>(op)) // CPU offload: one pass over the link
     return overhead + tensorBytes(op->getOperand(0)) /
                           ((p.hostLinkGBps > 0 ? p.hostLinkGBps

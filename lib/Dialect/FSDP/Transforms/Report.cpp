@@ -25,27 +25,40 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
   using FSDPReportPassBase::FSDPReportPassBase;
 
   void runOnOperation() override {
-    MachineProfile profile{gemmGflops,    memoryGBps,  linkGBps,
-                           linkLatencyUs, opOverheadUs, hostLinkGBps};
-    std::pair<const char *, double> rates[] = {{"gemm-gflops", gemmGflops},
-                                               {"memory-gbps", memoryGBps},
-                                               {"link-gbps", linkGBps}};
-    std::pair<const char *, double> costs[] = {
-        {"link-latency-us", linkLatencyUs},
-        {"op-overhead-us", opOverheadUs},
-        {"host-link-gbps", hostLinkGBps}};
-    for (auto [name, value] : rates)
-      if (!(value > 0) || !std::isfinite(value)) {
+    std::optional<MachineProfile> profile = namedMachineProfile(machine);
+    if (!profile) {
+      emitError(getOperation().getLoc(), "fsdp-report: unknown machine '")
+          << machine << "' (known: " << machineProfileNames() << ")";
+      return signalPassFailure();
+    }
+    // Each rate given (not -1) replaces the machine's.
+    struct Override {
+      const char *name;
+      double value;
+      double &field;
+      bool zeroAllowed;
+    } overrides[] = {
+        {"gemm-gflops", gemmGflops, profile->gemmGflops, false},
+        {"gemm-gflops-16bit", gemmGflops16, profile->gemmGflops16, true},
+        {"memory-gbps", memoryGBps, profile->memoryGBps, false},
+        {"link-gbps", linkGBps, profile->linkGBps, false},
+        {"link-latency-us", linkLatencyUs, profile->linkLatencyUs, true},
+        {"op-overhead-us", opOverheadUs, profile->opOverheadUs, true},
+        {"host-link-gbps", hostLinkGBps, profile->hostLinkGBps, true}};
+    for (Override &o : overrides) {
+      if (o.value == -1.0)
+        continue;
+      bool valid = std::isfinite(o.value) &&
+                   (o.zeroAllowed ? o.value >= 0 : o.value > 0);
+      if (!valid) {
         emitError(getOperation().getLoc(), "fsdp-report: ")
-            << name << " must be a positive number, got " << value;
+            << o.name << " must be a "
+            << (o.zeroAllowed ? "non-negative" : "positive")
+            << " number (or -1: the machine's), got " << o.value;
         return signalPassFailure();
       }
-    for (auto [name, value] : costs)
-      if (!(value >= 0) || !std::isfinite(value)) {
-        emitError(getOperation().getLoc(), "fsdp-report: ")
-            << name << " must be a non-negative number, got " << value;
-        return signalPassFailure();
-      }
+      o.field = o.value;
+    }
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
     if (!file) {
@@ -60,7 +73,7 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
                           "fsdp-shard first");
         return signalPassFailure();
       }
-      FailureOr<StepReport> report = analyzeStep(step, profile);
+      FailureOr<StepReport> report = analyzeStep(step, *profile);
       if (failed(report))
         return signalPassFailure();
       if (json)

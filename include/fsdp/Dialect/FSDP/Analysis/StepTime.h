@@ -15,15 +15,19 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::fsdp {
 
 /// What one rank's machine sustains. The defaults are 2 ranks sharing the
 /// 2-vCPU CI machine with Gloo over loopback, as bench/step_time_model.py
-/// measured them (fsdp-report's options repeat them).
+/// measured them (the "ci-cpu" machine of namedMachineProfile).
 struct MachineProfile {
   double gemmGflops = 36.0;     // sustained GEMM rate, GFLOP/s
+  /// GEMMs of 16-bit operands (bf16, f16; tensor cores on a GPU), GFLOP/s;
+  /// 0: at gemmGflops (the CPU backend widens them to f32).
+  double gemmGflops16 = 0.0;
   double memoryGBps = 4.5;      // elementwise kernels, GB/s
   double linkGBps = 0.16;       // collective bus bandwidth per rank, GB/s
   double linkLatencyUs = 30.0;  // per ring step, µs
@@ -34,6 +38,12 @@ struct MachineProfile {
 
   std::string describe() const;
 };
+
+/// The machines fsdp-report and the lowering know by name ("ci-cpu",
+/// "h100"); none for another name.
+std::optional<MachineProfile> namedMachineProfile(llvm::StringRef name);
+/// Their names, comma-separated, for diagnostics and option help.
+std::string machineProfileNames();
 
 struct StepTime {
   double total = 0;         // predicted step time, seconds

@@ -401,10 +401,13 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
       first-order cost model (GEMM FLOPs at a sustained rate, other kernels'
       bytes at a memory bandwidth, ring collectives' bytes at a link
       bandwidth plus a latency per ring step, a fixed cost per call), split
-      into compute and the communication the compute stream waits for. The
-      defaults describe 2 ranks sharing the 2-vCPU CI machine with Gloo over
-      loopback (bench/step_time_model.py measures them and how close the
-      prediction comes); pass your machine's numbers.
+      into compute and the communication the compute stream waits for.
+      `machine` names the rates: `ci-cpu` (the default: 2 ranks sharing the
+      2-vCPU CI machine with Gloo over loopback; bench/step_time_model.py
+      measures them and how close the prediction comes) or `h100` (one H100
+      SXM per rank on NVLink 4; docs/Runtime.md compares its prediction with
+      a measured GPT-2 124M step); each rate option given replaces the
+      machine's.
 
     It also checks that the schedule is one straight-line sequence (no
     collective inside a region), so that every rank issues the same
@@ -415,18 +418,27 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
            "Print JSON instead of text">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
            "File to write the report to ('-' for stdout)">,
-    Option<"gemmGflops", "gemm-gflops", "double", /*default=*/"36.0",
-           "Sustained GEMM rate per rank, GFLOP/s">,
-    Option<"memoryGBps", "memory-gbps", "double", /*default=*/"4.5",
-           "Memory bandwidth of the other kernels per rank, GB/s">,
-    Option<"linkGBps", "link-gbps", "double", /*default=*/"0.16",
-           "Collective bus bandwidth per rank, GB/s">,
-    Option<"linkLatencyUs", "link-latency-us", "double", /*default=*/"30.0",
-           "Latency of one ring step of a collective, microseconds">,
-    Option<"opOverheadUs", "op-overhead-us", "double", /*default=*/"30.0",
-           "Fixed cost of every kernel or collective call, microseconds">,
-    Option<"hostLinkGBps", "host-link-gbps", "double", /*default=*/"0.0",
-           "CPU offload's host-device copy bandwidth per rank, GB/s (0: memory-gbps)">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"ci-cpu\"",
+           "The machine whose rates the prediction uses: ci-cpu | h100">,
+    Option<"gemmGflops", "gemm-gflops", "double", /*default=*/"-1",
+           "Sustained GEMM rate per rank, GFLOP/s (-1: the machine's)">,
+    Option<"gemmGflops16", "gemm-gflops-16bit", "double", /*default=*/"-1",
+           "Sustained rate of bf16 / f16 GEMMs per rank, GFLOP/s (0: "
+           "gemm-gflops; -1: the machine's)">,
+    Option<"memoryGBps", "memory-gbps", "double", /*default=*/"-1",
+           "Memory bandwidth of the other kernels per rank, GB/s (-1: the "
+           "machine's)">,
+    Option<"linkGBps", "link-gbps", "double", /*default=*/"-1",
+           "Collective bus bandwidth per rank, GB/s (-1: the machine's)">,
+    Option<"linkLatencyUs", "link-latency-us", "double", /*default=*/"-1",
+           "Latency of one ring step of a collective, microseconds (-1: the "
+           "machine's)">,
+    Option<"opOverheadUs", "op-overhead-us", "double", /*default=*/"-1",
+           "Fixed cost of every kernel or collective call, microseconds (-1: "
+           "the machine's)">,
+    Option<"hostLinkGBps", "host-link-gbps", "double", /*default=*/"-1",
+           "CPU offload's host-device copy bandwidth per rank, GB/s (0: "
+           "memory-gbps; -1: the machine's)">,
   ];
 }
 

@@ -111,6 +111,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Print the pre-launch report at the end"),
                       llvm::cl::init(false)};
+  Option<std::string> machine{
+      *this, "machine",
+      llvm::cl::desc("The machine whose rates the report's predicted step "
+                     "time uses: ci-cpu | h100"),
+      llvm::cl::init("ci-cpu")};
   Option<std::string> paramDtype{
       *this, "param-dtype",
       llvm::cl::desc("Mixed precision: dtype of all-gathers and compute "
