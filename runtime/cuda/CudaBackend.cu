@@ -418,6 +418,13 @@ public:
     cudaSetDevice(device_);
     for (auto &entry : states_) {
       ThreadState &st = entry.second;
+      // The workspace's free is queued behind the stream's last GEMM and
+      // has happened once the stream is synchronised: the pool's marks of
+      // a context made next start from what that context holds (the device
+      // counted a destroyed context's pending workspace free as in use,
+      // and its completion hid the next context's first scratch).
+      if (st.gemm.workspace)
+        cudaFreeAsync(st.gemm.workspace, st.stream);
       if (st.stream) // host-sync: teardown
         cudaStreamSynchronize(st.stream);
 #ifdef FSDPRT_HAVE_CUDNN
@@ -426,16 +433,8 @@ public:
       st.gemm.lt.reset();
       if (st.gemm.blas)
         cublasDestroy(st.gemm.blas);
-      if (st.gemm.workspace)
-        cudaFreeAsync(st.gemm.workspace, st.stream);
-      // The free has happened when the context is gone: the pool's marks
-      // of a context made next start from what that context holds (the
-      // device counted a destroyed context's pending workspace free as in
-      // use, and its completion hid the next context's first scratch).
-      if (st.stream) { // host-sync: teardown
-        cudaStreamSynchronize(st.stream);
+      if (st.stream)
         cudaStreamDestroy(st.stream);
-      }
       if (st.pinned)
         cudaFreeHost(st.pinned);
       if (st.verdicts)

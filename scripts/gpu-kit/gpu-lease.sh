@@ -176,18 +176,15 @@ gpt2_124m() {
              bf16:nostats:5 bf16:scratch:2}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
-    [ "$mode" = nocudnn ] && name="$name-nocudnn"
-    if [ "$mode" = unpadded ] || [ "$mode" = nostats ]; then
-      name="$name-$mode"
-      step="gpt2_124m_$mode-$dtype-adamw"
-    fi
-    [ "$mode" = eager ] && name="$name-eager" && extra=(--cuda-graphs off)
-    [ "$mode" = scratch ] && name="$name-scratch" &&
-      extra=(--cuda-graphs off --quiet)
-    if [ "$mode" = sync ] || [ "$mode" = issue ]; then
-      name="$name-$mode"
-      extra=(--trace "$OUT/$name.trace.json" --trace-skip 2 --trace-steps 3)
-    fi
+    [ "$mode" = async ] || name="$name-$mode"
+    case $mode in
+      unpadded|nostats) step="gpt2_124m_$mode-$dtype-adamw" ;;
+      eager) extra=(--cuda-graphs off) ;;
+      scratch) extra=(--cuda-graphs off --quiet) ;;
+      sync|issue)
+        extra=(--trace "$OUT/$name.trace.json" --trace-skip 2 --trace-steps 3)
+        ;;
+    esac
     FSDPRT_CUDA_SCRATCH_LOG=$([ "$mode" = scratch ] && echo 1 || echo 0) \
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \

@@ -310,12 +310,10 @@ struct ConvertFSDPToRTPass
     FailureOr<StepLayout> layout = layOut(step);
     if (failed(layout))
       return signalPassFailure();
-    std::optional<MachineProfile> profile = namedMachineProfile(machine);
-    if (!profile) {
-      emitError(module.getLoc(), "convert-fsdp-to-rt: unknown machine '")
-          << machine << "' (known: " << machineProfileNames() << ")";
+    FailureOr<MachineProfile> profile =
+        namedMachineProfile(machine, module.getLoc(), "convert-fsdp-to-rt");
+    if (failed(profile))
       return signalPassFailure();
-    }
     FailureOr<StepReport> analysis = analyzeStep(step, *profile);
     if (failed(analysis))
       return signalPassFailure();

@@ -54,18 +54,17 @@ const NamedMachine kMachines[] = {
 };
 } // namespace
 
-std::optional<MachineProfile> fsdp::namedMachineProfile(StringRef name) {
-  for (const NamedMachine &m : kMachines)
+FailureOr<MachineProfile> fsdp::namedMachineProfile(StringRef name,
+                                                    Location loc,
+                                                    StringRef pass) {
+  std::string known;
+  for (const NamedMachine &m : kMachines) {
     if (name == m.name)
       return m.profile;
-  return std::nullopt;
-}
-
-std::string fsdp::machineProfileNames() {
-  std::string names;
-  for (const NamedMachine &m : kMachines)
-    names += (names.empty() ? "" : ", ") + std::string(m.name);
-  return names;
+    known += (known.empty() ? "" : ", ") + std::string(m.name);
+  }
+  return emitError(loc) << pass << ": unknown machine '" << name
+                        << "' (known: " << known << ")";
 }
 
 namespace {

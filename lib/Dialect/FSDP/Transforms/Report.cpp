@@ -25,12 +25,10 @@ struct ReportPass : public fsdp::impl::FSDPReportPassBase<ReportPass> {
   using FSDPReportPassBase::FSDPReportPassBase;
 
   void runOnOperation() override {
-    std::optional<MachineProfile> profile = namedMachineProfile(machine);
-    if (!profile) {
-      emitError(getOperation().getLoc(), "fsdp-report: unknown machine '")
-          << machine << "' (known: " << machineProfileNames() << ")";
+    FailureOr<MachineProfile> profile =
+        namedMachineProfile(machine, getOperation().getLoc(), "fsdp-report");
+    if (failed(profile))
       return signalPassFailure();
-    }
     // Each rate given (not -1) replaces the machine's.
     struct Override {
       const char *name;

@@ -15,7 +15,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-#include <optional>
 #include <string>
 
 namespace mlir::fsdp {
@@ -39,11 +38,12 @@ struct MachineProfile {
   std::string describe() const;
 };
 
-/// The machines fsdp-report and the lowering know by name ("ci-cpu",
-/// "h100"); none for another name.
-std::optional<MachineProfile> namedMachineProfile(llvm::StringRef name);
-/// Their names, comma-separated, for diagnostics and option help.
-std::string machineProfileNames();
+/// The machine fsdp-report and the lowering know as `name` ("ci-cpu",
+/// "h100"); for another name an error at `loc` from `pass` naming the
+/// known ones.
+FailureOr<MachineProfile> namedMachineProfile(llvm::StringRef name,
+                                              Location loc,
+                                              llvm::StringRef pass);
 
 struct StepTime {
   double total = 0;         // predicted step time, seconds
