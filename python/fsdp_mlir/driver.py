@@ -353,8 +353,10 @@ def report(model, *, profile: Mapping[str, float] | None = None,
 class RunResult:
     """A finished fsdp-run: its exit status, output, the metric rows (one
     dict per step: step, loss, step_time_s, tokens_per_s, peak_bytes (the
-    arena's), [device_peak_bytes] (arena + per-call scratch, CUDA),
-    comm_exposed_s, [grad_norm]) and the one-line command."""
+    arena's), on CUDA [device_peak_bytes] (arena + GEMM workspace +
+    per-call scratch reserve), [gemm_workspace_bytes] and
+    [scratch_reserve_bytes] (the last two), comm_exposed_s, [grad_norm])
+    and the one-line command."""
     returncode: int
     stdout: str
     stderr: str

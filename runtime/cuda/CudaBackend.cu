@@ -28,9 +28,10 @@
 //   backend. Operations touching bytes reused from the range wait for that
 //   cudaEvent on their own streams (Arena, Context::resolve).
 // * Scratch (f32 staging of 16-bit operands, attention probabilities, row
-//   statistics, partial sums): cudaMallocAsync / cudaFreeAsync on the
-//   call's own CUDA stream, so the free is stream-ordered after the last
-//   kernel that reads it (Device.h).
+//   statistics, partial sums, cuDNN's workspace): pieces of the calling
+//   thread's reserve (ScratchReserve.h), used by kernels on its own CUDA
+//   stream only, so the next call on that stream reuses them in stream
+//   order. Held between calls, as the GEMM workspace.
 // * The arena itself: one cudaMallocAsync, freed with cudaFreeAsync in
 //   deallocate() after every worker's stream has been synchronised (the
 //   Context calls it once every runtime stream has drained).
@@ -129,6 +130,7 @@ struct GemmHandles {
 struct ThreadState {
   cudaStream_t stream = nullptr;
   GemmHandles gemm;
+  std::unique_ptr<ScratchReserve> scratch; // the calls' scratch (Device.h)
   void *pinned = nullptr;
   IndexVerdict *verdicts = nullptr;  // kVerdictSlots, pinned host memory
   std::vector<PendingCheck> pending; // pending[i]'s verdict is verdicts[i]
@@ -413,6 +415,25 @@ public:
               "cudaDeviceSetGraphMemAttribute");
   }
 
+  DeviceReserve deviceReserve() override {
+    DeviceReserve r{0, 0, ""};
+    int64_t largest = 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto &entry : states_) {
+      const ThreadState &st = entry.second;
+      if (st.gemm.workspace)
+        r.gemmWorkspaceBytes += static_cast<int64_t>(kGemmWorkspaceBytes);
+      if (!st.scratch)
+        continue;
+      r.scratchBytes += st.scratch->bytes();
+      if (st.scratch->largestCall() > largest) {
+        largest = st.scratch->largestCall();
+        r.scratchOp = st.scratch->largestOp();
+      }
+    }
+    return r;
+  }
+
   ~CudaBackend() override {
     // Destructors cannot report: statuses are ignored on teardown.
     cudaSetDevice(device_);
@@ -425,6 +446,7 @@ public:
       // and its completion hid the next context's first scratch).
       if (st.gemm.workspace)
         cudaFreeAsync(st.gemm.workspace, st.stream);
+      st.scratch.reset(); // its free is queued the same way
       if (st.stream) // host-sync: teardown
         cudaStreamSynchronize(st.stream);
 #ifdef FSDPRT_HAVE_CUDNN
@@ -1328,6 +1350,7 @@ private:
                 "cudaStreamCreateWithFlags");
       checkCuda(cudaMallocHost(&st.pinned, kPinnedBytes),
                 "cudaMallocHost (pinned staging)");
+      st.scratch = std::make_unique<ScratchReserve>(st.stream);
       checkCuda(cudaMallocHost(reinterpret_cast<void **>(&st.verdicts),
                                kVerdictSlots * sizeof(IndexVerdict)),
                 "cudaMallocHost (index verdicts)");
@@ -1339,7 +1362,11 @@ private:
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
     Exec e{st.stream, &st, st.pinned, padGemmFlops_, tf32_};
-    body(e);
+    {
+      // A captured graph's kernels hold pointers into the reserve.
+      ScratchCall call(*st.scratch, !st.capturing && graphs_.idle());
+      body(e);
+    }
     finishCall();
   }
   /// Ends a call whose work is queued on the calling thread's stream.

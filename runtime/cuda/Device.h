@@ -10,13 +10,15 @@
 //   reported by the launch that caused it.
 // * Kernels are grid-stride loops over int64_t indices: the grid is capped
 //   (gridFor) and each thread walks the rest, so no size is truncated.
-// * Scratch memory is stream-ordered (cudaMallocAsync / cudaFreeAsync on the
-//   stream of the operation that uses it): its last use is always on that
-//   stream, before the free in the same stream order.
+// * Scratch memory is used on the stream of the operation that takes it,
+//   before that stream's next call: a piece of the stream's reserve
+//   (ScratchReserve.h), reused by the next call in stream order.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_CUDA_DEVICE_H
 #define FSDP_RT_CUDA_DEVICE_H
+
+#include "ScratchReserve.h"
 
 #include "fsdp/rt/DType.h"
 #include "fsdp/rt/Error.h"
@@ -27,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace fsdp {
 namespace rt {
@@ -156,7 +159,9 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
 /// (ScratchLog.cpp).
 void noteScratch(int64_t bytes);
 
-/// Stream-ordered device scratch, freed on the same stream.
+/// Device scratch of one call, used on `stream` only: a piece of the
+/// stream's reserve during a backend call (ScratchReserve.h), otherwise a
+/// stream-ordered allocation of its own, freed on the same stream.
 class Scratch {
 public:
   Scratch() = default;
@@ -164,33 +169,45 @@ public:
     if (bytes <= 0)
       return;
     noteScratch(bytes);
-    checkCuda(cudaMallocAsync(&ptr_, static_cast<size_t>(bytes), stream),
+    reserve_ = activeReserve(stream);
+    if (reserve_) {
+      piece_ = reserve_->take(bytes);
+      return;
+    }
+    piece_.owned = true;
+    checkCuda(cudaMallocAsync(&piece_.ptr, static_cast<size_t>(bytes), stream),
               "cudaMallocAsync (scratch)");
   }
-  ~Scratch() {
-    if (ptr_)
-      cudaFreeAsync(ptr_, stream_); // Cannot throw here; stream-ordered.
-  }
+  ~Scratch() { release(); }
   Scratch(const Scratch &) = delete;
   Scratch &operator=(const Scratch &) = delete;
-  Scratch(Scratch &&o) noexcept : stream_(o.stream_), ptr_(o.ptr_) {
-    o.ptr_ = nullptr;
-  }
+  Scratch(Scratch &&o) noexcept { *this = std::move(o); }
   Scratch &operator=(Scratch &&o) noexcept {
     if (this != &o) {
-      if (ptr_)
-        cudaFreeAsync(ptr_, stream_);
+      release();
       stream_ = o.stream_;
-      ptr_ = o.ptr_;
-      o.ptr_ = nullptr;
+      reserve_ = o.reserve_;
+      piece_ = o.piece_;
+      o.piece_ = ScratchPiece{};
     }
     return *this;
   }
-  template <typename T> T *as() const { return static_cast<T *>(ptr_); }
+  template <typename T> T *as() const { return static_cast<T *>(piece_.ptr); }
 
 private:
+  void release() noexcept {
+    if (!piece_.ptr)
+      return;
+    if (reserve_)
+      reserve_->release(piece_);
+    else
+      cudaFreeAsync(piece_.ptr, stream_); // Cannot throw; stream-ordered.
+    piece_ = ScratchPiece{};
+  }
+
   cudaStream_t stream_ = nullptr;
-  void *ptr_ = nullptr;
+  ScratchReserve *reserve_ = nullptr;
+  ScratchPiece piece_;
 };
 
 /// Element i of an I32 (i32) or I64 index tensor.

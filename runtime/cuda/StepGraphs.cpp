@@ -180,6 +180,11 @@ const StepGraphs::Graph &StepGraphs::launch(int64_t id, cudaStream_t s,
   return *g;
 }
 
+bool StepGraphs::idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !capture_ && graphs_.empty();
+}
+
 std::unique_ptr<StepGraphs::Graph> StepGraphs::release(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = graphs_.find(id);

@@ -73,6 +73,8 @@ public:
   /// `s`; returns the graph (its checks are read after `s` is synchronised).
   const Graph &launch(int64_t id, cudaStream_t s, const void *live,
                       int64_t liveBytes);
+  /// No capture is under way and no graph is held.
+  bool idle();
   /// Takes graph `id` out (destroy it once no launch of it is left).
   std::unique_ptr<Graph> release(int64_t id);
 

@@ -31,6 +31,10 @@ std::string metricsJson(const StepMetrics &m) {
   j["peak_bytes"] = m.peakBytes;
   if (m.devicePeakBytes >= 0)
     j["device_peak_bytes"] = m.devicePeakBytes;
+  if (m.gemmWorkspaceBytes >= 0)
+    j["gemm_workspace_bytes"] = m.gemmWorkspaceBytes;
+  if (m.scratchReserveBytes >= 0)
+    j["scratch_reserve_bytes"] = m.scratchReserveBytes;
   j["comm_exposed_s"] = number(m.commExposedS);
   if (!std::isnan(m.lr))
     j["lr"] = number(m.lr);
@@ -75,6 +79,18 @@ std::string formatBytes(int64_t bytes) {
   }
   std::snprintf(buf, sizeof(buf), "%.2f %s", v, kUnits[unit]);
   return buf;
+}
+
+std::string describeDeviceReserve(const StepMetrics &m,
+                                  const std::string &scratchOp) {
+  std::string line = "device memory beside the arena, held from the first "
+                     "step on: GEMM workspace " +
+                     formatBytes(m.gemmWorkspaceBytes) +
+                     ", per-call scratch " +
+                     formatBytes(m.scratchReserveBytes);
+  if (!scratchOp.empty())
+    line += " (sized by " + scratchOp + ")";
+  return line;
 }
 
 std::string formatProgressLine(const StepMetrics &m, int64_t totalSteps) {

@@ -25,6 +25,11 @@ struct StepMetrics {
   // The device memory held at once (arena + per-call scratch), largest
   // over ranks; -1 where the backend does not track it (CPU).
   int64_t devicePeakBytes = -1;
+  // Of that, what this rank's backend holds beside the arena between calls,
+  // each counted once: GEMM workspaces and per-call scratch reserves; -1
+  // where not tracked (CPU).
+  int64_t gemmWorkspaceBytes = -1;
+  int64_t scratchReserveBytes = -1;
   double commExposedS = 0; // compute stream blocked on communication
   double gradNorm = std::numeric_limits<double>::quiet_NaN(); // NaN: absent
   double lr = std::numeric_limits<double>::quiet_NaN(); // NaN: no optimizer
@@ -39,7 +44,9 @@ struct StepMetrics {
 };
 
 /// The JSON object of one step, on one line without the newline. Keys:
-/// step, loss, step_time_s, tokens_per_s, peak_bytes, comm_exposed_s, then
+/// step, loss, step_time_s, tokens_per_s, peak_bytes, then on a device
+/// device_peak_bytes, gemm_workspace_bytes and scratch_reserve_bytes,
+/// comm_exposed_s, then
 /// lr and grad_norm unless they are NaN, and with a loss scaler loss_scale,
 /// skipped (this step) and skipped_steps (so far), and val_loss after an
 /// evaluation. A non-finite loss (a diverged run) is
@@ -62,6 +69,13 @@ private:
 
 /// "512 B", "1.50 KiB", "1.25 MiB", "3.00 GiB", ... (binary units).
 std::string formatBytes(int64_t bytes);
+
+/// The line rank 0 prints after its first step on a device: what the
+/// device's peak holds beside the arena (the plan's), e.g. "device memory
+/// beside the arena, held from the first step on: GEMM workspace 32.00 MiB,
+/// per-call scratch 192.38 MiB (sized by attention_backward)".
+std::string describeDeviceReserve(const StepMetrics &m,
+                                  const std::string &scratchOp);
 
 /// Rank 0's progress line, e.g.
 /// "step    3/100  loss 3.4512  2.31e+04 tok/s  step 0.089 s  peak 1.25 MiB

@@ -284,6 +284,13 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
     m.tokensPerS = double(data.tokensPerStep()) / seconds;
     m.peakBytes = reduced.peak;
     m.devicePeakBytes = reduced.devicePeak;
+    const char *scratchOp = "";
+    check(fsdprt_device_reserve(rt.ctx, &m.gemmWorkspaceBytes,
+                                &m.scratchReserveBytes, &scratchOp),
+          "stats");
+    if (rank == 0 && !o.quiet && stepCount == firstStep &&
+        m.scratchReserveBytes >= 0)
+      std::cout << describeDeviceReserve(m, scratchOp) << std::endl;
     m.commExposedS = waitedAfter - waitedBefore;
     m.gradNorm = reduced.gradNorm;
     evalLossSum += m.loss;

@@ -4,6 +4,7 @@
 #include "fsdp/rt/fsdprt.h"
 
 #include <cmath>
+#include <string>
 #include <mutex>
 
 using namespace fsdp::rt;
@@ -170,6 +171,22 @@ int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes) {
   return guarded(__func__, [&] {
     requireOut(out_bytes, "out_bytes");
     *out_bytes = getContext(ctx)->backend().deviceHighWater();
+  });
+}
+
+int32_t fsdprt_device_reserve(int64_t ctx, int64_t *out_gemm_workspace_bytes,
+                              int64_t *out_scratch_bytes,
+                              const char **out_op) {
+  return guarded(__func__, [&] {
+    requireOut(out_gemm_workspace_bytes, "out_gemm_workspace_bytes");
+    requireOut(out_scratch_bytes, "out_scratch_bytes");
+    requireOut(out_op, "out_op");
+    static thread_local std::string op;
+    Backend::DeviceReserve r = getContext(ctx)->backend().deviceReserve();
+    *out_gemm_workspace_bytes = r.gemmWorkspaceBytes;
+    *out_scratch_bytes = r.scratchBytes;
+    op = r.scratchOp;
+    *out_op = op.c_str();
   });
 }
 

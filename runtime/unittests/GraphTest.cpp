@@ -11,7 +11,10 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
+#include "fsdp/rt/math/Half.h"
+
 #include <cstring>
+#include <utility>
 
 namespace fsdp {
 namespace rt {
@@ -225,46 +228,71 @@ TEST_P(GraphConformance, HostWaitInsideCaptureFailsTheCaptureOnly) {
   EXPECT_FALSE(snapshot(dev, s) == before);
 }
 
-// A replayed step's scratch comes from the graph memory pool, the eager
-// steps' from the default pool, freed before the capture: the device's
-// high-water mark (metrics' device_peak_bytes) counts the step's scratch
-// once, beside what is held between calls, not the eager and the replayed
-// scratch together. The step: a bf16 reduce over inner dims (f32 staging
-// of its input, per-call scratch; 32 MiB, well above the graph pool's
-// rounding of its few allocations).
-TEST_P(GraphConformance, DeviceHighWaterCountsAReplayedStepsScratchOnce) {
+// Per-call scratch is counted once (the CUDA backend's ScratchReserve.h):
+// the first call sizes its stream's reserve, held between calls and
+// reported by fsdprt_device_reserve; the same call run eagerly again,
+// captured and replayed adds nothing to the device's high-water mark
+// (metrics' device_peak_bytes). While a graph holds pointers into the
+// reserve it stays where it is: a larger eager call allocates its own
+// scratch, and regrows the reserve once the graph is gone. The calls: bf16
+// reduces over inner dims (f32 staging of the input, 32 and 64 MiB).
+TEST_P(GraphConformance, PerCallScratchIsReservedOnceAndReplayedInPlace) {
   Device dev(GetParam());
-  const std::vector<int64_t> shape{256, 128, 256}, dims{1, 2};
-  const int64_t n = 256 * 128 * 256, scratch = n * 4;
-  int64_t bx = dev.alloc(n * 2), by = dev.alloc(256 * 2);
-  RT_OK(fsdprt_fill(dev.ctx, dev.stream, FSDPRT_BF16, bx, 0, n, 0.5));
-  auto reduce = [&] {
+  const int64_t rows = 256, inner = 128 * 256, bytes = rows * inner * 4;
+  int64_t bx = dev.alloc(2 * rows * inner * 2), by = dev.alloc(rows * 2);
+  RT_OK(fsdprt_fill(dev.ctx, dev.stream, FSDPRT_BF16, bx, 0, 2 * rows * inner,
+                    0.5));
+  auto reduce = [&](int64_t depth, bool check = true) {
+    const std::vector<int64_t> shape{rows, 128 * depth, 256}, dims{1, 2};
     RT_EXPECT_OK(fsdprt_reduce_forward(dev.ctx, dev.stream, FSDPRT_BF16,
                                        FSDPRT_REDUCE_SUM, bx, 0, 3,
                                        shape.data(), dims.size(),
                                        dims.data(), by, 0));
+    if (!check) // capturing
+      return;
     RT_EXPECT_OK(fsdprt_context_synchronize(dev.ctx));
+    std::vector<uint16_t> y = dev.download<uint16_t>(by, rows);
+    EXPECT_EQ(bf16ToFloat(y[0]), 0.5f * inner * depth);
+    EXPECT_EQ(bf16ToFloat(y[rows - 1]), 0.5f * inner * depth);
   };
-  reduce(); // the first GEMM-free call's one-time state
+  auto reserved = [&] {
+    int64_t workspace = 0, scratch = 0;
+    const char *op = nullptr;
+    RT_EXPECT_OK(fsdprt_device_reserve(dev.ctx, &workspace, &scratch, &op));
+    return std::make_pair(scratch, std::string(op));
+  };
+  auto high = [&] {
+    int64_t h = 0;
+    RT_EXPECT_OK(fsdprt_device_high_water(dev.ctx, &h));
+    return h;
+  };
+  reduce(1);
+  const auto [first, op] = reserved();
+  if (first < 0)
+    GTEST_SKIP() << "the backend does not track device memory";
+  EXPECT_EQ(op, "reduce_forward");
+  EXPECT_GE(first, bytes) << "the staging";
+  EXPECT_LT(first, bytes + bytes / 8) << "and the partial sums";
   RT_OK(fsdprt_arena_reset_high_water(dev.ctx));
-  int64_t held = 0, eager = 0, replayed = 0;
-  RT_OK(fsdprt_device_high_water(dev.ctx, &held));
-  reduce();
-  RT_OK(fsdprt_device_high_water(dev.ctx, &eager));
-  if (fsdprt_graph_begin(dev.ctx, 1) != FSDPRT_OK)
-    GTEST_SKIP() << "no step graphs: " << fsdprt_last_error();
-  reduce();
+  const int64_t held = high();
+  reduce(1);
+  EXPECT_EQ(high(), held) << "an eager call within the reserve";
+  RT_OK(fsdprt_graph_begin(dev.ctx, 1));
+  reduce(1, false);
   int64_t graph = 0;
   RT_OK(fsdprt_graph_end(dev.ctx, &graph));
   for (int64_t t = 1; t <= 3; ++t)
     RT_OK(fsdprt_graph_launch(dev.ctx, dev.stream, graph, t));
   RT_OK(fsdprt_context_synchronize(dev.ctx));
-  RT_OK(fsdprt_device_high_water(dev.ctx, &replayed));
-  EXPECT_GE(eager, held + scratch);
-  EXPECT_GE(replayed, held + scratch);
-  EXPECT_LT(replayed, held + scratch + scratch / 2)
-      << "the eager and the replayed scratch are never in use together";
+  EXPECT_LT(high() - held, bytes / 16)
+      << "replays use the reserve in place (the graph's live block only)";
+  EXPECT_EQ(reserved().first, first);
+  reduce(2);
+  EXPECT_EQ(reserved().first, first) << "pinned by the graph";
+  EXPECT_GE(high(), held + 2 * bytes) << "the larger call's own scratch";
   RT_OK(fsdprt_graph_destroy(dev.ctx, graph));
+  reduce(2);
+  EXPECT_GE(reserved().first, first + bytes) << "regrown without the graph";
 }
 
 FSDPRT_INSTANTIATE_CONFORMANCE(GraphConformance);

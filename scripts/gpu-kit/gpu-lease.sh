@@ -165,7 +165,9 @@ async_vs_sync() {
 # FSDPRT_CUDA_SYNC=1 (each call waits for its work: the traced per-op times
 # are device times), and bf16 with the lm head unpadded (pad-vocab=0: the
 # backend pads its GEMMs at run time instead), and bf16 without kept
-# attention statistics (keep-attention-stats=false), and two eager bf16
+# attention statistics (keep-attention-stats=false), and bf16 with cuDNN's
+# non-deterministic attention backward (FSDPRT_CUDNN_DETERMINISTIC=0: its
+# smaller scratch reserve, its time), and two eager bf16
 # steps logging each op's per-call scratch outside the memory plan
 # (FSDPRT_CUDA_SCRATCH_LOG=1, the "scratch" run). Traces leave out the first
 # two steps (cuDNN graph builds, cuBLAS heuristics).
@@ -173,7 +175,7 @@ gpt2_124m() {
   local run
   for run in ${GPT2_RUNS:-bf16:async:8 bf16:eager:8 f32:async:5 \
              bf16:nocudnn:5 bf16:issue:5 bf16:sync:5 bf16:unpadded:5 \
-             bf16:nostats:5 bf16:scratch:2}; do
+             bf16:nostats:5 bf16:nondet:5 bf16:scratch:2}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
     [ "$mode" = async ] || name="$name-$mode"
@@ -187,6 +189,7 @@ gpt2_124m() {
     esac
     FSDPRT_CUDA_SCRATCH_LOG=$([ "$mode" = scratch ] && echo 1 || echo 0) \
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
+    FSDPRT_CUDNN_DETERMINISTIC=$([ "$mode" = nondet ] && echo 0 || echo 1) \
     FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \
       "$BIN/fsdprt-run" "$KIT/steps/$step.so" \
       --backend "$BACKEND" --steps "$steps" --seed 0 \
@@ -243,7 +246,7 @@ if conf:
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
 for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
-            "bf16-sync", "bf16-unpadded", "bf16-nostats"):
+            "bf16-sync", "bf16-unpadded", "bf16-nostats", "bf16-nondet"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
@@ -251,6 +254,9 @@ for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
             "losses": [r["loss"] for r in rows], "median_step_s": times[len(times) // 2],
             "peak_bytes": rows[-1].get("peak_bytes"),
             "device_peak_bytes": rows[-1].get("device_peak_bytes"),
+            # The device's mark beyond the arena: these two, counted once.
+            "gemm_workspace_bytes": rows[-1].get("gemm_workspace_bytes"),
+            "scratch_reserve_bytes": rows[-1].get("scratch_reserve_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
 # Per-call scratch outside the memory plan, largest first (op, bytes).

@@ -11,6 +11,8 @@
 // RUN: not fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-report="machine=h200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADMACHINE
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 auto-wrap-policy=none lower=true machine=tpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADLOWERMACHINE
 // RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=2" --fsdp-report="machine=h100 link-gbps=100 json=true" -o /dev/null | %python -c "import json,sys; p=json.load(sys.stdin)['steps'][0]['predicted_step']; print('h100', p['gemm_gflops'], p['gemm_gflops_16bit'], p['memory_gbps'], p['link_gbps'], p['host_link_gbps'])" | FileCheck %s --check-prefix=H100
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=2" --fsdp-report="machine=h100" -o /dev/null | FileCheck %s --check-prefix=DEVICE
+// RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=2" --fsdp-report -o /dev/null | FileCheck %s --check-prefix=HOST
 // RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=1" --fsdp-report="machine=h100 memory-gbps=1e12 op-overhead-us=0 json=true output=%t.f32.json" -o /dev/null
 // RUN: fsdp-opt %examples/char_gpt.mlir --fsdp-pipeline="world-size=1 param-dtype=bf16" --fsdp-report="machine=h100 memory-gbps=1e12 op-overhead-us=0 json=true output=%t.bf16.json" -o /dev/null
 // RUN: %python -c "import json; t=[json.load(open(f))['steps'][0]['predicted_step']['compute_seconds'] for f in ('%t.f32.json', '%t.bf16.json')]; print('f32/bf16', round(t[0] / t[1], 2))" | FileCheck %s --check-prefix=HALFGEMM
@@ -76,6 +78,12 @@
 // BADLOWERMACHINE: error: convert-fsdp-to-rt: unknown machine 'tpu' (known: ci-cpu, h100)
 // A named machine's rates, one of them replaced.
 // H100: h100 50000 600000 1800 100 50
+// On a GPU machine the report names what the device holds beside the arena.
+// DEVICE: peak memory per rank
+// DEVICE: on the device beside the arena, each counted once: a 33554432-byte GEMM workspace per stream running GEMMs (the compute stream's), and a per-call scratch reserve per stream, sized by its largest call at the first step
+// HOST: peak memory per rank
+// HOST-NOT: beside the arena
+// HOST: predicted step time
 // GEMMs priced alone (memory free, no per-call cost): bf16 operands at the
 // 16-bit rate, 12x the f32 rate (the compiled step's GEMMs are all bf16).
 // HALFGEMM: f32/bf16 12.0

@@ -112,6 +112,27 @@ TEST_F(Metrics, DevicePeakIsWrittenWhereTheBackendTracksIt) {
       << line;
 }
 
+TEST_F(Metrics, DeviceReserveIsWrittenAndNamedWhereTheBackendTracksIt) {
+  StepMetrics m = sample(3);
+  json none = json::parse(metricsJson(m));
+  EXPECT_FALSE(none.contains("gemm_workspace_bytes")) << none.dump();
+  EXPECT_FALSE(none.contains("scratch_reserve_bytes")) << none.dump();
+  m.devicePeakBytes = 300 << 20;
+  m.gemmWorkspaceBytes = 32 << 20;
+  m.scratchReserveBytes = 192 << 20;
+  json j = json::parse(metricsJson(m));
+  EXPECT_EQ(j["gemm_workspace_bytes"], 32 << 20);
+  EXPECT_EQ(j["scratch_reserve_bytes"], 192 << 20);
+  EXPECT_EQ(describeDeviceReserve(m, "attention_backward"),
+            "device memory beside the arena, held from the first step on: "
+            "GEMM workspace 32.00 MiB, per-call scratch 192.00 MiB (sized by "
+            "attention_backward)");
+  m.scratchReserveBytes = 0;
+  EXPECT_EQ(describeDeviceReserve(m, ""),
+            "device memory beside the arena, held from the first step on: "
+            "GEMM workspace 32.00 MiB, per-call scratch 0 B");
+}
+
 TEST_F(Metrics, LearningRateIsWrittenWhenThereIsAnOptimizer) {
   StepMetrics m = sample(4);
   m.lr = 3e-4;

@@ -312,6 +312,14 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
   for (size_t c = 0; c < kMemoryCategories; ++c)
     os << "  " << llvm::left_justify(kCategoryNames[c], 26)
        << llvm::right_justify(std::to_string(report.breakdown[c]), 12) << "\n";
+  if (int64_t workspace = report.profile.gemmWorkspaceBytes)
+    os << llvm::formatv(
+        "on the device beside the arena, each counted once: a {0}-byte GEMM "
+        "workspace per stream running GEMMs (the compute stream's), and a "
+        "per-call scratch reserve per stream, sized by its largest call at "
+        "the first step (fsdp-run prints both; cuDNN chooses its attention "
+        "workspace then)\n",
+        workspace);
   std::map<std::string, int64_t> counts;
   int64_t totalBytes = 0;
   for (const CollectiveRecord &c : report.collectives) {
@@ -382,6 +390,8 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"cpu_offload", isOffloaded(step)},
       {"host_bytes", report.hostBytes},
       {"host_breakdown", byKind(report.hostBreakdown)},
+      // Beside the arena on the machine's device, per stream running GEMMs.
+      {"gemm_workspace_bytes", report.profile.gemmWorkspaceBytes},
       {"collectives", std::move(collectives)},
       {"rank_local_units", std::move(rankLocal)},
       {"frozen",

@@ -50,7 +50,7 @@ const NamedMachine kMachines[] = {
     {"h100",
      {/*gemmGflops=*/50000, /*gemmGflops16=*/600000, /*memoryGBps=*/1800,
       /*linkGBps=*/360, /*linkLatencyUs=*/4, /*opOverheadUs=*/3,
-      /*hostLinkGBps=*/50}},
+      /*hostLinkGBps=*/50, /*gemmWorkspaceBytes=*/int64_t(32) << 20}},
 };
 } // namespace
 

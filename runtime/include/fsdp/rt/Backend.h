@@ -162,6 +162,16 @@ public:
   /// -1 where the backend does not track it (the CPU's host memory).
   virtual int64_t deviceHighWater() { return -1; }
   virtual void resetDeviceHighWater() {}
+  /// Device memory held beside the arena between calls, each counted once:
+  /// the streams' GEMM workspaces and per-call scratch reserves (sized by
+  /// the largest call so far), and the operation of the largest call's
+  /// scratch; -1 where the backend does not track them (the CPU's).
+  struct DeviceReserve {
+    int64_t gemmWorkspaceBytes = -1;
+    int64_t scratchBytes = -1;
+    std::string scratchOp;
+  };
+  virtual DeviceReserve deviceReserve() { return {}; }
   /// Device-side ordering if calls return before their device work is done
   /// (DeviceOrdering.h); null when each call completes its work.
   virtual DeviceOrdering *deviceOrdering() { return nullptr; }

@@ -118,10 +118,18 @@ int32_t fsdprt_arena_high_water(int64_t ctx, int64_t *out_bytes,
 int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
 /* Restarts both high-water marks from what is in use now, and the device's. */
 int32_t fsdprt_arena_reset_high_water(int64_t ctx);
-/* The most device memory the backend held at once (the arena plus per-call */
-/* scratch such as cuDNN workspaces and f32 staging); -1 where it is not */
-/* tracked (the CPU backend). */
+/* The most device memory the backend held at once (the arena, the GEMM */
+/* workspaces and the per-call scratch such as cuDNN workspaces and f32 */
+/* staging); -1 where it is not tracked (the CPU backend). */
 int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes);
+/* What of the device's high-water mark the backend holds beside the arena */
+/* between calls, each counted once: GEMM workspaces, and the per-call */
+/* scratch reserves (sized by the largest call so far: after a step, by the */
+/* step's largest call, *out_op naming its operation, "" if none; valid */
+/* until this thread's next call of this function); -1 where not tracked. */
+int32_t fsdprt_device_reserve(int64_t ctx, int64_t *out_gemm_workspace_bytes,
+                              int64_t *out_scratch_bytes,
+                              const char **out_op);
 /* Added to every fsdprt_buffer_alloc_at offset from now on (a multiple of */
 /* FSDPRT_ARENA_ALIGNMENT, default 0): runs a second compiled program, e.g. */
 /* an evaluation, in the arena after the first's persistent buffer. */

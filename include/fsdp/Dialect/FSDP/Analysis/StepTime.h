@@ -34,6 +34,9 @@ struct MachineProfile {
   /// CPU offload's copies between host and device memory (PCIe on a GPU),
   /// GB/s; 0: at memoryGBps (the CPU backend's copies are memcpys).
   double hostLinkGBps = 0.0;
+  /// Device memory beside the arena that each stream running GEMMs holds
+  /// for cuBLAS / cuBLASLt (the CUDA backend's 32 MiB); 0: none (CPU).
+  int64_t gemmWorkspaceBytes = 0;
 
   std::string describe() const;
 };
