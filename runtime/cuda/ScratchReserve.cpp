@@ -16,7 +16,9 @@ namespace {
 
 /// cudaMallocAsync's alignment, which vectorised loads and cuDNN rely on.
 constexpr int64_t kAlign = 256;
-int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+int64_t aligned(int64_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
 
 thread_local ScratchReserve *active = nullptr;
 
@@ -44,8 +46,7 @@ void ScratchReserve::fit(int64_t bytes) {
     checkCuda(cudaFreeAsync(base_, stream_), "cudaFreeAsync (scratch)");
   base_ = nullptr;
   size_ = 0;
-  cudaError_t rc =
-      cudaMallocAsync(&base_, static_cast<size_t>(bytes), stream_);
+  cudaError_t rc = cudaMallocAsync(&base_, static_cast<size_t>(bytes), stream_);
   if (rc == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     fail(Status::OutOfMemory, "cuda backend: cannot reserve ", bytes,

@@ -1,4 +1,4 @@
-//===- ScratchReserve.h - Per-call scratch, counted once per stream -*- C++ -*-===//
+//===- ScratchReserve.h - Per-call scratch, a reserve a stream -*- C++ -*-===//
 //
 // The device scratch a backend call needs beside its operands (f32 staging
 // of 16-bit operands, cuDNN's workspace, padded GEMM operands, partial sums)

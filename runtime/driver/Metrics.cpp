@@ -85,8 +85,7 @@ std::string describeDeviceReserve(const StepMetrics &m,
                                   const std::string &scratchOp) {
   std::string line = "device memory beside the arena, held from the first "
                      "step on: GEMM workspace " +
-                     formatBytes(m.gemmWorkspaceBytes) +
-                     ", per-call scratch " +
+                     formatBytes(m.gemmWorkspaceBytes) + ", per-call scratch " +
                      formatBytes(m.scratchReserveBytes);
   if (!scratchOp.empty())
     line += " (sized by " + scratchOp + ")";

@@ -4,8 +4,8 @@
 #include "fsdp/rt/fsdprt.h"
 
 #include <cmath>
-#include <string>
 #include <mutex>
+#include <string>
 
 using namespace fsdp::rt;
 using namespace fsdp::rt::capi;
@@ -175,8 +175,7 @@ int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes) {
 }
 
 int32_t fsdprt_device_reserve(int64_t ctx, int64_t *out_gemm_workspace_bytes,
-                              int64_t *out_scratch_bytes,
-                              const char **out_op) {
+                              int64_t *out_scratch_bytes, const char **out_op) {
   return guarded(__func__, [&] {
     requireOut(out_gemm_workspace_bytes, "out_gemm_workspace_bytes");
     requireOut(out_scratch_bytes, "out_scratch_bytes");

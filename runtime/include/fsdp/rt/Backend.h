@@ -165,7 +165,8 @@ public:
   /// Device memory held beside the arena between calls, each counted once:
   /// the streams' GEMM workspaces and per-call scratch reserves (sized by
   /// the largest call so far), and the operation of the largest call's
-  /// scratch; -1 where the backend does not track them (the CPU's).
+  /// scratch; -1 where the backend does not track them (the CPU's). Read
+  /// between steps, with no call in flight.
   struct DeviceReserve {
     int64_t gemmWorkspaceBytes = -1;
     int64_t scratchBytes = -1;

@@ -128,8 +128,7 @@ int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes);
 /* step's largest call, *out_op naming its operation, "" if none; valid */
 /* until this thread's next call of this function); -1 where not tracked. */
 int32_t fsdprt_device_reserve(int64_t ctx, int64_t *out_gemm_workspace_bytes,
-                              int64_t *out_scratch_bytes,
-                              const char **out_op);
+                              int64_t *out_scratch_bytes, const char **out_op);
 /* Added to every fsdprt_buffer_alloc_at offset from now on (a multiple of */
 /* FSDPRT_ARENA_ALIGNMENT, default 0): runs a second compiled program, e.g. */
 /* an evaluation, in the arena after the first's persistent buffer. */
