@@ -281,15 +281,26 @@ int main(int argc, char **argv) {
                 "layer_norm_forward");
         },
         sync, iters, kReps);
-    double bwd = timeIt(
-        [&] {
-          check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0,
-                                           dw, 0, db, 0, M, C, 1e-5),
-                "layer_norm_backward");
-        },
-        sync, iters, kReps);
+    // The backward, then its two parts: the rows (statistics, dx) and the
+    // weight gradients' column sums (statistics, partial sums, their chunks
+    // added).
+    auto backward = [&](int64_t dxOut, int64_t dwOut, int64_t dbOut) {
+      return timeIt(
+          [&] {
+            check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0,
+                                             dxOut, 0, dwOut, 0, dbOut, 0, M,
+                                             C, 1e-5),
+                  "layer_norm_backward");
+          },
+          sync, iters, kReps);
+    };
     row("layer_norm fwd 8192x768", fwd, 2.0 * M * C * es / bandwidth);
-    row("layer_norm bwd 8192x768", bwd, 3.0 * M * C * es / bandwidth);
+    row("layer_norm bwd 8192x768", backward(dx, dw, db),
+        3.0 * M * C * es / bandwidth);
+    row("  its rows only (dx)", backward(dx, 0, 0),
+        3.0 * M * C * es / bandwidth);
+    row("  its columns only (dw, db)", backward(0, dw, db),
+        2.0 * M * C * es / bandwidth);
     for (int64_t h : {x, w, b, y, dx, dw, db})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
