@@ -18,6 +18,10 @@
 // larger than the reserve regrows it at once. After the first eager step,
 // every call fits.
 //
+// A launched step graph's kernels use the reserves of the streams they were
+// captured on: nothing else is issued on those streams until the launch has
+// completed (fsdprt_graph_launch's contract, as for the arena's buffers).
+//
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_CUDA_SCRATCHRESERVE_H
 #define FSDP_RT_CUDA_SCRATCHRESERVE_H

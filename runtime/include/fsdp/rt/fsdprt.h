@@ -156,7 +156,9 @@ int32_t fsdprt_context_set_loss_scale(int64_t ctx, double scale);
 /* captured (a host wait inside it: a copy to or from host memory, a       */
 /* collective that syncs); run the step eagerly then. A graph's addresses  */
 /* are those of its capture: the same buffers (the compiler's plan places  */
-/* them) at every launch.                                                  */
+/* them) at every launch, the streams' per-call scratch included: issue   */
+/* nothing on the context's other streams until a launch has completed     */
+/* (synchronise the context, as fsdp-run does after each step).            */
 int32_t fsdprt_graph_begin(int64_t ctx, int64_t step_count);
 /* *out = 1 where the context's backend captures step graphs, else 0. */
 int32_t fsdprt_graph_supported(int64_t ctx, int32_t *out);
