@@ -80,3 +80,33 @@ def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
     results = json.loads((tmp_path / "bad" / "results.json").read_text())
     assert not results["parity"]["gpt2-f32-adamw"]["ok"]
     assert results["parity"]["gpt2-f32-sgd"]["ok"]
+
+
+def test_results_table_states_the_goals_ratios(tmp_path):
+    """scripts/gpu-kit/results_table.py on a lease's results.json (the
+    2026-11-26 H100 numbers): a row per run present, MFU from the step
+    time, ours with the device mark's parts, and the goals' ratios."""
+    results = {
+        "gpt2_124m_bf16": {"median_step_s": 0.0221, "peak_bytes": 5.10e9,
+                           "device_peak_bytes": 5.37e9,
+                           "gemm_workspace_bytes": 32 << 20,
+                           "scratch_reserve_bytes": 201720064},
+        "gpt2_124m_f32": {"median_step_s": 0.2036, "peak_bytes": 8.21e9,
+                          "device_peak_bytes": 8.48e9},
+        "torch_gpt2_124m": {
+            "eager_bf16": {"median_step_s": 0.0481, "peak_bytes": 8.70e9},
+            "compile_bf16": {"median_step_s": 0.0246, "peak_bytes": 5.56e9}}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    out = subprocess.run(
+        ["python3", str(REPO_ROOT / "scripts" / "gpu-kit" /
+                        "results_table.py"), str(path)],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[2] == ("| ours bf16, the step as one CUDA graph | 0.0221 s | "
+                      "371k | 32.2% | 5.37 GB (arena 5.10 GB, workspace "
+                      "32 MiB, scratch 202 MB) |"), out
+    assert out[3] == "| ours f32 | 0.2036 s | 40k | 3.5% | 8.48 GB " \
+        "(arena 8.21 GB) |", out
+    assert len([l for l in out if l.startswith("| PyTorch")]) == 2, out
+    assert out[-1] == ("bf16 step time: 0.46x PyTorch eager's, 0.90x "
+                       "torch.compile's; peak memory 0.97x torch.compile's")

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The GPT-2 124M table of a lease's results.json (gpu-lease.sh's), in
+Markdown, as the closing notes and docs/Runtime.md quote it:
+
+    python3 scripts/gpu-kit/results_table.py OUT/results.json
+
+One row per run of ours and of PyTorch's (median step time, tokens/s, MFU,
+peak memory: ours the device's high-water mark, with the arena, the GEMM
+workspace and the per-call scratch reserve it holds), then the ratios the
+CUDA issue's goals are stated in: bf16 step time against PyTorch eager bf16
+and torch.compile, peak memory against torch.compile's.
+"""
+import json
+import sys
+
+TOKENS_PER_STEP = 8 * 1024  # batch 8 x context 1024
+# 6 N + 12 L T d FLOPs per token (N = 124M parameters, L = 12 layers,
+# T = 1024, d = 768): the forward and backward of the weights and of
+# attention's two products.
+FLOPS_PER_TOKEN = 6 * 124.4e6 + 12 * 12 * 1024 * 768
+PEAK_FLOPS = 989e12  # H100 SXM, dense bf16
+
+OURS = [("bf16", "ours bf16, the step as one CUDA graph"),
+        ("bf16-eager", "ours bf16, eager (--cuda-graphs off)"),
+        ("bf16-nondet", "ours bf16, cuDNN's non-deterministic attention "
+                        "backward"),
+        ("bf16-nostats", "ours bf16, without kept attention statistics"),
+        ("bf16-unpadded", "ours bf16, lm head unpadded (pad-vocab=0)"),
+        ("bf16-nocudnn", "ours bf16, attention on cuBLAS (FSDPRT_CUDNN=0)"),
+        ("f32", "ours f32")]
+PYTORCH = [("eager_f32", "PyTorch eager f32"),
+           ("eager_bf16", "PyTorch eager bf16 autocast + SDPA"),
+           ("compile_bf16", "PyTorch torch.compile bf16")]
+
+
+def gb(n):
+    return f"{n / 1e9:.2f} GB" if n else "-"
+
+
+def ours_memory(run):
+    """The device's mark, and what it holds: the arena's high-water mark,
+    the GEMM workspace and the per-call scratch reserve."""
+    parts = [f"arena {gb(run.get('peak_bytes'))}"]
+    if run.get("gemm_workspace_bytes") is not None:
+        parts.append(f"workspace {run['gemm_workspace_bytes'] / 2**20:.0f} MiB")
+    if run.get("scratch_reserve_bytes") is not None:
+        parts.append(f"scratch {run['scratch_reserve_bytes'] / 1e6:.0f} MB")
+    return f"{gb(run.get('device_peak_bytes'))} ({', '.join(parts)})"
+
+
+def row(label, seconds, memory):
+    tokens = TOKENS_PER_STEP / seconds
+    mfu = tokens * FLOPS_PER_TOKEN / PEAK_FLOPS
+    return (f"| {label} | {seconds:.4f} s | {tokens / 1e3:.0f}k | "
+            f"{100 * mfu:.1f}% | {memory} |")
+
+
+def table(results):
+    lines = ["| | step time | tokens/s | MFU | peak memory |",
+             "|---|---|---|---|---|"]
+    for key, label in OURS:
+        run = results.get(f"gpt2_124m_{key}")
+        if run:
+            lines.append(row(label, run["median_step_s"], ours_memory(run)))
+    torch = results.get("torch_gpt2_124m") or {}
+    for key, label in PYTORCH:
+        if key in torch:
+            lines.append(row(label, torch[key]["median_step_s"],
+                             gb(torch[key]["peak_bytes"])))
+    ours = results.get("gpt2_124m_bf16")
+    if ours and "eager_bf16" in torch and "compile_bf16" in torch:
+        step = ours["median_step_s"]
+        lines.append("")
+        lines.append(
+            f"bf16 step time: {step / torch['eager_bf16']['median_step_s']:.2f}"
+            f"x PyTorch eager's, "
+            f"{step / torch['compile_bf16']['median_step_s']:.2f}x "
+            f"torch.compile's; peak memory "
+            f"{ours['device_peak_bytes'] / torch['compile_bf16']['peak_bytes']:.2f}"
+            f"x torch.compile's")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: results_table.py RESULTS_JSON")
+    with open(sys.argv[1]) as f:
+        print(table(json.load(f)))
