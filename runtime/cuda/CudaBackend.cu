@@ -1362,11 +1362,10 @@ private:
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
     Exec e{st.stream, &st, st.pinned, padGemmFlops_, tf32_};
-    {
-      // A captured graph's kernels hold pointers into the reserve.
-      ScratchCall call(*st.scratch, !st.capturing && graphs_.idle());
-      body(e);
-    }
+    // A captured graph's kernels hold pointers into the reserve.
+    ScratchCall call(*st.scratch, !st.capturing && graphs_.idle());
+    body(e);
+    call.finish(); // body's scratch is released
     finishCall();
   }
   /// Ends a call whose work is queued on the calling thread's stream.

@@ -31,7 +31,11 @@ ScratchReserve::~ScratchReserve() {
 
 void ScratchReserve::beginCall(bool movable) {
   movable_ = movable;
-  if (movable && largest_ > size_)
+  fitLargest();
+}
+
+void ScratchReserve::fitLargest() {
+  if (movable_ && largest_ > size_)
     fit(largest_);
 }
 
@@ -100,18 +104,28 @@ void ScratchReserve::endCall() {
 }
 
 ScratchCall::ScratchCall(ScratchReserve &reserve, bool movable)
-    : outermost_(active == nullptr) {
-  if (!outermost_)
+    : reserve_(active ? nullptr : &reserve) {
+  if (!reserve_)
     return;
   reserve.beginCall(movable);
   active = &reserve;
 }
 
-ScratchCall::~ScratchCall() {
-  if (!outermost_)
+void ScratchCall::finish() {
+  ScratchReserve *reserve = reserve_;
+  if (!reserve)
     return;
-  active->endCall();
+  reserve_ = nullptr;
   active = nullptr;
+  reserve->endCall();
+  reserve->fitLargest();
+}
+
+ScratchCall::~ScratchCall() {
+  if (!reserve_)
+    return;
+  active = nullptr;
+  reserve_->endCall();
 }
 
 ScratchReserve *activeReserve(cudaStream_t stream) {

@@ -11,12 +11,13 @@
 // reused); the call's pieces are free again when it ends, since every use
 // of a piece is a kernel on the call's own stream, before the next call's
 // in stream order. A piece beyond the reserve is allocated on its own
-// (stream-ordered, as before) and the call's extent is remembered: the
-// next call that may move the reserve (not while capturing, not while a
-// step graph holds pointers into it) regrows it to the largest extent seen,
-// with a stream-ordered free and allocation; a call whose first piece is
-// larger than the reserve regrows it at once. After the first eager step,
-// every call fits.
+// (stream-ordered, as before) and the call's extent is remembered; at its
+// end the call regrows the reserve to that extent with a stream-ordered
+// free and allocation, unless the reserve may not move then (the stream
+// capturing, a step graph holding pointers into it: the next call that may
+// move it does). A call whose first piece is larger than the reserve
+// regrows it at once, so as not to hold the old one beside its own pieces.
+// After the first eager step, every call fits.
 //
 // A launched step graph's kernels use the reserves of the streams they were
 // captured on: nothing else is issued on those streams until the launch has
@@ -54,6 +55,8 @@ public:
   /// Starts a call; `movable`: the reserve may regrow (the stream is not
   /// capturing and no step graph uses it), to the largest extent seen.
   void beginCall(bool movable);
+  /// Regrows the reserve to the largest extent seen if it may move.
+  void fitLargest();
   /// The next `bytes` of the current call's scratch.
   ScratchPiece take(int64_t bytes);
   /// Gives a piece back (reused if it is on top of the call's stack).
@@ -83,16 +86,20 @@ private:
 
 /// Makes Scratch take its pieces from `reserve` on this thread while the
 /// outermost ScratchCall lives (a backend call); `movable`: the reserve may
-/// regrow first (the stream is not capturing and no step graph uses it).
+/// regrow (the stream is not capturing and no step graph uses it).
 class ScratchCall {
 public:
   ScratchCall(ScratchReserve &reserve, bool movable);
+  /// Ends the call once its scratch is released, regrowing the reserve to
+  /// the call's extent where it did not fit (throws where that fails).
+  void finish();
+  /// Ends the call if finish() did not (an exception), without regrowing.
   ~ScratchCall();
   ScratchCall(const ScratchCall &) = delete;
   ScratchCall &operator=(const ScratchCall &) = delete;
 
 private:
-  bool outermost_;
+  ScratchReserve *reserve_; // null: not the outermost call, or finished
 };
 
 /// The reserve of the backend call running on this thread, if it serves

@@ -347,6 +347,53 @@ TEST_P(LayoutConformance, OnlyStreamsRunningGemmsHoldAGemmWorkspace) {
   RT_OK(fsdprt_stream_destroy(dev.ctx, other));
 }
 
+// Per-call scratch is held once per stream (the CUDA backend's reserves):
+// each stream's reserve is its largest call's, the device's high-water
+// mark holds both beside what was held before, and fsdprt_device_reserve
+// sums them, naming the op of the largest; the CPU tracks none (-1).
+TEST_P(LayoutConformance, EachStreamHoldsTheScratchOfItsLargestCall) {
+  Device dev(GetParam(), 2, int64_t(16) << 20);
+  int64_t other = 0;
+  RT_OK(fsdprt_stream_create(dev.ctx, &other));
+  const int64_t n = 64 * 128 * 64;
+  int64_t bx = dev.alloc(n * 2), by = dev.alloc(64 * 2);
+  RT_OK(fsdprt_fill(dev.ctx, dev.stream, FSDPRT_BF16, bx, 0, n, 0.25));
+  RT_OK(fsdprt_context_synchronize(dev.ctx));
+  int64_t held = 0, high = 0, workspace = 0, scratch = 0;
+  const char *op = nullptr;
+  RT_OK(fsdprt_device_high_water(dev.ctx, &held));
+  // A bf16 reduce stages its input in f32: `rows` rows of it, 4 bytes each.
+  auto reduce = [&](int64_t stream, int64_t rows) {
+    const std::vector<int64_t> shape{rows, 128, 64}, dims{1, 2};
+    RT_EXPECT_OK(fsdprt_reduce_forward(dev.ctx, stream, FSDPRT_BF16,
+                                       FSDPRT_REDUCE_MEAN, bx, 0, 3,
+                                       shape.data(), dims.size(), dims.data(),
+                                       by, 0));
+    RT_EXPECT_OK(fsdprt_context_synchronize(dev.ctx));
+  };
+  reduce(dev.stream, 64);
+  reduce(dev.stream, 16);
+  reduce(other, 32);
+  RT_OK(fsdprt_device_high_water(dev.ctx, &high));
+  RT_OK(fsdprt_device_reserve(dev.ctx, &workspace, &scratch, &op));
+  std::vector<uint16_t> y = dev.download<uint16_t>(by, 32);
+  EXPECT_EQ(y[31], 0x3e80) << "mean of 0.25 in bf16";
+  if (GetParam() == "cpu") {
+    EXPECT_EQ(scratch, -1);
+    EXPECT_EQ(workspace, -1);
+    return;
+  }
+  EXPECT_EQ(workspace, 0) << "no GEMM ran";
+  const int64_t staging = 128 * 64 * 4;
+  EXPECT_GE(scratch, (64 + 32) * staging) << "the two largest calls'";
+  EXPECT_LT(scratch, (64 + 32) * staging * 5 / 4) << "(and partial sums)";
+  EXPECT_STREQ(op, "reduce_forward");
+  EXPECT_GE(high, held + scratch);
+  EXPECT_LT(high, held + scratch + (int64_t(1) << 20))
+      << "a call beyond its reserve held the old one beside its pieces";
+  RT_OK(fsdprt_stream_destroy(dev.ctx, other));
+}
+
 TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
   Device dev(GetParam());
   // Values exactly representable in bf16 and f16 survive a round trip.

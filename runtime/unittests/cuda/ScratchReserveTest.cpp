@@ -3,8 +3,9 @@
 // The CUDA backend's ScratchReserve on the host emulation: a call's pieces
 // are disjoint, aligned and stacked (a piece freed on top is reused); the
 // next call starts over; a call beyond the reserve allocates its own pieces
-// and the next movable call regrows the reserve to that call's extent; a
-// call whose first piece does not fit regrows it at once; a reserve that
+// and regrows the reserve to its extent when it finishes (ended by an
+// exception, the next call does); a call whose first piece does not fit
+// regrows it at once; a reserve that
 // may not move (a stream capturing, a step graph holding it) keeps its
 // place; a piece released after its call does not disturb the next call.
 //
@@ -45,12 +46,15 @@ TEST_F(ScratchReserveTest, PiecesOfACallAreStackedAndFreedWhenItEnds) {
   EXPECT_EQ(reserve->bytes(), 1024);
   {
     ScratchCall call(*reserve, true);
-    Scratch a(stream, 1000), b(stream, 10), c(stream, 300); // b, c: own
+    {
+      Scratch a(stream, 1000), b(stream, 10), c(stream, 300); // b, c: own
+      EXPECT_EQ(reserve->bytes(), 1024);
+    }
+    call.finish();
   }
-  EXPECT_EQ(reserve->bytes(), 1024);
   EXPECT_EQ(reserve->largestCall(), 1024 + 256 + 512);
-  ScratchCall call(*reserve, true); // regrown to the largest call first
-  EXPECT_EQ(reserve->bytes(), 1024 + 256 + 512);
+  EXPECT_EQ(reserve->bytes(), 1024 + 256 + 512) << "regrown at its end";
+  ScratchCall call(*reserve, true);
   Scratch a(stream, 1000), b(stream, 10), c(stream, 300);
   EXPECT_EQ(at(b) - at(a), 1024) << "aligned as cudaMallocAsync's";
   EXPECT_EQ(at(c) - at(b), 256);
@@ -58,6 +62,17 @@ TEST_F(ScratchReserveTest, PiecesOfACallAreStackedAndFreedWhenItEnds) {
   c = Scratch();
   Scratch d(stream, 200);
   EXPECT_EQ(at(d), top) << "the piece freed on top is reused";
+}
+
+// A call ended by an exception (no finish) leaves the regrowth to the next.
+TEST_F(ScratchReserveTest, ACallEndedByAnExceptionRegrowsAtTheNextCall) {
+  {
+    ScratchCall call(*reserve, true);
+    Scratch a(stream, 256), b(stream, 4096);
+  }
+  EXPECT_EQ(reserve->bytes(), 256);
+  ScratchCall call(*reserve, true);
+  EXPECT_EQ(reserve->bytes(), 256 + 4096);
 }
 
 TEST_F(ScratchReserveTest, AReserveThatMayNotMoveKeepsItsPlace) {
@@ -68,10 +83,13 @@ TEST_F(ScratchReserveTest, AReserveThatMayNotMoveKeepsItsPlace) {
   char *base = nullptr;
   {
     ScratchCall call(*reserve, false); // e.g. a step graph holds it
-    Scratch a(stream, 256), b(stream, 4096), big(stream, 1 << 20);
-    base = at(a);
-    EXPECT_NE(at(big), nullptr);
-    EXPECT_TRUE(at(big) < base || at(big) >= base + 512) << "its own";
+    {
+      Scratch a(stream, 256), b(stream, 4096), big(stream, 1 << 20);
+      base = at(a);
+      EXPECT_NE(at(big), nullptr);
+      EXPECT_TRUE(at(big) < base || at(big) >= base + 512) << "its own";
+    }
+    call.finish();
   }
   EXPECT_EQ(reserve->bytes(), 512);
   {
