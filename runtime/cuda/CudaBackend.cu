@@ -1348,9 +1348,9 @@ private:
     if (!st.stream) {
       checkCuda(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking),
                 "cudaStreamCreateWithFlags");
+      st.scratch = std::make_unique<ScratchReserve>(st.stream);
       checkCuda(cudaMallocHost(&st.pinned, kPinnedBytes),
                 "cudaMallocHost (pinned staging)");
-      st.scratch = std::make_unique<ScratchReserve>(st.stream);
       checkCuda(cudaMallocHost(reinterpret_cast<void **>(&st.verdicts),
                                kVerdictSlots * sizeof(IndexVerdict)),
                 "cudaMallocHost (index verdicts)");
