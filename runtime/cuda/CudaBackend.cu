@@ -385,15 +385,15 @@ public:
     resetDeviceHighWater();
   }
 
-  // The arena, the GEMM workspaces and every per-call scratch of eager
-  // calls come from the device's default pool (cudaMallocAsync), which
-  // keeps the high-water mark of its use; the scratch of a step graph's
-  // launches comes from the graph memory pool, which keeps its own. A
-  // launch's scratch is in use beside what the default pool holds between
-  // calls (the arena, the workspaces: what it holds now), not beside the
-  // eager steps' scratch, which was freed before the capture: the peak is
-  // the larger of the two. cuBLAS's and cuDNN's handles' memory is in
-  // neither pool.
+  // The arena, the GEMM workspaces and the scratch reserves (and any
+  // scratch allocated beyond them) come from the device's default pool
+  // (cudaMallocAsync), which keeps the high-water mark of its use. Scratch
+  // a captured call allocated beyond its reserve is graph memory, from the
+  // graph memory pool, which keeps its own mark: a launch's is in use
+  // beside what the default pool holds between calls (what it holds now),
+  // not beside eager calls' own scratch, freed before the capture: the
+  // peak is the larger of the two. cuBLAS's and cuDNN's handles' memory is
+  // in neither pool.
   int64_t deviceHighWater() override {
     uint64_t high = 0, used = 0, graphHigh = 0;
     checkCuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high),
@@ -517,9 +517,9 @@ public:
   int64_t graphEnd() override {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     int64_t graph = graphs_.end();
-    // The eager steps' scratch stays reserved in the default pool (its
-    // release threshold keeps it): the launches take theirs from the graph
-    // pool, so give it back to the device.
+    // Memory the eager steps freed (scratch beyond a reserve, a reserve
+    // regrown) stays reserved in the default pool, its release threshold
+    // keeping it: the launches need none of it, so give it back.
     checkCuda(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
     return graph;
   }

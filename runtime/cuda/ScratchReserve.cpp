@@ -62,12 +62,12 @@ void ScratchReserve::fit(int64_t bytes) {
 
 ScratchPiece ScratchReserve::take(int64_t bytes) {
   ScratchPiece piece;
+  piece.bytes = aligned(bytes);
   // Nothing of this call is in the reserve yet: regrow it now rather than
   // hold it beside this call's own allocations.
-  if (top_ == 0 && movable_ && aligned(bytes) > size_)
-    fit(std::max(largest_, aligned(bytes)));
+  if (top_ == 0 && movable_ && piece.bytes > size_)
+    fit(std::max(largest_, piece.bytes));
   piece.offset = top_;
-  piece.bytes = aligned(bytes);
   piece.call = call_;
   top_ += piece.bytes;
   extent_ = std::max(extent_, top_);

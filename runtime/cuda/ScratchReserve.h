@@ -66,15 +66,14 @@ public:
 
   cudaStream_t stream() const { return stream_; }
   int64_t bytes() const { return size_; }
-  bool needsToGrow() const { return largest_ > size_; }
   /// The largest call's extent and the operation it belonged to.
   int64_t largestCall() const { return largest_; }
   const std::string &largestOp() const { return largestOp_; }
 
 private:
-  cudaStream_t stream_;
   void fit(int64_t bytes);
 
+  cudaStream_t stream_;
   void *base_ = nullptr;
   int64_t size_ = 0;
   bool movable_ = false;
