@@ -35,6 +35,10 @@
 #include <shared_mutex>
 #include <thread>
 
+#ifndef FSDPRT_NCCL_BACKEND_NAME // the tests' emulation: "nccl_emu"
+#define FSDPRT_NCCL_BACKEND_NAME "nccl"
+#endif
+
 namespace fsdp {
 namespace rt {
 namespace comm {
@@ -126,7 +130,7 @@ public:
     barrierWord_ = nullptr;
   }
 
-  const char *backendName() const override { return "nccl"; }
+  const char *backendName() const override { return FSDPRT_NCCL_BACKEND_NAME; }
   bool usesHostMemory() const override { return false; }
   bool requiresIssueOrder() const override { return true; }
 
@@ -324,10 +328,11 @@ private:
   void complete(const char *what, Deadline deadline) {
     for (;;) {
       cudaError_t rc = cudaStreamQuery(stream_);
-      if (rc == cudaSuccess)
-        return;
-      if (rc != cudaErrorNotReady)
+      if (rc != cudaSuccess && rc != cudaErrorNotReady)
         checkCuda(rc, what);
+      // Also once the stream is idle: a collective that failed (a peer
+      // gone, calls that do not match) may have left it, but its result
+      // is not to be used.
       {
         std::shared_lock<std::shared_mutex> live(commMutex_);
         requireLive(what);
@@ -338,6 +343,8 @@ private:
           check(state, what);
         }
       }
+      if (rc == cudaSuccess)
+        return;
       if (std::chrono::steady_clock::now() > deadline) {
         abortNow();
         fail(Status::IO, "nccl backend: ", what, " timed out after ",
@@ -370,6 +377,14 @@ private:
 std::unique_ptr<Communicator> createNcclCommunicator(const CommSetup &setup) {
   return std::make_unique<NcclCommunicator>(setup);
 }
+
+#ifdef FSDPRT_CUDA_EMULATION
+// The tests' NCCL emulation (unittests/cuda/emu/nccl.h) registers itself
+// ("nccl_emu") from the test binaries, under a renamed factory; the real
+// communicator is in the built-in list (Backends.cpp).
+[[maybe_unused]] static const bool registered =
+    registerCommBackend(FSDPRT_NCCL_BACKEND_NAME, createNcclCommunicator);
+#endif
 
 } // namespace comm
 } // namespace rt

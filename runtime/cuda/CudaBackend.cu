@@ -76,6 +76,9 @@
 #ifndef FSDPRT_CUDA_BACKEND_NAME
 #define FSDPRT_CUDA_BACKEND_NAME "cuda"
 #endif
+#ifndef FSDPRT_NCCL_BACKEND_NAME // the tests' emulation: "nccl_emu"
+#define FSDPRT_NCCL_BACKEND_NAME "nccl"
+#endif
 
 namespace fsdp {
 namespace rt {
@@ -566,9 +569,7 @@ public:
         [&](Exec &e) { checkCuda(cudaFreeAsync(ptr, e.s), "cudaFreeAsync"); });
   }
   bool hostAccessible() const override { return false; }
-#ifdef FSDPRT_CUDA_EMULATION
-  bool hostBacked() const override { return true; }
-#endif
+  const char *communicator() const override { return FSDPRT_NCCL_BACKEND_NAME; }
   void *allocateHost(int64_t bytes) override {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     void *p = nullptr;

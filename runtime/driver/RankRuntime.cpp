@@ -49,11 +49,9 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
             o.backend.c_str(), launch.rank, launch.worldSize, capacity,
             o.threads ? o.threads : defaultThreads(launch), &ctx),
         "creating the runtime context");
-  // NCCL for the GPUs; Gloo where the backend's memory is host memory (the
-  // CPU, the tests' emulation of the CUDA backend).
-  check(
-      fsdprt_comm_init_env(ctx, o.backend == "cuda" ? "nccl" : "gloo", &world),
-      "joining the job");
+  // The backend's own communicator: NCCL for the GPUs (the tests' NCCL
+  // emulation for their emulated GPUs), Gloo for the CPU.
+  check(fsdprt_comm_init_env(ctx, "default", &world), "joining the job");
   shard = world;
   if (p.replicate > 1 && p.shard > 1)
     check(fsdprt_comm_split_mesh(ctx, world, p.replicate, p.shard, &shard,

@@ -42,6 +42,8 @@ int64_t initComm(int64_t ctxHandle, const char *backend,
                  const LaunchInfo &launch, const CommOptions &options) {
   std::shared_ptr<Context> ctx = getContext(ctxHandle);
   checkMatchesContext(*ctx, launch);
+  if (std::string(backend) == "default")
+    backend = ctx->backend().communicator();
   std::shared_ptr<Communicator> comm =
       createCommunicator(backend, launch, options);
   return ctx->addCommunicator(std::move(comm));
@@ -86,7 +88,7 @@ struct CommLaunch : Launch {
   CommLaunch(int64_t ctx, int64_t stream, int64_t comm, int32_t dtype,
              const char *op)
       : Launch(ctx, stream, dtype, op), comm(context().communicator(comm)) {
-    if (this->comm->usesHostMemory() != backend().hostBacked())
+    if (this->comm->usesHostMemory() != backend().hostAccessible())
       fail(Status::Unsupported, "communicator backend '",
            this->comm->backendName(), "' cannot use the memory of backend '",
            backend().name(), "'");

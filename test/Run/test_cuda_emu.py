@@ -4,14 +4,15 @@ fsdprt-run-cuda-emu is fsdprt-run with the tests' host emulation of the
 CUDA backend (runtime/unittests/cuda/emu: the backend's sources compiled as
 C++, each kernel run by one host thread, cuBLAS / cuBLASLt by reference
 loops, graphs recorded and replayed) registered as `--backend cuda_emu`.
-Its device memory is host memory, so its ranks talk over Gloo. What a GPU
+Its ranks talk through the NCCL communicator over the tests' NCCL emulation
+(test_multirank_cuda_emu.py). What a GPU
 lease would find first runs here: the staging, indexing, stream and event
 plumbing, step graphs, CPU offload's pinned buffers and host stream, and the
 device-side index checks, on whole training steps of the zoo models.
 
 Checked: losses and final weights agree with the CPU backend's within
 test_parity's bounds (f32) or their 16-bit rounding (bf16 compute), on one
-rank and on two ranks over Gloo, also for Llama (rotary embeddings,
+rank and on two ranks (NCCL emulation), also for Llama (rotary embeddings,
 RMSNorm, grouped-query attention) and GPT-2 with dropout under activation
 checkpointing; the step replayed as a graph is the eager
 step bit for bit; an offloaded program trains as the device-resident one; the device

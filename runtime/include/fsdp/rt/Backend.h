@@ -176,12 +176,12 @@ public:
   /// Device-side ordering if calls return before their device work is done
   /// (DeviceOrdering.h); null when each call completes its work.
   virtual DeviceOrdering *deviceOrdering() { return nullptr; }
-  /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr).
+  /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr),
+  /// which host communicators (Gloo) need.
   virtual bool hostAccessible() const = 0;
-  /// Whether its memory is host memory, which host communicators (Gloo)
-  /// read: the CPU's; also the tests' emulation of the CUDA backend, which
-  /// otherwise refuses host access as a GPU does.
-  virtual bool hostBacked() const { return hostAccessible(); }
+  /// The communicator backend that reads this backend's memory, which
+  /// fsdprt_comm_init "default" picks.
+  virtual const char *communicator() const { return "gloo"; }
 
   // Step graphs (CUDA graphs; Context::beginCapture drives them). Between
   // graphBegin and graphEnd, the device work of every thread that joined

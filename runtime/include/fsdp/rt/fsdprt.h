@@ -626,7 +626,9 @@ int32_t fsdprt_ckpt_reader_metadata(int64_t reader, const char *key, char *buf,
 
 /* ---- Communicators (docs/Runtime.md, "Communicators") ------------------- */
 /* Joins the job's rendezvous and creates the world communicator of backend */
-/* "gloo" (CPU) or "nccl" (GPU), owned by ctx. _init_env reads the launcher's */
+/* "gloo" (CPU) or "nccl" (GPU), or "default": the one that reads the       */
+/* context backend's memory (gloo for cpu, nccl for cuda, the tests' NCCL    */
+/* emulation nccl_emu for cuda_emu), owned by ctx. _init_env reads the launcher's */
 /* environment (torchrun RANK/WORLD_SIZE/..., mpirun OMPI_COMM_WORLD_*,      */
 /* srun SLURM_*, MASTER_ADDR/MASTER_PORT); _init takes them explicitly       */
 /* (job_id may be NULL: "fsdprt"). Timeouts <= 0 mean the environment's or   */

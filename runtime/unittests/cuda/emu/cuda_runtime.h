@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -106,8 +107,37 @@ inline std::atomic<uint64_t> &emuGraphHigh() {
 }
 struct EmuStream {
   std::shared_ptr<EmuCapture> capture; // while it takes part in a capture
+  /// Work that runs asynchronously on the stream: the NCCL emulation's
+  /// collectives (nccl.h), which complete when every rank reached them.
+  /// Later operations on the stream wait for it (on the host: the only
+  /// way a synchronous emulation keeps stream order), and a query says
+  /// cudaErrorNotReady meanwhile.
+  std::mutex asyncMutex;
+  std::condition_variable asyncIdle;
+  int asyncPending = 0;
 };
 using cudaStream_t = EmuStream *;
+inline void emuAsyncBegin(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(s->asyncMutex);
+  ++s->asyncPending;
+}
+inline void emuAsyncEnd(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(s->asyncMutex);
+  if (--s->asyncPending == 0)
+    s->asyncIdle.notify_all();
+}
+inline bool emuAsyncBusy(cudaStream_t s) {
+  if (!s)
+    return false;
+  std::lock_guard<std::mutex> lock(s->asyncMutex);
+  return s->asyncPending > 0;
+}
+inline void emuAwaitAsync(cudaStream_t s) {
+  if (!s)
+    return;
+  std::unique_lock<std::mutex> lock(s->asyncMutex);
+  s->asyncIdle.wait(lock, [s] { return s->asyncPending == 0; });
+}
 /// Guards every stream's and event's capture state.
 inline std::mutex &emuCaptureMutex() {
   static std::mutex m;
@@ -120,7 +150,8 @@ inline EmuCapture *emuCapturing(cudaStream_t s) {
     s->capture = nullptr;
   return s ? s->capture.get() : nullptr;
 }
-/// Runs `op` now, or records it when `s` is capturing.
+/// Runs `op` now (after the stream's asynchronous work), or records it
+/// when `s` is capturing.
 inline void emuRun(cudaStream_t s, std::function<void()> op) {
   {
     std::lock_guard<std::mutex> lock(emuCaptureMutex());
@@ -129,6 +160,7 @@ inline void emuRun(cudaStream_t s, std::function<void()> op) {
       return;
     }
   }
+  emuAwaitAsync(s);
   op();
 }
 /// A kernel launch: its arguments taken now, by value.
@@ -143,16 +175,29 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  emuAwaitAsync(s);
   delete s;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+/// Synchronising or querying a capturing stream invalidates the capture.
+inline cudaError_t emuRefuseWhileCapturing(cudaStream_t s) {
   std::lock_guard<std::mutex> lock(emuCaptureMutex());
   if (EmuCapture *c = emuCapturing(s)) {
     c->invalid = true;
     return cudaErrorStreamCaptureUnsupported;
   }
   return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (cudaError_t rc = emuRefuseWhileCapturing(s))
+    return rc;
+  emuAwaitAsync(s);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+  if (cudaError_t rc = emuRefuseWhileCapturing(s))
+    return rc;
+  return emuAsyncBusy(s) ? cudaErrorNotReady : cudaSuccess;
 }
 
 // Every stream operation has run when it returns: an event is always done,
@@ -171,6 +216,7 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  emuAwaitAsync(s); // the event marks the stream's work so far as done
   std::lock_guard<std::mutex> lock(emuCaptureMutex());
   EmuCapture *c = emuCapturing(s);
   if (c && c->invalid)
@@ -390,6 +436,10 @@ inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
 }
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
   return cudaMallocAsync(p, bytes, nullptr);
+}
+/// cuda_runtime.h's typed overload.
+template <typename T> cudaError_t cudaMalloc(T **p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
 inline cudaError_t cudaFree(void *p) { return cudaFreeAsync(p, nullptr); }
 inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
