@@ -57,6 +57,17 @@ glibc=$(objdump -T "${BINARIES[@]}" "$BUILD"/runtime/src/libfsdp_runtime.so |
   grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 
 echo "== step libraries and CPU references"
+# save_parameters CHECKPOINT OUT: the parameters only (the optimizer state
+# would double the kit).
+save_parameters() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+from safetensors.numpy import load_file, save_file
+tensors = load_file(sys.argv[1])
+save_file({k: v for k, v in tensors.items() if not k.startswith("optim.")},
+          sys.argv[2])
+PY
+}
 PY=(env PYTHONPATH="$REPO/python" python3 -m fsdp_mlir.models)
 "${PY[@]}" llama_tiny -o "$WORK/llama_tiny.mlir"
 "${PY[@]}" gpt2_124m -o "$WORK/gpt2_124m.mlir"
@@ -94,17 +105,36 @@ for entry in "${MODELS[@]}"; do
       "$BUILD/bin/fsdprt-run" "$KIT/steps/$step.so" --backend cpu \
         --steps $STEPS --seed 0 --quiet --metrics "$KIT/reference/$step.jsonl" \
         --save "$WORK/$step"
-      # Parameters only: the optimizer state would double the kit.
-      python3 - "$WORK/$step/step-$STEPS.safetensors" \
-        "$KIT/reference/$step.safetensors" <<'PY'
-import sys
-from safetensors.numpy import load_file, save_file
-tensors = load_file(sys.argv[1])
-save_file({k: v for k, v in tensors.items() if not k.startswith("optim.")},
-          sys.argv[2])
-PY
+      save_parameters "$WORK/$step/step-$STEPS.safetensors" \
+        "$KIT/reference/$step.safetensors"
     done
   done
+done
+
+echo "== multi-rank step libraries and CPU (Gloo) references"
+# The lease's multirank part runs these with one NCCL rank per process on
+# the one GPU (loopback sockets) against the CPU backend's runs at the same
+# rank count: <model>_r<ranks>[_<strategy>]-<dtype>-<optimizer>.
+MULTIRANK=(
+  "nested_wrapped_r2|examples/nested_wrapped.mlir|2||f32|adamw"
+  "gpt2_r2|examples/gpt2.mlir|2|auto-wrap-policy=module-kind wrap-kinds=Block|f32|sgd"
+  "gpt2_r2|examples/gpt2.mlir|2|auto-wrap-policy=module-kind wrap-kinds=Block|bf16|adamw"
+  "gpt2_r2_sgo|examples/gpt2.mlir|2|auto-wrap-policy=module-kind wrap-kinds=Block sharding-strategy=shard-grad-op|f32|adamw"
+  "gpt2_r4_hybrid|examples/gpt2.mlir|4|auto-wrap-policy=module-kind wrap-kinds=Block sharding-strategy=hybrid-shard shard-group-size=2|f32|sgd"
+)
+mkdir -p "$KIT/steps/multirank" "$KIT/reference/multirank"
+for entry in "${MULTIRANK[@]}"; do
+  IFS='|' read -r name ir ranks options dtype optimizer <<<"$entry"
+  step="$name-$dtype-$optimizer"
+  mp=""
+  [ "$dtype" = bf16 ] && mp="param-dtype=bf16"
+  "$BUILD/bin/fsdp-compile" "$ir" -o "$KIT/steps/multirank/$step.so" \
+    --fsdp-pipeline="world-size=$ranks $options optimizer=$optimizer $mp lower=true"
+  "$BUILD/bin/fsdprt-run" "$KIT/steps/multirank/$step.so" --backend cpu \
+    --nproc "$ranks" --steps $STEPS --seed 0 --quiet \
+    --metrics "$KIT/reference/multirank/$step.jsonl" --save "$WORK/$step"
+  save_parameters "$WORK/$step/step-$STEPS.safetensors" \
+    "$KIT/reference/multirank/$step.safetensors"
 done
 
 echo "== scripts, PyTorch oracle, sources"

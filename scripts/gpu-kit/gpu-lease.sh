@@ -15,6 +15,8 @@
 #   GPT2_RUNS="bf16:async:8" the gpt2_124m part's runs (dtype:mode:steps)
 #   BACKEND=cpu              runs the training parts on the CPU backend (a
 #                            dry run of the kit on a machine without a GPU)
+#   PARTS=machine,multirank  2-4 NCCL ranks on the one GPU over loopback
+#                            (not in the default list: its own command)
 # The default part timeouts add up to under 10 minutes, one device command;
 # T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
@@ -200,6 +202,134 @@ gpt2_124m() {
   done
 }
 
+# Multi-rank on the one GPU: 2-4 NCCL ranks, each a process of its own
+# and, through a distinct NCCL_HOSTID, an NCCL "host" of its own, so that
+# NCCL lets them share the device and connects them over sockets on
+# loopback (correct, not fast: milliseconds per collective). Ranks start by
+# hand with torchrun's environment. Checks, each a line of
+# $OUT/multirank/checks.jsonl: the comm check at 2 and 4 ranks; every
+# steps/multirank library (2 ranks; hybrid 2x2 at 4) against the CPU
+# backend's run at the same rank count; the NCCL calls of the 2-rank runs
+# the same on both ranks (NCCL's COLL log); a killed rank and a stalled
+# rank (SIGSTOP) end the other within MULTIRANK_DEADLINE seconds.
+# PARTS=machine,multirank runs it alone (about 3 minutes).
+# start_ranks N LOG CMD...: N ranks of CMD in the background (pids in
+# RANK_PIDS); rank r writes LOG.r and its NCCL log LOG.nccl.r.
+start_ranks() {
+  local n=$1 log=$2 r port
+  shift 2
+  port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  RANK_PIDS=()
+  for ((r = 0; r < n; r++)); do
+    env RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" NCCL_HOSTID="fsdp-rank-$r" \
+      NCCL_SOCKET_IFNAME=lo NCCL_NET=Socket NCCL_IB_DISABLE=1 \
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 \
+      NCCL_COLLNET_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL \
+      NCCL_DEBUG_FILE="$log.nccl.$r" "$@" >"$log.$r" 2>&1 &
+    RANK_PIDS+=($!)
+  done
+}
+wait_ranks() {
+  local pid rc=0
+  for pid in "${RANK_PIDS[@]}"; do wait "$pid" || rc=1; done
+  return $rc
+}
+# check NAME STATUS DETAIL: one line of checks.jsonl (and of the log).
+check() {
+  echo "$1: $2 ${3:-}"
+  python -c 'import json,sys; print(json.dumps({"check": sys.argv[1], "status": sys.argv[2], "detail": sys.argv[3]}))' \
+    "$1" "$2" "${3:-}" >>"$OUT/multirank/checks.jsonl"
+}
+# The collectives of NCCL's COLL log: name, count, type, operator, root.
+nccl_calls() {
+  sed -nE 's/.* (AllGather|ReduceScatter|AllReduce|Broadcast|Reduce): opCount ([0-9a-f]+) .* count ([0-9]+) datatype ([0-9]+) op ([0-9]+) root ([0-9]+) .*/\1 \2 \3 \4 \5 \6/p' "$1"
+}
+# peer_failure STEP SIGNAL: trains STEP on 2 ranks, sends SIGNAL to rank 1
+# once training is under way, and says how long rank 0 took to end.
+peer_failure() {
+  local step=$1 signal=$2 dir="$OUT/multirank/$2" start waited=0
+  mkdir -p "$dir"
+  FSDPRT_COLLECTIVE_TIMEOUT_MS=$(( ${MULTIRANK_STALL_TIMEOUT:-10} * 1000 )) \
+    start_ranks 2 "$dir/rank" "$BIN/fsdprt-run" "$KIT/steps/multirank/$step.so" \
+    --backend "$BACKEND" --steps 100000 --seed 0 --quiet --metrics "$dir/metrics.jsonl"
+  local rank0=${RANK_PIDS[0]} rank1=${RANK_PIDS[1]}
+  until [ "$(cat "$dir/metrics.jsonl" 2>/dev/null | wc -l)" -ge 2 ]; do
+    sleep 0.2
+    waited=$(( waited + 1 ))
+    if [ $waited -gt 600 ] || ! kill -0 "$rank0" 2>/dev/null; then
+      kill -9 "${RANK_PIDS[@]}" 2>/dev/null
+      check "peer_$signal" failed "training did not start"
+      return 1
+    fi
+  done
+  kill "-$signal" "$rank1"
+  start=$(date +%s.%N)
+  local deadline=$(( $(date +%s) + ${MULTIRANK_DEADLINE:-60} ))
+  while kill -0 "$rank0" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
+  local seconds
+  seconds=$(python -c "import sys; print(f'{float(sys.argv[1]) - float(sys.argv[2]):.1f}')" "$(date +%s.%N)" "$start")
+  local alive=0
+  kill -0 "$rank0" 2>/dev/null && alive=1
+  kill -9 "${RANK_PIDS[@]}" 2>/dev/null
+  { wait "${RANK_PIDS[@]}"; } 2>/dev/null # their "Killed" notices too
+  local message
+  message=$(grep -m1 "error" "$dir/rank.0" | cut -c1-300)
+  if [ $alive = 1 ]; then
+    check "peer_$signal" failed "rank 0 still running ${MULTIRANK_DEADLINE:-60} s after SIG$signal to rank 1"
+    return 1
+  fi
+  check "peer_$signal" passed "rank 0 ended ${seconds} s after SIG$signal to rank 1: $message"
+}
+
+multirank() {
+  local dir="$OUT/multirank" failed=0 n so step ranks dtype optimizer
+  mkdir -p "$dir"
+  : >"$dir/checks.jsonl"
+  for n in 2 4; do
+    start_ranks "$n" "$dir/comm$n" "$BIN/fsdprt-comm-check" --backend "$BACKEND" --numel 100003
+    if wait_ranks; then check "comm_check_$n" passed
+    else check "comm_check_$n" failed "$(cat "$dir/comm$n".* | grep -m3 -iE "wrong|error")"; failed=1; fi
+  done
+  local steps
+  steps=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$KIT/manifest.json")
+  for so in "$KIT"/steps/multirank/*.so; do
+    step=$(basename "$so" .so)
+    [[ $step =~ _r([0-9]+) ]] && ranks=${BASH_REMATCH[1]}
+    IFS=- read -r _ dtype optimizer <<<"$step"
+    mkdir -p "$dir/$step"
+    start_ranks "$ranks" "$dir/$step/rank" "$BIN/fsdprt-run" "$so" \
+      --backend "$BACKEND" --steps "$steps" --seed 0 --quiet \
+      --metrics "$dir/$step/metrics.jsonl" --save "$dir/$step/ckpt"
+    if ! wait_ranks; then
+      check "parity_$step" failed "$(grep -h -m1 error "$dir/$step"/rank.* | cut -c1-300)"
+      failed=1
+      continue
+    fi
+    if python "$PY/compare_reference.py" --dtype "$dtype" --optimizer "$optimizer" \
+         "$dir/$step/metrics.jsonl" "$KIT/reference/multirank/$step.jsonl" \
+         "$dir/$step/ckpt/step-$steps.safetensors" \
+         "$KIT/reference/multirank/$step.safetensors" >"$dir/$step/compare.json"; then
+      check "parity_$step" passed "$(cat "$dir/$step/compare.json")"
+    else
+      check "parity_$step" failed "$(cat "$dir/$step/compare.json")"
+      failed=1
+    fi
+    [ "$ranks" = 2 ] || continue
+    if [ ! -s "$dir/$step/rank.nccl.0" ]; then
+      check "nccl_calls_$step" skipped "no NCCL log (backend $BACKEND)"
+    elif cmp -s <(nccl_calls "$dir/$step/rank.nccl.0") <(nccl_calls "$dir/$step/rank.nccl.1"); then
+      check "nccl_calls_$step" passed "$(nccl_calls "$dir/$step/rank.nccl.0" | wc -l) calls, the same on both ranks"
+    else
+      check "nccl_calls_$step" failed "the ranks' NCCL calls differ"
+      failed=1
+    fi
+  done
+  peer_failure gpt2_r2-f32-sgd KILL || failed=1
+  peer_failure gpt2_r2-f32-sgd STOP || failed=1
+  return $failed
+}
+
 # Each CUDA kernel at the step's shapes against cuBLAS / copy bandwidth.
 kernels() {
   "$BIN/fsdprt_cuda_bench" --dtype bf16 && "$BIN/fsdprt_cuda_bench" --dtype f32
@@ -211,7 +341,8 @@ torch_step() {
 }
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS
-export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step
+export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step \
+  start_ranks wait_ranks check nccl_calls peer_failure multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
   part rebuild "${T_REBUILD:-300}" rebuild
@@ -223,6 +354,7 @@ part async_vs_sync "${T_ASYNC_VS_SYNC:-30}" async_vs_sync
 part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
 part kernels "${T_KERNELS:-40}" kernels
 part torch "${T_TORCH:-90}" torch_step
+part multirank "${T_MULTIRANK:-300}" multirank
 
 python - "$OUT" <<'PY'
 import glob, json, os, sys
@@ -259,6 +391,7 @@ for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
             "scratch_reserve_bytes": rows[-1].get("scratch_reserve_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
+results["multirank"] = lines(os.path.join(out, "multirank", "checks.jsonl"))
 # Per-call scratch outside the memory plan, largest first (op, bytes).
 scratch = set()
 log = os.path.join(out, "gpt2_124m.log")

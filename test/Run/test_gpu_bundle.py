@@ -2,7 +2,8 @@
 builds within its size limit, its runner trains from a clean copy with only
 the kit's libraries (scripts/gpu-bundle.sh checks that itself), and its
 parity part, run on the CPU backend, passes against its own references and
-fails when a reference is off, and its queued-versus-synchronous check runs.
+fails when a reference is off, its queued-versus-synchronous check runs,
+and its multirank part dry-runs.
 """
 import json
 import subprocess
@@ -80,6 +81,27 @@ def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
     results = json.loads((tmp_path / "bad" / "results.json").read_text())
     assert not results["parity"]["gpt2-f32-adamw"]["ok"]
     assert results["parity"]["gpt2-f32-sgd"]["ok"]
+
+
+def test_multirank_part_dry_runs_on_cpu(kit, tmp_path):
+    """The multirank part (2-4 NCCL ranks on one GPU over loopback) on the
+    CPU backend: the same ranks started by hand, over Gloo, match the
+    kit's CPU references at 2 and 4 ranks, and a killed or stopped rank
+    ends the other (the stop at the collective timeout, 5 s here)."""
+    pytest.importorskip("torch")  # the kit's comparison reads with torch
+    out = tmp_path / "multirank"
+    proc = _lease(kit, out, BACKEND="cpu", PARTS="multirank",
+                  MULTIRANK_STALL_TIMEOUT="5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["check"]: c for c in json.loads(
+        (out / "results.json").read_text())["multirank"]}
+    parity = [name for name in checks if name.startswith("parity_")]
+    assert len(parity) == 5 and "parity_gpt2_r4_hybrid-f32-sgd" in parity
+    assert {"comm_check_2", "comm_check_4", "peer_KILL", "peer_STOP"} <= \
+        set(checks)
+    assert all(c["status"] in ("passed", "skipped")
+               for c in checks.values()), checks
+    assert "rank 0 ended" in checks["peer_STOP"]["detail"]
 
 
 def test_results_table_states_the_goals_ratios(tmp_path):
