@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -116,11 +117,15 @@ public:
 
   void release() {
     if (comm_) {
-      if (aborted_)
+      if (aborted_) {
         ncclCommAbort(comm_);
-      else
+      } else {
+        for (const auto &entry : preMulSums_)
+          ncclRedOpDestroy(entry.second, comm_);
         ncclCommDestroy(comm_);
+      }
     }
+    preMulSums_.clear();
     if (stream_)
       cudaStreamDestroy(stream_);
     if (barrierWord_)
@@ -167,18 +172,9 @@ protected:
     const int64_t esize = dtypeSize(dt);
     Deadline deadline = deadlineFromNow();
     issue("reduce_scatter", deadline, [&] {
-      // Creating and destroying the operator are calls on the communicator
-      // too, so they happen inside the issue turn.
-      if (custom) {
-        if (op == CommReduceOp::Avg)
-          scale /= size();
-        float f = static_cast<float>(scale);
-        uint16_t h = dt == DType::BF16 ? floatToBf16(f) : floatToF16(f);
-        void *scalar = dt == DType::F32 ? static_cast<void *>(&f) : &h;
-        call(ncclRedOpCreatePreMulSum(&redOp, scalar, ncclType(dt),
-                                      ncclScalarHostImmediate, comm_),
-             "ncclRedOpCreatePreMulSum", deadline);
-      }
+      if (custom)
+        redOp = preMulSum(dt, op == CommReduceOp::Avg ? scale / size() : scale,
+                          deadline);
       if (numel % size() == 0) {
         call(ncclReduceScatter(in, out, numel / size(), ncclType(dt), redOp,
                                comm_, stream_),
@@ -190,12 +186,6 @@ protected:
                            redOp, i, comm_, stream_),
                 "ncclReduce");
         });
-      }
-      // An operator may be destroyed once the last call using it returned
-      // (and, non-blocking, once the communicator left ncclInProgress).
-      if (custom) {
-        awaitEnqueuedLocked(deadline, "reduce_scatter");
-        call(ncclRedOpDestroy(redOp, comm_), "ncclRedOpDestroy", deadline);
       }
     });
     complete("reduce_scatter", deadline);
@@ -243,6 +233,28 @@ private:
 
   Deadline deadlineFromNow() const {
     return std::chrono::steady_clock::now() + timeout();
+  }
+
+  /// The pre-multiplied sum by `scale` (rounded to `dt`, as NCCL takes
+  /// it), made on first use and kept for the communicator's lifetime: a
+  /// captured step replays the collectives that use it, and a reduce-scatter
+  /// need not make and destroy one each time. Made inside the issue turn
+  /// (an NCCL call on the communicator), which also guards the map.
+  ncclRedOp_t preMulSum(DType dt, double scale, Deadline deadline) {
+    float f = static_cast<float>(scale);
+    uint16_t h = dt == DType::BF16 ? floatToBf16(f) : floatToF16(f);
+    uint32_t bits = dt == DType::F32 ? floatBits(f) : h;
+    auto key = std::make_pair(dt, bits);
+    auto it = preMulSums_.find(key);
+    if (it != preMulSums_.end())
+      return it->second;
+    ncclRedOp_t redOp;
+    void *scalar = dt == DType::F32 ? static_cast<void *>(&f) : &h;
+    call(ncclRedOpCreatePreMulSum(&redOp, scalar, ncclType(dt),
+                                  ncclScalarHostImmediate, comm_),
+         "ncclRedOpCreatePreMulSum", deadline);
+    preMulSums_.emplace(key, redOp);
+    return redOp;
   }
 
   /// Runs `enqueue` (the NCCL calls of one collective; the base class holds
@@ -366,6 +378,7 @@ private:
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float *barrierWord_ = nullptr;
+  std::map<std::pair<DType, uint32_t>, ncclRedOp_t> preMulSums_;
   std::atomic<bool> aborted_{false};
   // Shared by every use of comm_ from collective threads, exclusive for
   // abortNow(), which frees it.
