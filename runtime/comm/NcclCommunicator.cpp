@@ -77,7 +77,13 @@ public:
            rc != cudaSuccess
                ? std::string(": cudaGetDeviceCount: ") + cudaGetErrorString(rc)
                : std::string(""));
-    device_ = setup.launch.localRank % devices;
+    device_ = setup.options.device;
+    if (device_ < 0 || device_ >= devices)
+      fail(Status::Unsupported, "nccl backend: ",
+           device_ < 0 ? std::string("the context has no CUDA device: NCCL "
+                                     "needs a context on the cuda backend")
+                       : "device " + std::to_string(device_) + " of " +
+                             std::to_string(devices));
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
 
     ncclUniqueId id;

@@ -317,14 +317,30 @@ bool overlaps(const void *a, const void *b, int64_t bytes) {
   return x < y + bytes && y < x + bytes;
 }
 
+/// The device of this process: its local rank's. More local ranks than
+/// visible devices would put two ranks on one GPU, which NCCL refuses only
+/// after the rendezvous (as "invalid usage"): refused here, before it,
+/// unless NCCL_HOSTID is set (ranks sharing a GPU on purpose, each its own
+/// NCCL host: the lease kit's loopback check, docs/Runtime.md).
 int pickDevice(int count) {
-  int local = 0;
+  LaunchInfo launch;
   try {
-    local = LaunchInfo::fromEnvironment().localRank;
+    launch = LaunchInfo::fromEnvironment();
   } catch (const Error &) {
-    local = 0; // A malformed launch environment is reported by comm init.
+    return 0; // A malformed launch environment is reported by comm init.
   }
-  return (local % count + count) % count;
+  if (launch.localWorldSize > count && !std::getenv("NCCL_HOSTID")) {
+    const char *visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    fail(Status::InvalidArgument, "cuda backend: ", launch.localWorldSize,
+         " ranks on this host (", launch.launcher, ") but ", count,
+         " visible CUDA device", count == 1 ? "" : "s",
+         visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")"
+                 : std::string(),
+         ": one GPU per rank; start at most ", count,
+         " ranks per host (NCCL_HOSTID, distinct per rank, lets test ranks "
+         "share a GPU over loopback)");
+  }
+  return (launch.localRank % count + count) % count;
 }
 
 /// A cudaEvent recorded on one worker's stream. One recorded while the
@@ -570,6 +586,7 @@ public:
   }
   bool hostAccessible() const override { return false; }
   const char *communicator() const override { return FSDPRT_NCCL_BACKEND_NAME; }
+  int deviceOrdinal() const override { return device_; }
   void *allocateHost(int64_t bytes) override {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
     void *p = nullptr;

@@ -39,11 +39,12 @@ void checkMatchesContext(Context &ctx, const LaunchInfo &launch) {
 }
 
 int64_t initComm(int64_t ctxHandle, const char *backend,
-                 const LaunchInfo &launch, const CommOptions &options) {
+                 const LaunchInfo &launch, CommOptions options) {
   std::shared_ptr<Context> ctx = getContext(ctxHandle);
   checkMatchesContext(*ctx, launch);
   if (std::string(backend) == "default")
     backend = ctx->backend().communicator();
+  options.device = ctx->backend().deviceOrdinal();
   std::shared_ptr<Communicator> comm =
       createCommunicator(backend, launch, options);
   return ctx->addCommunicator(std::move(comm));

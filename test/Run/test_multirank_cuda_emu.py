@@ -123,3 +123,26 @@ def test_collective_out_of_order_fails_every_rank(fsdp, emu_run, tmp_path):
                  if f"rank {rank}: error" in line]
         assert lines and "collectives called out of order: rank 0 called " \
             "collective #3 " in lines[0], proc.stderr
+
+
+def test_more_ranks_than_gpus_is_refused_before_the_rendezvous(fsdp, emu_run):
+    """Two ranks on a host with one (emulated) GPU: every rank stops at
+    once, naming the counts, instead of NCCL's "invalid usage" after the
+    rendezvous; with NCCL_HOSTID set (loopback test ranks sharing the GPU
+    on purpose, as the lease kit's multirank part runs them) they train."""
+    program = fsdp.library(fsdp.compile("mlp", world_size=2,
+                                        optimizer="sgd"))
+    cmd = [str(emu_run), str(program), "--backend", "cuda_emu", "--nproc",
+           "2", "--steps", "2", "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                          env=clean_env({"FSDPRT_CUDA_EMU_DEVICES": "1"}))
+    assert proc.returncode != 0
+    for rank in (0, 1):
+        assert f"rank {rank}: error: " in proc.stderr, proc.stderr
+    assert "cuda backend: 2 ranks on this host (torchrun) but 1 visible " \
+        "CUDA device: one GPU per rank; start at most 1 ranks per host" \
+        in proc.stderr, proc.stderr
+    shared = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                            env=clean_env({"FSDPRT_CUDA_EMU_DEVICES": "1",
+                                           "NCCL_HOSTID": "test"}))
+    assert shared.returncode == 0, shared.stderr

@@ -182,6 +182,9 @@ public:
   /// The communicator backend that reads this backend's memory, which
   /// fsdprt_comm_init "default" picks.
   virtual const char *communicator() const { return "gloo"; }
+  /// The CUDA device this backend runs on (-1: none); its communicators
+  /// use the same one (CommOptions::device).
+  virtual int deviceOrdinal() const { return -1; }
 
   // Step graphs (CUDA graphs; Context::beginCapture drives them). Between
   // graphBegin and graphEnd, the device work of every thread that joined

@@ -71,6 +71,10 @@ struct CommOptions {
   std::string glooInterface;
   /// Address rank 0's store binds (default: MASTER_ADDR).
   std::string storeBindAddress;
+  /// The device of the context the communicator serves (its backend's
+  /// deviceOrdinal(); fsdprt_comm_init* set it): NCCL runs there, so that
+  /// the device is chosen in one place. -1: none.
+  int32_t device = -1;
 
   /// FSDPRT_COLLECTIVE_TIMEOUT_MS, FSDPRT_RENDEZVOUS_TIMEOUT_MS,
   /// FSDPRT_GLOO_HOSTNAME, FSDPRT_GLOO_IFNAME (or GLOO_SOCKET_IFNAME),

@@ -330,9 +330,12 @@ inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   return cudaSuccess;
 }
 
+/// FSDPRT_CUDA_EMU_DEVICES devices (default 8: room for the multi-rank
+/// tests' one device per rank).
 inline cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
-  return cudaSuccess;
+  const char *devices = std::getenv("FSDPRT_CUDA_EMU_DEVICES");
+  *n = devices ? std::atoi(devices) : 8;
+  return *n > 0 ? cudaSuccess : cudaErrorNoDevice;
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 enum cudaDeviceAttr { cudaDevAttrMemoryPoolsSupported = 115 };
