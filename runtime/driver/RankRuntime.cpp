@@ -69,15 +69,23 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
   if (p.cpuOffload)
     check(fsdprt_buffer_alloc_host(ctx, p.hostBytes, &host),
           "allocating the host buffer (CPU offload)");
-  // A trace is there to show each operation; on more than one rank the
-  // collectives wait on the host (the NCCL communicator polls each one for
-  // its timeout), which a graph cannot hold.
-  // CPU offload's optimizer runs on the host, which a graph cannot replay.
+  // Where the step cannot be one graph, rank 0 says why in one line.
   int32_t graphsSupported = 0;
   check(fsdprt_graph_supported(ctx, &graphsSupported), "querying the backend");
-  if (graphsSupported && o.cudaGraphs && o.trace.empty() &&
-      launch.worldSize == 1 && !p.cpuOffload)
-    graphs_ = Graphs::Warmup;
+  const char *eagerBecause =
+      !o.trace.empty() ? "--trace shows each operation"
+      : launch.worldSize > 1
+          ? "at more than one rank the collectives wait on the host, which "
+            "a graph cannot hold (not yet: issue 36)"
+      : p.cpuOffload ? "CPU offload's optimizer runs on the host"
+                     : nullptr;
+  if (graphsSupported && o.cudaGraphs) {
+    if (!eagerBecause)
+      graphs_ = Graphs::Warmup;
+    else if (launch.rank == 0 && !o.quiet)
+      std::cout << "the training step runs eagerly, not as one CUDA graph: "
+                << eagerBecause << std::endl;
+  }
   quiet_ = o.quiet;
 }
 

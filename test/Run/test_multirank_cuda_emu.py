@@ -59,6 +59,19 @@ def test_nccl_ranks_train_as_gloo_ranks_on_the_cpu(fsdp, emu_run, config):
                               PARAM_ATOL[optimizer], **extra)
 
 
+def test_eager_steps_at_two_ranks_are_announced(fsdp, emu_run):
+    """The step graph is captured at one rank only so far: at two, rank 0
+    says in one line that steps run eagerly, and why."""
+    program = fsdp.library(fsdp.compile("mlp", world_size=2,
+                                        optimizer="sgd"))
+    run = fsdp.run(program, nproc=2, steps=2, tool=emu_run,
+                   backend="cuda_emu", quiet=False)
+    assert run.stdout.count("the training step runs eagerly, not as one "
+                            "CUDA graph: at more than one rank the "
+                            "collectives wait on the host") == 1, run.stdout
+    assert "one CUDA graph from here on" not in run.stdout
+
+
 def _start(emu_run, program, metrics, env):
     cmd = [str(emu_run), str(program), "--backend", "cuda_emu", "--nproc", "2",
            "--steps", "100000", "--metrics", str(metrics), "--quiet"]
