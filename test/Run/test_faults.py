@@ -62,6 +62,32 @@ def _kill_all(launcher, pids):
     launcher.wait()
 
 
+def kill_rank_1_when_training(launcher, metrics, lines, start_within):
+    """Waits until both ranks of the 2-rank job `launcher` exist and
+    `metrics` holds `lines` lines, SIGKILLs rank 1 and waits (30 s at most)
+    for the launcher to exit. Returns its ranks {RANK: pid}, its stderr and
+    the seconds from the kill to its exit; no rank is left behind."""
+    ranks = {}
+    try:
+        deadline = time.monotonic() + start_within
+        while time.monotonic() < deadline:
+            assert launcher.poll() is None, launcher.communicate()
+            ranks = {_environ(p).get("RANK"): p for p in _children(launcher.pid)}
+            if {"0", "1"} <= set(ranks) and metrics.exists() and \
+                    metrics.read_bytes().count(b"\n") >= lines:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the job did not start training within {start_within} s")
+        os.kill(ranks["1"], signal.SIGKILL)
+        killed = time.monotonic()
+        _, stderr = launcher.communicate(timeout=30)
+        elapsed = time.monotonic() - killed
+    finally:
+        _kill_all(launcher, ranks.values())
+    return ranks, stderr, elapsed
+
+
 def test_killed_rank_stops_the_job(fsdp, gpt2_2, tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     cmd = [str(fsdp.run_tool), str(gpt2_2), "--nproc", str(RANKS),
@@ -69,25 +95,8 @@ def test_killed_rank_stops_the_job(fsdp, gpt2_2, tmp_path):
     launcher = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=clean_env({"FSDP_RUN_GRACE_SECONDS": "5"}))
-    ranks = {}
-    try:
-        deadline = time.monotonic() + 60
-        # Wait until both ranks exist and training is under way.
-        while time.monotonic() < deadline:
-            assert launcher.poll() is None, launcher.communicate()
-            ranks = {_environ(p).get("RANK"): p for p in _children(launcher.pid)}
-            if {"0", "1"} <= set(ranks) and metrics.exists() and \
-                    metrics.read_bytes().count(b"\n") >= 3:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the job did not start training within 60 s")
-        os.kill(ranks["1"], signal.SIGKILL)
-        killed = time.monotonic()
-        _, stderr = launcher.communicate(timeout=30)
-        elapsed = time.monotonic() - killed
-    finally:
-        _kill_all(launcher, ranks.values())
+    ranks, stderr, elapsed = kill_rank_1_when_training(
+        launcher, metrics, lines=3, start_within=60)
     print(f"\nlauncher exited {launcher.returncode} {elapsed:.1f} s after the "
           f"kill:\n{stderr}")
     assert launcher.returncode != 0

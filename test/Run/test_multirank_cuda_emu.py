@@ -15,17 +15,13 @@ bf16 compute) and hybrid 2x2 at 4 ranks train as the CPU backend's runs
 makes the others exit within 10 s with an error naming the collective; a
 collective called out of order on one rank ends every rank with an error.
 """
-import os
-import signal
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
 from conftest import clean_env
 from test_cuda_emu import STEPS, emu_run  # noqa: F401 (a fixture)
-from test_faults import _children, _environ, _kill_all
+from test_faults import kill_rank_1_when_training
 from test_parity import PARAM_ATOL, compare_losses, compare_params
 
 # (model, ranks, strategy, optimizer, param dtype)
@@ -90,25 +86,8 @@ def test_killed_rank_stops_the_others_naming_the_collective(fsdp, emu_run,
     metrics = tmp_path / "metrics.jsonl"
     launcher = _start(emu_run, program, metrics,
                       {"FSDP_RUN_GRACE_SECONDS": "60"})
-    ranks = {}
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert launcher.poll() is None, launcher.communicate()
-            ranks = {_environ(p).get("RANK"): p
-                     for p in _children(launcher.pid)}
-            if {"0", "1"} <= set(ranks) and metrics.exists() and \
-                    metrics.read_bytes().count(b"\n") >= 2:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the job did not start training within 120 s")
-        os.kill(ranks["1"], signal.SIGKILL)
-        killed = time.monotonic()
-        _, stderr = launcher.communicate(timeout=30)
-        elapsed = time.monotonic() - killed
-    finally:
-        _kill_all(launcher, ranks.values())
+    _, stderr, elapsed = kill_rank_1_when_training(launcher, metrics, lines=2,
+                                                   start_within=120)
     print(f"\nthe job ended {elapsed:.1f} s after the kill:\n{stderr}")
     assert launcher.returncode != 0
     assert elapsed < 10, stderr
