@@ -177,6 +177,25 @@ void Communicator::recordFailure(const std::string &message) {
   turnChanged_.notify_all();
 }
 
+std::string Communicator::failedOnRank(const std::string &collective,
+                                       const std::string &why) const {
+  std::ostringstream os;
+  os << collective << " on group '" << spec_.name << "' (" << size()
+     << " ranks) failed on rank " << rank_ << " (global rank " << globalRank()
+     << "): " << why;
+  return os.str();
+}
+
+void Communicator::abort(const std::string &why) {
+  recordFailure(why);
+  abortBackend();
+}
+
+std::string Communicator::failure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return firstError_;
+}
+
 void Communicator::skipTag(uint32_t tag, const char *collective,
                            const std::string &why) {
   if (!requiresIssueOrder())
@@ -208,12 +227,9 @@ void Communicator::guard(const char *collective, uint32_t tag, Check &&check,
   } catch (const Error &e) {
     if (e.status() != Status::IO && e.status() != Status::Internal)
       throw; // argument errors leave the communicator usable
-    std::ostringstream os;
-    os << collective << " on group '" << spec_.name << "' (" << size()
-       << " ranks) failed on rank " << rank_ << " (global rank " << globalRank()
-       << "): " << e.what();
-    recordFailure(os.str());
-    throw Error(Status::IO, os.str());
+    std::string message = failedOnRank(collective, e.what());
+    recordFailure(message);
+    throw Error(Status::IO, message);
   }
 }
 
@@ -241,14 +257,14 @@ void Communicator::allGather(DType dt, const void *in, void *out,
 }
 
 void Communicator::allGather(DType dt, const void *in, void *out, int64_t numel,
-                             uint32_t tag) {
+                             uint32_t tag, void *queue) {
   guard(
       "all_gather", tag,
       [&] {
         checkFloat(dt, "all_gather");
         checkNumel(numel, "all_gather");
       },
-      [&] { runAllGather(dt, in, out, numel, tag); });
+      [&] { runAllGather(dt, in, out, numel, tag, queue); });
 }
 
 void Communicator::reduceScatter(DType dt, const void *in, void *out,
@@ -260,7 +276,7 @@ void Communicator::reduceScatter(DType dt, const void *in, void *out,
 void Communicator::reduceScatter(DType dt, const void *in, void *out,
                                  int64_t numel, CommReduceOp op,
                                  double preDivide, double postDivide,
-                                 uint32_t tag) {
+                                 uint32_t tag, void *queue) {
   guard(
       "reduce_scatter", tag,
       [&] {
@@ -274,7 +290,8 @@ void Communicator::reduceScatter(DType dt, const void *in, void *out,
         checkFactor(postDivide, "post_divide");
       },
       [&] {
-        runReduceScatter(dt, in, out, numel, op, preDivide, postDivide, tag);
+        runReduceScatter(dt, in, out, numel, op, preDivide, postDivide, tag,
+                         queue);
       });
 }
 
@@ -284,14 +301,14 @@ void Communicator::allReduce(DType dt, const void *in, void *out, int64_t numel,
 }
 
 void Communicator::allReduce(DType dt, const void *in, void *out, int64_t numel,
-                             CommReduceOp op, uint32_t tag) {
+                             CommReduceOp op, uint32_t tag, void *queue) {
   guard(
       "all_reduce", tag,
       [&] {
         checkFloat(dt, "all_reduce");
         checkNumel(numel, "all_reduce");
       },
-      [&] { runAllReduce(dt, in, out, numel, op, tag); });
+      [&] { runAllReduce(dt, in, out, numel, op, tag, queue); });
 }
 
 void Communicator::broadcast(void *buf, int64_t bytes, int32_t root) {
@@ -299,7 +316,7 @@ void Communicator::broadcast(void *buf, int64_t bytes, int32_t root) {
 }
 
 void Communicator::broadcast(void *buf, int64_t bytes, int32_t root,
-                             uint32_t tag) {
+                             uint32_t tag, void *queue) {
   guard(
       "broadcast", tag,
       [&] {
@@ -309,14 +326,14 @@ void Communicator::broadcast(void *buf, int64_t bytes, int32_t root,
                " is not a rank of group '", spec_.name, "' of ", size(),
                " ranks");
       },
-      [&] { runBroadcast(buf, bytes, root, tag); });
+      [&] { runBroadcast(buf, bytes, root, tag, queue); });
 }
 
 void Communicator::barrier() { barrier(nextTag()); }
 
-void Communicator::barrier(uint32_t tag) {
+void Communicator::barrier(uint32_t tag, void *queue) {
   guard(
-      "barrier", tag, [] {}, [&] { runBarrier(tag); });
+      "barrier", tag, [] {}, [&] { runBarrier(tag, queue); });
 }
 
 std::unique_ptr<Communicator> Communicator::createGroup(const GroupSpec &spec) {

@@ -115,7 +115,7 @@ public:
 
 protected:
   void runAllGather(DType dt, const void *in, void *out, int64_t numel,
-                    uint32_t tag) override {
+                    uint32_t tag, void *) override {
     const int64_t esize = dtypeSize(dt);
     ShardRange own = shardRange(numel, size(), rank());
     char *outBytes = static_cast<char *>(out);
@@ -141,7 +141,7 @@ protected:
 
   void runReduceScatter(DType dt, const void *in, void *out, int64_t numel,
                         CommReduceOp op, double preDivide, double postDivide,
-                        uint32_t tag) override {
+                        uint32_t tag, void *) override {
     ShardRange own = shardRange(numel, size(), rank());
     ScratchPool::Lease acc = scratch_.acquire(numel);
     ScratchPool::Lease incoming =
@@ -159,7 +159,7 @@ protected:
   }
 
   void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
-                    CommReduceOp op, uint32_t tag) override {
+                    CommReduceOp op, uint32_t tag, void *) override {
     ScratchPool::Lease acc = scratch_.acquire(numel);
     widen(dt, in, numel, 1.0, acc.get());
     if (size() > 1 && numel > 0) {
@@ -188,7 +188,7 @@ protected:
   }
 
   void runBroadcast(void *buf, int64_t bytes, int32_t root,
-                    uint32_t tag) override {
+                    uint32_t tag, void *) override {
     if (size() == 1 || bytes == 0)
       return;
     glooCall([&] {
@@ -201,7 +201,7 @@ protected:
     });
   }
 
-  void runBarrier(uint32_t tag) override {
+  void runBarrier(uint32_t tag, void *) override {
     if (size() == 1)
       return;
     glooCall([&] {

@@ -145,90 +145,98 @@ public:
   bool usesHostMemory() const override { return false; }
   bool requiresIssueOrder() const override { return true; }
 
+  bool streamOrdered() const override { return true; }
+
+  std::string asyncError() override {
+    std::shared_lock<std::shared_mutex> live(commMutex_);
+    if (!comm_)
+      return ""; // aborted: the failure that did it is recorded
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+    if (rc != ncclSuccess)
+      state = rc;
+    if (state == ncclSuccess || state == ncclInProgress)
+      return "";
+    aborted_ = true;
+    return errorText(state, "ncclCommGetAsyncError");
+  }
+
 protected:
   void runAllGather(DType dt, const void *in, void *out, int64_t numel,
-                    uint32_t) override {
+                    uint32_t, void *queue) override {
     const int64_t esize = dtypeSize(dt);
-    Deadline deadline = deadlineFromNow();
-    issue("all_gather", deadline, [&] {
+    run("all_gather", queue, [&](cudaStream_t s, Deadline deadline) {
       if (numel % size() == 0) {
-        call(ncclAllGather(in, out, numel / size(), ncclType(dt), comm_,
-                           stream_),
+        call(ncclAllGather(in, out, numel / size(), ncclType(dt), comm_, s),
              "ncclAllGather", deadline);
       } else {
         perChunkInOneGroup(numel, deadline, [&](int32_t i, ShardRange c) {
           char *dst = static_cast<char *>(out) + c.begin * esize;
           check(ncclBroadcast(i == rank() ? in : dst, dst, c.count * esize,
-                              ncclInt8, i, comm_, stream_),
+                              ncclInt8, i, comm_, s),
                 "ncclBroadcast");
         });
       }
     });
-    complete("all_gather", deadline);
   }
 
   void runReduceScatter(DType dt, const void *in, void *out, int64_t numel,
                         CommReduceOp op, double preDivide, double postDivide,
-                        uint32_t) override {
+                        uint32_t, void *queue) override {
     // Division is linear, so both factors fold into NCCL's pre-multiplied
     // sum; without factors, avg is NCCL's own.
     double scale = 1.0 / (preDivide * postDivide);
     ncclRedOp_t redOp = op == CommReduceOp::Avg ? ncclAvg : ncclSum;
     bool custom = scale != 1.0;
     const int64_t esize = dtypeSize(dt);
-    Deadline deadline = deadlineFromNow();
-    issue("reduce_scatter", deadline, [&] {
+    run("reduce_scatter", queue, [&](cudaStream_t s, Deadline deadline) {
       if (custom)
         redOp = preMulSum(dt, op == CommReduceOp::Avg ? scale / size() : scale,
                           deadline);
       if (numel % size() == 0) {
         call(ncclReduceScatter(in, out, numel / size(), ncclType(dt), redOp,
-                               comm_, stream_),
+                               comm_, s),
              "ncclReduceScatter", deadline);
       } else {
         perChunkInOneGroup(numel, deadline, [&](int32_t i, ShardRange c) {
           check(ncclReduce(static_cast<const char *>(in) + c.begin * esize,
                            i == rank() ? out : nullptr, c.count, ncclType(dt),
-                           redOp, i, comm_, stream_),
+                           redOp, i, comm_, s),
                 "ncclReduce");
         });
       }
     });
-    complete("reduce_scatter", deadline);
   }
 
   void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
-                    CommReduceOp op, uint32_t) override {
+                    CommReduceOp op, uint32_t, void *queue) override {
     ncclRedOp_t redOp = op == CommReduceOp::Sum   ? ncclSum
                         : op == CommReduceOp::Avg ? ncclAvg
                                                   : ncclMax;
-    Deadline deadline = deadlineFromNow();
-    issue("all_reduce", deadline, [&] {
-      call(ncclAllReduce(in, out, numel, ncclType(dt), redOp, comm_, stream_),
+    run("all_reduce", queue, [&](cudaStream_t s, Deadline deadline) {
+      call(ncclAllReduce(in, out, numel, ncclType(dt), redOp, comm_, s),
            "ncclAllReduce", deadline);
     });
-    complete("all_reduce", deadline);
   }
 
-  void runBroadcast(void *buf, int64_t bytes, int32_t root, uint32_t) override {
-    Deadline deadline = deadlineFromNow();
-    issue("broadcast", deadline, [&] {
-      call(ncclBroadcast(buf, buf, bytes, ncclInt8, root, comm_, stream_),
+  void runBroadcast(void *buf, int64_t bytes, int32_t root, uint32_t,
+                    void *queue) override {
+    run("broadcast", queue, [&](cudaStream_t s, Deadline deadline) {
+      call(ncclBroadcast(buf, buf, bytes, ncclInt8, root, comm_, s),
            "ncclBroadcast", deadline);
     });
-    complete("broadcast", deadline);
   }
 
-  void runBarrier(uint32_t) override {
+  void runBarrier(uint32_t, void *queue) override {
     // NCCL has no barrier: a one-element all_reduce is the usual stand-in.
-    Deadline deadline = deadlineFromNow();
-    issue("barrier", deadline, [&] {
+    run("barrier", queue, [&](cudaStream_t s, Deadline deadline) {
       call(ncclAllReduce(barrierWord_, barrierWord_, 1, ncclFloat32, ncclSum,
-                         comm_, stream_),
+                         comm_, s),
            "ncclAllReduce (barrier)", deadline);
     });
-    complete("barrier", deadline);
   }
+
+  void abortBackend() override { abortNow(); }
 
   std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) override {
     return std::make_unique<NcclCommunicator>(setup);
@@ -263,19 +271,24 @@ private:
     return redOp;
   }
 
-  /// Runs `enqueue` (the NCCL calls of one collective; the base class holds
-  /// this tag's issue turn), waits until NCCL has really enqueued the work,
-  /// then passes the turn on. The shared lock keeps comm_ alive against an
-  /// abort from a thread whose collective timed out.
+  /// One collective: `enqueue(stream, deadline)` makes its NCCL calls (the
+  /// base class holds this tag's issue turn) onto `queue`, or without one
+  /// onto the communicator's own stream; once NCCL has really enqueued the
+  /// work the turn passes on. Stream-ordered (a queue), it returns there;
+  /// else it waits for the collective to complete. The shared lock keeps
+  /// comm_ alive against an abort from another thread.
   template <typename F>
-  void issue(const char *what, Deadline deadline, F &&enqueue) {
+  void run(const char *what, void *queue, F &&enqueue) {
+    Deadline deadline = deadlineFromNow();
     {
       std::shared_lock<std::shared_mutex> live(commMutex_);
       requireLive(what);
-      enqueue();
+      enqueue(queue ? static_cast<cudaStream_t>(queue) : stream_, deadline);
       awaitEnqueuedLocked(deadline, what);
     }
     issued();
+    if (!queue)
+      complete(what, deadline);
   }
 
   /// check(), and for a call that answered ncclInProgress, wait until the
@@ -332,14 +345,19 @@ private:
   void check(ncclResult_t rc, const char *what) {
     if (rc == ncclSuccess || rc == ncclInProgress)
       return;
+    fail(Status::IO, errorText(rc, what));
+  }
+
+  /// "nccl backend: <what>: <NCCL's words> (<its last error>)".
+  std::string errorText(ncclResult_t rc, const char *what) {
     const char *detail = comm_ ? ncclGetLastError(comm_) : "";
-    fail(Status::IO, "nccl backend: ", what, ": ", ncclGetErrorString(rc),
-         detail && *detail ? std::string(" (") + detail + ")" : std::string());
+    return std::string("nccl backend: ") + what + ": " +
+           ncclGetErrorString(rc) +
+           (detail && *detail ? std::string(" (") + detail + ")" : "");
   }
 
 
-
-  /// Waits for the issued collective (issue() already waited out its
+  /// Waits for the issued collective (run() already waited out its
   /// ncclInProgress, so it is on the stream); aborts the communicator on an
   /// asynchronous NCCL error or at the deadline, so nothing hangs. Other
   /// threads may issue meanwhile: ncclInProgress seen here is theirs.

@@ -11,9 +11,9 @@
 // record is also a cudaEvent on the recording worker's stream, a wait also
 // a cudaStreamWaitEvent, so the host only orders the issue of work. The
 // host waits for the device only where it must: copies to or from host
-// memory, Stream::synchronize, event synchronisation and before a
-// collective (NCCL runs on its own stream); index checks leave their
-// verdicts in pinned memory, read at those points. FSDPRT_CUDA_SYNC=1
+// memory, Stream::synchronize and event synchronisation; collectives are
+// issued onto the worker's own stream (queueHandle), after its work; index
+// checks leave their verdicts in pinned memory, read at those points. FSDPRT_CUDA_SYNC=1
 // makes every call wait for its work, as before.
 //
 // Step graphs (StepGraphs.h): while a step is being captured, each worker's
@@ -501,11 +501,13 @@ public:
                                   static_cast<CudaMarker &>(marker).event(), 0),
               "cudaStreamWaitEvent");
   }
+  void *queueHandle() override { return state().stream; }
+  bool capturing() override { return state().capturing; }
   /// Waits for the calling thread's device work and reads its index checks'
   /// verdicts (failing on a bad index).
   void synchronize() override {
-    // Called for Stream::synchronize, a collective about to run, copies to
-    // or from host memory and the arena (runSync), every call with
+    // Called for Stream::synchronize, copies to or from host memory and
+    // the arena (runSync), every call with
     // FSDPRT_CUDA_SYNC=1 (finishCall), all index-verdict slots in use.
     ThreadState &st = state();
     refuseHostWaitWhileCapturing(st);

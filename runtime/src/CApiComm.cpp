@@ -16,8 +16,10 @@
 #include "fsdp/rt/Comm.h"
 #include "fsdp/rt/fsdprt.h"
 
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <string>
 
 using namespace fsdp::rt;
 using namespace fsdp::rt::capi;
@@ -70,6 +72,7 @@ public:
   TagClaim(const TagClaim &) = delete;
   TagClaim &operator=(const TagClaim &) = delete;
 
+  uint32_t tag() const { return tag_; }
   /// The tag, for the collective that is about to run.
   uint32_t use() {
     used_ = true;
@@ -96,14 +99,27 @@ struct CommLaunch : Launch {
   }
   std::shared_ptr<Communicator> comm;
 
-  /// A collective runs on the communicator's own device queue (NCCL's): the
-  /// work this stream issued before it, waits included, must be done first.
-  void enqueue(std::function<void()> work) {
+  /// `work(queue)` runs the collective. On a backend with device ordering
+  /// it is issued onto the worker's own device queue, after the work
+  /// already there (DeviceOrdering.h): no host wait, and what the stream
+  /// records next comes after the collective. The context's watchdog
+  /// bounds it from there (outside a capture, where it only records).
+  void enqueue(const char *collective, uint32_t tag,
+               std::function<void(void *queue)> work) {
     DeviceOrdering *device = backend().deviceOrdering();
-    Launch::enqueue([device, work = std::move(work)] {
-      if (device)
-        device->synchronize();
-      work();
+    Context &ctx = context(); // outlives its streams' work
+    std::shared_ptr<Communicator> c = comm;
+    Launch::enqueue([device, &ctx, c, collective, tag,
+                     work = std::move(work)] {
+      void *queue = device ? device->queueHandle() : nullptr;
+      work(queue);
+      if (!queue || !c->streamOrdered() || device->capturing())
+        return;
+      ctx.watchdog().watch(device->record(),
+                           std::chrono::steady_clock::now() + c->timeout(),
+                           std::string(collective) + " (issue tag " +
+                               std::to_string(tag) + ")",
+                           c);
     });
   }
 };
@@ -215,9 +231,9 @@ int32_t fsdprt_all_gather(int64_t ctx, int64_t stream, int64_t comm,
     DType dt = l.dtype();
     const DelayConfig &delays = l.context().delays();
     auto c = l.comm;
-    l.enqueue([=, &delays] {
+    l.enqueue("all_gather", claim->tag(), [=, &delays](void *queue) {
       delays.apply(DelayPoint::AllGather);
-      c->allGather(dt, x, y, numel, claim->use());
+      c->allGather(dt, x, y, numel, claim->use(), queue);
     });
   });
 }
@@ -245,10 +261,10 @@ int32_t fsdprt_reduce_scatter(int64_t ctx, int64_t stream, int64_t comm,
     DType dt = l.dtype();
     const DelayConfig &delays = l.context().delays();
     auto c = l.comm;
-    l.enqueue([=, &delays] {
+    l.enqueue("reduce_scatter", claim->tag(), [=, &delays](void *queue) {
       delays.apply(DelayPoint::ReduceScatter);
       c->reduceScatter(dt, x, y, numel, rop, pre_divide, post_divide,
-                       claim->use());
+                       claim->use(), queue);
     });
   });
 }
@@ -265,7 +281,9 @@ int32_t fsdprt_all_reduce(int64_t ctx, int64_t stream, int64_t comm,
     auto claim = std::make_shared<TagClaim>(l.comm, "all_reduce");
     DType dt = l.dtype();
     auto c = l.comm;
-    l.enqueue([=] { c->allReduce(dt, x, y, numel, rop, claim->use()); });
+    l.enqueue("all_reduce", claim->tag(), [=](void *queue) {
+      c->allReduce(dt, x, y, numel, rop, claim->use(), queue);
+    });
   });
 }
 
@@ -284,7 +302,9 @@ int32_t fsdprt_broadcast(int64_t ctx, int64_t stream, int64_t comm,
     void *p = l.operand(buf, off, numel, dt, "buf");
     auto claim = std::make_shared<TagClaim>(l.comm, "broadcast");
     auto c = l.comm;
-    l.enqueue([=] { c->broadcast(p, bytes, root, claim->use()); });
+    l.enqueue("broadcast", claim->tag(), [=](void *queue) {
+      c->broadcast(p, bytes, root, claim->use(), queue);
+    });
   });
 }
 
@@ -293,7 +313,8 @@ int32_t fsdprt_barrier(int64_t ctx, int64_t stream, int64_t comm) {
     CommLaunch l(ctx, stream, comm, FSDPRT_F32, "barrier");
     auto claim = std::make_shared<TagClaim>(l.comm, "barrier");
     auto c = l.comm;
-    l.enqueue([=] { c->barrier(claim->use()); });
+    l.enqueue("barrier", claim->tag(),
+              [=](void *queue) { c->barrier(claim->use(), queue); });
   });
 }
 

@@ -12,11 +12,16 @@ static int64_t checkedArenaBytes(int64_t bytes) {
   return bytes;
 }
 
+// How often the watchdog polls the device and NCCL: a failure ends the
+// job within this of its detection; each poll costs microseconds.
+constexpr std::chrono::milliseconds kWatchdogPeriod{20};
+
 Context::Context(const std::string &backend, int32_t rank, int32_t worldSize,
                  int64_t arenaBytes, int numThreads)
     : rank_(rank), worldSize_(worldSize),
       delays_(DelayConfig::fromEnvironment()), numThreads_(numThreads),
-      arena_(checkedArenaBytes(arenaBytes)) {
+      arena_(checkedArenaBytes(arenaBytes)),
+      watchdog_(rank, kWatchdogPeriod) {
   if (worldSize < 1 || rank < 0 || rank >= worldSize)
     fail(Status::InvalidArgument, "rank ", rank, " is not in [0, world size ",
          worldSize, ")");
@@ -204,7 +209,13 @@ bool Context::capturing() const {
 
 void Context::synchronizeStream(int64_t handle) {
   std::shared_ptr<Stream> s = stream(handle);
-  capturing() ? s->drain() : s->synchronize();
+  try {
+    capturing() ? s->drain() : s->synchronize();
+  } catch (const Error &) {
+    watchdog_.check(); // the cause, where the stream failed from its abort
+    throw;
+  }
+  watchdog_.check();
 }
 
 void Context::synchronizeAll() {
@@ -218,11 +229,14 @@ void Context::synchronizeAll() {
         first = e;
     }
   }
+  watchdog_.check(); // the cause, where a stream failed from its abort
   if (first)
     throw *first;
 }
 
 int64_t Context::addCommunicator(std::shared_ptr<Communicator> comm) {
+  if (comm->streamOrdered())
+    watchdog_.addCommunicator(comm);
   std::lock_guard<std::mutex> lock(mutex_);
   return comms_.insert(std::move(comm));
 }
@@ -238,6 +252,7 @@ void Context::destroyCommunicator(int64_t handle) {
     std::lock_guard<std::mutex> lock(mutex_);
     comm = comms_.remove(handle);
   }
+  watchdog_.removeCommunicator(comm.get());
   // Torn down outside the lock (closing connections takes time); work
   // still queued on streams holds its own reference.
   comm.reset();

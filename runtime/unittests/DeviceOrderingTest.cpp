@@ -53,6 +53,8 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     log_.push_back("q" + std::to_string(queueLocked()) + " synchronize");
   }
+  void *queueHandle() override { return nullptr; }
+  bool capturing() override { return false; }
   /// A host-side note in the log, from the thread that runs it.
   void note(const std::string &what) {
     std::lock_guard<std::mutex> lock(mutex_);

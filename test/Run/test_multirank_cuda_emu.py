@@ -68,6 +68,28 @@ def test_eager_steps_at_two_ranks_are_announced(fsdp, emu_run):
     assert "one CUDA graph from here on" not in run.stdout
 
 
+def test_compute_issue_runs_ahead_of_slow_collectives(fsdp, emu_run):
+    """Every collective takes 150 ms longer on its stream (the emulation's
+    slow-link hook). The compute stream's host thread must not wait for
+    that: its waits on the collectives' events are device-side, so the
+    time it spends blocked in event waits (comm_exposed_s) stays far below
+    one delayed collective while the step itself, which ends with a device
+    synchronisation, takes at least the delays of the collectives it
+    serialises. With host-synchronous collectives the compute thread waited
+    out each all-gather it consumes: at least one 150 ms delay per step."""
+    delay_s = 0.15
+    program = fsdp.library(fsdp.compile("mlp", world_size=2,
+                                        optimizer="sgd"))
+    run = fsdp.run(program, nproc=2, steps=3, tool=emu_run,
+                   backend="cuda_emu",
+                   env={"FSDPRT_NCCL_EMU_DELAY_MS": str(int(delay_s * 1e3))})
+    for m in run.metrics[1:]:  # the first step also waits for the rendezvous
+        assert m["step_time_s"] >= delay_s, m
+        # What the host may still wait for: another stream's host issue of a
+        # few operations (milliseconds here), never a collective's delay.
+        assert m["comm_exposed_s"] < delay_s / 3, m
+
+
 def _start(emu_run, program, metrics, env):
     cmd = [str(emu_run), str(program), "--backend", "cuda_emu", "--nproc", "2",
            "--steps", "100000", "--metrics", str(metrics), "--quiet"]

@@ -67,22 +67,22 @@ public:
   };
 
 protected:
-  void runAllGather(DType, const void *, void *, int64_t,
-                    uint32_t tag) override {
+  void runAllGather(DType, const void *, void *, int64_t, uint32_t tag,
+                    void *) override {
     body(tag);
   }
   void runReduceScatter(DType, const void *, void *, int64_t, CommReduceOp,
-                        double, double, uint32_t tag) override {
+                        double, double, uint32_t tag, void *) override {
     body(tag);
   }
   void runAllReduce(DType, const void *, void *, int64_t, CommReduceOp,
-                    uint32_t tag) override {
+                    uint32_t tag, void *) override {
     body(tag);
   }
-  void runBroadcast(void *, int64_t, int32_t, uint32_t tag) override {
+  void runBroadcast(void *, int64_t, int32_t, uint32_t tag, void *) override {
     body(tag);
   }
-  void runBarrier(uint32_t tag) override { body(tag); }
+  void runBarrier(uint32_t tag, void *) override { body(tag); }
   std::unique_ptr<Communicator> makeGroup(const CommSetup &) override {
     fail(Status::Unsupported, "fake communicator: no groups");
   }

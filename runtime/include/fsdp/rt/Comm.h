@@ -21,10 +21,21 @@
 // smaller tag has been issued. A tag must therefore be used exactly once or
 // given up with skipTag().
 //
+// Stream-ordered collectives: a collective given a device queue (a
+// cudaStream_t for NCCL) is issued onto it, after the work already there,
+// and the call returns once it is issued: its completion is seen through
+// the queue (an event recorded there after it), and the host never waits
+// for it. A backend whose collectives complete in the call (Gloo, on host
+// memory) ignores the queue. Without a queue the call returns once the
+// collective is complete.
+//
 // Failures: a collective that fails or times out throws Error(IO) naming the
 // collective, the group, this rank and (where the transport can tell) the
 // peer; the communicator is then unusable (like an aborted NCCL comm), and
-// every later collective fails at once with the first error.
+// every later collective fails at once with the first error. A
+// stream-ordered collective fails after its call returned: asyncError()
+// says so, and abort() (the context's watchdog calls both, Watchdog.h)
+// records the failure and stops the backend's work on the device.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_COMM_H
@@ -148,22 +159,40 @@ public:
   // all_reduce, and may be `out`'s own chunk for all_gather.
   void allGather(DType dt, const void *in, void *out, int64_t numel);
   void allGather(DType dt, const void *in, void *out, int64_t numel,
-                 uint32_t tag);
+                 uint32_t tag, void *queue = nullptr);
   /// result = (sum_i(in_i / preDivide) / postDivide) [/ size() for Avg]
   void reduceScatter(DType dt, const void *in, void *out, int64_t numel,
                      CommReduceOp op, double preDivide = 1.0,
                      double postDivide = 1.0);
   void reduceScatter(DType dt, const void *in, void *out, int64_t numel,
                      CommReduceOp op, double preDivide, double postDivide,
-                     uint32_t tag);
+                     uint32_t tag, void *queue = nullptr);
   void allReduce(DType dt, const void *in, void *out, int64_t numel,
                  CommReduceOp op);
   void allReduce(DType dt, const void *in, void *out, int64_t numel,
-                 CommReduceOp op, uint32_t tag);
+                 CommReduceOp op, uint32_t tag, void *queue = nullptr);
   void broadcast(void *buf, int64_t bytes, int32_t root);
-  void broadcast(void *buf, int64_t bytes, int32_t root, uint32_t tag);
+  void broadcast(void *buf, int64_t bytes, int32_t root, uint32_t tag,
+                 void *queue = nullptr);
   void barrier();
-  void barrier(uint32_t tag);
+  void barrier(uint32_t tag, void *queue = nullptr);
+
+  /// Whether a collective given a queue completes after its call returns
+  /// (NCCL); such communicators are watched by their context's watchdog.
+  virtual bool streamOrdered() const { return false; }
+  /// The backend's asynchronous error, "" if none (NCCL: what
+  /// ncclCommGetAsyncError reports). Any thread may ask.
+  virtual std::string asyncError() { return ""; }
+  /// Records `why` as the communicator's failure (later collectives fail
+  /// with it) and stops its work on the device (NCCL: ncclCommAbort), so
+  /// that streams waiting for a collective that will never complete move on.
+  void abort(const std::string &why);
+  /// The first failure recorded, "" if none.
+  std::string failure();
+  /// "<collective> on group 'world' (2 ranks) failed on rank 0 (global
+  /// rank 0): <why>": how every failure of a collective is worded.
+  std::string failedOnRank(const std::string &collective,
+                           const std::string &why) const;
 
   /// Collective over this communicator: every member calls it, in the same
   /// order, each with the spec of the sub-group it belongs to (the specs of
@@ -173,17 +202,20 @@ public:
 protected:
   explicit Communicator(const CommSetup &setup);
 
+  // `queue`: see "Stream-ordered collectives" above.
   virtual void runAllGather(DType dt, const void *in, void *out, int64_t numel,
-                            uint32_t tag) = 0;
+                            uint32_t tag, void *queue) = 0;
   virtual void runReduceScatter(DType dt, const void *in, void *out,
                                 int64_t numel, CommReduceOp op,
                                 double preDivide, double postDivide,
-                                uint32_t tag) = 0;
+                                uint32_t tag, void *queue) = 0;
   virtual void runAllReduce(DType dt, const void *in, void *out, int64_t numel,
-                            CommReduceOp op, uint32_t tag) = 0;
+                            CommReduceOp op, uint32_t tag, void *queue) = 0;
   virtual void runBroadcast(void *buf, int64_t bytes, int32_t root,
-                            uint32_t tag) = 0;
-  virtual void runBarrier(uint32_t tag) = 0;
+                            uint32_t tag, void *queue) = 0;
+  virtual void runBarrier(uint32_t tag, void *queue) = 0;
+  /// Stops the backend's device work for abort() (default: nothing to stop).
+  virtual void abortBackend() {}
   /// Builds a member of a new group (setup.group holds global ranks).
   virtual std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) = 0;
 

@@ -15,6 +15,7 @@
 #include "fsdp/rt/HandleTable.h"
 #include "fsdp/rt/Stream.h"
 #include "fsdp/rt/Trace.h"
+#include "fsdp/rt/Watchdog.h"
 
 #include <cstdint>
 #include <functional>
@@ -102,13 +103,16 @@ public:
   void destroyStream(int64_t stream);
   std::shared_ptr<Stream> stream(int64_t handle) const;
   /// Wait for the stream / every stream; while a step graph is being
-  /// captured, for the issue only (the work runs at each launch).
+  /// captured, for the issue only (the work runs at each launch). Either
+  /// throws the watchdog's failure, if a stream-ordered collective failed.
   void synchronizeStream(int64_t handle);
   void synchronizeAll();
 
   /// Communicators are owned by the context so that generated code holds
-  /// them as handles like everything else; they outlive the streams.
+  /// them as handles like everything else; they outlive the streams. The
+  /// stream-ordered ones (NCCL) are watched by the context's watchdog.
   int64_t addCommunicator(std::shared_ptr<Communicator> comm);
+  Watchdog &watchdog() { return watchdog_; }
   std::shared_ptr<Communicator> communicator(int64_t handle) const;
   void destroyCommunicator(int64_t handle);
 
@@ -170,8 +174,10 @@ private:
   std::unique_ptr<StepGraph> capture_; // being captured
   char *captureLive_ = nullptr;        // its live block
   HandleTable<StepGraph> graphs_{"graph"};
-  // Last: destroyed first, after the destructor has drained the streams.
+  // Destroyed after the destructor has drained the streams.
   HandleTable<Communicator> comms_{"communicator"};
+  // Last: stops polling before the communicators go.
+  Watchdog watchdog_;
 };
 
 } // namespace rt

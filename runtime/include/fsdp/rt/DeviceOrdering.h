@@ -9,8 +9,12 @@
 //   (cudaEventRecord / cudaStreamWaitEvent);
 // * a freed arena range remembers the marker of its free, and operations
 //   touching bytes reused from it wait for that marker until it is passed;
-// * Stream::synchronize, event synchronisation and collectives (which hand
-//   memory to another library's queue) wait on the host for the markers.
+// * a collective is issued onto the issuing worker's own queue
+//   (queueHandle(): NCCL takes the cudaStream_t), after the work already
+//   there, so that nothing waits on the host between a producer and its
+//   collective, and consumers wait for it as for any other work;
+// * Stream::synchronize and event synchronisation wait on the host for the
+//   markers.
 // Backends that finish their work inside each call (CPU) have none.
 //
 //===----------------------------------------------------------------------===//
@@ -44,6 +48,12 @@ public:
   virtual void wait(DeviceMarker &marker) = 0;
   /// Blocks until the device work the calling thread has issued is done.
   virtual void synchronize() = 0;
+  /// The calling thread's device queue as the vendor library knows it (a
+  /// cudaStream_t), for a library that issues onto it (NCCL).
+  virtual void *queueHandle() = 0;
+  /// Whether the calling thread's device work is being captured into a
+  /// graph (recorded, not run: its markers cannot be waited for).
+  virtual bool capturing() = 0;
 };
 
 /// Markers the next operation this thread enqueues on a stream must wait

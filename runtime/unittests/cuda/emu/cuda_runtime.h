@@ -4,10 +4,12 @@
 // and run on the host, so that the conformance suites can check their
 // index arithmetic, launch coverage, staging and GEMM argument mapping on a
 // machine without a GPU (fsdprt_cuda_emu_unittests). Device memory is host
-// memory, every stream operation runs immediately, and a kernel "launch"
-// is one call of the kernel function with a 1x1 grid, so each grid-stride
-// loop walks all of its items in order. It says nothing about real device
-// behaviour (memory model, races, cuBLAS numerics, performance).
+// memory; a stream is a worker thread running its operations in order, so
+// calls return before their work has run and a stream waiting on an event
+// (or on a collective's peers) holds up only itself, as on a GPU; a kernel
+// "launch" is one call of the kernel function with a 1x1 grid, so each
+// grid-stride loop walks all of its items in order. It says nothing about
+// real device behaviour (memory model, cuBLAS numerics, performance).
 //
 // Stream capture (CUDA graphs) is emulated with CUDA's rules: a stream
 // joins a capture by waiting on an event recorded in it; operations on
@@ -32,6 +34,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <deque>
+#include <thread>
 #include <vector>
 
 #define FSDPRT_CUDA_EMULATION 1
@@ -105,39 +109,81 @@ inline std::atomic<uint64_t> &emuGraphHigh() {
   static std::atomic<uint64_t> high{0};
   return high;
 }
+/// How far a stream's worker has got: events and waits on other streams
+/// hold it, so that it outlives the stream.
+struct EmuProgress {
+  std::mutex mutex;
+  std::condition_variable advanced;
+  uint64_t completed = 0; // operations run so far
+  void await(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mutex);
+    advanced.wait(lock, [&] { return completed >= ticket; });
+  }
+  bool reached(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return completed >= ticket;
+  }
+};
+/// A stream is a FIFO of operations run by its own worker thread (started
+/// on first use), so that a call returns before its work has run and the
+/// host may run ahead of the device, as on a GPU: an operation that waits
+/// (an event of another stream, a collective of the NCCL emulation waiting
+/// for its peers) holds up its stream only.
 struct EmuStream {
   std::shared_ptr<EmuCapture> capture; // while it takes part in a capture
-  /// Work that runs asynchronously on the stream: the NCCL emulation's
-  /// collectives (nccl.h), which complete when every rank reached them.
-  /// Later operations on the stream wait for it (on the host: the only
-  /// way a synchronous emulation keeps stream order), and a query says
-  /// cudaErrorNotReady meanwhile.
-  std::mutex asyncMutex;
-  std::condition_variable asyncIdle;
-  int asyncPending = 0;
+  std::shared_ptr<EmuProgress> progress = std::make_shared<EmuProgress>();
+  std::mutex mutex; // the queue and the worker
+  std::condition_variable hasWork;
+  std::deque<std::function<void()>> queue;
+  uint64_t enqueued = 0;
+  bool stopping = false;
+  std::thread worker;
+
+  ~EmuStream() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    hasWork.notify_all();
+    if (worker.joinable())
+      worker.join();
+  }
+  /// The ticket an event recorded now waits for.
+  uint64_t ticket() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return enqueued;
+  }
+  void push(std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back(std::move(op));
+    ++enqueued;
+    if (!worker.joinable())
+      worker = std::thread([this] { run(); });
+    hasWork.notify_one();
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      hasWork.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return; // stopping: the destructor waited for the queue first
+      std::function<void()> op = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      op();
+      {
+        std::lock_guard<std::mutex> done(progress->mutex);
+        ++progress->completed;
+      }
+      progress->advanced.notify_all();
+      lock.lock();
+    }
+  }
+  /// Until every operation enqueued so far has run.
+  void drain() { progress->await(ticket()); }
+  bool busy() { return !progress->reached(ticket()); }
 };
 using cudaStream_t = EmuStream *;
-inline void emuAsyncBegin(cudaStream_t s) {
-  std::lock_guard<std::mutex> lock(s->asyncMutex);
-  ++s->asyncPending;
-}
-inline void emuAsyncEnd(cudaStream_t s) {
-  std::lock_guard<std::mutex> lock(s->asyncMutex);
-  if (--s->asyncPending == 0)
-    s->asyncIdle.notify_all();
-}
-inline bool emuAsyncBusy(cudaStream_t s) {
-  if (!s)
-    return false;
-  std::lock_guard<std::mutex> lock(s->asyncMutex);
-  return s->asyncPending > 0;
-}
-inline void emuAwaitAsync(cudaStream_t s) {
-  if (!s)
-    return;
-  std::unique_lock<std::mutex> lock(s->asyncMutex);
-  s->asyncIdle.wait(lock, [s] { return s->asyncPending == 0; });
-}
 /// Guards every stream's and event's capture state.
 inline std::mutex &emuCaptureMutex() {
   static std::mutex m;
@@ -150,8 +196,8 @@ inline EmuCapture *emuCapturing(cudaStream_t s) {
     s->capture = nullptr;
   return s ? s->capture.get() : nullptr;
 }
-/// Runs `op` now (after the stream's asynchronous work), or records it
-/// when `s` is capturing.
+/// Queues `op` on `s` (the null stream runs it now), or records it when
+/// `s` is capturing.
 inline void emuRun(cudaStream_t s, std::function<void()> op) {
   {
     std::lock_guard<std::mutex> lock(emuCaptureMutex());
@@ -160,8 +206,10 @@ inline void emuRun(cudaStream_t s, std::function<void()> op) {
       return;
     }
   }
-  emuAwaitAsync(s);
-  op();
+  if (s)
+    s->push(std::move(op));
+  else
+    op();
 }
 /// A kernel launch: its arguments taken now, by value.
 template <typename K, typename... A>
@@ -175,7 +223,7 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  emuAwaitAsync(s);
+  s->drain(); // its work still runs, as CUDA's does
   delete s;
   return cudaSuccess;
 }
@@ -191,19 +239,22 @@ inline cudaError_t emuRefuseWhileCapturing(cudaStream_t s) {
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (cudaError_t rc = emuRefuseWhileCapturing(s))
     return rc;
-  emuAwaitAsync(s);
+  if (s)
+    s->drain();
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
   if (cudaError_t rc = emuRefuseWhileCapturing(s))
     return rc;
-  return emuAsyncBusy(s) ? cudaErrorNotReady : cudaSuccess;
+  return s && s->busy() ? cudaErrorNotReady : cudaSuccess;
 }
 
-// Every stream operation has run when it returns: an event is always done,
-// unless it was recorded in a capture.
+/// An event is done once its stream's worker has run what was enqueued
+/// before the record; one recorded in a capture is a node of the graph.
 struct EmuEvent {
   std::shared_ptr<EmuCapture> capture; // recorded in it
+  std::shared_ptr<EmuProgress> progress; // null: never recorded, or done
+  uint64_t ticket = 0;
 };
 using cudaEvent_t = EmuEvent *;
 constexpr unsigned cudaEventDisableTiming = 2;
@@ -216,34 +267,56 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  emuAwaitAsync(s); // the event marks the stream's work so far as done
   std::lock_guard<std::mutex> lock(emuCaptureMutex());
   EmuCapture *c = emuCapturing(s);
   if (c && c->invalid)
     return cudaErrorStreamCaptureInvalidated;
   e->capture = c ? s->capture : nullptr;
+  e->progress = s && !c ? s->progress : nullptr;
+  e->ticket = s && !c ? s->ticket() : 0;
   return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  std::lock_guard<std::mutex> lock(emuCaptureMutex());
-  return e->capture ? cudaErrorCapturedEvent : cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(emuCaptureMutex());
+    if (e->capture)
+      return cudaErrorCapturedEvent;
+  }
+  if (e->progress)
+    e->progress->await(e->ticket);
+  return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
-  return cudaEventSynchronize(e);
+  {
+    std::lock_guard<std::mutex> lock(emuCaptureMutex());
+    if (e->capture)
+      return cudaErrorCapturedEvent;
+  }
+  return !e->progress || e->progress->reached(e->ticket) ? cudaSuccess
+                                                         : cudaErrorNotReady;
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e,
                                        unsigned) {
-  std::lock_guard<std::mutex> lock(emuCaptureMutex());
-  std::shared_ptr<EmuCapture> c = e->capture;
-  if (c && !c->active)
-    return cudaErrorCapturedEvent;
-  EmuCapture *own = emuCapturing(s);
-  if (own && c.get() != own) { // crosses the capture's boundary
-    own->invalid = true;
-    return cudaErrorStreamCaptureIsolation;
+  std::shared_ptr<EmuProgress> progress;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(emuCaptureMutex());
+    std::shared_ptr<EmuCapture> c = e->capture;
+    if (c && !c->active)
+      return cudaErrorCapturedEvent;
+    EmuCapture *own = emuCapturing(s);
+    if (own && c.get() != own) { // crosses the capture's boundary
+      own->invalid = true;
+      return cudaErrorStreamCaptureIsolation;
+    }
+    if (c && s && !own)
+      s->capture = c; // joins the capture
+    if (c || !e->progress || e->progress->reached(e->ticket))
+      return cudaSuccess; // ordered inside the graph, or already passed
+    progress = e->progress;
+    ticket = e->ticket;
   }
-  if (c && s && !own)
-    s->capture = c; // joins the capture
+  emuRun(s, [progress, ticket] { progress->await(ticket); });
   return cudaSuccess;
 }
 
@@ -434,7 +507,7 @@ inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
       pool.sizes.erase(it);
     }
   }
-  std::free(p);
+  emuRun(s, [p] { std::free(p); }); // once the stream's work before is done
   return cudaSuccess;
 }
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {

@@ -26,18 +26,21 @@
 //   (host scalars), ncclAvg on floating types as NCCL computes it (each
 //   input pre-multiplied by 1/nranks, then summed), 16-bit data reduced in
 //   16-bit storage between ranks, ncclCommAbort that unblocks.
-// Not emulated: ncclCommSplit, device-resident scalars, stream capture of
-// collectives (a capturing stream makes the call fail with
-// ncclInvalidUsage).
+// - Stream capture: a collective called on a capturing stream is a node of
+//   the graph; every launch of the graph issues it anew, in the
+//   communicator's launch order at that time.
+// Not emulated: ncclCommSplit, device-resident scalars.
 //
 // Transport: every rank connects to the communicator's rank 0 over TCP on
 // loopback (the unique id names its port); rank 0 checks that the calls
 // match, reduces, and sends each rank its result. One proxy thread per
 // communicator per rank runs the collectives in launch order.
 //
-// Test hook: FSDPRT_NCCL_EMU_MISMATCH=<rank>:<n> makes <rank> describe its
+// Test hooks: FSDPRT_NCCL_EMU_MISMATCH=<rank>:<n> makes <rank> describe its
 // n-th collective (0-based, per communicator) with one element more, as if
-// the program had issued another collective there.
+// the program had issued another collective there;
+// FSDPRT_NCCL_EMU_DELAY_MS=<ms> makes each collective take <ms> longer on
+// its stream (a slow link), after its stream reached it.
 //
 // Declared in namespace ncclemu (brought in by a using-directive), so that
 // nothing clashes with the real NCCL that libfsdp_runtime links.

@@ -81,11 +81,33 @@ struct Call {
   }
 };
 
+/// A launched collective between its stream and the proxy: the stream's
+/// worker marks it ready when it reaches it (the data before it is
+/// written) and waits until the proxy marks it done (or abort cancels it).
+struct Pending {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool ready = false, done = false;
+
+  void set(bool Pending::*flag) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      this->*flag = true;
+    }
+    changed.notify_all();
+  }
+  void await(bool Pending::*flag) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return this->*flag; });
+  }
+};
+
 struct Work {
   Call call;
   const void *send = nullptr;
   void *recv = nullptr;
   cudaStream_t stream = nullptr;
+  std::shared_ptr<Pending> pending;
 };
 
 size_t typeSize(int32_t type) {
@@ -185,10 +207,12 @@ struct EmuComm {
   std::vector<Socket> peers; // rank 0: one per rank (its own unused); else [0]
   std::string root;          // the rank 0's port, for the others
   int mismatchAt = -1;       // FSDPRT_NCCL_EMU_MISMATCH's n on this rank
+  int delayMs = 0;           // FSDPRT_NCCL_EMU_DELAY_MS on this rank
 
   std::mutex mutex; // everything below
   std::condition_variable wake;
   std::deque<Work> queue;
+  std::shared_ptr<Pending> current; // the call the proxy has taken
   bool stopping = false, aborting = false;
   ncclResult_t state = ncclInProgress;
   std::string lastError;
@@ -401,7 +425,23 @@ void proxyMain(ncclComm_t c) {
         return;
       w = c->queue.front();
       c->queue.pop_front();
-      live = c->state == ncclSuccess && !c->aborting;
+      c->current = w.pending;
+    }
+    // Launch order is the matching order; the data is there once the
+    // stream has reached the call. Abort cancels every pending call.
+    bool cancelled = false;
+    {
+      std::unique_lock<std::mutex> lock(w.pending->mutex);
+      w.pending->changed.wait(lock, [&] {
+        return w.pending->ready || w.pending->done;
+      });
+      cancelled = w.pending->done;
+    }
+    if (c->delayMs > 0 && !cancelled) // the hook: a slow collective
+      std::this_thread::sleep_for(std::chrono::milliseconds(c->delayMs));
+    {
+      std::lock_guard<std::mutex> lock(c->mutex);
+      live = c->state == ncclSuccess && !c->aborting && !cancelled;
     }
     if (live) {
       try {
@@ -419,8 +459,29 @@ void proxyMain(ncclComm_t c) {
     }
     // Done, or failed: either way the stream moves on (a failed NCCL
     // kernel leaves its stream too).
-    emuAsyncEnd(w.stream);
+    w.pending->set(&Pending::done);
+    std::lock_guard<std::mutex> lock(c->mutex);
+    c->current = nullptr;
   }
+}
+
+/// Queues `w` for the proxy, in launch order; the caller hands it over
+/// once its stream has reached it.
+std::shared_ptr<Pending> queueForProxyLocked(ncclComm_t c, Work w) {
+  w.call.seq = c->launched++;
+  if (static_cast<int64_t>(w.call.seq) == c->mismatchAt)
+    w.call.count += 1; // the test hook: another collective, as far as peers see
+  w.pending = std::make_shared<Pending>();
+  c->queue.push_back(w);
+  c->wake.notify_all();
+  return w.pending;
+}
+
+/// What the stream's worker runs where the collective is: hand it over,
+/// wait until every rank has done its part (or the communicator aborted).
+void handOver(const std::shared_ptr<Pending> &pending) {
+  pending->set(&Pending::ready);
+  pending->await(&Pending::done);
 }
 
 ncclResult_t launch(ncclComm_t c, Work w) {
@@ -428,23 +489,34 @@ ncclResult_t launch(ncclComm_t c, Work w) {
     grouped.emplace_back(c, w);
     return ncclSuccess;
   }
-  {
-    std::lock_guard<std::mutex> lock(emuCaptureMutex());
-    if (emuCapturing(w.stream)) {
-      std::lock_guard<std::mutex> commLock(c->mutex);
-      c->lastError = "the NCCL emulation does not capture collectives";
-      return ncclInvalidUsage;
-    }
+  if (!w.stream) {
+    lastGlobalError = "the NCCL emulation runs collectives on a stream";
+    return ncclInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mutex);
   if (c->state != ncclSuccess)
     return c->state == ncclInProgress ? ncclInvalidUsage : c->state;
-  w.call.seq = c->launched++;
-  if (static_cast<int64_t>(w.call.seq) == c->mismatchAt)
-    w.call.count += 1; // the test hook: another collective, as far as peers see
-  emuAsyncBegin(w.stream);
-  c->queue.push_back(w);
-  c->wake.notify_all();
+  {
+    std::lock_guard<std::mutex> captureLock(emuCaptureMutex());
+    if (EmuCapture *capture = emuCapturing(w.stream)) {
+      // A node of the graph: each launch of it is a new collective, in
+      // the communicator's launch order at that time, run where the graph
+      // has it by the worker of the stream that launched the graph.
+      capture->ops.push_back([c, w] {
+        std::shared_ptr<Pending> pending;
+        {
+          std::lock_guard<std::mutex> relaunch(c->mutex);
+          if (c->state != ncclSuccess)
+            return; // failed: the host sees it in the async error
+          pending = queueForProxyLocked(c, w);
+        }
+        handOver(pending);
+      });
+      return ncclSuccess;
+    }
+  }
+  std::shared_ptr<Pending> pending = queueForProxyLocked(c, w);
+  w.stream->push([pending] { handOver(pending); });
   return ncclSuccess;
 }
 
@@ -557,6 +629,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks,
     c->listener = std::move(it->second);
     listeners().erase(it);
   }
+  if (const char *delay = std::getenv("FSDPRT_NCCL_EMU_DELAY_MS"))
+    c->delayMs = std::atoi(delay);
   if (const char *hook = std::getenv("FSDPRT_NCCL_EMU_MISMATCH")) {
     int hookRank = -1, n = -1;
     if (std::sscanf(hook, "%d:%d", &hookRank, &n) == 2 && hookRank == rank)
@@ -605,6 +679,11 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
       comm->state = ncclSystemError;
       comm->lastError = "the communicator was aborted";
     }
+    // Its kernels leave their streams, whether they had started or not.
+    for (Work &w : comm->queue)
+      w.pending->set(&Pending::done);
+    if (comm->current)
+      comm->current->set(&Pending::done);
     comm->wake.notify_all();
   }
   shutdownSockets(comm);
