@@ -113,6 +113,8 @@ CommOptions CommOptions::fromEnvironment() {
       durationMs("FSDPRT_COLLECTIVE_TIMEOUT_MS", o.collectiveTimeout.count()));
   o.rendezvousTimeout = std::chrono::milliseconds(
       durationMs("FSDPRT_RENDEZVOUS_TIMEOUT_MS", o.rendezvousTimeout.count()));
+  o.heartbeatTimeout = std::chrono::milliseconds(
+      durationMs("FSDPRT_HEARTBEAT_TIMEOUT_MS", o.heartbeatTimeout.count()));
   if (const char *h = std::getenv("FSDPRT_GLOO_HOSTNAME"); h && *h)
     o.glooHostname = h;
   for (const char *name : {"FSDPRT_GLOO_IFNAME", "GLOO_SOCKET_IFNAME"}) {

@@ -3,9 +3,13 @@
 // Thin on purpose: NCCL does the algorithms; this file exchanges the unique
 // id through the rendezvous store, maps our ops and dtypes, turns every
 // status into a message, and bounds every wait. The communicator is created
-// non-blocking and every collective is polled (cudaStreamQuery plus
-// ncclCommGetAsyncError) against the deadline; on timeout it is aborted
-// with ncclCommAbort, the only way to stop a hung NCCL kernel.
+// non-blocking. A collective given a stream (the issuing worker's: Comm.h,
+// "Stream-ordered collectives") is issued onto it and returns; the
+// context's watchdog bounds it (Watchdog.h) through asyncError() and
+// abortBackend(). Without one it runs on the communicator's own stream and
+// is polled (cudaStreamQuery plus ncclCommGetAsyncError) to completion
+// against the deadline; on timeout it is aborted with ncclCommAbort, the
+// only way to stop a hung NCCL kernel.
 //
 // NCCL matches collectives across ranks by launch order and forbids
 // concurrent calls on one communicator, while the runtime runs collectives

@@ -69,23 +69,25 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
   if (p.cpuOffload)
     check(fsdprt_buffer_alloc_host(ctx, p.hostBytes, &host),
           "allocating the host buffer (CPU offload)");
-  // Where the step cannot be one graph, rank 0 says why in one line.
+  // Where the step cannot be one graph, rank 0 says why in one line. The
+  // reasons are the job's options, the same on every rank; the ranks still
+  // agree on the outcome, before any collective of the step is issued.
   int32_t graphsSupported = 0;
   check(fsdprt_graph_supported(ctx, &graphsSupported), "querying the backend");
   const char *eagerBecause =
       !o.trace.empty() ? "--trace shows each operation"
-      : launch.worldSize > 1
-          ? "at more than one rank the collectives wait on the host, which "
-            "a graph cannot hold (not yet: issue 36)"
-      : p.cpuOffload ? "CPU offload's optimizer runs on the host"
-                     : nullptr;
-  if (graphsSupported && o.cudaGraphs) {
-    if (!eagerBecause)
-      graphs_ = Graphs::Warmup;
-    else if (launch.rank == 0 && !o.quiet)
-      std::cout << "the training step runs eagerly, not as one CUDA graph: "
-                << eagerBecause << std::endl;
-  }
+      : p.cpuOffload   ? "CPU offload's optimizer runs on the host"
+                       : nullptr;
+  bool asked = graphsSupported && o.cudaGraphs;
+  bool want = asked && !eagerBecause;
+  if (asked && launch.worldSize > 1 && onAnyRank(!want))
+    want = false;
+  if (want)
+    graphs_ = Graphs::Warmup;
+  else if (asked && launch.rank == 0 && !o.quiet)
+    std::cout << "the training step runs eagerly, not as one CUDA graph: "
+              << (eagerBecause ? eagerBecause : "another rank cannot")
+              << std::endl;
   quiet_ = o.quiet;
 }
 
@@ -144,21 +146,26 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
     return;
   }
   if (graphs_ == Graphs::Capture) {
-    std::string why;
-    if (fsdprt_graph_begin(ctx, stepCount) != FSDPRT_OK) {
-      why = fsdprt_last_error();
-    } else {
-      if (issueStep(step, buffers(), stepCount, seed, rank) != FSDPRT_OK)
-        why = fsdprt_last_error();
-      if (fsdprt_graph_end(ctx, &graph_) != FSDPRT_OK && why.empty())
-        why = fsdprt_last_error();
-    }
-    if (!why.empty()) {
+    std::string why = capture(step, stepCount, seed, rank);
+    if (!why.empty())
       std::cerr << "fsdprt: rank " << rank
                 << ": the step cannot be captured as a CUDA graph (" << why
-                << "); steps run eagerly (--cuda-graphs off hides this)"
-                << std::endl;
+                << ")" << std::endl;
+    // A graph on some ranks only would run the ranks' collectives apart:
+    // all or none.
+    int32_t worldSize = 1;
+    check(fsdprt_comm_size(ctx, world, &worldSize), "the world's size");
+    bool failedSomewhere =
+        worldSize > 1 ? onAnyRank(!why.empty()) : !why.empty();
+    if (failedSomewhere) {
+      if (graph_)
+        check(fsdprt_graph_destroy(ctx, graph_), "dropping the step graph");
+      graph_ = 0;
       graphs_ = Graphs::Off;
+      if (rank == 0)
+        std::cerr << "fsdprt: the training step runs eagerly on every rank "
+                     "from here on (--cuda-graphs off hides this)"
+                  << std::endl;
       return runStep(step, buffers(), stepCount, seed, rank);
     }
     graphs_ = Graphs::Ready;
@@ -171,6 +178,35 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
   check(fsdprt_graph_launch(ctx, streams[0], graph_, stepCount),
         "launching the step's CUDA graph");
   check(fsdprt_context_synchronize(ctx), "step");
+}
+
+std::string RankRuntime::capture(StepFn step, int64_t stepCount,
+                                 uint64_t seed, int rank) {
+  if (fsdprt_graph_begin(ctx, stepCount) != FSDPRT_OK)
+    return fsdprt_last_error();
+  std::string why;
+  if (issueStep(step, buffers(), stepCount, seed, rank) != FSDPRT_OK)
+    why = fsdprt_last_error();
+  if (fsdprt_graph_end(ctx, &graph_) != FSDPRT_OK) {
+    if (why.empty())
+      why = fsdprt_last_error();
+    graph_ = 0;
+  }
+  return why;
+}
+
+bool RankRuntime::onAnyRank(bool flag) {
+  int64_t buf = 0, s = streams[0];
+  check(fsdprt_buffer_alloc(ctx, 4, &buf), "allocating a flag");
+  float value = flag ? 1.0f : 0.0f;
+  check(fsdprt_copy_from_host(ctx, s, buf, 0, &value, 4), "staging a flag");
+  check(fsdprt_all_reduce(ctx, s, world, FSDPRT_F32, FSDPRT_COMM_MAX, buf, 0,
+                          buf, 0, 1),
+        "agreeing with the other ranks");
+  check(fsdprt_copy_to_host(ctx, s, &value, buf, 0, 4), "reading a flag");
+  check(fsdprt_stream_synchronize(ctx, s), "agreeing with the other ranks");
+  check(fsdprt_buffer_free(ctx, s, buf), "freeing a flag");
+  return value != 0.0f;
 }
 
 } // namespace driver

@@ -50,8 +50,9 @@ struct RankRuntime {
   /// The training step, as one CUDA graph where setUp enabled them: run
   /// eagerly once (cuDNN plans, cuBLASLt heuristics, workspaces), captured
   /// at its second call and launched from then on with each step's count,
-  /// lr factor and loss scale. A step that cannot be captured is run
-  /// eagerly, now and later, after one line saying why.
+  /// lr factor and loss scale. The ranks agree on it: a step that cannot be
+  /// captured on some rank is run eagerly on every rank, now and later,
+  /// after one line saying why.
   void runTrainingStep(StepFn step, int64_t stepCount, uint64_t seed,
                        int rank);
 
@@ -59,6 +60,12 @@ private:
   /// Calls the step on this rank's streams; its status (nothing waited for).
   int32_t issueStep(StepFn step, const StateBuffers &buffers,
                     int64_t stepCount, uint64_t seed, int rank);
+
+  /// Whether `flag` holds on any rank (an all-reduce over the world, on
+  /// the compute stream, between steps).
+  bool onAnyRank(bool flag);
+  /// Captures the step into graph_; why it could not be, "" if it was.
+  std::string capture(StepFn step, int64_t stepCount, uint64_t seed, int rank);
 
   enum class Graphs { Off, Warmup, Capture, Ready };
   Graphs graphs_ = Graphs::Off;

@@ -368,6 +368,16 @@ void Context::launchGraph(int64_t graphHandle, int64_t streamHandle,
   s->enqueue("step_graph", [this, g, live] {
     backend_->graphLaunch(g->backendId, live->data(),
                           static_cast<int64_t>(live->size()));
+    // Its collectives are watched as one: the launch against the longest
+    // collective timeout (the graph's own work adds little to it).
+    DeviceOrdering *device = backend_->deviceOrdering();
+    if (device && watchdog_.watchesCommunicators())
+      watchdog_.watch(device->record(),
+                      std::chrono::steady_clock::now() +
+                          watchdog_.longestTimeout(),
+                      "the step graph (captured at step " +
+                          std::to_string(g->stepCount + 1) + ")",
+                      nullptr);
   });
 }
 

@@ -23,6 +23,11 @@ Watchdog::~Watchdog() {
 
 void Watchdog::addCommunicator(std::shared_ptr<Communicator> comm) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!heartbeat_ && comm->size() > 1 &&
+      comm->options().heartbeatTimeout.count() > 0)
+    heartbeat_ = std::make_unique<Heartbeat>(comm->store(), comm->rank(),
+                                             comm->size(),
+                                             comm->options().heartbeatTimeout);
   comms_.push_back(std::move(comm));
   if (!thread_.joinable())
     thread_ = std::thread([this] { run(); });
@@ -104,6 +109,11 @@ std::string Watchdog::pollOnce() {
                        }),
         watched_.end());
   }
+  if (heartbeat_) { // made before the thread started, never replaced
+    std::string other = heartbeat_->published();
+    if (!other.empty())
+      return "rank " + std::to_string(rank_) + " stops: " + other;
+  }
   // An asynchronous error says what happened: it goes before a deadline.
   for (const auto &c : comms) {
     std::string error = c->asyncError();
@@ -113,6 +123,12 @@ std::string Watchdog::pollOnce() {
                                [&](const Watched *w) { return w->comm == c; });
     return oldest != running.end() ? failedOn(**oldest, error)
                                    : c->failedOnRank("a collective", error);
+  }
+  if (heartbeat_ && !running.empty()) {
+    std::string silence = heartbeat_->silence();
+    if (!silence.empty())
+      return failedOn(*running.front(), silence + "; every communicator "
+                                                  "aborted");
   }
   Clock::time_point now = Clock::now();
   for (const Watched *w : running) {
@@ -144,6 +160,8 @@ void Watchdog::run() {
     watched_.clear();
     std::vector<std::shared_ptr<Communicator>> comms = comms_;
     lock.unlock();
+    if (heartbeat_)
+      heartbeat_->publish(failure);
     for (const auto &c : comms)
       c->abort(failure);
     return;

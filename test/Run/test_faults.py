@@ -62,11 +62,13 @@ def _kill_all(launcher, pids):
     launcher.wait()
 
 
-def kill_rank_1_when_training(launcher, metrics, lines, start_within):
+def kill_rank_1_when_training(launcher, metrics, lines, start_within,
+                              sig=signal.SIGKILL):
     """Waits until both ranks of the 2-rank job `launcher` exist and
-    `metrics` holds `lines` lines, SIGKILLs rank 1 and waits (30 s at most)
-    for the launcher to exit. Returns its ranks {RANK: pid}, its stderr and
-    the seconds from the kill to its exit; no rank is left behind."""
+    `metrics` holds `lines` lines, sends rank 1 `sig` (SIGKILL; SIGSTOP
+    stalls it) and waits (30 s at most) for the launcher to exit. Returns
+    its ranks {RANK: pid}, its stderr and the seconds from the signal to its
+    exit; no rank is left behind."""
     ranks = {}
     try:
         deadline = time.monotonic() + start_within
@@ -79,7 +81,7 @@ def kill_rank_1_when_training(launcher, metrics, lines, start_within):
             time.sleep(0.1)
         else:
             pytest.fail(f"the job did not start training within {start_within} s")
-        os.kill(ranks["1"], signal.SIGKILL)
+        os.kill(ranks["1"], sig)
         killed = time.monotonic()
         _, stderr = launcher.communicate(timeout=30)
         elapsed = time.monotonic() - killed

@@ -11,15 +11,20 @@ rank.
 
 Checked: full-shard and shard-grad-op at 2 ranks (SGD and AdamW, f32 and
 bf16 compute) and hybrid 2x2 at 4 ranks train as the CPU backend's runs
-(Gloo) within test_parity's bounds, or the 16-bit roundoff; a killed rank
-makes the others exit within 10 s with an error naming the collective; a
-collective called out of order on one rank ends every rank with an error.
+(Gloo) within test_parity's bounds, or the 16-bit roundoff; the step graph
+at 2 and 4 ranks replays the eager steps bit for bit, and a capture failing
+on one rank runs every rank eagerly; the compute stream's host runs ahead
+of slow collectives (stream-ordered collectives); a killed rank makes the
+others exit within 10 s with an error naming the collective, a stalled one
+within seconds by its silent heartbeat; a collective called out of order on
+one rank ends every rank with an error.
 """
+import signal
 import subprocess
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, load_full
 from test_cuda_emu import STEPS, emu_run  # noqa: F401 (a fixture)
 from test_faults import kill_rank_1_when_training
 from test_parity import PARAM_ATOL, compare_losses, compare_params
@@ -55,17 +60,48 @@ def test_nccl_ranks_train_as_gloo_ranks_on_the_cpu(fsdp, emu_run, config):
                               PARAM_ATOL[optimizer], **extra)
 
 
-def test_eager_steps_at_two_ranks_are_announced(fsdp, emu_run):
-    """The step graph is captured at one rank only so far: at two, rank 0
-    says in one line that steps run eagerly, and why."""
+@pytest.mark.parametrize("model,ranks,strategy", [
+    ("gpt2", 2, "full-shard"), ("mlp", 4, "hybrid-shard")])
+def test_step_graph_at_n_ranks_replays_the_eager_step(fsdp, emu_run, model,
+                                                      ranks, strategy):
+    """The step captured with its collectives inside (the NCCL emulation
+    issues a captured collective anew at each launch, in launch order) and
+    replayed from step 3 on trains bit for bit as the eager steps."""
+    program = fsdp.library(fsdp.compile(model, world_size=ranks,
+                                        strategy=strategy,
+                                        optimizer="adamw"))
+    runs = {graphs: fsdp.run(program, nproc=ranks, steps=STEPS, tool=emu_run,
+                             backend="cuda_emu", quiet=False,
+                             extra_args=("--cuda-graphs", graphs))
+            for graphs in ("on", "off")}
+    assert "one CUDA graph from here on (captured at step 2" in \
+        runs["on"].stdout
+    assert "CUDA graph" not in runs["off"].stdout
+    assert runs["on"].losses == runs["off"].losses
+    want, have = (load_full(runs[g].checkpoint(STEPS)) for g in ("off", "on"))
+    for name in want:  # parameters and optimizer state
+        assert (want[name] == have[name]).all(), name
+
+
+def test_a_capture_failing_on_one_rank_runs_every_rank_eagerly(fsdp,
+                                                               emu_run):
+    """FSDPRT_CUDA_EMU_CAPTURE_FAILS_ON=1 (the emulation's hook) makes the
+    capture fail on rank 1 only: a graph on rank 0 alone would run the
+    ranks' collectives apart, so both run eagerly, said once, and train as
+    eager runs do."""
     program = fsdp.library(fsdp.compile("mlp", world_size=2,
                                         optimizer="sgd"))
-    run = fsdp.run(program, nproc=2, steps=2, tool=emu_run,
-                   backend="cuda_emu", quiet=False)
-    assert run.stdout.count("the training step runs eagerly, not as one "
-                            "CUDA graph: at more than one rank the "
-                            "collectives wait on the host") == 1, run.stdout
-    assert "one CUDA graph from here on" not in run.stdout
+    runs = {graphs: fsdp.run(program, nproc=2, steps=STEPS, tool=emu_run,
+                             backend="cuda_emu", quiet=False,
+                             env={"FSDPRT_CUDA_EMU_CAPTURE_FAILS_ON": "1"},
+                             extra_args=("--cuda-graphs", graphs))
+            for graphs in ("on", "off")}
+    stderr = runs["on"].stderr
+    assert "rank 1: the step cannot be captured as a CUDA graph" in stderr
+    assert "rank 0: the step cannot be captured" not in stderr
+    assert stderr.count("the training step runs eagerly on every rank") == 1
+    assert "one CUDA graph from here on" not in runs["on"].stdout
+    assert runs["on"].losses == runs["off"].losses
 
 
 def test_compute_issue_runs_ahead_of_slow_collectives(fsdp, emu_run):
@@ -119,6 +155,34 @@ def test_killed_rank_stops_the_others_naming_the_collective(fsdp, emu_run,
     assert "failed on rank 0 (global rank 0): nccl backend: " in survivor[0]
     assert "rank 1 closed its connection (exited?) before collective #" \
         in survivor[0], survivor
+
+
+def test_stalled_rank_stops_the_others_by_its_silence(fsdp, emu_run,
+                                                      tmp_path):
+    """A stopped rank (SIGSTOP) closes no connection and raises no NCCL
+    error: rank 0 would wait out the collective timeout (60 s here). Its
+    heartbeat falls silent instead, and rank 0, waiting for a collective,
+    stops after FSDPRT_HEARTBEAT_TIMEOUT_MS (2 s here) plus a heartbeat
+    period, naming the silent rank; the job ends 1 s later (the launcher's
+    grace period for the stopped rank)."""
+    program = fsdp.library(fsdp.compile("gpt2", world_size=2,
+                                        optimizer="adamw"))
+    metrics = tmp_path / "metrics.jsonl"
+    # The launcher notices nothing until rank 0 exits; then it stops the
+    # stalled rank after its grace period (1 s: SIGTERM waits for SIGCONT).
+    launcher = _start(emu_run, program, metrics,
+                      {"FSDP_RUN_GRACE_SECONDS": "1",
+                       "FSDPRT_COLLECTIVE_TIMEOUT_MS": "60000",
+                       "FSDPRT_HEARTBEAT_TIMEOUT_MS": "2000"})
+    _, stderr, elapsed = kill_rank_1_when_training(
+        launcher, metrics, lines=2, start_within=120, sig=signal.SIGSTOP)
+    print(f"\nthe job ended {elapsed:.1f} s after the stop:\n{stderr}")
+    assert launcher.returncode != 0
+    assert elapsed < 10, stderr
+    survivor = [line for line in stderr.splitlines()
+                if "rank 0: error" in line]
+    assert survivor and "rank 1 sent no heartbeat for " in survivor[0], \
+        stderr
 
 
 def test_collective_out_of_order_fails_every_rank(fsdp, emu_run, tmp_path):

@@ -82,12 +82,18 @@ struct CommOptions {
   std::string glooInterface;
   /// Address rank 0's store binds (default: MASTER_ADDR).
   std::string storeBindAddress;
+  /// How long a rank may be silent (no heartbeat through the rendezvous
+  /// store) while another waits for a collective with it, before that
+  /// rank's watchdog fails the job (stream-ordered communicators only;
+  /// Watchdog.h). 0: no heartbeat.
+  std::chrono::milliseconds heartbeatTimeout{10000};
   /// The device of the context the communicator serves (its backend's
   /// deviceOrdinal(); fsdprt_comm_init* set it): NCCL runs there, so that
   /// the device is chosen in one place. -1: none.
   int32_t device = -1;
 
   /// FSDPRT_COLLECTIVE_TIMEOUT_MS, FSDPRT_RENDEZVOUS_TIMEOUT_MS,
+  /// FSDPRT_HEARTBEAT_TIMEOUT_MS,
   /// FSDPRT_GLOO_HOSTNAME, FSDPRT_GLOO_IFNAME (or GLOO_SOCKET_IFNAME),
   /// FSDPRT_STORE_BIND_ADDR; malformed values throw InvalidArgument.
   static CommOptions fromEnvironment();
@@ -142,6 +148,9 @@ public:
   int32_t size() const { return static_cast<int32_t>(spec_.ranks.size()); }
   int32_t globalRank() const { return spec_.ranks[rank_]; }
   const GroupSpec &group() const { return spec_; }
+  const CommOptions &options() const { return options_; }
+  /// The group's namespace of the job's rendezvous store.
+  const std::shared_ptr<Store> &store() const { return store_; }
   std::chrono::milliseconds timeout() const { return timeout_.load(); }
   void setTimeout(std::chrono::milliseconds timeout);
   /// Tag of the next collective in issue order.

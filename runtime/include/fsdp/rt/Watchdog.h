@@ -10,6 +10,11 @@
 // for peers leave their streams and nothing hangs, and is thrown by the
 // context's next synchronisation, naming the collective, its group and
 // this rank. A step graph's launch is watched the same way, as a whole.
+// With the first communicator of more than one rank (the world) comes a
+// heartbeat (Heartbeat.h): a peer silent while this rank waits for a
+// collective fails the job after FSDPRT_HEARTBEAT_TIMEOUT_MS (10 s), not
+// the collective timeout (FSDPRT_COLLECTIVE_TIMEOUT_MS, 300 s), and a
+// failure found here is published for the other ranks, which stop too.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_WATCHDOG_H
@@ -17,6 +22,7 @@
 
 #include "fsdp/rt/Comm.h"
 #include "fsdp/rt/DeviceOrdering.h"
+#include "fsdp/rt/Heartbeat.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -72,6 +78,7 @@ private:
   std::vector<std::shared_ptr<Communicator>> comms_;
   std::vector<Watched> watched_;
   std::string failure_;
+  std::unique_ptr<Heartbeat> heartbeat_;
   std::thread thread_; // started by the first addCommunicator
 };
 

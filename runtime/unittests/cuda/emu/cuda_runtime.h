@@ -346,6 +346,13 @@ inline cudaError_t cudaStreamIsCapturing(cudaStream_t s,
                             : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
+/// The test hook FSDPRT_CUDA_EMU_CAPTURE_FAILS_ON=<rank>: every capture of
+/// that rank (RANK) ends invalidated, as one that met an uncapturable call.
+inline bool emuCaptureFailsHere() {
+  const char *hook = std::getenv("FSDPRT_CUDA_EMU_CAPTURE_FAILS_ON");
+  const char *rank = std::getenv("RANK");
+  return hook && std::atoi(hook) == (rank ? std::atoi(rank) : 0);
+}
 /// Every stream that joined leaves with the origin. (The streams are not
 /// tracked: the emulation asks each stream on its next use.)
 inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
@@ -356,7 +363,7 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
     return cudaErrorIllegalState;
   c->active = false;
   s->capture = nullptr;
-  if (c->invalid)
+  if (c->invalid || emuCaptureFailsHere())
     return cudaErrorStreamCaptureInvalidated;
   *graph = new EmuGraph{c};
   return cudaSuccess;
