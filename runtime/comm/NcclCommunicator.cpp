@@ -33,6 +33,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -72,24 +73,9 @@ ncclDataType_t ncclType(DType dt) {
 
 class NcclCommunicator : public Communicator {
 public:
+  /// The world's communicator: a unique id through the store.
   explicit NcclCommunicator(const CommSetup &setup) : Communicator(setup) {
-    int devices = 0;
-    cudaError_t rc = cudaGetDeviceCount(&devices);
-    if (rc != cudaSuccess || devices == 0)
-      fail(Status::Unsupported,
-           "nccl backend: no usable CUDA device on global rank ", globalRank(),
-           rc != cudaSuccess
-               ? std::string(": cudaGetDeviceCount: ") + cudaGetErrorString(rc)
-               : std::string(""));
-    device_ = setup.options.device;
-    if (device_ < 0 || device_ >= devices)
-      fail(Status::Unsupported, "nccl backend: ",
-           device_ < 0 ? std::string("the context has no CUDA device: NCCL "
-                                     "needs a context on the cuda backend")
-                       : "device " + std::to_string(device_) + " of " +
-                             std::to_string(devices));
-    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
-
+    selectDevice(setup.options.device);
     ncclUniqueId id;
     if (rank() == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -104,25 +90,34 @@ public:
              " bytes from the store (expected ", sizeof(id.internal), ")");
       std::memcpy(id.internal, bytes.data(), bytes.size());
     }
+    size_t freeBefore = freeDeviceBytes();
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     check(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config),
           "ncclCommInitRankConfig");
-    try {
-      awaitEnqueuedLocked(std::chrono::steady_clock::now() +
-                              setup.options.rendezvousTimeout,
-                          "ncclCommInitRankConfig");
-      checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                "cudaStreamCreate");
-      checkCuda(cudaMalloc(&barrierWord_, sizeof(float)), "cudaMalloc");
-    } catch (...) {
-      // The destructor does not run for a half-built object.
-      aborted_ = true;
-      release();
-      throw;
-    }
+    finishInit(setup, freeBefore, "ncclCommInitRankConfig");
   }
 
+  /// A group of `parent`'s: split from it (ncclCommSplit, a collective over
+  /// the parent), sharing its resources where NCCL can. The colour is the
+  /// group's smallest global rank, the same on every member.
+  NcclCommunicator(const CommSetup &setup, NcclCommunicator &parent)
+      : Communicator(setup) {
+    selectDevice(parent.device_);
+    int color = *std::min_element(setup.group.ranks.begin(),
+                                  setup.group.ranks.end());
+    size_t freeBefore = freeDeviceBytes();
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.splitShare = 1;
+    {
+      std::shared_lock<std::shared_mutex> live(parent.commMutex_);
+      parent.requireLive("ncclCommSplit");
+      check(ncclCommSplit(parent.comm_, color, rank(), &comm_, &config),
+            "ncclCommSplit");
+    }
+    finishInit(setup, freeBefore, "ncclCommSplit");
+  }
   ~NcclCommunicator() override { release(); }
 
   void release() {
@@ -243,11 +238,61 @@ protected:
   void abortBackend() override { abortNow(); }
 
   std::unique_ptr<Communicator> makeGroup(const CommSetup &setup) override {
-    return std::make_unique<NcclCommunicator>(setup);
+    return std::make_unique<NcclCommunicator>(setup, *this);
   }
+
+  int64_t deviceBytes() const override { return deviceBytes_; }
 
 private:
   using Deadline = std::chrono::steady_clock::time_point;
+
+  void selectDevice(int device) {
+    int devices = 0;
+    cudaError_t rc = cudaGetDeviceCount(&devices);
+    if (rc != cudaSuccess || devices == 0)
+      fail(Status::Unsupported,
+           "nccl backend: no usable CUDA device on global rank ", globalRank(),
+           rc != cudaSuccess
+               ? std::string(": cudaGetDeviceCount: ") + cudaGetErrorString(rc)
+               : std::string(""));
+    device_ = device;
+    if (device_ < 0 || device_ >= devices)
+      fail(Status::Unsupported, "nccl backend: ",
+           device_ < 0 ? std::string("the context has no CUDA device: NCCL "
+                                     "needs a context on the cuda backend")
+                       : "device " + std::to_string(device_) + " of " +
+                             std::to_string(devices));
+    checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  }
+
+  static size_t freeDeviceBytes() {
+    size_t freeBytes = 0, total = 0;
+    checkCuda(cudaMemGetInfo(&freeBytes, &total), "cudaMemGetInfo");
+    return freeBytes;
+  }
+
+  /// Waits out the non-blocking creation (`what`), then makes the stream of
+  /// synchronous collectives and the barrier's word; the device memory
+  /// that took (NCCL's buffers, mostly) is the communicator's.
+  void finishInit(const CommSetup &setup, size_t freeBefore, const char *what) {
+    try {
+      awaitEnqueuedLocked(std::chrono::steady_clock::now() +
+                              setup.options.rendezvousTimeout,
+                          what);
+      checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                "cudaStreamCreate");
+      checkCuda(cudaMalloc(&barrierWord_, sizeof(float)), "cudaMalloc");
+      size_t freeAfter = freeDeviceBytes();
+      deviceBytes_ = freeBefore > freeAfter
+                         ? static_cast<int64_t>(freeBefore - freeAfter)
+                         : 0;
+    } catch (...) {
+      // The destructor does not run for a half-built object.
+      aborted_ = true;
+      release();
+      throw;
+    }
+  }
 
   Deadline deadlineFromNow() const {
     return std::chrono::steady_clock::now() + timeout();
@@ -403,6 +448,7 @@ private:
   }
 
   int device_ = 0;
+  int64_t deviceBytes_ = 0; // measured around creation (cudaMemGetInfo)
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   float *barrierWord_ = nullptr;

@@ -35,6 +35,8 @@ std::string metricsJson(const StepMetrics &m) {
     j["gemm_workspace_bytes"] = m.gemmWorkspaceBytes;
   if (m.scratchReserveBytes >= 0)
     j["scratch_reserve_bytes"] = m.scratchReserveBytes;
+  if (m.commDeviceBytes >= 0)
+    j["comm_device_bytes"] = m.commDeviceBytes;
   j["comm_exposed_s"] = number(m.commExposedS);
   if (!std::isnan(m.lr))
     j["lr"] = number(m.lr);
@@ -89,6 +91,8 @@ std::string describeDeviceReserve(const StepMetrics &m,
                      formatBytes(m.scratchReserveBytes);
   if (!scratchOp.empty())
     line += " (sized by " + scratchOp + ")";
+  if (m.commDeviceBytes > 0)
+    line += ", communicators (NCCL) " + formatBytes(m.commDeviceBytes);
   return line;
 }
 

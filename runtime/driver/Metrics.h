@@ -30,6 +30,9 @@ struct StepMetrics {
   // where not tracked (CPU).
   int64_t gemmWorkspaceBytes = -1;
   int64_t scratchReserveBytes = -1;
+  // The communicators' device memory (NCCL's buffers; in the device peak
+  // too); -1 where the device is not tracked (CPU).
+  int64_t commDeviceBytes = -1;
   double commExposedS = 0; // compute stream blocked on communication
   double gradNorm = std::numeric_limits<double>::quiet_NaN(); // NaN: absent
   double lr = std::numeric_limits<double>::quiet_NaN(); // NaN: no optimizer

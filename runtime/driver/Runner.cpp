@@ -288,6 +288,8 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
     check(fsdprt_device_reserve(rt.ctx, &m.gemmWorkspaceBytes,
                                 &m.scratchReserveBytes, &scratchOp),
           "stats");
+    if (m.devicePeakBytes >= 0)
+      check(fsdprt_comm_device_bytes(rt.ctx, &m.commDeviceBytes), "stats");
     if (rank == 0 && !o.quiet && stepCount == firstStep &&
         m.scratchReserveBytes >= 0)
       std::cout << describeDeviceReserve(m, scratchOp) << std::endl;

@@ -170,7 +170,16 @@ int32_t fsdprt_arena_reset_high_water(int64_t ctx) {
 int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes) {
   return guarded(__func__, [&] {
     requireOut(out_bytes, "out_bytes");
-    *out_bytes = getContext(ctx)->backend().deviceHighWater();
+    auto c = getContext(ctx);
+    int64_t backend = c->backend().deviceHighWater();
+    *out_bytes = backend < 0 ? -1 : backend + c->communicatorDeviceBytes();
+  });
+}
+
+int32_t fsdprt_comm_device_bytes(int64_t ctx, int64_t *out_bytes) {
+  return guarded(__func__, [&] {
+    requireOut(out_bytes, "out_bytes");
+    *out_bytes = getContext(ctx)->communicatorDeviceBytes();
   });
 }
 

@@ -241,6 +241,14 @@ int64_t Context::addCommunicator(std::shared_ptr<Communicator> comm) {
   return comms_.insert(std::move(comm));
 }
 
+int64_t Context::communicatorDeviceBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t bytes = 0;
+  comms_.forEach(
+      [&](const std::shared_ptr<Communicator> &c) { bytes += c->deviceBytes(); });
+  return bytes;
+}
+
 std::shared_ptr<Communicator> Context::communicator(int64_t handle) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return comms_.get(handle);

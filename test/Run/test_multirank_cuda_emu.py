@@ -104,6 +104,27 @@ def test_a_capture_failing_on_one_rank_runs_every_rank_eagerly(fsdp,
     assert runs["on"].losses == runs["off"].losses
 
 
+def test_mesh_groups_split_from_the_world_and_count_in_the_peak(fsdp,
+                                                                emu_run):
+    """Hybrid 2x2: the shard and replicate groups are split from the world
+    (ncclCommSplit, gathered through it; parity above shows the groups are
+    right). Each of the three communicators holds its device memory (8 MiB
+    in the emulation, measured around its creation), which the metrics and
+    the device-reserve line report and the device peak includes."""
+    program = fsdp.library(fsdp.compile("mlp", world_size=4,
+                                        strategy="hybrid-shard",
+                                        optimizer="sgd"))
+    run = fsdp.run(program, nproc=4, steps=2, tool=emu_run,
+                   backend="cuda_emu", quiet=False)
+    mib = 1 << 20
+    for m in run.metrics:
+        # Three communicators' 8 MiB, and each one's 4-byte barrier word in
+        # a 256-byte allocation.
+        assert 3 * 8 * mib <= m["comm_device_bytes"] <= 3 * 8 * mib + 3 * 256
+        assert m["device_peak_bytes"] > m["comm_device_bytes"]
+    assert "communicators (NCCL) 24.00 MiB" in run.stdout, run.stdout
+
+
 def test_compute_issue_runs_ahead_of_slow_collectives(fsdp, emu_run):
     """Every collective takes 150 ms longer on its stream (the emulation's
     slow-link hook). The compute stream's host thread must not wait for

@@ -277,6 +277,15 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
         plan->arenaBytes, plan->persistentBytes,
         plan->arenaBytes - plan->persistentBytes, plan->livePeakBytes,
         plan->hostBytes ? "" : "shards, optimizer state, ");
+  if (plan) {
+    bool hybrid = mesh.getReplicate() > 1 && mesh.getShard() > 1;
+    os << "communicators per rank: "
+       << (hybrid ? "3 (world; shard and replicate groups split from it)"
+                  : "1 (world)")
+       << "; their device memory (NCCL's buffers, on GPUs) is outside this "
+          "plan: measured when they are made, reported beside the arena and "
+          "counted in the device peak\n";
+  }
   if (isOffloaded(step)) {
     os << "cpu offload: host memory per rank "
        << (plan ? plan->hostBytes : report.hostBytes)

@@ -186,6 +186,9 @@ public:
   void barrier();
   void barrier(uint32_t tag, void *queue = nullptr);
 
+  /// Device memory the backend holds for this communicator (NCCL's
+  /// buffers, measured around its creation); 0 for host backends.
+  virtual int64_t deviceBytes() const { return 0; }
   /// Whether a collective given a queue completes after its call returns
   /// (NCCL); such communicators are watched by their context's watchdog.
   virtual bool streamOrdered() const { return false; }

@@ -113,6 +113,8 @@ public:
   /// stream-ordered ones (NCCL) are watched by the context's watchdog.
   int64_t addCommunicator(std::shared_ptr<Communicator> comm);
   Watchdog &watchdog() { return watchdog_; }
+  /// What the communicators hold on the device (Communicator::deviceBytes).
+  int64_t communicatorDeviceBytes() const;
   std::shared_ptr<Communicator> communicator(int64_t handle) const;
   void destroyCommunicator(int64_t handle);
 

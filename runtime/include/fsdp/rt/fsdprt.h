@@ -120,8 +120,12 @@ int32_t fsdprt_arena_in_use(int64_t ctx, int64_t *out_bytes);
 int32_t fsdprt_arena_reset_high_water(int64_t ctx);
 /* The most device memory the backend held at once (the arena, the GEMM */
 /* workspaces and the per-call scratch such as cuDNN workspaces and f32 */
-/* staging); -1 where it is not tracked (the CPU backend). */
+/* staging), plus what the communicators hold (fsdprt_comm_device_bytes); */
+/* -1 where it is not tracked (the CPU backend). */
 int32_t fsdprt_device_high_water(int64_t ctx, int64_t *out_bytes);
+/* Device memory the context's communicators hold, each measured around */
+/* its creation (NCCL's buffers); 0 for host communicators (Gloo). */
+int32_t fsdprt_comm_device_bytes(int64_t ctx, int64_t *out_bytes);
 /* What of the device's high-water mark the backend holds beside the arena */
 /* between calls, each counted once: GEMM workspaces, and the per-call */
 /* scratch reserves (sized by the largest call so far: after a step, by the */

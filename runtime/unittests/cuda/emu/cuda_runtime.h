@@ -464,8 +464,17 @@ inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool,
 inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) {
   return cudaSuccess;
 }
+/// Device memory outside the stream-ordered pool (the NCCL emulation's
+/// communicators hold some, as NCCL's do).
+inline std::atomic<int64_t> &emuDriverBytes() {
+  static std::atomic<int64_t> bytes{0};
+  return bytes;
+}
+/// An 80 GiB device: free is what neither the pool nor the driver holds.
 inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
-  *f = *t = 0;
+  *t = size_t(80) << 30;
+  std::lock_guard<std::mutex> lock(emuPool().mutex);
+  *f = *t - emuPool().used - static_cast<size_t>(emuDriverBytes().load());
   return cudaSuccess;
 }
 

@@ -29,7 +29,13 @@
 // - Stream capture: a collective called on a capturing stream is a node of
 //   the graph; every launch of the graph issues it anew, in the
 //   communicator's launch order at that time.
-// Not emulated: ncclCommSplit, device-resident scalars.
+// - ncclCommSplit: collective over the parent, in its launch order (the
+//   colours and keys are gathered through it); members of a colour ordered
+//   by key, then parent rank; NCCL_SPLIT_NOCOLOR gives no communicator.
+// - Device memory: each communicator holds 8 MiB of driver
+//   memory (outside the stream-ordered pool, as NCCL's), which
+//   cudaMemGetInfo's free memory shows.
+// Not emulated: device-resident scalars.
 //
 // Transport: every rank connects to the communicator's rank 0 over TCP on
 // loopback (the unique id names its port); rank 0 checks that the calls
@@ -113,8 +119,10 @@ typedef enum {
 /// tuning knobs, which the emulation has no use for.
 typedef struct {
   int blocking;
+  int splitShare; // accepted; the emulation has no resources to share
 } ncclConfig_t;
-#define NCCL_CONFIG_INITIALIZER {1}
+#define NCCL_CONFIG_INITIALIZER {1, 0}
+#define NCCL_SPLIT_NOCOLOR -1
 
 struct EmuComm;
 typedef EmuComm *ncclComm_t;
@@ -125,6 +133,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                     ncclUniqueId commId, int rank,
                                     ncclConfig_t *config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);

@@ -12,6 +12,7 @@
 #include "fsdp/rt/Error.h"
 #include "fsdp/rt/math/Half.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -199,6 +200,10 @@ void reduce(const Call &c, int n, const std::vector<const char *> &inputs,
 
 } // namespace
 
+/// What a communicator holds on the device (NCCL's buffers; less than a
+/// real one's, hundreds of MiB at scale).
+constexpr int64_t kEmuCommDeviceBytes = int64_t(8) << 20;
+
 /// One rank's end of a communicator.
 struct EmuComm {
   int rank = 0, nranks = 0;
@@ -217,10 +222,14 @@ struct EmuComm {
   ncclResult_t state = ncclInProgress;
   std::string lastError;
   uint64_t launched = 0;
+  uint64_t splits = 0;
   std::map<int, float> preMulSums; // operator handle -> scalar
   int nextOp = ncclNumOps;
 
   std::thread proxy;
+
+  EmuComm() { emuDriverBytes() += kEmuCommDeviceBytes; }
+  ~EmuComm() { emuDriverBytes() -= kEmuCommDeviceBytes; }
 };
 
 namespace {
@@ -654,6 +663,70 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
   std::lock_guard<std::mutex> lock(comm->mutex);
   *state = comm->state;
   return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *config) {
+  if (!comm || !newcomm)
+    return ncclInvalidArgument;
+  *newcomm = nullptr;
+  // Every rank offers a listener, for the case it becomes its group's rank 0.
+  Socket listener;
+  try {
+    listener = Socket::listen("127.0.0.1", 0);
+  } catch (const std::exception &e) {
+    lastGlobalError = e.what();
+    return ncclSystemError;
+  }
+  int32_t mine[3] = {color, key, listener.localPort()};
+  std::vector<int32_t> table(3 * static_cast<size_t>(comm->nranks));
+  Work w; // gathered through the parent, in its launch order
+  w.call.kind = Kind::AllGather;
+  w.call.type = ncclInt32;
+  w.call.count = 3;
+  w.send = mine;
+  w.recv = table.data();
+  std::shared_ptr<Pending> pending;
+  uint64_t split = 0;
+  std::string parentNonce;
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (comm->state != ncclSuccess)
+      return comm->state == ncclInProgress ? ncclInvalidUsage : comm->state;
+    pending = queueForProxyLocked(comm, w);
+    split = comm->splits++;
+    parentNonce = comm->nonce;
+  }
+  handOver(pending); // on the calling thread: a host call
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (comm->state != ncclSuccess)
+      return comm->state;
+  }
+  if (color == NCCL_SPLIT_NOCOLOR)
+    return ncclSuccess;
+  std::vector<std::pair<std::pair<int, int>, int>> members; // (key, rank)
+  for (int r = 0; r < comm->nranks; ++r)
+    if (table[3 * r] == color)
+      members.push_back({{table[3 * r + 1], r}, r});
+  std::sort(members.begin(), members.end());
+  int newRank = 0;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].second == comm->rank)
+      newRank = static_cast<int>(i);
+  int root = members[0].second;
+  uint64_t nonce = std::stoull(parentNonce) * 1000003ull + split * 1009ull +
+                   static_cast<uint64_t>(color);
+  if (newRank == 0) {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    listeners()[nonce] = std::move(listener);
+  }
+  ncclUniqueId id;
+  std::memset(id.internal, 0, sizeof id.internal);
+  std::snprintf(id.internal, sizeof id.internal, "ncclemu %d %llu",
+                table[3 * root + 2], static_cast<unsigned long long>(nonce));
+  return ncclCommInitRankConfig(newcomm, static_cast<int>(members.size()), id,
+                                newRank, config);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
