@@ -210,8 +210,10 @@ gpt2_124m() {
 # $OUT/multirank/checks.jsonl: the comm check at 2 and 4 ranks; every
 # steps/multirank library (2 ranks; hybrid 2x2 at 4) against the CPU
 # backend's run at the same rank count; the NCCL calls of the 2-rank runs
-# the same on both ranks (NCCL's COLL log); a killed rank and a stalled
-# rank (SIGSTOP) end the other within MULTIRANK_DEADLINE seconds.
+# the same on both ranks (NCCL's COLL log); the step graph at 2 ranks
+# replaying the eager steps bit for bit; a killed rank and a stalled rank
+# (SIGSTOP) end the other within MULTIRANK_DEADLINE seconds (the stall by
+# the heartbeat, MULTIRANK_HEARTBEAT_MS, before the collective timeout).
 # PARTS=machine,multirank runs it alone (about 3 minutes).
 # start_ranks N LOG CMD...: N ranks of CMD in the background (pids in
 # RANK_PIDS); rank r writes LOG.r and its NCCL log LOG.nccl.r.
@@ -251,6 +253,7 @@ peer_failure() {
   local step=$1 signal=$2 dir="$OUT/multirank/$2" start waited=0
   mkdir -p "$dir"
   FSDPRT_COLLECTIVE_TIMEOUT_MS=$(( ${MULTIRANK_STALL_TIMEOUT:-10} * 1000 )) \
+    FSDPRT_HEARTBEAT_TIMEOUT_MS=${MULTIRANK_HEARTBEAT_MS:-3000} \
     start_ranks 2 "$dir/rank" "$BIN/fsdprt-run" "$KIT/steps/multirank/$step.so" \
     --backend "$BACKEND" --steps 100000 --seed 0 --quiet --metrics "$dir/metrics.jsonl"
   local rank0=${RANK_PIDS[0]} rank1=${RANK_PIDS[1]}
@@ -325,9 +328,46 @@ multirank() {
       failed=1
     fi
   done
+  graph_replay gpt2_r2-f32-sgd "$steps" || failed=1
   peer_failure gpt2_r2-f32-sgd KILL || failed=1
   peer_failure gpt2_r2-f32-sgd STOP || failed=1
   return $failed
+}
+
+# graph_replay STEP STEPS: the parity run above (the step graph captured at
+# step 2 and replayed, the default) against the same run with every step
+# eager: bit for bit, losses and checkpoint.
+graph_replay() {
+  local step=$1 steps=$2 dir="$OUT/multirank/$1-eager"
+  mkdir -p "$dir"
+  start_ranks 2 "$dir/rank" "$BIN/fsdprt-run" "$KIT/steps/multirank/$step.so" \
+    --backend "$BACKEND" --steps "$steps" --seed 0 --cuda-graphs off \
+    --metrics "$dir/metrics.jsonl" --save "$dir/ckpt"
+  if ! wait_ranks; then
+    check "graph_replay_$step" failed "$(grep -h -m1 error "$dir"/rank.* | cut -c1-300)"
+    return 1
+  fi
+  local graph="$OUT/multirank/$step" captured=no
+  grep -q "one CUDA graph from here on" "$graph/rank.0" && captured=yes
+  local rc=0
+  python - "$graph" "$dir" "$steps" <<'PY' || rc=1
+import json, sys
+from safetensors.numpy import load_file
+graph, eager, steps = sys.argv[1], sys.argv[2], sys.argv[3]
+loss = lambda d: [json.loads(l)["loss"] for l in open(f"{d}/metrics.jsonl")]
+a = load_file(f"{graph}/ckpt/step-{steps}.safetensors")
+b = load_file(f"{eager}/ckpt/step-{steps}.safetensors")
+sys.exit(0 if loss(graph) == loss(eager) and a.keys() == b.keys() and
+         all((a[k] == b[k]).all() for k in a) else 1)
+PY
+  # (Not `if python - <<PY`: an exported function with a here-document in
+  # a condition does not import back into bash.)
+  if [ $rc = 0 ]; then
+    check "graph_replay_$step" passed "captured: $captured; $steps steps bit-identical to eager"
+  else
+    check "graph_replay_$step" failed "captured: $captured; differs from eager"
+    return 1
+  fi
 }
 
 # Each CUDA kernel at the step's shapes against cuBLAS / copy bandwidth.
@@ -342,7 +382,7 @@ torch_step() {
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS
 export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step \
-  start_ranks wait_ranks check nccl_calls peer_failure multirank
+  start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
   part rebuild "${T_REBUILD:-300}" rebuild

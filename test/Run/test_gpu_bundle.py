@@ -97,8 +97,8 @@ def test_multirank_part_dry_runs_on_cpu(kit, tmp_path):
         (out / "results.json").read_text())["multirank"]}
     parity = [name for name in checks if name.startswith("parity_")]
     assert len(parity) == 5 and "parity_gpt2_r4_hybrid-f32-sgd" in parity
-    assert {"comm_check_2", "comm_check_4", "peer_KILL", "peer_STOP"} <= \
-        set(checks)
+    assert {"comm_check_2", "comm_check_4", "peer_KILL", "peer_STOP",
+            "graph_replay_gpt2_r2-f32-sgd"} <= set(checks)
     assert all(c["status"] in ("passed", "skipped")
                for c in checks.values()), checks
     assert "rank 0 ended" in checks["peer_STOP"]["detail"]
