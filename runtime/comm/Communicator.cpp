@@ -191,11 +191,6 @@ void Communicator::abort(const std::string &why) {
   abortBackend();
 }
 
-std::string Communicator::failure() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return firstError_;
-}
-
 void Communicator::skipTag(uint32_t tag, const char *collective,
                            const std::string &why) {
   if (!requiresIssueOrder())

@@ -80,7 +80,8 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
                        : nullptr;
   bool asked = graphsSupported && o.cudaGraphs;
   bool want = asked && !eagerBecause;
-  if (asked && launch.worldSize > 1 && onAnyRank(!want))
+  worldSize_ = launch.worldSize;
+  if (asked && onAnyRank(!want))
     want = false;
   if (want)
     graphs_ = Graphs::Warmup;
@@ -153,11 +154,7 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount,
                 << ")" << std::endl;
     // A graph on some ranks only would run the ranks' collectives apart:
     // all or none.
-    int32_t worldSize = 1;
-    check(fsdprt_comm_size(ctx, world, &worldSize), "the world's size");
-    bool failedSomewhere =
-        worldSize > 1 ? onAnyRank(!why.empty()) : !why.empty();
-    if (failedSomewhere) {
+    if (onAnyRank(!why.empty())) {
       if (graph_)
         check(fsdprt_graph_destroy(ctx, graph_), "dropping the step graph");
       graph_ = 0;
@@ -196,6 +193,8 @@ std::string RankRuntime::capture(StepFn step, int64_t stepCount,
 }
 
 bool RankRuntime::onAnyRank(bool flag) {
+  if (worldSize_ == 1)
+    return flag;
   int64_t buf = 0, s = streams[0];
   check(fsdprt_buffer_alloc(ctx, 4, &buf), "allocating a flag");
   float value = flag ? 1.0f : 0.0f;

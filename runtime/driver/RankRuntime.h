@@ -62,7 +62,7 @@ private:
                     int64_t stepCount, uint64_t seed, int rank);
 
   /// Whether `flag` holds on any rank (an all-reduce over the world, on
-  /// the compute stream, between steps).
+  /// the compute stream, between steps; none at one rank).
   bool onAnyRank(bool flag);
   /// Captures the step into graph_; why it could not be, "" if it was.
   std::string capture(StepFn step, int64_t stepCount, uint64_t seed, int rank);
@@ -70,6 +70,7 @@ private:
   enum class Graphs { Off, Warmup, Capture, Ready };
   Graphs graphs_ = Graphs::Off;
   int64_t graph_ = 0;
+  int32_t worldSize_ = 1;
   bool quiet_ = false;
 };
 

@@ -72,7 +72,11 @@ public:
   TagClaim(const TagClaim &) = delete;
   TagClaim &operator=(const TagClaim &) = delete;
 
-  uint32_t tag() const { return tag_; }
+  /// "all_gather (issue tag 7)": how the watchdog names the collective.
+  std::string label() const {
+    return std::string(collective_) + " (issue tag " + std::to_string(tag_) +
+           ")";
+  }
   /// The tag, for the collective that is about to run.
   uint32_t use() {
     used_ = true;
@@ -104,12 +108,11 @@ struct CommLaunch : Launch {
   /// already there (DeviceOrdering.h): no host wait, and what the stream
   /// records next comes after the collective. The context's watchdog
   /// bounds it from there (outside a capture, where it only records).
-  void enqueue(const char *collective, uint32_t tag,
-               std::function<void(void *queue)> work) {
+  void enqueue(const TagClaim &claim, std::function<void(void *queue)> work) {
     DeviceOrdering *device = backend().deviceOrdering();
     Context &ctx = context(); // outlives its streams' work
     std::shared_ptr<Communicator> c = comm;
-    Launch::enqueue([device, &ctx, c, collective, tag,
+    Launch::enqueue([device, &ctx, c, label = claim.label(),
                      work = std::move(work)] {
       void *queue = device ? device->queueHandle() : nullptr;
       work(queue);
@@ -117,9 +120,7 @@ struct CommLaunch : Launch {
         return;
       ctx.watchdog().watch(device->record(),
                            std::chrono::steady_clock::now() + c->timeout(),
-                           std::string(collective) + " (issue tag " +
-                               std::to_string(tag) + ")",
-                           c);
+                           label, c);
     });
   }
 };
@@ -231,7 +232,7 @@ int32_t fsdprt_all_gather(int64_t ctx, int64_t stream, int64_t comm,
     DType dt = l.dtype();
     const DelayConfig &delays = l.context().delays();
     auto c = l.comm;
-    l.enqueue("all_gather", claim->tag(), [=, &delays](void *queue) {
+    l.enqueue(*claim, [=, &delays](void *queue) {
       delays.apply(DelayPoint::AllGather);
       c->allGather(dt, x, y, numel, claim->use(), queue);
     });
@@ -261,7 +262,7 @@ int32_t fsdprt_reduce_scatter(int64_t ctx, int64_t stream, int64_t comm,
     DType dt = l.dtype();
     const DelayConfig &delays = l.context().delays();
     auto c = l.comm;
-    l.enqueue("reduce_scatter", claim->tag(), [=, &delays](void *queue) {
+    l.enqueue(*claim, [=, &delays](void *queue) {
       delays.apply(DelayPoint::ReduceScatter);
       c->reduceScatter(dt, x, y, numel, rop, pre_divide, post_divide,
                        claim->use(), queue);
@@ -281,7 +282,7 @@ int32_t fsdprt_all_reduce(int64_t ctx, int64_t stream, int64_t comm,
     auto claim = std::make_shared<TagClaim>(l.comm, "all_reduce");
     DType dt = l.dtype();
     auto c = l.comm;
-    l.enqueue("all_reduce", claim->tag(), [=](void *queue) {
+    l.enqueue(*claim, [=](void *queue) {
       c->allReduce(dt, x, y, numel, rop, claim->use(), queue);
     });
   });
@@ -302,7 +303,7 @@ int32_t fsdprt_broadcast(int64_t ctx, int64_t stream, int64_t comm,
     void *p = l.operand(buf, off, numel, dt, "buf");
     auto claim = std::make_shared<TagClaim>(l.comm, "broadcast");
     auto c = l.comm;
-    l.enqueue("broadcast", claim->tag(), [=](void *queue) {
+    l.enqueue(*claim, [=](void *queue) {
       c->broadcast(p, bytes, root, claim->use(), queue);
     });
   });
@@ -313,8 +314,7 @@ int32_t fsdprt_barrier(int64_t ctx, int64_t stream, int64_t comm) {
     CommLaunch l(ctx, stream, comm, FSDPRT_F32, "barrier");
     auto claim = std::make_shared<TagClaim>(l.comm, "barrier");
     auto c = l.comm;
-    l.enqueue("barrier", claim->tag(),
-              [=](void *queue) { c->barrier(claim->use(), queue); });
+    l.enqueue(*claim, [=](void *queue) { c->barrier(claim->use(), queue); });
   });
 }
 

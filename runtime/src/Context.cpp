@@ -379,10 +379,10 @@ void Context::launchGraph(int64_t graphHandle, int64_t streamHandle,
     // Its collectives are watched as one: the launch against the longest
     // collective timeout (the graph's own work adds little to it).
     DeviceOrdering *device = backend_->deviceOrdering();
-    if (device && watchdog_.watchesCommunicators())
+    std::chrono::milliseconds timeout = watchdog_.longestTimeout();
+    if (device && timeout.count() > 0) // 0: no communicator is watched
       watchdog_.watch(device->record(),
-                      std::chrono::steady_clock::now() +
-                          watchdog_.longestTimeout(),
+                      std::chrono::steady_clock::now() + timeout,
                       "the step graph (captured at step " +
                           std::to_string(g->stepCount + 1) + ")",
                       nullptr);

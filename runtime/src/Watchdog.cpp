@@ -66,11 +66,6 @@ std::chrono::milliseconds Watchdog::longestTimeout() {
   return longest;
 }
 
-bool Watchdog::watchesCommunicators() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !comms_.empty();
-}
-
 std::string Watchdog::pollOnce() {
   std::vector<std::shared_ptr<Communicator>> comms;
   std::vector<Watched> watched;

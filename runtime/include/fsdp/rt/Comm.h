@@ -199,8 +199,6 @@ public:
   /// with it) and stops its work on the device (NCCL: ncclCommAbort), so
   /// that streams waiting for a collective that will never complete move on.
   void abort(const std::string &why);
-  /// The first failure recorded, "" if none.
-  std::string failure();
   /// "<collective> on group 'world' (2 ranks) failed on rank 0 (global
   /// rank 0): <why>": how every failure of a collective is worded.
   std::string failedOnRank(const std::string &collective,

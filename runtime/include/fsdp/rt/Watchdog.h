@@ -57,7 +57,6 @@ public:
   void check();
   /// The longest timeout of the watched communicators (0 without any).
   std::chrono::milliseconds longestTimeout();
-  bool watchesCommunicators();
 
 private:
   struct Watched {
