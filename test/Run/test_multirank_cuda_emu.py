@@ -178,14 +178,20 @@ def test_killed_rank_stops_the_others_naming_the_collective(fsdp, emu_run,
         in survivor[0], survivor
 
 
-def test_stalled_rank_stops_the_others_by_its_silence(fsdp, emu_run,
-                                                      tmp_path):
+@pytest.mark.parametrize("collective_ms,heartbeat_ms,names", [
+    ("60000", "2000", "rank 1 sent no heartbeat for "),
+    ("2000", "60000", "not complete after 2000 ms (a peer stalled or gone?)")],
+    ids=["heartbeat", "deadline"])
+def test_stalled_rank_stops_the_others_by_its_silence(
+        fsdp, emu_run, tmp_path, collective_ms, heartbeat_ms, names):
     """A stopped rank (SIGSTOP) closes no connection and raises no NCCL
-    error: rank 0 would wait out the collective timeout (60 s here). Its
-    heartbeat falls silent instead, and rank 0, waiting for a collective,
-    stops after FSDPRT_HEARTBEAT_TIMEOUT_MS (2 s here) plus a heartbeat
-    period, naming the silent rank; the job ends 1 s later (the launcher's
-    grace period for the stopped rank)."""
+    error. Its heartbeat falls silent, and rank 0, waiting for a
+    collective, stops after FSDPRT_HEARTBEAT_TIMEOUT_MS (2 s) plus a
+    heartbeat period, naming the silent rank, not at the collective
+    timeout (60 s); with the heartbeat's timeout the longer, the watchdog's
+    deadline (the collective timeout, 2 s) stops it, naming the timeout.
+    The job ends 1 s later (the launcher's grace period for the stopped
+    rank)."""
     program = fsdp.library(fsdp.compile("gpt2", world_size=2,
                                         optimizer="adamw"))
     metrics = tmp_path / "metrics.jsonl"
@@ -193,8 +199,8 @@ def test_stalled_rank_stops_the_others_by_its_silence(fsdp, emu_run,
     # stalled rank after its grace period (1 s: SIGTERM waits for SIGCONT).
     launcher = _start(emu_run, program, metrics,
                       {"FSDP_RUN_GRACE_SECONDS": "1",
-                       "FSDPRT_COLLECTIVE_TIMEOUT_MS": "60000",
-                       "FSDPRT_HEARTBEAT_TIMEOUT_MS": "2000"})
+                       "FSDPRT_COLLECTIVE_TIMEOUT_MS": collective_ms,
+                       "FSDPRT_HEARTBEAT_TIMEOUT_MS": heartbeat_ms})
     _, stderr, elapsed = kill_rank_1_when_training(
         launcher, metrics, lines=2, start_within=120, sig=signal.SIGSTOP)
     print(f"\nthe job ended {elapsed:.1f} s after the stop:\n{stderr}")
@@ -202,8 +208,7 @@ def test_stalled_rank_stops_the_others_by_its_silence(fsdp, emu_run,
     assert elapsed < 10, stderr
     survivor = [line for line in stderr.splitlines()
                 if "rank 0: error" in line]
-    assert survivor and "rank 1 sent no heartbeat for " in survivor[0], \
-        stderr
+    assert survivor and names in survivor[0], stderr
 
 
 def test_collective_out_of_order_fails_every_rank(fsdp, emu_run, tmp_path):
