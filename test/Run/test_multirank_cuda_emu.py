@@ -211,6 +211,21 @@ def test_stalled_rank_stops_the_others_by_its_silence(
     assert survivor and names in survivor[0], stderr
 
 
+def test_a_malformed_heartbeat_timeout_is_named_by_every_rank(fsdp,
+                                                              emu_run):
+    program = fsdp.library(fsdp.compile("mlp", world_size=2,
+                                        optimizer="sgd"))
+    proc = subprocess.run(
+        [str(emu_run), str(program), "--backend", "cuda_emu", "--nproc", "2",
+         "--steps", "1", "--quiet"], capture_output=True, text=True,
+        timeout=60, env=clean_env({"FSDPRT_HEARTBEAT_TIMEOUT_MS": "abc"}))
+    assert proc.returncode != 0
+    for rank in (0, 1):
+        assert f"rank {rank}: error: joining the job: fsdprt_comm_init_env: " \
+            "FSDPRT_HEARTBEAT_TIMEOUT_MS='abc' is not a positive timeout in " \
+            "milliseconds" in proc.stderr, proc.stderr
+
+
 def test_collective_out_of_order_fails_every_rank(fsdp, emu_run, tmp_path):
     """The emulation's hook makes rank 1 call its 4th collective with one
     element more, as if its program had issued another one there: both
