@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The GPT-2 124M table of a lease's results.json (gpu-lease.sh's), in
-Markdown, as the closing notes and docs/Runtime.md quote it:
+Markdown, as the closing notes and docs/GPU-Results.md quote it:
 
     python3 scripts/gpu-kit/results_table.py OUT/results.json
 

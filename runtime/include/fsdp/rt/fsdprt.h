@@ -628,7 +628,7 @@ int32_t fsdprt_ckpt_reader_read_to_buffer(int64_t reader, const char *name,
 int32_t fsdprt_ckpt_reader_metadata(int64_t reader, const char *key, char *buf,
                                     int64_t buf_len);
 
-/* ---- Communicators (docs/Runtime.md, "Communicators") ------------------- */
+/* ---- Communicators (docs/Communicators.md) ------------------------------ */
 /* Joins the job's rendezvous and creates the world communicator of backend */
 /* "gloo" (CPU) or "nccl" (GPU), or "default": the one that reads the       */
 /* context backend's memory (gloo for cpu, nccl for cuda, the tests' NCCL    */

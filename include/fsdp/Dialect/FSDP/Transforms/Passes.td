@@ -405,8 +405,8 @@ def FSDPReportPass : Pass<"fsdp-report", "::mlir::ModuleOp"> {
       `machine` names the rates: `ci-cpu` (the default: 2 ranks sharing the
       2-vCPU CI machine with Gloo over loopback; bench/step_time_model.py
       measures them and how close the prediction comes) or `h100` (one H100
-      SXM per rank on NVLink 4; docs/Runtime.md compares its prediction with
-      a measured GPT-2 124M step); each rate option given replaces the
+      SXM per rank on NVLink 4; docs/GPU-Results.md compares its prediction
+      with a measured GPT-2 124M step); each rate option given replaces the
       machine's.
 
     It also checks that the schedule is one straight-line sequence (no
