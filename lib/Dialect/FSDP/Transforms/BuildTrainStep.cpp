@@ -1,8 +1,16 @@
-//===- BuildTrainStep.cpp - forward, reverse-mode backward, optimizer ------===//
+//===- BuildTrainStep.cpp - forward, reverse-mode backward, optimizer -----===//
+//
+// fsdp-build-train-step: the step function of a model, its forward inlined
+// per micro-batch, differentiated (Autodiff.h), clipped (Clipping.h) and
+// updated. The options are validated in OptimizerConfig.cpp; the rewrites
+// applied once the step is built are in StepFusions.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Autodiff.h"
 #include "Clipping.h"
-#include "ParamGroups.h"
+#include "OptimizerConfig.h"
+#include "StepFusions.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
@@ -10,7 +18,6 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
@@ -37,8 +44,7 @@ LogicalResult retype(Operation *op) {
       return failure();
     for (auto [result, type] : llvm::zip(op->getResults(), types))
       result.setType(type);
-  } else if (isa<nn::ReshapeOp, nn::BroadcastOp, nn::SliceOp, nn::PadOp>(
-                 op)) {
+  } else if (isa<nn::ReshapeOp, nn::BroadcastOp, nn::SliceOp, nn::PadOp>(op)) {
     auto in = cast<RankedTensorType>(op->getOperand(0).getType());
     auto out = cast<RankedTensorType>(op->getResult(0).getType());
     op->getResult(0).setType(out.clone(in.getElementType()));
@@ -46,126 +52,11 @@ LogicalResult retype(Operation *op) {
   return success();
 }
 
-/// The optimizer configuration, validated once.
-struct OptimizerConfig {
-  bool adamw = false;
-  double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
-  bool nesterov;
-  ParamGroups groups;
-  /// Dynamic loss scaling (torch.amp.GradScaler).
-  bool lossScaling = false;
-
-  /// Per trainable parameter: the names of its state tensors.
-  SmallVector<StringRef> stateNames() const {
-    if (adamw)
-      return {"exp_avg", "exp_avg_sq"};
-    if (momentum != 0.0)
-      return {"momentum_buffer"};
-    return {};
-  }
-};
-
-/// A linear layer whose input needs no gradient (data) gets its weight and
-/// bias gradients from a GEMM and a column sum: nn.linear_grad would also
-/// compute (and hold) the input's.
-void splitLinearGradsWithoutInputGrad(Block &body) {
-  for (auto op :
-       llvm::make_early_inc_range(body.getOps<nn::LinearGradOp>())) {
-    if (!op.getInputGrad().use_empty())
-      continue;
-    OpBuilder b(op);
-    Location loc = op.getLoc();
-    auto dw = nn::MatmulOp::create(b, loc, op.getGrad(), op.getInput(),
-                                   /*transpose_lhs=*/true,
-                                   /*transpose_rhs=*/false);
-    auto db = nn::ReduceSumOp::create(b, loc, op.getGrad(),
-                                      b.getDenseI64ArrayAttr({0}),
-                                      /*keepdim=*/false);
-    for (Operation *made : {dw.getOperation(), db.getOperation()})
-      made->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-    op.getWeightGrad().replaceAllUsesWith(dw.getResult());
-    op.getBiasGrad().replaceAllUsesWith(db.getResult());
-    op.erase();
-  }
-}
-
 /// Erases the ops whose results nothing reads, users first.
 void eraseDeadOps(Block &body) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
     if (isOpTriviallyDead(&op))
       op.erase();
-}
-
-/// `v` computed before `anchor`: itself where it is defined there, else a
-/// copy of the ops after `anchor` that compute it when they are the
-/// backward's own side-effect-free seed (a constant, times the loss scale),
-/// made with `anchor`'s attributes. Null where they read a forward value
-/// (a loss term scaled by the model, whose cotangent the forward computes)
-/// or have effects.
-Value computedBefore(Value v, Operation *anchor) {
-  Block *block = anchor->getBlock();
-  auto after = [&](Operation *op) {
-    return op->getBlock() == block && !op->isBeforeInBlock(anchor);
-  };
-  Operation *def = v.getDefiningOp();
-  if (!def || !after(def))
-    return v;
-  SetVector<Operation *> slice;
-  BackwardSliceOptions options;
-  options.inclusive = true;
-  options.filter = after;
-  if (failed(getBackwardSlice(v, &slice, options)))
-    return {};
-  for (Operation *op : slice) {
-    if (getPhase(op) != kBackward || !isMemoryEffectFree(op) ||
-        op->getNumRegions())
-      return {};
-    for (Value operand : op->getOperands()) {
-      Operation *source = operand.getDefiningOp();
-      if (source && source->getBlock() != block)
-        return {};
-    }
-  }
-  OpBuilder b(anchor);
-  IRMapping copies;
-  for (Operation *op : slice) // defs before uses
-    b.clone(*op, copies)->setDiscardableAttrs(
-        anchor->getDiscardableAttrDictionary());
-  return copies.lookup(v);
-}
-
-/// The cross-entropy of a loss term and its gradient as one op, computed
-/// where the loss is: one pass over the logits instead of two (the
-/// gradient kernel recomputes each row's softmax). Needs the cotangent
-/// there (computedBefore).
-void fuseCrossEntropyWithGrad(Block &body) {
-  for (auto grad :
-       llvm::make_early_inc_range(body.getOps<nn::CrossEntropyGradOp>())) {
-    nn::CrossEntropyOp loss;
-    for (Operation *user : grad.getLogits().getUsers())
-      if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
-        if (ce.getTargets() == grad.getTargets() &&
-            ce.getReduction() == grad.getReduction() &&
-            ce.getIgnoreIndex() == grad.getIgnoreIndex() &&
-            ce.getNumClasses() == grad.getNumClasses() &&
-            ce->getBlock() == &body && ce->isBeforeInBlock(grad))
-          loss = ce;
-    if (!loss)
-      continue;
-    Value cotangent = computedBefore(grad.getGrad(), loss);
-    if (!cotangent)
-      continue;
-    OpBuilder b(loss);
-    auto fused = nn::CrossEntropyWithGradOp::create(
-        b, loss.getLoc(), loss.getLogits(), loss.getTargets(), cotangent,
-        loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
-        loss.getNumClassesAttr());
-    fused->setDiscardableAttrs(loss->getDiscardableAttrDictionary());
-    loss.getResult().replaceAllUsesWith(fused.getLoss());
-    grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());
-    grad.erase();
-    loss.erase();
-  }
 }
 
 /// Builds the train step of one model.
@@ -213,9 +104,8 @@ private:
   /// (PyTorch's type promotion: an f32 buffer or constant next to bf16
   /// activations under mixed precision); the casts join the trace.
   void promoteOperands(Operation *op, StringRef unit);
-  Value applyOptimizer(ParamOp param, Value value, Value grad,
-                       ValueRange state, Value step,
-                       SmallVectorImpl<Value> &newState);
+  Value applyOptimizer(ParamOp param, Value value, Value grad, ValueRange state,
+                       Value step, SmallVectorImpl<Value> &newState);
   /// The loss cotangent times the loss scale.
   Value scaleSeed(Value seed);
 
@@ -268,8 +158,8 @@ void TrainStepBuilder::tag(Operation *op, StringRef unit, Phase phase) {
     op->setAttr(kMicroBatchAttr, builder.getI64IntegerAttr(microBatch));
 }
 
-FailureOr<SmallVector<Value>>
-TrainStepBuilder::inlineForward(NNModuleOp module, ValueRange args) {
+FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(NNModuleOp module,
+                                                              ValueRange args) {
   ForwardOp forward = module.getForward();
   std::string unit = ownership.getEnclosingUnit(module).getQualifiedName();
   IRMapping mapping;
@@ -340,8 +230,8 @@ Value TrainStepBuilder::castTo(Value value, Type element, StringRef unit) {
   if (!element || type.getElementType() == element ||
       !isa<FloatType>(type.getElementType()))
     return value;
-  auto cast = nn::CastOp::create(builder, value.getLoc(),
-                                 type.clone(element), value);
+  auto cast =
+      nn::CastOp::create(builder, value.getLoc(), type.clone(element), value);
   tag(cast, unit, kForward);
   return cast;
 }
@@ -375,8 +265,8 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
   Location loc = param.getLoc();
   Operation *update;
   Value newParam;
-  GroupSettings group = config.groups.settingsOf(
-      param, {/*lrScale=*/1.0, config.weightDecay});
+  GroupSettings group =
+      config.groups.settingsOf(param, {/*lrScale=*/1.0, config.weightDecay});
   auto f64 = [&](StringRef name, double v) {
     return builder.getNamedAttr(name, builder.getF64FloatAttr(v));
   };
@@ -391,8 +281,9 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
     if (foundInf)
       operands.push_back(foundInf);
     auto op = AdamWStepOp::create(
-        builder, loc, TypeRange{value.getType(), value.getType(), value.getType()},
-        operands, attrs);
+        builder, loc,
+        TypeRange{value.getType(), value.getType(), value.getType()}, operands,
+        attrs);
     newState.append({op.getNewExpAvg(), op.getNewExpAvgSq()});
     update = op;
     newParam = op.getNewParam();
@@ -580,14 +471,15 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
     auto lossType = cast<RankedTensorType>(loss.getType());
     Value seed = arith::ConstantOp::create(
         builder, loc,
-        DenseElementsAttr::get(
-            lossType, builder.getFloatAttr(lossType.getElementType(),
-                                           1.0 / microBatches)));
+        DenseElementsAttr::get(lossType,
+                               builder.getFloatAttr(lossType.getElementType(),
+                                                    1.0 / microBatches)));
     tag(seed.getDefiningOp(), "", kBackward);
     if (config.lossScaling)
       seed = scaleSeed(seed);
     llvm::DenseMap<Value, Value> grads;
-    if (!trainableValues.empty() && failed(differentiate(
+    if (!trainableValues.empty() &&
+        failed(differentiate(
             builder, trace, loss, seed, trainableValues,
             [&](Operation *forwardOp, Operation *backwardOp) {
               tag(backwardOp,
@@ -704,8 +596,7 @@ void TrainStepBuilder::emitUpdatesAndReturn(Value loss, Value gradNorm,
                              stepCount, newState),
               kParamArg, builder.getStringAttr(qualifiedName(p)));
     for (auto [value, stateName] : llvm::zip(newState, config.stateNames()))
-      newStates.push_back(
-          {value, qualifiedName(p) + "." + stateName.str()});
+      newStates.push_back({value, qualifiedName(p) + "." + stateName.str()});
   }
   for (auto &[value, name] : newStates)
     addResult(value, kStateArg, builder.getStringAttr(name));
@@ -732,73 +623,36 @@ struct BuildTrainStepPass
     : public fsdp::impl::FSDPBuildTrainStepPassBase<BuildTrainStepPass> {
   using FSDPBuildTrainStepPassBase::FSDPBuildTrainStepPassBase;
 
-  FailureOr<OptimizerConfig> getConfig() {
-    ModuleOp module = getOperation();
-    OptimizerConfig config;
-    if (optimizer != "sgd" && optimizer != "adamw")
-      return emitError(module.getLoc(), "fsdp-build-train-step: unknown optimizer '")
-             << optimizer << "'; expected sgd or adamw";
-    config.adamw = optimizer == "adamw";
-    config.lr = lr;
-    config.momentum = momentum;
-    config.dampening = dampening;
-    config.nesterov = nesterov;
-    config.weightDecay = weightDecay < 0.0 ? (config.adamw ? 1e-2 : 0.0)
-                                           : double(weightDecay);
-    config.beta1 = beta1;
-    config.beta2 = beta2;
-    config.eps = eps;
-    if (mode != "train" && mode != "eval")
-      return emitError(module.getLoc(), "fsdp-build-train-step: mode must be "
-                                        "train or eval, got '")
-             << mode << "'";
-    if (lossScale != "none" && lossScale != "dynamic")
-      return emitError(module.getLoc(),
-                       "fsdp-build-train-step: loss-scale must be none or "
-                       "dynamic, got '")
-             << lossScale << "'";
-    config.lossScaling = lossScale == "dynamic";
-    if (lr < 0.0)
-      return emitError(module.getLoc(), "fsdp-build-train-step: lr must be >= 0, got ")
-             << double(lr);
-    if (weightDecay < 0.0 && weightDecay != -1.0)
-      return emitError(module.getLoc(), 
-                 "fsdp-build-train-step: weight-decay must be >= 0, got ")
-             << double(weightDecay);
-    if (!config.adamw && (beta1 != 0.9 || beta2 != 0.999 || eps != 1e-8))
-      return emitError(module.getLoc(), "fsdp-build-train-step: beta1, beta2 and eps "
-                              "are AdamW options; the optimizer is sgd");
-    if (config.adamw && (momentum != 0.0 || dampening != 0.0 || nesterov))
-      return emitError(module.getLoc(), "fsdp-build-train-step: momentum, dampening "
-                              "and nesterov are SGD options; the optimizer "
-                              "is adamw");
-    if (nesterov && (momentum <= 0.0 || dampening != 0.0))
-      return emitError(module.getLoc(), "fsdp-build-train-step: nesterov needs a "
-                              "momentum and zero dampening (as torch.optim.SGD)");
-    if (gradAccumSteps < 1)
-      return emitError(module.getLoc(), 
-                 "fsdp-build-train-step: grad-accum-steps must be >= 1, got ")
-             << static_cast<int64_t>(gradAccumSteps);
-    FailureOr<ParamGroups> groups =
-        ParamGroups::parse(paramGroups, noDecay1d, module.getLoc());
-    if (failed(groups))
-      return failure();
-    config.groups = std::move(*groups);
-    if (clipGradNorm < 0.0)
-      return emitError(module.getLoc(), 
-                 "fsdp-build-train-step: clip-grad-norm must be >= 0, got ")
-             << double(clipGradNorm);
-    return config;
+  /// The pass's options as the struct OptimizerConfig::parse checks.
+  FSDPBuildTrainStepPassOptions options() const {
+    FSDPBuildTrainStepPassOptions o;
+    o.optimizer = optimizer;
+    o.lr = lr;
+    o.momentum = momentum;
+    o.dampening = dampening;
+    o.nesterov = nesterov;
+    o.weightDecay = weightDecay;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.eps = eps;
+    o.clipGradNorm = clipGradNorm;
+    o.gradAccumSteps = gradAccumSteps;
+    o.noSync = noSync;
+    o.paramGroups.assign(paramGroups.begin(), paramGroups.end());
+    o.noDecay1d = noDecay1d;
+    o.lossScale = lossScale;
+    o.mode = mode;
+    return o;
   }
 
   void runOnOperation() override {
-    FailureOr<OptimizerConfig> config = getConfig();
+    FailureOr<OptimizerConfig> config =
+        OptimizerConfig::parse(options(), getOperation().getLoc());
     if (failed(config))
       return signalPassFailure();
-    for (ModelOp model :
-         llvm::to_vector(getOperation().getOps<ModelOp>())) {
-      TrainStepBuilder stepBuilder(model, *config, gradAccumSteps,
-                                   clipGradNorm, noSync, mode == "eval");
+    for (ModelOp model : llvm::to_vector(getOperation().getOps<ModelOp>())) {
+      TrainStepBuilder stepBuilder(model, *config, gradAccumSteps, clipGradNorm,
+                                   noSync, mode == "eval");
       if (failed(stepBuilder.build()))
         return signalPassFailure();
     }

@@ -1,0 +1,46 @@
+//===- OptimizerConfig.h - the step's optimizer, validated once -*- C++ -*-===//
+//
+// torch.optim.SGD or AdamW as fsdp-build-train-step's options give them,
+// with parameter groups (ParamGroups.h) and GradScaler's dynamic loss
+// scaling. The options are checked once, before any step is built, so that
+// the builder (BuildTrainStep.cpp) reads only valid settings.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_OPTIMIZERCONFIG_H
+#define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_OPTIMIZERCONFIG_H
+
+#include "ParamGroups.h"
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+namespace mlir::fsdp {
+
+/// The optimizer configuration, validated once.
+struct OptimizerConfig {
+  bool adamw = false;
+  double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
+  bool nesterov;
+  ParamGroups groups;
+  /// Dynamic loss scaling (torch.amp.GradScaler).
+  bool lossScaling = false;
+
+  /// Checks every option of fsdp-build-train-step (the step's mode,
+  /// micro-batches and clipping as well as the optimizer's, in that order of
+  /// diagnostics) and returns the optimizer's part; an invalid option is
+  /// reported at `loc` and fails.
+  static FailureOr<OptimizerConfig>
+  parse(const FSDPBuildTrainStepPassOptions &options, Location loc);
+
+  /// Per trainable parameter: the names of its state tensors.
+  SmallVector<StringRef> stateNames() const {
+    if (adamw)
+      return {"exp_avg", "exp_avg_sq"};
+    if (momentum != 0.0)
+      return {"momentum_buffer"};
+    return {};
+  }
+};
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_OPTIMIZERCONFIG_H

@@ -1,0 +1,107 @@
+//===- StepFusions.cpp - rewrites of a built train step -------------------===//
+//
+// The fusions fsdp-build-train-step applies after building (StepFusions.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepFusions.h"
+
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+void fsdp::splitLinearGradsWithoutInputGrad(Block &body) {
+  for (auto op : llvm::make_early_inc_range(body.getOps<nn::LinearGradOp>())) {
+    if (!op.getInputGrad().use_empty())
+      continue;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto dw = nn::MatmulOp::create(b, loc, op.getGrad(), op.getInput(),
+                                   /*transpose_lhs=*/true,
+                                   /*transpose_rhs=*/false);
+    auto db = nn::ReduceSumOp::create(b, loc, op.getGrad(),
+                                      b.getDenseI64ArrayAttr({0}),
+                                      /*keepdim=*/false);
+    for (Operation *made : {dw.getOperation(), db.getOperation()})
+      made->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    op.getWeightGrad().replaceAllUsesWith(dw.getResult());
+    op.getBiasGrad().replaceAllUsesWith(db.getResult());
+    op.erase();
+  }
+}
+
+/// `v` computed before `anchor`: itself where it is defined there, else a
+/// copy of the ops after `anchor` that compute it when they are the
+/// backward's own side-effect-free seed (a constant, times the loss scale),
+/// made with `anchor`'s attributes. Null where they read a forward value
+/// (a loss term scaled by the model, whose cotangent the forward computes)
+/// or have effects.
+static Value computedBefore(Value v, Operation *anchor) {
+  Block *block = anchor->getBlock();
+  auto after = [&](Operation *op) {
+    return op->getBlock() == block && !op->isBeforeInBlock(anchor);
+  };
+  Operation *def = v.getDefiningOp();
+  if (!def || !after(def))
+    return v;
+  SetVector<Operation *> slice;
+  BackwardSliceOptions options;
+  options.inclusive = true;
+  options.filter = after;
+  if (failed(getBackwardSlice(v, &slice, options)))
+    return {};
+  for (Operation *op : slice) {
+    if (getPhase(op) != kBackward || !isMemoryEffectFree(op) ||
+        op->getNumRegions())
+      return {};
+    for (Value operand : op->getOperands()) {
+      Operation *source = operand.getDefiningOp();
+      if (source && source->getBlock() != block)
+        return {};
+    }
+  }
+  OpBuilder b(anchor);
+  IRMapping copies;
+  for (Operation *op : slice) // defs before uses
+    b.clone(*op, copies)
+        ->setDiscardableAttrs(anchor->getDiscardableAttrDictionary());
+  return copies.lookup(v);
+}
+
+void fsdp::fuseCrossEntropyWithGrad(Block &body) {
+  for (auto grad :
+       llvm::make_early_inc_range(body.getOps<nn::CrossEntropyGradOp>())) {
+    nn::CrossEntropyOp loss;
+    for (Operation *user : grad.getLogits().getUsers())
+      if (auto ce = dyn_cast<nn::CrossEntropyOp>(user))
+        if (ce.getTargets() == grad.getTargets() &&
+            ce.getReduction() == grad.getReduction() &&
+            ce.getIgnoreIndex() == grad.getIgnoreIndex() &&
+            ce.getNumClasses() == grad.getNumClasses() &&
+            ce->getBlock() == &body && ce->isBeforeInBlock(grad))
+          loss = ce;
+    if (!loss)
+      continue;
+    Value cotangent = computedBefore(grad.getGrad(), loss);
+    if (!cotangent)
+      continue;
+    OpBuilder b(loss);
+    auto fused = nn::CrossEntropyWithGradOp::create(
+        b, loss.getLoc(), loss.getLogits(), loss.getTargets(), cotangent,
+        loss.getReductionAttr(), loss.getIgnoreIndexAttr(),
+        loss.getNumClassesAttr());
+    fused->setDiscardableAttrs(loss->getDiscardableAttrDictionary());
+    loss.getResult().replaceAllUsesWith(fused.getLoss());
+    grad.getResult().replaceAllUsesWith(fused.getLogitsGrad());
+    grad.erase();
+    loss.erase();
+  }
+}

@@ -1,0 +1,30 @@
+//===- StepFusions.h - rewrites of a built train step -----------*- C++ -*-===//
+//
+// Rewrites fsdp-build-train-step applies once the step is built, when the
+// whole backward is known: ops whose gradients nothing reads become cheaper
+// ones, and a loss fuses with its gradient. Like PackAttention.cpp they
+// change the step's ops, not its meaning.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPFUSIONS_H
+#define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPFUSIONS_H
+
+#include "mlir/IR/Block.h"
+
+namespace mlir::fsdp {
+
+/// A linear layer whose input needs no gradient (data) gets its weight and
+/// bias gradients from a GEMM and a column sum: nn.linear_grad would also
+/// compute (and hold) the input's.
+void splitLinearGradsWithoutInputGrad(Block &body);
+
+/// The cross-entropy of a loss term and its gradient as one op, computed
+/// where the loss is: one pass over the logits instead of two (the
+/// gradient kernel recomputes each row's softmax). Needs the cotangent
+/// there: the backward's own seed, copied before the loss when it reads no
+/// forward value.
+void fuseCrossEntropyWithGrad(Block &body);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPFUSIONS_H
