@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 __all__ = [
     "CompileError",
@@ -40,6 +41,7 @@ __all__ = [
     "compile_library",
     "find_tool",
     "pipeline_options",
+    "program_info",
     "read_metrics",
     "report",
     "run",
@@ -356,12 +358,33 @@ class RunResult:
     arena's), on CUDA [device_peak_bytes] (arena + GEMM workspace +
     per-call scratch reserve), [gemm_workspace_bytes] and
     [scratch_reserve_bytes] (the last two), comm_exposed_s, [grad_norm])
-    and the one-line command."""
+    and the one-line command; `save_dir` is the run's --save directory
+    (None when it saved nothing)."""
     returncode: int
     stdout: str
     stderr: str
     metrics: list = field(default_factory=list)
     command: str = ""
+    save_dir: Optional[Path] = None
+
+    @property
+    def losses(self) -> list:
+        """The loss of each step, in order."""
+        return [row["loss"] for row in self.metrics]
+
+    def checkpoint(self, step: int) -> Path:
+        """The full checkpoint saved after `step` (save_format "full"; a
+        sharded one is this path without its suffix, a directory)."""
+        if self.save_dir is None:
+            raise ValueError("the run saved no checkpoints (run(save=...))")
+        return Path(self.save_dir) / f"step-{step}.safetensors"
+
+    def params(self, step: int) -> dict:
+        """The parameters and buffers (not the optimizer state) of the full
+        checkpoint saved after `step`, as numpy arrays (needs safetensors)."""
+        from safetensors.numpy import load_file
+        return {k: v for k, v in load_file(str(self.checkpoint(step))).items()
+                if not k.startswith("optim.")}
 
 
 _EVAL_AND_GENERATION_OPTIONS = ("eval_program", "eval_every", "eval_data",
@@ -426,6 +449,35 @@ def read_metrics(path) -> list[dict]:
     return rows
 
 
+def _mlir_unescape(s: str) -> str:
+    """An MLIR string attribute's body: `\\\\` is a backslash, `\\XX` hex."""
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\":
+            if s[i + 1] == "\\":
+                out.append("\\")
+                i += 2
+            else:
+                out.append(chr(int(s[i + 1:i + 3], 16)))
+                i += 3
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def program_info(program) -> dict:
+    """The program description of a lowered `program` (its `fsdp.program`
+    attribute, the JSON fsdp-run reads): the units, the arena's and each
+    buffer's bytes, the compile-time report, ..."""
+    path = Path(program)
+    m = re.search(r'fsdp\.program = "((?:[^"\\]|\\.)*)"', path.read_text())
+    if m is None:
+        raise ValueError(f"{path} has no fsdp.program attribute (is it a "
+                         "lowered program?)")
+    return json.loads(_mlir_unescape(m.group(1)))
+
+
 def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
         batch_size=None, micro_batches=None, load=None, save=None,
         save_every=None, save_format=None, metrics=None, trace=None,
@@ -486,4 +538,5 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
     rows = read_metrics(metrics_path)
     if tmpdir is not None:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    return RunResult(proc.returncode, proc.stdout, proc.stderr, rows, command)
+    return RunResult(proc.returncode, proc.stdout, proc.stderr, rows, command,
+                     Path(save) if save is not None else None)

@@ -143,6 +143,25 @@ def test_compile_and_run_mlp_matches_fsdp_run(tmp_path):
                     "--metrics", str(direct), "--quiet"], check=True,
                    capture_output=True, timeout=120)
     assert [r["loss"] for r in result.metrics] == _losses(direct)
+    assert result.losses == _losses(direct) and result.save_dir is None
+
+
+@needs_tools
+def test_run_result_reads_checkpoints_and_the_program(tmp_path):
+    """RunResult's checkpoint / params of a run that saved, and
+    program_info: the lowered program's description (fsdp.program)."""
+    pytest.importorskip("safetensors")
+    prog = driver.compile(EXAMPLES / "mlp.mlir", tmp_path / "mlp.mlir",
+                          world_size=2, optimizer="adamw")
+    info = driver.program_info(prog)
+    assert info["arena_bytes"] > 0 and info["units"]
+    result = driver.run(prog, nproc=2, steps=2, save=tmp_path / "ckpt")
+    assert result.save_dir == tmp_path / "ckpt"
+    assert result.checkpoint(2) == tmp_path / "ckpt" / "step-2.safetensors"
+    params = result.params(2)
+    assert params and not any(k.startswith("optim.") for k in params)
+    with pytest.raises(ValueError, match="no fsdp.program"):
+        driver.program_info(EXAMPLES / "mlp.mlir")
 
 
 @needs_tools

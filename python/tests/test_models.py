@@ -27,9 +27,6 @@ from fsdp_mlir.ir import Init, Module, tensor  # noqa: E402
 from fsdp_mlir.models import PRESETS, build  # noqa: E402
 from fsdp_mlir.models.__main__ import main as cli_main  # noqa: E402
 
-_SCRUBBED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-             "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS")
-
 
 def _tool(name):
     try:
@@ -252,7 +249,8 @@ def _train(fsdp_opt, fsdp_run, tmp_path, text, wrap_kind):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     metrics = tmp_path / "m.jsonl"
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env = {k: v for k, v in os.environ.items()
+           if k not in driver._LAUNCH_VARS}
     env.setdefault("FSDP_RUN_GRACE_SECONDS", "5")
     r = subprocess.run([str(fsdp_run), str(low), "--nproc", "2", "--steps",
                         "3", "--metrics", str(metrics), "--quiet"],

@@ -8,7 +8,6 @@ are cached for the whole session (in tmp_path_factory), so the parity, bf16
 and delay tests share their reference runs.
 """
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -24,15 +23,7 @@ from fsdp_mlir import driver  # noqa: E402  (the package of this repository)
 EXAMPLES = REPO_ROOT / "examples"
 MODELS = ("mlp", "nested_wrapped", "gpt2")
 
-# Variables of a launch that must not leak from the caller's environment
-# into runs of the tests (a test under torchrun, or a shell with a delay set).
-_SCRUBBED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-             "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS",
-             "FSDPRT_STORE_FD",
-             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",
-             "SLURM_NTASKS", "FSDPRT_DELAY_ALLGATHER_MS",
-             "FSDPRT_DELAY_REDUCE_SCATTER_MS", "FSDPRT_DELAY_FREE_MS",
-             "FSDPRT_DELAY_OPTIMIZER_MS")
+# The runtime's test-only delays of each collective, free and optimizer step.
 DELAY_ENV = {"FSDPRT_DELAY_ALLGATHER_MS": "2",
              "FSDPRT_DELAY_REDUCE_SCATTER_MS": "2",
              "FSDPRT_DELAY_FREE_MS": "2",
@@ -51,35 +42,17 @@ def _tool(env_var, name):
 
 
 def clean_env(extra=None):
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    """The caller's environment without the variables of a launch
+    (driver._LAUNCH_VARS: a test under torchrun) or the delays (a shell
+    with one set), plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in driver._LAUNCH_VARS and k not in DELAY_ENV}
     env.setdefault("FSDP_RUN_GRACE_SECONDS", "5")
     env.update(extra or {})
     return env
 
 
-def _mlir_unescape(s):
-    """An MLIR string attribute's body: `\\\\` is a backslash, `\\XX` hex."""
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\":
-            if s[i + 1] == "\\":
-                out.append("\\")
-                i += 2
-            else:
-                out.append(chr(int(s[i + 1:i + 3], 16)))
-                i += 3
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
-
-
-def program_info(path):
-    """The `fsdp.program` JSON of a lowered module."""
-    text = Path(path).read_text()
-    m = re.search(r'fsdp\.program = "((?:[^"\\]|\\.)*)"', text)
-    assert m, f"{path} has no fsdp.program attribute"
-    return json.loads(_mlir_unescape(m.group(1)))
+program_info = driver.program_info
 
 
 def model_parameters(model):
@@ -111,28 +84,6 @@ read_metrics = driver.read_metrics
 def load_full(path):
     from safetensors.numpy import load_file
     return load_file(str(path))
-
-
-class RunResult:
-    def __init__(self, proc, metrics, save_dir, cmd):
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.metrics = metrics
-        self.save_dir = save_dir
-        self.cmd = cmd
-
-    @property
-    def losses(self):
-        return [m["loss"] for m in self.metrics]
-
-    def checkpoint(self, step):
-        return Path(self.save_dir) / f"step-{step}.safetensors"
-
-    def params(self, step):
-        """The parameters (not the optimizer state) of a full checkpoint."""
-        return {k: v for k, v in load_full(self.checkpoint(step)).items()
-                if not k.startswith("optim.")}
 
 
 class Fsdp:
@@ -225,8 +176,10 @@ class Fsdp:
         cmd += list(extra_args)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               timeout=timeout, env=clean_env(env))
-        result = RunResult(proc, read_metrics(metrics)
-                           if metrics.exists() else [], save_dir, cmd)
+        result = driver.RunResult(
+            proc.returncode, proc.stdout, proc.stderr,
+            read_metrics(metrics) if metrics.exists() else [],
+            driver._shell_line(cmd, env), save_dir)
         if check:
             assert proc.returncode == 0, (
                 f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stderr}")

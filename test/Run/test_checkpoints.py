@@ -122,7 +122,7 @@ def test_sharded_2_to_4(fsdp, sharded_2rank):
 
 
 def _assert_fails(run, *words):
-    assert run.returncode != 0, f"{' '.join(run.cmd)} succeeded"
+    assert run.returncode != 0, f"{run.command} succeeded"
     text = run.stderr.lower()
     for w in words:
         assert w.lower() in text, f"{w!r} not in stderr:\n{run.stderr}"

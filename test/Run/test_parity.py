@@ -167,7 +167,7 @@ def test_parity(fsdp, config, report_lines):
     assert not problems, (
         f"{config_id(config)} differs from the 1-rank no-shard reference "
         f"(grad-accum-steps={ranks}):\n  " + "\n  ".join(problems) +
-        f"\n  run: {' '.join(got.cmd)}\n  ref: {' '.join(ref.cmd)}")
+        f"\n  run: {got.command}\n  ref: {ref.command}")
 
 
 BF16_CONFIGS = [(m, "full-shard", 2, "pre", False, "adamw") for m in MODELS]
