@@ -466,16 +466,16 @@ def test_command_line(tmp_path):
     source.write_text(FACTORY)
     out, weights = tmp_path / "net.mlir", tmp_path / "net.safetensors"
     run = subprocess.run(
-        [sys.executable, "-m", "fsdp_mlir.import", f"{source}:make", "-o",
-         str(out), "--weights", str(weights)],
+        [sys.executable, "-m", "fsdp_mlir.torch_import", f"{source}:make",
+         "-o", str(out), "--weights", str(weights)],
         capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "model @net, 15 parameters" in run.stdout
     assert 'fsdp.module @fc kind "Linear"' in out.read_text()
     assert set(st_numpy.load_file(str(weights))) == {"fc.weight", "fc.bias"}
     bad = subprocess.run(
-        [sys.executable, "-m", "fsdp_mlir.import", f"{source}:make_bad", "-o",
-         str(tmp_path / "bad.mlir")], capture_output=True, text=True)
+        [sys.executable, "-m", "fsdp_mlir.torch_import", f"{source}:make_bad",
+         "-o", str(tmp_path / "bad.mlir")], capture_output=True, text=True)
     assert bad.returncode == 1
     assert "unsupported op cumsum.default" in bad.stderr
     assert "Traceback" not in bad.stderr

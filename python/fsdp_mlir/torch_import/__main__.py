@@ -1,4 +1,4 @@
-"""python -m fsdp_mlir.import pkg.mod:factory -o model.mlir [--weights W]
+"""python -m fsdp_mlir.torch_import pkg.mod:factory -o model.mlir [--weights W]
 
 Imports a torch.nn.Module into an `fsdp.model` (fsdp_mlir.from_torch).
 `factory` is a callable in an importable module (or a file path,
@@ -16,7 +16,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .torch_import import UnsupportedModelError, from_torch, save_weights
+from . import UnsupportedModelError, from_torch, save_weights
 
 
 def load_factory(spec: str):
@@ -40,7 +40,7 @@ def load_factory(spec: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m fsdp_mlir.import",
+        prog="python -m fsdp_mlir.torch_import",
         description=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("factory", help="MODULE:FACTORY or FILE.py:FACTORY "

@@ -1,322 +1,42 @@
-"""A small emitter of `fsdp.model` IR text.
-
-A model is a tree of `Module`s, as in PyTorch: each holds parameters, child
-modules and at most one forward. A forward is written op by op on a
-`Forward`, whose methods are the `nn` ops (result types inferred the way the
-dialect infers them) plus `call` and `get_param`; values are SSA names with
-their tensor types. `Model.text()` prints the syntax fsdp-opt parses
-(docs/Dialects/*.md, build/docs/Dialects/*Ops.md)::
-
-    root = Module("root", "MLP")
-    fc1 = root.add(Module("fc1", "Linear"))
-    w = fc1.param("weight", [32, 16], Init.kaiming_uniform(math.sqrt(5)))
-    f = fc1.forward(x=tensor(8, 16))
-    f.ret(f.linear(f.args[0], f.get_param(w), name="y"))
-
-Symbol paths (`@transformer::@wte::@weight`) are computed from the tree, so
-`call` and `get_param` take the Module or Param object.
-"""
+"""`Forward`: one module's forward, written op by op. Its methods are the
+fsdp ops (`get_param`, `call`, `ret`, ...) and the `nn` ops, each inferring
+its result type the way the dialect does; the body is kept as lines of
+text and printed inside its module (model.py)."""
 
 from __future__ import annotations
 
-import fnmatch
-import re
-import textwrap
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["TensorType", "tensor", "Init", "Value", "Param", "Buffer",
-           "Module", "Forward", "Model", "fmt_float", "symbol"]
+from .types import TensorType, Value, fmt_float, symbol, tensor
 
-DTYPES = ("f32", "bf16", "f16", "i32", "i64")
+if TYPE_CHECKING:
+    from .model import Buffer, Module, Param
 
 
-def fmt_float(x: float) -> str:
-    """Python's shortest round-trip form, with the `.` MLIR's float literals
-    need (`1.0e-05`, `2.0`); MLIR parses it back to the same double."""
-    s = repr(float(x))
-    if s in ("inf", "-inf", "nan"):
-        raise ValueError(f"no MLIR literal for {s}")
-    mantissa, e, exp = s.partition("e")
-    if "." not in mantissa:
-        mantissa += ".0"
-    return mantissa + e + exp
+class RngIds:
+    """The rng_ids of the dropout sites left without one, given as the model
+    is printed: 1, 2, ... in print order, skipping the ids given explicitly
+    (`taken`)."""
+
+    def __init__(self, taken):
+        self.taken = set(taken)
+        self.last = 0
+
+    def next(self) -> int:
+        self.last += 1
+        while self.last in self.taken:
+            self.last += 1
+        return self.last
 
 
-_BARE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_$.]*$")
+class _DropoutSite:
+    """A body line of a dropout without an rng_id: its text around the id."""
 
+    def __init__(self, head: str, tail: str):
+        self.head, self.tail = head, tail
 
-def symbol(name: str) -> str:
-    """`@name`, quoted when it is not a bare identifier (`@"0"`)."""
-    return "@" + name if _BARE_ID.match(name) else '@"' + name + '"'
-
-
-@dataclass(frozen=True)
-class TensorType:
-    shape: Tuple[int, ...]
-    dtype: str = "f32"
-
-    def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unsupported dtype {self.dtype!r}")
-        if any(d <= 0 for d in self.shape):
-            raise ValueError(f"dimensions must be positive: {self.shape}")
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def with_shape(self, shape: Sequence[int]) -> "TensorType":
-        return TensorType(tuple(shape), self.dtype)
-
-    def __str__(self) -> str:
-        if not self.shape:
-            return f"tensor<{self.dtype}>"
-        return "tensor<" + "x".join(map(str, self.shape)) + "x" + self.dtype + ">"
-
-
-def tensor(*shape: int, dtype: str = "f32") -> TensorType:
-    """tensor(8, 16) is tensor<8x16xf32>; tensor() a scalar."""
-    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-        shape = tuple(shape[0])
-    return TensorType(tuple(int(d) for d in shape), dtype)
-
-
-class Init:
-    """`#fsdp.init<...>` initializers, named as the torch.nn.init functions."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"Init<{self.text}>"
-
-    @staticmethod
-    def _call(kind: str, *args: float) -> "Init":
-        return Init(f"{kind}({', '.join(fmt_float(a) for a in args)})")
-
-    zeros: "Init"
-    ones: "Init"
-
-    @staticmethod
-    def constant(value: float) -> "Init":
-        return Init._call("constant", value)
-
-    @staticmethod
-    def normal(mean: float = 0.0, std: float = 1.0) -> "Init":
-        return Init._call("normal", mean, std)
-
-    @staticmethod
-    def uniform(a: float = 0.0, b: float = 1.0) -> "Init":
-        return Init._call("uniform", a, b)
-
-    @staticmethod
-    def trunc_normal(mean: float = 0.0, std: float = 1.0, a: float = -2.0,
-                     b: float = 2.0) -> "Init":
-        return Init._call("trunc_normal", mean, std, a, b)
-
-    @staticmethod
-    def xavier_uniform(gain: float = 1.0) -> "Init":
-        return Init._call("xavier_uniform", gain)
-
-    @staticmethod
-    def xavier_normal(gain: float = 1.0) -> "Init":
-        return Init._call("xavier_normal", gain)
-
-    @staticmethod
-    def kaiming_uniform(a: float = 0.0) -> "Init":
-        return Init._call("kaiming_uniform", a)
-
-    @staticmethod
-    def kaiming_normal(a: float = 0.0) -> "Init":
-        return Init._call("kaiming_normal", a)
-
-
-Init.zeros = Init("zeros")
-Init.ones = Init("ones")
-
-
-@dataclass(frozen=True)
-class Value:
-    """An SSA value of a forward: its name (with `%`) and type."""
-    name: str
-    type: TensorType
-
-    def __str__(self) -> str:
-        return self.name
-
-
-@dataclass
-class Param:
-    name: str
-    type: TensorType
-    init: Init
-    owner: "Module"
-    requires_grad: bool = True
-
-    @property
-    def numel(self) -> int:
-        return self.type.numel
-
-    def line(self) -> str:
-        s = f"fsdp.param {symbol(self.name)} : {self.type} init <{self.init}>"
-        return s + ("" if self.requires_grad else " {requires_grad = false}")
-
-
-@dataclass
-class Buffer:
-    """A registered buffer (register_buffer): state that is not trained."""
-    name: str
-    type: TensorType
-    init: Init
-    owner: "Module"
-    persistent: bool = True
-
-    @property
-    def numel(self) -> int:
-        return self.type.numel
-
-    def line(self) -> str:
-        s = f"fsdp.buffer {symbol(self.name)} : {self.type} init <{self.init}>"
-        return s + ("" if self.persistent else " {persistent = false}")
-
-
-class Module:
-    """An nn.Module: `kind` is its class name, `unit` marks an FSDP unit.
-
-    A unit's options (`#fsdp.unit<...>`), each implying `unit`:
-    `reshard_after_forward` (None: the strategy's choice) overrides the
-    sharding strategy for this unit, as FSDP2's per-module argument;
-    `rank_local` gives it a process group of its own rank only, PyTorch's
-    `FSDP(expert, process_group=new_group([rank]))`: its flat parameter is
-    whole on every rank, initialised per rank, and its gradient stays local.
-    """
-
-    def __init__(self, name: str, kind: str, unit: bool = False,
-                 reshard_after_forward: Optional[bool] = None,
-                 rank_local: bool = False):
-        self.name = name
-        self.kind = kind
-        self.unit = unit or rank_local or reshard_after_forward is not None
-        self.reshard_after_forward = reshard_after_forward
-        self.rank_local = rank_local
-        self.parent: Optional[Module] = None
-        self.params: Dict[str, Param] = {}
-        self.buffers: Dict[str, Buffer] = {}
-        self.children: Dict[str, Module] = {}
-        self.fwd: Optional[Forward] = None
-        self.comments: List[str] = []
-
-    # -- structure -------------------------------------------------------
-    def _check_new(self, name: str) -> None:
-        if name in self.params or name in self.buffers or \
-                name in self.children:
-            raise ValueError(f"{self.name}: duplicate symbol {name!r}")
-
-    def param(self, name: str, shape: Union[Sequence[int], TensorType],
-              init: Init, dtype: str = "f32",
-              requires_grad: bool = True) -> Param:
-        self._check_new(name)
-        t = shape if isinstance(shape, TensorType) else tensor(shape, dtype=dtype)
-        p = Param(name, t, init, self, requires_grad)
-        self.params[name] = p
-        return p
-
-    def buffer(self, name: str, shape: Union[Sequence[int], TensorType],
-               init: Init, dtype: str = "f32",
-               persistent: bool = True) -> Buffer:
-        """register_buffer(name, tensor, persistent); shape [] is a scalar."""
-        self._check_new(name)
-        t = shape if isinstance(shape, TensorType) else TensorType(
-            tuple(int(d) for d in shape), dtype)
-        b = Buffer(name, t, init, self, persistent)
-        self.buffers[name] = b
-        return b
-
-    def add(self, child: "Module") -> "Module":
-        self._check_new(child.name)
-        if child.parent is not None:
-            raise ValueError(f"module {child.name!r} already has a parent")
-        child.parent = self
-        self.children[child.name] = child
-        return child
-
-    def __getitem__(self, name: str) -> "Module":
-        return self.children[name]
-
-    def forward(self, *args: TensorType, **named: TensorType) -> "Forward":
-        """Starts the forward; arguments are named %x (one positional),
-        %x0, %x1, ... (several), or as the keywords say, in order."""
-        if self.fwd is not None:
-            raise ValueError(f"{self.name} already has a forward")
-        if args and named:
-            raise ValueError("pass argument types positionally or by name")
-        if len(args) == 1:
-            named = {"x": args[0]}
-        elif args:
-            named = {f"x{i}": t for i, t in enumerate(args)}
-        self.fwd = Forward(self, list(named.items()))
-        return self.fwd
-
-    def modules(self):
-        """This module and its descendants, pre-order."""
-        yield self
-        for c in self.children.values():
-            yield from c.modules()
-
-    def num_params(self) -> int:
-        return sum(p.numel for m in self.modules() for p in m.params.values())
-
-    def path_from(self, ancestor: "Module") -> List[str]:
-        names, m = [], self
-        while m is not ancestor:
-            if m.parent is None:
-                raise ValueError(f"{self.name!r} is not in the subtree of "
-                                 f"{ancestor.name!r}")
-            names.append(m.name)
-            m = m.parent
-        return names[::-1]
-
-    # -- printing --------------------------------------------------------
-    def _unit_text(self) -> str:
-        """` unit`, ` unit<reshard_after_forward = false, rank_local =
-        true>`, or nothing."""
-        fields = []
-        if self.reshard_after_forward is not None:
-            fields.append("reshard_after_forward = "
-                          + ("true" if self.reshard_after_forward else "false"))
-        if self.rank_local:
-            fields.append("rank_local = true")
-        if not self.unit:
-            if fields:
-                raise ValueError(f"module {self.name!r}: {', '.join(fields)} "
-                                 "on a module that is not a unit")
-            return ""
-        return " unit" + (f"<{', '.join(fields)}>" if fields else "")
-
-    def lines(self) -> List[str]:
-        head = f"fsdp.module {symbol(self.name)} kind \"{self.kind}\""
-        out = ["// " + c for c in self.comments]
-        out.append(head + self._unit_text() + " {")
-        body = [p.line() for p in self.params.values()]
-        body += [b.line() for b in self.buffers.values()]
-        for c in self.children.values():
-            body += c.lines()
-        if self.fwd is not None:
-            body += self.fwd.lines()
-        out += ["  " + l if l else l for l in body]
-        out.append("}")
-        return out
+    def text(self, ids: RngIds) -> str:
+        return f"{self.head}{ids.next()}{self.tail}"
 
 
 class Forward:
@@ -325,7 +45,8 @@ class Forward:
     def __init__(self, owner: Module, args: List[Tuple[str, TensorType]]):
         self.owner = owner
         self.args = [Value("%" + n, t) for n, t in args]
-        self.body: List[str] = []
+        self.body: List[Union[str, _DropoutSite]] = []
+        self.rng_ids: List[int] = []  # the dropout sites' explicit ids
         self.results: Optional[List[TensorType]] = None
         self._names = {v.name for v in self.args}
         self._counter = 0
@@ -463,7 +184,11 @@ class Forward:
         else:
             self.body.append("fsdp.return")
 
-    def lines(self) -> List[str]:
+    def lines(self, ids: Optional[RngIds] = None) -> List[str]:
+        """The forward's text; dropout sites without an rng_id take theirs
+        from `ids` (by default numbered in this forward alone)."""
+        if ids is None:
+            ids = RngIds(self.rng_ids)
         if self.results is None:
             raise ValueError(f"forward of {self.owner.name!r} has no return")
         args = ", ".join(f"{v.name}: {v.type}" for v in self.args)
@@ -471,7 +196,8 @@ class Forward:
         if len(self.results) != 1:
             res = f"({res})"
         return ([f"fsdp.forward ({args}) -> {res} {{"]
-                + ["  " + l for l in self.body] + ["}"])
+                + ["  " + (l if isinstance(l, str) else l.text(ids))
+                   for l in self.body] + ["}"])
 
     # -- nn ops ----------------------------------------------------------
     def linear(self, x: Value, w: Value, b: Optional[Value] = None,
@@ -629,10 +355,15 @@ class Forward:
             raise ValueError(f"dropout probability {p} not in [0, 1)")
         if p == 0.0:
             return x
-        rid = _RNG_AUTO if rng_id is None else str(int(rng_id))
-        return self.op("nn.dropout", [x], [x.type],
-                       f"p = {_f64(p)}, rng_id = {rid} : i64", "same",
-                       name)[0]
+        if rng_id is not None:
+            self.rng_ids.append(int(rng_id))
+            return self.op("nn.dropout", [x], [x.type],
+                           f"p = {_f64(p)}, rng_id = {int(rng_id)} : i64",
+                           "same", name)[0]
+        y = self.op("nn.dropout", [x], [x.type],
+                    f"p = {_f64(p)}, rng_id = {_ID} : i64", "same", name)[0]
+        self.body[-1] = _DropoutSite(*self.body[-1].split(_ID))
+        return y
 
     def softmax(self, x: Value, dim: int = -1,
                 name: Optional[str] = None) -> Value:
@@ -796,27 +527,8 @@ class Forward:
                        attrs, names=name)[0]
 
 
-# Placeholder of a dropout site's rng_id until Model.text() numbers them.
-_RNG_AUTO = "?rng_id?"
-_RNG_ID = re.compile(r"rng_id = (\?rng_id\?|-?\d+) : i64")
-
-
-def _number_dropout_sites(text: str) -> str:
-    """Gives every automatic rng_id a distinct positive id (in text order),
-    avoiding the explicit ones."""
-    taken = {int(m.group(1)) for m in _RNG_ID.finditer(text)
-             if m.group(1) != _RNG_AUTO}
-    counter = [0]
-
-    def next_id(m):
-        if m.group(1) != _RNG_AUTO:
-            return m.group(0)
-        counter[0] += 1
-        while counter[0] in taken:
-            counter[0] += 1
-        return f"rng_id = {counter[0]} : i64"
-
-    return _RNG_ID.sub(next_id, text)
+# Where a dropout site's id goes in its line (split off at once).
+_ID = "?rng_id?"
 
 
 def _f64(x: float) -> str:
@@ -834,55 +546,3 @@ def _broadcast(a: Sequence[int], b: Sequence[int]) -> List[int]:
             raise ValueError(f"shapes {a} and {b} do not broadcast")
         out.append(max(x, y))
     return out
-
-
-class Model:
-    """`fsdp.model @name` around a root module; `header` paragraphs become
-    `//` comments above it, wrapped at 80 columns."""
-
-    def __init__(self, name: str, root: Module, header: Sequence[str] = ()):
-        self.name = name
-        self.root = root
-        self.header = list(header)
-
-    def num_params(self) -> int:
-        return self.root.num_params()
-
-    def named_parameters(self):
-        """(fully-qualified name, Param) pairs, as nn.Module's."""
-        for m in self.root.modules():
-            prefix = ".".join(m.path_from(self.root))
-            for name, p in m.params.items():
-                yield (f"{prefix}.{name}" if prefix else name), p
-
-    def freeze(self, patterns: Sequence[str]) -> List[str]:
-        """Sets requires_grad = False on the parameters whose qualified name
-        matches one of the glob `patterns` (fine-tuning: a frozen parameter
-        gets no gradient, optimizer state or update) and returns their
-        names; a pattern that matches nothing is an error."""
-        frozen = []
-        for pattern in patterns:
-            hits = [(n, p) for n, p in self.named_parameters()
-                    if fnmatch.fnmatchcase(n, pattern)]
-            if not hits:
-                raise ValueError(f"freeze pattern {pattern!r} matches no parameter "
-                                 f"of {self.name}")
-            for name, p in hits:
-                p.requires_grad = False
-                frozen.append(name)
-        return sorted(set(frozen))
-
-    def num_units(self) -> int:
-        """FSDP units: the root always is one."""
-        return sum(1 for m in self.root.modules() if m.unit or m is self.root)
-
-    def text(self) -> str:
-        lines = []
-        for para in self.header:
-            lines += ["// " + l for l in textwrap.wrap(para, 77)] or ["//"]
-        lines.append(f"fsdp.model {symbol(self.name)} {{")
-        lines += ["  " + l if l else l for l in self.root.lines()]
-        lines.append("}")
-        return _number_dropout_sites("\n".join(lines) + "\n")
-
-    __str__ = text

@@ -1,0 +1,234 @@
+"""The model tree as PyTorch's: `Module`s holding parameters, buffers,
+child modules and at most one forward, under a `Model`, and the printing
+of the whole `fsdp.model` (`Model.text()`), which numbers the dropout sites
+left without an rng_id (forward.RngIds)."""
+
+from __future__ import annotations
+
+import fnmatch
+import textwrap
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Union
+
+from .forward import Forward, RngIds
+from .types import Init, TensorType, symbol, tensor
+
+
+@dataclass
+class Param:
+    name: str
+    type: TensorType
+    init: Init
+    owner: "Module"
+    requires_grad: bool = True
+
+    @property
+    def numel(self) -> int:
+        return self.type.numel
+
+    def line(self) -> str:
+        s = f"fsdp.param {symbol(self.name)} : {self.type} init <{self.init}>"
+        return s + ("" if self.requires_grad else " {requires_grad = false}")
+
+
+@dataclass
+class Buffer:
+    """A registered buffer (register_buffer): state that is not trained."""
+    name: str
+    type: TensorType
+    init: Init
+    owner: "Module"
+    persistent: bool = True
+
+    @property
+    def numel(self) -> int:
+        return self.type.numel
+
+    def line(self) -> str:
+        s = f"fsdp.buffer {symbol(self.name)} : {self.type} init <{self.init}>"
+        return s + ("" if self.persistent else " {persistent = false}")
+
+
+class Module:
+    """An nn.Module: `kind` is its class name, `unit` marks an FSDP unit.
+
+    A unit's options (`#fsdp.unit<...>`), each implying `unit`:
+    `reshard_after_forward` (None: the strategy's choice) overrides the
+    sharding strategy for this unit, as FSDP2's per-module argument;
+    `rank_local` gives it a process group of its own rank only, PyTorch's
+    `FSDP(expert, process_group=new_group([rank]))`: its flat parameter is
+    whole on every rank, initialised per rank, and its gradient stays local.
+    """
+
+    def __init__(self, name: str, kind: str, unit: bool = False,
+                 reshard_after_forward: Optional[bool] = None,
+                 rank_local: bool = False):
+        self.name = name
+        self.kind = kind
+        self.unit = unit or rank_local or reshard_after_forward is not None
+        self.reshard_after_forward = reshard_after_forward
+        self.rank_local = rank_local
+        self.parent: Optional[Module] = None
+        self.params: Dict[str, Param] = {}
+        self.buffers: Dict[str, Buffer] = {}
+        self.children: Dict[str, Module] = {}
+        self.fwd: Optional[Forward] = None
+        self.comments: List[str] = []
+
+    # -- structure -------------------------------------------------------
+    def _check_new(self, name: str) -> None:
+        if name in self.params or name in self.buffers or \
+                name in self.children:
+            raise ValueError(f"{self.name}: duplicate symbol {name!r}")
+
+    def param(self, name: str, shape: Union[Sequence[int], TensorType],
+              init: Init, dtype: str = "f32",
+              requires_grad: bool = True) -> Param:
+        self._check_new(name)
+        t = shape if isinstance(shape, TensorType) else tensor(shape, dtype=dtype)
+        p = Param(name, t, init, self, requires_grad)
+        self.params[name] = p
+        return p
+
+    def buffer(self, name: str, shape: Union[Sequence[int], TensorType],
+               init: Init, dtype: str = "f32",
+               persistent: bool = True) -> Buffer:
+        """register_buffer(name, tensor, persistent); shape [] is a scalar."""
+        self._check_new(name)
+        t = shape if isinstance(shape, TensorType) else TensorType(
+            tuple(int(d) for d in shape), dtype)
+        b = Buffer(name, t, init, self, persistent)
+        self.buffers[name] = b
+        return b
+
+    def add(self, child: "Module") -> "Module":
+        self._check_new(child.name)
+        if child.parent is not None:
+            raise ValueError(f"module {child.name!r} already has a parent")
+        child.parent = self
+        self.children[child.name] = child
+        return child
+
+    def __getitem__(self, name: str) -> "Module":
+        return self.children[name]
+
+    def forward(self, *args: TensorType, **named: TensorType) -> "Forward":
+        """Starts the forward; arguments are named %x (one positional),
+        %x0, %x1, ... (several), or as the keywords say, in order."""
+        if self.fwd is not None:
+            raise ValueError(f"{self.name} already has a forward")
+        if args and named:
+            raise ValueError("pass argument types positionally or by name")
+        if len(args) == 1:
+            named = {"x": args[0]}
+        elif args:
+            named = {f"x{i}": t for i, t in enumerate(args)}
+        self.fwd = Forward(self, list(named.items()))
+        return self.fwd
+
+    def modules(self):
+        """This module and its descendants, pre-order."""
+        yield self
+        for c in self.children.values():
+            yield from c.modules()
+
+    def num_params(self) -> int:
+        return sum(p.numel for m in self.modules() for p in m.params.values())
+
+    def path_from(self, ancestor: "Module") -> List[str]:
+        names, m = [], self
+        while m is not ancestor:
+            if m.parent is None:
+                raise ValueError(f"{self.name!r} is not in the subtree of "
+                                 f"{ancestor.name!r}")
+            names.append(m.name)
+            m = m.parent
+        return names[::-1]
+
+    # -- printing --------------------------------------------------------
+    def _unit_text(self) -> str:
+        """` unit`, ` unit<reshard_after_forward = false, rank_local =
+        true>`, or nothing."""
+        fields = []
+        if self.reshard_after_forward is not None:
+            fields.append("reshard_after_forward = "
+                          + ("true" if self.reshard_after_forward else "false"))
+        if self.rank_local:
+            fields.append("rank_local = true")
+        if not self.unit:
+            if fields:
+                raise ValueError(f"module {self.name!r}: {', '.join(fields)} "
+                                 "on a module that is not a unit")
+            return ""
+        return " unit" + (f"<{', '.join(fields)}>" if fields else "")
+
+    def lines(self, ids: Optional[RngIds] = None) -> List[str]:
+        """The module's text; dropout sites without an rng_id are numbered
+        from `ids`, by default over this subtree (Forward.dropout)."""
+        if ids is None:
+            ids = RngIds(i for m in self.modules() if m.fwd is not None
+                         for i in m.fwd.rng_ids)
+        head = f"fsdp.module {symbol(self.name)} kind \"{self.kind}\""
+        out = ["// " + c for c in self.comments]
+        out.append(head + self._unit_text() + " {")
+        body = [p.line() for p in self.params.values()]
+        body += [b.line() for b in self.buffers.values()]
+        for c in self.children.values():
+            body += c.lines(ids)
+        if self.fwd is not None:
+            body += self.fwd.lines(ids)
+        out += ["  " + l if l else l for l in body]
+        out.append("}")
+        return out
+
+
+class Model:
+    """`fsdp.model @name` around a root module; `header` paragraphs become
+    `//` comments above it, wrapped at 80 columns."""
+
+    def __init__(self, name: str, root: Module, header: Sequence[str] = ()):
+        self.name = name
+        self.root = root
+        self.header = list(header)
+
+    def num_params(self) -> int:
+        return self.root.num_params()
+
+    def named_parameters(self):
+        """(fully-qualified name, Param) pairs, as nn.Module's."""
+        for m in self.root.modules():
+            prefix = ".".join(m.path_from(self.root))
+            for name, p in m.params.items():
+                yield (f"{prefix}.{name}" if prefix else name), p
+
+    def freeze(self, patterns: Sequence[str]) -> List[str]:
+        """Sets requires_grad = False on the parameters whose qualified name
+        matches one of the glob `patterns` (fine-tuning: a frozen parameter
+        gets no gradient, optimizer state or update) and returns their
+        names; a pattern that matches nothing is an error."""
+        frozen = []
+        for pattern in patterns:
+            hits = [(n, p) for n, p in self.named_parameters()
+                    if fnmatch.fnmatchcase(n, pattern)]
+            if not hits:
+                raise ValueError(f"freeze pattern {pattern!r} matches no parameter "
+                                 f"of {self.name}")
+            for name, p in hits:
+                p.requires_grad = False
+                frozen.append(name)
+        return sorted(set(frozen))
+
+    def num_units(self) -> int:
+        """FSDP units: the root always is one."""
+        return sum(1 for m in self.root.modules() if m.unit or m is self.root)
+
+    def text(self) -> str:
+        lines = []
+        for para in self.header:
+            lines += ["// " + l for l in textwrap.wrap(para, 77)] or ["//"]
+        lines.append(f"fsdp.model {symbol(self.name)} {{")
+        lines += ["  " + l if l else l for l in self.root.lines()]
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    __str__ = text

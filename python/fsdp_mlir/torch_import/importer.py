@@ -1,0 +1,630 @@
+"""The importer core: torch.export + unflatten, then one fsdp.module per
+submodule, written node by node through the op table (registry._OPS).
+
+`from_torch(module, example_inputs)` exports the module (in its current
+train/eval mode), unflattens the exported program into one graph per
+submodule and writes each as an `fsdp.module` of the module's name whose
+kind is its class name (so `wrap-kinds=Block` wraps as FSDP's
+ModuleWrapPolicy({Block}) would), with an `fsdp.param` / `fsdp.buffer` per
+parameter and persistent buffer (requires_grad kept) and a forward per
+called module that calls its children with `fsdp.call`. The module's
+forward must return the scalar loss. `example_inputs` are one rank's
+micro-batch: their shapes are the program's.
+
+Constants are folded at import time. A node whose tensor inputs are all
+known (arange and other factories, literals, lifted constants,
+non-persistent buffers — with the original module's values —, and results
+of such nodes) is evaluated by calling its ATen op on those tensors; the
+result stays a torch tensor and becomes IR (`arith.constant`, f32/i64/i32
+only) only where a runtime op reads it, in the smallest shape that
+broadcasts to the same result. A submodule called with constant arguments
+(Hugging Face's attention masks, rotary cos/sin, position ids) gets them
+bound in its forward instead of as arguments; one whose outputs are all
+constants (a rotary embedding) or its own inputs (a dropout with p = 0, the
+residual an RMSNorm hands back) is not called at all. Boolean constants
+never reach IR: an SDPA mask equal to the causal lower-triangular one
+becomes `nn.attention {causal}`, an all-true one no mask; run-time bool
+tensors are f32 masks of 1 and 0.
+
+Ops on run-time values go through the op table (registry.supported_ops()).
+Ops the table does not handle but PyTorch decomposes into ops it does are
+decomposed first (_decompose_unhandled). Anything else — an op on run-time
+values the table does not handle, a keyword it does not handle — is
+collected over the whole model and reported once, each with its module
+path and the user's source line (UnsupportedModelError); torch.export's
+own refusals (data-dependent control flow, dynamic shapes) are reported as
+such.
+
+Tied parameters. `fsdp.get_param` reads a parameter of the module's own
+subtree only, and a tied parameter is declared once, where
+named_parameters() first names it (GPT-2's `transformer.wte.weight`, read
+also by `lm_head`). A module whose graph reads a parameter (or persistent
+buffer) declared outside its subtree gets it as an extra forward argument,
+named by its qualified name (`%m.transformer.wte.weight`), after its
+ordinary ones; so does every module on the call chain down to it, up to
+the first caller whose subtree declares it, which reads it with
+`fsdp.get_param` and passes it down (a module reading its parent's
+parameter, as BERT's decoder reads cls.predictions.bias, is the same
+case). The module tree, names and kinds stay torch's, and the parameter
+belongs, as for any tie, to the lowest unit enclosing its readers.
+
+Limits: detach of a computed value is refused
+(there is no stop-gradient op); a submodule called twice must get the same
+constant arguments (they are bound in its one forward).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..ir import Forward, Init, Model, Module, TensorType, Value
+from .common import (UnsupportedModelError, _is_tensor, _tensor_type,
+                     _Unsupported)
+from .registry import _OPS
+
+# The element types an arith.constant may have (Forward.constant).
+_CONST_DTYPES = {"float32": "f32", "int64": "i64", "int32": "i32"}
+
+
+def _argument_type(fake) -> TensorType:
+    """A forward's argument: a bool tensor (a mask passed to a submodule)
+    is an f32 mask of 1 and 0, as every run-time mask here."""
+    import torch
+    if fake.dtype == torch.bool:
+        return TensorType(tuple(int(d) for d in fake.shape), "f32")
+    return _tensor_type(fake)
+
+
+def _default_init(owner, param_name: str, shape) -> Init:
+    """PyTorch's reset_parameters() for the common classes (used only when
+    the run does not --load the weights file); zeros otherwise."""
+    kind = type(owner).__name__
+    if kind == "Linear":
+        if param_name == "weight":
+            return Init.kaiming_uniform(math.sqrt(5))
+        bound = 1 / math.sqrt(owner.in_features)
+        return Init.uniform(-bound, bound)
+    if kind == "Embedding":
+        return Init.normal(0.0, 1.0)
+    if kind in ("LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"):
+        return Init.ones if param_name == "weight" else Init.zeros
+    return Init.zeros
+
+
+@dataclass
+class _Issue:
+    module: str
+    what: str
+    source: str
+
+    def __str__(self) -> str:
+        where = f"module '{self.module or '(root)'}'"
+        return f"  {where}: {self.what}" + (f"\n    at {self.source}"
+                                            if self.source else "")
+
+
+def _source_line(node) -> str:
+    """The user's frame of the node's stack trace (its last 'File' line)."""
+    trace = node.meta.get("stack_trace") or ""
+    files = [line.strip() for line in trace.splitlines()
+             if line.strip().startswith("File ")]
+    return files[-1] if files else ""
+
+
+class _Poisoned(Exception):
+    """An input of the node could not be translated."""
+
+
+_POISON = object()
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _within(path: str, ancestor: str) -> bool:
+    """Whether module `path` is `ancestor` or in its subtree."""
+    return (ancestor == "" or path == ancestor
+            or path.startswith(ancestor + "."))
+
+
+def _has_runtime(x) -> bool:
+    if isinstance(x, Value):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_has_runtime(y) for y in x)
+    if isinstance(x, dict):
+        return any(_has_runtime(y) for y in x.values())
+    return False
+
+
+def _same_constant(a, b) -> bool:
+    import torch
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                and a.dtype == b.dtype and a.shape == b.shape
+                and bool(torch.equal(a, b)))
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))
+                and len(a) == len(b)
+                and all(_same_constant(x, y) for x, y in zip(a, b)))
+    return type(a) is type(b) and a == b
+
+
+# Ops never evaluated at import time even on constant inputs: random ones.
+_RANDOM = ("rand", "bernoulli", "normal", "uniform", "multinomial",
+           "dropout", "native_dropout", "exponential", "geometric",
+           "cauchy", "log_normal", "randperm")
+# Ops whose tensor argument gives only a dtype/shape: a run-time value there
+# does not stop folding.
+_LIKE = {"new_ones.default", "new_zeros.default", "new_full.default",
+         "new_empty.default", "zeros_like.default", "ones_like.default",
+         "full_like.default", "empty_like.default"}
+# Ops with no effect on the values.
+_NOOPS = {"_assert_tensor_metadata.default", "_assert_async.msg",
+          "_assert_async.default"}
+
+
+@dataclass
+class _CallSpec:
+    """How a submodule was translated for its call sites: which of its
+    inputs are constants (bound in its forward) and where its outputs come
+    from: ("result", k) its forward's k-th result, ("arg", i) the call's i-th
+    argument, ("const", value) a constant."""
+    bound: Dict[int, object]
+    runtime: List[int]
+    extras: List[str]
+    outputs: object = None
+    failed: bool = False
+    poisoned: Tuple[int, ...] = ()  # inputs an unsupported op computes
+
+
+class _Translator:
+    """One submodule's graph into its forward; `bound` gives the constants
+    of its inputs (by placeholder position), `extras` the qualified names of
+    the tied parameters it receives as extra arguments."""
+
+    def __init__(self, importer: "_Importer", fqn: str, graph,
+                 spec: _CallSpec):
+        self.imp, self.fqn, self.graph, self.spec = importer, fqn, graph, spec
+        self.ir = importer.modules[fqn]
+        self.values: Dict[object, object] = {}
+        self.extra_values: Dict[str, Value] = {}
+        self.consts: Dict[Tuple[str, bytes], Value] = {}
+        # SSA name → ("transpose", input, permutation) | ("reshape", input)
+        self.views: Dict[str, tuple] = {}
+        self.f: Optional[Forward] = None
+
+    # -- driving ---------------------------------------------------------
+    def run(self) -> None:
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        args: List[Tuple[str, TensorType]] = []
+        runtime_nodes = []
+        for i, node in enumerate(placeholders):
+            if i in self.spec.bound:
+                self.values[node] = self.spec.bound[i]
+                continue
+            if i in self.spec.poisoned:
+                # Computed by an unsupported op: the module is not called,
+                # its body is translated for its own issues only.
+                self.values[node] = _POISON
+                self.spec.failed = True
+                continue
+            try:
+                args.append((node.name, _argument_type(node.meta["val"])))
+            except UnsupportedModelError as e:
+                self.imp.issue(self.fqn, f"input '{node.name}': {e}", node)
+                self.spec.failed = True
+                return
+            runtime_nodes.append(node)
+        for name in self.spec.extras:
+            args.append((name, self.imp.state_type(name)))
+        self.ir.fwd = self.f = Forward(self.ir, args)
+        for node, arg in zip(runtime_nodes, self.f.args):
+            self.values[node] = arg
+        for name, arg in zip(self.spec.extras,
+                             self.f.args[len(runtime_nodes):]):
+            self.extra_values[name] = arg
+        self.runtime_args = {id(a): i for i, a in zip(
+            [i for i in range(len(placeholders)) if i not in self.spec.bound],
+            self.f.args)}
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            try:
+                self.visit(node)
+            except _Unsupported as e:
+                self.imp.issue(self.fqn, str(e), node)
+                self.values[node] = _POISON
+            except _Poisoned:
+                # Depends on an unsupported node: reported there.
+                self.values[node] = _POISON
+            except ValueError as e:  # an ir builder's shape check
+                what = getattr(node.target, "__name__", str(node.target))
+                self.imp.issue(self.fqn, f"{what}: {e}", node)
+                self.values[node] = _POISON
+
+    def arg(self, a):
+        if hasattr(a, "op") and hasattr(a, "graph"):  # an fx Node
+            value = self.values[a]
+            if value is _POISON:
+                raise _Poisoned()
+            return value
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.arg(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self.arg(v) for k, v in a.items()}
+        return a
+
+    def visit(self, node) -> None:
+        if node.op == "get_attr":
+            self.values[node] = self.read_state(node.target)
+        elif node.op == "call_module":
+            self.values[node] = self.call_module(node)
+        elif node.op == "call_function":
+            self.values[node] = self.call_function(node)
+        elif node.op == "output":
+            self.finish(node)
+        else:
+            raise _Unsupported(f"fx node kind '{node.op}'")
+
+    def finish(self, node) -> None:
+        outs = node.args[0]
+        single = not isinstance(outs, (list, tuple))
+        outs = [outs] if single else list(outs)
+        values = [self.arg(o) for o in outs]
+        template, results = [], []
+        for v in values:
+            if isinstance(v, Value) and id(v) in self.runtime_args:
+                template.append(("arg", self.runtime_args[id(v)]))
+            elif isinstance(v, Value):
+                template.append(("result", len(results)))
+                results.append(v)
+            elif _has_runtime(v):
+                raise _Unsupported("a module output nesting computed values")
+            else:
+                template.append(("const", v))
+        self.spec.outputs = template[0] if single else template
+        if self.fqn == "":
+            self.f.ret(*results)
+            return
+        if results:
+            self.f.ret(*results)
+        else:  # nothing computed at run time: the module is not called
+            self.ir.fwd = None
+
+    # -- state, constants ------------------------------------------------
+    def read_state(self, target: str):
+        kind, what = self.imp.resolve_attr(self.fqn, target)
+        if kind == "const":
+            return what
+        owner_path, _, leaf = what.rpartition(".")
+        if not _within(owner_path, self.fqn):
+            return self.extra_values[what]
+        owner = self.imp.modules[owner_path]
+        if leaf in owner.params:
+            return self.f.get_param(owner.params[leaf])
+        return self.f.get_buffer(owner.buffers[leaf])
+
+    def state_value(self, name: str) -> Value:
+        """A tied parameter a callee receives: read here or received."""
+        if name in self.extra_values:
+            return self.extra_values[name]
+        owner_path, _, leaf = name.rpartition(".")
+        owner = self.imp.modules[owner_path]
+        if leaf in owner.params:
+            return self.f.get_param(owner.params[leaf])
+        return self.f.get_buffer(owner.buffers[leaf])
+
+    def v(self, x, dtype=None) -> Value:
+        """`x` as an IR value: constants are materialised (in `dtype`, a
+        torch dtype, when given)."""
+        if isinstance(x, Value):
+            return x
+        return self.constant(x, dtype)
+
+    def constant(self, c, dtype=None) -> Value:
+        import torch
+        if not isinstance(c, torch.Tensor):
+            if not isinstance(c, (int, float)):
+                raise _Unsupported(f"a constant {type(c).__name__} where a "
+                                   "tensor is computed at run time")
+            c = torch.tensor(c, dtype=dtype or (
+                torch.int64 if isinstance(c, int) else torch.float32))
+        if dtype is not None:
+            c = c.to(dtype)
+        name = str(c.dtype).replace("torch.", "")
+        if name not in _CONST_DTYPES:
+            raise _Unsupported(
+                f"a constant {name} tensor of shape {list(c.shape)} reaches a "
+                "run-time op (constants are f32, i64 or i32)")
+        if any(d == 0 for d in c.shape):
+            raise _Unsupported(f"an empty constant of shape {list(c.shape)}")
+        t = TensorType(tuple(int(d) for d in c.shape), _CONST_DTYPES[name])
+        data = c.detach().contiguous().cpu().numpy().tobytes()
+        key = (str(t), data)
+        if key not in self.consts:
+            self.consts[key] = self.f.constant(t, data)
+        return self.consts[key]
+
+    # -- data movement ---------------------------------------------------
+    def transpose(self, x: Value, perm: Sequence[int]) -> Value:
+        """x.permute(perm); a permute of a permute is one permute of the
+        first's input (none when they cancel, as the [B, H, T, D] ↔
+        [B, T, H, D] transposes around nn.attention do)."""
+        perm = [p % x.type.rank for p in perm]
+        if perm == list(range(x.type.rank)):
+            return x
+        origin = self.views.get(x.name)
+        if origin is not None and origin[0] == "transpose":
+            return self.transpose(origin[1], [origin[2][p] for p in perm])
+        y = self.f.transpose(x, perm)
+        self.views[y.name] = ("transpose", x, perm)
+        return y
+
+    def reshape(self, x: Value, shape: Sequence[int]) -> Value:
+        """x.reshape(shape); a reshape of a reshape reshapes the first's
+        input. (The ops this leaves unused are dropped when the train step
+        is built.)"""
+        if tuple(shape) == x.type.shape:
+            return x
+        origin = self.views.get(x.name)
+        if origin is not None and origin[0] == "reshape":
+            return self.reshape(origin[1], shape)
+        y = self.f.reshape(x, list(shape))
+        self.views[y.name] = ("reshape", x)
+        return y
+
+    # -- calls -----------------------------------------------------------
+    def call_module(self, node):
+        if node.kwargs:
+            raise _Unsupported(f"submodule '{node.target}' called with "
+                               "keyword arguments")
+        fqn = _join(self.fqn, node.target)
+        args, poisoned = [], False
+        for a in node.args:
+            try:
+                args.append(self.arg(a))
+            except _Poisoned:
+                args.append(_POISON)
+                poisoned = True
+        spec = self.imp.call(fqn, args, node)
+        if poisoned or spec.failed or spec.outputs is None:
+            raise _Poisoned()  # their own issues say why
+        callee = self.imp.modules[fqn]
+        results = []
+        if callee.fwd is not None:
+            if callee.fwd.results is None:
+                raise _Poisoned()
+            ins = [args[i] for i in spec.runtime] + [
+                self.state_value(n) for n in spec.extras]
+            results = self.f.call_results(callee, *ins)
+
+        def output(entry):
+            if entry[0] == "result":
+                return results[entry[1]]
+            if entry[0] == "arg":
+                return args[entry[1]]
+            return entry[1]
+        if isinstance(spec.outputs, tuple):
+            return output(spec.outputs)
+        return [output(e) for e in spec.outputs]
+
+    def call_function(self, node):
+        if node.target is operator.getitem:
+            seq, index = node.args
+            return self.arg(seq)[index]
+        name = getattr(node.target, "__name__", str(node.target))
+        if name in _NOOPS:
+            return None
+        try:
+            args = self.arg(list(node.args))
+            kwargs = self.arg(dict(node.kwargs))
+        except _Poisoned:
+            if name not in _OPS:  # reported even after an unsupported input
+                raise _Unsupported(f"unsupported op {name}") from None
+            raise
+        if name in _LIKE and isinstance(args[0], Value):
+            import torch
+            fake = node.args[0].meta["val"]
+            args[0] = torch.zeros(tuple(fake.shape), dtype=fake.dtype)
+        if not _has_runtime(args) and not _has_runtime(kwargs) and \
+                not name.startswith(_RANDOM):
+            try:
+                return node.target(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - said as an issue
+                raise _Unsupported(f"cannot evaluate {name} on its constant "
+                                   f"inputs: {type(e).__name__}: {e}")
+        handler = _OPS.get(name)
+        if handler is None:
+            raise _Unsupported(f"unsupported op {name}")
+        try:
+            return handler(self, node, node.meta.get("val"), *args, **kwargs)
+        except TypeError as e:  # an argument the table does not know
+            raise _Unsupported(f"{name} with arguments the importer does "
+                               f"not handle ({e})") from None
+
+
+class _Importer:
+    def __init__(self, module, exported, unflat):
+        import torch
+        self.torch = torch
+        self.module = module
+        self.originals = dict(module.named_modules())
+        self.unflat = dict(unflat.named_modules())
+        self.graphs = {fqn: m.graph for fqn, m in self.unflat.items()
+                       if hasattr(m, "graph")}
+        self.issues: List[_Issue] = []
+        self.modules: Dict[str, Module] = {}
+        self.specs: Dict[str, _CallSpec] = {}
+        self.state_names: Dict[int, str] = {}
+        self.non_persistent = set()
+        for name, p in module.named_parameters():
+            self.state_names.setdefault(id(p), name)
+        for name, b in module.named_buffers():
+            owner, _, leaf = name.rpartition(".")
+            if id(b) not in self.state_names and \
+                    leaf in self.originals[owner]._non_persistent_buffers_set:
+                self.non_persistent.add(name)
+            self.state_names.setdefault(id(b), name)
+        self.build_tree()
+        self.needs_memo: Dict[str, List[str]] = {}
+
+    def issue(self, fqn: str, what: str, node) -> None:
+        self.issues.append(_Issue(fqn, what, _source_line(node)))
+
+    def build_tree(self) -> None:
+        root = Module("root", type(self.module).__name__)
+        self.modules[""] = root
+        declared = set()
+        for fqn, mod in self.originals.items():
+            if fqn:
+                parent, _, leaf = fqn.rpartition(".")
+                self.modules[fqn] = self.modules[parent].add(
+                    Module(leaf, type(mod).__name__))
+            ir = self.modules[fqn]
+            for name, p in mod.named_parameters(recurse=False):
+                if id(p) in declared:
+                    continue  # tied: declared where named_parameters() names it
+                declared.add(id(p))
+                ir.param(name, _tensor_type(p), _default_init(mod, name, p.shape),
+                         requires_grad=p.requires_grad)
+            for name, b in mod.named_buffers(recurse=False):
+                if name in mod._non_persistent_buffers_set or id(b) in declared:
+                    continue
+                declared.add(id(b))
+                ir.buffer(name, _tensor_type(b), Init.zeros)
+
+    def resolve_attr(self, fqn: str, target: str):
+        """A get_attr of module `fqn`: ("state", qualified name of the
+        parameter or persistent buffer) or ("const", its tensor)."""
+        owner_path, _, leaf = _join(fqn, target).rpartition(".")
+        original = self.originals.get(owner_path)
+        obj = getattr(original, leaf, None) if original is not None else None
+        if not _is_tensor(obj):  # a constant torch.export lifted
+            obj = getattr(self.unflat[owner_path], leaf)
+        canonical = self.state_names.get(id(obj))
+        if canonical is None or canonical in self.non_persistent:
+            return "const", obj.detach()
+        return "state", canonical
+
+    def state_type(self, name: str) -> TensorType:
+        owner_path, _, leaf = name.rpartition(".")
+        owner = self.modules[owner_path]
+        s = owner.params.get(leaf) or owner.buffers[leaf]
+        return s.type
+
+    def needs(self, fqn: str) -> List[str]:
+        """Parameters declared outside `fqn`'s subtree that its forward or
+        a callee's reads: its extra arguments, in first-read order."""
+        if fqn in self.needs_memo:
+            return self.needs_memo[fqn]
+        self.needs_memo[fqn] = []  # (no recursion through cycles)
+        out: List[str] = []
+        graph = self.graphs.get(fqn)
+        for node in (graph.nodes if graph is not None else []):
+            names: List[str] = []
+            if node.op == "get_attr":
+                kind, what = self.resolve_attr(fqn, node.target)
+                if kind == "state":
+                    names = [what]
+            elif node.op == "call_module":
+                names = self.needs(_join(fqn, node.target))
+            for name in names:
+                if not _within(name.rpartition(".")[0], fqn) and \
+                        name not in out:
+                    out.append(name)
+        self.needs_memo[fqn] = out
+        return out
+
+    def call(self, fqn: str, args: List[object], node) -> _CallSpec:
+        """Translates `fqn` for a call with `args` (values or constants),
+        the first time; later calls must bind the same constants."""
+        bound = {i: a for i, a in enumerate(args)
+                 if a is not _POISON and not isinstance(a, Value)}
+        runtime = [i for i in range(len(args)) if i not in bound]
+        spec = self.specs.get(fqn)
+        if spec is None:
+            spec = _CallSpec(bound, runtime, self.needs(fqn), poisoned=tuple(
+                i for i, a in enumerate(args) if a is _POISON))
+            self.specs[fqn] = spec
+            _Translator(self, fqn, self.graphs[fqn], spec).run()
+            return spec
+        if spec.runtime != runtime or not all(
+                _same_constant(spec.bound[i], bound[i]) for i in bound):
+            self.issue(fqn, "called again with other constant arguments "
+                       "(a module's constant inputs are bound in its "
+                       "forward)", node)
+            return _CallSpec({}, [], [], failed=True)
+        return spec
+
+    def translate_root(self) -> None:
+        spec = _CallSpec({}, [], [])
+        self.specs[""] = spec
+        _Translator(self, "", self.graphs[""], spec).run()
+
+
+def _decompose_unhandled(exported):
+    """The program with every op the table does not handle but PyTorch's
+    decompositions break down into ATen ops (glu, hardswish, and the
+    activations below) decomposed; the ops the table maps themselves
+    (linear, SDPA, layer_norm: fused nn ops) stay whole."""
+    import torch
+    from torch._decomp import core_aten_decompositions, get_decompositions
+    aten = torch.ops.aten
+
+    def name(op):
+        return f"{op._schema.name.split('::')[-1]}.{op._overloadname}"
+    used = {node.target for node in exported.graph.nodes
+            if node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)}
+    decompositions = core_aten_decompositions()
+    decompositions.update(get_decompositions([
+        aten.leaky_relu, aten.hardtanh, aten.elu, aten.softplus,
+        aten.hardsigmoid, aten.mish]))
+    table = {op: fn for op, fn in decompositions.items()
+             if isinstance(op, torch._ops.OpOverload) and name(op) not in _OPS}
+    if not any(op in table for op in used):
+        return exported
+    return exported.run_decompositions(table)
+
+
+def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None
+               ) -> Model:
+    """The `fsdp.model` of `module` called on `example_inputs` (one rank's
+    micro-batch); see the module docstring. Raises UnsupportedModelError
+    listing every construct it cannot translate."""
+    import torch
+    try:
+        exported = _decompose_unhandled(
+            torch.export.export(module, tuple(example_inputs)))
+        unflat = torch.export.unflatten(exported)
+    except Exception as e:  # torch.export's refusal, said as such
+        kind = type(e).__name__
+        raise UnsupportedModelError(
+            f"torch.export cannot trace the model ({kind}): "
+            + str(e).strip().splitlines()[0]
+            + "\n  data-dependent control flow and dynamic shapes are not "
+              "supported; the inputs' shapes are fixed") from None
+    imp = _Importer(module, exported, unflat)
+    imp.translate_root()
+    for fqn, ir in imp.modules.items():  # (else explained by the issues)
+        if ir.fwd is not None and ir.fwd.results is None and not imp.issues:
+            imp.issues.append(_Issue(fqn, "its forward was not completed", ""))
+    if imp.issues:
+        raise UnsupportedModelError(
+            f"cannot import {type(module).__name__}: {len(imp.issues)} "
+            "unsupported construct(s):\n" + "\n".join(map(str, imp.issues)))
+    root = imp.modules[""]
+    results = root.fwd.results if root.fwd is not None else []
+    if not results or results[0].shape != () or results[0].dtype not in (
+            "f32", "bf16", "f16"):
+        raise UnsupportedModelError(
+            f"the forward of {type(module).__name__} must return the scalar "
+            f"loss first; it returns {[str(t) for t in results]}")
+    model_name = name or type(module).__name__.lower()
+    return Model(model_name, root, header=[
+        f"Imported from the torch module {type(module).__module__}."
+        f"{type(module).__name__} by fsdp_mlir.from_torch (torch.export)."])

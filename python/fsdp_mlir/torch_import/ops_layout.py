@@ -1,0 +1,234 @@
+"""Layout and indexing: views and reshapes, transposes, expand, cat,
+split / chunk / unbind, slice / narrow / select, pad, index_select,
+advanced indexing and gather by constant indices (nn.embedding of the
+selected elements, so the gradient scatters back), and the ops that copy
+or alias (no-ops here)."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict
+
+from ..ir import Value
+from .common import _Unsupported, _float, _out_type, _shape
+
+
+def _t(t, node, out, x):
+    return t.transpose(x, [1, 0]) if x.type.rank == 2 else x
+
+
+def _view(t, node, out, x, *shape):
+    if tuple(_shape(out)) == x.type.shape:
+        return x
+    return t.reshape(x, _shape(out))
+
+
+def _transpose(t, node, out, x, d0, d1):
+    perm = list(range(x.type.rank))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return t.transpose(x, perm)
+
+
+def _permute(t, node, out, x, perm):
+    return t.transpose(x, perm)
+
+
+def _split(t, node, out, x, size, dim=0):
+    dim %= x.type.rank
+    n = x.type.shape[dim]
+    sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    return t.f.split(x, sizes, dim)
+
+
+def _chunk(t, node, out, x, chunks, dim=0):
+    """torch.chunk: pieces of ceil(n / chunks), the last one smaller."""
+    n = x.type.shape[dim % x.type.rank]
+    return _split(t, node, out, x, -(-n // chunks), dim)
+
+
+def _split_with_sizes(t, node, out, x, sizes, dim=0):
+    return t.f.split(x, list(sizes), dim)
+
+
+def _unbind(t, node, out, x, dim=0):
+    dim %= x.type.rank
+    n = x.type.shape[dim]
+    parts = t.f.split(x, [1] * n, dim) if n > 1 else [x]
+    return [t.reshape(p, _shape(o)) for p, o in zip(parts, out)]
+
+
+def _expand(t, node, out, x, *rest, **kwargs):
+    shape = _shape(out)
+    if tuple(shape) == x.type.shape:
+        return x
+    _float(t, x, "expand")
+    return t.f.op("nn.broadcast", [x], [x.type.with_shape(shape)],
+                  form="to")[0]
+
+
+def _broadcast_tensors(t, node, out, tensors):
+    return [_expand(t, node, o, t.v(x)) for x, o in zip(tensors, out)]
+
+
+def _cat(t, node, out, tensors, dim=0):
+    # torch.cat skips empty constants (a KV cache's initial state).
+    values = [t.v(x, out.dtype) for x in tensors
+              if isinstance(x, Value) or x.numel()]
+    if len(values) == 1:
+        return values[0]
+    for v in values:
+        _float(t, v, "cat")
+    dim %= len(out.shape)
+    return t.f.op("nn.concat", values, [_out_type(out)],
+                  f"dim = {dim} : i64")[0]
+
+
+def _slice(t, node, out, x, dim=0, start=None, end=None, step=1):
+    if step != 1:
+        raise _Unsupported(f"slice with step {step}")
+    dim %= x.type.rank
+    n = x.type.shape[dim]
+    start = 0 if start is None else start
+    end = n if end is None else end
+    start = min(max(start + n if start < 0 else start, 0), n)
+    end = min(max(end + n if end < 0 else end, 0), n)
+    if start == 0 and end == n:
+        return x
+    if end <= start:
+        raise _Unsupported("slice to an empty tensor")
+    return t.f.slice(x, dim, start, end)
+
+
+def _narrow(t, node, out, x, dim, start, length):
+    return _slice(t, node, out, x, dim, start, start + length)
+
+
+def _select(t, node, out, x, dim, index):
+    """x[..., index, ...]: a one-wide slice without its dimension (ViT's
+    class token, sequence_output[:, 0])."""
+    dim %= x.type.rank
+    index %= x.type.shape[dim]
+    return t.reshape(t.f.slice(x, dim, index, index + 1), _shape(out))
+
+
+def _index_select(t, node, out, x, dim, index):
+    """x.index_select(dim, index) as a table lookup: nn.embedding of x's
+    slices along `dim` (moved to the front by a transpose, the rest
+    flattened), whose backward, the scatter-add of the selected slices'
+    gradients, is index_select's; the result is moved back."""
+    x = t.v(x)
+    rank = x.type.rank
+    dim %= rank
+    perm = [dim] + [d for d in range(rank) if d != dim]
+    moved = x if dim == 0 else t.transpose(x, perm)
+    rest = [x.type.shape[d] for d in perm[1:]]
+    table = moved if rank == 2 else t.reshape(
+        moved, [x.type.shape[dim], math.prod(rest)])
+    picked = t.f.embedding(t.v(index), table)
+    if dim == 0:
+        return t.reshape(picked, _shape(out))
+    picked = t.reshape(picked, [_shape(out)[dim]] + rest)
+    return t.transpose(picked, [perm.index(d) for d in range(rank)])
+
+
+def _index(t, node, out, x, indices):
+    """x[i0, i1, ...] (advanced indexing). With constant indices (HF's
+    attention masks index the padding mask by arange grids) the positions
+    are PyTorch's own indexing of an arange of x's elements, gathered by
+    nn.embedding from x as a column (so the gradient scatters back); one
+    run-time index on dimension 0 is index_select."""
+    x = _float(t, t.v(x), "indexing")
+    given = [i for i in indices if i is not None]
+    if len(given) == 1 and isinstance(indices[0], Value):
+        return _index_select(t, node, out, x, 0, indices[0])
+    if any(isinstance(i, Value) for i in given):
+        raise _Unsupported("indexing by several tensors computed at run time")
+    return _take(t, x, _elements(x)[tuple(indices)], out)
+
+
+def _elements(x: Value):
+    """x's flat element positions, in x's shape."""
+    import torch
+    return torch.arange(x.type.numel).reshape(x.type.shape)
+
+
+def _take(t, x: Value, positions, out):
+    """The elements of x at constant flat positions (out's shape), by
+    nn.embedding from x as a column: the gradient scatters back."""
+    if positions.numel() == 0:
+        raise _Unsupported("indexing that selects nothing")
+    column = t.reshape(x, [x.type.numel, 1])
+    picked = t.f.embedding(t.constant(positions.reshape(-1)), column)
+    return t.reshape(picked, _shape(out))
+
+
+def _gather(t, node, out, x, dim, index, sparse_grad=False):
+    """torch.gather by a constant index: positions from PyTorch's own
+    gather of an arange of x's elements, as for indexing."""
+    x = _float(t, t.v(x), "gather")
+    if isinstance(index, Value):
+        raise _Unsupported("gather by an index computed at run time")
+    return _take(t, x, _elements(x).gather(dim, index), out)
+
+
+def _pad(t, node, out, x, pad, mode="constant", value=None):
+    if mode != "constant":
+        raise _Unsupported(f"pad with mode {mode!r}")
+    value = 0.0 if value is None else float(value)
+    for i in range(0, len(pad), 2):
+        low, high = pad[i], pad[i + 1]
+        if low < 0 or high < 0:
+            raise _Unsupported("pad by a negative amount")
+        if low or high:
+            x = t.f.pad(x, x.type.rank - 1 - i // 2, low, high, value)
+    return x
+
+
+def _constant_pad_nd(t, node, out, x, pad, value=0):
+    return _pad(t, node, out, x, pad, "constant", value)
+
+
+def _identity(t, node, out, x, *args, **kwargs):
+    return x
+
+
+def _detach(t, node, out, x):
+    raise _Unsupported("detach of a value computed at run time (no "
+                       "stop-gradient op)")
+
+
+OPS: Dict[str, Callable] = {
+    "t.default": _t,
+    "view.default": _view,
+    "reshape.default": _view,
+    "_unsafe_view.default": _view,
+    "flatten.using_ints": _view,
+    "unsqueeze.default": _view,
+    "squeeze.default": _view,
+    "squeeze.dim": _view,
+    "squeeze.dims": _view,
+    "transpose.int": _transpose,
+    "permute.default": _permute,
+    "expand.default": _expand,
+    "broadcast_to.default": _expand,
+    "broadcast_tensors.default": _broadcast_tensors,
+    "cat.default": _cat,
+    "concat.default": _cat,
+    "split.Tensor": _split,
+    "chunk.default": _chunk,
+    "split_with_sizes.default": _split_with_sizes,
+    "unbind.int": _unbind,
+    "slice.Tensor": _slice,
+    "narrow.default": _narrow,
+    "select.int": _select,
+    "index_select.default": _index_select,
+    "index.Tensor": _index,
+    "gather.default": _gather,
+    "pad.default": _pad,
+    "constant_pad_nd.default": _constant_pad_nd,
+    "clone.default": _identity,
+    "contiguous.default": _identity,
+    "alias.default": _identity,
+    "lift_fresh_copy.default": _identity,
+    "detach.default": _detach,
+    "detach_.default": _detach,
+}

@@ -1,0 +1,249 @@
+"""Element-wise ops and masks: arithmetic with broadcasting or by a
+scalar, the comparisons, where / masked_fill and the logical ops of masks
+(run-time bool tensors are f32 masks of 1 and 0: common._as_f32), the
+activations and math functions, dropout, and casts (to / _to_copy)."""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from ..ir import Value
+from .common import (_Unsupported, _as_f32, _dtype, _float, _is_tensor,
+                     _keep_either, _mask_not, _scalar, _shape)
+
+
+def _compact(t, c, other: Value, out):
+    """The constant `c` reduced to size 1 along the dimensions where it
+    repeats, as long as broadcasting with `other` still gives `out`."""
+    import torch
+    shape = _shape(out)
+    # A mask op's bool result is an f32 mask here.
+    c = c.to(torch.float32 if out.dtype == torch.bool else out.dtype)
+    rank = len(shape)
+    oshape = [1] * (rank - other.type.rank) + list(other.type.shape)
+    for d in range(c.dim()):
+        full = rank - c.dim() + d
+        if c.shape[d] > 1 and oshape[full] == shape[full]:
+            first = c.narrow(d, 0, 1)
+            if torch.equal(c, first.expand_as(c)):
+                c = first
+    return c
+
+
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _elementwise(t, op: str, a, b, out):
+    """a `op` b with at most one side constant or a Python scalar."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        raise _Unsupported(f"{op} without a run-time operand")
+    # 0-d constant tensors act as scalars.
+    a = a.item() if _is_tensor(a) and a.dim() == 0 else a
+    b = b.item() if _is_tensor(b) and b.dim() == 0 else b
+    f = t.f
+    build = ((lambda p, q: f.compare(op, p, q)) if op in _COMPARISONS
+             else getattr(f, op))
+    if isinstance(a, Value) and isinstance(b, Value):
+        if a.type.dtype != b.type.dtype:
+            raise _Unsupported(f"{op} of {a.type.dtype} and {b.type.dtype}")
+        _float(t, a, op)
+        return build(a, b)
+    x, s = (a, b) if isinstance(a, Value) else (b, a)
+    _float(t, x, op)
+    if _is_tensor(s):  # a constant tensor: broadcast by the op
+        c = t.constant(_compact(t, s, x, out))
+        return build(a if x is a else c, b if x is b else c)
+    if isinstance(s, bool) or not isinstance(s, (int, float)):
+        raise _Unsupported(f"{op} with a {type(s).__name__} operand")
+    s = float(s)
+    if op in ("maximum", "minimum") + _COMPARISONS:  # no scalar form
+        c = _scalar(t, s, x.type.dtype)
+        return build(a if x is a else c, b if x is b else c)
+    if op == "mul":
+        return x if s == 1.0 else f.scale(x, s)
+    if op == "div":
+        if x is a:
+            return x if s == 1.0 else f.scale(x, 1.0 / s)
+        return f.div(_scalar(t, s, x.type.dtype), x)
+    if op == "add":
+        return x if s == 0.0 else f.add(x, _scalar(t, s, x.type.dtype))
+    # sub
+    if x is a:
+        return x if s == 0.0 else f.add(x, _scalar(t, -s, x.type.dtype))
+    return f.add(f.scale(x, -1.0), _scalar(t, s, x.type.dtype))
+
+
+def _binary(op):
+    def build(t, node, out, a, b, alpha=1, rounding_mode=None):
+        if rounding_mode is not None:
+            raise _Unsupported(f"div with rounding_mode={rounding_mode!r}")
+        if alpha != 1:
+            if isinstance(b, (int, float)):
+                b = b * alpha
+            else:
+                b = (t.f.scale(b, float(alpha)) if isinstance(b, Value)
+                     else b * alpha)
+        return _elementwise(t, op, a, b, out)
+    return build
+
+
+def _compare(op):
+    def build(t, node, out, a, b):
+        return _elementwise(t, op, _as_f32(t, a), _as_f32(t, b), out)
+    return build
+
+
+def _where(t, node, out, cond, x, y):
+    """torch.where in the result's type."""
+    m = _as_f32(t, cond)
+    if not isinstance(m, Value):  # a constant condition, run-time branches
+        m = t.constant(m)
+    return _keep_either(t, m, x, y, _dtype(out.dtype))
+
+
+def _masked_fill(t, node, out, x, mask, value):
+    return _where(t, node, out, mask, value, x)
+
+
+def _on_masks(what, build):
+    """A logical op of masks (bitwise ~, &, | of bool tensors too)."""
+    def handler(t, node, out, *args):
+        import torch
+        if out.dtype != torch.bool:
+            raise _Unsupported(f"{what} of {str(out.dtype)[6:]} tensors "
+                               "(only of bool masks)")
+        return build(t, out, *[_as_f32(t, a) for a in args])
+    return handler
+
+
+_logical_not = _on_masks("not", lambda t, out, x: _mask_not(t, x))
+_logical_and = _on_masks(
+    "and", lambda t, out, a, b: _elementwise(t, "mul", a, b, out))
+_logical_or = _on_masks(
+    "or", lambda t, out, a, b: _elementwise(t, "maximum", a, b, out))
+
+
+def _rsub(t, node, out, x, other, alpha=1):
+    """other - alpha * x."""
+    if alpha != 1:
+        x = t.f.scale(x, float(alpha)) if isinstance(x, Value) else x * alpha
+    return _elementwise(t, "sub", other, x, out)
+
+
+def _neg(t, node, out, x):
+    return t.f.scale(_float(t, x, "neg"), -1.0)
+
+
+def _gelu(t, node, out, x, approximate="none"):
+    return t.f.gelu(x, approximate=approximate)
+
+
+def _dropout(t, node, out, x, p, train):
+    return t.f.dropout(t.v(x), p) if train and p else x
+
+
+def _unary(method):
+    def build(t, node, out, x):
+        return getattr(t.f, method)(_float(t, x, method))
+    return build
+
+
+def _pow(t, node, out, x, exponent):
+    if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
+        raise _Unsupported("pow with a tensor exponent")
+    if exponent == 1:
+        return x
+    return t.f.pow(_float(t, x, "pow"), float(exponent))
+
+
+def _clamp(t, node, out, x, min=None, max=None):
+    for bound in (min, max):
+        if bound is not None and not isinstance(bound, (int, float)):
+            raise _Unsupported("clamp with tensor bounds")
+    if min is None and max is None:
+        return x
+    return t.f.clamp(_float(t, x, "clamp"),
+                     None if min is None else float(min),
+                     None if max is None else float(max))
+
+
+def _clamp_min(t, node, out, x, min):
+    return _clamp(t, node, out, x, min=min)
+
+
+def _clamp_max(t, node, out, x, max):
+    return _clamp(t, node, out, x, max=max)
+
+
+def _to(t, node, out, x, *args, **kwargs):
+    """to / _to_copy: a cast when the dtype changes (to bool: x != 0, a
+    mask)."""
+    import torch
+    if out.dtype == torch.bool:
+        return t.f.compare("ne", _as_f32(t, x), _scalar(t, 0.0, "f32"))
+    want = _dtype(out.dtype)
+    if want == x.type.dtype:
+        return x
+    if want not in ("f32", "bf16", "f16"):
+        raise _Unsupported(f"cast of {x.type.dtype} to {want}")
+    return t.f.cast(x, want)
+
+
+OPS: Dict[str, Callable] = {
+    "add.Tensor": _binary("add"),
+    "add.Scalar": _binary("add"),
+    "sub.Tensor": _binary("sub"),
+    "sub.Scalar": _binary("sub"),
+    "mul.Tensor": _binary("mul"),
+    "mul.Scalar": _binary("mul"),
+    "div.Tensor": _binary("div"),
+    "div.Scalar": _binary("div"),
+    "div.Tensor_mode": _binary("div"),
+    "maximum.default": _binary("maximum"),
+    "minimum.default": _binary("minimum"),
+    **{f"{c}.{k}": _compare(c) for c in _COMPARISONS
+       for k in ("Tensor", "Scalar")},
+    "where.self": _where,
+    "where.ScalarSelf": _where,
+    "where.ScalarOther": _where,
+    "where.Scalar": _where,
+    "masked_fill.Scalar": _masked_fill,
+    "masked_fill.Tensor": _masked_fill,
+    "logical_not.default": _logical_not,
+    "bitwise_not.default": _logical_not,
+    "logical_and.default": _logical_and,
+    "bitwise_and.Tensor": _logical_and,
+    "logical_or.default": _logical_or,
+    "bitwise_or.Tensor": _logical_or,
+    "__and__.Tensor": _logical_and,
+    "__or__.Tensor": _logical_or,
+    "__invert__.default": _logical_not,
+    "rsub.Scalar": _rsub,
+    "rsub.Tensor": _rsub,
+    "neg.default": _neg,
+    "relu.default": _unary("relu"),
+    "silu.default": _unary("silu"),
+    "tanh.default": _unary("tanh"),
+    "sigmoid.default": _unary("sigmoid"),
+    "exp.default": _unary("exp"),
+    "log.default": _unary("log"),
+    "sqrt.default": _unary("sqrt"),
+    "rsqrt.default": _unary("rsqrt"),
+    "abs.default": _unary("abs"),
+    "pow.Tensor_Scalar": _pow,
+    "square.default": lambda t, node, out, x: _pow(t, node, out, x, 2),
+    # As exp(x) - 1 and log(1 + x): a few ulps off torch's near 0.
+    "expm1.default": lambda t, node, out, x: t.f.add(
+        t.f.exp(_float(t, x, "expm1")), _scalar(t, -1.0, x.type.dtype)),
+    "log1p.default": lambda t, node, out, x: t.f.log(
+        t.f.add(_float(t, x, "log1p"), _scalar(t, 1.0, x.type.dtype))),
+    "clamp.default": _clamp,
+    "clamp_min.default": _clamp_min,
+    "clamp_max.default": _clamp_max,
+    "gelu.default": _gelu,
+    "dropout.default": _dropout,
+    "to.dtype": _to,
+    "to.dtype_layout": _to,
+    "to.device": _to,
+    "_to_copy.default": _to,
+    "type_as.default": _to,
+}

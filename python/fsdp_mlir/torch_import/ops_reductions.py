@@ -1,0 +1,79 @@
+"""Ops that reduce along dimensions: sum / mean / var, the row-wise
+normalisations (softmax, layer_norm) and the losses (cross_entropy: mean,
+sum or none, ignore_index; mse_loss)."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict
+
+from .common import _Unsupported, _float
+
+
+def _layer_norm(t, node, out, x, shape, w=None, b=None, eps=1e-5,
+                cudnn_enable=True):
+    if len(shape) != 1:
+        raise _Unsupported("layer_norm over more than the last dimension")
+    return t.f.layer_norm(t.v(x), None if w is None else t.v(w),
+                          None if b is None else t.v(b), eps)
+
+
+def _softmax(t, node, out, x, dim, *rest):
+    return t.f.softmax(x, dim)
+
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
+                   ignore_index=-100, label_smoothing=0.0):
+    if weight is not None or label_smoothing:
+        raise _Unsupported("cross_entropy with class weights or label "
+                           "smoothing")
+    return t.f.cross_entropy(t.v(logits), t.v(targets),
+                             _REDUCTIONS[reduction],
+                             ignore_index=int(ignore_index))
+
+
+def _mse_loss(t, node, out, x, target, reduction=1):
+    return t.f.mse_loss(t.v(x), t.v(target, out.dtype),
+                        _REDUCTIONS[reduction])
+
+
+def _reduce(method):
+    def build(t, node, out, x, dims=None, keepdim=False, dtype=None):
+        if dtype is not None:
+            raise _Unsupported(f"{method} with a dtype")
+        dims = list(range(x.type.rank)) if dims is None else list(dims)
+        return getattr(t.f, method)(x, dims, keepdim)
+    return build
+
+
+def _var(t, node, out, x, dims=None, unbiased=True, keepdim=False,
+         correction=None):
+    """torch.var as mean((x - mean(x))^2) * n / (n - correction)."""
+    x = _float(t, x, "var")
+    dims = (list(range(x.type.rank)) if dims is None
+            else [d % x.type.rank for d in dims])
+    correction = (1 if unbiased else 0) if correction is None else correction
+    count = math.prod(x.type.shape[d] for d in dims)
+    if count - correction <= 0:
+        raise _Unsupported(f"var of {count} element(s) with correction "
+                           f"{correction}")
+    centered = t.f.sub(x, t.f.reduce_mean(x, dims, True))
+    squares = t.f.reduce_sum(t.f.mul(centered, centered), dims, keepdim)
+    return t.f.scale(squares, 1.0 / (count - correction))
+
+
+OPS: Dict[str, Callable] = {
+    "layer_norm.default": _layer_norm,
+    "softmax.int": _softmax,
+    "_softmax.default": _softmax,
+    "cross_entropy_loss.default": _cross_entropy,
+    "mse_loss.default": _mse_loss,
+    "sum.dim_IntList": _reduce("reduce_sum"),
+    "sum.default": _reduce("reduce_sum"),
+    "mean.dim": _reduce("reduce_mean"),
+    "mean.default": _reduce("reduce_mean"),
+    "var.correction": _var,
+    "var.dim": _var,
+}
