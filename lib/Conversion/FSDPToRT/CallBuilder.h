@@ -1,5 +1,4 @@
-//===- CallBuilder.h - the runtime calls of a lowered step -------*- C++
-//-*-===//
+//===- CallBuilder.h - the runtime calls of a lowered step ------*- C++ -*-===//
 //
 // What the per-op emitters (KernelCalls.cpp, CollectiveCalls.cpp) build a
 // call with: cached constants, tensors as (buffer, byte offset) once the
@@ -104,6 +103,10 @@ int32_t dtypeOf(Value tensor);
 /// Emits the runtime call(s) of a compute op; fails if it has none
 /// (KernelCalls.cpp).
 LogicalResult emitKernel(CallBuilder &calls, Operation *op);
+
+/// Whether emitKernel has an emitter for ops named `name`: read from the
+/// table it dispatches through, so the two cannot disagree.
+bool hasKernelEmitter(OperationName name);
 
 /// Emits the runtime call(s) of an optimizer op and returns true, or false
 /// for any other op (OptimizerCalls.cpp).
