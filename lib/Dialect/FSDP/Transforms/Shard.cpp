@@ -1,4 +1,11 @@
-//===- Shard.cpp - flat parameters, sharded over the mesh ------------------===//
+//===- Shard.cpp - flat parameters, sharded over the mesh -----------------===//
+//
+// fsdp-shard: each unit's parameters as flat parameters sharded over the
+// mesh, the unsharded train step rewritten to gather them, reduce their
+// gradients to the local shard and update the shards. StepSharder::run
+// names the phases in order.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Clipping.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
@@ -85,6 +92,9 @@ SmallVector<Value> microBatchTerms(Value grad) {
   return terms;
 }
 
+/// Rewrites one unsharded train step into its sharded form, phase by phase
+/// in the order run() calls them; each phase leaves its results in the
+/// members the later ones read.
 class StepSharder {
 public:
   StepSharder(ModelOp model, func::FuncOp step, MeshAttr mesh,
@@ -95,7 +105,28 @@ public:
   LogicalResult run();
 
 private:
+  /// The optimizer ops of the unsharded step: each parameter's update, its
+  /// state names, whether the step clips or scales the loss.
+  void collectUpdates();
   LogicalResult computeFlatParams();
+  /// Rank-local units cannot be clipped nor loss-scaled together.
+  LogicalResult checkUnits();
+  /// The sharded function with its new signature, and the old arguments it
+  /// keeps mapped to its own.
+  void createSignature();
+  /// Every unit gathered at the start and its parameters viewed.
+  void gatherUnits();
+  void gather(FlatParam &flat, Value shard);
+  /// The forward and backward, unchanged.
+  void cloneForwardBackward();
+  /// Each unit's gradient reduced to the local shard.
+  void reduceGradients();
+  Value reduceGradient(const FlatParam &flat);
+  /// Loss scaling and clipping on the shards, then the updates.
+  void emitOptimizer();
+  /// The results, and the unsharded step replaced.
+  void emitReturn();
+
   Value sumOverShardGroup(Value scalar, Location loc);
   Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
   Value unscale(SmallVectorImpl<Value> &shardGrads, Location loc);
@@ -113,6 +144,33 @@ private:
   SmallVector<FlatParam> flats, frozenFlats;
   /// The unsharded step's update of each parameter it trains, by name.
   llvm::StringMap<Operation *> updates;
+
+  // What the unsharded step does (collectUpdates).
+  Operation *anyUpdate = nullptr;
+  bool clipping = false, lossScaling = false;
+  SmallVector<std::string> stateNames;
+
+  // The sharded step (createSignature): its arguments are the trainable
+  // flat parameters' shards, the frozen ones' from firstFrozen, the
+  // optimizer state from firstState, then the arguments kept.
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  unsigned firstFrozen = 0, firstState = 0;
+  func::FuncOp sharded;
+  Block *body = nullptr;
+  IRMapping mapping;
+
+  // The gather (gatherUnits): the old argument of each parameter by name,
+  // and the casts to the param dtype the gathered views replace.
+  llvm::StringMap<unsigned> oldParamArg;
+  Type paramDtype;
+  llvm::SmallPtrSet<Operation *, 16> replaced;
+
+  /// Each trainable flat parameter's reduced gradient (reduceGradients).
+  SmallVector<Value> shardGrads;
+  // The optimizer's results (emitOptimizer).
+  Value foundInf, gradNorm, next;
+  SmallVector<Value> newShards, newStates;
 };
 
 LogicalResult StepSharder::computeFlatParams() {
@@ -136,8 +194,8 @@ LogicalResult StepSharder::computeFlatParams() {
       Type element = param.getTensorType().getElementType();
       if (flat.elementType && flat.elementType != element)
         return unit.emitOpError("is an FSDP unit whose ")
-               << (flat.frozen ? "frozen" : "trainable")
-               << " parameters mix " << flat.elementType << " and " << element
+               << (flat.frozen ? "frozen" : "trainable") << " parameters mix "
+               << flat.elementType << " and " << element
                << "; a flat parameter has one dtype (wrap them separately)";
       flat.elementType = element;
       flat.params.push_back(param);
@@ -164,8 +222,8 @@ Value StepSharder::sumOverShardGroup(Value scalar, Location loc) {
   if (mesh.getShard() == 1)
     return scalar;
   Type f32 = builder.getF32Type();
-  Value vector = nn::ReshapeOp::create(
-      builder, loc, RankedTensorType::get({1}, f32), scalar);
+  Value vector = nn::ReshapeOp::create(builder, loc,
+                                       RankedTensorType::get({1}, f32), scalar);
   Value total = AllReduceOp::create(
       builder, loc, vector.getType(), vector, mesh,
       MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
@@ -182,9 +240,9 @@ Value StepSharder::sumOverShardGroup(Value scalar, Location loc) {
 /// GradScaler's unscale_ on the shards; the found-inf flag, non-zero on
 /// every rank when any rank's shard holds an inf or NaN.
 Value StepSharder::unscale(SmallVectorImpl<Value> &shardGrads, Location loc) {
-  Value found = emitUnscaleGrads(
-      builder, loc, shardGrads,
-      [&](Operation *op, int i) { tagUpdate(op, i); });
+  Value found =
+      emitUnscaleGrads(builder, loc, shardGrads,
+                       [&](Operation *op, int i) { tagUpdate(op, i); });
   return sumOverShardGroup(found, loc);
 }
 
@@ -196,9 +254,9 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
   auto overShardGroup = [&](Value sumSq) {
     return sumOverShardGroup(sumSq, loc);
   };
-  return emitClipGradNorm(
-      builder, loc, shardGrads, clip.getMaxNormAttr(), overShardGroup,
-      [&](Operation *op, int i) { tagUpdate(op, i); });
+  return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
+                          overShardGroup,
+                          [&](Operation *op, int i) { tagUpdate(op, i); });
 }
 
 /// An update's lr scale and weight decay.
@@ -240,12 +298,21 @@ static NamedAttrList groupAttrs(const FlatParam &flat,
 LogicalResult StepSharder::run() {
   if (step->hasAttr(kMeshAttr))
     return emitStepError(step) << "is already sharded";
-  Location loc = step.getLoc();
-  MLIRContext *context = step.getContext();
+  collectUpdates();
+  if (failed(computeFlatParams()) || failed(checkUnits()))
+    return failure();
+  createSignature();
+  gatherUnits();
+  cloneForwardBackward();
+  reduceGradients();
+  emitOptimizer();
+  emitReturn();
+  return success();
+}
 
+void StepSharder::collectUpdates() {
   // The optimizer ops of the unsharded step give the hyper-parameters and
   // each parameter's gradient and state.
-  Operation *anyUpdate = nullptr;
   for (Operation &op : step.getBody().front())
     if (isa<SGDStepOp, AdamWStepOp>(op)) {
       auto arg = cast<BlockArgument>(op.getOperand(0));
@@ -253,15 +320,22 @@ LogicalResult StepSharder::run() {
                   .getValue()] = &op;
       anyUpdate = &op;
     }
-  if (failed(computeFlatParams()))
-    return failure();
-  bool clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
-  bool lossScaling = !step.getBody().getOps<FoundNonfiniteOp>().empty();
+  clipping = !step.getBody().getOps<ClipGradNormOp>().empty();
+  lossScaling = !step.getBody().getOps<FoundNonfiniteOp>().empty();
+  unsigned statesPerParam = anyUpdate ? anyUpdate->getNumResults() - 1 : 0;
+  for (unsigned a = 0; a < step.getNumArguments(); ++a)
+    if (auto name = step.getArgAttrOfType<StringAttr>(a, kStateArg))
+      if (stateNames.size() < statesPerParam)
+        stateNames.push_back(name.getValue().rsplit('.').second.str());
+}
+
+LogicalResult StepSharder::checkUnits() {
   for (FlatParam &flat : flats) {
     if (clipping && flat.rankLocal)
-      return flat.module.emitOpError("is a rank-local unit: its gradient "
-                                     "differs between ranks, so there is no "
-                                     "single norm for clip-grad-norm to clip to"),
+      return flat.module.emitOpError(
+                 "is a rank-local unit: its gradient "
+                 "differs between ranks, so there is no "
+                 "single norm for clip-grad-norm to clip to"),
              failure();
     if (lossScaling && flat.rankLocal)
       return flat.module.emitOpError(
@@ -270,18 +344,13 @@ LogicalResult StepSharder::run() {
                  "not cover a rank-local unit's"),
              failure();
   }
-  unsigned statesPerParam = anyUpdate ? anyUpdate->getNumResults() - 1 : 0;
-  SmallVector<std::string> stateNames;
-  for (unsigned a = 0; a < step.getNumArguments(); ++a)
-    if (auto name = step.getArgAttrOfType<StringAttr>(a, kStateArg))
-      if (stateNames.size() < statesPerParam)
-        stateNames.push_back(name.getValue().rsplit('.').second.str());
+  return success();
+}
 
+void StepSharder::createSignature() {
   // New signature: the local shards of the units' trainable flat
   // parameters, then of their frozen ones, the trainable ones' optimizer
   // state, then the step count, buffers and inputs unchanged.
-  SmallVector<Type> argTypes;
-  SmallVector<DictionaryAttr> argAttrs;
   SmallVector<int> keptArgs; // old argument index per new argument, or -1
   auto addFlatArg = [&](const FlatParam &flat) {
     SmallVector<Attribute> names;
@@ -305,16 +374,17 @@ LogicalResult StepSharder::run() {
   };
   for (const FlatParam &flat : flats)
     addFlatArg(flat);
-  unsigned firstFrozen = argTypes.size();
+  firstFrozen = argTypes.size();
   for (const FlatParam &flat : frozenFlats)
     addFlatArg(flat);
-  unsigned firstState = argTypes.size();
+  firstState = argTypes.size();
   for (const FlatParam &flat : flats)
     for (const std::string &state : stateNames) {
       argTypes.push_back(flat.shardType());
-      argAttrs.push_back(builder.getDictionaryAttr({
-          builder.getNamedAttr(kFlatParamArg, builder.getStringAttr(flat.unit)),
-          builder.getNamedAttr(kFlatStateArg, builder.getStringAttr(state))}));
+      argAttrs.push_back(builder.getDictionaryAttr(
+          {builder.getNamedAttr(kFlatParamArg,
+                                builder.getStringAttr(flat.unit)),
+           builder.getNamedAttr(kFlatStateArg, builder.getStringAttr(state))}));
       keptArgs.push_back(-1);
     }
   for (unsigned a = 0; a < step.getNumArguments(); ++a) {
@@ -326,96 +396,108 @@ LogicalResult StepSharder::run() {
   }
 
   builder.setInsertionPointAfter(step);
-  auto sharded = func::FuncOp::create(builder, loc, step.getName(),
-                                      builder.getFunctionType(argTypes, {}));
+  sharded = func::FuncOp::create(builder, step.getLoc(), step.getName(),
+                                 builder.getFunctionType(argTypes, {}));
   sharded.setAllArgAttrs(argAttrs);
   sharded->setDiscardableAttrs(step->getDiscardableAttrDictionary());
   sharded->setAttr(kMeshAttr, mesh);
   sharded->setAttr(kStrategyAttr,
                    ShardingStrategyAttr::get(builder.getContext(), strategy));
-  Block *body = sharded.addEntryBlock();
+  body = sharded.addEntryBlock();
   builder.setInsertionPointToStart(body);
 
-  IRMapping mapping;
   for (auto [newIndex, oldIndex] : llvm::enumerate(keptArgs))
     if (oldIndex >= 0)
       mapping.map(step.getArgument(oldIndex), body->getArgument(newIndex));
+}
 
+void StepSharder::gatherUnits() {
   // Gather every unit at the start and view its parameters (the naive
   // schedule fsdp-insert-collectives refines).
-  llvm::StringMap<unsigned> oldParamArg;
   for (unsigned a = 0; a < step.getNumArguments(); ++a)
     if (auto name = step.getArgAttrOfType<StringAttr>(a, kParamArg))
       oldParamArg[name.getValue()] = a;
   // Mixed precision: a unit whose parameters are only read through casts to
   // the param dtype is cast as a shard and gathered in that dtype (half the
   // bytes for bf16); the casts' results become the views.
-  Type paramDtype = getPolicyDtype(step, kParamDtypeKey);
-  llvm::SmallPtrSet<Operation *, 16> replaced;
-  auto gather = [&](FlatParam &flat, Value shard) {
-    Type gatherType = flat.elementType;
-    SmallVector<SmallVector<nn::CastOp>> casts;
-    bool castOnly = paramDtype && paramDtype != flat.elementType;
-    for (ParamOp param : flat.params) {
-      casts.emplace_back();
-      for (Operation *user :
-           step.getArgument(oldParamArg[qualifiedName(param)]).getUsers()) {
-        if (getPhase(user) == kOptimizer)
-          continue; // The update is rebuilt on the f32 shard.
-        auto cast = dyn_cast<nn::CastOp>(user);
-        if (cast && cast.getType().getElementType() == paramDtype)
-          casts.back().push_back(cast);
-        else
-          castOnly = false;
-      }
-    }
-    Value full = shard;
-    if (castOnly) {
-      gatherType = paramDtype;
-      full = nn::CastOp::create(builder, loc, flat.shardType().clone(gatherType),
-                                full);
-      tagOp(full.getDefiningOp(), flat.unit, kForward);
-    }
-    if (flat.mesh.getShard() > 1) {
-      auto unshard = UnshardOp::create(
-          builder, loc,
-          TokenType::get(context, flat.fullType().clone(gatherType)), full,
-          builder.getStringAttr(flat.unit), flat.mesh);
-      auto wait = WaitOp::create(builder, loc, unshard);
-      tagOp(unshard, flat.unit, kForward);
-      tagOp(wait, flat.unit, kForward);
-      full = wait;
-    }
-    for (auto [param, offset, paramCasts] :
-         llvm::zip(flat.params, flat.offsets, casts)) {
-      auto view = ViewOp::create(
-          builder, loc, param.getTensorType().clone(gatherType), full, offset);
-      tagOp(view, flat.unit, kForward);
-      if (!castOnly) {
-        mapping.map(step.getArgument(oldParamArg[qualifiedName(param)]), view);
-        continue;
-      }
-      for (nn::CastOp cast : paramCasts) {
-        mapping.map(cast.getResult(), view);
-        replaced.insert(cast);
-      }
-    }
-  };
+  paramDtype = getPolicyDtype(step, kParamDtypeKey);
   for (auto [i, flat] : llvm::enumerate(flats))
     gather(flat, body->getArgument(i));
   for (auto [i, flat] : llvm::enumerate(frozenFlats))
     gather(flat, body->getArgument(firstFrozen + i));
+}
 
-  // The forward and backward, unchanged.
+void StepSharder::gather(FlatParam &flat, Value shard) {
+  Location loc = step.getLoc();
+  MLIRContext *context = step.getContext();
+  Type gatherType = flat.elementType;
+  SmallVector<SmallVector<nn::CastOp>> casts;
+  bool castOnly = paramDtype && paramDtype != flat.elementType;
+  for (ParamOp param : flat.params) {
+    casts.emplace_back();
+    for (Operation *user :
+         step.getArgument(oldParamArg[qualifiedName(param)]).getUsers()) {
+      if (getPhase(user) == kOptimizer)
+        continue; // The update is rebuilt on the f32 shard.
+      auto cast = dyn_cast<nn::CastOp>(user);
+      if (cast && cast.getType().getElementType() == paramDtype)
+        casts.back().push_back(cast);
+      else
+        castOnly = false;
+    }
+  }
+  Value full = shard;
+  if (castOnly) {
+    gatherType = paramDtype;
+    full = nn::CastOp::create(builder, loc, flat.shardType().clone(gatherType),
+                              full);
+    tagOp(full.getDefiningOp(), flat.unit, kForward);
+  }
+  if (flat.mesh.getShard() > 1) {
+    auto unshard = UnshardOp::create(
+        builder, loc,
+        TokenType::get(context, flat.fullType().clone(gatherType)), full,
+        builder.getStringAttr(flat.unit), flat.mesh);
+    auto wait = WaitOp::create(builder, loc, unshard);
+    tagOp(unshard, flat.unit, kForward);
+    tagOp(wait, flat.unit, kForward);
+    full = wait;
+  }
+  for (auto [param, offset, paramCasts] :
+       llvm::zip(flat.params, flat.offsets, casts)) {
+    auto view = ViewOp::create(
+        builder, loc, param.getTensorType().clone(gatherType), full, offset);
+    tagOp(view, flat.unit, kForward);
+    if (!castOnly) {
+      mapping.map(step.getArgument(oldParamArg[qualifiedName(param)]), view);
+      continue;
+    }
+    for (nn::CastOp cast : paramCasts) {
+      mapping.map(cast.getResult(), view);
+      replaced.insert(cast);
+    }
+  }
+}
+
+void StepSharder::cloneForwardBackward() {
   for (Operation &op : step.getBody().front())
     if (getPhase(&op) != kOptimizer && !isa<func::ReturnOp>(op) &&
         !replaced.contains(&op))
       builder.clone(op, mapping);
+}
 
+void StepSharder::reduceGradients() {
   // Each unit's gradient, flattened and reduced to the local shard in the
   // reduce dtype, then in the parameter's dtype for the optimizer. Unless
   // the step is no_sync, each micro-batch's gradient is reduced on its own
   // and the shards summed (PyTorch's default); no_sync reduces the sum once.
+  for (const FlatParam &flat : flats)
+    shardGrads.push_back(reduceGradient(flat));
+}
+
+Value StepSharder::reduceGradient(const FlatParam &flat) {
+  Location loc = step.getLoc();
+  MLIRContext *context = step.getContext();
   Type reduceDtype = getPolicyDtype(step, kReduceDtypeKey);
   auto policy = step->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
   bool keepLowPrecisionGrads =
@@ -423,93 +505,90 @@ LogicalResult StepSharder::run() {
   auto gradSync = step->getAttrOfType<GradSyncAttr>(kGradSyncAttr);
   bool reducePerMicroBatch =
       !gradSync || gradSync.getValue() == GradSync::every_micro_batch;
-  SmallVector<Value> shardGrads;
-  for (const FlatParam &flat : flats) {
-    Type reduceType = reduceDtype ? reduceDtype : flat.elementType;
-    // terms[p][k]: parameter p's gradient from the k-th reduction.
-    SmallVector<Value> wholeGrads;
-    SmallVector<SmallVector<Value>> terms;
-    for (ParamOp param : flat.params) {
-      Operation *update = updates.lookup(qualifiedName(param));
-      Value grad = unclippedGrad(update->getOperand(1));
-      wholeGrads.push_back(grad);
-      terms.push_back(reducePerMicroBatch ? microBatchTerms(grad)
-                                          : SmallVector<Value>{grad});
-    }
-    // A parameter no micro-batch reaches has one (zero) term; the unit's
-    // gradient is then reduced once.
-    if (llvm::any_of(terms, [&](auto &t) {
-          return t.size() != terms.front().size();
-        }))
-      for (auto [grad, paramTerms] : llvm::zip(wholeGrads, terms))
-        paramTerms = {grad};
-    size_t reductions = terms.front().size();
-
-    Value sum;
-    for (size_t k = 0; k < reductions; ++k) {
-      auto tag = [&](Value v) {
-        tagOp(v.getDefiningOp(), flat.unit, kBackward);
-        if (reductions > 1)
-          v.getDefiningOp()->setAttr(kMicroBatchAttr,
-                                     builder.getI64IntegerAttr(k));
-      };
-      SmallVector<Value> grads;
-      for (SmallVector<Value> &paramTerms : terms) {
-        Value grad = paramTerms[k];
-        // A gradient cast up from the reduce dtype is reduced before the
-        // cast.
-        if (auto up = grad.getDefiningOp<nn::CastOp>())
-          if (getElementTypeOrSelf(up.getInput().getType()) == reduceType)
-            grad = up.getInput();
-        Value mapped = mapping.lookup(grad);
-        if (getElementTypeOrSelf(mapped.getType()) != reduceType) {
-          mapped = nn::CastOp::create(
-              builder, loc,
-              cast<RankedTensorType>(mapped.getType()).clone(reduceType),
-              mapped);
-          tag(mapped);
-        }
-        grads.push_back(mapped);
-      }
-      Value reduced = FlattenOp::create(
-          builder, loc, flat.fullType().clone(reduceType), grads);
-      tag(reduced);
-      if (!flat.rankLocal) { // a rank-local gradient is not reduced
-        auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
-        reduced = ReduceGradsOp::create(
-            builder, loc, flat.shardType().clone(reduceType), reduced,
-            builder.getStringAttr(flat.unit), flat.mesh,
-            ReduceKindAttr::get(context, ReduceKind::sum),
-            builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
-        tag(reduced);
-      }
-      if (reduceType != flat.elementType && !keepLowPrecisionGrads) {
-        reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
-        tag(reduced);
-      }
-      if (sum) {
-        sum = nn::AddOp::create(builder, loc, sum, reduced);
-        tag(sum);
-        sum.getDefiningOp()->setAttr(kGradAccumulationAttr,
-                                     builder.getUnitAttr());
-      } else {
-        sum = reduced;
-      }
-    }
-    shardGrads.push_back(sum);
+  Type reduceType = reduceDtype ? reduceDtype : flat.elementType;
+  // terms[p][k]: parameter p's gradient from the k-th reduction.
+  SmallVector<Value> wholeGrads;
+  SmallVector<SmallVector<Value>> terms;
+  for (ParamOp param : flat.params) {
+    Operation *update = updates.lookup(qualifiedName(param));
+    Value grad = unclippedGrad(update->getOperand(1));
+    wholeGrads.push_back(grad);
+    terms.push_back(reducePerMicroBatch ? microBatchTerms(grad)
+                                        : SmallVector<Value>{grad});
   }
-  Value foundInf = lossScaling ? unscale(shardGrads, loc) : Value();
-  Value gradNorm = clipping ? reduceAndClip(shardGrads, loc) : Value();
+  // A parameter no micro-batch reaches has one (zero) term; the unit's
+  // gradient is then reduced once.
+  if (llvm::any_of(terms,
+                   [&](auto &t) { return t.size() != terms.front().size(); }))
+    for (auto [grad, paramTerms] : llvm::zip(wholeGrads, terms))
+      paramTerms = {grad};
+  size_t reductions = terms.front().size();
+
+  Value sum;
+  for (size_t k = 0; k < reductions; ++k) {
+    auto tag = [&](Value v) {
+      tagOp(v.getDefiningOp(), flat.unit, kBackward);
+      if (reductions > 1)
+        v.getDefiningOp()->setAttr(kMicroBatchAttr,
+                                   builder.getI64IntegerAttr(k));
+    };
+    SmallVector<Value> grads;
+    for (SmallVector<Value> &paramTerms : terms) {
+      Value grad = paramTerms[k];
+      // A gradient cast up from the reduce dtype is reduced before the
+      // cast.
+      if (auto up = grad.getDefiningOp<nn::CastOp>())
+        if (getElementTypeOrSelf(up.getInput().getType()) == reduceType)
+          grad = up.getInput();
+      Value mapped = mapping.lookup(grad);
+      if (getElementTypeOrSelf(mapped.getType()) != reduceType) {
+        mapped = nn::CastOp::create(
+            builder, loc,
+            cast<RankedTensorType>(mapped.getType()).clone(reduceType), mapped);
+        tag(mapped);
+      }
+      grads.push_back(mapped);
+    }
+    Value reduced = FlattenOp::create(builder, loc,
+                                      flat.fullType().clone(reduceType), grads);
+    tag(reduced);
+    if (!flat.rankLocal) { // a rank-local gradient is not reduced
+      auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
+      reduced = ReduceGradsOp::create(
+          builder, loc, flat.shardType().clone(reduceType), reduced,
+          builder.getStringAttr(flat.unit), flat.mesh,
+          ReduceKindAttr::get(context, ReduceKind::sum),
+          builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+      tag(reduced);
+    }
+    if (reduceType != flat.elementType && !keepLowPrecisionGrads) {
+      reduced = nn::CastOp::create(builder, loc, flat.shardType(), reduced);
+      tag(reduced);
+    }
+    if (sum) {
+      sum = nn::AddOp::create(builder, loc, sum, reduced);
+      tag(sum);
+      sum.getDefiningOp()->setAttr(kGradAccumulationAttr,
+                                   builder.getUnitAttr());
+    } else {
+      sum = reduced;
+    }
+  }
+  return sum;
+}
+
+void StepSharder::emitOptimizer() {
+  Location loc = step.getLoc();
+  foundInf = lossScaling ? unscale(shardGrads, loc) : Value();
+  gradNorm = clipping ? reduceAndClip(shardGrads, loc) : Value();
 
   // The optimizer on local shards: the same update, elementwise.
   Value stepCount;
   for (unsigned a = 0; a < sharded.getNumArguments(); ++a)
     if (sharded.getArgAttr(a, kStepCountArg))
       stepCount = body->getArgument(a);
-  SmallVector<Value> newShards, newStates;
   for (auto [i, flat] : llvm::enumerate(flats)) {
-    SmallVector<Value> operands = {body->getArgument(i),
-                                   shardGrads[i]};
+    SmallVector<Value> operands = {body->getArgument(i), shardGrads[i]};
     for (unsigned s = 0; s < stateNames.size(); ++s)
       operands.push_back(
           body->getArgument(firstState + i * stateNames.size() + s));
@@ -530,7 +609,7 @@ LogicalResult StepSharder::run() {
     for (unsigned s = 0; s < stateNames.size(); ++s)
       newStates.push_back(update->getResult(1 + s));
   }
-  Value next = stepCount;
+  next = stepCount;
   if (stepCount) {
     Value one = arith::ConstantOp::create(
         builder, loc,
@@ -540,7 +619,10 @@ LogicalResult StepSharder::run() {
     tagOp(one.getDefiningOp(), "", kOptimizer);
     tagOp(next.getDefiningOp(), "", kOptimizer);
   }
+}
 
+void StepSharder::emitReturn() {
+  Location loc = step.getLoc();
   // Results: loss, [norm], shards, states, step count, buffers and outputs.
   auto oldReturn = cast<func::ReturnOp>(step.getBody().front().back());
   SmallVector<Value> results;
@@ -551,8 +633,8 @@ LogicalResult StepSharder::run() {
   };
   add(mapping.lookup(oldReturn.getOperand(0)), step.getResultAttrDict(0));
   if (gradNorm)
-    add(gradNorm, builder.getDictionaryAttr(
-                      builder.getNamedAttr(kGradNormResult, builder.getUnitAttr())));
+    add(gradNorm, builder.getDictionaryAttr(builder.getNamedAttr(
+                      kGradNormResult, builder.getUnitAttr())));
   if (foundInf)
     add(foundInf, builder.getDictionaryAttr(builder.getNamedAttr(
                       kFoundInfResult, builder.getUnitAttr())));
@@ -565,17 +647,18 @@ LogicalResult StepSharder::run() {
     add(next, builder.getDictionaryAttr(
                   builder.getNamedAttr(kStepCountArg, builder.getUnitAttr())));
   for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (step.getResultAttr(r, kBufferArg) || step.getResultAttr(r, kOutputResult))
+    if (step.getResultAttr(r, kBufferArg) ||
+        step.getResultAttr(r, kOutputResult))
       add(mapping.lookup(oldReturn.getOperand(r)), step.getResultAttrDict(r));
   func::ReturnOp::create(builder, loc, results);
-  sharded.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  sharded.setType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   sharded.setAllResultAttrs(resultAttrs);
   step.erase();
   // Gradients now reduced before their cast up are no longer cast.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
     if (isOpTriviallyDead(&op))
       op.erase();
-  return success();
 }
 
 struct ShardPass : public fsdp::impl::FSDPShardPassBase<ShardPass> {
