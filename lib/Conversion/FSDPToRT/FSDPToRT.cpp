@@ -250,7 +250,8 @@ static FailureOr<StepLayout> layOut(func::FuncOp step) {
   return *best;
 }
 
-/// The step's function type at the C ABI (see Program.h of the runtime).
+/// The step's function type at the C ABI (fsdprt_step_fn, the runtime's
+/// StepAbi.h).
 static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
   auto out = func::FuncOp::create(
       b, step.getLoc(), step.getSymName(),

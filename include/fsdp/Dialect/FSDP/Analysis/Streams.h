@@ -1,9 +1,9 @@
 //===- Streams.h - which stream runs each op of a scheduled step -*- C++ -*-===//
 //
-// PyTorch FSDP's three streams (Collectives.h): a collective runs on the
+// The step's streams (StreamKind, Collectives.h): a collective runs on the
 // stream its CollectiveOpInterface names, everything else on the compute
 // stream. The lowering emits the ops there; fsdp-report's step-time
-// prediction simulates the same three streams.
+// prediction simulates the same streams.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DIALECT_FSDP_ANALYSIS_STREAMS_H

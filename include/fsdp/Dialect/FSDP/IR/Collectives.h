@@ -1,12 +1,12 @@
-//===- Collectives.h - what a communicating op issues, and where -*- C++
-//-*-===//
+//===- Collectives.h - what a communicating op issues, and where *- C++ -*-===//
 //
-// The vocabulary of CollectiveOpInterface (FSDPOps.td): PyTorch FSDP's three
-// streams, the collective kinds, and one collective an op issues. An op
-// says once which collectives it is made of (fsdp.reduce_grads on a 2-D
-// mesh: a reduce-scatter over the shard group, then an all-reduce over the
-// replicate group) and on which stream; the report, the step-time model and
-// the lowering all read that.
+// The vocabulary of CollectiveOpInterface (FSDPOps.td): the step's streams
+// (PyTorch FSDP's compute, all-gather and reduce-scatter streams, and CPU
+// offload's copy and host streams), the collective kinds, and one
+// collective an op issues. An op says once which collectives it is made of
+// (fsdp.reduce_grads on a 2-D mesh: a reduce-scatter over the shard group,
+// then an all-reduce over the replicate group) and on which stream; the
+// report, the step-time model and the lowering all read that.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DIALECT_FSDP_IR_COLLECTIVES_H
