@@ -4,6 +4,10 @@
 // follows from their operands and attributes infer it (InferTypeOpAdaptor);
 // the textual form still spells result types so that IR reads on its own.
 //
+// Over 800 lines because ODS is declarative: every op is its signature and
+// its documentation, forward ops first, then their gradients (the VJPs are
+// in NNDifferentiation.cpp, the verifiers in NNOps.cpp and NNGradOps.cpp).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_DIALECT_NN_IR_NNOPS_TD
