@@ -1,6 +1,6 @@
 //===- Pipelines.cpp - the named fsdp pipeline -----------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
+#include "fsdp/Pipelines/Pipelines.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 

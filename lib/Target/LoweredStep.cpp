@@ -4,7 +4,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/RT/IR/RTOps.h"
-#include "fsdp/InitAll.h"
+#include "fsdp/InitAllDialects.h"
 #include "fsdp/rt/StepAbi.h"
 
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -12,7 +12,6 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/JSON.h"
-
 
 namespace mlir {
 namespace fsdp {

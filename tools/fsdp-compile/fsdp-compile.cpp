@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "driver/Program.h"
-#include "fsdp/InitAll.h"
+#include "fsdp/InitAllPasses.h"
 #include "fsdp/Target/LoweredStep.h"
 #include "fsdp/rt/StepAbi.h"
 

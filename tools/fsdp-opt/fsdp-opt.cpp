@@ -5,7 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/InitAll.h"
+#include "fsdp/InitAllDialects.h"
+#include "fsdp/InitAllPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"

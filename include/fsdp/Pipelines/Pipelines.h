@@ -1,7 +1,13 @@
 //===- Pipelines.h - the named fsdp pipeline ---------------------*- C++ -*-===//
+//
+// fsdp-pipeline: the passes of every stage, from auto-wrapping to the
+// runtime calls, with PyTorch FSDP's arguments as options. It spans the
+// fsdp passes and the conversions, so it sits above both (lib/Pipelines).
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
-#define FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
+#ifndef FSDP_PIPELINES_PIPELINES_H
+#define FSDP_PIPELINES_PIPELINES_H
 
 #include "fsdp/Conversion/Passes.h"
 
@@ -170,4 +176,4 @@ void registerFSDPPipelines();
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_DIALECT_FSDP_TRANSFORMS_PIPELINES_H
+#endif // FSDP_PIPELINES_PIPELINES_H

@@ -1,36 +1,23 @@
-//===- InitAll.h - Every dialect and pass of fsdp-mlir ----------*- C++ -*-===//
+//===- InitAllPasses.h - Every pass of fsdp-mlir ----------------*- C++ -*-===//
 //
-// What fsdp-opt and fsdp-compile register: our dialects and passes plus the
-// upstream ones the pipeline uses (as upstream's mlir/InitAllPasses.h).
+// What fsdp-opt and fsdp-compile register: our passes, conversions and
+// pipeline plus the upstream passes the pipeline uses (as upstream's
+// mlir/InitAllPasses.h), and the command-line hygiene around them.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_INITALL_H
-#define FSDP_INITALL_H
+#ifndef FSDP_INITALLPASSES_H
+#define FSDP_INITALLPASSES_H
 
 #include "fsdp/Conversion/Passes.h"
-#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Dialect/FSDP/Transforms/Pipelines.h"
-#include "fsdp/Dialect/NN/IR/NNDialect.h"
-#include "fsdp/Dialect/RT/IR/RTOps.h"
+#include "fsdp/Pipelines/Pipelines.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 
 namespace mlir {
 namespace fsdp {
-
-inline void registerAllFSDPDialects(DialectRegistry &registry) {
-  registry.insert<nn::NNDialect, FSDPDialect, rt::RTDialect, func::FuncDialect,
-                  arith::ArithDialect, LLVM::LLVMDialect>();
-  func::registerInlinerExtension(registry);
-}
 
 inline void registerAllFSDPPasses() {
   registerCanonicalizerPass();
@@ -56,4 +43,4 @@ inline void hideOptionsRegisteredSoFar(const llvm::StringSet<> &keep) {
 } // namespace fsdp
 } // namespace mlir
 
-#endif // FSDP_INITALL_H
+#endif // FSDP_INITALLPASSES_H
