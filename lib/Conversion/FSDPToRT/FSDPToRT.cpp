@@ -67,23 +67,15 @@ static GradientSlots flatGradientSlots(Block &body, const StepLayout &layout) {
 /// The transients' live spans in op indices, by owner: an op result (a
 /// gathered unit by its wait, gradients in flat slots by the flat gradient),
 /// live from its definition (the unshard, the first gradient) to its last
-/// use.
-using Spans = llvm::MapVector<Value, std::pair<int64_t, int64_t>>;
+/// use. The runtime uses of the shared walk (StorageLiveness.h), less what
+/// lives in the persistent or the host buffer.
+using Spans = StorageSpans;
 static Spans transientSpans(Block &body, const StepLayout &layout) {
-  llvm::DenseMap<Operation *, int64_t> index;
-  for (auto [i, op] : llvm::enumerate(body))
-    index[&op] = i;
-  Spans spans;
-  forEachStorageUse(body, layout, [&](Operation *op, Value root) {
-    if (isa<BlockArgument>(root) || layout.persistentOffset.count(root) ||
-        layout.hostOffset.count(root))
-      return;
-    int64_t i = index[op];
-    auto [it, inserted] = spans.insert({root, {i, i}});
-    if (!inserted) {
-      it->second.first = std::min(it->second.first, i);
-      it->second.second = std::max(it->second.second, i);
-    }
+  Spans spans = storageSpans(body, StorageUses::Runtime, &layout.flatSlots);
+  spans.remove_if([&](const auto &entry) {
+    Value root = entry.first;
+    return isa<BlockArgument>(root) || layout.persistentOffset.count(root) ||
+           layout.hostOffset.count(root);
   });
   return spans;
 }
@@ -94,7 +86,7 @@ static void planTransients(Block &body, StepLayout &layout) {
   std::vector<Interval> intervals;
   for (auto &[root, span] : spans)
     intervals.push_back(
-        {alignToArena(tensorBytes(root)), span.first, span.second});
+        {alignToArena(tensorBytes(root)), span.first, span.last});
   Placement plan = placeIntervals(intervals);
   layout.transients.clear();
   for (auto [i, entry] : llvm::enumerate(spans))
@@ -123,7 +115,7 @@ static GradientSlots chooseFlatSlots(Block &body, const StepLayout &copied,
   auto change = [&](const Spans &spans, Value root, int64_t sign) {
     auto it = spans.find(root);
     if (it != spans.end())
-      live.add(it->second.first, it->second.second,
+      live.add(it->second.first, it->second.last,
                sign * alignToArena(tensorBytes(root)));
   };
   for (auto &[root, span] : copiedSpans)
@@ -155,7 +147,7 @@ static GradientSlots chooseFlatSlots(Block &body, const StepLayout &copied,
   return chosen;
 }
 
-static FailureOr<StepLayout> layOut(func::FuncOp step) {
+FailureOr<StepLayout> fsdp::layOutStep(func::FuncOp step) {
   StepLayout layout;
   Block &body = step.getBody().front();
   auto place = [&](Value v) {
@@ -308,7 +300,7 @@ struct ConvertFSDPToRTPass
       return signalPassFailure();
     }
 
-    FailureOr<StepLayout> layout = layOut(step);
+    FailureOr<StepLayout> layout = layOutStep(step);
     if (failed(layout))
       return signalPassFailure();
     FailureOr<MachineProfile> profile =

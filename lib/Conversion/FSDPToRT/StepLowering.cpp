@@ -19,43 +19,6 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-/// Ops that only rename storage: they emit nothing.
-static bool isAliasOp(Operation *op) { return isa<ViewOp, nn::ReshapeOp>(op); }
-
-Value fsdp::storageRoot(Value tensor, const StepLayout &layout) {
-  for (;;) {
-    if (Value source = storageAliasOf(tensor)) {
-      tensor = source;
-      continue;
-    }
-    auto slot = layout.flatSlots.find(tensor);
-    if (slot == layout.flatSlots.end())
-      return tensor;
-    tensor = slot->second.first;
-  }
-}
-
-void fsdp::forEachStorageUse(Block &body, const StepLayout &layout,
-                             function_ref<void(Operation *, Value)> fn) {
-  auto rootOf = [&](Value v) { return storageRoot(v, layout); };
-  for (Operation &op : body) {
-    if (isAliasOp(&op) || isHostStepCounter(&op) || isa<func::ReturnOp>(op))
-      continue;
-    for (Value operand : op.getOperands())
-      if (!isa<fsdp::TokenType>(operand.getType()))
-        fn(&op, rootOf(operand));
-    for (Value result : op.getResults())
-      if (!isa<fsdp::TokenType>(result.getType()))
-        fn(&op, rootOf(result));
-    if (auto unshard = dyn_cast<UnshardOp>(op))
-      fn(&op, cast<WaitOp>(*unshard->getUsers().begin()).getResult());
-  }
-}
-
-bool fsdp::isStorageFree(Operation *op) {
-  return isAliasOp(op) || isHostStepCounter(op);
-}
-
 StepLowering::StepLowering(func::FuncOp step, const StepLayout &layout,
                            func::FuncOp out)
     : step(step), out(out), layout(layout), calls(out.getContext()),
@@ -136,14 +99,15 @@ LogicalResult StepLowering::run() {
     calls.bind(value, {host, offset});
 
   // Who touches each transient buffer, on which stream, and last.
-  forEachStorageUse(body, layout, [&](Operation *op, Value root) {
+  auto countUse = [&](Operation *op, Value root) {
     if (!layout.transients.count(root))
       return;
     Uses &u = uses[root];
     int64_t i = index[op];
     u.lastOnStream[int(streamOf(op))] = i;
     u.last = std::max(u.last, i);
-  });
+  };
+  forEachStorageUse(body, StorageUses::Runtime, &layout.flatSlots, countUse);
   auto stepOf = [&](Operation *op) { return int(streamOf(op)); };
   // Where each buffer is freed, and which other streams' last uses the
   // free must wait for (recorded right after those uses).
@@ -167,7 +131,7 @@ LogicalResult StepLowering::run() {
     for (Operation *user : v.getUsers()) {
       if (isHostStepCounter(user) || isa<func::ReturnOp>(user))
         continue;
-      if (isAliasOp(user)) {
+      if (isStorageRename(user)) {
         self(user->getResult(0), self, out);
         continue;
       }
@@ -175,7 +139,7 @@ LogicalResult StepLowering::run() {
     }
   };
   for (Operation &op : body) {
-    if (isAliasOp(&op) || isHostStepCounter(&op))
+    if (isStorageFree(&op))
       continue;
     for (Value result : op.getResults()) {
       SmallVector<int> readers;
@@ -190,7 +154,7 @@ LogicalResult StepLowering::run() {
     int64_t i = index[&op];
     if (isHostStepCounter(&op))
       continue;
-    if (isAliasOp(&op)) {
+    if (isStorageRename(&op)) {
       Value source = op.getOperand(0);
       TensorRef r = calls.ref(source);
       if (auto view = dyn_cast<ViewOp>(op))
@@ -260,10 +224,9 @@ LogicalResult StepLowering::run() {
 }
 
 LogicalResult StepLowering::emitOp(Operation *op) {
-  // A wait is where compute waits for the gather's event (as for any
-  // operand produced on another stream); the buffer was placed at the
-  // unshard. A reshard is the gathered buffer's last use: its free follows.
-  if (isa<WaitOp, ReshardOp, func::ReturnOp>(op))
+  // A wait, a reshard, the return: their effect is the stream waits and
+  // frees run() emits around them (StorageLiveness.h: emitsNothing).
+  if (emitsNothing(op))
     return success();
   calls.setOp(stream(current), loc);
   if (isa<CollectiveOpInterface>(op))

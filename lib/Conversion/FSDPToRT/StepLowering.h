@@ -1,11 +1,18 @@
-//===- StepLowering.h - rewriting one train step into rt ops -----*- C++
-//-*-===//
+//===- StepLowering.h - rewriting one train step into rt ops ----*- C++ -*-===//
+//
+// The lowering's view of a step: the layout decided before any op is
+// emitted (FSDPToRT.cpp) and the class that emits the rt ops in program
+// order (StepLowering.cpp). Storage roots and liveness are Analysis's
+// (StorageLiveness.h).
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
 #define FSDP_LIB_CONVERSION_FSDPTORT_STEPLOWERING_H
 
 #include "CallBuilder.h"
 
+#include "fsdp/Dialect/FSDP/Analysis/StorageLiveness.h"
 #include "fsdp/Dialect/FSDP/Analysis/Streams.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/RT/IR/RTOps.h"
@@ -36,10 +43,15 @@ struct StepLayout {
   llvm::MapVector<Value, Transient> transients;
   /// Gradients written in place into their unit's flat gradient (an
   /// fsdp.flatten result) at a byte offset, instead of being copied there.
-  llvm::DenseMap<Value, std::pair<Value, int64_t>> flatSlots;
+  FlatGradientSlots flatSlots;
   int64_t arenaBytes = 0;
   int64_t livePeakBytes = 0; // persistent + the transients' live peak
 };
+
+/// Where every tensor of a scheduled train step lives: the persistent and
+/// host buffers, the flat-gradient slots and the transients' plan
+/// (FSDPToRT.cpp). Fails with a diagnostic on a step the runner cannot use.
+FailureOr<StepLayout> layOutStep(func::FuncOp step);
 
 /// Rewrites the ops of a scheduled train step into a new function of rt
 /// ops. One instance per step.
@@ -86,19 +98,11 @@ private:
   OpBuilder::InsertPoint eventInsertPoint;
 };
 
-/// Calls fn(op, root) for every op that reads or writes the storage owned
-/// by `root` (aliases resolved); an unshard writes its gathered buffer,
-/// which is keyed by its wait's result.
-void forEachStorageUse(Block &body, const StepLayout &layout,
-                       function_ref<void(Operation *, Value)> fn);
-
-/// The value owning `tensor`'s storage: through views, reshapes, in-place
-/// updates and flat-gradient slots.
-Value storageRoot(Value tensor, const StepLayout &layout);
-
-/// Ops that own no storage and emit nothing: views, reshapes, the host-side
-/// step counter.
-bool isStorageFree(Operation *op);
+/// The value owning `tensor`'s storage under this layout: through views,
+/// reshapes, in-place updates and flat-gradient slots.
+inline Value storageRoot(Value tensor, const StepLayout &layout) {
+  return storageRoot(tensor, &layout.flatSlots);
+}
 
 /// The value the step returns with result attribute `name`, or null.
 Value returnedValue(func::FuncOp step, StringRef name);

@@ -1,8 +1,14 @@
-//===- StepReport.cpp - per-rank peak memory and collectives of a step ---===//
+//===- StepReport.cpp - per-rank peak memory and collectives of a step ----===//
+//
+// The analysis behind StepReport.h (the peak over the shared liveness walk,
+// sorted by kind; the collectives) and its text and JSON forms.
+//
+//===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Analysis/StepReport.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
+#include "fsdp/Dialect/FSDP/Analysis/StorageLiveness.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
@@ -74,10 +80,13 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
   report.profile = profile;
   report.time = predictStepTime(step, profile);
   Block &body = step.getBody().front();
+  std::vector<Operation *> ops;
   llvm::DenseMap<Operation *, int64_t> index;
-  for (auto [i, op] : llvm::enumerate(body))
-    index[&op] = i;
-  int64_t last = int64_t(index.size()) - 1;
+  for (Operation &op : body) {
+    index[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  int64_t last = int64_t(ops.size()) - 1;
 
   // Collectives in issue order; all of them in the step's own block.
   WalkResult nested = step.walk([&](Operation *op) {
@@ -102,32 +111,13 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
            tensorBytes(c.dataType)});
   }
 
-  // Lifetimes: from definition (an unshard's buffer from its issue) to the
-  // last use, extended through aliases; a gathered unit lives until its
-  // reshard; arguments and returned values for the whole step.
-  llvm::DenseMap<Value, int64_t> end;
-  auto extend = [&](Value v, int64_t i) {
-    int64_t &e = end[v];
-    e = std::max(e, i);
-  };
-  for (BlockArgument arg : body.getArguments())
-    end[arg] = last;
-  for (Operation &op : body) {
-    for (Value result : op.getResults())
-      end.try_emplace(result, index[&op]);
-    for (Value operand : op.getOperands())
-      extend(operand, index[&op]);
-    if (isa<func::ReturnOp>(op))
-      for (Value operand : op.getOperands())
-        extend(operand, last);
-  }
-  for (Operation &op : llvm::reverse(body))
-    for (OpResult result : op.getResults())
-      if (Value source = storageAliasOf(result))
-        extend(source, end[result]);
-
-  // Host memory (CPU offload) is held for the whole step, outside the
-  // device's peak.
+  // Lifetimes from the shared walk (StorageLiveness.h), every op counted:
+  // a storage from its definition (an unshard's buffer from its issue) to
+  // its last use through aliases (the return for what the step returns);
+  // arguments for the whole step. A gathered unit is counted until its
+  // reshard, even where a view of it is read later (the lowering frees it
+  // after that read). Host memory (CPU offload) is held for the whole step,
+  // outside the device's peak.
   std::vector<Allocation> allocations;
   auto allocate = [&](Value v, int64_t start, int64_t stop) {
     Allocation a{tensorBytes(v.getType()), start, stop, categoryOf(v, step)};
@@ -138,25 +128,17 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
   };
   for (BlockArgument arg : body.getArguments())
     allocate(arg, -1, last);
-  for (Operation &op : body) {
-    for (OpResult result : op.getResults()) {
-      if (storageAliasOf(result) || isa<TokenType>(result.getType()))
-        continue;
-      int64_t start = index[&op];
-      int64_t stop = end[result];
-      if (auto wait = dyn_cast<WaitOp>(op)) {
-        start = index[wait.getToken().getDefiningOp()];
-        for (Operation *user : wait->getUsers())
-          if (isa<ReshardOp>(user))
-            stop = index[user];
-      }
-      allocate(result, start, stop);
-    }
+  for (auto &[root, span] : storageSpans(body, StorageUses::AllOps)) {
+    if (isa<BlockArgument>(root))
+      continue;
+    int64_t stop = span.last;
+    if (isa<WaitOp>(root.getDefiningOp()))
+      for (Operation *user : root.getUsers())
+        if (isa<ReshardOp>(user))
+          stop = index[user];
+    allocate(root, span.first, stop);
   }
 
-  std::vector<Operation *> ops;
-  for (Operation &op : body)
-    ops.push_back(&op);
   // Live bytes at each point (-1 .. last) as a running sum of starts and
   // ends: linear in the step's size. The peak is the first point of the
   // maximum.

@@ -1,8 +1,13 @@
 //===- StepTime.cpp - predicted step time of a scheduled step -------------===//
+//
+// The cost model of StepTime.h: named machine profiles, the seconds of one
+// op on its stream, and the simulation of the step's streams.
+//
+//===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Analysis/StepTime.h"
 
-#include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
+#include "fsdp/Dialect/FSDP/Analysis/StorageLiveness.h"
 #include "fsdp/Dialect/FSDP/Analysis/Streams.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
@@ -69,7 +74,6 @@ FailureOr<MachineProfile> fsdp::namedMachineProfile(StringRef name,
 
 namespace {
 
-
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -131,10 +135,10 @@ double ringSeconds(double bytes, int64_t ranks, int passes,
 }
 
 /// Seconds of one op on its stream; negative for ops that emit nothing
-/// (renames of storage, markers, the host's step counter).
+/// (StorageLiveness.h: renames of storage, markers, the host's step
+/// counter).
 double secondsOf(Operation *op, const MachineProfile &p) {
-  if (isa<ViewOp, nn::ReshapeOp, WaitOp, ReshardOp, func::ReturnOp>(op) ||
-      isHostStepCounter(op))
+  if (emitsNothing(op))
     return -1;
   double overhead = p.opOverheadUs * 1e-6;
   // A collective op: its ring collectives, an all-reduce being two passes

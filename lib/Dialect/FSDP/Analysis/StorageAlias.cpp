@@ -1,10 +1,17 @@
 //===- StorageAlias.cpp - results that reuse an operand's storage ---------===//
+//
+// What an op says through StorageAliasOpInterface, plus the conditions only
+// the step can decide: whether a dead operand is really dead here, and the
+// integer counters (arith.addi, not our op) updated in place.
+//
+//===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Analysis/StorageAlias.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
+#include "fsdp/Interfaces/StorageAliasOpInterface.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,7 +21,7 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 /// Whether `op` is the last to read `value`'s storage: every other reader
-/// of it, or of a view sharing it (reshapes), comes before `op` in its
+/// of it, or of a rename sharing it (a reshape), comes before `op` in its
 /// block, and the storage is an activation an nn op computed (not an
 /// argument, a constant or a gathered parameter). Readers in other blocks
 /// count as later.
@@ -31,7 +38,8 @@ static bool isLastReader(Operation *op, Value value) {
     for (Operation *user : v.getUsers()) {
       if (user == op)
         continue;
-      if (isa<nn::ReshapeOp>(user)) {
+      if (auto alias = dyn_cast<StorageAliasOpInterface>(user);
+          alias && alias.isStorageRename()) {
         shared.push_back(user->getResult(0));
         continue;
       }
@@ -43,37 +51,22 @@ static bool isLastReader(Operation *op, Value value) {
 }
 
 Value fsdp::storageAliasOf(Value result) {
-  Operation *op = result.getDefiningOp();
-  if (!op)
+  auto opResult = dyn_cast<OpResult>(result);
+  if (!opResult)
     return {};
-  if (auto view = dyn_cast<ViewOp>(op))
-    return view.getFlat();
-  if (auto reshape = dyn_cast<nn::ReshapeOp>(op))
-    return reshape.getInput();
-  unsigned n = cast<OpResult>(result).getResultNumber();
-  if (isa<SGDStepOp>(op)) // (param, momentum_buffer)
-    return op->getOperand(n == 0 ? 0 : 2);
-  if (isa<AdamWStepOp>(op)) // (param, exp_avg, exp_avg_sq)
-    return op->getOperand(n == 0 ? 0 : 1 + n);
-  // Batch norm's new running statistics, updated in place in training mode
-  // (as F.batch_norm does) and unchanged in eval mode.
-  if (isa<nn::BatchNormOp>(op) && n > 0)
-    return op->getOperand(2 + n);
+  Operation *op = opResult.getOwner();
+  unsigned n = opResult.getResultNumber();
+  if (auto alias = dyn_cast<StorageAliasOpInterface>(op)) {
+    OpOperand *operand = alias.getReusedOperand(n);
+    if (!operand ||
+        (alias.reusesOnlyDeadOperand(n) && !isLastReader(op, operand->get())))
+      return {};
+    return operand->get();
+  }
+  // Counters: arith.addi is upstream's op, so it is recognised here.
   if (auto add = dyn_cast<arith::AddIOp>(op))
     if (isCounterIncrement(add))
       return add.getLhs();
-  // The logits' gradient overwrites the logits when nothing reads them
-  // afterwards (a language model's head, whose backward reads its input
-  // and weight): the kernels read a row before writing it. Saves a
-  // logits-sized buffer at the step's peak.
-  Value logits;
-  if (auto grad = dyn_cast<nn::CrossEntropyGradOp>(op))
-    logits = grad.getLogits();
-  if (auto fused = dyn_cast<nn::CrossEntropyWithGradOp>(op); fused && n == 1)
-    logits = fused.getLogits();
-  if (logits && result.getType() == logits.getType() &&
-      isLastReader(op, logits))
-    return logits;
   return {};
 }
 

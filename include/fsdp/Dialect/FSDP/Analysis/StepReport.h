@@ -1,12 +1,12 @@
-//===- StepReport.h - per-rank peak memory and collectives of a step -*- C++
-//-*-===//
+//===- StepReport.h - per-rank peak memory and collectives ------*- C++ -*-===//
 //
 // What a sharded, scheduled train step costs each rank, before launch: the
-// peak of its live tensors (liveness over the step's single block, aliases
-// followed, a gathered unit live from its all-gather's issue to its
-// reshard) with a breakdown by kind, every collective in issue order, and
-// the predicted step time (StepTime.h). fsdp-report prints it; the lowering
-// puts it, led by the arena plan, in the program description.
+// peak of its live tensors (the liveness walk of StorageLiveness.h over the
+// step's single block, aliases followed, a gathered unit live from its
+// all-gather's issue to its reshard) with a breakdown by kind, every
+// collective in issue order, and the predicted step time (StepTime.h).
+// fsdp-report prints it; the lowering puts it, led by the arena plan, in the
+// program description.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DIALECT_FSDP_ANALYSIS_STEPREPORT_H

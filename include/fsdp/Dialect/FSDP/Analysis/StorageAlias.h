@@ -4,8 +4,10 @@
 // name: views of a flat parameter, reshapes, and the in-place updates
 // (optimizer steps on their parameter and state, batch norm's running
 // statistics, integer counters, the cross-entropy gradient over logits
-// nothing reads afterwards). The report's liveness and the lowering's memory plan both
-// follow them, so they agree on what is allocated.
+// nothing reads afterwards). The ops say so through StorageAliasOpInterface;
+// integer counters (arith.addi) are recognised here. StorageLiveness.h
+// follows these aliases for the report's liveness and the lowering's memory
+// plan, so they agree on what is allocated.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_DIALECT_FSDP_ANALYSIS_STORAGEALIAS_H

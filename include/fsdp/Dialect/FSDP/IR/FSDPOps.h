@@ -5,6 +5,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/Collectives.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Interfaces/StorageAliasOpInterface.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -4,6 +4,7 @@
 #define FSDP_DIALECT_FSDP_IR_FSDPOPS_TD
 
 include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
+include "fsdp/Interfaces/StorageAliasOpInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -405,7 +406,8 @@ def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads", [
 def FSDP_StepCount : 0DTensorOf<[I64]>;
 def FSDP_Scalar : 0DTensorOf<[F32]>;
 
-def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure, AttrSizedOperandSegments]> {
+def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface>]> {
   let summary = "one torch.optim.SGD update of a parameter (or a shard of it)";
   let description = [{
     PyTorch's SGD exactly: g = grad + weight_decay·param; with momentum, the
@@ -455,7 +457,8 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure]> {
+def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface>]> {
   let summary = "one torch.optim.AdamW update of a parameter (or a shard of it)";
   let description = [{
     PyTorch's AdamW (amsgrad off): with t = step + 1, param ·= 1 − lr·wd;
@@ -556,7 +559,8 @@ def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,
 // Flat parameters
 //===----------------------------------------------------------------------===//
 
-def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
+def FSDP_ViewOp : FSDP_Op<"view", [Pure,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
   let summary = "an original parameter inside a unit's full flat parameter";
   let description = [{
     The elements [offset, offset + numel) of `flat`, with the parameter's

@@ -14,6 +14,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "fsdp/Interfaces/DifferentiableOpInterface.h"
+#include "fsdp/Interfaces/StorageAliasOpInterface.h"
 
 #include "fsdp/Dialect/NN/IR/NNEnums.h.inc"
 

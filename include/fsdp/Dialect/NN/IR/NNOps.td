@@ -15,6 +15,7 @@
 
 include "fsdp/Dialect/NN/IR/NNBase.td"
 include "fsdp/Interfaces/DifferentiableOpInterface.td"
+include "fsdp/Interfaces/StorageAliasOpInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -298,7 +299,8 @@ def NN_RMSNormOp : NN_PureOp<"rms_norm", [NN_Differentiable, InferTypeOpAdaptor]
 }
 
 def NN_BatchNormOp : NN_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
-                                          NN_Differentiable]> {
+                                          NN_Differentiable,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface>]> {
   let summary = "batch normalization with running statistics";
   let description = [{
     F.batch_norm over the channel dimension 1 of `input` `[N, C, ...]`.
@@ -491,7 +493,8 @@ def NN_CastOp : NN_PureOp<"cast", [NN_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def NN_ReshapeOp : NN_PureOp<"reshape", [NN_Differentiable]> {
+def NN_ReshapeOp : NN_PureOp<"reshape", [NN_Differentiable,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
   let summary = "same elements, another shape (Tensor.reshape)";
   let description = [{
     ```mlir
@@ -893,7 +896,8 @@ def NN_PackedAttentionGradOp : NN_PureOp<"packed_attention_grad",
 }
 
 def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
-                                      [InferTypeOpAdaptor]> {
+                                      [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["reusesOnlyDeadOperand"]>]> {
   let summary = "gradient of nn.cross_entropy with respect to the logits";
   let description = [{
     `grad` is the 0-d cotangent of the loss: the result is
@@ -917,7 +921,8 @@ def NN_CrossEntropyGradOp : NN_PureOp<"cross_entropy_grad",
 }
 
 def NN_CrossEntropyWithGradOp : NN_PureOp<"cross_entropy_with_grad",
-                                          [InferTypeOpAdaptor]> {
+                                          [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["reusesOnlyDeadOperand"]>]> {
   let summary = "nn.cross_entropy and its logits gradient in one pass";
   let description = [{
     The loss of nn.cross_entropy and the logits' gradient of

@@ -1,0 +1,28 @@
+//===- StorageAliases.cpp - fsdp ops whose results reuse operand storage --===//
+//
+// StorageAliasOpInterface for the fsdp ops that alias: a view is its flat
+// parameter's storage, and the optimizer steps update their parameter and
+// state in place. The analyses follow them (Analysis/StorageAlias.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+// A view is its flat parameter's storage at an offset: it runs nothing.
+OpOperand *ViewOp::getReusedOperand(unsigned) { return &getFlatMutable(); }
+bool ViewOp::isStorageRename() { return true; }
+
+// (param, momentum_buffer) are updated in place.
+OpOperand *SGDStepOp::getReusedOperand(unsigned resultIndex) {
+  return resultIndex == 0 ? &getParamMutable() : &getMomentumBufferMutable()[0];
+}
+
+// (param, exp_avg, exp_avg_sq) are updated in place.
+OpOperand *AdamWStepOp::getReusedOperand(unsigned resultIndex) {
+  OpOperand *updated[] = {&getParamMutable(), &getExpAvgMutable(),
+                          &getExpAvgSqMutable()};
+  return updated[resultIndex];
+}

@@ -1,0 +1,45 @@
+//===- NNStorageAliases.cpp - nn ops whose results reuse operand storage --===//
+//
+// StorageAliasOpInterface for the nn ops that alias: a reshape renames its
+// input, batch norm updates its running statistics in place, and the
+// logits' gradient may overwrite logits nothing reads afterwards. The
+// analyses follow them (fsdp's Analysis/StorageAlias.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/NN/IR/NNOps.h"
+
+using namespace mlir;
+using namespace mlir::nn;
+
+// A reshape is its input's storage under another shape: it runs nothing.
+OpOperand *ReshapeOp::getReusedOperand(unsigned) { return &getInputMutable(); }
+bool ReshapeOp::isStorageRename() { return true; }
+
+// The new running statistics are updated in place in training mode (as
+// F.batch_norm does) and unchanged in eval mode; the output is its own.
+OpOperand *BatchNormOp::getReusedOperand(unsigned resultIndex) {
+  if (resultIndex == 1)
+    return &getRunningMeanMutable();
+  if (resultIndex == 2)
+    return &getRunningVarMutable();
+  return nullptr;
+}
+
+// The logits' gradient overwrites the logits where nothing reads them
+// afterwards (a language model's head, whose backward reads its input and
+// weight): the kernels read a row before writing it. Saves a logits-sized
+// buffer at the step's peak.
+OpOperand *CrossEntropyGradOp::getReusedOperand(unsigned) {
+  return getResult().getType() == getLogits().getType() ? &getLogitsMutable()
+                                                        : nullptr;
+}
+bool CrossEntropyGradOp::reusesOnlyDeadOperand(unsigned) { return true; }
+
+// The fused loss and gradient: its gradient (result 1), as above.
+OpOperand *CrossEntropyWithGradOp::getReusedOperand(unsigned resultIndex) {
+  if (resultIndex != 1 || getLogitsGrad().getType() != getLogits().getType())
+    return nullptr;
+  return &getLogitsMutable();
+}
+bool CrossEntropyWithGradOp::reusesOnlyDeadOperand(unsigned) { return true; }

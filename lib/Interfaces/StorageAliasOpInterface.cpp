@@ -1,0 +1,5 @@
+//===- StorageAliasOpInterface.cpp - reused storage -----------------------===//
+
+#include "fsdp/Interfaces/StorageAliasOpInterface.h"
+
+#include "fsdp/Interfaces/StorageAliasOpInterface.cpp.inc"
