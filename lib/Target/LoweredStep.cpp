@@ -17,8 +17,9 @@ namespace mlir {
 namespace fsdp {
 namespace {
 
-/// The arity of fsdprt_step_fn (RTStepAbi.def, checked against the header
-/// at compile time); every handle and scalar is an i64 once lowered to LLVM.
+/// The arity of fsdprt_step_fn (the runtime's StepAbi.def, checked against
+/// the header at compile time); every handle and scalar is an i64 once
+/// lowered to LLVM.
 constexpr unsigned kStepArgs = rt::kNumStepArgs;
 
 LogicalResult verifyStepSignature(LLVM::LLVMFuncOp step, StringRef tool) {

@@ -9,7 +9,7 @@ fsdp-compile).
     lib = driver.compile_library(prog, "step.so")  # fsdprt-run lib ... there
 
 `compile` builds the same `--fsdp-pipeline="..."` string the lit tests write
-by hand (option names as in include/fsdp/Dialect/FSDP/Transforms/Pipelines.h)
+by hand (option names as in include/fsdp/Pipelines/Pipelines.h)
 and `run` the same fsdp-run command line as README.md documents. Every
 failure raises an exception whose message holds the tool's diagnostics and a
 one-line shell command that reproduces it.

@@ -18,7 +18,7 @@ Q·Kᵀ·scale, causal mask, softmax, dropout, ·V).
 
 fsdp-run gives rank r of R its k-th sample of step s from dataset row
 s*G + r + k*R, and micro-batch m of one rank rows s*G + m*B + j (G the
-global batch, B the per-rank batch; runtime/driver/Data.cpp): the 1-rank
+global batch, B the per-rank batch; runtime/runner/Data.cpp): the 1-rank
 dataset is the 2-rank one with each step's rows reordered so that
 micro-batch m sees rank m's samples.
 

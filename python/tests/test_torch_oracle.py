@@ -423,7 +423,7 @@ def test_matches_torch(name, ranks, strategy, optimizer, workdir, datasets,
 # gloo processes (each Linear a unit, then the root, as auto_wrap_policy
 # "always"), same initial weights, data and AdamW: rank r trains rows
 # (s*G + r + j*W) mod N, j < B (fsdp-run's DistributedSampler-style
-# interleaving, runtime/driver/Data.cpp), and the reported loss is the mean
+# interleaving, runtime/runner/Data.cpp), and the reported loss is the mean
 # over ranks.
 # Measured (torch 2.15): losses 1.3e-7 relative, final parameters <= 1.2e-6
 # of each tensor's max, so the plain bounds above apply (no AdamW allowance).

@@ -12,7 +12,7 @@ full checkpoint (`--steps 0 --save`), rank r's expert from rank r's file of a
 `--steps 0 --save-format sharded` checkpoint (each rank initialises its
 expert from its own random stream). Rank r trains the samples fsdp-run gives
 it from the `--data X.safetensors` dataset: its k-th sample of step s is row
-(s*G + r + k*W) mod N (G = W*B; runtime/driver/Data.cpp). Each rank's loss is
+(s*G + r + k*W) mod N (G = W*B; runtime/runner/Data.cpp). Each rank's loss is
 output.sum() of its batch; fsdp-run's metrics report the mean over ranks.
 
 Compared after 5 steps with SGD (momentum 0.9) or AdamW, with
@@ -146,7 +146,7 @@ def replicated_state(files, units, shard):
 
 # -- the DummyDDP reference ----------------------------------------------------
 def rows_of(step, rank, ranks):
-    """fsdp-run's samples of `rank` at `step` (runtime/driver/Data.cpp)."""
+    """fsdp-run's samples of `rank` at `step` (runtime/runner/Data.cpp)."""
     g = BATCH * ranks
     return torch.tensor([(step * g + rank + k * ranks) % NUM_SAMPLES
                          for k in range(BATCH)])

@@ -45,7 +45,7 @@ MODELS = {"mlp": (EXAMPLES / "mlp.mlir", MLP, 8, _mlp_data,
 
 def lr_lambda(step):
     """nanoGPT's get_lr as a LambdaLR factor, written independently of
-    runtime/driver/LrSchedule.cpp."""
+    runtime/runner/LrSchedule.cpp."""
     if step < WARMUP:
         return (step + 1) / (WARMUP + 1)
     progress = min(1.0, (step - WARMUP) / DECAY)

@@ -9,7 +9,7 @@ statistics updated), with SGD (momentum 0.9) and AdamW.
 As in PyTorch's test, every rank trains the same batch (get_input's
 src = arange(12).view(6, 2), tgt = arange(8).view(4, 2), T x B). fsdp-run
 gives rank r's k-th sample of step s the dataset row (s*G + r + k*R) mod N
-(R ranks, G = 2R; runtime/driver/Data.cpp), so the R-rank dataset repeats
+(R ranks, G = 2R; runtime/runner/Data.cpp), so the R-rank dataset repeats
 each of the 2 batch-first rows R times (N = 2R, row i is sample i // R):
 every rank gets both sequences in order, the BatchNorm's channels included.
 The averaged gradient is then the single batch's gradient and the reference

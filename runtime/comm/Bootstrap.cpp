@@ -1,7 +1,7 @@
 //===- Bootstrap.cpp - Backend registry and the world rendezvous ----------===//
 #include "fsdp/rt/Comm.h"
 
-#include "Backends.h"
+#include "backends/Builtin.h"
 #include "InProcessStore.h"
 
 #include "fsdp/rt/Error.h"
@@ -20,7 +20,7 @@ std::mutex registryMutex;
 std::map<std::string, CommFactory> &registry() {
   static std::map<std::string, CommFactory> factories = [] {
     std::map<std::string, CommFactory> m;
-    comm::registerBuiltinCommBackends(m);
+    registerBuiltinCommunicators(m);
     return m;
   }();
   return factories;

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/rt/Comm.h"
+#include "fsdp/rt/Mesh.h"
 
 #include "fsdp/rt/Error.h"
 
@@ -368,13 +369,15 @@ MeshGroups createMeshGroups(Communicator &world, int32_t replicate,
     fail(Status::InvalidArgument, "mesh [", replicate, ", ", shard,
          "] does not cover the ", world.size(), " ranks of group '",
          world.group().name, "'");
-  int32_t r = world.rank() / shard, s = world.rank() % shard;
+  Mesh mesh{replicate, shard};
+  int32_t r = mesh.replicaIndex(world.rank()),
+          s = mesh.shardIndex(world.rank());
   GroupSpec shardSpec{"shard" + std::to_string(r), {}};
   for (int32_t j = 0; j < shard; ++j)
-    shardSpec.ranks.push_back(r * shard + j);
+    shardSpec.ranks.push_back(mesh.rankOf(r, j));
   GroupSpec replicateSpec{"replicate" + std::to_string(s), {}};
   for (int32_t i = 0; i < replicate; ++i)
-    replicateSpec.ranks.push_back(i * shard + s);
+    replicateSpec.ranks.push_back(mesh.rankOf(i, s));
   MeshGroups groups;
   groups.shard = world.createGroup(shardSpec);
   groups.replicate = world.createGroup(replicateSpec);

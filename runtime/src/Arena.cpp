@@ -1,5 +1,5 @@
 //===- Arena.cpp - Per-rank buffer arena bookkeeping ----------------------===//
-#include "fsdp/rt/Arena.h"
+#include "Arena.h"
 #include "fsdp/rt/Error.h"
 
 #include <algorithm>

@@ -1,12 +1,7 @@
-//===- Backend.cpp - Backend registry -------------------------------------===//
-#include "fsdp/rt/Backend.h"
-#if FSDPRT_HAVE_CPU_BACKEND
-#include "cpu/CpuBackend.h"
-#endif
-#if FSDPRT_HAVE_CUDA
-#include "cuda/CudaBackend.h"
-#endif
-#include "fsdp/rt/Arena.h"
+//===- Backend.cpp - Backend defaults and the backend registry ------------===//
+#include "fsdp/rt/backend/Backend.h"
+#include "Arena.h"
+#include "backends/Builtin.h"
 #include "fsdp/rt/Error.h"
 
 #include <cstdlib>
@@ -47,16 +42,10 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, BackendFactory> factories;
-  // The backends this library was built with, in one list; others (the
-  // tests' host emulation of the CUDA backend) call registerBackend.
-  Registry() {
-#if FSDPRT_HAVE_CPU_BACKEND
-    factories["cpu"] = cpu::createCpuBackend;
-#endif
-#if FSDPRT_HAVE_CUDA
-    factories["cuda"] = cuda::createCudaBackend;
-#endif
-  }
+  // The backends this library was built with (backends/Builtin.cpp);
+  // others (the tests' host emulation of the CUDA backend) call
+  // registerBackend.
+  Registry() { registerBuiltinBackends(factories); }
 };
 } // namespace
 

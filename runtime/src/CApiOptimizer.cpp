@@ -1,7 +1,7 @@
 //===- CApiOptimizer.cpp - C ABI: optimizer steps and gradient norms ------===//
 #include "CApiSupport.h"
 
-#include "fsdp/rt/OptimizerScalars.h"
+#include "fsdp/rt/backend/OptimizerScalars.h"
 #include "fsdp/rt/fsdprt.h"
 
 #include <cmath>

@@ -9,9 +9,9 @@
 #ifndef FSDP_RT_SRC_CAPISUPPORT_H
 #define FSDP_RT_SRC_CAPISUPPORT_H
 
-#include "fsdp/rt/Context.h"
+#include "Context.h"
 #include "fsdp/rt/Error.h"
-#include "fsdp/rt/Shape.h"
+#include "fsdp/rt/backend/Shape.h"
 
 #include <cstring>
 #include <functional>

@@ -1,5 +1,5 @@
 //===- Context.cpp - One rank's runtime state -----------------------------===//
-#include "fsdp/rt/Context.h"
+#include "Context.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 //===- Delay.cpp - Delay injection hooks ----------------------------------===//
-#include "fsdp/rt/Delay.h"
+#include "Delay.h"
 #include "fsdp/rt/Error.h"
 
 #include <chrono>

@@ -1,5 +1,5 @@
 //===- DeviceOrdering.cpp - Device-side ordering of asynchronous backends -===//
-#include "fsdp/rt/DeviceOrdering.h"
+#include "fsdp/rt/backend/DeviceOrdering.h"
 
 namespace fsdp {
 namespace rt {

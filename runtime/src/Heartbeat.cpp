@@ -1,5 +1,5 @@
 //===- Heartbeat.cpp - Ranks tell each other they are alive ---------------===//
-#include "fsdp/rt/Heartbeat.h"
+#include "Heartbeat.h"
 
 #include <condition_variable>
 #include <mutex>

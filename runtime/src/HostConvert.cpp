@@ -1,5 +1,5 @@
 //===- HostConvert.cpp - Element conversion on the host -------------------===//
-#include "fsdp/rt/HostConvert.h"
+#include "fsdp/rt/backend/HostConvert.h"
 
 #include "fsdp/rt/Error.h"
 #include "fsdp/rt/math/Half.h"

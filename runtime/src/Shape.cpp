@@ -1,5 +1,5 @@
 //===- Shape.cpp - Dims helpers -------------------------------------------===//
-#include "fsdp/rt/Shape.h"
+#include "fsdp/rt/backend/Shape.h"
 #include "fsdp/rt/Error.h"
 #include "fsdp/rt/fsdprt.h"
 

@@ -1,5 +1,5 @@
 //===- Stream.cpp - Host streams and events -------------------------------===//
-#include "fsdp/rt/Stream.h"
+#include "Stream.h"
 
 #include <chrono>
 

@@ -1,5 +1,5 @@
 //===- Trace.cpp - Per-stream execution traces ----------------------------===//
-#include "fsdp/rt/Trace.h"
+#include "Trace.h"
 #include "fsdp/rt/Error.h"
 
 #include <nlohmann/json.hpp>

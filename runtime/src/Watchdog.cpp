@@ -1,5 +1,5 @@
 //===- Watchdog.cpp - Bounds the collectives the host does not wait for ---===//
-#include "fsdp/rt/Watchdog.h"
+#include "Watchdog.h"
 
 #include "fsdp/rt/Error.h"
 

@@ -4,13 +4,13 @@
 //
 // The runner for training hosts: it takes the step libraries fsdp-compile
 // makes on a build host and behaves exactly as fsdp-run (the same options,
-// launcher, data, checkpoints, metrics and traces: runtime/driver/Runner.h),
+// launcher, data, checkpoints, metrics and traces: runtime/runner/Runner.h),
 // but links only the runtime.
 //
 //===----------------------------------------------------------------------===//
 
-#include "driver/Runner.h"
-#include "driver/StepLibrary.h"
+#include "runner/Runner.h"
+#include "runner/StepLibrary.h"
 
 #include <stdexcept>
 

@@ -8,9 +8,9 @@
 // so ordering mistakes would not show there).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/rt/Arena.h"
-#include "fsdp/rt/DeviceOrdering.h"
-#include "fsdp/rt/Stream.h"
+#include "src/Arena.h"
+#include "fsdp/rt/backend/DeviceOrdering.h"
+#include "src/Stream.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 //===- StagingTest.cpp - The shared f32 staging of 16-bit operands --------===//
 //
-// Staging (fsdp/rt/Staging.h) over a memory that records what it is asked
+// Staging (fsdp/rt/backend/Staging.h) over a memory that records what it is asked
 // to do: f32 and absent operands are used in place, 16-bit inputs widened
 // once, results narrowed only on commit and only where written.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/rt/HostConvert.h"
-#include "fsdp/rt/Staging.h"
+#include "fsdp/rt/backend/HostConvert.h"
+#include "fsdp/rt/backend/Staging.h"
 #include "fsdp/rt/math/Half.h"
 
 #include <gtest/gtest.h>

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
 
-#include "fsdp/rt/Backend.h"
+#include "fsdp/rt/backend/Backend.h"
 
 #include <algorithm>
 

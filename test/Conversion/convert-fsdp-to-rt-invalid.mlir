@@ -5,6 +5,7 @@
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 lr-schedule=cos lower=true" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 lr-schedule=cosine min-lr-ratio=2 lower=true" 2>&1 | FileCheck %s --check-prefix=FLOOR
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 warmup-steps=-1 lower=true" 2>&1 | FileCheck %s --check-prefix=WARMUP
+// RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 decay-steps=-3 lower=true" 2>&1 | FileCheck %s --check-prefix=DECAY
 // RUN: fsdp-opt %S/../Transforms/fsdp-frozen.mlir --fsdp-pipeline="world-size=2 optimizer=adamw auto-wrap-policy=none" | sed 's/{fsdp.flat_numel = 4 : i64, fsdp.flat_param = "", fsdp.frozen, fsdp.offsets = array<i64: 0>, fsdp.params = \["scale"\]}/{fsdp.param = "scale"}/' | not fsdp-opt --convert-fsdp-to-rt 2>&1 | FileCheck %s --check-prefix=LOOSE
 
 // A parameter argument outside any flat parameter (hand-edited IR) is named
@@ -16,7 +17,8 @@
 // UNSCHEDULED: mlp.mlir:4:1: error: model 'mlp' has no sharded train step to lower; run fsdp-pipeline (or fsdp-shard and fsdp-insert-collectives) first
 // SCHEDULE: error: convert-fsdp-to-rt: lr-schedule must be constant, cosine or linear, not 'cos'
 // FLOOR: error: convert-fsdp-to-rt: min-lr-ratio must be in [0, 1], got 2
-// WARMUP: error: convert-fsdp-to-rt: warmup-steps and decay-steps must be >= 0
+// WARMUP: error: convert-fsdp-to-rt: warmup-steps must be >= 0, got -1
+// DECAY: error: convert-fsdp-to-rt: decay-steps must be >= 0, got -3
 // NOMODEL: error: convert-fsdp-to-rt: expected one fsdp.model with its scheduled train step, found 0 models
 
 // A buffer update the runtime cannot compute in place (an integer buffer

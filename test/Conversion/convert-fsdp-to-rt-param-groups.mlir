@@ -18,10 +18,12 @@
 // first segment's.
 // SHARD: fsdp.adamw_step {{.*}}segment_lr_scales = array<f64: 1.000000e+00, 1.000000e+00, 5.000000e-01, 1.000000e+00, 1.000000e+00, 1.000000e+00>, segment_starts = array<i64: 0, 512, 544, 1568, 1600, 1728>, segment_weight_decays = array<f64: 1.000000e-01, 0.000000e+00, 1.000000e-01, 0.000000e+00, 1.000000e-01, 0.000000e+00>, weight_decay = 1.000000e-01 : f64}
 
-// Each rank updates its part of each segment: its shard starts at
-// (rank mod 2) x 866, every boundary is clamped to the shard, and one call
-// per segment gets the segment's lr and decay.
-// LOWER: %[[CHUNK:.*]] = arith.remsi %arg9, %c2_i64 : i64
+// Each rank updates its part of each segment: its shard starts at s x 866,
+// s its rank in the shard communicator (%arg5, the runtime's mesh layout),
+// every boundary is clamped to the shard, and one call per segment gets the
+// segment's lr and decay.
+// LOWER-NOT: arith.remsi
+// LOWER: %[[CHUNK:.*]] = rt.comm_rank %arg0, %arg5 : i64
 // LOWER: %[[BASE:.*]] = arith.muli %[[CHUNK]], %c866_i64 : i64
 // LOWER: %[[LOCAL0:.*]] = arith.subi %c0_i64, %[[BASE]] : i64
 // LOWER: %[[LOW0:.*]] = arith.maxsi %[[LOCAL0]], %c0_i64 : i64
@@ -41,6 +43,6 @@
 // LOWER-NOT: rt.call @adamw_step(
 
 // Without groups: one call over the whole shard, no rank arithmetic.
-// UNIFORM-NOT: arith.remsi
+// UNIFORM-NOT: rt.comm_rank
 // UNIFORM: rt.call @adamw_step(%arg0, %arg2, %{{.*}}, %arg1, %c0_i64,
 // UNIFORM-NOT: rt.call @adamw_step(

@@ -61,3 +61,21 @@ func.func @schedule(%ctx: !rt.context, %s1: !rt.stream, %s2: !rt.stream) {
   rt.event_destroy %ctx, %e
   return
 }
+
+// A rank in a communicator: an i32 out-parameter, checked, widened to i64.
+// CHECK-LABEL: llvm.func @shard_index(%arg0: i64, %arg1: i64, %arg2: i64) -> i32
+// CHECK: %[[SLOT32:.*]] = llvm.alloca %{{.*}} x i32
+// CHECK: %[[S:.*]] = llvm.call @fsdprt_comm_rank(%arg0, %arg1, %[[SLOT32]]) : (i64, i64, !llvm.ptr) -> i32
+// CHECK: llvm.cond_br
+// CHECK: %[[R32:.*]] = llvm.load %[[SLOT32]] : !llvm.ptr -> i32
+// CHECK: %[[R:.*]] = llvm.sext %[[R32]] : i32 to i64
+// CHECK: llvm.call @fsdprt_fill(%arg0, %arg2, %{{.*}}, %{{.*}}, %[[R]],
+func.func @shard_index(%ctx: !rt.context, %comm: !rt.comm, %s: !rt.stream) {
+  %r = rt.comm_rank %ctx, %comm : i64
+  %null = rt.null : !rt.buffer
+  %f32 = arith.constant 0 : i32
+  %c0 = arith.constant 0 : i64
+  %zero = arith.constant 0.0 : f64
+  rt.call @fill(%ctx, %s, %f32, %null, %r, %c0, %zero) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, i64, f64) -> ()
+  return
+}

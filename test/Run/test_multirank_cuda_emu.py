@@ -2,7 +2,7 @@
 
 fsdprt-run-cuda-emu runs the CUDA backend's code on the host emulation of
 the CUDA runtime and, for its collectives, the real NCCL communicator
-(runtime/comm/NcclCommunicator.cpp) over the tests' NCCL emulation
+(runtime/comm/nccl/NcclCommunicator.cpp) over the tests' NCCL emulation
 (runtime/unittests/cuda/emu/nccl.h): ranks are processes, a collective
 completes when every rank has reached its matching call, and calls that do
 not match fail on every rank instead of hanging. So every run here also

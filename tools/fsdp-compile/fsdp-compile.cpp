@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "driver/Program.h"
+#include "runner/Program.h"
 #include "fsdp/InitAllPasses.h"
 #include "fsdp/Target/LoweredStep.h"
 #include "fsdp/rt/StepAbi.h"

@@ -3,7 +3,7 @@
 #ifndef FSDP_TOOLS_FSDP_RUN_JITPROGRAM_H
 #define FSDP_TOOLS_FSDP_RUN_JITPROGRAM_H
 
-#include "driver/StepProgram.h"
+#include "runner/StepProgram.h"
 
 #include <memory>
 #include <string>

@@ -13,8 +13,8 @@
 
 #include "JitProgram.h"
 
-#include "driver/Runner.h"
-#include "driver/StepLibrary.h"
+#include "runner/Runner.h"
+#include "runner/StepLibrary.h"
 
 #include "llvm/Support/InitLLVM.h"
 

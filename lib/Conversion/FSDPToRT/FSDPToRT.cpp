@@ -257,18 +257,10 @@ static func::FuncOp declareLoweredStep(OpBuilder &b, func::FuncOp step) {
 
 static LogicalResult checkSchedule(Location loc,
                                    const LrScheduleOptions &schedule) {
-  if (!llvm::is_contained({"constant", "cosine", "linear"}, schedule.kind))
-    return emitError(loc, "convert-fsdp-to-rt: lr-schedule must be constant, "
-                          "cosine or linear, not '")
-           << schedule.kind << "'";
-  if (schedule.warmupSteps < 0 || schedule.decaySteps < 0)
-    return emitError(loc, "convert-fsdp-to-rt: warmup-steps and decay-steps "
-                          "must be >= 0");
-  if (!(schedule.minLrRatio >= 0.0 && schedule.minLrRatio <= 1.0))
-    return emitError(loc, "convert-fsdp-to-rt: min-lr-ratio must be in "
-                          "[0, 1], got ")
-           << schedule.minLrRatio;
-  return success();
+  std::string why = schedule.invalidBecause();
+  if (why.empty())
+    return success();
+  return emitError(loc, "convert-fsdp-to-rt: ") << why;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
+#include "fsdp/Dialect/RT/IR/RTOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,20 +45,24 @@ SmallVector<Segment> segmentsOf(CallBuilder &calls, OptimizerOp op) {
   if (!starts)
     return {{op.getLrScale().convertToDouble(),
              op.getWeightDecay().convertToDouble(), Value(), Value()}};
-  // The shard's first element in the flat parameter: rank r of a shard
-  // group holds chunk r (a rank-local unit holds it all).
+  // The shard's first element in the flat parameter: rank s of a shard
+  // group holds chunk s (a rank-local unit holds it all).
   auto step = op->template getParentOfType<func::FuncOp>();
   auto param = cast<BlockArgument>(op.getParam());
-  int64_t shards = step.getArgAttr(param.getArgNumber(), kRankLocalArg)
-                       ? 1
-                       : step->template getAttrOfType<MeshAttr>(kMeshAttr)
-                             .getShard();
+  int64_t shards =
+      step.getArgAttr(param.getArgNumber(), kRankLocalArg)
+          ? 1
+          : step->template getAttrOfType<MeshAttr>(kMeshAttr).getShard();
   int64_t n = shardNumel(op.getParam());
   OpBuilder &b = calls.builder();
   Location loc = calls.location();
-  Value base = arith::MulIOp::create(
-      b, loc, arith::RemSIOp::create(b, loc, calls.rank(), calls.i64(shards)),
-      calls.i64(n));
+  // Which shard this rank holds: its shard communicator's rank.
+  Value shardIndex =
+      shards == 1 ? calls.i64(0)
+                  : rt::CommRankOp::create(b, loc, b.getI64Type(),
+                                           calls.context(), calls.comm(false))
+                        .getResult();
+  Value base = arith::MulIOp::create(b, loc, shardIndex, calls.i64(n));
   auto clampToShard = [&](int64_t flatOffset) -> Value {
     Value local = arith::SubIOp::create(b, loc, calls.i64(flatOffset), base);
     return arith::MinSIOp::create(
@@ -80,8 +85,8 @@ SmallVector<Segment> segmentsOf(CallBuilder &calls, OptimizerOp op) {
 
 /// (buffer, byte offset) of `tensor`'s element `begin` (null: its first);
 /// a null buffer and offset 0 for an absent tensor.
-void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args,
-                 Value tensor, Value begin) {
+void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args, Value tensor,
+                 Value begin) {
   if (!tensor)
     return calls.pushNull(args);
   if (!begin)
@@ -99,8 +104,8 @@ void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args,
 void emitAdamW(CallBuilder &calls, AdamWStepOp op) {
   for (const Segment &s : segmentsOf(calls, op)) {
     SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
-    for (Value tensor : {op.getParam(), op.getGrad(), op.getExpAvg(),
-                         op.getExpAvgSq()})
+    for (Value tensor :
+         {op.getParam(), op.getGrad(), op.getExpAvg(), op.getExpAvgSq()})
       pushElement(calls, args, tensor, s.begin);
     args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
                  calls.f64(op.getLr().convertToDouble() * s.lrScale),

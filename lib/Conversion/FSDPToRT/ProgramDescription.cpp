@@ -5,10 +5,13 @@
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
+#include "fsdp/rt/ProgramKeys.h"
+
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
+namespace keys = fsdprt::program_keys;
 
 static std::string typeName(Type type) {
   std::string text;
@@ -28,18 +31,20 @@ static llvm::json::Object initJson(InitAttr init) {
   llvm::json::Array args;
   for (double a : init.getArgs().asArrayRef())
     args.push_back(a);
-  return llvm::json::Object{{"kind", stringifyInitKind(init.getKind())},
-                            {"args", std::move(args)}};
+  return llvm::json::Object{
+      {keys::init_kind, stringifyInitKind(init.getKind())},
+      {keys::init_args, std::move(args)}};
 }
 
 /// A tensor the runner initialises, saves and loads whole under `name`.
 static llvm::json::Object bufferJson(StringRef name, RankedTensorType type,
                                      int64_t offset, InitAttr init) {
-  return llvm::json::Object{{"name", name},
-                            {"shape", shapeJson(type.getShape())},
-                            {"dtype", typeName(type.getElementType())},
-                            {"offset", offset},
-                            {"init", initJson(init)}};
+  return llvm::json::Object{
+      {keys::buffer_name, name},
+      {keys::buffer_shape, shapeJson(type.getShape())},
+      {keys::buffer_dtype, typeName(type.getElementType())},
+      {keys::buffer_offset, offset},
+      {keys::buffer_init, initJson(init)}};
 }
 
 namespace {
@@ -58,9 +63,9 @@ static IdRange idRangeOf(Value input) {
       if (IdRange range = idRangeOf(user->getResult(0)); range.max >= 0)
         return range;
     if (auto embedding = dyn_cast<nn::EmbeddingOp>(user))
-      return {cast<RankedTensorType>(embedding.getTable().getType())
-                  .getDimSize(0),
-              std::nullopt};
+      return {
+          cast<RankedTensorType>(embedding.getTable().getType()).getDimSize(0),
+          std::nullopt};
     auto classes = [](auto ce) -> IdRange {
       return {ce.getClassCount(), ce.getIgnoreIndex()};
     };
@@ -72,10 +77,10 @@ static IdRange idRangeOf(Value input) {
   return {};
 }
 
-FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
-                                             const StepLayout &layout,
-                                             StringRef report,
-                                             const LrScheduleOptions &schedule) {
+FailureOr<std::string>
+fsdp::describeProgram(ModelOp model, func::FuncOp step,
+                      const StepLayout &layout, StringRef report,
+                      const LrScheduleOptions &schedule) {
   llvm::StringMap<ParamOp> params;
   llvm::StringMap<BufferOp> buffers;
   model.walk([&](ParamOp p) { params[qualifiedName(p)] = p; });
@@ -106,8 +111,9 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     auto offsets = step.getArgAttrOfType<DenseI64ArrayAttr>(i, kFlatOffsetsArg);
     auto flatNumel = step.getArgAttrOfType<IntegerAttr>(i, kFlatNumelArg);
     if (!names || !offsets || !flatNumel)
-      return emitStepError(step) << "flat parameter argument #"
-                 << i << " lacks fsdp.params / fsdp.offsets / fsdp.flat_numel",
+      return emitStepError(step)
+                 << "flat parameter argument #" << i
+                 << " lacks fsdp.params / fsdp.offsets / fsdp.flat_numel",
              failure();
     auto type = cast<RankedTensorType>(arg.getType());
     int64_t shardNumel = type.getNumElements();
@@ -118,31 +124,31 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       StringRef qualified = cast<StringAttr>(name).getValue();
       ParamOp decl = params.lookup(qualified);
       if (!decl)
-        return emitStepError(step) << "flat parameter names '"
-                   << qualified << "', which the model does not declare",
+        return emitStepError(step) << "flat parameter names '" << qualified
+                                   << "', which the model does not declare",
                failure();
       paramList.push_back(llvm::json::Object{
-          {"name", qualified},
-          {"shape",
+          {keys::param_name, qualified},
+          {keys::param_shape,
            shapeJson(cast<RankedTensorType>(decl.getType()).getShape())},
-          {"flat_offset", offset},
-          {"init", initJson(decl.getInit())}});
+          {keys::param_flat_offset, offset},
+          {keys::param_init, initJson(decl.getInit())}});
     }
     // A unit's frozen flat parameter has no optimizer state of its own.
     bool frozen = step.getArgAttr(i, kFrozenArg) != nullptr;
     if (!frozen)
       unitIndex[unit.getValue()] = units.size();
-    units.push_back(llvm::json::Object{
-        {"name", unit.getValue()},
-        {"dtype", typeName(type.getElementType())},
-        {"offset", offsetOf(arg)},
-        {"flat_numel", flatNumel.getInt()},
-        {"padded_numel", padded},
-        {"shard_numel", shardNumel},
-        {"rank_local", rankLocal},
-        {"frozen", frozen},
-        {"params", std::move(paramList)},
-        {"state", llvm::json::Array()}});
+    units.push_back(
+        llvm::json::Object{{keys::unit_name, unit.getValue()},
+                           {keys::unit_dtype, typeName(type.getElementType())},
+                           {keys::unit_offset, offsetOf(arg)},
+                           {keys::unit_flat_numel, flatNumel.getInt()},
+                           {keys::unit_padded_numel, padded},
+                           {keys::unit_shard_numel, shardNumel},
+                           {keys::unit_rank_local, rankLocal},
+                           {keys::unit_frozen, frozen},
+                           {keys::unit_params, std::move(paramList)},
+                           {keys::unit_state, llvm::json::Array()}});
   }
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -154,11 +160,13 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       auto it = unitIndex.find(unit.getValue());
       if (it == unitIndex.end())
         return emitStepError(step) << "optimizer state of unknown unit '"
-                   << unit.getValue() << "'",
+                                   << unit.getValue() << "'",
                failure();
-      units[it->second].getAsObject()->getArray("state")->push_back(
-          llvm::json::Object{{"name", state.getValue()},
-                             {"offset", offsetOf(arg)}});
+      units[it->second]
+          .getAsObject()
+          ->getArray(keys::unit_state)
+          ->push_back(llvm::json::Object{{keys::state_name, state.getValue()},
+                                         {keys::state_offset, offsetOf(arg)}});
       continue;
     }
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -166,14 +174,14 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
       auto micro = step.getArgAttrOfType<IntegerAttr>(i, kMicroBatchAttr);
       IdRange ids = idRangeOf(arg);
       llvm::json::Object description{
-          {"index", input.getInt()},
-          {"micro_batch", micro ? micro.getInt() : 0},
-          {"shape", shapeJson(type.getShape())},
-          {"dtype", typeName(type.getElementType())},
-          {"offset", offsetOf(arg)},
-          {"max_id", ids.max}};
+          {keys::input_index, input.getInt()},
+          {keys::input_micro_batch, micro ? micro.getInt() : 0},
+          {keys::input_shape, shapeJson(type.getShape())},
+          {keys::input_dtype, typeName(type.getElementType())},
+          {keys::input_offset, offsetOf(arg)},
+          {keys::input_max_id, ids.max}};
       if (ids.ignore)
-        description["ignore_id"] = *ids.ignore;
+        description[keys::input_ignore_id] = *ids.ignore;
       inputs.push_back(std::move(description));
       continue;
     }
@@ -216,38 +224,39 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
   auto microBatches = step->getAttrOfType<IntegerAttr>(kMicroBatchesAttr);
 
   llvm::json::Object program{
-      {"version", 1},
-      {"model", model.getSymName()},
-      {"mode", step->hasAttr(kEvalAttr) ? "eval" : "train"},
-      {"entry", step.getSymName()},
-      {"world_size", mesh.getWorldSize()},
-      {"replicate", replicate},
-      {"shard", shard},
-      {"strategy", strategyOptionName(getStrategy(step))},
-      {"micro_batches", microBatches ? microBatches.getInt() : 1},
-      {"optimizer", optimizer},
-      {"lr", lr},
-      {"lr_schedule",
-       llvm::json::Object{{"kind", schedule.kind},
-                          {"warmup_steps", schedule.warmupSteps},
-                          {"decay_steps", schedule.decaySteps},
-                          {"min_lr_ratio", schedule.minLrRatio}}},
-      {"persistent_bytes", layout.persistentBytes},
-      {"cpu_offload", isOffloaded(step)},
-      {"host_bytes", layout.hostBytes},
-      {"arena_bytes", layout.arenaBytes},
-      {"estimate_bytes", layout.arenaBytes},
-      {"report", report},
-      {"units", std::move(units)},
-      {"buffers", std::move(bufferList)},
-      {"inputs", std::move(inputs)},
-      {"loss",
+      {keys::program_model, model.getSymName()},
+      {keys::program_mode, step->hasAttr(kEvalAttr) ? "eval" : "train"},
+      {keys::program_entry, step.getSymName()},
+      {keys::program_world_size, mesh.getWorldSize()},
+      {keys::program_replicate, replicate},
+      {keys::program_shard, shard},
+      {keys::program_micro_batches, microBatches ? microBatches.getInt() : 1},
+      {keys::program_optimizer, optimizer},
+      {keys::program_lr, lr},
+      {keys::program_lr_schedule,
        llvm::json::Object{
-           {"offset", offsetOf(loss)},
-           {"dtype",
-            typeName(cast<RankedTensorType>(loss.getType()).getElementType())}}}};
+           {keys::lr_schedule_kind, schedule.kind},
+           {keys::lr_schedule_warmup_steps, schedule.warmupSteps},
+           {keys::lr_schedule_decay_steps, schedule.decaySteps},
+           {keys::lr_schedule_min_lr_ratio, schedule.minLrRatio}}},
+      {keys::program_persistent_bytes, layout.persistentBytes},
+      {keys::program_cpu_offload, isOffloaded(step)},
+      {keys::program_host_bytes, layout.hostBytes},
+      {keys::program_arena_bytes, layout.arenaBytes},
+      {keys::program_estimate_bytes, layout.arenaBytes},
+      {keys::program_report, report},
+      {keys::program_units, std::move(units)},
+      {keys::program_buffers, std::move(bufferList)},
+      {keys::program_inputs, std::move(inputs)},
+      {keys::program_loss,
+       llvm::json::Object{
+           {keys::loss_offset, offsetOf(loss)},
+           {keys::loss_dtype,
+            typeName(
+                cast<RankedTensorType>(loss.getType()).getElementType())}}}};
   if (gradNorm)
-    program["grad_norm"] = llvm::json::Object{{"offset", offsetOf(gradNorm)}};
+    program[keys::program_grad_norm] =
+        llvm::json::Object{{keys::grad_norm_offset, offsetOf(gradNorm)}};
   // An eval step's named outputs, per micro-batch (this rank's rows).
   llvm::json::Array outputs;
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -255,20 +264,20 @@ FailureOr<std::string> fsdp::describeProgram(ModelOp model, func::FuncOp step,
     if (auto name = step.getResultAttrOfType<StringAttr>(i, kOutputResult)) {
       auto type = cast<RankedTensorType>(value.getType());
       outputs.push_back(llvm::json::Object{
-          {"name", name.getValue()},
-          {"micro_batch",
+          {keys::output_name, name.getValue()},
+          {keys::output_micro_batch,
            step.getResultAttrOfType<IntegerAttr>(i, kMicroBatchAttr).getInt()},
-          {"shape", shapeJson(type.getShape())},
-          {"dtype", typeName(type.getElementType())},
-          {"offset", offsetOf(value)}});
+          {keys::output_shape, shapeJson(type.getShape())},
+          {keys::output_dtype, typeName(type.getElementType())},
+          {keys::output_offset, offsetOf(value)}});
     }
   if (!outputs.empty())
-    program["outputs"] = std::move(outputs);
+    program[keys::program_outputs] = std::move(outputs);
   // GradScaler's settings are the runner's (PyTorch's defaults, or its
   // options): the program only says where the flag is.
   if (Value foundInf = returnedValue(step, kFoundInfResult))
-    program["loss_scale"] =
-        llvm::json::Object{{"found_inf_offset", offsetOf(foundInf)}};
+    program[keys::program_loss_scale] = llvm::json::Object{
+        {keys::loss_scale_found_inf_offset, offsetOf(foundInf)}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(program));

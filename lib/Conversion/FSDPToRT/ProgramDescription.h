@@ -10,14 +10,17 @@
 namespace mlir::fsdp {
 
 /// The learning-rate schedule fsdp-run applies (convert-fsdp-to-rt's
-/// options; runtime/driver/LrSchedule.h computes it).
+/// options), recorded in the description.
 struct LrScheduleOptions {
   std::string kind = "constant";
   int64_t warmupSteps = 0, decaySteps = 0;
   double minLrRatio = 0.0;
+  /// Why the runner would refuse it ("" if it would not): the runtime's own
+  /// check (fsdp/rt/LrSchedule.h), so the ranges are written once.
+  std::string invalidBecause() const;
 };
 
-/// The `fsdp.program` JSON (runtime/driver/Program.h documents its fields):
+/// The `fsdp.program` JSON (runtime/runner/Program.h documents its fields):
 /// units with their parameters' names, shapes, flat offsets and
 /// initializers; persistent offsets of shards, optimizer state, inputs and
 /// the loss; the mesh; the plan's size and the report.

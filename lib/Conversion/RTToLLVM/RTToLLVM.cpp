@@ -26,8 +26,8 @@ bool isRTType(Type type) { return type.getDialect().getNamespace() == "rt"; }
 class FunctionLowering {
 public:
   FunctionLowering(ModuleOp module, func::FuncOp func)
-      : module(module), func(func), b(func.getContext()),
-        loc(func.getLoc()), i32(b.getI32Type()), i64(b.getI64Type()),
+      : module(module), func(func), b(func.getContext()), loc(func.getLoc()),
+        i32(b.getI32Type()), i64(b.getI64Type()),
         ptr(LLVM::LLVMPointerType::get(b.getContext())) {}
 
   LogicalResult run();
@@ -43,6 +43,7 @@ private:
   /// Calls fsdprt_<name>(args) and continues in a new block if it succeeded.
   void callChecked(StringRef name, ArrayRef<Value> args);
   Value outSlot();
+  Value outSlot32();
   LogicalResult lowerOp(Operation &op);
   template <typename LLVMOp> LogicalResult lowerBinary(Operation *op);
 
@@ -53,7 +54,7 @@ private:
   Type i32, i64, ptr;
   LLVM::LLVMFuncOp out;
   Block *failBlock = nullptr, *entry = nullptr;
-  Value slot;
+  Value slot, slot32;
   IRMapping mapping;
   unsigned constants = 0;
 };
@@ -65,7 +66,8 @@ LLVM::LLVMFuncOp FunctionLowering::declare(StringRef name, TypeRange params) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(module.getBody());
   return LLVM::LLVMFuncOp::create(
-      b, loc, symbol, LLVM::LLVMFunctionType::get(i32, llvm::to_vector(params)));
+      b, loc, symbol,
+      LLVM::LLVMFunctionType::get(i32, llvm::to_vector(params)));
 }
 
 void FunctionLowering::callChecked(StringRef name, ArrayRef<Value> args) {
@@ -75,7 +77,8 @@ void FunctionLowering::callChecked(StringRef name, ArrayRef<Value> args) {
   LLVM::LLVMFuncOp callee = declare(name, types);
   Value status = LLVM::CallOp::create(b, loc, callee, args).getResult();
   Value zero = LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0));
-  Value ok = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, status, zero);
+  Value ok =
+      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, status, zero);
   Block *next = b.getBlock()->splitBlock(b.getInsertionPoint());
   LLVM::CondBrOp::create(b, loc, ok, next, ValueRange(), failBlock,
                          ValueRange{status});
@@ -91,6 +94,17 @@ Value FunctionLowering::outSlot() {
     slot = LLVM::AllocaOp::create(b, loc, ptr, i64, one);
   }
   return slot;
+}
+
+/// One i32 out-parameter slot (fsdprt_comm_rank), in the entry block.
+Value FunctionLowering::outSlot32() {
+  if (!slot32) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    Value one = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(1));
+    slot32 = LLVM::AllocaOp::create(b, loc, ptr, i32, one);
+  }
+  return slot32;
 }
 
 template <typename LLVMOp>
@@ -112,8 +126,8 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       .Case([&](arith::ConstantOp c) -> LogicalResult {
         if (!isa<IntegerType, FloatType>(c.getType()))
           return c.emitOpError("convert-rt-to-llvm: only scalar constants");
-        mapping.map(c.getResult(),
-                    LLVM::ConstantOp::create(b, loc, c.getType(), c.getValue()));
+        mapping.map(c.getResult(), LLVM::ConstantOp::create(b, loc, c.getType(),
+                                                            c.getValue()));
         return success();
       })
       // Scalar integer arithmetic: the step count, the dropout keys, the
@@ -121,7 +135,6 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       .Case([&](arith::AddIOp o) { return lowerBinary<LLVM::AddOp>(o); })
       .Case([&](arith::SubIOp o) { return lowerBinary<LLVM::SubOp>(o); })
       .Case([&](arith::MulIOp o) { return lowerBinary<LLVM::MulOp>(o); })
-      .Case([&](arith::RemSIOp o) { return lowerBinary<LLVM::SRemOp>(o); })
       .Case([&](arith::MaxSIOp o) { return lowerBinary<LLVM::SMaxOp>(o); })
       .Case([&](arith::MinSIOp o) { return lowerBinary<LLVM::SMinOp>(o); })
       .Case([&](rt::NullOp n) {
@@ -132,17 +145,27 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       .Case([&](rt::AllocAtOp a) {
         Value off = LLVM::ConstantOp::create(b, loc, i64, a.getOffsetAttr());
         Value bytes = LLVM::ConstantOp::create(b, loc, i64, a.getBytesAttr());
-        callChecked("buffer_alloc_at", {lookup(a.getCtx()), off, bytes, outSlot()});
-        mapping.map(a.getResult(), LLVM::LoadOp::create(b, loc, i64, outSlot()));
+        callChecked("buffer_alloc_at",
+                    {lookup(a.getCtx()), off, bytes, outSlot()});
+        mapping.map(a.getResult(),
+                    LLVM::LoadOp::create(b, loc, i64, outSlot()));
+        return success();
+      })
+      .Case([&](rt::CommRankOp c) {
+        callChecked("comm_rank",
+                    {lookup(c.getCtx()), lookup(c.getComm()), outSlot32()});
+        Value rank = LLVM::LoadOp::create(b, loc, i32, outSlot32());
+        mapping.map(c.getResult(), LLVM::SExtOp::create(b, loc, i64, rank));
         return success();
       })
       .Case([&](rt::EventCreateOp e) {
         callChecked("event_create", {lookup(e.getCtx()), outSlot()});
-        mapping.map(e.getResult(), LLVM::LoadOp::create(b, loc, i64, outSlot()));
+        mapping.map(e.getResult(),
+                    LLVM::LoadOp::create(b, loc, i64, outSlot()));
         return success();
       })
-      .Case<rt::FreeOp, rt::EventDestroyOp, rt::EventRecordOp,
-            rt::StreamWaitOp, rt::SynchronizeOp>([&](auto direct) {
+      .Case<rt::FreeOp, rt::EventDestroyOp, rt::EventRecordOp, rt::StreamWaitOp,
+            rt::SynchronizeOp>([&](auto direct) {
         callChecked(decltype(direct)::kEntryPoint, operands());
         return success();
       })
@@ -176,15 +199,15 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
               flat);
         }
         Value address = LLVM::AddressOfOp::create(b, loc, global);
-        int64_t bytes = value.getNumElements() *
-                        llvm::divideCeil(value.getElementType()
-                                             .getIntOrFloatBitWidth(), 8);
+        int64_t bytes =
+            value.getNumElements() *
+            llvm::divideCeil(value.getElementType().getIntOrFloatBitWidth(), 8);
         Value off = LLVM::ConstantOp::create(b, loc, i64, c.getOffsetAttr());
-        Value size = LLVM::ConstantOp::create(b, loc, i64,
-                                              b.getI64IntegerAttr(bytes));
-        callChecked("copy_from_host", {lookup(c.getCtx()), lookup(c.getStream()),
-                                       lookup(c.getBuffer()), off, address,
-                                       size});
+        Value size =
+            LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(bytes));
+        callChecked("copy_from_host",
+                    {lookup(c.getCtx()), lookup(c.getStream()),
+                     lookup(c.getBuffer()), off, address, size});
         return success();
       })
       .Case([&](rt::CallOp c) {
@@ -193,8 +216,9 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       })
       .Case([&](func::ReturnOp) {
         LLVM::ReturnOp::create(
-            b, loc, LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0))
-                        .getResult());
+            b, loc,
+            LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(0))
+                .getResult());
         return success();
       })
       .Default([&](Operation *other) {
@@ -216,8 +240,7 @@ LogicalResult FunctionLowering::run() {
   entry = out.addEntryBlock(b);
   failBlock = b.createBlock(&out.getBody(), out.getBody().end(), {i32}, {loc});
   LLVM::ReturnOp::create(b, loc, failBlock->getArgument(0));
-  for (auto [from, to] :
-       llvm::zip(func.getArguments(), entry->getArguments()))
+  for (auto [from, to] : llvm::zip(func.getArguments(), entry->getArguments()))
     mapping.map(from, to);
   b.setInsertionPointToEnd(entry);
   for (Operation &op : func.getBody().front())

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/rt/Comm.h"
 #include "fsdp/rt/Error.h"
-#include "fsdp/rt/Stream.h"
+#include "src/Stream.h"
 #include "fsdp/rt/fsdprt.h"
 
 #include <gtest/gtest.h>

@@ -5,12 +5,12 @@ never between a producer and its collective.
 1. Every cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize
    in the CUDA backend's sources must have a `host-sync:` comment on its
    line or on one of the two lines above it; a backend call otherwise only
-   queues device work (CudaBackend.cu, "Streams").
+   queues device work (backends/cuda/Worker.h).
 2. The collective path waits on the host nowhere, whatever its comments
    say: collectives are issued onto the issuing worker's device queue
    (DeviceOrdering.h). In runtime/src/CApiComm.cpp no host wait at all (a
    CUDA synchronisation, a DeviceOrdering/Stream synchronize or drain, a
-   marker's synchronize); in runtime/comm/NcclCommunicator.cpp the device
+   marker's synchronize); in runtime/comm/nccl/NcclCommunicator.cpp the device
    is waited for only inside complete(), whose one caller in the
    collective path, run(), calls it only without a queue (`if (!queue)`).
 
@@ -92,11 +92,22 @@ def waits_in_nccl(path):
                        f"'if (!queue)': {path}:{i + 1}: {code.strip()}")
 
 
+CUDA_DIR = pathlib.Path("backends") / "cuda"
+CAPI_COMM = pathlib.Path("src") / "CApiComm.cpp"
+NCCL_COMMUNICATOR = pathlib.Path("comm") / "nccl" / "NcclCommunicator.cpp"
+
+
 def offences(root):
     root = pathlib.Path(root)
-    yield from unexplained_waits(root / "cuda")
-    yield from waits_in_capi_comm(root / "src" / "CApiComm.cpp")
-    yield from waits_in_nccl(root / "comm" / "NcclCommunicator.cpp")
+    # A moved file must move the lint with it, not silence it.
+    missing = [root / p for p in (CUDA_DIR, CAPI_COMM, NCCL_COMMUNICATOR)
+               if not (root / p).exists()]
+    if missing:
+        yield from (f"not found (moved? update the lint): {p}" for p in missing)
+        return
+    yield from unexplained_waits(root / CUDA_DIR)
+    yield from waits_in_capi_comm(root / CAPI_COMM)
+    yield from waits_in_nccl(root / NCCL_COMMUNICATOR)
 
 
 def self_test():
@@ -105,13 +116,13 @@ def self_test():
     complete() in the NCCL communicator's collective path."""
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
-        for d in ("cuda", "src", "comm"):
-            (root / d).mkdir()
-        (root / "src" / "CApiComm.cpp").write_text(
+        for d in (CUDA_DIR, CAPI_COMM.parent, NCCL_COMMUNICATOR.parent):
+            (root / d).mkdir(parents=True)
+        (root / CAPI_COMM).write_text(
             "void enqueue() {\n"
             "  // host-sync: a reason does not make it right here\n"
             "  device->synchronize();\n}\n")
-        (root / "comm" / "NcclCommunicator.cpp").write_text(
+        (root / NCCL_COMMUNICATOR).write_text(
             "  template <typename F>\n"
             "  void run(const char *what, void *queue, F &&enqueue) {\n"
             "    cudaStreamSynchronize(stream_);\n"

@@ -1,28 +1,40 @@
-//===- CollectiveOps.cpp - collectives and schedule ops --------------------===//
+//===- CollectiveOps.cpp - collectives and schedule ops
+//--------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include <iterator>
+#include <string_view>
 
 using namespace mlir;
 using namespace mlir::fsdp;
 
 #include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.cpp.inc"
 
+namespace {
+/// The stream arguments of the compiled step (StepAbi.def's STREAM rows), in
+/// order: StreamKind's values index them.
+constexpr std::string_view kStreamArgs[] = {
+#define FSDPRT_STEP_STREAM(name, label, placement) #name,
+#include "fsdp/rt/StepAbi.def"
+};
+constexpr StringLiteral kStreamLabels[] = {
+#define FSDPRT_STEP_STREAM(name, label, placement) label,
+#include "fsdp/rt/StepAbi.def"
+};
+static_assert(std::size(kStreamArgs) == kNumStreams);
+static_assert(
+    kStreamArgs[int(StreamKind::Compute)] == "compute" &&
+        kStreamArgs[int(StreamKind::AllGather)] == "all_gather" &&
+        kStreamArgs[int(StreamKind::ReduceScatter)] == "reduce_scatter" &&
+        kStreamArgs[int(StreamKind::HostToDevice)] == "host_to_device" &&
+        kStreamArgs[int(StreamKind::DeviceToHost)] == "device_to_host" &&
+        kStreamArgs[int(StreamKind::Host)] == "host_compute",
+    "StreamKind is not in the order of StepAbi.def's streams");
+} // namespace
+
 StringRef fsdp::streamName(StreamKind stream) {
-  switch (stream) {
-  case StreamKind::Compute:
-    return "compute";
-  case StreamKind::AllGather:
-    return "all-gather";
-  case StreamKind::ReduceScatter:
-    return "reduce-scatter";
-  case StreamKind::HostToDevice:
-    return "host-to-device";
-  case StreamKind::DeviceToHost:
-    return "device-to-host";
-  case StreamKind::Host:
-    return "host";
-  }
-  llvm_unreachable("unknown stream");
+  return kStreamLabels[int(stream)];
 }
 
 StringRef fsdp::collectiveKindName(CollectiveKind kind) {
@@ -176,14 +188,14 @@ LogicalResult AllReduceOp::verify() {
 }
 
 LogicalResult BroadcastOp::verify() {
-  if (failed(verifyCollective(*this, getInput().getType(), getType(),
-                              getMesh(), getGroup(), getDtype(), Dim0::Same)))
+  if (failed(verifyCollective(*this, getInput().getType(), getType(), getMesh(),
+                              getGroup(), getDtype(), Dim0::Same)))
     return failure();
   int64_t size = *getMesh().getGroupSize(getGroup());
   auto root = static_cast<int64_t>(getRoot());
   if (root < 0 || root >= size)
-    return emitOpError("root ") << root << " is not a rank of the " << size
-                                << "-rank group";
+    return emitOpError("root ")
+           << root << " is not a rank of the " << size << "-rank group";
   return success();
 }
 

@@ -57,16 +57,20 @@ namespace {
 #include "fsdp/Dialect/RT/IR/RTEntryPoints.def"
 #undef RT_ENTRY
 
-// The step: int32_t(*)(kinds of RTStepAbi.def...) must be fsdprt_step_fn.
+// The dedicated ops' entry points whose C signature their lowering assumes.
+static_assert(std::is_same_v<decltype(&fsdprt_comm_rank),
+                             int32_t (*)(int64_t, int64_t, int32_t *)>,
+              "rt.comm_rank's lowering does not match fsdprt_comm_rank");
+
+// The step: int32_t(*)(kinds of StepAbi.def...) must be fsdprt_step_fn.
 template <typename Leading, typename... Params> struct StepFnOf {
   using type = int32_t (*)(Params...);
 };
 static_assert(std::is_same_v<fsdprt_step_fn, StepFnOf<void
-#define RT_STEP_ARG(name, kind) , kind
-#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
-#undef RT_STEP_ARG
+#define FSDPRT_STEP_ARG(name, kind) , kind
+#include "fsdp/rt/StepAbi.def"
                                                       >::type>,
-              "RTStepAbi.def does not match fsdprt_step_fn in StepAbi.h");
+              "StepAbi.def does not match fsdprt_step_fn in StepAbi.h");
 #undef CTX
 #undef STREAM
 #undef EVENT
@@ -103,9 +107,8 @@ const llvm::SmallVector<ParamKind> *rt::lookupEntryPoint(StringRef name) {
 
 ArrayRef<StringLiteral> rt::stepArgNames() {
   static constexpr StringLiteral names[] = {
-#define RT_STEP_ARG(name, kind) #name,
-#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
-#undef RT_STEP_ARG
+#define FSDPRT_STEP_ARG(name, kind) #name,
+#include "fsdp/rt/StepAbi.def"
   };
   return names;
 }
@@ -115,9 +118,8 @@ SmallVector<Type> rt::stepArgTypes(MLIRContext *context) {
        STREAM = StreamType::get(context), COMM = CommType::get(context),
        I64 = IntegerType::get(context, 64);
   return {
-#define RT_STEP_ARG(name, kind) kind,
-#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
-#undef RT_STEP_ARG
+#define FSDPRT_STEP_ARG(name, kind) kind,
+#include "fsdp/rt/StepAbi.def"
   };
 }
 

@@ -13,7 +13,7 @@
 #define FSDP_RT_SAFETENSORS_H
 
 #include "fsdp/rt/DType.h"
-#include "fsdp/rt/Shape.h"
+#include "fsdp/rt/backend/Shape.h"
 
 #include <cstdint>
 #include <map>

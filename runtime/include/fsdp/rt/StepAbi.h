@@ -15,9 +15,9 @@
 /* Bump FSDPRT_ABI_VERSION when a declaration of fsdprt.h changes in a way  */
 /* that compiled steps notice (an argument, a code, a removed function);    */
 /* bump FSDPRT_STEP_ABI_VERSION when the step signature below or the        */
-/* meaning of the program description changes.                              */
+/* meaning of the program description (ProgramKeys.def) changes.         */
 #define FSDPRT_ABI_VERSION 3
-#define FSDPRT_STEP_ABI_VERSION 2
+#define FSDPRT_STEP_ABI_VERSION 3
 
 /* Symbols of a step library besides the step itself (whose name is the     */
 /* description's "entry"): `const uint32_t fsdp_abi_stamp[2]` holding       */
@@ -45,5 +45,12 @@ typedef int32_t (*fsdprt_step_fn)(int64_t ctx, int64_t persistent,
                                   int64_t host_to_device_stream,
                                   int64_t device_to_host_stream,
                                   int64_t host_compute_stream);
+
+/* The same arguments by name (StepAbi.def, whose rows the compiler checks  */
+/* against fsdprt_step_fn): what a runner fills before calling the step.    */
+typedef struct fsdprt_step_args {
+#define FSDPRT_STEP_ARG(name, kind) int64_t name;
+#include "fsdp/rt/StepAbi.def"
+} fsdprt_step_args;
 
 #endif /* FSDP_RT_STEPABI_H */

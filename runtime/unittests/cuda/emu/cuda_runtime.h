@@ -1,6 +1,6 @@
 //===- cuda_runtime.h - Host emulation of the CUDA runtime (tests only) ---===//
 //
-// Lets the CUDA backend's sources (runtime/cuda/*.cu) compile as plain C++
+// Lets the CUDA backend's sources (runtime/backends/cuda/*.cu) compile as plain C++
 // and run on the host, so that the conformance suites can check their
 // index arithmetic, launch coverage, staging and GEMM argument mapping on a
 // machine without a GPU (fsdprt_cuda_emu_unittests). Device memory is host

@@ -1,6 +1,6 @@
 //===- nccl.h - Host emulation of NCCL (tests only) -----------------------===//
 //
-// The subset of NCCL's API the runtime calls (comm/NcclCommunicator.cpp),
+// The subset of NCCL's API the runtime calls (comm/nccl/NcclCommunicator.cpp),
 // with NCCL's semantics, for the NCCL communicator compiled against the CUDA
 // host emulation (cuda_runtime.h here) and registered as "nccl_emu": the
 // real communicator code runs at 2-4 ranks, ranks being processes, on a

@@ -22,7 +22,8 @@ namespace mlir::fsdp {
 /// reductions) on another, everything else on the compute stream; with CPU
 /// offload, host-to-device and device-to-host copies each on their own
 /// stream and the optimizer on a host stream. The values are the lowered
-/// step's stream arguments, in order.
+/// step's stream arguments, in order (the STREAM rows of the runtime's
+/// StepAbi.def; CollectiveOps.cpp checks the order at compile time).
 enum class StreamKind {
   Compute = 0,
   AllGather = 1,
@@ -31,9 +32,12 @@ enum class StreamKind {
   DeviceToHost = 4,
   Host = 5
 };
-constexpr int kNumStreams = 6;
-/// "compute", "all-gather", "reduce-scatter", "host-to-device",
-/// "device-to-host", "host": the names traces and reports use.
+constexpr int kNumStreams = 0
+#define FSDPRT_STEP_STREAM(name, label, placement) +1
+#include "fsdp/rt/StepAbi.def"
+    ;
+/// "compute", "all-gather", ...: the names traces and reports use (the
+/// labels of StepAbi.def, which the runner names its streams with).
 StringRef streamName(StreamKind stream);
 
 enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, Broadcast };

@@ -27,16 +27,14 @@ enum class ParamKind { Ctx, Stream, Event, Comm, Buf, I32, I64, F64, Array };
 /// The parameters of fsdprt_<name>, or null if rt.call may not name it.
 const llvm::SmallVector<ParamKind> *lookupEntryPoint(llvm::StringRef name);
 
-/// The lowered step's arguments, in order (RTStepAbi.def; fsdprt_step_fn).
+/// The lowered step's arguments, in order (StepAbi.def; fsdprt_step_fn).
 enum class StepArg : unsigned {
-#define RT_STEP_ARG(name, kind) name,
-#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
-#undef RT_STEP_ARG
+#define FSDPRT_STEP_ARG(name, kind) name,
+#include "fsdp/rt/StepAbi.def"
 };
 constexpr unsigned kNumStepArgs = 0
-#define RT_STEP_ARG(name, kind) +1
-#include "fsdp/Dialect/RT/IR/RTStepAbi.def"
-#undef RT_STEP_ARG
+#define FSDPRT_STEP_ARG(name, kind) +1
+#include "fsdp/rt/StepAbi.def"
     ;
 /// The argument names (the lowered function's rt.name attributes).
 llvm::ArrayRef<llvm::StringLiteral> stepArgNames();

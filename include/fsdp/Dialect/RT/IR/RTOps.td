@@ -28,7 +28,7 @@ def RT_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   // On the lowered step: each argument's name in the step ABI
-  // (RTStepAbi.def) and the arena the memory plan needs.
+  // (the runtime's StepAbi.def) and the arena the memory plan needs.
   let discardableAttrs = (ins
     "::mlir::StringAttr":$name,
     "::mlir::IntegerAttr":$arena_bytes,
@@ -76,6 +76,22 @@ def RT_AllocAtOp : RT_Op<"alloc_at"> {
   let results = (outs RT_Buffer:$buffer);
   let assemblyFormat = "$ctx `offset` $offset `bytes` $bytes attr-dict `:` type($buffer)";
   let hasVerifier = 1;
+}
+
+def RT_CommRankOp : RT_Op<"comm_rank"> {
+  let summary = "this rank's index in a communicator's group (fsdprt_comm_rank)";
+  let description = [{
+    The compiled step asks its shard communicator which shard it holds,
+    instead of deriving it from its global rank (the mesh layout is the
+    runtime's, fsdp/rt/Mesh.h).
+
+    ```mlir
+    %s = rt.comm_rank %ctx, %shard : i64
+    ```
+  }];
+  let arguments = (ins RT_Context:$ctx, RT_Comm:$comm);
+  let results = (outs I64:$rank);
+  let assemblyFormat = "$ctx `,` $comm attr-dict `:` type($rank)";
 }
 
 def RT_FreeOp : RT_DirectCallOp<"free", "buffer_free"> {

@@ -1,0 +1,132 @@
+//===- Optimizer.cu - SGD, AdamW, non-finite checks, grad norm clipping ---===//
+//
+// The optimizer updates (the CPU backend's update bodies, one thread per
+// element) and the gradient norm's blocked sums.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+#include "KernelSupport.cuh"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+// A step graph's launch refreshes *live (Backend.h); else s holds them.
+__global__ void sgdKernel(float *param, const float *grad, float *momentumBuf,
+                          int64_t n, SgdScalars s, const SgdScalars *live,
+                          const float *skip) {
+  if (skip && *skip != 0.0f)
+    return;
+  if (live)
+    s = *live;
+  FSDPRT_GRID_STRIDE(i, n) {
+    sgdUpdate(param[i], grad[i], momentumBuf ? momentumBuf + i : nullptr, s);
+  }
+}
+
+__global__ void adamwKernel(float *param, const float *grad, float *expAvg,
+                            float *expAvgSq, int64_t n, AdamWScalars s,
+                            const AdamWScalars *live, const float *skip) {
+  if (skip && *skip != 0.0f)
+    return;
+  if (live)
+    s = *live;
+  FSDPRT_GRID_STRIDE(i, n) {
+    adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);
+  }
+}
+
+__global__ void clearUnlessKernel(float *out, bool keep) {
+  if (firstThread() && !keep)
+    *out = 0.0f;
+}
+
+// Threads that see a non-finite element all store 1: the same value.
+__global__ void nonfiniteKernel(const float *x, int64_t n, float *out) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    if (!std::isfinite(x[i]))
+      *out = 1.0f;
+  }
+}
+
+__global__ void sqNormFinishKernel(const double *partial, int64_t blocks,
+                                   float *out, bool accumulate) {
+  if (!firstThread())
+    return;
+  double sum = totalOf(partial, blocks);
+  *out = static_cast<float>((accumulate ? *out : 0.0) + sum);
+}
+
+template <typename S>
+__global__ void clipKernel(typename S::T *grad, int64_t n, const float *totalSq,
+                           float maxNorm) {
+  // torch.nn.utils.clip_grad_norm_: f32 arithmetic on the norm.
+  float totalNorm = std::sqrt(*totalSq);
+  float coef = maxNorm / (totalNorm + 1e-6f);
+  if (coef >= 1.0f)
+    return;
+  FSDPRT_GRID_STRIDE(i, n) { grad[i] = S::store(coef * S::load(grad[i])); }
+}
+
+__global__ void clipCoefficientKernel(const float *totalSq, float *norm,
+                                      float *coef, float maxNorm) {
+  FSDPRT_GRID_STRIDE(i, 1) {
+    (void)i; // one thread's worth of work
+    *norm = std::sqrt(*totalSq);
+    float c = maxNorm / (*norm + 1e-6f);
+    *coef = c < 1.0f ? c : 1.0f;
+  }
+}
+
+} // namespace
+
+void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
+             int64_t n, const SgdScalars &sc, const SgdScalars *live,
+             const float *skip) {
+  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc, live, skip);
+}
+
+void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
+               float *expAvgSq, int64_t n, const AdamWScalars &sc,
+               const AdamWScalars *live, const float *skip) {
+  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc, live,
+                skip);
+}
+
+void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,
+                   bool accumulate) {
+  FSDPRT_LAUNCH(clearUnlessKernel, 1, s, out, accumulate);
+  if (n > 0)
+    FSDPRT_LAUNCH(nonfiniteKernel, n, s, x, n, out);
+}
+
+void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
+                bool accumulate) {
+  int64_t blocks;
+  Scratch partial = blockSums(s, SquareTerm{x}, n, blocks);
+  FSDPRT_LAUNCH(sqNormFinishKernel, 1, s, partial.as<double>(), blocks, out,
+                accumulate);
+}
+
+void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
+              double maxNorm) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH(clipKernel<S>, n, s, static_cast<typename S::T *>(grad), n,
+                  totalSq, static_cast<float>(maxNorm));
+  });
+}
+
+void clipCoefficient(Stream s, const float *totalSq, float *norm, float *coef,
+                     double maxNorm) {
+  FSDPRT_LAUNCH(clipCoefficientKernel, 1, s, totalSq, norm, coef,
+                static_cast<float>(maxNorm));
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp

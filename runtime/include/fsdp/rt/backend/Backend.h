@@ -1,0 +1,393 @@
+//===- Backend.h - The interface every compute backend implements -*- C++
+//-*-===//
+//
+// A backend owns device memory, copies and kernels. Core code (context,
+// arena bookkeeping, streams, the C ABI) is written once against this
+// interface; backends register themselves by name, so callers never #ifdef.
+// Pointers passed to kernels are backend memory (inside the arena) already
+// bounds-checked by the caller; kernels validate data-dependent conditions
+// (ids in range) themselves and throw fsdp::rt::Error.
+//
+// Floating-point operands share one storage dtype per call (`dt`); compute is
+// f32 whatever the storage type.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RT_BACKEND_H
+#define FSDP_RT_BACKEND_H
+
+#include "fsdp/rt/DType.h"
+#include "fsdp/rt/backend/DeviceOrdering.h"
+#include "fsdp/rt/backend/Shape.h"
+#include "fsdp/rt/math/Optimizer.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace rt {
+
+enum class BinaryOp : int32_t {
+  Add = FSDPRT_ADD,
+  Sub = FSDPRT_SUB,
+  Mul = FSDPRT_MUL,
+  Div = FSDPRT_DIV,
+  Max = FSDPRT_MAX,
+  Min = FSDPRT_MIN,
+  MaxWeight = FSDPRT_MAX_WEIGHT,
+  MinWeight = FSDPRT_MIN_WEIGHT,
+  Keep = FSDPRT_KEEP,
+  Lt = FSDPRT_LT,
+  Le = FSDPRT_LE,
+  Gt = FSDPRT_GT,
+  Ge = FSDPRT_GE,
+  Eq = FSDPRT_EQ,
+  Ne = FSDPRT_NE
+};
+/// FSDPRT_UNARY_*: pointwise math with up to two scalar parameters.
+enum class UnaryMath : int32_t {
+  Tanh = FSDPRT_UNARY_TANH,
+  Sigmoid = FSDPRT_UNARY_SIGMOID,
+  Exp = FSDPRT_UNARY_EXP,
+  Log = FSDPRT_UNARY_LOG,
+  Sqrt = FSDPRT_UNARY_SQRT,
+  Rsqrt = FSDPRT_UNARY_RSQRT,
+  Abs = FSDPRT_UNARY_ABS,
+  Pow = FSDPRT_UNARY_POW,
+  Clamp = FSDPRT_UNARY_CLAMP,
+};
+enum class Activation : int32_t {
+  Relu = FSDPRT_RELU,
+  Gelu = FSDPRT_GELU,
+  GeluTanh = FSDPRT_GELU_TANH,
+  Silu = FSDPRT_SILU,
+};
+enum class ReduceKind : int32_t {
+  Sum = FSDPRT_REDUCE_SUM,
+  Mean = FSDPRT_REDUCE_MEAN
+};
+enum class LossReduction : int32_t {
+  Mean = FSDPRT_LOSS_MEAN,
+  Sum = FSDPRT_LOSS_SUM
+};
+enum class Distribution : int32_t {
+  Uniform = FSDPRT_RNG_UNIFORM,
+  Normal = FSDPRT_RNG_NORMAL
+};
+/// HostToDevice / DeviceToHost: from / into the caller's memory, done when
+/// the call returns. DeviceToDevice: ordered on the stream. Staged: a side
+/// is a host buffer (CPU offload's pinned memory), ordered on the stream as
+/// device work. HostBuffer: between the caller's memory and a host buffer,
+/// done when the call returns.
+enum class CopyKind {
+  HostToDevice,
+  DeviceToHost,
+  DeviceToDevice,
+  Staged,
+  HostBuffer
+};
+
+struct MatmulDims {
+  int64_t batch, m, k, n;
+  bool transA, transB, bBatched;
+};
+
+struct AttentionDims {
+  int64_t batch, tq, tk, heads, kvHeads, headDim;
+  bool causal;
+  double scale; // Already resolved: never <= 0 here.
+  /// An additive bias [biasBatch, biasHeads, tq, tk] (each 1 or the full
+  /// size: broadcast); 0 and 0 without one.
+  int64_t biasBatch = 0, biasHeads = 0;
+  /// Elements from one batch element's bias slices to the next (0 when
+  /// the bias is broadcast over the batch).
+  int64_t biasBatchStride() const {
+    return biasBatch == 1 ? 0 : biasHeads * tq * tk;
+  }
+  /// Offset of the bias slice of (batch b, head h), in elements.
+  int64_t biasOffset(int64_t b, int64_t h) const {
+    return b * biasBatchStride() + (biasHeads == 1 ? 0 : h) * tq * tk;
+  }
+  int64_t biasNumel() const { return biasBatch * biasHeads * tq * tk; }
+  /// Elements from one token's q (dq) to the next and from one token's k,
+  /// v (dk, dv) to the next: 0 for contiguous (H·D and Hkv·D), more where
+  /// q, k and v are slices of one packed projection [B, T, (H + 2·Hkv)·D].
+  int64_t qRow = 0, kvRow = 0;
+  int64_t qRowStride() const { return qRow ? qRow : heads * headDim; }
+  int64_t kvRowStride() const { return kvRow ? kvRow : kvHeads * headDim; }
+  bool contiguous() const {
+    return qRowStride() == heads * headDim &&
+           kvRowStride() == kvHeads * headDim;
+  }
+  /// Elements from q's first to one past its last (k, v: kvExtent).
+  int64_t qExtent() const {
+    int64_t tokens = batch * tq;
+    return tokens > 0 ? (tokens - 1) * qRowStride() + heads * headDim : 0;
+  }
+  int64_t kvExtent() const {
+    int64_t tokens = batch * tk;
+    return tokens > 0 ? (tokens - 1) * kvRowStride() + kvHeads * headDim : 0;
+  }
+};
+
+struct RngKey {
+  uint64_t seed, step, rngId;
+};
+
+struct SgdOptions {
+  double lr, momentum, dampening, weightDecay;
+  bool nesterov;
+};
+
+struct AdamWOptions {
+  double lr, beta1, beta2, eps, weightDecay;
+};
+
+class Backend {
+public:
+  virtual ~Backend();
+  virtual const char *name() const = 0;
+
+  // Memory: one allocation per context holds the whole arena.
+  virtual void *allocate(int64_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+  /// Host memory the device can copy from and to asynchronously (pinned on
+  /// GPUs): the host buffers of CPU offload.
+  virtual void *allocateHost(int64_t bytes);
+  virtual void deallocateHost(void *ptr);
+  /// The most device memory held at once since the last reset: the arena
+  /// plus per-call scratch (what PyTorch's max_memory_allocated counts);
+  /// -1 where the backend does not track it (the CPU's host memory).
+  virtual int64_t deviceHighWater() { return -1; }
+  virtual void resetDeviceHighWater() {}
+  /// Device memory held beside the arena between calls, each counted once:
+  /// the streams' GEMM workspaces and per-call scratch reserves (sized by
+  /// the largest call so far), and the operation of the largest call's
+  /// scratch; -1 where the backend does not track them (the CPU's). Read
+  /// between steps, with no call in flight.
+  struct DeviceReserve {
+    int64_t gemmWorkspaceBytes = -1;
+    int64_t scratchBytes = -1;
+    std::string scratchOp;
+  };
+  virtual DeviceReserve deviceReserve() { return {}; }
+  /// Device-side ordering if calls return before their device work is done
+  /// (DeviceOrdering.h); null when each call completes its work.
+  virtual DeviceOrdering *deviceOrdering() { return nullptr; }
+  /// Whether arena pointers are host-addressable (fsdprt_buffer_host_ptr),
+  /// which host communicators (Gloo) need.
+  virtual bool hostAccessible() const = 0;
+  /// The communicator backend that reads this backend's memory, which
+  /// fsdprt_comm_init "default" picks.
+  virtual const char *communicator() const { return "gloo"; }
+  /// The CUDA device this backend runs on (-1: none); its communicators
+  /// use the same one (CommOptions::device).
+  virtual int deviceOrdinal() const { return -1; }
+
+  // Step graphs (CUDA graphs; Context::beginCapture drives them). Between
+  // graphBegin and graphEnd, the device work of every thread that joined
+  // is recorded into one graph instead of run. A per-step value (an
+  // optimizer's scalars, an RNG key) is passed to its kernel both by value
+  // and as `live`, a copy in the graph's live block that each launch
+  // refreshes; kernels use *live when it is set. Backends without graphs
+  // (CPU) throw Unsupported from graphBegin and never see `live` set.
+  virtual bool hasStepGraphs() const { return false; }
+  /// Starts a capture whose live block holds `liveBytes`; returns the
+  /// block's device address.
+  virtual void *graphBegin(int64_t liveBytes);
+  /// The calling thread's device work joins / leaves the capture.
+  virtual void graphJoin();
+  virtual void graphLeave();
+  /// Ends the capture (always) and returns the graph's id; throws when the
+  /// capture failed (a host wait, an unsupported call while capturing).
+  virtual int64_t graphEnd();
+  /// On the calling thread's device queue: copies `live` (liveBytes, the
+  /// refreshed values) into the graph's live block, then runs the graph.
+  virtual void graphLaunch(int64_t graph, const void *live, int64_t liveBytes);
+  virtual void graphDestroy(int64_t graph);
+
+  virtual void copy(void *dst, const void *src, int64_t bytes,
+                    CopyKind kind) = 0;
+  virtual void fill(DType dt, void *dst, int64_t n, double value) = 0;
+  /// dst[i] += value for an I32 or I64 tensor.
+  virtual void addInteger(DType dt, void *dst, int64_t n, int64_t value) = 0;
+  /// src may be an integer type; dst is a float type.
+  virtual void cast(DType srcType, const void *src, DType dstType, void *dst,
+                    int64_t n) = 0;
+
+  virtual void linearForward(DType dt, const void *x, const void *w,
+                             const void *b, void *y, int64_t m, int64_t k,
+                             int64_t n) = 0;
+  virtual void linearBackward(DType dt, const void *x, const void *w,
+                              const void *dy, void *dx, void *dw, void *db,
+                              int64_t m, int64_t k, int64_t n) = 0;
+  virtual void matmulForward(DType dt, const void *a, const void *b, void *c,
+                             const MatmulDims &d) = 0;
+  virtual void matmulBackward(DType dt, const void *a, const void *b,
+                              const void *dc, void *da, void *db,
+                              const MatmulDims &d) = 0;
+
+  virtual void binaryForward(DType dt, BinaryOp op, const void *a,
+                             const Shape &aShape, const void *b,
+                             const Shape &bShape, void *out) = 0;
+  virtual void binaryBackward(DType dt, BinaryOp op, const void *a,
+                              const Shape &aShape, const void *b,
+                              const Shape &bShape, const void *dout, void *da,
+                              void *db) = 0;
+  virtual void scale(DType dt, const void *x, void *y, int64_t n,
+                     double factor) = 0;
+  /// y = f(x; a, b) and dx = dy * f'(x; a, b) (math/Unary.h).
+  virtual void unaryForward(DType dt, UnaryMath kind, const void *x, void *y,
+                            int64_t n, double a, double b) = 0;
+  virtual void unaryBackward(DType dt, UnaryMath kind, const void *x,
+                             const void *dy, void *dx, int64_t n, double a,
+                             double b) = 0;
+  virtual void activationForward(DType dt, Activation kind, const void *x,
+                                 void *y, int64_t n) = 0;
+  virtual void activationBackward(DType dt, Activation kind, const void *x,
+                                  const void *dy, void *dx, int64_t n) = 0;
+
+  virtual void layerNormForward(DType dt, const void *x, const void *w,
+                                const void *b, void *y, int64_t rows, int64_t d,
+                                double eps) = 0;
+  virtual void layerNormBackward(DType dt, const void *x, const void *w,
+                                 const void *dy, void *dx, void *dw, void *db,
+                                 int64_t rows, int64_t d, double eps) = 0;
+  virtual void rmsNormForward(DType dt, const void *x, const void *w, void *y,
+                              int64_t rows, int64_t d, double eps) = 0;
+  virtual void rmsNormBackward(DType dt, const void *x, const void *w,
+                               const void *dy, void *dx, void *dw, int64_t rows,
+                               int64_t d, double eps) = 0;
+  /// Softmax over the middle dim of [outer, dim, inner].
+  virtual void softmaxForward(DType dt, const void *x, void *y, int64_t outer,
+                              int64_t dim, int64_t inner) = 0;
+  virtual void softmaxBackward(DType dt, const void *y, const void *dy,
+                               void *dx, int64_t outer, int64_t dim,
+                               int64_t inner) = 0;
+
+  virtual void embeddingForward(DType dt, DType idsType, const void *ids,
+                                const void *table, void *out, int64_t numIds,
+                                int64_t vocab, int64_t dim) = 0;
+  virtual void embeddingBackward(DType dt, DType idsType, const void *ids,
+                                 const void *dy, void *dtable, int64_t numIds,
+                                 int64_t vocab, int64_t dim) = 0;
+  /// `bias` (null: none) is d.biasNumel() elements; `dbias` (null: not
+  /// wanted) too. `stats` (null: not wanted) gets each query row's
+  /// log-sum-exp of its scaled, masked scores, [batch, heads, tq]; the
+  /// backward takes them with the forward's `out` (both null: it computes
+  /// what it needs) and gives the same results either way.
+  virtual void attentionForward(DType dt, const void *q, const void *k,
+                                const void *v, const void *bias, void *out,
+                                float *stats, const AttentionDims &d) = 0;
+  virtual void attentionBackward(DType dt, const void *q, const void *k,
+                                 const void *v, const void *bias,
+                                 const void *dout, const void *out,
+                                 const float *stats, void *dq, void *dk,
+                                 void *dv, void *dbias,
+                                 const AttentionDims &d) = 0;
+  /// inverse = true rotates by -angle: the VJP of the forward rotation.
+  virtual void rope(DType dt, const void *x, void *y, int64_t batch,
+                    int64_t seq, int64_t heads, int64_t headDim, double theta,
+                    bool inverse) = 0;
+  /// y = x * mask / (1 - p); applied to dy it is also the backward.
+  /// `live` (may be null): the key in a step graph's live block.
+  virtual void dropout(DType dt, const void *x, void *y, int64_t n, double p,
+                       const RngKey &key, const RngKey *live) = 0;
+  virtual void rngFill(DType dt, void *dst, int64_t n, Distribution dist,
+                       double a, double b, const RngKey &key,
+                       const RngKey *live) = 0;
+  virtual void batchNormForward(DType dt, const void *x, const void *w,
+                                const void *b, void *runningMean,
+                                void *runningVar, void *y, int64_t n, int64_t c,
+                                int64_t spatial, double eps, double momentum,
+                                bool training) = 0;
+  virtual void batchNormBackward(DType dt, const void *x, const void *w,
+                                 const void *runningMean,
+                                 const void *runningVar, const void *dy,
+                                 void *dx, void *dw, void *db, int64_t n,
+                                 int64_t c, int64_t spatial, double eps,
+                                 bool training) = 0;
+
+  virtual void transpose(DType dt, const void *x, void *y, const Shape &xShape,
+                         const std::vector<int64_t> &perm) = 0;
+  /// Copies a [outer, srcDim, inner] slab's [offset, offset+size) range of
+  /// the middle dim into a [outer, size, inner] tensor, or back (split and
+  /// concat are both made of these).
+  virtual void copySlab(DType dt, const void *src, int64_t srcDim,
+                        int64_t srcOffset, void *dst, int64_t dstDim,
+                        int64_t dstOffset, int64_t outer, int64_t size,
+                        int64_t inner) = 0;
+  /// dims is a sorted list of reduced dims of xShape.
+  virtual void reduceForward(DType dt, ReduceKind kind, const void *x,
+                             const Shape &xShape,
+                             const std::vector<int64_t> &dims, void *y) = 0;
+  virtual void reduceBackward(DType dt, ReduceKind kind, const void *dy,
+                              const Shape &xShape,
+                              const std::vector<int64_t> &dims, void *dx) = 0;
+
+  /// Logits are n rows of `width`, their first c columns the classes: the
+  /// rest (vocabulary padding) take no part and get a zero gradient.
+  virtual void crossEntropyForward(DType dt, DType targetType,
+                                   const void *logits, const void *targets,
+                                   void *loss, int64_t n, int64_t c,
+                                   int64_t width, LossReduction reduction,
+                                   int64_t ignoreIndex) = 0;
+  virtual void crossEntropyBackward(DType dt, DType targetType,
+                                    const void *logits, const void *targets,
+                                    const void *dloss, void *dlogits, int64_t n,
+                                    int64_t c, int64_t width,
+                                    LossReduction reduction,
+                                    int64_t ignoreIndex) = 0;
+  /// Both of the above from one pass over the logits, the same bits;
+  /// dlogits may be logits.
+  virtual void crossEntropyForwardBackward(
+      DType dt, DType targetType, const void *logits, const void *targets,
+      const void *dloss, void *loss, void *dlogits, int64_t n, int64_t c,
+      int64_t width, LossReduction reduction, int64_t ignoreIndex) = 0;
+  virtual void mseLossForward(DType dt, const void *a, const void *b,
+                              void *loss, int64_t n,
+                              LossReduction reduction) = 0;
+  virtual void mseLossBackward(DType dt, const void *a, const void *b,
+                               const void *dloss, void *da, void *db, int64_t n,
+                               LossReduction reduction) = 0;
+
+  /// The updates do nothing when `skip` (one f32 in device memory, or
+  /// null) is non-zero: a loss scaler found a non-finite gradient. The
+  /// scalars are OptimizerScalars.h's for the step; `live` (may be null)
+  /// their copy in a step graph's live block.
+  virtual void sgdStep(DType gradType, float *param, const void *grad,
+                       float *momentumBuf, int64_t n, const SgdScalars &s,
+                       const SgdScalars *live, const float *skip) = 0;
+  virtual void adamwStep(DType gradType, float *param, const void *grad,
+                         float *expAvg, float *expAvgSq, int64_t n,
+                         const AdamWScalars &s, const AdamWScalars *live,
+                         const float *skip) = 0;
+  /// *out = 1 if any of the n elements is inf or NaN, else
+  /// (accumulate ? *out : 0).
+  virtual void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
+                             bool accumulate) = 0;
+  virtual void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
+                          bool accumulate) = 0;
+  virtual void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,
+                        double maxNorm) = 0;
+  /// norm = sqrt(totalSq); coef = min(1, maxNorm / (norm + 1e-6)), in f32
+  /// as torch.nn.utils.clip_grad_norm_ computes them.
+  virtual void clipCoefficient(const float *totalSq, float *norm, float *coef,
+                               double maxNorm) = 0;
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(int numThreads)>;
+
+/// Registers a backend under `name`; returns true so it can initialise a
+/// static in the backend's translation unit.
+bool registerBackend(const std::string &name, BackendFactory factory);
+/// Throws Error(Unsupported) listing the registered names if unknown.
+std::unique_ptr<Backend> createBackend(const std::string &name, int numThreads);
+std::vector<std::string> registeredBackends();
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_BACKEND_H

@@ -1,0 +1,48 @@
+//===- OptimizerScalars.h - per-step scalars of SGD and AdamW ---*- C++ -*-===//
+//
+// Host-side: every backend computes the scalars of an update the same way,
+// then applies the shared per-element bodies of math/Optimizer.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RT_OPTIMIZERSCALARS_H
+#define FSDP_RT_OPTIMIZERSCALARS_H
+
+#include "fsdp/rt/backend/Backend.h"
+#include "fsdp/rt/math/Optimizer.h"
+
+#include <cmath>
+
+namespace fsdp {
+namespace rt {
+
+/// torch.optim.SGD's scalars for step `step` (counted from 1; the first step
+/// sets the momentum buffer to the gradient).
+inline SgdScalars sgdScalars(const SgdOptions &o, int64_t step) {
+  return SgdScalars{static_cast<float>(o.lr),
+                    static_cast<float>(o.momentum),
+                    static_cast<float>(o.dampening),
+                    static_cast<float>(o.weightDecay),
+                    o.nesterov,
+                    step == 1};
+}
+
+/// torch.optim.AdamW's scalars for step `step`, computed in double as its
+/// Python code does, then rounded to f32 when applied to f32 tensors.
+inline AdamWScalars adamwScalars(const AdamWOptions &o, int64_t step) {
+  double t = static_cast<double>(step);
+  double biasCorrection1 = 1.0 - std::pow(o.beta1, t);
+  double biasCorrection2 = 1.0 - std::pow(o.beta2, t);
+  return AdamWScalars{static_cast<float>(1.0 - o.lr * o.weightDecay),
+                      static_cast<float>(1.0 - o.beta1),
+                      static_cast<float>(o.beta2),
+                      static_cast<float>(1.0 - o.beta2),
+                      static_cast<float>(o.lr / biasCorrection1),
+                      static_cast<float>(std::sqrt(biasCorrection2)),
+                      static_cast<float>(o.eps)};
+}
+
+} // namespace rt
+} // namespace fsdp
+
+#endif // FSDP_RT_OPTIMIZERSCALARS_H

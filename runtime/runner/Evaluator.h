@@ -1,0 +1,58 @@
+//===- Evaluator.h - An eval program beside the training program -*- C++ -*-===//
+//
+// `fsdp-run TRAIN --eval-program EVAL --eval-every K --eval-data VAL`: the
+// eval program (mode=eval, same model and mesh) runs in the training rank's
+// context between steps, when the training step's transients are free. Its
+// planned buffers are placed after the training program's persistent
+// buffer (fsdprt_context_set_arena_base); its persistent buffer exists only
+// during an evaluation and receives the training weights by device copies,
+// unit shard by unit shard, so nothing is gathered beyond what its forward
+// gathers. A unit must have the same flat layout in both programs (names,
+// shapes, offsets, shard size): true unless a training unit keeps frozen
+// parameters in a flat parameter of their own.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DRIVER_EVALUATOR_H
+#define FSDP_DRIVER_EVALUATOR_H
+
+#include "runner/Data.h"
+#include "runner/RankRuntime.h"
+#include "runner/StepProgram.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace fsdp {
+namespace driver {
+
+class Evaluator {
+public:
+  /// Checks that `eval` evaluates `train`'s model on its mesh with the same
+  /// flat layouts; throws std::runtime_error naming what differs.
+  Evaluator(const RunOptions &o, const Program &train, StepProgram &eval);
+
+  /// The arena the training context needs for the evaluation to fit.
+  int64_t arenaBytes() const { return base_ + eval_.arenaBytes; }
+
+  /// The mean loss over the ranks and --eval-batches batches (the same
+  /// batches every time, from the data's start) of the weights in
+  /// `rt` now. Collective: every rank calls it.
+  double evaluate(RankRuntime &rt, int rank, int worldSize);
+
+private:
+  struct Copy {
+    int64_t from, to, bytes; // training and eval image offsets
+  };
+  const Program &train_, &eval_;
+  StepFn step_;
+  std::vector<Copy> copies_;
+  DataSource data_;
+  int64_t base_;
+  int64_t batches_;
+  uint64_t seed_;
+};
+
+} // namespace driver
+} // namespace fsdp
+
+#endif // FSDP_DRIVER_EVALUATOR_H
