@@ -6,11 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuBackend.h"
+#include "HostStaging.h"
 #include "Kernels.h"
 #include "Parallel.h"
-#include "HostStaging.h"
 
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/fsdprt.h"
 #include "fsdp/rt/backend/PackedAttention.h"
 
 #include <algorithm>
@@ -57,7 +58,8 @@ public:
   const char *name() const override { return "cpu"; }
 
   void *allocate(int64_t bytes) override {
-    void *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    constexpr int64_t kAlign = FSDPRT_ARENA_ALIGNMENT;
+    void *p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
     if (!p)
       fail(Status::OutOfMemory, "cannot allocate a ", bytes,
            "-byte arena on the host");

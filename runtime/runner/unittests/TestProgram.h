@@ -1,5 +1,4 @@
-//===- TestProgram.h - A small program description for the tests -*- C++
-//-*-===//
+//===- TestProgram.h - A small program description for tests ----*- C++ -*-===//
 //
 // What convert-fsdp-to-rt would emit for a tiny model at a given mesh: two
 // units (the root and "h.0") whose flat parameters are padded to a multiple
@@ -15,6 +14,7 @@
 #include "runner/Program.h"
 
 #include "fsdp/rt/ProgramKeys.h"
+#include "fsdp/rt/fsdprt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +35,8 @@ inline int64_t testNumel(const std::vector<int64_t> &shape) {
 
 /// Appends `bytes` at the 64-byte aligned end of the persistent buffer.
 inline int64_t place(Program &p, int64_t bytes) {
-  int64_t offset = (p.persistentBytes + 63) / 64 * 64;
+  constexpr int64_t kAlign = FSDPRT_ARENA_ALIGNMENT;
+  int64_t offset = (p.persistentBytes + kAlign - 1) / kAlign * kAlign;
   p.persistentBytes = offset + bytes;
   return offset;
 }

@@ -1,5 +1,4 @@
-//===- Backend.h - The interface every compute backend implements -*- C++
-//-*-===//
+//===- Backend.h - What every compute backend implements --------*- C++ -*-===//
 //
 // A backend owns device memory, copies and kernels. Core code (context,
 // arena bookkeeping, streams, the C ABI) is written once against this

@@ -1,5 +1,4 @@
-//===- Activation.h - Pointwise activation bodies and derivatives -*- C++
-//-*-===//
+//===- Activation.h - Pointwise activations and derivatives -----*- C++ -*-===//
 //
 // Forward and derivative of each activation, as PyTorch defines them:
 //   relu(x)      = max(x, 0),             relu'(0) = 0

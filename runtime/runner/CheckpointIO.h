@@ -1,0 +1,223 @@
+//===- CheckpointIO.h - What the two checkpoint formats share ---*- C++ -*-===//
+//
+// The full format (FullCheckpoint.cpp: one file, whole tensors, any world
+// size) and the sharded one (ShardedCheckpoint.cpp: a directory of rank
+// files) write through the runtime's C ABI (fsdprt_ckpt_writer_*, atomic)
+// and read with the runtime's validating SafetensorsReader, which gives the
+// whole metadata map the C ABI can only query key by key. This is what both
+// use: names, the writer handle, the gather of whole flat tensors, the
+// header and buffer checks.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNNER_CHECKPOINTIO_H
+#define FSDP_RUNNER_CHECKPOINTIO_H
+
+#include "runner/Checkpoint.h"
+#include "runner/Program.h"
+
+#include "fsdp/rt/Safetensors.h"
+#include "fsdp/rt/fsdprt.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace driver {
+namespace checkpoint {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+constexpr const char *kFullFormat = "fsdp-mlir-full";
+constexpr const char *kShardedFormat = "fsdp-mlir-sharded";
+using Reader = rt::SafetensorsReader;
+
+[[noreturn]] void fail(const std::string &path, const std::string &what);
+
+void check(int32_t status, const std::string &what);
+
+int64_t numelOf(const std::vector<int64_t> &shape);
+
+std::string shapeString(const std::vector<int64_t> &shape);
+
+std::string unitKey(const std::string &unitName);
+
+/// The tensor of a sharded checkpoint holding a unit's flat parameter: a
+/// unit may have a trainable and a frozen one.
+std::string flatParamKey(bool frozen);
+
+std::string stateTensorName(const std::string &state, const std::string &param);
+
+void createDirectories(const fs::path &dir);
+
+json unitsJson(const Program &program);
+
+std::unique_ptr<Reader> openReader(const std::string &path);
+
+bool hasTensor(const Reader &r, const std::string &name);
+
+/// Reads an f32 tensor of the expected shape; `what` names it in errors.
+std::vector<float> readF32(const Reader &r, const std::string &path,
+                           const std::string &name,
+                           const std::vector<int64_t> &shape,
+                           const std::string &what);
+
+/// Copies the elements of parameter `p` (all of it, row-major, at `values`)
+/// that fall in this rank's shard into the shard at `shardBase`.
+void scatterParam(const float *values, const ParamInfo &p, int64_t shardBegin,
+                  int64_t shardNumel, uint8_t *shardBase);
+
+int64_t parseCount(const Metadata &meta, const std::string &key,
+                   const std::string &path);
+
+/// Format and model checks shared by both formats.
+LoadResult readHeader(const Reader &r, const std::string &path,
+                      const std::string &format, const Program &program);
+
+void readBuffers(const Reader &r, const std::string &path,
+                 const Program &program, std::vector<uint8_t> &image);
+
+bool programHasState(const Program &program);
+
+/// A checkpoint writer handle that is discarded unless finished.
+class Writer {
+public:
+  explicit Writer(const std::string &path) : path_(path) {
+    check(fsdprt_ckpt_writer_create(path.c_str(), &handle_),
+          "checkpoint '" + path + "'");
+  }
+  ~Writer() {
+    if (handle_)
+      fsdprt_ckpt_writer_discard(handle_);
+  }
+  Writer(const Writer &) = delete;
+  Writer &operator=(const Writer &) = delete;
+
+  void add(const std::string &name, const std::vector<int64_t> &shape,
+           const float *data) {
+    check(fsdprt_ckpt_writer_add(handle_, name.c_str(), FSDPRT_F32,
+                                 static_cast<int32_t>(shape.size()),
+                                 shape.data(), data),
+          where(name));
+  }
+  /// Copies from a runtime buffer (synchronises the context first).
+  void addBuffer(int64_t ctx, const std::string &name, const std::string &dtype,
+                 const std::vector<int64_t> &shape, int64_t buf, int64_t off) {
+    check(fsdprt_ckpt_writer_add_buffer(
+              handle_, ctx, name.c_str(), static_cast<int32_t>(dtypeOf(dtype)),
+              static_cast<int32_t>(shape.size()), shape.data(), buf, off),
+          where(name));
+  }
+  /// The caller's keys, then ours (which win on a clash).
+  void setMetadata(const Metadata &user, const Metadata &reserved) {
+    for (const Metadata *m : {&user, &reserved})
+      for (const auto &[key, value] : *m)
+        check(fsdprt_ckpt_writer_set_metadata(handle_, key.c_str(),
+                                              value.c_str()),
+              where("metadata " + key));
+  }
+  void finish() {
+    int64_t h = handle_;
+    handle_ = 0;
+    check(fsdprt_ckpt_writer_finish(h), "checkpoint '" + path_ + "'");
+  }
+
+private:
+  std::string where(const std::string &what) const {
+    return "checkpoint '" + path_ + "': " + what;
+  }
+  std::string path_;
+  int64_t handle_ = 0;
+};
+
+/// Brings whole flat tensors (parameter or state) of replica 0's units to
+/// the host: all-gathers sharded ones into one reused arena buffer, copies
+/// unsharded ones directly. A shard in the host buffer (CPU offload) is
+/// copied to the arena first: collectives read device memory.
+class FlatGatherer {
+public:
+  FlatGatherer(const Program &program, int64_t ctx, int64_t stream,
+               const StateBuffers &buffers, int64_t shardComm)
+      : program_(program), ctx_(ctx), stream_(stream), buffers_(buffers),
+        comm_(shardComm) {
+    int64_t most = 0, shard = 0;
+    for (const UnitInfo &u : program.units)
+      if (u.shardNumel < u.paddedNumel) {
+        most = std::max(most, u.paddedNumel);
+        shard = std::max(shard, u.shardNumel);
+      }
+    if (most > 0)
+      check(fsdprt_buffer_alloc(ctx, most * 4, &scratch_),
+            "checkpoint: cannot allocate " + std::to_string(most * 4) +
+                " bytes of arena to gather the largest unit");
+    if (shard > 0 && buffers.host)
+      check(fsdprt_buffer_alloc(ctx, shard * 4, &shardScratch_),
+            "checkpoint: cannot allocate " + std::to_string(shard * 4) +
+                " bytes of arena for the largest offloaded shard");
+  }
+  ~FlatGatherer() {
+    fsdprt_stream_synchronize(ctx_, stream_);
+    for (int64_t scratch : {scratch_, shardScratch_})
+      if (scratch)
+        fsdprt_buffer_free(ctx_, stream_, scratch);
+  }
+  FlatGatherer(const FlatGatherer &) = delete;
+  FlatGatherer &operator=(const FlatGatherer &) = delete;
+
+  /// The whole padded flat tensor whose shard is at `offset`; `toHost`
+  /// false takes part in the collective only (returns nothing).
+  std::vector<float> gather(const UnitInfo &unit, int64_t offset, bool toHost) {
+    std::vector<float> flat;
+    if (unit.paddedNumel == 0)
+      return flat;
+    BufferRef src = locate(program_, buffers_, offset);
+    if (unit.shardNumel < unit.paddedNumel) {
+      if (src.buffer == buffers_.host) {
+        check(fsdprt_copy(ctx_, stream_, shardScratch_, 0, src.buffer,
+                          src.offset, unit.shardNumel * 4),
+              "checkpoint: copy of an offloaded shard");
+        src = {shardScratch_, 0};
+      }
+      check(fsdprt_all_gather(ctx_, stream_, comm_, FSDPRT_F32, src.buffer,
+                              src.offset, scratch_, 0, unit.paddedNumel),
+            "checkpoint: all-gather of unit '" + unit.name + "'");
+      src = {scratch_, 0};
+    }
+    if (!toHost)
+      return flat;
+    flat.resize(unit.paddedNumel);
+    check(fsdprt_copy_to_host(ctx_, stream_, flat.data(), src.buffer,
+                              src.offset, unit.paddedNumel * 4),
+          "checkpoint: copy of unit '" + unit.name + "'");
+    check(fsdprt_stream_synchronize(ctx_, stream_),
+          "checkpoint: gathering unit '" + unit.name + "'");
+    return flat;
+  }
+
+  void finish() {
+    check(fsdprt_stream_synchronize(ctx_, stream_), "checkpoint: gathering");
+  }
+
+private:
+  const Program &program_;
+  int64_t ctx_, stream_;
+  StateBuffers buffers_;
+  int64_t comm_;
+  int64_t scratch_ = 0, shardScratch_ = 0;
+};
+
+/// The formats' readers (Checkpoint.cpp's load() picks one).
+LoadResult loadFull(const std::string &path, const Program &program, int rank,
+                    std::vector<uint8_t> &image);
+LoadResult loadSharded(const std::string &dir, const Program &program, int rank,
+                       std::vector<uint8_t> &image);
+
+} // namespace checkpoint
+} // namespace driver
+} // namespace fsdp
+
+#endif // FSDP_RUNNER_CHECKPOINTIO_H

@@ -1,0 +1,99 @@
+//===- FullCheckpoint.cpp - One file of whole tensors ---------------------===//
+//
+// The full format: rank 0 writes every unit's parameters (and optimizer
+// state) whole, gathered over the shard group, as PyTorch's full state dict;
+// any world size and mesh loads it, each rank keeping its shard.
+//
+//===----------------------------------------------------------------------===//
+#include "runner/CheckpointIO.h"
+
+#include "runner/Init.h"
+
+#include <set>
+#include <stdexcept>
+
+namespace fsdp {
+namespace driver {
+namespace checkpoint {
+
+LoadResult loadFull(const std::string &path, const Program &program, int rank,
+                    std::vector<uint8_t> &image) {
+  std::unique_ptr<Reader> r = openReader(path);
+  LoadResult res = readHeader(*r, path, kFullFormat, program);
+  // A checkpoint of another optimizer has none of our state: start it at 0.
+  bool anyState = false;
+  for (const UnitInfo &u : program.units)
+    for (const StateInfo &s : u.state)
+      for (const ParamInfo &p : u.params)
+        anyState |= hasTensor(*r, stateTensorName(s.name, p.name));
+  res.optimizerStateLoaded = anyState || !programHasState(program);
+
+  for (const UnitInfo &u : program.units) {
+    int64_t begin = shardBegin(program, u, rank);
+    for (const ParamInfo &p : u.params) {
+      if (!hasTensor(*r, p.name))
+        fail(path, "has no parameter '" + p.name + "' of model '" +
+                       program.model + "'");
+      std::vector<float> v = readF32(*r, path, p.name, p.shape, "parameter");
+      scatterParam(v.data(), p, begin, u.shardNumel, image.data() + u.offset);
+      if (!anyState)
+        continue;
+      for (const StateInfo &s : u.state) {
+        std::string name = stateTensorName(s.name, p.name);
+        if (!hasTensor(*r, name))
+          fail(path, "has no optimizer state '" + name + "'");
+        v = readF32(*r, path, name, p.shape, "optimizer state");
+        scatterParam(v.data(), p, begin, u.shardNumel, image.data() + s.offset);
+      }
+    }
+  }
+  readBuffers(*r, path, program, image);
+  return res;
+}
+
+} // namespace checkpoint
+
+using namespace checkpoint;
+
+void saveFull(const std::string &path, const Program &program, int64_t ctx,
+              int64_t stream, const StateBuffers &buffers, int64_t shardComm,
+              int rank, int64_t stepCount, const Metadata &meta) {
+  check(fsdprt_context_synchronize(ctx), "checkpoint: synchronize");
+  // Replicas hold identical shards: only replica 0 gathers, rank 0 writes.
+  if (program.mesh().replicaIndex(rank) != 0)
+    return;
+  bool writes = rank == 0;
+  std::unique_ptr<Writer> writer;
+  if (writes) {
+    createDirectories(fs::path(path).parent_path());
+    writer = std::make_unique<Writer>(path);
+  }
+  FlatGatherer gatherer(program, ctx, stream, buffers, shardComm);
+  for (const UnitInfo &u : program.units) {
+    std::vector<float> flat = gatherer.gather(u, u.offset, writes);
+    if (writes)
+      for (const ParamInfo &p : u.params)
+        writer->add(p.name, p.shape, flat.data() + p.flatOffset);
+    for (const StateInfo &s : u.state) {
+      flat = gatherer.gather(u, s.offset, writes);
+      if (writes)
+        for (const ParamInfo &p : u.params)
+          writer->add(stateTensorName(s.name, p.name), p.shape,
+                      flat.data() + p.flatOffset);
+    }
+  }
+  gatherer.finish();
+  if (!writes)
+    return;
+  for (const BufferInfo &b : program.buffers)
+    writer->addBuffer(ctx, b.name, b.dtype, b.shape, buffers.persistent,
+                      b.offset);
+  writer->setMetadata(meta, {{"format", kFullFormat},
+                             {"model", program.model},
+                             {"step_count", std::to_string(stepCount)},
+                             {"optimizer", program.optimizer}});
+  writer->finish();
+}
+
+} // namespace driver
+} // namespace fsdp
