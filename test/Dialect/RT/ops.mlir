@@ -69,7 +69,7 @@ func.func @calls(%ctx: !rt.context, %s: !rt.stream, %comm: !rt.comm, %x: !rt.buf
   rt.call @binary_forward(%ctx, %s, %f32, %add, %x, %c0, %rank, %shape, %w, %c0, %rank, %shape, %y, %c0) : (!rt.context, !rt.stream, i32, i32, !rt.buffer, i64, i32, !rt.array, !rt.buffer, i64, i32, !rt.array, !rt.buffer, i64) -> ()
   // CHECK: rt.call @all_gather(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!rt.context, !rt.stream, !rt.comm, i32, !rt.buffer, i64, !rt.buffer, i64, i64) -> ()
   rt.call @all_gather(%ctx, %s, %comm, %f32, %x, %c0, %y, %c0, %c8) : (!rt.context, !rt.stream, !rt.comm, i32, !rt.buffer, i64, !rt.buffer, i64, i64) -> ()
-  // CHECK: rt.call @barrier(%{{.*}}, %{{.*}}, %{{.*}}) : (!rt.context, !rt.stream, !rt.comm) -> ()
-  rt.call @barrier(%ctx, %s, %comm) : (!rt.context, !rt.stream, !rt.comm) -> ()
+  // CHECK: %{{.*}} = rt.comm_rank %{{.*}}, %{{.*}} : i64
+  %shard_index = rt.comm_rank %ctx, %comm : i64
   return
 }

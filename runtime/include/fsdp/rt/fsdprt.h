@@ -279,13 +279,6 @@ int32_t fsdprt_matmul_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int64_t batch, int64_t m, int64_t k, int64_t n,
                               int32_t trans_a, int32_t trans_b,
                               int32_t b_batched);
-int32_t fsdprt_matmul_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                               int64_t a, int64_t a_off, int64_t b,
-                               int64_t b_off, int64_t dc, int64_t dc_off,
-                               int64_t da, int64_t da_off, int64_t db,
-                               int64_t db_off, int64_t batch, int64_t m,
-                               int64_t k, int64_t n, int32_t trans_a,
-                               int32_t trans_b, int32_t b_batched);
 
 /* out = a (op) b with numpy trailing broadcasting; out has the broadcast */
 /* shape. Backward (ADD to DIV) sums over broadcast dims; da or db may be */
@@ -296,20 +289,10 @@ int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int64_t b_off, int32_t b_rank,
                               const int64_t *b_shape, int64_t out,
                               int64_t out_off);
-int32_t fsdprt_binary_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                               int32_t op, int64_t a, int64_t a_off,
-                               int32_t a_rank, const int64_t *a_shape,
-                               int64_t b, int64_t b_off, int32_t b_rank,
-                               const int64_t *b_shape, int64_t dout,
-                               int64_t dout_off, int64_t da, int64_t da_off,
-                               int64_t db, int64_t db_off);
 /* y = factor * x; its backward is dx = factor * dy. */
 int32_t fsdprt_scale_forward(int64_t ctx, int64_t stream, int32_t dtype,
                              int64_t x, int64_t x_off, int64_t y, int64_t y_off,
                              int64_t numel, double factor);
-int32_t fsdprt_scale_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                              int64_t dy, int64_t dy_off, int64_t dx,
-                              int64_t dx_off, int64_t numel, double factor);
 
 int32_t fsdprt_activation_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int32_t kind, int64_t x, int64_t x_off,
@@ -359,11 +342,6 @@ int32_t fsdprt_softmax_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                int64_t x, int64_t x_off, int64_t y,
                                int64_t y_off, int32_t rank,
                                const int64_t *shape, int32_t dim);
-int32_t fsdprt_softmax_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                                int64_t y, int64_t y_off, int64_t dy,
-                                int64_t dy_off, int64_t dx, int64_t dx_off,
-                                int32_t rank, const int64_t *shape,
-                                int32_t dim);
 
 /* out[i,:] = table[ids[i],:]; ids_dtype is I32 or I64. The backward */
 /* overwrites dtable with the scatter-sum of dy in id order. */
@@ -435,16 +413,6 @@ int32_t fsdprt_dropout_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                int64_t x, int64_t x_off, int64_t y,
                                int64_t y_off, int64_t numel, double p,
                                int64_t seed, int64_t step, int64_t rng_id);
-int32_t fsdprt_dropout_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                                int64_t dy, int64_t dy_off, int64_t dx,
-                                int64_t dx_off, int64_t numel, double p,
-                                int64_t seed, int64_t step, int64_t rng_id);
-/* Uniform [a, b) or normal (mean a, std b) numbers from the same counter */
-/* RNG, e.g. for parameter initialisation. */
-int32_t fsdprt_rng_fill(int64_t ctx, int64_t stream, int32_t dtype,
-                        int32_t distribution, int64_t dst, int64_t dst_off,
-                        int64_t numel, double a, double b, int64_t seed,
-                        int64_t step, int64_t rng_id);
 
 /* x[n,c,s] with s the product of spatial dims. w, b optional. Training */
 /* updates running_mean/var in place; eval reads them. */
@@ -473,10 +441,6 @@ int32_t fsdprt_transpose_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                  int64_t x, int64_t x_off, int64_t y,
                                  int64_t y_off, int32_t rank,
                                  const int64_t *shape, const int64_t *perm);
-int32_t fsdprt_transpose_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                                  int64_t dy, int64_t dy_off, int64_t dx,
-                                  int64_t dx_off, int32_t rank,
-                                  const int64_t *x_shape, const int64_t *perm);
 /* Split x along dim into parts of sizes[i] (outs[i], out_offs[i]); concat */
 /* is its inverse and each is the other's backward. */
 int32_t fsdprt_split(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
@@ -541,12 +505,6 @@ int32_t fsdprt_mse_loss_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                 int64_t a, int64_t a_off, int64_t b,
                                 int64_t b_off, int64_t loss, int64_t loss_off,
                                 int64_t numel, int32_t reduction);
-int32_t fsdprt_mse_loss_backward(int64_t ctx, int64_t stream, int32_t dtype,
-                                 int64_t a, int64_t a_off, int64_t b,
-                                 int64_t b_off, int64_t dloss,
-                                 int64_t dloss_off, int64_t da, int64_t da_off,
-                                 int64_t db, int64_t db_off, int64_t numel,
-                                 int32_t reduction);
 
 /* ---- Optimizers on a flat f32 shard -------------------------------------*/
 /* grad_dtype is the gradient's storage type; param and state are f32. */
@@ -575,6 +533,68 @@ int32_t fsdprt_nonfinite_flag(int64_t ctx, int64_t stream, int32_t dtype,
 /* (the scale as set when this call is issued). */
 int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
                           int64_t out_off, int32_t inverse);
+/* norm = sqrt(total_sq), coef = min(1, max_norm / (norm + 1e-6)): one f32  */
+/* each, as torch.nn.utils.clip_grad_norm_ computes them.                   */
+int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total_sq,
+                                int64_t total_sq_off, int64_t norm,
+                                int64_t norm_off, int64_t coef,
+                                int64_t coef_off, double max_norm);
+
+/* ---- Library kernels -----------------------------------------------------*/
+/* Tested on every backend and used by the runtime's benchmarks, but never  */
+/* emitted by the compiler: it differentiates into forward kernels (the nn  */
+/* ops' VJPs), dropout's backward is the forward with the same key, and    */
+/* gradient clipping is nn ops and clip_coefficient. scripts/completeness.py*/
+/* checks each has a runtime test and that no other kernel is unreached.   */
+/* The backward of fsdprt_matmul_forward. */
+int32_t fsdprt_matmul_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int64_t a, int64_t a_off, int64_t b,
+                               int64_t b_off, int64_t dc, int64_t dc_off,
+                               int64_t da, int64_t da_off, int64_t db,
+                               int64_t db_off, int64_t batch, int64_t m,
+                               int64_t k, int64_t n, int32_t trans_a,
+                               int32_t trans_b, int32_t b_batched);
+/* The backward of fsdprt_binary_forward. */
+int32_t fsdprt_binary_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                               int32_t op, int64_t a, int64_t a_off,
+                               int32_t a_rank, const int64_t *a_shape,
+                               int64_t b, int64_t b_off, int32_t b_rank,
+                               const int64_t *b_shape, int64_t dout,
+                               int64_t dout_off, int64_t da, int64_t da_off,
+                               int64_t db, int64_t db_off);
+/* The backward of fsdprt_scale_forward. */
+int32_t fsdprt_scale_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                              int64_t dy, int64_t dy_off, int64_t dx,
+                              int64_t dx_off, int64_t numel, double factor);
+/* The backward of fsdprt_softmax_forward (reads its output y). */
+int32_t fsdprt_softmax_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t y, int64_t y_off, int64_t dy,
+                                int64_t dy_off, int64_t dx, int64_t dx_off,
+                                int32_t rank, const int64_t *shape,
+                                int32_t dim);
+/* The backward of fsdprt_dropout_forward (recomputes its mask). */
+int32_t fsdprt_dropout_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t dy, int64_t dy_off, int64_t dx,
+                                int64_t dx_off, int64_t numel, double p,
+                                int64_t seed, int64_t step, int64_t rng_id);
+/* Uniform [a, b) or normal (mean a, std b) numbers from the same counter */
+/* RNG, e.g. for parameter initialisation. */
+int32_t fsdprt_rng_fill(int64_t ctx, int64_t stream, int32_t dtype,
+                        int32_t distribution, int64_t dst, int64_t dst_off,
+                        int64_t numel, double a, double b, int64_t seed,
+                        int64_t step, int64_t rng_id);
+/* The backward of fsdprt_transpose_forward. */
+int32_t fsdprt_transpose_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t dy, int64_t dy_off, int64_t dx,
+                                  int64_t dx_off, int32_t rank,
+                                  const int64_t *x_shape, const int64_t *perm);
+/* The backward of fsdprt_mse_loss_forward. */
+int32_t fsdprt_mse_loss_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t a, int64_t a_off, int64_t b,
+                                 int64_t b_off, int64_t dloss,
+                                 int64_t dloss_off, int64_t da, int64_t da_off,
+                                 int64_t db, int64_t db_off, int64_t numel,
+                                 int32_t reduction);
 /* out (one f32) = [out +] sum(grad^2), summed in double in a fixed order. */
 int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
                             int64_t grad, int64_t grad_off, int64_t numel,
@@ -585,12 +605,6 @@ int32_t fsdprt_clip_grad(int64_t ctx, int64_t stream, int32_t dtype,
                          int64_t grad, int64_t grad_off, int64_t numel,
                          int64_t total_sq, int64_t total_sq_off,
                          double max_norm);
-/* norm = sqrt(total_sq), coef = min(1, max_norm / (norm + 1e-6)): one f32  */
-/* each, as torch.nn.utils.clip_grad_norm_ computes them.                   */
-int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total_sq,
-                                int64_t total_sq_off, int64_t norm,
-                                int64_t norm_off, int64_t coef,
-                                int64_t coef_off, double max_norm);
 
 /* ---- Checkpoints (safetensors) ------------------------------------------*/
 int32_t fsdprt_ckpt_writer_create(const char *path, int64_t *out_writer);

@@ -387,8 +387,17 @@ void exchangeAsRoot(ncclComm_t c, const Work &w) {
     std::vector<char> result(resultBytes(w.call, r, n));
     compute(w.call, r, n, inputs, result.data());
     Reply reply{ncclSuccess, 0};
-    c->peers[r].sendAll(&reply, sizeof reply, forever());
-    c->peers[r].sendAll(result.data(), result.size(), forever());
+    // A rank that exits after sending its part is as gone as one that
+    // never sent it (the send fails with EPIPE instead of a closed read).
+    try {
+      c->peers[r].sendAll(&reply, sizeof reply, forever());
+      c->peers[r].sendAll(result.data(), result.size(), forever());
+    } catch (const std::exception &) {
+      tellOthers({ncclRemoteError,
+                  "rank " + std::to_string(r) +
+                      " closed its connection (exited?) before " +
+                      collectiveName(w.call) + " completed"});
+    }
   }
   compute(w.call, 0, n, inputs, w.recv);
 }
