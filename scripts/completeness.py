@@ -18,6 +18,9 @@ Checks (docs/Extending.md says what to do when one fails):
    suites (the test files compiled once per backend): they call it, or call a
    C entry point whose body calls it, or it is part of every context's life
    (called by the core outside the C entry points).
+4. The compiler (lib/, include/) includes of the runtime only the boundary
+   headers (COMPILER_VISIBLE): the C ABI and the one-definition tables, not
+   the runner's or the backends' C++.
 (The nn ops' side, every op to an emitter or "emits nothing", is the
 FSDPKernelCoverageTests unit test.)
 """
@@ -42,6 +45,11 @@ RUNNER_SECTIONS = ("Errors", "Context", "Step graphs", "Buffers",
                    "Streams and events", "Tracing", "Checkpoints",
                    "Communicators")
 LIBRARY_SECTION = "Library kernels"
+
+# What the compiler may include of runtime/include (rule 4).
+COMPILER_VISIBLE = {"fsdp/rt/fsdprt.h", "fsdp/rt/StepAbi.h",
+                    "fsdp/rt/StepAbi.def", "fsdp/rt/ProgramKeys.h",
+                    "fsdp/rt/ProgramKeys.def", "fsdp/rt/LrSchedule.h"}
 
 # Backend virtuals only a multi-rank job reaches (fsdprt_comm_init*), which
 # the per-backend suites cannot start: the communicator tests and the
@@ -152,6 +160,8 @@ def offences(root):
         yield (f"{HEADER}: fsdprt_{name} (section '{section}') is reached by "
                f"no compiled step: emit it, or move it to '{LIBRARY_SECTION}'")
 
+    yield from compiler_includes(root)
+
     conformance = "\n".join(p.read_text() for p in conformance_sources(root))
     bodies = capi_bodies(root)
     core = "\n".join(p.read_text() for p in (root / CAPI).glob("*.cpp")
@@ -168,10 +178,24 @@ def offences(root):
                    f"conformance test (through: {', '.join(via) or 'nothing'})")
 
 
+def compiler_includes(root):
+    for top in ("lib", "include"):
+        for path in sorted((root / top).rglob("*")):
+            if path.suffix not in (".h", ".cpp", ".td", ".def", ".inc"):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                m = re.match(r'\s*#\s*include\s+"(fsdp/rt/[^"]+)"', line)
+                if m and m.group(1) not in COMPILER_VISIBLE:
+                    yield (f"{path.relative_to(root)}:{n}: the compiler "
+                           f"includes {m.group(1)}, which is not a boundary "
+                           f"header")
+
+
 def self_test():
     """Each rule catches what it is for (a lint that cannot fail proves
     nothing): an unemitted RT_ENTRY, an unsorted kernel, an untested library
-    kernel and an untested Backend virtual."""
+    kernel, an untested Backend virtual and a runner header in the
+    compiler."""
     files = {
         ENTRY_DEF: "RT_ENTRY(used, (CTX))\nRT_ENTRY(unused, (CTX))\n",
         RT_OPS: 'def X : RT_DirectCallOp<"free", "buffer_free"> {}\n',
@@ -192,6 +216,8 @@ def self_test():
                                     "  b->untested(1);\n}\n"),
         TESTS_CMAKE: "set(FSDPRT_CONFORMANCE_SOURCES\n  KernelTest.cpp)\n",
         f"{RUNTIME_TESTS}/KernelTest.cpp": "fsdprt_used(ctx);\n",
+        "lib/Lowering.cpp": ('#include "fsdp/rt/fsdprt.h"\n'
+                             '#include "fsdp/rt/Comm.h"\n'),
     }
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
@@ -200,7 +226,7 @@ def self_test():
             (root / path).write_text(text)
         found = list(offences(root))
     want = ["RT_ENTRY(unused)", "fsdprt_stray", "fsdprt_lonely",
-            "Backend::untested"]
+            "Backend::untested", "includes fsdp/rt/Comm.h"]
     for f in found:
         print(f"self-test found: {f}")
     missing = [w for w in want if not any(w in f for f in found)]
