@@ -160,8 +160,8 @@ const std::vector<OptionSpec> &optionSpecs() {
       {"backend", "NAME", "cpu or cuda", [](O &o, S v) { o.backend = v; }},
       {"cuda-graphs", "on|off",
        "On the cuda backend, capture the training step as one CUDA graph at "
-       "its second step and replay it from then on (default on; one rank, "
-       "no --trace)",
+       "its second step and replay it from then on (default on; every rank "
+       "agrees; not with --trace or CPU offload)",
        [](O &o, S v) {
          if (v != "on" && v != "off")
            throw UsageError("--cuda-graphs expects on or off, got '" + v + "'");

@@ -94,11 +94,12 @@ void expectGradients(const Reference &reference, const Inputs &inputs,
                      const std::vector<std::vector<float>> &got,
                      const std::vector<std::string> &names);
 
-/// The backends the conformance suites run on; a new backend adds its name
-/// here and every suite instantiated with FSDPRT_INSTANTIATE_CONFORMANCE
-/// runs on it. A test binary for a device backend (fsdprt_cuda_unittests)
-/// compiles the same suites with FSDPRT_CONFORMANCE_BACKEND set to its name,
-/// so that its cases carry their own CTest label.
+/// The backends the conformance suites run on: every suite instantiated
+/// with FSDPRT_INSTANTIATE_CONFORMANCE runs on each. A new backend gets its
+/// own test binary (runtime/unittests/CMakeLists.txt, as
+/// fsdprt_cuda_unittests) compiling the same suites with
+/// FSDPRT_CONFORMANCE_BACKEND set to its name, so that its cases carry their
+/// own CTest label.
 #ifndef FSDPRT_CONFORMANCE_BACKEND
 #define FSDPRT_CONFORMANCE_BACKEND "cpu"
 #endif

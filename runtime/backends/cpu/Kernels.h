@@ -35,7 +35,7 @@ void matmulForward(int threads, const float *a, const float *b, float *c,
 void matmulBackward(int threads, const float *a, const float *b,
                     const float *dc, float *da, float *db, const MatmulDims &d);
 
-// Elementwise.cpp: the forward kernels work directly on f32/bf16/f16
+// Pointwise.cpp: the forward kernels work directly on f32/bf16/f16
 // storage (Storage.h); outputs may alias inputs.
 void binaryForward(int threads, DType dt, BinaryOp op, const void *a,
                    const Shape &aShape, const void *b, const Shape &bShape,

@@ -975,7 +975,7 @@ std::unique_ptr<Backend> createCudaBackend(int) {
 
 #ifdef FSDPRT_CUDA_EMULATION
 // The tests' host emulation registers itself ("cuda_emu") from the test
-// binary; the real backend is in the registry's list (Backend.cpp).
+// binary; the real backend is in the built-in list (backends/Builtin.cpp).
 [[maybe_unused]] static const bool registered =
     registerBackend(FSDPRT_CUDA_BACKEND_NAME, createCudaBackend);
 #endif

@@ -468,7 +468,7 @@ std::unique_ptr<Communicator> createNcclCommunicator(const CommSetup &setup) {
 #ifdef FSDPRT_CUDA_EMULATION
 // The tests' NCCL emulation (unittests/cuda/emu/nccl.h) registers itself
 // ("nccl_emu") from the test binaries, under a renamed factory; the real
-// communicator is in the built-in list (Backends.cpp).
+// communicator is in the built-in list (backends/Builtin.cpp).
 [[maybe_unused]] static const bool registered =
     registerCommBackend(FSDPRT_NCCL_BACKEND_NAME, createNcclCommunicator);
 #endif
