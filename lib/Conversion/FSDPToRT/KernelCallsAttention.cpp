@@ -1,6 +1,6 @@
 //===- KernelCallsAttention.cpp - sequence-model calls --------------------===//
 //
-// The sequence family (CApiSequence.cpp): attention with separate or packed
+// The attention family (CApiAttention.cpp): attention with separate or packed
 // q, k, v (one call shape for both: tensors, or token-strided slices of one
 // qkv), its softmax statistics kept for the backward, token embeddings and
 // rotary position embeddings.

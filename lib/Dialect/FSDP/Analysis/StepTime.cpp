@@ -49,7 +49,8 @@ struct NamedMachine {
 /// without TF32 49-51 TFLOP/s; copies at 3.0 TB/s, our elementwise and
 /// row kernels 1.3-3x slower); per-call cost: the gaps between kernels of
 /// a replayed step; links: NCCL's published ring bus bandwidth on NVLink 4
-/// and PCIe Gen5's host link (not measured here: one GPU was lent).
+/// and PCIe Gen5's host link (not measured: the H100 runs of 2026-11-26/27
+/// had one GPU).
 const NamedMachine kMachines[] = {
     {"ci-cpu", MachineProfile()},
     {"h100",

@@ -2,7 +2,7 @@
 //
 // GPT-2's attention splits its c_attn projection [B, T, 3C] into q, k, v
 // (three copies) and its backward concatenates their gradients (another);
-// on the last H100 lease the two took 2.2 ms of a 30.6 ms step.
+// on an H100 (2026-11-26) the two took 2.2 ms of a 30.6 ms step.
 // nn.packed_attention reads the slices in place and writes one packed
 // gradient instead.
 //

@@ -1,4 +1,4 @@
-//===- CApiSequence.cpp - C ABI: embedding, attention, rope ---------------===//
+//===- CApiAttention.cpp - C ABI: embedding, attention, rope --------------===//
 //
 // Entry points of the C ABI (fsdprt.h) for embedding, attention, rope: each
 // validates dims and operand extents on the calling thread, then enqueues the
