@@ -210,8 +210,9 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
       reshards = it->second;
 
     // Each micro-batch gathers the unit for its forward and backward, as
-    // PyTorch does for every forward/backward pass. Every op still reads the
-    // first gather's values, so every regather maps from those.
+    // PyTorch does for every forward/backward pass. A micro-batch's ops
+    // still read the first gather's values, so its gather maps from those;
+    // its backward's gather maps from the micro-batch's own.
     const Gather first = gather;
     for (auto segment = users.begin(); segment != users.end();) {
       int64_t microBatch = getMicroBatch(*segment);
@@ -230,7 +231,9 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
       tagMicroBatch(gather, ops.front());
       if (!forward.empty() && !backward.empty() && reshards) {
         reshardAfter(forward.back(), gather.wait, unit, kForward);
-        gather = regather(first, backward.front(), backward, kBackward);
+        // From this micro-batch's gather, which its backward reads now (a
+        // later micro-batch's ops no longer read the first gather's values).
+        gather = regather(gather, backward.front(), backward, kBackward);
         tagMicroBatch(gather, backward.front());
       }
       reshardAfter(ops.back(), gather.wait, unit, phaseOf(ops.back()));
