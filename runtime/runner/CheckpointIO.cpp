@@ -22,11 +22,6 @@ namespace checkpoint {
   throw std::runtime_error("checkpoint '" + path + "': " + what);
 }
 
-void check(int32_t status, const std::string &what) {
-  if (status != FSDPRT_OK)
-    throw std::runtime_error(what + ": " + fsdprt_last_error());
-}
-
 int64_t numelOf(const std::vector<int64_t> &shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1},
                          std::multiplies<int64_t>());

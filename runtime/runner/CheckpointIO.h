@@ -14,6 +14,7 @@
 
 #include "runner/Checkpoint.h"
 #include "runner/Program.h"
+#include "runner/RankRuntime.h"
 
 #include "fsdp/rt/Safetensors.h"
 #include "fsdp/rt/fsdprt.h"
@@ -37,8 +38,6 @@ constexpr const char *kShardedFormat = "fsdp-mlir-sharded";
 using Reader = rt::SafetensorsReader;
 
 [[noreturn]] void fail(const std::string &path, const std::string &what);
-
-void check(int32_t status, const std::string &what);
 
 int64_t numelOf(const std::vector<int64_t> &shape);
 

@@ -16,12 +16,16 @@
 #include "fsdp/rt/StepAbi.h"
 
 #include <cstdint>
+#include <string>
 
 namespace fsdp {
 namespace driver {
 
 /// Throws with fsdprt_last_error() when a runtime call failed.
 void check(int32_t status, const char *what);
+inline void check(int32_t status, const std::string &what) {
+  check(status, what.c_str());
+}
 
 struct RankRuntime {
   int64_t ctx = 0, world = 0, shard = 0, replicate = 0, persistent = 0;

@@ -42,8 +42,7 @@ private:
   LLVM::LLVMFuncOp declare(StringRef name, TypeRange params);
   /// Calls fsdprt_<name>(args) and continues in a new block if it succeeded.
   void callChecked(StringRef name, ArrayRef<Value> args);
-  Value outSlot();
-  Value outSlot32();
+  Value outSlot(Type type);
   LogicalResult lowerOp(Operation &op);
   template <typename LLVMOp> LogicalResult lowerBinary(Operation *op);
 
@@ -54,7 +53,7 @@ private:
   Type i32, i64, ptr;
   LLVM::LLVMFuncOp out;
   Block *failBlock = nullptr, *entry = nullptr;
-  Value slot, slot32;
+  llvm::DenseMap<Type, Value> slots;
   IRMapping mapping;
   unsigned constants = 0;
 };
@@ -85,26 +84,17 @@ void FunctionLowering::callChecked(StringRef name, ArrayRef<Value> args) {
   b.setInsertionPointToStart(next);
 }
 
-/// One i64 out-parameter slot, allocated in the entry block.
-Value FunctionLowering::outSlot() {
+/// One out-parameter slot of `type` (i64 for handles, i32 for
+/// fsdprt_comm_rank), allocated once, in the entry block.
+Value FunctionLowering::outSlot(Type type) {
+  Value &slot = slots[type];
   if (!slot) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(entry);
     Value one = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(1));
-    slot = LLVM::AllocaOp::create(b, loc, ptr, i64, one);
+    slot = LLVM::AllocaOp::create(b, loc, ptr, type, one);
   }
   return slot;
-}
-
-/// One i32 out-parameter slot (fsdprt_comm_rank), in the entry block.
-Value FunctionLowering::outSlot32() {
-  if (!slot32) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(entry);
-    Value one = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(1));
-    slot32 = LLVM::AllocaOp::create(b, loc, ptr, i32, one);
-  }
-  return slot32;
 }
 
 template <typename LLVMOp>
@@ -146,22 +136,22 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
         Value off = LLVM::ConstantOp::create(b, loc, i64, a.getOffsetAttr());
         Value bytes = LLVM::ConstantOp::create(b, loc, i64, a.getBytesAttr());
         callChecked("buffer_alloc_at",
-                    {lookup(a.getCtx()), off, bytes, outSlot()});
+                    {lookup(a.getCtx()), off, bytes, outSlot(i64)});
         mapping.map(a.getResult(),
-                    LLVM::LoadOp::create(b, loc, i64, outSlot()));
+                    LLVM::LoadOp::create(b, loc, i64, outSlot(i64)));
         return success();
       })
       .Case([&](rt::CommRankOp c) {
         callChecked("comm_rank",
-                    {lookup(c.getCtx()), lookup(c.getComm()), outSlot32()});
-        Value rank = LLVM::LoadOp::create(b, loc, i32, outSlot32());
+                    {lookup(c.getCtx()), lookup(c.getComm()), outSlot(i32)});
+        Value rank = LLVM::LoadOp::create(b, loc, i32, outSlot(i32));
         mapping.map(c.getResult(), LLVM::SExtOp::create(b, loc, i64, rank));
         return success();
       })
       .Case([&](rt::EventCreateOp e) {
-        callChecked("event_create", {lookup(e.getCtx()), outSlot()});
+        callChecked("event_create", {lookup(e.getCtx()), outSlot(i64)});
         mapping.map(e.getResult(),
-                    LLVM::LoadOp::create(b, loc, i64, outSlot()));
+                    LLVM::LoadOp::create(b, loc, i64, outSlot(i64)));
         return success();
       })
       .Case<rt::FreeOp, rt::EventDestroyOp, rt::EventRecordOp, rt::StreamWaitOp,
