@@ -37,6 +37,14 @@ Context::~Context() {
   // destructor has nowhere to report them.
   defaultStream_.reset();
   streams_ = HandleTable<Stream>("stream");
+  // A CUDA graph that captured NCCL collectives holds references on their
+  // communicators, and ncclCommDestroy waits until every such graph is gone:
+  // the graphs go before the members' destructors release the communicators
+  // (a 2-rank run on an H200, 2026-11-28, hung at exit otherwise).
+  graphs_.forEach([this](const std::shared_ptr<StepGraph> &g) {
+    backend_->graphDestroy(g->backendId);
+  });
+  graphs_ = HandleTable<StepGraph>("graph");
   backend_->deallocate(base_);
 }
 

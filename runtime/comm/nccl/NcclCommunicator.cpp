@@ -115,7 +115,15 @@ public:
       parent.requireLive("ncclCommSplit");
       check(ncclCommSplit(parent.comm_, color, rank(), &comm_, &config),
             "ncclCommSplit");
+      // Non-blocking, the child stays null until the split completes, and
+      // the parent reports its progress (NCCL's communicators.rst).
+      parent.awaitEnqueuedLocked(std::chrono::steady_clock::now() +
+                                     setup.options.rendezvousTimeout,
+                                 "ncclCommSplit");
     }
+    if (!comm_)
+      fail(Status::Internal,
+           "nccl backend: ncclCommSplit completed without a communicator");
     finishInit(setup, freeBefore, "ncclCommSplit");
   }
   ~NcclCommunicator() override { release(); }

@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -97,6 +98,14 @@ inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 /// allocations made while it was active.
 struct EmuCapture {
   std::vector<std::function<void()>> ops;
+  /// Run when the capture's graph is destroyed (or the capture dropped):
+  /// the NCCL emulation releases its communicators' references here.
+  std::vector<std::function<void()>> onDestroy;
+  std::set<const void *> holders; // who registered an onDestroy
+  ~EmuCapture() {
+    for (auto &f : onDestroy)
+      f();
+  }
   std::vector<void *> allocations;
   /// Bytes of its allocations not yet freed in the capture, and their most,
   /// which each launch uses (graph memory nodes reuse freed memory).

@@ -15,8 +15,10 @@
 #include "fsdp/rt/math/Half.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -225,6 +227,17 @@ struct EmuComm {
   std::string lastError;
   uint64_t launched = 0;
   uint64_t splits = 0;
+  /// Graphs holding captured collectives of this communicator (NCCL's
+  /// localPersistentRefs: ncclCommDestroy waits for them to be destroyed).
+  /// Shared with the graphs' release callbacks, which may run after an
+  /// abort deleted the communicator.
+  std::shared_ptr<std::atomic<int>> graphRefs =
+      std::make_shared<std::atomic<int>>(0);
+  /// A non-blocking split under way, as NCCL's: the child is stored into
+  /// the caller's pointer only once its init completed, which the parent's
+  /// ncclCommGetAsyncError reports; until then the parent is in progress.
+  EmuComm *splitChild = nullptr;
+  EmuComm **splitOut = nullptr;
   std::map<int, float> preMulSums; // operator handle -> scalar
   int nextOp = ncclNumOps;
 
@@ -504,6 +517,13 @@ void handOver(const std::shared_ptr<Pending> &pending) {
   pending->await(&Pending::done);
 }
 
+/// NCCL's answer to a call on a communicator still in progress.
+ncclResult_t inProgressMisuse() {
+  lastGlobalError = "Attempt to use communicator before the previous "
+                    "operation returned ncclSuccess";
+  return ncclInvalidUsage;
+}
+
 ncclResult_t launch(ncclComm_t c, Work w) {
   if (groupDepth > 0) {
     grouped.emplace_back(c, w);
@@ -514,14 +534,20 @@ ncclResult_t launch(ncclComm_t c, Work w) {
     return ncclInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mutex);
-  if (c->state != ncclSuccess)
-    return c->state == ncclInProgress ? ncclInvalidUsage : c->state;
+  if (c->state != ncclSuccess || c->splitChild)
+    return c->state == ncclInProgress || c->splitChild ? inProgressMisuse()
+                                                       : c->state;
   {
     std::lock_guard<std::mutex> captureLock(emuCaptureMutex());
     if (EmuCapture *capture = emuCapturing(w.stream)) {
       // A node of the graph: each launch of it is a new collective, in
       // the communicator's launch order at that time, run where the graph
-      // has it by the worker of the stream that launched the graph.
+      // has it by the worker of the stream that launched the graph. The
+      // graph holds the communicator until it is destroyed, as NCCL's.
+      if (capture->holders.insert(c).second) {
+        ++*c->graphRefs;
+        capture->onDestroy.push_back([refs = c->graphRefs] { --*refs; });
+      }
       capture->ops.push_back([c, w] {
         std::shared_ptr<Pending> pending;
         {
@@ -669,9 +695,28 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks,
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
-  if (!comm)
+  if (!comm) {
+    lastGlobalError = "ncclGetAsyncError : comm argument is NULL";
     return ncclInvalidArgument;
+  }
   std::lock_guard<std::mutex> lock(comm->mutex);
+  if (comm->splitChild) {
+    ncclResult_t child;
+    {
+      std::lock_guard<std::mutex> childLock(comm->splitChild->mutex);
+      child = comm->splitChild->state;
+    }
+    if (child == ncclInProgress) {
+      *state = ncclInProgress;
+      return ncclSuccess;
+    }
+    if (child == ncclSuccess)
+      __atomic_store_n(comm->splitOut, comm->splitChild, __ATOMIC_RELEASE);
+    else
+      comm->state = child; // NCCL reports a failed split on the parent
+    comm->splitChild = nullptr;
+    comm->splitOut = nullptr;
+  }
   *state = comm->state;
   return ncclSuccess;
 }
@@ -702,8 +747,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
   std::string parentNonce;
   {
     std::lock_guard<std::mutex> lock(comm->mutex);
-    if (comm->state != ncclSuccess)
-      return comm->state == ncclInProgress ? ncclInvalidUsage : comm->state;
+    if (comm->state != ncclSuccess || comm->splitChild)
+      return comm->state == ncclInProgress || comm->splitChild
+                 ? inProgressMisuse()
+                 : comm->state;
     pending = queueForProxyLocked(comm, w);
     split = comm->splits++;
     parentNonce = comm->nonce;
@@ -736,8 +783,18 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
   std::memset(id.internal, 0, sizeof id.internal);
   std::snprintf(id.internal, sizeof id.internal, "ncclemu %d %llu",
                 table[3 * root + 2], static_cast<unsigned long long>(nonce));
-  return ncclCommInitRankConfig(newcomm, static_cast<int>(members.size()), id,
-                                newRank, config);
+  if (!config || config->blocking)
+    return ncclCommInitRankConfig(newcomm, static_cast<int>(members.size()),
+                                  id, newRank, config);
+  ncclComm_t child = nullptr;
+  ncclResult_t rc = ncclCommInitRankConfig(
+      &child, static_cast<int>(members.size()), id, newRank, config);
+  if (rc != ncclInProgress)
+    return rc;
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  comm->splitChild = child;
+  comm->splitOut = newcomm;
+  return ncclInProgress;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -745,6 +802,15 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclInvalidArgument;
   {
     std::lock_guard<std::mutex> lock(comm->mutex);
+    if (int graphs = *comm->graphRefs; graphs > 0) {
+      // Real NCCL waits here until those graphs are destroyed: forever,
+      // when the caller destroys them only afterwards.
+      std::fprintf(stderr,
+                   "nccl emulation: ncclCommDestroy while %d CUDA graph(s) "
+                   "holding its collectives still exist (NCCL would hang)\n",
+                   graphs);
+      std::abort();
+    }
     comm->stopping = true; // after what is queued, as NCCL completes it
     comm->wake.notify_all();
   }
