@@ -71,6 +71,7 @@ PY
 PY=(env PYTHONPATH="$REPO/python" python3 -m fsdp_mlir.models)
 "${PY[@]}" llama_tiny -o "$WORK/llama_tiny.mlir"
 "${PY[@]}" gpt2_124m -o "$WORK/gpt2_124m.mlir"
+"${PY[@]}" gpt2_124m --batch 64 -o "$WORK/gpt2_124m_b64.mlir"
 # name | model IR | pipeline options | reference run on CPU here
 MODELS=(
   "char_gpt|examples/char_gpt.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|yes"
@@ -86,6 +87,8 @@ MODELS=(
   "gpt2_124m_unpadded|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block pad-vocab=0|no"
   # Attention without kept softmax statistics (fsdp-keep-attention-stats
   # off): each backward regenerates its forward; bf16 only, the A/B.
+  # llm.c's batch (64 x 1024): bf16 only, tokens/s at the largest batch.
+  "gpt2_124m_b64|$WORK/gpt2_124m_b64.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|no"
   "gpt2_124m_nostats|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block keep-attention-stats=false|no"
 )
 # Steps are <model>-<dtype>-<optimizer>: SGD is linear in the gradient, so

@@ -13,6 +13,7 @@
 # runtime CUDA-only from the kit's sources. Exit 0 when every part passed.
 #   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
 #   GPT2_RUNS="bf16:async:8" the gpt2_124m part's runs (dtype:mode:steps)
+#   TORCH_BATCHES="8 64"     the torch part's batches (default 8)
 #   BACKEND=cpu              runs the training parts on the CPU backend (a
 #                            dry run of the kit on a machine without a GPU)
 #   PARTS=machine,multirank  2-4 NCCL ranks on the one GPU over loopback
@@ -182,7 +183,7 @@ gpt2_124m() {
     local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
     [ "$mode" = async ] || name="$name-$mode"
     case $mode in
-      unpadded|nostats) step="gpt2_124m_$mode-$dtype-adamw" ;;
+      unpadded|nostats|b64) step="gpt2_124m_$mode-$dtype-adamw" ;;
       eager) extra=(--cuda-graphs off) ;;
       scratch) extra=(--cuda-graphs off --quiet) ;;
       sync|issue)
@@ -243,9 +244,12 @@ check() {
   python -c 'import json,sys; print(json.dumps({"check": sys.argv[1], "status": sys.argv[2], "detail": sys.argv[3]}))' \
     "$1" "$2" "${3:-}" >>"$OUT/multirank/checks.jsonl"
 }
-# The collectives of NCCL's COLL log: name, count, type, operator, root.
+# The collectives of NCCL's COLL log: name, count, type, operator, root. A
+# custom operator (a pre-multiplied sum: op >= ncclNumOps, 5) is a handle
+# that differs between processes: "premulsum".
 nccl_calls() {
-  sed -nE 's/.* (AllGather|ReduceScatter|AllReduce|Broadcast|Reduce): opCount ([0-9a-f]+) .* count ([0-9]+) datatype ([0-9]+) op ([0-9]+) root ([0-9]+) .*/\1 \2 \3 \4 \5 \6/p' "$1"
+  sed -nE 's/.* (AllGather|ReduceScatter|AllReduce|Broadcast|Reduce): opCount ([0-9a-f]+) .* count ([0-9]+) datatype ([0-9]+) op ([0-9]+) root ([0-9]+) .*/\1 \2 \3 \4 \5 \6/p' "$1" |
+    awk '{ if ($5 >= 5) $5 = "premulsum"; print }'
 }
 # peer_failure STEP SIGNAL: trains STEP on 2 ranks, sends SIGNAL to rank 1
 # once training is under way, and says how long rank 0 took to end.
@@ -301,8 +305,9 @@ multirank() {
     [[ $step =~ _r([0-9]+) ]] && ranks=${BASH_REMATCH[1]}
     IFS=- read -r _ dtype optimizer <<<"$step"
     mkdir -p "$dir/$step"
+    # Not --quiet: graph_replay reads whether rank 0 captured the step.
     start_ranks "$ranks" "$dir/$step/rank" "$BIN/fsdprt-run" "$so" \
-      --backend "$BACKEND" --steps "$steps" --seed 0 --quiet \
+      --backend "$BACKEND" --steps "$steps" --seed 0 \
       --metrics "$dir/$step/metrics.jsonl" --save "$dir/$step/ckpt"
     if ! wait_ranks; then
       check "parity_$step" failed "$(grep -h -m1 error "$dir/$step"/rank.* | cut -c1-300)"
@@ -376,11 +381,17 @@ kernels() {
 }
 
 torch_step() {
-  (cd "$PY" && python torch_gpt2_step.py --steps 10 --warmup 3 \
-     --out "$OUT/torch_gpt2_124m.json")
+  local batch suffix
+  for batch in ${TORCH_BATCHES:-8}; do
+    suffix=""
+    [ "$batch" = 8 ] || suffix="_b$batch"
+    (cd "$PY" && python torch_gpt2_step.py --steps 10 --warmup 3 \
+       --batch "$batch" ${TORCH_MODES:+--modes "$TORCH_MODES"} \
+       --out "$OUT/torch_gpt2_124m$suffix.json") || return 1
+  done
 }
 
-export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS
+export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES
 export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
@@ -418,7 +429,8 @@ if conf:
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
 for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
-            "bf16-sync", "bf16-unpadded", "bf16-nostats", "bf16-nondet"):
+            "bf16-sync", "bf16-unpadded", "bf16-nostats", "bf16-nondet",
+            "bf16-b64"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
@@ -431,6 +443,7 @@ for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
             "scratch_reserve_bytes": rows[-1].get("scratch_reserve_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
+results["torch_gpt2_124m_b64"] = load(os.path.join(out, "torch_gpt2_124m_b64.json"))
 results["multirank"] = lines(os.path.join(out, "multirank", "checks.jsonl"))
 # Per-call scratch outside the memory plan, largest first (op, bytes).
 scratch = set()

@@ -6,6 +6,7 @@ torch.compile bf16. The model is the tests' torch oracle
 (torch_reference.GPT, our parameter names). Writes one JSON object.
 
   python3 torch_gpt2_step.py --out torch.json [--steps 20] [--warmup 5]
+                             [--batch 8]
 """
 import argparse
 import json
@@ -16,7 +17,6 @@ import torch
 from torch_reference import GPT
 
 PRESET = dict(vocab=50257, ctx=1024, width=768, heads=12, layers=12)
-BATCH = 8
 
 
 def gpt2_init(model):
@@ -31,15 +31,15 @@ def gpt2_init(model):
             torch.nn.init.zeros_(module.bias)
 
 
-def time_step(mode, steps, warmup):
+def time_step(mode, batch, steps, warmup):
     torch.manual_seed(0)
     model = GPT(**PRESET).cuda()
     gpt2_init(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0)
     step_model = torch.compile(model) if mode == "compile_bf16" else model
-    idx = torch.randint(0, PRESET["vocab"], (BATCH, PRESET["ctx"]),
+    idx = torch.randint(0, PRESET["vocab"], (batch, PRESET["ctx"]),
                         device="cuda")
-    targets = torch.randint(0, PRESET["vocab"], (BATCH, PRESET["ctx"]),
+    targets = torch.randint(0, PRESET["vocab"], (batch, PRESET["ctx"]),
                             device="cuda")
 
     def step():
@@ -63,7 +63,7 @@ def time_step(mode, steps, warmup):
         times.append(time.perf_counter() - start)
     times.sort()
     return {"median_step_s": times[len(times) // 2],
-            "tokens_per_s": BATCH * PRESET["ctx"] / times[len(times) // 2],
+            "tokens_per_s": batch * PRESET["ctx"] / times[len(times) // 2],
             "peak_bytes": torch.cuda.max_memory_allocated(),
             "last_loss": float(loss)}
 
@@ -73,16 +73,18 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=8,
+                        help="sequences per step (the kit's step: 8; llm.c: 64)")
     parser.add_argument("--modes", default="eager_f32,eager_bf16,compile_bf16")
     args = parser.parse_args()
     # f32 means f32: no TF32 in matmuls, as our cuBLAS calls.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(),
-              "batch": BATCH, **PRESET}
+              "batch": args.batch, **PRESET}
     for mode in args.modes.split(","):
         try:
-            result[mode] = time_step(mode, args.steps, args.warmup)
+            result[mode] = time_step(mode, args.batch, args.steps, args.warmup)
         except Exception as e:  # one mode failing must not hide the others
             result[mode] = {"error": f"{type(e).__name__}: {e}"}
         print(mode, result[mode], flush=True)
