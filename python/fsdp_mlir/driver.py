@@ -58,7 +58,9 @@ _TOOL_ENV = {"fsdp-opt": "FSDP_OPT", "fsdp-run": "FSDP_RUN",
 # local `--nproc N` run believe it is one rank of a bigger job.
 _LAUNCH_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                 "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS",
-                "FSDPRT_STORE_FD",
+                "FSDPRT_STORE_FD", "FSDP_RUN_LAUNCHER_PID",
+                "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
+                "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE",
                 "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                 "SLURM_PROCID", "SLURM_NTASKS")
 

@@ -116,6 +116,16 @@ std::unique_ptr<Communicator> createCommunicator(const std::string &backend,
   std::shared_ptr<Store> store;
   if (launch.worldSize == 1) {
     store = std::make_shared<comm::InProcessStore>();
+  } else if (launch.agentStore) {
+    // torchrun's store: shared with the agent, and kept across restarts of
+    // the group, so each attempt's keys live apart. The leading "/" is the
+    // one torch's own clients put before every key: from Python these are
+    // store.get("fsdprt/<job>/attempt_<n>/...").
+    store = std::make_shared<PrefixStore>(
+        "/fsdprt/" + launch.jobId + "/attempt_" +
+            std::to_string(launch.restartCount),
+        std::make_shared<C10dStore>(launch.masterAddr, launch.masterPort,
+                                    options.rendezvousTimeout));
   } else {
     TcpStoreOptions storeOptions;
     storeOptions.host = launch.masterAddr;

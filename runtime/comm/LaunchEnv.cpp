@@ -93,6 +93,11 @@ LaunchInfo LaunchInfo::fromEnvironment(const GetEnv &env) {
         static_cast<int32_t>(integer(env, "MASTER_PORT", 1, 65535));
   if (value(env, "FSDPRT_STORE_FD"))
     info.storeFd = static_cast<int32_t>(integer(env, "FSDPRT_STORE_FD", 0, 1 << 20));
+  if (const char *agent = value(env, "TORCHELASTIC_USE_AGENT_STORE"))
+    info.agentStore = std::string(agent) == "True";
+  if (value(env, "TORCHELASTIC_RESTART_COUNT"))
+    info.restartCount = static_cast<int32_t>(
+        integer(env, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 30));
   for (const char *name :
        {"FSDPRT_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"}) {
     if (const char *id = value(env, name)) {

@@ -63,6 +63,12 @@ struct LoadResult {
   Metadata metadata;     // every key of the (rank-0) file
 };
 
+/// The newest complete checkpoint --save wrote into `dir`: the
+/// step-<N>.safetensors file (written whole or not at all) or step-<N>
+/// directory holding rank-<r>-of-<W>.safetensors for every r with the
+/// largest N; "" when there is none (or no `dir`). For --resume latest.
+std::string latestCheckpoint(const std::string &dir);
+
 /// Resizes `persistentImage` to the persistent buffer's size and fills it
 /// for rank `rank` from the checkpoint at `path` (a file: full; a directory:
 /// sharded). Throws std::runtime_error naming the path and, for a model

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -177,7 +178,8 @@ std::string resolveProgram(const std::string &arg0) {
 
 const char *const kLaunchVars[] = {
     "RANK",        "LOCAL_RANK",  "WORLD_SIZE",          "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS", "FSDPRT_STORE_FD"};
+    "MASTER_ADDR", "MASTER_PORT", "FSDP_RUN_LOCAL_RANKS", "FSDPRT_STORE_FD",
+    "FSDP_RUN_LAUNCHER_PID"};
 
 /// The launcher's environment without the variables set per rank.
 std::vector<std::string> inheritedEnvironment() {
@@ -276,6 +278,7 @@ int launchLocalRanks(int nproc, const std::vector<std::string> &argv) {
     env.push_back("MASTER_ADDR=127.0.0.1");
     env.push_back("MASTER_PORT=" + port);
     env.push_back("FSDP_RUN_LOCAL_RANKS=1");
+    env.push_back("FSDP_RUN_LAUNCHER_PID=" + std::to_string(::getpid()));
     posix_spawn_file_actions_t files;
     posix_spawn_file_actions_init(&files);
     if (rank == 0)
@@ -371,6 +374,20 @@ int launchLocalRanks(int nproc, const std::vector<std::string> &argv) {
   // An interrupted job is not a successful one, even if every rank handled
   // the signal and exited cleanly.
   return result.value_or(forwarded ? 128 + forwarded : 0);
+}
+
+void endWithLauncher() {
+  const char *launcher = std::getenv("FSDP_RUN_LAUNCHER_PID");
+  if (!launcher || !*launcher)
+    return;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // The launcher may have died before the line above: then this process was
+  // re-parented already and no signal will come.
+  if (std::to_string(::getppid()) != launcher) {
+    std::cerr << "fsdp-run: rank started by launcher " << launcher
+              << ", which is gone: exiting" << std::endl;
+    std::_Exit(1);
+  }
 }
 
 } // namespace driver

@@ -24,8 +24,8 @@ namespace driver {
 /// the same one; anything else is looked up in PATH. Each child gets the
 /// launcher's environment plus RANK, LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT (a port that was free
-/// on 127.0.0.1) and FSDP_RUN_LOCAL_RANKS=1, and inherits stdin, stdout and
-/// stderr.
+/// on 127.0.0.1), FSDP_RUN_LOCAL_RANKS=1 and FSDP_RUN_LAUNCHER_PID, and
+/// inherits stdin, stdout and stderr.
 ///
 /// The first rank to exit non-zero or be killed by a signal is reported on
 /// stderr in one line ("fsdp-run: rank 1 (pid 1234) was killed by signal 9
@@ -44,6 +44,12 @@ namespace driver {
 /// those already started). Installs SIGINT/SIGTERM handlers while it runs
 /// (restored on return): call it from one thread at a time.
 int launchLocalRanks(int nproc, const std::vector<std::string> &argv);
+
+/// In a rank launchLocalRanks started (FSDP_RUN_LAUNCHER_PID in its
+/// environment): SIGTERM when the launcher dies, even by SIGKILL, so that no
+/// rank trains on as an orphan (PR_SET_PDEATHSIG); exits at once if the
+/// launcher is already gone. Nothing outside such a rank.
+void endWithLauncher();
 
 } // namespace driver
 } // namespace fsdp

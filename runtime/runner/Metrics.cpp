@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <stdexcept>
 
@@ -52,8 +53,27 @@ std::string metricsJson(const StepMetrics &m) {
   return j.dump();
 }
 
-MetricsWriter::MetricsWriter(const std::string &path)
-    : path_(path), out_(path, std::ios::out | std::ios::trunc) {
+namespace {
+/// The lines of the metrics file at `path` whose step is at most `last`.
+std::string linesThrough(const std::string &path, int64_t last) {
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= last)
+      kept += line + "\n";
+  }
+  return kept;
+}
+} // namespace
+
+MetricsWriter::MetricsWriter(const std::string &path, int64_t keepThroughStep)
+    : path_(path) {
+  std::string kept =
+      keepThroughStep >= 0 ? linesThrough(path, keepThroughStep) : "";
+  out_.open(path, std::ios::out | std::ios::trunc);
+  out_ << kept;
   if (!out_)
     throw std::runtime_error("cannot open metrics file '" + path +
                              "' for writing: " + std::strerror(errno));

@@ -60,7 +60,10 @@ std::string metricsJson(const StepMetrics &m);
 class MetricsWriter {
 public:
   /// Throws std::runtime_error naming the path if it cannot be opened.
-  explicit MetricsWriter(const std::string &path);
+  /// With keepThroughStep >= 0 (a resumed run) the file's lines of steps up
+  /// to it stay and the run appends; the later ones (steps the interrupted
+  /// run took after its last checkpoint) go.
+  explicit MetricsWriter(const std::string &path, int64_t keepThroughStep = -1);
   /// Writes and flushes one line; throws std::runtime_error on failure.
   void write(const StepMetrics &m);
   const std::string &path() const { return path_; }

@@ -84,6 +84,15 @@ const std::vector<OptionSpec> &optionSpecs() {
       {"load", "CKPT",
        "Start from a checkpoint (a full file or a sharded directory)",
        [](O &o, S v) { o.load = v; }},
+      {"resume", "latest",
+       "Start from the newest complete checkpoint in --save's directory, or "
+       "from scratch if it has none (a restart under torchrun --max-restarts "
+       "continues where the group stopped)",
+       [](O &o, S v) {
+         if (v != "latest")
+           throw UsageError("--resume takes 'latest', got '" + v + "'");
+         o.resume = v;
+       }},
       {"save", "DIR", "Directory for checkpoints",
        [](O &o, S v) { o.save = v; }},
       {"save-every", "K", "Also save every K steps",
@@ -244,6 +253,11 @@ RunOptions parseRunOptions(const std::vector<std::string> &args) {
   }
   if (o.nproc < 0)
     throw UsageError("--nproc must be positive");
+  if (!o.resume.empty() && o.save.empty())
+    throw UsageError("--resume latest looks in --save's directory: give "
+                     "--save DIR");
+  if (!o.resume.empty() && !o.load.empty())
+    throw UsageError("give --load CKPT or --resume latest, not both");
   // The fields given, checked as the schedule checks them (the program's
   // own fields are checked when it is read).
   rt::LrSchedule given;

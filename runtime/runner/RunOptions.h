@@ -26,6 +26,7 @@ struct RunOptions {
   std::string data = "synthetic";
   uint64_t seed = 0;
   std::string load, save, saveFormat = "full", metrics, trace;
+  std::string resume; // "latest": the newest checkpoint in `save`, if any
   int64_t saveEvery = 0;
   int64_t traceSteps = 5; // steps recorded in the trace
   int64_t traceSkip = 0;  // steps run before the trace starts

@@ -13,6 +13,7 @@
 #include "fsdp/rt/fsdprt.h"
 #include "runner/Checkpoint.h"
 #include "runner/Data.h"
+#include "runner/ErrorFile.h"
 #include "runner/Evaluator.h"
 #include "runner/Generate.h"
 #include "runner/Launcher.h"
@@ -228,7 +229,8 @@ void train(const RunOptions &o, StepProgram &program, StepProgram *evalProgram,
   DataSource data(o.data, p, o.seed);
   std::unique_ptr<MetricsWriter> metrics;
   if (rank == 0 && !o.metrics.empty())
-    metrics = std::make_unique<MetricsWriter>(o.metrics);
+    metrics = std::make_unique<MetricsWriter>(
+        o.metrics, o.resume.empty() ? -1 : stepCount);
 
   // An eval program evaluates --steps batches from the data's start,
   // whatever step the loaded checkpoint was saved at.
@@ -363,10 +365,17 @@ int runRank(const std::string &tool, const RunOptions &options,
   try {
     rt::LaunchInfo launch = rt::LaunchInfo::fromEnvironment();
     rank = launch.rank;
+    RunOptions resolved = options;
+    if (options.resume == "latest") {
+      resolved.load = latestCheckpoint(options.save);
+      if (rank == 0 && !options.quiet && resolved.load.empty())
+        std::cout << "no checkpoint in " << options.save
+                  << " yet: starting from step 0" << std::endl;
+    }
     if (options.generate > 0)
-      generate(options, program, launch);
+      generate(resolved, program, launch);
     else
-      train(options, program, evalProgram, launch);
+      train(resolved, program, evalProgram, launch);
     return 0;
   } catch (const std::exception &e) {
     // One write per message: ranks failing together (a NaN loss stops all)
@@ -376,11 +385,19 @@ int runRank(const std::string &tool, const RunOptions &options,
         "error: " + e.what() + "\n";
     std::cerr.write(line.data(), std::streamsize(line.size()));
     std::cerr.flush();
+    recordErrorForTorchrun(line);
     return 1;
   }
 }
 
 } // namespace
+
+/// A failure before training starts: on stderr, and for torchrun's summary.
+static void reportStartError(const std::string &tool, const std::exception &e) {
+  std::string line = tool + ": error: " + e.what();
+  std::cerr << line << std::endl;
+  recordErrorForTorchrun(line);
+}
 
 int runMain(const std::string &tool, int argc, char **argv,
             const StepProgramLoader &load) {
@@ -400,10 +417,10 @@ int runMain(const std::string &tool, int argc, char **argv,
         return 1; // the loader printed why
     }
   } catch (const UsageError &e) {
-    std::cerr << tool << ": error: " << e.what() << std::endl;
+    reportStartError(tool, e);
     return 2;
   } catch (const std::exception &e) {
-    std::cerr << tool << ": error: " << e.what() << std::endl;
+    reportStartError(tool, e);
     return 1;
   }
   if (!program)
@@ -411,6 +428,8 @@ int runMain(const std::string &tool, int argc, char **argv,
   const Program &p = program->program();
 
   bool launchedByUs = std::getenv("FSDP_RUN_LOCAL_RANKS") != nullptr;
+  if (launchedByUs)
+    endWithLauncher();
   const char *rankEnv = std::getenv("RANK");
   bool printReport =
       !options.quiet && !launchedByUs &&
@@ -431,7 +450,7 @@ int runMain(const std::string &tool, int argc, char **argv,
     try {
       return launchLocalRanks(options.nproc, child);
     } catch (const std::exception &e) {
-      std::cerr << tool << ": error: " << e.what() << std::endl;
+      reportStartError(tool, e);
       return 1;
     }
   }

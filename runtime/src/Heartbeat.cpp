@@ -103,8 +103,9 @@ std::string Heartbeat::silence() {
             .count());
   };
   if (now - state_->storeAnswered > state_->timeout)
-    return "the rendezvous store (served by rank 0) has not answered for " +
-           ms(state_->storeAnswered) + " ms: rank 0 stalled or gone?";
+    return "the rendezvous store (served by rank 0, or by torchrun's agent) "
+           "has not answered for " +
+           ms(state_->storeAnswered) + " ms: its server stalled or gone?";
   if (now - state_->neighbourMoved > state_->timeout)
     return "rank " + std::to_string((state_->rank + 1) % state_->size) +
            " sent no heartbeat for " + ms(state_->neighbourMoved) +

@@ -214,3 +214,42 @@ def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path, runner):
     losses = [m["loss"] for m in read_metrics(tmp_path / "m0.jsonl")]
     assert losses == reference.losses
     assert not (tmp_path / "m1.jsonl").exists()  # rank 0 writes the metrics
+
+
+def test_ranks_end_with_their_launcher(fsdp, gpt2_2, tmp_path):
+    """`fsdprt-run --nproc 2` killed with SIGKILL (no chance to stop its
+    ranks): the ranks end too (PR_SET_PDEATHSIG) instead of training on as
+    orphans and writing checkpoints."""
+    metrics = tmp_path / "metrics.jsonl"
+    launcher = subprocess.Popen(
+        [str(fsdp.aot_run_tool), str(fsdp.library(gpt2_2)), "--nproc",
+         str(RANKS), "--steps", "100000", "--quiet", "--metrics", str(metrics)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=clean_env())
+    ranks = []
+    try:
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and metrics.read_bytes().count(b"\n") >= 2):
+            assert launcher.poll() is None, launcher.communicate()
+            assert time.monotonic() < deadline, "training did not start"
+            time.sleep(0.1)
+        ranks = _children(launcher.pid)
+        assert len(ranks) == RANKS
+        launcher.kill()
+        launcher.wait()
+        deadline = time.monotonic() + 10
+        alive = ranks
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [p for p in ranks if _running(p)]
+        assert not alive, f"ranks {alive} outlived their launcher"
+    finally:
+        _kill_all(launcher, ranks)
+
+
+def _running(pid):
+    """Alive and not a zombie (an orphan's zombie is reaped by init)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

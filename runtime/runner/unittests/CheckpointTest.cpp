@@ -424,6 +424,30 @@ TEST_F(Checkpoint, MissingAndCorruptedFilesAreClearErrors) {
                 "': is incomplete: rank-1-of-2.safetensors is missing");
 }
 
+TEST(LatestCheckpoint, TheLargestCompleteStepOfEitherFormat) {
+  fs::path dir = fs::path(::testing::TempDir()) /
+                 ("fsdp-latest-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  EXPECT_EQ(latestCheckpoint(dir.string()), ""); // no directory yet
+  fs::create_directories(dir);
+  EXPECT_EQ(latestCheckpoint(dir.string()), "");
+  auto touch = [](const fs::path &p) { std::ofstream(p) << "x"; };
+  touch(dir / "step-2.safetensors");
+  touch(dir / "step-10.safetensors.tmp.123.0"); // an interrupted write
+  touch(dir / "notes.txt");
+  EXPECT_EQ(latestCheckpoint(dir.string()), (dir / "step-2.safetensors").string());
+  // Sharded, complete: every rank-<r>-of-<W> file.
+  fs::create_directories(dir / "step-4");
+  touch(dir / "step-4" / "rank-0-of-2.safetensors");
+  touch(dir / "step-4" / "rank-1-of-2.safetensors");
+  EXPECT_EQ(latestCheckpoint(dir.string()), (dir / "step-4").string());
+  // Sharded, rank 1's file missing (killed while saving): not a candidate.
+  fs::create_directories(dir / "step-6");
+  touch(dir / "step-6" / "rank-0-of-2.safetensors");
+  EXPECT_EQ(latestCheckpoint(dir.string()), (dir / "step-4").string());
+  fs::remove_all(dir);
+}
+
 } // namespace
 } // namespace driver
 } // namespace fsdp

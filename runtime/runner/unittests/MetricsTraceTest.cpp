@@ -67,6 +67,22 @@ StepMetrics sample(int64_t step) {
   return m;
 }
 
+TEST_F(Metrics, AResumedWriterKeepsTheStepsUpToItsCheckpoint) {
+  std::string path = dir + "/metrics.jsonl";
+  {
+    MetricsWriter interrupted(path);
+    for (int64_t s = 1; s <= 5; ++s) // killed after step 5
+      interrupted.write(sample(s));
+  }
+  MetricsWriter resumed(path, /*keepThroughStep=*/4); // step-4 checkpoint
+  resumed.write(sample(5));
+  std::vector<std::string> got = lines(path);
+  ASSERT_EQ(got.size(), 5u);
+  for (int64_t s = 1; s <= 5; ++s)
+    EXPECT_EQ(got[s - 1].rfind("{\"step\":" + std::to_string(s) + ",", 0), 0u)
+        << got[s - 1];
+}
+
 TEST_F(Metrics, WriterTruncatesAndWritesOneJsonObjectPerLine) {
   std::string path = dir + "/metrics.jsonl";
   writeFile("metrics.jsonl", "stale content of an earlier run\n");

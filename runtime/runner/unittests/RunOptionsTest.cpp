@@ -93,6 +93,19 @@ TEST(RunOptions, NamesWhatIsWrong) {
             "--loss-scale-growth-interval must be >= 1");
 }
 
+TEST(RunOptions, ResumeTakesLatestAndNeedsSaveWithoutLoad) {
+  EXPECT_EQ(parseRunOptions({"s.so", "--resume", "latest", "--save", "ck"})
+                .resume,
+            "latest");
+  EXPECT_EQ(usageError({"s.so", "--resume", "newest", "--save", "ck"}),
+            "--resume takes 'latest', got 'newest'");
+  EXPECT_EQ(usageError({"s.so", "--resume", "latest"}),
+            "--resume latest looks in --save's directory: give --save DIR");
+  EXPECT_EQ(usageError({"s.so", "--resume", "latest", "--save", "ck",
+                        "--load", "ck/step-2.safetensors"}),
+            "give --load CKPT or --resume latest, not both");
+}
+
 TEST(RunOptions, ScheduleFieldsAreSetOnlyWhenGiven) {
   RunOptions plain = parseRunOptions({"s.so"});
   EXPECT_FALSE(plain.lrSchedule || plain.warmupSteps || plain.decaySteps ||

@@ -39,6 +39,23 @@ TEST(LaunchEnv, TorchrunVariables) {
             7);
 }
 
+TEST(LaunchEnv, TorchrunAgentStoreAndRestartCount) {
+  LaunchInfo plain = parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_FALSE(plain.agentStore);
+  EXPECT_EQ(plain.restartCount, 0);
+  LaunchInfo agent = parse({{"RANK", "1"},
+                            {"WORLD_SIZE", "2"},
+                            {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                            {"TORCHELASTIC_RESTART_COUNT", "3"}});
+  EXPECT_TRUE(agent.agentStore);
+  EXPECT_EQ(agent.restartCount, 3);
+  // torchrun writes str(bool): anything but "True" is no agent store.
+  EXPECT_FALSE(parse({{"RANK", "0"},
+                      {"WORLD_SIZE", "2"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "False"}})
+                   .agentStore);
+}
+
 TEST(LaunchEnv, MpirunVariables) {
   LaunchInfo i = parse({{"OMPI_COMM_WORLD_RANK", "3"},
                         {"OMPI_COMM_WORLD_SIZE", "4"},
@@ -99,7 +116,11 @@ TEST(LaunchEnv, MalformedOrIncompleteValuesAreErrorsNamingTheVariable) {
         Case{{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "99999"}},
              "MASTER_PORT"},
         Case{{{"OMPI_COMM_WORLD_RANK", "-1"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
-             "OMPI_COMM_WORLD_RANK"}}) {
+             "OMPI_COMM_WORLD_RANK"},
+        Case{{{"RANK", "0"},
+              {"WORLD_SIZE", "2"},
+              {"TORCHELASTIC_RESTART_COUNT", "once"}},
+             "TORCHELASTIC_RESTART_COUNT='once'"}}) {
     try {
       parse(c.env);
       ADD_FAILURE() << "accepted an environment that mentions " << c.mentions;

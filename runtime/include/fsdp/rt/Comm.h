@@ -113,6 +113,12 @@ struct LaunchInfo {
   int32_t storeFd = -1;
   /// "torchrun", "mpirun", "srun" or "single-process".
   std::string launcher = "single-process";
+  /// TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves a c10d
+  /// TCPStore at MASTER_ADDR:MASTER_PORT, which every rank joins.
+  bool agentStore = false;
+  /// TORCHELASTIC_RESTART_COUNT: the agent's store outlives a restart of
+  /// the group, so the keys of each attempt are kept apart by it.
+  int32_t restartCount = 0;
 
   /// Reads torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, else
   /// OpenMPI's OMPI_COMM_WORLD_*, else Slurm's SLURM_PROCID/NTASKS/LOCALID,

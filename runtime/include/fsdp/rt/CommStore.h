@@ -1,7 +1,8 @@
 //===- CommStore.h - Rendezvous key-value store -----------------*- C++ -*-===//
 //
 // Ranks find each other through a small key-value store served over TCP by
-// rank 0, so that no shared file system is needed. Gloo connects its pairs
+// rank 0 (or, under torchrun, by torchrun's agent: C10dStore), so that no
+// shared file system is needed. Gloo connects its pairs
 // through it (the addresses of every rank's listening socket) and the NCCL
 // backend exchanges its unique id through it. Every request carries the job
 // id; the server answers only its own job and drops connections that send
@@ -82,6 +83,33 @@ private:
   std::unique_ptr<comm::StoreServer> server_;
   std::unique_ptr<comm::Socket> conn_;
   std::mutex mutex_; // one request in flight per connection
+};
+
+/// A client of PyTorch's c10d TCPStore: torchrun's agent serves one on
+/// MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), and the
+/// ranks join it instead of serving their own (the wire protocol:
+/// comm/C10dStore.cpp).
+class C10dStore : public Store {
+public:
+  C10dStore(std::string host, int port, std::chrono::milliseconds timeout);
+  ~C10dStore() override;
+
+  void set(const std::string &key, const std::vector<char> &value) override;
+  std::vector<char> get(const std::string &key,
+                        std::chrono::milliseconds timeout) override;
+  bool check(const std::string &key) override;
+  int64_t add(const std::string &key, int64_t delta) override;
+
+private:
+  struct Connection;
+  template <typename F>
+  auto request(const char *op, const std::string &key, F &&f);
+
+  std::string host_;
+  int port_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Connection> conn_;
+  std::mutex mutex_; // one request in flight on the connection
 };
 
 /// Keys of `inner` seen under "<prefix>/"; used to give each process group

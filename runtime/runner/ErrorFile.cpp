@@ -1,0 +1,39 @@
+//===- ErrorFile.cpp - A rank's failure, for torchrun's summary -----------===//
+#include "runner/ErrorFile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+namespace fsdp {
+namespace driver {
+
+void recordErrorForTorchrun(const std::string &message) {
+  const char *path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (!path || !*path)
+    return;
+  std::string text = message;
+  while (!text.empty() && text.back() == '\n')
+    text.pop_back();
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  // torch prints py_callstack as the failure's traceback: ours is the
+  // message (a native rank has no Python stack).
+  nlohmann::json record{
+      {"message",
+       {{"message", text},
+        {"extraInfo",
+         {{"py_callstack", text}, {"timestamp", std::to_string(seconds)}}}}}};
+  std::ofstream out(path, std::ios::trunc);
+  out << record.dump() << "\n";
+  if (!out)
+    std::cerr << "cannot write TORCHELASTIC_ERROR_FILE '" << path << "'"
+              << std::endl;
+}
+
+} // namespace driver
+} // namespace fsdp
