@@ -55,6 +55,25 @@ LoadResult loadFull(const std::string &path, const Program &program, int rank,
 
 using namespace checkpoint;
 
+namespace {
+/// Every tensor of the full format, declared before any is gathered.
+std::vector<rt::SafetensorsFileWriter::Tensor>
+fullLayout(const Program &program) {
+  std::vector<rt::SafetensorsFileWriter::Tensor> layout;
+  for (const UnitInfo &u : program.units) {
+    for (const ParamInfo &p : u.params)
+      layout.push_back({p.name, rt::DType::F32, p.shape});
+    for (const StateInfo &s : u.state)
+      for (const ParamInfo &p : u.params)
+        layout.push_back(
+            {stateTensorName(s.name, p.name), rt::DType::F32, p.shape});
+  }
+  for (const BufferInfo &b : program.buffers)
+    layout.push_back({b.name, dtypeOf(b.dtype), b.shape});
+  return layout;
+}
+} // namespace
+
 void saveFull(const std::string &path, const Program &program, int64_t ctx,
               int64_t stream, const StateBuffers &buffers, int64_t shardComm,
               int rank, int64_t stepCount, const Metadata &meta) {
@@ -63,36 +82,47 @@ void saveFull(const std::string &path, const Program &program, int64_t ctx,
   if (program.mesh().replicaIndex(rank) != 0)
     return;
   bool writes = rank == 0;
-  std::unique_ptr<Writer> writer;
+  // Streamed: rank 0 holds one gathered unit at a time, never the model.
+  std::unique_ptr<rt::SafetensorsFileWriter> out;
   if (writes) {
     createDirectories(fs::path(path).parent_path());
-    writer = std::make_unique<Writer>(path);
+    Metadata all = meta; // the caller's keys, then ours (which win)
+    for (const auto &[key, value] :
+         Metadata{{"format", kFullFormat},
+                  {"model", program.model},
+                  {"step_count", std::to_string(stepCount)},
+                  {"optimizer", program.optimizer}})
+      all[key] = value;
+    out = std::make_unique<rt::SafetensorsFileWriter>(
+        path, fullLayout(program), all);
   }
   FlatGatherer gatherer(program, ctx, stream, buffers, shardComm);
   for (const UnitInfo &u : program.units) {
     std::vector<float> flat = gatherer.gather(u, u.offset, writes);
     if (writes)
       for (const ParamInfo &p : u.params)
-        writer->add(p.name, p.shape, flat.data() + p.flatOffset);
+        out->put(p.name, flat.data() + p.flatOffset);
     for (const StateInfo &s : u.state) {
       flat = gatherer.gather(u, s.offset, writes);
       if (writes)
         for (const ParamInfo &p : u.params)
-          writer->add(stateTensorName(s.name, p.name), p.shape,
-                      flat.data() + p.flatOffset);
+          out->put(stateTensorName(s.name, p.name), flat.data() + p.flatOffset);
     }
   }
   gatherer.finish();
   if (!writes)
     return;
-  for (const BufferInfo &b : program.buffers)
-    writer->addBuffer(ctx, b.name, b.dtype, b.shape, buffers.persistent,
-                      b.offset);
-  writer->setMetadata(meta, {{"format", kFullFormat},
-                             {"model", program.model},
-                             {"step_count", std::to_string(stepCount)},
-                             {"optimizer", program.optimizer}});
-  writer->finish();
+  for (const BufferInfo &b : program.buffers) {
+    std::vector<char> host(size_t(numelOf(b.shape) *
+                                  rt::dtypeSize(dtypeOf(b.dtype))));
+    check(fsdprt_copy_to_host(ctx, stream, host.data(), buffers.persistent,
+                              b.offset, int64_t(host.size())),
+          "checkpoint: buffer '" + b.name + "'");
+    check(fsdprt_stream_synchronize(ctx, stream),
+          "checkpoint: buffer '" + b.name + "'");
+    out->put(b.name, host.data());
+  }
+  out->commit();
 }
 
 } // namespace driver

@@ -53,55 +53,7 @@ static void writeAll(int fd, const char *data, size_t size,
   }
 }
 
-void SafetensorsWriter::write(const std::string &path) const {
-  json header = json::object();
-  int64_t offset = 0;
-  for (const auto &[name, e] : tensors_) {
-    int64_t end = offset + static_cast<int64_t>(e.bytes.size());
-    header[name] = {{"dtype", dtypeName(e.dtype)},
-                    {"shape", e.shape},
-                    {"data_offsets", {offset, end}}};
-    offset = end;
-  }
-  if (!metadata_.empty())
-    header["__metadata__"] = metadata_;
-  std::string text = header.dump();
-  // Pad with spaces so the data section starts 8-byte aligned, as the
-  // reference writer does.
-  text.append((8 - text.size() % 8) % 8, ' ');
-  uint64_t n = text.size();
-  char lengthBytes[8];
-  for (int i = 0; i < 8; ++i)
-    lengthBytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    fail(Status::IO, "cannot create '", tmp, "': ", errnoText());
-  try {
-    writeAll(fd, lengthBytes, 8, tmp);
-    writeAll(fd, text.data(), text.size(), tmp);
-    for (const auto &entry : tensors_)
-      writeAll(fd, entry.second.bytes.data(), entry.second.bytes.size(), tmp);
-    if (::fsync(fd) != 0)
-      fail(Status::IO, "fsync of '", tmp, "' failed: ", errnoText());
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(Status::IO, "close of '", tmp, "' failed: ", errnoText());
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = errnoText();
-    ::unlink(tmp.c_str());
-    fail(Status::IO, "cannot rename '", tmp, "' to '", path, "': ", why);
-  }
-  // Make the rename itself durable.
+static void syncDirectoryOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   if (dir.empty())
@@ -111,6 +63,112 @@ void SafetensorsWriter::write(const std::string &path) const {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+SafetensorsFileWriter::SafetensorsFileWriter(
+    const std::string &path, const std::vector<Tensor> &tensors,
+    const std::map<std::string, std::string> &metadata)
+    : path_(path) {
+  json header = json::object();
+  int64_t offset = 0;
+  for (const Tensor &t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__")
+      fail(Status::InvalidArgument, "invalid tensor name '", t.name, "'");
+    int64_t bytes = numelOf(t.shape) * dtypeSize(t.dtype);
+    if (!slots_.emplace(t.name, Slot{offset, bytes}).second)
+      fail(Status::InvalidArgument, "duplicate tensor name '", t.name, "'");
+    header[t.name] = {{"dtype", dtypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  // Pad with spaces so the data section starts 8-byte aligned, as the
+  // reference writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t n = text.size();
+  char lengthBytes[8];
+  for (int i = 0; i < 8; ++i)
+    lengthBytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  dataStart_ = 8 + n;
+
+  static std::atomic<uint64_t> counter{0};
+  tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." +
+         std::to_string(counter++);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    fail(Status::IO, "cannot create '", tmp_, "': ", errnoText());
+  try {
+    writeAll(fd_, lengthBytes, 8, tmp_);
+    writeAll(fd_, text.data(), text.size(), tmp_);
+  } catch (...) { // no destructor for a half-built writer
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    throw;
+  }
+}
+
+SafetensorsFileWriter::~SafetensorsFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void SafetensorsFileWriter::put(const std::string &name, const void *data) {
+  auto it = slots_.find(name);
+  if (it == slots_.end())
+    fail(Status::InvalidArgument, "'", path_, "': tensor '", name,
+         "' was not declared");
+  Slot &slot = it->second;
+  if (slot.written)
+    fail(Status::InvalidArgument, "'", path_, "': tensor '", name,
+         "' written twice");
+  const char *p = static_cast<const char *>(data);
+  int64_t done = 0;
+  while (done < slot.bytes) {
+    ssize_t n = ::pwrite(fd_, p + done, size_t(slot.bytes - done),
+                         off_t(dataStart_ + slot.begin + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      fail(Status::IO, "write to '", tmp_, "' failed: ", errnoText());
+    done += n;
+  }
+  slot.written = true;
+}
+
+void SafetensorsFileWriter::commit() {
+  for (const auto &[name, slot] : slots_)
+    if (!slot.written)
+      fail(Status::Internal, "'", path_, "': tensor '", name,
+           "' was declared but never written");
+  if (::fsync(fd_) != 0)
+    fail(Status::IO, "fsync of '", tmp_, "' failed: ", errnoText());
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    ::unlink(tmp_.c_str());
+    fail(Status::IO, "close of '", tmp_, "' failed: ", errnoText());
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::string why = errnoText();
+    ::unlink(tmp_.c_str());
+    fail(Status::IO, "cannot rename '", tmp_, "' to '", path_, "': ", why);
+  }
+  syncDirectoryOf(path_); // make the rename itself durable
+}
+
+void SafetensorsWriter::write(const std::string &path) const {
+  std::vector<SafetensorsFileWriter::Tensor> layout;
+  for (const auto &[name, e] : tensors_)
+    layout.push_back({name, e.dtype, e.shape});
+  SafetensorsFileWriter out(path, layout, metadata_);
+  for (const auto &[name, e] : tensors_)
+    out.put(name, e.bytes.data());
+  out.commit();
 }
 
 static int64_t jsonInt(const json &v, const std::string &what) {

@@ -34,6 +34,45 @@ struct TensorInfo {
   int64_t end;
 };
 
+/// Streams a file whose tensors are all declared up front: the header goes
+/// out first and each tensor's bytes go straight to its place in the file
+/// as they come (in any order), so the writer holds no tensor. A full
+/// checkpoint's rank 0 thus holds one gathered unit at a time, not the
+/// model (with AdamW, 12 bytes a parameter).
+class SafetensorsFileWriter {
+public:
+  struct Tensor {
+    std::string name;
+    DType dtype;
+    Shape shape;
+  };
+  /// Writes the header into a temporary file beside `path`.
+  SafetensorsFileWriter(const std::string &path,
+                        const std::vector<Tensor> &tensors,
+                        const std::map<std::string, std::string> &metadata);
+  /// Removes the temporary file unless commit() ran.
+  ~SafetensorsFileWriter();
+  SafetensorsFileWriter(const SafetensorsFileWriter &) = delete;
+  SafetensorsFileWriter &operator=(const SafetensorsFileWriter &) = delete;
+
+  /// Writes a declared tensor's bytes (its size), once.
+  void put(const std::string &name, const void *data);
+  /// Every tensor put: fsync, rename over `path` (atomic), fsync of the
+  /// directory.
+  void commit();
+
+private:
+  struct Slot {
+    int64_t begin, bytes;
+    bool written = false;
+  };
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t dataStart_ = 0;
+  std::map<std::string, Slot> slots_;
+};
+
+/// Buffers its tensors (each copied on add) and writes them at once.
 class SafetensorsWriter {
 public:
   /// Copies the tensor bytes (numel(shape) * dtypeSize(dtype)).
