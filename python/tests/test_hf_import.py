@@ -344,3 +344,49 @@ def test_attention_masks():
                      r" = nn\.reshape %\S+ : tensor<8x8xf32>", text), text
     assert 'arith.constant dense<"0x00000000000080FF' in text  # 0, -inf
     assert "nn.softmax" not in text and "nn.keep" not in text
+
+
+@pytest.mark.parametrize("layout", ["model.safetensors", "sharded index"])
+def test_save_pretrained_loads_with_torchs_first_loss(tmp_path, layout):
+    """`--load` of what Hugging Face's save_pretrained wrote (one file, or
+    shards behind model.safetensors.index.json), found by name although the
+    imported module wraps the model (`m.transformer...` reads
+    `transformer...`): the first loss at 2 ranks is torch's on the same
+    batch (1e-5: f32 summation order)."""
+    from safetensors import numpy as st_numpy
+    module, model = _imported("gpt2")
+    data = causal_lm_data(np.random.default_rng(3))
+    shard = "30KB" if layout == "sharded index" else "1GB"
+    module.m.save_pretrained(tmp_path / "hf", safe_serialization=True,
+                             max_shard_size=shard)
+    has_index = (tmp_path / "hf" / "model.safetensors.index.json").exists()
+    assert has_index == (layout == "sharded index")
+    dataset = tmp_path / "data.safetensors"
+    st_numpy.save_file({f"input.{i}": d for i, d in enumerate(data)},
+                       str(dataset))
+    prog = driver.compile(model, tmp_path / "step.mlir", world_size=2,
+                          optimizer="adamw", **OPTIMIZERS["adamw"],
+                          wrap_kinds=["GPT2Block"])
+    got = driver.run(prog, nproc=2, steps=1, data=dataset,
+                     load=tmp_path / "hf", timeout=180).metrics[0]["loss"]
+    want = torch_losses(module, data, 2, "adamw")[0]
+    assert abs(got - want) <= LOSS_ATOL, (got, want)
+
+
+def test_pretrained_weights_of_another_model_are_one_error(tmp_path):
+    """Llama's save_pretrained directory loaded into the GPT-2 program: one
+    error naming what is missing and what is left over."""
+    torch.manual_seed(0)
+    llama().save_pretrained(tmp_path / "llama", safe_serialization=True)
+    _, model = _imported("gpt2")
+    prog = driver.compile(model, tmp_path / "step.mlir", world_size=1,
+                          optimizer="adamw")
+    with pytest.raises(driver.RunError) as e:
+        driver.run(prog, nproc=1, steps=1, load=tmp_path / "llama",
+                   timeout=180)
+    message = str(e.value)
+    assert "does not hold model 'gpt2': missing m.transformer.wte.weight" \
+        in message, message
+    unexpected = message[message.index("; unexpected "):]
+    assert "model.embed_tokens.weight" in unexpected, message
+    assert " more" in unexpected, message  # long lists are cut

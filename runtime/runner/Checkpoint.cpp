@@ -31,6 +31,8 @@ LoadResult load(const std::string &path, const Program &program, int rank,
     throw std::runtime_error("checkpoint '" + path + "' does not exist");
   persistentImage.assign(program.imageBytes(), 0);
   try {
+    if (isPretrained(path))
+      return loadPretrained(path, program, rank, persistentImage);
     if (fs::is_directory(path))
       return loadSharded(path, program, rank, persistentImage);
     return loadFull(path, program, rank, persistentImage);

@@ -82,6 +82,13 @@ void readBuffers(const Reader &r, const std::string &path,
 
 bool programHasState(const Program &program);
 
+/// Whether `path` holds weights saved by something else than our runner (a
+/// save_pretrained directory, its index or a file without our format key):
+/// PretrainedWeights.cpp.
+bool isPretrained(const std::string &path);
+LoadResult loadPretrained(const std::string &path, const Program &program,
+                          int rank, std::vector<uint8_t> &image);
+
 /// A checkpoint writer handle that is discarded unless finished.
 class Writer {
 public:
