@@ -20,3 +20,11 @@ def save_weights(module, model, path):
     """fsdp_mlir.torch_import.save_weights."""
     from .torch_import import save_weights as save
     return save(module, model, path)
+
+
+def __getattr__(name):
+    # fsdp_mlir.Session (imported on first use: it loads libfsdp_session.so).
+    if name in ("Session", "SessionError"):
+        from . import session
+        return getattr(session, name)
+    raise AttributeError(f"module 'fsdp_mlir' has no attribute {name!r}")
