@@ -94,9 +94,11 @@ def _lib():
                                ctypes.POINTER(i64)], i32),
         "fsdp_session_close": ([i64], i32),
         "fsdp_session_report": ([i64, pcstr], i32),
-        "fsdp_session_num_inputs": ([i64, ctypes.POINTER(i32)], i32),
-        "fsdp_session_input": ([i64, i32, pcstr, ctypes.POINTER(i32),
+        "fsdp_session_num_inputs": ([i64, i32, ctypes.POINTER(i32)], i32),
+        "fsdp_session_input": ([i64, i32, i32, pcstr, ctypes.POINTER(i32),
                                 ctypes.POINTER(ctypes.POINTER(i64))], i32),
+        "fsdp_session_evaluate": ([i64, ctypes.POINTER(p), ctypes.POINTER(i64),
+                                   i32, ctypes.POINTER(ctypes.c_double)], i32),
         "fsdp_session_step": ([i64, ctypes.POINTER(p), ctypes.POINTER(i64),
                                i32, pcstr], i32),
         "fsdp_session_batch": ([i64, i64, ctypes.POINTER(p),
@@ -148,44 +150,41 @@ class Session:
         _check(_lib().fsdp_session_open(len(argv), words,
                                         ctypes.byref(handle)))
         self._handle = handle.value
-        count = ctypes.c_int32()
-        _check(_lib().fsdp_session_num_inputs(self._handle,
-                                              ctypes.byref(count)))
-        self.inputs: List[InputSpec] = []
-        for i in range(count.value):
-            dtype, rank = ctypes.c_char_p(), ctypes.c_int32()
-            shape = ctypes.POINTER(ctypes.c_int64)()
-            _check(_lib().fsdp_session_input(self._handle, i,
-                                             ctypes.byref(dtype),
-                                             ctypes.byref(rank),
-                                             ctypes.byref(shape)))
-            self.inputs.append(InputSpec(
-                dtype.value.decode(),
-                tuple(shape[d] for d in range(rank.value))))
+        self.inputs: List[InputSpec] = self._specs(0)
+        self.eval_inputs: List[InputSpec] = \
+            self._specs(1) if options.get("eval_program") else []
 
     # -- training ------------------------------------------------------------
     def step(self, *batch) -> dict:
         """One optimizer step on this rank's `batch` (one array per model
         input); the step's metrics (loss averaged over the ranks, step time,
         peak bytes, ...), the same dict on every rank."""
-        arrays = self._checked(batch)
-        pointers = (ctypes.c_void_p * len(arrays))(
-            *[a.ctypes.data for a in arrays])
-        sizes = (ctypes.c_int64 * len(arrays))(*[a.nbytes for a in arrays])
+        arrays = self._checked(batch, self.inputs)
         text = ctypes.c_char_p()
-        _check(_lib().fsdp_session_step(self._handle, pointers, sizes,
+        _check(_lib().fsdp_session_step(self._handle, *_pointers(arrays),
                                         len(arrays), ctypes.byref(text)))
         return json.loads(text.value)
+
+    def evaluate(self, *batch) -> float:
+        """The eval program's loss (`eval_program=`, compiled with
+        mode=eval) on this rank's `batch` (as `eval_inputs` lists), averaged
+        over the ranks, of the weights now; nothing is trained. Every rank
+        calls it."""
+        if not self.eval_inputs:
+            raise SessionError("no eval program: open the session with "
+                               "eval_program=EVAL.so (mode=eval)")
+        arrays = self._checked(batch, self.eval_inputs)
+        loss = ctypes.c_double()
+        _check(_lib().fsdp_session_evaluate(self._handle, *_pointers(arrays),
+                                            len(arrays), ctypes.byref(loss)))
+        return loss.value
 
     def batch(self, step: int) -> List[np.ndarray]:
         """fsdprt-run's batch of `step` for this rank (from `data=`,
         synthetic without it): what its loop would feed."""
         arrays = [np.empty(s.shape, s.numpy_dtype) for s in self.inputs]
-        pointers = (ctypes.c_void_p * len(arrays))(
-            *[a.ctypes.data for a in arrays])
-        sizes = (ctypes.c_int64 * len(arrays))(*[a.nbytes for a in arrays])
-        _check(_lib().fsdp_session_batch(self._handle, step, pointers, sizes,
-                                         len(arrays)))
+        _check(_lib().fsdp_session_batch(self._handle, step,
+                                         *_pointers(arrays), len(arrays)))
         return arrays
 
     def save(self) -> None:
@@ -231,13 +230,31 @@ class Session:
         except Exception:
             pass
 
-    def _checked(self, batch: Sequence) -> List[np.ndarray]:
-        if len(batch) != len(self.inputs):
-            raise SessionError(f"the model takes {len(self.inputs)} inputs "
-                               f"({self._described()}), the step was given "
+    def _specs(self, program: int) -> List[InputSpec]:
+        count = ctypes.c_int32()
+        _check(_lib().fsdp_session_num_inputs(self._handle, program,
+                                              ctypes.byref(count)))
+        specs = []
+        for i in range(count.value):
+            dtype, rank = ctypes.c_char_p(), ctypes.c_int32()
+            shape = ctypes.POINTER(ctypes.c_int64)()
+            _check(_lib().fsdp_session_input(self._handle, program, i,
+                                             ctypes.byref(dtype),
+                                             ctypes.byref(rank),
+                                             ctypes.byref(shape)))
+            specs.append(InputSpec(dtype.value.decode(),
+                                   tuple(shape[d] for d in range(rank.value))))
+        return specs
+
+    @staticmethod
+    def _checked(batch: Sequence, specs: List[InputSpec]) -> List[np.ndarray]:
+        if len(batch) != len(specs):
+            described = ", ".join(f"{s.dtype} {list(s.shape)}" for s in specs)
+            raise SessionError(f"the model takes {len(specs)} inputs "
+                               f"({described}), the call was given "
                                f"{len(batch)}")
         arrays = []
-        for i, (value, spec) in enumerate(zip(batch, self.inputs)):
+        for i, (value, spec) in enumerate(zip(batch, specs)):
             a = _as_array(value)
             if a.shape != spec.shape or a.dtype != spec.numpy_dtype:
                 raise SessionError(
@@ -247,5 +264,9 @@ class Session:
             arrays.append(a)
         return arrays
 
-    def _described(self) -> str:
-        return ", ".join(f"{s.dtype} {list(s.shape)}" for s in self.inputs)
+
+def _pointers(arrays):
+    """The C arrays of data pointers and byte sizes of `arrays`."""
+    pointers = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    sizes = (ctypes.c_int64 * len(arrays))(*[a.nbytes for a in arrays])
+    return pointers, sizes

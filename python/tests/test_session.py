@@ -135,3 +135,33 @@ def test_a_torchrun_script_trains_as_fsdprt_run(tmp_path):
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == want
     assert (tmp_path / "ckpt" / f"step-{STEPS}.safetensors").read_bytes() == \
         reference.read_bytes()
+
+
+def test_evaluate_is_fsdprt_runs_eval_loss(tmp_path, monkeypatch):
+    """evaluate() on the eval program (mode=eval) of the same model, on the
+    batch fsdprt-run's --eval-program would take (its first eval batch,
+    synthetic): the loss fsdprt-run reports at --eval-every 1 after one
+    step, bit for bit; training is untouched by it."""
+    for var in driver._LAUNCH_VARS:
+        monkeypatch.delenv(var, raising=False)
+    library = _library(tmp_path, 1)
+    evaluation = driver.compile_library(driver.compile(
+        EXAMPLES / "gpt2.mlir", tmp_path / "eval.mlir", world_size=1,
+        wrap_kinds=["Block"], mode="eval"))
+    run = driver.run(library, nproc=1, steps=2,
+                     fsdp_run=driver.find_tool("fsdprt-run"),
+                     eval_program=evaluation, eval_every=1, eval_batches=1,
+                     eval_data="synthetic", timeout=300)
+    with Session(library, eval_program=evaluation) as s:
+        assert [i.dtype for i in s.eval_inputs] == ["i64", "i64"]
+        with Session(evaluation) as reader:  # the eval program's batch 0
+            eval_batch = reader.batch(0)
+        for step in range(2):
+            s.step(*s.batch(step))
+            assert s.evaluate(*eval_batch) == run.metrics[step]["val_loss"]
+        with pytest.raises(SessionError, match="takes 2 inputs"):
+            s.evaluate(eval_batch[0])
+    assert [m["loss"] for m in run.metrics] == \
+        [m["loss"] for m in driver.run(library, nproc=1, steps=2,
+                                        fsdp_run=driver.find_tool(
+                                            "fsdprt-run")).metrics]

@@ -86,6 +86,27 @@ Evaluator::Evaluator(const RunOptions &o, const Program &train,
 }
 
 double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
+  return run(rt, rank, batches_,
+             [&](int64_t b, std::vector<std::vector<uint8_t>> &inputs) {
+               data_.fill(b, rank, worldSize, inputs);
+             });
+}
+
+double Evaluator::evaluateOn(RankRuntime &rt, int rank,
+                             const std::vector<std::vector<uint8_t>> &batch) {
+  if (batch.size() != eval_.inputs.size())
+    throw std::runtime_error("the eval program takes " +
+                             std::to_string(eval_.inputs.size()) +
+                             " input arrays, not " +
+                             std::to_string(batch.size()));
+  return run(rt, rank, 1,
+             [&](int64_t, std::vector<std::vector<uint8_t>> &inputs) {
+               inputs = batch;
+             });
+}
+
+double Evaluator::run(RankRuntime &rt, int rank, int64_t batches,
+                      const BatchFill &fill) {
   int64_t s = rt.streams[0];
   StateBuffers bufs;
   check(fsdprt_context_set_arena_base(rt.ctx, base_), "placing the eval");
@@ -107,8 +128,8 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
   check(fsdprt_stream_synchronize(rt.ctx, s), "copying the weights");
   std::vector<std::vector<uint8_t>> inputs;
   float sum = 0;
-  for (int64_t b = 0; b < batches_; ++b) {
-    data_.fill(b, rank, worldSize, inputs);
+  for (int64_t b = 0; b < batches; ++b) {
+    fill(b, inputs);
     for (size_t i = 0; i < inputs.size(); ++i)
       check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent,
                                   eval_.inputs[i].offset,
@@ -124,7 +145,7 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
     sum += loss;
   }
   // Equal rows on every rank: the mean over ranks is the global mean.
-  float mean = sum / float(batches_);
+  float mean = sum / float(batches);
   int64_t scratch = 0;
   check(fsdprt_buffer_alloc(rt.ctx, 4, &scratch), "allocating scratch");
   check(fsdprt_copy_from_host(rt.ctx, s, scratch, 0, &mean, 4), "eval loss");

@@ -20,6 +20,7 @@
 #include "runner/StepProgram.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace fsdp {
@@ -38,8 +39,17 @@ public:
   /// batches every time, from the data's start) of the weights in
   /// `rt` now. Collective: every rank calls it.
   double evaluate(RankRuntime &rt, int rank, int worldSize);
+  /// The same on one batch the caller gives (a byte vector per entry of
+  /// the eval program's inputs): the in-process session's evaluate().
+  double evaluateOn(RankRuntime &rt, int rank,
+                    const std::vector<std::vector<uint8_t>> &batch);
+  const Program &program() const { return eval_; }
 
 private:
+  using BatchFill =
+      std::function<void(int64_t, std::vector<std::vector<uint8_t>> &)>;
+  double run(RankRuntime &rt, int rank, int64_t batches,
+             const BatchFill &fill);
   struct Copy {
     int64_t from, to, bytes; // training and eval image offsets
   };

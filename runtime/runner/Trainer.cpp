@@ -284,6 +284,13 @@ void Trainer::stopIfDiverged(const StepMetrics &m) const {
         "loss-scale=dynamic, bf16 or f32)");
 }
 
+double Trainer::evaluate(const std::vector<std::vector<uint8_t>> &batch) {
+  if (!evaluator_)
+    throw std::runtime_error("no eval program: open the session with one "
+                             "(compiled with mode=eval)");
+  return evaluator_->evaluateOn(rt_, launch_.rank, batch);
+}
+
 void Trainer::save() {
   saveCheckpoint(rt_, options_, program_.program(), launch_.rank, stepCount_,
                  scaler_);

@@ -57,6 +57,14 @@ public:
   /// scale underflowed: training on would only spread NaN.
   void stopIfDiverged(const StepMetrics &m) const;
 
+  /// The eval program's mean loss over the ranks on this rank's `batch`
+  /// (its inputs' byte vectors), of the weights now; throws without an
+  /// eval program. Collective.
+  double evaluate(const std::vector<std::vector<uint8_t>> &batch);
+  const Evaluator *evaluator() const {
+    return evaluator_ ? &*evaluator_ : nullptr;
+  }
+
   /// A checkpoint at the current step count in --save's directory.
   void save();
 

@@ -2,8 +2,9 @@
 //
 // fsdp_session.h's functions over a Trainer (runner/Trainer.h). The
 // options are fsdprt-run's, minus what belongs to its own loop (--nproc:
-// a session is one rank, launch processes with torchrun; --save-every,
-// --trace, evaluation and generation: the caller's loop decides).
+// a session is one rank, launch processes with torchrun; --save-every and
+// --trace: the caller's loop decides; generation), plus --eval-program
+// alone (the caller gives the eval batches).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp_session.h"
@@ -40,10 +41,10 @@ struct ModelInput {
 
 struct Session {
   RunOptions options;
-  std::unique_ptr<StepProgram> program;
+  std::unique_ptr<StepProgram> program, evalProgram;
   std::unique_ptr<Trainer> trainer;
   std::unique_ptr<DataSource> data;
-  std::vector<ModelInput> inputs;
+  std::vector<ModelInput> inputs[2]; // the training and the eval program's
   std::string metricsJson;
 };
 
@@ -106,6 +107,58 @@ std::vector<ModelInput> modelInputs(const Program &p) {
   return out;
 }
 
+/// The per-entry byte vectors of a program from one array per model input.
+std::vector<std::vector<uint8_t>>
+splitInputs(const Program &p, const std::vector<ModelInput> &model,
+            const void *const *inputs, const int64_t *bytes, int32_t count) {
+  if (size_t(count) != model.size())
+    throw std::runtime_error("the model takes " + std::to_string(model.size()) +
+                             " inputs, the call was given " +
+                             std::to_string(count));
+  std::vector<std::vector<uint8_t>> entries(p.inputs.size());
+  for (size_t i = 0; i < model.size(); ++i) {
+    const ModelInput &m = model[i];
+    int64_t want = m.entryBytes * int64_t(m.entries.size());
+    if (bytes[i] != want)
+      throw std::runtime_error("input " + std::to_string(i) + " has " +
+                               std::to_string(bytes[i]) +
+                               " bytes, the program takes " +
+                               std::to_string(want));
+    const auto *base = static_cast<const uint8_t *>(inputs[i]);
+    for (size_t k = 0; k < m.entries.size(); ++k)
+      entries[m.entries[k]].assign(base + k * m.entryBytes,
+                                   base + (k + 1) * m.entryBytes);
+  }
+  return entries;
+}
+
+/// "--eval-program X" (or "=X") taken out of `args`: a session's own option
+/// (fsdprt-run wants it with --eval-every and --eval-data).
+std::string takeEvalProgram(std::vector<std::string> &args) {
+  std::string path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string flag = "--eval-program";
+    if (args[i] == flag && i + 1 < args.size()) {
+      path = args[i + 1];
+      args.erase(args.begin() + i, args.begin() + i + 2);
+      break;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      path = args[i].substr(flag.size() + 1);
+      args.erase(args.begin() + i);
+      break;
+    }
+  }
+  return path;
+}
+
+std::unique_ptr<StepProgram> openStepLibrary(const std::string &path) {
+  if (!isStepLibraryPath(path))
+    throw std::runtime_error("'" + path + "' is not a step library (.so): "
+                             "compile it with fsdp-compile");
+  return loadStepLibrary(path);
+}
+
 void refuse(bool given, const char *option, const char *why) {
   if (given)
     throw std::runtime_error(std::string(option) + " is not a session "
@@ -123,27 +176,29 @@ int32_t fsdp_session_open(int32_t argc, const char *const *argv,
   return guarded([&] {
     std::vector<std::string> args(argv, argv + argc);
     auto s = std::make_unique<Session>();
+    std::string evalPath = takeEvalProgram(args);
     s->options = parseRunOptions(args);
     const RunOptions &o = s->options;
     refuse(o.nproc > 0, "--nproc",
            "a session is one rank; start one process per rank (torchrun)");
     refuse(o.saveEvery > 0, "--save-every", "call save() in your loop");
     refuse(!o.trace.empty(), "--trace", "not traced in process yet");
-    refuse(!o.evalProgram.empty(), "--eval-program",
-           "not evaluated in process yet");
     refuse(o.generate > 0, "--generate", "use fsdprt-run --generate");
-    if (!isStepLibraryPath(o.input))
-      throw std::runtime_error("'" + o.input + "' is not a step library "
-                               "(.so): compile it with fsdp-compile");
-    s->program = loadStepLibrary(o.input);
+    s->program = openStepLibrary(o.input);
+    if (!evalPath.empty()) {
+      s->evalProgram = openStepLibrary(evalPath);
+      s->options.evalData = "synthetic"; // the caller gives the batches
+    }
     fsdp::rt::LaunchInfo launch = fsdp::rt::LaunchInfo::fromEnvironment();
     if (o.resume == "latest")
       s->options.load = latestCheckpoint(o.save);
-    s->trainer = std::make_unique<Trainer>(s->options, *s->program, nullptr,
-                                           launch);
+    s->trainer = std::make_unique<Trainer>(s->options, *s->program,
+                                           s->evalProgram.get(), launch);
     s->data = std::make_unique<DataSource>(o.data, s->program->program(),
                                            o.seed);
-    s->inputs = modelInputs(s->program->program());
+    s->inputs[0] = modelInputs(s->program->program());
+    if (s->evalProgram)
+      s->inputs[1] = modelInputs(s->trainer->evaluator()->program());
     std::lock_guard<std::mutex> lock(sessionsMutex);
     *out_session = nextHandle++;
     sessions.emplace(*out_session, std::move(s));
@@ -169,21 +224,32 @@ int32_t fsdp_session_report(int64_t session, const char **out_text) {
       [&] { *out_text = get(session).program->program().report.c_str(); });
 }
 
-int32_t fsdp_session_num_inputs(int64_t session, int32_t *out_count) {
-  return guarded(
-      [&] { *out_count = int32_t(get(session).inputs.size()); });
+static const std::vector<ModelInput> &inputsOf(Session &s, int32_t program) {
+  if (program != 0 && program != 1)
+    throw std::runtime_error("program " + std::to_string(program) +
+                             ": 0 (training) or 1 (eval)");
+  if (program == 1 && !s.evalProgram)
+    throw std::runtime_error("the session has no eval program");
+  return s.inputs[program];
 }
 
-int32_t fsdp_session_input(int64_t session, int32_t index,
+int32_t fsdp_session_num_inputs(int64_t session, int32_t program,
+                                int32_t *out_count) {
+  return guarded([&] {
+    *out_count = int32_t(inputsOf(get(session), program).size());
+  });
+}
+
+int32_t fsdp_session_input(int64_t session, int32_t program, int32_t index,
                            const char **out_dtype, int32_t *out_rank,
                            const int64_t **out_shape) {
   return guarded([&] {
-    Session &s = get(session);
-    if (index < 0 || size_t(index) >= s.inputs.size())
+    const std::vector<ModelInput> &inputs = inputsOf(get(session), program);
+    if (index < 0 || size_t(index) >= inputs.size())
       throw std::runtime_error("input " + std::to_string(index) +
                                " of a model with " +
-                               std::to_string(s.inputs.size()));
-    const ModelInput &m = s.inputs[index];
+                               std::to_string(inputs.size()));
+    const ModelInput &m = inputs[index];
     *out_dtype = m.dtype.c_str();
     *out_rank = int32_t(m.shape.size());
     *out_shape = m.shape.data();
@@ -195,29 +261,23 @@ int32_t fsdp_session_step(int64_t session, const void *const *inputs,
                           const char **out_metrics_json) {
   return guarded([&] {
     Session &s = get(session);
-    if (size_t(count) != s.inputs.size())
-      throw std::runtime_error("the model takes " +
-                               std::to_string(s.inputs.size()) +
-                               " inputs, the step was given " +
-                               std::to_string(count));
-    const Program &p = s.trainer->program();
-    std::vector<std::vector<uint8_t>> entries(p.inputs.size());
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      const ModelInput &m = s.inputs[i];
-      int64_t want = m.entryBytes * int64_t(m.entries.size());
-      if (bytes[i] != want)
-        throw std::runtime_error(
-            "input " + std::to_string(i) + " has " + std::to_string(bytes[i]) +
-            " bytes, the program takes " + std::to_string(want));
-      const auto *base = static_cast<const uint8_t *>(inputs[i]);
-      for (size_t k = 0; k < m.entries.size(); ++k)
-        entries[m.entries[k]].assign(base + k * m.entryBytes,
-                                     base + (k + 1) * m.entryBytes);
-    }
-    StepMetrics m = s.trainer->step(entries, s.data->tokensPerStep());
+    StepMetrics m = s.trainer->step(
+        splitInputs(s.trainer->program(), s.inputs[0], inputs, bytes, count),
+        s.data->tokensPerStep());
     s.metricsJson = metricsJson(m);
     *out_metrics_json = s.metricsJson.c_str();
     s.trainer->stopIfDiverged(m);
+  });
+}
+
+int32_t fsdp_session_evaluate(int64_t session, const void *const *inputs,
+                              const int64_t *bytes, int32_t count,
+                              double *out_loss) {
+  return guarded([&] {
+    Session &s = get(session);
+    const std::vector<ModelInput> &model = inputsOf(s, 1);
+    *out_loss = s.trainer->evaluate(splitInputs(
+        s.trainer->evaluator()->program(), model, inputs, bytes, count));
   });
 }
 
@@ -226,14 +286,14 @@ int32_t fsdp_session_batch(int64_t session, int64_t step,
                            int32_t count) {
   return guarded([&] {
     Session &s = get(session);
-    if (size_t(count) != s.inputs.size())
+    if (size_t(count) != s.inputs[0].size())
       throw std::runtime_error("the model takes " +
-                               std::to_string(s.inputs.size()) + " inputs");
+                               std::to_string(s.inputs[0].size()) + " inputs");
     const fsdp::rt::LaunchInfo &launch = s.trainer->launch();
     std::vector<std::vector<uint8_t>> entries;
     s.data->fill(step, launch.rank, launch.worldSize, entries);
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      const ModelInput &m = s.inputs[i];
+    for (size_t i = 0; i < s.inputs[0].size(); ++i) {
+      const ModelInput &m = s.inputs[0][i];
       if (bytes[i] != m.entryBytes * int64_t(m.entries.size()))
         throw std::runtime_error("output " + std::to_string(i) +
                                  " has the wrong size");

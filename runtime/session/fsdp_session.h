@@ -24,7 +24,8 @@ const char *fsdp_session_last_error(void);
 
 /* argv: a step library (.so) and fsdprt-run's options (--backend, --seed,
  * --load, --resume latest, --save, --save-format, --steps for the lr
- * schedule's length, --data for fsdp_session_batch, ...). */
+ * schedule's length, --data for fsdp_session_batch, ...), and
+ * --eval-program EVAL.so (mode=eval) for fsdp_session_evaluate. */
 int32_t fsdp_session_open(int32_t argc, const char *const *argv,
                           int64_t *out_session);
 int32_t fsdp_session_close(int64_t session);
@@ -32,11 +33,13 @@ int32_t fsdp_session_close(int64_t session);
 /* The pre-launch report (collectives, memory plan). */
 int32_t fsdp_session_report(int64_t session, const char **out_text);
 
-/* The model's inputs, in its forward's order: dtype ("f32", "i64", ...)
- * and this rank's shape (the leading dimension: its rows over every
+/* The inputs of the training step (program 0) or of the eval program
+ * (program 1), in the model's forward order: dtype ("f32", "i64", ...) and
+ * this rank's shape (the leading dimension: its rows over every
  * micro-batch). */
-int32_t fsdp_session_num_inputs(int64_t session, int32_t *out_count);
-int32_t fsdp_session_input(int64_t session, int32_t index,
+int32_t fsdp_session_num_inputs(int64_t session, int32_t program,
+                                int32_t *out_count);
+int32_t fsdp_session_input(int64_t session, int32_t program, int32_t index,
                            const char **out_dtype, int32_t *out_rank,
                            const int64_t **out_shape);
 
@@ -46,6 +49,12 @@ int32_t fsdp_session_input(int64_t session, int32_t index,
 int32_t fsdp_session_step(int64_t session, const void *const *inputs,
                           const int64_t *bytes, int32_t count,
                           const char **out_metrics_json);
+
+/* The eval program's loss (the mean over the ranks) on this rank's inputs
+ * (as fsdp_session_step's, for the eval program), of the weights now. */
+int32_t fsdp_session_evaluate(int64_t session, const void *const *inputs,
+                              const int64_t *bytes, int32_t count,
+                              double *out_loss);
 
 /* fsdprt-run's batch of step `step` from --data (synthetic without it), in
  * the layout fsdp_session_step takes. */
