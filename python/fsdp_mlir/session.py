@@ -101,6 +101,9 @@ def _lib():
                                    i32, ctypes.POINTER(ctypes.c_double)], i32),
         "fsdp_session_step": ([i64, ctypes.POINTER(p), ctypes.POINTER(i64),
                                i32, pcstr], i32),
+        "fsdp_session_generate": ([i64, ctypes.POINTER(i64), i64, i64, i64,
+                                   ctypes.c_double, i64, ctypes.c_uint64,
+                                   ctypes.POINTER(ctypes.POINTER(i64))], i32),
         "fsdp_session_batch": ([i64, i64, ctypes.POINTER(p),
                                 ctypes.POINTER(i64), i32], i32),
         "fsdp_session_save": ([i64], i32),
@@ -178,6 +181,25 @@ class Session:
         _check(_lib().fsdp_session_evaluate(self._handle, *_pointers(arrays),
                                             len(arrays), ctypes.byref(loss)))
         return loss.value
+
+    def generate(self, prompt: Sequence[int], new_tokens: int, *,
+                 num_samples: int = 1, temperature: float = 1.0,
+                 top_k: int = 0, seed: int = 0) -> List[List[int]]:
+        """`num_samples` continuations of the token ids `prompt` by
+        `new_tokens` tokens, through the eval program (`eval_program=`, which
+        returns "logits") with the weights now, drawn as `fsdprt-run
+        --generate` draws them (temperature 0: greedy; top_k 0: the whole
+        vocabulary). Every rank calls it and gets the same tokens."""
+        if not self.eval_inputs:
+            raise SessionError("no eval program: open the session with "
+                               "eval_program=EVAL.so (mode=eval)")
+        ids = (ctypes.c_int64 * len(prompt))(*[int(t) for t in prompt])
+        out = ctypes.POINTER(ctypes.c_int64)()
+        _check(_lib().fsdp_session_generate(
+            self._handle, ids, len(prompt), new_tokens, num_samples,
+            float(temperature), top_k, seed, ctypes.byref(out)))
+        return [[out[s * new_tokens + t] for t in range(new_tokens)]
+                for s in range(num_samples)]
 
     def batch(self, step: int) -> List[np.ndarray]:
         """fsdprt-run's batch of `step` for this rank (from `data=`,

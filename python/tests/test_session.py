@@ -165,3 +165,35 @@ def test_evaluate_is_fsdprt_runs_eval_loss(tmp_path, monkeypatch):
         [m["loss"] for m in driver.run(library, nproc=1, steps=2,
                                         fsdp_run=driver.find_tool(
                                             "fsdprt-run")).metrics]
+
+
+def test_generate_draws_fsdprt_runs_tokens(tmp_path, monkeypatch):
+    """generate() after training two steps, against fsdprt-run --generate
+    on the eval program loading the checkpoint of those two steps: the same
+    tokens, greedy and sampled (top-k, temperature, seed), two samples."""
+    for var in driver._LAUNCH_VARS:
+        monkeypatch.delenv(var, raising=False)
+    library = _library(tmp_path, 1)
+    evaluation = driver.compile_library(driver.compile(
+        EXAMPLES / "gpt2.mlir", tmp_path / "eval.mlir", world_size=1,
+        wrap_kinds=["Block"], mode="eval"))
+    prompt = [3, 17, 5]
+    with Session(library, eval_program=evaluation,
+                 save=tmp_path / "ckpt") as s:
+        for step in range(2):
+            s.step(*s.batch(step))
+        s.save()
+        greedy = s.generate(prompt, 6, temperature=0)
+        sampled = s.generate(prompt, 6, num_samples=2, temperature=0.8,
+                             top_k=5, seed=7)
+        with pytest.raises(SessionError, match="outside the vocabulary"):
+            s.generate([10**6], 1)
+    fsdprt = driver.find_tool("fsdprt-run")
+    for tokens, options in ((greedy, dict(temperature=0)),
+                            (sampled, dict(num_samples=2, temperature=0.8,
+                                           top_k=5, seed=7))):
+        run = driver.run(evaluation, nproc=1, fsdp_run=fsdprt, generate=6,
+                         prompt_ids=",".join(map(str, prompt)),
+                         load=tmp_path / "ckpt" / "step-2.safetensors",
+                         timeout=300, **options)
+        assert [row["tokens"] for row in run.metrics] == tokens

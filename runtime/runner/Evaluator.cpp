@@ -2,6 +2,8 @@
 
 #include "runner/Evaluator.h"
 
+#include "runner/Generate.h"
+
 #include "fsdp/rt/fsdprt.h"
 
 #include <stdexcept>
@@ -105,8 +107,8 @@ double Evaluator::evaluateOn(RankRuntime &rt, int rank,
              });
 }
 
-double Evaluator::run(RankRuntime &rt, int rank, int64_t batches,
-                      const BatchFill &fill) {
+void Evaluator::withWeights(RankRuntime &rt,
+                            const std::function<void(StateBuffers &)> &body) {
   int64_t s = rt.streams[0];
   StateBuffers bufs;
   check(fsdprt_context_set_arena_base(rt.ctx, base_), "placing the eval");
@@ -126,34 +128,7 @@ double Evaluator::run(RankRuntime &rt, int rank, int64_t batches,
   // The step's first reads of its flat parameters are on the all-gather
   // stream: the weights must be in place before it starts.
   check(fsdprt_stream_synchronize(rt.ctx, s), "copying the weights");
-  std::vector<std::vector<uint8_t>> inputs;
-  float sum = 0;
-  for (int64_t b = 0; b < batches; ++b) {
-    fill(b, inputs);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent,
-                                  eval_.inputs[i].offset,
-                                  inputs[i].data(), int64_t(inputs[i].size())),
-            "copying eval inputs");
-    rt.runStep(step_, bufs, 0, seed_, rank);
-    float loss = 0;
-    check(
-        fsdprt_copy_to_host(rt.ctx, s, &loss, bufs.persistent, eval_.lossOffset,
-                            4),
-        "reading the eval loss");
-    check(fsdprt_stream_synchronize(rt.ctx, s), "reading the eval loss");
-    sum += loss;
-  }
-  // Equal rows on every rank: the mean over ranks is the global mean.
-  float mean = sum / float(batches);
-  int64_t scratch = 0;
-  check(fsdprt_buffer_alloc(rt.ctx, 4, &scratch), "allocating scratch");
-  check(fsdprt_copy_from_host(rt.ctx, s, scratch, 0, &mean, 4), "eval loss");
-  check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_AVG,
-                          scratch, 0, scratch, 0, 1),
-        "averaging the eval loss");
-  check(fsdprt_copy_to_host(rt.ctx, s, &mean, scratch, 0, 4), "eval loss");
-  check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
+  body(bufs);
   check(fsdprt_buffer_free(rt.ctx, s, bufs.persistent),
         "freeing the eval buffer");
   if (bufs.host)
@@ -162,7 +137,86 @@ double Evaluator::run(RankRuntime &rt, int rank, int64_t batches,
   check(fsdprt_context_set_arena_base(rt.ctx, 0), "placing the eval");
   // The training steps' peak is measured without the evaluation's.
   check(fsdprt_arena_reset_high_water(rt.ctx), "restarting the peak");
+}
+
+double Evaluator::run(RankRuntime &rt, int rank, int64_t batches,
+                      const BatchFill &fill) {
+  int64_t s = rt.streams[0];
+  float mean = 0;
+  withWeights(rt, [&](StateBuffers &bufs) {
+    std::vector<std::vector<uint8_t>> inputs;
+    float sum = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      fill(b, inputs);
+      for (size_t i = 0; i < inputs.size(); ++i)
+        check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent,
+                                    eval_.inputs[i].offset, inputs[i].data(),
+                                    int64_t(inputs[i].size())),
+              "copying eval inputs");
+      rt.runStep(step_, bufs, 0, seed_, rank);
+      float loss = 0;
+      check(fsdprt_copy_to_host(rt.ctx, s, &loss, bufs.persistent,
+                                eval_.lossOffset, 4),
+            "reading the eval loss");
+      check(fsdprt_stream_synchronize(rt.ctx, s), "reading the eval loss");
+      sum += loss;
+    }
+    // Equal rows on every rank: the mean over ranks is the global mean.
+    mean = sum / float(batches);
+    int64_t scratch = 0;
+    check(fsdprt_buffer_alloc(rt.ctx, 4, &scratch), "allocating scratch");
+    check(fsdprt_copy_from_host(rt.ctx, s, scratch, 0, &mean, 4), "eval loss");
+    check(fsdprt_all_reduce(rt.ctx, s, rt.world, FSDPRT_F32, FSDPRT_COMM_AVG,
+                            scratch, 0, scratch, 0, 1),
+          "averaging the eval loss");
+    check(fsdprt_copy_to_host(rt.ctx, s, &mean, scratch, 0, 4), "eval loss");
+    check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing scratch");
+  });
   return mean;
+}
+
+std::vector<std::vector<int64_t>>
+Evaluator::generate(RankRuntime &rt, int rank,
+                    const std::vector<int64_t> &prompt, int64_t numSamples,
+                    int64_t newTokens, const SamplingOptions &sampling) {
+  LanguageModelShape lm = languageModelShape(eval_);
+  if (numSamples < 1 || numSamples > lm.rows)
+    throw std::runtime_error("generate: " + std::to_string(numSamples) +
+                             " samples; the eval program takes 1 to " +
+                             std::to_string(lm.rows) + " per rank");
+  if (prompt.empty())
+    throw std::runtime_error("generate: the prompt is empty");
+  for (int64_t id : prompt)
+    if (id < 0 || id >= lm.vocab)
+      throw std::runtime_error("generate: token id " + std::to_string(id) +
+                               " is outside the vocabulary [0, " +
+                               std::to_string(lm.vocab) + ")");
+  int64_t s = rt.streams[0];
+  std::vector<std::vector<int64_t>> contexts;
+  withWeights(rt, [&](StateBuffers &bufs) {
+    // Inputs other than the tokens (targets, later micro-batches) are
+    // zero: id 0 is in every vocabulary and nothing reads their effect.
+    for (const InputInfo &in : eval_.inputs) {
+      std::vector<uint8_t> zeros(size_t(tensorBytes(in.shape, in.dtype)), 0);
+      check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent, in.offset,
+                                  zeros.data(), int64_t(zeros.size())),
+            "zeroing an input");
+    }
+    contexts = continueContexts(
+        lm, prompt, numSamples, newTokens, sampling,
+        [&](const std::vector<uint8_t> &rows, std::vector<uint8_t> &logits) {
+          check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent,
+                                      lm.tokens->offset, rows.data(),
+                                      int64_t(rows.size())),
+                "copying the tokens");
+          rt.runStep(step_, bufs, 0, seed_, rank);
+          check(fsdprt_copy_to_host(rt.ctx, s, logits.data(), bufs.persistent,
+                                    lm.logits->offset, int64_t(logits.size())),
+                "reading the logits");
+          check(fsdprt_stream_synchronize(rt.ctx, s), "reading the logits");
+        });
+  });
+  return contexts;
 }
 
 } // namespace driver

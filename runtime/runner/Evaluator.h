@@ -17,6 +17,7 @@
 
 #include "runner/Data.h"
 #include "runner/RankRuntime.h"
+#include "runner/Sampler.h"
 #include "runner/StepProgram.h"
 
 #include <cstdint>
@@ -44,8 +45,19 @@ public:
   double evaluateOn(RankRuntime &rt, int rank,
                     const std::vector<std::vector<uint8_t>> &batch);
   const Program &program() const { return eval_; }
+  /// `numSamples` copies of `prompt` continued by `newTokens` tokens each
+  /// with the weights in `rt` now, as fsdprt-run --generate continues them
+  /// (Generate.h; the eval program must return "logits"). Collective.
+  std::vector<std::vector<int64_t>>
+  generate(RankRuntime &rt, int rank, const std::vector<int64_t> &prompt,
+           int64_t numSamples, int64_t newTokens,
+           const SamplingOptions &sampling);
 
 private:
+  /// Runs `body` with the eval program's persistent buffer holding the
+  /// training weights, in the arena after the training program's.
+  void withWeights(RankRuntime &rt,
+                   const std::function<void(StateBuffers &)> &body);
   using BatchFill =
       std::function<void(int64_t, std::vector<std::vector<uint8_t>> &)>;
   double run(RankRuntime &rt, int rank, int64_t batches,

@@ -15,14 +15,6 @@
 
 namespace fsdp {
 namespace driver {
-namespace {
-
-/// What generation needs of the program: token ids in, logits out.
-struct LanguageModelShape {
-  const InputInfo *tokens = nullptr;  // input 0 of micro-batch 0: [B, T]
-  const OutputInfo *logits = nullptr; // [B, T, V]
-  int64_t rows = 0, window = 0, vocab = 0;
-};
 
 LanguageModelShape languageModelShape(const Program &p) {
   auto fail = [](const std::string &why) {
@@ -54,6 +46,8 @@ LanguageModelShape languageModelShape(const Program &p) {
   lm.vocab = shape[2];
   return lm;
 }
+
+namespace {
 
 std::vector<int64_t> promptIds(const RunOptions &o, int64_t vocab) {
   try {
@@ -95,6 +89,42 @@ std::string render(const std::vector<int64_t> &ids, bool bytes) {
 
 } // namespace
 
+std::vector<std::vector<int64_t>>
+continueContexts(const LanguageModelShape &lm,
+                 const std::vector<int64_t> &prompt, int64_t numSamples,
+                 int64_t newTokens, const SamplingOptions &sampling,
+                 const ForwardTokens &forward) {
+  std::vector<std::vector<int64_t>> contexts(numSamples, prompt);
+  int64_t tokenBytes = dtypeBytes(lm.tokens->dtype);
+  std::vector<uint8_t> rows(size_t(lm.rows * lm.window * tokenBytes));
+  std::vector<uint8_t> logits(
+      size_t(tensorBytes(lm.logits->shape, lm.logits->dtype)));
+  for (int64_t t = 0; t < newTokens; ++t) {
+    // Row s holds sample s's last T tokens (rows past the samples repeat
+    // sample 0), padded after them with id 0.
+    std::fill(rows.begin(), rows.end(), 0);
+    for (int64_t r = 0; r < lm.rows; ++r) {
+      const std::vector<int64_t> &ctx = contexts[r < numSamples ? r : 0];
+      int64_t n = std::min<int64_t>(int64_t(ctx.size()), lm.window);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t id = ctx[ctx.size() - n + i];
+        std::memcpy(
+            rows.data() + (r * lm.window + i) * tokenBytes, &id,
+            size_t(tokenBytes)); // little-endian: i32 takes the low half
+      }
+    }
+    forward(rows, logits);
+    for (int64_t s = 0; s < numSamples; ++s) {
+      std::vector<int64_t> &ctx = contexts[s];
+      int64_t last = std::min<int64_t>(int64_t(ctx.size()), lm.window) - 1;
+      std::vector<float> row = logitsRow(logits, lm, s, last);
+      ctx.push_back(
+          sampleToken(row.data(), lm.vocab, sampling, s, int64_t(ctx.size())));
+    }
+  }
+  return contexts;
+}
+
 void generate(const RunOptions &o, StepProgram &program,
               const rt::LaunchInfo &launch) {
   const Program &p = program.program();
@@ -124,42 +154,21 @@ void generate(const RunOptions &o, StepProgram &program,
           "zeroing an input");
   }
 
-  std::vector<std::vector<int64_t>> contexts(o.numSamples, prompt);
-  int64_t tokenBytes = dtypeBytes(lm.tokens->dtype);
-  std::vector<uint8_t> rows(size_t(lm.rows * lm.window * tokenBytes));
-  int64_t logitsBytes = tensorBytes(lm.logits->shape, lm.logits->dtype);
-  std::vector<uint8_t> logits(static_cast<size_t>(logitsBytes));
-  for (int64_t t = 0; t < o.generate; ++t) {
-    // Row s holds sample s's last T tokens (rows past the samples repeat
-    // sample 0), padded after them with id 0.
-    std::fill(rows.begin(), rows.end(), 0);
-    for (int64_t r = 0; r < lm.rows; ++r) {
-      const std::vector<int64_t> &ctx = contexts[r < o.numSamples ? r : 0];
-      int64_t n = std::min<int64_t>(int64_t(ctx.size()), lm.window);
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t id = ctx[ctx.size() - n + i];
-        std::memcpy(
-            rows.data() + (r * lm.window + i) * tokenBytes, &id,
-            size_t(tokenBytes)); // little-endian: i32 takes the low half
-      }
-    }
-    check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent,
-                                lm.tokens->offset, rows.data(),
-                                int64_t(rows.size())),
-          "copying the tokens");
-    rt.runStep(step, rt.buffers(), 0, o.seed, rank);
-    check(fsdprt_copy_to_host(rt.ctx, compute, logits.data(), rt.persistent,
-                              lm.logits->offset, logitsBytes),
-          "reading the logits");
-    check(fsdprt_stream_synchronize(rt.ctx, compute), "reading the logits");
-    for (int64_t s = 0; s < o.numSamples; ++s) {
-      std::vector<int64_t> &ctx = contexts[s];
-      int64_t last = std::min<int64_t>(int64_t(ctx.size()), lm.window) - 1;
-      std::vector<float> row = logitsRow(logits, lm, s, last);
-      ctx.push_back(
-          sampleToken(row.data(), lm.vocab, sampling, s, int64_t(ctx.size())));
-    }
-  }
+  std::vector<std::vector<int64_t>> contexts = continueContexts(
+      lm, prompt, o.numSamples, o.generate, sampling,
+      [&](const std::vector<uint8_t> &rows, std::vector<uint8_t> &logits) {
+        check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent,
+                                    lm.tokens->offset, rows.data(),
+                                    int64_t(rows.size())),
+              "copying the tokens");
+        rt.runStep(step, rt.buffers(), 0, o.seed, rank);
+        check(fsdprt_copy_to_host(rt.ctx, compute, logits.data(),
+                                  rt.persistent, lm.logits->offset,
+                                  int64_t(logits.size())),
+              "reading the logits");
+        check(fsdprt_stream_synchronize(rt.ctx, compute),
+              "reading the logits");
+      });
   if (rank != 0)
     return;
   bool bytes = !o.promptIds && lm.vocab <= 256;

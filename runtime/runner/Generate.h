@@ -15,11 +15,39 @@
 #define FSDP_DRIVER_GENERATE_H
 
 #include "runner/RunOptions.h"
+#include "runner/Sampler.h"
 #include "runner/StepProgram.h"
 #include "fsdp/rt/Comm.h"
 
+#include <functional>
+#include <vector>
+
 namespace fsdp {
 namespace driver {
+
+/// What generation needs of an eval program: token ids in, logits out.
+struct LanguageModelShape {
+  const InputInfo *tokens = nullptr;  // input 0 of micro-batch 0: [B, T]
+  const OutputInfo *logits = nullptr; // [B, T, V]
+  int64_t rows = 0, window = 0, vocab = 0;
+};
+
+/// Throws std::runtime_error naming what is missing when `p` cannot
+/// generate (not eval, no logits, inputs that are not token ids).
+LanguageModelShape languageModelShape(const Program &p);
+
+/// Runs the program on token rows (lm.rows x lm.window ids, in its token
+/// dtype, as bytes) and fills `logits` (their bytes).
+using ForwardTokens = std::function<void(const std::vector<uint8_t> &rows,
+                                         std::vector<uint8_t> &logits)>;
+
+/// `numSamples` copies of `prompt`, each continued by `newTokens` tokens
+/// drawn from the logits at its window's last position.
+std::vector<std::vector<int64_t>>
+continueContexts(const LanguageModelShape &lm,
+                 const std::vector<int64_t> &prompt, int64_t numSamples,
+                 int64_t newTokens, const SamplingOptions &sampling,
+                 const ForwardTokens &forward);
 
 /// Throws std::runtime_error for a program that cannot generate (not eval,
 /// no logits, inputs that are not token ids), too many samples, or a prompt

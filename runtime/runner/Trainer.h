@@ -61,6 +61,12 @@ public:
   /// (its inputs' byte vectors), of the weights now; throws without an
   /// eval program. Collective.
   double evaluate(const std::vector<std::vector<uint8_t>> &batch);
+  /// Samples continuing `prompt` with the weights now, through the eval
+  /// program (which must return "logits"), as fsdprt-run --generate draws
+  /// them. Collective.
+  std::vector<std::vector<int64_t>>
+  generate(const std::vector<int64_t> &prompt, int64_t numSamples,
+           int64_t newTokens, const SamplingOptions &sampling);
   const Evaluator *evaluator() const {
     return evaluator_ ? &*evaluator_ : nullptr;
   }

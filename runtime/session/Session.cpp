@@ -3,8 +3,8 @@
 // fsdp_session.h's functions over a Trainer (runner/Trainer.h). The
 // options are fsdprt-run's, minus what belongs to its own loop (--nproc:
 // a session is one rank, launch processes with torchrun; --save-every and
-// --trace: the caller's loop decides; generation), plus --eval-program
-// alone (the caller gives the eval batches).
+// --trace: the caller's loop decides; --generate: generate() does it),
+// plus --eval-program alone (the caller gives the eval batches).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp_session.h"
@@ -46,6 +46,7 @@ struct Session {
   std::unique_ptr<DataSource> data;
   std::vector<ModelInput> inputs[2]; // the training and the eval program's
   std::string metricsJson;
+  std::vector<int64_t> generated;
 };
 
 std::mutex sessionsMutex;
@@ -70,18 +71,6 @@ template <typename F> int32_t guarded(F &&f) {
     lastError = "unknown error";
   }
   return 1;
-}
-
-int64_t dtypeBytes(const std::string &dtype) {
-  if (dtype == "f64" || dtype == "i64")
-    return 8;
-  if (dtype == "f32" || dtype == "i32")
-    return 4;
-  if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
-    return 2;
-  if (dtype == "i8" || dtype == "u8" || dtype == "i1")
-    return 1;
-  throw std::runtime_error("an input of dtype '" + dtype + "'");
 }
 
 std::vector<ModelInput> modelInputs(const Program &p) {
@@ -278,6 +267,27 @@ int32_t fsdp_session_evaluate(int64_t session, const void *const *inputs,
     const std::vector<ModelInput> &model = inputsOf(s, 1);
     *out_loss = s.trainer->evaluate(splitInputs(
         s.trainer->evaluator()->program(), model, inputs, bytes, count));
+  });
+}
+
+int32_t fsdp_session_generate(int64_t session, const int64_t *prompt,
+                              int64_t prompt_len, int64_t new_tokens,
+                              int64_t num_samples, double temperature,
+                              int64_t top_k, uint64_t seed,
+                              const int64_t **out_tokens) {
+  return guarded([&] {
+    Session &s = get(session);
+    if (new_tokens < 0 || top_k < 0 || !(temperature >= 0))
+      throw std::runtime_error("generate: new tokens, top_k and the "
+                               "temperature must be >= 0");
+    std::vector<std::vector<int64_t>> contexts = s.trainer->generate(
+        std::vector<int64_t>(prompt, prompt + prompt_len), num_samples,
+        new_tokens, SamplingOptions{temperature, top_k, seed});
+    s.generated.clear();
+    for (const std::vector<int64_t> &ctx : contexts)
+      s.generated.insert(s.generated.end(), ctx.begin() + prompt_len,
+                         ctx.end());
+    *out_tokens = s.generated.data();
   });
 }
 

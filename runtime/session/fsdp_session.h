@@ -56,6 +56,17 @@ int32_t fsdp_session_evaluate(int64_t session, const void *const *inputs,
                               const int64_t *bytes, int32_t count,
                               double *out_loss);
 
+/* `num_samples` continuations of `prompt` (`prompt_len` ids) by
+ * `new_tokens` tokens each, through the eval program with the weights now,
+ * sampled as fsdprt-run --generate samples (temperature 0: greedy; top_k 0:
+ * the whole vocabulary; `seed`); *out_tokens holds num_samples x new_tokens
+ * ids, sample by sample. */
+int32_t fsdp_session_generate(int64_t session, const int64_t *prompt,
+                              int64_t prompt_len, int64_t new_tokens,
+                              int64_t num_samples, double temperature,
+                              int64_t top_k, uint64_t seed,
+                              const int64_t **out_tokens);
+
 /* fsdprt-run's batch of step `step` from --data (synthetic without it), in
  * the layout fsdp_session_step takes. */
 int32_t fsdp_session_batch(int64_t session, int64_t step,
