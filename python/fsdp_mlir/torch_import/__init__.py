@@ -15,6 +15,7 @@ from .common import UnsupportedModelError
 from .importer import from_torch
 from .registry import supported_ops
 from .weights import save_weights
+from .wrap_policy import or_policy
 
-__all__ = ["from_torch", "save_weights", "supported_ops",
+__all__ = ["from_torch", "save_weights", "supported_ops", "or_policy",
            "UnsupportedModelError"]

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..ir import Forward, Init, Model, Module, TensorType, Value
+from .wrap_policy import mark_units
 from .common import (UnsupportedModelError, _is_tensor, _tensor_type,
                      _Unsupported)
 from .registry import _OPS
@@ -591,11 +592,13 @@ def _decompose_unhandled(exported):
     return exported.run_decompositions(table)
 
 
-def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None
-               ) -> Model:
+def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
+               auto_wrap_policy=None) -> Model:
     """The `fsdp.model` of `module` called on `example_inputs` (one rank's
-    micro-batch); see the module docstring. Raises UnsupportedModelError
-    listing every construct it cannot translate."""
+    micro-batch); see the module docstring. With `auto_wrap_policy` (FSDP1's
+    policies, a callable `fn(path, module)`, or `or_policy(...)`: see
+    wrap_policy.py) the modules it picks are marked as FSDP units. Raises
+    UnsupportedModelError listing every construct it cannot translate."""
     import torch
     try:
         exported = _decompose_unhandled(
@@ -624,6 +627,8 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None
         raise UnsupportedModelError(
             f"the forward of {type(module).__name__} must return the scalar "
             f"loss first; it returns {[str(t) for t in results]}")
+    if auto_wrap_policy is not None:
+        mark_units(imp.modules, module, auto_wrap_policy)
     model_name = name or type(module).__name__.lower()
     return Model(model_name, root, header=[
         f"Imported from the torch module {type(module).__module__}."

@@ -1,0 +1,144 @@
+"""Which modules of an imported torch model become FSDP units, by any rule.
+
+`from_torch(module, example, auto_wrap_policy=policy)` marks the units the
+policy picks in the IR (`fsdp.module ... unit`), which the compiler takes
+as hand-marked units (compile without `wrap_kinds` / `auto_wrap_policy`).
+A policy is any of:
+
+- **FSDP1's own policies**, used through torch's code so they choose what
+  FSDP1 would: `ModuleWrapPolicy({Block})`, `CustomPolicy(fn)` (its lambda
+  returns True or a dict of per-unit settings), and the function policies
+  (`functools.partial(lambda_auto_wrap_policy, lambda_fn=...)`,
+  `size_based_auto_wrap_policy`, `_or_policy`, or your own
+  `fn(module, recurse, nonwrapped_numel)`), run by FSDP1's
+  `_recursive_wrap` with a recorder in place of the FSDP class. Matching is
+  whatever the policy says: `isinstance` holds, the modules being torch's.
+- **A callable `fn(path, module)`**, as FSDP2 users call `fully_shard` in a
+  loop with their own condition: visited for every submodule (the root is
+  always a unit), returning False / None (not a unit), True (a unit), or a
+  dict of per-unit settings.
+- `or_policy(*policies)`: a unit when any policy makes it one (the first
+  policy's settings win), FSDP1's `_or_policy` for any of the above.
+
+Per-unit settings: `reshard_after_forward` (bool, FSDP2's argument), or
+FSDP1's `sharding_strategy` (FULL_SHARD: reshard after forward,
+SHARD_GRAD_OP: keep the gathered parameters until the backward). Any other
+setting is an error naming it and the module: the compiler has no per-unit
+mixed precision or activation checkpointing yet.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Dict, Optional
+
+from .common import UnsupportedModelError
+
+Settings = Dict[str, Any]
+
+
+class _OrPolicy:
+    def __init__(self, policies):
+        self.policies = policies
+
+
+def or_policy(*policies) -> _OrPolicy:
+    """A unit where any of `policies` makes one."""
+    if not policies:
+        raise ValueError("or_policy needs at least one policy")
+    return _OrPolicy(policies)
+
+
+def units_of(root, policy) -> Dict[str, Settings]:
+    """{module path: its unit settings} for every non-root module `policy`
+    makes a unit of, in `root` (a torch module)."""
+    if isinstance(policy, _OrPolicy):
+        units: Dict[str, Settings] = {}
+        for p in policy.policies:
+            for path, settings in units_of(root, p).items():
+                units.setdefault(path, settings)
+        return units
+    paths = {id(m): path for path, m in root.named_modules()}
+    chosen = _torch_policy_units(root, policy)
+    if chosen is None:
+        if not callable(policy):
+            raise TypeError(f"auto_wrap_policy {policy!r} is neither a torch "
+                            "FSDP policy nor a callable")
+        chosen = {}
+        for path, m in root.named_modules():
+            if path:
+                answer = policy(path, m)
+                if answer:
+                    chosen[id(m)] = {} if answer is True else dict(answer)
+    return {paths[key]: _checked(paths[key], settings)
+            for key, settings in chosen.items() if paths[key]}
+
+
+def _torch_policy_units(root, policy) -> Optional[Dict[int, Settings]]:
+    """FSDP1's choice for its own policy kinds (by id of module), else
+    None."""
+    try:
+        from torch.distributed.fsdp import wrap
+    except ImportError:
+        return None
+    if isinstance(policy, wrap._Policy):
+        targets = policy._run_policy(root, ignored_modules=set(),
+                                     root_kwargs={})
+        return {id(m): dict(kwargs) for m, kwargs in targets.items()}
+    if not _is_function_policy(policy):
+        return None
+    chosen: Dict[int, Settings] = {}
+
+    def record(module, **kwargs):
+        chosen[id(module)] = {}
+        return module  # the tree stays as it is
+
+    wrap._recursive_wrap(root, auto_wrap_policy=policy, wrapper_cls=record,
+                         ignored_modules=set(), ignored_params=set(),
+                         only_wrap_children=True)
+    return chosen
+
+
+def _is_function_policy(policy) -> bool:
+    try:
+        params = inspect.signature(policy).parameters
+    except (TypeError, ValueError):
+        return False
+    return {"module", "recurse", "nonwrapped_numel"} <= set(params)
+
+
+def _checked(path: str, settings: Settings) -> Settings:
+    """The settings the compiler takes per unit, from FSDP2's or FSDP1's
+    names; anything else is an error."""
+    out: Settings = {}
+    for key, value in settings.items():
+        if key == "reshard_after_forward":
+            if not isinstance(value, bool):
+                raise UnsupportedModelError(
+                    f"the wrap policy gives unit '{path}' reshard_after_forward"
+                    f"={value!r}: a bool (a smaller resharding group is not "
+                    "supported yet)")
+            out[key] = value
+        elif key == "sharding_strategy":
+            name = getattr(value, "name", str(value))
+            if name not in ("FULL_SHARD", "SHARD_GRAD_OP"):
+                raise UnsupportedModelError(
+                    f"the wrap policy gives unit '{path}' sharding_strategy "
+                    f"{name}: per unit, FULL_SHARD or SHARD_GRAD_OP (the "
+                    "job's strategy sets the rest)")
+            out["reshard_after_forward"] = name == "FULL_SHARD"
+        else:
+            raise UnsupportedModelError(
+                f"the wrap policy gives unit '{path}' the setting '{key}', "
+                "which units do not take (per unit: reshard_after_forward, "
+                "sharding_strategy)")
+    return out
+
+
+def mark_units(modules, root, policy: Callable) -> None:
+    """Marks the IR modules (`modules`: path -> ir.Module) that `policy`
+    picks in the torch module `root` as units with their settings."""
+    for path, settings in units_of(root, policy).items():
+        ir = modules[path]
+        ir.unit = True
+        if "reshard_after_forward" in settings:
+            ir.reshard_after_forward = settings["reshard_after_forward"]

@@ -1,0 +1,128 @@
+"""Wrapping by any rule at import (fsdp_mlir.torch_import.wrap_policy):
+FSDP1's own policy objects and functions (run by torch's code, so they pick
+what FSDP1 picks: isinstance matching, size thresholds, CustomPolicy's
+per-unit settings), an FSDP2-style callable `fn(path, module)`, and
+`or_policy`; the picked modules become units of the compiled program, which
+trains like torch.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+torch = pytest.importorskip("torch")
+wrap = pytest.importorskip("torch.distributed.fsdp.wrap")
+np = pytest.importorskip("numpy")
+
+from torch.distributed.fsdp import ShardingStrategy  # noqa: E402
+
+from fsdp_mlir import driver, from_torch  # noqa: E402
+from fsdp_mlir.torch_import import UnsupportedModelError, or_policy  # noqa: E402
+from test_torch_import import (OPTIMIZERS, gpt_case, torch_losses,  # noqa: E402
+                               train_imported, PER_RANK)
+from torch_reference import Block  # noqa: E402
+
+
+class SpecialBlock(Block):
+    """A subclass: class-name matching misses it, isinstance does not."""
+
+
+def _model(**options):
+    """torch_reference's GPT with its second block a SpecialBlock, its data
+    and its import with `options`."""
+    torch.manual_seed(0)
+    module, data, _ = gpt_case(np.random.default_rng(3))
+    special = SpecialBlock(32, 4)
+    special.load_state_dict(module.transformer.h[1].state_dict())
+    module.transformer.h[1] = special
+    example = [torch.from_numpy(d[:PER_RANK]) for d in data]
+    return module, data, from_torch(module, example, name="gpt", **options)
+
+
+def _units(model):
+    """{path of every unit below the root: its reshard_after_forward}."""
+    out = {}
+
+    def visit(m, path):
+        for name, child in m.children.items():
+            here = f"{path}.{name}" if path else name
+            if child.unit:
+                out[here] = child.reshard_after_forward
+            visit(child, here)
+    visit(model.root, "")
+    return out
+
+
+BLOCKS = {"transformer.h.0": None, "transformer.h.1": None}
+
+
+def test_fsdp1_module_wrap_policy_matches_by_isinstance():
+    _, _, model = _model(auto_wrap_policy=wrap.ModuleWrapPolicy({Block}))
+    assert _units(model) == BLOCKS  # the SpecialBlock too
+
+
+def test_fsdp1_lambda_and_size_policies():
+    lam = functools.partial(wrap.lambda_auto_wrap_policy,
+                            lambda_fn=lambda m: isinstance(m, Block))
+    assert _units(_model(auto_wrap_policy=lam)[2]) == BLOCKS
+    # FSDP1's size rule, bottom-up: a module whose parameters not yet in a
+    # unit number at least min_num_params. c_attn (3,168), c_fc (4,224) and
+    # c_proj of the MLP (4,128) qualify; what is left of a block then
+    # (1,184) does not; wte (2,048) does, wpe (512) not.
+    size = functools.partial(wrap.size_based_auto_wrap_policy,
+                             min_num_params=2000)
+    assert _units(_model(auto_wrap_policy=size)[2]) == {
+        "transformer.wte": None,
+        **{f"transformer.h.{b}.{layer}": None for b in (0, 1)
+           for layer in ("attn.c_attn", "mlp.c_fc", "mlp.c_proj")}}
+
+
+def test_custom_policy_settings_per_unit():
+    policy = wrap.CustomPolicy(
+        lambda m: {"sharding_strategy": ShardingStrategy.SHARD_GRAD_OP}
+        if isinstance(m, SpecialBlock) else isinstance(m, Block))
+    _, _, model = _model(auto_wrap_policy=policy)
+    assert _units(model) == {"transformer.h.0": None,
+                             "transformer.h.1": False}
+    assert "unit<reshard_after_forward = false>" in model.text()
+
+
+def test_a_callable_and_or_policy():
+    embeddings = wrap.ModuleWrapPolicy({torch.nn.Embedding})
+
+    def second_block(path, module):
+        return path == "transformer.h.1" and {"reshard_after_forward": False}
+    _, _, model = _model(auto_wrap_policy=or_policy(embeddings, second_block))
+    assert _units(model) == {"transformer.wte": None, "transformer.wpe": None,
+                             "transformer.h.1": False}
+
+
+def test_unknown_settings_and_policies_are_errors():
+    with pytest.raises(UnsupportedModelError,
+                       match="unit 'transformer.h.0' the setting "
+                             "'mixed_precision'"):
+        _model(auto_wrap_policy=lambda path, m: path == "transformer.h.0" and
+               {"mixed_precision": "bf16"})
+    with pytest.raises(UnsupportedModelError, match="HYBRID_SHARD"):
+        _model(auto_wrap_policy=wrap.CustomPolicy(
+            lambda m: isinstance(m, Block) and
+            {"sharding_strategy": ShardingStrategy.HYBRID_SHARD}))
+    with pytest.raises(TypeError, match="neither a torch FSDP policy"):
+        _model(auto_wrap_policy=42)
+
+
+def test_policy_units_train_like_torch(tmp_path):
+    """CustomPolicy's units (one kept gathered after forward) compiled
+    without any wrap option: 2 ranks, AdamW, torch's losses (1e-5: f32
+    summation order)."""
+    policy = wrap.CustomPolicy(
+        lambda m: {"sharding_strategy": ShardingStrategy.SHARD_GRAD_OP}
+        if isinstance(m, SpecialBlock) else isinstance(m, Block))
+    module, data, model = _model(auto_wrap_policy=policy)
+    got, _ = train_imported(tmp_path, module, model, data, 2, "adamw")
+    want = torch_losses(module, data, 2, "adamw")
+    assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-5, (got, want)
+    units = driver.program_info(tmp_path / "step.mlir")["units"]
+    assert sorted(u["name"] for u in units) == \
+        ["", "transformer.h.0", "transformer.h.1"]
