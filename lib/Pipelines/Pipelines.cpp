@@ -43,6 +43,11 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.optimizer = options.optimizer;
   step.lr = options.lr;
   step.momentum = options.momentum;
+  step.dampening = options.dampening;
+  step.nesterov = options.nesterov;
+  step.beta1 = options.beta1;
+  step.beta2 = options.beta2;
+  step.eps = options.eps;
   step.weightDecay = options.weightDecay;
   step.paramGroups.assign(options.paramGroups.begin(),
                           options.paramGroups.end());

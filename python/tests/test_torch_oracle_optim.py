@@ -70,13 +70,14 @@ def torch_groups(name, model):
             {"params": rest}]
 
 
-def train_in_torch(name, init, tensors, global_batch):
+def train_in_torch(name, init, tensors, global_batch, betas=(0.9, 0.999),
+                   eps=1e-8):
     _, cls, _, _, _ = MODELS[name]
     model = cls()
     model.load_state_dict({k: torch.from_numpy(v.copy())
                            for k, v in init.items()})
     opt = torch.optim.AdamW(torch_groups(name, model), lr=LR,
-                            betas=(0.9, 0.999), eps=1e-8,
+                            betas=betas, eps=eps,
                             weight_decay=WEIGHT_DECAY)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
     inputs = [torch.from_numpy(tensors[f"input.{i}"])
@@ -111,6 +112,18 @@ CASES = [("mlp", 1, "full-shard", "compiled"),
                          ids=lambda v: str(v))
 def test_groups_and_schedule_match_torch(name, ranks, strategy, schedule,
                                          tmp_path):
+    _check_against_torch(name, ranks, strategy, schedule, tmp_path)
+
+
+def test_betas_and_eps_match_torch(tmp_path):
+    """GPT-style betas (0.9, 0.95) and another eps, given to fsdp-pipeline
+    as beta1 / beta2 / eps: torch.optim.AdamW with the same."""
+    _check_against_torch("mlp", 2, "full-shard", "compiled", tmp_path,
+                         betas=(0.8, 0.95), eps=1e-6)
+
+
+def _check_against_torch(name, ranks, strategy, schedule, tmp_path,
+                         betas=(0.9, 0.999), eps=1e-8):
     example, _, batch, make_data, options = MODELS[name]
     tensors = make_data(np.random.default_rng(1234))
     data = tmp_path / "data.safetensors"
@@ -126,6 +139,7 @@ def test_groups_and_schedule_match_torch(name, ranks, strategy, schedule,
         optimizer="adamw", lr=LR, weight_decay=WEIGHT_DECAY,
         no_decay_1d=True,
         param_groups=[f"{HALF_LR_PATTERN[name]}:lr-scale=0.5"],
+        beta1=betas[0], beta2=betas[1], eps=eps,
         **options, **(scheduled if schedule == "compiled" else {}))
     save = tmp_path / "ckpt"
     result = driver.run(prog, nproc=ranks, steps=STEPS, seed=SEED, data=data,
@@ -134,7 +148,7 @@ def test_groups_and_schedule_match_torch(name, ranks, strategy, schedule,
     ours = st_numpy.load_file(str(save / f"step-{STEPS}.safetensors"))
 
     ref_losses, ref_lrs, ref = train_in_torch(name, init, tensors,
-                                              batch * ranks)
+                                              batch * ranks, betas, eps)
     for step, (row, loss, lr) in enumerate(zip(result.metrics, ref_losses,
                                                ref_lrs)):
         assert math.isclose(row["lr"], lr, rel_tol=1e-12), f"step {step}"

@@ -82,6 +82,18 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                     llvm::cl::init(1e-3)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
+  Option<double> dampening{*this, "dampening",
+                           llvm::cl::desc("SGD dampening"),
+                           llvm::cl::init(0.0)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::desc("SGD Nesterov momentum"),
+                        llvm::cl::init(false)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW eps"),
+                     llvm::cl::init(1e-8)};
   Option<double> weightDecay{
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (default: the optimizer's)"),
