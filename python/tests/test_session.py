@@ -35,6 +35,21 @@ def _library(tmp_path, ranks):
     return driver.compile_library(step)
 
 
+def _eval_library(tmp_path):
+    """The same model's eval program (mode=eval), 1 rank."""
+    return driver.compile_library(driver.compile(
+        EXAMPLES / "gpt2.mlir", tmp_path / "eval.mlir", world_size=1,
+        wrap_kinds=["Block"], mode="eval"))
+
+
+@pytest.fixture
+def one_rank(monkeypatch):
+    """An in-process session of one rank: no launch variables of an outer
+    torchrun in the environment."""
+    for var in driver._LAUNCH_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
 def _reference(library, ranks, tmp_path):
     run = driver.run(library, nproc=ranks, steps=STEPS, save=tmp_path / "ref",
                      fsdp_run=driver.find_tool("fsdprt-run"), timeout=300)
@@ -47,9 +62,7 @@ def _clean_env():
             if k not in driver._LAUNCH_VARS}
 
 
-def test_a_python_loop_trains_as_fsdprt_run(tmp_path, monkeypatch):
-    for var in driver._LAUNCH_VARS:
-        monkeypatch.delenv(var, raising=False)
+def test_a_python_loop_trains_as_fsdprt_run(tmp_path, one_rank):
     library = _library(tmp_path, 1)
     want, reference = _reference(library, 1, tmp_path)
     with Session(library, save=tmp_path / "ckpt") as s:
@@ -66,13 +79,11 @@ def test_a_python_loop_trains_as_fsdprt_run(tmp_path, monkeypatch):
         reference.read_bytes()
 
 
-def test_torch_tensors_and_the_lr_override(tmp_path, monkeypatch):
+def test_torch_tensors_and_the_lr_override(tmp_path, one_rank):
     """CPU torch tensors go in through DLPack; set_lr(0) freezes the
     weights (the loss of the same batch repeats), set_lr(None) restores
     the schedule."""
     torch = pytest.importorskip("torch")
-    for var in driver._LAUNCH_VARS:
-        monkeypatch.delenv(var, raising=False)
     library = _library(tmp_path, 1)
     with Session(library) as s:
         batch = [torch.from_numpy(a) for a in s.batch(0)]
@@ -86,9 +97,7 @@ def test_torch_tensors_and_the_lr_override(tmp_path, monkeypatch):
         assert s.step(*batch)["loss"] != third["loss"]
 
 
-def test_bad_batches_and_loop_options_are_clear_errors(tmp_path, monkeypatch):
-    for var in driver._LAUNCH_VARS:
-        monkeypatch.delenv(var, raising=False)
+def test_bad_batches_and_loop_options_are_clear_errors(tmp_path, one_rank):
     library = _library(tmp_path, 1)
     with Session(library) as s:
         ids, targets = s.batch(0)
@@ -137,17 +146,13 @@ def test_a_torchrun_script_trains_as_fsdprt_run(tmp_path):
         reference.read_bytes()
 
 
-def test_evaluate_is_fsdprt_runs_eval_loss(tmp_path, monkeypatch):
+def test_evaluate_is_fsdprt_runs_eval_loss(tmp_path, one_rank):
     """evaluate() on the eval program (mode=eval) of the same model, on the
     batch fsdprt-run's --eval-program would take (its first eval batch,
     synthetic): the loss fsdprt-run reports at --eval-every 1 after one
     step, bit for bit; training is untouched by it."""
-    for var in driver._LAUNCH_VARS:
-        monkeypatch.delenv(var, raising=False)
     library = _library(tmp_path, 1)
-    evaluation = driver.compile_library(driver.compile(
-        EXAMPLES / "gpt2.mlir", tmp_path / "eval.mlir", world_size=1,
-        wrap_kinds=["Block"], mode="eval"))
+    evaluation = _eval_library(tmp_path)
     run = driver.run(library, nproc=1, steps=2,
                      fsdp_run=driver.find_tool("fsdprt-run"),
                      eval_program=evaluation, eval_every=1, eval_batches=1,
@@ -167,16 +172,12 @@ def test_evaluate_is_fsdprt_runs_eval_loss(tmp_path, monkeypatch):
                                             "fsdprt-run")).metrics]
 
 
-def test_generate_draws_fsdprt_runs_tokens(tmp_path, monkeypatch):
+def test_generate_draws_fsdprt_runs_tokens(tmp_path, one_rank):
     """generate() after training two steps, against fsdprt-run --generate
     on the eval program loading the checkpoint of those two steps: the same
     tokens, greedy and sampled (top-k, temperature, seed), two samples."""
-    for var in driver._LAUNCH_VARS:
-        monkeypatch.delenv(var, raising=False)
     library = _library(tmp_path, 1)
-    evaluation = driver.compile_library(driver.compile(
-        EXAMPLES / "gpt2.mlir", tmp_path / "eval.mlir", world_size=1,
-        wrap_kinds=["Block"], mode="eval"))
+    evaluation = _eval_library(tmp_path)
     prompt = [3, 17, 5]
     with Session(library, eval_program=evaluation,
                  save=tmp_path / "ckpt") as s:

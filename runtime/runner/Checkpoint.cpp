@@ -64,6 +64,10 @@ bool completeShards(const std::filesystem::path &dir) {
 }
 } // namespace
 
+std::string startingCheckpoint(const RunOptions &o) {
+  return o.resume == "latest" ? latestCheckpoint(o.save) : o.load;
+}
+
 std::string latestCheckpoint(const std::string &dir) {
   namespace fs = std::filesystem;
   static const std::regex name(R"(step-(\d+)(\.safetensors)?)");

@@ -24,6 +24,7 @@
 #define FSDP_DRIVER_CHECKPOINT_H
 
 #include "runner/Program.h"
+#include "runner/RunOptions.h"
 
 #include <cstdint>
 #include <map>
@@ -68,6 +69,10 @@ struct LoadResult {
 /// directory holding rank-<r>-of-<W>.safetensors for every r with the
 /// largest N; "" when there is none (or no `dir`). For --resume latest.
 std::string latestCheckpoint(const std::string &dir);
+
+/// The checkpoint a run starts from: --load's, or with --resume latest the
+/// newest in --save's directory; "" for none.
+std::string startingCheckpoint(const RunOptions &o);
 
 /// Resizes `persistentImage` to the persistent buffer's size and fills it
 /// for rank `rank` from the checkpoint at `path` (a file: full; a directory:

@@ -1,12 +1,14 @@
 //===- CheckpointIO.h - What the two checkpoint formats share ---*- C++ -*-===//
 //
 // The full format (FullCheckpoint.cpp: one file, whole tensors, any world
-// size) and the sharded one (ShardedCheckpoint.cpp: a directory of rank
-// files) write through the runtime's C ABI (fsdprt_ckpt_writer_*, atomic)
-// and read with the runtime's validating SafetensorsReader, which gives the
-// whole metadata map the C ABI can only query key by key. This is what both
-// use: names, the writer handle, the gather of whole flat tensors, the
-// header and buffer checks.
+// size, streamed through the runtime's SafetensorsFileWriter) and the
+// sharded one (ShardedCheckpoint.cpp: a directory of rank files, written
+// through the C ABI's fsdprt_ckpt_writer_*) write atomically and read with
+// the runtime's validating SafetensorsReader, which gives the whole
+// metadata map the C ABI can only query key by key. This is what they
+// share: names, the writer handle, the gather of whole flat tensors, the
+// header and buffer checks; and weights saved elsewhere
+// (PretrainedWeights.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNNER_CHECKPOINTIO_H

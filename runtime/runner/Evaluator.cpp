@@ -191,30 +191,10 @@ Evaluator::generate(RankRuntime &rt, int rank,
       throw std::runtime_error("generate: token id " + std::to_string(id) +
                                " is outside the vocabulary [0, " +
                                std::to_string(lm.vocab) + ")");
-  int64_t s = rt.streams[0];
   std::vector<std::vector<int64_t>> contexts;
   withWeights(rt, [&](StateBuffers &bufs) {
-    // Inputs other than the tokens (targets, later micro-batches) are
-    // zero: id 0 is in every vocabulary and nothing reads their effect.
-    for (const InputInfo &in : eval_.inputs) {
-      std::vector<uint8_t> zeros(size_t(tensorBytes(in.shape, in.dtype)), 0);
-      check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent, in.offset,
-                                  zeros.data(), int64_t(zeros.size())),
-            "zeroing an input");
-    }
-    contexts = continueContexts(
-        lm, prompt, numSamples, newTokens, sampling,
-        [&](const std::vector<uint8_t> &rows, std::vector<uint8_t> &logits) {
-          check(fsdprt_copy_from_host(rt.ctx, s, bufs.persistent,
-                                      lm.tokens->offset, rows.data(),
-                                      int64_t(rows.size())),
-                "copying the tokens");
-          rt.runStep(step_, bufs, 0, seed_, rank);
-          check(fsdprt_copy_to_host(rt.ctx, s, logits.data(), bufs.persistent,
-                                    lm.logits->offset, int64_t(logits.size())),
-                "reading the logits");
-          check(fsdprt_stream_synchronize(rt.ctx, s), "reading the logits");
-        });
+    contexts = generateTokens(rt, step_, bufs, eval_, prompt, numSamples,
+                              newTokens, sampling, seed_, rank);
   });
   return contexts;
 }

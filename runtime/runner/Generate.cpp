@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 
@@ -87,8 +88,13 @@ std::string render(const std::vector<int64_t> &ids, bool bytes) {
   return out;
 }
 
-} // namespace
+/// Runs the program on token rows (lm.rows x lm.window ids, in its token
+/// dtype, as bytes) and fills `logits` (their bytes).
+using ForwardTokens = std::function<void(const std::vector<uint8_t> &rows,
+                                         std::vector<uint8_t> &logits)>;
 
+/// `numSamples` copies of `prompt`, each continued by `newTokens` tokens
+/// drawn from the logits at its window's last position.
 std::vector<std::vector<int64_t>>
 continueContexts(const LanguageModelShape &lm,
                  const std::vector<int64_t> &prompt, int64_t numSamples,
@@ -125,6 +131,38 @@ continueContexts(const LanguageModelShape &lm,
   return contexts;
 }
 
+} // namespace
+
+std::vector<std::vector<int64_t>>
+generateTokens(RankRuntime &rt, StepFn step, const StateBuffers &buffers,
+               const Program &p, const std::vector<int64_t> &prompt,
+               int64_t numSamples, int64_t newTokens,
+               const SamplingOptions &sampling, uint64_t seed, int rank) {
+  LanguageModelShape lm = languageModelShape(p);
+  int64_t s = rt.streams[0];
+  // Inputs other than the tokens (targets, later micro-batches) stay zero:
+  // id 0 is in every vocabulary and nothing reads their effect.
+  for (const InputInfo &in : p.inputs) {
+    std::vector<uint8_t> zeros(size_t(tensorBytes(in.shape, in.dtype)), 0);
+    check(fsdprt_copy_from_host(rt.ctx, s, buffers.persistent, in.offset,
+                                zeros.data(), int64_t(zeros.size())),
+          "zeroing an input");
+  }
+  return continueContexts(
+      lm, prompt, numSamples, newTokens, sampling,
+      [&](const std::vector<uint8_t> &rows, std::vector<uint8_t> &logits) {
+        check(fsdprt_copy_from_host(rt.ctx, s, buffers.persistent,
+                                    lm.tokens->offset, rows.data(),
+                                    int64_t(rows.size())),
+              "copying the tokens");
+        rt.runStep(step, buffers, 0, seed, rank);
+        check(fsdprt_copy_to_host(rt.ctx, s, logits.data(), buffers.persistent,
+                                  lm.logits->offset, int64_t(logits.size())),
+              "reading the logits");
+        check(fsdprt_stream_synchronize(rt.ctx, s), "reading the logits");
+      });
+}
+
 void generate(const RunOptions &o, StepProgram &program,
               const rt::LaunchInfo &launch) {
   const Program &p = program.program();
@@ -142,33 +180,9 @@ void generate(const RunOptions &o, StepProgram &program,
   RankRuntime rt;
   rt.setUp(o, p, launch);
   rt.initWeights(o, p, rank);
-  StepFn step = program.step();
-  int64_t compute = rt.streams[0];
-  // Inputs other than the tokens (targets, later micro-batches) stay zero:
-  // id 0 is in every vocabulary and nothing reads their effect.
-  for (const InputInfo &in : p.inputs) {
-    int64_t bytes = tensorBytes(in.shape, in.dtype);
-    std::vector<uint8_t> zeros(size_t(bytes), 0);
-    check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent, in.offset,
-                                zeros.data(), bytes),
-          "zeroing an input");
-  }
-
-  std::vector<std::vector<int64_t>> contexts = continueContexts(
-      lm, prompt, o.numSamples, o.generate, sampling,
-      [&](const std::vector<uint8_t> &rows, std::vector<uint8_t> &logits) {
-        check(fsdprt_copy_from_host(rt.ctx, compute, rt.persistent,
-                                    lm.tokens->offset, rows.data(),
-                                    int64_t(rows.size())),
-              "copying the tokens");
-        rt.runStep(step, rt.buffers(), 0, o.seed, rank);
-        check(fsdprt_copy_to_host(rt.ctx, compute, logits.data(),
-                                  rt.persistent, lm.logits->offset,
-                                  int64_t(logits.size())),
-              "reading the logits");
-        check(fsdprt_stream_synchronize(rt.ctx, compute),
-              "reading the logits");
-      });
+  std::vector<std::vector<int64_t>> contexts =
+      generateTokens(rt, program.step(), rt.buffers(), p, prompt,
+                     o.numSamples, o.generate, sampling, o.seed, rank);
   if (rank != 0)
     return;
   bool bytes = !o.promptIds && lm.vocab <= 256;

@@ -14,12 +14,12 @@
 #ifndef FSDP_DRIVER_GENERATE_H
 #define FSDP_DRIVER_GENERATE_H
 
+#include "runner/RankRuntime.h"
 #include "runner/RunOptions.h"
 #include "runner/Sampler.h"
 #include "runner/StepProgram.h"
 #include "fsdp/rt/Comm.h"
 
-#include <functional>
 #include <vector>
 
 namespace fsdp {
@@ -36,18 +36,14 @@ struct LanguageModelShape {
 /// generate (not eval, no logits, inputs that are not token ids).
 LanguageModelShape languageModelShape(const Program &p);
 
-/// Runs the program on token rows (lm.rows x lm.window ids, in its token
-/// dtype, as bytes) and fills `logits` (their bytes).
-using ForwardTokens = std::function<void(const std::vector<uint8_t> &rows,
-                                         std::vector<uint8_t> &logits)>;
-
 /// `numSamples` copies of `prompt`, each continued by `newTokens` tokens
-/// drawn from the logits at its window's last position.
+/// drawn from the logits at its window's last position, running the eval
+/// program `p` through `step` on `buffers` (its inputs zeroed first).
 std::vector<std::vector<int64_t>>
-continueContexts(const LanguageModelShape &lm,
-                 const std::vector<int64_t> &prompt, int64_t numSamples,
-                 int64_t newTokens, const SamplingOptions &sampling,
-                 const ForwardTokens &forward);
+generateTokens(RankRuntime &rt, StepFn step, const StateBuffers &buffers,
+               const Program &p, const std::vector<int64_t> &prompt,
+               int64_t numSamples, int64_t newTokens,
+               const SamplingOptions &sampling, uint64_t seed, int rank);
 
 /// Throws std::runtime_error for a program that cannot generate (not eval,
 /// no logits, inputs that are not token ids), too many samples, or a prompt

@@ -39,7 +39,7 @@ constexpr const char *kSingleFile = "model.safetensors";
 /// The tensors of a pretrained checkpoint: which file holds each.
 class PretrainedFiles {
 public:
-  explicit PretrainedFiles(const std::string &path) : path_(path) {
+  explicit PretrainedFiles(const std::string &path) {
     fs::path p(path);
     if (fs::is_directory(p)) {
       if (fs::exists(p / kIndexFile))
@@ -102,7 +102,6 @@ private:
     readers_.emplace(file, std::move(r));
   }
 
-  std::string path_;
   std::map<std::string, std::string> where_;
   std::map<std::string, std::unique_ptr<Reader>> readers_;
 };

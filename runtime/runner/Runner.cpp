@@ -1,9 +1,9 @@
 //===- Runner.cpp - fsdp-run and fsdprt-run around the step ---------------===//
 //
-// One rank sets up the runtime as the program describes it (arena,
-// communicators, streams, the persistent buffer), initialises or loads the
-// weights, then per step: copies its inputs in, calls the step, reports
-// metrics, and saves checkpoints.
+// The command line and one rank's loop: the data per step, the progress
+// lines and metrics file, checkpoints every --save-every steps, the trace;
+// each step runs in the Trainer (Trainer.h: set-up, load, the step itself),
+// which the in-process Python session drives too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,23 +14,16 @@
 #include "runner/Checkpoint.h"
 #include "runner/Data.h"
 #include "runner/ErrorFile.h"
-#include "runner/Evaluator.h"
 #include "runner/Generate.h"
 #include "runner/Launcher.h"
-#include "runner/LossScaler.h"
 #include "runner/Metrics.h"
 #include "runner/RankRuntime.h"
 #include "runner/Trace.h"
 #include "runner/Trainer.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
-#include <optional>
 #include <stdexcept>
 
 namespace fsdp {
@@ -125,12 +118,11 @@ int runRank(const std::string &tool, const RunOptions &options,
     rt::LaunchInfo launch = rt::LaunchInfo::fromEnvironment();
     rank = launch.rank;
     RunOptions resolved = options;
-    if (options.resume == "latest") {
-      resolved.load = latestCheckpoint(options.save);
-      if (rank == 0 && !options.quiet && resolved.load.empty())
-        std::cout << "no checkpoint in " << options.save
-                  << " yet: starting from step 0" << std::endl;
-    }
+    resolved.load = startingCheckpoint(options);
+    if (!options.resume.empty() && resolved.load.empty() && rank == 0 &&
+        !options.quiet)
+      std::cout << "no checkpoint in " << options.save
+                << " yet: starting from step 0" << std::endl;
     if (options.generate > 0)
       generate(resolved, program, launch);
     else

@@ -284,21 +284,22 @@ void Trainer::stopIfDiverged(const StepMetrics &m) const {
         "loss-scale=dynamic, bf16 or f32)");
 }
 
-double Trainer::evaluate(const std::vector<std::vector<uint8_t>> &batch) {
+Evaluator &Trainer::requireEvaluator() {
   if (!evaluator_)
     throw std::runtime_error("no eval program: open the session with one "
                              "(compiled with mode=eval)");
-  return evaluator_->evaluateOn(rt_, launch_.rank, batch);
+  return *evaluator_;
+}
+
+double Trainer::evaluate(const std::vector<std::vector<uint8_t>> &batch) {
+  return requireEvaluator().evaluateOn(rt_, launch_.rank, batch);
 }
 
 std::vector<std::vector<int64_t>>
 Trainer::generate(const std::vector<int64_t> &prompt, int64_t numSamples,
                   int64_t newTokens, const SamplingOptions &sampling) {
-  if (!evaluator_)
-    throw std::runtime_error("no eval program: open the session with one "
-                             "(compiled with mode=eval)");
-  return evaluator_->generate(rt_, launch_.rank, prompt, numSamples,
-                              newTokens, sampling);
+  return requireEvaluator().generate(rt_, launch_.rank, prompt, numSamples,
+                                     newTokens, sampling);
 }
 
 void Trainer::save() {

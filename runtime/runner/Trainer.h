@@ -79,6 +79,9 @@ public:
   void setLearningRate(std::optional<double> lr) { lrOverride_ = lr; }
 
 private:
+  /// The eval program's evaluator; throws naming the missing program.
+  Evaluator &requireEvaluator();
+
   RunOptions options_;
   StepProgram &program_;
   rt::LaunchInfo launch_;

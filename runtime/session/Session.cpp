@@ -83,10 +83,7 @@ std::vector<ModelInput> modelInputs(const Program &p) {
       m.entries.resize(in.microBatch + 1);
     m.entries[in.microBatch] = e;
     m.shape = in.shape;
-    int64_t n = dtypeBytes(in.dtype);
-    for (int64_t d : in.shape)
-      n *= d;
-    m.entryBytes = n;
+    m.entryBytes = tensorBytes(in.shape, in.dtype);
   }
   std::vector<ModelInput> out;
   for (auto &[index, m] : byIndex) {
@@ -179,8 +176,7 @@ int32_t fsdp_session_open(int32_t argc, const char *const *argv,
       s->options.evalData = "synthetic"; // the caller gives the batches
     }
     fsdp::rt::LaunchInfo launch = fsdp::rt::LaunchInfo::fromEnvironment();
-    if (o.resume == "latest")
-      s->options.load = latestCheckpoint(o.save);
+    s->options.load = startingCheckpoint(o);
     s->trainer = std::make_unique<Trainer>(s->options, *s->program,
                                            s->evalProgram.get(), launch);
     s->data = std::make_unique<DataSource>(o.data, s->program->program(),

@@ -10,6 +10,7 @@ and delay tests share their reference runs.
 import hashlib
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -39,6 +40,13 @@ def _tool(env_var, name):
     if not path.exists():
         pytest.fail(f"{name} not found at {path} (set {env_var})")
     return path
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now (for a rendezvous)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def clean_env(extra=None):

@@ -7,14 +7,13 @@ hand with torchrun's environment train exactly like `--nproc`.
 """
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, clean_env, read_metrics
+from conftest import EXAMPLES, clean_env, free_port, read_metrics
 
 RANKS = 2
 
@@ -178,11 +177,6 @@ def test_bad_options_are_clear_errors(fsdp, gpt2_2, tmp_path, args, message):
     assert message in proc.stderr, proc.stderr
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.parametrize("runner", ["fsdp-run", "fsdprt-run"])
 def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path, runner):
@@ -191,7 +185,7 @@ def test_torchrun_style_environment(fsdp, gpt2_2, tmp_path, runner):
     tool, program = fsdp.run_tool, gpt2_2
     if runner == "fsdprt-run":  # the same runner around a step library
         tool, program = fsdp.aot_run_tool, fsdp.library(gpt2_2)
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(RANKS):
         env = clean_env({"RANK": str(rank), "LOCAL_RANK": str(rank),

@@ -10,14 +10,13 @@ a failing rank named in torchrun's summary (TORCHELASTIC_ERROR_FILE).
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import clean_env, load_full, read_metrics
+from conftest import clean_env, free_port, load_full, read_metrics
 
 pytest.importorskip("torch.distributed.run")
 
@@ -38,11 +37,6 @@ def reference(fsdp, library):
     return fsdp.run(library, nproc=RANKS, steps=STEPS, save_every=2,
                     tool=fsdp.aot_run_tool)
 
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(*args):
@@ -73,7 +67,7 @@ def test_two_agents_rendezvous_as_two_nodes(fsdp, library, reference,
                                             tmp_path):
     """Two torchrun agents, one rank each, meeting through c10d rendezvous
     on this machine: the layout of a 2-node job."""
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     for n in range(2):
         (tmp_path / f"node{n}").mkdir()
     agents = [subprocess.Popen(
