@@ -24,7 +24,7 @@ fsdprt-run `--load` at any world size.
 i.e. the keys `model.<fqn>`, `optim.state.<fqn>.<exp_avg|exp_avg_sq|step>`
 (or `momentum_buffer` for SGD), `optim.param_groups.0.<lr|betas|...>` and
 `train_state.step`, the optimizer state in torch.optim's own state-dict
-layout (state names are the same on both sides; AdamW's `step` is a
+layout (state names are the same on both sides; Adam's / AdamW's `step` is a
 float32 scalar per parameter, the number of optimizer steps taken). An
 FSDP2 job loads it as torch documents:
 
@@ -67,8 +67,8 @@ reported in one error. `to-dcp` needs the optimizer's hyper-parameters,
 which our checkpoints do not hold and which torch restores from the
 checkpoint's `param_groups` (they override the ones the torch optimizer
 was built with): the options are fsdp-pipeline's, with its defaults
-(AdamW betas 0.9 / 0.999, eps 1e-8, weight decay 0.01; SGD weight decay 0,
-momentum 0), and `--lr` is required when there is optimizer state.
+(Adam / AdamW betas 0.9 / 0.999, eps 1e-8, weight decay 0.01 for AdamW and
+0 for Adam; SGD weight decay 0, momentum 0), and `--lr` is required when there is optimizer state.
 
 Not carried: learning-rate schedules (the base `lr` is written; torch's
 LRScheduler keeps its own state), per-parameter groups (`param-groups`,
@@ -325,10 +325,10 @@ def _param_group(optimizer, hyper):
     writes) for our hyper-parameters, without "params"."""
     import torch
     dummy = [torch.nn.Parameter(torch.zeros(1))]
-    if optimizer == "adamw":
-        opt = torch.optim.AdamW(
-            dummy, lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]),
-            eps=hyper["eps"], weight_decay=hyper["weight_decay"])
+    if optimizer in ("adam", "adamw"):
+        cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
+        opt = cls(dummy, lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]),
+                  eps=hyper["eps"], weight_decay=hyper["weight_decay"])
     elif optimizer == "sgd":
         opt = torch.optim.SGD(
             dummy, lr=hyper["lr"], momentum=hyper["momentum"],
@@ -392,7 +392,7 @@ def to_dcp(checkpoint, dcp_dir, *, lr=None, beta1=None, beta2=None, eps=None,
         state = {}
         for p in params:
             entry = {}
-            if optimizer == "adamw":
+            if optimizer in ("adam", "adamw"):
                 entry["step"] = torch.tensor(float(steps), dtype=torch.float32)
             for kind in sorted(ckpt.state):
                 if p in ckpt.state[kind]:

@@ -219,3 +219,88 @@ def test_state_bound_catches_a_wrong_beta(beta1, beta2, tmp_path):
     assert_state_matches(right, right, adamw_lr=LR, steps=STEPS)
     with pytest.raises(AssertionError, match="max.diff"):
         assert_state_matches(wrong, right, adamw_lr=LR, steps=STEPS)
+
+
+# -- Adam, clipping norms (issue 42, item 6) -----------------------------------
+# The MLP (every Linear a unit) at 1, 2 and 4 ranks (4: hybrid-shard, shard
+# groups of 2) against torch training the unsharded module on the same rows.
+OPT_STEPS = 10
+OPT_LR = 1e-2
+RANK_CASES = [(1, "full-shard"), (2, "full-shard"), (4, "hybrid-shard")]
+
+
+def _train_ours(tmp_path, ranks, strategy, steps=OPT_STEPS, **options):
+    """Our MLP trained `steps` steps with fsdp-pipeline `options`: (data
+    tensors, initial weights, per-step metrics, final checkpoint)."""
+    example, _, _, make_data, wrap = MODELS["mlp"]
+    tensors = make_data(np.random.default_rng(1234))
+    data = tmp_path / "data.safetensors"
+    st_numpy.save_file(tensors, str(data))
+    init, _ = seeded_initial_weights(example, tmp_path / "init")
+    prog = driver.compile(
+        example, tmp_path / "prog.mlir", world_size=ranks,
+        sharding_strategy=strategy,
+        shard_group_size=2 if strategy == "hybrid-shard" else None,
+        **wrap, **options)
+    save = tmp_path / "ckpt"
+    result = driver.run(prog, nproc=ranks, steps=steps, seed=SEED, data=data,
+                        save=save, timeout=180)
+    ours = st_numpy.load_file(str(save / f"step-{steps}.safetensors"))
+    return tensors, init, result.metrics, ours
+
+
+def _train_reference(init, tensors, global_batch, make_optimizer,
+                     state_names, steps=OPT_STEPS, clip=None):
+    """torch: the MLP trained by make_optimizer(parameters), with
+    clip_grad_norm_(parameters, *clip) before each step when `clip`: (losses,
+    total norms, final parameters and optimizer state by our names)."""
+    _, cls, _, _, _ = MODELS["mlp"]
+    model = cls()
+    model.load_state_dict({k: torch.from_numpy(v.copy())
+                           for k, v in init.items()})
+    opt = make_optimizer(model.parameters())
+    inputs = [torch.from_numpy(tensors[f"input.{i}"])
+              for i in range(len(tensors))]
+    losses, norms = [], []
+    for step in range(steps):
+        rows = torch.tensor([(step * global_batch + j) % NUM_SAMPLES
+                             for j in range(global_batch)])
+        opt.zero_grad()
+        loss = model(*(t[rows] for t in inputs))
+        loss.backward()
+        if clip:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(
+                model.parameters(), *clip)))
+        opt.step()
+        losses.append(loss.item())
+    params = dict(model.named_parameters())
+    final = {k: v.detach().numpy().copy() for k, v in params.items()}
+    for k, p in params.items():
+        for name in state_names:
+            final[f"optim.{name}.{k}"] = opt.state[p][name].numpy().copy()
+    return losses, norms, final
+
+
+def _assert_losses(metrics, ref_losses):
+    assert len(metrics) == len(ref_losses)
+    for step, (row, loss) in enumerate(zip(metrics, ref_losses)):
+        assert math.isclose(row["loss"], loss, rel_tol=LOSS_RTOL), \
+            f"step {step}: loss {row['loss']!r} vs torch {loss!r}"
+
+
+@pytest.mark.parametrize("ranks,strategy", RANK_CASES, ids=str)
+def test_adam_matches_torch(ranks, strategy, tmp_path):
+    """optimizer=adam is torch.optim.Adam: weight decay 0.1 as an L2 term
+    of the gradient (AdamW would decay the weights instead)."""
+    batch = MODELS["mlp"][2]
+    tensors, init, metrics, ours = _train_ours(
+        tmp_path, ranks, strategy, optimizer="adam", lr=OPT_LR,
+        weight_decay=WEIGHT_DECAY)
+    ref_losses, _, ref = _train_reference(
+        init, tensors, batch * ranks,
+        lambda ps: torch.optim.Adam(ps, lr=OPT_LR, weight_decay=WEIGHT_DECAY),
+        ("exp_avg", "exp_avg_sq"))
+    _assert_losses(metrics, ref_losses)
+    assert sorted(ours) == sorted(ref)
+    # Adam normalises float noise as AdamW does: AdamW's bounds.
+    assert_state_matches(ours, ref, adamw_lr=OPT_LR, steps=OPT_STEPS)

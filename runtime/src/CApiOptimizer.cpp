@@ -98,8 +98,8 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t grad_off, int64_t exp_avg, int64_t ea_off,
                           int64_t exp_avg_sq, int64_t eas_off, int64_t numel,
                           int64_t step, double lr, double beta1, double beta2,
-                          double eps, double weight_decay, int64_t skip,
-                          int64_t skip_off) {
+                          double eps, double weight_decay, int32_t l2,
+                          int64_t skip, int64_t skip_off) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, grad_dtype, "adamw_step");
     nonNegative(numel, "numel");
@@ -121,7 +121,8 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     DType dt = l.dtype();
     auto scalars = [=](double lrFactor, int64_t t) {
       return adamwScalars(
-          AdamWOptions{lr * lrFactor, beta1, beta2, eps, weight_decay}, t);
+          AdamWOptions{lr * lrFactor, beta1, beta2, eps, weight_decay, l2 != 0},
+          t);
     };
     AdamWScalars sc = scalars(l.context().lrFactor(), step);
     const AdamWScalars *live = l.live<AdamWScalars>([=](const StepValues &v) {

@@ -173,7 +173,7 @@ TEST_P(CApiErrors, SizeMismatchesAndBadDims) {
                   FSDPRT_ERR_INVALID_ARGUMENT, "not in [0, 1]");
   EXPECT_RT_ERROR(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, big, 0,
                                     big, 0, big, 0, big, 0, 4, 0, 1e-3, 0.9,
-                                    0.999, 1e-8, 0.01, 0, 0),
+                                    0.999, 1e-8, 0.01, 0, 0, 0),
                   FSDPRT_ERR_INVALID_ARGUMENT, "step must be >= 1");
   EXPECT_RT_ERROR(fsdprt_batch_norm_forward(dev.ctx, dev.stream, FSDPRT_F32,
                                             big, 0, 0, 0, 0, 0, big, 0, big, 0,

@@ -80,11 +80,11 @@ int32_t step(Device &dev, const StepState &s, int64_t stepCount) {
   // updated with other hyperparameters.
   ok(fsdprt_adamw_step(ctx, s.other, FSDPRT_F32, s.param, 0, s.y, 0, s.m, 0,
                        s.v, 0, kRows * kOut, stepCount + 1, 0.01, 0.9, 0.99,
-                       1e-8, 0.1, 0, 0));
+                       1e-8, 0.1, 0, 0, 0));
   ok(fsdprt_adamw_step(ctx, s.other, FSDPRT_F32, s.param, kRows * kOut * 4,
                        s.y, 0, s.m, kRows * kOut * 4, s.v, kRows * kOut * 4,
                        kRows * kOut, stepCount + 1, 0.02, 0.8, 0.9, 1e-8, 0.0,
-                       0, 0));
+                       0, 0, 0));
   // As a compiled step ends: waits for its streams (the issue only while
   // capturing), then drops its events.
   ok(fsdprt_context_synchronize(ctx));

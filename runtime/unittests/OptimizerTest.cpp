@@ -85,13 +85,16 @@ TEST_P(OptimizerConformance, AdamWTwoStepsByHand) {
   for (int t = 0; t < 2; ++t) {
     RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, &grads[t], 4));
     RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
-                            v, 0, 1, t + 1, 0.1, 0.9, 0.999, 1e-8, 0.01, 0, 0));
+                            v, 0, 1, t + 1, 0.1, 0.9, 0.999, 1e-8, 0.01, 0, 0,
+                            0));
     EXPECT_NEAR(dev.download(p, 1)[0], want[t], 1e-6) << "step " << t + 1;
   }
 }
 
-TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
-  Device dev(GetParam());
+/// AdamW (decoupled decay) or, with `l2`, Adam (decay added to the
+/// gradient) over five steps against a float64 reference.
+void checkAdamAgainstFloat64(const std::string &backend, bool l2) {
+  Device dev(backend);
   const int64_t n = 50;
   const double lr = 1e-2, b1 = 0.8, b2 = 0.99, eps = 1e-6, wd = 0.1;
   auto p0 = randomVector(n, 191);
@@ -103,12 +106,14 @@ TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
     auto grad = randomVector(n, 200 + t);
     RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, grad.data(), n * 4));
     RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
-                            v, 0, n, t, lr, b1, b2, eps, wd, 0, 0));
+                            v, 0, n, t, lr, b1, b2, eps, wd, l2, 0, 0));
     dev.sync();
     for (int64_t i = 0; i < n; ++i) {
-      rp[i] *= 1 - lr * wd;
-      rm[i] = b1 * rm[i] + (1 - b1) * grad[i];
-      rv[i] = b2 * rv[i] + (1 - b2) * grad[i] * grad[i];
+      double gi = l2 ? grad[i] + wd * rp[i] : grad[i];
+      if (!l2)
+        rp[i] *= 1 - lr * wd;
+      rm[i] = b1 * rm[i] + (1 - b1) * gi;
+      rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
       double mhat = rm[i] / (1 - std::pow(b1, t));
       double vhat = rv[i] / (1 - std::pow(b2, t));
       rp[i] -= lr * mhat / (std::sqrt(vhat) + eps);
@@ -117,6 +122,14 @@ TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
   expectClose(dev.download(p, n), rp, "param", 1e-5, 1e-6);
   expectClose(dev.download(m, n), rm, "exp_avg", 1e-5, 1e-6);
   expectClose(dev.download(v, n), rv, "exp_avg_sq", 1e-5, 1e-6);
+}
+
+TEST_P(OptimizerConformance, AdamWMatchesFloat64ReferenceOverSteps) {
+  checkAdamAgainstFloat64(GetParam(), /*l2=*/false);
+}
+
+TEST_P(OptimizerConformance, AdamL2WeightDecayMatchesFloat64Reference) {
+  checkAdamAgainstFloat64(GetParam(), /*l2=*/true);
 }
 
 TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {
@@ -130,7 +143,8 @@ TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {
           mb = dev.upload(std::vector<float>{0.7f, 0.8f}),
           found = dev.upload(std::vector<float>{1.0f});
   RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
-                          v, 0, 2, 3, 0.1, 0.9, 0.999, 1e-8, 0.01, found, 0));
+                          v, 0, 2, 3, 0.1, 0.9, 0.999, 1e-8, 0.01, 0, found,
+                          0));
   RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, mb, 0, 2,
                         3, 0.1, 0.9, 0, 0, 0, found, 0));
   EXPECT_EQ(dev.download(p, 2), (std::vector<float>{1.0f, 2.0f}));

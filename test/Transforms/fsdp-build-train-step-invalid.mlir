@@ -4,6 +4,7 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="lr=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="beta1=0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BETA
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adamw momentum=0.9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MOMENTUM
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adam dampening=0.1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAM-DAMPENING
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="nesterov=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="grad-accum-steps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCUM
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="clip-grad-norm=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
@@ -19,8 +20,9 @@
 
 
 // LR: model.mlir:2:1: error: fsdp-build-train-step: lr must be >= 0, got -1
-// BETA: error: fsdp-build-train-step: beta1, beta2 and eps are AdamW options; the optimizer is sgd
+// BETA: error: fsdp-build-train-step: beta1, beta2 and eps are Adam / AdamW options; the optimizer is sgd
 // MOMENTUM: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is adamw
+// ADAM-DAMPENING: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is adam
 // NESTEROV: error: fsdp-build-train-step: nesterov needs a momentum and zero dampening (as torch.optim.SGD)
 // ACCUM: error: fsdp-build-train-step: grad-accum-steps must be >= 1, got 0
 // CLIP: error: fsdp-build-train-step: clip-grad-norm must be >= 0, got -1
@@ -33,7 +35,7 @@
 // DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01
 
 //--- model.mlir
-// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd or adamw}}
+// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd, adam or adamw}}
 module {
   fsdp.model @m {
     fsdp.module @root kind "Net" {

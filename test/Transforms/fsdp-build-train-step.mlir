@@ -4,6 +4,14 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step="grad-accum-steps=2 no-sync=true" | FileCheck %s --check-prefix=ACCUM
 // RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step="optimizer=adamw clip-grad-norm=1.0 weight-decay=0.0" | FileCheck %s --check-prefix=CLIP
 // RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step | FileCheck %s --check-prefix=DEFAULT
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="optimizer=adam weight-decay=0.1" | FileCheck %s --check-prefix=ADAM
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="optimizer=adam" | FileCheck %s --check-prefix=ADAM-DEFAULT
+
+// torch.optim.Adam: adamw_step with the weight decay as an L2 penalty (and
+// AdamW's state names); its default weight decay is 0, not AdamW's 0.01.
+// ADAM: %arg6: tensor<32x16xf32> {fsdp.state = "fc1.weight.exp_avg"}
+// ADAM: fsdp.adamw_step %arg0, {{.*}}l2_weight_decay, lr = 1.000000e-03 : f64, weight_decay = 1.000000e-01 : f64}
+// ADAM-DEFAULT: fsdp.adamw_step %arg0, {{.*}}l2_weight_decay, lr = 1.000000e-03 : f64, weight_decay = 0.000000e+00 : f64}
 
 // The MLP with SGD + Nesterov momentum: every parameter (definition order),
 // one momentum buffer per parameter, the step count, then the batch; results

@@ -18,7 +18,7 @@
 // RUN: FileCheck %s --check-prefix=SGD < %t.sgd.pipeline
 // SGD: fsdp.sgd_step {{.*}}nesterov
 // RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 optimizer=sgd beta2=0.95" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOTSGD
-// NOTSGD: beta1, beta2 and eps are AdamW options; the optimizer is sgd
+// NOTSGD: beta1, beta2 and eps are Adam / AdamW options; the optimizer is sgd
 
 // param-dtype / reduce-dtype run fsdp-mixed-precision after the wrapping;
 // lower=true appends the lowering (fsdp-lower-pipeline).

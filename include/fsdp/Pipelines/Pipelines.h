@@ -76,7 +76,7 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "a multiple of this many (fsdp-pad-vocab; 0: off)"),
       llvm::cl::init(64)};
   Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("sgd | adamw"),
+                                llvm::cl::desc("sgd | adam | adamw"),
                                 llvm::cl::init("sgd")};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(1e-3)};
@@ -88,11 +88,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<bool> nesterov{*this, "nesterov",
                         llvm::cl::desc("SGD Nesterov momentum"),
                         llvm::cl::init(false)};
-  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam / AdamW beta1"),
                        llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam / AdamW beta2"),
                        llvm::cl::init(0.999)};
-  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW eps"),
+  Option<double> eps{*this, "eps", llvm::cl::desc("Adam / AdamW eps"),
                      llvm::cl::init(1e-8)};
   Option<double> weightDecay{
       *this, "weight-decay",

@@ -1,4 +1,4 @@
-//===- OptimizerCalls.cpp - sgd_step and adamw_step as runtime calls ------===//
+//===- OptimizerCalls.cpp - the optimizer updates as runtime calls --------===//
 //
 // One call per optimizer op, or with parameter groups one per segment of
 // the flat parameter: each rank updates the part of the segment its shard
@@ -112,7 +112,8 @@ void emitAdamW(CallBuilder &calls, AdamWStepOp op) {
                  calls.f64(op.getBeta1().convertToDouble()),
                  calls.f64(op.getBeta2().convertToDouble()),
                  calls.f64(op.getEps().convertToDouble()),
-                 calls.f64(s.weightDecay)});
+                 calls.f64(s.weightDecay),
+                 calls.i32(op.getL2WeightDecay())});
     pushElement(calls, args, op.getSkipIf(), Value());
     calls.call("adamw_step", args);
   }

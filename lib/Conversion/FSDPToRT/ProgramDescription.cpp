@@ -215,7 +215,8 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
   double lr = 0.0;
   step.walk([&](Operation *op) {
     if (auto adamw = dyn_cast<AdamWStepOp>(op))
-      optimizer = "adamw", lr = adamw.getLr().convertToDouble();
+      optimizer = adamw.getL2WeightDecay() ? "adam" : "adamw",
+      lr = adamw.getLr().convertToDouble();
     else if (auto sgd = dyn_cast<SGDStepOp>(op))
       optimizer = "sgd", lr = sgd.getLr().convertToDouble();
   });

@@ -274,7 +274,7 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
                                        f64("weight_decay", group.weightDecay)};
   if (group.lrScale != 1.0)
     attrs.push_back(f64("lr_scale", group.lrScale));
-  if (config.adamw) {
+  if (config.kind != OptimizerConfig::Kind::SGD) {
     attrs.append({f64("beta1", config.beta1), f64("beta2", config.beta2),
                   f64("eps", config.eps)});
     SmallVector<Value> operands = {value, grad, state[0], state[1], step};
@@ -300,6 +300,9 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
       operands.push_back(foundInf);
     attrs.push_back(sgdOperandSegments(builder, hasMomentum, bool(foundInf)));
     attrs.append(
+    if (config.kind == OptimizerConfig::Kind::Adam)
+      attrs.push_back(
+          builder.getNamedAttr("l2_weight_decay", builder.getUnitAttr()));
         {f64("momentum", config.momentum), f64("dampening", config.dampening)});
     if (config.nesterov)
       attrs.push_back(builder.getNamedAttr("nesterov", builder.getUnitAttr()));

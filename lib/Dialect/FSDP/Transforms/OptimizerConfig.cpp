@@ -1,12 +1,15 @@
 //===- OptimizerConfig.cpp - the step's optimizer, validated once ---------===//
 //
 // The checks of fsdp-build-train-step's options, with PyTorch's defaults
-// and constraints (AdamW's weight decay 0.01, Nesterov needing momentum),
+// and constraints (AdamW's weight decay 0.01, Adam's and SGD's 0, Nesterov
+// needing momentum),
 // each diagnostic naming the pass and the option.
 //
 //===----------------------------------------------------------------------===//
 
 #include "OptimizerConfig.h"
+
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -20,16 +23,22 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
          beta1 = options.beta1, beta2 = options.beta2, eps = options.eps;
   bool nesterov = options.nesterov;
   OptimizerConfig config;
-  if (optimizer != "sgd" && optimizer != "adamw")
+  using Kind = OptimizerConfig::Kind;
+  std::optional<Kind> kind = llvm::StringSwitch<std::optional<Kind>>(optimizer)
+                                 .Case("sgd", Kind::SGD)
+                                 .Case("adam", Kind::Adam)
+                                 .Case("adamw", Kind::AdamW)
+                                 .Default(std::nullopt);
+  if (!kind)
     return emitError(loc, "fsdp-build-train-step: unknown optimizer '")
-           << optimizer << "'; expected sgd or adamw";
-  config.adamw = optimizer == "adamw";
+           << optimizer << "'; expected sgd, adam or adamw";
+  config.kind = *kind;
   config.lr = lr;
   config.momentum = momentum;
   config.dampening = dampening;
   config.nesterov = nesterov;
   config.weightDecay =
-      weightDecay < 0.0 ? (config.adamw ? 1e-2 : 0.0) : weightDecay;
+      weightDecay < 0.0 ? (*kind == Kind::AdamW ? 1e-2 : 0.0) : weightDecay;
   config.beta1 = beta1;
   config.beta2 = beta2;
   config.eps = eps;
@@ -48,13 +57,14 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
     return emitError(loc,
                      "fsdp-build-train-step: weight-decay must be >= 0, got ")
            << weightDecay;
-  if (!config.adamw && (beta1 != 0.9 || beta2 != 0.999 || eps != 1e-8))
+  if (*kind == Kind::SGD && (beta1 != 0.9 || beta2 != 0.999 || eps != 1e-8))
     return emitError(loc, "fsdp-build-train-step: beta1, beta2 and eps "
-                          "are AdamW options; the optimizer is sgd");
-  if (config.adamw && (momentum != 0.0 || dampening != 0.0 || nesterov))
+                          "are Adam / AdamW options; the optimizer is sgd");
+  if (*kind != Kind::SGD && (momentum != 0.0 || dampening != 0.0 || nesterov))
     return emitError(loc, "fsdp-build-train-step: momentum, dampening "
                           "and nesterov are SGD options; the optimizer "
-                          "is adamw");
+                          "is ")
+           << optimizer;
   if (nesterov && (momentum <= 0.0 || dampening != 0.0))
     return emitError(loc, "fsdp-build-train-step: nesterov needs a "
                           "momentum and zero dampening (as torch.optim.SGD)");

@@ -1,6 +1,6 @@
 //===- OptimizerConfig.h - the step's optimizer, validated once -*- C++ -*-===//
 //
-// torch.optim.SGD or AdamW as fsdp-build-train-step's options give them,
+// torch.optim.SGD, Adam or AdamW as fsdp-build-train-step's options give them,
 // with parameter groups (ParamGroups.h) and GradScaler's dynamic loss
 // scaling. The options are checked once, before any step is built, so that
 // the builder (BuildTrainStep.cpp) reads only valid settings.
@@ -17,7 +17,8 @@ namespace mlir::fsdp {
 
 /// The optimizer configuration, validated once.
 struct OptimizerConfig {
-  bool adamw = false;
+  enum class Kind { SGD, Adam, AdamW };
+  Kind kind = Kind::SGD;
   double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
   bool nesterov;
   ParamGroups groups;
@@ -33,7 +34,7 @@ struct OptimizerConfig {
 
   /// Per trainable parameter: the names of its state tensors.
   SmallVector<StringRef> stateNames() const {
-    if (adamw)
+    if (kind == Kind::Adam || kind == Kind::AdamW)
       return {"exp_avg", "exp_avg_sq"};
     if (momentum != 0.0)
       return {"momentum_buffer"};

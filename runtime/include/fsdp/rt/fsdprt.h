@@ -521,8 +521,10 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t grad_off, int64_t exp_avg, int64_t ea_off,
                           int64_t exp_avg_sq, int64_t eas_off, int64_t numel,
                           int64_t step, double lr, double beta1, double beta2,
-                          double eps, double weight_decay, int64_t skip,
-                          int64_t skip_off);
+                          double eps, double weight_decay, int32_t l2,
+                          int64_t skip, int64_t skip_off);
+/* fsdprt_adamw_step with l2 != 0 is torch.optim.Adam's update: weight_decay */
+/* is added to the gradient (L2) instead of decaying the parameter.         */
 /* The optimizer steps above do nothing when `skip` (one f32; buffer 0: */
 /* absent) is non-zero when they run: a loss scaler's found-inf flag. */
 /* out (one f32) = 1 if any grad element is inf or NaN, else [out or] 0. */

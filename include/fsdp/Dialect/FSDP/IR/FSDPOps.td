@@ -459,11 +459,15 @@ def FSDP_SGDStepOp : FSDP_Op<"sgd_step", [Pure, AttrSizedOperandSegments,
 
 def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure,
     DeclareOpInterfaceMethods<StorageAliasOpInterface>]> {
-  let summary = "one torch.optim.AdamW update of a parameter (or a shard of it)";
+  let summary = "one torch.optim.AdamW (or Adam) update of a parameter (or a shard of it)";
   let description = [{
     PyTorch's AdamW (amsgrad off): with t = step + 1, param ·= 1 − lr·wd;
     m = β1·m + (1 − β1)·g; v = β2·v + (1 − β2)·g²;
     param −= lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + eps).
+
+    With `l2_weight_decay` it is torch.optim.Adam instead: the weight decay
+    is an L2 penalty, g = grad + wd·param before the moments, and the
+    parameter is not decayed (the same moments, so the same state names).
 
     Parameter groups: the update applies `lr`·`lr_scale` (the parameter's
     group's lr multiplier). On a flat shard whose parameters belong to
@@ -490,6 +494,7 @@ def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
                        DefaultValuedAttr<F64Attr, "1e-2">:$weight_decay,
+                       UnitAttr:$l2_weight_decay,
                        DefaultValuedAttr<F64Attr, "1.0">:$lr_scale,
                        OptionalAttr<DenseI64ArrayAttr>:$segment_starts,
                        OptionalAttr<DenseF64ArrayAttr>:$segment_lr_scales,

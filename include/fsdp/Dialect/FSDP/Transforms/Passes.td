@@ -172,7 +172,8 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
        scaled by 1/grad-accum-steps (so a mean loss over the global batch
        gets the full-batch gradient), clipped by global norm
        (`clip-grad-norm`), and applied by `fsdp.sgd_step` or
-       `fsdp.adamw_step` with PyTorch's semantics.
+       `fsdp.adamw_step` (Adam: with `l2_weight_decay`) with PyTorch's
+       semantics.
 
     The function is self-describing for the runtime: arguments are every
     parameter (definition order, `{fsdp.param = "module.0.weight"}`), the
@@ -199,7 +200,7 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
                            "::mlir::nn::NNDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
-           "sgd | adamw">,
+           "sgd | adam | adamw">,
     Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
@@ -208,10 +209,12 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
            "SGD Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
-           "Weight decay (default: 0 for sgd, 0.01 for adamw, as PyTorch)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">,
+           "Weight decay (default: 0.01 for adamw, else 0, as PyTorch; "
+           "adam adds it to the gradient, adamw decays the parameter)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam / AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999",
+           "Adam / AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam / AdamW eps">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
            "Clip gradients to this global L2 norm (0: no clipping)">,
     Option<"gradAccumSteps", "grad-accum-steps", "int64_t", /*default=*/"1",

@@ -142,6 +142,7 @@ struct SgdOptions {
 
 struct AdamWOptions {
   double lr, beta1, beta2, eps, weightDecay;
+  bool l2WeightDecay; // torch.optim.Adam: decay added to the gradient
 };
 
 class Backend {

@@ -27,13 +27,16 @@ inline SgdScalars sgdScalars(const SgdOptions &o, int64_t step) {
                     step == 1};
 }
 
-/// torch.optim.AdamW's scalars for step `step`, computed in double as its
-/// Python code does, then rounded to f32 when applied to f32 tensors.
+/// torch.optim.AdamW's (or with l2WeightDecay Adam's) scalars for step
+/// `step`, computed in double as its Python code does, then rounded to f32
+/// when applied to f32 tensors.
 inline AdamWScalars adamwScalars(const AdamWOptions &o, int64_t step) {
   double t = static_cast<double>(step);
   double biasCorrection1 = 1.0 - std::pow(o.beta1, t);
   double biasCorrection2 = 1.0 - std::pow(o.beta2, t);
-  return AdamWScalars{static_cast<float>(1.0 - o.lr * o.weightDecay),
+  double decoupled = o.l2WeightDecay ? 0.0 : o.weightDecay;
+  return AdamWScalars{static_cast<float>(1.0 - o.lr * decoupled),
+                      static_cast<float>(o.l2WeightDecay ? o.weightDecay : 0.0),
                       static_cast<float>(1.0 - o.beta1),
                       static_cast<float>(o.beta2),
                       static_cast<float>(1.0 - o.beta2),

@@ -1,6 +1,6 @@
 //===- Optimizer.h - Per-element optimizer updates --------------*- C++ -*-===//
 //
-// The element updates of torch.optim.SGD and torch.optim.AdamW
+// The element updates of torch.optim.SGD, Adam and AdamW
 // (_single_tensor_* paths, foreach=False, non-amsgrad), in the same operation
 // order so that f32 results match PyTorch's CPU implementation. Scalars that
 // PyTorch computes in Python (double) and then applies to f32 tensors arrive
@@ -41,7 +41,8 @@ FSDPRT_HD inline void sgdUpdate(float &param, float grad, float *momentumBuf,
 }
 
 struct AdamWScalars {
-  float decayFactor;   // 1 - lr * weight_decay
+  float decayFactor;   // 1 - lr * weight_decay (AdamW; Adam: 1)
+  float l2Decay;       // weight_decay added to the gradient (Adam; AdamW: 0)
   float oneMinusBeta1; // lerp weight
   float beta2, oneMinusBeta2;
   float stepSize;            // lr / (1 - beta1^t)
@@ -59,6 +60,9 @@ FSDPRT_HD inline float torchLerp(float start, float end, float weight) {
 
 FSDPRT_HD inline void adamwUpdate(float &param, float grad, float &expAvg,
                                   float &expAvgSq, const AdamWScalars &s) {
+  // torch.optim.Adam: grad.add(param, alpha=weight_decay) before the moments.
+  if (s.l2Decay != 0.0f)
+    grad = grad + s.l2Decay * param;
   param = param * s.decayFactor;
   expAvg = torchLerp(expAvg, grad, s.oneMinusBeta1);
   // addcmul_/addcdiv_ evaluate value * t1 * t2 and value * t1 / t2 left to
