@@ -75,6 +75,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
 
   FSDPInsertCollectivesPassOptions collectives;
   collectives.reshardRootAfterForward = options.reshardRootAfterForward;
+  collectives.reshardAfterBackward = options.reshardAfterBackward;
   pm.addPass(createFSDPInsertCollectivesPass(collectives));
 
   FSDPPrefetchPassOptions prefetch;

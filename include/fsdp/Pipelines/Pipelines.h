@@ -54,6 +54,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "reshard-root-after-forward",
       llvm::cl::desc("Free the root unit after the forward too"),
       llvm::cl::init(false)};
+  Option<bool> reshardAfterBackward{
+      *this, "reshard-after-backward",
+      llvm::cl::desc("Free each unit after a micro-batch's backward (false: "
+                     "keep it gathered for the next micro-batch)"),
+      llvm::cl::init(true)};
   Option<bool> cpuOffload{
       *this, "cpu-offload",
       llvm::cl::desc("CPUOffload(offload_params=True): sharded parameters, "

@@ -98,6 +98,20 @@ Gather regather(const Gather &gather, Operation *point,
   return copy;
 }
 
+/// Redirects `users`, which read `from`'s values, to the same values of
+/// `to`, a copy of the same gather (clones keep the derivations' order).
+void redirect(const Gather &from, const Gather &to,
+              ArrayRef<Operation *> users) {
+  IRMapping mapping;
+  mapping.map(from.wait->getResult(0), to.wait->getResult(0));
+  for (auto [a, b] : llvm::zip_equal(from.derived, to.derived))
+    mapping.map(a->getResults(), b->getResults());
+  for (Operation *user : users)
+    for (OpOperand &operand : user->getOpOperands())
+      if (Value mapped = mapping.lookupOrNull(operand.get()))
+        operand.set(mapped);
+}
+
 /// Frees the gathered unit after `point`, in `point`'s micro-batch.
 void reshardAfter(Operation *point, Value full, StringRef unit,
                   Phase phase) {
@@ -158,6 +172,7 @@ void accumulateBeforeNextBackward(Block &body) {
 }
 
 LogicalResult schedule(func::FuncOp step, bool reshardRoot,
+                       bool reshardAfterBackward,
                        const llvm::StringMap<bool> &unitReshards) {
   Block &body = step.getBody().front();
   if (!body.getOps<ReshardOp>().empty())
@@ -212,8 +227,11 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
     // Each micro-batch gathers the unit for its forward and backward, as
     // PyTorch does for every forward/backward pass. A micro-batch's ops
     // still read the first gather's values, so its gather maps from those;
-    // its backward's gather maps from the micro-batch's own.
+    // its backward's gather maps from the micro-batch's own. Without
+    // reshard-after-backward the previous micro-batch's last gather stays
+    // and serves this one (FSDP2's unshard is a no-op on a gathered unit).
     const Gather first = gather;
+    bool held = false; // the previous micro-batch left the unit gathered
     for (auto segment = users.begin(); segment != users.end();) {
       int64_t microBatch = getMicroBatch(*segment);
       auto segmentEnd = std::find_if(segment, users.end(), [&](Operation *op) {
@@ -224,11 +242,15 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
           ops, [](Operation *op) { return getPhase(op) != kForward; });
       ArrayRef<Operation *> forward(ops.begin(), firstBackward);
       ArrayRef<Operation *> backward(firstBackward, ops.end());
-      if (segment == users.begin())
+      if (segment == users.begin()) {
         moveBefore(gather, ops.front());
-      else
+        tagMicroBatch(gather, ops.front());
+      } else if (held) {
+        redirect(first, gather, ops);
+      } else {
         gather = regather(first, ops.front(), ops, phaseOf(ops.front()));
-      tagMicroBatch(gather, ops.front());
+        tagMicroBatch(gather, ops.front());
+      }
       if (!forward.empty() && !backward.empty() && reshards) {
         reshardAfter(forward.back(), gather.wait, unit, kForward);
         // From this micro-batch's gather, which its backward reads now (a
@@ -236,8 +258,14 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
         gather = regather(gather, backward.front(), backward, kBackward);
         tagMicroBatch(gather, backward.front());
       }
-      reshardAfter(ops.back(), gather.wait, unit, phaseOf(ops.back()));
       segment = segmentEnd;
+      // The free after a forward that reshards stays (FSDP2 frees there);
+      // the one after a backward goes without reshard-after-backward.
+      bool afterReshardingForward = reshards && backward.empty();
+      held = !reshardAfterBackward && segment != users.end() &&
+             !afterReshardingForward;
+      if (!held)
+        reshardAfter(ops.back(), gather.wait, unit, phaseOf(ops.back()));
     }
   }
   // Derivations whose users moved to a later gather are dead.
@@ -265,7 +293,8 @@ struct InsertCollectivesPass
           if (BoolAttr reshard = unit.getReshardAfterForward())
             unitReshards[module.getQualifiedName()] = reshard.getValue();
       });
-      if (failed(schedule(step, reshardRootAfterForward, unitReshards)))
+      if (failed(schedule(step, reshardRootAfterForward, reshardAfterBackward,
+                          unitReshards)))
         return signalPassFailure();
     }
   }

@@ -319,10 +319,20 @@ def FSDPInsertCollectivesPass : Pass<"fsdp-insert-collectives", "::mlir::ModuleO
     unit from forward to backward. The gradient reduction of a unit moves to
     just after its last gradient is computed, and the unit is freed after
     its last use in the backward.
+
+    With several micro-batches, `reshard-after-backward=false` (FSDP2's
+    `set_reshard_after_backward(False)`, FSDP1's `no_sync()` under
+    SHARD_GRAD_OP) keeps a unit gathered from one micro-batch's backward to
+    the next micro-batch's forward instead of freeing and gathering it
+    again: a unit kept from forward to backward is gathered once per step.
   }];
   let options = [
     Option<"reshardRootAfterForward", "reshard-root-after-forward", "bool",
            /*default=*/"false", "Free the root unit after the forward too">,
+    Option<"reshardAfterBackward", "reshard-after-backward", "bool",
+           /*default=*/"true",
+           "Free each unit after a micro-batch's backward (false: keep it "
+           "gathered for the next micro-batch)">,
   ];
 }
 
