@@ -53,6 +53,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
                           options.paramGroups.end());
   step.noDecay1d = options.noDecay1d;
   step.clipGradNorm = options.clipGradNorm;
+  step.clipNormType = options.clipNormType;
   step.gradAccumSteps = options.gradAccumSteps;
   step.noSync = options.noSync;
   step.lossScale = options.lossScale;

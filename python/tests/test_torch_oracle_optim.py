@@ -304,3 +304,33 @@ def test_adam_matches_torch(ranks, strategy, tmp_path):
     assert sorted(ours) == sorted(ref)
     # Adam normalises float noise as AdamW does: AdamW's bounds.
     assert_state_matches(ours, ref, adamw_lr=OPT_LR, steps=OPT_STEPS)
+
+
+CLIP_MAX_NORM = 0.02
+
+
+@pytest.mark.parametrize("norm_type", [math.inf, 1.0, 3.0], ids=str)
+@pytest.mark.parametrize("ranks,strategy", RANK_CASES, ids=str)
+def test_clip_norm_types_match_torch(ranks, strategy, norm_type, tmp_path):
+    """clip-norm-type is clip_grad_norm_(max_norm, norm_type) on the
+    unsharded gradients: the same total norm each step (inf: the largest
+    |element| of any shard, MAX-reduced over the shard group; p: Σ|g|^p
+    summed) and the same clipped SGD trajectory."""
+    batch = MODELS["mlp"][2]
+    tensors, init, metrics, ours = _train_ours(
+        tmp_path, ranks, strategy, optimizer="sgd", lr=0.1, momentum=0.9,
+        clip_grad_norm=CLIP_MAX_NORM, clip_norm_type=norm_type)
+    ref_losses, ref_norms, ref = _train_reference(
+        init, tensors, batch * ranks,
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        ("momentum_buffer",), clip=(CLIP_MAX_NORM, norm_type))
+    _assert_losses(metrics, ref_losses)
+    # The norm is a reduction in another order (per shard, then across
+    # ranks): float noise of a few ulps, as the losses.
+    for step, (row, norm) in enumerate(zip(metrics, ref_norms)):
+        assert math.isclose(row["grad_norm"], norm, rel_tol=LOSS_RTOL), \
+            f"step {step}: norm {row['grad_norm']!r} vs torch {norm!r}"
+    # Clipping acted on every step, so a wrong norm would show.
+    assert min(ref_norms) > CLIP_MAX_NORM
+    assert sorted(ours) == sorted(ref)
+    assert_state_matches(ours, ref, steps=OPT_STEPS)

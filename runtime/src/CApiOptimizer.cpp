@@ -153,6 +153,13 @@ int32_t fsdprt_nonfinite_flag(int64_t ctx, int64_t stream, int32_t dtype,
                     accumulate);
 }
 
+int32_t fsdprt_max_abs(int64_t ctx, int64_t stream, int32_t dtype,
+                       int64_t grad, int64_t grad_off, int64_t numel,
+                       int64_t out, int64_t out_off, int32_t accumulate) {
+  return reduceGrad(__func__, "max_abs", &Backend::maxAbs, ctx, stream, dtype,
+                    grad, grad_off, numel, out, out_off, accumulate);
+}
+
 int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
                           int64_t out_off, int32_t inverse) {
   return guarded(__func__, [&] {
@@ -191,20 +198,24 @@ int32_t fsdprt_clip_grad(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
-int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total_sq,
-                                int64_t total_sq_off, int64_t norm,
+int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total,
+                                int64_t total_off, int64_t norm,
                                 int64_t norm_off, int64_t coef,
-                                int64_t coef_off, double max_norm) {
+                                int64_t coef_off, double max_norm,
+                                double norm_type) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, "clip_coefficient");
     if (!(max_norm > 0) || !std::isfinite(max_norm))
       fail(Status::InvalidArgument, "max_norm must be positive and finite");
+    if (!(norm_type > 0))
+      fail(Status::InvalidArgument, "norm_type must be > 0 or inf, got ",
+           norm_type);
     auto *ps = static_cast<const float *>(
-        l.operand(total_sq, total_sq_off, 1, DType::F32, "total_sq"));
+        l.operand(total, total_off, 1, DType::F32, "total"));
     auto *pn = static_cast<float *>(l.operand(norm, norm_off, 1, DType::F32, "norm"));
     auto *pc = static_cast<float *>(l.operand(coef, coef_off, 1, DType::F32, "coef"));
     Backend &be = l.backend();
-    l.enqueue([=, &be] { be.clipCoefficient(ps, pn, pc, max_norm); });
+    l.enqueue([=, &be] { be.clipCoefficient(ps, pn, pc, max_norm, norm_type); });
   });
 }
 

@@ -221,13 +221,74 @@ TEST_P(OptimizerConformance, ClipCoefficientIsTorchsClampedRatio) {
   // Sum of squares 25: norm 5, coefficient 2 / (5 + 1e-6); 0.09: clamped to 1.
   int64_t sq = dev.upload(std::vector<float>{25.0f, 0.09f});
   int64_t out = dev.upload(std::vector<float>{0, 0, 0, 0});
-  RT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4, 2.0));
-  RT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 4, out, 8, out, 12, 2.0));
+  RT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4, 2.0,
+                                2.0));
+  RT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 4, out, 8, out, 12, 2.0,
+                                2.0));
   EXPECT_EQ(dev.download(out, 4),
             (std::vector<float>{5.0f, 2.0f / (5.0f + 1e-6f), std::sqrt(0.09f), 1.0f}));
   EXPECT_EQ(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4,
-                                    0.0),
+                                    0.0, 2.0),
             FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4,
+                                    1.0, 0.0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fsdprt_clip_coefficient(dev.ctx, dev.stream, sq, 0, out, 0, out, 4,
+                                    1.0, NAN),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+}
+
+TEST_P(OptimizerConformance, ClipCoefficientOfOtherNormTypes) {
+  // The total is sum |g|^p (max |g| for inf); the norm its p-th root.
+  Device dev(GetParam());
+  int64_t total = dev.upload(std::vector<float>{27.0f});
+  int64_t out = dev.alloc(8);
+  auto normOf = [&](double p) {
+    RT_EXPECT_OK(fsdprt_clip_coefficient(dev.ctx, dev.stream, total, 0, out, 0,
+                                         out, 4, 1.0, p));
+    return dev.download(out, 2);
+  };
+  for (double p : {1.0, 3.0, 0.5, double(INFINITY)}) {
+    double norm = std::isinf(p) ? 27.0 : std::pow(27.0, 1.0 / p);
+    auto got = normOf(p);
+    EXPECT_NEAR(got[0], norm, 1e-6 * norm) << "p " << p;
+    EXPECT_NEAR(got[1], std::min(1.0, 1.0 / (norm + 1e-6)), 1e-7) << "p " << p;
+  }
+}
+
+TEST_P(OptimizerConformance, MaxAbsAccumulatesShardsAndPropagatesNan) {
+  // Against a scalar reference over a vector larger than one block of the
+  // backends' partial maxima, in f32 and bf16.
+  Device dev(GetParam());
+  const int64_t n = 70000;
+  auto x = randomVector(n, 77, 0.1f, 3.0f);
+  x[n - 5] = -7.5f; // the largest magnitude, negative, in the last block
+  float want = 0.0f;
+  for (float v : x)
+    want = std::max(want, std::fabs(v));
+  int64_t buf = dev.upload(x), out = dev.alloc(4);
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_F32, buf, 0, n, out, 0, 0));
+  EXPECT_EQ(dev.download(out, 1)[0], want);
+  // Accumulating a smaller shard keeps the max; a larger one replaces it.
+  int64_t small = dev.upload(std::vector<float>{1.0f, -2.0f});
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_F32, small, 0, 2, out, 0, 1));
+  EXPECT_EQ(dev.download(out, 1)[0], want);
+  int64_t big = dev.upload(std::vector<float>{-9.0f});
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_F32, big, 0, 1, out, 0, 1));
+  EXPECT_EQ(dev.download(out, 1)[0], 9.0f);
+  // Without accumulate an empty shard gives 0.
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_F32, big, 0, 0, out, 0, 0));
+  EXPECT_EQ(dev.download(out, 1)[0], 0.0f);
+  // bf16 -2.0 (0xc000) and 0.5 (0x3f00).
+  int64_t bf16 = dev.upload(std::vector<uint16_t>{0x3f00, 0xc000});
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_BF16, bf16, 0, 2, out, 0, 0));
+  EXPECT_EQ(dev.download(out, 1)[0], 2.0f);
+  // A NaN anywhere makes the norm NaN, as torch's max, and stays.
+  int64_t withNan = dev.upload(std::vector<float>{1.0f, NAN, 2.0f});
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_F32, withNan, 0, 3, out, 0,
+                       0));
+  RT_OK(fsdprt_max_abs(dev.ctx, dev.stream, FSDPRT_F32, big, 0, 1, out, 0, 1));
+  EXPECT_TRUE(std::isnan(dev.download(out, 1)[0]));
 }
 
 FSDPRT_INSTANTIATE_CONFORMANCE(OptimizerConformance);

@@ -18,6 +18,7 @@ checkpointing; the step replayed as a graph is the eager
 step bit for bit; an offloaded program trains as the device-resident one; the device
 high-water mark covers the compiler's planned arena.
 """
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -56,7 +57,10 @@ CONFIGS = [("mlp", 1, "sgd", {}),
            ("gpt2", 1, "adamw", {}),
            ("gpt2", 1, "sgd", {"grad_accum": 2, "clip_grad_norm": 1.0}),
            ("gpt2", 2, "adamw", {}),
-           ("nested_wrapped", 2, "sgd", {"strategy": "shard-grad-op"})]
+           ("nested_wrapped", 2, "sgd", {"strategy": "shard-grad-op"}),
+           # max_abs and the NCCL MAX all-reduce of the inf norm.
+           ("mlp", 2, "sgd", {"clip_grad_norm": 0.02,
+                              "clip_norm_type": math.inf})]
 
 
 @pytest.mark.parametrize("config", CONFIGS,

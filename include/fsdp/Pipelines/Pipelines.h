@@ -113,6 +113,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("Global norm clip (0: off)"),
                               llvm::cl::init(0.0)};
+  Option<double> clipNormType{
+      *this, "clip-norm-type",
+      llvm::cl::desc("The clipped norm's type: p > 0, or inf"),
+      llvm::cl::init(2.0)};
   Option<int64_t> gradAccumSteps{*this, "grad-accum-steps",
                                  llvm::cl::desc("Micro-batches per step"),
                                  llvm::cl::init(1)};

@@ -1,7 +1,8 @@
 //===- KernelCallsOptimizer.cpp - optimizer-phase calls -------------------===//
 //
 // The optimizer family (CApiOptimizer.cpp): GradScaler's loss scale and
-// non-finite flag, the clipping coefficient, and the updates, whose
+// non-finite flag, the inf norm's max |g|, the clipping coefficient, and the
+// updates, whose
 // emitters are in OptimizerCalls.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -35,12 +36,24 @@ void fsdp::addOptimizerKernels(KernelEmitters &k) {
           .call("nonfinite_flag");
     return success();
   });
+  k.add<MaxAbsOp>([](CallBuilder &calls, MaxAbsOp o) {
+    for (auto [i, grad] : llvm::enumerate(o.getGrads()))
+      Args{calls}
+          .i32(dtypeOf(grad))
+          .t(grad)
+          .i64(numel(grad))
+          .t(o.getMax())
+          .i32(i > 0)
+          .call("max_abs");
+    return success();
+  });
   k.add<ClipGradNormOp>([](CallBuilder &calls, ClipGradNormOp o) {
     Args{calls}
-        .t(o.getSumOfSquares())
+        .t(o.getTotal())
         .t(o.getNorm())
         .t(o.getCoefficient())
         .f64(o.getMaxNorm().convertToDouble())
+        .f64(o.getNormType().convertToDouble())
         .call("clip_coefficient");
     return success();
   });

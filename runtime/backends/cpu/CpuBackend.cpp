@@ -432,6 +432,12 @@ public:
     double sum = sumOfSquares(threads_, st.in(dt, grad, n), n);
     *out = static_cast<float>((accumulate ? *out : 0.0) + sum);
   }
+  void maxAbs(DType dt, const void *grad, int64_t n, float *out,
+              bool accumulate) override {
+    HostStaging st = staging();
+    float m = cpu::maxAbs(threads_, st.in(dt, grad, n), n);
+    *out = accumulate ? maxAbsStep(*out, m) : m;
+  }
   void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,
                      bool accumulate) override {
     HostStaging st = staging();
@@ -448,10 +454,10 @@ public:
       return;
     cpu::scale(threads_, dt, grad, grad, n, coef);
   }
-  void clipCoefficient(const float *totalSq, float *norm, float *coef,
-                       double maxNorm) override {
-    *norm = std::sqrt(*totalSq);
-    *coef = std::min(1.0f, static_cast<float>(maxNorm) / (*norm + 1e-6f));
+  void clipCoefficient(const float *total, float *norm, float *coef,
+                       double maxNorm, double normType) override {
+    *norm = gradNormOf(*total, normType);
+    *coef = clipCoefficientOf(*norm, static_cast<float>(maxNorm));
   }
 
 private:

@@ -158,6 +158,8 @@ void sgdStep(int threads, float *param, const float *grad, float *momentumBuf,
 void adamwStep(int threads, float *param, const float *grad, float *expAvg,
                float *expAvgSq, int64_t n, const AdamWScalars &s);
 double sumOfSquares(int threads, const float *x, int64_t n);
+/// max |x| (NaN if any is NaN; 0 for none).
+float maxAbs(int threads, const float *x, int64_t n);
 
 } // namespace cpu
 } // namespace rt

@@ -1,8 +1,10 @@
-//===- Optimizer.cpp - SGD and AdamW on a flat shard ----------------------===//
+//===- Optimizer.cpp - the optimizer updates and gradient norms -----------===//
 #include "Kernels.h"
 #include "Parallel.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace fsdp {
 namespace rt {
@@ -33,6 +35,23 @@ double sumOfSquares(int threads, const float *x, int64_t n) {
       sum += static_cast<double>(x[i]) * x[i];
     return sum;
   });
+}
+
+float maxAbs(int threads, const float *x, int64_t n) {
+  int64_t chunks = (n + kGrain - 1) / kGrain;
+  std::vector<float> partial(chunks, 0.0f);
+  parallelFor(threads, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float m = 0.0f;
+      for (int64_t i = c * kGrain, e = std::min(n, i + kGrain); i < e; ++i)
+        m = maxAbsStep(m, x[i]);
+      partial[c] = m;
+    }
+  });
+  float m = 0.0f;
+  for (float p : partial)
+    m = maxAbsStep(m, p);
+  return m;
 }
 
 } // namespace cpu

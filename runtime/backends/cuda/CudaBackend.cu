@@ -864,10 +864,17 @@ public:
                 double maxNorm) override {
     run([&](Exec &e) { cuda::clipGrad(e.s, dt, grad, n, totalSq, maxNorm); });
   }
-  void clipCoefficient(const float *totalSq, float *norm, float *coef,
-                       double maxNorm) override {
+  void maxAbs(DType dt, const void *grad, int64_t n, float *out,
+              bool accumulate) override {
     run([&](Exec &e) {
-      cuda::clipCoefficient(e.s, totalSq, norm, coef, maxNorm);
+      DeviceStaging st({e.s});
+      cuda::maxAbs(e.s, st.in(dt, grad, n), n, out, accumulate);
+    });
+  }
+  void clipCoefficient(const float *total, float *norm, float *coef,
+                       double maxNorm, double normType) override {
+    run([&](Exec &e) {
+      cuda::clipCoefficient(e.s, total, norm, coef, maxNorm, normType);
     });
   }
 

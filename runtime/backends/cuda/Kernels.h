@@ -246,8 +246,11 @@ void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
                 bool accumulate);
 void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
               double maxNorm);
-void clipCoefficient(Stream s, const float *totalSq, float *norm, float *coef,
-                     double maxNorm);
+void clipCoefficient(Stream s, const float *total, float *norm, float *coef,
+                     double maxNorm, double normType);
+/// *out = max |x| (NaN if any is NaN), or with `accumulate` the max of that
+/// and *out; block maxima then one pass over them.
+void maxAbs(Stream s, const float *x, int64_t n, float *out, bool accumulate);
 
 } // namespace cuda
 } // namespace rt

@@ -72,14 +72,35 @@ __global__ void clipKernel(typename S::T *grad, int64_t n, const float *totalSq,
   FSDPRT_GRID_STRIDE(i, n) { grad[i] = S::store(coef * S::load(grad[i])); }
 }
 
-__global__ void clipCoefficientKernel(const float *totalSq, float *norm,
-                                      float *coef, float maxNorm) {
+__global__ void clipCoefficientKernel(const float *total, float *norm,
+                                      float *coef, float maxNorm,
+                                      double normType) {
   FSDPRT_GRID_STRIDE(i, 1) {
     (void)i; // one thread's worth of work
-    *norm = std::sqrt(*totalSq);
-    float c = maxNorm / (*norm + 1e-6f);
-    *coef = c < 1.0f ? c : 1.0f;
+    *norm = gradNormOf(*total, normType);
+    *coef = clipCoefficientOf(*norm, maxNorm);
   }
+}
+
+// Block b's max |x| over [b * kSumBlock, (b + 1) * kSumBlock).
+__global__ void blockMaxAbsKernel(const float *x, int64_t n, float *partial) {
+  FSDPRT_GRID_STRIDE(blk, (n + kSumBlock - 1) / kSumBlock) {
+    int64_t end = (blk + 1) * kSumBlock < n ? (blk + 1) * kSumBlock : n;
+    float m = 0.0f;
+    for (int64_t i = blk * kSumBlock; i < end; ++i)
+      m = maxAbsStep(m, x[i]);
+    partial[blk] = m;
+  }
+}
+
+__global__ void maxAbsFinishKernel(const float *partial, int64_t blocks,
+                                   float *out, bool accumulate) {
+  if (!firstThread())
+    return;
+  float m = accumulate ? *out : 0.0f;
+  for (int64_t b = 0; b < blocks; ++b)
+    m = maxAbsStep(m, partial[b]);
+  *out = m;
 }
 
 } // namespace
@@ -112,6 +133,16 @@ void gradSqNorm(Stream s, const float *x, int64_t n, float *out,
                 accumulate);
 }
 
+void maxAbs(Stream s, const float *x, int64_t n, float *out,
+            bool accumulate) {
+  int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  Scratch partial(s, std::max<int64_t>(blocks, 1) * 4);
+  if (blocks > 0)
+    FSDPRT_LAUNCH(blockMaxAbsKernel, blocks, s, x, n, partial.as<float>());
+  FSDPRT_LAUNCH(maxAbsFinishKernel, 1, s, partial.as<float>(), blocks, out,
+                accumulate);
+}
+
 void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
               double maxNorm) {
   withStorage(dt, [&](auto st) {
@@ -121,10 +152,10 @@ void clipGrad(Stream s, DType dt, void *grad, int64_t n, const float *totalSq,
   });
 }
 
-void clipCoefficient(Stream s, const float *totalSq, float *norm, float *coef,
-                     double maxNorm) {
-  FSDPRT_LAUNCH(clipCoefficientKernel, 1, s, totalSq, norm, coef,
-                static_cast<float>(maxNorm));
+void clipCoefficient(Stream s, const float *total, float *norm, float *coef,
+                     double maxNorm, double normType) {
+  FSDPRT_LAUNCH(clipCoefficientKernel, 1, s, total, norm, coef,
+                static_cast<float>(maxNorm), normType);
 }
 
 } // namespace cuda

@@ -722,6 +722,14 @@ func.func @clip_norm(%sq: tensor<f32>) {
 
 // -----
 
+func.func @clip_norm_type(%sq: tensor<f32>) {
+  // expected-error @+1 {{norm_type must be > 0 or inf, got -2}}
+  %n, %c = fsdp.clip_grad_norm %sq {max_norm = 1.0 : f64, norm_type = -2.0 : f64} : tensor<f32>
+  return
+}
+
+// -----
+
 func.func @broadcast_negative_root(%x: tensor<8xf32>) {
   // expected-error @+1 {{root -1 is not a rank of the 4-rank group}}
   %0 = fsdp.broadcast %x mesh<shard = 4> group shard dtype f32 root -1 : tensor<8xf32>

@@ -144,3 +144,10 @@ func.func @optimizer(%p: tensor<16xf32>, %g: tensor<16xf32>, %lg: tensor<16xbf16
   %norm, %coef = fsdp.clip_grad_norm %sq {max_norm = 1.0 : f64} : tensor<f32>
   return
 }
+  // The inf norm's partial and norm type (Adam: adamw_step with L2 decay).
+  // CHECK: fsdp.max_abs %{{.*}}, %{{.*}} : tensor<16xf32>, tensor<16xbf16> -> tensor<f32>
+  %max = fsdp.max_abs %g, %lg : tensor<16xf32>, tensor<16xbf16> -> tensor<f32>
+  // CHECK: fsdp.clip_grad_norm %{{.*}} {max_norm = 1.000000e+00 : f64, norm_type = 0x7FF0000000000000 : f64} : tensor<f32>
+  %inorm, %icoef = fsdp.clip_grad_norm %max {max_norm = 1.0 : f64, norm_type = 0x7FF0000000000000 : f64} : tensor<f32>
+  // CHECK: fsdp.adamw_step {{.*}} {l2_weight_decay, lr = 1.000000e-03 : f64, weight_decay = 1.000000e-01 : f64}
+  %p5, %m5, %v5 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-3 : f64, weight_decay = 0.1 : f64, l2_weight_decay} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)

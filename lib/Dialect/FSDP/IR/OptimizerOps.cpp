@@ -1,4 +1,4 @@
-//===- OptimizerOps.cpp - sgd_step, adamw_step, clip_grad_norm -------------===//
+//===- OptimizerOps.cpp - the optimizer updates, clip_grad_norm ------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
@@ -109,5 +109,8 @@ LogicalResult AdamWStepOp::verify() {
 LogicalResult ClipGradNormOp::verify() {
   if (!(getMaxNorm().convertToDouble() > 0.0))
     return emitOpError("max_norm must be positive");
+  if (!(getNormType().convertToDouble() > 0.0))
+    return emitOpError("norm_type must be > 0 or inf, got ")
+           << getNormType().convertToDouble();
   return success();
 }

@@ -353,7 +353,8 @@ LogicalResult TrainStepBuilder::build() {
   if (clipNorm > 0.0 && !grads.empty())
     gradNorm = emitClipGradNorm(
         builder, model.getLoc(), grads, builder.getF64FloatAttr(clipNorm),
-        [](Value sumSq) { return sumSq; }, tagUpdate);
+        builder.getF64FloatAttr(config.clipNormType),
+        [](Value total) { return total; }, tagUpdate);
   emitUpdatesAndReturn(*loss, gradNorm, grads);
 
   // VJPs build every operand's cotangent; drop those nothing uses (e.g. the
@@ -660,6 +661,7 @@ struct BuildTrainStepPass
         return signalPassFailure();
     }
   }
+    o.clipNormType = clipNormType;
 };
 
 } // namespace

@@ -5,6 +5,8 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 
@@ -19,31 +21,56 @@ static Value castTo(OpBuilder &builder, Location loc, Value value,
   return cast;
 }
 
+/// Σ|g|^p over the elements of `g` (f32): g·g for p = 2, |g| for p = 1.
+static Value sumOfPowers(OpBuilder &builder, Location loc, Value g, double p,
+                         function_ref<void(Operation *)> tag) {
+  Value terms;
+  if (p == 2.0) {
+    terms = nn::MulOp::create(builder, loc, g, g);
+  } else {
+    terms = nn::AbsOp::create(builder, loc, g);
+    if (p != 1.0) {
+      tag(terms.getDefiningOp());
+      terms = nn::PowOp::create(builder, loc, terms,
+                                builder.getF64FloatAttr(p));
+    }
+  }
+  tag(terms.getDefiningOp());
+  auto rank = cast<RankedTensorType>(g.getType()).getRank();
+  Value sum = nn::ReduceSumOp::create(
+      builder, loc, terms,
+      builder.getDenseI64ArrayAttr(llvm::to_vector(llvm::seq<int64_t>(0, rank))),
+      /*keepdim=*/false);
+  tag(sum.getDefiningOp());
+  return sum;
+}
+
 Value fsdp::emitClipGradNorm(OpBuilder &builder, Location loc,
                              MutableArrayRef<Value> grads, FloatAttr maxNorm,
+                             FloatAttr normType,
                              function_ref<Value(Value)> combine,
                              function_ref<void(Operation *, int)> tag) {
   Type f32 = builder.getF32Type();
-  Value sumSq;
-  for (int i = 0, e = grads.size(); i < e; ++i) {
+  double p = normType.getValueAsDouble();
+  Value total;
+  if (std::isinf(p)) {
+    total = MaxAbsOp::create(
+        builder, loc, RankedTensorType::get({}, f32), grads);
+    tag(total.getDefiningOp(), -1);
+  }
+  for (int i = 0, e = grads.size(); i < e && !std::isinf(p); ++i) {
     auto tagThis = [&](Operation *op) { tag(op, i); };
     Value g = castTo(builder, loc, grads[i], f32, tagThis);
-    Value sq = nn::MulOp::create(builder, loc, g, g);
-    auto rank = cast<RankedTensorType>(g.getType()).getRank();
-    Value partial = nn::ReduceSumOp::create(
-        builder, loc, sq,
-        builder.getDenseI64ArrayAttr(llvm::to_vector(llvm::seq<int64_t>(0, rank))),
-        /*keepdim=*/false);
-    tagThis(sq.getDefiningOp());
-    tagThis(partial.getDefiningOp());
-    if (sumSq) {
-      sumSq = nn::AddOp::create(builder, loc, sumSq, partial);
-      tag(sumSq.getDefiningOp(), -1);
+    Value partial = sumOfPowers(builder, loc, g, p, tagThis);
+    if (total) {
+      total = nn::AddOp::create(builder, loc, total, partial);
+      tag(total.getDefiningOp(), -1);
     } else {
-      sumSq = partial;
+      total = partial;
     }
   }
-  auto clip = ClipGradNormOp::create(builder, loc, combine(sumSq), maxNorm);
+  auto clip =
+      ClipGradNormOp::create(builder, loc, combine(total), maxNorm, normType);
   tag(clip, -1);
   for (int i = 0, e = grads.size(); i < e; ++i) {
     auto tagThis = [&](Operation *op) { tag(op, i); };

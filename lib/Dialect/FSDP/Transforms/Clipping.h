@@ -8,15 +8,16 @@
 
 namespace mlir::fsdp {
 
-/// Emits torch.nn.utils.clip_grad_norm_(max_norm) over `grads`: the squares
-/// of every gradient summed in f32 (`combine` turns the local sum into the
-/// global one, e.g. with an all-reduce), `fsdp.clip_grad_norm`, and each
-/// gradient scaled by the coefficient in its own dtype; `grads` are replaced
-/// by the clipped ones. `tag(op, i)` tags an op made for gradient i (-1: for
-/// all of them). Returns the total norm.
+/// Emits torch.nn.utils.clip_grad_norm_(max_norm, norm_type) over `grads`:
+/// the partial total in f32, Σ|g|^p over every gradient element (p = 2: the
+/// squares) or max |g| (p = inf, fsdp.max_abs); `combine` turns the local
+/// total into the global one (an all-reduce: a sum, a max for inf); then
+/// `fsdp.clip_grad_norm`, and each gradient scaled by the coefficient in its
+/// own dtype; `grads` are replaced by the clipped ones. `tag(op, i)` tags an
+/// op made for gradient i (-1: for all of them). Returns the total norm.
 Value emitClipGradNorm(OpBuilder &builder, Location loc,
                        MutableArrayRef<Value> grads, FloatAttr maxNorm,
-                       function_ref<Value(Value)> combine,
+                       FloatAttr normType, function_ref<Value(Value)> combine,
                        function_ref<void(Operation *, int)> tag);
 
 /// Emits GradScaler's unscale_ over `grads`: each multiplied by the inverse

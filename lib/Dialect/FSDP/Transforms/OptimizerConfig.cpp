@@ -82,5 +82,10 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
     return emitError(loc,
                      "fsdp-build-train-step: clip-grad-norm must be >= 0, got ")
            << options.clipGradNorm;
+  if (!(options.clipNormType > 0.0))
+    return emitError(loc, "fsdp-build-train-step: clip-norm-type must be > 0 "
+                          "or inf, got ")
+           << options.clipNormType;
+  config.clipNormType = options.clipNormType;
   return config;
 }

@@ -24,6 +24,8 @@ struct OptimizerConfig {
   ParamGroups groups;
   /// Dynamic loss scaling (torch.amp.GradScaler).
   bool lossScaling = false;
+  /// clip_grad_norm_'s norm_type (> 0 or inf), when clipping.
+  double clipNormType = 2.0;
 
   /// Checks every option of fsdp-build-train-step (the step's mode,
   /// micro-batches and clipping as well as the optimizer's, in that order of

@@ -19,6 +19,8 @@
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::fsdp {
+#include <cmath>
+
 #define GEN_PASS_DEF_FSDPSHARDPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 } // namespace mlir::fsdp
@@ -127,7 +129,8 @@ private:
   /// The results, and the unsharded step replaced.
   void emitReturn();
 
-  Value sumOverShardGroup(Value scalar, Location loc);
+  Value sumOverShardGroup(Value scalar, Location loc,
+                          ReduceKind kind = ReduceKind::sum);
   Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
   Value unscale(SmallVectorImpl<Value> &shardGrads, Location loc);
   /// Tags an optimizer-phase op made for flat parameter i (-1: for all).
@@ -214,11 +217,12 @@ LogicalResult StepSharder::computeFlatParams() {
   return success();
 }
 
-/// An f32 scalar summed over the shard group. Replicas hold the same shards,
-/// so they are not added again (PyTorch all-reduces the norm over the FSDP
-/// process group, which is the shard group under hybrid sharding, and not
-/// at all for no-shard).
-Value StepSharder::sumOverShardGroup(Value scalar, Location loc) {
+/// An f32 scalar summed (or with `kind` max, maximised) over the shard
+/// group. Replicas hold the same shards, so they are not added again
+/// (PyTorch all-reduces the norm over the FSDP process group, which is the
+/// shard group under hybrid sharding, and not at all for no-shard).
+Value StepSharder::sumOverShardGroup(Value scalar, Location loc,
+                                     ReduceKind kind) {
   if (mesh.getShard() == 1)
     return scalar;
   Type f32 = builder.getF32Type();
@@ -228,7 +232,7 @@ Value StepSharder::sumOverShardGroup(Value scalar, Location loc) {
       builder, loc, vector.getType(), vector, mesh,
       MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
       TypeAttr::get(f32),
-      ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
+      ReduceKindAttr::get(builder.getContext(), kind),
       builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
   Value sum = nn::ReshapeOp::create(builder, loc,
                                     RankedTensorType::get({}, f32), total);
@@ -249,10 +253,12 @@ Value StepSharder::unscale(SmallVectorImpl<Value> &shardGrads, Location loc) {
 Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
                                  Location loc) {
   auto clip = *step.getBody().getOps<ClipGradNormOp>().begin();
-  // The padding is zero, so the shards' squares add up to the full norm once
-  // summed over the shard group.
-  auto overShardGroup = [&](Value sumSq) {
-    return sumOverShardGroup(sumSq, loc);
+  // The padding is zero, so the shards' Σ|g|^p add up to the full total
+  // once summed over the shard group, and their max |g| is the full one.
+  bool inf = std::isinf(clip.getNormType().convertToDouble());
+  auto overShardGroup = [&](Value total) {
+    return sumOverShardGroup(total, loc,
+                             inf ? ReduceKind::max : ReduceKind::sum);
   };
   return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
                           overShardGroup,

@@ -535,18 +535,26 @@ int32_t fsdprt_nonfinite_flag(int64_t ctx, int64_t stream, int32_t dtype,
 /* (the scale as set when this call is issued). */
 int32_t fsdprt_loss_scale(int64_t ctx, int64_t stream, int64_t out,
                           int64_t out_off, int32_t inverse);
-/* norm = sqrt(total_sq), coef = min(1, max_norm / (norm + 1e-6)): one f32  */
-/* each, as torch.nn.utils.clip_grad_norm_ computes them.                   */
-int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total_sq,
-                                int64_t total_sq_off, int64_t norm,
+/* out (one f32) = max(|grad|) (NaN if any element is NaN), or with      */
+/* accumulate the max of that and out: clip_grad_norm_'s inf norm.       */
+int32_t fsdprt_max_abs(int64_t ctx, int64_t stream, int32_t dtype,
+                       int64_t grad, int64_t grad_off, int64_t numel,
+                       int64_t out, int64_t out_off, int32_t accumulate);
+/* The norm of type p (> 0, or inf) from `total`: sum |g|^p over every     */
+/* gradient element, or max |g| for inf (all-reduced across ranks);        */
+/* norm = total^(1/p) (total for inf), coef = min(1, max_norm /            */
+/* (norm + 1e-6)): one f32 each, as torch.nn.utils.clip_grad_norm_.         */
+int32_t fsdprt_clip_coefficient(int64_t ctx, int64_t stream, int64_t total,
+                                int64_t total_off, int64_t norm,
                                 int64_t norm_off, int64_t coef,
-                                int64_t coef_off, double max_norm);
+                                int64_t coef_off, double max_norm,
+                                double norm_type);
 
 /* ---- Library kernels -----------------------------------------------------*/
 /* Tested on every backend and used by the runtime's benchmarks, but never  */
 /* emitted by the compiler: it differentiates into forward kernels (the nn  */
 /* ops' VJPs), dropout's backward is the forward with the same key, and    */
-/* gradient clipping is nn ops and clip_coefficient. scripts/completeness.py*/
+/* gradient clipping is nn ops, max_abs and clip_coefficient. scripts/completeness.py*/
 /* checks each has a runtime test and that no other kernel is unreached.   */
 /* The backward of fsdprt_matmul_forward. */
 int32_t fsdprt_matmul_backward(int64_t ctx, int64_t stream, int32_t dtype,

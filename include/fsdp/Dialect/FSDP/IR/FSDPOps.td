@@ -543,20 +543,24 @@ def FSDP_FoundNonfiniteOp : FSDP_Op<"found_nonfinite", [Pure]> {
 }
 
 def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,
-    AllTypesMatch<["sum_of_squares", "norm", "coefficient"]>]> {
+    AllTypesMatch<["total", "norm", "coefficient"]>]> {
   let summary = "total gradient norm and clipping coefficient";
   let description = [{
-    From the sum of squares of every gradient element (over all ranks once
-    the shard passes add the all-reduce), returns the total norm and
-    min(1, max_norm / (norm + 1e-6)) — torch.nn.utils.clip_grad_norm_.
+    torch.nn.utils.clip_grad_norm_(max_norm, norm_type): `total` is
+    Σ|g|^p over every gradient element for a finite `norm_type` p (> 0;
+    default 2, the sum of squares), or max |g| for p = inf; over all ranks
+    once the shard pass adds the all-reduce (a sum, or a max for inf).
+    Returns the total norm, total^(1/p) (total itself for inf), and
+    min(1, max_norm / (norm + 1e-6)).
 
     ```mlir
     %norm, %coef = fsdp.clip_grad_norm %sum_sq {max_norm = 1.0 : f64} : tensor<f32>
     ```
   }];
-  let arguments = (ins FSDP_Scalar:$sum_of_squares, F64Attr:$max_norm);
+  let arguments = (ins FSDP_Scalar:$total, F64Attr:$max_norm,
+                       DefaultValuedAttr<F64Attr, "2.0">:$norm_type);
   let results = (outs FSDP_Scalar:$norm, FSDP_Scalar:$coefficient);
-  let assemblyFormat = "$sum_of_squares attr-dict `:` type($sum_of_squares)";
+  let assemblyFormat = "$total attr-dict `:` type($total)";
   let hasVerifier = 1;
 }
 
@@ -577,6 +581,7 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure,
   }];
   let arguments = (ins FSDP_FlatTensor:$flat,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+    %norm, %coef = fsdp.clip_grad_norm %max_abs {max_norm = 1.0 : f64, norm_type = 0x7FF0000000000000 : f64} : tensor<f32>
   let results = (outs FSDP_DataTensor:$result);
   let assemblyFormat = "$flat `[` $offset `]` attr-dict `:` type($flat) `->` "
                        "type($result)";
@@ -585,6 +590,22 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure,
 
 def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
   let summary = "a unit's flat gradient from its parameters' gradients";
+def FSDP_MaxAbsOp : FSDP_Op<"max_abs", [Pure]> {
+  let summary = "the largest |element| of the gradients";
+  let description = [{
+    The partial of clip_grad_norm_'s inf norm: max |g| over every element
+    of the operands (0 for none), NaN if any element is NaN, in f32
+    whatever the gradients' dtype.
+
+    ```mlir
+    %m = fsdp.max_abs %g0, %g1 : tensor<16xf32>, tensor<4xbf16> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<FSDP_DataTensor>:$grads);
+  let results = (outs FSDP_Scalar:$max);
+  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($max)";
+}
+
   let description = [{
     Concatenates the operands in order, flattened, and pads with zeros to
     the result's size (a multiple of the shard group size).

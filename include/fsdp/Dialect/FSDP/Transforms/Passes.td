@@ -216,7 +216,10 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "Adam / AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam / AdamW eps">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
-           "Clip gradients to this global L2 norm (0: no clipping)">,
+           "Clip gradients to this global norm (0: no clipping)">,
+    Option<"clipNormType", "clip-norm-type", "double", /*default=*/"2.0",
+           "clip_grad_norm_'s norm_type: p > 0, or inf (the largest "
+           "|gradient element|)">,
     Option<"gradAccumSteps", "grad-accum-steps", "int64_t", /*default=*/"1",
            "Micro-batches per optimizer step">,
     Option<"noSync", "no-sync", "bool", /*default=*/"false",

@@ -370,12 +370,17 @@ public:
                              bool accumulate) = 0;
   virtual void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                           bool accumulate) = 0;
+  /// *out = max |grad| (NaN if any is NaN), or with `accumulate` the max of
+  /// that and *out.
+  virtual void maxAbs(DType dt, const void *grad, int64_t n, float *out,
+                      bool accumulate) = 0;
   virtual void clipGrad(DType dt, void *grad, int64_t n, const float *totalSq,
                         double maxNorm) = 0;
-  /// norm = sqrt(totalSq); coef = min(1, maxNorm / (norm + 1e-6)), in f32
-  /// as torch.nn.utils.clip_grad_norm_ computes them.
-  virtual void clipCoefficient(const float *totalSq, float *norm, float *coef,
-                               double maxNorm) = 0;
+  /// norm = gradNormOf(total, normType) (math/Optimizer.h); coef = min(1,
+  /// maxNorm / (norm + 1e-6)), in f32 as torch.nn.utils.clip_grad_norm_
+  /// computes them.
+  virtual void clipCoefficient(const float *total, float *norm, float *coef,
+                               double maxNorm, double normType) = 0;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(int numThreads)>;

@@ -72,6 +72,28 @@ FSDPRT_HD inline void adamwUpdate(float &param, float grad, float &expAvg,
   param = param + (-s.stepSize) * expAvg / denom;
 }
 
+/// The total gradient norm of type p from `total`: sum |g|^p (p finite) or
+/// max |g| (p = inf), as torch.nn.utils.clip_grad_norm_ reduces it.
+FSDPRT_HD inline float gradNormOf(float total, double p) {
+  if (std::isinf(p) || p == 1.0)
+    return total;
+  if (p == 2.0)
+    return std::sqrt(total);
+  return std::pow(total, static_cast<float>(1.0 / p));
+}
+
+/// clip_grad_norm_'s coefficient: max_norm / (norm + 1e-6), clamped to 1.
+FSDPRT_HD inline float clipCoefficientOf(float norm, float maxNorm) {
+  float c = maxNorm / (norm + 1e-6f);
+  return c < 1.0f ? c : 1.0f;
+}
+
+/// max(m, |x|), a NaN (in either) sticking as torch.max propagates it.
+FSDPRT_HD inline float maxAbsStep(float m, float x) {
+  float a = std::fabs(x);
+  return (a > m || a != a) && m == m ? a : m;
+}
+
 } // namespace rt
 } // namespace fsdp
 
