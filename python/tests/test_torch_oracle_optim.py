@@ -251,14 +251,14 @@ def _train_ours(tmp_path, ranks, strategy, steps=OPT_STEPS, **options):
 
 def _train_reference(init, tensors, global_batch, make_optimizer,
                      state_names, steps=OPT_STEPS, clip=None):
-    """torch: the MLP trained by make_optimizer(parameters), with
+    """torch: the MLP trained by make_optimizer(module), with
     clip_grad_norm_(parameters, *clip) before each step when `clip`: (losses,
     total norms, final parameters and optimizer state by our names)."""
     _, cls, _, _, _ = MODELS["mlp"]
     model = cls()
     model.load_state_dict({k: torch.from_numpy(v.copy())
                            for k, v in init.items()})
-    opt = make_optimizer(model.parameters())
+    opt = make_optimizer(model)
     inputs = [torch.from_numpy(tensors[f"input.{i}"])
               for i in range(len(tensors))]
     losses, norms = [], []
@@ -298,7 +298,8 @@ def test_adam_matches_torch(ranks, strategy, tmp_path):
         weight_decay=WEIGHT_DECAY)
     ref_losses, _, ref = _train_reference(
         init, tensors, batch * ranks,
-        lambda ps: torch.optim.Adam(ps, lr=OPT_LR, weight_decay=WEIGHT_DECAY),
+        lambda m: torch.optim.Adam(m.parameters(), lr=OPT_LR,
+                                   weight_decay=WEIGHT_DECAY),
         ("exp_avg", "exp_avg_sq"))
     _assert_losses(metrics, ref_losses)
     assert sorted(ours) == sorted(ref)
@@ -322,7 +323,7 @@ def test_clip_norm_types_match_torch(ranks, strategy, norm_type, tmp_path):
         clip_grad_norm=CLIP_MAX_NORM, clip_norm_type=norm_type)
     ref_losses, ref_norms, ref = _train_reference(
         init, tensors, batch * ranks,
-        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
         ("momentum_buffer",), clip=(CLIP_MAX_NORM, norm_type))
     _assert_losses(metrics, ref_losses)
     # The norm is a reduction in another order (per shard, then across
@@ -332,5 +333,61 @@ def test_clip_norm_types_match_torch(ranks, strategy, norm_type, tmp_path):
             f"step {step}: norm {row['grad_norm']!r} vs torch {norm!r}"
     # Clipping acted on every step, so a wrong norm would show.
     assert min(ref_norms) > CLIP_MAX_NORM
+    assert sorted(ours) == sorted(ref)
+    assert_state_matches(ours, ref, steps=OPT_STEPS)
+
+
+def _mlp_groups(model, override):
+    """torch param groups: fc2's parameters with `override`, the rest with
+    the optimizer's settings."""
+    fc2 = [p for k, p in model.named_parameters() if k.startswith("fc2.")]
+    rest = [p for k, p in model.named_parameters() if not k.startswith("fc2.")]
+    return [dict(params=fc2, **override), dict(params=rest)]
+
+
+@pytest.mark.parametrize("ranks,strategy", RANK_CASES, ids=str)
+def test_group_betas_and_eps_match_torch(ranks, strategy, tmp_path):
+    """param-groups fc2.*:beta1=0.8:beta2=0.95:eps=1e-6 under AdamW is a
+    torch param group with its own betas and eps (each Linear is a unit, so
+    a flat parameter holds one group)."""
+    batch = MODELS["mlp"][2]
+    tensors, init, metrics, ours = _train_ours(
+        tmp_path, ranks, strategy, optimizer="adamw", lr=OPT_LR,
+        param_groups=["fc2.*:beta1=0.8:beta2=0.95:eps=1e-6"])
+    ref_losses, _, ref = _train_reference(
+        init, tensors, batch * ranks,
+        lambda m: torch.optim.AdamW(
+            _mlp_groups(m, dict(betas=(0.8, 0.95), eps=1e-6)),
+            lr=OPT_LR),
+        ("exp_avg", "exp_avg_sq"))
+    _assert_losses(metrics, ref_losses)
+    assert sorted(ours) == sorted(ref)
+    # The state bound reads the gradient scale off exp_avg_sq with beta2
+    # 0.999; for fc2 (beta2 0.95) that overestimates it, a looser bound
+    # there: the losses and weights keep theirs.
+    assert_state_matches(ours, ref, adamw_lr=OPT_LR, steps=OPT_STEPS)
+    # The group's settings took effect: fc2's state is not the default's.
+    _, _, plain = _train_reference(
+        init, tensors, batch * ranks,
+        lambda m: torch.optim.AdamW(m.parameters(), lr=OPT_LR),
+        ("exp_avg",))
+    assert not np.allclose(ours["optim.exp_avg.fc2.weight"],
+                           plain["optim.exp_avg.fc2.weight"], rtol=1e-3)
+
+
+def test_group_momentum_and_dampening_match_torch(tmp_path):
+    """param-groups fc2.*:momentum=0.5:dampening=0.1 under SGD (momentum
+    0.9) is a torch param group with its own momentum and dampening."""
+    batch = MODELS["mlp"][2]
+    tensors, init, metrics, ours = _train_ours(
+        tmp_path, 2, "full-shard", optimizer="sgd", lr=0.1, momentum=0.9,
+        param_groups=["fc2.*:momentum=0.5:dampening=0.1"])
+    ref_losses, _, ref = _train_reference(
+        init, tensors, batch * 2,
+        lambda m: torch.optim.SGD(
+            _mlp_groups(m, dict(momentum=0.5, dampening=0.1)),
+            lr=0.1, momentum=0.9),
+        ("momentum_buffer",))
+    _assert_losses(metrics, ref_losses)
     assert sorted(ours) == sorted(ref)
     assert_state_matches(ours, ref, steps=OPT_STEPS)

@@ -74,6 +74,7 @@ json unitsJson(const Program &program) {
                      {"shard_numel", u.shardNumel},
                      {"rank_local", u.rankLocal},
                      {"frozen", u.frozen},
+                     {"ignored", u.ignored},
                      {"params", params},
                      {"state", state}});
   }

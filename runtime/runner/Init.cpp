@@ -226,7 +226,8 @@ void initUnitShard(const Program &program, const UnitInfo &unit,
                    uint64_t seed, int rank, uint8_t *image) {
   // A rank-local unit (MixtureOfExperts' expert) differs between ranks, as
   // PyTorch's test seeds it with 42 + rank: each rank has its own stream.
-  if (unit.rankLocal)
+  // FSDP's ignored parameters start as the model's, the same everywhere.
+  if (unit.rankLocal && !unit.ignored)
     seed = rankLocalSeed(seed, rank);
   int64_t begin = shardBegin(program, unit, rank);
   int64_t end = begin + unit.shardNumel;

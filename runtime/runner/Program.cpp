@@ -271,6 +271,14 @@ UnitInfo parseUnit(const json &v, const Program &prog,
       fail(join(path, keys::unit_frozen), "expected true or false");
     u.frozen = v[keys::unit_frozen].get<bool>();
   }
+  if (v.contains(keys::unit_ignored)) {
+    if (!v[keys::unit_ignored].is_boolean())
+      fail(join(path, keys::unit_ignored), "expected true or false");
+    u.ignored = v[keys::unit_ignored].get<bool>();
+    if (u.ignored && !u.rankLocal)
+      fail(join(path, keys::unit_ignored),
+           "an ignored unit is whole on every rank: it needs rank_local");
+  }
   checkShardSizes(prog, u, path);
   // Shards and state: in the host buffer with CPU offload.
   int64_t stateBytes = prog.cpuOffload ? prog.hostBytes : prog.persistentBytes;

@@ -58,6 +58,7 @@ struct UnitInfo {
   int64_t shardNumel = 0;      // paddedNumel / shard (no-shard: == paddedNumel)
   bool rankLocal = false;      // own-rank process group: whole, differs per rank
   bool frozen = false;         // the unit's frozen params: gathered, never updated
+  bool ignored = false;        // FSDP's ignored params: rank-local, same init
   std::vector<ParamInfo> params;
   std::vector<StateInfo> state;
 };

@@ -5,7 +5,7 @@
 
 // The fsdp.model is gone; the program description carries what fsdp-run needs.
 // PROGRAM-NOT: fsdp.model
-// PROGRAM: module attributes {fsdp.program = "{\22arena_bytes\22:[[ARENA:[0-9]+]],{{.*}}\22entry\22:\22mlp_train_step\22,\22estimate_bytes\22:[[ARENA]],{{.*}}\22optimizer\22:\22adamw\22,\22persistent_bytes\22:11328,\22replicate\22:1,{{.*}}arena plan per rank: [[ARENA]] bytes{{.*}}\22shard\22:2,{{.*}}\22units\22:[{\22dtype\22:\22f32\22,\22flat_numel\22:1732,\22frozen\22:false,\22name\22:\22\22,\22offset\22:0,\22padded_numel\22:1732,\22params\22:[{\22flat_offset\22:0,\22init\22:{\22args\22:[2.2360679774997898],\22kind\22:\22kaiming_uniform\22},\22name\22:\22fc1.weight\22,\22shape\22:[32,16]}
+// PROGRAM: module attributes {fsdp.program = "{\22arena_bytes\22:[[ARENA:[0-9]+]],{{.*}}\22entry\22:\22mlp_train_step\22,\22estimate_bytes\22:[[ARENA]],{{.*}}\22optimizer\22:\22adamw\22,\22persistent_bytes\22:11328,\22replicate\22:1,{{.*}}arena plan per rank: [[ARENA]] bytes{{.*}}\22shard\22:2,{{.*}}\22units\22:[{\22dtype\22:\22f32\22,\22flat_numel\22:1732,\22frozen\22:false,\22ignored\22:false,\22name\22:\22\22,\22offset\22:0,\22padded_numel\22:1732,\22params\22:[{\22flat_offset\22:0,\22init\22:{\22args\22:[2.2360679774997898],\22kind\22:\22kaiming_uniform\22},\22name\22:\22fc1.weight\22,\22shape\22:[32,16]}
 // PROGRAM-SAME: \22shard_numel\22:866,\22state\22:[{\22name\22:\22exp_avg\22,\22offset\22:3520},{\22name\22:\22exp_avg_sq\22,\22offset\22:7040}]
 
 // CHECK-LABEL: func.func @mlp_train_step(

@@ -29,7 +29,7 @@
 // TWICE: error: 'fsdp.model' op already has a train step
 // NDIM: model.mlir:2:1: error: fsdp-build-train-step: param group 'ndim<two:weight-decay=0': expected ndim<K with an integer K
 // NOTHING: error: fsdp-build-train-step: param group '*.bias': sets nothing; add :weight-decay=X or :lr-scale=X
-// SETTING: error: fsdp-build-train-step: param group '*.bias:decay=0': unknown setting 'decay' (weight-decay or lr-scale)
+// SETTING: error: fsdp-build-train-step: param group '*.bias:decay=0': unknown setting 'decay' (weight-decay, lr-scale, momentum, dampening for sgd)
 // VALUE: error: fsdp-build-train-step: param group '*.bias:lr-scale=-1': 'lr-scale=-1' needs a number >= 0
 // GLOB: error: fsdp-build-train-step: param group '[:lr-scale=1': the selector is not ndim<K, ndim>=K, kind=CLASS or a name pattern
 // DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01

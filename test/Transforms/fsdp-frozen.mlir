@@ -41,7 +41,7 @@
 // Two micro-batches reduce each gradient twice: twice the elements saved.
 // JSON: ('elements', 20) ('flat_params', 2) ('gradient_bytes_saved', 40) ('optimizer_state_bytes_saved', 80) ('reduced_elements_saved', 40) ('shard_elements', 10)
 
-// PROGRAM: \22flat_numel\22:16,\22frozen\22:true,\22name\22:\22fc1\22,{{.*}}\22params\22:[{\22flat_offset\22:0,{{.*}}\22name\22:\22fc1.weight\22,\22shape\22:[4,4]}],\22rank_local\22:false,\22shard_numel\22:8,\22state\22:[]
+// PROGRAM: \22flat_numel\22:16,\22frozen\22:true,\22ignored\22:false,\22name\22:\22fc1\22,{{.*}}\22params\22:[{\22flat_offset\22:0,{{.*}}\22name\22:\22fc1.weight\22,\22shape\22:[4,4]}],\22rank_local\22:false,\22shard_numel\22:8,\22state\22:[]
 
 fsdp.model @tune {
   fsdp.module @root kind "Tune" {

@@ -30,7 +30,7 @@
 // HSDP-NOT: fsdp.reduce_grads
 // HSDP-NOT: fsdp.unshard %arg2
 
-// PROGRAM: \22flat_numel\22:288,\22frozen\22:false,\22name\22:\22module.2\22,\22offset\22:{{[0-9]+}},\22padded_numel\22:288,{{.*}}\22rank_local\22:true,\22shard_numel\22:288
+// PROGRAM: \22flat_numel\22:288,\22frozen\22:false,\22ignored\22:false,\22name\22:\22module.2\22,\22offset\22:{{[0-9]+}},\22padded_numel\22:288,{{.*}}\22rank_local\22:true,\22shard_numel\22:288
 // PROGRAM-NOT: \22rank_local\22:true
 
 // Scheduled, the rank-local flat gradient is built right after the unit's

@@ -136,6 +136,7 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
     }
     // A unit's frozen flat parameter has no optimizer state of its own.
     bool frozen = step.getArgAttr(i, kFrozenArg) != nullptr;
+    bool ignored = step.getArgAttr(i, kIgnoredArg) != nullptr;
     if (!frozen)
       unitIndex[unit.getValue()] = units.size();
     units.push_back(
@@ -147,6 +148,7 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
                            {keys::unit_shard_numel, shardNumel},
                            {keys::unit_rank_local, rankLocal},
                            {keys::unit_frozen, frozen},
+                           {keys::unit_ignored, ignored},
                            {keys::unit_params, std::move(paramList)},
                            {keys::unit_state, llvm::json::Array()}});
   }

@@ -58,6 +58,10 @@ class Module:
     `rank_local` gives it a process group of its own rank only, PyTorch's
     `FSDP(expert, process_group=new_group([rank]))`: its flat parameter is
     whole on every rank, initialised per rank, and its gradient stays local.
+    `ignored` ("local" or "all_reduce", None: not ignored) makes it FSDP's
+    ignored module: its parameters are whole on every rank, never gathered,
+    start identical, and their gradients stay local ("local", torch's
+    ignored_modules) or are averaged over all ranks ("all_reduce", as DDP).
     """
 
     def __init__(self, name: str, kind: str, unit: bool = False,
@@ -68,6 +72,7 @@ class Module:
         self.unit = unit or rank_local or reshard_after_forward is not None
         self.reshard_after_forward = reshard_after_forward
         self.rank_local = rank_local
+        self.ignored: Optional[str] = None
         self.parent: Optional[Module] = None
         self.params: Dict[str, Param] = {}
         self.buffers: Dict[str, Buffer] = {}
@@ -155,6 +160,8 @@ class Module:
                           + ("true" if self.reshard_after_forward else "false"))
         if self.rank_local:
             fields.append("rank_local = true")
+        if self.ignored:
+            fields.append(f"ignored = {self.ignored}")
         if not self.unit:
             if fields:
                 raise ValueError(f"module {self.name!r}: {', '.join(fields)} "

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..ir import Forward, Init, Model, Module, TensorType, Value
+from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_units
 from .common import (UnsupportedModelError, _is_tensor, _tensor_type,
                      _Unsupported)
@@ -593,12 +594,16 @@ def _decompose_unhandled(exported):
 
 
 def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
-               auto_wrap_policy=None) -> Model:
+               auto_wrap_policy=None, ignored_modules=None,
+               ignored_params=None, ignored_grad_sync: str = "local") -> Model:
     """The `fsdp.model` of `module` called on `example_inputs` (one rank's
     micro-batch); see the module docstring. With `auto_wrap_policy` (FSDP1's
     policies, a callable `fn(path, module)`, or `or_policy(...)`: see
-    wrap_policy.py) the modules it picks are marked as FSDP units. Raises
-    UnsupportedModelError listing every construct it cannot translate."""
+    wrap_policy.py) the modules it picks are marked as FSDP units.
+    `ignored_modules` / `ignored_params` are FSDP's (ignored.py): whole on
+    every rank, their gradients local, or with `ignored_grad_sync=
+    "all_reduce"` averaged over the ranks. Raises UnsupportedModelError
+    listing every construct it cannot translate."""
     import torch
     try:
         exported = _decompose_unhandled(
@@ -627,8 +632,12 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
         raise UnsupportedModelError(
             f"the forward of {type(module).__name__} must return the scalar "
             f"loss first; it returns {[str(t) for t in results]}")
+    skipped = mark_ignored(
+        imp.modules, module,
+        ignored_roots(module, ignored_modules, ignored_params),
+        ignored_grad_sync)
     if auto_wrap_policy is not None:
-        mark_units(imp.modules, module, auto_wrap_policy)
+        mark_units(imp.modules, module, auto_wrap_policy, skipped)
     model_name = name or type(module).__name__.lower()
     return Model(model_name, root, header=[
         f"Imported from the torch module {type(module).__module__}."

@@ -48,24 +48,26 @@ def or_policy(*policies) -> _OrPolicy:
     return _OrPolicy(policies)
 
 
-def units_of(root, policy) -> Dict[str, Settings]:
+def units_of(root, policy, ignored=frozenset()) -> Dict[str, Settings]:
     """{module path: its unit settings} for every non-root module `policy`
-    makes a unit of, in `root` (a torch module)."""
+    makes a unit of, in `root` (a torch module). `ignored`: FSDP's ignored
+    modules with all their descendants, which no policy wraps (FSDP1 hands
+    them to its policies, which skip them)."""
     if isinstance(policy, _OrPolicy):
         units: Dict[str, Settings] = {}
         for p in policy.policies:
-            for path, settings in units_of(root, p).items():
+            for path, settings in units_of(root, p, ignored).items():
                 units.setdefault(path, settings)
         return units
     paths = {id(m): path for path, m in root.named_modules()}
-    chosen = _torch_policy_units(root, policy)
+    chosen = _torch_policy_units(root, policy, ignored)
     if chosen is None:
         if not callable(policy):
             raise TypeError(f"auto_wrap_policy {policy!r} is neither a torch "
                             "FSDP policy nor a callable")
         chosen = {}
         for path, m in root.named_modules():
-            if path:
+            if path and m not in ignored:
                 answer = policy(path, m)
                 if answer:
                     chosen[id(m)] = {} if answer is True else dict(answer)
@@ -73,7 +75,8 @@ def units_of(root, policy) -> Dict[str, Settings]:
             for key, settings in chosen.items() if paths[key]}
 
 
-def _torch_policy_units(root, policy) -> Optional[Dict[int, Settings]]:
+def _torch_policy_units(root, policy,
+                        ignored) -> Optional[Dict[int, Settings]]:
     """FSDP1's choice for its own policy kinds (by id of module), else
     None."""
     try:
@@ -81,7 +84,7 @@ def _torch_policy_units(root, policy) -> Optional[Dict[int, Settings]]:
     except ImportError:
         return None
     if isinstance(policy, wrap._Policy):
-        targets = policy._run_policy(root, ignored_modules=set(),
+        targets = policy._run_policy(root, ignored_modules=set(ignored),
                                      root_kwargs={})
         return {id(m): dict(kwargs) for m, kwargs in targets.items()}
     if not _is_function_policy(policy):
@@ -93,7 +96,9 @@ def _torch_policy_units(root, policy) -> Optional[Dict[int, Settings]]:
         return module  # the tree stays as it is
 
     wrap._recursive_wrap(root, auto_wrap_policy=policy, wrapper_cls=record,
-                         ignored_modules=set(), ignored_params=set(),
+                         ignored_modules=set(ignored),
+                         ignored_params={p for m in ignored
+                                         for p in m.parameters()},
                          only_wrap_children=True)
     return chosen
 
@@ -134,10 +139,11 @@ def _checked(path: str, settings: Settings) -> Settings:
     return out
 
 
-def mark_units(modules, root, policy: Callable) -> None:
+def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
     """Marks the IR modules (`modules`: path -> ir.Module) that `policy`
-    picks in the torch module `root` as units with their settings."""
-    for path, settings in units_of(root, policy).items():
+    picks in the torch module `root` (outside the `ignored` modules) as
+    units with their settings."""
+    for path, settings in units_of(root, policy, ignored).items():
         ir = modules[path]
         ir.unit = True
         if "reshard_after_forward" in settings:

@@ -158,6 +158,7 @@ inline nlohmann::json programJson(const Program &p) {
                      {keys::unit_shard_numel, u.shardNumel},
                      {keys::unit_rank_local, u.rankLocal},
                      {keys::unit_frozen, u.frozen},
+                     {keys::unit_ignored, u.ignored},
                      {keys::unit_params, params},
                      {keys::unit_state, state}});
   }

@@ -183,11 +183,13 @@ std::string describePeak(const StepReport &report) {
       .str();
 }
 
-/// (unit, elements) of the step's rank-local flat parameters.
+/// (unit, elements) of the step's rank-local flat parameters (not FSDP's
+/// ignored ones, which start identical).
 SmallVector<std::pair<std::string, int64_t>> rankLocalUnits(func::FuncOp step) {
   SmallVector<std::pair<std::string, int64_t>> units;
   for (BlockArgument arg : step.getArguments())
-    if (step.getArgAttr(arg.getArgNumber(), kRankLocalArg)) {
+    if (step.getArgAttr(arg.getArgNumber(), kRankLocalArg) &&
+        !step.getArgAttr(arg.getArgNumber(), kIgnoredArg)) {
       StringRef unit =
           step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kFlatParamArg)
               .getValue();
@@ -201,6 +203,31 @@ SmallVector<std::pair<std::string, int64_t>> rankLocalUnits(func::FuncOp step) {
 /// shard and optimizer state a trainable one would hold, and per step the
 /// elements its gradient reductions would send.
 struct FrozenSavings {
+/// A flat parameter of FSDP's ignored parameters: whole on every rank,
+/// never gathered; its gradient all-reduced over every rank, or not at all.
+struct IgnoredFlat {
+  std::string unit;
+  int64_t elements = 0, bytes = 0;
+  bool allReduced = false;
+};
+
+SmallVector<IgnoredFlat> ignoredFlats(func::FuncOp step) {
+  llvm::StringSet<> allReduced;
+  step.walk([&](AllReduceOp op) { allReduced.insert(getUnit(op)); });
+  SmallVector<IgnoredFlat> flats;
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (!step.getArgAttr(i, kIgnoredArg))
+      continue;
+    StringRef unit = step.getArgAttrOfType<StringAttr>(i, kFlatParamArg);
+    auto type = cast<RankedTensorType>(arg.getType());
+    flats.push_back({unit.empty() ? "(root)" : unit.str(),
+                     type.getNumElements(), tensorBytes(type),
+                     allReduced.contains(unit)});
+  }
+  return flats;
+}
+
   int64_t flats = 0, elements = 0, shardElements = 0;
   int64_t gradientBytes = 0, stateBytes = 0, reducedElements = 0;
 };
@@ -290,6 +317,22 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
     os << "forward only (eval step): parameters gathered for the forward; no "
           "gradient, reduction or optimizer state\n";
   else if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
+  if (auto ignored = ignoredFlats(step); !ignored.empty()) {
+    int64_t elements = 0, bytes = 0;
+    for (const IgnoredFlat &flat : ignored) {
+      elements += flat.elements;
+      bytes += flat.bytes;
+    }
+    os << llvm::formatv("ignored parameters: {0} elements, {1} bytes per "
+                        "rank (whole on every rank, never gathered nor "
+                        "sharded):",
+                        elements, bytes);
+    for (const IgnoredFlat &flat : ignored)
+      os << " " << flat.unit << " (" << flat.elements << " elements, "
+         << (flat.allReduced ? "gradient all-reduced" : "gradient local")
+         << ")";
+    os << "\n";
+  }
     os << llvm::formatv(
         "frozen parameters: {0} elements in {1} flat parameter(s) ({2} per "
         "rank), gathered but never reduced or updated: per rank {3} bytes of "
@@ -387,6 +430,12 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"rank_local_units", std::move(rankLocal)},
       {"frozen",
        llvm::json::Object{
+  llvm::json::Array ignored;
+  for (const IgnoredFlat &flat : ignoredFlats(step))
+    ignored.push_back(llvm::json::Object{{"unit", flat.unit},
+                                         {"elements", flat.elements},
+                                         {"bytes", flat.bytes},
+                                         {"all_reduced", flat.allReduced}});
            {"flat_params", frozen.flats},
            {"elements", frozen.elements},
            {"shard_elements", frozen.shardElements},
@@ -403,6 +452,7 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
            {"gemm_gflops_16bit", report.profile.gemmGflops16},
            {"memory_gbps", report.profile.memoryGBps},
            {"link_gbps", report.profile.linkGBps},
+      {"ignored", std::move(ignored)},
            {"link_latency_us", report.profile.linkLatencyUs},
            {"op_overhead_us", report.profile.opOverheadUs},
            {"host_link_gbps", report.profile.hostLinkGBps}}}};

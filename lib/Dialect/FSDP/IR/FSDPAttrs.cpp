@@ -142,17 +142,33 @@ void InitAttr::print(AsmPrinter &printer) const {
 //===----------------------------------------------------------------------===//
 
 Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
   BoolAttr reshard;
   bool rankLocal = false;
+  IgnoredGradSync ignored = IgnoredGradSync::none;
   if (succeeded(parser.parseOptionalLess())) {
     do {
       SMLoc loc = parser.getCurrentLocation();
       StringRef key, value;
       if (parser.parseKeyword(&key) || parser.parseEqual())
         return {};
+      if (key == "ignored") {
+        SMLoc valueLoc = parser.getCurrentLocation();
+        if (parser.parseKeyword(&value))
+          return {};
+        std::optional<IgnoredGradSync> kind = symbolizeIgnoredGradSync(value);
+        if (!kind) {
+          parser.emitError(valueLoc, "expected ignored = none, local or "
+                                     "all_reduce, got '")
+              << value << "'";
+          return {};
+        }
+        ignored = *kind;
+        continue;
+      }
       if (key != "reshard_after_forward" && key != "rank_local") {
-        parser.emitError(loc, "expected reshard_after_forward or rank_local, "
-                              "got '")
+        parser.emitError(loc, "expected reshard_after_forward, rank_local or "
+                              "ignored, got '")
             << key << "'";
         return {};
       }
@@ -171,7 +187,9 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
     if (parser.parseGreater())
       return {};
   }
-  return fsdp::UnitAttr::get(parser.getContext(), reshard, rankLocal);
+  return fsdp::UnitAttr::getChecked([&] { return parser.emitError(start); },
+                                    parser.getContext(), reshard, rankLocal,
+                                    ignored);
 }
 
 void fsdp::UnitAttr::print(AsmPrinter &printer) const {
@@ -181,8 +199,25 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
                      (reshard.getValue() ? "true" : "false"));
   if (getRankLocal())
     fields.push_back("rank_local = true");
+  if (getIgnored() != IgnoredGradSync::none)
+    fields.push_back(("ignored = " + stringifyIgnoredGradSync(getIgnored())).str());
   if (!fields.empty())
     printer << '<' << llvm::join(fields, ", ") << '>';
+}
+
+LogicalResult
+fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       BoolAttr reshard, bool rankLocal,
+                       IgnoredGradSync ignored) {
+  // An ignored unit's parameters are whole, never gathered and start
+  // identical: nothing to reshard, no own process group.
+  if (ignored != IgnoredGradSync::none && (reshard || rankLocal))
+    return emitError() << "an ignored unit (ignored = "
+                       << stringifyIgnoredGradSync(ignored)
+                       << ") takes no other setting: its parameters are "
+                          "whole on every rank, never gathered nor cast, and "
+                          "start identical (not rank_local)";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

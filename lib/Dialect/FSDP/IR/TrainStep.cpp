@@ -90,6 +90,7 @@ const AttrRule kRules[] = {
     {kFlatNumelArg, OnArg, "an element count (i64 >= 0)", isIndex},
     {kRankLocalArg, OnArg, "a unit attribute", is<mlir::UnitAttr>},
     {kFrozenArg, OnArg, "a unit attribute", is<mlir::UnitAttr>},
+    {kIgnoredArg, OnArg, "a unit attribute", is<mlir::UnitAttr>},
     {kModelAttr, OnOp, "a model symbol (@name)", is<FlatSymbolRefAttr>},
     {kMicroBatchesAttr, OnOp, "a micro-batch count (i64 >= 1)", isCount},
     {kEvalAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
@@ -198,9 +199,11 @@ LogicalResult verifyTrainStep(func::FuncOp step) {
       return failure();
     for (StringLiteral flatOnly :
          {kFlatStateArg, kFlatParamsArg, kFlatOffsetsArg, kFlatNumelArg,
-          kRankLocalArg, kFrozenArg})
+          kRankLocalArg, kFrozenArg, kIgnoredArg})
       if (failed(verifyRequires(step, attrs, flatOnly, kFlatParamArg, what)))
         return failure();
+    if (failed(verifyRequires(step, attrs, kIgnoredArg, kRankLocalArg, what)))
+      return failure();
     if (failed(verifyRequires(step, attrs, kInputArg, kMicroBatchAttr, what)) ||
         failed(verifyRequires(step, attrs, kMicroBatchAttr, kInputArg, what)))
       return failure();

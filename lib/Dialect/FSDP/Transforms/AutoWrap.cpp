@@ -3,10 +3,13 @@
 // Follows torch/distributed/fsdp/wrap.py: the size policy is
 // size_based_auto_wrap_policy run through _recursive_wrap, module-kind is
 // ModuleWrapPolicy, always is always_wrap_policy. Which unit then holds which
-// parameter is UnitOwnership's business, not this pass's.
+// parameter is UnitOwnership's business, not this pass's. Ignored units
+// (FSDP's ignored_modules) and their subtrees are never wrapped, and their
+// parameters do not count towards a module's size, as in _recursive_wrap.
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
@@ -20,17 +23,25 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
-/// sum(p.numel() for p in module.parameters()): every parameter declared in
-/// the subtree, once; reads of tied weights declare nothing.
+/// sum(p.numel() for p in module.parameters() if p not in ignored_params):
+/// every parameter declared in the subtree outside ignored units, once;
+/// reads of tied weights declare nothing.
 static int64_t countSubtreeParams(NNModuleOp module) {
   int64_t count = 0;
-  module.walk(
-      [&](ParamOp param) { count += param.getTensorType().getNumElements(); });
+  module.walk([&](ParamOp param) {
+    if (!getIgnoredAncestor(param->getParentOfType<NNModuleOp>()))
+      count += param.getTensorType().getNumElements();
+  });
   return count;
 }
 
-static auto getChildren(NNModuleOp module) {
-  return module.getBody().front().getOps<NNModuleOp>();
+/// The children _recursive_wrap visits: those that are not ignored.
+static SmallVector<NNModuleOp> getChildren(NNModuleOp module) {
+  SmallVector<NNModuleOp> children;
+  for (NNModuleOp child : module.getBody().front().getOps<NNModuleOp>())
+    if (getIgnored(child) == IgnoredGradSync::none)
+      children.push_back(child);
+  return children;
 }
 
 /// Builds a set from a list option, or from `defaults` when it is empty
@@ -106,8 +117,11 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
     NNModuleOp root = model.getRoot();
     SmallVector<NNModuleOp> modules;
     root.walk<WalkOrder::PreOrder>([&](NNModuleOp module) {
+      if (getIgnored(module) != IgnoredGradSync::none)
+        return WalkResult::skip(); // FSDP wraps nothing in ignored modules
       if (module != root)
         modules.push_back(module);
+      return WalkResult::advance();
     });
     // _check_nested_wrapping: auto-wrapping a tree that already holds FSDP
     // instances is a ValueError. Diagnostics name the model's location only:
@@ -125,7 +139,8 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
     // reshard_after_forward set on it by hand is kept.
     auto unit =
         fsdp::UnitAttr::get(&getContext(), /*reshard_after_forward=*/{},
-                            /*rank_local=*/false);
+                            /*rank_local=*/false,
+                            /*ignored=*/IgnoredGradSync::none);
     if (!root.isUnit())
       root.setUnitAttr(unit);
 

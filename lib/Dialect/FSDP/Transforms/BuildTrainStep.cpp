@@ -265,8 +265,7 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
   Location loc = param.getLoc();
   Operation *update;
   Value newParam;
-  GroupSettings group =
-      config.groups.settingsOf(param, {/*lrScale=*/1.0, config.weightDecay});
+  GroupSettings group = config.groups.settingsOf(param, config.defaults());
   auto f64 = [&](StringRef name, double v) {
     return builder.getNamedAttr(name, builder.getF64FloatAttr(v));
   };
@@ -275,8 +274,11 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
   if (group.lrScale != 1.0)
     attrs.push_back(f64("lr_scale", group.lrScale));
   if (config.kind != OptimizerConfig::Kind::SGD) {
-    attrs.append({f64("beta1", config.beta1), f64("beta2", config.beta2),
-                  f64("eps", config.eps)});
+    attrs.append({f64("beta1", group.beta1), f64("beta2", group.beta2),
+                  f64("eps", group.eps)});
+    if (config.kind == OptimizerConfig::Kind::Adam)
+      attrs.push_back(
+          builder.getNamedAttr("l2_weight_decay", builder.getUnitAttr()));
     SmallVector<Value> operands = {value, grad, state[0], state[1], step};
     if (foundInf)
       operands.push_back(foundInf);
@@ -300,10 +302,7 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
       operands.push_back(foundInf);
     attrs.push_back(sgdOperandSegments(builder, hasMomentum, bool(foundInf)));
     attrs.append(
-    if (config.kind == OptimizerConfig::Kind::Adam)
-      attrs.push_back(
-          builder.getNamedAttr("l2_weight_decay", builder.getUnitAttr()));
-        {f64("momentum", config.momentum), f64("dampening", config.dampening)});
+        {f64("momentum", group.momentum), f64("dampening", group.dampening)});
     if (config.nesterov)
       attrs.push_back(builder.getNamedAttr("nesterov", builder.getUnitAttr()));
     auto op = SGDStepOp::create(builder, loc, types, operands, attrs);

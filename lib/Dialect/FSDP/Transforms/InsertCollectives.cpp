@@ -183,12 +183,19 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
 
   // Each unit's flat gradient (and its reduction) moves to just after the
   // unit's last gradient, so that the parameter gradients die there (a
-  // rank-local unit's has no reduction).
+  // rank-local unit's has no reduction; an ignored unit's is none or its
+  // all-reduces).
   for (auto flatten : llvm::to_vector(body.getOps<FlattenOp>())) {
-    ReduceGradsOp reduce;
-    for (Operation *user : flatten->getUsers())
-      if (auto r = dyn_cast<ReduceGradsOp>(user))
-        reduce = r;
+    SmallVector<Operation *> reductions;
+    for (Value v = flatten; v;) {
+      Operation *next = nullptr;
+      for (Operation *user : v.getUsers())
+        if (isa<ReduceGradsOp, AllReduceOp>(user))
+          next = user;
+      if (next)
+        reductions.push_back(next);
+      v = next && isa<AllReduceOp>(next) ? next->getResult(0) : Value();
+    }
     Operation *last = nullptr;
     for (Value grad : flatten.getInputs()) {
       // A cast to the reduce dtype follows its gradient.
@@ -201,8 +208,11 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
     }
     if (last) {
       flatten->moveAfter(last);
-      if (reduce)
-        reduce->moveAfter(flatten);
+      Operation *previous = flatten;
+      for (Operation *reduction : reductions) {
+        reduction->moveAfter(previous);
+        previous = reduction;
+      }
     }
   }
 

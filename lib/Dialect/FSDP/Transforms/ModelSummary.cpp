@@ -41,6 +41,7 @@ struct ModuleRow {
   std::string kind;
   bool unit = false;
   bool rankLocal = false; // unit<rank_local = true>
+  bool ignored = false;   // unit<ignored = ...>: FSDP's ignored_modules
   Size ownParams, subtreeParams, subtreeTrainable, subtreeBuffers;
   /// The unit's flat parameter (unpadded), for units only.
   Size flatParams;
@@ -56,6 +57,7 @@ size_t collectRows(NNModuleOp module, const UnitOwnership &ownership,
   self.kind = module.getKind().str();
   self.unit = ownership.isUnit(module);
   self.rankLocal = module.isUnit() && module.getUnitAttr().getRankLocal();
+  self.ignored = getIgnored(module) != IgnoredGradSync::none;
   rows.push_back(std::move(self));
   for (ParamOp param : ownership.getParams(module))
     rows[index].flatParams.add(param.getTensorType());
@@ -84,15 +86,30 @@ size_t collectRows(NNModuleOp module, const UnitOwnership &ownership,
   return index;
 }
 
+/// The parameters FSDP ignores: those of the ignored units' flat parameters.
+Size ignoredParams(ArrayRef<ModuleRow> rows) {
+  Size size;
+  for (const ModuleRow &row : rows)
+    if (row.ignored)
+      size += row.flatParams;
+  return size;
+}
+
 void printText(raw_ostream &os, StringRef model,
                ArrayRef<ModuleRow> rows) {
   const ModuleRow &root = rows.front();
-  int64_t units = llvm::count_if(rows, [](const ModuleRow &r) { return r.unit; });
+  // An ignored unit is FSDP's ignored module, not an FSDP instance.
+  int64_t units = llvm::count_if(
+      rows, [](const ModuleRow &r) { return r.unit && !r.ignored; });
   os << "model " << model << ": " << root.subtreeParams.elements
      << " parameters (" << root.subtreeTrainable.elements << " trainable), "
      << root.subtreeParams.bytes << " bytes; "
      << root.subtreeBuffers.elements << " buffer elements ("
-     << root.subtreeBuffers.bytes << " bytes); " << units << " FSDP units\n";
+     << root.subtreeBuffers.bytes << " bytes); " << units << " FSDP units";
+  if (Size ignored = ignoredParams(rows); ignored.elements)
+    os << "; " << ignored.elements << " ignored parameters (" << ignored.bytes
+       << " bytes: whole on every rank, never gathered)";
+  os << "\n";
   size_t nameWidth = strlen("module"), kindWidth = strlen("kind");
   for (const ModuleRow &row : rows) {
     nameWidth = std::max(nameWidth, row.name.size());
@@ -113,7 +130,10 @@ void printText(raw_ostream &os, StringRef model,
   line("module", "kind", "unit", "flat", "own", "subtree", "bytes", "buffers");
   for (const ModuleRow &row : rows)
     line(row.name, row.kind,
-         row.rankLocal ? "local" : row.unit ? "yes" : "",
+         row.ignored     ? "ign"
+         : row.rankLocal ? "local"
+         : row.unit      ? "yes"
+                         : "",
          row.unit ? Twine(row.flatParams.elements) : Twine(),
          Twine(row.ownParams.elements),
          Twine(row.subtreeParams.elements), Twine(row.subtreeParams.bytes),
@@ -137,8 +157,11 @@ llvm::json::Object toJson(StringRef model, ArrayRef<ModuleRow> rows) {
         {"buffers", row.subtreeBuffers.elements},
         {"buffer_bytes", row.subtreeBuffers.bytes}});
   const ModuleRow &root = rows.front();
+  Size ignored = ignoredParams(rows);
   return llvm::json::Object{
       {"model", model},
+      {"ignored_params", ignored.elements},
+      {"ignored_bytes", ignored.bytes},
       {"params", root.subtreeParams.elements},
       {"trainable_params", root.subtreeTrainable.elements},
       {"param_bytes", root.subtreeParams.bytes},

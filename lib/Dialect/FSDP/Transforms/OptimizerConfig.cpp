@@ -73,11 +73,28 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
                loc,
                "fsdp-build-train-step: grad-accum-steps must be >= 1, got ")
            << options.gradAccumSteps;
-  FailureOr<ParamGroups> groups =
-      ParamGroups::parse(options.paramGroups, options.noDecay1d, loc);
+  SmallVector<StringRef> groupSettings =
+      *kind == Kind::SGD ? SmallVector<StringRef>{"momentum", "dampening"}
+                         : SmallVector<StringRef>{"beta1", "beta2", "eps"};
+  FailureOr<ParamGroups> groups = ParamGroups::parse(
+      options.paramGroups, options.noDecay1d, groupSettings, optimizer, loc);
   if (failed(groups))
     return failure();
   config.groups = std::move(*groups);
+  // A group's SGD momentum: torch keeps a momentum buffer exactly where it is
+  // non-zero; ours are the optimizer's state, every parameter's or none.
+  for (auto [spec, value] : config.groups.groupsSetting("momentum"))
+    if ((value != 0.0) != (momentum != 0.0) || (nesterov && value <= 0.0))
+      return emitError(loc, "fsdp-build-train-step: param group '")
+             << spec
+             << "': a group's momentum must be non-zero exactly when the "
+                "optimizer's is (momentum buffers are kept for every "
+                "parameter or none)";
+  if (nesterov)
+    for (auto [spec, value] : config.groups.groupsSetting("dampening"))
+      if (value != 0.0)
+        return emitError(loc, "fsdp-build-train-step: param group '")
+               << spec << "': nesterov needs zero dampening";
   if (options.clipGradNorm < 0.0)
     return emitError(loc,
                      "fsdp-build-train-step: clip-grad-norm must be >= 0, got ")

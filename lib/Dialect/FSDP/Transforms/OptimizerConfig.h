@@ -34,6 +34,15 @@ struct OptimizerConfig {
   static FailureOr<OptimizerConfig>
   parse(const FSDPBuildTrainStepPassOptions &options, Location loc);
 
+  /// The optimizer's own settings, which parameter groups override.
+  GroupSettings defaults() const {
+    GroupSettings s;
+    s.weightDecay = weightDecay;
+    s.beta1 = beta1, s.beta2 = beta2, s.eps = eps;
+    s.momentum = momentum, s.dampening = dampening;
+    return s;
+  }
+
   /// Per trainable parameter: the names of its state tensors.
   SmallVector<StringRef> stateNames() const {
     if (kind == Kind::Adam || kind == Kind::AdamW)

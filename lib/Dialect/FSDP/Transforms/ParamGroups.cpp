@@ -1,4 +1,4 @@
-//===- ParamGroups.cpp - weight decay and lr scale per parameter ----------===//
+//===- ParamGroups.cpp - hyper-parameters per parameter -------------------===//
 
 #include "ParamGroups.h"
 
@@ -11,8 +11,9 @@ static InFlightDiagnostic groupError(Location loc, StringRef spec) {
   return emitError(loc, "fsdp-build-train-step: param group '") << spec << "': ";
 }
 
-FailureOr<ParamGroups::Group> ParamGroups::parseGroup(StringRef spec,
-                                                      Location loc) {
+FailureOr<ParamGroups::Group>
+ParamGroups::parseGroup(StringRef spec, ArrayRef<StringRef> optimizerSettings,
+                        StringRef optimizer, Location loc) {
   Group group;
   group.spec = spec.str();
   SmallVector<StringRef> parts;
@@ -46,33 +47,42 @@ FailureOr<ParamGroups::Group> ParamGroups::parseGroup(StringRef spec,
                                     ":lr-scale=X",
            failure();
   for (StringRef setting : llvm::drop_begin(parts)) {
-    auto [key, text] = setting.split('=');
+    auto [rawKey, text] = setting.split('=');
+    StringRef key = rawKey.trim();
+    if (key != "weight-decay" && key != "lr-scale" &&
+        !llvm::is_contained(optimizerSettings, key)) {
+      InFlightDiagnostic diag = groupError(loc, spec);
+      diag << "unknown setting '" << key << "' (weight-decay, lr-scale";
+      for (StringRef name : optimizerSettings)
+        diag << ", " << name;
+      return diag << " for " << optimizer << ")", failure();
+    }
     double value = 0;
     if (text.trim().getAsDouble(value) || value < 0)
       return groupError(loc, spec) << "'" << setting
                                    << "' needs a number >= 0",
              failure();
-    if (key.trim() == "weight-decay")
-      group.weightDecay = value;
-    else if (key.trim() == "lr-scale")
-      group.lrScale = value;
-    else
-      return groupError(loc, spec) << "unknown setting '" << key
-                                   << "' (weight-decay or lr-scale)",
+    if ((key == "beta1" || key == "beta2") && value >= 1)
+      return groupError(loc, spec) << "'" << setting
+                                   << "' needs a number in [0, 1)",
              failure();
+    group.settings[key] = value;
   }
   return group;
 }
 
-FailureOr<ParamGroups> ParamGroups::parse(ArrayRef<std::string> specs,
-                                          bool noDecay1d, Location loc) {
+FailureOr<ParamGroups>
+ParamGroups::parse(ArrayRef<std::string> specs, bool noDecay1d,
+                   ArrayRef<StringRef> optimizerSettings, StringRef optimizer,
+                   Location loc) {
   ParamGroups out;
   SmallVector<std::string> all;
   if (noDecay1d)
     all.push_back("ndim<2:weight-decay=0");
   all.append(specs.begin(), specs.end());
   for (const std::string &spec : all) {
-    FailureOr<Group> group = parseGroup(spec, loc);
+    FailureOr<Group> group =
+        parseGroup(spec, optimizerSettings, optimizer, loc);
     if (failed(group))
       return failure();
     out.groups.push_back(std::move(*group));
@@ -95,9 +105,28 @@ bool ParamGroups::selects(const Group &group, ParamOp param) const {
 
 GroupSettings ParamGroups::settingsOf(ParamOp param,
                                       GroupSettings defaults) const {
-  for (const Group &group : groups)
-    if (selects(group, param))
-      return {group.lrScale.value_or(defaults.lrScale),
-              group.weightDecay.value_or(defaults.weightDecay)};
+  for (const Group &group : groups) {
+    if (!selects(group, param))
+      continue;
+    GroupSettings out = defaults;
+    std::pair<StringRef, double *> fields[] = {
+        {"lr-scale", &out.lrScale}, {"weight-decay", &out.weightDecay},
+        {"beta1", &out.beta1},      {"beta2", &out.beta2},
+        {"eps", &out.eps},          {"momentum", &out.momentum},
+        {"dampening", &out.dampening}};
+    for (auto [key, field] : fields)
+      if (auto it = group.settings.find(key); it != group.settings.end())
+        *field = it->second;
+    return out;
+  }
   return defaults;
+}
+
+SmallVector<std::pair<StringRef, double>>
+ParamGroups::groupsSetting(StringRef key) const {
+  SmallVector<std::pair<StringRef, double>> out;
+  for (const Group &group : groups)
+    if (auto it = group.settings.find(key); it != group.settings.end())
+      out.push_back({group.spec, it->second});
+  return out;
 }

@@ -41,14 +41,18 @@ struct FlatParam {
   int64_t padded = 0;
   int64_t shard = 0;
   Type elementType;
-  /// The unit's process group: the step's mesh, or for a rank-local unit a
-  /// world of one rank (its flat parameter whole and never reduced).
+  /// The unit's process group: the step's mesh, or for a rank-local or an
+  /// ignored unit a world of one rank (its flat parameter whole and never
+  /// reduce-scattered).
   MeshAttr mesh;
   bool rankLocal = false;
   /// Parameters the step does not update (requires_grad = false, or all of
   /// an eval step's): sharded and gathered like the trainable ones (FSDP2
   /// shards every parameter), but never reduced nor updated.
   bool frozen = false;
+  /// FSDP's ignored parameters: whole like a rank-local unit's but starting
+  /// identical; all_reduce averages their gradient over every rank.
+  IgnoredGradSync ignored = IgnoredGradSync::none;
 
   RankedTensorType fullType() const {
     return RankedTensorType::get({padded}, elementType);
@@ -111,7 +115,8 @@ private:
   /// state names, whether the step clips or scales the loss.
   void collectUpdates();
   LogicalResult computeFlatParams();
-  /// Rank-local units cannot be clipped nor loss-scaled together.
+  /// Rank-local and ignored units cannot be clipped nor loss-scaled
+  /// together.
   LogicalResult checkUnits();
   /// The sharded function with its new signature, and the old arguments it
   /// keeps mapped to its own.
@@ -128,6 +133,8 @@ private:
   void emitOptimizer();
   /// The results, and the unsharded step replaced.
   void emitReturn();
+  /// An ignored unit's whole gradient averaged over every rank, as DDP.
+  Value allReduceIgnored(Value grad, function_ref<void(Value)> tag);
 
   Value sumOverShardGroup(Value scalar, Location loc,
                           ReduceKind kind = ReduceKind::sum);
@@ -183,10 +190,20 @@ LogicalResult StepSharder::computeFlatParams() {
     // The unit's trainable flat parameter, then its frozen one.
     FlatParam byKind[2];
     for (auto [kind, flat] : llvm::enumerate(byKind)) {
+    // FSDP's wrap policies skip ignored modules: a unit inside one is an
+    // explicit conflict.
+    if (NNModuleOp outer = unit->getParentOfType<NNModuleOp>())
+      if (NNModuleOp ignoredOuter = getIgnoredAncestor(outer))
+        return unit.emitOpError("is an FSDP unit inside the ignored unit '")
+               << ignoredOuter.getQualifiedName()
+               << "': FSDP does not wrap inside ignored modules (unmark one "
+                  "of them)";
       flat.unit = unit.getQualifiedName();
       flat.module = unit;
       // The root is a unit even when it is not marked as one.
-      flat.rankLocal = unit.isUnit() && unit.getUnitAttr().getRankLocal();
+      flat.ignored = getIgnored(unit);
+      flat.rankLocal = (unit.isUnit() && unit.getUnitAttr().getRankLocal()) ||
+                       flat.ignored != IgnoredGradSync::none;
       flat.mesh = flat.rankLocal ? ownRank : mesh;
       flat.frozen = kind == 1;
     }
@@ -261,7 +278,7 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
                              inf ? ReduceKind::max : ReduceKind::sum);
   };
   return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
-                          overShardGroup,
+                          clip.getNormTypeAttr(), overShardGroup,
                           [&](Operation *op, int i) { tagUpdate(op, i); });
 }
 
@@ -305,12 +322,38 @@ LogicalResult StepSharder::run() {
   if (step->hasAttr(kMeshAttr))
     return emitStepError(step) << "is already sharded";
   collectUpdates();
+/// A flat parameter's update has one of each hyper-parameter but lr scale
+/// and weight decay (segments): its parameters' groups must agree on them.
+static LogicalResult
+checkSharedHyperParams(const FlatParam &flat,
+                       const llvm::StringMap<Operation *> &updates) {
+  Operation *first = updates.lookup(qualifiedName(flat.params.front()));
+  for (ParamOp param : llvm::drop_begin(flat.params)) {
+    Operation *update = updates.lookup(qualifiedName(param));
+    for (StringRef name : {"beta1", "beta2", "eps", "momentum", "dampening"})
+      if (first->getAttr(name) != update->getAttr(name))
+        return NNModuleOp(flat.module)
+                       .emitOpError("is an FSDP unit whose parameters '")
+                   << qualifiedName(flat.params.front()) << "' and '"
+                   << qualifiedName(param) << "' have different " << name
+                   << " (param-groups): their flat parameter is updated with "
+                      "one beta1, beta2, eps, momentum and dampening (only "
+                      "lr-scale and weight-decay may differ within it); wrap "
+                      "them in separate units",
+               failure();
+  }
+  return success();
+}
+
   if (failed(computeFlatParams()) || failed(checkUnits()))
     return failure();
   createSignature();
   gatherUnits();
   cloneForwardBackward();
   reduceGradients();
+  for (const FlatParam &flat : flats)
+    if (failed(checkSharedHyperParams(flat, updates)))
+      return failure();
   emitOptimizer();
   emitReturn();
   return success();
@@ -368,6 +411,13 @@ void StepSharder::createSignature() {
         builder.getNamedAttr(kFlatParamsArg, builder.getArrayAttr(names)),
         builder.getNamedAttr(kFlatOffsetsArg,
                              builder.getDenseI64ArrayAttr(flat.offsets)),
+    if ((clipping || lossScaling) && flat.ignored != IgnoredGradSync::none)
+      return flat.module.emitOpError("is an ignored unit (ignored = ")
+                 << stringifyIgnoredGradSync(flat.ignored) << "): "
+                 << (clipping ? "clip-grad-norm" : "loss scaling")
+                 << " of ignored parameters is not supported yet (FSDP adds "
+                    "their local norm to the sharded parameters' global one)",
+             failure();
         builder.getNamedAttr(kFlatNumelArg,
                              builder.getI64IntegerAttr(flat.numel))};
     if (flat.rankLocal)
@@ -406,6 +456,8 @@ void StepSharder::createSignature() {
                                  builder.getFunctionType(argTypes, {}));
   sharded.setAllArgAttrs(argAttrs);
   sharded->setDiscardableAttrs(step->getDiscardableAttrDictionary());
+    if (flat.ignored != IgnoredGradSync::none)
+      attrs.push_back(builder.getNamedAttr(kIgnoredArg, builder.getUnitAttr()));
   sharded->setAttr(kMeshAttr, mesh);
   sharded->setAttr(kStrategyAttr,
                    ShardingStrategyAttr::get(builder.getContext(), strategy));
@@ -558,7 +610,9 @@ Value StepSharder::reduceGradient(const FlatParam &flat) {
     Value reduced = FlattenOp::create(builder, loc,
                                       flat.fullType().clone(reduceType), grads);
     tag(reduced);
-    if (!flat.rankLocal) { // a rank-local gradient is not reduced
+    if (flat.ignored == IgnoredGradSync::all_reduce) {
+      reduced = allReduceIgnored(reduced, tag);
+    } else if (!flat.rankLocal) { // a rank-local gradient is not reduced
       auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
       reduced = ReduceGradsOp::create(
           builder, loc, flat.shardType().clone(reduceType), reduced,
@@ -615,6 +669,28 @@ void StepSharder::emitOptimizer() {
     for (unsigned s = 0; s < stateNames.size(); ++s)
       newStates.push_back(update->getResult(1 + s));
   }
+Value StepSharder::allReduceIgnored(Value grad,
+                                    function_ref<void(Value)> tag) {
+  // Over the shard group, then across replicas: together every rank once,
+  // with the communicators the step has (no world group on a 2-D mesh).
+  // FSDP1's divide factors for the world size, around the first sum.
+  auto [pre, post] = divideFactors(mesh.getWorldSize());
+  Type dtype = getElementTypeOrSelf(grad.getType());
+  for (MeshGroup group : {MeshGroup::shard, MeshGroup::replicate}) {
+    FailureOr<int64_t> size = mesh.getGroupSize(group);
+    if (failed(size) || *size == 1)
+      continue;
+    grad = AllReduceOp::create(
+        builder, step.getLoc(), grad.getType(), grad, mesh,
+        MeshGroupAttr::get(builder.getContext(), group), TypeAttr::get(dtype),
+        ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
+        builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+    tag(grad);
+    pre = post = 1.0;
+  }
+  return grad;
+}
+
   next = stepCount;
   if (stepCount) {
     Value one = arith::ConstantOp::create(

@@ -17,6 +17,21 @@
 
 namespace mlir::fsdp {
 
+/// How `module` is ignored by FSDP (`#fsdp.unit<ignored = ...>`): none for
+/// any module that is not an ignored unit.
+inline IgnoredGradSync getIgnored(NNModuleOp module) {
+  return module.isUnit() ? module.getUnitAttr().getIgnored()
+                         : IgnoredGradSync::none;
+}
+
+/// The ignored unit enclosing `module` (itself if it is one), or null.
+inline NNModuleOp getIgnoredAncestor(NNModuleOp module) {
+  for (NNModuleOp m = module; m; m = m->getParentOfType<NNModuleOp>())
+    if (getIgnored(m) != IgnoredGradSync::none)
+      return m;
+  return {};
+}
+
 class UnitOwnership {
 public:
   /// Computes the ownership of every parameter of a verified `model`.

@@ -54,15 +54,31 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     between ranks (each initialises it from its own random stream), and its
     gradient is not reduced.
 
+    `ignored` is FSDP's `ignored_modules` / `ignored_states` (FSDP2's
+    `ignored_params`): the parameters the unit owns are not flattened with
+    another unit's nor sharded; they are whole on every rank, never
+    gathered, and start identical on every rank (the model's weights, as
+    when every rank loads the same torch module). `ignored = local` is
+    torch's behaviour: their gradients are not reduced, so each rank's
+    optimizer steps on its local gradient and the copies drift apart where
+    the ranks' data differ. `ignored = all_reduce` averages their gradients
+    over all ranks first, as DDP would (torch: FSDP plus a manual
+    all_reduce / world size). Such a unit takes no other setting, and no
+    unit nests inside it (FSDP's wrap policies skip ignored modules).
+
     ```mlir
     #fsdp.unit
     #fsdp.unit<reshard_after_forward = false>
     #fsdp.unit<rank_local = true>
+    #fsdp.unit<ignored = local>
     ```
   }];
   let parameters = (ins OptionalParameter<"::mlir::BoolAttr">:$reshard_after_forward,
-                        DefaultValuedParameter<"bool", "false">:$rank_local);
+                        DefaultValuedParameter<"bool", "false">:$rank_local,
+                        DefaultValuedParameter<"::mlir::fsdp::IgnoredGradSync",
+                            "::mlir::fsdp::IgnoredGradSync::none">:$ignored);
   let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
 }
 
 def FSDP_MeshAttr : FSDP_Attr<"Mesh", "mesh"> {

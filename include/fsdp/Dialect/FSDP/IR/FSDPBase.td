@@ -49,6 +49,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::IntegerAttr":$flat_numel,
     "::mlir::UnitAttr":$rank_local,
     "::mlir::UnitAttr":$frozen,
+    "::mlir::UnitAttr":$ignored,
     // On the step function.
     "::mlir::FlatSymbolRefAttr":$model,
     "::mlir::IntegerAttr":$micro_batches,
@@ -137,5 +138,15 @@ def FSDP_GradSync : I32EnumAttr<"GradSync",
   let genSpecializedAttr = 0;
 }
 def FSDP_GradSyncAttr : EnumAttr<FSDP_Dialect, FSDP_GradSync, "grad_sync">;
+
+// #fsdp.unit<ignored = ...>: FSDP's ignored_modules / ignored_params.
+def FSDP_IgnoredGradSync : I32EnumAttr<"IgnoredGradSync",
+    "whether a unit's parameters are ignored by FSDP, and how their "
+    "gradients are then synchronised", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"local", 1>,
+    I32EnumAttrCase<"all_reduce", 2>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
 
 #endif // FSDP_DIALECT_FSDP_IR_FSDPBASE_TD

@@ -75,6 +75,10 @@ constexpr StringLiteral kRankLocalArg =
 /// sharded and gathered as the unit's other flat parameter, but never
 /// reduced nor updated, so it has no gradient, state or result.
 constexpr StringLiteral kFrozenArg = FSDPDialect::FrozenAttrHelper::getNameStr();
+/// With kRankLocalArg, on the flat parameter of an ignored unit (FSDP's
+/// ignored_modules): whole on every rank but starting identical.
+constexpr StringLiteral kIgnoredArg =
+    FSDPDialect::IgnoredAttrHelper::getNameStr();
 
 // Step function attributes.
 constexpr StringLiteral kModelAttr = FSDPDialect::ModelAttrHelper::getNameStr();

@@ -227,7 +227,8 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     ListOption<"paramGroups", "param-groups", "std::string",
                "Parameter groups, first match wins: SELECTOR:SETTING[:...] "
                "with SELECTOR ndim<K, ndim>=K, kind=CLASS or a name glob and "
-               "SETTING weight-decay=X or lr-scale=X">,
+               "SETTING weight-decay=X, lr-scale=X or the optimizer's beta1, "
+               "beta2, eps (adam, adamw) or momentum, dampening (sgd)">,
     Option<"noDecay1d", "no-decay-1d", "bool", /*default=*/"false",
            "No weight decay for parameters of fewer than 2 dimensions "
            "(biases, norm weights), as nanoGPT">,
