@@ -335,7 +335,10 @@ def _param_group(optimizer, hyper):
             dampening=hyper["dampening"], nesterov=hyper["nesterov"],
             weight_decay=hyper["weight_decay"])
     else:
-        raise ValueError(f"no torch optimizer for {optimizer!r}")
+        # Lion: torch.optim has none, so there is no torch param group to
+        # write beside its state.
+        raise ValueError(f"no torch optimizer for {optimizer!r}: convert a "
+                         "checkpoint of sgd, adam or adamw")
     group = dict(opt.state_dict()["param_groups"][0])
     group.pop("params")
     group.pop("param_names", None)

@@ -391,3 +391,60 @@ def test_group_momentum_and_dampening_match_torch(tmp_path):
     _assert_losses(metrics, ref_losses)
     assert sorted(ours) == sorted(ref)
     assert_state_matches(ours, ref, steps=OPT_STEPS)
+
+
+class ReferenceLion(torch.optim.Optimizer):
+    """Lion as Chen et al. 2023 publish it (torch.optim has none), written
+    here independently of the runtime: c = b1 m + (1 - b1) g;
+    p *= 1 - lr wd; p -= lr sign(c); m = b2 m + (1 - b2) g."""
+
+    def __init__(self, params, lr, betas, weight_decay):
+        super().__init__(params, dict(lr=lr, betas=betas,
+                                      weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p)
+                m = state["exp_avg"]
+                c = m.mul(beta1).add(p.grad, alpha=1 - beta1)
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(torch.sign(c), alpha=-group["lr"])
+                m.mul_(beta2).add_(p.grad, alpha=1 - beta2)
+
+
+LION_LR = 1e-3
+
+
+@pytest.mark.parametrize("ranks,strategy", RANK_CASES, ids=str)
+def test_lion_matches_the_published_rule(ranks, strategy, tmp_path):
+    """optimizer=lion with betas (0.95, 0.98) and weight decay 0.1 against
+    ReferenceLion on the unsharded torch module."""
+    batch = MODELS["mlp"][2]
+    tensors, init, metrics, ours = _train_ours(
+        tmp_path, ranks, strategy, optimizer="lion", lr=LION_LR, beta1=0.95,
+        beta2=0.98, weight_decay=WEIGHT_DECAY)
+    ref_losses, _, ref = _train_reference(
+        init, tensors, batch * ranks,
+        lambda m: ReferenceLion(m.parameters(), lr=LION_LR,
+                                betas=(0.95, 0.98),
+                                weight_decay=WEIGHT_DECAY),
+        ("exp_avg",))
+    _assert_losses(metrics, ref_losses)
+    assert sorted(ours) == sorted(ref)
+    # Every update is lr·sign(c): float noise in c only matters where c is
+    # ~0, where it may flip one step's sign (2·lr). exp_avg is a sum of
+    # gradients like SGD's momentum buffer: the default bounds.
+    for key, want in ref.items():
+        diff = np.abs(ours[key].astype(np.float64) - want)
+        bound = 1e-4 * np.abs(want).max() + 1e-12
+        if not key.startswith("optim."):
+            flips = diff > bound
+            assert flips.sum() <= max(1, flips.size // 1000), key
+            assert diff.max() <= 2 * LION_LR, key
+        else:
+            assert diff.max() <= bound, key

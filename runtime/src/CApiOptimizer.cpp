@@ -136,6 +136,42 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
   });
 }
 
+int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                         int64_t param, int64_t param_off, int64_t grad,
+                         int64_t grad_off, int64_t exp_avg, int64_t ea_off,
+                         int64_t numel, int64_t step, double lr, double beta1,
+                         double beta2, double weight_decay, int64_t skip,
+                         int64_t skip_off) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, grad_dtype, "lion_step");
+    nonNegative(numel, "numel");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+      fail(Status::InvalidArgument, "betas must be in [0, 1), got (", beta1,
+           ", ", beta2, ")");
+    auto *pp = static_cast<float *>(
+        l.operand(param, param_off, numel, DType::F32, "param"));
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *pm = static_cast<float *>(
+        l.operand(exp_avg, ea_off, numel, DType::F32, "exp_avg"));
+    Backend &be = l.backend();
+    const DelayConfig &delays = l.context().delays();
+    DType dt = l.dtype();
+    auto scalars = [=](double lrFactor) {
+      return lionScalars(LionOptions{lr * lrFactor, beta1, beta2, weight_decay});
+    };
+    LionScalars sc = scalars(l.context().lrFactor());
+    const LionScalars *live = l.live<LionScalars>(
+        [=](const StepValues &v) { return scalars(v.lrFactor); });
+    const float *ps = skipFlag(l, skip, skip_off);
+    l.enqueue([=, &be, &delays] {
+      delays.apply(DelayPoint::Optimizer);
+      be.lionStep(dt, pp, pg, pm, numel, sc, live, ps);
+    });
+  });
+}
+
 int32_t fsdprt_grad_sq_norm(int64_t ctx, int64_t stream, int32_t dtype,
                             int64_t grad, int64_t grad_off, int64_t numel,
                             int64_t out, int64_t out_off, int32_t accumulate) {

@@ -132,6 +132,39 @@ TEST_P(OptimizerConformance, AdamL2WeightDecayMatchesFloat64Reference) {
   checkAdamAgainstFloat64(GetParam(), /*l2=*/true);
 }
 
+TEST_P(OptimizerConformance, LionMatchesFloat64ReferenceOverSteps) {
+  // Lion's published rule in float64; the update is lr times a sign, so
+  // the parameters differ by rounding only (no c lands near 0 here).
+  Device dev(GetParam());
+  const int64_t n = 50;
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.99, wd = 0.1;
+  auto p0 = randomVector(n, 311);
+  int64_t p = dev.upload(p0), g = dev.alloc(n * 4),
+          m = dev.upload(std::vector<float>(n, 0.0f));
+  std::vector<double> rp(p0.begin(), p0.end()), rm(n, 0);
+  for (int t = 1; t <= 5; ++t) {
+    auto grad = randomVector(n, 400 + t);
+    RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g, 0, grad.data(), n * 4));
+    RT_OK(fsdprt_lion_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0,
+                           n, t, lr, b1, b2, wd, 0, 0));
+    dev.sync(); // the copy reads `grad`, which the next iteration replaces
+    for (int64_t i = 0; i < n; ++i) {
+      double c = b1 * rm[i] + (1 - b1) * grad[i];
+      rp[i] = rp[i] * (1 - lr * wd) - lr * ((c > 0) - (c < 0));
+      rm[i] = b2 * rm[i] + (1 - b2) * grad[i];
+    }
+  }
+  expectClose(dev.download(p, n), rp, "param", 1e-5, 1e-6);
+  expectClose(dev.download(m, n), rm, "exp_avg", 1e-5, 1e-6);
+  // A set found-inf flag leaves both as they were.
+  auto before = dev.download(p, n), state = dev.download(m, n);
+  int64_t found = dev.upload(std::vector<float>{1.0f});
+  RT_OK(fsdprt_lion_step(dev.ctx, dev.stream, FSDPRT_F32, p, 0, g, 0, m, 0, n,
+                         6, lr, b1, b2, wd, found, 0));
+  EXPECT_EQ(dev.download(p, n), before);
+  EXPECT_EQ(dev.download(m, n), state);
+}
+
 TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {
   // GradScaler: an update whose flag is set leaves parameter and moments as
   // they were; with the flag clear it runs as without one.

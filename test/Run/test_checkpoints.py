@@ -20,6 +20,8 @@ def _gpt2(fsdp, ranks=RANKS, grad_accum=1, **kw):
     ("gpt2", "adamw", "full"),
     ("gpt2", "adamw", "sharded"),
     ("nested_wrapped", "sgd", "sharded"),
+    ("gpt2", "lion", "sharded"),
+    ("nested_wrapped", "adam", "full"),
 ])
 def test_resume_is_bit_identical(fsdp, model, optimizer, fmt):
     program = fsdp.compile(model, world_size=RANKS, strategy="full-shard",

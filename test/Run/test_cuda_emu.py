@@ -60,7 +60,9 @@ CONFIGS = [("mlp", 1, "sgd", {}),
            ("nested_wrapped", 2, "sgd", {"strategy": "shard-grad-op"}),
            # max_abs and the NCCL MAX all-reduce of the inf norm.
            ("mlp", 2, "sgd", {"clip_grad_norm": 0.02,
-                              "clip_norm_type": math.inf})]
+                              "clip_norm_type": math.inf}),
+           ("nested_wrapped", 2, "lion", {}),
+           ("nested_wrapped", 1, "adam", {"weight_decay": 0.1})]
 
 
 @pytest.mark.parametrize("config", CONFIGS,

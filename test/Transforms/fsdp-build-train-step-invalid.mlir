@@ -1,10 +1,14 @@
 // Bad options and IR that cannot be differentiated are errors with a location.
 // RUN: split-file %s %t
 // RUN: fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lamb" -verify-diagnostics -o /dev/null
-// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="lr=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LR
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="lr=-2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="beta1=0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BETA
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adamw momentum=0.9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adam dampening=0.1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAM-DAMPENING
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion momentum=0.9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-MOMENTUM
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion eps=1e-6" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-EPS
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion param-groups=*:eps=1e-6" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-GROUP
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion beta2=1.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-BETA
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="nesterov=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="grad-accum-steps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCUM
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="clip-grad-norm=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
@@ -19,10 +23,14 @@
 // RUN: fsdp-opt %t/stats-loss.mlir --fsdp-build-train-step -verify-diagnostics -o /dev/null
 
 
-// LR: model.mlir:2:1: error: fsdp-build-train-step: lr must be >= 0, got -1
+// LR: model.mlir:2:1: error: fsdp-build-train-step: lr must be >= 0, got -2
 // BETA: error: fsdp-build-train-step: beta1, beta2 and eps are Adam / AdamW options; the optimizer is sgd
 // MOMENTUM: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is adamw
 // ADAM-DAMPENING: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is adam
+// LION-MOMENTUM: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is lion
+// LION-EPS: error: fsdp-build-train-step: eps is an Adam / AdamW option; the optimizer is lion
+// LION-GROUP: error: fsdp-build-train-step: param group '*:eps=1e-6': unknown setting 'eps' (weight-decay, lr-scale, beta1, beta2 for lion)
+// LION-BETA: error: fsdp-build-train-step: beta1 and beta2 must be in [0, 1), got (9.000000e-01, 1.500000e+00)
 // NESTEROV: error: fsdp-build-train-step: nesterov needs a momentum and zero dampening (as torch.optim.SGD)
 // ACCUM: error: fsdp-build-train-step: grad-accum-steps must be >= 1, got 0
 // CLIP: error: fsdp-build-train-step: clip-grad-norm must be >= 0, got -1
@@ -35,7 +43,7 @@
 // DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01
 
 //--- model.mlir
-// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd, adam or adamw}}
+// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd, adam, adamw or lion}}
 module {
   fsdp.model @m {
     fsdp.module @root kind "Net" {

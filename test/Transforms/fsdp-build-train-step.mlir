@@ -6,6 +6,16 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step | FileCheck %s --check-prefix=DEFAULT
 // RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="optimizer=adam weight-decay=0.1" | FileCheck %s --check-prefix=ADAM
 // RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="optimizer=adam" | FileCheck %s --check-prefix=ADAM-DEFAULT
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-build-train-step="optimizer=lion" | FileCheck %s --check-prefix=LION
+// RUN: fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 optimizer=lion lr=3e-4 beta1=0.95 beta2=0.98 weight-decay=0.1 lower=true" | FileCheck %s --check-prefix=LION-CALLS
+
+// Lion: one state tensor (exp_avg), the paper's defaults lr 1e-4, betas
+// (0.9, 0.99) and weight decay 0 (the op's defaults, so not printed).
+// LION: %arg6: tensor<32x16xf32> {fsdp.state = "fc1.weight.exp_avg"}, %arg7: tensor<32xf32> {fsdp.state = "fc1.bias.exp_avg"}
+// LION-NOT: exp_avg_sq
+// LION: fsdp.lion_step %arg0, %{{.*}}, %arg6 step %arg12 {fsdp.phase = #fsdp<phase optimizer>, fsdp.unit = "", lr = 1.000000e-04 : f64} : (tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<i64>) -> (tensor<32x16xf32>, tensor<32x16xf32>)
+// LION-CALLS: \22optimizer\22:\22lion\22
+// LION-CALLS: llvm.call @fsdprt_lion_step({{.*}}) : (i64, i64, i32, i64, i64, i64, i64, i64, i64, i64, i64, f64, f64, f64, f64, i64, i64) -> i32
 
 // torch.optim.Adam: adamw_step with the weight decay as an L2 penalty (and
 // AdamW's state names); its default weight decay is 0, not AdamW's 0.01.

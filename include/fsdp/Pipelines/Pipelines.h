@@ -81,10 +81,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "a multiple of this many (fsdp-pad-vocab; 0: off)"),
       llvm::cl::init(64)};
   Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("sgd | adam | adamw"),
+                                llvm::cl::desc("sgd | adam | adamw | lion"),
                                 llvm::cl::init("sgd")};
-  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
-                    llvm::cl::init(1e-3)};
+  Option<double> lr{
+      *this, "lr",
+      llvm::cl::desc("Learning rate (default: 1e-3; 1e-4 for lion)"),
+      llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
   Option<double> dampening{*this, "dampening",
@@ -93,10 +95,14 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<bool> nesterov{*this, "nesterov",
                         llvm::cl::desc("SGD Nesterov momentum"),
                         llvm::cl::init(false)};
-  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam / AdamW beta1"),
+  Option<double> beta1{*this, "beta1",
+                       llvm::cl::desc("Adam / AdamW / Lion beta1"),
                        llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam / AdamW beta2"),
-                       llvm::cl::init(0.999)};
+  Option<double> beta2{
+      *this, "beta2",
+      llvm::cl::desc("Adam / AdamW / Lion beta2 (default: 0.999; 0.99 for "
+                     "lion)"),
+      llvm::cl::init(-1.0)};
   Option<double> eps{*this, "eps", llvm::cl::desc("Adam / AdamW eps"),
                      llvm::cl::init(1e-8)};
   Option<double> weightDecay{

@@ -119,6 +119,21 @@ void emitAdamW(CallBuilder &calls, AdamWStepOp op) {
   }
 }
 
+void emitLion(CallBuilder &calls, LionStepOp op) {
+  for (const Segment &s : segmentsOf(calls, op)) {
+    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
+    for (Value tensor : {op.getParam(), op.getGrad(), op.getExpAvg()})
+      pushElement(calls, args, tensor, s.begin);
+    args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
+                 calls.f64(op.getLr().convertToDouble() * s.lrScale),
+                 calls.f64(op.getBeta1().convertToDouble()),
+                 calls.f64(op.getBeta2().convertToDouble()),
+                 calls.f64(s.weightDecay)});
+    pushElement(calls, args, op.getSkipIf(), Value());
+    calls.call("lion_step", args);
+  }
+}
+
 void emitSGD(CallBuilder &calls, SGDStepOp op) {
   for (const Segment &s : segmentsOf(calls, op)) {
     SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
@@ -141,5 +156,7 @@ bool fsdp::emitOptimizer(CallBuilder &calls, Operation *op) {
     return emitAdamW(calls, adamw), true;
   if (auto sgd = dyn_cast<SGDStepOp>(op))
     return emitSGD(calls, sgd), true;
+  if (auto lion = dyn_cast<LionStepOp>(op))
+    return emitLion(calls, lion), true;
   return false;
 }

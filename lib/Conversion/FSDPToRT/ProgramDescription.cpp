@@ -219,6 +219,8 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
     if (auto adamw = dyn_cast<AdamWStepOp>(op))
       optimizer = adamw.getL2WeightDecay() ? "adam" : "adamw",
       lr = adamw.getLr().convertToDouble();
+    else if (auto lion = dyn_cast<LionStepOp>(op))
+      optimizer = "lion", lr = lion.getLr().convertToDouble();
     else if (auto sgd = dyn_cast<SGDStepOp>(op))
       optimizer = "sgd", lr = sgd.getLr().convertToDouble();
   });

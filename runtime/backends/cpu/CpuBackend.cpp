@@ -426,6 +426,14 @@ public:
     cpu::adamwStep(threads_, param, st.in(gradType, grad, n), expAvg, expAvgSq,
                    n, s);
   }
+  void lionStep(DType gradType, float *param, const void *grad, float *expAvg,
+                int64_t n, const LionScalars &s, const LionScalars *,
+                const float *skip) override {
+    if (skip && *skip != 0)
+      return;
+    HostStaging st = staging();
+    cpu::lionStep(threads_, param, st.in(gradType, grad, n), expAvg, n, s);
+  }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {
     HostStaging st = staging();

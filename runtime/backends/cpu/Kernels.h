@@ -157,6 +157,8 @@ void sgdStep(int threads, float *param, const float *grad, float *momentumBuf,
              int64_t n, const SgdScalars &s);
 void adamwStep(int threads, float *param, const float *grad, float *expAvg,
                float *expAvgSq, int64_t n, const AdamWScalars &s);
+void lionStep(int threads, float *param, const float *grad, float *expAvg,
+              int64_t n, const LionScalars &s);
 double sumOfSquares(int threads, const float *x, int64_t n);
 /// max |x| (NaN if any is NaN; 0 for none).
 float maxAbs(int threads, const float *x, int64_t n);

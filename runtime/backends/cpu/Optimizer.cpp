@@ -28,6 +28,14 @@ void adamwStep(int threads, float *param, const float *grad, float *expAvg,
   });
 }
 
+void lionStep(int threads, float *param, const float *grad, float *expAvg,
+              int64_t n, const LionScalars &s) {
+  parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      lionUpdate(param[i], grad[i], expAvg[i], s);
+  });
+}
+
 double sumOfSquares(int threads, const float *x, int64_t n) {
   return blockedSum(threads, n, [&](int64_t b, int64_t e) {
     double sum = 0.0;

@@ -846,6 +846,15 @@ public:
                       n, sc, live, skip);
     });
   }
+  void lionStep(DType gradType, float *param, const void *grad, float *expAvg,
+                int64_t n, const LionScalars &sc, const LionScalars *live,
+                const float *skip) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::lionStep(e.s, param, st.in(gradType, grad, n), expAvg, n, sc, live,
+                     skip);
+    });
+  }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {
     run([&](Exec &e) {

@@ -238,6 +238,9 @@ void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
 void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
                float *expAvgSq, int64_t n, const AdamWScalars &sc,
                const AdamWScalars *live, const float *skip);
+void lionStep(Stream s, float *param, const float *grad, float *expAvg,
+              int64_t n, const LionScalars &sc, const LionScalars *live,
+              const float *skip);
 /// *out = 1 if any x is inf or NaN, else (accumulate ? *out : 0).
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,
                    bool accumulate);

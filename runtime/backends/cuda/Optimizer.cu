@@ -1,4 +1,4 @@
-//===- Optimizer.cu - SGD, AdamW, non-finite checks, grad norm clipping ---===//
+//===- Optimizer.cu - updates, non-finite checks, grad norm clipping ------===//
 //
 // The optimizer updates (the CPU backend's update bodies, one thread per
 // element) and the gradient norm's blocked sums.
@@ -38,6 +38,16 @@ __global__ void adamwKernel(float *param, const float *grad, float *expAvg,
   FSDPRT_GRID_STRIDE(i, n) {
     adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);
   }
+}
+
+__global__ void lionKernel(float *param, const float *grad, float *expAvg,
+                           int64_t n, LionScalars s, const LionScalars *live,
+                           const float *skip) {
+  if (skip && *skip != 0.0f)
+    return;
+  if (live)
+    s = *live;
+  FSDPRT_GRID_STRIDE(i, n) { lionUpdate(param[i], grad[i], expAvg[i], s); }
 }
 
 __global__ void clearUnlessKernel(float *out, bool keep) {
@@ -116,6 +126,12 @@ void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
                const AdamWScalars *live, const float *skip) {
   FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc, live,
                 skip);
+}
+
+void lionStep(Stream s, float *param, const float *grad, float *expAvg,
+              int64_t n, const LionScalars &sc, const LionScalars *live,
+              const float *skip) {
+  FSDPRT_LAUNCH(lionKernel, n, s, param, grad, expAvg, n, sc, live, skip);
 }
 
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,

@@ -106,6 +106,23 @@ LogicalResult AdamWStepOp::verify() {
                            "an operand or result");
 }
 
+LogicalResult LionStepOp::verify() {
+  double beta1 = getBeta1().convertToDouble();
+  double beta2 = getBeta2().convertToDouble();
+  if (getLr().convertToDouble() < 0.0)
+    return emitOpError("learning rate must be >= 0");
+  if (failed(verifyParamGroups(*this)))
+    return failure();
+  if (beta1 < 0.0 || beta1 >= 1.0 || beta2 < 0.0 || beta2 >= 1.0)
+    return emitOpError("betas must be in [0, 1), got (")
+           << beta1 << ", " << beta2 << ")";
+  if (failed(verifyGrad(*this, getParam(), getGrad())))
+    return failure();
+  return verifySameAsParam(*this, getParam().getType(),
+                           {getExpAvg(), getNewParam(), getNewExpAvg()},
+                           "an operand or result");
+}
+
 LogicalResult ClipGradNormOp::verify() {
   if (!(getMaxNorm().convertToDouble() > 0.0))
     return emitOpError("max_norm must be positive");

@@ -26,3 +26,8 @@ OpOperand *AdamWStepOp::getReusedOperand(unsigned resultIndex) {
                           &getExpAvgSqMutable()};
   return updated[resultIndex];
 }
+
+// (param, exp_avg) are updated in place.
+OpOperand *LionStepOp::getReusedOperand(unsigned resultIndex) {
+  return resultIndex == 0 ? &getParamMutable() : &getExpAvgMutable();
+}

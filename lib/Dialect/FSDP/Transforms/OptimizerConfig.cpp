@@ -2,7 +2,7 @@
 //
 // The checks of fsdp-build-train-step's options, with PyTorch's defaults
 // and constraints (AdamW's weight decay 0.01, Adam's and SGD's 0, Nesterov
-// needing momentum),
+// needing momentum; Lion's paper's lr 1e-4 and betas (0.9, 0.99)),
 // each diagnostic naming the pass and the option.
 //
 //===----------------------------------------------------------------------===//
@@ -28,19 +28,22 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
                                  .Case("sgd", Kind::SGD)
                                  .Case("adam", Kind::Adam)
                                  .Case("adamw", Kind::AdamW)
+                                 .Case("lion", Kind::Lion)
                                  .Default(std::nullopt);
   if (!kind)
     return emitError(loc, "fsdp-build-train-step: unknown optimizer '")
-           << optimizer << "'; expected sgd, adam or adamw";
+           << optimizer << "'; expected sgd, adam, adamw or lion";
   config.kind = *kind;
-  config.lr = lr;
+  bool lion = *kind == Kind::Lion;
+  // -1: the optimizer's default (Lion's paper: lr 1e-4, betas (0.9, 0.99)).
+  config.lr = lr == -1.0 ? (lion ? 1e-4 : 1e-3) : lr;
   config.momentum = momentum;
   config.dampening = dampening;
   config.nesterov = nesterov;
   config.weightDecay =
       weightDecay < 0.0 ? (*kind == Kind::AdamW ? 1e-2 : 0.0) : weightDecay;
   config.beta1 = beta1;
-  config.beta2 = beta2;
+  config.beta2 = beta2 == -1.0 ? (lion ? 0.99 : 0.999) : beta2;
   config.eps = eps;
   if (options.mode != "train" && options.mode != "eval")
     return emitError(loc, "fsdp-build-train-step: mode must be "
@@ -51,15 +54,24 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
                           "dynamic, got '")
            << options.lossScale << "'";
   config.lossScaling = options.lossScale == "dynamic";
-  if (lr < 0.0)
+  if (lr < 0.0 && lr != -1.0)
     return emitError(loc, "fsdp-build-train-step: lr must be >= 0, got ") << lr;
   if (weightDecay < 0.0 && weightDecay != -1.0)
     return emitError(loc,
                      "fsdp-build-train-step: weight-decay must be >= 0, got ")
            << weightDecay;
-  if (*kind == Kind::SGD && (beta1 != 0.9 || beta2 != 0.999 || eps != 1e-8))
+  if (*kind == Kind::SGD && (beta1 != 0.9 || beta2 != -1.0 || eps != 1e-8))
     return emitError(loc, "fsdp-build-train-step: beta1, beta2 and eps "
                           "are Adam / AdamW options; the optimizer is sgd");
+  if (*kind != Kind::SGD &&
+      !(config.beta1 >= 0.0 && config.beta1 < 1.0 && config.beta2 >= 0.0 &&
+        config.beta2 < 1.0))
+    return emitError(loc, "fsdp-build-train-step: beta1 and beta2 must be in "
+                          "[0, 1), got (")
+           << config.beta1 << ", " << config.beta2 << ")";
+  if (lion && eps != 1e-8)
+    return emitError(loc, "fsdp-build-train-step: eps is an Adam / AdamW "
+                          "option; the optimizer is lion");
   if (*kind != Kind::SGD && (momentum != 0.0 || dampening != 0.0 || nesterov))
     return emitError(loc, "fsdp-build-train-step: momentum, dampening "
                           "and nesterov are SGD options; the optimizer "
@@ -75,6 +87,7 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
            << options.gradAccumSteps;
   SmallVector<StringRef> groupSettings =
       *kind == Kind::SGD ? SmallVector<StringRef>{"momentum", "dampening"}
+      : lion             ? SmallVector<StringRef>{"beta1", "beta2"}
                          : SmallVector<StringRef>{"beta1", "beta2", "eps"};
   FailureOr<ParamGroups> groups = ParamGroups::parse(
       options.paramGroups, options.noDecay1d, groupSettings, optimizer, loc);

@@ -1,6 +1,7 @@
 //===- OptimizerConfig.h - the step's optimizer, validated once -*- C++ -*-===//
 //
-// torch.optim.SGD, Adam or AdamW as fsdp-build-train-step's options give them,
+// torch.optim.SGD, Adam, AdamW or Lion as fsdp-build-train-step's options give
+// them,
 // with parameter groups (ParamGroups.h) and GradScaler's dynamic loss
 // scaling. The options are checked once, before any step is built, so that
 // the builder (BuildTrainStep.cpp) reads only valid settings.
@@ -17,7 +18,7 @@ namespace mlir::fsdp {
 
 /// The optimizer configuration, validated once.
 struct OptimizerConfig {
-  enum class Kind { SGD, Adam, AdamW };
+  enum class Kind { SGD, Adam, AdamW, Lion };
   Kind kind = Kind::SGD;
   double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
   bool nesterov;
@@ -47,6 +48,8 @@ struct OptimizerConfig {
   SmallVector<StringRef> stateNames() const {
     if (kind == Kind::Adam || kind == Kind::AdamW)
       return {"exp_avg", "exp_avg_sq"};
+    if (kind == Kind::Lion)
+      return {"exp_avg"};
     if (momentum != 0.0)
       return {"momentum_buffer"};
     return {};

@@ -291,6 +291,9 @@ static std::pair<double, double> groupOf(Operation *update) {
   return {sgd.getLrScale().convertToDouble(),
           sgd.getWeightDecay().convertToDouble()};
 }
+  if (auto lion = dyn_cast<LionStepOp>(update))
+    return {lion.getLrScale().convertToDouble(),
+            lion.getWeightDecay().convertToDouble()};
 
 /// The update attributes of a flat parameter: its parameters' (which share
 /// every hyper-parameter but their group's lr scale and weight decay), with
@@ -363,7 +366,7 @@ void StepSharder::collectUpdates() {
   // The optimizer ops of the unsharded step give the hyper-parameters and
   // each parameter's gradient and state.
   for (Operation &op : step.getBody().front())
-    if (isa<SGDStepOp, AdamWStepOp>(op)) {
+    if (isOptimizerUpdate(&op)) {
       auto arg = cast<BlockArgument>(op.getOperand(0));
       updates[step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamArg)
                   .getValue()] = &op;

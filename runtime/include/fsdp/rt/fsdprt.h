@@ -523,6 +523,14 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t step, double lr, double beta1, double beta2,
                           double eps, double weight_decay, int32_t l2,
                           int64_t skip, int64_t skip_off);
+/* Lion (Chen et al. 2023): c = beta1·m + (1-beta1)·g; p *= 1 - lr·wd;   */
+/* p -= lr·sign(c); m = beta2·m + (1-beta2)·g. One state tensor, exp_avg. */
+int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                         int64_t param, int64_t param_off, int64_t grad,
+                         int64_t grad_off, int64_t exp_avg, int64_t ea_off,
+                         int64_t numel, int64_t step, double lr, double beta1,
+                         double beta2, double weight_decay, int64_t skip,
+                         int64_t skip_off);
 /* fsdprt_adamw_step with l2 != 0 is torch.optim.Adam's update: weight_decay */
 /* is added to the gradient (L2) instead of decaying the parameter.         */
 /* The optimizer steps above do nothing when `skip` (one f32; buffer 0: */

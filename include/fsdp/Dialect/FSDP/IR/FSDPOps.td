@@ -532,6 +532,40 @@ def FSDP_FoundNonfiniteOp : FSDP_Op<"found_nonfinite", [Pure]> {
     GradScaler's found_inf over this rank's gradients (the shards once
     fsdp-shard has run, which then sums the flags over the shard group so
     that every rank skips the same steps).
+def FSDP_LionStepOp : FSDP_Op<"lion_step", [Pure,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface>]> {
+  let summary = "one Lion update of a parameter (or a shard of it)";
+  let description = [{
+    Lion (Chen et al. 2023, "Symbolic Discovery of Optimization
+    Algorithms"): c = β1·m + (1 − β1)·g; param ·= 1 − lr·wd;
+    param −= lr·sign(c); m = β2·m + (1 − β2)·g. One state tensor,
+    `exp_avg` (m). No bias correction, so `step` only orders the update.
+
+    Parameter groups (`lr_scale`, `segment_*`) and `skip_if` as for
+    fsdp.adamw_step.
+
+    ```mlir
+    %p2, %m2 = fsdp.lion_step %p, %g, %m step %s {lr = 1.0e-04 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins FSDP_DataTensor:$param, FSDP_DataTensor:$grad,
+                       FSDP_DataTensor:$exp_avg,
+                       FSDP_StepCount:$step, Optional<FSDP_Scalar>:$skip_if,
+                       F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.99">:$beta2,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "1.0">:$lr_scale,
+                       OptionalAttr<DenseI64ArrayAttr>:$segment_starts,
+                       OptionalAttr<DenseF64ArrayAttr>:$segment_lr_scales,
+                       OptionalAttr<DenseF64ArrayAttr>:$segment_weight_decays);
+  let results = (outs FSDP_DataTensor:$new_param,
+                      FSDP_DataTensor:$new_exp_avg);
+  let assemblyFormat = "$param `,` $grad `,` $exp_avg `step` $step "
+      "(`skip_if` $skip_if^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 
     ```mlir
     %found = fsdp.found_nonfinite %g0, %g1 : tensor<16xf32>, tensor<4xf32> -> tensor<f32>

@@ -159,7 +159,7 @@ inline bool isHostArgument(func::FuncOp step, unsigned argNumber) {
 }
 /// The optimizer updates, which an offloaded step runs on the host.
 inline bool isOptimizerUpdate(Operation *op) {
-  return isa<SGDStepOp, AdamWStepOp>(op);
+  return isa<SGDStepOp, AdamWStepOp, LionStepOp>(op);
 }
 
 /// "full-shard" for ShardingStrategy::full_shard: the spelling of the

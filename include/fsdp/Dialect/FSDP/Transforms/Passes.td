@@ -200,8 +200,9 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
                            "::mlir::nn::NNDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
-           "sgd | adam | adamw">,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+           "sgd | adam | adamw | lion">,
+    Option<"lr", "lr", "double", /*default=*/"-1.0",
+           "Learning rate (default: 1e-3; 1e-4 for lion)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -211,9 +212,10 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
            "Weight decay (default: 0.01 for adamw, else 0, as PyTorch; "
            "adam adds it to the gradient, adamw decays the parameter)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam / AdamW beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999",
-           "Adam / AdamW beta2">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9",
+           "Adam / AdamW / Lion beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"-1.0",
+           "Adam / AdamW / Lion beta2 (default: 0.999; 0.99 for lion)">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam / AdamW eps">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
            "Clip gradients to this global norm (0: no clipping)">,

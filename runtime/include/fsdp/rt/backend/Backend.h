@@ -145,6 +145,10 @@ struct AdamWOptions {
   bool l2WeightDecay; // torch.optim.Adam: decay added to the gradient
 };
 
+struct LionOptions {
+  double lr, beta1, beta2, weightDecay;
+};
+
 class Backend {
 public:
   virtual ~Backend();
@@ -364,6 +368,9 @@ public:
                          float *expAvg, float *expAvgSq, int64_t n,
                          const AdamWScalars &s, const AdamWScalars *live,
                          const float *skip) = 0;
+  virtual void lionStep(DType gradType, float *param, const void *grad,
+                        float *expAvg, int64_t n, const LionScalars &s,
+                        const LionScalars *live, const float *skip) = 0;
   /// *out = 1 if any of the n elements is inf or NaN, else
   /// (accumulate ? *out : 0).
   virtual void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,

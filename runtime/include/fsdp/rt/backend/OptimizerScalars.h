@@ -1,4 +1,4 @@
-//===- OptimizerScalars.h - per-step scalars of SGD and AdamW ---*- C++ -*-===//
+//===- OptimizerScalars.h - per-step scalars of the optimizers --*- C++ -*-===//
 //
 // Host-side: every backend computes the scalars of an update the same way,
 // then applies the shared per-element bodies of math/Optimizer.h.
@@ -43,6 +43,17 @@ inline AdamWScalars adamwScalars(const AdamWOptions &o, int64_t step) {
                       static_cast<float>(o.lr / biasCorrection1),
                       static_cast<float>(std::sqrt(biasCorrection2)),
                       static_cast<float>(o.eps)};
+}
+
+/// Lion's scalars (no bias correction: the same every step), formed in
+/// double and applied in f32.
+inline LionScalars lionScalars(const LionOptions &o) {
+  return LionScalars{static_cast<float>(1.0 - o.lr * o.weightDecay),
+                     static_cast<float>(o.lr),
+                     static_cast<float>(o.beta1),
+                     static_cast<float>(1.0 - o.beta1),
+                     static_cast<float>(o.beta2),
+                     static_cast<float>(1.0 - o.beta2)};
 }
 
 } // namespace rt

@@ -2,7 +2,8 @@
 //
 // The element updates of torch.optim.SGD, Adam and AdamW
 // (_single_tensor_* paths, foreach=False, non-amsgrad), in the same operation
-// order so that f32 results match PyTorch's CPU implementation. Scalars that
+// order so that f32 results match PyTorch's CPU implementation, and Lion's
+// (Chen et al. 2023) as its published rule writes it. Scalars that
 // PyTorch computes in Python (double) and then applies to f32 tensors arrive
 // here already rounded to f32, as they are in PyTorch.
 //
@@ -70,6 +71,23 @@ FSDPRT_HD inline void adamwUpdate(float &param, float grad, float &expAvg,
   expAvgSq = expAvgSq * s.beta2 + s.oneMinusBeta2 * grad * grad;
   float denom = std::sqrt(expAvgSq) / s.biasCorrection2Sqrt + s.eps;
   param = param + (-s.stepSize) * expAvg / denom;
+}
+
+struct LionScalars {
+  float decayFactor; // 1 - lr * weight_decay
+  float lr;
+  float beta1, oneMinusBeta1, beta2, oneMinusBeta2;
+};
+
+/// Lion: c = β1·m + (1 − β1)·g; param ·= 1 − lr·wd; param −= lr·sign(c);
+/// m = β2·m + (1 − β2)·g. sign(0) = 0 and a NaN stays NaN, as torch.sign.
+FSDPRT_HD inline void lionUpdate(float &param, float grad, float &expAvg,
+                                 const LionScalars &s) {
+  float c = expAvg * s.beta1 + s.oneMinusBeta1 * grad;
+  float sign = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : c);
+  param = param * s.decayFactor;
+  param = param + (-s.lr) * sign;
+  expAvg = expAvg * s.beta2 + s.oneMinusBeta2 * grad;
 }
 
 /// The total gradient norm of type p from `total`: sum |g|^p (p finite) or
