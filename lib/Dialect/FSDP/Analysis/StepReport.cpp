@@ -199,10 +199,6 @@ SmallVector<std::pair<std::string, int64_t>> rankLocalUnits(func::FuncOp step) {
   return units;
 }
 
-/// What a step's frozen flat parameters do not cost: per rank, the gradient
-/// shard and optimizer state a trainable one would hold, and per step the
-/// elements its gradient reductions would send.
-struct FrozenSavings {
 /// A flat parameter of FSDP's ignored parameters: whole on every rank,
 /// never gathered; its gradient all-reduced over every rank, or not at all.
 struct IgnoredFlat {
@@ -228,6 +224,10 @@ SmallVector<IgnoredFlat> ignoredFlats(func::FuncOp step) {
   return flats;
 }
 
+/// What a step's frozen flat parameters do not cost: per rank, the gradient
+/// shard and optimizer state a trainable one would hold, and per step the
+/// elements its gradient reductions would send.
+struct FrozenSavings {
   int64_t flats = 0, elements = 0, shardElements = 0;
   int64_t gradientBytes = 0, stateBytes = 0, reducedElements = 0;
 };
@@ -313,10 +313,6 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
       os << " " << unit << " (" << elements << " elements)";
     os << "\n";
   }
-  if (step->hasAttr(kEvalAttr))
-    os << "forward only (eval step): parameters gathered for the forward; no "
-          "gradient, reduction or optimizer state\n";
-  else if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
   if (auto ignored = ignoredFlats(step); !ignored.empty()) {
     int64_t elements = 0, bytes = 0;
     for (const IgnoredFlat &flat : ignored) {
@@ -333,6 +329,10 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
          << ")";
     os << "\n";
   }
+  if (step->hasAttr(kEvalAttr))
+    os << "forward only (eval step): parameters gathered for the forward; no "
+          "gradient, reduction or optimizer state\n";
+  else if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
     os << llvm::formatv(
         "frozen parameters: {0} elements in {1} flat parameter(s) ({2} per "
         "rank), gathered but never reduced or updated: per rank {3} bytes of "
@@ -412,6 +412,12 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
   for (auto &[unit, elements] : rankLocalUnits(step))
     rankLocal.push_back(
         llvm::json::Object{{"unit", unit}, {"elements", elements}});
+  llvm::json::Array ignored;
+  for (const IgnoredFlat &flat : ignoredFlats(step))
+    ignored.push_back(llvm::json::Object{{"unit", flat.unit},
+                                         {"elements", flat.elements},
+                                         {"bytes", flat.bytes},
+                                         {"all_reduced", flat.allReduced}});
   FrozenSavings frozen = frozenSavings(step);
   return llvm::json::Object{
       {"model", model.getSymName()},
@@ -428,14 +434,9 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"gemm_workspace_bytes", report.profile.gemmWorkspaceBytes},
       {"collectives", std::move(collectives)},
       {"rank_local_units", std::move(rankLocal)},
+      {"ignored", std::move(ignored)},
       {"frozen",
        llvm::json::Object{
-  llvm::json::Array ignored;
-  for (const IgnoredFlat &flat : ignoredFlats(step))
-    ignored.push_back(llvm::json::Object{{"unit", flat.unit},
-                                         {"elements", flat.elements},
-                                         {"bytes", flat.bytes},
-                                         {"all_reduced", flat.allReduced}});
            {"flat_params", frozen.flats},
            {"elements", frozen.elements},
            {"shard_elements", frozen.shardElements},
@@ -452,7 +453,6 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
            {"gemm_gflops_16bit", report.profile.gemmGflops16},
            {"memory_gbps", report.profile.memoryGBps},
            {"link_gbps", report.profile.linkGBps},
-      {"ignored", std::move(ignored)},
            {"link_latency_us", report.profile.linkLatencyUs},
            {"op_overhead_us", report.profile.opOverheadUs},
            {"host_link_gbps", report.profile.hostLinkGBps}}}};
