@@ -287,6 +287,9 @@ static std::pair<double, double> groupOf(Operation *update) {
   if (auto adamw = dyn_cast<AdamWStepOp>(update))
     return {adamw.getLrScale().convertToDouble(),
             adamw.getWeightDecay().convertToDouble()};
+  if (auto lion = dyn_cast<LionStepOp>(update))
+    return {lion.getLrScale().convertToDouble(),
+            lion.getWeightDecay().convertToDouble()};
   auto sgd = cast<SGDStepOp>(update);
   return {sgd.getLrScale().convertToDouble(),
           sgd.getWeightDecay().convertToDouble()};
@@ -363,7 +366,7 @@ void StepSharder::collectUpdates() {
   // The optimizer ops of the unsharded step give the hyper-parameters and
   // each parameter's gradient and state.
   for (Operation &op : step.getBody().front())
-    if (isa<SGDStepOp, AdamWStepOp>(op)) {
+    if (isOptimizerUpdate(&op)) {
       auto arg = cast<BlockArgument>(op.getOperand(0));
       updates[step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamArg)
                   .getValue()] = &op;
