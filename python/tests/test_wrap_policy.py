@@ -101,9 +101,9 @@ def test_a_callable_and_or_policy():
 def test_unknown_settings_and_policies_are_errors():
     with pytest.raises(UnsupportedModelError,
                        match="unit 'transformer.h.0' the setting "
-                             "'mixed_precision'"):
+                             "'use_orig_params'"):
         _model(auto_wrap_policy=lambda path, m: path == "transformer.h.0" and
-               {"mixed_precision": "bf16"})
+               {"use_orig_params": True})
     with pytest.raises(UnsupportedModelError, match="HYBRID_SHARD"):
         _model(auto_wrap_policy=wrap.CustomPolicy(
             lambda m: isinstance(m, Block) and

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import textwrap
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .forward import Forward, RngIds
 from .types import Init, TensorType, symbol, tensor
@@ -58,6 +58,10 @@ class Module:
     `rank_local` gives it a process group of its own rank only, PyTorch's
     `FSDP(expert, process_group=new_group([rank]))`: its flat parameter is
     whole on every rank, initialised per rank, and its gradient stays local.
+    `mixed_precision` is the unit's own policy (FSDP2's per-module
+    MixedPrecisionPolicy), each field overriding the compile's model-wide
+    one: {"param_dtype" / "reduce_dtype" / "output_dtype": "f32" | "bf16" |
+    "f16", "cast_forward_inputs": bool}, any subset.
     `ignored` ("local" or "all_reduce", None: not ignored) makes it FSDP's
     ignored module: its parameters are whole on every rank, never gathered,
     start identical, and their gradients stay local ("local", torch's
@@ -72,6 +76,7 @@ class Module:
         self.unit = unit or rank_local or reshard_after_forward is not None
         self.reshard_after_forward = reshard_after_forward
         self.rank_local = rank_local
+        self.mixed_precision: Dict[str, Any] = {}
         self.ignored: Optional[str] = None
         self.parent: Optional[Module] = None
         self.params: Dict[str, Param] = {}
@@ -162,6 +167,13 @@ class Module:
             fields.append("rank_local = true")
         if self.ignored:
             fields.append(f"ignored = {self.ignored}")
+        for key in ("param_dtype", "reduce_dtype", "output_dtype"):
+            if key in self.mixed_precision:
+                fields.append(f"{key} = {self.mixed_precision[key]}")
+        if "cast_forward_inputs" in self.mixed_precision:
+            fields.append("cast_forward_inputs = " + (
+                "true" if self.mixed_precision["cast_forward_inputs"]
+                else "false"))
         if not self.unit:
             if fields:
                 raise ValueError(f"module {self.name!r}: {', '.join(fields)} "

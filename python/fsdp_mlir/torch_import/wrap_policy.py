@@ -22,9 +22,11 @@ A policy is any of:
 
 Per-unit settings: `reshard_after_forward` (bool, FSDP2's argument), or
 FSDP1's `sharding_strategy` (FULL_SHARD: reshard after forward,
-SHARD_GRAD_OP: keep the gathered parameters until the backward). Any other
-setting is an error naming it and the module: the compiler has no per-unit
-mixed precision or activation checkpointing yet.
+SHARD_GRAD_OP: keep the gathered parameters until the backward);
+`mp_policy` (FSDP2's name) or `mixed_precision` (FSDP1's): an FSDP2
+MixedPrecisionPolicy or FSDP1 MixedPrecision, the unit's own mixed
+precision (mixed_precision.py). Any other setting is an error naming it and
+the module: the compiler has no per-unit activation checkpointing yet.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ import inspect
 from typing import Any, Callable, Dict, Optional
 
 from .common import UnsupportedModelError
+from .mixed_precision import unit_precision
 
 Settings = Dict[str, Any]
 
@@ -60,6 +63,7 @@ def units_of(root, policy, ignored=frozenset()) -> Dict[str, Settings]:
                 units.setdefault(path, settings)
         return units
     paths = {id(m): path for path, m in root.named_modules()}
+    modules = {id(m): m for m in root.modules()}
     chosen = _torch_policy_units(root, policy, ignored)
     if chosen is None:
         if not callable(policy):
@@ -71,7 +75,7 @@ def units_of(root, policy, ignored=frozenset()) -> Dict[str, Settings]:
                 answer = policy(path, m)
                 if answer:
                     chosen[id(m)] = {} if answer is True else dict(answer)
-    return {paths[key]: _checked(paths[key], settings)
+    return {paths[key]: _checked(paths[key], modules[key], settings)
             for key, settings in chosen.items() if paths[key]}
 
 
@@ -111,7 +115,7 @@ def _is_function_policy(policy) -> bool:
     return {"module", "recurse", "nonwrapped_numel"} <= set(params)
 
 
-def _checked(path: str, settings: Settings) -> Settings:
+def _checked(path: str, module, settings: Settings) -> Settings:
     """The settings the compiler takes per unit, from FSDP2's or FSDP1's
     names; anything else is an error."""
     out: Settings = {}
@@ -131,11 +135,14 @@ def _checked(path: str, settings: Settings) -> Settings:
                     f"{name}: per unit, FULL_SHARD or SHARD_GRAD_OP (the "
                     "job's strategy sets the rest)")
             out["reshard_after_forward"] = name == "FULL_SHARD"
+        elif key in ("mp_policy", "mixed_precision"):
+            if value is not None:
+                out["mixed_precision"] = unit_precision(path, module, value)
         else:
             raise UnsupportedModelError(
                 f"the wrap policy gives unit '{path}' the setting '{key}', "
                 "which units do not take (per unit: reshard_after_forward, "
-                "sharding_strategy)")
+                "sharding_strategy, mp_policy / mixed_precision)")
     return out
 
 
@@ -148,3 +155,4 @@ def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
         ir.unit = True
         if "reshard_after_forward" in settings:
             ir.reshard_after_forward = settings["reshard_after_forward"]
+        ir.mixed_precision = settings.get("mixed_precision", {})

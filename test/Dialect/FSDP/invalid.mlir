@@ -195,8 +195,32 @@ fsdp.module @m kind "Linear" unit<reshard_after_forward = maybe> {
 
 // -----
 
-// expected-error @+1 {{expected reshard_after_forward or rank_local, got 'process_group'}}
+// expected-error @+1 {{expected reshard_after_forward, rank_local, param_dtype, reduce_dtype, output_dtype, cast_forward_inputs}}
 fsdp.module @m kind "Linear" unit<process_group = true> {
+}
+
+// -----
+
+// expected-error @+1 {{unit param_dtype must be f32, bf16 or f16, got 'i32'}}
+fsdp.module @m kind "Linear" unit<param_dtype = i32> {
+}
+
+// -----
+
+// expected-error @+1 {{unit output_dtype must be f32, bf16 or f16, got 'f64'}}
+fsdp.module @m kind "Linear" unit<reduce_dtype = f32, output_dtype = f64> {
+}
+
+// -----
+
+// expected-error @+1 {{expected true or false, got 'bf16'}}
+fsdp.module @m kind "Linear" unit<cast_forward_inputs = bf16> {
+}
+
+// -----
+
+// expected-error @+1 {{an ignored unit (ignored = local) takes no other setting}}
+fsdp.module @m kind "Linear" unit<ignored = local, param_dtype = bf16> {
 }
 
 // -----
@@ -717,22 +741,6 @@ func.func @adamw_eps(%p: tensor<4xf32>, %s: tensor<i64>) {
 func.func @clip_norm(%sq: tensor<f32>) {
   // expected-error @+1 {{max_norm must be positive}}
   %n, %c = fsdp.clip_grad_norm %sq {max_norm = 0.0 : f64} : tensor<f32>
-  return
-}
-
-// -----
-
-func.func @lion_betas(%p: tensor<16xf32>, %s: tensor<i64>) {
-  // expected-error @+1 {{betas must be in [0, 1), got (1.000000e+00, 9.900000e-01)}}
-  %p2, %m2 = fsdp.lion_step %p, %p, %p step %s {lr = 1.0e-4 : f64, beta1 = 1.0 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
-  return
-}
-
-// -----
-
-func.func @lion_state_type(%p: tensor<16xf32>, %m: tensor<8xf32>, %s: tensor<i64>) {
-  // expected-error @+1 {{an operand or result has type 'tensor<8xf32>', not the parameter's 'tensor<16xf32>'}}
-  %p2, %m2 = fsdp.lion_step %p, %p, %m step %s {lr = 1.0e-4 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<8xf32>)
   return
 }
 

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -141,34 +142,61 @@ void InitAttr::print(AsmPrinter &printer) const {
 // UnitAttr
 //===----------------------------------------------------------------------===//
 
-Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
-  SMLoc start = parser.getCurrentLocation();
+namespace {
+/// The settings of `#fsdp.unit<...>` as the parser collects them.
+struct UnitFields {
   BoolAttr reshard;
   bool rankLocal = false;
+  TypeAttr paramDtype, reduceDtype, outputDtype;
+  BoolAttr castForwardInputs;
   IgnoredGradSync ignored = IgnoredGradSync::none;
+};
+} // namespace
+
+/// The mixed-precision dtype field `key` of `fields`, null for another key.
+static TypeAttr *dtypeField(UnitFields &fields, StringRef key) {
+  return llvm::StringSwitch<TypeAttr *>(key)
+      .Case("param_dtype", &fields.paramDtype)
+      .Case("reduce_dtype", &fields.reduceDtype)
+      .Case("output_dtype", &fields.outputDtype)
+      .Default(nullptr);
+}
+
+Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
+  UnitFields fields;
   if (succeeded(parser.parseOptionalLess())) {
     do {
       SMLoc loc = parser.getCurrentLocation();
       StringRef key, value;
       if (parser.parseKeyword(&key) || parser.parseEqual())
         return {};
+      if (TypeAttr *dtype = dtypeField(fields, key)) {
+        Type type;
+        if (parser.parseType(type))
+          return {};
+        *dtype = TypeAttr::get(type);
+        continue;
+      }
       if (key == "ignored") {
         SMLoc valueLoc = parser.getCurrentLocation();
         if (parser.parseKeyword(&value))
           return {};
-        std::optional<IgnoredGradSync> kind = symbolizeIgnoredGradSync(value);
-        if (!kind) {
+        std::optional<IgnoredGradSync> ignored = symbolizeIgnoredGradSync(value);
+        if (!ignored) {
           parser.emitError(valueLoc, "expected ignored = none, local or "
                                      "all_reduce, got '")
               << value << "'";
           return {};
         }
-        ignored = *kind;
+        fields.ignored = *ignored;
         continue;
       }
-      if (key != "reshard_after_forward" && key != "rank_local") {
-        parser.emitError(loc, "expected reshard_after_forward, rank_local or "
-                              "ignored, got '")
+      if (key != "reshard_after_forward" && key != "rank_local" &&
+          key != "cast_forward_inputs") {
+        parser.emitError(loc, "expected reshard_after_forward, rank_local, "
+                              "param_dtype, reduce_dtype, output_dtype, "
+                              "cast_forward_inputs or ignored, got '")
             << key << "'";
         return {};
       }
@@ -179,26 +207,45 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
         parser.emitError(loc, "expected true or false, got '") << value << "'";
         return {};
       }
+      BoolAttr flag = BoolAttr::get(parser.getContext(), value == "true");
       if (key == "rank_local")
-        rankLocal = value == "true";
+        fields.rankLocal = flag.getValue();
+      else if (key == "cast_forward_inputs")
+        fields.castForwardInputs = flag;
       else
-        reshard = BoolAttr::get(parser.getContext(), value == "true");
+        fields.reshard = flag;
     } while (succeeded(parser.parseOptionalComma()));
     if (parser.parseGreater())
       return {};
   }
-  return fsdp::UnitAttr::getChecked([&] { return parser.emitError(start); },
-                                    parser.getContext(), reshard, rankLocal,
-                                    ignored);
+  return fsdp::UnitAttr::getChecked(
+      [&] { return parser.emitError(start); }, parser.getContext(),
+      fields.reshard, fields.rankLocal, fields.paramDtype, fields.reduceDtype,
+      fields.outputDtype, fields.castForwardInputs, fields.ignored);
 }
 
 void fsdp::UnitAttr::print(AsmPrinter &printer) const {
   SmallVector<std::string> fields;
+  auto flag = [&](StringRef key, bool value) {
+    fields.push_back((key + " = " + (value ? "true" : "false")).str());
+  };
   if (BoolAttr reshard = getReshardAfterForward())
-    fields.push_back(std::string("reshard_after_forward = ") +
-                     (reshard.getValue() ? "true" : "false"));
+    flag("reshard_after_forward", reshard.getValue());
   if (getRankLocal())
-    fields.push_back("rank_local = true");
+    flag("rank_local", true);
+  for (auto [key, dtype] : {std::pair<StringRef, TypeAttr>{"param_dtype",
+                                                           getParamDtype()},
+                            {"reduce_dtype", getReduceDtype()},
+                            {"output_dtype", getOutputDtype()}}) {
+    if (!dtype)
+      continue;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    dtype.getValue().print(os);
+    fields.push_back((key + " = " + text).str());
+  }
+  if (BoolAttr cast = getCastForwardInputs())
+    flag("cast_forward_inputs", cast.getValue());
   if (getIgnored() != IgnoredGradSync::none)
     fields.push_back(("ignored = " + stringifyIgnoredGradSync(getIgnored())).str());
   if (!fields.empty())
@@ -207,16 +254,26 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
 
 LogicalResult
 fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       BoolAttr reshard, bool rankLocal,
-                       IgnoredGradSync ignored) {
+                       BoolAttr reshard, bool rankLocal, TypeAttr paramDtype,
+                       TypeAttr reduceDtype, TypeAttr outputDtype,
+                       BoolAttr castForwardInputs, IgnoredGradSync ignored) {
   // An ignored unit's parameters are whole, never gathered and start
-  // identical: nothing to reshard, no own process group.
-  if (ignored != IgnoredGradSync::none && (reshard || rankLocal))
+  // identical: nothing to reshard, no own process group, no cast.
+  if (ignored != IgnoredGradSync::none &&
+      (reshard || rankLocal || paramDtype || reduceDtype || outputDtype ||
+       castForwardInputs))
     return emitError() << "an ignored unit (ignored = "
                        << stringifyIgnoredGradSync(ignored)
                        << ") takes no other setting: its parameters are "
                           "whole on every rank, never gathered nor cast, and "
                           "start identical (not rank_local)";
+  for (auto [key, dtype] :
+       {std::pair<StringRef, TypeAttr>{"param_dtype", paramDtype},
+        {"reduce_dtype", reduceDtype},
+        {"output_dtype", outputDtype}})
+    if (dtype && !isa<Float32Type, BFloat16Type, Float16Type>(dtype.getValue()))
+      return emitError() << "unit " << key << " must be f32, bf16 or f16, got "
+                         << dtype.getValue();
   return success();
 }
 

@@ -139,7 +139,9 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
     // reshard_after_forward set on it by hand is kept.
     auto unit =
         fsdp::UnitAttr::get(&getContext(), /*reshard_after_forward=*/{},
-                            /*rank_local=*/false,
+                            /*rank_local=*/false, /*param_dtype=*/{},
+                            /*reduce_dtype=*/{}, /*output_dtype=*/{},
+                            /*cast_forward_inputs=*/{},
                             /*ignored=*/IgnoredGradSync::none);
     if (!root.isUnit())
       root.setUnitAttr(unit);

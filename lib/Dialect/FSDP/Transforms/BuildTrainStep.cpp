@@ -14,6 +14,7 @@
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
+#include "fsdp/Dialect/FSDP/Analysis/UnitPrecision.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
@@ -99,6 +100,14 @@ private:
   void tag(Operation *op, StringRef unit, Phase phase);
   /// `value` cast to `element` (tagged), or `value` when it has that type.
   Value castTo(Value value, Type element, StringRef unit);
+  /// castTo for a value the forward differentiates through: the cast joins
+  /// the trace.
+  Value castInTrace(Value value, Type element, StringRef unit);
+  /// The mixed precision of `unit` (UnitPrecision.h).
+  UnitPrecision precisionOf(NNModuleOp unit) {
+    return getUnitPrecision(
+        unit, model->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr));
+  }
   RankedTensorType storedBufferType(BufferOp b);
   /// Casts the float operands of an nn op to f32 when they mix dtypes
   /// (PyTorch's type promotion: an f32 buffer or constant next to bf16
@@ -126,7 +135,6 @@ private:
   func::FuncOp func;
   Block *body = nullptr;
   size_t firstInput = 0;
-  Type paramDtype;
   SmallVector<Value> trainableValues;
   SmallVector<SmallVector<Value>> state;
   Value stepCount;
@@ -162,8 +170,17 @@ FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(NNModuleOp module,
                                                               ValueRange args) {
   ForwardOp forward = module.getForward();
   std::string unit = ownership.getEnclosingUnit(module).getQualifiedName();
+  // A unit's mixed precision casts its floating-point arguments to its
+  // param dtype and its results to its output dtype (FSDP's pre- and
+  // post-forward hooks).
+  std::optional<UnitPrecision> precision;
+  if (ownership.isUnit(module))
+    precision = precisionOf(module);
   IRMapping mapping;
-  mapping.map(forward.getBody().getArguments(), args);
+  for (auto [arg, value] : llvm::zip(forward.getBody().getArguments(), args))
+    mapping.map(arg, precision && precision->castForwardInputs
+                         ? castInTrace(value, precision->paramDtype, unit)
+                         : value);
   auto lookup = [&](SymbolRefAttr ref) {
     return tables.lookupSymbolIn(module, ref);
   };
@@ -189,7 +206,9 @@ FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(NNModuleOp module,
     } else if (auto ret = dyn_cast<ReturnOp>(op)) {
       SmallVector<Value> results;
       for (Value operand : ret.getOperands())
-        results.push_back(mapping.lookup(operand));
+        results.push_back(
+            castInTrace(mapping.lookup(operand),
+                        precision ? precision->outputDtype : Type(), unit));
       return results;
     } else if (auto dropout = dyn_cast<nn::DropoutOp>(op); dropout && eval) {
       mapping.map(dropout.getResult(), mapping.lookup(dropout.getInput()));
@@ -236,6 +255,14 @@ Value TrainStepBuilder::castTo(Value value, Type element, StringRef unit) {
   return cast;
 }
 
+Value TrainStepBuilder::castInTrace(Value value, Type element,
+                                    StringRef unit) {
+  Value cast = castTo(value, element, unit);
+  if (cast != value)
+    trace.push_back(cast.getDefiningOp());
+  return cast;
+}
+
 void TrainStepBuilder::promoteOperands(Operation *op, StringRef unit) {
   if (!isa<nn::NNDialect>(op->getDialect()) || isa<nn::CastOp>(op))
     return;
@@ -251,11 +278,7 @@ void TrainStepBuilder::promoteOperands(Operation *op, StringRef unit) {
     Value value = operand.get();
     if (!isa<FloatType>(getElementTypeOrSelf(value)))
       continue;
-    Value wide = castTo(value, builder.getF32Type(), unit);
-    if (wide != value) {
-      trace.push_back(wide.getDefiningOp());
-      operand.set(wide);
-    }
+    operand.set(castInTrace(value, builder.getF32Type(), unit));
   }
 }
 
@@ -273,18 +296,7 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
                                        f64("weight_decay", group.weightDecay)};
   if (group.lrScale != 1.0)
     attrs.push_back(f64("lr_scale", group.lrScale));
-  if (config.kind == OptimizerConfig::Kind::Lion) {
-    attrs.append({f64("beta1", group.beta1), f64("beta2", group.beta2)});
-    SmallVector<Value> operands = {value, grad, state[0], step};
-    if (foundInf)
-      operands.push_back(foundInf);
-    auto op = LionStepOp::create(
-        builder, loc, TypeRange{value.getType(), value.getType()}, operands,
-        attrs);
-    newState.push_back(op.getNewExpAvg());
-    update = op;
-    newParam = op.getNewParam();
-  } else if (config.kind != OptimizerConfig::Kind::SGD) {
+  if (config.kind != OptimizerConfig::Kind::SGD) {
     attrs.append({f64("beta1", group.beta1), f64("beta2", group.beta2),
                   f64("eps", group.eps)});
     if (config.kind == OptimizerConfig::Kind::Adam)
@@ -439,17 +451,17 @@ void TrainStepBuilder::createFunction() {
 }
 
 void TrainStepBuilder::bindArguments() {
-  // Mixed precision: compute in the param dtype, from casts of the f32
-  // parameters that autodiff differentiates through (their VJP casts the
-  // gradient back).
-  paramDtype = getPolicyDtype(model, kParamDtypeKey);
+  // Mixed precision: compute in the owning unit's param dtype, from casts
+  // of the f32 parameters that autodiff differentiates through (their VJP
+  // casts the gradient back).
   unsigned argIndex = 0;
   for (ParamOp p : params) {
     Value arg = body->getArgument(argIndex++);
     if (trains(p))
       trainableValues.push_back(arg);
-    paramValues[p] =
-        castTo(arg, paramDtype, ownership.getOwner(p).getQualifiedName());
+    NNModuleOp owner = ownership.getOwner(p);
+    paramValues[p] = castTo(arg, precisionOf(owner).paramDtype,
+                            owner.getQualifiedName());
     if (paramValues[p] != arg)
       entryCasts.push_back(paramValues[p].getDefiningOp());
   }
@@ -471,12 +483,10 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
   Value lossSum;
   for (microBatch = 0; microBatch < microBatches; ++microBatch) {
     trace.assign(entryCasts.begin(), entryCasts.end());
-    SmallVector<Value> args;
-    for (Value input : body->getArguments().slice(
-             firstInput + microBatch * inputs.size(), inputs.size()))
-      args.push_back(castTo(input, paramDtype, ""));
-    FailureOr<SmallVector<Value>> outputs =
-        inlineForward(model.getRoot(), args);
+    FailureOr<SmallVector<Value>> outputs = inlineForward(
+        model.getRoot(), body->getArguments().slice(
+                             firstInput + microBatch * inputs.size(),
+                             inputs.size()));
     if (failed(outputs))
       return failure();
     Value loss = outputs->front();

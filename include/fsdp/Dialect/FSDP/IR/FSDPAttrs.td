@@ -66,15 +66,32 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     all_reduce / world size). Such a unit takes no other setting, and no
     unit nests inside it (FSDP's wrap policies skip ignored modules).
 
+    The unit's own mixed precision (FSDP2's per-module
+    MixedPrecisionPolicy), each field overriding the model-wide
+    `fsdp-mixed-precision` policy for this unit (f32, bf16 or f16):
+    `param_dtype` (gather and compute), `reduce_dtype` (gradient reduction;
+    unset: the unit's param_dtype when it sets one, else the model's),
+    `output_dtype` (the forward's floating-point results are cast to it) and
+    `cast_forward_inputs` (the forward's floating-point arguments are cast to
+    the param dtype; unset: true for the root and for a unit that sets its
+    own param_dtype, false otherwise, as FSDP1 casts only the root's).
+    UnitPrecision.h resolves them.
+
     ```mlir
     #fsdp.unit
     #fsdp.unit<reshard_after_forward = false>
     #fsdp.unit<rank_local = true>
     #fsdp.unit<ignored = local>
+    #fsdp.unit<param_dtype = bf16, reduce_dtype = f32, output_dtype = f32,
+               cast_forward_inputs = false>
     ```
   }];
   let parameters = (ins OptionalParameter<"::mlir::BoolAttr">:$reshard_after_forward,
                         DefaultValuedParameter<"bool", "false">:$rank_local,
+                        OptionalParameter<"::mlir::TypeAttr">:$param_dtype,
+                        OptionalParameter<"::mlir::TypeAttr">:$reduce_dtype,
+                        OptionalParameter<"::mlir::TypeAttr">:$output_dtype,
+                        OptionalParameter<"::mlir::BoolAttr">:$cast_forward_inputs,
                         DefaultValuedParameter<"::mlir::fsdp::IgnoredGradSync",
                             "::mlir::fsdp::IgnoredGradSync::none">:$ignored);
   let hasCustomAssemblyFormat = 1;
