@@ -746,6 +746,22 @@ func.func @clip_norm(%sq: tensor<f32>) {
 
 // -----
 
+func.func @lion_betas(%p: tensor<16xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{betas must be in [0, 1), got (1.000000e+00, 9.900000e-01)}}
+  %p2, %m2 = fsdp.lion_step %p, %p, %p step %s {lr = 1.0e-4 : f64, beta1 = 1.0 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @lion_state_type(%p: tensor<16xf32>, %m: tensor<8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{an operand or result has type 'tensor<8xf32>', not the parameter's 'tensor<16xf32>'}}
+  %p2, %m2 = fsdp.lion_step %p, %p, %m step %s {lr = 1.0e-4 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @clip_norm_type(%sq: tensor<f32>) {
   // expected-error @+1 {{norm_type must be > 0 or inf, got -2}}
   %n, %c = fsdp.clip_grad_norm %sq {max_norm = 1.0 : f64, norm_type = -2.0 : f64} : tensor<f32>

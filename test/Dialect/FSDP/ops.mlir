@@ -160,3 +160,7 @@ func.func @optimizer(%p: tensor<16xf32>, %g: tensor<16xf32>, %lg: tensor<16xbf16
   %inorm, %icoef = fsdp.clip_grad_norm %max {max_norm = 1.0 : f64, norm_type = 0x7FF0000000000000 : f64} : tensor<f32>
   // CHECK: fsdp.adamw_step {{.*}} {l2_weight_decay, lr = 1.000000e-03 : f64, weight_decay = 1.000000e-01 : f64}
   %p5, %m5, %v5 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-3 : f64, weight_decay = 0.1 : f64, l2_weight_decay} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: fsdp.lion_step %{{.*}}, %{{.*}}, %{{.*}} step %{{.*}} {beta2 = 0.97999999999999998 : f64, lr = 1.000000e-04 : f64} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+  %p6, %m6 = fsdp.lion_step %p, %lg, %m step %s {lr = 1.0e-4 : f64, beta2 = 0.98 : f64} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+  return
+}

@@ -296,7 +296,18 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
                                        f64("weight_decay", group.weightDecay)};
   if (group.lrScale != 1.0)
     attrs.push_back(f64("lr_scale", group.lrScale));
-  if (config.kind != OptimizerConfig::Kind::SGD) {
+  if (config.kind == OptimizerConfig::Kind::Lion) {
+    attrs.append({f64("beta1", group.beta1), f64("beta2", group.beta2)});
+    SmallVector<Value> operands = {value, grad, state[0], step};
+    if (foundInf)
+      operands.push_back(foundInf);
+    auto op = LionStepOp::create(
+        builder, loc, TypeRange{value.getType(), value.getType()}, operands,
+        attrs);
+    newState.push_back(op.getNewExpAvg());
+    update = op;
+    newParam = op.getNewParam();
+  } else if (config.kind != OptimizerConfig::Kind::SGD) {
     attrs.append({f64("beta1", group.beta1), f64("beta2", group.beta2),
                   f64("eps", group.eps)});
     if (config.kind == OptimizerConfig::Kind::Adam)

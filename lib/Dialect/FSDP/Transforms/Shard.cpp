@@ -49,13 +49,13 @@ struct FlatParam {
   /// reduce-scattered).
   MeshAttr mesh;
   bool rankLocal = false;
+  /// FSDP's ignored parameters: whole like a rank-local unit's but starting
+  /// identical; all_reduce averages their gradient over every rank.
+  IgnoredGradSync ignored = IgnoredGradSync::none;
   /// Parameters the step does not update (requires_grad = false, or all of
   /// an eval step's): sharded and gathered like the trainable ones (FSDP2
   /// shards every parameter), but never reduced nor updated.
   bool frozen = false;
-  /// FSDP's ignored parameters: whole like a rank-local unit's but starting
-  /// identical; all_reduce averages their gradient over every rank.
-  IgnoredGradSync ignored = IgnoredGradSync::none;
 
   RankedTensorType fullType() const {
     return RankedTensorType::get({padded}, elementType);
@@ -132,12 +132,12 @@ private:
   /// Each unit's gradient reduced to the local shard.
   void reduceGradients();
   Value reduceGradient(const FlatParam &flat);
+  /// An ignored unit's whole gradient averaged over every rank, as DDP.
+  Value allReduceIgnored(Value grad, function_ref<void(Value)> tag);
   /// Loss scaling and clipping on the shards, then the updates.
   void emitOptimizer();
   /// The results, and the unsharded step replaced.
   void emitReturn();
-  /// An ignored unit's whole gradient averaged over every rank, as DDP.
-  Value allReduceIgnored(Value grad, function_ref<void(Value)> tag);
 
   Value sumOverShardGroup(Value scalar, Location loc,
                           ReduceKind kind = ReduceKind::sum);
@@ -189,9 +189,6 @@ LogicalResult StepSharder::computeFlatParams() {
   UnitOwnership ownership(model);
   MeshAttr ownRank = MeshAttr::get(model.getContext(), 0, 1);
   for (NNModuleOp unit : ownership.getUnits()) {
-    // The unit's trainable flat parameter, then its frozen one.
-    FlatParam byKind[2];
-    for (auto [kind, flat] : llvm::enumerate(byKind)) {
     // FSDP's wrap policies skip ignored modules: a unit inside one is an
     // explicit conflict.
     if (NNModuleOp outer = unit->getParentOfType<NNModuleOp>())
@@ -200,6 +197,9 @@ LogicalResult StepSharder::computeFlatParams() {
                << ignoredOuter.getQualifiedName()
                << "': FSDP does not wrap inside ignored modules (unmark one "
                   "of them)";
+    // The unit's trainable flat parameter, then its frozen one.
+    FlatParam byKind[2];
+    for (auto [kind, flat] : llvm::enumerate(byKind)) {
       flat.unit = unit.getQualifiedName();
       flat.module = unit;
       // The root is a unit even when it is not marked as one.
@@ -291,6 +291,9 @@ static std::pair<double, double> groupOf(Operation *update) {
   if (auto adamw = dyn_cast<AdamWStepOp>(update))
     return {adamw.getLrScale().convertToDouble(),
             adamw.getWeightDecay().convertToDouble()};
+  if (auto lion = dyn_cast<LionStepOp>(update))
+    return {lion.getLrScale().convertToDouble(),
+            lion.getWeightDecay().convertToDouble()};
   auto sgd = cast<SGDStepOp>(update);
   return {sgd.getLrScale().convertToDouble(),
           sgd.getWeightDecay().convertToDouble()};
@@ -322,10 +325,6 @@ static NamedAttrList groupAttrs(const FlatParam &flat,
   return attrs;
 }
 
-LogicalResult StepSharder::run() {
-  if (step->hasAttr(kMeshAttr))
-    return emitStepError(step) << "is already sharded";
-  collectUpdates();
 /// A flat parameter's update has one of each hyper-parameter but lr scale
 /// and weight decay (segments): its parameters' groups must agree on them.
 static LogicalResult
@@ -349,15 +348,19 @@ checkSharedHyperParams(const FlatParam &flat,
   return success();
 }
 
+LogicalResult StepSharder::run() {
+  if (step->hasAttr(kMeshAttr))
+    return emitStepError(step) << "is already sharded";
+  collectUpdates();
   if (failed(computeFlatParams()) || failed(checkUnits()))
     return failure();
+  for (const FlatParam &flat : flats)
+    if (failed(checkSharedHyperParams(flat, updates)))
+      return failure();
   createSignature();
   gatherUnits();
   cloneForwardBackward();
   reduceGradients();
-  for (const FlatParam &flat : flats)
-    if (failed(checkSharedHyperParams(flat, updates)))
-      return failure();
   emitOptimizer();
   emitReturn();
   return success();
@@ -367,7 +370,7 @@ void StepSharder::collectUpdates() {
   // The optimizer ops of the unsharded step give the hyper-parameters and
   // each parameter's gradient and state.
   for (Operation &op : step.getBody().front())
-    if (isa<SGDStepOp, AdamWStepOp>(op)) {
+    if (isOptimizerUpdate(&op)) {
       auto arg = cast<BlockArgument>(op.getOperand(0));
       updates[step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamArg)
                   .getValue()] = &op;
@@ -384,6 +387,13 @@ void StepSharder::collectUpdates() {
 
 LogicalResult StepSharder::checkUnits() {
   for (FlatParam &flat : flats) {
+    if ((clipping || lossScaling) && flat.ignored != IgnoredGradSync::none)
+      return flat.module.emitOpError("is an ignored unit (ignored = ")
+                 << stringifyIgnoredGradSync(flat.ignored) << "): "
+                 << (clipping ? "clip-grad-norm" : "loss scaling")
+                 << " of ignored parameters is not supported yet (FSDP adds "
+                    "their local norm to the sharded parameters' global one)",
+             failure();
     if (clipping && flat.rankLocal)
       return flat.module.emitOpError(
                  "is a rank-local unit: its gradient "
@@ -415,13 +425,6 @@ void StepSharder::createSignature() {
         builder.getNamedAttr(kFlatParamsArg, builder.getArrayAttr(names)),
         builder.getNamedAttr(kFlatOffsetsArg,
                              builder.getDenseI64ArrayAttr(flat.offsets)),
-    if ((clipping || lossScaling) && flat.ignored != IgnoredGradSync::none)
-      return flat.module.emitOpError("is an ignored unit (ignored = ")
-                 << stringifyIgnoredGradSync(flat.ignored) << "): "
-                 << (clipping ? "clip-grad-norm" : "loss scaling")
-                 << " of ignored parameters is not supported yet (FSDP adds "
-                    "their local norm to the sharded parameters' global one)",
-             failure();
         builder.getNamedAttr(kFlatNumelArg,
                              builder.getI64IntegerAttr(flat.numel))};
     if (flat.rankLocal)
@@ -429,6 +432,8 @@ void StepSharder::createSignature() {
           builder.getNamedAttr(kRankLocalArg, builder.getUnitAttr()));
     if (flat.frozen)
       attrs.push_back(builder.getNamedAttr(kFrozenArg, builder.getUnitAttr()));
+    if (flat.ignored != IgnoredGradSync::none)
+      attrs.push_back(builder.getNamedAttr(kIgnoredArg, builder.getUnitAttr()));
     argAttrs.push_back(builder.getDictionaryAttr(attrs));
     keptArgs.push_back(-1);
   };
@@ -460,8 +465,6 @@ void StepSharder::createSignature() {
                                  builder.getFunctionType(argTypes, {}));
   sharded.setAllArgAttrs(argAttrs);
   sharded->setDiscardableAttrs(step->getDiscardableAttrDictionary());
-    if (flat.ignored != IgnoredGradSync::none)
-      attrs.push_back(builder.getNamedAttr(kIgnoredArg, builder.getUnitAttr()));
   sharded->setAttr(kMeshAttr, mesh);
   sharded->setAttr(kStrategyAttr,
                    ShardingStrategyAttr::get(builder.getContext(), strategy));
@@ -641,6 +644,28 @@ Value StepSharder::reduceGradient(const FlatParam &flat) {
   return sum;
 }
 
+Value StepSharder::allReduceIgnored(Value grad,
+                                    function_ref<void(Value)> tag) {
+  // Over the shard group, then across replicas: together every rank once,
+  // with the communicators the step has (no world group on a 2-D mesh).
+  // FSDP1's divide factors for the world size, around the first sum.
+  auto [pre, post] = divideFactors(mesh.getWorldSize());
+  Type dtype = getElementTypeOrSelf(grad.getType());
+  for (MeshGroup group : {MeshGroup::shard, MeshGroup::replicate}) {
+    FailureOr<int64_t> size = mesh.getGroupSize(group);
+    if (failed(size) || *size == 1)
+      continue;
+    grad = AllReduceOp::create(
+        builder, step.getLoc(), grad.getType(), grad, mesh,
+        MeshGroupAttr::get(builder.getContext(), group), TypeAttr::get(dtype),
+        ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
+        builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+    tag(grad);
+    pre = post = 1.0;
+  }
+  return grad;
+}
+
 void StepSharder::emitOptimizer() {
   Location loc = step.getLoc();
   foundInf = lossScaling ? unscale(shardGrads, loc) : Value();
@@ -673,28 +698,6 @@ void StepSharder::emitOptimizer() {
     for (unsigned s = 0; s < stateNames.size(); ++s)
       newStates.push_back(update->getResult(1 + s));
   }
-Value StepSharder::allReduceIgnored(Value grad,
-                                    function_ref<void(Value)> tag) {
-  // Over the shard group, then across replicas: together every rank once,
-  // with the communicators the step has (no world group on a 2-D mesh).
-  // FSDP1's divide factors for the world size, around the first sum.
-  auto [pre, post] = divideFactors(mesh.getWorldSize());
-  Type dtype = getElementTypeOrSelf(grad.getType());
-  for (MeshGroup group : {MeshGroup::shard, MeshGroup::replicate}) {
-    FailureOr<int64_t> size = mesh.getGroupSize(group);
-    if (failed(size) || *size == 1)
-      continue;
-    grad = AllReduceOp::create(
-        builder, step.getLoc(), grad.getType(), grad, mesh,
-        MeshGroupAttr::get(builder.getContext(), group), TypeAttr::get(dtype),
-        ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
-        builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
-    tag(grad);
-    pre = post = 1.0;
-  }
-  return grad;
-}
-
   next = stepCount;
   if (stepCount) {
     Value one = arith::ConstantOp::create(
