@@ -671,6 +671,7 @@ struct BuildTrainStepPass
     o.beta2 = beta2;
     o.eps = eps;
     o.clipGradNorm = clipGradNorm;
+    o.clipNormType = clipNormType;
     o.gradAccumSteps = gradAccumSteps;
     o.noSync = noSync;
     o.paramGroups.assign(paramGroups.begin(), paramGroups.end());
@@ -692,7 +693,6 @@ struct BuildTrainStepPass
         return signalPassFailure();
     }
   }
-    o.clipNormType = clipNormType;
 };
 
 } // namespace

@@ -19,9 +19,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringMap.h"
 
-namespace mlir::fsdp {
 #include <cmath>
 
+namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSHARDPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 } // namespace mlir::fsdp

@@ -507,31 +507,6 @@ def FSDP_AdamWStepOp : FSDP_Op<"adamw_step", [Pure,
   let hasVerifier = 1;
 }
 
-def FSDP_LossScaleOp : FSDP_Op<"loss_scale", [Pure]> {
-  let summary = "the dynamic loss scale of this step, or its inverse";
-  let description = [{
-    torch.amp's GradScaler: the runner sets the scale before each step (it
-    grows and backs off between steps, outside the program). The step seeds
-    the loss cotangent with it and multiplies the gradients by the inverse
-    (`inverse`) before the optimizer. Scales are powers of two, so both are
-    exact.
-
-    ```mlir
-    %s = fsdp.loss_scale : tensor<f32>
-    %inv = fsdp.loss_scale {inverse} : tensor<f32>
-    ```
-  }];
-  let arguments = (ins UnitAttr:$inverse);
-  let results = (outs FSDP_Scalar:$scale);
-  let assemblyFormat = "attr-dict `:` type($scale)";
-}
-
-def FSDP_FoundNonfiniteOp : FSDP_Op<"found_nonfinite", [Pure]> {
-  let summary = "1 if any element of the gradients is inf or NaN, else 0";
-  let description = [{
-    GradScaler's found_inf over this rank's gradients (the shards once
-    fsdp-shard has run, which then sums the flags over the shard group so
-    that every rank skips the same steps).
 def FSDP_LionStepOp : FSDP_Op<"lion_step", [Pure,
     DeclareOpInterfaceMethods<StorageAliasOpInterface>]> {
   let summary = "one Lion update of a parameter (or a shard of it)";
@@ -566,6 +541,31 @@ def FSDP_LionStepOp : FSDP_Op<"lion_step", [Pure,
   let hasVerifier = 1;
 }
 
+def FSDP_LossScaleOp : FSDP_Op<"loss_scale", [Pure]> {
+  let summary = "the dynamic loss scale of this step, or its inverse";
+  let description = [{
+    torch.amp's GradScaler: the runner sets the scale before each step (it
+    grows and backs off between steps, outside the program). The step seeds
+    the loss cotangent with it and multiplies the gradients by the inverse
+    (`inverse`) before the optimizer. Scales are powers of two, so both are
+    exact.
+
+    ```mlir
+    %s = fsdp.loss_scale : tensor<f32>
+    %inv = fsdp.loss_scale {inverse} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins UnitAttr:$inverse);
+  let results = (outs FSDP_Scalar:$scale);
+  let assemblyFormat = "attr-dict `:` type($scale)";
+}
+
+def FSDP_FoundNonfiniteOp : FSDP_Op<"found_nonfinite", [Pure]> {
+  let summary = "1 if any element of the gradients is inf or NaN, else 0";
+  let description = [{
+    GradScaler's found_inf over this rank's gradients (the shards once
+    fsdp-shard has run, which then sums the flags over the shard group so
+    that every rank skips the same steps).
 
     ```mlir
     %found = fsdp.found_nonfinite %g0, %g1 : tensor<16xf32>, tensor<4xf32> -> tensor<f32>
@@ -589,6 +589,7 @@ def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,
 
     ```mlir
     %norm, %coef = fsdp.clip_grad_norm %sum_sq {max_norm = 1.0 : f64} : tensor<f32>
+    %norm, %coef = fsdp.clip_grad_norm %max_abs {max_norm = 1.0 : f64, norm_type = 0x7FF0000000000000 : f64} : tensor<f32>
     ```
   }];
   let arguments = (ins FSDP_Scalar:$total, F64Attr:$max_norm,
@@ -596,6 +597,22 @@ def FSDP_ClipGradNormOp : FSDP_Op<"clip_grad_norm", [Pure,
   let results = (outs FSDP_Scalar:$norm, FSDP_Scalar:$coefficient);
   let assemblyFormat = "$total attr-dict `:` type($total)";
   let hasVerifier = 1;
+}
+
+def FSDP_MaxAbsOp : FSDP_Op<"max_abs", [Pure]> {
+  let summary = "the largest |element| of the gradients";
+  let description = [{
+    The partial of clip_grad_norm_'s inf norm: max |g| over every element
+    of the operands (0 for none), NaN if any element is NaN, in f32
+    whatever the gradients' dtype.
+
+    ```mlir
+    %m = fsdp.max_abs %g0, %g1 : tensor<16xf32>, tensor<4xbf16> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<FSDP_DataTensor>:$grads);
+  let results = (outs FSDP_Scalar:$max);
+  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($max)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -615,7 +632,6 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure,
   }];
   let arguments = (ins FSDP_FlatTensor:$flat,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
-    %norm, %coef = fsdp.clip_grad_norm %max_abs {max_norm = 1.0 : f64, norm_type = 0x7FF0000000000000 : f64} : tensor<f32>
   let results = (outs FSDP_DataTensor:$result);
   let assemblyFormat = "$flat `[` $offset `]` attr-dict `:` type($flat) `->` "
                        "type($result)";
@@ -624,22 +640,6 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure,
 
 def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
   let summary = "a unit's flat gradient from its parameters' gradients";
-def FSDP_MaxAbsOp : FSDP_Op<"max_abs", [Pure]> {
-  let summary = "the largest |element| of the gradients";
-  let description = [{
-    The partial of clip_grad_norm_'s inf norm: max |g| over every element
-    of the operands (0 for none), NaN if any element is NaN, in f32
-    whatever the gradients' dtype.
-
-    ```mlir
-    %m = fsdp.max_abs %g0, %g1 : tensor<16xf32>, tensor<4xbf16> -> tensor<f32>
-    ```
-  }];
-  let arguments = (ins Variadic<FSDP_DataTensor>:$grads);
-  let results = (outs FSDP_Scalar:$max);
-  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($max)";
-}
-
   let description = [{
     Concatenates the operands in order, flattened, and pads with zeros to
     the result's size (a multiple of the shard group size).
