@@ -104,7 +104,7 @@ def _skip_without_fsdp2():
 
 
 def fsdp2_accum(workdir, tag, init, data_path, ranks, reshard, keep=False,
-                no_sync=False):
+                no_sync=False, micro_batches=MICRO_BATCHES):
     """FSDP2's (losses, final parameters) for the MLP under `reshard`
     (reshard_after_forward), `keep`: set_reshard_after_backward(False) and
     `no_sync`: set_requires_gradient_sync(False) on the non-final
@@ -114,7 +114,7 @@ def fsdp2_accum(workdir, tag, init, data_path, ranks, reshard, keep=False,
     out = workdir / f"{tag}-torch"
     run_workers(workdir, "fsdp2_accum_worker", _FSDP2_ACCUM_WORKER,
                 [init_path, data_path, out, free_port(), ranks,
-                 MODELS["mlp"][2], MICRO_BATCHES, STEPS, NUM_SAMPLES,
+                 MODELS["mlp"][2], micro_batches, STEPS, NUM_SAMPLES,
                  repr(LR[("mlp", "adamw")]), repr(reshard), int(keep),
                  int(no_sync)],
                 timeout=120)
@@ -122,11 +122,14 @@ def fsdp2_accum(workdir, tag, init, data_path, ranks, reshard, keep=False,
             st_numpy.load_file(str(workdir / f"{tag}-torch.safetensors")))
 
 
-def train_ours(workdir, tag, data_path, ranks, **options):
-    """Our (losses, final checkpoint, report) for the MLP with `options`."""
-    example, _, _, _, model_options = MODELS["mlp"]
-    prog = driver.compile(example, workdir / f"{tag}.mlir", world_size=ranks,
-                          grad_accum_steps=MICRO_BATCHES, **model_options,
+def train_ours(workdir, tag, data_path, ranks, example=None,
+               micro_batches=MICRO_BATCHES, **options):
+    """Our (losses, final checkpoint, report) for the MLP (or `example`,
+    its IR with units marked) with `options`."""
+    model_options = {} if example else MODELS["mlp"][4]
+    prog = driver.compile(example or MODELS["mlp"][0], workdir / f"{tag}.mlir",
+                          world_size=ranks, grad_accum_steps=micro_batches,
+                          **model_options,
                           **_optimizer_options("mlp", "adamw"), **options)
     save = workdir / tag
     result = driver.run(prog, nproc=ranks, steps=STEPS, seed=SEED,

@@ -98,6 +98,20 @@ def test_a_callable_and_or_policy():
                              "transformer.h.1": False}
 
 
+def test_reshard_after_forward_int():
+    """FSDP2's int reshard_after_forward (reshard to N ranks) reaches the
+    IR; below 1 it is an error naming the unit (a bool is not an int)."""
+    _, _, model = _model(auto_wrap_policy=lambda path, m: isinstance(
+        m, Block) and {"reshard_after_forward": 2})
+    assert _units(model) == {"transformer.h.0": 2, "transformer.h.1": 2}
+    assert model.text().count("unit<reshard_after_forward = 2>") == 2
+    with pytest.raises(UnsupportedModelError,
+                       match="unit 'transformer.h.0' reshard_after_forward=0: "
+                             "a bool or an int >= 1"):
+        _model(auto_wrap_policy=lambda path, m: path == "transformer.h.0" and
+               {"reshard_after_forward": 0})
+
+
 def test_unknown_settings_and_policies_are_errors():
     with pytest.raises(UnsupportedModelError,
                        match="unit 'transformer.h.0' the setting "

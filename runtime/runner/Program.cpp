@@ -462,6 +462,13 @@ void parseMesh(const json &root, Program &prog) {
              std::to_string(prog.worldSize));
   if (prog.microBatches < 1)
     fail(keys::program_micro_batches, "must be positive");
+  if (root.contains(keys::program_post_forward_group)) {
+    prog.postForwardGroup =
+        getSmallInt(root, "", keys::program_post_forward_group);
+    if (prog.postForwardGroup < 2 || prog.shard % prog.postForwardGroup != 0)
+      fail(keys::program_post_forward_group,
+           "must be > 1 and divide shard " + std::to_string(prog.shard));
+  }
 }
 
 /// "lr" and the optional "lr_schedule" {kind, warmup_steps, decay_steps,

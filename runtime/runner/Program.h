@@ -101,6 +101,8 @@ struct Program {
   int shard = 1;
   rt::Mesh mesh() const { return {replicate, shard}; }
   int microBatches = 1;
+  /// reshard_after_forward = N's groups of N consecutive ranks (0: none).
+  int postForwardGroup = 0;
   std::string mode = "train";  // train, or eval: the forward alone
   std::string optimizer;       // sgd, adamw; none for eval
   double lr = 0;               // the optimizer's base learning rate

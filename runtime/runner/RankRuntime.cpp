@@ -105,6 +105,17 @@ void RankRuntime::setUp(const RunOptions &o, const Program &p,
           "creating the mesh's communicators");
   else if (p.replicate > 1)
     replicate = world;
+  if (p.postForwardGroup > 1) {
+    // Groups of N consecutive ranks: the shard groups of a
+    // [world / N, N] mesh (FSDP2's mesh.view(-1, N)). Its replicate groups
+    // are not used; they go with the context (destroying one at once could
+    // close it while a peer is still connecting).
+    int64_t unused = 0;
+    check(fsdprt_comm_split_mesh(ctx, world,
+                                 p.worldSize / p.postForwardGroup,
+                                 p.postForwardGroup, &postForward, &unused),
+          "creating the post-forward groups (reshard_after_forward)");
+  }
   makeStreams(ctx, streams, /*offload=*/false);
   check(fsdprt_buffer_alloc_at(ctx, 0, p.persistentBytes, &persistent),
         "allocating the persistent buffer");
@@ -168,6 +179,7 @@ int32_t RankRuntime::issueStep(StepFn step, const StateBuffers &buffers,
   a.persistent = buffers.persistent;
   a.shard = shard;
   a.replicate = replicate;
+  a.post_forward = postForward;
   a.step_count = stepCount;
   a.seed = int64_t(seed);
   a.rank = rank;

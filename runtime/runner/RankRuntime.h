@@ -29,6 +29,7 @@ inline void check(int32_t status, const std::string &what) {
 
 struct RankRuntime {
   int64_t ctx = 0, world = 0, shard = 0, replicate = 0, persistent = 0;
+  int64_t postForward = 0; // reshard_after_forward = N's group (0: none)
   /// The step's stream arguments, in StepAbi.def's order; [0] is the
   /// compute stream. The CPU offload streams are made on first use (0
   /// until then, and without offload).

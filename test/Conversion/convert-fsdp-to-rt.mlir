@@ -11,7 +11,7 @@
 // CHECK-LABEL: func.func @mlp_train_step(
 // CHECK-SAME: %[[CTX:[a-z0-9]+]]: !rt.context {rt.name = "ctx"}, %[[P:[a-z0-9]+]]: !rt.buffer {rt.name = "persistent"},
 // CHECK-SAME: %[[C:[a-z0-9]+]]: !rt.stream {rt.name = "compute"}, %[[AG:[a-z0-9]+]]: !rt.stream {rt.name = "all_gather"}, %[[RS:[a-z0-9]+]]: !rt.stream {rt.name = "reduce_scatter"},
-// CHECK-SAME: %[[SHARD:[a-z0-9]+]]: !rt.comm {rt.name = "shard"}, %{{.*}}: !rt.comm {rt.name = "replicate"}, %[[COUNT:[a-z0-9]+]]: i64 {rt.name = "step_count"}, %{{.*}}: i64 {rt.name = "seed"}, %{{.*}}: i64 {rt.name = "rank"}, %{{.*}}: !rt.buffer {rt.name = "host"}, %{{.*}}: !rt.stream {rt.name = "host_to_device"}, %{{.*}}: !rt.stream {rt.name = "device_to_host"}, %{{.*}}: !rt.stream {rt.name = "host_compute"})
+// CHECK-SAME: %[[SHARD:[a-z0-9]+]]: !rt.comm {rt.name = "shard"}, %{{.*}}: !rt.comm {rt.name = "replicate"}, %{{.*}}: !rt.comm {rt.name = "post_forward"}, %[[COUNT:[a-z0-9]+]]: i64 {rt.name = "step_count"}, %{{.*}}: i64 {rt.name = "seed"}, %{{.*}}: i64 {rt.name = "rank"}, %{{.*}}: !rt.buffer {rt.name = "host"}, %{{.*}}: !rt.stream {rt.name = "host_to_device"}, %{{.*}}: !rt.stream {rt.name = "device_to_host"}, %{{.*}}: !rt.stream {rt.name = "host_compute"})
 // CHECK-SAME: rt.arena_bytes = [[ARENA:[0-9]+]] : i64, rt.persistent_bytes = 11328 : i64
 // CHECK: %[[STEP:.*]] = arith.addi %[[COUNT]], %c1_i64
 // The unit's gathered buffer is placed after the persistent part and filled

@@ -3,7 +3,8 @@ what runtime/include/fsdp/rt/ProgramKeys.def lists (the runner refuses any
 other key; runtime/runner/unittests/ProgramTest.cpp checks it reads every
 required one). Here, from the compiler's side: programs that between them use
 every optional part of the description (clipping, dynamic loss scaling, a
-schedule, eval outputs, buffers, rank-local units) write only table keys,
+schedule, eval outputs, buffers, rank-local units, post-forward groups)
+write only table keys,
 every required key of each object they write, and every key of the table."""
 import re
 import subprocess
@@ -80,6 +81,14 @@ def descriptions(fsdp, tmp_path_factory):
                     "--convert-fsdp-to-rt", "-o", str(lowered)],
                    check=True, capture_output=True, timeout=300)
     out["batch-norm"] = driver.program_info(lowered)
+    # reshard_after_forward = 2 at 4 ranks: the post-forward groups.
+    pairs = (ROOT / "examples/nested_wrapped.mlir").read_text().replace(
+        'fsdp.module @"2" kind "Linear" unit {',
+        'fsdp.module @"2" kind "Linear" unit<reshard_after_forward = 2> {')
+    out["pairs"] = driver.program_info(driver.compile(
+        pairs, tmp_path_factory.mktemp("keys") / "pairs.mlir", world_size=4,
+        auto_wrap_policy="none"))
+    assert out["pairs"]["post_forward_group"] == 2
     return out
 
 

@@ -19,7 +19,7 @@ module attributes {fsdp.program = "{\22entry\22: \22missing_step\22}"} {
     llvm.return
   }
 }
-// SIGNATURE: step-wrong-signature.mlir:{{[0-9]+}}:{{[0-9]+}}: error: fsdp-compile: the step 'train' has type '!llvm.func<i32 (i64)>', not the step ABI's i32(14 x i64)
+// SIGNATURE: step-wrong-signature.mlir:{{[0-9]+}}:{{[0-9]+}}: error: fsdp-compile: the step 'train' has type '!llvm.func<i32 (i64)>', not the step ABI's i32(15 x i64)
 // TARGET: fsdp-compile: error: cannot emit code for target 'riscv64-unknown-linux-gnu'
 // LINKER: fsdp-compile: error: linking '{{.*}}.so' with /nonexistent/cc failed
 // RUNNER: fsdprt-run: error: '{{.*}}.mlir' is not a step library (.so): fsdprt-run runs what fsdp-compile makes

@@ -43,18 +43,18 @@
 // PLAIN-NEXT: optimizer state 1984
 
 // LOWERED: fsdp.program = "{{.*}}\22cpu_offload\22:true{{.*}}\22host_bytes\22:4608
-// LOWERED: func.func @nested_wrapped_train_step(%arg0: !rt.context {rt.name = "ctx"}, %arg1: !rt.buffer {rt.name = "persistent"}, %arg2: !rt.stream {rt.name = "compute"}, %arg3: !rt.stream {rt.name = "all_gather"}, %arg4: !rt.stream {rt.name = "reduce_scatter"}, %arg5: !rt.comm {rt.name = "shard"}, %arg6: !rt.comm {rt.name = "replicate"}, %arg7: i64 {rt.name = "step_count"}, %arg8: i64 {rt.name = "seed"}, %arg9: i64 {rt.name = "rank"}, %arg10: !rt.buffer {rt.name = "host"}, %arg11: !rt.stream {rt.name = "host_to_device"}, %arg12: !rt.stream {rt.name = "device_to_host"}, %arg13: !rt.stream {rt.name = "host_compute"}
+// LOWERED: func.func @nested_wrapped_train_step(%arg0: !rt.context {rt.name = "ctx"}, %arg1: !rt.buffer {rt.name = "persistent"}, %arg2: !rt.stream {rt.name = "compute"}, %arg3: !rt.stream {rt.name = "all_gather"}, %arg4: !rt.stream {rt.name = "reduce_scatter"}, %arg5: !rt.comm {rt.name = "shard"}, %arg6: !rt.comm {rt.name = "replicate"}, %arg7: !rt.comm {rt.name = "post_forward"}, %arg8: i64 {rt.name = "step_count"}, %arg9: i64 {rt.name = "seed"}, %arg10: i64 {rt.name = "rank"}, %arg11: !rt.buffer {rt.name = "host"}, %arg12: !rt.stream {rt.name = "host_to_device"}, %arg13: !rt.stream {rt.name = "device_to_host"}, %arg14: !rt.stream {rt.name = "host_compute"}
 // LOWERED-SAME: rt.host_bytes = 4608
 // The root's shard: copied from the host buffer on the host-to-device
 // stream, gathered once the copy's event is reached.
 // LOWERED: %[[STAGE:.*]] = rt.alloc_at %arg0 offset {{[0-9]+}} bytes 192
-// LOWERED: rt.call @copy(%arg0, %arg11, %[[STAGE]], %c0_i64, %arg10, %c0_i64, %c152_i64)
+// LOWERED: rt.call @copy(%arg0, %arg12, %[[STAGE]], %c0_i64, %arg11, %c0_i64, %c152_i64)
 // LOWERED-NEXT: %[[COPIED:.*]] = rt.event_create
-// LOWERED-NEXT: rt.event_record %arg0, %[[COPIED]] on %arg11
+// LOWERED-NEXT: rt.event_record %arg0, %[[COPIED]] on %arg12
 // LOWERED: rt.stream_wait %arg0, %arg3 waits %[[COPIED]]
 // LOWERED: rt.call @all_gather(%arg0, %arg3, %arg5, %c0_i32, %[[STAGE]]
 // The optimizer on the host stream, on the host buffer only.
-// LOWERED: rt.call @adamw_step(%arg0, %arg13, %c0_i32, %arg10, %c0_i64, %arg10, %{{.*}}, %arg10, %{{.*}}, %arg10,
+// LOWERED: rt.call @adamw_step(%arg0, %arg14, %c0_i32, %arg11, %c0_i64, %arg11, %{{.*}}, %arg11, %{{.*}}, %arg11,
 
 // With the copies at 0.1 MB/s the compute waits for them: the predicted
 // step goes from 0.9 ms to tens of milliseconds.

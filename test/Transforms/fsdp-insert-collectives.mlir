@@ -18,6 +18,9 @@
 // RUN: FileCheck %s --check-prefix=NOSYNC < %t.nosync
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=ALIAS
 // RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = false> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=KEEP
+// RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = 2> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=PAIRS
+// RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = 4> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=ALL4
+// RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = 1> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=ONE
 
 // Full shard: 4 all-gathers in the forward, 3 in the backward (the root is
 // kept), 4 gradient reductions.
@@ -75,6 +78,20 @@
 // ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase forward>
 // ROOT: fsdp.reshard %{{.*}} unit "" {fsdp.phase = #fsdp<phase forward>
 // ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase backward>
+
+// unit<reshard_after_forward = 2> on module.2 at 4 ranks keeps half of it
+// after the forward (FSDP2's int reshard_after_forward) and gathers that half
+// over pairs of ranks for the backward; 4 and 1 are true and false.
+// PAIRS: %[[FULL:.*]] = fsdp.wait %{{.*}} {fsdp.phase = #fsdp<phase forward>, fsdp.unit = "module.2"} : !fsdp.token<tensor<68xf32>>
+// PAIRS: %[[HALF:.*]] = fsdp.post_forward_shard %[[FULL]] unit "module.2" group 2 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = "module.2"} : tensor<68xf32> -> tensor<34xf32>
+// PAIRS-NEXT: fsdp.reshard %[[FULL]] unit "module.2" {fsdp.phase = #fsdp<phase forward>
+// PAIRS: fsdp.unshard %[[HALF]] unit "module.2" mesh<shard = 4> {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2", post_forward_group = 2 : i64} : tensor<34xf32> -> !fsdp.token<tensor<68xf32>>
+// ALL4-NOT: post_forward
+// ALL4: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase forward>
+// ALL4: fsdp.unshard %arg3 unit "module.2" {{.*}}fsdp.phase = #fsdp<phase backward>
+// ONE-NOT: post_forward
+// ONE-NOT: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase forward>
+// ONE: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase backward>
 
 // unit<reshard_after_forward = false> on module.2 keeps it for the backward.
 // KEEP-NOT: fsdp.unshard %arg3 {{.*}}fsdp.phase = #fsdp<phase backward>

@@ -67,8 +67,10 @@ TEST_F(FSDPModelTest, TreeNamesUnitsAndForwards) {
   EXPECT_FALSE(blocks.getForward()) << "containers have no forward";
   auto linear = cast<fsdp::NNModuleOp>(&blocks.getBody().front().front());
   ASSERT_TRUE(linear.isUnit());
-  ASSERT_TRUE(linear.getUnitAttr().getReshardAfterForward());
-  EXPECT_FALSE(linear.getUnitAttr().getReshardAfterForward().getValue());
+  auto reshard =
+      dyn_cast_or_null<BoolAttr>(linear.getUnitAttr().getReshardAfterForward());
+  ASSERT_TRUE(reshard);
+  EXPECT_FALSE(reshard.getValue());
 }
 
 TEST_F(FSDPModelTest, MeshGroupSizes) {

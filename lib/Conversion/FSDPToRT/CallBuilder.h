@@ -30,6 +30,8 @@ struct TensorRef {
 struct StepValues {
   Value ctx;
   Value shardComm, replicateComm;
+  /// The groups of reshard_after_forward = N (0 when the step has none).
+  Value postForwardComm;
   /// The step count after this step (the optimizers' `step`).
   Value stepPlusOne;
   Value seed, rank;
@@ -75,6 +77,7 @@ public:
   Value comm(bool replicate) const {
     return replicate ? step.replicateComm : step.shardComm;
   }
+  Value postForwardComm() const { return step.postForwardComm; }
   Value stepCount() const { return step.stepPlusOne; }
   Value seed() const { return step.seed; }
   Value rank() const { return step.rank; }

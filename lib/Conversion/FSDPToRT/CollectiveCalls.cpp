@@ -1,7 +1,8 @@
 //===- CollectiveCalls.cpp - the runtime calls of each collective op ------===//
 //
 // A collective op's calls follow its CollectiveOpInterface steps: an
-// unshard is one all-gather over the shard group; reduce_grads a
+// unshard is one all-gather over the shard group (or its post-forward
+// group); reduce_grads a
 // reduce-scatter over the shard group and/or an all-reduce over the
 // replicate group (the divide factors applied around the sum, as PyTorch
 // does), or a copy on one rank; an all-reduce one all-reduce.
@@ -62,7 +63,10 @@ static int32_t commKind(ReduceKind kind) {
 
 static LogicalResult emitUnshard(CallBuilder &calls, UnshardOp unshard) {
   Value full = cast<WaitOp>(*unshard->getUsers().begin()).getResult();
-  SmallVector<Value> args{calls.comm(false), calls.i32(dtypeOf(full))};
+  // A post-forward shard is gathered over its group of N ranks.
+  Value comm = unshard.getPostForwardGroup() ? calls.postForwardComm()
+                                             : calls.comm(false);
+  SmallVector<Value> args{comm, calls.i32(dtypeOf(full))};
   calls.pushTensor(args, unshard.getShard());
   calls.pushTensor(args, full);
   args.push_back(calls.i64(tensorType(full).getNumElements()));

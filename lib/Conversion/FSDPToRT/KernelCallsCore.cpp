@@ -1,8 +1,9 @@
 //===- KernelCallsCore.cpp - constants, copies, counter -------------------===//
 //
 // The step's own data movement (CApiCore.cpp): dense constants, the flat
-// gradient assembled from its parts, host <-> device copies under CPU
-// offload, and the in-place increment of a counter.
+// gradient assembled from its parts, a post-forward shard's slice of its
+// gathered unit, host <-> device copies under CPU offload, and the in-place
+// increment of a counter.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +67,22 @@ void fsdp::addCoreKernels(KernelEmitters &k) {
       calls.call("fill", {calls.i32(dtypeOf(o.getResult())), flat.buffer,
                           calls.i64(flat.offset + offset), calls.i64(padding),
                           calls.f64(0.0)});
+    return success();
+  });
+  k.add<PostForwardShardOp>([](CallBuilder &calls, PostForwardShardOp o) {
+    // This rank's chunk: its rank in its post-forward group.
+    OpBuilder &b = calls.builder();
+    Location loc = calls.location();
+    Value index = rt::CommRankOp::create(b, loc, b.getI64Type(),
+                                         calls.context(),
+                                         calls.postForwardComm());
+    TensorRef full = calls.ref(o.getFull()), part = calls.ref(o.getResult());
+    int64_t bytes = tensorBytes(o.getResult());
+    Value offset = arith::AddIOp::create(
+        b, loc, calls.i64(full.offset),
+        arith::MulIOp::create(b, loc, index, calls.i64(bytes)));
+    calls.call("copy", {part.buffer, calls.i64(part.offset), full.buffer,
+                        offset, calls.i64(bytes)});
     return success();
   });
   k.add<ToDeviceOp, ToHostOp>([](CallBuilder &calls, Operation *o) {

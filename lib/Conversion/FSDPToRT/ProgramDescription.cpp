@@ -262,6 +262,11 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
   if (gradNorm)
     program[keys::program_grad_norm] =
         llvm::json::Object{{keys::grad_norm_offset, offsetOf(gradNorm)}};
+  // reshard_after_forward = N: the runner makes the groups of N ranks
+  // (fsdp-insert-collectives allows one N per step).
+  for (auto unshard : body.getOps<UnshardOp>())
+    if (std::optional<int64_t> group = unshard.getPostForwardGroup())
+      program[keys::program_post_forward_group] = *group;
   // An eval step's named outputs, per micro-batch (this rank's rows).
   llvm::json::Array outputs;
   auto ret = cast<func::ReturnOp>(body.getTerminator());

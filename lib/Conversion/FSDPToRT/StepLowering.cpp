@@ -79,6 +79,7 @@ LogicalResult StepLowering::run() {
   values.ctx = ctx;
   values.shardComm = arg(rt::StepArg::shard);
   values.replicateComm = arg(rt::StepArg::replicate);
+  values.postForwardComm = arg(rt::StepArg::post_forward);
   values.stepPlusOne =
       arith::AddIOp::create(b, loc, arg(rt::StepArg::step_count), calls.i64(1));
   values.seed = arg(rt::StepArg::seed);

@@ -49,12 +49,24 @@ class Buffer:
         return s + ("" if self.persistent else " {persistent = false}")
 
 
+def _reshard_text(value) -> str:
+    """reshard_after_forward in #fsdp.unit: true / false / N."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    raise TypeError(f"reshard_after_forward must be a bool or an int, got "
+                    f"{value!r}")
+
+
 class Module:
     """An nn.Module: `kind` is its class name, `unit` marks an FSDP unit.
 
     A unit's options (`#fsdp.unit<...>`), each implying `unit`:
     `reshard_after_forward` (None: the strategy's choice) overrides the
-    sharding strategy for this unit, as FSDP2's per-module argument;
+    sharding strategy for this unit, as FSDP2's per-module argument: a bool,
+    or an int N (>= 1, dividing the shard group) to keep a 1/N shard after
+    the forward and gather the backward over groups of N ranks;
     `rank_local` gives it a process group of its own rank only, PyTorch's
     `FSDP(expert, process_group=new_group([rank]))`: its flat parameter is
     whole on every rank, initialised per rank, and its gradient stays local.
@@ -69,7 +81,7 @@ class Module:
     """
 
     def __init__(self, name: str, kind: str, unit: bool = False,
-                 reshard_after_forward: Optional[bool] = None,
+                 reshard_after_forward: Union[bool, int, None] = None,
                  rank_local: bool = False):
         self.name = name
         self.kind = kind
@@ -162,7 +174,7 @@ class Module:
         fields = []
         if self.reshard_after_forward is not None:
             fields.append("reshard_after_forward = "
-                          + ("true" if self.reshard_after_forward else "false"))
+                          + _reshard_text(self.reshard_after_forward))
         if self.rank_local:
             fields.append("rank_local = true")
         if self.ignored:

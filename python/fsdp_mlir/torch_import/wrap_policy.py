@@ -20,7 +20,8 @@ A policy is any of:
 - `or_policy(*policies)`: a unit when any policy makes it one (the first
   policy's settings win), FSDP1's `_or_policy` for any of the above.
 
-Per-unit settings: `reshard_after_forward` (bool, FSDP2's argument), or
+Per-unit settings: `reshard_after_forward` (a bool, or an int N: reshard
+to groups of N ranks after the forward, FSDP2's argument), or
 FSDP1's `sharding_strategy` (FULL_SHARD: reshard after forward,
 SHARD_GRAD_OP: keep the gathered parameters until the backward);
 `mp_policy` (FSDP2's name) or `mixed_precision` (FSDP1's): an FSDP2
@@ -121,11 +122,12 @@ def _checked(path: str, module, settings: Settings) -> Settings:
     out: Settings = {}
     for key, value in settings.items():
         if key == "reshard_after_forward":
-            if not isinstance(value, bool):
+            if not isinstance(value, int) or (
+                    not isinstance(value, bool) and value < 1):
                 raise UnsupportedModelError(
                     f"the wrap policy gives unit '{path}' reshard_after_forward"
-                    f"={value!r}: a bool (a smaller resharding group is not "
-                    "supported yet)")
+                    f"={value!r}: a bool or an int >= 1 (the ranks to "
+                    "reshard to after the forward)")
             out[key] = value
         elif key == "sharding_strategy":
             name = getattr(value, "name", str(value))

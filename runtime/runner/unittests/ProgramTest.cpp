@@ -141,6 +141,19 @@ TEST(Program, OptionalScalarsAreCheckedWhereTheyAre) {
             "program: loss_scale.found_inf_offset: negative offset -4");
 }
 
+TEST(Program, PostForwardGroupDividesTheShardGroup) {
+  EXPECT_EQ(
+      parseProgram(test::programJson(test::testProgram(2, 2)).dump())
+          .postForwardGroup,
+      0);
+  json j = test::programJson(test::testProgram(2, 2));
+  j["post_forward_group"] = 2;
+  EXPECT_EQ(parseProgram(j.dump()).postForwardGroup, 2);
+  for (int group : {1, 3})
+    EXPECT_EQ(errorAfter([&](json &j) { j["post_forward_group"] = group; }),
+              "program: post_forward_group: must be > 1 and divide shard 2");
+}
+
 TEST(Program, EvalProgramsFreezeEveryUnit) {
   EXPECT_EQ(
       parseProgram(test::programJson(test::testProgram(2, 2)).dump()).mode,

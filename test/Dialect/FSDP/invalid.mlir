@@ -189,8 +189,14 @@ fsdp.param @w : tensor<4x4xf32> init <xavier_uniform(-1.0)>
 
 // -----
 
-// expected-error @+1 {{expected true or false, got 'maybe'}}
+// expected-error @+1 {{expected true, false or an integer, got 'maybe'}}
 fsdp.module @m kind "Linear" unit<reshard_after_forward = maybe> {
+}
+
+// -----
+
+// expected-error @+1 {{reshard_after_forward = 0: the ranks to reshard to after the forward must be >= 1}}
+fsdp.module @m kind "Linear" unit<reshard_after_forward = 0> {
 }
 
 // -----
@@ -773,5 +779,29 @@ func.func @clip_norm_type(%sq: tensor<f32>) {
 func.func @broadcast_negative_root(%x: tensor<8xf32>) {
   // expected-error @+1 {{root -1 is not a rank of the 4-rank group}}
   %0 = fsdp.broadcast %x mesh<shard = 4> group shard dtype f32 root -1 : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @unshard_post_forward_group(%x: tensor<8xf32>) {
+  // expected-error @+1 {{post-forward group of 3 ranks must be > 1 and divide the shard group's 4}}
+  %0 = fsdp.unshard %x unit "a" mesh<shard = 4> {post_forward_group = 3 : i64} : tensor<8xf32> -> !fsdp.token<tensor<24xf32>>
+  return
+}
+
+// -----
+
+func.func @unshard_post_forward_size(%x: tensor<8xf32>) {
+  // expected-error @+1 {{gathers 'tensor<32xf32>' from 'tensor<8xf32>' over 2 ranks}}
+  %0 = fsdp.unshard %x unit "a" mesh<shard = 4> {post_forward_group = 2 : i64} : tensor<8xf32> -> !fsdp.token<tensor<32xf32>>
+  return
+}
+
+// -----
+
+func.func @post_forward_shard_size(%x: tensor<32xf32>) {
+  // expected-error @+1 {{keeps 1/2 (> 1) of 'tensor<32xf32>', not 'tensor<8xf32>'}}
+  %0 = fsdp.post_forward_shard %x unit "a" group 2 : tensor<32xf32> -> tensor<8xf32>
   return
 }

@@ -13,6 +13,10 @@ fsdp.model @tree {
     fsdp.buffer @running_mean : tensor<8xf32> init <zeros>
     // CHECK: fsdp.buffer @steps : tensor<1xi64> init <constant(3.000000e+00)> {persistent = false}
     fsdp.buffer @steps : tensor<1xi64> init <constant(3.0)> {persistent = false}
+    // CHECK: fsdp.module @pair kind "Linear" unit<reshard_after_forward = 2> {
+    fsdp.module @pair kind "Linear" unit<reshard_after_forward = 2> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
     // CHECK: fsdp.module @encoder kind "Linear" unit<reshard_after_forward = false> {
     fsdp.module @encoder kind "Linear" unit<reshard_after_forward = false> {
       // CHECK: fsdp.param @weight : tensor<8x4xbf16> init <kaiming_uniform(2.2360679774997898)>
@@ -119,6 +123,11 @@ func.func @schedule(%shard: tensor<136xf32>) -> tensor<136xf32> {
   %t = fsdp.unshard %shard unit "module.1" mesh<shard = 2> : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
   // CHECK: %[[F:.*]] = fsdp.wait %[[T]] : !fsdp.token<tensor<272xf32>>
   %full = fsdp.wait %t : !fsdp.token<tensor<272xf32>>
+  // reshard_after_forward = 2 on 4 ranks: keep half, gather it over 2.
+  // CHECK: %[[P:.*]] = fsdp.post_forward_shard %[[F]] unit "module.1" group 2 : tensor<272xf32> -> tensor<136xf32>
+  %part = fsdp.post_forward_shard %full unit "module.1" group 2 : tensor<272xf32> -> tensor<136xf32>
+  // CHECK: fsdp.unshard %[[P]] unit "module.1" mesh<shard = 4> {post_forward_group = 2 : i64} : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
+  %t2 = fsdp.unshard %part unit "module.1" mesh<shard = 4> {post_forward_group = 2 : i64} : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
   // CHECK: fsdp.reshard %[[F]] unit "module.1" : tensor<272xf32>
   fsdp.reshard %full unit "module.1" : tensor<272xf32>
   // CHECK: fsdp.reduce_grads %{{.*}} unit "module.1" mesh<replicate = 2, shard = 2> avg : tensor<272xf32> -> tensor<136xf32>
@@ -151,8 +160,6 @@ func.func @optimizer(%p: tensor<16xf32>, %g: tensor<16xf32>, %lg: tensor<16xbf16
   %p4, %m4, %v4 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-3 : f64, beta2 = 0.95 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
   // CHECK: fsdp.clip_grad_norm %{{.*}} {max_norm = 1.000000e+00 : f64} : tensor<f32>
   %norm, %coef = fsdp.clip_grad_norm %sq {max_norm = 1.0 : f64} : tensor<f32>
-  return
-}
   // The inf norm's partial and norm type (Adam: adamw_step with L2 decay).
   // CHECK: fsdp.max_abs %{{.*}}, %{{.*}} : tensor<16xf32>, tensor<16xbf16> -> tensor<f32>
   %max = fsdp.max_abs %g, %lg : tensor<16xf32>, tensor<16xbf16> -> tensor<f32>

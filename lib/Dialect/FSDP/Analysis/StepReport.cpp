@@ -50,7 +50,8 @@ MemoryCategory categoryOf(Value value, func::FuncOp step) {
     return MemoryCategory::InputsAndBuffers;
   }
   Operation *def = value.getDefiningOp();
-  if (isa<WaitOp>(def))
+  // A gathered unit, and what reshard_after_forward = N keeps of it.
+  if (isa<WaitOp, PostForwardShardOp>(def))
     return MemoryCategory::UnshardedParams;
   if (auto toDevice = dyn_cast<ToDeviceOp>(def))
     return categoryOf(toDevice.getInput(), step);
@@ -103,12 +104,15 @@ FailureOr<StepReport> fsdp::analyzeStep(func::FuncOp step,
     auto collective = dyn_cast<CollectiveOpInterface>(op);
     if (!collective)
       continue;
+    auto unshard = dyn_cast<UnshardOp>(op);
+    int64_t postForwardGroup =
+        unshard ? unshard.getPostForwardGroup().value_or(0) : 0;
     for (const CollectiveStep &c : collective.getCollectiveSteps())
       report.collectives.push_back(
           {collectiveKindName(c.kind).str(), getUnit(&op).str(),
            getPhaseName(&op).str(), streamName(collective.getStream()).str(),
            c.dataType.getElementType(), c.dataType.getNumElements(),
-           tensorBytes(c.dataType)});
+           tensorBytes(c.dataType), postForwardGroup});
   }
 
   // Lifetimes from the shared walk (StorageLiveness.h), every op counted:
@@ -288,9 +292,17 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
         plan->hostBytes ? "" : "shards, optimizer state, ");
   if (plan) {
     bool hybrid = mesh.getReplicate() > 1 && mesh.getShard() > 1;
-    os << "communicators per rank: "
-       << (hybrid ? "3 (world; shard and replicate groups split from it)"
-                  : "1 (world)")
+    // The runner splits the post-forward groups as the shard groups of a
+    // [world / N, N] mesh, whose replicate groups it makes too.
+    bool postForward =
+        !step.getBody().front().getOps<PostForwardShardOp>().empty();
+    os << "communicators per rank: " << (hybrid ? 3 : 1) + (postForward ? 2 : 0)
+       << (hybrid ? " (world; shard and replicate groups split from it"
+                  : " (world")
+       << (postForward ? "; post-forward groups of reshard_after_forward = N "
+                         "and an unused transpose of them"
+                       : "")
+       << ")"
        << "; their device memory (NCCL's buffers, on GPUs) is outside this "
           "plan: measured when they are made, reported beside the arena and "
           "counted in the device peak\n";
@@ -346,6 +358,21 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
   for (size_t c = 0; c < kMemoryCategories; ++c)
     os << "  " << llvm::left_justify(kCategoryNames[c], 26)
        << llvm::right_justify(std::to_string(report.breakdown[c]), 12) << "\n";
+  // Each unit once (every micro-batch keeps the same part).
+  llvm::StringMap<std::pair<int64_t, int64_t>> postForward;
+  for (auto part : step.getBody().front().getOps<PostForwardShardOp>())
+    postForward[part.getUnit()] = {tensorBytes(part.getType()),
+                                   tensorBytes(part.getFull().getType())};
+  int64_t keptBytes = 0, gatheredBytes = 0;
+  for (const auto &unit : postForward) {
+    keptBytes += unit.second.first;
+    gatheredBytes += unit.second.second;
+  }
+  if (keptBytes)
+    os << llvm::formatv("post-forward shards (reshard_after_forward = N): "
+                        "{0} units keep {1} bytes from forward to backward "
+                        "of the {2} they gather\n",
+                        postForward.size(), keptBytes, gatheredBytes);
   if (int64_t workspace = report.profile.gemmWorkspaceBytes)
     os << llvm::formatv(
         "on the device beside the arena, each counted once: a {0}-byte GEMM "
@@ -387,6 +414,10 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
        << llvm::left_justify(typeName(c.dtype), 7)
        << llvm::right_justify(std::to_string(c.elements), 10)
        << llvm::right_justify(std::to_string(c.bytes), 12) << "  " << c.stream
+       << (c.postForwardGroup
+               ? " (post-forward group of " +
+                     std::to_string(c.postForwardGroup) + " ranks)"
+               : "")
        << "\n";
 }
 

@@ -88,8 +88,12 @@ SmallVector<CollectiveStep, 2> BroadcastOp::getCollectiveSteps() {
 StreamKind BroadcastOp::getStream() { return StreamKind::ReduceScatter; }
 
 SmallVector<CollectiveStep, 2> UnshardOp::getCollectiveSteps() {
-  return {stepOver(CollectiveKind::AllGather, getMesh(), MeshGroup::shard,
-                   getToken().getType().getValueType())};
+  CollectiveStep step =
+      stepOver(CollectiveKind::AllGather, getMesh(), MeshGroup::shard,
+               getToken().getType().getValueType());
+  if (std::optional<int64_t> group = getPostForwardGroup())
+    step.groupSize = *group; // a sub-group of the shard group
+  return {step};
 }
 StreamKind UnshardOp::getStream() { return StreamKind::AllGather; }
 
@@ -199,11 +203,39 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
+/// A post-forward group: more than one rank, a divisor of the shard group.
+static LogicalResult verifyPostForwardGroup(Operation *op, int64_t group,
+                                            MeshAttr mesh) {
+  if (group < 2 || mesh.getShard() % group != 0)
+    return op->emitOpError("post-forward group of ")
+           << group << " ranks must be > 1 and divide the shard group's "
+           << mesh.getShard();
+  return success();
+}
+
 LogicalResult UnshardOp::verify() {
   RankedTensorType shard = getShard().getType();
   RankedTensorType full = getToken().getType().getValueType();
-  return verifyCollective(*this, shard, full, getMesh(), MeshGroup::shard,
-                          shard.getElementType(), Dim0::TimesGroup);
+  std::optional<int64_t> group = getPostForwardGroup();
+  if (!group)
+    return verifyCollective(*this, shard, full, getMesh(), MeshGroup::shard,
+                            shard.getElementType(), Dim0::TimesGroup);
+  if (failed(verifyPostForwardGroup(*this, *group, getMesh())))
+    return failure();
+  if (shard.getElementType() != full.getElementType() ||
+      full.getNumElements() != shard.getNumElements() * *group)
+    return emitOpError("gathers ")
+           << full << " from " << shard << " over " << *group << " ranks";
+  return success();
+}
+
+LogicalResult PostForwardShardOp::verify() {
+  RankedTensorType full = getFull().getType(), part = getType();
+  if (getGroup() < 2 || full.getElementType() != part.getElementType() ||
+      full.getNumElements() != part.getNumElements() * getGroup())
+    return emitOpError("keeps 1/")
+           << getGroup() << " (> 1) of " << full << ", not " << part;
+  return success();
 }
 
 LogicalResult ReduceGradsOp::verify() {

@@ -145,7 +145,7 @@ void InitAttr::print(AsmPrinter &printer) const {
 namespace {
 /// The settings of `#fsdp.unit<...>` as the parser collects them.
 struct UnitFields {
-  BoolAttr reshard;
+  Attribute reshard; // BoolAttr or an i64 IntegerAttr
   bool rankLocal = false;
   TypeAttr paramDtype, reduceDtype, outputDtype;
   BoolAttr castForwardInputs;
@@ -178,6 +178,24 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
         *dtype = TypeAttr::get(type);
         continue;
       }
+      if (key == "reshard_after_forward") { // true, false or an integer N
+        SMLoc valueLoc = parser.getCurrentLocation();
+        if (succeeded(parser.parseOptionalKeyword(&value))) {
+          if (value != "true" && value != "false") {
+            parser.emitError(valueLoc, "expected true, false or an integer, "
+                                       "got '")
+                << value << "'";
+            return {};
+          }
+          fields.reshard = BoolAttr::get(parser.getContext(), value == "true");
+          continue;
+        }
+        int64_t ways;
+        if (parser.parseInteger(ways))
+          return {};
+        fields.reshard = parser.getBuilder().getI64IntegerAttr(ways);
+        continue;
+      }
       if (key == "ignored") {
         SMLoc valueLoc = parser.getCurrentLocation();
         if (parser.parseKeyword(&value))
@@ -192,8 +210,7 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
         fields.ignored = *ignored;
         continue;
       }
-      if (key != "reshard_after_forward" && key != "rank_local" &&
-          key != "cast_forward_inputs") {
+      if (key != "rank_local" && key != "cast_forward_inputs") {
         parser.emitError(loc, "expected reshard_after_forward, rank_local, "
                               "param_dtype, reduce_dtype, output_dtype, "
                               "cast_forward_inputs or ignored, got '")
@@ -210,10 +227,8 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
       BoolAttr flag = BoolAttr::get(parser.getContext(), value == "true");
       if (key == "rank_local")
         fields.rankLocal = flag.getValue();
-      else if (key == "cast_forward_inputs")
-        fields.castForwardInputs = flag;
       else
-        fields.reshard = flag;
+        fields.castForwardInputs = flag;
     } while (succeeded(parser.parseOptionalComma()));
     if (parser.parseGreater())
       return {};
@@ -229,8 +244,12 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
   auto flag = [&](StringRef key, bool value) {
     fields.push_back((key + " = " + (value ? "true" : "false")).str());
   };
-  if (BoolAttr reshard = getReshardAfterForward())
+  if (auto reshard = dyn_cast_or_null<BoolAttr>(getReshardAfterForward()))
     flag("reshard_after_forward", reshard.getValue());
+  else if (auto ways =
+               dyn_cast_or_null<IntegerAttr>(getReshardAfterForward()))
+    fields.push_back("reshard_after_forward = " +
+                     std::to_string(ways.getInt()));
   if (getRankLocal())
     flag("rank_local", true);
   for (auto [key, dtype] : {std::pair<StringRef, TypeAttr>{"param_dtype",
@@ -254,9 +273,19 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
 
 LogicalResult
 fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       BoolAttr reshard, bool rankLocal, TypeAttr paramDtype,
+                       Attribute reshard, bool rankLocal, TypeAttr paramDtype,
                        TypeAttr reduceDtype, TypeAttr outputDtype,
                        BoolAttr castForwardInputs, IgnoredGradSync ignored) {
+  // (A BoolAttr is an i1 IntegerAttr.)
+  if (auto ways = dyn_cast_or_null<IntegerAttr>(reshard);
+      ways && !isa<BoolAttr>(ways) && ways.getInt() < 1)
+    return emitError() << "reshard_after_forward = " << ways.getInt()
+                       << ": the ranks to reshard to after the forward must "
+                          "be >= 1";
+  if (reshard && !isa<BoolAttr, IntegerAttr>(reshard))
+    return emitError() << "reshard_after_forward must be a bool or an "
+                          "integer, got "
+                       << reshard;
   // An ignored unit's parameters are whole, never gathered and start
   // identical: nothing to reshard, no own process group, no cast.
   if (ignored != IgnoredGradSync::none &&

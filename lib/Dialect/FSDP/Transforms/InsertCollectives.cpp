@@ -171,9 +171,33 @@ void accumulateBeforeNextBackward(Block &body) {
   }
 }
 
+/// A unit's own reshard_after_forward: whether it frees after the forward,
+/// and the ranks it reshards to then (0: all of the shard group).
+struct UnitReshard {
+  bool reshards;
+  int64_t postForwardGroup = 0;
+};
+
+/// Keeps this rank's 1/`group` of the unit gathered as `full` after
+/// `point`, in `point`'s micro-batch.
+PostForwardShardOp keepPostForwardShard(Operation *point, Value full,
+                                        StringRef unit, int64_t group) {
+  OpBuilder builder(point->getContext());
+  builder.setInsertionPointAfter(point);
+  auto type = cast<RankedTensorType>(full.getType());
+  auto partType = RankedTensorType::get({type.getNumElements() / group},
+                                        type.getElementType());
+  auto part = PostForwardShardOp::create(builder, point->getLoc(), partType,
+                                         full, unit, group);
+  tagOp(part, unit, kForward);
+  if (Attribute microBatch = point->getAttr(kMicroBatchAttr))
+    part->setAttr(kMicroBatchAttr, microBatch);
+  return part;
+}
+
 LogicalResult schedule(func::FuncOp step, bool reshardRoot,
                        bool reshardAfterBackward,
-                       const llvm::StringMap<bool> &unitReshards) {
+                       const llvm::StringMap<UnitReshard> &unitReshards) {
   Block &body = step.getBody().front();
   if (!body.getOps<ReshardOp>().empty())
     return emitStepError(step) << "is already scheduled";
@@ -231,8 +255,11 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
       continue;
     }
     bool reshards = reshardsAfterForward && (!unit.empty() || reshardRoot);
-    if (auto it = unitReshards.find(unit); it != unitReshards.end())
-      reshards = it->second;
+    int64_t postForwardGroup = 0;
+    if (auto it = unitReshards.find(unit); it != unitReshards.end()) {
+      reshards = it->second.reshards;
+      postForwardGroup = it->second.postForwardGroup;
+    }
 
     // Each micro-batch gathers the unit for its forward and backward, as
     // PyTorch does for every forward/backward pass. A micro-batch's ops
@@ -262,11 +289,24 @@ LogicalResult schedule(func::FuncOp step, bool reshardRoot,
         tagMicroBatch(gather, ops.front());
       }
       if (!forward.empty() && !backward.empty() && reshards) {
-        reshardAfter(forward.back(), gather.wait, unit, kForward);
+        // Resharding to a smaller group keeps this rank's part of it, which
+        // the backward gathers over that group instead of the shard group.
+        Operation *freeAfter = forward.back();
+        PostForwardShardOp part;
+        if (postForwardGroup) {
+          part = keepPostForwardShard(freeAfter, gather.wait, unit,
+                                      postForwardGroup);
+          freeAfter = part;
+        }
+        reshardAfter(freeAfter, gather.wait, unit, kForward);
         // From this micro-batch's gather, which its backward reads now (a
         // later micro-batch's ops no longer read the first gather's values).
         gather = regather(gather, backward.front(), backward, kBackward);
         tagMicroBatch(gather, backward.front());
+        if (part) {
+          gather.unshard.getShardMutable().assign(part);
+          gather.unshard.setPostForwardGroup(postForwardGroup);
+        }
       }
       segment = segmentEnd;
       // The free after a forward that reshards stays (FSDP2 frees there);
@@ -297,12 +337,49 @@ struct InsertCollectivesPass
         return signalPassFailure();
       }
       // Per-unit overrides, as FSDP2's reshard_after_forward argument.
-      llvm::StringMap<bool> unitReshards;
-      model.walk([&](NNModuleOp module) {
-        if (fsdp::UnitAttr unit = module.getUnitAttr())
-          if (BoolAttr reshard = unit.getReshardAfterForward())
-            unitReshards[module.getQualifiedName()] = reshard.getValue();
+      // An integer N reshards to N ranks (N = 1: keep, N = the shard
+      // group: free), N dividing the shard group, as FSDP2 requires.
+      int64_t shardGroup =
+          step->getAttrOfType<MeshAttr>(kMeshAttr).getShard();
+      llvm::StringMap<UnitReshard> unitReshards;
+      int64_t postForwardGroup = 0;
+      std::string postForwardUnit;
+      WalkResult walk = model.walk([&](NNModuleOp module) {
+        fsdp::UnitAttr unit = module.getUnitAttr();
+        Attribute reshard = unit ? unit.getReshardAfterForward() : Attribute();
+        if (auto flag = dyn_cast_or_null<BoolAttr>(reshard)) {
+          unitReshards[module.getQualifiedName()] = {flag.getValue()};
+          return WalkResult::advance();
+        }
+        auto ways = dyn_cast_or_null<IntegerAttr>(reshard);
+        if (!ways)
+          return WalkResult::advance();
+        int64_t n = ways.getInt();
+        if (n < 1 || shardGroup % n != 0) {
+          module.emitOpError("unit '")
+              << module.getQualifiedName() << "': reshard_after_forward = "
+              << n << " must divide the shard group's " << shardGroup
+              << " ranks";
+          return WalkResult::interrupt();
+        }
+        int64_t group = n > 1 && n < shardGroup ? n : 0;
+        // The runner makes one set of groups per step (StepAbi.def).
+        if (group && postForwardGroup && group != postForwardGroup) {
+          module.emitOpError("unit '")
+              << module.getQualifiedName() << "': reshard_after_forward = "
+              << n << " differs from unit '" << postForwardUnit << "''s "
+              << postForwardGroup << "; a step reshards to one group size";
+          return WalkResult::interrupt();
+        }
+        if (group) {
+          postForwardGroup = group;
+          postForwardUnit = module.getQualifiedName();
+        }
+        unitReshards[module.getQualifiedName()] = {n > 1, group};
+        return WalkResult::advance();
       });
+      if (walk.wasInterrupted())
+        return signalPassFailure();
       if (failed(schedule(step, reshardRootAfterForward, reshardAfterBackward,
                           unitReshards)))
         return signalPassFailure();

@@ -522,7 +522,8 @@ void StepSharder::gather(FlatParam &flat, Value shard) {
     auto unshard = UnshardOp::create(
         builder, loc,
         TokenType::get(context, flat.fullType().clone(gatherType)), full,
-        builder.getStringAttr(flat.unit), flat.mesh);
+        builder.getStringAttr(flat.unit), flat.mesh,
+        /*post_forward_group=*/nullptr);
     auto wait = WaitOp::create(builder, loc, unshard);
     tagOp(unshard, flat.unit, kForward);
     tagOp(wait, flat.unit, kForward);

@@ -17,7 +17,7 @@
 /* bump FSDPRT_STEP_ABI_VERSION when the step signature below or the        */
 /* meaning of the program description (ProgramKeys.def) changes.         */
 #define FSDPRT_ABI_VERSION 3
-#define FSDPRT_STEP_ABI_VERSION 3
+#define FSDPRT_STEP_ABI_VERSION 4
 
 /* Symbols of a step library besides the step itself (whose name is the     */
 /* description's "entry"): `const uint32_t fsdp_abi_stamp[2]` holding       */
@@ -29,7 +29,9 @@
 /* The step (every handle an fsdprt int64 handle; returns an fsdprt status; */
 /* the runner synchronises the context afterwards). step_count is the       */
 /* number of optimizer steps already taken (0 for the first);               */
-/* replicate_comm is 0 unless the mesh has a replicate dimension; seed (the */
+/* replicate_comm is 0 unless the mesh has a replicate dimension;          */
+/* post_forward_comm is the group of "post_forward_group" consecutive ranks */
+/* this rank is in (reshard_after_forward = N), 0 without one; seed (the    */
 /* run's --seed) and rank key the dropout masks. CPU offload ("cpu_offload" */
 /* in the description): `host` is the host buffer of "host_bytes" bytes     */
 /* (fsdprt_buffer_alloc_host), the copies run on the host_to_device and     */
@@ -40,6 +42,7 @@ typedef int32_t (*fsdprt_step_fn)(int64_t ctx, int64_t persistent,
                                   int64_t all_gather_stream,
                                   int64_t reduce_scatter_stream,
                                   int64_t shard_comm, int64_t replicate_comm,
+                                  int64_t post_forward_comm,
                                   int64_t step_count, int64_t seed,
                                   int64_t rank, int64_t host,
                                   int64_t host_to_device_stream,

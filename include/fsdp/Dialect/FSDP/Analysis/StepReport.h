@@ -42,6 +42,8 @@ struct CollectiveRecord {
   Type dtype;
   int64_t elements;
   int64_t bytes;
+  /// A backward gather over a post-forward group: its ranks (else 0).
+  int64_t postForwardGroup = 0;
 };
 
 struct StepReport {

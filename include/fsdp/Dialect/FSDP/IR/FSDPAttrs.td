@@ -47,7 +47,10 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     A module carrying this attribute owns one flat parameter holding every
     parameter of its subtree that no nested unit owns (FullyShardedDataParallel
     / fully_shard on that module). `reshard_after_forward` overrides the
-    strategy's choice for this unit, as FSDP2's per-module argument.
+    strategy's choice for this unit, as FSDP2's per-module argument: true,
+    false, or an integer N >= 1 (reshard to N ranks after the forward: keep
+    a 1/N shard and gather the backward over groups of N consecutive ranks;
+    1 is false and the shard group's size is true).
     `rank_local` gives the unit a process group of its own rank only, as
     PyTorch's MixtureOfExperts wraps its expert (`FSDP(expert,
     new_group([rank]))`): the flat parameter is whole on every rank, differs
@@ -80,13 +83,14 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     ```mlir
     #fsdp.unit
     #fsdp.unit<reshard_after_forward = false>
+    #fsdp.unit<reshard_after_forward = 2>
     #fsdp.unit<rank_local = true>
     #fsdp.unit<ignored = local>
     #fsdp.unit<param_dtype = bf16, reduce_dtype = f32, output_dtype = f32,
                cast_forward_inputs = false>
     ```
   }];
-  let parameters = (ins OptionalParameter<"::mlir::BoolAttr">:$reshard_after_forward,
+  let parameters = (ins OptionalParameter<"::mlir::Attribute">:$reshard_after_forward,
                         DefaultValuedParameter<"bool", "false">:$rank_local,
                         OptionalParameter<"::mlir::TypeAttr">:$param_dtype,
                         OptionalParameter<"::mlir::TypeAttr">:$reduce_dtype,

@@ -335,14 +335,18 @@ def FSDP_UnshardOp : FSDP_Op<"unshard", [
     Issues the all-gather of `unit`'s local shard over the shard group and
     returns a token; `fsdp.wait` yields the full flat parameter. `unit` is
     the unit's fully-qualified module name ("" for the root). Placing the
-    unshard early is prefetching.
+    unshard early is prefetching. With `post_forward_group = N` it gathers
+    a `fsdp.post_forward_shard` instead, over this rank's group of N
+    consecutive ranks of the shard group (FSDP2's reshard_after_forward=N).
 
     ```mlir
     %t = fsdp.unshard %shard unit "module.1" mesh<shard = 2> : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
+    %t2 = fsdp.unshard %part unit "module.1" mesh<shard = 4> {post_forward_group = 2 : i64} : tensor<136xf32> -> !fsdp.token<tensor<272xf32>>
     ```
   }];
   let arguments = (ins FSDP_FlatTensor:$shard, StrAttr:$unit,
-                       FSDP_MeshAttr:$mesh);
+                       FSDP_MeshAttr:$mesh,
+                       OptionalAttr<I64Attr>:$post_forward_group);
   let results = (outs FSDP_TokenType:$token);
   let assemblyFormat = "$shard `unit` $unit `mesh` `` $mesh attr-dict `:` "
                        "type($shard) `->` qualified(type($token))";
@@ -374,6 +378,27 @@ def FSDP_ReshardOp : FSDP_Op<"reshard"> {
   }];
   let arguments = (ins FSDP_FlatTensor:$full, StrAttr:$unit);
   let assemblyFormat = "$full `unit` $unit attr-dict `:` type($full)";
+}
+
+def FSDP_PostForwardShardOp : FSDP_Op<"post_forward_shard"> {
+  let summary = "keeps this rank's 1/N of a gathered unit after the forward";
+  let description = [{
+    FSDP2's `reshard_after_forward = N` (ZeRO++ hpZ): of the full flat
+    parameter, the rank keeps chunk `i` of N equal chunks, `i` its position
+    in its group of N consecutive ranks (FSDP2 views the mesh as
+    `(-1, N)`); a local copy, no communication. The backward gathers it back
+    with `fsdp.unshard ... {post_forward_group = N}` over that group.
+
+    ```mlir
+    %part = fsdp.post_forward_shard %full unit "module.1" group 2 : tensor<272xf32> -> tensor<136xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FlatTensor:$full, StrAttr:$unit,
+                       I64Attr:$group);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$full `unit` $unit `group` $group attr-dict `:` "
+                       "type($full) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 def FSDP_ReduceGradsOp : FSDP_Op<"reduce_grads", [

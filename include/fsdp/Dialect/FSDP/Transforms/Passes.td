@@ -322,7 +322,11 @@ def FSDPInsertCollectivesPass : Pass<"fsdp-insert-collectives", "::mlir::ModuleO
     before its first backward use — except the root, kept for the backward
     as PyTorch does, unless `reshard-root-after-forward`, and except units
     marked `unit<reshard_after_forward = false>`; `shard-grad-op` keeps every
-    unit from forward to backward. The gradient reduction of a unit moves to
+    unit from forward to backward. `unit<reshard_after_forward = N>` (N
+    dividing the shard group; one N per step) keeps this rank's 1/N of the
+    unit after the forward (`fsdp.post_forward_shard`) and gathers it back
+    over its group of N consecutive ranks for the backward. The gradient
+    reduction of a unit moves to
     just after its last gradient is computed, and the unit is freed after
     its last use in the backward.
 
