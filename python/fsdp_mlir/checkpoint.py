@@ -74,7 +74,9 @@ Not carried: learning-rate schedules (the base `lr` is written; torch's
 LRScheduler keeps its own state), per-parameter groups (`param-groups`,
 `no-decay-1d`: one group with `--weight-decay` is written; from-dcp
 ignores param_groups), GradScaler state, rank-local units (an FSDP2 model
-has no counterpart), the data position beyond the step count. Both
+has no counterpart; FSDP's ignored modules, laid out as rank-local units,
+are read as rank 0's copy, as torch's state dict holds them), the data
+position beyond the step count. Both
 directions run in one process, without a process group (DCP's
 `no_dist=True`); they need torch and safetensors.
 """
@@ -216,7 +218,7 @@ def read_checkpoint(path) -> Checkpoint:
     parts = [load_file(str(files[r])) for r in range(shard)]
     tensors, state = {}, {}
     for unit in _units(meta, path):
-        if unit.get("rank_local"):
+        if unit.get("rank_local") and not unit.get("ignored"):
             raise ValueError(
                 f"{path}: unit '{unit['name']}' is rank-local (a different "
                 "copy on every rank), which an FSDP2 model has no "

@@ -23,7 +23,7 @@ np = pytest.importorskip("numpy")
 st_numpy = pytest.importorskip("safetensors.numpy")
 wrap = pytest.importorskip("torch.distributed.fsdp.wrap")
 
-from fsdp_mlir import driver, from_torch, save_weights  # noqa: E402
+from fsdp_mlir import checkpoint, driver, from_torch, save_weights  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
 
 import test_torch_oracle as base  # noqa: E402  (skips without the tools)
@@ -176,6 +176,11 @@ def _ours(tmp_path, module, data, example, sync):
     unit = next(u for u in units if u["name"] == IGNORED)
     assert unit["rank_local"] and unit["ignored"]
     per_rank = [_unflatten(unit, f[f"{IGNORED}/flat_param"]) for f in files]
+    # The DCP converter reads the sharded checkpoint as the full one: fc2
+    # as rank 0's copy, as torch's state dict holds ignored parameters.
+    read = checkpoint.read_checkpoint(tmp_path / "sharded" / f"step-{STEPS}")
+    for name, value in read.tensors.items():
+        np.testing.assert_array_equal(value.numpy(), full[name])
     return prog, weights, dataset, losses, full, per_rank
 
 
