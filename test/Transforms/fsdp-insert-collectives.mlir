@@ -16,6 +16,7 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2 no-sync=true" --fsdp-shard="world-size=4" --fsdp-insert-collectives > %t.nosync
 // RUN: FileCheck %s --check-prefix=ACCUM < %t.nosync
 // RUN: FileCheck %s --check-prefix=NOSYNC < %t.nosync
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4 strategy=shard-grad-op" --fsdp-insert-collectives="reshard-after-backward=false" | FileCheck %s --check-prefix=KEPT
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=ALIAS
 // RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = false> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=KEEP
 // RUN: sed -e 's/fsdp.module @"2" kind "Linear" unit {/fsdp.module @"2" kind "Linear" unit<reshard_after_forward = 2> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives | FileCheck %s --check-prefix=PAIRS
@@ -92,6 +93,15 @@
 // ONE-NOT: post_forward
 // ONE-NOT: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase forward>
 // ONE: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase backward>
+
+// reshard-after-backward=false under shard-grad-op: each unit is gathered
+// once per step, in micro-batch 0's forward, and freed once, after micro-batch
+// 1's backward.
+// KEPT-COUNT-4: fsdp.unshard {{.*}}fsdp.micro_batch = 0 : i64, fsdp.phase = #fsdp<phase forward>
+// KEPT-NOT: fsdp.unshard
+// KEPT-NOT: fsdp.reshard {{.*}}fsdp.micro_batch = 0
+// KEPT-COUNT-4: fsdp.reshard {{.*}}fsdp.micro_batch = 1 : i64, fsdp.phase = #fsdp<phase backward>
+// KEPT-NOT: fsdp.reshard
 
 // unit<reshard_after_forward = false> on module.2 keeps it for the backward.
 // KEEP-NOT: fsdp.unshard %arg3 {{.*}}fsdp.phase = #fsdp<phase backward>
