@@ -4,13 +4,15 @@ PyTorch's own FSDP1 on gloo.
 
 torch_reference's MLP with fc2 ignored, FSDP1's ModuleWrapPolicy({Linear})
 picking units: torch wraps fc1 and fc3 and skips the ignored fc2; the
-import marks the same units. Two ranks train different samples, so fc2's
+import marks the same units. The ranks train different samples, so fc2's
 local gradients differ and its copies drift apart: torch's FSDP1
 (`ignored_modules=[fc2]`, gradients not reduced) and ours are compared per
 rank after STEPS steps (losses to 1e-5; every rank's fc2 from its own file
 of a sharded checkpoint, rank 0's in the full one, at the suite's weight
 bounds). With `ignored_grad_sync="all_reduce"` the reference all-reduces
-fc2's gradients and divides by the world size after backward, as DDP.
+fc2's gradients and divides by the world size after backward, as DDP; ours
+all-reduces over the shard group, then across replicas (4 ranks,
+hybrid-shard in groups of 2), or over the replicas alone (no-shard).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import test_torch_oracle as base  # noqa: E402  (skips without the tools)
 from test_torch_oracle_moe import read_sharded, _unflatten  # noqa: E402
 from torch_reference import MLP, free_port, run_workers  # noqa: E402
 
-RANKS = 2
+RANKS = 2  # all but the parity test's 4-rank cases
 PER_RANK = 4
 STEPS = base.STEPS
 NUM_SAMPLES = 24
@@ -148,7 +150,7 @@ def test_ignored_errors_name_the_setting():
         from_torch(module, example, ignored_modules=[torch.nn.Linear(2, 2)])
 
 
-def _ours(tmp_path, module, data, example, sync):
+def _ours(tmp_path, module, data, example, sync, ranks, strategy):
     """Our run: losses, the full checkpoint, and every rank's fc2 from a
     sharded checkpoint of the same run."""
     model = from_torch(module, example, ignored_modules=[module.fc2],
@@ -160,11 +162,13 @@ def _ours(tmp_path, module, data, example, sync):
     dataset = tmp_path / "data.safetensors"
     st_numpy.save_file({f"input.{i}": d for i, d in enumerate(data)},
                        str(dataset))
-    prog = driver.compile(model, tmp_path / "step.mlir", world_size=RANKS,
-                          optimizer="sgd", **SGD)
+    prog = driver.compile(model, tmp_path / "step.mlir", world_size=ranks,
+                          sharding_strategy=strategy,
+                          shard_group_size=2 if strategy == "hybrid-shard"
+                          else None, optimizer="sgd", **SGD)
     runs = {}
     for fmt in ("full", "sharded"):
-        runs[fmt] = driver.run(prog, nproc=RANKS, steps=STEPS, data=dataset,
+        runs[fmt] = driver.run(prog, nproc=ranks, steps=STEPS, data=dataset,
                                load=weights, save=tmp_path / fmt,
                                save_format=fmt, timeout=180)
     losses = [m["loss"] for m in runs["full"].metrics]
@@ -172,7 +176,7 @@ def _ours(tmp_path, module, data, example, sync):
     full = st_numpy.load_file(str(tmp_path / "full" /
                                   f"step-{STEPS}.safetensors"))
     files, units, _ = read_sharded(tmp_path / "sharded" / f"step-{STEPS}",
-                                   RANKS)
+                                   ranks)
     unit = next(u for u in units if u["name"] == IGNORED)
     assert unit["rank_local"] and unit["ignored"]
     per_rank = [_unflatten(unit, f[f"{IGNORED}/flat_param"]) for f in files]
@@ -184,21 +188,23 @@ def _ours(tmp_path, module, data, example, sync):
     return prog, weights, dataset, losses, full, per_rank
 
 
-@pytest.mark.parametrize("sync", ["local", "all_reduce"])
-def test_ignored_module_trains_like_fsdp1(tmp_path, sync):
+@pytest.mark.parametrize("sync,ranks,strategy", [
+    ("local", 2, "full-shard"), ("all_reduce", 2, "full-shard"),
+    ("all_reduce", 4, "hybrid-shard"), ("all_reduce", 2, "no-shard")])
+def test_ignored_module_trains_like_fsdp1(tmp_path, sync, ranks, strategy):
     fsdp = pytest.importorskip("torch.distributed.fsdp")
     if not hasattr(fsdp, "FullyShardedDataParallel") or not \
             torch.distributed.is_gloo_available():
         pytest.skip("no FSDP1 or gloo")
     module, data, example = _case()
     prog, weights, dataset, losses, full, per_rank = _ours(
-        tmp_path, module, data, example, sync)
+        tmp_path, module, data, example, sync, ranks, strategy)
     out = str(tmp_path / "fsdp1-{rank}")
     run_workers(tmp_path, "fsdp1_worker", _FSDP1_WORKER,
-                [weights, dataset, out, free_port(), RANKS, PER_RANK, STEPS,
-                 NUM_SAMPLES, sync], nproc=RANKS, timeout=120)
+                [weights, dataset, out, free_port(), ranks, PER_RANK, STEPS,
+                 NUM_SAMPLES, sync], nproc=ranks, timeout=120)
     refs = [st_numpy.load_file(out.format(rank=r) + ".safetensors")
-            for r in range(RANKS)]
+            for r in range(ranks)]
     ref_losses = json.loads((tmp_path / "fsdp1-0.json").read_text())
     # FSDP1 wrapped what the import marked: fc1 and fc3, not fc2.
     assert json.loads((tmp_path / "fsdp1-0.units").read_text()) == \
@@ -208,19 +214,19 @@ def test_ignored_module_trains_like_fsdp1(tmp_path, sync):
     # The full checkpoint: every parameter under its FQN, fc2 rank 0's copy.
     base.assert_state_matches({k: v for k, v in full.items()
                                if not k.startswith("optim.")}, refs[0])
-    for r in range(RANKS):
+    for r in range(ranks):
         base.assert_state_matches(
             per_rank[r], {k: refs[r][k] for k in per_rank[r]})
-    drift = max(float(np.abs(per_rank[0][k] - per_rank[1][k]).max())
-                for k in per_rank[0])
+    drift = max(float(np.abs(per_rank[0][k] - per_rank[r][k]).max())
+                for r in range(1, ranks) for k in per_rank[0])
     if sync == "local":  # different data, different local gradients
         assert drift > 1e-4, drift
     else:  # averaged gradients: the copies stay identical
         assert drift == 0.0, drift
     worst_loss = max(abs(a - b) for a, b in zip(losses, ref_losses))
     worst_fc2 = max(float(np.abs(per_rank[r][k] - refs[r][k]).max())
-                    for r in range(RANKS) for k in per_rank[r])
-    print(f"\nignored {sync}: loss diff {worst_loss:.3g}, fc2 diff "
+                    for r in range(ranks) for k in per_rank[r])
+    print(f"\nignored {sync} {ranks} {strategy}: loss diff {worst_loss:.3g}, fc2 diff "
           f"{worst_fc2:.3g}, fc2 drift between ranks {drift:.3g}")
 
 
