@@ -12,7 +12,10 @@ of a sharded checkpoint, rank 0's in the full one, at the suite's weight
 bounds). With `ignored_grad_sync="all_reduce"` the reference all-reduces
 fc2's gradients and divides by the world size after backward, as DDP; ours
 all-reduces over the shard group, then across replicas (4 ranks,
-hybrid-shard in groups of 2), or over the replicas alone (no-shard).
+hybrid-shard in groups of 2), or over the replicas alone (no-shard). With
+clip_grad_norm_, FSDP1 adds the ignored gradients' local Σg² (max |g| for
+the inf norm) to the all-reduced one of the sharded gradients, so each rank
+clips with its own norm; ours does the same.
 """
 from __future__ import annotations
 
@@ -46,8 +49,8 @@ import torch
 import torch.distributed as dist
 from safetensors.numpy import load_file
 
-(TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, SYNC,
- RANK) = sys.argv[1:]
+(TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, SYNC, CLIP,
+ NORM, RANK) = sys.argv[1:]
 RANK, WORLD, BATCH, STEPS, N = (int(RANK), int(WORLD), int(BATCH),
                                 int(STEPS), int(N))
 sys.path.insert(0, TESTS)
@@ -81,6 +84,8 @@ for s in range(STEPS):
         for p in ignored:
             dist.all_reduce(p.grad)
             p.grad /= WORLD
+    if CLIP != "none":
+        model.clip_grad_norm_(float(CLIP), float(NORM))
     opt.step()
     mean = loss.detach().clone()
     dist.all_reduce(mean)
@@ -150,7 +155,7 @@ def test_ignored_errors_name_the_setting():
         from_torch(module, example, ignored_modules=[torch.nn.Linear(2, 2)])
 
 
-def _ours(tmp_path, module, data, example, sync, ranks, strategy):
+def _ours(tmp_path, module, data, example, sync, ranks, strategy, clip):
     """Our run: losses, the full checkpoint, and every rank's fc2 from a
     sharded checkpoint of the same run."""
     model = from_torch(module, example, ignored_modules=[module.fc2],
@@ -165,7 +170,10 @@ def _ours(tmp_path, module, data, example, sync, ranks, strategy):
     prog = driver.compile(model, tmp_path / "step.mlir", world_size=ranks,
                           sharding_strategy=strategy,
                           shard_group_size=2 if strategy == "hybrid-shard"
-                          else None, optimizer="sgd", **SGD)
+                          else None, optimizer="sgd",
+                          **(dict(clip_grad_norm=clip[0],
+                                  clip_norm_type=clip[1]) if clip else {}),
+                          **SGD)
     runs = {}
     for fmt in ("full", "sharded"):
         runs[fmt] = driver.run(prog, nproc=ranks, steps=STEPS, data=dataset,
@@ -188,21 +196,28 @@ def _ours(tmp_path, module, data, example, sync, ranks, strategy):
     return prog, weights, dataset, losses, full, per_rank
 
 
-@pytest.mark.parametrize("sync,ranks,strategy", [
-    ("local", 2, "full-shard"), ("all_reduce", 2, "full-shard"),
-    ("all_reduce", 4, "hybrid-shard"), ("all_reduce", 2, "no-shard")])
-def test_ignored_module_trains_like_fsdp1(tmp_path, sync, ranks, strategy):
+@pytest.mark.parametrize("sync,ranks,strategy,clip", [
+    ("local", 2, "full-shard", None), ("all_reduce", 2, "full-shard", None),
+    ("all_reduce", 4, "hybrid-shard", None), ("all_reduce", 2, "no-shard", None),
+    # max_norm below every step's norm (rank 0's: 0.52 to 0.98 for the L2
+    # norm, 0.11 to 0.35 for inf): every step clips.
+    ("local", 2, "full-shard", (0.3, 2.0)),
+    ("local", 2, "full-shard", (0.1, float("inf"))),
+    ("all_reduce", 4, "hybrid-shard", (0.3, 2.0))])
+def test_ignored_module_trains_like_fsdp1(tmp_path, sync, ranks, strategy,
+                                          clip):
     fsdp = pytest.importorskip("torch.distributed.fsdp")
     if not hasattr(fsdp, "FullyShardedDataParallel") or not \
             torch.distributed.is_gloo_available():
         pytest.skip("no FSDP1 or gloo")
     module, data, example = _case()
     prog, weights, dataset, losses, full, per_rank = _ours(
-        tmp_path, module, data, example, sync, ranks, strategy)
+        tmp_path, module, data, example, sync, ranks, strategy, clip)
     out = str(tmp_path / "fsdp1-{rank}")
     run_workers(tmp_path, "fsdp1_worker", _FSDP1_WORKER,
                 [weights, dataset, out, free_port(), ranks, PER_RANK, STEPS,
-                 NUM_SAMPLES, sync], nproc=ranks, timeout=120)
+                 NUM_SAMPLES, sync, *(clip or ("none", "none"))],
+                nproc=ranks, timeout=120)
     refs = [st_numpy.load_file(out.format(rank=r) + ".safetensors")
             for r in range(ranks)]
     ref_losses = json.loads((tmp_path / "fsdp1-0.json").read_text())
@@ -226,7 +241,7 @@ def test_ignored_module_trains_like_fsdp1(tmp_path, sync, ranks, strategy):
     worst_loss = max(abs(a - b) for a, b in zip(losses, ref_losses))
     worst_fc2 = max(float(np.abs(per_rank[r][k] - refs[r][k]).max())
                     for r in range(ranks) for k in per_rank[r])
-    print(f"\nignored {sync} {ranks} {strategy}: loss diff {worst_loss:.3g}, fc2 diff "
+    print(f"\nignored {sync} {ranks} {strategy} clip {clip}: loss diff {worst_loss:.3g}, fc2 diff "
           f"{worst_fc2:.3g}, fc2 drift between ranks {drift:.3g}")
 
 

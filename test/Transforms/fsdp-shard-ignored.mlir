@@ -16,6 +16,8 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --fsdp-report=json=true -o /dev/null | %python -c "import json,sys; s=json.load(sys.stdin)['steps'][0]; print(s['ignored'], s['rank_local_units'], sorted({c['unit'] for c in s['collectives']}))" | FileCheck %s --check-prefix=JSON
 // RUN: fsdp-opt %s --fsdp-model-summary -o /dev/null | FileCheck %s --check-prefix=SUMMARY
 // RUN: fsdp-opt %s --fsdp-model-summary=json=true -o /dev/null | %python -c "import json,sys; m=json.load(sys.stdin)['models'][0]; print(m['ignored_params'], m['ignored_bytes'])" | FileCheck %s --check-prefix=SUMMARY-JSON
+// RUN: fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=2" | FileCheck %s --check-prefix=CLIP
+// RUN: fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0 clip-norm-type=inf" --fsdp-shard="world-size=2" | FileCheck %s --check-prefix=CLIP-INF
 // RUN: sed 's/@fc1 kind "Linear" unit/@fc1 kind "Linear"/' %s | fsdp-opt --fsdp-auto-wrap=policy=always | FileCheck %s --check-prefix=WRAP
 // RUN: sed 's/@fc1 kind "Linear" unit/@fc1 kind "Linear"/' %s | fsdp-opt --fsdp-auto-wrap="policy=size min-params=60" | FileCheck %s --check-prefix=SIZE
 
@@ -50,6 +52,17 @@
 // AR-SCHED-NEXT: fsdp.all_reduce
 // AR-SCHED-NEXT: nn.matmul {{.*}}fsdp.unit = "fc1"
 // AR-SCHED: fsdp.reduce_grads {{.*}}unit "fc1"
+
+// Clipping, as FSDP1's clip_grad_norm_: the sharded gradients' Σg² is
+// all-reduced over the shard group, fc2's local one added after; the inf
+// norm's max takes fc2's gradient before the all-reduce.
+// CLIP: %[[OWN:.*]] = nn.reduce_sum %{{.*}} fsdp.unit = "fc2"
+// CLIP: %[[SUM:.*]] = fsdp.all_reduce %{{.*}} group shard dtype f32 sum
+// CLIP: %[[S:.*]] = nn.reshape %[[SUM]]
+// CLIP: %[[TOTAL:.*]] = nn.add %[[S]], %[[OWN]]
+// CLIP: fsdp.clip_grad_norm %[[TOTAL]]
+// CLIP-INF: %[[M:.*]] = fsdp.max_abs %{{.*}}, %{{.*}}, %{{.*}} {{.*}}: tensor<3xf32>, tensor<54xf32>, tensor<78xf32> -> tensor<f32>
+// CLIP-INF: fsdp.all_reduce %{{.*}} group shard dtype f32 max
 
 // PROGRAM: \22flat_numel\22:78,\22frozen\22:false,\22ignored\22:true,\22name\22:\22fc2\22,\22offset\22:{{[0-9]+}},\22padded_numel\22:78,{{.*}}\22rank_local\22:true,\22shard_numel\22:78
 // PROGRAM-NOT: \22ignored\22:true

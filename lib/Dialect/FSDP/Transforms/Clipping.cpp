@@ -49,28 +49,54 @@ Value fsdp::emitClipGradNorm(OpBuilder &builder, Location loc,
                              MutableArrayRef<Value> grads, FloatAttr maxNorm,
                              FloatAttr normType,
                              function_ref<Value(Value)> combine,
-                             function_ref<void(Operation *, int)> tag) {
+                             function_ref<void(Operation *, int)> tag,
+                             ArrayRef<bool> local) {
   Type f32 = builder.getF32Type();
   double p = normType.getValueAsDouble();
-  Value total;
-  if (std::isinf(p)) {
-    total = MaxAbsOp::create(
-        builder, loc, RankedTensorType::get({}, f32), grads);
+  bool inf = std::isinf(p);
+  auto isLocal = [&](int i) {
+    return !inf && i < int(local.size()) && local[i];
+  };
+  // The partial total of the gradients whose isLocal is `wantLocal`: null
+  // for none (max |g| of no gradient is 0).
+  auto partialOf = [&](bool wantLocal) -> Value {
+    SmallVector<int> chosen;
+    for (int i = 0, e = grads.size(); i < e; ++i)
+      if (isLocal(i) == wantLocal)
+        chosen.push_back(i);
+    if (inf) {
+      if (wantLocal)
+        return {};
+      SmallVector<Value> operands;
+      for (int i : chosen)
+        operands.push_back(grads[i]);
+      Value max = MaxAbsOp::create(builder, loc,
+                                   RankedTensorType::get({}, f32), operands);
+      tag(max.getDefiningOp(), -1);
+      return max;
+    }
+    Value total;
+    for (int i : chosen) {
+      auto tagThis = [&](Operation *op) { tag(op, i); };
+      Value g = castTo(builder, loc, grads[i], f32, tagThis);
+      Value partial = sumOfPowers(builder, loc, g, p, tagThis);
+      if (total) {
+        total = nn::AddOp::create(builder, loc, total, partial);
+        tag(total.getDefiningOp(), -1);
+      } else {
+        total = partial;
+      }
+    }
+    return total;
+  };
+  Value combined = partialOf(/*wantLocal=*/false);
+  Value own = partialOf(/*wantLocal=*/true);
+  Value total = combined ? combine(combined) : own;
+  if (combined && own) {
+    total = nn::AddOp::create(builder, loc, total, own);
     tag(total.getDefiningOp(), -1);
   }
-  for (int i = 0, e = grads.size(); i < e && !std::isinf(p); ++i) {
-    auto tagThis = [&](Operation *op) { tag(op, i); };
-    Value g = castTo(builder, loc, grads[i], f32, tagThis);
-    Value partial = sumOfPowers(builder, loc, g, p, tagThis);
-    if (total) {
-      total = nn::AddOp::create(builder, loc, total, partial);
-      tag(total.getDefiningOp(), -1);
-    } else {
-      total = partial;
-    }
-  }
-  auto clip =
-      ClipGradNormOp::create(builder, loc, combine(total), maxNorm, normType);
+  auto clip = ClipGradNormOp::create(builder, loc, total, maxNorm, normType);
   tag(clip, -1);
   for (int i = 0, e = grads.size(); i < e; ++i) {
     auto tagThis = [&](Operation *op) { tag(op, i); };

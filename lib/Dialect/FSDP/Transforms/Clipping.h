@@ -14,11 +14,17 @@ namespace mlir::fsdp {
 /// total into the global one (an all-reduce: a sum, a max for inf); then
 /// `fsdp.clip_grad_norm`, and each gradient scaled by the coefficient in its
 /// own dtype; `grads` are replaced by the clipped ones. `tag(op, i)` tags an
-/// op made for gradient i (-1: for all of them). Returns the total norm.
+/// op made for gradient i (-1: for all of them). Gradients i with `local[i]`
+/// (FSDP's ignored parameters) are not combined: their Σ|g|^p is added to
+/// the combined total, as FSDP1's clip_grad_norm_ adds the non-sharded
+/// parameters' local norm after the all-reduce (for inf it all-reduces the
+/// max of both, so they are combined like the others). Returns the total
+/// norm.
 Value emitClipGradNorm(OpBuilder &builder, Location loc,
                        MutableArrayRef<Value> grads, FloatAttr maxNorm,
                        FloatAttr normType, function_ref<Value(Value)> combine,
-                       function_ref<void(Operation *, int)> tag);
+                       function_ref<void(Operation *, int)> tag,
+                       ArrayRef<bool> local = {});
 
 /// Emits GradScaler's unscale_ over `grads`: each multiplied by the inverse
 /// loss scale in its own dtype (replacing `grads`), then the found-inf flag

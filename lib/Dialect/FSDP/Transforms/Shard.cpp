@@ -118,8 +118,8 @@ private:
   /// state names, whether the step clips or scales the loss.
   void collectUpdates();
   LogicalResult computeFlatParams();
-  /// Rank-local and ignored units cannot be clipped nor loss-scaled
-  /// together.
+  /// Rank-local units cannot be clipped nor loss-scaled, ignored ones not
+  /// loss-scaled.
   LogicalResult checkUnits();
   /// The sharded function with its new signature, and the old arguments it
   /// keeps mapped to its own.
@@ -281,9 +281,14 @@ Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
     return sumOverShardGroup(total, loc,
                              inf ? ReduceKind::max : ReduceKind::sum);
   };
+  // FSDP1 adds the ignored parameters' local partial after the all-reduce.
+  SmallVector<bool> ignored;
+  for (const FlatParam &flat : flats)
+    ignored.push_back(flat.ignored != IgnoredGradSync::none);
   return emitClipGradNorm(builder, loc, shardGrads, clip.getMaxNormAttr(),
                           clip.getNormTypeAttr(), overShardGroup,
-                          [&](Operation *op, int i) { tagUpdate(op, i); });
+                          [&](Operation *op, int i) { tagUpdate(op, i); },
+                          ignored);
 }
 
 /// An update's lr scale and weight decay.
@@ -387,13 +392,15 @@ void StepSharder::collectUpdates() {
 
 LogicalResult StepSharder::checkUnits() {
   for (FlatParam &flat : flats) {
-    if ((clipping || lossScaling) && flat.ignored != IgnoredGradSync::none)
+    if (lossScaling && flat.ignored != IgnoredGradSync::none)
       return flat.module.emitOpError("is an ignored unit (ignored = ")
-                 << stringifyIgnoredGradSync(flat.ignored) << "): "
-                 << (clipping ? "clip-grad-norm" : "loss scaling")
-                 << " of ignored parameters is not supported yet (FSDP adds "
-                    "their local norm to the sharded parameters' global one)",
+                 << stringifyIgnoredGradSync(flat.ignored)
+                 << "): loss scaling of ignored parameters is not supported "
+                    "yet (GradScaler's inf check would need their local "
+                    "gradients on every rank)",
              failure();
+    if (flat.ignored != IgnoredGradSync::none)
+      continue; // clipped with their local norm, as FSDP1
     if (clipping && flat.rankLocal)
       return flat.module.emitOpError(
                  "is a rank-local unit: its gradient "
