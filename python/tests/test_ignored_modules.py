@@ -258,3 +258,25 @@ def test_ignored_copies_start_identical(tmp_path):
     key = f"{IGNORED}/flat_param"
     assert np.any(files[0][key] != 0)
     np.testing.assert_array_equal(files[0][key], files[1][key])
+
+
+def test_resume_from_sharded_gives_every_rank_its_copy(tmp_path):
+    """2 steps, a sharded checkpoint, then a run loading it to step STEPS:
+    every rank resumes its own (drifted) fc2, so the losses of steps
+    3..STEPS and every rank's final file are the uninterrupted run's."""
+    module, data, example = _case()
+    prog, weights, dataset, losses, _, _ = _ours(
+        tmp_path, module, data, example, "local", RANKS, "full-shard", None)
+    first, second = tmp_path / "first", tmp_path / "second"
+    driver.run(prog, nproc=RANKS, steps=2, data=dataset, load=weights,
+               save=first, save_format="sharded", timeout=120)
+    result = driver.run(prog, nproc=RANKS, steps=STEPS, data=dataset,
+                        load=first / "step-2", save=second,
+                        save_format="sharded", timeout=120)
+    assert [row["loss"] for row in result.metrics] == losses[2:]
+    whole, _, _ = read_sharded(tmp_path / "sharded" / f"step-{STEPS}", RANKS)
+    resumed, _, _ = read_sharded(second / f"step-{STEPS}", RANKS)
+    for r in range(RANKS):
+        for key in whole[r]:
+            np.testing.assert_array_equal(resumed[r][key], whole[r][key],
+                                          f"rank {r} {key}")
