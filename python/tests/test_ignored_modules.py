@@ -113,16 +113,7 @@ def _case():
 
 def _units(model):
     """{unit path below the root: its ignored setting (None: sharded)}."""
-    out = {}
-
-    def visit(m, path):
-        for name, child in m.children.items():
-            here = f"{path}.{name}" if path else name
-            if child.unit:
-                out[here] = child.ignored
-            visit(child, here)
-    visit(model.root, "")
-    return out
+    return {path: unit.ignored for path, unit in model.named_units()}
 
 
 def test_wrap_policy_skips_ignored_modules_and_params_mark_modules():

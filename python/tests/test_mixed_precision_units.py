@@ -145,8 +145,8 @@ WORLD, BATCH, STEPS, N = int(WORLD), int(BATCH), int(STEPS), int(N)
 sys.path.insert(0, TESTS)
 from test_mixed_precision_units import _policies
 from test_torch_import import OPTIMIZERS
-from torch_reference import (GPT, join_gloo, leave_gloo, load_weights,
-                             train_steps, write_result)
+from torch_reference import (GPT, finish_fsdp2, join_gloo, load_weights,
+                             train_steps)
 
 
 F = torch.nn.functional
@@ -187,11 +187,7 @@ def worker(rank):
         return x[rows], y[rows]
 
     losses = train_steps(model, opt, STEPS, batch)
-    full = {k: p.full_tensor().detach().numpy().copy()
-            for k, p in model.named_parameters()}
-    if rank == 0:
-        write_result(OUT, full, losses)
-    leave_gloo()
+    finish_fsdp2(OUT, model, losses)
 
 
 if __name__ == "__main__":

@@ -436,8 +436,8 @@ from safetensors.numpy import load_file
 TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, FROZEN = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
 sys.path.insert(0, TESTS)
-from torch_reference import (MLP, join_gloo, leave_gloo, load_weights,
-                             train_steps, write_result)
+from torch_reference import (MLP, finish_fsdp2, join_gloo, load_weights,
+                             train_steps)
 
 
 def worker(rank):
@@ -461,11 +461,7 @@ def worker(rank):
         return x[rows], y[rows]
 
     losses = train_steps(model, opt, STEPS, batch)
-    full = {k: p.full_tensor().detach().numpy().copy()
-            for k, p in model.named_parameters()}
-    if rank == 0:
-        write_result(OUT, full, losses)
-    leave_gloo()
+    finish_fsdp2(OUT, model, losses)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ WORLD, BATCH, MICRO, STEPS, N = map(int, (WORLD, BATCH, MICRO, STEPS, N))
 LR, RESHARD = float(LR), eval(RESHARD)
 KEEP, NO_SYNC = KEEP == "1", NO_SYNC == "1"
 sys.path.insert(0, TESTS)
-from torch_reference import MLP, join_gloo, leave_gloo, load_weights, write_result
+from torch_reference import (MLP, finish_fsdp2, join_gloo, load_weights)
 
 
 def worker(rank):
@@ -84,11 +84,7 @@ def worker(rank):
         opt.step()
         dist.all_reduce(total)
         losses.append(total.item() / WORLD)
-    full = {k: p.full_tensor().detach().numpy().copy()
-            for k, p in model.named_parameters()}
-    if rank == 0:
-        write_result(OUT, full, losses)
-    leave_gloo()
+    finish_fsdp2(OUT, model, losses)
 
 
 if __name__ == "__main__":

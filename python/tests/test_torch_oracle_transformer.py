@@ -254,8 +254,8 @@ import torch
 TESTS, INIT, OUT, PORT, WORLD, STEPS, LR, TRAINING = sys.argv[1:]
 WORLD, STEPS, LR, TRAINING = int(WORLD), int(STEPS), float(LR), TRAINING == "1"
 sys.path.insert(0, TESTS)
-from torch_reference import (TransformerWithSharedParams, join_gloo, leave_gloo,
-                             load_weights, train_steps, write_result)
+from torch_reference import (TransformerWithSharedParams, finish_fsdp2,
+                             join_gloo, load_weights, train_steps)
 
 
 def worker(rank):
@@ -273,13 +273,7 @@ def worker(rank):
     src = torch.arange(12).view(6, 2).t().contiguous()
     tgt = torch.arange(8).view(4, 2).t().contiguous()
     losses = train_steps(model, opt, STEPS, lambda s: (src, tgt))
-    full = {k: p.full_tensor().detach().numpy().copy()
-            for k, p in model.named_parameters()}
-    for k, b in model.named_buffers():
-        full[k] = b.detach().numpy().copy()
-    if rank == 0:
-        write_result(OUT, full, losses)
-    leave_gloo()
+    finish_fsdp2(OUT, model, losses, buffers=True)
 
 
 if __name__ == "__main__":

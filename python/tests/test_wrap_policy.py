@@ -42,16 +42,8 @@ def _model(**options):
 
 def _units(model):
     """{path of every unit below the root: its reshard_after_forward}."""
-    out = {}
-
-    def visit(m, path):
-        for name, child in m.children.items():
-            here = f"{path}.{name}" if path else name
-            if child.unit:
-                out[here] = child.reshard_after_forward
-            visit(child, here)
-    visit(model.root, "")
-    return out
+    return {path: unit.reshard_after_forward
+            for path, unit in model.named_units()}
 
 
 BLOCKS = {"transformer.h.0": None, "transformer.h.1": None}

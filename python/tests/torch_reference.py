@@ -136,6 +136,21 @@ def write_result(out, state, losses):
         json.dump(losses, f)
 
 
+def finish_fsdp2(out, model, losses, buffers=False):
+    """The end of an FSDP2 worker: every rank gathers the full parameters
+    (full_tensor is a collective), rank 0 writes them (and the buffers) with
+    the losses, then every rank leaves."""
+    import torch.distributed as dist
+    full = {k: p.full_tensor().detach().numpy().copy()
+            for k, p in model.named_parameters()}
+    if buffers:
+        full.update({k: b.detach().numpy().copy()
+                     for k, b in model.named_buffers()})
+    if dist.get_rank() == 0:
+        write_result(out, full, losses)
+    leave_gloo()
+
+
 class MLP(nn.Module):
     """examples/mlp.mlir: Linear(16,32)-ReLU-Linear(32,32)-ReLU-Linear(32,4),
     MSE (mean)."""

@@ -19,6 +19,12 @@ static void requireStep(int64_t step) {
     fail(Status::InvalidArgument, "step must be >= 1 (1-based), got ", step);
 }
 
+static void requireBetas(double beta1, double beta2) {
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    fail(Status::InvalidArgument, "betas must be in [0, 1), got (", beta1,
+         ", ", beta2, ")");
+}
+
 /// The found-inf flag an update skips on (buffer 0: none).
 static const float *skipFlag(Launch &l, int64_t skip, int64_t skipOff) {
   if (skip == 0)
@@ -106,9 +112,7 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     requireStep(step);
     requireFinite(lr, "lr"), requireFinite(eps, "eps");
     requireFinite(weight_decay, "weight_decay");
-    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-      fail(Status::InvalidArgument, "betas must be in [0, 1), got (", beta1,
-           ", ", beta2, ")");
+    requireBetas(beta1, beta2);
     auto *pp = static_cast<float *>(
         l.operand(param, param_off, numel, DType::F32, "param"));
     const void *pg = l.operand(grad, grad_off, numel, "grad");
@@ -147,9 +151,7 @@ int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     nonNegative(numel, "numel");
     requireStep(step);
     requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
-    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-      fail(Status::InvalidArgument, "betas must be in [0, 1), got (", beta1,
-           ", ", beta2, ")");
+    requireBetas(beta1, beta2);
     auto *pp = static_cast<float *>(
         l.operand(param, param_off, numel, DType::F32, "param"));
     const void *pg = l.operand(grad, grad_off, numel, "grad");

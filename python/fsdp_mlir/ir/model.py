@@ -249,6 +249,12 @@ class Model:
                 frozen.append(name)
         return sorted(set(frozen))
 
+    def named_units(self):
+        """(qualified name, Module) of every unit below the root, pre-order."""
+        for m in self.root.modules():
+            if m.unit and m is not self.root:
+                yield ".".join(m.path_from(self.root)), m
+
     def num_units(self) -> int:
         """FSDP units: the root always is one."""
         return sum(1 for m in self.root.modules() if m.unit or m is self.root)

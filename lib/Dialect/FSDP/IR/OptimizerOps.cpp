@@ -57,6 +57,17 @@ static LogicalResult verifyParamGroups(OptimizerOp op) {
   return success();
 }
 
+/// Adam's and Lion's betas: each in [0, 1).
+template <typename OptimizerOp>
+static LogicalResult verifyBetas(OptimizerOp op) {
+  double beta1 = op.getBeta1().convertToDouble();
+  double beta2 = op.getBeta2().convertToDouble();
+  if (beta1 < 0.0 || beta1 >= 1.0 || beta2 < 0.0 || beta2 >= 1.0)
+    return op.emitOpError("betas must be in [0, 1), got (")
+           << beta1 << ", " << beta2 << ")";
+  return success();
+}
+
 NamedAttribute fsdp::sgdOperandSegments(Builder &b, bool momentum,
                                         bool skip) {
   return b.getNamedAttr(
@@ -89,16 +100,10 @@ LogicalResult SGDStepOp::verify() {
 }
 
 LogicalResult AdamWStepOp::verify() {
-  double beta1 = getBeta1().convertToDouble();
-  double beta2 = getBeta2().convertToDouble();
   if (getLr().convertToDouble() < 0.0 || getEps().convertToDouble() < 0.0)
     return emitOpError("learning rate and eps must be >= 0");
-  if (failed(verifyParamGroups(*this)))
-    return failure();
-  if (beta1 < 0.0 || beta1 >= 1.0 || beta2 < 0.0 || beta2 >= 1.0)
-    return emitOpError("betas must be in [0, 1), got (")
-           << beta1 << ", " << beta2 << ")";
-  if (failed(verifyGrad(*this, getParam(), getGrad())))
+  if (failed(verifyParamGroups(*this)) || failed(verifyBetas(*this)) ||
+      failed(verifyGrad(*this, getParam(), getGrad())))
     return failure();
   return verifySameAsParam(*this, getParam().getType(),
                            {getExpAvg(), getExpAvgSq(),
@@ -107,16 +112,10 @@ LogicalResult AdamWStepOp::verify() {
 }
 
 LogicalResult LionStepOp::verify() {
-  double beta1 = getBeta1().convertToDouble();
-  double beta2 = getBeta2().convertToDouble();
   if (getLr().convertToDouble() < 0.0)
     return emitOpError("learning rate must be >= 0");
-  if (failed(verifyParamGroups(*this)))
-    return failure();
-  if (beta1 < 0.0 || beta1 >= 1.0 || beta2 < 0.0 || beta2 >= 1.0)
-    return emitOpError("betas must be in [0, 1), got (")
-           << beta1 << ", " << beta2 << ")";
-  if (failed(verifyGrad(*this, getParam(), getGrad())))
+  if (failed(verifyParamGroups(*this)) || failed(verifyBetas(*this)) ||
+      failed(verifyGrad(*this, getParam(), getGrad())))
     return failure();
   return verifySameAsParam(*this, getParam().getType(),
                            {getExpAvg(), getNewParam(), getNewExpAvg()},
