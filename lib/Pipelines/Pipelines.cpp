@@ -59,12 +59,12 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.lossScale = options.lossScale;
   step.mode = options.mode;
   pm.addPass(createFSDPBuildTrainStepPass(step));
-  if (!options.activationCheckpointing.empty()) {
-    FSDPCheckpointActivationsPassOptions checkpointing;
-    checkpointing.kinds.assign(options.activationCheckpointing.begin(),
-                               options.activationCheckpointing.end());
-    pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
-  }
+  // Always: units may ask for checkpointing in the IR
+  // (#fsdp.unit<activation_checkpointing = true>).
+  FSDPCheckpointActivationsPassOptions checkpointing;
+  checkpointing.kinds.assign(options.activationCheckpointing.begin(),
+                             options.activationCheckpointing.end());
+  pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
   if (options.keepAttentionStats)
     pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());
 

@@ -78,6 +78,8 @@ class Module:
     ignored module: its parameters are whole on every rank, never gathered,
     start identical, and their gradients stay local ("local", torch's
     ignored_modules) or are averaged over all ranks ("all_reduce", as DDP).
+    `activation_checkpointing` recomputes the unit's forward in its backward
+    (`checkpoint_wrapper` around this module).
     """
 
     def __init__(self, name: str, kind: str, unit: bool = False,
@@ -90,6 +92,7 @@ class Module:
         self.rank_local = rank_local
         self.mixed_precision: Dict[str, Any] = {}
         self.ignored: Optional[str] = None
+        self.activation_checkpointing = False
         self.parent: Optional[Module] = None
         self.params: Dict[str, Param] = {}
         self.buffers: Dict[str, Buffer] = {}
@@ -186,6 +189,8 @@ class Module:
             fields.append("cast_forward_inputs = " + (
                 "true" if self.mixed_precision["cast_forward_inputs"]
                 else "false"))
+        if self.activation_checkpointing:
+            fields.append("activation_checkpointing = true")
         if not self.unit:
             if fields:
                 raise ValueError(f"module {self.name!r}: {', '.join(fields)} "

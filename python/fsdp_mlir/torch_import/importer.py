@@ -61,7 +61,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..ir import Forward, Init, Model, Module, TensorType, Value
 from .ignored import ignored_roots, mark_ignored
-from .wrap_policy import mark_units
+from .wrap_policy import mark_checkpointed, mark_units
 from .common import (UnsupportedModelError, _is_tensor, _tensor_type,
                      _Unsupported)
 from .registry import _OPS
@@ -595,15 +595,18 @@ def _decompose_unhandled(exported):
 
 def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
                auto_wrap_policy=None, ignored_modules=None,
-               ignored_params=None, ignored_grad_sync: str = "local") -> Model:
+               ignored_params=None, ignored_grad_sync: str = "local",
+               activation_checkpointing=None) -> Model:
     """The `fsdp.model` of `module` called on `example_inputs` (one rank's
     micro-batch); see the module docstring. With `auto_wrap_policy` (FSDP1's
     policies, a callable `fn(path, module)`, or `or_policy(...)`: see
     wrap_policy.py) the modules it picks are marked as FSDP units.
     `ignored_modules` / `ignored_params` are FSDP's (ignored.py): whole on
     every rank, their gradients local, or with `ignored_grad_sync=
-    "all_reduce"` averaged over the ranks. Raises UnsupportedModelError
-    listing every construct it cannot translate."""
+    "all_reduce"` averaged over the ranks. `activation_checkpointing` is
+    `apply_activation_checkpointing`'s `check_fn(module)`: the units it
+    picks recompute their forward in the backward. Raises
+    UnsupportedModelError listing every construct it cannot translate."""
     import torch
     try:
         exported = _decompose_unhandled(
@@ -638,6 +641,8 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
         ignored_grad_sync)
     if auto_wrap_policy is not None:
         mark_units(imp.modules, module, auto_wrap_policy, skipped)
+    if activation_checkpointing is not None:
+        mark_checkpointed(imp.modules, module, activation_checkpointing)
     model_name = name or type(module).__name__.lower()
     return Model(model_name, root, header=[
         f"Imported from the torch module {type(module).__module__}."

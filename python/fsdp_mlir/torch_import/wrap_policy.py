@@ -26,8 +26,9 @@ FSDP1's `sharding_strategy` (FULL_SHARD: reshard after forward,
 SHARD_GRAD_OP: keep the gathered parameters until the backward);
 `mp_policy` (FSDP2's name) or `mixed_precision` (FSDP1's): an FSDP2
 MixedPrecisionPolicy or FSDP1 MixedPrecision, the unit's own mixed
-precision (mixed_precision.py). Any other setting is an error naming it and
-the module: the compiler has no per-unit activation checkpointing yet.
+precision (mixed_precision.py); `activation_checkpointing` (a bool): the
+unit recomputes its forward in its backward (`checkpoint_wrapper` around
+it). Any other setting is an error naming it and the module.
 """
 from __future__ import annotations
 
@@ -140,11 +141,18 @@ def _checked(path: str, module, settings: Settings) -> Settings:
         elif key in ("mp_policy", "mixed_precision"):
             if value is not None:
                 out["mixed_precision"] = unit_precision(path, module, value)
+        elif key == "activation_checkpointing":
+            if not isinstance(value, bool):
+                raise UnsupportedModelError(
+                    f"the wrap policy gives unit '{path}' "
+                    f"activation_checkpointing={value!r}: a bool")
+            out[key] = value
         else:
             raise UnsupportedModelError(
                 f"the wrap policy gives unit '{path}' the setting '{key}', "
                 "which units do not take (per unit: reshard_after_forward, "
-                "sharding_strategy, mp_policy / mixed_precision)")
+                "sharding_strategy, mp_policy / mixed_precision, "
+                "activation_checkpointing)")
     return out
 
 
@@ -158,3 +166,22 @@ def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
         if "reshard_after_forward" in settings:
             ir.reshard_after_forward = settings["reshard_after_forward"]
         ir.mixed_precision = settings.get("mixed_precision", {})
+        ir.activation_checkpointing = settings.get("activation_checkpointing",
+                                                   False)
+
+
+def mark_checkpointed(modules, root, check_fn: Callable) -> None:
+    """`apply_activation_checkpointing(root, check_fn=check_fn)`: every
+    module below the root that `check_fn` picks recomputes its forward in
+    its backward. Checkpointing applies to units here, so a picked module
+    that is not one is an error naming it."""
+    for path, module in root.named_modules():
+        if not path or not check_fn(module):
+            continue
+        ir = modules.get(path)
+        if ir is None or not ir.unit or ir.ignored:
+            raise UnsupportedModelError(
+                f"activation checkpointing picks '{path}' "
+                f"({type(module).__name__}), which is not an FSDP unit: "
+                "checkpointing applies to units; wrap it (auto_wrap_policy)")
+        ir.activation_checkpointing = True

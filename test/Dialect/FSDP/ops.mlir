@@ -50,6 +50,10 @@ fsdp.model @tree {
     fsdp.module @half kind "Linear" unit<param_dtype = f16, reshard_after_forward = false> {
       fsdp.param @weight : tensor<4x4xf32> init <zeros>
     }
+    // CHECK: fsdp.module @recomputed kind "Linear" unit<reshard_after_forward = false, activation_checkpointing = true> {
+    fsdp.module @recomputed kind "Linear" unit<activation_checkpointing = true, reshard_after_forward = false> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
     // rank_local = false is the default and not printed.
     // CHECK: fsdp.module @shared kind "Linear" unit {
     fsdp.module @shared kind "Linear" unit<rank_local = false> {

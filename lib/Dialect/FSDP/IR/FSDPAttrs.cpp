@@ -150,6 +150,7 @@ struct UnitFields {
   TypeAttr paramDtype, reduceDtype, outputDtype;
   BoolAttr castForwardInputs;
   IgnoredGradSync ignored = IgnoredGradSync::none;
+  bool activationCheckpointing = false;
 };
 } // namespace
 
@@ -210,10 +211,12 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
         fields.ignored = *ignored;
         continue;
       }
-      if (key != "rank_local" && key != "cast_forward_inputs") {
+      if (key != "rank_local" && key != "cast_forward_inputs" &&
+          key != "activation_checkpointing") {
         parser.emitError(loc, "expected reshard_after_forward, rank_local, "
                               "param_dtype, reduce_dtype, output_dtype, "
-                              "cast_forward_inputs or ignored, got '")
+                              "cast_forward_inputs, ignored or "
+                              "activation_checkpointing, got '")
             << key << "'";
         return {};
       }
@@ -227,6 +230,8 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
       BoolAttr flag = BoolAttr::get(parser.getContext(), value == "true");
       if (key == "rank_local")
         fields.rankLocal = flag.getValue();
+      else if (key == "activation_checkpointing")
+        fields.activationCheckpointing = flag.getValue();
       else
         fields.castForwardInputs = flag;
     } while (succeeded(parser.parseOptionalComma()));
@@ -236,7 +241,8 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
   return fsdp::UnitAttr::getChecked(
       [&] { return parser.emitError(start); }, parser.getContext(),
       fields.reshard, fields.rankLocal, fields.paramDtype, fields.reduceDtype,
-      fields.outputDtype, fields.castForwardInputs, fields.ignored);
+      fields.outputDtype, fields.castForwardInputs, fields.ignored,
+      fields.activationCheckpointing);
 }
 
 void fsdp::UnitAttr::print(AsmPrinter &printer) const {
@@ -267,6 +273,8 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
     flag("cast_forward_inputs", cast.getValue());
   if (getIgnored() != IgnoredGradSync::none)
     fields.push_back(("ignored = " + stringifyIgnoredGradSync(getIgnored())).str());
+  if (getActivationCheckpointing())
+    flag("activation_checkpointing", true);
   if (!fields.empty())
     printer << '<' << llvm::join(fields, ", ") << '>';
 }
@@ -275,7 +283,8 @@ LogicalResult
 fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        Attribute reshard, bool rankLocal, TypeAttr paramDtype,
                        TypeAttr reduceDtype, TypeAttr outputDtype,
-                       BoolAttr castForwardInputs, IgnoredGradSync ignored) {
+                       BoolAttr castForwardInputs, IgnoredGradSync ignored,
+                       bool /*activationCheckpointing*/) {
   // (A BoolAttr is an i1 IntegerAttr.)
   if (auto ways = dyn_cast_or_null<IntegerAttr>(reshard);
       ways && !isa<BoolAttr>(ways) && ways.getInt() < 1)

@@ -142,7 +142,8 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
                             /*rank_local=*/false, /*param_dtype=*/{},
                             /*reduce_dtype=*/{}, /*output_dtype=*/{},
                             /*cast_forward_inputs=*/{},
-                            /*ignored=*/IgnoredGradSync::none);
+                            /*ignored=*/IgnoredGradSync::none,
+                            /*activation_checkpointing=*/false);
     if (!root.isUnit())
       root.setUnitAttr(unit);
 

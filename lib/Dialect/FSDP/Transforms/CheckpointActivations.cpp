@@ -78,18 +78,13 @@ struct CheckpointActivationsPass
     for (const std::string &kind : kinds)
       wanted.insert(kind);
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      func::FuncOp step = getTrainStep(model);
-      if (!step || step->hasAttr(kMeshAttr)) {
-        model.emitOpError("has no unsharded train step; run "
-                          "fsdp-checkpoint-activations between "
-                          "fsdp-build-train-step and fsdp-shard");
-        return signalPassFailure();
-      }
       UnitOwnership ownership(model);
       llvm::StringSet<> units, kindsFound;
       for (NNModuleOp unit : ownership.getUnits()) {
         kindsFound.insert(unit.getKind());
-        if (all || wanted.contains(unit.getKind()))
+        fsdp::UnitAttr attr = unit.getUnitAttr();
+        if (all || wanted.contains(unit.getKind()) ||
+            (attr && attr.getActivationCheckpointing()))
           units.insert(unit.getQualifiedName());
       }
       for (const std::string &kind : kinds)
@@ -99,6 +94,18 @@ struct CheckpointActivationsPass
               << "wrap that kind first)";
           return signalPassFailure();
         }
+      // Nothing to recompute without checkpointed units, nor in an
+      // evaluation program (no backward) built from a model whose units
+      // ask for it; `kinds` asks for a train step.
+      func::FuncOp step = getTrainStep(model);
+      if (units.empty() || (!step && kinds.empty()))
+        continue;
+      if (!step || step->hasAttr(kMeshAttr)) {
+        model.emitOpError("has no unsharded train step; run "
+                          "fsdp-checkpoint-activations between "
+                          "fsdp-build-train-step and fsdp-shard");
+        return signalPassFailure();
+      }
       // Each checkpointed unit's forward ops per micro-batch, in block order.
       llvm::MapVector<std::pair<StringRef, int64_t>, SmallVector<Operation *>>
           forwards;

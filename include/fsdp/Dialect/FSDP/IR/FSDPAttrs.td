@@ -80,6 +80,12 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     own param_dtype, false otherwise, as FSDP1 casts only the root's).
     UnitPrecision.h resolves them.
 
+    `activation_checkpointing = true` recomputes the unit's forward in its
+    backward (`checkpoint_wrapper` around that module, as
+    `apply_activation_checkpointing`'s `check_fn` picks it):
+    fsdp-checkpoint-activations checkpoints these units as well as those
+    its `kinds` name.
+
     ```mlir
     #fsdp.unit
     #fsdp.unit<reshard_after_forward = false>
@@ -88,6 +94,7 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     #fsdp.unit<ignored = local>
     #fsdp.unit<param_dtype = bf16, reduce_dtype = f32, output_dtype = f32,
                cast_forward_inputs = false>
+    #fsdp.unit<activation_checkpointing = true>
     ```
   }];
   let parameters = (ins OptionalParameter<"::mlir::Attribute">:$reshard_after_forward,
@@ -97,7 +104,8 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
                         OptionalParameter<"::mlir::TypeAttr">:$output_dtype,
                         OptionalParameter<"::mlir::BoolAttr">:$cast_forward_inputs,
                         DefaultValuedParameter<"::mlir::fsdp::IgnoredGradSync",
-                            "::mlir::fsdp::IgnoredGradSync::none">:$ignored);
+                            "::mlir::fsdp::IgnoredGradSync::none">:$ignored,
+                        DefaultValuedParameter<"bool", "false">:$activation_checkpointing);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

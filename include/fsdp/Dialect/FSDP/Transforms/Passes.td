@@ -249,7 +249,8 @@ def FSDPCheckpointActivationsPass
   let description = [{
     Activation checkpointing, as PyTorch's `checkpoint_wrapper` around the
     wrapped modules (`apply_activation_checkpointing`): for every unit whose
-    module kind is in `kinds` (or every unit with `kinds=all`), the forward
+    module kind is in `kinds` (or every unit with `kinds=all`), and every
+    unit marked `#fsdp.unit<activation_checkpointing = true>`, the forward
     values its backward reads are no longer kept from the forward. Just
     before the unit's backward starts (per micro-batch), the forward ops
     that compute them are cloned (phase backward) and the backward reads the
