@@ -15,7 +15,9 @@ all-reduces over the shard group, then across replicas (4 ranks,
 hybrid-shard in groups of 2), or over the replicas alone (no-shard). With
 clip_grad_norm_, FSDP1 adds the ignored gradients' local Σg² (max |g| for
 the inf norm) to the all-reduced one of the sharded gradients, so each rank
-clips with its own norm; ours does the same.
+clips with its own norm; ours does the same. With dynamic loss scaling
+(FSDP1's ShardedGradScaler), the inf check covers every rank's ignored
+gradients, so the ranks skip steps together.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ import torch.distributed as dist
 from safetensors.numpy import load_file
 
 (TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, SYNC, CLIP,
- NORM, RANK) = sys.argv[1:]
+ NORM, SCALE, RANK) = sys.argv[1:]
 RANK, WORLD, BATCH, STEPS, N = (int(RANK), int(WORLD), int(BATCH),
                                 int(STEPS), int(N))
 sys.path.insert(0, TESTS)
@@ -58,6 +60,7 @@ from torch_reference import (MLP, join_gloo, leave_gloo, load_weights,
                              write_result)
 from torch.distributed.fsdp import (FullyShardedDataParallel as FSDP,
                                     FullStateDictConfig, StateDictType)
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 join_gloo(RANK, WORLD, PORT)
@@ -71,6 +74,8 @@ units = sorted(name.replace("_fsdp_wrapped_module.", "")
                if isinstance(m, FSDP) and name)
 ignored = list(model.module.fc2.parameters())
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+scaler = ShardedGradScaler(device="cpu", enabled=SCALE == "dynamic")
+scales = []
 data = load_file(DATA)
 x, y = (torch.from_numpy(data[k]) for k in ("input.0", "input.1"))
 losses = []
@@ -79,14 +84,16 @@ for s in range(STEPS):
                          for k in range(BATCH)])
     opt.zero_grad()
     loss = model(x[rows], y[rows])
-    loss.backward()
+    scales.append(scaler.get_scale() if scaler.is_enabled() else None)
+    scaler.scale(loss).backward()
     if SYNC == "all_reduce":  # DDP's average of the ignored gradients
         for p in ignored:
             dist.all_reduce(p.grad)
             p.grad /= WORLD
     if CLIP != "none":
         model.clip_grad_norm_(float(CLIP), float(NORM))
-    opt.step()
+    scaler.step(opt)
+    scaler.update()
     mean = loss.detach().clone()
     dist.all_reduce(mean)
     losses.append(mean.item() / WORLD)
@@ -97,6 +104,8 @@ with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT,
 write_result(OUT.format(rank=RANK), state, losses)
 with open(OUT.format(rank=RANK) + ".units", "w") as f:
     json.dump(units, f)
+with open(OUT.format(rank=RANK) + ".scales", "w") as f:
+    json.dump(scales, f)
 leave_gloo()
 '''
 
@@ -146,7 +155,8 @@ def test_ignored_errors_name_the_setting():
         from_torch(module, example, ignored_modules=[torch.nn.Linear(2, 2)])
 
 
-def _ours(tmp_path, module, data, example, sync, ranks, strategy, clip):
+def _ours(tmp_path, module, data, example, sync, ranks, strategy, clip,
+          scale=None):
     """Our run: losses, the full checkpoint, and every rank's fc2 from a
     sharded checkpoint of the same run."""
     model = from_torch(module, example, ignored_modules=[module.fc2],
@@ -164,6 +174,7 @@ def _ours(tmp_path, module, data, example, sync, ranks, strategy, clip):
                           else None, optimizer="sgd",
                           **(dict(clip_grad_norm=clip[0],
                                   clip_norm_type=clip[1]) if clip else {}),
+                          **(dict(loss_scale=scale) if scale else {}),
                           **SGD)
     runs = {}
     for fmt in ("full", "sharded"):
@@ -172,6 +183,7 @@ def _ours(tmp_path, module, data, example, sync, ranks, strategy, clip):
                                save_format=fmt, timeout=180)
     losses = [m["loss"] for m in runs["full"].metrics]
     assert losses == [m["loss"] for m in runs["sharded"].metrics]
+    scales = [m.get("loss_scale") for m in runs["full"].metrics]
     full = st_numpy.load_file(str(tmp_path / "full" /
                                   f"step-{STEPS}.safetensors"))
     files, units, _ = read_sharded(tmp_path / "sharded" / f"step-{STEPS}",
@@ -184,30 +196,36 @@ def _ours(tmp_path, module, data, example, sync, ranks, strategy, clip):
     read = checkpoint.read_checkpoint(tmp_path / "sharded" / f"step-{STEPS}")
     for name, value in read.tensors.items():
         np.testing.assert_array_equal(value.numpy(), full[name])
-    return prog, weights, dataset, losses, full, per_rank
+    return prog, weights, dataset, losses, full, per_rank, scales
 
 
-@pytest.mark.parametrize("sync,ranks,strategy,clip", [
-    ("local", 2, "full-shard", None), ("all_reduce", 2, "full-shard", None),
-    ("all_reduce", 4, "hybrid-shard", None), ("all_reduce", 2, "no-shard", None),
+@pytest.mark.parametrize("sync,ranks,strategy,clip,scale", [
+    ("local", 2, "full-shard", None, None),
+    ("all_reduce", 2, "full-shard", None, None),
+    ("all_reduce", 4, "hybrid-shard", None, None),
+    ("all_reduce", 2, "no-shard", None, None),
     # max_norm below every step's norm (rank 0's: 0.52 to 0.98 for the L2
     # norm, 0.11 to 0.35 for inf): every step clips.
-    ("local", 2, "full-shard", (0.3, 2.0)),
-    ("local", 2, "full-shard", (0.1, float("inf"))),
-    ("all_reduce", 4, "hybrid-shard", (0.3, 2.0))])
+    ("local", 2, "full-shard", (0.3, 2.0), None),
+    ("local", 2, "full-shard", (0.1, float("inf")), None),
+    ("all_reduce", 4, "hybrid-shard", (0.3, 2.0), None),
+    # ShardedGradScaler; the local gradients differ between replicas.
+    ("local", 4, "hybrid-shard", None, "dynamic"),
+    ("local", 2, "no-shard", None, "dynamic")])
 def test_ignored_module_trains_like_fsdp1(tmp_path, sync, ranks, strategy,
-                                          clip):
+                                          clip, scale):
     fsdp = pytest.importorskip("torch.distributed.fsdp")
     if not hasattr(fsdp, "FullyShardedDataParallel") or not \
             torch.distributed.is_gloo_available():
         pytest.skip("no FSDP1 or gloo")
     module, data, example = _case()
-    prog, weights, dataset, losses, full, per_rank = _ours(
-        tmp_path, module, data, example, sync, ranks, strategy, clip)
+    prog, weights, dataset, losses, full, per_rank, scales = _ours(
+        tmp_path, module, data, example, sync, ranks, strategy, clip, scale)
     out = str(tmp_path / "fsdp1-{rank}")
     run_workers(tmp_path, "fsdp1_worker", _FSDP1_WORKER,
                 [weights, dataset, out, free_port(), ranks, PER_RANK, STEPS,
-                 NUM_SAMPLES, sync, *(clip or ("none", "none"))],
+                 NUM_SAMPLES, sync, *(clip or ("none", "none")),
+                 scale or "none"],
                 nproc=ranks, timeout=120)
     refs = [st_numpy.load_file(out.format(rank=r) + ".safetensors")
             for r in range(ranks)]
@@ -215,6 +233,8 @@ def test_ignored_module_trains_like_fsdp1(tmp_path, sync, ranks, strategy,
     # FSDP1 wrapped what the import marked: fc1 and fc3, not fc2.
     assert json.loads((tmp_path / "fsdp1-0.units").read_text()) == \
         ["fc1", "fc3"]
+    # Each step's loss scale is ShardedGradScaler's.
+    assert scales == json.loads((tmp_path / "fsdp1-0.scales").read_text())
     base.assert_losses_match(losses, ref_losses, what="FSDP1",
                              abs_tol=base.LOSS_ATOL)
     # The full checkpoint: every parameter under its FQN, fc2 rank 0's copy.
@@ -256,7 +276,7 @@ def test_resume_from_sharded_gives_every_rank_its_copy(tmp_path):
     every rank resumes its own (drifted) fc2, so the losses of steps
     3..STEPS and every rank's final file are the uninterrupted run's."""
     module, data, example = _case()
-    prog, weights, dataset, losses, _, _ = _ours(
+    prog, weights, dataset, losses, _, _, _ = _ours(
         tmp_path, module, data, example, "local", RANKS, "full-shard", None)
     first, second = tmp_path / "first", tmp_path / "second"
     driver.run(prog, nproc=RANKS, steps=2, data=dataset, load=weights,

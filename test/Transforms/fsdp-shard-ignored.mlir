@@ -18,8 +18,25 @@
 // RUN: fsdp-opt %s --fsdp-model-summary=json=true -o /dev/null | %python -c "import json,sys; m=json.load(sys.stdin)['models'][0]; print(m['ignored_params'], m['ignored_bytes'])" | FileCheck %s --check-prefix=SUMMARY-JSON
 // RUN: fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0" --fsdp-shard="world-size=2" | FileCheck %s --check-prefix=CLIP
 // RUN: fsdp-opt %s --fsdp-build-train-step="clip-grad-norm=1.0 clip-norm-type=inf" --fsdp-shard="world-size=2" | FileCheck %s --check-prefix=CLIP-INF
+// RUN: fsdp-opt %s --fsdp-build-train-step="loss-scale=dynamic" --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" | FileCheck %s --check-prefix=SCALE
+// RUN: sed 's/ignored = local/ignored = all_reduce/' %s | fsdp-opt --fsdp-build-train-step="loss-scale=dynamic" --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" | FileCheck %s --check-prefix=SCALE-AR
 // RUN: sed 's/@fc1 kind "Linear" unit/@fc1 kind "Linear"/' %s | fsdp-opt --fsdp-auto-wrap=policy=always | FileCheck %s --check-prefix=WRAP
 // RUN: sed 's/@fc1 kind "Linear" unit/@fc1 kind "Linear"/' %s | fsdp-opt --fsdp-auto-wrap="policy=size min-params=60" | FileCheck %s --check-prefix=SIZE
+
+// Loss scaling (ShardedGradScaler): the inf check covers the ignored
+// gradient too and counts every rank's: its local gradients differ between
+// replicas, so the flag is summed over the shard group and then across
+// replicas, and every rank skips the step together. All-reduced ignored
+// gradients are the same everywhere: the shard group's sum suffices.
+// SCALE: fsdp.found_nonfinite {{.*}} : tensor<3xf32>, tensor<54xf32>, tensor<78xf32> -> tensor<f32>
+// SCALE: fsdp.all_reduce {{.*}} group shard dtype f32 sum
+// SCALE: %[[ALL:.*]] = fsdp.all_reduce {{.*}} group replicate dtype f32 sum
+// SCALE: %[[FOUND:.*]] = nn.reshape %[[ALL]]
+// SCALE: fsdp.sgd_step %arg2, {{.*}} skip_if %[[FOUND]]
+// SCALE-AR: fsdp.found_nonfinite {{.*}} tensor<78xf32> -> tensor<f32>
+// SCALE-AR: fsdp.all_reduce {{.*}} group shard dtype f32 sum
+// SCALE-AR-NOT: group replicate
+// SCALE-AR: fsdp.sgd_step %arg2
 
 // The attribute round-trips; fc2's flat parameter is whole (78 elements).
 // CHECK: fsdp.module @fc2 kind "Linear" unit<ignored = local>

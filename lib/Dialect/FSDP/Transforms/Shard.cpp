@@ -118,8 +118,7 @@ private:
   /// state names, whether the step clips or scales the loss.
   void collectUpdates();
   LogicalResult computeFlatParams();
-  /// Rank-local units cannot be clipped nor loss-scaled, ignored ones not
-  /// loss-scaled.
+  /// Rank-local units cannot be clipped nor loss-scaled.
   LogicalResult checkUnits();
   /// The sharded function with its new signature, and the old arguments it
   /// keeps mapped to its own.
@@ -140,7 +139,11 @@ private:
   void emitReturn();
 
   Value sumOverShardGroup(Value scalar, Location loc,
-                          ReduceKind kind = ReduceKind::sum);
+                          ReduceKind kind = ReduceKind::sum) {
+    return reduceScalar(scalar, loc, MeshGroup::shard, kind);
+  }
+  Value reduceScalar(Value scalar, Location loc, MeshGroup group,
+                     ReduceKind kind);
   Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
   Value unscale(SmallVectorImpl<Value> &shardGrads, Location loc);
   /// Tags an optimizer-phase op made for flat parameter i (-1: for all).
@@ -242,17 +245,17 @@ LogicalResult StepSharder::computeFlatParams() {
 /// group. Replicas hold the same shards, so they are not added again
 /// (PyTorch all-reduces the norm over the FSDP process group, which is the
 /// shard group under hybrid sharding, and not at all for no-shard).
-Value StepSharder::sumOverShardGroup(Value scalar, Location loc,
-                                     ReduceKind kind) {
-  if (mesh.getShard() == 1)
+Value StepSharder::reduceScalar(Value scalar, Location loc, MeshGroup group,
+                                ReduceKind kind) {
+  FailureOr<int64_t> size = mesh.getGroupSize(group);
+  if (failed(size) || *size == 1)
     return scalar;
   Type f32 = builder.getF32Type();
   Value vector = nn::ReshapeOp::create(builder, loc,
                                        RankedTensorType::get({1}, f32), scalar);
   Value total = AllReduceOp::create(
       builder, loc, vector.getType(), vector, mesh,
-      MeshGroupAttr::get(builder.getContext(), MeshGroup::shard),
-      TypeAttr::get(f32),
+      MeshGroupAttr::get(builder.getContext(), group), TypeAttr::get(f32),
       ReduceKindAttr::get(builder.getContext(), kind),
       builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
   Value sum = nn::ReshapeOp::create(builder, loc,
@@ -268,7 +271,15 @@ Value StepSharder::unscale(SmallVectorImpl<Value> &shardGrads, Location loc) {
   Value found =
       emitUnscaleGrads(builder, loc, shardGrads,
                        [&](Operation *op, int i) { tagUpdate(op, i); });
-  return sumOverShardGroup(found, loc);
+  found = sumOverShardGroup(found, loc);
+  // Ignored parameters' local gradients differ between replicas: every
+  // rank counts every rank's, as ShardedGradScaler all-reduces found_inf
+  // over the world, so that all skip the step together.
+  if (llvm::any_of(flats, [](const FlatParam &flat) {
+        return flat.ignored == IgnoredGradSync::local;
+      }))
+    found = reduceScalar(found, loc, MeshGroup::replicate, ReduceKind::sum);
+  return found;
 }
 
 Value StepSharder::reduceAndClip(SmallVectorImpl<Value> &shardGrads,
@@ -392,15 +403,8 @@ void StepSharder::collectUpdates() {
 
 LogicalResult StepSharder::checkUnits() {
   for (FlatParam &flat : flats) {
-    if (lossScaling && flat.ignored != IgnoredGradSync::none)
-      return flat.module.emitOpError("is an ignored unit (ignored = ")
-                 << stringifyIgnoredGradSync(flat.ignored)
-                 << "): loss scaling of ignored parameters is not supported "
-                    "yet (GradScaler's inf check would need their local "
-                    "gradients on every rank)",
-             failure();
     if (flat.ignored != IgnoredGradSync::none)
-      continue; // clipped with their local norm, as FSDP1
+      continue; // clipped with their local norm, as FSDP1; unscale()
     if (clipping && flat.rankLocal)
       return flat.module.emitOpError(
                  "is a rank-local unit: its gradient "
