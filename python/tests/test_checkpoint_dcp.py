@@ -112,7 +112,7 @@ import torch
  LR) = sys.argv[1:]
 WORLD, BATCH, N, LR = int(WORLD), int(BATCH), int(N), float(LR)
 sys.path.insert(0, TESTS)
-from torch_reference import GPT, join_gloo, leave_gloo
+from torch_reference import GPT, fed_rows, join_gloo, leave_gloo
 
 
 def worker(rank):
@@ -164,8 +164,7 @@ def worker(rank):
     x, y = data["input.0"], data["input.1"]
     losses = []
     for s in range(step, step + 3):
-        rows = torch.tensor([(s * WORLD * BATCH + rank + j * WORLD) % N
-                             for j in range(BATCH)])
+        rows = fed_rows(s, rank, WORLD, BATCH, N)
         opt.zero_grad()
         loss = model(x[rows], y[rows])
         loss.backward()

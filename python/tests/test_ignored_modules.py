@@ -56,8 +56,8 @@ from safetensors.numpy import load_file
 RANK, WORLD, BATCH, STEPS, N = (int(RANK), int(WORLD), int(BATCH),
                                 int(STEPS), int(N))
 sys.path.insert(0, TESTS)
-from torch_reference import (MLP, join_gloo, leave_gloo, load_weights,
-                             write_result)
+from torch_reference import (MLP, fed_rows, join_gloo, leave_gloo,
+                             load_weights, write_result)
 from torch.distributed.fsdp import (FullyShardedDataParallel as FSDP,
                                     FullStateDictConfig, StateDictType)
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -80,8 +80,7 @@ data = load_file(DATA)
 x, y = (torch.from_numpy(data[k]) for k in ("input.0", "input.1"))
 losses = []
 for s in range(STEPS):
-    rows = torch.tensor([(s * WORLD * BATCH + RANK + k * WORLD) % N
-                         for k in range(BATCH)])
+    rows = fed_rows(s, RANK, WORLD, BATCH, N)
     opt.zero_grad()
     loss = model(x[rows], y[rows])
     scales.append(scaler.get_scale() if scaler.is_enabled() else None)

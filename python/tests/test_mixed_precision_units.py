@@ -145,8 +145,8 @@ WORLD, BATCH, STEPS, N = int(WORLD), int(BATCH), int(STEPS), int(N)
 sys.path.insert(0, TESTS)
 from test_mixed_precision_units import _policies
 from test_torch_import import OPTIMIZERS
-from torch_reference import (GPT, finish_fsdp2, join_gloo, load_weights,
-                             train_steps)
+from torch_reference import (GPT, fed_rows, finish_fsdp2, join_gloo,
+                             load_weights, train_steps)
 
 
 F = torch.nn.functional
@@ -182,8 +182,7 @@ def worker(rank):
     x, y = (torch.from_numpy(data[f"input.{i}"]) for i in range(2))
 
     def batch(s):
-        rows = torch.tensor([(s * WORLD * BATCH + rank + j * WORLD) % N
-                             for j in range(BATCH)])
+        rows = fed_rows(s, rank, WORLD, BATCH, N)
         return x[rows], y[rows]
 
     losses = train_steps(model, opt, STEPS, batch)

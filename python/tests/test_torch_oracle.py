@@ -436,8 +436,8 @@ from safetensors.numpy import load_file
 TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, FROZEN = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
 sys.path.insert(0, TESTS)
-from torch_reference import (MLP, finish_fsdp2, join_gloo, load_weights,
-                             train_steps)
+from torch_reference import (MLP, fed_rows, finish_fsdp2, join_gloo,
+                             load_weights, train_steps)
 
 
 def worker(rank):
@@ -456,8 +456,7 @@ def worker(rank):
     x, y = (torch.from_numpy(data[f"input.{i}"]) for i in range(2))
 
     def batch(s):
-        rows = torch.tensor([(s * WORLD * BATCH + rank + j * WORLD) % N
-                             for j in range(BATCH)])
+        rows = fed_rows(s, rank, WORLD, BATCH, N)
         return x[rows], y[rows]
 
     losses = train_steps(model, opt, STEPS, batch)

@@ -460,8 +460,9 @@ TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, RANK = sys.argv[1:]
 RANK, WORLD, BATCH, STEPS, N, LR = (int(RANK), int(WORLD), int(BATCH),
                                     int(STEPS), int(N), float(LR))
 sys.path.insert(0, TESTS)
-from torch_reference import (MixtureOfExperts, join_gloo, leave_gloo,
-                             load_weights, train_steps, write_result)
+from torch_reference import (MixtureOfExperts, fed_rows, join_gloo,
+                             leave_gloo, load_weights, train_steps,
+                             write_result)
 from torch.distributed.fsdp import (FullyShardedDataParallel as FSDP,
                                     FullStateDictConfig, StateDictType)
 
@@ -479,8 +480,7 @@ x = torch.from_numpy(load_file(DATA)["input.0"])
 
 
 def batch(s):
-    return (x[torch.tensor([(s * WORLD * BATCH + RANK + k * WORLD) % N
-                            for k in range(BATCH)])],)
+    return (x[fed_rows(s, RANK, WORLD, BATCH, N)],)
 
 
 losses = train_steps(model, opt, STEPS, batch)

@@ -127,6 +127,13 @@ def train_steps(model, opt, steps, batch):
     return losses
 
 
+def fed_rows(step, rank, world, batch, samples):
+    """The samples fsdp-run feeds `rank` at `step` (0-based): step·world·batch
+    + rank + k·world for k < batch, wrapping around the dataset."""
+    return torch.tensor([(step * world * batch + rank + k * world) % samples
+                         for k in range(batch)])
+
+
 def write_result(out, state, losses):
     """out.safetensors (numpy state) and out.json (losses)."""
     import json
