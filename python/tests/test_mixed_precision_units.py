@@ -138,14 +138,13 @@ def _assert_weights_match(ours, ref):
 _FSDP2_WORKER = r'''
 import sys
 import torch
-from safetensors.numpy import load_file
 
 TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N = sys.argv[1:]
 WORLD, BATCH, STEPS, N = int(WORLD), int(BATCH), int(STEPS), int(N)
 sys.path.insert(0, TESTS)
 from test_mixed_precision_units import _policies
 from test_torch_import import OPTIMIZERS
-from torch_reference import (GPT, fed_rows, finish_fsdp2, join_gloo,
+from torch_reference import (GPT, fed_batches, finish_fsdp2, join_gloo,
                              load_weights, train_steps)
 
 
@@ -178,14 +177,8 @@ def worker(rank):
         fully_shard(modules[path], mp_policy=policy)
     fully_shard(model)
     opt = torch.optim.SGD(model.parameters(), **OPTIMIZERS["sgd"])
-    data = load_file(DATA)
-    x, y = (torch.from_numpy(data[f"input.{i}"]) for i in range(2))
-
-    def batch(s):
-        rows = fed_rows(s, rank, WORLD, BATCH, N)
-        return x[rows], y[rows]
-
-    losses = train_steps(model, opt, STEPS, batch)
+    losses = train_steps(model, opt, STEPS,
+                         fed_batches(DATA, rank, WORLD, BATCH, N))
     finish_fsdp2(OUT, model, losses)
 
 

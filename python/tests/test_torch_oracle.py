@@ -431,12 +431,11 @@ def test_matches_torch(name, ranks, strategy, optimizer, workdir, datasets,
 _FSDP2_WORKER = r'''
 import sys
 import torch
-from safetensors.numpy import load_file
 
 TESTS, INIT, DATA, OUT, PORT, WORLD, BATCH, STEPS, N, LR, FROZEN = sys.argv[1:]
 WORLD, BATCH, STEPS, N, LR = int(WORLD), int(BATCH), int(STEPS), int(N), float(LR)
 sys.path.insert(0, TESTS)
-from torch_reference import (MLP, fed_rows, finish_fsdp2, join_gloo,
+from torch_reference import (MLP, fed_batches, finish_fsdp2, join_gloo,
                              load_weights, train_steps)
 
 
@@ -452,14 +451,8 @@ def worker(rank):
     fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999),
                             eps=1e-8, weight_decay=0.01)
-    data = load_file(DATA)
-    x, y = (torch.from_numpy(data[f"input.{i}"]) for i in range(2))
-
-    def batch(s):
-        rows = fed_rows(s, rank, WORLD, BATCH, N)
-        return x[rows], y[rows]
-
-    losses = train_steps(model, opt, STEPS, batch)
+    losses = train_steps(model, opt, STEPS,
+                         fed_batches(DATA, rank, WORLD, BATCH, N))
     finish_fsdp2(OUT, model, losses)
 
 

@@ -134,6 +134,19 @@ def fed_rows(step, rank, world, batch, samples):
                          for k in range(batch)])
 
 
+def fed_batches(path, rank, world, batch, samples):
+    """batch(step): the (x, y) rows of the dataset at `path` that fsdp-run
+    feeds `rank` at `step` (fed_rows), for train_steps."""
+    from safetensors.numpy import load_file
+    data = load_file(str(path))
+    x, y = (torch.from_numpy(data[f"input.{i}"]) for i in range(2))
+
+    def rows_at(step):
+        rows = fed_rows(step, rank, world, batch, samples)
+        return x[rows], y[rows]
+    return rows_at
+
+
 def write_result(out, state, losses):
     """out.safetensors (numpy state) and out.json (losses)."""
     import json

@@ -144,6 +144,10 @@ private:
   }
   Value reduceScalar(Value scalar, Location loc, MeshGroup group,
                      ReduceKind kind);
+  /// `value` all-reduced over `group` with divide factors `pre` / `post`
+  /// (untagged); `value` itself when the group is one rank.
+  Value allReduceOver(Value value, Location loc, MeshGroup group,
+                      ReduceKind kind, double pre = 1.0, double post = 1.0);
   Value reduceAndClip(SmallVectorImpl<Value> &shardGrads, Location loc);
   Value unscale(SmallVectorImpl<Value> &shardGrads, Location loc);
   /// Tags an optimizer-phase op made for flat parameter i (-1: for all).
@@ -241,10 +245,23 @@ LogicalResult StepSharder::computeFlatParams() {
   return success();
 }
 
-/// An f32 scalar summed (or with `kind` max, maximised) over the shard
-/// group. Replicas hold the same shards, so they are not added again
-/// (PyTorch all-reduces the norm over the FSDP process group, which is the
-/// shard group under hybrid sharding, and not at all for no-shard).
+Value StepSharder::allReduceOver(Value value, Location loc, MeshGroup group,
+                                 ReduceKind kind, double pre, double post) {
+  FailureOr<int64_t> size = mesh.getGroupSize(group);
+  if (failed(size) || *size == 1)
+    return value;
+  return AllReduceOp::create(
+      builder, loc, value.getType(), value, mesh,
+      MeshGroupAttr::get(builder.getContext(), group),
+      TypeAttr::get(getElementTypeOrSelf(value.getType())),
+      ReduceKindAttr::get(builder.getContext(), kind),
+      builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+}
+
+/// An f32 scalar summed (or with `kind` max, maximised) over `group`. For
+/// the shard group: replicas hold the same shards, so they are not added
+/// again (PyTorch all-reduces the norm over the FSDP process group, which
+/// is the shard group under hybrid sharding, and not at all for no-shard).
 Value StepSharder::reduceScalar(Value scalar, Location loc, MeshGroup group,
                                 ReduceKind kind) {
   FailureOr<int64_t> size = mesh.getGroupSize(group);
@@ -253,11 +270,7 @@ Value StepSharder::reduceScalar(Value scalar, Location loc, MeshGroup group,
   Type f32 = builder.getF32Type();
   Value vector = nn::ReshapeOp::create(builder, loc,
                                        RankedTensorType::get({1}, f32), scalar);
-  Value total = AllReduceOp::create(
-      builder, loc, vector.getType(), vector, mesh,
-      MeshGroupAttr::get(builder.getContext(), group), TypeAttr::get(f32),
-      ReduceKindAttr::get(builder.getContext(), kind),
-      builder.getF64FloatAttr(1.0), builder.getF64FloatAttr(1.0));
+  Value total = allReduceOver(vector, loc, group, kind);
   Value sum = nn::ReshapeOp::create(builder, loc,
                                     RankedTensorType::get({}, f32), total);
   for (Value v : {vector, total, sum})
@@ -662,16 +675,12 @@ Value StepSharder::allReduceIgnored(Value grad,
   // with the communicators the step has (no world group on a 2-D mesh).
   // FSDP1's divide factors for the world size, around the first sum.
   auto [pre, post] = divideFactors(mesh.getWorldSize());
-  Type dtype = getElementTypeOrSelf(grad.getType());
   for (MeshGroup group : {MeshGroup::shard, MeshGroup::replicate}) {
-    FailureOr<int64_t> size = mesh.getGroupSize(group);
-    if (failed(size) || *size == 1)
+    Value reduced = allReduceOver(grad, step.getLoc(), group, ReduceKind::sum,
+                                  pre, post);
+    if (reduced == grad)
       continue;
-    grad = AllReduceOp::create(
-        builder, step.getLoc(), grad.getType(), grad, mesh,
-        MeshGroupAttr::get(builder.getContext(), group), TypeAttr::get(dtype),
-        ReduceKindAttr::get(builder.getContext(), ReduceKind::sum),
-        builder.getF64FloatAttr(pre), builder.getF64FloatAttr(post));
+    grad = reduced;
     tag(grad);
     pre = post = 1.0;
   }
