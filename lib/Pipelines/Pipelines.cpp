@@ -47,6 +47,10 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.nesterov = options.nesterov;
   step.beta1 = options.beta1;
   step.beta2 = options.beta2;
+  step.beta2Decay = options.beta2Decay;
+  step.eps1 = options.eps1;
+  step.eps2 = options.eps2;
+  step.clipThreshold = options.clipThreshold;
   step.eps = options.eps;
   step.weightDecay = options.weightDecay;
   step.paramGroups.assign(options.paramGroups.begin(),

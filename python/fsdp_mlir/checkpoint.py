@@ -4,7 +4,8 @@ under FSDP2 (`fully_shard`) or torchtitan, and back.
 
     python -m fsdp_mlir.checkpoint to-dcp CKPT DCP_DIR --lr LR [--beta1 B1]
         [--beta2 B2] [--eps E] [--weight-decay WD] [--momentum M]
-        [--dampening D] [--nesterov] [--layout torch|torchtitan]
+        [--dampening D] [--nesterov] [--beta2-decay B] [--eps1 E1]
+        [--eps2 E2] [--clip-threshold D] [--layout torch|torchtitan]
     python -m fsdp_mlir.checkpoint from-dcp DCP_DIR OUT.safetensors
         --like CKPT_OR_PROGRAM [--step N] [--model-only]
 
@@ -140,6 +141,13 @@ class Checkpoint:
     metadata: dict = field(default_factory=dict)
 
 
+def _whole_state_kinds(shape):
+    """torch.optim.Adafactor's state of a parameter (our whole state):
+    row_var and col_var when it has two dimensions or more, else
+    variance."""
+    return ["row_var", "col_var"] if len(shape) >= 2 else ["variance"]
+
+
 def _split_state(flat):
     """{name: tensor} of a full checkpoint -> (model tensors, state)."""
     tensors, state = {}, {}
@@ -248,9 +256,13 @@ def read_checkpoint(path) -> Checkpoint:
                      else "flat_param"), tensors)
         for s in unit["state"]:
             scatter(flat(s), state.setdefault(s, {}))
-    for name, value in parts[0].items():
-        if "/" not in name:  # buffers, by their module names
-            tensors[name] = value
+    # Buffers by their module names, and whole optimizer state (Adafactor's,
+    # the same in every file) by torch's names.
+    top, whole = _split_state({name: value for name, value in parts[0].items()
+                               if "/" not in name})
+    tensors.update(top)
+    for kind, by_param in whole.items():
+        state.setdefault(kind, {}).update(by_param)
     return Checkpoint(meta.get("model", ""), meta.get("optimizer", "none"),
                       step, tensors, state, meta)
 
@@ -281,8 +293,11 @@ def read_template(path) -> Template:
         for unit in _units(meta, path):
             for p in unit["params"]:
                 entries[p["name"]] = (tuple(p["shape"]), "F32")
-                if unit["state"]:
-                    state[p["name"]] = list(unit["state"])
+                kinds = list(unit["state"])
+                if unit.get("whole_state"):
+                    kinds += _whole_state_kinds(p["shape"])
+                if kinds:
+                    state[p["name"]] = kinds
         from safetensors import safe_open
         with safe_open(str(files[min(files)]), framework="pt") as f:
             for name in f.keys():
@@ -299,8 +314,12 @@ def read_template(path) -> Template:
             for p in unit["params"]:
                 # Checkpoints hold parameters in f32 whatever they compute in.
                 entries[p["name"]] = (tuple(p["shape"]), "F32")
-                if unit["state"]:
-                    state[p["name"]] = [s["name"] for s in unit["state"]]
+                kinds = [s["name"] for s in unit["state"]
+                         if not s.get("whole")]
+                if any(s.get("whole") for s in unit["state"]):
+                    kinds += _whole_state_kinds(p["shape"])
+                if kinds:
+                    state[p["name"]] = kinds
         for b in info.get("buffers", []):
             entries[b["name"]] = (tuple(b["shape"]), b["dtype"].upper())
         return Template(info["model"], info.get("optimizer", "none"),
@@ -336,11 +355,16 @@ def _param_group(optimizer, hyper):
             dummy, lr=hyper["lr"], momentum=hyper["momentum"],
             dampening=hyper["dampening"], nesterov=hyper["nesterov"],
             weight_decay=hyper["weight_decay"])
+    elif optimizer == "adafactor":
+        opt = torch.optim.Adafactor(
+            dummy, lr=hyper["lr"], beta2_decay=hyper["beta2_decay"],
+            eps=(hyper["eps1"], hyper["eps2"]), d=hyper["d"],
+            weight_decay=hyper["weight_decay"])
     else:
         # Lion: torch.optim has none, so there is no torch param group to
         # write beside its state.
         raise ValueError(f"no torch optimizer for {optimizer!r}: convert a "
-                         "checkpoint of sgd, adam or adamw")
+                         "checkpoint of sgd, adam, adamw or adafactor")
     group = dict(opt.state_dict()["param_groups"][0])
     group.pop("params")
     group.pop("param_names", None)
@@ -348,11 +372,13 @@ def _param_group(optimizer, hyper):
 
 
 _DEFAULT_HYPER = dict(beta1=0.9, beta2=0.999, eps=1e-8, momentum=0.0,
-                      dampening=0.0, nesterov=False)
+                      dampening=0.0, nesterov=False, beta2_decay=-0.8,
+                      eps1=None, eps2=1e-3, d=1.0)
 
 
 def to_dcp(checkpoint, dcp_dir, *, lr=None, beta1=None, beta2=None, eps=None,
            weight_decay=None, momentum=None, dampening=None, nesterov=None,
+           beta2_decay=None, eps1=None, eps2=None, clip_threshold=None,
            layout="torch"):
     """Writes our checkpoint (full file or sharded directory) as a DCP
     checkpoint in `dcp_dir` (which must not hold one), single-process.
@@ -385,7 +411,9 @@ def to_dcp(checkpoint, dcp_dir, *, lr=None, beta1=None, beta2=None, eps=None,
         for key, value in (("beta1", beta1), ("beta2", beta2), ("eps", eps),
                            ("weight_decay", weight_decay),
                            ("momentum", momentum), ("dampening", dampening),
-                           ("nesterov", nesterov)):
+                           ("nesterov", nesterov),
+                           ("beta2_decay", beta2_decay), ("eps1", eps1),
+                           ("eps2", eps2), ("d", clip_threshold)):
             if value is not None:
                 hyper[key] = value
         group = _param_group(optimizer, hyper)
@@ -397,7 +425,7 @@ def to_dcp(checkpoint, dcp_dir, *, lr=None, beta1=None, beta2=None, eps=None,
         state = {}
         for p in params:
             entry = {}
-            if optimizer in ("adam", "adamw"):
+            if optimizer in ("adam", "adamw", "adafactor"):
                 entry["step"] = torch.tensor(float(steps), dtype=torch.float32)
             for kind in sorted(ckpt.state):
                 if p in ckpt.state[kind]:
@@ -646,6 +674,10 @@ def main(argv=None):
     to.add_argument("--momentum", type=float)
     to.add_argument("--dampening", type=float)
     to.add_argument("--nesterov", action="store_true", default=None)
+    to.add_argument("--beta2-decay", type=float)
+    to.add_argument("--eps1", type=float)
+    to.add_argument("--eps2", type=float)
+    to.add_argument("--clip-threshold", type=float)
     to.add_argument("--layout", choices=LAYOUTS, default="torch")
     back = sub.add_parser("from-dcp", help="a DCP directory -> our full "
                           "checkpoint")
@@ -666,7 +698,11 @@ def main(argv=None):
                           beta1=args.beta1, beta2=args.beta2, eps=args.eps,
                           weight_decay=args.weight_decay,
                           momentum=args.momentum, dampening=args.dampening,
-                          nesterov=args.nesterov, layout=args.layout)
+                          nesterov=args.nesterov,
+                          beta2_decay=args.beta2_decay, eps1=args.eps1,
+                          eps2=args.eps2,
+                          clip_threshold=args.clip_threshold,
+                          layout=args.layout)
             print(f"wrote DCP checkpoint {args.dcp_dir} ({done['layout']} "
                   f"layout): model '{done['model']}', step {done['step']}, "
                   f"{done['entries']} tensors, optimizer {done['optimizer']}")

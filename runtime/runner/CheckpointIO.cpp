@@ -1,6 +1,8 @@
 //===- CheckpointIO.cpp - What the two checkpoint formats share -----------===//
 #include "runner/CheckpointIO.h"
 
+#include "fsdp/rt/AdafactorLayout.h"
+
 #include "runner/Init.h"
 
 #include "fsdp/rt/DType.h"
@@ -47,6 +49,54 @@ std::string stateTensorName(const std::string &state,
   return "optim." + state + "." + param;
 }
 
+std::vector<WholeStateTensor> wholeStateTensors(const UnitInfo &unit) {
+  std::vector<WholeStateTensor> tensors;
+  int64_t offset = 0;
+  for (const ParamInfo &p : unit.params) {
+    int64_t rank = static_cast<int64_t>(p.shape.size());
+    rt::AdafactorParam a =
+        rt::adafactorParamOf(p.shape.data(), rank, p.flatOffset);
+    if (!a.factored()) {
+      tensors.push_back({stateTensorName("variance", p.name), p.shape, offset});
+    } else {
+      std::vector<int64_t> rows = p.shape, cols = p.shape;
+      rows[rank - 1] = 1;
+      cols[rank - 2] = 1;
+      tensors.push_back({stateTensorName("row_var", p.name), rows, offset});
+      tensors.push_back({stateTensorName("col_var", p.name), cols,
+                         offset + a.batch() * a.rows});
+    }
+    offset += a.stateSize();
+  }
+  return tensors;
+}
+
+std::vector<float> wholeStateToHost(const Program &program, int64_t ctx,
+                                    int64_t stream, const StateBuffers &buffers,
+                                    const StateInfo &state) {
+  std::vector<float> host(state.numel);
+  BufferRef src = locate(program, buffers, state.offset);
+  check(fsdprt_copy_to_host(ctx, stream, host.data(), src.buffer, src.offset,
+                            state.numel * 4),
+        "checkpoint: state '" + state.name + "'");
+  check(fsdprt_stream_synchronize(ctx, stream),
+        "checkpoint: state '" + state.name + "'");
+  return host;
+}
+
+void readWholeState(const Reader &r, const std::string &path,
+                    const UnitInfo &unit, const StateInfo &state,
+                    std::vector<uint8_t> &image) {
+  for (const WholeStateTensor &t : wholeStateTensors(unit)) {
+    if (!hasTensor(r, t.name))
+      fail(path, "has no optimizer state '" + t.name + "'");
+    std::vector<float> v = readF32(r, path, t.name, t.shape, "optimizer state");
+    std::copy(v.begin(), v.end(),
+              reinterpret_cast<float *>(image.data() + state.offset) +
+                  t.offset);
+  }
+}
+
 void createDirectories(const fs::path &dir) {
   if (dir.empty())
     return;
@@ -61,13 +111,16 @@ void createDirectories(const fs::path &dir) {
 json unitsJson(const Program &program) {
   json units = json::array();
   for (const UnitInfo &u : program.units) {
-    json params = json::array(), state = json::array();
+    json params = json::array(), state = json::array(),
+         wholeState = json::array();
     for (const ParamInfo &p : u.params)
       params.push_back({{"name", p.name},
                         {"shape", p.shape},
                         {"flat_offset", p.flatOffset}});
+    // "state": flat tensors sharded as the parameters; "whole_state": the
+    // same on every rank, saved per parameter (wholeStateTensors).
     for (const StateInfo &s : u.state)
-      state.push_back(s.name);
+      (s.whole ? wholeState : state).push_back(s.name);
     units.push_back({{"name", u.name},
                      {"flat_numel", u.flatNumel},
                      {"padded_numel", u.paddedNumel},
@@ -76,7 +129,8 @@ json unitsJson(const Program &program) {
                      {"frozen", u.frozen},
                      {"ignored", u.ignored},
                      {"params", params},
-                     {"state", state}});
+                     {"state", state},
+                     {"whole_state", wholeState}});
   }
   return units;
 }

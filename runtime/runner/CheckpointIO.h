@@ -53,6 +53,28 @@ std::string flatParamKey(bool frozen);
 
 std::string stateTensorName(const std::string &state, const std::string &param);
 
+/// One tensor of a unit's whole state (Adafactor's second moment,
+/// AdafactorLayout.h), as torch's state dict holds it: per parameter its
+/// row_var [..., rows, 1] and col_var [..., 1, cols] when factored, else
+/// its variance (the parameter's shape); `offset` is in elements of the
+/// state.
+struct WholeStateTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+};
+std::vector<WholeStateTensor> wholeStateTensors(const UnitInfo &unit);
+
+/// Copies a whole state from the rank's buffers to the host.
+std::vector<float> wholeStateToHost(const Program &program, int64_t ctx,
+                                    int64_t stream, const StateBuffers &buffers,
+                                    const StateInfo &state);
+
+/// Reads a unit's whole state `state` (every tensor present) into `image`.
+void readWholeState(const Reader &r, const std::string &path,
+                    const UnitInfo &unit, const StateInfo &state,
+                    std::vector<uint8_t> &image);
+
 void createDirectories(const fs::path &dir);
 
 json unitsJson(const Program &program);

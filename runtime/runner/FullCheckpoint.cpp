@@ -23,13 +23,22 @@ LoadResult loadFull(const std::string &path, const Program &program, int rank,
   // A checkpoint of another optimizer has none of our state: start it at 0.
   bool anyState = false;
   for (const UnitInfo &u : program.units)
-    for (const StateInfo &s : u.state)
+    for (const StateInfo &s : u.state) {
+      if (s.whole) {
+        for (const WholeStateTensor &t : wholeStateTensors(u))
+          anyState |= hasTensor(*r, t.name);
+        continue;
+      }
       for (const ParamInfo &p : u.params)
         anyState |= hasTensor(*r, stateTensorName(s.name, p.name));
+    }
   res.optimizerStateLoaded = anyState || !programHasState(program);
 
   for (const UnitInfo &u : program.units) {
     int64_t begin = shardBegin(program, u, rank);
+    for (const StateInfo &s : u.state)
+      if (anyState && s.whole)
+        readWholeState(*r, path, u, s, image);
     for (const ParamInfo &p : u.params) {
       if (!hasTensor(*r, p.name))
         fail(path, "has no parameter '" + p.name + "' of model '" +
@@ -39,6 +48,8 @@ LoadResult loadFull(const std::string &path, const Program &program, int rank,
       if (!anyState)
         continue;
       for (const StateInfo &s : u.state) {
+        if (s.whole)
+          continue; // read above
         std::string name = stateTensorName(s.name, p.name);
         if (!hasTensor(*r, name))
           fail(path, "has no optimizer state '" + name + "'");
@@ -63,10 +74,16 @@ fullLayout(const Program &program) {
   for (const UnitInfo &u : program.units) {
     for (const ParamInfo &p : u.params)
       layout.push_back({p.name, rt::DType::F32, p.shape});
-    for (const StateInfo &s : u.state)
+    for (const StateInfo &s : u.state) {
+      if (s.whole) {
+        for (const WholeStateTensor &t : wholeStateTensors(u))
+          layout.push_back({t.name, rt::DType::F32, t.shape});
+        continue;
+      }
       for (const ParamInfo &p : u.params)
         layout.push_back(
             {stateTensorName(s.name, p.name), rt::DType::F32, p.shape});
+    }
   }
   for (const BufferInfo &b : program.buffers)
     layout.push_back({b.name, dtypeOf(b.dtype), b.shape});
@@ -103,6 +120,15 @@ void saveFull(const std::string &path, const Program &program, int64_t ctx,
       for (const ParamInfo &p : u.params)
         out->put(p.name, flat.data() + p.flatOffset);
     for (const StateInfo &s : u.state) {
+      if (s.whole) { // the same on every rank: rank 0's copy
+        if (!writes)
+          continue;
+        std::vector<float> host =
+            wholeStateToHost(program, ctx, stream, buffers, s);
+        for (const WholeStateTensor &t : wholeStateTensors(u))
+          out->put(t.name, host.data() + t.offset);
+        continue;
+      }
       flat = gatherer.gather(u, s.offset, writes);
       if (writes)
         for (const ParamInfo &p : u.params)

@@ -91,6 +91,17 @@ std::string getString(const json &obj, const std::string &path,
   return v.get<std::string>();
 }
 
+/// An optional true / false key, `otherwise` when absent.
+bool getBoolOr(const json &obj, const std::string &path, const std::string &key,
+               bool otherwise) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    return otherwise;
+  if (!it->is_boolean())
+    fail(join(path, key), "expected true or false");
+  return it->get<bool>();
+}
+
 double getNumber(const json &obj, const std::string &path,
                  const std::string &key) {
   const json &v = field(obj, path, key);
@@ -261,24 +272,12 @@ UnitInfo parseUnit(const json &v, const Program &prog,
   u.flatNumel = getInt(v, path, keys::unit_flat_numel);
   u.paddedNumel = getInt(v, path, keys::unit_padded_numel);
   u.shardNumel = getInt(v, path, keys::unit_shard_numel);
-  if (v.contains(keys::unit_rank_local)) {
-    if (!v[keys::unit_rank_local].is_boolean())
-      fail(join(path, keys::unit_rank_local), "expected true or false");
-    u.rankLocal = v[keys::unit_rank_local].get<bool>();
-  }
-  if (v.contains(keys::unit_frozen)) {
-    if (!v[keys::unit_frozen].is_boolean())
-      fail(join(path, keys::unit_frozen), "expected true or false");
-    u.frozen = v[keys::unit_frozen].get<bool>();
-  }
-  if (v.contains(keys::unit_ignored)) {
-    if (!v[keys::unit_ignored].is_boolean())
-      fail(join(path, keys::unit_ignored), "expected true or false");
-    u.ignored = v[keys::unit_ignored].get<bool>();
-    if (u.ignored && !u.rankLocal)
-      fail(join(path, keys::unit_ignored),
-           "an ignored unit is whole on every rank: it needs rank_local");
-  }
+  u.rankLocal = getBoolOr(v, path, keys::unit_rank_local, false);
+  u.frozen = getBoolOr(v, path, keys::unit_frozen, false);
+  u.ignored = getBoolOr(v, path, keys::unit_ignored, false);
+  if (u.ignored && !u.rankLocal)
+    fail(join(path, keys::unit_ignored),
+         "an ignored unit is whole on every rank: it needs rank_local");
   checkShardSizes(prog, u, path);
   // Shards and state: in the host buffer with CPU offload.
   int64_t stateBytes = prog.cpuOffload ? prog.hostBytes : prog.persistentBytes;
@@ -303,8 +302,17 @@ UnitInfo parseUnit(const json &v, const Program &prog,
     StateInfo s;
     s.name = getString(state[i], sp, keys::unit_name);
     s.offset = getInt(state[i], sp, keys::unit_offset);
-    checkExtent(s.offset, u.shardNumel * 4, stateBytes,
-                join(sp, keys::unit_offset), limit);
+    s.whole = getBoolOr(state[i], sp, keys::state_whole, false);
+    s.numel = s.whole ? getInt(state[i], sp, keys::state_numel) : u.shardNumel;
+    if (!s.whole && state[i].contains(keys::state_numel) &&
+        getInt(state[i], sp, keys::state_numel) != u.shardNumel)
+      fail(join(sp, keys::state_numel),
+           "a sharded state has the shard's numel " +
+               std::to_string(u.shardNumel));
+    if (s.numel < 0)
+      fail(join(sp, keys::state_numel), "must be >= 0");
+    checkExtent(s.offset, s.numel * 4, stateBytes, join(sp, keys::unit_offset),
+                limit);
     s.offset += imageBase;
     u.state.push_back(s);
   }

@@ -42,10 +42,14 @@ struct ParamInfo {
 };
 
 /// A flat tensor of a unit that persists across steps: optimizer state
-/// (exp_avg, exp_avg_sq, momentum_buffer); same numel and dtype as the shard.
+/// (exp_avg, exp_avg_sq, momentum_buffer), f32, elementwise over the shard;
+/// or whole, the same on every rank (Adafactor's factored second moment,
+/// AdafactorLayout.h).
 struct StateInfo {
   std::string name;
   int64_t offset = 0;          // bytes, persistent buffer
+  int64_t numel = 0;           // the shard's, unless whole
+  bool whole = false;
 };
 
 /// One FSDP unit: its flat parameter, sharded over the shard group.

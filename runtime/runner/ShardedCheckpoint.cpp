@@ -157,6 +157,17 @@ LoadResult loadSharded(const std::string &dir, const Program &program, int rank,
   for (const SavedUnit &su : saved)
     for (const std::string &s : su.state)
       anyState |= stateNames.count(s) > 0;
+  // Whole states (the same in every rank file, as torch names them per
+  // parameter) need no reassembly: the first file's.
+  for (const UnitInfo &u : program.units)
+    for (const StateInfo &s : u.state)
+      if (s.whole)
+        for (const WholeStateTensor &t : wholeStateTensors(u))
+          anyState |= hasTensor(*first, t.name);
+  for (const UnitInfo &u : program.units)
+    for (const StateInfo &s : u.state)
+      if (anyState && s.whole)
+        readWholeState(*first, dir, u, s, image);
   res.optimizerStateLoaded = anyState || !programHasState(program);
 
   std::set<std::string> loaded; // parameter and "optim.<s>.<p>" names
@@ -221,7 +232,8 @@ LoadResult loadSharded(const std::string &dir, const Program &program, int rank,
         fail(dir, "has no parameter '" + p.name + "' of model '" +
                       program.model + "'");
       for (const StateInfo &s : u.state)
-        if (anyState && !loaded.count(stateTensorName(s.name, p.name)))
+        if (anyState && !s.whole &&
+            !loaded.count(stateTensorName(s.name, p.name)))
           fail(dir,
                "has no optimizer state '" + s.name + "' of '" + p.name + "'");
     }
@@ -251,8 +263,14 @@ void saveSharded(const std::string &dir, const Program &program, int64_t ctx,
                      {u.shardNumel}, shard.buffer, shard.offset);
     for (const StateInfo &s : u.state) {
       BufferRef state = locate(program, buffers, s.offset);
-      writer.addBuffer(ctx, key + "/" + s.name, "f32", {u.shardNumel},
-                       state.buffer, state.offset);
+      if (!s.whole) {
+        writer.addBuffer(ctx, key + "/" + s.name, "f32", {u.shardNumel},
+                         state.buffer, state.offset);
+        continue;
+      }
+      for (const WholeStateTensor &t : wholeStateTensors(u))
+        writer.addBuffer(ctx, t.name, "f32", t.shape, state.buffer,
+                         state.offset + t.offset * 4);
     }
   }
   for (const BufferInfo &b : program.buffers)

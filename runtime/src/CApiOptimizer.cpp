@@ -25,6 +25,28 @@ static void requireBetas(double beta1, double beta2) {
          ", ", beta2, ")");
 }
 
+/// torch.optim.Adafactor's ranges.
+static void requireAdafactor(double beta2Decay, double eps1, double eps2,
+                             double d) {
+  if (!(beta2Decay <= 0) || !(eps1 >= 0) || !(eps2 >= 0) || !(d >= 1) ||
+      !std::isfinite(eps1) || !std::isfinite(eps2) || !std::isfinite(d))
+    fail(Status::InvalidArgument,
+         "Adafactor needs beta2_decay <= 0, finite eps1, eps2 >= 0 and d >= "
+         "1, got (",
+         beta2Decay, ", ", eps1, ", ", eps2, ", ", d, ")");
+}
+
+/// A valid Adafactor layout of `count` integers.
+static AdafactorLayout adafactorLayout(const int64_t *values, int64_t count) {
+  if (!values)
+    fail(Status::InvalidArgument, "the Adafactor layout is null");
+  AdafactorLayout layout;
+  std::string error = AdafactorLayout::parse(values, count, layout);
+  if (!error.empty())
+    fail(Status::InvalidArgument, "Adafactor ", error);
+  return layout;
+}
+
 /// The found-inf flag an update skips on (buffer 0: none).
 static const float *skipFlag(Launch &l, int64_t skip, int64_t skipOff) {
   if (skip == 0)
@@ -170,6 +192,113 @@ int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
     l.enqueue([=, &be, &delays] {
       delays.apply(DelayPoint::Optimizer);
       be.lionStep(dt, pp, pg, pm, numel, sc, live, ps);
+    });
+  });
+}
+
+int32_t fsdprt_adafactor_stats(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                               int64_t param, int64_t param_off, int64_t grad,
+                               int64_t grad_off, int64_t numel,
+                               int64_t flat_begin, int64_t layout_count,
+                               const int64_t *layout, int64_t stats,
+                               int64_t stats_off) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, grad_dtype, "adafactor_stats");
+    nonNegative(numel, "numel"), nonNegative(flat_begin, "flat_begin");
+    AdafactorLayout lay = adafactorLayout(layout, layout_count);
+    const auto *pp = static_cast<const float *>(
+        l.operand(param, param_off, numel, DType::F32, "param"));
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *ps = static_cast<float *>(
+        l.operand(stats, stats_off, lay.statsSize(), DType::F32, "stats"));
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.adafactorStats(dt, pp, pg, numel, flat_begin, lay, ps);
+    });
+  });
+}
+
+int32_t fsdprt_adafactor_factor(
+    int64_t ctx, int64_t stream, int32_t grad_dtype, int64_t grad,
+    int64_t grad_off, int64_t numel, int64_t flat_begin, int64_t layout_count,
+    const int64_t *layout, int64_t state, int64_t state_off, int64_t stats,
+    int64_t stats_off, int64_t update_sq, int64_t usq_off, int64_t step,
+    double beta2_decay, double eps1, int64_t skip, int64_t skip_off) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, grad_dtype, "adafactor_factor");
+    nonNegative(numel, "numel"), nonNegative(flat_begin, "flat_begin");
+    requireStep(step);
+    requireAdafactor(beta2_decay, eps1, 0.0, 1.0);
+    AdafactorLayout lay = adafactorLayout(layout, layout_count);
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    auto *pstate = static_cast<float *>(
+        l.operand(state, state_off, lay.stateSize, DType::F32, "state"));
+    const auto *pstats = static_cast<const float *>(
+        l.operand(stats, stats_off, lay.statsSize(), DType::F32, "stats"));
+    auto *pu = static_cast<float *>(
+        l.operand(update_sq, usq_off, static_cast<int64_t>(lay.params.size()),
+                  DType::F32, "update_sq"));
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    auto scalars = [=](int64_t t) {
+      return adafactorFactorScalars(beta2_decay, eps1, t);
+    };
+    AdafactorFactorScalars sc = scalars(step);
+    const AdafactorFactorScalars *live =
+        l.live<AdafactorFactorScalars>([=](const StepValues &v) {
+          return scalars(step + v.stepsSinceCapture);
+        });
+    const float *ps = skipFlag(l, skip, skip_off);
+    l.enqueue([=, &be] {
+      be.adafactorFactor(dt, pg, numel, flat_begin, lay, pstate, pstats, pu, sc,
+                         live, ps);
+    });
+  });
+}
+
+int32_t fsdprt_adafactor_apply(
+    int64_t ctx, int64_t stream, int32_t grad_dtype, int64_t param,
+    int64_t param_off, int64_t grad, int64_t grad_off, int64_t numel,
+    int64_t flat_begin, int64_t layout_count, const int64_t *layout,
+    int64_t state, int64_t state_off, int64_t stats, int64_t stats_off,
+    int64_t update_sq, int64_t usq_off, int64_t step, double lr, double eps1,
+    double eps2, double d, double weight_decay, int64_t skip,
+    int64_t skip_off) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, grad_dtype, "adafactor_apply");
+    nonNegative(numel, "numel"), nonNegative(flat_begin, "flat_begin");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
+    requireAdafactor(0.0, eps1, eps2, d);
+    AdafactorLayout lay = adafactorLayout(layout, layout_count);
+    auto *pp = static_cast<float *>(
+        l.operand(param, param_off, numel, DType::F32, "param"));
+    const void *pg = l.operand(grad, grad_off, numel, "grad");
+    const auto *pstate = static_cast<const float *>(
+        l.operand(state, state_off, lay.stateSize, DType::F32, "state"));
+    const auto *pstats = static_cast<const float *>(
+        l.operand(stats, stats_off, lay.statsSize(), DType::F32, "stats"));
+    const auto *pu = static_cast<const float *>(
+        l.operand(update_sq, usq_off, static_cast<int64_t>(lay.params.size()),
+                  DType::F32, "update_sq"));
+    Backend &be = l.backend();
+    const DelayConfig &delays = l.context().delays();
+    DType dt = l.dtype();
+    auto scalars = [=](double lrFactor, int64_t t) {
+      return adafactorApplyScalars(
+          AdafactorOptions{lr * lrFactor, eps1, eps2, d, weight_decay}, t);
+    };
+    AdafactorApplyScalars sc = scalars(l.context().lrFactor(), step);
+    const AdafactorApplyScalars *live =
+        l.live<AdafactorApplyScalars>([=](const StepValues &v) {
+          return scalars(v.lrFactor, step + v.stepsSinceCapture);
+        });
+    const float *ps = skipFlag(l, skip, skip_off);
+    l.enqueue([=, &be, &delays] {
+      delays.apply(DelayPoint::Optimizer);
+      be.adafactorApply(dt, pp, pg, numel, flat_begin, lay, pstate, pstats, pu,
+                        sc, live, ps);
     });
   });
 }

@@ -11,9 +11,9 @@ from conftest import MODELS, load_full, model_parameters
 RANKS = 2
 
 
-def _gpt2(fsdp, ranks=RANKS, grad_accum=1, **kw):
+def _gpt2(fsdp, ranks=RANKS, grad_accum=1, optimizer="adamw", **kw):
     return fsdp.compile("gpt2", world_size=ranks, strategy="full-shard",
-                        optimizer="adamw", grad_accum=grad_accum, **kw)
+                        optimizer=optimizer, grad_accum=grad_accum, **kw)
 
 
 @pytest.mark.parametrize("model,optimizer,fmt", [
@@ -22,6 +22,8 @@ def _gpt2(fsdp, ranks=RANKS, grad_accum=1, **kw):
     ("nested_wrapped", "sgd", "sharded"),
     ("gpt2", "lion", "sharded"),
     ("nested_wrapped", "adam", "full"),
+    ("gpt2", "adafactor", "sharded"),
+    ("nested_wrapped", "adafactor", "full"),
 ])
 def test_resume_is_bit_identical(fsdp, model, optimizer, fmt):
     program = fsdp.compile(model, world_size=RANKS, strategy="full-shard",
@@ -70,6 +72,37 @@ def test_full_checkpoint_in_safetensors(fsdp, model):
         meta = f.metadata()
     assert meta["model"] == model and meta["step_count"] == "1"
     assert meta["optimizer"] == "adamw"
+
+
+def test_adafactor_state_is_torchs_and_reshards(fsdp):
+    """Adafactor's whole (replicated) state is saved per parameter under
+    torch.optim.Adafactor's names and shapes, in the full file and in every
+    rank file of a sharded checkpoint; a 2-rank sharded checkpoint resumes
+    on 1 rank (2 micro-batches: the same global batch), continuing the
+    uninterrupted run."""
+    program = _gpt2(fsdp, optimizer="adafactor")
+    whole = fsdp.run(program, nproc=RANKS, steps=4, save_every=2,
+                     save_format="sharded")
+    full = fsdp.run(program, nproc=RANKS, steps=2, save_format="full")
+    assert full.losses == whole.losses[:2]
+    tensors = load_full(full.checkpoint(2))
+    assert tensors["optim.row_var.transformer.wte.weight"].shape == (64, 1)
+    assert tensors["optim.col_var.transformer.wte.weight"].shape == (1, 32)
+    assert tensors["optim.variance.transformer.ln_f.bias"].shape == (32,)
+    assert not any(".second_moment." in k or "exp_avg" in k for k in tensors)
+    for rank_file in sorted((whole.save_dir / "step-2").iterdir()):
+        saved = load_full(rank_file)
+        for name, value in tensors.items():
+            if name.startswith("optim."):
+                np.testing.assert_array_equal(saved[name], value,
+                                              err_msg=f"{rank_file}: {name}")
+    one = fsdp.run(_gpt2(fsdp, ranks=1, grad_accum=2, optimizer="adafactor"),
+                   steps=4, load=whole.save_dir / "step-2")
+    assert [m["step"] for m in one.metrics] == [3, 4]
+    # One rank sums the micro-batches' gradients in another order: float
+    # noise of a few ulps in the losses.
+    for got, want in zip(one.losses, whole.losses[2:]):
+        assert abs(got - want) <= 1e-5 * abs(want), (one.losses, whole.losses)
 
 
 @pytest.fixture(scope="module")

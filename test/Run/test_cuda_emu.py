@@ -62,6 +62,7 @@ CONFIGS = [("mlp", 1, "sgd", {}),
            ("mlp", 2, "sgd", {"clip_grad_norm": 0.02,
                               "clip_norm_type": math.inf}),
            ("nested_wrapped", 2, "lion", {}),
+           ("gpt2", 2, "adafactor", {"weight_decay": 0.1}),
            ("nested_wrapped", 1, "adam", {"weight_decay": 0.1})]
 
 

@@ -52,9 +52,11 @@ ALLCLOSE_RTOL = 1e-5  # and np.allclose(a, ref, rtol=ALLCLOSE_RTOL, atol=atol)
 # update is lr * sign(c): equal where c is not ~0, where a flipped sign
 # moves the element 2 * lr (2e-4 at its default lr 1e-4); where c is noise
 # alone (gpt2's key bias) every step may flip, so Lion is compared on
-# models without such elements.
+# models without such elements. Adafactor normalises as Adam does, its step
+# α = RMS(param)·lr (lr 1e-2, RMS ~0.02 at init: ~2e-4, twice Adam's lr):
+# twice Adam's bound.
 PARAM_ATOL = {"sgd": (0.0, 1e-6), "adamw": (1e-5, 1e-5), "adam": (1e-5, 1e-5),
-              "lion": (2e-4, 2e-4)}
+              "lion": (2e-4, 2e-4), "adafactor": (2e-5, 2e-5)}
 
 
 def full_matrix():

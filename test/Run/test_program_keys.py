@@ -3,7 +3,8 @@ what runtime/include/fsdp/rt/ProgramKeys.def lists (the runner refuses any
 other key; runtime/runner/unittests/ProgramTest.cpp checks it reads every
 required one). Here, from the compiler's side: programs that between them use
 every optional part of the description (clipping, dynamic loss scaling, a
-schedule, eval outputs, buffers, rank-local units, post-forward groups)
+schedule, eval outputs, buffers, rank-local units, post-forward groups,
+Adafactor's whole state)
 write only table keys,
 every required key of each object they write, and every key of the table."""
 import re
@@ -61,6 +62,8 @@ PROGRAMS = {
                               lr_schedule="cosine", warmup_steps=2)),
     # an eval program's outputs
     "gpt2-eval": ("gpt2", dict(world_size=2, mode="eval")),
+    # Adafactor's whole (replicated) state: its numel
+    "gpt2-adafactor": ("gpt2", dict(world_size=2, optimizer="adafactor")),
     # hand-marked units, a rank-local one among them
     "nested": ("nested_wrapped", dict(world_size=2, auto_wrap_policy="none")),
 }

@@ -9,6 +9,13 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion eps=1e-6" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-EPS
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion param-groups=*:eps=1e-6" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-GROUP
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=lion beta2=1.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LION-BETA
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adafactor beta1=0.8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-BETA
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adamw eps2=0.1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-ONLY
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adafactor beta2-decay=0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-DECAY
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adafactor eps1=-2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-EPS
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adafactor clip-threshold=0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-D
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adafactor param-groups=*:beta1=0.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-GROUP
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="optimizer=adafactor momentum=0.9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAFACTOR-MOMENTUM
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="nesterov=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="grad-accum-steps=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ACCUM
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step="clip-grad-norm=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLIP
@@ -31,6 +38,13 @@
 // LION-EPS: error: fsdp-build-train-step: eps is an Adam / AdamW option; the optimizer is lion
 // LION-GROUP: error: fsdp-build-train-step: param group '*:eps=1e-6': unknown setting 'eps' (weight-decay, lr-scale, beta1, beta2 for lion)
 // LION-BETA: error: fsdp-build-train-step: beta1 and beta2 must be in [0, 1), got (9.000000e-01, 1.500000e+00)
+// ADAFACTOR-BETA: error: fsdp-build-train-step: beta1, beta2 and eps are Adam / AdamW options; the optimizer is adafactor
+// ADAFACTOR-ONLY: error: fsdp-build-train-step: beta2-decay, eps1, eps2 and clip-threshold are Adafactor options; the optimizer is adamw
+// ADAFACTOR-DECAY: error: fsdp-build-train-step: beta2-decay must be <= 0, got 5.000000e-01
+// ADAFACTOR-EPS: error: fsdp-build-train-step: eps1 and eps2 must be >= 0, got (-2.000000e+00, 1.000000e-03)
+// ADAFACTOR-D: error: fsdp-build-train-step: clip-threshold (Adafactor's d) must be >= 1, got 5.000000e-01
+// ADAFACTOR-GROUP: error: fsdp-build-train-step: param group '*:beta1=0.5': unknown setting 'beta1' (weight-decay, lr-scale for adafactor)
+// ADAFACTOR-MOMENTUM: error: fsdp-build-train-step: momentum, dampening and nesterov are SGD options; the optimizer is adafactor
 // NESTEROV: error: fsdp-build-train-step: nesterov needs a momentum and zero dampening (as torch.optim.SGD)
 // ACCUM: error: fsdp-build-train-step: grad-accum-steps must be >= 1, got 0
 // CLIP: error: fsdp-build-train-step: clip-grad-norm must be >= 0, got -1
@@ -43,7 +57,7 @@
 // DECAY: error: fsdp-build-train-step: weight-decay must be >= 0, got -5.000000e-01
 
 //--- model.mlir
-// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd, adam, adamw or lion}}
+// expected-error @+1 {{fsdp-build-train-step: unknown optimizer 'lamb'; expected sgd, adam, adamw, lion or adafactor}}
 module {
   fsdp.model @m {
     fsdp.module @root kind "Net" {

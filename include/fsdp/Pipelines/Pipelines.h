@@ -80,12 +80,14 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Pad a language model head of at least 4096 classes to "
                      "a multiple of this many (fsdp-pad-vocab; 0: off)"),
       llvm::cl::init(64)};
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("sgd | adam | adamw | lion"),
-                                llvm::cl::init("sgd")};
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("sgd | adam | adamw | lion | adafactor"),
+      llvm::cl::init("sgd")};
   Option<double> lr{
       *this, "lr",
-      llvm::cl::desc("Learning rate (default: 1e-3; 1e-4 for lion)"),
+      llvm::cl::desc("Learning rate (default: 1e-3; 1e-4 for lion, 1e-2 for "
+                     "adafactor)"),
       llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
@@ -105,6 +107,23 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::init(-1.0)};
   Option<double> eps{*this, "eps", llvm::cl::desc("Adam / AdamW eps"),
                      llvm::cl::init(1e-8)};
+  Option<double> beta2Decay{
+      *this, "beta2-decay",
+      llvm::cl::desc("Adafactor beta2_decay: beta2 of step t is 1 - "
+                     "t^beta2_decay"),
+      llvm::cl::init(-0.8)};
+  Option<double> eps1{*this, "eps1",
+                      llvm::cl::desc("Adafactor eps[0] (default: f32 machine "
+                                     "epsilon, as torch's None)"),
+                      llvm::cl::init(-1.0)};
+  Option<double> eps2{*this, "eps2",
+                      llvm::cl::desc("Adafactor eps[1], the smallest "
+                                     "parameter RMS"),
+                      llvm::cl::init(1e-3)};
+  Option<double> clipThreshold{
+      *this, "clip-threshold",
+      llvm::cl::desc("Adafactor d: updates are scaled down to this RMS"),
+      llvm::cl::init(1.0)};
   Option<double> weightDecay{
       *this, "weight-decay",
       llvm::cl::desc("Weight decay (default: the optimizer's)"),

@@ -16,8 +16,8 @@ using namespace mlir::fsdp;
 using namespace mlir::fsdp::kernel_calls;
 
 void fsdp::addOptimizerKernels(KernelEmitters &k) {
-  k.add<SGDStepOp, AdamWStepOp, LionStepOp>([](CallBuilder &calls,
-                                               Operation *op) {
+  k.add<SGDStepOp, AdamWStepOp, LionStepOp, AdafactorStatsOp, AdafactorFactorOp,
+        AdafactorApplyOp>([](CallBuilder &calls, Operation *op) {
     [[maybe_unused]] bool emitted = emitOptimizer(calls, op);
     assert(emitted && "an update without its emitter");
     return success();

@@ -38,6 +38,31 @@ Value countOf(CallBuilder &calls, const Segment &s, Value param) {
   return s.count ? s.count : calls.i64(shardNumel(param));
 }
 
+/// How many shards the flat parameter `param` (a step argument) is cut
+/// into: the shard group's size, or 1 for a rank-local unit's.
+int64_t shardsOf(Value param) {
+  auto arg = cast<BlockArgument>(param);
+  auto step = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return step.getArgAttr(arg.getArgNumber(), kRankLocalArg)
+             ? 1
+             : step->getAttrOfType<MeshAttr>(kMeshAttr).getShard();
+}
+
+/// The flat index of this rank's first element of `param`: rank s of a
+/// shard group holds chunk s (a rank-local unit holds it all).
+Value shardBase(CallBuilder &calls, Value param) {
+  if (shardsOf(param) == 1)
+    return calls.i64(0);
+  OpBuilder &b = calls.builder();
+  Location loc = calls.location();
+  // Which shard this rank holds: its shard communicator's rank.
+  Value shardIndex = rt::CommRankOp::create(b, loc, b.getI64Type(),
+                                            calls.context(), calls.comm(false))
+                         .getResult();
+  return arith::MulIOp::create(b, loc, shardIndex,
+                               calls.i64(shardNumel(param)));
+}
+
 /// The segments of `op` on this rank's shard, or one covering the shard.
 template <typename OptimizerOp>
 SmallVector<Segment> segmentsOf(CallBuilder &calls, OptimizerOp op) {
@@ -45,24 +70,11 @@ SmallVector<Segment> segmentsOf(CallBuilder &calls, OptimizerOp op) {
   if (!starts)
     return {{op.getLrScale().convertToDouble(),
              op.getWeightDecay().convertToDouble(), Value(), Value()}};
-  // The shard's first element in the flat parameter: rank s of a shard
-  // group holds chunk s (a rank-local unit holds it all).
-  auto step = op->template getParentOfType<func::FuncOp>();
-  auto param = cast<BlockArgument>(op.getParam());
-  int64_t shards =
-      step.getArgAttr(param.getArgNumber(), kRankLocalArg)
-          ? 1
-          : step->template getAttrOfType<MeshAttr>(kMeshAttr).getShard();
+  int64_t shards = shardsOf(op.getParam());
   int64_t n = shardNumel(op.getParam());
   OpBuilder &b = calls.builder();
   Location loc = calls.location();
-  // Which shard this rank holds: its shard communicator's rank.
-  Value shardIndex =
-      shards == 1 ? calls.i64(0)
-                  : rt::CommRankOp::create(b, loc, b.getI64Type(),
-                                           calls.context(), calls.comm(false))
-                        .getResult();
-  Value base = arith::MulIOp::create(b, loc, shardIndex, calls.i64(n));
+  Value base = shardBase(calls, op.getParam());
   auto clampToShard = [&](int64_t flatOffset) -> Value {
     Value local = arith::SubIOp::create(b, loc, calls.i64(flatOffset), base);
     return arith::MinSIOp::create(
@@ -149,6 +161,60 @@ void emitSGD(CallBuilder &calls, SGDStepOp op) {
   }
 }
 
+/// Adafactor's ops read the layout, and where this rank's elements start
+/// in the flat parameter (plus `begin`, a segment's start in the shard).
+void pushLayout(CallBuilder &calls, SmallVectorImpl<Value> &args,
+                ArrayRef<int64_t> layout, Value param, Value begin) {
+  Value flatBegin = shardBase(calls, param);
+  if (begin)
+    flatBegin = arith::AddIOp::create(calls.builder(), calls.location(),
+                                      flatBegin, begin);
+  args.append({flatBegin, calls.i64(layout.size()), calls.array(layout)});
+}
+
+void emitAdafactorStats(CallBuilder &calls, AdafactorStatsOp op) {
+  SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
+  calls.pushTensor(args, op.getParam());
+  calls.pushTensor(args, op.getGrad());
+  args.push_back(calls.i64(shardNumel(op.getParam())));
+  pushLayout(calls, args, op.getLayout(), op.getParam(), Value());
+  calls.pushTensor(args, op.getStats());
+  calls.call("adafactor_stats", args);
+}
+
+void emitAdafactorFactor(CallBuilder &calls, AdafactorFactorOp op) {
+  SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
+  calls.pushTensor(args, op.getGrad());
+  args.push_back(calls.i64(shardNumel(op.getGrad())));
+  pushLayout(calls, args, op.getLayout(), op.getParam(), Value());
+  for (Value tensor : {op.getState(), op.getStats(), op.getUpdateSq()})
+    calls.pushTensor(args, tensor);
+  args.append({calls.stepCount(),
+               calls.f64(op.getBeta2Decay().convertToDouble()),
+               calls.f64(op.getEps1().convertToDouble())});
+  pushElement(calls, args, op.getSkipIf(), Value());
+  calls.call("adafactor_factor", args);
+}
+
+void emitAdafactorApply(CallBuilder &calls, AdafactorApplyOp op) {
+  for (const Segment &s : segmentsOf(calls, op)) {
+    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
+    pushElement(calls, args, op.getParam(), s.begin);
+    pushElement(calls, args, op.getGrad(), s.begin);
+    args.push_back(countOf(calls, s, op.getParam()));
+    pushLayout(calls, args, op.getLayout(), op.getParam(), s.begin);
+    for (Value tensor : {op.getState(), op.getStats(), op.getUpdateSq()})
+      calls.pushTensor(args, tensor);
+    args.append(
+        {calls.stepCount(), calls.f64(op.getLr().convertToDouble() * s.lrScale),
+         calls.f64(op.getEps1().convertToDouble()),
+         calls.f64(op.getEps2().convertToDouble()),
+         calls.f64(op.getD().convertToDouble()), calls.f64(s.weightDecay)});
+    pushElement(calls, args, op.getSkipIf(), Value());
+    calls.call("adafactor_apply", args);
+  }
+}
+
 } // namespace
 
 bool fsdp::emitOptimizer(CallBuilder &calls, Operation *op) {
@@ -158,5 +224,11 @@ bool fsdp::emitOptimizer(CallBuilder &calls, Operation *op) {
     return emitSGD(calls, sgd), true;
   if (auto lion = dyn_cast<LionStepOp>(op))
     return emitLion(calls, lion), true;
+  if (auto stats = dyn_cast<AdafactorStatsOp>(op))
+    return emitAdafactorStats(calls, stats), true;
+  if (auto factor = dyn_cast<AdafactorFactorOp>(op))
+    return emitAdafactorFactor(calls, factor), true;
+  if (auto apply = dyn_cast<AdafactorApplyOp>(op))
+    return emitAdafactorApply(calls, apply), true;
   return false;
 }

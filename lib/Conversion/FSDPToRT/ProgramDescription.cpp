@@ -164,11 +164,16 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
         return emitStepError(step) << "optimizer state of unknown unit '"
                                    << unit.getValue() << "'",
                failure();
-      units[it->second]
-          .getAsObject()
-          ->getArray(keys::unit_state)
-          ->push_back(llvm::json::Object{{keys::state_name, state.getValue()},
-                                         {keys::state_offset, offsetOf(arg)}});
+      llvm::json::Object *unitObject = units[it->second].getAsObject();
+      llvm::json::Object stateObject{{keys::state_name, state.getValue()},
+                                     {keys::state_offset, offsetOf(arg)}};
+      // Adafactor's factored second moment is whole on every rank.
+      if (!step.getBody().getOps<AdafactorApplyOp>().empty()) {
+        stateObject[keys::state_numel] =
+            cast<RankedTensorType>(arg.getType()).getNumElements();
+        stateObject[keys::state_whole] = true;
+      }
+      unitObject->getArray(keys::unit_state)->push_back(std::move(stateObject));
       continue;
     }
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -221,6 +226,8 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
       lr = adamw.getLr().convertToDouble();
     else if (auto lion = dyn_cast<LionStepOp>(op))
       optimizer = "lion", lr = lion.getLr().convertToDouble();
+    else if (auto adafactor = dyn_cast<AdafactorApplyOp>(op))
+      optimizer = "adafactor", lr = adafactor.getLr().convertToDouble();
     else if (auto sgd = dyn_cast<SGDStepOp>(op))
       optimizer = "sgd", lr = sgd.getLr().convertToDouble();
   });

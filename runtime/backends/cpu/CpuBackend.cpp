@@ -434,6 +434,37 @@ public:
     HostStaging st = staging();
     cpu::lionStep(threads_, param, st.in(gradType, grad, n), expAvg, n, s);
   }
+  void adafactorStats(DType gradType, const float *param, const void *grad,
+                      int64_t n, int64_t flatBegin,
+                      const AdafactorLayout &layout, float *stats) override {
+    HostStaging st = staging();
+    cpu::adafactorStats(param, st.in(gradType, grad, n), n, flatBegin, layout,
+                        stats);
+  }
+  void adafactorFactor(DType gradType, const void *grad, int64_t n,
+                       int64_t flatBegin, const AdafactorLayout &layout,
+                       float *state, const float *stats, float *updateSq,
+                       const AdafactorFactorScalars &s,
+                       const AdafactorFactorScalars *,
+                       const float *skip) override {
+    if (skip && *skip != 0)
+      return;
+    HostStaging st = staging();
+    cpu::adafactorFactor(st.in(gradType, grad, n), n, flatBegin, layout, state,
+                         stats, updateSq, s);
+  }
+  void adafactorApply(DType gradType, float *param, const void *grad, int64_t n,
+                      int64_t flatBegin, const AdafactorLayout &layout,
+                      const float *state, const float *stats,
+                      const float *updateSq, const AdafactorApplyScalars &s,
+                      const AdafactorApplyScalars *,
+                      const float *skip) override {
+    if (skip && *skip != 0)
+      return;
+    HostStaging st = staging();
+    cpu::adafactorApply(threads_, param, st.in(gradType, grad, n), n, flatBegin,
+                        layout, state, stats, updateSq, s);
+  }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {
     HostStaging st = staging();

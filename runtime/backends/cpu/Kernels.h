@@ -160,6 +160,19 @@ void adamwStep(int threads, float *param, const float *grad, float *expAvg,
 void lionStep(int threads, float *param, const float *grad, float *expAvg,
               int64_t n, const LionScalars &s);
 double sumOfSquares(int threads, const float *x, int64_t n);
+
+// Adafactor.cpp: Backend::adafactorStats / Factor / Apply.
+void adafactorStats(const float *param, const float *grad, int64_t n,
+                    int64_t flatBegin, const AdafactorLayout &layout,
+                    float *stats);
+void adafactorFactor(const float *grad, int64_t n, int64_t flatBegin,
+                     const AdafactorLayout &layout, float *state,
+                     const float *stats, float *updateSq,
+                     const AdafactorFactorScalars &s);
+void adafactorApply(int threads, float *param, const float *grad, int64_t n,
+                    int64_t flatBegin, const AdafactorLayout &layout,
+                    const float *state, const float *stats,
+                    const float *updateSq, const AdafactorApplyScalars &s);
 /// max |x| (NaN if any is NaN; 0 for none).
 float maxAbs(int threads, const float *x, int64_t n);
 

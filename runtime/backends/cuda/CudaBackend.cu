@@ -855,6 +855,39 @@ public:
                      skip);
     });
   }
+  void adafactorStats(DType gradType, const float *param, const void *grad,
+                      int64_t n, int64_t flatBegin,
+                      const AdafactorLayout &layout, float *stats) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::adafactorStats(e.s, param, st.in(gradType, grad, n), n, flatBegin,
+                           layout, stats);
+    });
+  }
+  void adafactorFactor(DType gradType, const void *grad, int64_t n,
+                       int64_t flatBegin, const AdafactorLayout &layout,
+                       float *state, const float *stats, float *updateSq,
+                       const AdafactorFactorScalars &sc,
+                       const AdafactorFactorScalars *live,
+                       const float *skip) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::adafactorFactor(e.s, st.in(gradType, grad, n), n, flatBegin, layout,
+                            state, stats, updateSq, sc, live, skip);
+    });
+  }
+  void adafactorApply(DType gradType, float *param, const void *grad, int64_t n,
+                      int64_t flatBegin, const AdafactorLayout &layout,
+                      const float *state, const float *stats,
+                      const float *updateSq, const AdafactorApplyScalars &sc,
+                      const AdafactorApplyScalars *live,
+                      const float *skip) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::adafactorApply(e.s, param, st.in(gradType, grad, n), n, flatBegin,
+                           layout, state, stats, updateSq, sc, live, skip);
+    });
+  }
   void gradSqNorm(DType dt, const void *grad, int64_t n, float *out,
                   bool accumulate) override {
     run([&](Exec &e) {

@@ -241,6 +241,20 @@ void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
 void lionStep(Stream s, float *param, const float *grad, float *expAvg,
               int64_t n, const LionScalars &sc, const LionScalars *live,
               const float *skip);
+// Adafactor.cu: Backend::adafactorStats / Factor / Apply.
+void adafactorStats(Stream s, const float *param, const float *grad, int64_t n,
+                    int64_t flatBegin, const AdafactorLayout &layout,
+                    float *stats);
+void adafactorFactor(Stream s, const float *grad, int64_t n, int64_t flatBegin,
+                     const AdafactorLayout &layout, float *state,
+                     const float *stats, float *updateSq,
+                     const AdafactorFactorScalars &sc,
+                     const AdafactorFactorScalars *live, const float *skip);
+void adafactorApply(Stream s, float *param, const float *grad, int64_t n,
+                    int64_t flatBegin, const AdafactorLayout &layout,
+                    const float *state, const float *stats,
+                    const float *updateSq, const AdafactorApplyScalars &sc,
+                    const AdafactorApplyScalars *live, const float *skip);
 /// *out = 1 if any x is inf or NaN, else (accumulate ? *out : 0).
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,
                    bool accumulate);

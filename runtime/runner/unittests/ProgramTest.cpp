@@ -154,6 +154,30 @@ TEST(Program, PostForwardGroupDividesTheShardGroup) {
               "program: post_forward_group: must be > 1 and divide shard 2");
 }
 
+TEST(Program, WholeStateHasItsOwnNumel) {
+  // Adafactor's factored second moment: not the shard's size, the same on
+  // every rank.
+  json j = test::programJson(test::testProgram(2, 2));
+  j["units"][0]["state"][0]["whole"] = true;
+  j["units"][0]["state"][0]["numel"] = 5;
+  Program p = parseProgram(j.dump());
+  EXPECT_TRUE(p.units[0].state[0].whole);
+  EXPECT_EQ(p.units[0].state[0].numel, 5);
+  EXPECT_FALSE(p.units[0].state[1].whole);
+  EXPECT_EQ(p.units[0].state[1].numel, p.units[0].shardNumel);
+  EXPECT_EQ(
+      errorAfter([](json &j) { j["units"][0]["state"][0]["whole"] = true; }),
+      "program: units[0].state[0].numel: missing");
+  EXPECT_EQ(
+      errorAfter([](json &j) { j["units"][0]["state"][0]["numel"] = 5; }),
+      "program: units[0].state[0].numel: a sharded state has the "
+      "shard's numel " +
+          std::to_string(
+              parseProgram(test::programJson(test::testProgram(2, 2)).dump())
+                  .units[0]
+                  .shardNumel));
+}
+
 TEST(Program, EvalProgramsFreezeEveryUnit) {
   EXPECT_EQ(
       parseProgram(test::programJson(test::testProgram(2, 2)).dump()).mode,

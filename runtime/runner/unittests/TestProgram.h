@@ -59,7 +59,7 @@ inline UnitInfo makeUnit(Program &p, const std::string &name,
   u.shardNumel = u.paddedNumel / shard;
   u.offset = place(p, u.shardNumel * 4);
   for (const std::string &s : state)
-    u.state.push_back(StateInfo{s, place(p, u.shardNumel * 4)});
+    u.state.push_back(StateInfo{s, place(p, u.shardNumel * 4), u.shardNumel});
   return u;
 }
 
@@ -147,9 +147,12 @@ inline nlohmann::json programJson(const Program &p) {
                         {keys::param_shape, q.shape},
                         {keys::param_flat_offset, q.flatOffset},
                         {keys::param_init, initJson(q.init)}});
-    for (const StateInfo &s : u.state)
-      state.push_back(
-          {{keys::state_name, s.name}, {keys::state_offset, s.offset}});
+    for (const StateInfo &s : u.state) {
+      json entry = {{keys::state_name, s.name}, {keys::state_offset, s.offset}};
+      if (s.whole)
+        entry[keys::state_numel] = s.numel, entry[keys::state_whole] = true;
+      state.push_back(entry);
+    }
     units.push_back({{keys::unit_name, u.name},
                      {keys::unit_dtype, u.dtype},
                      {keys::unit_offset, u.offset},

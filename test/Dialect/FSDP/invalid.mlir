@@ -774,6 +774,64 @@ func.func @lion_state_type(%p: tensor<16xf32>, %m: tensor<8xf32>, %s: tensor<i64
 
 // -----
 
+func.func @adafactor_state_size(%p: tensor<4x8xf32>, %st: tensor<32xf32>, %s: tensor<i64>) {
+  // A [4, 8] matrix keeps 4 row and 8 column means.
+  // expected-error @+1 {{state has 32 elements; the layout needs 12}}
+  %p2, %st2 = fsdp.adafactor_step %p, %p, %st step %s {lr = 1.0e-2 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<32xf32>, tensor<i64>) -> (tensor<4x8xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
+func.func @adafactor_beta2_decay(%p: tensor<8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{beta2_decay must be <= 0}}
+  %p2, %st2 = fsdp.adafactor_step %p, %p, %p step %s {lr = 1.0e-2 : f64, beta2_decay = 0.5 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @adafactor_layout_overlap(%p: tensor<8xf32>) {
+  // expected-error @+1 {{parameter 1: offsets must increase without overlap and numel be positive}}
+  %st = fsdp.adafactor_stats %p, %p {layout = array<i64: 0, 8, 2, 4, 4, 4, 0, 0>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<14xf32>
+  return
+}
+
+// -----
+
+func.func @adafactor_layout_rows(%p: tensor<8xf32>) {
+  // expected-error @+1 {{parameter 0: rows and cols must both be 0 or divide numel 8}}
+  %st = fsdp.adafactor_stats %p, %p {layout = array<i64: 0, 8, 3, 4>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @adafactor_stats_size(%p: tensor<8xf32>) {
+  // Σ param² (1) and the row and column sums (2 + 4).
+  // expected-error @+1 {{stats has 6 elements; the layout needs 7}}
+  %st = fsdp.adafactor_stats %p, %p {layout = array<i64: 0, 8, 2, 4>} : (tensor<8xf32>, tensor<8xf32>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @adafactor_update_sq(%p: tensor<8xf32>, %state: tensor<6xf32>, %stats: tensor<7xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{update_sq has 2 elements; the layout needs 1}}
+  %st2, %u = fsdp.adafactor_factor %p, %p, %state, %stats step %s {layout = array<i64: 0, 8, 2, 4>} : (tensor<8xf32>, tensor<8xf32>, tensor<6xf32>, tensor<7xf32>, tensor<i64>) -> (tensor<6xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @adafactor_apply_d(%p: tensor<8xf32>, %state: tensor<6xf32>, %stats: tensor<7xf32>, %u: tensor<1xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{d (the update clipping threshold) must be >= 1}}
+  %p2 = fsdp.adafactor_apply %p, %p, %state, %stats, %u step %s {layout = array<i64: 0, 8, 2, 4>, lr = 1.0e-2 : f64, d = 0.5 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<6xf32>, tensor<7xf32>, tensor<1xf32>, tensor<i64>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @clip_norm_type(%sq: tensor<f32>) {
   // expected-error @+1 {{norm_type must be > 0 or inf, got -2}}
   %n, %c = fsdp.clip_grad_norm %sq {max_norm = 1.0 : f64, norm_type = -2.0 : f64} : tensor<f32>

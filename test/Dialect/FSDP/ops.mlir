@@ -173,5 +173,14 @@ func.func @optimizer(%p: tensor<16xf32>, %g: tensor<16xf32>, %lg: tensor<16xbf16
   %p5, %m5, %v5 = fsdp.adamw_step %p, %g, %m, %v step %s {lr = 1.0e-3 : f64, weight_decay = 0.1 : f64, l2_weight_decay} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
   // CHECK: fsdp.lion_step %{{.*}}, %{{.*}}, %{{.*}} step %{{.*}} {beta2 = 0.97999999999999998 : f64, lr = 1.000000e-04 : f64} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
   %p6, %m6 = fsdp.lion_step %p, %lg, %m step %s {lr = 1.0e-4 : f64, beta2 = 0.98 : f64} : (tensor<16xf32>, tensor<16xbf16>, tensor<16xf32>, tensor<i64>) -> (tensor<16xf32>, tensor<16xf32>)
+  // Adafactor on a flat shard holding a [2, 8] matrix: its state 2 + 8,
+  // its stats 1 + 10, one update norm.
+  // CHECK: fsdp.adafactor_stats %{{.*}}, %{{.*}} {layout = array<i64: 0, 16, 2, 8>} : (tensor<16xf32>, tensor<16xbf16>) -> tensor<11xf32>
+  %stats = fsdp.adafactor_stats %p, %lg {layout = array<i64: 0, 16, 2, 8>} : (tensor<16xf32>, tensor<16xbf16>) -> tensor<11xf32>
+  %af = arith.constant dense<0.0> : tensor<10xf32>
+  // CHECK: fsdp.adafactor_factor {{.*}} step %{{.*}} skip_if %{{.*}} {d = 2.000000e+00 : f64, layout = array<i64: 0, 16, 2, 8>}
+  %af2, %usq = fsdp.adafactor_factor %p, %g, %af, %stats step %s skip_if %sq {layout = array<i64: 0, 16, 2, 8>, d = 2.0 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<10xf32>, tensor<11xf32>, tensor<i64>, tensor<f32>) -> (tensor<10xf32>, tensor<1xf32>)
+  // CHECK: fsdp.adafactor_apply {{.*}} {layout = array<i64: 0, 16, 2, 8>, lr = 1.000000e-02 : f64, weight_decay = 1.000000e-01 : f64}
+  %p7 = fsdp.adafactor_apply %p, %g, %af2, %stats, %usq step %s {layout = array<i64: 0, 16, 2, 8>, lr = 1.0e-2 : f64, weight_decay = 0.1 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<10xf32>, tensor<11xf32>, tensor<1xf32>, tensor<i64>) -> tensor<16xf32>
   return
 }

@@ -31,3 +31,17 @@ OpOperand *AdamWStepOp::getReusedOperand(unsigned resultIndex) {
 OpOperand *LionStepOp::getReusedOperand(unsigned resultIndex) {
   return resultIndex == 0 ? &getParamMutable() : &getExpAvgMutable();
 }
+
+// (param, state) are updated in place.
+OpOperand *AdafactorStepOp::getReusedOperand(unsigned resultIndex) {
+  return resultIndex == 0 ? &getParamMutable() : &getStateMutable();
+}
+
+// The state is updated in place; update_sq is new.
+OpOperand *AdafactorFactorOp::getReusedOperand(unsigned resultIndex) {
+  return resultIndex == 0 ? &getStateMutable() : nullptr;
+}
+
+OpOperand *AdafactorApplyOp::getReusedOperand(unsigned) {
+  return &getParamMutable();
+}

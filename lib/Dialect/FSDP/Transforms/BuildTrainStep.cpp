@@ -296,7 +296,20 @@ Value TrainStepBuilder::applyOptimizer(ParamOp param, Value value, Value grad,
                                        f64("weight_decay", group.weightDecay)};
   if (group.lrScale != 1.0)
     attrs.push_back(f64("lr_scale", group.lrScale));
-  if (config.kind == OptimizerConfig::Kind::Lion) {
+  if (config.kind == OptimizerConfig::Kind::Adafactor) {
+    attrs.append({f64("beta2_decay", config.beta2Decay),
+                  f64("eps1", config.eps1), f64("eps2", config.eps2),
+                  f64("d", config.clipThreshold)});
+    SmallVector<Value> operands = {value, grad, state[0], step};
+    if (foundInf)
+      operands.push_back(foundInf);
+    auto op = AdafactorStepOp::create(
+        builder, loc, TypeRange{value.getType(), state[0].getType()}, operands,
+        attrs);
+    newState.push_back(op.getNewState());
+    update = op;
+    newParam = op.getNewParam();
+  } else if (config.kind == OptimizerConfig::Kind::Lion) {
     attrs.append({f64("beta1", group.beta1), f64("beta2", group.beta2)});
     SmallVector<Value> operands = {value, grad, state[0], step};
     if (foundInf)
@@ -422,7 +435,7 @@ void TrainStepBuilder::createFunction() {
            builder.getStringAttr(qualifiedName(p)));
   for (ParamOp p : trainable)
     for (StringRef name : config.stateNames())
-      addArg(p.getTensorType(), kStateArg,
+      addArg(config.stateType(p.getTensorType()), kStateArg,
              builder.getStringAttr(qualifiedName(p) + "." + name.str()));
   // The step count drives Adam's bias correction, SGD's first momentum step
   // and the dropout masks; every step has one.
@@ -670,6 +683,10 @@ struct BuildTrainStepPass
     o.beta1 = beta1;
     o.beta2 = beta2;
     o.eps = eps;
+    o.beta2Decay = beta2Decay;
+    o.eps1 = eps1;
+    o.eps2 = eps2;
+    o.clipThreshold = clipThreshold;
     o.clipGradNorm = clipGradNorm;
     o.clipNormType = clipNormType;
     o.gradAccumSteps = gradAccumSteps;

@@ -30,6 +30,16 @@ static void copyTags(Operation *from, Operation *to) {
 }
 
 static LogicalResult offload(func::FuncOp step) {
+  // Adafactor's update all-reduces between its parts, on the device.
+  auto adafactor = step.getBody().getOps<AdafactorStatsOp>();
+  if (!adafactor.empty())
+    return (*adafactor.begin())
+               .emitOpError("fsdp-cpu-offload: Adafactor's update reduces "
+                            "its statistics over the shard group between "
+                            "its parts, which an optimizer offloaded to "
+                            "the host does not do; use another optimizer or "
+                            "no offload"),
+           failure();
   step->setAttr(kCpuOffloadAttr, mlir::UnitAttr::get(step.getContext()));
   Block &body = step.getBody().front();
   OpBuilder b(step.getContext());

@@ -2,14 +2,19 @@
 //
 // The checks of fsdp-build-train-step's options, with PyTorch's defaults
 // and constraints (AdamW's weight decay 0.01, Adam's and SGD's 0, Nesterov
-// needing momentum; Lion's paper's lr 1e-4 and betas (0.9, 0.99)),
+// needing momentum; Lion's paper's lr 1e-4 and betas (0.9, 0.99);
+// Adafactor's lr 1e-2, beta2_decay -0.8, eps (f32 epsilon, 1e-3), d 1),
 // each diagnostic naming the pass and the option.
 //
 //===----------------------------------------------------------------------===//
 
 #include "OptimizerConfig.h"
 
+#include "fsdp/rt/AdafactorLayout.h"
+
 #include "llvm/ADT/StringSwitch.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -29,14 +34,17 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
                                  .Case("adam", Kind::Adam)
                                  .Case("adamw", Kind::AdamW)
                                  .Case("lion", Kind::Lion)
+                                 .Case("adafactor", Kind::Adafactor)
                                  .Default(std::nullopt);
   if (!kind)
     return emitError(loc, "fsdp-build-train-step: unknown optimizer '")
-           << optimizer << "'; expected sgd, adam, adamw or lion";
+           << optimizer << "'; expected sgd, adam, adamw, lion or adafactor";
   config.kind = *kind;
   bool lion = *kind == Kind::Lion;
-  // -1: the optimizer's default (Lion's paper: lr 1e-4, betas (0.9, 0.99)).
-  config.lr = lr == -1.0 ? (lion ? 1e-4 : 1e-3) : lr;
+  bool adafactor = *kind == Kind::Adafactor;
+  // -1: the optimizer's default (Lion's paper: lr 1e-4, betas (0.9, 0.99);
+  // torch.optim.Adafactor: lr 1e-2).
+  config.lr = lr == -1.0 ? (lion ? 1e-4 : adafactor ? 1e-2 : 1e-3) : lr;
   config.momentum = momentum;
   config.dampening = dampening;
   config.nesterov = nesterov;
@@ -45,6 +53,13 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
   config.beta1 = beta1;
   config.beta2 = beta2 == -1.0 ? (lion ? 0.99 : 0.999) : beta2;
   config.eps = eps;
+  config.beta2Decay = options.beta2Decay;
+  // torch's eps1 None: the parameter dtype's machine epsilon (f32 masters).
+  config.eps1 = options.eps1 == -1.0
+                    ? double(std::numeric_limits<float>::epsilon())
+                    : options.eps1;
+  config.eps2 = options.eps2;
+  config.clipThreshold = options.clipThreshold;
   if (options.mode != "train" && options.mode != "eval")
     return emitError(loc, "fsdp-build-train-step: mode must be "
                           "train or eval, got '")
@@ -60,10 +75,31 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
     return emitError(loc,
                      "fsdp-build-train-step: weight-decay must be >= 0, got ")
            << weightDecay;
-  if (*kind == Kind::SGD && (beta1 != 0.9 || beta2 != -1.0 || eps != 1e-8))
+  if ((*kind == Kind::SGD || adafactor) &&
+      (beta1 != 0.9 || beta2 != -1.0 || eps != 1e-8))
     return emitError(loc, "fsdp-build-train-step: beta1, beta2 and eps "
-                          "are Adam / AdamW options; the optimizer is sgd");
-  if (*kind != Kind::SGD &&
+                          "are Adam / AdamW options; the optimizer is ")
+           << optimizer;
+  if (!adafactor && (options.beta2Decay != -0.8 || options.eps1 != -1.0 ||
+                     options.eps2 != 1e-3 || options.clipThreshold != 1.0))
+    return emitError(loc, "fsdp-build-train-step: beta2-decay, eps1, eps2 "
+                          "and clip-threshold are Adafactor options; the "
+                          "optimizer is ")
+           << optimizer;
+  // torch.optim.Adafactor's ranges.
+  if (adafactor && !(config.beta2Decay <= 0.0))
+    return emitError(loc, "fsdp-build-train-step: beta2-decay must be <= 0, "
+                          "got ")
+           << config.beta2Decay;
+  if (adafactor && !(config.eps1 >= 0.0 && config.eps2 >= 0.0))
+    return emitError(loc, "fsdp-build-train-step: eps1 and eps2 must be >= 0, "
+                          "got (")
+           << config.eps1 << ", " << config.eps2 << ")";
+  if (adafactor && !(config.clipThreshold >= 1.0))
+    return emitError(loc, "fsdp-build-train-step: clip-threshold (Adafactor's "
+                          "d) must be >= 1, got ")
+           << config.clipThreshold;
+  if (*kind != Kind::SGD && !adafactor &&
       !(config.beta1 >= 0.0 && config.beta1 < 1.0 && config.beta2 >= 0.0 &&
         config.beta2 < 1.0))
     return emitError(loc, "fsdp-build-train-step: beta1 and beta2 must be in "
@@ -88,6 +124,7 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
   SmallVector<StringRef> groupSettings =
       *kind == Kind::SGD ? SmallVector<StringRef>{"momentum", "dampening"}
       : lion             ? SmallVector<StringRef>{"beta1", "beta2"}
+      : adafactor        ? SmallVector<StringRef>{}
                          : SmallVector<StringRef>{"beta1", "beta2", "eps"};
   FailureOr<ParamGroups> groups = ParamGroups::parse(
       options.paramGroups, options.noDecay1d, groupSettings, optimizer, loc);
@@ -118,4 +155,13 @@ OptimizerConfig::parse(const FSDPBuildTrainStepPassOptions &options,
            << options.clipNormType;
   config.clipNormType = options.clipNormType;
   return config;
+}
+
+RankedTensorType OptimizerConfig::stateType(RankedTensorType param) const {
+  if (kind != Kind::Adafactor)
+    return param;
+  ::fsdp::rt::AdafactorParam p =
+      ::fsdp::rt::adafactorParamOf(param.getShape().data(), param.getRank(), 0);
+  return RankedTensorType::get({p.stateSize()},
+                               Float32Type::get(param.getContext()));
 }

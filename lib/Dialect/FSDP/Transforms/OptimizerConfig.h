@@ -1,10 +1,9 @@
 //===- OptimizerConfig.h - the step's optimizer, validated once -*- C++ -*-===//
 //
-// torch.optim.SGD, Adam, AdamW or Lion as fsdp-build-train-step's options give
-// them,
-// with parameter groups (ParamGroups.h) and GradScaler's dynamic loss
-// scaling. The options are checked once, before any step is built, so that
-// the builder (BuildTrainStep.cpp) reads only valid settings.
+// torch.optim.SGD, Adam, AdamW, Adafactor or Lion as fsdp-build-train-step's
+// options give them, with parameter groups (ParamGroups.h) and GradScaler's
+// dynamic loss scaling. The options are checked once, before any step is built,
+// so that the builder (BuildTrainStep.cpp) reads only valid settings.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_OPTIMIZERCONFIG_H
@@ -18,9 +17,11 @@ namespace mlir::fsdp {
 
 /// The optimizer configuration, validated once.
 struct OptimizerConfig {
-  enum class Kind { SGD, Adam, AdamW, Lion };
+  enum class Kind { SGD, Adam, AdamW, Lion, Adafactor };
   Kind kind = Kind::SGD;
   double lr, momentum, dampening, weightDecay, beta1, beta2, eps;
+  /// Adafactor's beta2_decay, eps (eps1, eps2) and d.
+  double beta2Decay, eps1, eps2, clipThreshold;
   bool nesterov;
   ParamGroups groups;
   /// Dynamic loss scaling (torch.amp.GradScaler).
@@ -44,12 +45,18 @@ struct OptimizerConfig {
     return s;
   }
 
+  /// The type of a parameter's state tensors: the parameter's, or for
+  /// Adafactor its factored second moment's (FSDPAdafactorOps.td).
+  RankedTensorType stateType(RankedTensorType param) const;
+
   /// Per trainable parameter: the names of its state tensors.
   SmallVector<StringRef> stateNames() const {
     if (kind == Kind::Adam || kind == Kind::AdamW)
       return {"exp_avg", "exp_avg_sq"};
     if (kind == Kind::Lion)
       return {"exp_avg"};
+    if (kind == Kind::Adafactor)
+      return {"second_moment"};
     if (momentum != 0.0)
       return {"momentum_buffer"};
     return {};

@@ -15,8 +15,10 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
+#include "fsdp/rt/AdafactorLayout.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
@@ -63,7 +65,29 @@ struct FlatParam {
   RankedTensorType shardType() const {
     return RankedTensorType::get({shard}, elementType);
   }
+  /// Adafactor's description of the flat parameter (FSDPAdafactorOps.td):
+  /// each parameter's flat offset, numel and last two sizes.
+  SmallVector<int64_t> adafactorLayout() const {
+    std::vector<int64_t> values;
+    for (auto [param, offset] : llvm::zip(params, offsets)) {
+      RankedTensorType type = ParamOp(param).getTensorType();
+      ::fsdp::rt::AdafactorLayout::append(
+          ::fsdp::rt::adafactorParamOf(type.getShape().data(), type.getRank(),
+                                       offset),
+          values);
+    }
+    return SmallVector<int64_t>(values.begin(), values.end());
+  }
 };
+
+/// The sizes of a valid Adafactor layout.
+static ::fsdp::rt::AdafactorLayout parseLayout(ArrayRef<int64_t> values) {
+  ::fsdp::rt::AdafactorLayout layout;
+  [[maybe_unused]] std::string error =
+      ::fsdp::rt::AdafactorLayout::parse(values.data(), values.size(), layout);
+  assert(error.empty() && "static parameter shapes make a valid layout");
+  return layout;
+}
 
 /// FSDP1's gradient divide factors for a data-parallel world of `n` ranks:
 /// the pre-divide factor is the power of two near √n, so that sums stay in
@@ -135,6 +159,17 @@ private:
   Value allReduceIgnored(Value grad, function_ref<void(Value)> tag);
   /// Loss scaling and clipping on the shards, then the updates.
   void emitOptimizer();
+  /// Flat parameter i's Adafactor update of `shard`, with `state`.
+  Value emitAdafactor(int i, Value shard, Value state, Value stepCount);
+  /// The type of a flat parameter's optimizer state tensors: its shard's,
+  /// or Adafactor's whole factored second moment.
+  RankedTensorType stateType(const FlatParam &flat) {
+    if (!isa_and_nonnull<AdafactorStepOp>(anyUpdate))
+      return flat.shardType();
+    return RankedTensorType::get(
+        {parseLayout(flat.adafactorLayout()).stateSize},
+        Float32Type::get(step.getContext()));
+  }
   /// The results, and the unsharded step replaced.
   void emitReturn();
 
@@ -323,6 +358,9 @@ static std::pair<double, double> groupOf(Operation *update) {
   if (auto lion = dyn_cast<LionStepOp>(update))
     return {lion.getLrScale().convertToDouble(),
             lion.getWeightDecay().convertToDouble()};
+  if (auto adafactor = dyn_cast<AdafactorStepOp>(update))
+    return {adafactor.getLrScale().convertToDouble(),
+            adafactor.getWeightDecay().convertToDouble()};
   auto sgd = cast<SGDStepOp>(update);
   return {sgd.getLrScale().convertToDouble(),
           sgd.getWeightDecay().convertToDouble()};
@@ -469,7 +507,7 @@ void StepSharder::createSignature() {
   firstState = argTypes.size();
   for (const FlatParam &flat : flats)
     for (const std::string &state : stateNames) {
-      argTypes.push_back(flat.shardType());
+      argTypes.push_back(stateType(flat));
       argAttrs.push_back(builder.getDictionaryAttr(
           {builder.getNamedAttr(kFlatParamArg,
                                 builder.getStringAttr(flat.unit)),
@@ -705,6 +743,12 @@ void StepSharder::emitOptimizer() {
     operands.push_back(stepCount);
     if (foundInf)
       operands.push_back(foundInf);
+    if (isa<AdafactorStepOp>(anyUpdate)) {
+      Value state = body->getArgument(firstState + i);
+      newShards.push_back(
+          emitAdafactor(i, body->getArgument(i), state, stepCount));
+      continue;
+    }
     SmallVector<Type> types(1 + stateNames.size(), flat.shardType());
     NamedAttrList attrs = groupAttrs(flat, updates);
     if (isa<SGDStepOp>(anyUpdate)) {
@@ -729,6 +773,59 @@ void StepSharder::emitOptimizer() {
     tagOp(one.getDefiningOp(), "", kOptimizer);
     tagOp(next.getDefiningOp(), "", kOptimizer);
   }
+}
+
+Value StepSharder::emitAdafactor(int i, Value shard, Value state,
+                                 Value stepCount) {
+  // Adafactor's statistics are sums over whole parameters, whose elements
+  // the shard group's ranks hold between them: each rank sums its part,
+  // and two small all-reduces over the shard group (no more: replicas hold
+  // the same shards) complete the sums; the state is the same on every rank.
+  const FlatParam &flat = flats[i];
+  Location loc = step.getLoc();
+  Value grad = shardGrads[i];
+  SmallVector<int64_t> values = flat.adafactorLayout();
+  ::fsdp::rt::AdafactorLayout layout = parseLayout(values);
+  auto vector = [&](int64_t n) {
+    return RankedTensorType::get({n}, builder.getF32Type());
+  };
+  auto tagged = [&](Value v) {
+    tagUpdate(v.getDefiningOp(), i);
+    return v;
+  };
+  // A rank-local (or ignored) flat parameter is whole on its rank.
+  auto sumOverShards = [&](Value partial) {
+    if (flat.rankLocal)
+      return partial;
+    Value sum = allReduceOver(partial, loc, MeshGroup::shard, ReduceKind::sum);
+    return sum == partial ? partial : tagged(sum);
+  };
+  NamedAttrList attrs = groupAttrs(flat, updates);
+  attrs.set("layout", builder.getDenseI64ArrayAttr(values));
+  Value stats = sumOverShards(tagged(
+      AdafactorStatsOp::create(builder, loc, vector(layout.statsSize()), shard,
+                               grad, builder.getDenseI64ArrayAttr(values))));
+
+  SmallVector<Value> operands = {shard, grad, state, stats, stepCount};
+  if (foundInf)
+    operands.push_back(foundInf);
+  NamedAttrList factorAttrs;
+  for (StringRef name : {"layout", "beta2_decay", "eps1", "eps2", "d"})
+    factorAttrs.set(name, attrs.get(name));
+  auto factor = AdafactorFactorOp::create(
+      builder, loc,
+      TypeRange{state.getType(),
+                vector(static_cast<int64_t>(layout.params.size()))},
+      operands, factorAttrs);
+  tagUpdate(factor, i);
+  newStates.push_back(factor.getNewState());
+  Value updateSq = sumOverShards(factor.getUpdateSq());
+
+  operands = {shard, grad, factor.getNewState(), stats, updateSq, stepCount};
+  if (foundInf)
+    operands.push_back(foundInf);
+  return tagged(AdafactorApplyOp::create(builder, loc, flat.shardType(),
+                                         operands, attrs));
 }
 
 void StepSharder::emitReturn() {
@@ -771,7 +868,7 @@ void StepSharder::emitReturn() {
       op.erase();
 }
 
-struct ShardPass : public fsdp::impl::FSDPShardPassBase<ShardPass> {
+struct ShardPass : public mlir::fsdp::impl::FSDPShardPassBase<ShardPass> {
   using FSDPShardPassBase::FSDPShardPassBase;
 
   FailureOr<MeshAttr> getMesh(ShardingStrategy kind) {

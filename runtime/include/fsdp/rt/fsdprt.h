@@ -531,6 +531,31 @@ int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                          int64_t numel, int64_t step, double lr, double beta1,
                          double beta2, double weight_decay, int64_t skip,
                          int64_t skip_off);
+/* torch.optim.Adafactor on `numel` elements of a flat parameter from its */
+/* element flat_begin; layout: layout_count integers, 4 per parameter    */
+/* (fsdp/rt/AdafactorLayout.h). stats: this rank's partial Σ param², Σ   */
+/* grad²; factor: the (replicated) state from the summed stats and this  */
+/* rank's partial Σ update² per parameter; apply: the update, with the   */
+/* summed Σ update².                                                     */
+int32_t fsdprt_adafactor_stats(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                               int64_t param, int64_t param_off, int64_t grad,
+                               int64_t grad_off, int64_t numel,
+                               int64_t flat_begin, int64_t layout_count,
+                               const int64_t *layout, int64_t stats,
+                               int64_t stats_off);
+int32_t fsdprt_adafactor_factor(
+    int64_t ctx, int64_t stream, int32_t grad_dtype, int64_t grad,
+    int64_t grad_off, int64_t numel, int64_t flat_begin, int64_t layout_count,
+    const int64_t *layout, int64_t state, int64_t state_off, int64_t stats,
+    int64_t stats_off, int64_t update_sq, int64_t usq_off, int64_t step,
+    double beta2_decay, double eps1, int64_t skip, int64_t skip_off);
+int32_t fsdprt_adafactor_apply(
+    int64_t ctx, int64_t stream, int32_t grad_dtype, int64_t param,
+    int64_t param_off, int64_t grad, int64_t grad_off, int64_t numel,
+    int64_t flat_begin, int64_t layout_count, const int64_t *layout,
+    int64_t state, int64_t state_off, int64_t stats, int64_t stats_off,
+    int64_t update_sq, int64_t usq_off, int64_t step, double lr, double eps1,
+    double eps2, double d, double weight_decay, int64_t skip, int64_t skip_off);
 /* fsdprt_adamw_step with l2 != 0 is torch.optim.Adam's update: weight_decay */
 /* is added to the gradient (L2) instead of decaying the parameter.         */
 /* The optimizer steps above do nothing when `skip` (one f32; buffer 0: */

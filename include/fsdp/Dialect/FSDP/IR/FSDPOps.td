@@ -566,6 +566,8 @@ def FSDP_LionStepOp : FSDP_Op<"lion_step", [Pure,
   let hasVerifier = 1;
 }
 
+include "fsdp/Dialect/FSDP/IR/FSDPAdafactorOps.td"
+
 def FSDP_LossScaleOp : FSDP_Op<"loss_scale", [Pure]> {
   let summary = "the dynamic loss scale of this step, or its inverse";
   let description = [{

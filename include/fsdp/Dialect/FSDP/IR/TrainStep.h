@@ -157,9 +157,11 @@ inline bool isHostArgument(func::FuncOp step, unsigned argNumber) {
   return isOffloaded(step) && (step.getArgAttr(argNumber, kFlatParamArg) ||
                                step.getArgAttr(argNumber, kFlatStateArg));
 }
-/// The optimizer updates, which an offloaded step runs on the host.
+/// The optimizer updates, which an offloaded step runs on the host: one
+/// op per parameter or flat shard (Adafactor's whole-parameter op before
+/// fsdp-shard, which splits it).
 inline bool isOptimizerUpdate(Operation *op) {
-  return isa<SGDStepOp, AdamWStepOp, LionStepOp>(op);
+  return isa<SGDStepOp, AdamWStepOp, LionStepOp, AdafactorStepOp>(op);
 }
 
 /// "full-shard" for ShardingStrategy::full_shard: the spelling of the

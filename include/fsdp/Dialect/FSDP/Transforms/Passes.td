@@ -200,9 +200,10 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
                            "::mlir::nn::NNDialect"];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
-           "sgd | adam | adamw | lion">,
+           "sgd | adam | adamw | lion | adafactor">,
     Option<"lr", "lr", "double", /*default=*/"-1.0",
-           "Learning rate (default: 1e-3; 1e-4 for lion)">,
+           "Learning rate (default: 1e-3; 1e-4 for lion, 1e-2 for "
+           "adafactor)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -217,6 +218,15 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", /*default=*/"-1.0",
            "Adam / AdamW / Lion beta2 (default: 0.999; 0.99 for lion)">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam / AdamW eps">,
+    Option<"beta2Decay", "beta2-decay", "double", /*default=*/"-0.8",
+           "Adafactor beta2_decay: beta2 of step t is 1 - t^beta2_decay">,
+    Option<"eps1", "eps1", "double", /*default=*/"-1.0",
+           "Adafactor eps[0], the smallest second moment (default: f32 "
+           "machine epsilon, as torch's None)">,
+    Option<"eps2", "eps2", "double", /*default=*/"1e-3",
+           "Adafactor eps[1], the smallest parameter RMS">,
+    Option<"clipThreshold", "clip-threshold", "double", /*default=*/"1.0",
+           "Adafactor d: updates are scaled down to this RMS">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
            "Clip gradients to this global norm (0: no clipping)">,
     Option<"clipNormType", "clip-norm-type", "double", /*default=*/"2.0",

@@ -14,9 +14,11 @@
 #ifndef FSDP_RT_BACKEND_H
 #define FSDP_RT_BACKEND_H
 
+#include "fsdp/rt/AdafactorLayout.h"
 #include "fsdp/rt/DType.h"
 #include "fsdp/rt/backend/DeviceOrdering.h"
 #include "fsdp/rt/backend/Shape.h"
+#include "fsdp/rt/math/Adafactor.h"
 #include "fsdp/rt/math/Optimizer.h"
 
 #include <cstdint>
@@ -147,6 +149,10 @@ struct AdamWOptions {
 
 struct LionOptions {
   double lr, beta1, beta2, weightDecay;
+};
+
+struct AdafactorOptions {
+  double lr, eps1, eps2, d, weightDecay;
 };
 
 class Backend {
@@ -371,6 +377,26 @@ public:
   virtual void lionStep(DType gradType, float *param, const void *grad,
                         float *expAvg, int64_t n, const LionScalars &s,
                         const LionScalars *live, const float *skip) = 0;
+  /// Adafactor over n elements of a flat parameter starting at its element
+  /// flatBegin (AdafactorLayout.h; FSDPAdafactorOps.td): this rank's
+  /// partial statistics (overwritten); the second moments from the summed
+  /// ones, and this rank's partial Σ update² (overwritten); the update.
+  virtual void adafactorStats(DType gradType, const float *param,
+                              const void *grad, int64_t n, int64_t flatBegin,
+                              const AdafactorLayout &layout, float *stats) = 0;
+  virtual void adafactorFactor(DType gradType, const void *grad, int64_t n,
+                               int64_t flatBegin, const AdafactorLayout &layout,
+                               float *state, const float *stats,
+                               float *updateSq, const AdafactorFactorScalars &s,
+                               const AdafactorFactorScalars *live,
+                               const float *skip) = 0;
+  virtual void adafactorApply(DType gradType, float *param, const void *grad,
+                              int64_t n, int64_t flatBegin,
+                              const AdafactorLayout &layout, const float *state,
+                              const float *stats, const float *updateSq,
+                              const AdafactorApplyScalars &s,
+                              const AdafactorApplyScalars *live,
+                              const float *skip) = 0;
   /// *out = 1 if any of the n elements is inf or NaN, else
   /// (accumulate ? *out : 0).
   virtual void nonfiniteFlag(DType dt, const void *grad, int64_t n, float *out,

@@ -9,8 +9,10 @@
 #define FSDP_RT_OPTIMIZERSCALARS_H
 
 #include "fsdp/rt/backend/Backend.h"
+#include "fsdp/rt/math/Adafactor.h"
 #include "fsdp/rt/math/Optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fsdp {
@@ -54,6 +56,27 @@ inline LionScalars lionScalars(const LionOptions &o) {
                      static_cast<float>(1.0 - o.beta1),
                      static_cast<float>(o.beta2),
                      static_cast<float>(1.0 - o.beta2)};
+}
+
+/// Adafactor's second-moment scalars for step `step` (from 1): torch's
+/// one_minus_beta2_t = t^beta2_decay.
+inline AdafactorFactorScalars
+adafactorFactorScalars(double beta2Decay, double eps1, int64_t step) {
+  return AdafactorFactorScalars{
+      static_cast<float>(std::pow(static_cast<double>(step), beta2Decay)),
+      static_cast<float>(eps1), static_cast<float>(eps1 * eps1)};
+}
+
+/// Adafactor's update scalars for step `step`: rho_t = min(lr, 1/sqrt(t)).
+inline AdafactorApplyScalars adafactorApplyScalars(const AdafactorOptions &o,
+                                                   int64_t step) {
+  double rho = std::min(o.lr, 1.0 / std::sqrt(static_cast<double>(step)));
+  return AdafactorApplyScalars{rho,
+                               static_cast<float>(1.0 - o.lr * o.weightDecay),
+                               static_cast<float>(o.eps1),
+                               static_cast<float>(o.eps1 * o.eps1),
+                               o.eps2,
+                               o.d};
 }
 
 } // namespace rt
