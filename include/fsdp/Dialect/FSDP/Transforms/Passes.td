@@ -261,11 +261,32 @@ def FSDPCheckpointActivationsPass
     the same kernels on the same values (dropout masks are a function of the
     site and the step), so results are bit-identical. Runs after
     fsdp-build-train-step and before fsdp-shard.
+
+    `policy=selective` (or `#fsdp.unit<activation_checkpointing =
+    selective>` on a unit, whose own setting wins over `policy`) is
+    PyTorch's selective activation checkpointing: the results of the
+    FLOP-heavy ops (`nn.linear`, `nn.matmul`, `nn.attention`,
+    `nn.packed_attention` with its softmax statistics) are kept from the
+    forward, and only the cheap ops (norms, activations, element-wise ops,
+    reshapes, dropout) are recomputed, from those saved results and the
+    unit's inputs:
+
+    ```mlir
+    // y = linear(x), h = relu(y); the backward reads h.
+    %y = nn.linear %x, %w {phase forward}
+    %h = nn.relu %y {phase forward}
+    ...
+    %h2 = nn.relu %y {phase backward}    // unit: nn.linear cloned as well
+    %g = nn.linear_grad ..., %h2 ...
+    ```
   }];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
   let options = [
     ListOption<"kinds", "kinds", "std::string",
                "Module kinds of the units to checkpoint (e.g. Block), or all">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"unit\"",
+           "What the units `kinds` names recompute: unit (the whole forward) "
+           "or selective (all but matmuls and attention)">,
   ];
 }
 
