@@ -272,12 +272,15 @@ def FSDPCheckpointActivationsPass
     unit's inputs:
 
     ```mlir
-    // y = linear(x), h = relu(y); the backward reads h.
-    %y = nn.linear %x, %w {phase forward}
+    // Forward y = linear(x, w1), h = relu(y), z = linear(h, w2); the
+    // backward reads h (w2's gradient) and y (relu's gradient).
+    %y = nn.linear %x, %w1 {phase forward}
     %h = nn.relu %y {phase forward}
     ...
-    %h2 = nn.relu %y {phase backward}    // unit: nn.linear cloned as well
-    %g = nn.linear_grad ..., %h2 ...
+    // Selective: relu again on the kept y (policy unit: y recomputed too).
+    %h2 = nn.relu %y {phase backward}
+    %dw2 = nn.matmul %dz, %h2 {transpose_lhs, phase backward}
+    %dy = nn.relu_grad %dh, %y {phase backward}
     ```
   }];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
