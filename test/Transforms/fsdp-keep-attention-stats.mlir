@@ -1,7 +1,8 @@
 // fsdp-keep-attention-stats: in a train step, the backward of a packed
 // attention reads its forward's result and softmax statistics (the forward
 // becomes keep_stats); under activation checkpointing, those of the
-// forward recomputed for it (the first forward's statistics are not kept).
+// forward recomputed for it (the first forward's statistics are not kept),
+// under selective checkpointing the kept forward's, its inputs recomputed.
 // Of two candidate forwards the later keeps them; a forward of other
 // attributes is not the backward's. nn.attention too.
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-keep-attention-stats | FileCheck %s
