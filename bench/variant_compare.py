@@ -1,6 +1,7 @@
 """Shared by the benchmarks that compare a program with and without one
-fsdp-pipeline option (activation_checkpointing.py, cpu_offload.py), in one
-run: the demo's character-level GPT trained a few steps on 2 CPU ranks
+fsdp-pipeline option (activation_checkpointing.py,
+selective_checkpointing.py, cpu_offload.py), in one run: the demo's
+character-level GPT trained a few steps on 2 CPU ranks
 (median step time, measured peak arena bytes per rank) and the compiler's
 report for both it and a GPT-2-medium-shaped model (24 layers, width 1024,
 context 1024, batch 4 per rank; too large to train here). The machine is

@@ -64,10 +64,11 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.mode = options.mode;
   pm.addPass(createFSDPBuildTrainStepPass(step));
   // Always: units may ask for checkpointing in the IR
-  // (#fsdp.unit<activation_checkpointing = true>).
+  // (#fsdp.unit<activation_checkpointing = true | selective>).
   FSDPCheckpointActivationsPassOptions checkpointing;
   checkpointing.kinds.assign(options.activationCheckpointing.begin(),
                              options.activationCheckpointing.end());
+  checkpointing.policy = options.activationCheckpointingPolicy;
   pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
   if (options.keepAttentionStats)
     pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());

@@ -143,6 +143,44 @@ def test_activation_checkpointing_per_unit(tmp_path):
     assert max(abs(a - b) for a, b in zip(got, torch_want)) <= 1e-5
 
 
+def test_selective_activation_checkpointing_per_unit(tmp_path):
+    """activation_checkpointing="selective", as a policy's setting or what
+    check_fn returns, marks units selective: they keep fewer activations
+    than without checkpointing and more than whole-unit checkpointing (the
+    linears' and attention's results), and training is bit-identical to
+    the plain run (the recompute runs the same kernels on the same
+    values)."""
+    blocks = wrap.ModuleWrapPolicy({Block})
+    module, data, plain = _model(auto_wrap_policy=blocks)
+    _, _, whole = _model(auto_wrap_policy=blocks,
+                         activation_checkpointing=lambda m: isinstance(
+                             m, Block))
+    _, _, by_setting = _model(auto_wrap_policy=lambda path, m: isinstance(
+        m, Block) and {"activation_checkpointing": "selective"})
+    _, _, by_check_fn = _model(
+        auto_wrap_policy=blocks,
+        activation_checkpointing=lambda m: isinstance(m, Block) and
+        "selective")
+    for model in (by_setting, by_check_fn):
+        assert {path: unit.activation_checkpointing
+                for path, unit in model.named_units()} == {
+            "transformer.h.0": "selective", "transformer.h.1": "selective"}
+        assert model.text().count(
+            "unit<activation_checkpointing = selective>") == 2
+        assert _activations(whole) < _activations(model) < \
+            _activations(plain)
+
+    runs = {}
+    for name, model in (("selective", by_check_fn), ("plain", plain)):
+        (tmp_path / name).mkdir()
+        runs[name] = train_imported(tmp_path / name, module, model, data, 2,
+                                    "adamw")
+    (got, got_state), (want, want_state) = runs["selective"], runs["plain"]
+    assert got == want
+    for name, value in want_state.items():
+        np.testing.assert_array_equal(got_state[name], value, err_msg=name)
+
+
 def test_activation_checkpointing_of_a_non_unit_is_an_error():
     with pytest.raises(UnsupportedModelError,
                        match="picks 'transformer.h.0.attn' .* not an FSDP "
@@ -151,9 +189,16 @@ def test_activation_checkpointing_of_a_non_unit_is_an_error():
                activation_checkpointing=lambda m: type(m).__name__ ==
                "CausalSelfAttention")
     with pytest.raises(UnsupportedModelError,
-                       match="activation_checkpointing='yes': a bool"):
+                       match="activation_checkpointing='yes': a bool or "
+                             "\"selective\""):
         _model(auto_wrap_policy=lambda path, m: isinstance(m, Block) and
                {"activation_checkpointing": "yes"})
+    with pytest.raises(UnsupportedModelError,
+                       match="check_fn gives 'transformer.h.0' "
+                             "activation_checkpointing='selctive'"):
+        _model(auto_wrap_policy=wrap.ModuleWrapPolicy({Block}),
+               activation_checkpointing=lambda m: isinstance(m, Block) and
+               "selctive")
 
 
 def test_unknown_settings_and_policies_are_errors():

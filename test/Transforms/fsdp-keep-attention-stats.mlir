@@ -1,7 +1,8 @@
 // fsdp-keep-attention-stats: in a train step, the backward of a packed
 // attention reads its forward's result and softmax statistics (the forward
 // becomes keep_stats); under activation checkpointing, those of the
-// forward recomputed for it (the first forward's statistics are not kept).
+// forward recomputed for it (the first forward's statistics are not kept),
+// under selective checkpointing the kept forward's, its inputs recomputed.
 // Of two candidate forwards the later keeps them; a forward of other
 // attributes is not the backward's. nn.attention too.
 // RUN: fsdp-opt %s -split-input-file --fsdp-pack-attention --fsdp-build-train-step --fsdp-keep-attention-stats | FileCheck %s
@@ -77,4 +78,31 @@ func.func @separate(%q: tensor<2x16x32xf32>, %kv: tensor<2x16x16xf32>, %b: tenso
   %o = nn.attention %q, %kv, %kv bias %b {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<2x16x32xf32>
   %dq, %dk, %dv, %db = nn.attention_grad %g, %q, %kv, %kv bias %b {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>)
   return %o, %dq, %dk, %dv, %db : tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<1x1x16x16xf32>
+}
+
+// -----
+
+// Selective checkpointing keeps the attention but recomputes what feeds
+// it: the backward's query is a recomputation (backward ops repeating the
+// forward's: the same RoPE of the same value) and counts as the forward's;
+// its key, a dropout of another site, does not.
+// CHECK-LABEL: func.func @recomputed(
+// CHECK: %[[RO:.*]], %[[RS:.*]] = nn.attention {{.*}}keep_stats
+// CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved %[[RO]], %[[RS]]
+// CHECK-LABEL: func.func @not_recomputed(
+// CHECK-NOT: keep_stats
+// CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal
+func.func @recomputed(%x: tensor<2x16x32xf32>, %g: tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>) {
+  %q = nn.rope %x {fsdp.phase = #fsdp<phase forward>, num_heads = 4 : i64} : tensor<2x16x32xf32>
+  %o = nn.attention %q, %x, %x {causal, fsdp.phase = #fsdp<phase forward>, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  %q2 = nn.rope %x {fsdp.phase = #fsdp<phase backward>, num_heads = 4 : i64} : tensor<2x16x32xf32>
+  %dq, %dk, %dv = nn.attention_grad %g, %q2, %x, %x {causal, fsdp.phase = #fsdp<phase backward>, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+  return %o, %dq : tensor<2x16x32xf32>, tensor<2x16x32xf32>
+}
+func.func @not_recomputed(%x: tensor<2x16x32xf32>, %g: tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>) {
+  %k = nn.dropout %x {fsdp.phase = #fsdp<phase forward>, p = 1.000000e-01 : f64, rng_id = 1 : i64} : tensor<2x16x32xf32>
+  %o = nn.attention %x, %k, %x {causal, fsdp.phase = #fsdp<phase forward>, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  %k2 = nn.dropout %x {fsdp.phase = #fsdp<phase backward>, p = 1.000000e-01 : f64, rng_id = 2 : i64} : tensor<2x16x32xf32>
+  %dq, %dk, %dv = nn.attention_grad %g, %x, %k2, %x {causal, fsdp.phase = #fsdp<phase backward>, num_heads = 4 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+  return %o, %dq : tensor<2x16x32xf32>, tensor<2x16x32xf32>
 }

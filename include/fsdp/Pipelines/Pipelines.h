@@ -40,6 +40,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "activation-checkpointing",
       llvm::cl::desc("Kinds of the units whose forward the backward "
                      "recomputes (checkpoint_wrapper), or all")};
+  Option<std::string> activationCheckpointingPolicy{
+      *this, "activation-checkpointing-policy",
+      llvm::cl::desc("What those units recompute: unit (the whole forward) "
+                     "| selective (all but matmuls and attention)"),
+      llvm::cl::init("unit")};
   Option<bool> forwardPrefetch{*this, "forward-prefetch",
                                llvm::cl::desc("Prefetch in the forward"),
                                llvm::cl::init(false)};

@@ -79,7 +79,9 @@ class Module:
     start identical, and their gradients stay local ("local", torch's
     ignored_modules) or are averaged over all ranks ("all_reduce", as DDP).
     `activation_checkpointing` recomputes the unit's forward in its backward
-    (`checkpoint_wrapper` around this module).
+    (`checkpoint_wrapper` around this module): True the whole forward,
+    "selective" only its cheap ops (the matmuls' and attention's results
+    are kept from the forward).
     """
 
     def __init__(self, name: str, kind: str, unit: bool = False,
@@ -189,7 +191,9 @@ class Module:
             fields.append("cast_forward_inputs = " + (
                 "true" if self.mixed_precision["cast_forward_inputs"]
                 else "false"))
-        if self.activation_checkpointing:
+        if self.activation_checkpointing == "selective":
+            fields.append("activation_checkpointing = selective")
+        elif self.activation_checkpointing:
             fields.append("activation_checkpointing = true")
         if not self.unit:
             if fields:

@@ -605,7 +605,9 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
     every rank, their gradients local, or with `ignored_grad_sync=
     "all_reduce"` averaged over the ranks. `activation_checkpointing` is
     `apply_activation_checkpointing`'s `check_fn(module)`: the units it
-    picks recompute their forward in the backward. Raises
+    picks recompute their forward in the backward, only its cheap ops
+    where it returns "selective" (the matmuls' and attention's results
+    kept). Raises
     UnsupportedModelError listing every construct it cannot translate."""
     import torch
     try:

@@ -26,9 +26,11 @@ FSDP1's `sharding_strategy` (FULL_SHARD: reshard after forward,
 SHARD_GRAD_OP: keep the gathered parameters until the backward);
 `mp_policy` (FSDP2's name) or `mixed_precision` (FSDP1's): an FSDP2
 MixedPrecisionPolicy or FSDP1 MixedPrecision, the unit's own mixed
-precision (mixed_precision.py); `activation_checkpointing` (a bool): the
+precision (mixed_precision.py); `activation_checkpointing`: True, the
 unit recomputes its forward in its backward (`checkpoint_wrapper` around
-it). Any other setting is an error naming it and the module.
+it), or "selective", only its cheap ops (the matmuls' and attention's
+results are kept: PyTorch's selective activation checkpointing). Any other
+setting is an error naming it and the module.
 """
 from __future__ import annotations
 
@@ -142,11 +144,8 @@ def _checked(path: str, module, settings: Settings) -> Settings:
             if value is not None:
                 out["mixed_precision"] = unit_precision(path, module, value)
         elif key == "activation_checkpointing":
-            if not isinstance(value, bool):
-                raise UnsupportedModelError(
-                    f"the wrap policy gives unit '{path}' "
-                    f"activation_checkpointing={value!r}: a bool")
-            out[key] = value
+            out[key] = _checkpointing(
+                value, f"the wrap policy gives unit '{path}' ")
         else:
             raise UnsupportedModelError(
                 f"the wrap policy gives unit '{path}' the setting '{key}', "
@@ -154,6 +153,16 @@ def _checked(path: str, module, settings: Settings) -> Settings:
                 "sharding_strategy, mp_policy / mixed_precision, "
                 "activation_checkpointing)")
     return out
+
+
+def _checkpointing(value, where: str):
+    """An activation checkpointing setting: False, True (the whole unit)
+    or "selective"; anything else is an error starting with `where`."""
+    if not isinstance(value, bool) and value != "selective":
+        raise UnsupportedModelError(
+            f"{where}activation_checkpointing={value!r}: a bool or "
+            "\"selective\"")
+    return value
 
 
 def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
@@ -173,10 +182,13 @@ def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
 def mark_checkpointed(modules, root, check_fn: Callable) -> None:
     """`apply_activation_checkpointing(root, check_fn=check_fn)`: every
     module below the root that `check_fn` picks recomputes its forward in
-    its backward. Checkpointing applies to units here, so a picked module
-    that is not one is an error naming it."""
+    its backward, or only its cheap ops where `check_fn` returns
+    "selective" (PyTorch's selective checkpointing context). Checkpointing
+    applies to units here, so a picked module that is not one is an error
+    naming it."""
     for path, module in root.named_modules():
-        if not path or not check_fn(module):
+        picked = check_fn(module) if path else False
+        if not picked:
             continue
         ir = modules.get(path)
         if ir is None or not ir.unit or ir.ignored:
@@ -184,4 +196,7 @@ def mark_checkpointed(modules, root, check_fn: Callable) -> None:
                 f"activation checkpointing picks '{path}' "
                 f"({type(module).__name__}), which is not an FSDP unit: "
                 "checkpointing applies to units; wrap it (auto_wrap_policy)")
-        ir.activation_checkpointing = True
+        if isinstance(picked, str):  # a misspelt policy is not True
+            _checkpointing(picked, f"check_fn gives '{path}' ")
+        ir.activation_checkpointing = (
+            "selective" if picked == "selective" else True)

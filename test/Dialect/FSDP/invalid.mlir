@@ -207,8 +207,8 @@ fsdp.module @m kind "Linear" unit<process_group = true> {
 
 // -----
 
-// expected-error @+1 {{expected true or false, got 'selective'}}
-fsdp.module @m kind "Linear" unit<activation_checkpointing = selective> {
+// expected-error @+1 {{expected activation_checkpointing = true, false or selective, got 'ops'}}
+fsdp.module @m kind "Linear" unit<activation_checkpointing = ops> {
 }
 
 // -----

@@ -54,6 +54,15 @@ fsdp.model @tree {
     fsdp.module @recomputed kind "Linear" unit<activation_checkpointing = true, reshard_after_forward = false> {
       fsdp.param @weight : tensor<4x4xf32> init <zeros>
     }
+    // Selective: only the cheap ops recomputed; false is the default.
+    // CHECK: fsdp.module @selective kind "Linear" unit<activation_checkpointing = selective> {
+    fsdp.module @selective kind "Linear" unit<activation_checkpointing = selective> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
+    // CHECK: fsdp.module @kept kind "Linear" unit {
+    fsdp.module @kept kind "Linear" unit<activation_checkpointing = false> {
+      fsdp.param @weight : tensor<4x4xf32> init <zeros>
+    }
     // rank_local = false is the default and not printed.
     // CHECK: fsdp.module @shared kind "Linear" unit {
     fsdp.module @shared kind "Linear" unit<rank_local = false> {

@@ -150,7 +150,7 @@ struct UnitFields {
   TypeAttr paramDtype, reduceDtype, outputDtype;
   BoolAttr castForwardInputs;
   IgnoredGradSync ignored = IgnoredGradSync::none;
-  bool activationCheckpointing = false;
+  CheckpointPolicy activationCheckpointing = CheckpointPolicy::none;
 };
 } // namespace
 
@@ -211,8 +211,26 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
         fields.ignored = *ignored;
         continue;
       }
-      if (key != "rank_local" && key != "cast_forward_inputs" &&
-          key != "activation_checkpointing") {
+      if (key == "activation_checkpointing") { // true, false or selective
+        SMLoc valueLoc = parser.getCurrentLocation();
+        if (parser.parseKeyword(&value))
+          return {};
+        std::optional<CheckpointPolicy> policy =
+            llvm::StringSwitch<std::optional<CheckpointPolicy>>(value)
+                .Case("true", CheckpointPolicy::unit)
+                .Case("false", CheckpointPolicy::none)
+                .Case("selective", CheckpointPolicy::selective)
+                .Default(std::nullopt);
+        if (!policy) {
+          parser.emitError(valueLoc, "expected activation_checkpointing = "
+                                     "true, false or selective, got '")
+              << value << "'";
+          return {};
+        }
+        fields.activationCheckpointing = *policy;
+        continue;
+      }
+      if (key != "rank_local" && key != "cast_forward_inputs") {
         parser.emitError(loc, "expected reshard_after_forward, rank_local, "
                               "param_dtype, reduce_dtype, output_dtype, "
                               "cast_forward_inputs, ignored or "
@@ -230,8 +248,6 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
       BoolAttr flag = BoolAttr::get(parser.getContext(), value == "true");
       if (key == "rank_local")
         fields.rankLocal = flag.getValue();
-      else if (key == "activation_checkpointing")
-        fields.activationCheckpointing = flag.getValue();
       else
         fields.castForwardInputs = flag;
     } while (succeeded(parser.parseOptionalComma()));
@@ -273,8 +289,10 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
     flag("cast_forward_inputs", cast.getValue());
   if (getIgnored() != IgnoredGradSync::none)
     fields.push_back(("ignored = " + stringifyIgnoredGradSync(getIgnored())).str());
-  if (getActivationCheckpointing())
+  if (getActivationCheckpointing() == CheckpointPolicy::unit)
     flag("activation_checkpointing", true);
+  else if (getActivationCheckpointing() == CheckpointPolicy::selective)
+    fields.push_back("activation_checkpointing = selective");
   if (!fields.empty())
     printer << '<' << llvm::join(fields, ", ") << '>';
 }
@@ -284,7 +302,7 @@ fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        Attribute reshard, bool rankLocal, TypeAttr paramDtype,
                        TypeAttr reduceDtype, TypeAttr outputDtype,
                        BoolAttr castForwardInputs, IgnoredGradSync ignored,
-                       bool /*activationCheckpointing*/) {
+                       CheckpointPolicy /*activationCheckpointing*/) {
   // (A BoolAttr is an i1 IntegerAttr.)
   if (auto ways = dyn_cast_or_null<IntegerAttr>(reshard);
       ways && !isa<BoolAttr>(ways) && ways.getInt() < 1)

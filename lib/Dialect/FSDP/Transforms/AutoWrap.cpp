@@ -143,7 +143,7 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
                             /*reduce_dtype=*/{}, /*output_dtype=*/{},
                             /*cast_forward_inputs=*/{},
                             /*ignored=*/IgnoredGradSync::none,
-                            /*activation_checkpointing=*/false);
+                            /*activation_checkpointing=*/CheckpointPolicy::none);
     if (!root.isUnit())
       root.setUnitAttr(unit);
 

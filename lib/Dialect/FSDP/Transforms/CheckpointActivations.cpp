@@ -8,6 +8,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::fsdp {
@@ -20,19 +21,36 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// What selective checkpointing keeps from the forward: the FLOP-heavy ops
+/// (matrix products, attention with its softmax statistics), as PyTorch's
+/// selective checkpointing policies save mm / bmm / SDPA results.
+/// Recomputing them would cost about as much as the forward; everything
+/// else (norms, activations, element-wise ops, reshapes, dropout) is cheap
+/// next to them.
+bool keptBySelective(Operation *op) {
+  return isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp,
+             nn::PackedAttentionOp>(op);
+}
+
 /// Recomputes one unit's forward of one micro-batch (`forward`, in block
-/// order) for its backward.
-void recompute(ArrayRef<Operation *> forward) {
+/// order) for its backward, all of it or, under `selective`, all but what
+/// keptBySelective keeps.
+void recompute(ArrayRef<Operation *> forward, CheckpointPolicy policy) {
   llvm::SmallPtrSet<Operation *, 32> inForward(forward.begin(), forward.end());
   auto isBackward = [](Operation *op) { return getPhase(op) == kBackward; };
-  // The forward ops whose results the backward reads, and the first
-  // backward op that reads one. A loss computed with its gradient
-  // (nn.cross_entropy_with_grad) hands the backward a gradient, not an
-  // activation: recomputing it would run the loss twice.
+  // A loss computed with its gradient (nn.cross_entropy_with_grad) hands
+  // the backward a gradient, not an activation: recomputing it would run
+  // the loss twice.
+  auto isKept = [&](Operation *op) {
+    return isa<nn::CrossEntropyWithGradOp>(op) ||
+           (policy == CheckpointPolicy::selective && keptBySelective(op));
+  };
+  // The forward ops to recompute whose results the backward reads, and
+  // the first backward op that reads one.
   Operation *firstReader = nullptr;
   llvm::SetVector<Operation *> needed;
   for (Operation *op : forward) {
-    if (isa<nn::CrossEntropyWithGradOp>(op))
+    if (isKept(op))
       continue;
     for (Operation *user : op->getUsers())
       if (isBackward(user)) {
@@ -43,18 +61,20 @@ void recompute(ArrayRef<Operation *> forward) {
   }
   if (needed.empty())
     return;
-  // What they are computed from within the unit's forward.
+  // What they are computed from within the unit's forward, down to the
+  // kept ops, whose results the clones read.
   for (size_t i = 0; i < needed.size(); ++i)
     for (Value operand : needed[i]->getOperands())
-      if (Operation *def = operand.getDefiningOp(); def && inForward.count(def))
+      if (Operation *def = operand.getDefiningOp();
+          def && inForward.count(def) && !isKept(def))
         needed.insert(def);
   SmallVector<Operation *> ordered = needed.takeVector();
   llvm::sort(ordered, [](Operation *a, Operation *b) {
     return a->isBeforeInBlock(b);
   });
 
-  // The clones read each other (every operand computed in the unit's
-  // forward is recomputed before its reader), never the originals.
+  // The clones read each other (every operand recomputed in the unit's
+  // forward is recomputed before its reader) and the kept originals.
   OpBuilder builder(firstReader);
   IRMapping mapping;
   for (Operation *op : ordered)
@@ -73,19 +93,38 @@ struct CheckpointActivationsPass
   using FSDPCheckpointActivationsPassBase::FSDPCheckpointActivationsPassBase;
 
   void runOnOperation() override {
+    std::optional<CheckpointPolicy> kindsPolicy =
+        symbolizeCheckpointPolicy(policy);
     bool all = llvm::is_contained(kinds, "all");
     llvm::StringSet<> wanted;
     for (const std::string &kind : kinds)
       wanted.insert(kind);
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      if (!kindsPolicy || *kindsPolicy == CheckpointPolicy::none) {
+        model.emitOpError("asks for activation checkpointing policy '")
+            << policy << "'; expected unit or selective";
+        return signalPassFailure();
+      }
+      // The policy is the kinds' (units marked in the IR carry their own):
+      // alone it would silently do nothing.
+      if (*kindsPolicy == CheckpointPolicy::selective && kinds.empty()) {
+        model.emitOpError("asks for selective activation checkpointing "
+                          "without the kinds of the units to checkpoint "
+                          "(activation-checkpointing=<kinds>|all)");
+        return signalPassFailure();
+      }
       UnitOwnership ownership(model);
-      llvm::StringSet<> units, kindsFound;
+      // Each checkpointed unit's policy: its own when it sets one, else
+      // the one for the kinds.
+      llvm::StringMap<CheckpointPolicy> units;
+      llvm::StringSet<> kindsFound;
       for (NNModuleOp unit : ownership.getUnits()) {
         kindsFound.insert(unit.getKind());
         fsdp::UnitAttr attr = unit.getUnitAttr();
-        if (all || wanted.contains(unit.getKind()) ||
-            (attr && attr.getActivationCheckpointing()))
-          units.insert(unit.getQualifiedName());
+        if (attr && attr.getActivationCheckpointing() != CheckpointPolicy::none)
+          units[unit.getQualifiedName()] = attr.getActivationCheckpointing();
+        else if (all || wanted.contains(unit.getKind()))
+          units[unit.getQualifiedName()] = *kindsPolicy;
       }
       for (const std::string &kind : kinds)
         if (kind != "all" && !kindsFound.contains(kind)) {
@@ -112,8 +151,8 @@ struct CheckpointActivationsPass
       for (Operation &op : step.getBody().front())
         if (getPhase(&op) == kForward && units.contains(getUnit(&op)))
           forwards[{getUnit(&op), getMicroBatch(&op)}].push_back(&op);
-      for (auto &entry : forwards)
-        recompute(entry.second);
+      for (auto &[key, ops] : forwards)
+        recompute(ops, units.lookup(key.first));
     }
   }
 };

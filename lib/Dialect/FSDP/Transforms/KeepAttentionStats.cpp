@@ -10,6 +10,7 @@
 
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
+#include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,16 +25,41 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// Whether `read` (an operand of an attention's gradient) holds the values
+/// of `forward` (the operand of an attention's forward): the same value,
+/// or its recomputation for the backward under activation checkpointing
+/// (backward ops repeating the forward's on the same or recomputed
+/// operands). Selective checkpointing keeps the attention but recomputes
+/// the cheap ops feeding it (a split, RoPE), so its gradient reads those.
+bool sameOrRecomputed(Value read, Value forward) {
+  if (read == forward)
+    return true;
+  auto clone = dyn_cast<OpResult>(read);
+  auto original = dyn_cast<OpResult>(forward);
+  if (!clone || !original || getPhase(clone.getOwner()) != kBackward ||
+      clone.getResultNumber() != original.getResultNumber())
+    return false;
+  return OperationEquivalence::isEquivalentTo(
+      clone.getOwner(), original.getOwner(),
+      [](Value a, Value b) { return success(sameOrRecomputed(a, b)); },
+      /*markEquivalent=*/nullptr,
+      OperationEquivalence::IgnoreLocations |
+          OperationEquivalence::IgnoreDiscardableAttrs);
+}
+
 /// Whether `forward` reads what `grad` differentiates (the same operands).
 bool sameInputs(nn::PackedAttentionOp forward,
                 nn::PackedAttentionGradOp grad) {
-  return forward.getQkv() == grad.getQkv();
+  return sameOrRecomputed(grad.getQkv(), forward.getQkv());
 }
 bool sameInputs(nn::AttentionOp forward, nn::AttentionGradOp grad) {
-  return forward.getQuery() == grad.getQuery() &&
-         forward.getKey() == grad.getKey() &&
-         forward.getValue() == grad.getValue() &&
-         forward.getBias() == grad.getBias();
+  return sameOrRecomputed(grad.getQuery(), forward.getQuery()) &&
+         sameOrRecomputed(grad.getKey(), forward.getKey()) &&
+         sameOrRecomputed(grad.getValue(), forward.getValue()) &&
+         (grad.getBias() ? forward.getBias() &&
+                               sameOrRecomputed(grad.getBias(),
+                                                forward.getBias())
+                         : !forward.getBias());
 }
 
 /// `forward` again, keeping its softmax statistics.
@@ -52,37 +78,31 @@ nn::AttentionOp withStats(OpBuilder &b, nn::AttentionOp forward) {
 }
 
 /// The attention computing `grad`'s forward: one reading the same inputs
-/// with the same attributes, before `grad` in its block; the last such
-/// when there are several (they compute the same values: under activation
-/// checkpointing of a unit whose inputs come from outside it, the forward
-/// and its recomputation; the later one keeps the least alive). Null if
-/// none.
+/// (or their recomputation) with the same attributes, before `grad` in its
+/// block; the last such when there are several (they compute the same
+/// values: under activation checkpointing of a unit whose inputs come from
+/// outside it, the forward and its recomputation; the later one keeps the
+/// least alive). Null if none.
 template <typename Forward, typename Grad>
-Forward forwardOf(Grad grad, Value input) {
-  Forward found;
-  for (Operation *user : input.getUsers()) {
-    auto forward = dyn_cast<Forward>(user);
-    if (!forward || !sameInputs(forward, grad) ||
-        forward->getBlock() != grad->getBlock() ||
-        !forward->isBeforeInBlock(grad) ||
-        forward.getNumHeads() != grad.getNumHeads() ||
-        forward.getNumKvHeads() != grad.getNumKvHeads() ||
-        forward.getCausal() != grad.getCausal() ||
-        forward.getScale() != grad.getScale())
-      continue;
-    if (!found || found->isBeforeInBlock(forward))
-      found = forward;
+Forward forwardOf(Grad grad) {
+  for (Operation *op = grad->getPrevNode(); op; op = op->getPrevNode()) {
+    auto forward = dyn_cast<Forward>(op);
+    if (forward && forward.getNumHeads() == grad.getNumHeads() &&
+        forward.getNumKvHeads() == grad.getNumKvHeads() &&
+        forward.getCausal() == grad.getCausal() &&
+        forward.getScale() == grad.getScale() && sameInputs(forward, grad))
+      return forward;
   }
-  return found;
+  return {};
 }
 
 /// Gives `grad` (without `saved`) its forward's result and statistics,
 /// making the forward keep them.
 template <typename Forward, typename Grad>
-void keepStats(Grad grad, Value input) {
+void keepStats(Grad grad) {
   if (!grad.getSaved().empty())
     return;
-  Forward forward = forwardOf<Forward>(grad, input);
+  Forward forward = forwardOf<Forward>(grad);
   if (!forward)
     return;
   if (!forward.getKeepStats()) {
@@ -109,12 +129,10 @@ struct FSDPKeepAttentionStatsPass
         grads.push_back(op);
     });
     for (Operation *op : grads) {
-      if (auto packed = dyn_cast<nn::PackedAttentionGradOp>(op)) {
-        keepStats<nn::PackedAttentionOp>(packed, packed.getQkv());
-      } else {
-        auto grad = cast<nn::AttentionGradOp>(op);
-        keepStats<nn::AttentionOp>(grad, grad.getQuery());
-      }
+      if (auto packed = dyn_cast<nn::PackedAttentionGradOp>(op))
+        keepStats<nn::PackedAttentionOp>(packed);
+      else
+        keepStats<nn::AttentionOp>(cast<nn::AttentionGradOp>(op));
     }
   }
 };

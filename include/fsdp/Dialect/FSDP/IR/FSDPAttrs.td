@@ -82,9 +82,12 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
 
     `activation_checkpointing = true` recomputes the unit's forward in its
     backward (`checkpoint_wrapper` around that module, as
-    `apply_activation_checkpointing`'s `check_fn` picks it):
-    fsdp-checkpoint-activations checkpoints these units as well as those
-    its `kinds` name.
+    `apply_activation_checkpointing`'s `check_fn` picks it);
+    `activation_checkpointing = selective` recomputes only its cheap ops
+    (norms, activations, element-wise ops, reshapes, dropout) and keeps the
+    results of its matmuls and attentions (PyTorch's selective activation
+    checkpointing). fsdp-checkpoint-activations checkpoints these units, by
+    their own policy, as well as those its `kinds` name.
 
     ```mlir
     #fsdp.unit
@@ -95,6 +98,7 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     #fsdp.unit<param_dtype = bf16, reduce_dtype = f32, output_dtype = f32,
                cast_forward_inputs = false>
     #fsdp.unit<activation_checkpointing = true>
+    #fsdp.unit<activation_checkpointing = selective>
     ```
   }];
   let parameters = (ins OptionalParameter<"::mlir::Attribute">:$reshard_after_forward,
@@ -105,7 +109,8 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
                         OptionalParameter<"::mlir::BoolAttr">:$cast_forward_inputs,
                         DefaultValuedParameter<"::mlir::fsdp::IgnoredGradSync",
                             "::mlir::fsdp::IgnoredGradSync::none">:$ignored,
-                        DefaultValuedParameter<"bool", "false">:$activation_checkpointing);
+                        DefaultValuedParameter<"::mlir::fsdp::CheckpointPolicy",
+                            "::mlir::fsdp::CheckpointPolicy::none">:$activation_checkpointing);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

@@ -149,4 +149,15 @@ def FSDP_IgnoredGradSync : I32EnumAttr<"IgnoredGradSync",
   let genSpecializedAttr = 0;
 }
 
+// What an activation-checkpointed unit's backward recomputes: `unit` its
+// whole forward (checkpoint_wrapper), `selective` only the cheap ops,
+// reading the matmuls' and attentions' results saved by the forward.
+def FSDP_CheckpointPolicy : I32EnumAttr<"CheckpointPolicy",
+    "what the backward of an activation-checkpointed unit recomputes", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"unit", 1>,
+    I32EnumAttrCase<"selective", 2>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPBASE_TD

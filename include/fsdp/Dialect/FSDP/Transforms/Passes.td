@@ -271,11 +271,35 @@ def FSDPCheckpointActivationsPass
     the same kernels on the same values (dropout masks are a function of the
     site and the step), so results are bit-identical. Runs after
     fsdp-build-train-step and before fsdp-shard.
+
+    `policy=selective` (or `#fsdp.unit<activation_checkpointing =
+    selective>` on a unit, whose own setting wins over `policy`) is
+    PyTorch's selective activation checkpointing: the results of the
+    FLOP-heavy ops (`nn.linear`, `nn.matmul`, `nn.attention`,
+    `nn.packed_attention` with its softmax statistics) are kept from the
+    forward, and only the cheap ops (norms, activations, element-wise ops,
+    reshapes, dropout) are recomputed, from those saved results and the
+    unit's inputs:
+
+    ```mlir
+    // Forward y = linear(x, w1), h = relu(y), z = linear(h, w2); the
+    // backward reads h (w2's gradient) and y (relu's gradient).
+    %y = nn.linear %x, %w1 {phase forward}
+    %h = nn.relu %y {phase forward}
+    ...
+    // Selective: relu again on the kept y (policy unit: y recomputed too).
+    %h2 = nn.relu %y {phase backward}
+    %dw2 = nn.matmul %dz, %h2 {transpose_lhs, phase backward}
+    %dy = nn.relu_grad %dh, %y {phase backward}
+    ```
   }];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
   let options = [
     ListOption<"kinds", "kinds", "std::string",
                "Module kinds of the units to checkpoint (e.g. Block), or all">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"unit\"",
+           "What the units `kinds` names recompute: unit (the whole forward) "
+           "or selective (all but matmuls and attention)">,
   ];
 }
 
