@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
 from test_torch_oracle_optim import (MODELS, RANK_CASES,  # noqa: E402
-                                     _assert_losses, _train_ours)
-from test_torch_oracle import NUM_SAMPLES  # noqa: E402
+                                     _assert_losses, _train_ours,
+                                     _train_reference)
 
 STEPS = 10
 LR = 1e-2
@@ -35,29 +35,11 @@ STATE_NAMES = ("row_var", "col_var", "variance")
 def train_torch_adafactor(init, tensors, global_batch, **hyper):
     """torch.optim.Adafactor on the unsharded MLP, the rows fsdp-run feeds:
     (losses, final parameters and state by our checkpoint's names)."""
-    _, cls, _, _, _ = MODELS["mlp"]
-    model = cls()
-    model.load_state_dict({k: torch.from_numpy(v.copy())
-                           for k, v in init.items()})
-    opt = torch.optim.Adafactor(model.parameters(), lr=LR, foreach=False,
-                                **hyper)
-    inputs = [torch.from_numpy(tensors[f"input.{i}"])
-              for i in range(len(tensors))]
-    losses = []
-    for step in range(STEPS):
-        rows = torch.tensor([(step * global_batch + j) % NUM_SAMPLES
-                             for j in range(global_batch)])
-        opt.zero_grad()
-        loss = model(*(t[rows] for t in inputs))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    final = {k: v.detach().numpy().copy()
-             for k, v in model.named_parameters()}
-    for k, p in model.named_parameters():
-        for name in STATE_NAMES:
-            if opt.state[p].get(name) is not None:
-                final[f"optim.{name}.{k}"] = opt.state[p][name].numpy().copy()
+    losses, _, final = _train_reference(
+        init, tensors, global_batch,
+        lambda m: torch.optim.Adafactor(m.parameters(), lr=LR, foreach=False,
+                                        **hyper),
+        STATE_NAMES, steps=STEPS)
     return losses, final
 
 

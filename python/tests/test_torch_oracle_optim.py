@@ -276,8 +276,9 @@ def _train_reference(init, tensors, global_batch, make_optimizer,
     params = dict(model.named_parameters())
     final = {k: v.detach().numpy().copy() for k, v in params.items()}
     for k, p in params.items():
-        for name in state_names:
-            final[f"optim.{name}.{k}"] = opt.state[p][name].numpy().copy()
+        for name in state_names:  # those the parameter has (Adafactor's vary)
+            if opt.state[p].get(name) is not None:
+                final[f"optim.{name}.{k}"] = opt.state[p][name].numpy().copy()
     return losses, norms, final
 
 

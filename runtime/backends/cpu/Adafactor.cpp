@@ -29,20 +29,6 @@ std::vector<float> rowMeans(const AdafactorParam &p, const float *state) {
   return means;
 }
 
-/// Element e's update of parameter `p` from its gradient g and the state.
-float updateOf(const AdafactorParam &p, int64_t e, float g, const float *state,
-               const std::vector<float> &means, float eps1, float eps1Squared) {
-  if (!p.factored())
-    return adafactorUpdate(g, state[p.stateOffset + e], eps1Squared);
-  int64_t matrix = p.rows * p.cols;
-  int64_t b = e / matrix, r = e % matrix / p.cols, c = e % p.cols;
-  const float *rows = state + p.stateOffset;
-  const float *cols = rows + p.batch() * p.rows;
-  float v = factoredVariance(rows[b * p.rows + r], cols[b * p.cols + c],
-                             means[b], eps1);
-  return adafactorUpdate(g, v, eps1Squared);
-}
-
 } // namespace
 
 void adafactorStats(const float *param, const float *grad, int64_t n,
@@ -51,26 +37,25 @@ void adafactorStats(const float *param, const float *grad, int64_t n,
   int64_t count = static_cast<int64_t>(layout.params.size());
   std::vector<double> sums(layout.statsSize(), 0.0);
   double *squares = sums.data() + count; // the state's layout of Σ grad²
-  layout.forEachPart(flatBegin, n,
-                     [&](int64_t i, const AdafactorParam &p, int64_t first,
-                         int64_t size, int64_t local) {
-                       double *own = squares + p.stateOffset;
-                       int64_t matrix = p.rows * p.cols;
-                       for (int64_t k = 0; k < size; ++k) {
-                         float x = param[local + k], g = grad[local + k];
-                         sums[i] += static_cast<double>(x) * x;
-                         float g2 = g * g; // f32, as torch's grad * grad
-                         int64_t e = first + k;
-                         if (!p.factored()) {
-                           own[e] = g2;
-                           continue;
-                         }
-                         int64_t b = e / matrix, r = e % matrix / p.cols,
-                                 c = e % p.cols;
-                         own[b * p.rows + r] += g2;
-                         own[p.batch() * p.rows + b * p.cols + c] += g2;
-                       }
-                     });
+  auto addSquares = [&](int64_t i, const AdafactorParam &p, int64_t first,
+                        int64_t size, int64_t local) {
+    double *own = squares + p.stateOffset;
+    int64_t matrix = p.rows * p.cols;
+    for (int64_t k = 0; k < size; ++k) {
+      float x = param[local + k], g = grad[local + k];
+      sums[i] += static_cast<double>(x) * x;
+      float g2 = g * g; // f32, as torch's grad * grad
+      int64_t e = first + k;
+      if (!p.factored()) {
+        own[e] = g2;
+        continue;
+      }
+      int64_t b = e / matrix, r = e % matrix / p.cols, c = e % p.cols;
+      own[b * p.rows + r] += g2;
+      own[p.batch() * p.rows + b * p.cols + c] += g2;
+    }
+  };
+  layout.forEachPart(flatBegin, n, addSquares);
   for (size_t k = 0; k < sums.size(); ++k)
     stats[k] = static_cast<float>(sums[k]);
 }
@@ -97,21 +82,19 @@ void adafactorFactor(const float *grad, int64_t n, int64_t flatBegin,
   }
   for (int64_t i = 0; i < count; ++i)
     updateSq[i] = 0.0f;
-  layout.forEachPart(flatBegin, n,
-                     [&](int64_t i, const AdafactorParam &p, int64_t first,
-                         int64_t size, int64_t local) {
-                       std::vector<float> means = p.factored()
-                                                      ? rowMeans(p, state)
-                                                      : std::vector<float>();
-                       double sum = 0.0;
-                       for (int64_t k = 0; k < size; ++k) {
-                         float u =
-                             updateOf(p, first + k, grad[local + k], state,
-                                      means, s.eps1, s.eps1Squared);
-                         sum += static_cast<double>(u) * u;
-                       }
-                       updateSq[i] = static_cast<float>(sum);
-                     });
+  auto sumOfSquaredUpdates = [&](int64_t i, const AdafactorParam &p,
+                                 int64_t first, int64_t size, int64_t local) {
+    std::vector<float> means =
+        p.factored() ? rowMeans(p, state) : std::vector<float>();
+    double sum = 0.0;
+    for (int64_t k = 0; k < size; ++k) {
+      float u = adafactorUpdateAt(p, first + k, grad[local + k], state,
+                                  means.data(), s.eps1, s.eps1Squared);
+      sum += static_cast<double>(u) * u;
+    }
+    updateSq[i] = static_cast<float>(sum);
+  };
+  layout.forEachPart(flatBegin, n, sumOfSquaredUpdates);
 }
 
 void adafactorApply(int threads, float *param, const float *grad, int64_t n,
@@ -127,8 +110,8 @@ void adafactorApply(int threads, float *param, const float *grad, int64_t n,
         float step = adafactorStepSize(stats[i], updateSq[i], p.numel, s);
         parallelFor(threads, size, 1 << 14, [&](int64_t b, int64_t e) {
           for (int64_t k = b; k < e; ++k) {
-            float u = updateOf(p, first + k, grad[local + k], state, means,
-                               s.eps1, s.eps1Squared);
+            float u = adafactorUpdateAt(p, first + k, grad[local + k], state,
+                                        means.data(), s.eps1, s.eps1Squared);
             float &x = param[local + k];
             x = x * s.decayFactor;
             x = x + step * u;

@@ -92,22 +92,6 @@ __global__ void rowMeansKernel(AdafactorParam p, const float *state,
   }
 }
 
-__device__ inline float updateOf(const Part &part, int64_t k, float g,
-                                 const float *state, const float *means,
-                                 float eps1, float eps1Squared) {
-  const AdafactorParam &p = part.p;
-  int64_t e = part.first + k;
-  if (!p.factored())
-    return adafactorUpdate(g, state[p.stateOffset + e], eps1Squared);
-  int64_t matrix = p.rows * p.cols;
-  int64_t b = e / matrix, r = e % matrix / p.cols, c = e % p.cols;
-  const float *rows = state + p.stateOffset;
-  const float *cols = rows + p.batch() * p.rows;
-  float v = factoredVariance(rows[b * p.rows + r], cols[b * p.cols + c],
-                             means[b], eps1);
-  return adafactorUpdate(g, v, eps1Squared);
-}
-
 struct UpdateSquareTerm {
   Part part;
   const float *grad, *state, *means;
@@ -115,8 +99,8 @@ struct UpdateSquareTerm {
   const AdafactorFactorScalars *live;
   __device__ double operator()(int64_t k) const {
     AdafactorFactorScalars sc = live ? *live : s;
-    float u = updateOf(part, k, grad[part.local + k], state, means, sc.eps1,
-                       sc.eps1Squared);
+    float u = adafactorUpdateAt(part.p, part.first + k, grad[part.local + k],
+                                state, means, sc.eps1, sc.eps1Squared);
     return static_cast<double>(u) * u;
   }
 };
@@ -140,8 +124,8 @@ __global__ void applyKernel(float *param, const float *grad, Part part,
     s = *live;
   float step = adafactorStepSize(*paramSq, *updateSq, part.p.numel, s);
   FSDPRT_GRID_STRIDE(k, part.count) {
-    float u = updateOf(part, k, grad[part.local + k], state, means, s.eps1,
-                       s.eps1Squared);
+    float u = adafactorUpdateAt(part.p, part.first + k, grad[part.local + k],
+                                state, means, s.eps1, s.eps1Squared);
     float &x = param[part.local + k];
     x = x * s.decayFactor;
     x = x + step * u;

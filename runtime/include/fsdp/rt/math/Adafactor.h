@@ -9,6 +9,7 @@
 #ifndef FSDP_RT_MATH_ADAFACTOR_H
 #define FSDP_RT_MATH_ADAFACTOR_H
 
+#include "fsdp/rt/AdafactorLayout.h"
 #include "fsdp/rt/math/Hd.h"
 #include "fsdp/rt/math/Optimizer.h"
 
@@ -52,6 +53,23 @@ FSDPRT_HD inline float adafactorUpdate(float grad, float variance,
                                        float eps1Squared) {
   float v = variance < eps1Squared ? eps1Squared : variance;
   return (1.0f / std::sqrt(v)) * grad;
+}
+
+/// The update of element e of parameter `p` from its gradient g, the state
+/// and (factored) each batch's mean row moment `rowMeans`.
+FSDPRT_HD inline float adafactorUpdateAt(const AdafactorParam &p, int64_t e,
+                                         float g, const float *state,
+                                         const float *rowMeans, float eps1,
+                                         float eps1Squared) {
+  if (!p.factored())
+    return adafactorUpdate(g, state[p.stateOffset + e], eps1Squared);
+  int64_t matrix = p.rows * p.cols;
+  int64_t b = e / matrix, r = e % matrix / p.cols, c = e % p.cols;
+  const float *rows = state + p.stateOffset;
+  const float *cols = rows + p.batch() * p.rows;
+  float v = factoredVariance(rows[b * p.rows + r], cols[b * p.cols + c],
+                             rowMeans[b], eps1);
+  return adafactorUpdate(g, v, eps1Squared);
 }
 
 /// The factor a parameter's update is added with: −α / max(1, RMS(u)/d),
