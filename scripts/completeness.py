@@ -49,7 +49,8 @@ LIBRARY_SECTION = "Library kernels"
 # What the compiler may include of runtime/include (rule 4).
 COMPILER_VISIBLE = {"fsdp/rt/fsdprt.h", "fsdp/rt/StepAbi.h",
                     "fsdp/rt/StepAbi.def", "fsdp/rt/ProgramKeys.h",
-                    "fsdp/rt/ProgramKeys.def", "fsdp/rt/LrSchedule.h"}
+                    "fsdp/rt/ProgramKeys.def", "fsdp/rt/LrSchedule.h",
+                    "fsdp/rt/AdafactorLayout.h", "fsdp/rt/math/Hd.h"}
 
 # Backend virtuals only a multi-rank job reaches (fsdprt_comm_init*), which
 # the per-backend suites cannot start: the communicator tests and the
