@@ -1,12 +1,12 @@
 """fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
-LlamaForCausalLM (also with grouped k/v heads), BertForMaskedLM (also with
-a padding attention_mask), T5ForConditionalGeneration and
-ViTForImageClassification from tiny configs with random weights, wrapped so
-that forward(*inputs, labels) returns the model's own loss. Each is imported, compiled for 1 and 2 ranks
-(full-shard, its blocks wrapped as units), trained STEPS steps from the
-module's own weights (save_weights → fsdp-run --load) and compared with
-plain torch on the same batches: losses within 1e-5, weights at the parity
-suite's bounds.
+LlamaForCausalLM (also with grouped k/v heads), GPTJForCausalLM,
+BertForMaskedLM (also with a padding attention_mask),
+T5ForConditionalGeneration and ViTForImageClassification from tiny configs
+with random weights, wrapped so that forward(*inputs, labels) returns the
+model's own loss. Each is imported, compiled for 1 and 2 ranks (full-shard,
+its blocks wrapped as units), trained STEPS steps from the module's own
+weights (save_weights → fsdp-run --load) and compared with plain torch on
+the same batches: losses within 1e-5, weights at the parity suite's bounds.
 
 What the import has to get right for them: HF's attention masks and
 rotary tables are computed from constants (folded at import: the causal
@@ -72,6 +72,16 @@ def llama(kv_heads=4):
         num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=kv_heads, max_position_embeddings=SEQ,
         use_cache=False, attn_implementation="sdpa"))
+
+
+def gptj():
+    """GPT-J: rotary on the first rotary_dim = 4 of each head's 8 features,
+    rotating interleaved pairs (x[..., ::2], x[..., 1::2]: strided slices),
+    the rest passed through; parallel attention and MLP."""
+    return transformers.GPTJForCausalLM(transformers.GPTJConfig(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
+        rotary_dim=4, n_inner=64, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
+        use_cache=False, bos_token_id=0, eos_token_id=0))
 
 
 def bert():
@@ -161,6 +171,7 @@ MODELS = {
     "llama": (llama, causal_lm_data, "LlamaDecoderLayer", None, "input_ids"),
     "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
                   "LlamaDecoderLayer", None, "input_ids"),
+    "gptj": (gptj, causal_lm_data, "GPTJBlock", None, "input_ids"),
     "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
     # attention_mask given at run time: padding masked in every layer's
     # attention (PyTorch's math SDPA with the additive mask).
@@ -181,6 +192,7 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("gpt2-vocab", 2, "adamw"),
          ("llama", 1, "adamw"), ("llama", 2, "adamw"),
          ("llama-gqa", 2, "adamw"),
+         ("gptj", 1, "adamw"), ("gptj", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
          ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),
          ("t5", 1, "adamw"), ("t5", 2, "adamw"), ("t5", 2, "sgd"),
@@ -197,11 +209,12 @@ def test_trains_like_torch(tmp_path, name, ranks, optimizer):
     _check_trains_like_torch(tmp_path, name, ranks, optimizer)
 
 
-@pytest.mark.parametrize("name", ["bert-padded", "t5"])
+@pytest.mark.parametrize("name", ["bert-padded", "t5", "gptj"])
 def test_cuda_backend_trains_like_torch(tmp_path, name):
     """Attention with an additive bias (BERT's padding mask, T5's relative
-    positions) through the CUDA backend's per-head attention, on the tests'
-    host emulation of the backend (fsdprt-run-cuda-emu)."""
+    positions) through the CUDA backend's per-head attention, and GPT-J's
+    strided slices and their scatter, on the tests' host emulation of the
+    backend (fsdprt-run-cuda-emu)."""
     emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
                driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
     if not emu.exists():

@@ -169,6 +169,34 @@ def activations_case(rng):
     return Activations(), [x, y], {}
 
 
+class Strided(torch.nn.Module):
+    """GPT-J's interleaved rotary halves x[:, ::2] and x[:, 1::2] (each
+    gradient scatters back into zeros), a step that leaves a tail unread,
+    a slice to an empty tensor joined by cat (Phi-3's split with an empty
+    part) and float cumsums along either dimension (their gradients the
+    reversed cumsums)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 12)
+        self.out = torch.nn.Linear(12, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        even, odd = h[:, ::2], h[:, 1::2]
+        rotated = torch.stack((-odd, even), dim=-1).flatten(-2)
+        h = h * 0.5 + rotated * torch.sigmoid(h)
+        h = torch.cat([h, h[:, 12:]], dim=1)
+        h = torch.cumsum(h, dim=1) / 12 + torch.cumsum(h.tanh(), dim=0)
+        return torch.nn.functional.mse_loss(self.out(h) + h[:, 1:11:3], y)
+
+
+def strided_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return Strided(), [x, y], {}
+
+
 def test_attention_dropout_applies_to_the_probabilities():
     """SDPA's dropout_p takes the math path: nn.dropout between the softmax
     and the product with V (our Philox masks, PyTorch's semantics)."""
@@ -234,7 +262,8 @@ def attended_case(rng):
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
-         "attended": attended_case, "activations": activations_case}
+         "attended": attended_case, "activations": activations_case,
+         "strided": strided_case}
 
 
 def torch_losses(module, data, ranks, optimizer):
@@ -374,7 +403,7 @@ class Unsupported(torch.nn.Module):
 
     def forward(self, x):
         h = torch.flip(self.proj(x), [1])  # LINE-FLIP
-        c = torch.cumsum(h, dim=1)  # LINE-CUMSUM
+        c = torch.cumprod(h, dim=1)  # LINE-CUMPROD
         return c.sum()
 
 
@@ -385,7 +414,7 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
     assert "2 unsupported construct(s)" in message, message
     source = open(__file__).read().splitlines()
     for marker, op in (("LINE-FLIP", "flip.default"),
-                       ("LINE-CUMSUM", "cumsum.default")):
+                       ("LINE-CUMPROD", "cumprod.default")):
         line = next(i for i, text in enumerate(source, 1) if marker in text)
         assert f"unsupported op {op}" in message, message
         assert f'test_torch_import.py", line {line}' in message, message
@@ -451,7 +480,7 @@ def make():
 
 class Bad(torch.nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, 1).sum()
+        return torch.cumprod(x, 1).sum()
 
 
 def make_bad():
@@ -477,5 +506,5 @@ def test_command_line(tmp_path):
         [sys.executable, "-m", "fsdp_mlir.torch_import", f"{source}:make_bad",
          "-o", str(tmp_path / "bad.mlir")], capture_output=True, text=True)
     assert bad.returncode == 1
-    assert "unsupported op cumsum.default" in bad.stderr
+    assert "unsupported op cumprod.default" in bad.stderr
     assert "Traceback" not in bad.stderr

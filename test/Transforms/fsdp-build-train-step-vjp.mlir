@@ -659,6 +659,65 @@ fsdp.model @window {
 
 // -----
 
+// A strided slice's VJP scatters the cotangent into zeros (nn.slice_grad),
+// here GPT-J's x[:, ::2] times x[:, 1::2]: each half's gradient is the
+// other half, scattered to its own positions, then summed.
+// CHECK-LABEL: func.func @strided_window_train_step
+// CHECK: %[[EVEN:[^ ,:]+]] = nn.slice %arg0 {dim = 1 : i64, end = 8 : i64, {{.*}}start = 0 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+// CHECK: %[[ODD:[^ ,:]+]] = nn.slice %arg0 {dim = 1 : i64, end = 8 : i64, {{.*}}start = 1 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+// CHECK-DAG: %[[GEVEN:[^ ,:]+]] = nn.mul %{{[^,]+}}, %[[ODD]] {fsdp.phase = #fsdp<phase backward>
+// CHECK-DAG: %[[GODD:[^ ,:]+]] = nn.mul %{{[^,]+}}, %[[EVEN]] {fsdp.phase = #fsdp<phase backward>
+// CHECK-DAG: %[[DODD:[^ ,:]+]] = nn.slice_grad %[[GODD]] {dim = 1 : i64, {{.*}}start = 1 : i64, step = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+// CHECK-DAG: %[[DEVEN:[^ ,:]+]] = nn.slice_grad %[[GEVEN]] {dim = 1 : i64, {{.*}}start = 0 : i64, step = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.add %[[DODD]], %[[DEVEN]]
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @strided_window {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x8xf32>
+      %even = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+      %odd = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+      %p = nn.mul %even, %odd : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// cumsum's VJP is the reversed cumsum of its cotangent (a reversed one's
+// the forward one); a cumsum of ids on the way to an embedding gets none.
+// CHECK-LABEL: func.func @cumsum_train_step
+// CHECK: %[[C:[^ ,:]+]] = nn.cumsum %arg0 {dim = 1 : i64{{.*}}} : tensor<2x4xf32>
+// CHECK: %[[R:[^ ,:]+]] = nn.cumsum %[[C]] {dim = 0 : i64{{.*}}reverse} : tensor<2x4xf32>
+// CHECK: nn.cumsum %arg3 {dim = 1 : i64{{.*}}} : tensor<2x4xi64>
+// CHECK: %[[DR:[^ ,:]+]] = nn.cumsum %{{[^ ]+}} {dim = 0 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""} : tensor<2x4xf32>
+// CHECK: %[[DC:[^ ,:]+]] = nn.cumsum %[[DR]] {dim = 1 : i64{{.*}}reverse} : tensor<2x4xf32>
+// CHECK-NOT: nn.cumsum
+// CHECK: fsdp.sgd_step %arg0, %[[DC]]
+fsdp.model @cumsum {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @table : tensor<16x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%ids: tensor<2x4xi64>) -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4xf32>
+      %c = nn.cumsum %x {dim = 1 : i64} : tensor<2x4xf32>
+      %r = nn.cumsum %c {dim = 0 : i64, reverse} : tensor<2x4xf32>
+      %pos = nn.cumsum %ids {dim = 1 : i64} : tensor<2x4xi64>
+      %table = fsdp.get_param @table : tensor<16x4xf32>
+      %e = nn.embedding %pos, %table : (tensor<2x4xi64>, tensor<16x4xf32>) -> tensor<2x4x4xf32>
+      %es = nn.reduce_sum %e {dims = array<i64: 2>} : (tensor<2x4x4xf32>) -> tensor<2x4xf32>
+      %p = nn.mul %r, %es : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // embedding with padding_idx: the table's gradient times a [V, 1] mask with
 // a zero in the padding row (nn.Embedding(padding_idx=1)).
 // CHECK-LABEL: func.func @padded_embedding_train_step

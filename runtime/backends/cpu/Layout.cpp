@@ -1,4 +1,4 @@
-//===- Layout.cpp - transpose, split/concat slabs -------------------------===//
+//===- Layout.cpp - transpose, split/concat slabs, strided slices ----------===//
 //
 // Pure data movement: these work on elements of any size without converting
 // to f32, so bf16 tensors move half the bytes.
@@ -64,6 +64,24 @@ void copySlab(int threads, int64_t elemSize, const void *src, int64_t srcDim,
                               static_cast<const char *>(src) +
                                   (o * srcDim + srcOffset) * inner * elemSize,
                               bytes);
+              });
+}
+
+void copyStrided(int threads, int64_t elemSize, const void *src, void *dst,
+                 const StridedWindow &w, bool scatter) {
+  // One memcpy of `inner` elements per (outer, i) pair of the window.
+  int64_t bytes = w.inner * elemSize;
+  parallelFor(threads, w.outer * w.count,
+              std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(bytes, 1)),
+              [&](int64_t p0, int64_t p1) {
+                for (int64_t p = p0; p < p1; ++p) {
+                  int64_t o = p / w.count, i = p - o * w.count;
+                  int64_t whole = (o * w.dim + w.start + i * w.step) * bytes;
+                  char *to = static_cast<char *>(dst) + (scatter ? whole : p * bytes);
+                  const char *from = static_cast<const char *>(src) +
+                                     (scatter ? p * bytes : whole);
+                  std::memcpy(to, from, bytes);
+                }
               });
 }
 

@@ -635,6 +635,62 @@ func.func @slice_result(%x: tensor<2x8xf32>) {
 
 // -----
 
+func.func @slice_strided_result(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x4xf32>' should be 'tensor<2x3xf32>'}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 7 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_zero_step(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{attribute 'step' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 0 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_shape(%g: tensor<2x4xf32>) {
+  // expected-error @+1 {{grad has type 'tensor<2x4xf32>' but slicing 'tensor<2x8xf32>' from 1 by step 3 gives 'tensor<2x3xf32>'}}
+  %0 = nn.slice_grad %g {dim = 1 : i64, start = 1 : i64, step = 3 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_dim(%g: tensor<2x4xf32>) {
+  // expected-error @+1 {{dim -1 is out of range for rank 2}}
+  %0 = nn.slice_grad %g {dim = -1 : i64, start = 0 : i64, step = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_dim(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = nn.cumsum %x {dim = 2 : i64} : tensor<2x8xi64>
+  return
+}
+
+// -----
+
+func.func @cumsum_of_a_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{dim 0 is out of range for rank 0}}
+  %0 = nn.cumsum %x {dim = 0 : i64} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cumsum_changes_type(%x: tensor<2x8xi32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "nn.cumsum"(%x) {dim = 1 : i64} : (tensor<2x8xi32>) -> tensor<2x8xi64>
+  return
+}
+
+// -----
+
 func.func @pad_negative(%x: tensor<2x8xi64>) {
   // expected-error @+1 {{low and high must be non-negative, got -1 and 1}}
   %0 = nn.pad %x {dim = 1 : i64, low = -1 : i64, high = 1 : i64} : (tensor<2x8xi64>) -> tensor<2x8xi64>

@@ -82,6 +82,19 @@ func.func @windows(%x: tensor<2x4x16x8xbf16>, %labels: tensor<2x16xi64>, %table:
   %1 = nn.pad %labels {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = -100.0 : f64} : (tensor<2x16xi64>) -> tensor<2x17xi64>
   // CHECK: nn.slice %{{.*}} {dim = 1 : i64, end = 17 : i64, start = 1 : i64} : (tensor<2x17xi64>) -> tensor<2x16xi64>
   %2 = nn.slice %1 {dim = 1 : i64, start = 1 : i64, end = 17 : i64} : (tensor<2x17xi64>) -> tensor<2x16xi64>
+  // GPT-J's x[..., 1::2], and its gradient scattered back.
+  // CHECK: nn.slice %{{.*}} {dim = 3 : i64, end = 8 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
+  %3 = nn.slice %x {dim = 3 : i64, start = 1 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
+  // CHECK: nn.slice_grad %{{.*}} {dim = 3 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x4xbf16>) -> tensor<2x4x16x8xbf16>
+  %4 = nn.slice_grad %3 {dim = 3 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x4xbf16>) -> tensor<2x4x16x8xbf16>
+  // A step past the end keeps one element: x[:, 3::9] of 8.
+  // CHECK: nn.slice %{{.*}} {dim = 1 : i64, end = 16 : i64, start = 3 : i64, step = 9 : i64} : (tensor<2x16xi64>) -> tensor<2x2xi64>
+  %5 = nn.slice %labels {dim = 1 : i64, start = 3 : i64, end = 16 : i64, step = 9 : i64} : (tensor<2x16xi64>) -> tensor<2x2xi64>
+  // Running sums of ids (no gradient) and of floats, from the end.
+  // CHECK: nn.cumsum %{{.*}} {dim = 1 : i64} : tensor<2x16xi64>
+  %6 = nn.cumsum %labels {dim = 1 : i64} : tensor<2x16xi64>
+  // CHECK: nn.cumsum %{{.*}} {dim = -1 : i64, reverse} : tensor<2x4x16x8xbf16>
+  %7 = nn.cumsum %x {dim = -1 : i64, reverse} : tensor<2x4x16x8xbf16>
   return
 }
 

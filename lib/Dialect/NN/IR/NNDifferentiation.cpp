@@ -434,6 +434,10 @@ FailureOr<SmallVector<Value>> ConcatOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> SliceOp::buildVJP(OpBuilder &b,
                                                 ValueRange cotangents) {
+  if (getStep() != 1)
+    return SmallVector<Value>{SliceGradOp::create(
+        b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
+        getStartAttr(), getStepAttr())};
   int64_t size = getInput().getType().getDimSize(getDim());
   return SmallVector<Value>{PadOp::create(
       b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
@@ -447,6 +451,16 @@ FailureOr<SmallVector<Value>> PadOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>{SliceOp::create(
       b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
       getLowAttr(), b.getI64IntegerAttr(getLow() + size))};
+}
+
+FailureOr<SmallVector<Value>> CumsumOp::buildVJP(OpBuilder &b,
+                                                 ValueRange cotangents) {
+  if (!isa<FloatType>(getInput().getType().getElementType()))
+    return SmallVector<Value>{Value()};
+  // Each input element reaches every output at or after it along dim.
+  return SmallVector<Value>{CumsumOp::create(
+      b, getLoc(), cotangents[0], getDimAttr(),
+      getReverse() ? UnitAttr() : b.getUnitAttr())};
 }
 
 /// The cotangent of a reduction, repeated over the reduced dimensions.

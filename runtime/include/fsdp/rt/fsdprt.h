@@ -463,6 +463,24 @@ int32_t fsdprt_pad(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
                    int64_t x_off, int32_t rank, const int64_t *shape,
                    int32_t dim, int64_t low, int64_t high, double value,
                    int64_t y, int64_t y_off);
+/* y = x[..., start:start+step*size:step, ...] along dim (size elements, */
+/* any dtype); the backward writes dy's elements at those positions of  */
+/* dx (x_shape) and zeros everywhere else.                              */
+int32_t fsdprt_strided_slice(int64_t ctx, int64_t stream, int32_t dtype,
+                             int64_t x, int64_t x_off, int32_t rank,
+                             const int64_t *shape, int32_t dim, int64_t start,
+                             int64_t step, int64_t size, int64_t y,
+                             int64_t y_off);
+int32_t fsdprt_strided_slice_backward(int64_t ctx, int64_t stream,
+                                      int32_t dtype, int64_t dy, int64_t dy_off,
+                                      int32_t rank, const int64_t *x_shape,
+                                      int32_t dim, int64_t start, int64_t step,
+                                      int64_t size, int64_t dx, int64_t dx_off);
+/* y = torch.cumsum(x, dim) (any dtype; floats accumulate in double,     */
+/* integers in int64); reverse sums from the end (cumsum's backward).    */
+int32_t fsdprt_cumsum(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                      int64_t x_off, int32_t rank, const int64_t *shape,
+                      int32_t dim, int32_t reverse, int64_t y, int64_t y_off);
 /* Sum or mean over `dims` (keepdim changes only the shape, not the data). */
 int32_t fsdprt_reduce_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t kind, int64_t x, int64_t x_off,
