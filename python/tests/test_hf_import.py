@@ -1,6 +1,6 @@
 """fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
 LlamaForCausalLM (also with grouped k/v heads), GPTJForCausalLM,
-BertForMaskedLM (also with a padding attention_mask),
+BertForMaskedLM (also with a padding attention_mask), RobertaForMaskedLM,
 T5ForConditionalGeneration and ViTForImageClassification from tiny configs
 with random weights, wrapped so that forward(*inputs, labels) returns the
 model's own loss. Each is imported, compiled for 1 and 2 ranks (full-shard,
@@ -92,6 +92,31 @@ def bert():
         attention_probs_dropout_prob=0, attn_implementation="sdpa"))
 
 
+def roberta():
+    """RoBERTa: position ids computed at run time from the input ids
+    (transformers' create_position_ids_from_input_ids: the padding mask
+    ne(1).int(), its cumsum, times the mask, .long() + padding_idx) and
+    looked up in a position table whose padding_idx row gets no gradient."""
+    return transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=SEQ + 2, hidden_dropout_prob=0,
+        attention_probs_dropout_prob=0, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, attn_implementation="sdpa"))
+
+
+def roberta_data(rng):
+    """masked_lm_data with RoBERTa's padding id 1 at the end of each row
+    (after 8 to SEQ tokens) and once inside some rows: the position ids
+    stop counting there, differently in every row."""
+    ids, labels = masked_lm_data(rng)
+    ids = np.where(ids == 1, 3, ids)
+    lengths = rng.integers(8, SEQ + 1, NUM_SAMPLES)
+    ids[np.arange(SEQ)[None, :] >= lengths[:, None]] = 1
+    ids[::3, 4] = 1
+    return [ids, np.where(ids == 1, -100, labels)]
+
+
 def t5():
     return transformers.T5ForConditionalGeneration(transformers.T5Config(
         vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2,
@@ -173,6 +198,8 @@ MODELS = {
                   "LlamaDecoderLayer", None, "input_ids"),
     "gptj": (gptj, causal_lm_data, "GPTJBlock", None, "input_ids"),
     "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
+    "roberta": (roberta, roberta_data, "RobertaLayer", key_bias_noise,
+                "input_ids"),
     # attention_mask given at run time: padding masked in every layer's
     # attention (PyTorch's math SDPA with the additive mask).
     "bert-padded": (bert, padded_masked_lm_data, "BertLayer", key_bias_noise,
@@ -194,6 +221,8 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("llama-gqa", 2, "adamw"),
          ("gptj", 1, "adamw"), ("gptj", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
+         ("roberta", 1, "adamw"), ("roberta", 2, "adamw"),
+         ("roberta", 2, "sgd"),
          ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),
          ("t5", 1, "adamw"), ("t5", 2, "adamw"), ("t5", 2, "sgd"),
          ("vit", 1, "adamw"), ("vit", 2, "adamw")]
@@ -209,12 +238,13 @@ def test_trains_like_torch(tmp_path, name, ranks, optimizer):
     _check_trains_like_torch(tmp_path, name, ranks, optimizer)
 
 
-@pytest.mark.parametrize("name", ["bert-padded", "t5", "gptj"])
+@pytest.mark.parametrize("name", ["bert-padded", "t5", "gptj", "roberta"])
 def test_cuda_backend_trains_like_torch(tmp_path, name):
     """Attention with an additive bias (BERT's padding mask, T5's relative
-    positions) through the CUDA backend's per-head attention, and GPT-J's
-    strided slices and their scatter, on the tests' host emulation of the
-    backend (fsdprt-run-cuda-emu)."""
+    positions) through the CUDA backend's per-head attention, GPT-J's
+    strided slices and their scatter, RoBERTa's integer casts, cumsum and
+    arithmetic, on the tests' host emulation of the backend
+    (fsdprt-run-cuda-emu)."""
     emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
                driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
     if not emu.exists():

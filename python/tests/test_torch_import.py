@@ -197,6 +197,39 @@ def strided_case(rng):
     return Strided(), [x, y], {}
 
 
+class Positions(torch.nn.Module):
+    """Integers computed at run time: RoBERTa's position ids (a mask cast
+    to i32, its cumsum, which torch makes i64, type_as, + 0, times the
+    mask, .long() + padding_idx) into an embedding with that padding_idx;
+    floats truncated toward zero (.long()) as table rows, an integer rsub;
+    integer mul / sub then a cast to float, and an i32 mask times a float
+    parameter (torch's promotion)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Embedding(12, 6, padding_idx=1)
+        self.bins = torch.nn.Embedding(10, 6)
+        self.fc = torch.nn.Linear(6, 4)
+        self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, ids, x, y):
+        mask = ids.ne(1).int()
+        counts = (torch.cumsum(mask, dim=1).type_as(mask) + 0) * mask
+        positions = counts.long() + 1
+        bins = (x.abs() * 3).clamp(max=9.5).long()
+        h = self.pos(positions) + self.bins(bins) + self.bins(9 - bins)
+        h = h * (positions * 2 - 1).float().unsqueeze(-1) / 16
+        h = h + (mask * self.scale).unsqueeze(-1)
+        return torch.nn.functional.mse_loss(self.fc(h), y)
+
+
+def positions_case(rng):
+    ids = rng.integers(0, 5, (NUM_SAMPLES, 8), np.int64)
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 8, 4)).astype(np.float32)
+    return Positions(), [ids, x, y], {}
+
+
 def test_attention_dropout_applies_to_the_probabilities():
     """SDPA's dropout_p takes the math path: nn.dropout between the softmax
     and the product with V (our Philox masks, PyTorch's semantics)."""
@@ -263,7 +296,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
          "attended": attended_case, "activations": activations_case,
-         "strided": strided_case}
+         "strided": strided_case, "positions": positions_case}
 
 
 def torch_losses(module, data, ranks, optimizer):

@@ -539,7 +539,7 @@ TEST_P(LayoutConformance, EachStreamHoldsTheScratchOfItsLargestCall) {
   RT_OK(fsdprt_stream_destroy(dev.ctx, other));
 }
 
-TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
+TEST_P(LayoutConformance, CastBetweenFloatTypesAndIntegers) {
   Device dev(GetParam());
   // Values exactly representable in bf16 and f16 survive a round trip.
   std::vector<float> x{1.0f, -2.5f, 0.375f, 1024.0f, -0.0078125f};
@@ -562,9 +562,32 @@ TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
   RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I32, bi32, 0, FSDPRT_F32, out,
                     0, 4));
   EXPECT_EQ(dev.download(out, 4), (std::vector<float>{5, -6, 0, 100}));
-  // Float to integer is not a cast the nn dialect has.
-  EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, out, 0, FSDPRT_I32,
-                        bi32, 0, 4),
+  // Floats to integers truncate toward zero (torch's x.int(), x.long()),
+  // from f32 and from bf16; i64 to i32 wraps, i32 to i64 widens.
+  std::vector<float> f{2.75f, -2.75f, 0.5f, -0.5f, 1.0f, 1e9f};
+  int64_t bf = dev.upload(f), bi = dev.alloc(6 * 8), bh = dev.alloc(6 * 2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, FSDPRT_I32, bi, 0,
+                    6));
+  EXPECT_EQ(dev.download<int32_t>(bi, 6),
+            (std::vector<int32_t>{2, -2, 0, 0, 1, 1000000000}));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, FSDPRT_BF16, bh, 0,
+                    5));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, bh, 0, FSDPRT_I64, bi, 0,
+                    5));
+  EXPECT_EQ(dev.download<int64_t>(bi, 5),
+            (std::vector<int64_t>{2, -2, 0, 0, 1}));
+  std::vector<int64_t> wide{(int64_t(1) << 32) + 5, -1};
+  int64_t bw = dev.upload(wide), bn = dev.alloc(2 * 4),
+          bback = dev.alloc(2 * 8);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I64, bw, 0, FSDPRT_I32, bn, 0,
+                    2));
+  EXPECT_EQ(dev.download<int32_t>(bn, 2), (std::vector<int32_t>{5, -1}));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I32, bn, 0, FSDPRT_I64, bback,
+                    0, 2));
+  EXPECT_EQ(dev.download<int64_t>(bback, 2), (std::vector<int64_t>{5, -1}));
+  // An unknown dtype code is refused.
+  EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, out, 0, 99, bi32, 0,
+                        4),
             FSDPRT_ERR_INVALID_ARGUMENT);
 }
 

@@ -9,7 +9,7 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _Unsupported, _float, _out_type, _shape
+from .common import _Unsupported, _float, _is_tensor, _out_type, _shape
 
 
 def _t(t, node, out, x):
@@ -165,7 +165,13 @@ def _take(t, x: Value, positions, out):
 
 def _gather(t, node, out, x, dim, index, sparse_grad=False):
     """torch.gather by a constant index: positions from PyTorch's own
-    gather of an arange of x's elements, as for indexing."""
+    gather of an arange of x's elements, as for indexing. A constant of
+    one repeated value gathered by any index is that value (RoBERTa's
+    token type ids: its all-zero buffer gathered by the position ids)."""
+    import torch
+    if (isinstance(index, Value) and _is_tensor(x) and x.numel()
+            and torch.equal(x, x.flatten()[:1].expand_as(x))):
+        return x.flatten()[0].expand(_shape(out)).clone()
     x = _float(t, t.v(x), "gather")
     if isinstance(index, Value):
         raise _Unsupported("gather by an index computed at run time")

@@ -89,6 +89,23 @@ func.func @matmul_rank(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
 
 // -----
 
+func.func @add_of_two_integer_types(%a: tensor<2x8xi32>, %b: tensor<8xi64>) {
+  // expected-error @+2 {{operand element types differ: 'i32' vs 'i64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.add %a, %b : (tensor<2x8xi32>, tensor<8xi64>) -> tensor<2x8xi32>
+  return
+}
+
+// -----
+
+func.func @div_of_integers(%a: tensor<2x8xi64>, %b: tensor<8xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.div %a, %b : (tensor<2x8xi64>, tensor<8xi64>) -> tensor<2x8xi64>
+  return
+}
+
+// -----
+
 func.func @matmul_dtype(%a: tensor<2x8xf32>, %b: tensor<8x4xbf16>) {
   // expected-error @+2 {{operand element types differ: 'f32' vs 'bf16'}}
   // expected-error @+1 {{failed to infer returned types}}
@@ -384,9 +401,9 @@ func.func @cast_shape(%x: tensor<4x8xf32>) {
 
 // -----
 
-func.func @cast_to_int(%x: tensor<4xf32>) {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
-  %0 = nn.cast %x : tensor<4xf32> to tensor<4xi32>
+func.func @cast_to_i8(%x: tensor<4xf32>) {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<4xi8>'}}
+  %0 = nn.cast %x : tensor<4xf32> to tensor<4xi8>
   return
 }
 

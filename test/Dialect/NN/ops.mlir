@@ -43,6 +43,23 @@ func.func @elementwise(%a: tensor<4x16x32xf16>, %b: tensor<16x32xf16>, %c: tenso
   return
 }
 
+// RoBERTa's position ids: a float mask cast to i32, integer arithmetic with
+// broadcasting, widened to i64; floats truncated to integers.
+// CHECK-LABEL: func @integers
+func.func @integers(%mask: tensor<2x16xf32>, %count: tensor<2x16xi32>, %one: tensor<i64>) {
+  // CHECK: nn.cast %{{.*}} : tensor<2x16xf32> to tensor<2x16xi32>
+  %m = nn.cast %mask : tensor<2x16xf32> to tensor<2x16xi32>
+  // CHECK: nn.mul %{{.*}}, %{{.*}} : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi32>
+  %p = nn.mul %count, %m : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi32>
+  // CHECK: nn.cast %{{.*}} : tensor<2x16xi32> to tensor<2x16xi64>
+  %l = nn.cast %p : tensor<2x16xi32> to tensor<2x16xi64>
+  // CHECK: nn.add %{{.*}}, %{{.*}} : (tensor<2x16xi64>, tensor<i64>) -> tensor<2x16xi64>
+  %ids = nn.add %l, %one : (tensor<2x16xi64>, tensor<i64>) -> tensor<2x16xi64>
+  // CHECK: nn.sub %{{.*}}, %{{.*}} : (tensor<i64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+  %back = nn.sub %one, %ids : (tensor<i64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+  return
+}
+
 // CHECK-LABEL: func @pointwise_math
 func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: tensor<4x16x32xf32>) {
   // CHECK: nn.div %{{.*}}, %{{.*}} : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>

@@ -112,8 +112,15 @@ FailureOr<SmallVector<Value>> MatmulOp::buildVJP(OpBuilder &b,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Integer arithmetic (ids, counts) carries no gradient.
+static bool isInteger(Value v) {
+  return isa<IntegerType>(getElementTypeOrSelf(v.getType()));
+}
+
 FailureOr<SmallVector<Value>> AddOp::buildVJP(OpBuilder &b,
                                               ValueRange cotangents) {
+  if (isInteger(getResult()))
+    return SmallVector<Value>{Value(), Value()};
   Value g = cotangents[0];
   return SmallVector<Value>{sumToShape(b, getLoc(), g, getLhs().getType()),
                             sumToShape(b, getLoc(), g, getRhs().getType())};
@@ -121,6 +128,8 @@ FailureOr<SmallVector<Value>> AddOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> SubOp::buildVJP(OpBuilder &b,
                                               ValueRange cotangents) {
+  if (isInteger(getResult()))
+    return SmallVector<Value>{Value(), Value()};
   Value g = cotangents[0];
   Value negated = scale(b, getLoc(), g, -1.0);
   return SmallVector<Value>{sumToShape(b, getLoc(), g, getLhs().getType()),
@@ -129,6 +138,8 @@ FailureOr<SmallVector<Value>> SubOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> MulOp::buildVJP(OpBuilder &b,
                                               ValueRange cotangents) {
+  if (isInteger(getResult()))
+    return SmallVector<Value>{Value(), Value()};
   Location loc = getLoc();
   Value g = cotangents[0];
   Value gradLhs = MulOp::create(b, loc, g, getRhs());
@@ -384,7 +395,7 @@ FailureOr<SmallVector<Value>> RoPEOp::buildVJP(OpBuilder &b,
 FailureOr<SmallVector<Value>> CastOp::buildVJP(OpBuilder &b,
                                                ValueRange cotangents) {
   RankedTensorType in = getInput().getType();
-  if (!isa<FloatType>(in.getElementType()))
+  if (isInteger(getInput()) || isInteger(getResult()))
     return SmallVector<Value>{Value()};
   return SmallVector<Value>{CastOp::create(b, getLoc(), in, cotangents[0])};
 }

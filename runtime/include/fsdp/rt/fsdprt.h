@@ -281,8 +281,9 @@ int32_t fsdprt_matmul_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t b_batched);
 
 /* out = a (op) b with numpy trailing broadcasting; out has the broadcast */
-/* shape. Backward (ADD to DIV) sums over broadcast dims; da or db may be */
-/* 0; maximum's and minimum's gradients are g times their weights.        */
+/* shape (I32 / I64: ADD, SUB and MUL only, wrapping). Backward (floats,  */
+/* ADD to DIV) sums over broadcast dims; da or db may be 0; maximum's and */
+/* minimum's gradients are g times their weights.                         */
 int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t op, int64_t a, int64_t a_off,
                               int32_t a_rank, const int64_t *a_shape, int64_t b,
@@ -432,7 +433,9 @@ int32_t fsdprt_batch_norm_backward(
     int64_t dx_off, int64_t dw, int64_t dw_off, int64_t db, int64_t db_off,
     int64_t n, int64_t c, int64_t spatial, double eps, int32_t training);
 
-/* Element conversion; src may be I32/I64 (to a float dst) or any float. */
+/* Element conversion between any two dtypes, as torch's: to a float   */
+/* rounding to nearest even, float to integer truncating toward zero,   */
+/* integer to integer wrapping.                                          */
 int32_t fsdprt_cast(int64_t ctx, int64_t stream, int32_t src_dtype, int64_t src,
                     int64_t src_off, int32_t dst_dtype, int64_t dst,
                     int64_t dst_off, int64_t numel);

@@ -101,9 +101,17 @@ def NN_MatmulOp : NN_PureOp<"matmul", [NN_Differentiable, InferTypeOpAdaptor]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def NN_AddOp : NN_BinaryOp<"add", "lhs + rhs">;
-def NN_SubOp : NN_BinaryOp<"sub", "lhs - rhs">;
-def NN_MulOp : NN_BinaryOp<"mul", "lhs * rhs">;
+// add, sub and mul also take integer tensors, wrapping as torch's do:
+// position ids and masks computed at run time (RoBERTa's
+// `(cumsum(mask) + past) * mask + padding_idx`); no gradient flows there.
+class NN_ArithOp<string mnemonic, string formula>
+    : NN_BinaryOp<mnemonic, formula> {
+  let arguments = (ins NN_AnyTensor:$lhs, NN_AnyTensor:$rhs);
+  let results = (outs NN_AnyTensor:$result);
+}
+def NN_AddOp : NN_ArithOp<"add", "lhs + rhs">;
+def NN_SubOp : NN_ArithOp<"sub", "lhs - rhs">;
+def NN_MulOp : NN_ArithOp<"mul", "lhs * rhs">;
 
 def NN_DivOp : NN_BinaryOp<"div", "lhs / rhs">;
 
@@ -480,15 +488,19 @@ def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
 def NN_CastOp : NN_PureOp<"cast", [NN_Differentiable]> {
   let summary = "element type conversion (Tensor.to(dtype))";
   let description = [{
-    Converts between f32, bf16 and f16 (round to nearest even), or from an
-    integer type to a float type. The shape is unchanged.
+    Converts between any of f32, bf16, f16, i32 and i64, as torch does:
+    to a float type rounding to nearest even, from a float type to an
+    integer type truncating toward zero (`mask.int()`, `x.long()`), between
+    integer types wrapping. The shape is unchanged. Only float to float
+    carries a gradient.
 
     ```mlir
     %h = nn.cast %x : tensor<4x16xf32> to tensor<4x16xbf16>
+    %ids = nn.cast %mask : tensor<4x16xf32> to tensor<4x16xi32>
     ```
   }];
   let arguments = (ins NN_AnyTensor:$input);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }

@@ -239,6 +239,7 @@ public:
                               const void *dc, void *da, void *db,
                               const MatmulDims &d) = 0;
 
+  /// dt may be I32 or I64 for Add, Sub and Mul (math/Pointwise.h).
   virtual void binaryForward(DType dt, BinaryOp op, const void *a,
                              const Shape &aShape, const void *b,
                              const Shape &bShape, void *out) = 0;
