@@ -453,6 +453,36 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
         assert f'test_torch_import.py", line {line}' in message, message
 
 
+class IntegerLeftovers(torch.nn.Module):
+    """Integer ops still outside the importer, beside supported ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(8, 4)
+
+    def forward(self, ids):
+        top = torch.maximum(ids, ids * 2)  # LINE-MAXIMUM
+        half = torch.div(ids, 2, rounding_mode="floor")  # LINE-FLOOR
+        return (self.table(top % 8).sum()  # LINE-REMAINDER
+                + self.table(half).sum())
+
+
+def test_unsupported_integer_ops_are_one_report():
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(IntegerLeftovers(), [torch.zeros(2, 4, dtype=torch.long)])
+    message = str(e.value)
+    assert "3 unsupported construct(s)" in message, message
+    source = open(__file__).read().splitlines()
+    for marker, what in (
+            ("LINE-MAXIMUM", "maximum of integer tensors computed at run "
+                             "time"),
+            ("LINE-FLOOR", "div with rounding_mode='floor'"),
+            ("LINE-REMAINDER", "unsupported op remainder.Scalar")):
+        line = next(i for i, text in enumerate(source, 1) if marker in text)
+        assert what in message, message
+        assert f'test_torch_import.py", line {line}' in message, message
+
+
 class OverlappingConv(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -614,8 +614,10 @@ def NN_CumsumOp : NN_PureOp<"cumsum", [SameOperandsAndResultType,
     `result[..., i, ...] = sum of input[..., j, ...] for j <= i` along `dim`
     (negative counts from the end), or for j >= i with `reverse` (the VJP
     of a cumsum is the reversed cumsum of its cotangent). Float tensors
-    accumulate in f64 and round once, as torch's CPU kernel; integer
-    tensors (RoBERTa's position ids count a padding mask) have no gradient.
+    accumulate in f64, each prefix rounded to f32 (as torch's CPU kernel
+    for f32; bf16 / f16 then round from f32); integer tensors (RoBERTa's
+    position ids count a padding mask) accumulate in i64 and have no
+    gradient.
     torch.cumsum of an i32 tensor gives i64: the importer casts first.
 
     ```mlir

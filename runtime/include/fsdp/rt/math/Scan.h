@@ -3,8 +3,10 @@
 // cumsum's body, shared by the CPU loops and the CUDA kernel: one line of a
 // [outer, dim, inner] tensor (elements `inner` apart) summed in order, or
 // from its end (the VJP). Floats accumulate in double and each prefix is
-// rounded to the storage type, as torch's CPU kernel (its accumulator for
-// f32 is double); integers accumulate in int64, as torch's.
+// rounded to f32, as torch's CPU kernel for f32 (its accumulator is
+// double), then to a 16-bit storage type (torch accumulates those in f32,
+// so a bf16 / f16 prefix may differ from its by the last bit); integers
+// accumulate in int64, as torch's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_MATH_SCAN_H
