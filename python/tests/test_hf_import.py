@@ -1,7 +1,8 @@
 """fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
 LlamaForCausalLM (also with grouped k/v heads), GPTJForCausalLM,
-BertForMaskedLM (also with a padding attention_mask), RobertaForMaskedLM,
-T5ForConditionalGeneration and ViTForImageClassification from tiny configs
+Phi3ForCausalLM, BertForMaskedLM (also with a padding attention_mask),
+RobertaForMaskedLM, T5ForConditionalGeneration and
+ViTForImageClassification from tiny configs
 with random weights, wrapped so that forward(*inputs, labels) returns the
 model's own loss. Each is imported, compiled for 1 and 2 ranks (full-shard,
 its blocks wrapped as units), trained STEPS steps from the module's own
@@ -82,6 +83,20 @@ def gptj():
         vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
         rotary_dim=4, n_inner=64, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
         use_cache=False, bos_token_id=0, eos_token_id=0))
+
+
+def phi3():
+    """Phi-3: fused qkv and gate_up projections split at run time, and
+    rotary over the whole head, so the pass-through part
+    q[..., rotary_dim:] is a slice to an empty tensor (an empty constant
+    that torch.cat skips)."""
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        max_position_embeddings=SEQ, original_max_position_embeddings=SEQ,
+        resid_pdrop=0, embd_pdrop=0, attention_dropout=0, use_cache=False,
+        pad_token_id=0, bos_token_id=0, eos_token_id=0,
+        attn_implementation="sdpa"))
 
 
 def bert():
@@ -197,6 +212,7 @@ MODELS = {
     "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
                   "LlamaDecoderLayer", None, "input_ids"),
     "gptj": (gptj, causal_lm_data, "GPTJBlock", None, "input_ids"),
+    "phi3": (phi3, causal_lm_data, "Phi3DecoderLayer", None, "input_ids"),
     "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
     "roberta": (roberta, roberta_data, "RobertaLayer", key_bias_noise,
                 "input_ids"),
@@ -220,6 +236,7 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("llama", 1, "adamw"), ("llama", 2, "adamw"),
          ("llama-gqa", 2, "adamw"),
          ("gptj", 1, "adamw"), ("gptj", 2, "adamw"),
+         ("phi3", 1, "adamw"), ("phi3", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
          ("roberta", 1, "adamw"), ("roberta", 2, "adamw"),
          ("roberta", 2, "sgd"),
