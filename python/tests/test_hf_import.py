@@ -1,12 +1,13 @@
 """fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
-LlamaForCausalLM (also with grouped k/v heads), BertForMaskedLM (also with
-a padding attention_mask), T5ForConditionalGeneration and
-ViTForImageClassification from tiny configs with random weights, wrapped so
-that forward(*inputs, labels) returns the model's own loss. Each is imported, compiled for 1 and 2 ranks
-(full-shard, its blocks wrapped as units), trained STEPS steps from the
-module's own weights (save_weights → fsdp-run --load) and compared with
-plain torch on the same batches: losses within 1e-5, weights at the parity
-suite's bounds.
+LlamaForCausalLM (also with grouped k/v heads), GPTJForCausalLM,
+Phi3ForCausalLM, BertForMaskedLM (also with a padding attention_mask),
+RobertaForMaskedLM, T5ForConditionalGeneration and
+ViTForImageClassification from tiny configs
+with random weights, wrapped so that forward(*inputs, labels) returns the
+model's own loss. Each is imported, compiled for 1 and 2 ranks (full-shard,
+its blocks wrapped as units), trained STEPS steps from the module's own
+weights (save_weights → fsdp-run --load) and compared with plain torch on
+the same batches: losses within 1e-5, weights at the parity suite's bounds.
 
 What the import has to get right for them: HF's attention masks and
 rotary tables are computed from constants (folded at import: the causal
@@ -74,12 +75,61 @@ def llama(kv_heads=4):
         use_cache=False, attn_implementation="sdpa"))
 
 
+def gptj():
+    """GPT-J: rotary on the first rotary_dim = 4 of each head's 8 features,
+    rotating interleaved pairs (x[..., ::2], x[..., 1::2]: strided slices),
+    the rest passed through; parallel attention and MLP."""
+    return transformers.GPTJForCausalLM(transformers.GPTJConfig(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
+        rotary_dim=4, n_inner=64, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
+        use_cache=False, bos_token_id=0, eos_token_id=0))
+
+
+def phi3():
+    """Phi-3: fused qkv and gate_up projections split at run time, and
+    rotary over the whole head, so the pass-through part
+    q[..., rotary_dim:] is a slice to an empty tensor (an empty constant
+    that torch.cat skips)."""
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        max_position_embeddings=SEQ, original_max_position_embeddings=SEQ,
+        resid_pdrop=0, embd_pdrop=0, attention_dropout=0, use_cache=False,
+        pad_token_id=0, bos_token_id=0, eos_token_id=0,
+        attn_implementation="sdpa"))
+
+
 def bert():
     return transformers.BertForMaskedLM(transformers.BertConfig(
         vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=64,
         max_position_embeddings=SEQ, hidden_dropout_prob=0,
         attention_probs_dropout_prob=0, attn_implementation="sdpa"))
+
+
+def roberta():
+    """RoBERTa: position ids computed at run time from the input ids
+    (transformers' create_position_ids_from_input_ids: the padding mask
+    ne(1).int(), its cumsum, times the mask, .long() + padding_idx) and
+    looked up in a position table whose padding_idx row gets no gradient."""
+    return transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=SEQ + 2, hidden_dropout_prob=0,
+        attention_probs_dropout_prob=0, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, attn_implementation="sdpa"))
+
+
+def roberta_data(rng):
+    """masked_lm_data with RoBERTa's padding id 1 at the end of each row
+    (after 8 to SEQ tokens) and once inside some rows: the position ids
+    stop counting there, differently in every row."""
+    ids, labels = masked_lm_data(rng)
+    ids = np.where(ids == 1, 3, ids)
+    lengths = rng.integers(8, SEQ + 1, NUM_SAMPLES)
+    ids[np.arange(SEQ)[None, :] >= lengths[:, None]] = 1
+    ids[::3, 4] = 1
+    return [ids, np.where(ids == 1, -100, labels)]
 
 
 def t5():
@@ -161,7 +211,11 @@ MODELS = {
     "llama": (llama, causal_lm_data, "LlamaDecoderLayer", None, "input_ids"),
     "llama-gqa": (lambda: llama(kv_heads=2), causal_lm_data,
                   "LlamaDecoderLayer", None, "input_ids"),
+    "gptj": (gptj, causal_lm_data, "GPTJBlock", None, "input_ids"),
+    "phi3": (phi3, causal_lm_data, "Phi3DecoderLayer", None, "input_ids"),
     "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
+    "roberta": (roberta, roberta_data, "RobertaLayer", key_bias_noise,
+                "input_ids"),
     # attention_mask given at run time: padding masked in every layer's
     # attention (PyTorch's math SDPA with the additive mask).
     "bert-padded": (bert, padded_masked_lm_data, "BertLayer", key_bias_noise,
@@ -181,7 +235,11 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("gpt2-vocab", 2, "adamw"),
          ("llama", 1, "adamw"), ("llama", 2, "adamw"),
          ("llama-gqa", 2, "adamw"),
+         ("gptj", 1, "adamw"), ("gptj", 2, "adamw"),
+         ("phi3", 1, "adamw"), ("phi3", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
+         ("roberta", 1, "adamw"), ("roberta", 2, "adamw"),
+         ("roberta", 2, "sgd"),
          ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),
          ("t5", 1, "adamw"), ("t5", 2, "adamw"), ("t5", 2, "sgd"),
          ("vit", 1, "adamw"), ("vit", 2, "adamw")]
@@ -197,11 +255,13 @@ def test_trains_like_torch(tmp_path, name, ranks, optimizer):
     _check_trains_like_torch(tmp_path, name, ranks, optimizer)
 
 
-@pytest.mark.parametrize("name", ["bert-padded", "t5"])
+@pytest.mark.parametrize("name", ["bert-padded", "t5", "gptj", "roberta"])
 def test_cuda_backend_trains_like_torch(tmp_path, name):
     """Attention with an additive bias (BERT's padding mask, T5's relative
-    positions) through the CUDA backend's per-head attention, on the tests'
-    host emulation of the backend (fsdprt-run-cuda-emu)."""
+    positions) through the CUDA backend's per-head attention, GPT-J's
+    strided slices and their scatter, RoBERTa's integer casts, cumsum and
+    arithmetic, on the tests' host emulation of the backend
+    (fsdprt-run-cuda-emu)."""
     emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
                driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
     if not emu.exists():

@@ -169,6 +169,67 @@ def activations_case(rng):
     return Activations(), [x, y], {}
 
 
+class Strided(torch.nn.Module):
+    """GPT-J's interleaved rotary halves x[:, ::2] and x[:, 1::2] (each
+    gradient scatters back into zeros), a step that leaves a tail unread,
+    a slice to an empty tensor joined by cat (Phi-3's split with an empty
+    part) and float cumsums along either dimension (their gradients the
+    reversed cumsums)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 12)
+        self.out = torch.nn.Linear(12, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        even, odd = h[:, ::2], h[:, 1::2]
+        rotated = torch.stack((-odd, even), dim=-1).flatten(-2)
+        h = h * 0.5 + rotated * torch.sigmoid(h)
+        h = torch.cat([h, h[:, 12:]], dim=1)
+        h = torch.cumsum(h, dim=1) / 12 + torch.cumsum(h.tanh(), dim=0)
+        return torch.nn.functional.mse_loss(self.out(h) + h[:, 1:11:3], y)
+
+
+def strided_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return Strided(), [x, y], {}
+
+
+class Positions(torch.nn.Module):
+    """Integers computed at run time: RoBERTa's position ids (a mask cast
+    to i32, its cumsum, which torch makes i64, type_as, + 0, times the
+    mask, .long() + padding_idx) into an embedding with that padding_idx;
+    floats truncated toward zero (.long()) as table rows, an integer rsub;
+    integer mul / sub then a cast to float, and an i32 mask times a float
+    parameter (torch's promotion)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Embedding(12, 6, padding_idx=1)
+        self.bins = torch.nn.Embedding(10, 6)
+        self.fc = torch.nn.Linear(6, 4)
+        self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, ids, x, y):
+        mask = ids.ne(1).int()
+        counts = (torch.cumsum(mask, dim=1).type_as(mask) + 0) * mask
+        positions = counts.long() + 1
+        bins = (x.abs() * 3).clamp(max=9.5).long()
+        h = self.pos(positions) + self.bins(bins) + self.bins(9 - bins)
+        h = h * (positions * 2 - 1).float().unsqueeze(-1) / 16
+        h = h + (mask * self.scale).unsqueeze(-1)
+        return torch.nn.functional.mse_loss(self.fc(h), y)
+
+
+def positions_case(rng):
+    ids = rng.integers(0, 5, (NUM_SAMPLES, 8), np.int64)
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 8, 4)).astype(np.float32)
+    return Positions(), [ids, x, y], {}
+
+
 def test_attention_dropout_applies_to_the_probabilities():
     """SDPA's dropout_p takes the math path: nn.dropout between the softmax
     and the product with V (our Philox masks, PyTorch's semantics)."""
@@ -234,7 +295,8 @@ def attended_case(rng):
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
-         "attended": attended_case, "activations": activations_case}
+         "attended": attended_case, "activations": activations_case,
+         "strided": strided_case, "positions": positions_case}
 
 
 def torch_losses(module, data, ranks, optimizer):
@@ -374,7 +436,7 @@ class Unsupported(torch.nn.Module):
 
     def forward(self, x):
         h = torch.flip(self.proj(x), [1])  # LINE-FLIP
-        c = torch.cumsum(h, dim=1)  # LINE-CUMSUM
+        c = torch.cumprod(h, dim=1)  # LINE-CUMPROD
         return c.sum()
 
 
@@ -385,9 +447,39 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
     assert "2 unsupported construct(s)" in message, message
     source = open(__file__).read().splitlines()
     for marker, op in (("LINE-FLIP", "flip.default"),
-                       ("LINE-CUMSUM", "cumsum.default")):
+                       ("LINE-CUMPROD", "cumprod.default")):
         line = next(i for i, text in enumerate(source, 1) if marker in text)
         assert f"unsupported op {op}" in message, message
+        assert f'test_torch_import.py", line {line}' in message, message
+
+
+class IntegerLeftovers(torch.nn.Module):
+    """Integer ops still outside the importer, beside supported ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(8, 4)
+
+    def forward(self, ids):
+        top = torch.maximum(ids, ids * 2)  # LINE-MAXIMUM
+        half = torch.div(ids, 2, rounding_mode="floor")  # LINE-FLOOR
+        return (self.table(top % 8).sum()  # LINE-REMAINDER
+                + self.table(half).sum())
+
+
+def test_unsupported_integer_ops_are_one_report():
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(IntegerLeftovers(), [torch.zeros(2, 4, dtype=torch.long)])
+    message = str(e.value)
+    assert "3 unsupported construct(s)" in message, message
+    source = open(__file__).read().splitlines()
+    for marker, what in (
+            ("LINE-MAXIMUM", "maximum of integer tensors computed at run "
+                             "time"),
+            ("LINE-FLOOR", "div with rounding_mode='floor'"),
+            ("LINE-REMAINDER", "unsupported op remainder.Scalar")):
+        line = next(i for i, text in enumerate(source, 1) if marker in text)
+        assert what in message, message
         assert f'test_torch_import.py", line {line}' in message, message
 
 
@@ -451,7 +543,7 @@ def make():
 
 class Bad(torch.nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, 1).sum()
+        return torch.cumprod(x, 1).sum()
 
 
 def make_bad():
@@ -477,5 +569,5 @@ def test_command_line(tmp_path):
         [sys.executable, "-m", "fsdp_mlir.torch_import", f"{source}:make_bad",
          "-o", str(tmp_path / "bad.mlir")], capture_output=True, text=True)
     assert bad.returncode == 1
-    assert "unsupported op cumsum.default" in bad.stderr
+    assert "unsupported op cumprod.default" in bad.stderr
     assert "Traceback" not in bad.stderr

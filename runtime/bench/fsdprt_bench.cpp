@@ -166,6 +166,23 @@ int main(int argc, char **argv) {
     check(fsdprt_cast(ctx, s, FSDPRT_F32, a, 0, FSDPRT_BF16, out, 0, n),
           "cast");
   });
+  // GPT-J's odd half x[..., 1::2] (one element per copy), its scatter back
+  // into zeros, and a running sum along rows of 1024.
+  const int64_t pairs[2] = {n / 2, 2}, rowsOf1024[2] = {n / 1024, 1024};
+  elementwise("strided slice [:, 1::2] f32 (16M)", 1.0 * n * 4, [&] {
+    check(fsdprt_strided_slice(ctx, s, FSDPRT_F32, a, 0, 2, pairs, 1, 1, 2, 1,
+                               out, 0),
+          "strided_slice");
+  });
+  elementwise("  its backward (zeros + scatter)", 2.0 * n * 4, [&] {
+    check(fsdprt_strided_slice_backward(ctx, s, FSDPRT_F32, a, 0, 2, pairs, 1,
+                                        1, 2, 1, out, 0),
+          "strided_slice_backward");
+  });
+  elementwise("cumsum f32 rows of 1024 (16M)", 2.0 * n * 4, [&] {
+    check(fsdprt_cumsum(ctx, s, FSDPRT_F32, a, 0, 2, rowsOf1024, 1, 0, out, 0),
+          "cumsum");
+  });
   for (int64_t h : {a, bb, out})
     check(fsdprt_buffer_free(ctx, s, h), "free");
 

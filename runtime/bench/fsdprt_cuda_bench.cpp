@@ -243,6 +243,26 @@ int main(int argc, char **argv) {
                 "activation_backward");
         }),
         3.0 * M * F * es / bandwidth);
+    // GPT-J's interleaved rotary halves: x[..., 1::2] and the gradient's
+    // scatter back into zeros; RoBERTa-style running sums along rows.
+    int64_t wide[2] = {M, F};
+    row("strided slice [:, 1::2] 8192x3072", time([&] {
+          check(fsdprt_strided_slice(ctx, s, dt, x, 0, 2, wide, 1, 1, 2, F / 2,
+                                     y, 0),
+                "strided_slice");
+        }),
+        1.0 * M * F * es / bandwidth);
+    row("  its backward (zeros + scatter)", time([&] {
+          check(fsdprt_strided_slice_backward(ctx, s, dt, y, 0, 2, wide, 1, 1,
+                                              2, F / 2, g, 0),
+                "strided_slice_backward");
+        }),
+        2.0 * M * F * es / bandwidth);
+    row("cumsum along rows 8192x3072 (a thread per row)", time([&] {
+          check(fsdprt_cumsum(ctx, s, dt, x, 0, 2, wide, 1, 0, y, 0),
+                "cumsum");
+        }),
+        2.0 * M * F * es / bandwidth);
     row("cast f32 -> bf16, 124M parameters", time([&] {
           check(fsdprt_cast(ctx, s, FSDPRT_F32, master, 0, FSDPRT_BF16, half,
                             0, P),

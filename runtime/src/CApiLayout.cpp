@@ -1,7 +1,7 @@
-//===- CApiLayout.cpp - transpose, split / concat, slice, pad, reduce -----===//
+//===- CApiLayout.cpp - transpose, split / concat, slices, cumsum, reduce -===//
 //
-// Entry points of the C ABI (fsdprt.h) for transpose, split / concat, slice,
-// pad, reduce: each validates dims and operand extents on the calling thread,
+// Entry points of the C ABI (fsdprt.h) for transpose, split / concat, slice
+// (strided too), pad, cumsum, reduce: each validates dims and operand extents on the calling thread,
 // then enqueues the backend call (CApiSupport.h).
 //
 //===----------------------------------------------------------------------===//
@@ -81,6 +81,38 @@ void copyWindow(const char *op, int64_t ctx, int64_t stream, int32_t dtype,
       be.fill(dt, py, yNumel, *w.fill);
     be.copySlab(dt, px, a.size, w.xStart, py, w.ySize, w.yStart, a.outer,
                 w.size, a.inner);
+  });
+}
+
+/// strided_slice (gather) and its backward (scatter into zeros): `x` is
+/// the sliced side, `shape` its shape, `y` the other.
+void stridedWindow(const char *op, bool scatter, int64_t ctx, int64_t stream,
+                   int32_t dtype, int64_t x, int64_t x_off, int32_t rank,
+                   const int64_t *shape, int32_t dim, int64_t start,
+                   int64_t step, int64_t size, int64_t y, int64_t y_off) {
+  Launch l(ctx, stream, op);
+  DType dt = dtypeFromCode(dtype, "dtype");
+  Shape s = shapeFromAbi(rank, shape, "shape");
+  if (s.empty())
+    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
+  Around a(s, normalizeDim(dim, s.size(), "dim"));
+  if (step <= 0)
+    fail(Status::InvalidArgument, "step must be positive, got ", step);
+  nonNegative(size, "size");
+  if (start < 0 || (size > 0 && start + (size - 1) * step >= a.size))
+    fail(Status::InvalidArgument, op, " of ", size, " elements from ", start,
+         " by step ", step, " is outside a dimension of size ", a.size);
+  StridedWindow w{a.outer, a.size, a.inner, start, step, size};
+  int64_t wholeNumel = numelOf(s), partNumel = mul(a.outer, mul(size, a.inner));
+  const void *src = l.operand(x, x_off, scatter ? partNumel : wholeNumel, dt,
+                              scatter ? "dy" : "x");
+  void *dst = l.operand(y, y_off, scatter ? wholeNumel : partNumel, dt,
+                        scatter ? "dx" : "y");
+  Backend &be = l.backend();
+  l.enqueue([=, &be] {
+    if (scatter)
+      be.fill(dt, dst, wholeNumel, 0.0);
+    be.copyStrided(dt, src, dst, w, scatter);
   });
 }
 
@@ -227,6 +259,48 @@ int32_t fsdprt_pad(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
                  return Window{0, low, extent, low + extent + high, value};
                },
                y, y_off);
+  });
+}
+
+int32_t fsdprt_strided_slice(int64_t ctx, int64_t stream, int32_t dtype,
+                             int64_t x, int64_t x_off, int32_t rank,
+                             const int64_t *shape, int32_t dim, int64_t start,
+                             int64_t step, int64_t size, int64_t y,
+                             int64_t y_off) {
+  return guarded(__func__, [&] {
+    stridedWindow("strided_slice", false, ctx, stream, dtype, x, x_off, rank,
+                  shape, dim, start, step, size, y, y_off);
+  });
+}
+
+int32_t fsdprt_strided_slice_backward(int64_t ctx, int64_t stream,
+                                      int32_t dtype, int64_t dy, int64_t dy_off,
+                                      int32_t rank, const int64_t *x_shape,
+                                      int32_t dim, int64_t start, int64_t step,
+                                      int64_t size, int64_t dx,
+                                      int64_t dx_off) {
+  return guarded(__func__, [&] {
+    stridedWindow("strided_slice_backward", true, ctx, stream, dtype, dy,
+                  dy_off, rank, x_shape, dim, start, step, size, dx, dx_off);
+  });
+}
+
+int32_t fsdprt_cumsum(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                      int64_t x_off, int32_t rank, const int64_t *shape,
+                      int32_t dim, int32_t reverse, int64_t y, int64_t y_off) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, "cumsum");
+    DType dt = dtypeFromCode(dtype, "dtype");
+    Shape s = shapeFromAbi(rank, shape, "shape");
+    if (s.empty())
+      fail(Status::InvalidArgument, "cannot cumsum a rank-0 tensor");
+    Around a(s, normalizeDim(dim, s.size(), "dim"));
+    const void *px = l.operand(x, x_off, numelOf(s), dt, "x");
+    void *py = l.operand(y, y_off, numelOf(s), dt, "y");
+    Backend &be = l.backend();
+    bool rev = reverse != 0;
+    l.enqueue(
+        [=, &be] { be.cumsum(dt, px, py, a.outer, a.size, a.inner, rev); });
   });
 }
 

@@ -71,16 +71,20 @@ int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               const int64_t *b_shape, int64_t out,
                               int64_t out_off) {
   return guarded(__func__, [&] {
-    Launch l(ctx, stream, dtype, "binary_forward");
+    Launch l(ctx, stream, "binary_forward");
     BinaryOp bop = binaryFromCode(op);
+    DType dt = dtypeFromCode(dtype, "dtype");
+    if (!isFloat(dt) && bop != BinaryOp::Add && bop != BinaryOp::Sub &&
+        bop != BinaryOp::Mul)
+      fail(Status::InvalidArgument, "binary op ", op, " of ", dtypeName(dt),
+           " tensors: integers take add, sub and mul only");
     Shape as = shapeFromAbi(a_rank, a_shape, "a_shape");
     Shape bs = shapeFromAbi(b_rank, b_shape, "b_shape");
     Shape os = broadcastShapes(as, bs);
-    const void *pa = l.operand(a, a_off, numelOf(as), "a");
-    const void *pb = l.operand(b, b_off, numelOf(bs), "b");
-    void *po = l.operand(out, out_off, numelOf(os), "out");
+    const void *pa = l.operand(a, a_off, numelOf(as), dt, "a");
+    const void *pb = l.operand(b, b_off, numelOf(bs), dt, "b");
+    void *po = l.operand(out, out_off, numelOf(os), dt, "out");
     Backend &be = l.backend();
-    DType dt = l.dtype();
     l.enqueue([=, &be] { be.binaryForward(dt, bop, pa, as, pb, bs, po); });
   });
 }
@@ -281,7 +285,7 @@ int32_t fsdprt_cast(int64_t ctx, int64_t stream, int32_t src_dtype, int64_t src,
   return guarded(__func__, [&] {
     Launch l(ctx, stream, "cast");
     DType st = dtypeFromCode(src_dtype, "src_dtype");
-    DType dt = floatDTypeFromCode(dst_dtype, "dst_dtype");
+    DType dt = dtypeFromCode(dst_dtype, "dst_dtype");
     nonNegative(numel, "numel");
     const void *ps = l.operand(src, src_off, numel, st, "src");
     void *pd = l.operand(dst, dst_off, numel, dt, "dst");

@@ -22,6 +22,28 @@ void convertLoop(const void *src, void *dst, int64_t n, F f) {
     d[i] = f(s[i]);
 }
 
+/// To integer type Dst: floats truncate toward zero, integers wrap.
+template <typename Dst>
+void toInteger(DType srcType, const void *src, void *dst, int64_t n) {
+  auto cast = [](auto v) { return static_cast<Dst>(v); };
+  switch (srcType) {
+  case DType::I32:
+    return convertLoop<int32_t, Dst>(src, dst, n, cast);
+  case DType::I64:
+    return convertLoop<int64_t, Dst>(src, dst, n, cast);
+  case DType::F32:
+    return convertLoop<float, Dst>(src, dst, n, cast);
+  case DType::BF16:
+    return convertLoop<uint16_t, Dst>(src, dst, n, [](uint16_t h) {
+      return static_cast<Dst>(bf16ToFloat(h));
+    });
+  case DType::F16:
+    return convertLoop<uint16_t, Dst>(src, dst, n, [](uint16_t h) {
+      return static_cast<Dst>(f16ToFloat(h));
+    });
+  }
+}
+
 } // namespace
 
 void convertOnHost(DType srcType, const void *src, DType dstType, void *dst,
@@ -33,9 +55,10 @@ void convertOnHost(DType srcType, const void *src, DType dstType, void *dst,
       std::memmove(dst, src, n * dtypeSize(srcType));
     return;
   }
-  if (!isFloat(dstType))
-    fail(Status::InvalidArgument, "cannot convert ", dtypeName(srcType),
-         " to integer type ", dtypeName(dstType));
+  if (dstType == DType::I32)
+    return toInteger<int32_t>(srcType, src, dst, n);
+  if (dstType == DType::I64)
+    return toInteger<int64_t>(srcType, src, dst, n);
   if (dstType == DType::F32) {
     switch (srcType) {
     case DType::BF16:

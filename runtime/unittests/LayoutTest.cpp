@@ -1,5 +1,7 @@
-//===- LayoutTest.cpp - transpose, split/concat, reduce, cast -------------===//
+//===- LayoutTest.cpp - layout kernels, slices, cumsum, reduce, cast ------===//
 #include "TestUtil.h"
+
+#include "fsdp/rt/math/Half.h"
 
 #include <numeric>
 
@@ -156,6 +158,149 @@ TEST_P(LayoutConformance, SliceAndPadOfFloatsAndIntegers) {
   EXPECT_NE(fsdprt_pad(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3, shape.data(),
                        1, -1, 0, 0.0, bp, 0),
             FSDPRT_OK);
+}
+
+/// x[..., start::step, ...] of a [outer, dim, inner] tensor, by loops.
+template <typename T>
+static std::vector<T> stridedReference(const std::vector<T> &x, int64_t outer,
+                                       int64_t dim, int64_t inner,
+                                       int64_t start, int64_t step,
+                                       int64_t count) {
+  std::vector<T> y;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t j = 0; j < inner; ++j)
+        y.push_back(x[(o * dim + start + i * step) * inner + j]);
+  return y;
+}
+
+TEST_P(LayoutConformance, StridedSliceAndItsScatterIntoZeros) {
+  Device dev(GetParam());
+  // [3, 7, 5] f32: x[:, 1::3, :] picks rows 1 and 4 (7 is not a multiple
+  // of the step); the backward puts them back among zeros.
+  const std::vector<int64_t> shape{3, 7, 5};
+  auto x = randomVector(105, 151);
+  int64_t bx = dev.upload(x), by = dev.alloc(3 * 2 * 5 * 4),
+          bdx = dev.upload(std::vector<float>(105, 7.0f));
+  RT_OK(fsdprt_strided_slice(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3,
+                             shape.data(), 1, 1, 3, 2, by, 0));
+  std::vector<float> want = stridedReference(x, 3, 7, 5, 1, 3, 2);
+  EXPECT_EQ(dev.download(by, 30), want);
+  // Every element of dx is written: the stale 7s must all be gone.
+  RT_OK(fsdprt_strided_slice_backward(dev.ctx, dev.stream, FSDPRT_F32, by, 0,
+                                      3, shape.data(), 1, 1, 3, 2, bdx, 0));
+  std::vector<float> dx = dev.download(bdx, 105);
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t r = 0; r < 7; ++r)
+      for (int64_t j = 0; j < 5; ++j) {
+        int64_t at = (o * 7 + r) * 5 + j;
+        EXPECT_EQ(dx[at], r == 1 || r == 4 ? x[at] : 0.0f)
+            << "o=" << o << " r=" << r << " j=" << j;
+      }
+
+  // GPT-J's interleaved halves of the last dim, bf16 (2-byte elements):
+  // even and odd positions together are every element once.
+  std::vector<uint16_t> h(2 * 8);
+  std::iota(h.begin(), h.end(), uint16_t(100));
+  const std::vector<int64_t> hShape{2, 8};
+  int64_t bh = dev.upload(h), bEven = dev.alloc(8 * 2), bOdd = dev.alloc(8 * 2);
+  RT_OK(fsdprt_strided_slice(dev.ctx, dev.stream, FSDPRT_BF16, bh, 0, 2,
+                             hShape.data(), -1, 0, 2, 4, bEven, 0));
+  RT_OK(fsdprt_strided_slice(dev.ctx, dev.stream, FSDPRT_BF16, bh, 0, 2,
+                             hShape.data(), -1, 1, 2, 4, bOdd, 0));
+  EXPECT_EQ(dev.download<uint16_t>(bEven, 8),
+            stridedReference(h, 2, 8, 1, 0, 2, 4));
+  EXPECT_EQ(dev.download<uint16_t>(bOdd, 8),
+            stridedReference(h, 2, 8, 1, 1, 2, 4));
+
+  // i64 ids along dim 0 (8-byte elements), x[0::2] of 5 rows.
+  std::vector<int64_t> ids{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const std::vector<int64_t> idShape{5, 2};
+  int64_t bi = dev.upload(ids), bo = dev.alloc(6 * 8);
+  RT_OK(fsdprt_strided_slice(dev.ctx, dev.stream, FSDPRT_I64, bi, 0, 2,
+                             idShape.data(), 0, 0, 2, 3, bo, 0));
+  EXPECT_EQ(dev.download<int64_t>(bo, 6),
+            (std::vector<int64_t>{1, 2, 5, 6, 9, 10}));
+
+  // A window reaching past the dimension, and a zero step, are refused.
+  EXPECT_EQ(fsdprt_strided_slice(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3,
+                                 shape.data(), 1, 1, 3, 3, by, 0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fsdprt_strided_slice_backward(dev.ctx, dev.stream, FSDPRT_F32, by,
+                                          0, 3, shape.data(), 1, 0, 0, 2, bdx,
+                                          0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+}
+
+/// torch.cumsum of a [outer, dim, inner] tensor in float64.
+static std::vector<double> cumsumReference(const std::vector<float> &x,
+                                           int64_t outer, int64_t dim,
+                                           int64_t inner, bool reverse) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < dim; ++k) {
+        int64_t at = (o * dim + (reverse ? dim - 1 - k : k)) * inner + j;
+        acc += x[at];
+        y[at] = acc;
+      }
+    }
+  return y;
+}
+
+TEST_P(LayoutConformance, CumsumOfFloatsAndIntegersBothWays) {
+  Device dev(GetParam());
+  // [3, 50, 4] f32 along the middle dim, forward and reversed: within one
+  // f32 rounding of the float64 sums (the kernel accumulates in double and
+  // rounds each prefix once, so 0.5 ulp is the whole error).
+  const std::vector<int64_t> shape{3, 50, 4};
+  auto x = randomVector(600, 157, -1.0f, 1.0f);
+  int64_t bx = dev.upload(x), by = dev.alloc(600 * 4);
+  for (int32_t reverse : {0, 1}) {
+    RT_OK(fsdprt_cumsum(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3,
+                        shape.data(), 1, reverse, by, 0));
+    std::vector<float> got = dev.download(by, 600);
+    std::vector<double> want = cumsumReference(x, 3, 50, 4, reverse);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i], static_cast<float>(want[i]))
+          << "reverse=" << reverse << " at " << i;
+  }
+  // bf16 along the last dim (-1): small integers and halves stay exact.
+  std::vector<float> small{0.5f, 1, 2, -3, 4, 0.5f, -1, 8};
+  std::vector<uint16_t> h;
+  for (float v : small)
+    h.push_back(floatToBf16(v));
+  const std::vector<int64_t> hShape{2, 4};
+  int64_t bh = dev.upload(h), bhy = dev.alloc(8 * 2);
+  RT_OK(fsdprt_cumsum(dev.ctx, dev.stream, FSDPRT_BF16, bh, 0, 2,
+                      hShape.data(), -1, 0, bhy, 0));
+  std::vector<float> hy;
+  for (uint16_t v : dev.download<uint16_t>(bhy, 8))
+    hy.push_back(bf16ToFloat(v));
+  EXPECT_EQ(hy, (std::vector<float>{0.5f, 1.5f, 3.5f, 0.5f, 4, 4.5f, 3.5f,
+                                    11.5f}));
+  // RoBERTa's position ids: the running count of a padding mask (i32 and
+  // i64) along dim 1; i64 sums past 2^32 stay exact.
+  std::vector<int32_t> mask{1, 1, 0, 1, 0, 1, 1, 1};
+  int64_t bm = dev.upload(mask), bmy = dev.alloc(8 * 4);
+  RT_OK(fsdprt_cumsum(dev.ctx, dev.stream, FSDPRT_I32, bm, 0, 2,
+                      hShape.data(), 1, 0, bmy, 0));
+  EXPECT_EQ(dev.download<int32_t>(bmy, 8),
+            (std::vector<int32_t>{1, 2, 2, 3, 0, 1, 2, 3}));
+  std::vector<int64_t> big{int64_t(3) << 32, 1, -(int64_t(1) << 33), 5};
+  const std::vector<int64_t> bigShape{4};
+  int64_t bb = dev.upload(big), bby = dev.alloc(4 * 8);
+  RT_OK(fsdprt_cumsum(dev.ctx, dev.stream, FSDPRT_I64, bb, 0, 1,
+                      bigShape.data(), 0, 1, bby, 0));
+  EXPECT_EQ(dev.download<int64_t>(bby, 4),
+            (std::vector<int64_t>{(int64_t(1) << 32) + 6,
+                                  -(int64_t(1) << 33) + 6, -(int64_t(1) << 33) + 5,
+                                  5}));
+  // A dim outside the shape is refused.
+  EXPECT_EQ(fsdprt_cumsum(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, 3,
+                          shape.data(), 3, 0, by, 0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
 }
 
 TEST_P(LayoutConformance, ReduceSumAndMeanOverDimLists) {
@@ -394,7 +539,7 @@ TEST_P(LayoutConformance, EachStreamHoldsTheScratchOfItsLargestCall) {
   RT_OK(fsdprt_stream_destroy(dev.ctx, other));
 }
 
-TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
+TEST_P(LayoutConformance, CastBetweenFloatTypesAndIntegers) {
   Device dev(GetParam());
   // Values exactly representable in bf16 and f16 survive a round trip.
   std::vector<float> x{1.0f, -2.5f, 0.375f, 1024.0f, -0.0078125f};
@@ -417,9 +562,32 @@ TEST_P(LayoutConformance, CastBetweenFloatTypesAndFromIntegers) {
   RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I32, bi32, 0, FSDPRT_F32, out,
                     0, 4));
   EXPECT_EQ(dev.download(out, 4), (std::vector<float>{5, -6, 0, 100}));
-  // Float to integer is not a cast the nn dialect has.
-  EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, out, 0, FSDPRT_I32,
-                        bi32, 0, 4),
+  // Floats to integers truncate toward zero (torch's x.int(), x.long()),
+  // from f32 and from bf16; i64 to i32 wraps, i32 to i64 widens.
+  std::vector<float> f{2.75f, -2.75f, 0.5f, -0.5f, 1.0f, 1e9f};
+  int64_t bf = dev.upload(f), bi = dev.alloc(6 * 8), bh = dev.alloc(6 * 2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, FSDPRT_I32, bi, 0,
+                    6));
+  EXPECT_EQ(dev.download<int32_t>(bi, 6),
+            (std::vector<int32_t>{2, -2, 0, 0, 1, 1000000000}));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, bf, 0, FSDPRT_BF16, bh, 0,
+                    5));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, bh, 0, FSDPRT_I64, bi, 0,
+                    5));
+  EXPECT_EQ(dev.download<int64_t>(bi, 5),
+            (std::vector<int64_t>{2, -2, 0, 0, 1}));
+  std::vector<int64_t> wide{(int64_t(1) << 32) + 5, -1};
+  int64_t bw = dev.upload(wide), bn = dev.alloc(2 * 4),
+          bback = dev.alloc(2 * 8);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I64, bw, 0, FSDPRT_I32, bn, 0,
+                    2));
+  EXPECT_EQ(dev.download<int32_t>(bn, 2), (std::vector<int32_t>{5, -1}));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_I32, bn, 0, FSDPRT_I64, bback,
+                    0, 2));
+  EXPECT_EQ(dev.download<int64_t>(bback, 2), (std::vector<int64_t>{5, -1}));
+  // An unknown dtype code is refused.
+  EXPECT_EQ(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, out, 0, 99, bi32, 0,
+                        4),
             FSDPRT_ERR_INVALID_ARGUMENT);
 }
 

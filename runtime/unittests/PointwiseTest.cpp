@@ -249,6 +249,46 @@ TEST_P(ElementwiseConformance, AddIntegerCountsInPlace) {
             FSDPRT_OK);
 }
 
+TEST_P(ElementwiseConformance, IntegerAddSubMulBroadcastAndWrap) {
+  Device dev(GetParam());
+  // RoBERTa's position ids: (count + past) * mask + padding_idx, [2, 3] by
+  // a [3] row and a 0-d scalar, in i64; then i32 products past 2^31 wrap
+  // as torch's do.
+  std::vector<int64_t> count{1, 2, 2, 1, 2, 3}, row{1, 1, 0}, pad{1};
+  const std::vector<int64_t> shape{2, 3}, rowShape{3}, scalar{};
+  int64_t bc = dev.upload(count), br = dev.upload(row), bp = dev.upload(pad),
+          bm = dev.alloc(6 * 8), bo = dev.alloc(6 * 8);
+  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I64, FSDPRT_MUL, bc,
+                              0, 2, shape.data(), br, 0, 1, rowShape.data(),
+                              bm, 0));
+  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I64, FSDPRT_ADD, bm,
+                              0, 2, shape.data(), bp, 0, 0, scalar.data(), bo,
+                              0));
+  EXPECT_EQ(dev.download<int64_t>(bo, 6),
+            (std::vector<int64_t>{2, 3, 1, 2, 3, 1}));
+  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I64, FSDPRT_SUB, bp,
+                              0, 0, scalar.data(), bc, 0, 2, shape.data(), bo,
+                              0));
+  EXPECT_EQ(dev.download<int64_t>(bo, 6),
+            (std::vector<int64_t>{0, -1, -1, 0, -1, -2}));
+  std::vector<int32_t> big{1 << 30, -3}, two{2, 2};
+  const std::vector<int64_t> pair{2};
+  int64_t bb = dev.upload(big), bt = dev.upload(two), b32 = dev.alloc(2 * 4);
+  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I32, FSDPRT_MUL, bb,
+                              0, 1, pair.data(), bt, 0, 1, pair.data(), b32,
+                              0));
+  EXPECT_EQ(dev.download<int32_t>(b32, 2),
+            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -6}));
+  // Integers have no division, maximum or comparisons here (the importer
+  // compares them as f32).
+  for (int op : {FSDPRT_DIV, FSDPRT_MAX, FSDPRT_NE})
+    EXPECT_EQ(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I32, op, bb, 0,
+                                    1, pair.data(), bt, 0, 1, pair.data(), b32,
+                                    0),
+              FSDPRT_ERR_INVALID_ARGUMENT)
+        << "op " << op;
+}
+
 double activationRef(int kind, double x) {
   const double pi = 3.14159265358979323846;
   switch (kind) {

@@ -659,6 +659,107 @@ fsdp.model @window {
 
 // -----
 
+// A strided slice's VJP scatters the cotangent into zeros (nn.slice_grad),
+// here GPT-J's x[:, ::2] times x[:, 1::2]: each half's gradient is the
+// other half, scattered to its own positions, then summed.
+// CHECK-LABEL: func.func @strided_window_train_step
+// CHECK: %[[EVEN:[^ ,:]+]] = nn.slice %arg0 {dim = 1 : i64, end = 8 : i64, {{.*}}start = 0 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+// CHECK: %[[ODD:[^ ,:]+]] = nn.slice %arg0 {dim = 1 : i64, end = 8 : i64, {{.*}}start = 1 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+// CHECK-DAG: %[[GEVEN:[^ ,:]+]] = nn.mul %{{[^,]+}}, %[[ODD]] {fsdp.phase = #fsdp<phase backward>
+// CHECK-DAG: %[[GODD:[^ ,:]+]] = nn.mul %{{[^,]+}}, %[[EVEN]] {fsdp.phase = #fsdp<phase backward>
+// CHECK-DAG: %[[DODD:[^ ,:]+]] = nn.slice_grad %[[GODD]] {dim = 1 : i64, {{.*}}start = 1 : i64, step = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+// CHECK-DAG: %[[DEVEN:[^ ,:]+]] = nn.slice_grad %[[GEVEN]] {dim = 1 : i64, {{.*}}start = 0 : i64, step = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+// CHECK: %[[D:[^ ,:]+]] = nn.add %[[DODD]], %[[DEVEN]]
+// CHECK: fsdp.sgd_step %arg0, %[[D]]
+fsdp.model @strided_window {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x8xf32>
+      %even = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+      %odd = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+      %p = nn.mul %even, %odd : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// cumsum's VJP is the reversed cumsum of its cotangent (a reversed one's
+// the forward one); a cumsum of ids on the way to an embedding gets none.
+// CHECK-LABEL: func.func @cumsum_train_step
+// CHECK: %[[C:[^ ,:]+]] = nn.cumsum %arg0 {dim = 1 : i64{{.*}}} : tensor<2x4xf32>
+// CHECK: %[[R:[^ ,:]+]] = nn.cumsum %[[C]] {dim = 0 : i64{{.*}}reverse} : tensor<2x4xf32>
+// CHECK: nn.cumsum %arg3 {dim = 1 : i64{{.*}}} : tensor<2x4xi64>
+// CHECK: %[[DR:[^ ,:]+]] = nn.cumsum %{{[^ ]+}} {dim = 0 : i64, fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""} : tensor<2x4xf32>
+// CHECK: %[[DC:[^ ,:]+]] = nn.cumsum %[[DR]] {dim = 1 : i64{{.*}}reverse} : tensor<2x4xf32>
+// CHECK-NOT: nn.cumsum
+// CHECK: fsdp.sgd_step %arg0, %[[DC]]
+fsdp.model @cumsum {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @table : tensor<16x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%ids: tensor<2x4xi64>) -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4xf32>
+      %c = nn.cumsum %x {dim = 1 : i64} : tensor<2x4xf32>
+      %r = nn.cumsum %c {dim = 0 : i64, reverse} : tensor<2x4xf32>
+      %pos = nn.cumsum %ids {dim = 1 : i64} : tensor<2x4xi64>
+      %table = fsdp.get_param @table : tensor<16x4xf32>
+      %e = nn.embedding %pos, %table : (tensor<2x4xi64>, tensor<16x4xf32>) -> tensor<2x4x4xf32>
+      %es = nn.reduce_sum %e {dims = array<i64: 2>} : (tensor<2x4x4xf32>) -> tensor<2x4xf32>
+      %p = nn.mul %r, %es : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// Integers computed at run time carry no gradient: RoBERTa's position ids
+// (a mask cast to i32, its cumsum, times the mask, widened, + 1) and a
+// trained value truncated to ids reach the loss only through embedding
+// indices, so the backward has no integer op and no cast back; the table
+// and %w still get their gradients.
+// CHECK-LABEL: func.func @integer_positions_train_step
+// CHECK: nn.embedding_grad
+// CHECK-NOT: xi32>
+// CHECK-NOT: nn.cumsum {{.*}}xi64>
+// CHECK: fsdp.sgd_step
+fsdp.model @integer_positions {
+  fsdp.module @root kind "Test" {
+    fsdp.param @table : tensor<8x4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @w : tensor<2x4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%ids: tensor<2x4xi64>) -> tensor<f32> {
+      %f = nn.cast %ids : tensor<2x4xi64> to tensor<2x4xf32>
+      %pad = arith.constant dense<1.0> : tensor<f32>
+      %keep = nn.ne %f, %pad : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+      %mask = nn.cast %keep : tensor<2x4xf32> to tensor<2x4xi32>
+      %wide = nn.cast %mask : tensor<2x4xi32> to tensor<2x4xi64>
+      %count = nn.cumsum %wide {dim = 1 : i64} : tensor<2x4xi64>
+      %narrow = nn.cast %count : tensor<2x4xi64> to tensor<2x4xi32>
+      %masked = nn.mul %narrow, %mask : (tensor<2x4xi32>, tensor<2x4xi32>) -> tensor<2x4xi32>
+      %long = nn.cast %masked : tensor<2x4xi32> to tensor<2x4xi64>
+      %one = arith.constant dense<1> : tensor<i64>
+      %pos = nn.add %long, %one : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+      %table = fsdp.get_param @table : tensor<8x4xf32>
+      %e = nn.embedding %pos, %table : (tensor<2x4xi64>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+      %w = fsdp.get_param @w : tensor<2x4xf32>
+      %wids = nn.cast %w : tensor<2x4xf32> to tensor<2x4xi64>
+      %e2 = nn.embedding %wids, %table : (tensor<2x4xi64>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+      %es = nn.add %e, %e2 : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+      %s = nn.reduce_sum %es {dims = array<i64: 2>} : (tensor<2x4x4xf32>) -> tensor<2x4xf32>
+      %p = nn.mul %s, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // embedding with padding_idx: the table's gradient times a [V, 1] mask with
 // a zero in the padding row (nn.Embedding(padding_idx=1)).
 // CHECK-LABEL: func.func @padded_embedding_train_step

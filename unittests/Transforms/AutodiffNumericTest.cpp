@@ -237,4 +237,50 @@ fsdp.model @m {
 )mlir");
 }
 
+TEST_F(AutodiffNumericTest, StridedSlicesScatterTheirGradients) {
+  // GPT-J's interleaved halves x[:, ::2] and x[:, 1::2] (a product, so each
+  // gradient reads the other half), and a step that leaves a tail unread
+  // (x[1:6:3] along dim 0 picks rows 1 and 4 of 6).
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<6x8xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<6x8xf32>
+      %even = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 2 : i64} : (tensor<6x8xf32>) -> tensor<6x4xf32>
+      %odd = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 8 : i64, step = 2 : i64} : (tensor<6x8xf32>) -> tensor<6x4xf32>
+      %p = nn.mul %even, %odd : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+      %rows = nn.slice %x {dim = 0 : i64, start = 1 : i64, end = 6 : i64, step = 3 : i64} : (tensor<6x8xf32>) -> tensor<2x8xf32>
+      %sq = nn.mul %rows, %rows : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+      %a1 = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<6x4xf32>) -> tensor<f32>
+      %a2 = nn.reduce_sum %sq {dims = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>
+      %loss = nn.add %a1, %a2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
+TEST_F(AutodiffNumericTest, CumsumForwardAndReversed) {
+  // A running sum along dim 1, squared (so the gradient reads the values),
+  // and a reversed one along dim 0 (whose VJP is a forward cumsum).
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<3x5xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<3x5xf32>
+      %c = nn.cumsum %x {dim = 1 : i64} : tensor<3x5xf32>
+      %sq = nn.mul %c, %c : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+      %r = nn.cumsum %sq {dim = -2 : i64, reverse} : tensor<3x5xf32>
+      %t = nn.tanh %r : tensor<3x5xf32>
+      %loss = nn.reduce_sum %t {dims = array<i64: 0, 1>} : (tensor<3x5xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
 } // namespace

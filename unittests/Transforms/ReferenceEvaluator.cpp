@@ -268,6 +268,43 @@ Tensor window(const Tensor &x, Type resultType, int64_t dim, int64_t xStart,
   return y;
 }
 
+/// nn.slice by `step` (gather the slices start, start + step, ... of
+/// `dim`) or nn.slice_grad (`scatter` them into zeros).
+Tensor strided(const Tensor &x, Type resultType, int64_t dim, int64_t start,
+               int64_t step, bool scatter) {
+  Tensor y = Tensor::zeros(shapeOf(resultType));
+  const Tensor &part = scatter ? x : y;
+  const Tensor &whole = scatter ? y : x;
+  std::vector<int64_t> wholeStrides = stridesOf(whole.shape);
+  for (int64_t i = 0; i < part.numel(); ++i) {
+    std::vector<int64_t> index = unflatten(i, part.shape);
+    index[dim] = start + index[dim] * step;
+    int64_t flat = 0;
+    for (size_t d = 0; d < index.size(); ++d)
+      flat += index[d] * wholeStrides[d];
+    (scatter ? y.data[flat] : y.data[i]) = x.data[scatter ? i : flat];
+  }
+  return y;
+}
+
+/// torch.cumsum along `dim`, from the end when `reverse`.
+Tensor cumsum(Tensor x, int64_t dim, bool reverse) {
+  if (dim < 0)
+    dim += x.shape.size();
+  int64_t size = x.shape[dim], stride = stridesOf(x.shape)[dim];
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (unflatten(i, x.shape)[dim] != 0)
+      continue;
+    double acc = 0;
+    for (int64_t k = 0; k < size; ++k) {
+      double &v = x.data[i + (reverse ? size - 1 - k : k) * stride];
+      acc += v;
+      v = acc;
+    }
+  }
+  return x;
+}
+
 } // namespace
 
 FailureOr<std::vector<Tensor>>
@@ -378,9 +415,19 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
               return one(g);
             })
             .Case([&](nn::SliceOp s) {
+              if (s.getStep() != 1)
+                return one(strided(in(s.getInput()), s.getType(), s.getDim(),
+                                   s.getStart(), s.getStep(), false));
               return one(window(in(s.getInput()), s.getType(), s.getDim(),
                                 s.getStart(), 0, s.getEnd() - s.getStart(),
                                 0.0));
+            })
+            .Case([&](nn::CumsumOp c) {
+              return one(cumsum(in(c.getInput()), c.getDim(), c.getReverse()));
+            })
+            .Case([&](nn::SliceGradOp s) {
+              return one(strided(in(s.getGrad()), s.getType(), s.getDim(),
+                                 s.getStart(), s.getStep(), true));
             })
             .Case([&](nn::PadOp p) {
               const Tensor &x = in(p.getInput());

@@ -1,8 +1,9 @@
 //===- KernelCallsLayout.cpp - data-movement calls ------------------------===//
 //
-// The layout family (CApiLayout.cpp): slices, padding, transposes, splits and
-// concatenations, and the reductions over dimensions with their backward
-// (nn.broadcast).
+// The layout family (CApiLayout.cpp): slices (strided too, and their
+// scatter), padding, transposes, splits and
+// concatenations, cumsum, and the reductions over dimensions with their
+// backward (nn.broadcast).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,23 @@ static void emitBroadcast(CallBuilder &l, nn::BroadcastOp op) {
       .call("reduce_backward");
 }
 
+/// The arguments of strided_slice (`from` the whole tensor) and of its
+/// backward (`to` it): `whole` gives the shape, the other side the count.
+static Args stridedSliceArgs(CallBuilder &l, Value from, Value to, Value whole,
+                             int64_t dim, int64_t start, int64_t step) {
+  Value part = whole == from ? to : from;
+  Args args{l};
+  args.i32(dtypeOf(from))
+      .t(from)
+      .shape(whole)
+      .i32(dim)
+      .i64(start)
+      .i64(step)
+      .i64(shapeOf(part)[dim])
+      .t(to);
+  return args;
+}
+
 template <typename ReduceOp>
 static void emitReduce(CallBuilder &l, ReduceOp op, int32_t kind) {
   ArrayRef<int64_t> dims = op.getDims();
@@ -50,6 +68,12 @@ static void emitReduce(CallBuilder &l, ReduceOp op, int32_t kind) {
 
 void fsdp::addLayoutKernels(KernelEmitters &k) {
   k.add<nn::SliceOp>([](CallBuilder &calls, nn::SliceOp o) {
+    if (o.getStep() != 1) {
+      stridedSliceArgs(calls, o.getInput(), o.getResult(), o.getInput(),
+                       o.getDim(), o.getStart(), o.getStep())
+          .call("strided_slice");
+      return success();
+    }
     Args{calls}
         .i32(dtypeOf(o.getInput()))
         .t(o.getInput())
@@ -59,6 +83,12 @@ void fsdp::addLayoutKernels(KernelEmitters &k) {
         .i64(o.getEnd() - o.getStart())
         .t(o.getResult())
         .call("slice");
+    return success();
+  });
+  k.add<nn::SliceGradOp>([](CallBuilder &calls, nn::SliceGradOp o) {
+    stridedSliceArgs(calls, o.getGrad(), o.getResult(), o.getResult(),
+                     o.getDim(), o.getStart(), o.getStep())
+        .call("strided_slice_backward");
     return success();
   });
   k.add<nn::PadOp>([](CallBuilder &calls, nn::PadOp o) {
@@ -122,6 +152,17 @@ void fsdp::addLayoutKernels(KernelEmitters &k) {
         .i32(o.getDim())
         .t(o.getResult())
         .call("concat");
+    return success();
+  });
+  k.add<nn::CumsumOp>([](CallBuilder &calls, nn::CumsumOp o) {
+    Args{calls}
+        .i32(dtypeOf(o.getInput()))
+        .t(o.getInput())
+        .shape(o.getInput())
+        .i32(o.getDim())
+        .i32(o.getReverse())
+        .t(o.getResult())
+        .call("cumsum");
     return success();
   });
   k.add<nn::ReduceSumOp>([](CallBuilder &calls, nn::ReduceSumOp o) {

@@ -301,15 +301,17 @@ class Forward:
             raise ValueError("clamp: give min, max or both")
         return self._math("clamp", x, ", ".join(bounds), name)
 
-    def slice(self, x: Value, dim: int, start: int, end: int,
+    def slice(self, x: Value, dim: int, start: int, end: int, step: int = 1,
               name: Optional[str] = None) -> Value:
-        """x[..., start:end, ...] along `dim` (step 1; any element type)."""
+        """x[..., start:end:step, ...] along `dim` (any element type)."""
         dim %= x.type.rank
         shape = list(x.type.shape)
-        shape[dim] = end - start
-        return self.op("nn.slice", [x], [x.type.with_shape(shape)],
-                       f"dim = {dim} : i64, start = {start} : i64, "
-                       f"end = {end} : i64", names=name)[0]
+        shape[dim] = -(-(end - start) // step)
+        attrs = f"dim = {dim} : i64, start = {start} : i64, end = {end} : i64"
+        if step != 1:
+            attrs += f", step = {step} : i64"
+        return self.op("nn.slice", [x], [x.type.with_shape(shape)], attrs,
+                       names=name)[0]
 
     def pad(self, x: Value, dim: int, low: int, high: int, value: float = 0.0,
             name: Optional[str] = None) -> Value:
@@ -497,6 +499,15 @@ class Forward:
             attrs += ", keepdim"
         return self.op(op, [x], [x.type.with_shape(shape)], attrs,
                        names=name)[0]
+
+    def cumsum(self, x: Value, dim: int, reverse: bool = False,
+               name: Optional[str] = None) -> Value:
+        """torch.cumsum(x, dim) (any element type); `reverse` sums from
+        the end."""
+        attrs = f"dim = {dim % x.type.rank} : i64"
+        if reverse:
+            attrs += ", reverse"
+        return self.op("nn.cumsum", [x], [x.type], attrs, "same", name)[0]
 
     def reduce_sum(self, x: Value, dims: Sequence[int], keepdim: bool = False,
                    name: Optional[str] = None) -> Value:

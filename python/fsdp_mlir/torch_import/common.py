@@ -62,9 +62,16 @@ def _float(t, x: Value, what: str) -> Value:
     return x
 
 
+_INTEGERS = {"i32": "int32", "i64": "int64"}
+
+
 def _scalar(t, x: float, dtype: str) -> Value:
-    """A 0-d constant of the run-time operand's element type."""
+    """A 0-d constant of the run-time operand's element type (f32, or an
+    integer type for an integer scalar)."""
     import torch
+    if dtype in _INTEGERS and float(x).is_integer():
+        return t.constant(torch.tensor(int(x),
+                                       dtype=getattr(torch, _INTEGERS[dtype])))
     if dtype != "f32":
         raise _Unsupported(f"a scalar operand with a {dtype} tensor")
     return t.constant(torch.tensor(float(x), dtype=torch.float32))

@@ -1,15 +1,15 @@
 """Layout and indexing: views and reshapes, transposes, expand, cat,
-split / chunk / unbind, slice / narrow / select, pad, index_select,
-advanced indexing and gather by constant indices (nn.embedding of the
-selected elements, so the gradient scatters back), and the ops that copy
-or alias (no-ops here)."""
+split / chunk / unbind, slice (strided too) / narrow / select, pad,
+index_select, advanced indexing and gather by constant indices
+(nn.embedding of the selected elements, so the gradient scatters back),
+and the ops that copy or alias (no-ops here)."""
 from __future__ import annotations
 
 import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _Unsupported, _float, _out_type, _shape
+from .common import _Unsupported, _float, _is_tensor, _out_type, _shape
 
 
 def _t(t, node, out, x):
@@ -83,19 +83,21 @@ def _cat(t, node, out, tensors, dim=0):
 
 
 def _slice(t, node, out, x, dim=0, start=None, end=None, step=1):
-    if step != 1:
-        raise _Unsupported(f"slice with step {step}")
+    """x[..., start:end:step, ...]. A slice to an empty tensor (Phi-3's
+    split with an empty part) is an empty constant: torch.cat skips it
+    and no kernel runs on it."""
+    import torch
     dim %= x.type.rank
     n = x.type.shape[dim]
     start = 0 if start is None else start
     end = n if end is None else end
     start = min(max(start + n if start < 0 else start, 0), n)
     end = min(max(end + n if end < 0 else end, 0), n)
-    if start == 0 and end == n:
-        return x
     if end <= start:
-        raise _Unsupported("slice to an empty tensor")
-    return t.f.slice(x, dim, start, end)
+        return torch.empty(_shape(out), dtype=out.dtype)
+    if start == 0 and end == n and step == 1:
+        return x
+    return t.f.slice(x, dim, start, end, step)
 
 
 def _narrow(t, node, out, x, dim, start, length):
@@ -163,7 +165,13 @@ def _take(t, x: Value, positions, out):
 
 def _gather(t, node, out, x, dim, index, sparse_grad=False):
     """torch.gather by a constant index: positions from PyTorch's own
-    gather of an arange of x's elements, as for indexing."""
+    gather of an arange of x's elements, as for indexing. A constant of
+    one repeated value gathered by any index is that value (RoBERTa's
+    token type ids: its all-zero buffer gathered by the position ids)."""
+    import torch
+    if (isinstance(index, Value) and _is_tensor(x) and x.numel()
+            and torch.equal(x, x.flatten()[:1].expand_as(x))):
+        return x.flatten()[0].expand(_shape(out)).clone()
     x = _float(t, t.v(x), "gather")
     if isinstance(index, Value):
         raise _Unsupported("gather by an index computed at run time")

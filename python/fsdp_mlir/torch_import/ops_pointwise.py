@@ -1,7 +1,9 @@
 """Element-wise ops and masks: arithmetic with broadcasting or by a
-scalar, the comparisons, where / masked_fill and the logical ops of masks
-(run-time bool tensors are f32 masks of 1 and 0: common._as_f32), the
-activations and math functions, dropout, and casts (to / _to_copy)."""
+scalar (add, sub and mul of integer tensors too, with torch's type
+promotion), the comparisons, where / masked_fill and the logical ops of
+masks (run-time bool tensors are f32 masks of 1 and 0: common._as_f32),
+the activations and math functions, dropout, and casts (to / _to_copy,
+between any of the float and integer types)."""
 from __future__ import annotations
 
 from typing import Callable, Dict
@@ -30,6 +32,21 @@ def _compact(t, c, other: Value, out):
 
 
 _COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+_INTEGER_OPS = ("add", "sub", "mul")
+
+
+def _promoted(t, op: str, v, out):
+    """A run-time operand in the result's type, as torch promotes (an id
+    tensor times a float, an i32 mask plus an i64 count; a logical op's
+    bool result is an f32 mask); integer results only from add, sub and
+    mul."""
+    import torch
+    if not isinstance(v, Value) or op in _COMPARISONS:
+        return v
+    want = "f32" if out.dtype == torch.bool else _dtype(out.dtype)
+    if want not in ("f32", "bf16", "f16") and op not in _INTEGER_OPS:
+        raise _Unsupported(f"{op} of integer tensors computed at run time")
+    return v if v.type.dtype == want else t.f.cast(v, want)
 
 
 def _elementwise(t, op: str, a, b, out):
@@ -39,15 +56,17 @@ def _elementwise(t, op: str, a, b, out):
     # 0-d constant tensors act as scalars.
     a = a.item() if _is_tensor(a) and a.dim() == 0 else a
     b = b.item() if _is_tensor(b) and b.dim() == 0 else b
+    a, b = _promoted(t, op, a, out), _promoted(t, op, b, out)
     f = t.f
     build = ((lambda p, q: f.compare(op, p, q)) if op in _COMPARISONS
              else getattr(f, op))
     if isinstance(a, Value) and isinstance(b, Value):
-        if a.type.dtype != b.type.dtype:
-            raise _Unsupported(f"{op} of {a.type.dtype} and {b.type.dtype}")
-        _float(t, a, op)
-        return build(a, b)
+        # Both of one type now: the result's, or f32 for a comparison.
+        return build(a, b) if op in _INTEGER_OPS else build(
+            _float(t, a, op), b)
     x, s = (a, b) if isinstance(a, Value) else (b, a)
+    if x.type.dtype in ("i32", "i64"):
+        return _integer_by_scalar(t, op, x, s, x is a, out)
     _float(t, x, op)
     if _is_tensor(s):  # a constant tensor: broadcast by the op
         c = t.constant(_compact(t, s, x, out))
@@ -70,6 +89,21 @@ def _elementwise(t, op: str, a, b, out):
     if x is a:
         return x if s == 0.0 else f.add(x, _scalar(t, -s, x.type.dtype))
     return f.add(f.scale(x, -1.0), _scalar(t, s, x.type.dtype))
+
+
+def _integer_by_scalar(t, op: str, x: Value, s, x_first: bool, out):
+    """add / sub / mul of an integer tensor and an integer scalar or
+    constant (RoBERTa's `+ past_key_values_length`, `+ padding_idx`)."""
+    if _is_tensor(s):
+        c = t.constant(_compact(t, s, x, out))
+    elif isinstance(s, int) and not isinstance(s, bool):
+        if (op in ("add", "sub") and s == 0) or (op == "mul" and s == 1):
+            return x
+        c = _scalar(t, s, x.type.dtype)
+    else:
+        raise _Unsupported(f"{op} of an integer tensor and a "
+                           f"{type(s).__name__}")
+    return getattr(t.f, op)(x if x_first else c, c if x_first else x)
 
 
 def _binary(op):
@@ -176,15 +210,13 @@ def _clamp_max(t, node, out, x, max):
 
 def _to(t, node, out, x, *args, **kwargs):
     """to / _to_copy: a cast when the dtype changes (to bool: x != 0, a
-    mask)."""
+    mask; to an integer type truncating toward zero, as torch's)."""
     import torch
     if out.dtype == torch.bool:
         return t.f.compare("ne", _as_f32(t, x), _scalar(t, 0.0, "f32"))
     want = _dtype(out.dtype)
     if want == x.type.dtype:
         return x
-    if want not in ("f32", "bf16", "f16"):
-        raise _Unsupported(f"cast of {x.type.dtype} to {want}")
     return t.f.cast(x, want)
 
 

@@ -1,12 +1,12 @@
-"""Ops that reduce along dimensions: sum / mean / var, the row-wise
-normalisations (softmax, layer_norm) and the losses (cross_entropy: mean,
-sum or none, ignore_index; mse_loss)."""
+"""Ops that reduce along dimensions: sum / mean / var, cumsum, the
+row-wise normalisations (softmax, layer_norm) and the losses
+(cross_entropy: mean, sum or none, ignore_index; mse_loss)."""
 from __future__ import annotations
 
 import math
 from typing import Callable, Dict
 
-from .common import _Unsupported, _float
+from .common import _Unsupported, _dtype, _float
 
 
 def _layer_norm(t, node, out, x, shape, w=None, b=None, eps=1e-5,
@@ -48,6 +48,15 @@ def _reduce(method):
     return build
 
 
+def _cumsum(t, node, out, x, dim, dtype=None):
+    """torch.cumsum: in the result's dtype (an integer tensor's sums are
+    i64 in torch, so an i32 mask is widened first)."""
+    want = _dtype(out.dtype)
+    if x.type.dtype != want:
+        x = t.f.cast(x, want)
+    return t.f.cumsum(x, dim)
+
+
 def _var(t, node, out, x, dims=None, unbiased=True, keepdim=False,
          correction=None):
     """torch.var as mean((x - mean(x))^2) * n / (n - correction)."""
@@ -74,6 +83,7 @@ OPS: Dict[str, Callable] = {
     "sum.default": _reduce("reduce_sum"),
     "mean.dim": _reduce("reduce_mean"),
     "mean.default": _reduce("reduce_mean"),
+    "cumsum.default": _cumsum,
     "var.correction": _var,
     "var.dim": _var,
 }

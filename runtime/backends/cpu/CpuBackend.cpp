@@ -330,6 +330,14 @@ public:
     cpu::copySlab(threads_, dtypeSize(dt), src, srcDim, srcOffset, dst, dstDim,
                   dstOffset, outer, size, inner);
   }
+  void copyStrided(DType dt, const void *src, void *dst, const StridedWindow &w,
+                   bool scatter) override {
+    cpu::copyStrided(threads_, dtypeSize(dt), src, dst, w, scatter);
+  }
+  void cumsum(DType dt, const void *x, void *y, int64_t outer, int64_t dim,
+              int64_t inner, bool reverse) override {
+    cpu::cumsum(threads_, dt, x, y, outer, dim, inner, reverse);
+  }
   void reduceForward(DType dt, ReduceKind kind, const void *x,
                      const Shape &xShape, const std::vector<int64_t> &dims,
                      void *y) override {

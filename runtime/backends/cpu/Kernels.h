@@ -55,6 +55,9 @@ void activationBackward(int threads, DType dt, Activation kind, const void *x,
                         const void *dy, void *dx, int64_t n);
 
 // Reduce.cpp
+/// torch.cumsum along the middle dim of [outer, dim, inner] (any dtype).
+void cumsum(int threads, DType dt, const void *x, void *y, int64_t outer,
+            int64_t dim, int64_t inner, bool reverse);
 /// y[kept] = sum (or mean) of x over `dims` (sorted, unique).
 void reduceForward(int threads, ReduceKind kind, const float *x,
                    const Shape &xShape, const std::vector<int64_t> &dims,
@@ -129,6 +132,8 @@ void transpose(int threads, int64_t elemSize, const void *x, void *y,
 void copySlab(int threads, int64_t elemSize, const void *src, int64_t srcDim,
               int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
               int64_t outer, int64_t size, int64_t inner);
+void copyStrided(int threads, int64_t elemSize, const void *src, void *dst,
+                 const StridedWindow &w, bool scatter);
 
 // Loss.cpp
 // Logits are n rows of `width`, the first c of each the classes; the rest

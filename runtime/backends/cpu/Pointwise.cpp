@@ -16,13 +16,12 @@ namespace fsdp {
 namespace rt {
 namespace cpu {
 
-template <typename S>
-static void binaryForwardT(int threads, BinaryOp op, const void *a,
+/// out = f(a, b) with broadcasting, on S's loaded values.
+template <typename S, typename F>
+static void binaryForwardT(int threads, F f, const void *a,
                            const Shape &aShape, const void *b,
                            const Shape &bShape, void *out) {
   using T = typename S::T;
-  int code = static_cast<int>(op);
-  auto f = [code](float x, float y) { return binaryApply(code, x, y); };
   if (aShape == bShape)
     return mapBinary<S>(threads, a, b, out, numelOf(aShape), f);
   Shape shape = broadcastShapes(aShape, bShape);
@@ -48,8 +47,20 @@ static void binaryForwardT(int threads, BinaryOp op, const void *a,
 void binaryForward(int threads, DType dt, BinaryOp op, const void *a,
                    const Shape &aShape, const void *b, const Shape &bShape,
                    void *out) {
+  int code = static_cast<int>(op);
+  if (dt == DType::I32 || dt == DType::I64) {
+    auto f = [code](int64_t x, int64_t y) {
+      return integerBinaryApply(code, x, y);
+    };
+    if (dt == DType::I32)
+      return binaryForwardT<IntegerStorage<int32_t>>(threads, f, a, aShape, b,
+                                                     bShape, out);
+    return binaryForwardT<IntegerStorage<int64_t>>(threads, f, a, aShape, b,
+                                                   bShape, out);
+  }
+  auto f = [code](float x, float y) { return binaryApply(code, x, y); };
   withStorage(dt, [&](auto s) {
-    binaryForwardT<decltype(s)>(threads, op, a, aShape, b, bShape, out);
+    binaryForwardT<decltype(s)>(threads, f, a, aShape, b, bShape, out);
   });
 }
 

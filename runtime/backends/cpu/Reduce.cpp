@@ -1,7 +1,9 @@
-//===- Reduce.cpp - reduce_sum / reduce_mean and their backward -----------===//
+//===- Reduce.cpp - reduce_sum / reduce_mean and their backward, cumsum ---===//
 #include "Kernels.h"
 #include "Parallel.h"
 #include "Strided.h"
+
+#include "fsdp/rt/math/Scan.h"
 
 #include <algorithm>
 #include <array>
@@ -81,6 +83,24 @@ void reduceBackward(int threads, ReduceKind kind, const float *dy,
                     for (int64_t i = 0; i < len; ++i)
                       dx[start + i] = dy[off[0] + i * last] * factor;
                   });
+  });
+}
+
+void cumsum(int threads, DType dt, const void *x, void *y, int64_t outer,
+            int64_t dim, int64_t inner, bool reverse) {
+  withScanTraits(dt, [&](auto scan) {
+    using Sc = decltype(scan);
+    auto *px = static_cast<const typename Sc::T *>(x);
+    auto *py = static_cast<typename Sc::T *>(y);
+    // One task per line; a line is `dim` elements.
+    parallelFor(threads, outer * inner,
+                std::max<int64_t>(1, 4096 / std::max<int64_t>(dim, 1)),
+                [&](int64_t l0, int64_t l1) {
+                  for (int64_t l = l0; l < l1; ++l) {
+                    int64_t o = l / inner, at = o * dim * inner + (l - o * inner);
+                    cumsumLine<Sc>(px + at, py + at, dim, inner, reverse);
+                  }
+                });
   });
 }
 

@@ -1,7 +1,8 @@
 //===- Conversions.cu - Conversions and fills -----------------------------===//
 //
-// Casts between the float and integer storage types (each value rounded once
-// to a 16-bit destination) and fills.
+// Casts between any of the float and integer types (each value rounded once
+// to a 16-bit destination; floats truncated toward zero to an integer one)
+// and fills.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -22,6 +23,38 @@ __global__ void convertIntegersKernel(bool i32, const void *src,
   FSDPRT_GRID_STRIDE(i, n) {
     dst[i] = D::store(static_cast<float>(loadIndex(i32, src, i)));
   }
+}
+
+/// Float storage S to integer type I, truncating toward zero.
+template <typename S, typename I>
+__global__ void floatToIntegerKernel(const typename S::T *src, I *dst,
+                                     int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) { dst[i] = static_cast<I>(S::load(src[i])); }
+}
+
+/// An integer source (i32 or i64) to integer type I, wrapping.
+template <typename I>
+__global__ void integerToIntegerKernel(bool i32, const void *src, I *dst,
+                                       int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    dst[i] = static_cast<I>(loadIndex(i32, src, i));
+  }
+}
+
+/// To integer type I: floats truncate toward zero, integers wrap (torch's
+/// casts).
+template <typename I>
+void toInteger(Stream s, DType srcType, const void *src, I *dst, int64_t n) {
+  if (!isFloat(srcType)) {
+    FSDPRT_LAUNCH(integerToIntegerKernel<I>, n, s, srcType == DType::I32, src,
+                  dst, n);
+    return;
+  }
+  withStorage(srcType, [&](auto from) {
+    using S = decltype(from);
+    FSDPRT_LAUNCH((floatToIntegerKernel<S, I>), n, s,
+                  static_cast<const typename S::T *>(src), dst, n);
+  });
 }
 
 /// A float cast as a mapKernel functor: the value, rounded by the store.
@@ -49,9 +82,10 @@ void convert(Stream s, DType srcType, const void *src, DType dstType, void *dst,
                 "cudaMemcpyAsync (cast)");
     return;
   }
-  if (!isFloat(dstType))
-    fail(Status::InvalidArgument, "cannot convert ", dtypeName(srcType),
-         " to integer type ", dtypeName(dstType));
+  if (dstType == DType::I32)
+    return toInteger(s, srcType, src, static_cast<int32_t *>(dst), n);
+  if (dstType == DType::I64)
+    return toInteger(s, srcType, src, static_cast<int64_t *>(dst), n);
   if (isFloat(srcType))
     return withStorage(srcType, [&](auto from) {
       withStorage(dstType, [&](auto to) {

@@ -737,6 +737,18 @@ public:
                      dstOffset, outer, size, inner);
     });
   }
+  void copyStrided(DType dt, const void *src, void *dst, const StridedWindow &w,
+                   bool scatter) override {
+    run([&](Exec &e) {
+      cuda::copyStrided(e.s, dtypeSize(dt), src, dst, w, scatter);
+    });
+  }
+  void cumsum(DType dt, const void *x, void *y, int64_t outer, int64_t dim,
+              int64_t inner, bool reverse) override {
+    run([&](Exec &e) {
+      cuda::cumsum(e.s, dt, x, y, outer, dim, inner, reverse);
+    });
+  }
   void reduceForward(DType dt, ReduceKind kind, const void *x,
                      const Shape &xShape, const std::vector<int64_t> &dims,
                      void *y) override {

@@ -83,6 +83,12 @@ void unaryBackward(Stream s, DType dt, UnaryMath kind, const void *x,
 void activationBackward(Stream s, DType dt, Activation kind, const void *x,
                         const void *dy, void *dx, int64_t n);
 
+/// torch.cumsum along the middle dim of [outer, dim, inner] (any dtype):
+/// one thread per line, in order (math/Scan.h), so results repeat bit for
+/// bit and equal the CPU backend's.
+void cumsum(Stream s, DType dt, const void *x, void *y, int64_t outer,
+            int64_t dim, int64_t inner, bool reverse);
+
 // Reductions (f32 results; the input in its storage type).
 void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
                    const Shape &xShape, const std::vector<int64_t> &dims,
@@ -185,6 +191,9 @@ void transpose(Stream s, int64_t elemSize, const void *x, void *y,
 void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
               int64_t srcOffset, void *dst, int64_t dstDim, int64_t dstOffset,
               int64_t outer, int64_t size, int64_t inner);
+/// strided_slice and its backward: one thread per window element.
+void copyStrided(Stream s, int64_t elemSize, const void *src, void *dst,
+                 const StridedWindow &w, bool scatter);
 
 /// Cross-entropy logits: n rows of `width`, the first c of each the classes
 /// (the rest pad the vocabulary: no part of the loss, a zero gradient).

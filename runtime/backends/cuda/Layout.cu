@@ -1,7 +1,8 @@
 //===- Layout.cu - Transpose and concat / split slabs ---------------------===//
 //
-// Permutations (one thread per output element) and the strided slab copies
-// of concat / split, slice and pad: rows copied in the widest unit (up to 16
+// Permutations (one thread per output element), strided slices and their
+// scatter (one thread per element), and the strided slab copies of concat /
+// split, slice and pad: rows copied in the widest unit (up to 16
 // bytes) that every address, pitch and row width allows. On the last H100
 // lease cudaMemcpy2DAsync moved GPT-2's q / k / v slabs (1536-byte rows) at
 // about a quarter of the copy bandwidth: split and concat took 2.2 ms of a
@@ -53,6 +54,22 @@ __global__ void copyRowsKernel(const char *src, int64_t srcPitch, char *dst,
   FSDPRT_GRID_STRIDE(i, n) {
     int64_t r = i / units, c = (i - r * units) * B;
     copyUnit<B>(dst + r * dstPitch + c, src + r * srcPitch + c);
+  }
+}
+
+/// Element p of the window ([outer, count, inner]) and its position in the
+/// whole [outer, dim, inner] tensor; scatter swaps source and destination.
+template <typename T>
+__global__ void copyStridedKernel(const T *src, T *dst, StridedWindow w,
+                                  bool scatter, int64_t n) {
+  FSDPRT_GRID_STRIDE(p, n) {
+    int64_t row = p / w.inner, j = p - row * w.inner;
+    int64_t o = row / w.count, i = row - o * w.count;
+    int64_t whole = (o * w.dim + w.start + i * w.step) * w.inner + j;
+    if (scatter)
+      dst[whole] = src[p];
+    else
+      dst[p] = src[whole];
   }
 }
 
@@ -130,6 +147,29 @@ void copySlab(Stream s, int64_t elemSize, const void *src, int64_t srcDim,
   default:
     FSDPRT_LAUNCH(copyRowsKernel<1>, n, s, from, fromPitch, to, toPitch, units,
                   n);
+  }
+}
+
+void copyStrided(Stream s, int64_t elemSize, const void *src, void *dst,
+                 const StridedWindow &w, bool scatter) {
+  int64_t n = w.outer * w.count * w.inner;
+  if (n == 0)
+    return;
+  switch (elemSize) {
+  case 2:
+    FSDPRT_LAUNCH(copyStridedKernel<uint16_t>, n, s,
+                  static_cast<const uint16_t *>(src),
+                  static_cast<uint16_t *>(dst), w, scatter, n);
+    return;
+  case 4:
+    FSDPRT_LAUNCH(copyStridedKernel<uint32_t>, n, s,
+                  static_cast<const uint32_t *>(src),
+                  static_cast<uint32_t *>(dst), w, scatter, n);
+    return;
+  default:
+    FSDPRT_LAUNCH(copyStridedKernel<uint64_t>, n, s,
+                  static_cast<const uint64_t *>(src),
+                  static_cast<uint64_t *>(dst), w, scatter, n);
   }
 }
 

@@ -1,8 +1,9 @@
 //===- Pointwise.cu - Pointwise kernels -----------------------------------===//
 //
-// Binary ops with broadcasting, scale, activations and unary math (the CPU
-// backend's FSDPRT_HD bodies, on the storage type), bias row seeds, rotary
-// embeddings, dropout and random fills (Philox, as on the CPU).
+// Binary ops with broadcasting (integer add / sub / mul too), scale,
+// activations and unary math (the CPU backend's FSDPRT_HD bodies, on the
+// storage type), bias row seeds, rotary embeddings, dropout and random
+// fills (Philox, as on the CPU).
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -29,6 +30,33 @@ __global__ void binaryBroadcastKernel(int op, const typename S::T *a,
     offsetsOf(d, i, oa, ob);
     out[i] = S::store(binaryApply(op, S::load(a[oa]), S::load(b[ob])));
   }
+}
+
+/// Integer add / sub / mul with broadcasting (d: both operands' strides).
+template <typename I>
+__global__ void integerBinaryKernel(int op, const I *a, const I *b, I *out,
+                                    Dims d, int64_t n) {
+  FSDPRT_GRID_STRIDE(i, n) {
+    int64_t oa, ob;
+    offsetsOf(d, i, oa, ob);
+    out[i] = IntegerStorage<I>::store(integerBinaryApply(op, a[oa], b[ob]));
+  }
+}
+
+/// The broadcast shape's dims with each operand's strides.
+Dims broadcastDims(const Shape &aShape, const Shape &bShape) {
+  Shape shape = broadcastShapes(aShape, bShape);
+  requireRank(shape.size(), "broadcast");
+  std::vector<int64_t> sa = broadcastStrides(aShape, shape),
+                       sb = broadcastStrides(bShape, shape);
+  Dims d;
+  d.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < d.rank; ++i) {
+    d.size[i] = shape[i];
+    d.strideA[i] = sa[i];
+    d.strideB[i] = sb[i];
+  }
+  return d;
 }
 
 __global__ void addBatchesKernel(float *dst, const float *src,
@@ -177,27 +205,29 @@ void binaryForward(Stream s, DType dt, BinaryOp op, const void *a,
                    const Shape &aShape, const void *b, const Shape &bShape,
                    void *out) {
   int code = static_cast<int>(op);
+  int64_t n = numelOf(broadcastShapes(aShape, bShape));
+  if (dt == DType::I32) {
+    FSDPRT_LAUNCH(integerBinaryKernel<int32_t>, n, s, code,
+                  static_cast<const int32_t *>(a),
+                  static_cast<const int32_t *>(b), static_cast<int32_t *>(out),
+                  broadcastDims(aShape, bShape), n);
+    return;
+  }
+  if (dt == DType::I64) {
+    FSDPRT_LAUNCH(integerBinaryKernel<int64_t>, n, s, code,
+                  static_cast<const int64_t *>(a),
+                  static_cast<const int64_t *>(b), static_cast<int64_t *>(out),
+                  broadcastDims(aShape, bShape), n);
+    return;
+  }
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    auto *pa = static_cast<const T *>(a);
-    auto *pb = static_cast<const T *>(b);
-    auto *po = static_cast<T *>(out);
     if (aShape == bShape)
-      return launchMap<S>(s, BinaryF{code}, a, b, out, numelOf(aShape));
-    Shape shape = broadcastShapes(aShape, bShape);
-    requireRank(shape.size(), "broadcast");
-    std::vector<int64_t> sa = broadcastStrides(aShape, shape),
-                         sb = broadcastStrides(bShape, shape);
-    Dims d;
-    d.rank = static_cast<int>(shape.size());
-    for (int i = 0; i < d.rank; ++i) {
-      d.size[i] = shape[i];
-      d.strideA[i] = sa[i];
-      d.strideB[i] = sb[i];
-    }
-    int64_t n = numelOf(shape);
-    FSDPRT_LAUNCH(binaryBroadcastKernel<S>, n, s, code, pa, pb, po, d, n);
+      return launchMap<S>(s, BinaryF{code}, a, b, out, n);
+    FSDPRT_LAUNCH(binaryBroadcastKernel<S>, n, s, code,
+                  static_cast<const T *>(a), static_cast<const T *>(b),
+                  static_cast<T *>(out), broadcastDims(aShape, bShape), n);
   });
 }
 

@@ -1,14 +1,15 @@
-//===- Reductions.cu - Column sums, reduce, batch norm --------------------===//
+//===- Reductions.cu - Column sums, reduce, cumsum, batch norm ------------===//
 //
 // Sums down columns (bias gradients, reduce, layer_norm / rms_norm weight
-// gradients) in two deterministic passes, reduce's backward, and batch norm
-// (one thread per channel).
+// gradients) in two deterministic passes, reduce's backward, cumsum (one
+// thread per line) and batch norm (one thread per channel).
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 #include "KernelSupport.cuh"
 
 #include "fsdp/rt/math/BatchNorm.h"
+#include "fsdp/rt/math/Scan.h"
 
 namespace fsdp {
 namespace rt {
@@ -272,6 +273,32 @@ void batchNormBackward(Stream s, const float *x, const float *w,
                        bool training) {
   FSDPRT_LAUNCH(batchNormBackwardKernel, c, s, x, w, runningMean, runningVar,
                 dy, dx, dw, db, n, c, spatial, eps, training);
+}
+
+namespace {
+template <typename Sc>
+__global__ void cumsumKernel(const typename Sc::T *x, typename Sc::T *y,
+                             int64_t dim, int64_t inner, bool reverse,
+                             int64_t lines) {
+  FSDPRT_GRID_STRIDE(l, lines) {
+    int64_t o = l / inner, at = o * dim * inner + (l - o * inner);
+    cumsumLine<Sc>(x + at, y + at, dim, inner, reverse);
+  }
+}
+} // namespace
+
+void cumsum(Stream s, DType dt, const void *x, void *y, int64_t outer,
+            int64_t dim, int64_t inner, bool reverse) {
+  int64_t lines = outer * inner;
+  if (lines == 0 || dim == 0)
+    return;
+  withScanTraits(dt, [&](auto scan) {
+    using Sc = decltype(scan);
+    FSDPRT_LAUNCH(cumsumKernel<Sc>, lines, s,
+                  static_cast<const typename Sc::T *>(x),
+                  static_cast<typename Sc::T *>(y), dim, inner, reverse,
+                  lines);
+  });
 }
 
 } // namespace cuda

@@ -89,6 +89,23 @@ func.func @matmul_rank(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
 
 // -----
 
+func.func @add_of_two_integer_types(%a: tensor<2x8xi32>, %b: tensor<8xi64>) {
+  // expected-error @+2 {{operand element types differ: 'i32' vs 'i64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.add %a, %b : (tensor<2x8xi32>, tensor<8xi64>) -> tensor<2x8xi32>
+  return
+}
+
+// -----
+
+func.func @div_of_integers(%a: tensor<2x8xi64>, %b: tensor<8xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.div %a, %b : (tensor<2x8xi64>, tensor<8xi64>) -> tensor<2x8xi64>
+  return
+}
+
+// -----
+
 func.func @matmul_dtype(%a: tensor<2x8xf32>, %b: tensor<8x4xbf16>) {
   // expected-error @+2 {{operand element types differ: 'f32' vs 'bf16'}}
   // expected-error @+1 {{failed to infer returned types}}
@@ -384,9 +401,9 @@ func.func @cast_shape(%x: tensor<4x8xf32>) {
 
 // -----
 
-func.func @cast_to_int(%x: tensor<4xf32>) {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
-  %0 = nn.cast %x : tensor<4xf32> to tensor<4xi32>
+func.func @cast_to_i8(%x: tensor<4xf32>) {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<4xi8>'}}
+  %0 = nn.cast %x : tensor<4xf32> to tensor<4xi8>
   return
 }
 
@@ -630,6 +647,62 @@ func.func @slice_dim(%x: tensor<2x8xf32>) {
 func.func @slice_result(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{result type 'tensor<2x3xf32>' should be 'tensor<2x4xf32>'}}
   %0 = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 4 : i64} : (tensor<2x8xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_strided_result(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x4xf32>' should be 'tensor<2x3xf32>'}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 7 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_zero_step(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{attribute 'step' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = nn.slice %x {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 0 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_shape(%g: tensor<2x4xf32>) {
+  // expected-error @+1 {{grad has type 'tensor<2x4xf32>' but slicing 'tensor<2x8xf32>' from 1 by step 3 gives 'tensor<2x3xf32>'}}
+  %0 = nn.slice_grad %g {dim = 1 : i64, start = 1 : i64, step = 3 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_dim(%g: tensor<2x4xf32>) {
+  // expected-error @+1 {{dim -1 is out of range for rank 2}}
+  %0 = nn.slice_grad %g {dim = -1 : i64, start = 0 : i64, step = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_dim(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = nn.cumsum %x {dim = 2 : i64} : tensor<2x8xi64>
+  return
+}
+
+// -----
+
+func.func @cumsum_of_a_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{dim 0 is out of range for rank 0}}
+  %0 = nn.cumsum %x {dim = 0 : i64} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cumsum_changes_type(%x: tensor<2x8xi32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "nn.cumsum"(%x) {dim = 1 : i64} : (tensor<2x8xi32>) -> tensor<2x8xi64>
   return
 }
 

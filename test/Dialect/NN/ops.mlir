@@ -43,6 +43,23 @@ func.func @elementwise(%a: tensor<4x16x32xf16>, %b: tensor<16x32xf16>, %c: tenso
   return
 }
 
+// RoBERTa's position ids: a float mask cast to i32, integer arithmetic with
+// broadcasting, widened to i64; floats truncated to integers.
+// CHECK-LABEL: func @integers
+func.func @integers(%mask: tensor<2x16xf32>, %count: tensor<2x16xi32>, %one: tensor<i64>) {
+  // CHECK: nn.cast %{{.*}} : tensor<2x16xf32> to tensor<2x16xi32>
+  %m = nn.cast %mask : tensor<2x16xf32> to tensor<2x16xi32>
+  // CHECK: nn.mul %{{.*}}, %{{.*}} : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi32>
+  %p = nn.mul %count, %m : (tensor<2x16xi32>, tensor<2x16xi32>) -> tensor<2x16xi32>
+  // CHECK: nn.cast %{{.*}} : tensor<2x16xi32> to tensor<2x16xi64>
+  %l = nn.cast %p : tensor<2x16xi32> to tensor<2x16xi64>
+  // CHECK: nn.add %{{.*}}, %{{.*}} : (tensor<2x16xi64>, tensor<i64>) -> tensor<2x16xi64>
+  %ids = nn.add %l, %one : (tensor<2x16xi64>, tensor<i64>) -> tensor<2x16xi64>
+  // CHECK: nn.sub %{{.*}}, %{{.*}} : (tensor<i64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+  %back = nn.sub %one, %ids : (tensor<i64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+  return
+}
+
 // CHECK-LABEL: func @pointwise_math
 func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: tensor<4x16x32xf32>) {
   // CHECK: nn.div %{{.*}}, %{{.*}} : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
@@ -82,6 +99,19 @@ func.func @windows(%x: tensor<2x4x16x8xbf16>, %labels: tensor<2x16xi64>, %table:
   %1 = nn.pad %labels {dim = 1 : i64, low = 0 : i64, high = 1 : i64, value = -100.0 : f64} : (tensor<2x16xi64>) -> tensor<2x17xi64>
   // CHECK: nn.slice %{{.*}} {dim = 1 : i64, end = 17 : i64, start = 1 : i64} : (tensor<2x17xi64>) -> tensor<2x16xi64>
   %2 = nn.slice %1 {dim = 1 : i64, start = 1 : i64, end = 17 : i64} : (tensor<2x17xi64>) -> tensor<2x16xi64>
+  // GPT-J's x[..., 1::2], and its gradient scattered back.
+  // CHECK: nn.slice %{{.*}} {dim = 3 : i64, end = 8 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
+  %3 = nn.slice %x {dim = 3 : i64, start = 1 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x4x16x8xbf16>) -> tensor<2x4x16x4xbf16>
+  // CHECK: nn.slice_grad %{{.*}} {dim = 3 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x4xbf16>) -> tensor<2x4x16x8xbf16>
+  %4 = nn.slice_grad %3 {dim = 3 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x4xbf16>) -> tensor<2x4x16x8xbf16>
+  // A step past the end keeps one element: x[:, 3::9] of 8.
+  // CHECK: nn.slice %{{.*}} {dim = 1 : i64, end = 16 : i64, start = 3 : i64, step = 9 : i64} : (tensor<2x16xi64>) -> tensor<2x2xi64>
+  %5 = nn.slice %labels {dim = 1 : i64, start = 3 : i64, end = 16 : i64, step = 9 : i64} : (tensor<2x16xi64>) -> tensor<2x2xi64>
+  // Running sums of ids (no gradient) and of floats, from the end.
+  // CHECK: nn.cumsum %{{.*}} {dim = 1 : i64} : tensor<2x16xi64>
+  %6 = nn.cumsum %labels {dim = 1 : i64} : tensor<2x16xi64>
+  // CHECK: nn.cumsum %{{.*}} {dim = -1 : i64, reverse} : tensor<2x4x16x8xbf16>
+  %7 = nn.cumsum %x {dim = -1 : i64, reverse} : tensor<2x4x16x8xbf16>
   return
 }
 

@@ -112,8 +112,15 @@ FailureOr<SmallVector<Value>> MatmulOp::buildVJP(OpBuilder &b,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Integer arithmetic (ids, counts) carries no gradient.
+static bool isInteger(Value v) {
+  return isa<IntegerType>(getElementTypeOrSelf(v.getType()));
+}
+
 FailureOr<SmallVector<Value>> AddOp::buildVJP(OpBuilder &b,
                                               ValueRange cotangents) {
+  if (isInteger(getResult()))
+    return SmallVector<Value>{Value(), Value()};
   Value g = cotangents[0];
   return SmallVector<Value>{sumToShape(b, getLoc(), g, getLhs().getType()),
                             sumToShape(b, getLoc(), g, getRhs().getType())};
@@ -121,6 +128,8 @@ FailureOr<SmallVector<Value>> AddOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> SubOp::buildVJP(OpBuilder &b,
                                               ValueRange cotangents) {
+  if (isInteger(getResult()))
+    return SmallVector<Value>{Value(), Value()};
   Value g = cotangents[0];
   Value negated = scale(b, getLoc(), g, -1.0);
   return SmallVector<Value>{sumToShape(b, getLoc(), g, getLhs().getType()),
@@ -129,6 +138,8 @@ FailureOr<SmallVector<Value>> SubOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> MulOp::buildVJP(OpBuilder &b,
                                               ValueRange cotangents) {
+  if (isInteger(getResult()))
+    return SmallVector<Value>{Value(), Value()};
   Location loc = getLoc();
   Value g = cotangents[0];
   Value gradLhs = MulOp::create(b, loc, g, getRhs());
@@ -384,7 +395,7 @@ FailureOr<SmallVector<Value>> RoPEOp::buildVJP(OpBuilder &b,
 FailureOr<SmallVector<Value>> CastOp::buildVJP(OpBuilder &b,
                                                ValueRange cotangents) {
   RankedTensorType in = getInput().getType();
-  if (!isa<FloatType>(in.getElementType()))
+  if (isInteger(getInput()) || isInteger(getResult()))
     return SmallVector<Value>{Value()};
   return SmallVector<Value>{CastOp::create(b, getLoc(), in, cotangents[0])};
 }
@@ -434,6 +445,10 @@ FailureOr<SmallVector<Value>> ConcatOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> SliceOp::buildVJP(OpBuilder &b,
                                                 ValueRange cotangents) {
+  if (getStep() != 1)
+    return SmallVector<Value>{SliceGradOp::create(
+        b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
+        getStartAttr(), getStepAttr())};
   int64_t size = getInput().getType().getDimSize(getDim());
   return SmallVector<Value>{PadOp::create(
       b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
@@ -447,6 +462,16 @@ FailureOr<SmallVector<Value>> PadOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>{SliceOp::create(
       b, getLoc(), getInput().getType(), cotangents[0], getDimAttr(),
       getLowAttr(), b.getI64IntegerAttr(getLow() + size))};
+}
+
+FailureOr<SmallVector<Value>> CumsumOp::buildVJP(OpBuilder &b,
+                                                 ValueRange cotangents) {
+  if (!isa<FloatType>(getInput().getType().getElementType()))
+    return SmallVector<Value>{Value()};
+  // Each input element reaches every output at or after it along dim.
+  return SmallVector<Value>{CumsumOp::create(
+      b, getLoc(), cotangents[0], getDimAttr(),
+      getReverse() ? UnitAttr() : b.getUnitAttr())};
 }
 
 /// The cotangent of a reduction, repeated over the reduced dimensions.

@@ -43,6 +43,24 @@ LogicalResult BroadcastOp::verify() {
 
 /// The gradients of a normalization over the last dimension [D]: the
 /// input's, then `vectors` per-feature [D] ones (weight, bias).
+LogicalResult SliceGradOp::verify() {
+  RankedTensorType grad = getGrad().getType(), out = getResult().getType();
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= out.getRank())
+    return emitOpError("dim ") << dim << " is out of range for rank "
+                               << out.getRank();
+  // The strided slice of the result's shape must have grad's type.
+  int64_t size = out.getDimSize(dim), start = getStart();
+  SmallVector<int64_t> sliced(out.getShape());
+  sliced[dim] = start < size ? llvm::divideCeil(size - start, getStep()) : 0;
+  auto expected = RankedTensorType::get(sliced, out.getElementType());
+  if (grad != expected)
+    return emitOpError("grad has type ")
+           << grad << " but slicing " << out << " from " << start
+           << " by step " << getStep() << " gives " << expected;
+  return success();
+}
+
 static LogicalResult inferNormGrad(std::optional<Location> loc, StringRef name,
                                    Value grad, Value input, Value weight,
                                    unsigned vectors,

@@ -416,13 +416,14 @@ static LogicalResult verifyWindow(Operation *op, RankedTensorType in,
 
 LogicalResult SliceOp::verify() {
   RankedTensorType in = getInput().getType();
-  int64_t dim = getDim(), start = getStart(), end = getEnd();
+  int64_t dim = getDim(), start = getStart(), end = getEnd(), step = getStep();
   if (dim >= 0 && dim < in.getRank() &&
       (start < 0 || end <= start || end > in.getDimSize(dim)))
     return emitOpError("window [")
            << start << ", " << end << ") is empty or outside dimension " << dim
            << " of size " << in.getDimSize(dim);
-  return verifyWindow(*this, in, getResult().getType(), dim, end - start);
+  return verifyWindow(*this, in, getResult().getType(), dim,
+                      llvm::divideCeil(end - start, step));
 }
 
 LogicalResult PadOp::verify() {
@@ -434,6 +435,14 @@ LogicalResult PadOp::verify() {
   int64_t size = dim >= 0 && dim < in.getRank() ? in.getDimSize(dim) : 0;
   return verifyWindow(*this, in, getResult().getType(), dim,
                       size + low + high);
+}
+
+LogicalResult CumsumOp::verify() {
+  int64_t rank = getInput().getType().getRank();
+  auto dim = static_cast<int64_t>(getDim());
+  if (rank < 1 || failed(normalizeDim(dim, rank)))
+    return emitOpError("dim ") << dim << " is out of range for rank " << rank;
+  return success();
 }
 
 LogicalResult CastOp::verify() {

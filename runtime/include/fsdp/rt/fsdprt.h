@@ -281,8 +281,9 @@ int32_t fsdprt_matmul_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t b_batched);
 
 /* out = a (op) b with numpy trailing broadcasting; out has the broadcast */
-/* shape. Backward (ADD to DIV) sums over broadcast dims; da or db may be */
-/* 0; maximum's and minimum's gradients are g times their weights.        */
+/* shape (I32 / I64: ADD, SUB and MUL only, wrapping). Backward (floats,  */
+/* ADD to DIV) sums over broadcast dims; da or db may be 0; maximum's and */
+/* minimum's gradients are g times their weights.                         */
 int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t op, int64_t a, int64_t a_off,
                               int32_t a_rank, const int64_t *a_shape, int64_t b,
@@ -432,7 +433,9 @@ int32_t fsdprt_batch_norm_backward(
     int64_t dx_off, int64_t dw, int64_t dw_off, int64_t db, int64_t db_off,
     int64_t n, int64_t c, int64_t spatial, double eps, int32_t training);
 
-/* Element conversion; src may be I32/I64 (to a float dst) or any float. */
+/* Element conversion between any two dtypes, as torch's: to a float   */
+/* rounding to nearest even, float to integer truncating toward zero,   */
+/* integer to integer wrapping.                                          */
 int32_t fsdprt_cast(int64_t ctx, int64_t stream, int32_t src_dtype, int64_t src,
                     int64_t src_off, int32_t dst_dtype, int64_t dst,
                     int64_t dst_off, int64_t numel);
@@ -463,6 +466,24 @@ int32_t fsdprt_pad(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
                    int64_t x_off, int32_t rank, const int64_t *shape,
                    int32_t dim, int64_t low, int64_t high, double value,
                    int64_t y, int64_t y_off);
+/* y = x[..., start:start+step*size:step, ...] along dim (size elements, */
+/* any dtype); the backward writes dy's elements at those positions of  */
+/* dx (x_shape) and zeros everywhere else.                              */
+int32_t fsdprt_strided_slice(int64_t ctx, int64_t stream, int32_t dtype,
+                             int64_t x, int64_t x_off, int32_t rank,
+                             const int64_t *shape, int32_t dim, int64_t start,
+                             int64_t step, int64_t size, int64_t y,
+                             int64_t y_off);
+int32_t fsdprt_strided_slice_backward(int64_t ctx, int64_t stream,
+                                      int32_t dtype, int64_t dy, int64_t dy_off,
+                                      int32_t rank, const int64_t *x_shape,
+                                      int32_t dim, int64_t start, int64_t step,
+                                      int64_t size, int64_t dx, int64_t dx_off);
+/* y = torch.cumsum(x, dim) (any dtype; floats accumulate in double,     */
+/* integers in int64); reverse sums from the end (cumsum's backward).    */
+int32_t fsdprt_cumsum(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                      int64_t x_off, int32_t rank, const int64_t *shape,
+                      int32_t dim, int32_t reverse, int64_t y, int64_t y_off);
 /* Sum or mean over `dims` (keepdim changes only the shape, not the data). */
 int32_t fsdprt_reduce_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t kind, int64_t x, int64_t x_off,

@@ -101,9 +101,17 @@ def NN_MatmulOp : NN_PureOp<"matmul", [NN_Differentiable, InferTypeOpAdaptor]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def NN_AddOp : NN_BinaryOp<"add", "lhs + rhs">;
-def NN_SubOp : NN_BinaryOp<"sub", "lhs - rhs">;
-def NN_MulOp : NN_BinaryOp<"mul", "lhs * rhs">;
+// add, sub and mul also take integer tensors, wrapping as torch's do:
+// position ids and masks computed at run time (RoBERTa's
+// `(cumsum(mask) + past) * mask + padding_idx`); no gradient flows there.
+class NN_ArithOp<string mnemonic, string formula>
+    : NN_BinaryOp<mnemonic, formula> {
+  let arguments = (ins NN_AnyTensor:$lhs, NN_AnyTensor:$rhs);
+  let results = (outs NN_AnyTensor:$result);
+}
+def NN_AddOp : NN_ArithOp<"add", "lhs + rhs">;
+def NN_SubOp : NN_ArithOp<"sub", "lhs - rhs">;
+def NN_MulOp : NN_ArithOp<"mul", "lhs * rhs">;
 
 def NN_DivOp : NN_BinaryOp<"div", "lhs / rhs">;
 
@@ -480,15 +488,19 @@ def NN_RoPEOp : NN_PureOp<"rope", [SameOperandsAndResultType,
 def NN_CastOp : NN_PureOp<"cast", [NN_Differentiable]> {
   let summary = "element type conversion (Tensor.to(dtype))";
   let description = [{
-    Converts between f32, bf16 and f16 (round to nearest even), or from an
-    integer type to a float type. The shape is unchanged.
+    Converts between any of f32, bf16, f16, i32 and i64, as torch does:
+    to a float type rounding to nearest even, from a float type to an
+    integer type truncating toward zero (`mask.int()`, `x.long()`), between
+    integer types wrapping. The shape is unchanged. Only float to float
+    carries a gradient.
 
     ```mlir
     %h = nn.cast %x : tensor<4x16xf32> to tensor<4x16xbf16>
+    %ids = nn.cast %mask : tensor<4x16xf32> to tensor<4x16xi32>
     ```
   }];
   let arguments = (ins NN_AnyTensor:$input);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
@@ -553,18 +565,24 @@ def NN_ConcatOp : NN_PureOp<"concat", [NN_Differentiable, InferTypeOpAdaptor]> {
 }
 
 def NN_SliceOp : NN_PureOp<"slice", [NN_Differentiable]> {
-  let summary = "a window of one dimension (x[..., start:end, ...])";
+  let summary = "a window of one dimension (x[..., start:end:step, ...])";
   let description = [{
-    Elements `start` to `end` (exclusive, step 1) of dimension `dim`, every
-    other dimension whole; any element type. The VJP pads the cotangent
-    with zeros back to the input's shape.
+    Elements `start`, `start + step`, ... below `end` of dimension `dim`
+    (`ceil((end - start) / step)` of them), every other dimension whole;
+    any element type. `step` (default 1) is PyTorch's slice step: GPT-J's
+    interleaved rotary reads `x[..., ::2]` and `x[..., 1::2]`. The VJP pads
+    the cotangent with zeros back to the input's shape (step 1) or
+    scatters it into zeros (`nn.slice_grad`).
 
     ```mlir
     %y = nn.slice %x {dim = 3 : i64, start = 0 : i64, end = 4 : i64} : (tensor<2x4x16x8xf32>) -> tensor<2x4x16x4xf32>
+    %odd = nn.slice %x {dim = 3 : i64, start = 1 : i64, end = 8 : i64, step = 2 : i64} : (tensor<2x4x16x8xf32>) -> tensor<2x4x16x4xf32>
     ```
   }];
   let arguments = (ins NN_AnyTensor:$input, I64Attr:$dim, I64Attr:$start,
-                       I64Attr:$end);
+                       I64Attr:$end,
+                       ConfinedAttr<DefaultValuedAttr<I64Attr, "1">,
+                                    [IntPositive]>:$step);
   let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -585,6 +603,31 @@ def NN_PadOp : NN_PureOp<"pad", [NN_Differentiable]> {
                        I64Attr:$high, DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs NN_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_CumsumOp : NN_PureOp<"cumsum", [SameOperandsAndResultType,
+                                        InferTypeOpInterface,
+                                        NN_Differentiable]> {
+  let summary = "running sum along one dimension (torch.cumsum)";
+  let description = [{
+    `result[..., i, ...] = sum of input[..., j, ...] for j <= i` along `dim`
+    (negative counts from the end), or for j >= i with `reverse` (the VJP
+    of a cumsum is the reversed cumsum of its cotangent). Float tensors
+    accumulate in f64, each prefix rounded to f32 (as torch's CPU kernel
+    for f32; bf16 / f16 then round from f32); integer tensors (RoBERTa's
+    position ids count a padding mask) accumulate in i64 and have no
+    gradient.
+    torch.cumsum of an i32 tensor gives i64: the importer casts first.
+
+    ```mlir
+    %c = nn.cumsum %mask {dim = 1 : i64} : tensor<4x16xi64>
+    %g = nn.cumsum %dy {dim = -1 : i64, reverse} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input, I64Attr:$dim, UnitAttr:$reverse);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -793,6 +836,26 @@ def NN_BatchNormGradOp : NN_PureOp<"batch_norm_grad", [InferTypeOpAdaptor]> {
                       NN_FloatTensor:$bias_grad);
   let assemblyFormat = "$grad `,` $input `,` $weight `,` $running_mean `,` "
       "$running_var attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_SliceGradOp : NN_PureOp<"slice_grad"> {
+  let summary = "gradient of a strided nn.slice: the cotangent scattered into zeros";
+  let description = [{
+    The result (the sliced input's type) is zero but at positions `start`,
+    `start + step`, ... of dimension `dim`, which hold `grad`'s slices in
+    order (torch's slice_backward). Only the VJP of an `nn.slice` whose
+    step exceeds 1 makes it; a step-1 slice's gradient is an `nn.pad`.
+
+    ```mlir
+    %gx = nn.slice_grad %g {dim = 3 : i64, start = 1 : i64, step = 2 : i64} : (tensor<2x4x16x4xf32>) -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, I64Attr:$dim,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$start,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$step);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def NN_EmbeddingGradOp : NN_PureOp<"embedding_grad", [InferTypeOpAdaptor]> {

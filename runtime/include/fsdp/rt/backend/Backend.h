@@ -90,6 +90,12 @@ enum class CopyKind {
   HostBuffer
 };
 
+/// `count` slices at start, start + step, ... of the middle dim of an
+/// [outer, dim, inner] tensor.
+struct StridedWindow {
+  int64_t outer, dim, inner, start, step, count;
+};
+
 struct MatmulDims {
   int64_t batch, m, k, n;
   bool transA, transB, bBatched;
@@ -239,6 +245,7 @@ public:
                               const void *dc, void *da, void *db,
                               const MatmulDims &d) = 0;
 
+  /// dt may be I32 or I64 for Add, Sub and Mul (math/Pointwise.h).
   virtual void binaryForward(DType dt, BinaryOp op, const void *a,
                              const Shape &aShape, const void *b,
                              const Shape &bShape, void *out) = 0;
@@ -329,6 +336,15 @@ public:
                         int64_t srcOffset, void *dst, int64_t dstDim,
                         int64_t dstOffset, int64_t outer, int64_t size,
                         int64_t inner) = 0;
+  /// Gathers the window of `src` ([outer, dim, inner]) into `dst`
+  /// ([outer, count, inner]), or with `scatter` writes `src` (the
+  /// window's shape) into those positions of `dst`, leaving the rest.
+  virtual void copyStrided(DType dt, const void *src, void *dst,
+                           const StridedWindow &w, bool scatter) = 0;
+  /// The running sum of x ([outer, dim, inner], any dtype) along the
+  /// middle dim, from its end when `reverse` (math/Scan.h).
+  virtual void cumsum(DType dt, const void *x, void *y, int64_t outer,
+                      int64_t dim, int64_t inner, bool reverse) = 0;
   /// dims is a sorted list of reduced dims of xShape.
   virtual void reduceForward(DType dt, ReduceKind kind, const void *x,
                              const Shape &xShape,

@@ -16,8 +16,9 @@
 namespace fsdp {
 namespace rt {
 
-/// dst[i] = src[i] converted, for i < n, on the calling thread. Integers
-/// only as a source; src == dst types copy (memmove).
+/// dst[i] = src[i] converted, for i < n, on the calling thread: to an
+/// integer type floats truncate toward zero and integers wrap, as torch's
+/// casts; src == dst types copy (memmove).
 void convertOnHost(DType srcType, const void *src, DType dstType, void *dst,
                    int64_t n);
 

@@ -1,4 +1,9 @@
 //===- Pointwise.h - Binary arithmetic bodies -------------------*- C++ -*-===//
+//
+// Float codes in f32 (binaryApply); add, sub and mul of i32 / i64 tensors
+// in int64 (integerBinaryApply).
+//
+//===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_MATH_POINTWISE_H
 #define FSDP_RT_MATH_POINTWISE_H
 
@@ -46,6 +51,29 @@ FSDPRT_HD inline float binaryApply(int op, float a, float b) {
     return a != b ? 1.0f : 0.0f;
   }
 }
+
+/// FSDPRT_ADD, FSDPRT_SUB or FSDPRT_MUL of integers (the only codes the C
+/// API takes for them) in int64, wrapping as torch's integer ops do; the
+/// caller narrows the result to the storage type.
+FSDPRT_HD inline int64_t integerBinaryApply(int op, int64_t a, int64_t b) {
+  uint64_t x = static_cast<uint64_t>(a), y = static_cast<uint64_t>(b);
+  switch (op) {
+  case FSDPRT_ADD:
+    return static_cast<int64_t>(x + y);
+  case FSDPRT_SUB:
+    return static_cast<int64_t>(x - y);
+  default: // FSDPRT_MUL
+    return static_cast<int64_t>(x * y);
+  }
+}
+
+/// An integer storage type for the binary loops: integerBinaryApply's
+/// operands and result.
+template <typename I> struct IntegerStorage {
+  using T = I;
+  FSDPRT_HD static int64_t load(T v) { return v; }
+  FSDPRT_HD static T store(int64_t v) { return static_cast<T>(v); }
+};
 
 } // namespace rt
 } // namespace fsdp
