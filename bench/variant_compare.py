@@ -1,6 +1,6 @@
 """Shared by the benchmarks that compare a program with and without one
 fsdp-pipeline option (activation_checkpointing.py,
-selective_checkpointing.py, cpu_offload.py), in one run: the demo's
+selective_checkpointing.py, cpu_offload.py, adafactor.py), in one run: the demo's
 character-level GPT trained a few steps on 2 CPU ranks
 (median step time, measured peak arena bytes per rank) and the compiler's
 report for both it and a GPT-2-medium-shaped model (24 layers, width 1024,
@@ -20,9 +20,12 @@ WRAP = "auto-wrap-policy=module-kind wrap-kinds=Block optimizer=adamw"
 
 
 def compile_program(fsdp_opt, model, out, extra):
+    # A variant may be another optimizer than the plain run's AdamW.
+    base = WRAP if "optimizer=" not in extra else WRAP.replace(
+        " optimizer=adamw", "")
     proc = subprocess.run(
         [fsdp_opt, str(model),
-         f"--fsdp-pipeline=world-size=2 {WRAP} lower=true report=true {extra}",
+         f"--fsdp-pipeline=world-size=2 {base} lower=true report=true {extra}",
          "-o", str(out)], check=True, capture_output=True, text=True)
     report = proc.stdout
 
@@ -30,6 +33,7 @@ def compile_program(fsdp_opt, model, out, extra):
         m = re.search(pattern, report)
         return float(m.group(1)) if m else 0.0
     return {"peak": number(r"peak memory per rank: (\d+) bytes"),
+            "optimizer_state": number(r"optimizer state\s+(\d+)"),
             "activations": number(r"activations for backward\s+(\d+)"),
             "host_bytes": number(r"host memory per rank (\d+) bytes"),
             "predicted_ms": number(r"predicted step time: ([\d.]+) ms")}
