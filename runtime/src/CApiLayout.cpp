@@ -60,6 +60,14 @@ struct Window {
   std::optional<double> fill;
 };
 
+/// The dimension `dim` of `s` that `op` slices or pads (not of a rank-0
+/// tensor).
+Around slicedAxis(const char *op, const Shape &s, int32_t dim) {
+  if (s.empty())
+    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
+  return Around(s, normalizeDim(dim, s.size(), "dim"));
+}
+
 /// slice and pad: `window` maps the size of x's dim to the copy.
 template <typename WindowOf>
 void copyWindow(const char *op, int64_t ctx, int64_t stream, int32_t dtype,
@@ -68,9 +76,7 @@ void copyWindow(const char *op, int64_t ctx, int64_t stream, int32_t dtype,
   Launch l(ctx, stream, op);
   DType dt = dtypeFromCode(dtype, "dtype");
   Shape s = shapeFromAbi(rank, shape, "shape");
-  if (s.empty())
-    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
-  Around a(s, normalizeDim(dim, s.size(), "dim"));
+  Around a = slicedAxis(op, s, dim);
   Window w = windowOf(a.size);
   const void *px = l.operand(x, x_off, numelOf(s), dt, "x");
   int64_t yNumel = mul(a.outer, mul(w.ySize, a.inner));
@@ -93,9 +99,7 @@ void stridedWindow(const char *op, bool scatter, int64_t ctx, int64_t stream,
   Launch l(ctx, stream, op);
   DType dt = dtypeFromCode(dtype, "dtype");
   Shape s = shapeFromAbi(rank, shape, "shape");
-  if (s.empty())
-    fail(Status::InvalidArgument, "cannot ", op, " a rank-0 tensor");
-  Around a(s, normalizeDim(dim, s.size(), "dim"));
+  Around a = slicedAxis(op, s, dim);
   if (step <= 0)
     fail(Status::InvalidArgument, "step must be positive, got ", step);
   nonNegative(size, "size");
