@@ -48,6 +48,16 @@ static LogicalResult expectNumel(Operation *op, Value value, int64_t numel,
   return success();
 }
 
+/// The state, statistics and update norms of a flat parameter of `layout`.
+static LogicalResult verifySizes(Operation *op,
+                                 const ::fsdp::rt::AdafactorLayout &layout,
+                                 Value state, Value stats, Value updateSq) {
+  if (failed(expectNumel(op, state, layout.stateSize, "state")) ||
+      failed(expectNumel(op, stats, layout.statsSize(), "stats")))
+    return failure();
+  return expectNumel(op, updateSq, layout.params.size(), "update_sq");
+}
+
 /// The parameter (or its flat shard) and gradient: the same shape, the
 /// parameter f32 (the update computes in it; the gradient may be lower,
 /// keep_low_precision_grads).
@@ -95,10 +105,7 @@ LogicalResult AdafactorFactorOp::verify() {
     return failure();
   if (getState().getType() != getNewState().getType())
     return emitOpError("state and new state must have one type");
-  if (failed(expectNumel(*this, getState(), layout->stateSize, "state")) ||
-      failed(expectNumel(*this, getStats(), layout->statsSize(), "stats")))
-    return failure();
-  return expectNumel(*this, getUpdateSq(), layout->params.size(), "update_sq");
+  return verifySizes(*this, *layout, getState(), getStats(), getUpdateSq());
 }
 
 LogicalResult AdafactorApplyOp::verify() {
@@ -111,8 +118,5 @@ LogicalResult AdafactorApplyOp::verify() {
     return failure();
   if (getNewParam().getType() != getParam().getType())
     return emitOpError("new parameter must have the parameter's type");
-  if (failed(expectNumel(*this, getState(), layout->stateSize, "state")) ||
-      failed(expectNumel(*this, getStats(), layout->statsSize(), "stats")))
-    return failure();
-  return expectNumel(*this, getUpdateSq(), layout->params.size(), "update_sq");
+  return verifySizes(*this, *layout, getState(), getStats(), getUpdateSq());
 }

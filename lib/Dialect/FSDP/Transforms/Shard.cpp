@@ -159,8 +159,9 @@ private:
   Value allReduceIgnored(Value grad, function_ref<void(Value)> tag);
   /// Loss scaling and clipping on the shards, then the updates.
   void emitOptimizer();
-  /// Flat parameter i's Adafactor update of `shard`, with `state`.
-  Value emitAdafactor(int i, Value shard, Value state, Value stepCount);
+  /// Flat parameter i's Adafactor update of its shard (and its one state
+  /// tensor, Adafactor's factored second moment).
+  Value emitAdafactor(int i, Value stepCount);
   /// The type of a flat parameter's optimizer state tensors: its shard's,
   /// or Adafactor's whole factored second moment.
   RankedTensorType stateType(const FlatParam &flat) {
@@ -736,6 +737,10 @@ void StepSharder::emitOptimizer() {
     if (sharded.getArgAttr(a, kStepCountArg))
       stepCount = body->getArgument(a);
   for (auto [i, flat] : llvm::enumerate(flats)) {
+    if (isa<AdafactorStepOp>(anyUpdate)) {
+      newShards.push_back(emitAdafactor(i, stepCount));
+      continue;
+    }
     SmallVector<Value> operands = {body->getArgument(i), shardGrads[i]};
     for (unsigned s = 0; s < stateNames.size(); ++s)
       operands.push_back(
@@ -743,12 +748,6 @@ void StepSharder::emitOptimizer() {
     operands.push_back(stepCount);
     if (foundInf)
       operands.push_back(foundInf);
-    if (isa<AdafactorStepOp>(anyUpdate)) {
-      Value state = body->getArgument(firstState + i);
-      newShards.push_back(
-          emitAdafactor(i, body->getArgument(i), state, stepCount));
-      continue;
-    }
     SmallVector<Type> types(1 + stateNames.size(), flat.shardType());
     NamedAttrList attrs = groupAttrs(flat, updates);
     if (isa<SGDStepOp>(anyUpdate)) {
@@ -775,15 +774,15 @@ void StepSharder::emitOptimizer() {
   }
 }
 
-Value StepSharder::emitAdafactor(int i, Value shard, Value state,
-                                 Value stepCount) {
+Value StepSharder::emitAdafactor(int i, Value stepCount) {
   // Adafactor's statistics are sums over whole parameters, whose elements
   // the shard group's ranks hold between them: each rank sums its part,
   // and two small all-reduces over the shard group (no more: replicas hold
   // the same shards) complete the sums; the state is the same on every rank.
   const FlatParam &flat = flats[i];
   Location loc = step.getLoc();
-  Value grad = shardGrads[i];
+  Value shard = body->getArgument(i), grad = shardGrads[i];
+  Value state = body->getArgument(firstState + i);
   SmallVector<int64_t> values = flat.adafactorLayout();
   ::fsdp::rt::AdafactorLayout layout = parseLayout(values);
   auto vector = [&](int64_t n) {
