@@ -7,6 +7,7 @@
 // RUN: fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 optimizer=adafactor auto-wrap-policy=always report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 optimizer=adafactor auto-wrap-policy=always beta2-decay=-0.5 eps1=1e-20 eps2=0.2 clip-threshold=2.0" | FileCheck %s --check-prefix=HYPER
 // RUN: fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 optimizer=adafactor auto-wrap-policy=always lower=true" | FileCheck %s --check-prefix=CALLS
+// RUN: not fsdp-opt %examples/mlp.mlir --fsdp-pipeline="world-size=2 optimizer=adafactor cpu-offload=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFFLOAD
 
 // The state per parameter: rows + columns of a matrix (fc1.weight
 // [32, 16]: 48), the elements of a vector (fc1.bias: 32); torch's defaults
@@ -52,3 +53,7 @@
 // CALLS: llvm.call @fsdprt_adafactor_stats({{.*}}) : (i64, i64, i32, i64, i64, i64, i64, i64, i64, i64, !llvm.ptr, i64, i64) -> i32
 // CALLS: llvm.call @fsdprt_adafactor_factor({{.*}}) : (i64, i64, i32, i64, i64, i64, i64, i64, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, f64, f64, i64, i64) -> i32
 // CALLS: llvm.call @fsdprt_adafactor_apply({{.*}}) : (i64, i64, i32, i64, i64, i64, i64, i64, i64, i64, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, f64, f64, f64, f64, f64, i64, i64) -> i32
+
+// CPU offload runs the update on the host, with no all-reduce between its
+// parts: refused, at the model.
+// OFFLOAD: mlp.mlir:4:1: error: 'fsdp.adafactor_stats' op fsdp-cpu-offload: Adafactor's update reduces its statistics over the shard group between its parts, which an optimizer offloaded to the host does not do; use another optimizer or no offload
