@@ -11,7 +11,9 @@
 //     of that and its FLOPs at cuBLAS's rate on its per-head products).
 // The ratio (ours / ceiling, in time) says where a step's time goes beyond
 // what the hardware needs. Not a test. Run it on a GPU (the lease kit does).
-//   fsdprt_cuda_bench [--dtype bf16|f32] [--iters N]
+//   fsdprt_cuda_bench [--dtype bf16|f32] [--iters N] [--batch B]
+//                     [--only gemm|attention|pointwise|norm|loss]
+// (--batch: sequences of 1024; the kit runs 8 and, for the norms, 64.)
 //
 //===----------------------------------------------------------------------===//
 #include "BenchUtil.h"
@@ -60,21 +62,32 @@ void row(const std::string &name, double ours, double ceiling) {
 int main(int argc, char **argv) {
   bool bf16 = true;
   int iters = 10;
+  int64_t B = 8;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dtype" && i + 1 < argc)
       bf16 = std::string(argv[++i]) == "bf16";
     else if (a == "--iters" && i + 1 < argc)
       iters = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--batch" && i + 1 < argc)
+      B = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--dtype bf16|f32] [--iters N]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--dtype bf16|f32] [--iters N] [--batch B] "
+                   "[--only gemm|attention|pointwise|norm|loss]\n",
                    argv[0]);
       return 2;
     }
   }
   const int32_t dt = bf16 ? FSDPRT_BF16 : FSDPRT_F32;
   const int64_t es = bf16 ? 2 : 4;
-  const int64_t B = 8, T = 1024, C = 768, H = 12, V = 50257, M = B * T;
+  auto want = [&](const char *section) {
+    return only.empty() || only == section;
+  };
+  const int64_t T = 1024, C = 768, H = 12, V = 50257, M = B * T;
   // The logits' width: fsdp-pad-vocab pads the lm head to 64 classes.
   const int64_t W = (V + 63) / 64 * 64;
 
@@ -140,11 +153,14 @@ int main(int argc, char **argv) {
     int64_t k, n;
     bool bias;
   };
-  for (Linear l : {Linear{"qkv", C, 3 * C, true},
-                   Linear{"attn proj", C, C, true},
-                   Linear{"mlp fc", C, 4 * C, true},
-                   Linear{"mlp proj", 4 * C, C, true},
-                   Linear{"lm head (padded)", C, W, false}}) {
+  for (Linear l :
+       want("gemm")
+           ? std::vector<Linear>{Linear{"qkv", C, 3 * C, true},
+                                 Linear{"attn proj", C, C, true},
+                                 Linear{"mlp fc", C, 4 * C, true},
+                                 Linear{"mlp proj", 4 * C, C, true},
+                                 Linear{"lm head (padded)", C, W, false}}
+           : std::vector<Linear>{}) {
     int64_t x = alloc(M * l.k, es), w = alloc(l.n * l.k, es),
             b = l.bias ? alloc(l.n, es) : 0, y = alloc(M * l.n, es),
             dx = alloc(M * l.k, es), dw = alloc(l.n * l.k, es),
@@ -178,10 +194,12 @@ int main(int argc, char **argv) {
   // What padding the vocabulary buys (the backend's run-time padding of
   // GEMM dimensions to multiples of 8, with pad-vocab=0): cuBLAS alone on
   // the unpadded lm head against its padded shape.
-  row("cuBLAS lm head: n 50257 (ceil: n 50264)", cublasTime(M, C, V, 1),
-      cublasTime(M, C, (V + 7) / 8 * 8, 1));
+  if (want("gemm"))
+    row("cuBLAS lm head: n 50257 (ceil: n 50264)", cublasTime(M, C, V, 1),
+        cublasTime(M, C, (V + 7) / 8 * 8, 1));
 
-  { // attention: 4 products of [T, T, 64] per (batch, head) forward, 8 back
+  if (want("attention")) { // attention: 4 products of [T, T, 64] per (batch,
+                           // head) forward, 8 back
     const int64_t D = C / H, n = M * C;
     int64_t q = alloc(n, es), k = alloc(n, es), v = alloc(n, es),
             o = alloc(n, es), dq = alloc(n, es), dk = alloc(n, es),
@@ -215,7 +233,8 @@ int main(int argc, char **argv) {
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
-  { // pointwise: the residual add, the MLP's GELU, a parameter cast
+  if (want("pointwise")) { // pointwise: the residual add, the MLP's GELU, a
+                           // parameter cast
     const int64_t F = 4 * C, P = int64_t(124) << 20;
     int64_t a = alloc(M * C, es), b = alloc(M * C, es), sum = alloc(M * C, es),
             x = alloc(M * F, es), g = alloc(M * F, es), y = alloc(M * F, es),
@@ -289,7 +308,7 @@ int main(int argc, char **argv) {
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
-  { // layer_norm, rows of 768
+  if (want("norm")) { // layer_norm, rows of 768
     int64_t x = alloc(M * C, es), w = alloc(C, es), b = alloc(C, es),
             y = alloc(M * C, es), dx = alloc(M * C, es), dw = alloc(C, es),
             db = alloc(C, es);
@@ -301,9 +320,7 @@ int main(int argc, char **argv) {
                 "layer_norm_forward");
         },
         sync, iters, kReps);
-    // The backward, then its two parts: the rows (statistics, dx) and the
-    // weight gradients' column sums (statistics, partial sums, their chunks
-    // added).
+    // The backward, then the same call wanting only dx, or only dw and db.
     auto backward = [&](int64_t dxOut, int64_t dwOut, int64_t dbOut) {
       return timeIt(
           [&] {
@@ -314,8 +331,9 @@ int main(int argc, char **argv) {
           },
           sync, iters, kReps);
     };
-    row("layer_norm fwd 8192x768", fwd, 2.0 * M * C * es / bandwidth);
-    row("layer_norm bwd 8192x768", backward(dx, dw, db),
+    const std::string rowsX = std::to_string(M) + "x768";
+    row("layer_norm fwd " + rowsX, fwd, 2.0 * M * C * es / bandwidth);
+    row("layer_norm bwd " + rowsX, backward(dx, dw, db),
         3.0 * M * C * es / bandwidth);
     row("  its rows only (dx)", backward(dx, 0, 0),
         3.0 * M * C * es / bandwidth);
@@ -325,7 +343,8 @@ int main(int argc, char **argv) {
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
-  { // cross-entropy over the vocabulary, embedding backward into it
+  if (want("loss")) { // cross-entropy over the vocabulary, embedding backward
+                      // into it
     std::vector<int64_t> targets(M);
     std::mt19937 rng(0);
     for (int64_t &t : targets)
@@ -369,10 +388,10 @@ int main(int argc, char **argv) {
                 "embedding_backward");
         },
         sync, iters, kReps);
-    row("cross_entropy fwd 8192x50257 (rows of 50304)", fwd,
-        1.0 * M * V * es / bandwidth);
-    row("cross_entropy bwd 8192x50257 (rows of 50304)", bwd,
-        2.0 * M * W * es / bandwidth);
+    row("cross_entropy fwd " + std::to_string(M) + "x50257 (rows of 50304)",
+        fwd, 1.0 * M * V * es / bandwidth);
+    row("cross_entropy bwd " + std::to_string(M) + "x50257 (rows of 50304)",
+        bwd, 2.0 * M * W * es / bandwidth);
     row("cross_entropy fwd+bwd one call, in place", both,
         2.0 * M * W * es / bandwidth);
     row("embedding bwd 8192 ids into 50257x768", emb,

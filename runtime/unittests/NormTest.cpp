@@ -105,6 +105,69 @@ TEST_P(NormConformance, RmsNormManyRows) {
   checkRmsNorm(GetParam(), true, 150);
 }
 
+/// layer_norm and rms_norm on either side of the CUDA backend's register-
+/// resident width (rows up to 1024 are read once, ResidentNorms.cu; 1032
+/// streams), with more rows than one block slice of the weight gradients
+/// (32), against float64. Gradients analytic here: finite differences cost
+/// O((rows * d)^2) at these widths. expectClose's bound admits f32
+/// rounding of 1000-term row sums (~1e-5 of the scale).
+TEST_P(NormConformance, NormsAroundTheResidentWidthMatchFloat64) {
+  Device dev(GetParam());
+  const int64_t rows = 70;
+  const double eps = 1e-5;
+  for (int64_t d : {int64_t(29), int64_t(768), int64_t(1024), int64_t(1032)})
+    for (bool centered : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "d " << d << (centered ? " layer_norm" : " rms_norm"));
+      auto x = randomVector(rows * d, 301), w = randomVector(d, 302),
+           b = randomVector(d, 303), dy = randomVector(rows * d, 304);
+      std::vector<double> y(rows * d), dx(rows * d), dw(d), db(d);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = &x[r * d], *gr = &dy[r * d];
+        double mean = 0, var = 0, mg = 0, mgx = 0;
+        for (int64_t j = 0; centered && j < d; ++j)
+          mean += double(xr[j]) / d;
+        for (int64_t j = 0; j < d; ++j)
+          var += (xr[j] - mean) * (xr[j] - mean) / d;
+        double rstd = 1.0 / std::sqrt(var + eps);
+        for (int64_t j = 0; j < d; ++j) {
+          double xhat = (xr[j] - mean) * rstd, g = double(gr[j]) * w[j];
+          y[r * d + j] = xhat * w[j] + (centered ? b[j] : 0.0);
+          mg += centered ? g / d : 0.0;
+          mgx += g * xhat / d;
+          dw[j] += gr[j] * xhat;
+          db[j] += gr[j];
+        }
+        for (int64_t j = 0; j < d; ++j) {
+          double xhat = (xr[j] - mean) * rstd, g = double(gr[j]) * w[j];
+          dx[r * d + j] = rstd * (g - mg - xhat * mgx);
+        }
+      }
+      int64_t bx = dev.upload(x), bw = dev.upload(w), bb = dev.upload(b),
+              bdy = dev.upload(dy), by = dev.alloc(rows * d * 4),
+              bdx = dev.alloc(rows * d * 4), bdw = dev.alloc(d * 4),
+              bdb = dev.alloc(d * 4);
+      if (centered) {
+        RT_OK(fsdprt_layer_norm_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0,
+                                        bw, 0, bb, 0, by, 0, rows, d, eps));
+        RT_OK(fsdprt_layer_norm_backward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0,
+                                         bw, 0, bdy, 0, bdx, 0, bdw, 0, bdb, 0,
+                                         rows, d, eps));
+      } else {
+        RT_OK(fsdprt_rms_norm_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0,
+                                      bw, 0, by, 0, rows, d, eps));
+        RT_OK(fsdprt_rms_norm_backward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0,
+                                       bw, 0, bdy, 0, bdx, 0, bdw, 0, rows, d,
+                                       eps));
+      }
+      expectClose(dev.download(by, rows * d), y, "y");
+      expectClose(dev.download(bdx, rows * d), dx, "dx");
+      expectClose(dev.download(bdw, d), dw, "dw");
+      if (centered)
+        expectClose(dev.download(bdb, d), db, "db");
+    }
+}
+
 /// The CUDA norms move 16-byte packs where a row's operands are aligned and
 /// elements where not, summing in the same order: the same bits either way
 /// (rows of 768, whole packs, and 771, a tail; f32 and bf16; layer_norm and

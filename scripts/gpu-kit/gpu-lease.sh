@@ -18,10 +18,21 @@
 #                            dry run of the kit on a machine without a GPU)
 #   PARTS=machine,multirank  2-4 NCCL ranks on the one GPU over loopback
 #                            (not in the default list: its own command)
+#   PARTS=quick              the speed check (about 4 minutes): machine,
+#                            conformance, GPT-2 124M bf16 graphed at 8 and
+#                            64 x 1024 and the synchronous per-op trace,
+#                            the bf16 kernel bench, torch.compile at 8 and 64
 # The default part timeouts add up to under 10 minutes, one device command;
 # T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
 PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,kernels,torch},"
+if [ "$PARTS" = ",quick," ]; then
+  PARTS=",machine,conformance,gpt2_124m,kernels,torch,"
+  GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:b64:6 bf16:sync:5}
+  TORCH_BATCHES=${TORCH_BATCHES:-8 64}
+  TORCH_MODES=${TORCH_MODES:-compile_bf16}
+  KERNEL_DTYPES=${KERNEL_DTYPES:-bf16}
+fi
 BACKEND=${BACKEND:-cuda}
 KIT=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$KIT/out}
@@ -377,7 +388,18 @@ PY
 
 # Each CUDA kernel at the step's shapes against cuBLAS / copy bandwidth.
 kernels() {
-  "$BIN/fsdprt_cuda_bench" --dtype bf16 && "$BIN/fsdprt_cuda_bench" --dtype f32
+  local dt
+  for dt in ${KERNEL_DTYPES:-bf16 f32}; do
+    "$BIN/fsdprt_cuda_bench" --dtype "$dt" || return 1
+  done
+  "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --batch 64 || return 1
+  # The norm backward's register cap, to be settled (ResidentNorms.cu).
+  local batch
+  for batch in 8 64; do
+    echo "== FSDPRT_NORM_TWO_BLOCKS=1"
+    FSDPRT_NORM_TWO_BLOCKS=1 "$BIN/fsdprt_cuda_bench" --dtype bf16 \
+      --only norm --batch "$batch" || return 1
+  done
 }
 
 torch_step() {
@@ -391,7 +413,8 @@ torch_step() {
   done
 }
 
-export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES
+export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES \
+  KERNEL_DTYPES
 export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then

@@ -50,7 +50,8 @@ __global__ void columnSumsPartialKernel(const typename S::T *x, double *partial,
 /// out[k] = factor * sum_c partial[c * columns + k]: one warp per column,
 /// lane l adding chunks l, l + 32, ... in order, the lanes then in warpSum's
 /// fixed tree (a thread per column walked hundreds of chunks serially).
-__global__ void columnChunksFinishKernel(const double *partial, float *out,
+template <typename P>
+__global__ void columnChunksFinishKernel(const P *partial, float *out,
                                          int64_t columns, int64_t chunks,
                                          double factor) {
   FSDPRT_WARP_ROW_STRIDE(k, columns) {
@@ -61,12 +62,6 @@ __global__ void columnChunksFinishKernel(const double *partial, float *out,
     if (threadIdx.x % kWarp == 0)
       out[k] = static_cast<float>(acc * factor);
   }
-}
-
-void finishColumnChunks(Stream s, const double *partial, float *out,
-                        int64_t columns, int64_t chunks, double factor) {
-  FSDPRT_LAUNCH_WARP_ROWS(columnChunksFinishKernel, columns, s, partial, out,
-                          columns, chunks, factor);
 }
 
 /// Kept dims (output index space) in strideA, reduced dims in strideB; the
@@ -146,6 +141,17 @@ __global__ void batchNormBackwardKernel(
 }
 
 } // namespace
+
+void finishColumnChunks(Stream s, const double *partial, float *out,
+                        int64_t columns, int64_t chunks, double factor) {
+  FSDPRT_LAUNCH_WARP_ROWS(columnChunksFinishKernel<double>, columns, s, partial,
+                          out, columns, chunks, factor);
+}
+void finishColumnChunks(Stream s, const float *partial, float *out,
+                        int64_t columns, int64_t chunks, double factor) {
+  FSDPRT_LAUNCH_WARP_ROWS(columnChunksFinishKernel<float>, columns, s, partial,
+                          out, columns, chunks, factor);
+}
 
 void columnSums(Stream s, DType dt, const void *x, float *out, int64_t m,
                 int64_t n, double factor) {
@@ -241,6 +247,9 @@ static void normColumns(Stream s, DType dt, const void *x, const void *dy,
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps) {
+  if (residentNormFits(d))
+    return residentNormBackward(s, dt, true, x, w, dy, dx, dw, db, rows, d,
+                                eps);
   Scratch stats(s, 2 * rows * 4);
   float *mean = stats.as<float>(), *rstd = mean + rows;
   layerNormRowsBackward(s, dt, x, w, dy, dx, mean, rstd, rows, d, eps);
@@ -251,6 +260,9 @@ void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      const void *dy, void *dx, float *dw, int64_t rows,
                      int64_t d, float eps) {
+  if (residentNormFits(d))
+    return residentNormBackward(s, dt, false, x, w, dy, dx, dw, nullptr, rows,
+                                d, eps);
   Scratch stats(s, rows * 4);
   float *rstd = stats.as<float>();
   rmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps);

@@ -53,6 +53,7 @@ inline constexpr EmuDim3 blockDim{1, 1, 1};
 inline constexpr EmuDim3 gridDim{1, 1, 1};
 // One thread per block: shared memory is the thread's own, barriers are no-ops.
 #define __shared__
+#define __launch_bounds__(...)
 inline void __syncthreads() {}
 // ...and a warp is that one thread: a shuffle reads its own value.
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
