@@ -21,13 +21,15 @@
 #   PARTS=quick              the speed check (about 4 minutes): machine,
 #                            conformance, GPT-2 124M bf16 graphed at 8 and
 #                            64 x 1024 and the synchronous per-op trace,
-#                            the bf16 kernel bench, torch.compile at 8 and 64
+#                            the bf16 kernel bench, Nsight Compute on the
+#                            row kernels (where the image has ncu),
+#                            torch.compile at 8 and 64
 # The default part timeouts add up to under 10 minutes, one device command;
 # T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
 PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,kernels,torch},"
 if [ "$PARTS" = ",quick," ]; then
-  PARTS=",machine,conformance,gpt2_124m,kernels,torch,"
+  PARTS=",machine,conformance,gpt2_124m,kernels,profile,torch,"
   GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:b64:6 bf16:sync:5}
   TORCH_BATCHES=${TORCH_BATCHES:-8 64}
   TORCH_MODES=${TORCH_MODES:-compile_bf16}
@@ -388,18 +390,34 @@ PY
 
 # Each CUDA kernel at the step's shapes against cuBLAS / copy bandwidth.
 kernels() {
-  local dt
+  local dt batch v
   for dt in ${KERNEL_DTYPES:-bf16 f32}; do
     "$BIN/fsdprt_cuda_bench" --dtype "$dt" || return 1
   done
-  "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --batch 64 || return 1
-  # The norm backward's register cap, to be settled (ResidentNorms.cu).
-  local batch
+  # The norm kernels' settings (ResidentNorms.cu, NormTuning) side by side.
   for batch in 8 64; do
-    echo "== FSDPRT_NORM_TWO_BLOCKS=1"
-    FSDPRT_NORM_TWO_BLOCKS=1 "$BIN/fsdprt_cuda_bench" --dtype bf16 \
-      --only norm --batch "$batch" || return 1
+    for v in FSDPRT_NORM_DEFAULT=1 FSDPRT_NORM_SUMS=double \
+             FSDPRT_NORM_ONE_BLOCK=1 FSDPRT_NORM_RESIDENT=0; do
+      echo "== norms at batch $batch: $v"
+      env "$v" "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm \
+        --batch "$batch" | grep -A3 "layer_norm fwd" || return 1
+    done
   done
+}
+
+# Nsight Compute on the norm and cross-entropy kernels where the image has
+# ncu and lets it read the counters: occupancy, throughput, stall reasons.
+profile() {
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
+  "$ncu" --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --kernel-name regex:'residentNorm|crossEntropy|layerNorm' --launch-count 6 \
+    "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --iters 1
+  "$ncu" --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --kernel-name regex:'crossEntropy' --launch-count 2 \
+    "$BIN/fsdprt_cuda_bench" --dtype bf16 --only loss --iters 1
 }
 
 torch_step() {
@@ -415,7 +433,7 @@ torch_step() {
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES \
   KERNEL_DTYPES
-export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels torch_step \
+export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels profile torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
@@ -427,6 +445,7 @@ part parity "${T_PARITY:-180}" parity
 part async_vs_sync "${T_ASYNC_VS_SYNC:-30}" async_vs_sync
 part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
 part kernels "${T_KERNELS:-40}" kernels
+part profile "${T_PROFILE:-120}" profile
 part torch "${T_TORCH:-90}" torch_step
 part multirank "${T_MULTIRANK:-300}" multirank
 

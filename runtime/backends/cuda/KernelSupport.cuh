@@ -43,6 +43,12 @@ __device__ inline double warpSum(double v) {
   return __shfl_sync(0xffffffffu, v, 0);
 }
 
+__device__ inline float warpSum(float v) {
+  for (int off = kWarp / 2; off > 0; off /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, off);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
 /// Offsets of linear index i (row-major over d.size) along strideA / strideB.
 __device__ inline void offsetsOf(const Dims &d, int64_t i, int64_t &a,
                                  int64_t &b) {

@@ -9,8 +9,9 @@
 // and 7.3x (backward) above their bandwidth ceilings on an H200
 // (2026-11-28); wider rows still take them.
 //
-// Sums: a group's 8 terms in f32, groups and lanes in double (one
-// conversion per group, not per element); the same warp tree every run.
+// Sums: a group's 8 terms in f32, then the lane's groups and the warp's
+// lanes in f32 (FSDPRT_NORM_SUMS=double: in double), 1/sqrt as rsqrtf;
+// the same warp tree every run.
 // The backward accumulates dw = sum_r dy * xhat and db = sum_r dy in the
 // block that owns a fixed slice of rows (a warp's rows in f32, the warps
 // in warp order, then the blocks' partials in double in block order), so
@@ -80,10 +81,21 @@ __device__ void storeRow(typename S::T *row, const GroupLengths<G> &n,
       storeGroup<S>(row, groupStart(lane, g), n.len[g], v[g]);
 }
 
+template <int G>
+__device__ void copyRow(const float (&from)[G][kRowGroup],
+                        float (&to)[G][kRowGroup]) {
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < kRowGroup; ++i)
+      to[g][i] = from[g][i];
+}
+
 /// The warp's sum of f(g, i) over its row's elements (f is 0 past the end
 /// when the summed values are: loadRow zero-fills).
-template <int G, typename F> __device__ double rowSum(F f) {
-  double lane = 0.0;
+template <typename Acc, int G, typename F>
+__device__ float rowMean(F f, int64_t d) {
+  Acc lane = 0;
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     float group = 0.0f;
@@ -92,24 +104,25 @@ template <int G, typename F> __device__ double rowSum(F f) {
       group += f(g, i);
     lane += group;
   }
-  return warpSum(lane);
+  return static_cast<float>(warpSum(lane) / static_cast<Acc>(d));
 }
 
 /// The row's mean (0 for rms_norm) and 1 / sqrt(variance or mean square +
 /// eps), from the registers; xv becomes xhat. Elements past the row's end
 /// stay 0 (their xhat too), so they add nothing to later sums.
-template <bool kCentered, int G>
+template <typename Acc, bool kCentered, int G>
 __device__ float normalizeRow(float (&xv)[G][kRowGroup],
                               const GroupLengths<G> &n, int64_t d, float eps) {
   float mean = 0.0f;
   if (kCentered)
-    mean = static_cast<float>(
-        rowSum<G>([&](int g, int i) { return xv[g][i]; }) / d);
-  double sq = rowSum<G>([&](int g, int i) {
-    float c = i < n.len[g] ? xv[g][i] - mean : 0.0f;
-    return c * c;
-  });
-  float rstd = static_cast<float>(1.0 / sqrt(sq / d + eps));
+    mean = rowMean<Acc, G>([&](int g, int i) { return xv[g][i]; }, d);
+  float var = rowMean<Acc, G>(
+      [&](int g, int i) {
+        float c = i < n.len[g] ? xv[g][i] - mean : 0.0f;
+        return c * c;
+      },
+      d);
+  float rstd = rsqrtf(var + eps);
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -119,17 +132,29 @@ __device__ float normalizeRow(float (&xv)[G][kRowGroup],
 }
 
 /// y = xhat * w + b (w, b null: 1, 0), one warp per row.
-template <typename S, int G, bool kCentered>
+template <typename S, int G, bool kCentered, typename Acc>
 __global__ void residentNormKernel(const typename S::T *x,
                                    const typename S::T *w,
                                    const typename S::T *b, typename S::T *y,
                                    int64_t rows, int64_t d, float eps) {
   int lane = threadIdx.x % kWarp;
   GroupLengths<G> n(d);
+  // The next row's loads are issued before this row's arithmetic: a warp
+  // that waited for its row and then computed kept no memory request in
+  // flight half the time (the first resident kernels ran at a third of
+  // the bandwidth on an H200, as the streaming ones).
+  float next[G][kRowGroup];
+  int64_t first = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) +
+                  threadIdx.x / kWarp;
+  if (first < rows)
+    loadRow<S>(x + first * d, n, next);
   FSDPRT_WARP_ROW_STRIDE(r, rows) {
     float v[G][kRowGroup];
-    loadRow<S>(x + r * d, n, v);
-    normalizeRow<kCentered>(v, n, d, eps);
+    copyRow(next, v);
+    int64_t after = r + static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+    if (after < rows)
+      loadRow<S>(x + after * d, n, next);
+    normalizeRow<Acc, kCentered>(v, n, d, eps);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       if (n.len[g] == 0)
@@ -148,7 +173,7 @@ __global__ void residentNormKernel(const typename S::T *x,
 /// mean(g) - xhat * mean(g * xhat)) with g = dy * w (rms_norm: no mean(g)
 /// term), and the slice's partial dw / db (either null: not wanted) at
 /// [blk * d, (blk + 1) * d) of pw / pb.
-template <typename S, int G, bool kCentered, int kMinBlocks>
+template <typename S, int G, bool kCentered, typename Acc, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     residentNormBackwardKernel(const typename S::T *x, const typename S::T *w,
                                const typename S::T *dy, typename S::T *dx,
@@ -163,11 +188,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
     float aw[G][kRowGroup] = {}, ab[G][kRowGroup] = {};
     int64_t end = std::min(rows, (blk + 1) * rowsPerBlock);
-    for (int64_t r = blk * rowsPerBlock + warp; r < end; r += warps) {
+    // The next row's loads go out before this row's arithmetic (as in the
+    // forward).
+    float nextX[G][kRowGroup], nextDy[G][kRowGroup];
+    int64_t r0 = blk * rowsPerBlock + warp;
+    if (r0 < end) {
+      loadRow<S>(x + r0 * d, n, nextX);
+      loadRow<S>(dy + r0 * d, n, nextDy);
+    }
+    for (int64_t r = r0; r < end; r += warps) {
       float xv[G][kRowGroup], gv[G][kRowGroup];
-      loadRow<S>(x + r * d, n, xv);
-      loadRow<S>(dy + r * d, n, gv);
-      float rstd = normalizeRow<kCentered>(xv, n, d, eps);
+      copyRow(nextX, xv);
+      copyRow(nextDy, gv);
+      if (r + warps < end) {
+        loadRow<S>(x + (r + warps) * d, n, nextX);
+        loadRow<S>(dy + (r + warps) * d, n, nextDy);
+      }
+      float rstd = normalizeRow<Acc, kCentered>(xv, n, d, eps);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float wv[kRowGroup];
@@ -184,10 +221,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         continue;
       float mg = 0.0f;
       if (kCentered)
-        mg = static_cast<float>(
-            rowSum<G>([&](int g, int i) { return gv[g][i]; }) / d);
-      float mgx = static_cast<float>(
-          rowSum<G>([&](int g, int i) { return gv[g][i] * xv[g][i]; }) / d);
+        mg = rowMean<Acc, G>([&](int g, int i) { return gv[g][i]; }, d);
+      float mgx =
+          rowMean<Acc, G>([&](int g, int i) { return gv[g][i] * xv[g][i]; }, d);
 #pragma unroll
       for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -239,6 +275,52 @@ template <typename F> void withResidentGroups(int64_t d, F &&f) {
   }
 }
 
+/// Choices a GPU run settles, read once from the environment (A/B in the
+/// lease kit's kernel bench): FSDPRT_NORM_RESIDENT=0 streams every row,
+/// FSDPRT_NORM_SUMS=double sums lanes and warps in double instead of f32,
+/// FSDPRT_NORM_ONE_BLOCK=1 lets the backward keep every accumulator in
+/// registers (~180 at 3 groups a lane: one block an SM) instead of capping
+/// them at 128 for two blocks.
+struct NormTuning {
+  bool resident = true, sumsInDouble = false, oneBlock = false;
+};
+const NormTuning &normTuning() {
+  static const NormTuning t = [] {
+    auto is = [](const char *name, const char *value) {
+      const char *v = std::getenv(name);
+      return v && std::string(v) == value;
+    };
+    NormTuning t;
+    t.resident = !is("FSDPRT_NORM_RESIDENT", "0");
+    t.sumsInDouble = is("FSDPRT_NORM_SUMS", "double");
+    t.oneBlock = is("FSDPRT_NORM_ONE_BLOCK", "1");
+    return t;
+  }();
+  return t;
+}
+
+/// Calls f(centered, acc, minBlocks) with std::bool_constant, the sums'
+/// type (a value) and std::integral_constant<int, 1 or 2>.
+template <typename F> void withNormVariant(bool centered, F &&f) {
+  const NormTuning &t = normTuning();
+  auto blocks = [&](auto c, auto acc) {
+    if (t.oneBlock)
+      f(c, acc, std::integral_constant<int, 1>{});
+    else
+      f(c, acc, std::integral_constant<int, 2>{});
+  };
+  auto sums = [&](auto c) {
+    if (t.sumsInDouble)
+      blocks(c, 0.0);
+    else
+      blocks(c, 0.0f);
+  };
+  if (centered)
+    sums(std::true_type{});
+  else
+    sums(std::false_type{});
+}
+
 /// Rows per block slice of the backward: 4 rows per warp at least (the
 /// partials stay small beside the rows: 1/16 of x and dy in bf16), and at
 /// most 512 slices.
@@ -249,7 +331,9 @@ int64_t rowsPerSlice(int64_t rows) {
 
 } // namespace
 
-bool residentNormFits(int64_t d) { return d > 0 && d <= kResidentWidth; }
+bool residentNormFits(int64_t d) {
+  return normTuning().resident && d > 0 && d <= kResidentWidth;
+}
 
 void residentNormForward(Stream s, DType dt, bool centered, const void *x,
                          const void *w, const void *b, void *y, int64_t rows,
@@ -258,17 +342,13 @@ void residentNormForward(Stream s, DType dt, bool centered, const void *x,
     using S = decltype(st);
     using T = typename S::T;
     withResidentGroups(d, [&](auto groups) {
-      constexpr int G = decltype(groups)::value;
-      auto args = [&](auto kernel) {
-        FSDPRT_LAUNCH_WARP_ROWS(kernel, rows, s, static_cast<const T *>(x),
-                                static_cast<const T *>(w),
-                                static_cast<const T *>(b), static_cast<T *>(y),
-                                rows, d, eps);
-      };
-      if (centered)
-        args(residentNormKernel<S, G, true>);
-      else
-        args(residentNormKernel<S, G, false>);
+      withNormVariant(centered, [&](auto c, auto acc, auto) {
+        FSDPRT_LAUNCH_WARP_ROWS(
+            (residentNormKernel<S, decltype(groups)::value, decltype(c)::value,
+                                decltype(acc)>),
+            rows, s, static_cast<const T *>(x), static_cast<const T *>(w),
+            static_cast<const T *>(b), static_cast<T *>(y), rows, d, eps);
+      });
     });
   });
 }
@@ -278,37 +358,22 @@ void residentNormBackward(Stream s, DType dt, bool centered, const void *x,
                           float *db, int64_t rows, int64_t d, float eps) {
   int64_t perSlice = rowsPerSlice(rows),
           slices = (rows + perSlice - 1) / perSlice;
-  bool sums = dw || db;
-  // Registers against resident warps (to be settled on a GPU): the
-  // backward at 3-4 groups a lane takes ~180-230 registers (8 warps an
-  // SM); FSDPRT_NORM_TWO_BLOCKS=1 caps them at 128 for two blocks an SM,
-  // spilling a few hundred bytes.
-  static const bool twoBlocks = [] {
-    const char *v = std::getenv("FSDPRT_NORM_TWO_BLOCKS");
-    return v && std::string(v) == "1";
-  }();
-  Scratch partial(s, sums ? 2 * slices * d * 4 : 0);
+  Scratch partial(s, dw || db ? 2 * slices * d * 4 : 0);
   float *pw = dw ? partial.as<float>() : nullptr,
         *pb = db ? partial.as<float>() + slices * d : nullptr;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
     withResidentGroups(d, [&](auto groups) {
-      constexpr int G = decltype(groups)::value;
-      auto args = [&](auto kernel) {
-        FSDPRT_LAUNCH_BLOCKS(kernel, slices, s, static_cast<const T *>(x),
-                             static_cast<const T *>(w),
-                             static_cast<const T *>(dy), static_cast<T *>(dx),
-                             pw, pb, rows, d, perSlice, slices, eps);
-      };
-      if (centered && twoBlocks)
-        args(residentNormBackwardKernel<S, G, true, 2>);
-      else if (centered)
-        args(residentNormBackwardKernel<S, G, true, 1>);
-      else if (twoBlocks)
-        args(residentNormBackwardKernel<S, G, false, 2>);
-      else
-        args(residentNormBackwardKernel<S, G, false, 1>);
+      withNormVariant(centered, [&](auto c, auto acc, auto minBlocks) {
+        FSDPRT_LAUNCH_BLOCKS(
+            (residentNormBackwardKernel<S, decltype(groups)::value,
+                                        decltype(c)::value, decltype(acc),
+                                        decltype(minBlocks)::value>),
+            slices, s, static_cast<const T *>(x), static_cast<const T *>(w),
+            static_cast<const T *>(dy), static_cast<T *>(dx), pw, pb, rows, d,
+            perSlice, slices, eps);
+      });
     });
   });
   if (dw)

@@ -26,16 +26,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <deque>
 #include <thread>
 #include <vector>
 
@@ -54,6 +55,7 @@ inline constexpr EmuDim3 gridDim{1, 1, 1};
 // One thread per block: shared memory is the thread's own, barriers are no-ops.
 #define __shared__
 #define __launch_bounds__(...)
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline void __syncthreads() {}
 // ...and a warp is that one thread: a shuffle reads its own value.
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
