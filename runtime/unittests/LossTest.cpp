@@ -332,6 +332,111 @@ TEST_P(LossConformance, CrossEntropyPaddedRowsEqualUnpaddedRows) {
       << fsdprt_last_error();
 }
 
+/// The fused call on padded rows (n x width, c classes) against float64
+/// softmax, in f32 out of place and bf16 in place: the loss and gradient
+/// of the classes within tolerance, 0 for the padding and for ignored
+/// rows, and the bf16 results the f32 ones rounded once (so the f32 run is
+/// on the bf16 logits, widened).
+void checkPaddedCrossEntropy(Device &dev, std::vector<float> logits,
+                             const std::vector<int64_t> &targets, int64_t c,
+                             int64_t width) {
+  const int64_t n = targets.size();
+  const float dloss = 0.5f;
+  int64_t b32 = dev.upload(logits), b16 = dev.alloc(n * width * 2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, b32, 0, FSDPRT_BF16, b16,
+                    0, n * width));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_BF16, b16, 0, FSDPRT_F32, b32,
+                    0, n * width));
+  logits = dev.download<float>(b32, n * width);
+  // The float64 reference on the classes (the padding holds 1e30).
+  int64_t count = 0;
+  std::vector<double> wantLoss{0.0}, wantGrad(n * width, 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    count += targets[r] != -100;
+  for (int64_t r = 0; r < n; ++r) {
+    if (targets[r] == -100)
+      continue;
+    const float *x = logits.data() + r * width;
+    double max = *std::max_element(x, x + c), sum = 0.0;
+    for (int64_t j = 0; j < c; ++j)
+      sum += std::exp(x[j] - max);
+    wantLoss[0] += (max + std::log(sum) - x[targets[r]]) / count;
+    for (int64_t j = 0; j < c; ++j)
+      wantGrad[r * width + j] =
+          (std::exp(x[j] - max) / sum - (j == targets[r])) * dloss / count;
+  }
+  int64_t bt = dev.upload(targets),
+          dl32 = dev.upload(std::vector<float>{dloss}), dl16 = dev.alloc(2),
+          loss32 = dev.alloc(4), loss16 = dev.alloc(2),
+          grad32 = dev.alloc(n * width * 4), want16 = dev.alloc(n * width * 2),
+          wantLoss16 = dev.alloc(2);
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, dl32, 0, FSDPRT_BF16, dl16,
+                    0, 1));
+  RT_OK(
+      fsdprt_fill(dev.ctx, dev.stream, FSDPRT_F32, grad32, 0, n * width, 7.0));
+  RT_OK(fsdprt_cross_entropy_forward_backward(
+      dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I64, b32, 0, bt, 0, dl32, 0,
+      loss32, 0, grad32, 0, n, c, width, FSDPRT_LOSS_MEAN, -100));
+  RT_OK(fsdprt_cross_entropy_forward_backward(
+      dev.ctx, dev.stream, FSDPRT_BF16, FSDPRT_I64, b16, 0, bt, 0, dl16, 0,
+      loss16, 0, b16, 0, n, c, width, FSDPRT_LOSS_MEAN, -100));
+  // f32 exps and sums against float64: errors of a few 1e-7 relative,
+  // which expectClose's default bound (1e-3 relative + 1e-4 of the scale)
+  // admits with a wide margin; a wrong max, sum or target moves them by
+  // O(1e-2) or more. The padding's and ignored rows' zeros are exact.
+  expectClose(dev.download<float>(loss32, 1), wantLoss, "loss");
+  expectClose(dev.download<float>(grad32, n * width), wantGrad, "dlogits");
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, grad32, 0, FSDPRT_BF16,
+                    want16, 0, n * width));
+  RT_OK(fsdprt_cast(dev.ctx, dev.stream, FSDPRT_F32, loss32, 0, FSDPRT_BF16,
+                    wantLoss16, 0, 1));
+  EXPECT_EQ(dev.download<uint16_t>(loss16, 1),
+            dev.download<uint16_t>(wantLoss16, 1));
+  EXPECT_EQ(dev.download<uint16_t>(b16, n * width),
+            dev.download<uint16_t>(want16, n * width));
+}
+
+/// Rows of c classes padded to `width` for checkPaddedCrossEntropy: one
+/// ignored, one whose first groups and scattered classes are masked
+/// (-inf), targets at both ends, the padding 1e30.
+void checkMaskedPaddedRows(Device &dev, int64_t c, int64_t width,
+                           uint32_t seed) {
+  const int64_t n = 5;
+  std::vector<int64_t> targets{0, c - 1, -100, c / 2, 3};
+  auto classes = randomVector(n * c, seed, 0.1f, 4.0f);
+  std::vector<float> logits(n * width, 1e30f);
+  for (int64_t r = 0; r < n; ++r)
+    std::copy(classes.begin() + r * c, classes.begin() + (r + 1) * c,
+              logits.begin() + r * width);
+  float *masked = logits.data() + 3 * width;
+  for (int64_t j = 0; j < std::min<int64_t>(17, c / 2); ++j)
+    masked[j] = -INFINITY;
+  for (int64_t j = c / 2 + 1; j < c; j += 5)
+    masked[j] = -INFINITY;
+  // A maximum rising along row 1 (a held thread's running max rescales).
+  for (int64_t j = 0; j < c; ++j)
+    logits[width + j] = 8.0f * j / c;
+  checkPaddedCrossEntropy(dev, logits, targets, c, width);
+}
+
+// The CUDA kernel keeps a row in registers where it fits (bf16 rows up to
+// 57344 classes, f32 up to 24576; under the host emulation, one thread a
+// block, up to 56 and 24) and streams wider rows, with the same
+// arithmetic. Widths on either side of each limit, and across them (bf16
+// held, f32 streamed: the f32 result rounded must still be the bf16 one):
+// emulation 21 (both held), 45 (bf16 held), 200 (both streamed); GPU 200
+// (both held), 30000 (bf16 held), 60000 (both streamed). Partial last
+// groups, padding, masked and ignored rows in each.
+TEST_P(LossConformance, CrossEntropyHeldAndStreamedRows) {
+  Device dev(GetParam());
+  uint32_t seed = 170;
+  for (auto [c, width] : std::vector<std::pair<int64_t, int64_t>>{
+           {21, 24}, {45, 48}, {200, 208}, {30000, 30016}, {60000, 60032}}) {
+    SCOPED_TRACE(::testing::Message() << "c " << c << " width " << width);
+    checkMaskedPaddedRows(dev, c, width, seed++);
+  }
+}
+
 TEST_P(LossConformance, MseLossMeanAndSum) {
   Device dev(GetParam());
   const int64_t n = 13;

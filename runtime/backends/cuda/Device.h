@@ -123,6 +123,34 @@ inline unsigned gridFor(int64_t n) {
 #define FSDPRT_LAUNCH_ROWS(kernel, rows, stream, ...)                          \
   FSDPRT_LAUNCH_BLOCKS(kernel, rows, stream, __VA_ARGS__)
 
+/// Threads of a FSDPRT_LAUNCH_WIDE_ROWS block: 1024, or 1 under the host
+/// emulation (a block is one thread there).
+#ifdef FSDPRT_CUDA_EMULATION
+constexpr int kWideThreads = 1;
+#else
+constexpr int kWideThreads = 1024;
+#endif
+
+/// One block of kWideThreads threads per row (rows capped as
+/// FSDPRT_LAUNCH_BLOCKS, FSDPRT_ROW_STRIDE covering the rest): rows whose
+/// elements the block keeps in registers (cross-entropy, RowKernels.cu).
+/// Under the host emulation a plain call, as FSDPRT_LAUNCH.
+#ifdef FSDPRT_CUDA_EMULATION
+#define FSDPRT_LAUNCH_WIDE_ROWS(kernel, rows, stream, ...)                     \
+  FSDPRT_LAUNCH(kernel, rows, stream, __VA_ARGS__)
+#else
+#define FSDPRT_LAUNCH_WIDE_ROWS(kernel, rows, stream, ...)                     \
+  do {                                                                         \
+    int64_t launchRows_ = (rows);                                              \
+    if (launchRows_ > 0) {                                                     \
+      kernel<<<static_cast<unsigned>(                                          \
+                   std::min<int64_t>(launchRows_, int64_t(1) << 20)),          \
+               ::fsdp::rt::cuda::kWideThreads, 0, (stream)>>>(__VA_ARGS__);    \
+      ::fsdp::rt::cuda::checkLaunch((stream), #kernel);                        \
+    }                                                                          \
+  } while (0)
+#endif
+
 /// Threads of a warp: 32, or 1 under the host emulation, where a block is
 /// one thread (its warp reductions are the value itself).
 #ifdef FSDPRT_CUDA_EMULATION

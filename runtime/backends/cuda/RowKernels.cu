@@ -17,6 +17,8 @@
 #include "RowGroups.cuh"
 
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 namespace fsdp {
 namespace rt {
@@ -151,100 +153,261 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
   }
 }
 
-/// The max and log(sum(exp(x - max))) of a contiguous n-wide row, in one
-/// read: each thread keeps a running max and its sum relative to it
-/// (rescaled when a group raises the max), the block combines them at the
-/// row's max. The two-pass form read 50k-wide logit rows twice.
-template <typename S>
-__device__ void rowLogSumExp(const typename S::T *x, int64_t n, float &max,
-                             float &logSum) {
-  float m = -INFINITY, v[kRowGroup];
+// Cross-entropy rows (a vocabulary wide: GPT-2's 50304 bf16 logits are
+// 100 KB) run one 1024-thread block per row. Each thread keeps its groups
+// of the row in registers, loaded all at once, so that the gradient pass
+// reads no memory: the row crosses DRAM once each way, the bandwidth
+// ceiling. Rows too wide for the registers stream through memory twice
+// (the log-sum-exp in one read, the gradient in a second) with the same
+// arithmetic in the same order: the same bits whichever form runs.
+
+/// `v` of every thread of a kWideThreads block combined by `combine` in a
+/// fixed order (a shuffle tree in each warp, then the warps' results
+/// through the same tree in warp 0); every thread gets the result. Two
+/// barriers where blockReduce's shared-memory tree takes ten at 1024
+/// threads.
+template <typename T, typename Combine>
+__device__ T wideBlockReduce(T v, Combine combine) {
+  static_assert(kWideThreads == kWarp * kWarp, "one warp combines the warps");
+  __shared__ T warps[kWarp];
+  auto warpTree = [&](T x) {
+    for (int off = kWarp / 2; off > 0; off /= 2)
+      x = combine(x, __shfl_down_sync(0xffffffffu, x, off));
+    return x;
+  };
+  v = warpTree(v);
+  if (threadIdx.x % kWarp == 0)
+    warps[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    v = warpTree(warps[threadIdx.x]);
+    if (threadIdx.x == 0)
+      warps[0] = v;
+  }
+  __syncthreads();
+  T result = warps[0];
+  __syncthreads(); // warps is reused by the next reduction
+  return result;
+}
+
+/// The log-sum-exp of a row in one read: each thread keeps a running max
+/// and its sum of exp(x - max) over the groups it owns, in order (rescaled
+/// when a group raises the max), and the block combines them at the row's
+/// max. A group's (at most 8) terms, each <= 1, are summed in f32 (a few
+/// 1e-7 of the group's sum) and the groups' sums in double: one f32 to f64
+/// conversion and one double add per 8 elements rather than per element
+/// (on sm_90 conversions run at 1/8 of the f32 rate, double adds at 1/2).
+struct OnlineLogSumExp {
+  float m = -INFINITY;
   double sum = 0.0;
-  forBlockGroups(n, [&](int64_t j0, int64_t k) {
-    loadGroup<S>(x, j0, k, v);
+
+  __device__ void add(const float *v, int64_t n) {
     float gm = m;
-    FSDPRT_GROUP_FOR(i, k) { gm = fmaxf(gm, v[i]); }
+    FSDPRT_GROUP_FOR(i, n) { gm = fmaxf(gm, v[i]); }
     if (gm > m) {
-      sum *= exp(static_cast<double>(m) - gm); // 0 while m is -inf
+      sum *= expf(m - gm); // 0 while m is -inf
       m = gm;
     }
     if (m == -INFINITY) { // -inf adds exp(-inf) = 0; NaN (fmaxf skips it)
-      FSDPRT_GROUP_FOR(i, k) {
+      FSDPRT_GROUP_FOR(i, n) {
         if (v[i] != v[i])
           sum = NAN;
       }
       return;
     }
-    FSDPRT_GROUP_FOR(i, k) { sum += expf(v[i] - m); }
-  });
-  max = blockMax(m);
-  // A thread that saw only -inf (or nothing) adds 0, one that saw a NaN
-  // NaN, as the two-pass sum does.
-  double rescaled =
-      m == -INFINITY ? sum : sum * exp(static_cast<double>(m) - max);
-  logSum = static_cast<float>(log(blockSum(rescaled)));
+    float group = 0.0f;
+    FSDPRT_GROUP_FOR(i, n) { group += expf(v[i] - m); }
+    sum += group;
+  }
+
+  /// The row's max and log(sum(exp(x - max))) (every thread of the block).
+  __device__ void finish(float &max, float &logSum) const {
+    max = wideBlockReduce(m, Max{});
+    // A thread that saw only -inf (or nothing) adds 0, one that saw a NaN
+    // NaN.
+    double rescaled = m == -INFINITY ? sum : sum * expf(m - max);
+    logSum = logf(static_cast<float>(wideBlockReduce(rescaled, Add{})));
+  }
+};
+
+/// A group's elements in their storage type, as loaded (16 bytes of bf16 /
+/// f16, 32 of f32), in 32-bit words: a held row costs registers at its
+/// storage width (as 16-bit elements, the compiler gave each its own
+/// register and spilled), and widening bf16 to f32 is a shift.
+template <typename T> struct RawGroup {
+  static constexpr int kWords = kRowGroup * sizeof(T) / 4;
+  static constexpr int kPacks = kWords / 4;
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "16- or 32-bit elements");
+  uint32_t w[kWords];
+
+  __device__ T at(int i) const {
+    T x;
+    if constexpr (sizeof(T) == 4)
+      std::memcpy(&x, &w[i], 4);
+    else
+      x = static_cast<T>(w[i / 2] >> (16 * (i % 2)));
+    return x;
+  }
+  __device__ void set(int i, T x) {
+    if constexpr (sizeof(T) == 4)
+      std::memcpy(&w[i], &x, 4);
+    else
+      w[i / 2] |= static_cast<uint32_t>(x) << (16 * (i % 2));
+  }
+};
+
+/// Elements [j0, j0 + n) of p (n <= kRowGroup), in whole packs where the
+/// group is complete and aligned.
+template <typename T>
+__device__ RawGroup<T> loadRawGroup(const T *p, int64_t j0, int64_t n) {
+  RawGroup<T> g{};
+  if (n == kRowGroup && packAligned(p + j0)) {
+#pragma unroll
+    for (int k = 0; k < RawGroup<T>::kPacks; ++k) {
+      Pack<T> pack = loadPack(p + j0, k);
+      std::memcpy(&g.w[4 * k], &pack, sizeof pack);
+    }
+  } else {
+    FSDPRT_GROUP_FOR(i, n) { g.set(i, p[j0 + i]); }
+  }
+  return g;
 }
 
-template <typename S>
-__global__ void crossEntropyTermsKernel(bool i32, const typename S::T *logits,
-                                        const void *targets, double *terms,
-                                        LogitRows rows, int64_t ignoreIndex) {
+/// Packs of logits a thread keeps in registers: 7 x 4 of the 64 registers
+/// a thread of a 1024-thread block may use, the rest left to the
+/// arithmetic (spills would cost more than a second read). A bf16 / f16
+/// row of up to 7 x 8 x 1024 = 57344 elements is held, an f32 row of up to
+/// 3 x 8 x 1024 = 24576; under the host emulation (one thread) 56 and 24.
+/// (f16 rows stream: see launchCrossEntropyRows.)
+constexpr int kHeldPacks = 7;
+
+/// Cross-entropy rows: `terms` (where given) gets each row's
+/// max + log(sum(exp(x - max))) - x[target], `dlogits` (where given) the
+/// gradient (softmax(x) - onehot(target)) * dloss (/ count for a mean),
+/// computed in f32 and rounded once to the storage type; padding columns
+/// get 0. dlogits may be logits: each thread reads the target's logit
+/// before the reductions' barriers and writes only the elements it read.
+///
+/// kHeld > 0 (the row has at most kHeld groups per thread): the thread's
+/// groups are loaded up front into registers (~112 bytes in flight per
+/// thread, where a group at a time kept the loads' latency exposed) and
+/// both passes read them there. kHeld = 0: both passes read memory.
+/// One block per SM at 64 registers: 1024 threads keep enough loads in
+/// flight to cover DRAM latency (__launch_bounds__ holds the budget).
+template <typename S, int kHeld>
+__global__ void __launch_bounds__(kWideThreads)
+    crossEntropyRowsKernel(bool i32, const typename S::T *logits,
+                           const void *targets, const int64_t *count,
+                           const float *dloss, double *terms,
+                           typename S::T *dlogits, LogitRows rows, bool mean,
+                           int64_t ignoreIndex) {
+  using T = typename S::T;
+  const int64_t c = rows.c;
+  float g = !dlogits ? 0.0f
+            : mean   ? *dloss / static_cast<float>(*count)
+                     : *dloss;
+  // Group k of this thread held: elements [start(k), start(k) + size(j0))
+  // of c; int indices, as a held row is at most kHeld * kRowGroup *
+  // kWideThreads wide (fewer registers than int64_t).
+  auto start = [&](int k) {
+    return static_cast<int>((threadIdx.x + k * blockDim.x) * kRowGroup);
+  };
+  auto size = [&](int j0) {
+    return static_cast<int>(c) - j0 < kRowGroup ? static_cast<int>(c) - j0
+                                                : kRowGroup;
+  };
   FSDPRT_ROW_STRIDE(r, rows.n) {
-    const typename S::T *xr = logits + r * rows.width;
+    const T *xr = logits + r * rows.width;
+    T *dr = dlogits ? dlogits + r * rows.width : nullptr;
+    if (dr) {
+      FSDPRT_COL_STRIDE(j, rows.width - c) { dr[c + j] = S::store(0.0f); }
+    }
     int64_t t = loadIndex(i32, targets, r);
     // The CPU skips an ignored row; adding +0.0 is the same. A target out
     // of range is reported by the index check; nothing outside is read.
-    if (t == ignoreIndex || t < 0 || t >= rows.c) {
-      if (threadIdx.x == 0)
-        terms[r] = 0.0;
-      continue;
-    }
-    float max, logSum;
-    rowLogSumExp<S>(xr, rows.c, max, logSum);
-    if (threadIdx.x == 0)
-      terms[r] = static_cast<double>(max) + logSum - S::load(xr[t]);
-  }
-}
-
-/// dlogits = (softmax(logits) - onehot(target)) * dloss (/ count for a
-/// mean), computed in f32 and rounded once to the storage type, and where
-/// `terms` is given the row terms of crossEntropyTermsKernel from the same
-/// pass (the same bits); dlogits may be logits (every thread reads the
-/// target's logit before any writes). Padding columns get 0.
-template <typename S>
-__global__ void crossEntropyTermsAndGradKernel(
-    bool i32, const typename S::T *logits, const void *targets,
-    const int64_t *count, const float *dloss, double *terms,
-    typename S::T *dlogits, LogitRows rows, bool mean, int64_t ignoreIndex) {
-  float g = mean ? *dloss / static_cast<float>(*count) : *dloss;
-  int64_t c = rows.c;
-  FSDPRT_ROW_STRIDE(r, rows.n) {
-    const typename S::T *xr = logits + r * rows.width;
-    typename S::T *dr = dlogits + r * rows.width;
-    FSDPRT_COL_STRIDE(j, rows.width - c) { dr[c + j] = S::store(0.0f); }
-    int64_t t = loadIndex(i32, targets, r);
     if (t == ignoreIndex || t < 0 || t >= c) {
       if (terms && threadIdx.x == 0)
         terms[r] = 0.0;
-      FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
+      if (dr) {
+        FSDPRT_COL_STRIDE(j, c) { dr[j] = S::store(0.0f); }
+      }
       continue;
     }
-    float max, logSum;
-    rowLogSumExp<S>(xr, c, max, logSum);
     float target = S::load(xr[t]);
-    __syncthreads();
+    RawGroup<T> held[kHeld > 0 ? kHeld : 1];
+    float v[kRowGroup];
+    OnlineLogSumExp lse;
+    if constexpr (kHeld > 0) {
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        int j0 = start(k);
+        if (j0 < c)
+          held[k] = loadRawGroup(xr, j0, size(j0));
+      }
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        int j0 = start(k), n = size(j0);
+        if (j0 < c) {
+          FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
+          lse.add(v, n);
+        }
+      }
+    } else {
+      forBlockGroups(c, [&](int64_t j0, int64_t n) {
+        loadGroup<S>(xr, j0, n, v);
+        lse.add(v, n);
+      });
+    }
+    float max, logSum;
+    lse.finish(max, logSum);
     if (terms && threadIdx.x == 0)
       terms[r] = static_cast<double>(max) + logSum - target;
-    forBlockGroups(c, [&](int64_t j0, int64_t k) {
-      float v[kRowGroup];
-      loadGroup<S>(xr, j0, k, v);
-      FSDPRT_GROUP_FOR(i, k) {
+    if (!dr)
+      continue;
+    auto storeGrad = [&](int64_t j0, int64_t n) {
+      FSDPRT_GROUP_FOR(i, n) {
         float p = expf(v[i] - max - logSum);
         v[i] = (j0 + i == t ? p - 1.0f : p) * g;
       }
-      storeGroup<S>(dr, j0, k, v);
-    });
+      storeGroup<S>(dr, j0, n, v);
+    };
+    if constexpr (kHeld > 0) {
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        int j0 = start(k), n = size(j0);
+        if (j0 < c) {
+          FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
+          storeGrad(j0, n);
+        }
+      }
+    } else {
+      forBlockGroups(c, [&](int64_t j0, int64_t n) {
+        loadGroup<S>(xr, j0, n, v);
+        storeGrad(j0, n);
+      });
+    }
   }
+}
+
+/// crossEntropyRowsKernel over rows.n rows, held in registers where the
+/// row fits.
+template <typename S>
+void launchCrossEntropyRows(Stream s, bool i32, const void *logits,
+                            const void *targets, const int64_t *count,
+                            const float *dloss, double *terms, void *dlogits,
+                            LogitRows rows, bool mean, int64_t ignoreIndex) {
+  using T = typename S::T;
+  // f16's widening (software, shared with the CPU) needs the registers a
+  // held row would take (it spilled): f16 rows stream.
+  constexpr int kHeld =
+      std::is_same<S, F16Storage>::value ? 0 : kHeldPacks / RawGroup<T>::kPacks;
+  int64_t groups = (rows.c + kRowGroup - 1) / kRowGroup;
+  auto *crossEntropyRows = groups <= int64_t(kHeld) * kWideThreads
+                               ? crossEntropyRowsKernel<S, kHeld>
+                               : crossEntropyRowsKernel<S, 0>;
+  FSDPRT_LAUNCH_WIDE_ROWS(
+      crossEntropyRows, rows.n, s, i32, static_cast<const T *>(logits), targets,
+      count, dloss, terms, static_cast<T *>(dlogits), rows, mean, ignoreIndex);
 }
 
 // Norm rows (d up to a few thousand) run one warp per row: a block per row
@@ -471,10 +634,9 @@ void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, double *terms, LogitRows rows,
                           int64_t ignoreIndex) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH_ROWS(crossEntropyTermsKernel<S>, rows.n, s, i32,
-                       static_cast<const typename S::T *>(logits), targets,
-                       terms, rows, ignoreIndex);
+    launchCrossEntropyRows<decltype(st)>(s, i32, logits, targets, nullptr,
+                                         nullptr, terms, nullptr, rows, false,
+                                         ignoreIndex);
   });
 }
 
@@ -484,12 +646,9 @@ void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
                                  double *terms, void *dlogits, LogitRows rows,
                                  bool mean, int64_t ignoreIndex) {
   withStorage(dt, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH_ROWS(crossEntropyTermsAndGradKernel<S>, rows.n, s, i32,
-                       static_cast<const typename S::T *>(logits), targets,
-                       count, dloss, terms,
-                       static_cast<typename S::T *>(dlogits), rows, mean,
-                       ignoreIndex);
+    launchCrossEntropyRows<decltype(st)>(s, i32, logits, targets, count, dloss,
+                                         terms, dlogits, rows, mean,
+                                         ignoreIndex);
   });
 }
 
