@@ -2,19 +2,26 @@
 //
 // layer_norm and rms_norm rows (their weight gradients are column sums in
 // Reductions.cu), softmax and attention rows, cross-entropy rows.
-// Softmax and cross-entropy run one block per row, its threads striding
-// across the row, sums reduced in double through a fixed shared-memory
-// tree: every row keeps the whole GPU busy at attention's widths (T up to
-// 32k) and vocabularies (50k) where one thread per row left most SMs idle.
-// Norm rows (a few thousand wide) run one warp per row, sums through a
-// fixed shuffle tree. Either way the result does not depend on scheduling
-// (the same bits run to run); the order differs from the CPU's index order
-// only in how the double partial sums are added.
+// Softmax runs one 256-thread block per row, its threads striding across
+// the row, sums reduced in double through a fixed shared-memory tree:
+// every row keeps the whole GPU busy at attention's widths (T up to 32k)
+// where one thread per row left most SMs idle. Cross-entropy runs one
+// 1024-thread block per row (vocabularies of 50k) holding the row in
+// registers, so that the loss and gradient read it from DRAM once, sums
+// reduced through fixed shuffle trees. Norm rows (a few thousand wide) run
+// one warp per row, sums through a fixed shuffle tree. Either way the
+// result does not depend on scheduling (the same bits run to run); the
+// order differs from the CPU's index order only in how the partial sums
+// are added.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
 #include "Kernels.h"
 #include "RowGroups.cuh"
+
+#ifndef FSDPRT_CUDA_EMULATION
+#include <cuda_bf16.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -198,10 +205,18 @@ __device__ T wideBlockReduce(T v, Combine combine) {
 /// conversion and one double add per 8 elements rather than per element
 /// (on sm_90 conversions run at 1/8 of the f32 rate, double adds at 1/2).
 struct OnlineLogSumExp {
+  /// exp(x) as exp2f(x * log2(e)): an FMUL and the SFU's exp2 where expf's
+  /// accurate range reduction took about ten instructions, twice per
+  /// element (here and the gradient): with the row held, the kernel was
+  /// issue-bound (an H200 profile: SM 66% busy, DRAM 22%). The difference
+  /// from the max is taken first, so the scaling's rounding is relative to
+  /// it (a few 1e-7 of a term, as expf's).
+  static constexpr float kLog2e = 1.4426950408889634f;
+
   float m = -INFINITY;
   double sum = 0.0;
 
-  __device__ void add(const float *v, int64_t n) {
+  template <typename N> __device__ void add(const float *v, N n) {
     float gm = m;
     FSDPRT_GROUP_FOR(i, n) { gm = fmaxf(gm, v[i]); }
     if (gm > m) {
@@ -216,7 +231,7 @@ struct OnlineLogSumExp {
       return;
     }
     float group = 0.0f;
-    FSDPRT_GROUP_FOR(i, n) { group += expf(v[i] - m); }
+    FSDPRT_GROUP_FOR(i, n) { group += exp2f((v[i] - m) * kLog2e); }
     sum += group;
   }
 
@@ -271,6 +286,46 @@ __device__ RawGroup<T> loadRawGroup(const T *p, int64_t j0, int64_t n) {
     FSDPRT_GROUP_FOR(i, n) { g.set(i, p[j0 + i]); }
   }
   return g;
+}
+
+/// f(n) for a group of n elements, n a compile-time kRowGroup for a
+/// complete group: its loops then carry no per-element bound checks (the
+/// kernel was issue-bound on integer work).
+template <typename F> __device__ void withGroupSize(int64_t n, F f) {
+  if (n == kRowGroup)
+    f(std::integral_constant<int, kRowGroup>{});
+  else
+    f(n);
+}
+
+/// Stores a complete, aligned group of finite bf16 results rounded by the
+/// hardware (cvt.rn.bf16x2.f32, one instruction per two elements, where
+/// Bf16Storage::store's bit arithmetic takes about seven per element to
+/// also keep a NaN's sign): the same bits for finite values. False where
+/// it does not apply (other types, the host emulation).
+template <typename S>
+__device__ bool storeFiniteBf16Group(typename S::T *p, int64_t j0,
+                                     const float *v) {
+#ifdef FSDPRT_CUDA_EMULATION
+  return false;
+#else
+  if constexpr (!std::is_same<S, Bf16Storage>::value) {
+    return false;
+  } else {
+    if (!packAligned(p + j0))
+      return false;
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+      std::memcpy(&w[k], &h, 4);
+    }
+    Pack<uint16_t> pack;
+    std::memcpy(&pack, w, sizeof pack);
+    storePack(p + j0, 0, pack);
+    return true;
+  }
+#endif
 }
 
 /// Packs of logits a thread keeps in registers: 7 x 4 of the 64 registers
@@ -346,16 +401,19 @@ __global__ void __launch_bounds__(kWideThreads)
       }
 #pragma unroll
       for (int k = 0; k < kHeld; ++k) {
-        int j0 = start(k), n = size(j0);
-        if (j0 < c) {
-          FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
-          lse.add(v, n);
-        }
+        int j0 = start(k);
+        if (j0 < c)
+          withGroupSize(size(j0), [&](auto n) {
+            FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
+            lse.add(v, n);
+          });
       }
     } else {
-      forBlockGroups(c, [&](int64_t j0, int64_t n) {
-        loadGroup<S>(xr, j0, n, v);
-        lse.add(v, n);
+      forBlockGroups(c, [&](int64_t j0, int64_t len) {
+        withGroupSize(len, [&](auto n) {
+          loadGroup<S>(xr, j0, n, v);
+          lse.add(v, n);
+        });
       });
     }
     float max, logSum;
@@ -364,26 +422,38 @@ __global__ void __launch_bounds__(kWideThreads)
       terms[r] = static_cast<double>(max) + logSum - target;
     if (!dr)
       continue;
-    auto storeGrad = [&](int64_t j0, int64_t n) {
+    // p = exp(x - max - logSum) = exp2((x - max) * log2(e) - logSum2).
+    float logSum2 = logSum * OnlineLogSumExp::kLog2e;
+    // Every gradient of the row is finite unless max, logSum or g is not
+    // (a NaN logit makes the sum NaN, +inf the max).
+    bool finite =
+        std::isfinite(max) && std::isfinite(logSum) && std::isfinite(g);
+    auto storeGrad = [&](int64_t j0, auto n) {
+      int64_t tj = t - j0; // the target's place in the group, if there
+      int ti = tj >= 0 && tj < n ? static_cast<int>(tj) : -1;
       FSDPRT_GROUP_FOR(i, n) {
-        float p = expf(v[i] - max - logSum);
-        v[i] = (j0 + i == t ? p - 1.0f : p) * g;
+        float p = exp2f(fmaf(v[i] - max, OnlineLogSumExp::kLog2e, -logSum2));
+        v[i] = (i == ti ? p - 1.0f : p) * g;
       }
-      storeGroup<S>(dr, j0, n, v);
+      if (n != kRowGroup || !finite || !storeFiniteBf16Group<S>(dr, j0, v))
+        storeGroup<S>(dr, j0, n, v);
     };
     if constexpr (kHeld > 0) {
 #pragma unroll
       for (int k = 0; k < kHeld; ++k) {
-        int j0 = start(k), n = size(j0);
-        if (j0 < c) {
-          FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
-          storeGrad(j0, n);
-        }
+        int j0 = start(k);
+        if (j0 < c)
+          withGroupSize(size(j0), [&](auto n) {
+            FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
+            storeGrad(j0, n);
+          });
       }
     } else {
-      forBlockGroups(c, [&](int64_t j0, int64_t n) {
-        loadGroup<S>(xr, j0, n, v);
-        storeGrad(j0, n);
+      forBlockGroups(c, [&](int64_t j0, int64_t len) {
+        withGroupSize(len, [&](auto n) {
+          loadGroup<S>(xr, j0, n, v);
+          storeGrad(j0, n);
+        });
       });
     }
   }
