@@ -169,14 +169,43 @@ struct ArrayTerm {
   __device__ double operator()(int64_t i) const { return v[i]; }
 };
 
+/// Each kSumBlock block's sum in index order, one warp per block: the
+/// lanes load kAhead x 32 consecutive terms at a time (coalesced, the next
+/// ones loaded while these are added) and every lane adds them in index
+/// order through shuffles. One thread loading and adding alone, a few
+/// loads in flight, took ~0.6 ms for the 8192 row terms of a GPT-2
+/// cross-entropy. A missing term past the end adds +0.0, which leaves the
+/// sum's bits as they are (it starts at +0.0, so it is never -0.0).
 template <typename Term>
 __global__ void blockSumKernel(Term term, int64_t n, double *partial) {
-  FSDPRT_GRID_STRIDE(blk, (n + kSumBlock - 1) / kSumBlock) {
-    int64_t end = (blk + 1) * kSumBlock < n ? (blk + 1) * kSumBlock : n;
-    double sum = 0.0;
-    for (int64_t i = blk * kSumBlock; i < end; ++i)
-      sum += term(i);
-    partial[blk] = sum;
+  constexpr int kAhead = 4;
+  const int lane = threadIdx.x % kWarp;
+  FSDPRT_WARP_ROW_STRIDE(blk, (n + kSumBlock - 1) / kSumBlock) {
+    int64_t begin = blk * kSumBlock;
+    int64_t end = begin + kSumBlock < n ? begin + kSumBlock : n;
+    auto load = [&](int64_t i, double *v) {
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        int64_t at = i + u * kWarp + lane;
+        v[u] = at < end ? term(at) : 0.0;
+      }
+    };
+    double sum = 0.0, next[kAhead];
+    load(begin, next);
+    for (int64_t i = begin; i < end; i += kAhead * kWarp) {
+      double cur[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u)
+        cur[u] = next[u];
+      load(i + kAhead * kWarp, next);
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u)
+#pragma unroll
+        for (int l = 0; l < kWarp; ++l)
+          sum += __shfl_sync(0xffffffffu, cur[u], l);
+    }
+    if (lane == 0)
+      partial[blk] = sum;
   }
 }
 
@@ -198,7 +227,8 @@ template <typename Term>
 Scratch blockSums(Stream s, Term term, int64_t n, int64_t &blocks) {
   blocks = (n + kSumBlock - 1) / kSumBlock;
   Scratch partial(s, std::max<int64_t>(blocks, 1) * 8);
-  FSDPRT_LAUNCH(blockSumKernel<Term>, blocks, s, term, n, partial.as<double>());
+  FSDPRT_LAUNCH_WARP_ROWS(blockSumKernel<Term>, blocks, s, term, n,
+                          partial.as<double>());
   return partial;
 }
 
