@@ -205,13 +205,23 @@ __device__ T wideBlockReduce(T v, Combine combine) {
 /// conversion and one double add per 8 elements rather than per element
 /// (on sm_90 conversions run at 1/8 of the f32 rate, double adds at 1/2).
 struct OnlineLogSumExp {
-  /// exp(x) as exp2f(x * log2(e)): an FMUL and the SFU's exp2 where expf's
-  /// accurate range reduction took about ten instructions, twice per
-  /// element (here and the gradient): with the row held, the kernel was
-  /// issue-bound (an H200 profile: SM 66% busy, DRAM 22%). The difference
-  /// from the max is taken first, so the scaling's rounding is relative to
-  /// it (a few 1e-7 of a term, as expf's).
+  /// exp(x) as exp2(x * log2(e)) on the SFU (ex2.approx.ftz: ~2 ulp), an
+  /// FMUL and one instruction where expf's accurate range reduction took
+  /// about ten and exp2f's subnormal handling four, twice per element
+  /// (here and the gradient): the kernel was issue-bound (an H200 profile:
+  /// SM 66-85% busy, DRAM 22-42%). The difference from the max is taken
+  /// first, so the scaling's rounding is relative to it (a few 1e-7 of a
+  /// term). Results below 2^-126 (terms 1e-38 of the max) flush to 0.
   static constexpr float kLog2e = 1.4426950408889634f;
+  static __device__ float exp2(float x) {
+#ifdef FSDPRT_CUDA_EMULATION
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+  }
 
   float m = -INFINITY;
   double sum = 0.0;
@@ -231,7 +241,7 @@ struct OnlineLogSumExp {
       return;
     }
     float group = 0.0f;
-    FSDPRT_GROUP_FOR(i, n) { group += exp2f((v[i] - m) * kLog2e); }
+    FSDPRT_GROUP_FOR(i, n) { group += exp2((v[i] - m) * kLog2e); }
     sum += group;
   }
 
@@ -348,9 +358,10 @@ constexpr int kHeldPacks = 7;
 /// thread, where a group at a time kept the loads' latency exposed) and
 /// both passes read them there. kHeld = 0: both passes read memory.
 /// One block per SM at 64 registers: 1024 threads keep enough loads in
-/// flight to cover DRAM latency (__launch_bounds__ holds the budget).
+/// flight to cover DRAM latency (__launch_bounds__ holds the budget); a
+/// streaming block keeps to 32 registers, two to an SM.
 template <typename S, int kHeld>
-__global__ void __launch_bounds__(kWideThreads)
+__global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
     crossEntropyRowsKernel(bool i32, const typename S::T *logits,
                            const void *targets, const int64_t *count,
                            const float *dloss, double *terms,
@@ -432,7 +443,8 @@ __global__ void __launch_bounds__(kWideThreads)
       int64_t tj = t - j0; // the target's place in the group, if there
       int ti = tj >= 0 && tj < n ? static_cast<int>(tj) : -1;
       FSDPRT_GROUP_FOR(i, n) {
-        float p = exp2f(fmaf(v[i] - max, OnlineLogSumExp::kLog2e, -logSum2));
+        float p = OnlineLogSumExp::exp2(
+            fmaf(v[i] - max, OnlineLogSumExp::kLog2e, -logSum2));
         v[i] = (i == ti ? p - 1.0f : p) * g;
       }
       if (n != kRowGroup || !finite || !storeFiniteBf16Group<S>(dr, j0, v))
@@ -472,9 +484,12 @@ void launchCrossEntropyRows(Stream s, bool i32, const void *logits,
   constexpr int kHeld =
       std::is_same<S, F16Storage>::value ? 0 : kHeldPacks / RawGroup<T>::kPacks;
   int64_t groups = (rows.c + kRowGroup - 1) / kRowGroup;
-  auto *crossEntropyRows = groups <= int64_t(kHeld) * kWideThreads
-                               ? crossEntropyRowsKernel<S, kHeld>
-                               : crossEntropyRowsKernel<S, 0>;
+  // The loss alone reads each element once either way: it streams, two
+  // blocks to an SM (32 registers), so that one block's loads overlap the
+  // other's arithmetic, where a held row's 64 registers allow one block.
+  bool held = dlogits && groups <= int64_t(kHeld) * kWideThreads;
+  auto *crossEntropyRows =
+      held ? crossEntropyRowsKernel<S, kHeld> : crossEntropyRowsKernel<S, 0>;
   FSDPRT_LAUNCH_WIDE_ROWS(
       crossEntropyRows, rows.n, s, i32, static_cast<const T *>(logits), targets,
       count, dloss, terms, static_cast<T *>(dlogits), rows, mean, ignoreIndex);
