@@ -396,10 +396,11 @@ kernels() {
   done
   # The norm kernels' settings (ResidentNorms.cu, NormTuning) side by side.
   for batch in 8 64; do
-    for v in FSDPRT_NORM_DEFAULT=1 FSDPRT_NORM_SUMS=double \
-             FSDPRT_NORM_ONE_BLOCK=1 FSDPRT_NORM_RESIDENT=0; do
+    for v in FSDPRT_NORM_RESIDENT=0 FSDPRT_NORM_RESIDENT=1 \
+             FSDPRT_NORM_RESIDENT=1,FSDPRT_NORM_SUMS=double \
+             FSDPRT_NORM_RESIDENT=1,FSDPRT_NORM_ONE_BLOCK=1; do
       echo "== norms at batch $batch: $v"
-      env "$v" "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm \
+      env ${v//,/ } "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm \
         --batch "$batch" | grep -A3 "layer_norm fwd" || return 1
     done
   done

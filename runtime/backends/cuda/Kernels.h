@@ -113,7 +113,8 @@ void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      int64_t d, float eps);
 /// Norms of rows up to 1024 wide held in registers (ResidentNorms.cu): one
 /// read of each operand; `centered` is layer_norm (b, db used), else
-/// rms_norm. The norm entry points above take them where they fit.
+/// rms_norm. The norm entry points above take them where they fit and
+/// FSDPRT_NORM_RESIDENT=1 asks for them.
 bool residentNormFits(int64_t d);
 void residentNormForward(Stream s, DType dt, bool centered, const void *x,
                          const void *w, const void *b, void *y, int64_t rows,

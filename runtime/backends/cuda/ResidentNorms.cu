@@ -1,7 +1,8 @@
 //===- ResidentNorms.cu - layer_norm / rms_norm rows held in registers ---===//
 //
 // Norm rows up to kResidentWidth wide (GPT-2 124M's 768, GPT-2 medium's
-// 1024) are read from memory once: each lane of the row's warp keeps its
+// 1024), with FSDPRT_NORM_RESIDENT=1 (NormTuning below), are read from
+// memory once: each lane of the row's warp keeps its
 // groups in registers for the statistics, the output and, in the backward,
 // the weight gradients. The streaming kernels (RowKernels.cu, with the
 // column sums of Reductions.cu) read a row four times in the forward and
@@ -275,14 +276,17 @@ template <typename F> void withResidentGroups(int64_t d, F &&f) {
   }
 }
 
-/// Choices a GPU run settles, read once from the environment (A/B in the
-/// lease kit's kernel bench): FSDPRT_NORM_RESIDENT=0 streams every row,
-/// FSDPRT_NORM_SUMS=double sums lanes and warps in double instead of f32,
+/// Choices a GPU run settles, read once from the environment (the lease
+/// kit's kernel bench runs them side by side). FSDPRT_NORM_RESIDENT=1 takes
+/// these kernels: off by default until a GPU measures them faster than the
+/// streaming ones (the first version, without the next row's loads ahead
+/// and with double sums, was not: H200, 2026-11-28, docs/GPU-Results.md).
+/// FSDPRT_NORM_SUMS=double sums lanes and warps in double instead of f32;
 /// FSDPRT_NORM_ONE_BLOCK=1 lets the backward keep every accumulator in
-/// registers (~180 at 3 groups a lane: one block an SM) instead of capping
+/// registers (~220 at 3 groups a lane: one block an SM) instead of capping
 /// them at 128 for two blocks.
 struct NormTuning {
-  bool resident = true, sumsInDouble = false, oneBlock = false;
+  bool resident = false, sumsInDouble = false, oneBlock = false;
 };
 const NormTuning &normTuning() {
   static const NormTuning t = [] {
@@ -291,7 +295,7 @@ const NormTuning &normTuning() {
       return v && std::string(v) == value;
     };
     NormTuning t;
-    t.resident = !is("FSDPRT_NORM_RESIDENT", "0");
+    t.resident = is("FSDPRT_NORM_RESIDENT", "1");
     t.sumsInDouble = is("FSDPRT_NORM_SUMS", "double");
     t.oneBlock = is("FSDPRT_NORM_ONE_BLOCK", "1");
     return t;

@@ -410,23 +410,30 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
         if (j0 < c)
           held[k] = loadRawGroup(xr, j0, size(j0));
       }
-#pragma unroll
-      for (int k = 0; k < kHeld; ++k) {
-        int j0 = start(k);
-        if (j0 < c)
-          withGroupSize(size(j0), [&](auto n) {
-            FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
-            lse.add(v, n);
-          });
-      }
-    } else {
-      forBlockGroups(c, [&](int64_t j0, int64_t len) {
-        withGroupSize(len, [&](auto n) {
-          loadGroup<S>(xr, j0, n, v);
-          lse.add(v, n);
-        });
-      });
     }
+    // f(j0, n) for each of this thread's groups in order, v holding the
+    // group's elements (read from the registers where held, else memory).
+    auto forEachGroup = [&](auto f) {
+      if constexpr (kHeld > 0) {
+#pragma unroll
+        for (int k = 0; k < kHeld; ++k) {
+          int j0 = start(k);
+          if (j0 < c)
+            withGroupSize(size(j0), [&](auto n) {
+              FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
+              f(int64_t(j0), n);
+            });
+        }
+      } else {
+        forBlockGroups(c, [&](int64_t j0, int64_t len) {
+          withGroupSize(len, [&](auto n) {
+            loadGroup<S>(xr, j0, n, v);
+            f(j0, n);
+          });
+        });
+      }
+    };
+    forEachGroup([&](int64_t, auto n) { lse.add(v, n); });
     float max, logSum;
     lse.finish(max, logSum);
     if (terms && threadIdx.x == 0)
@@ -450,24 +457,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
       if (n != kRowGroup || !finite || !storeFiniteBf16Group<S>(dr, j0, v))
         storeGroup<S>(dr, j0, n, v);
     };
-    if constexpr (kHeld > 0) {
-#pragma unroll
-      for (int k = 0; k < kHeld; ++k) {
-        int j0 = start(k);
-        if (j0 < c)
-          withGroupSize(size(j0), [&](auto n) {
-            FSDPRT_GROUP_FOR(i, n) { v[i] = S::load(held[k].at(i)); }
-            storeGrad(j0, n);
-          });
-      }
-    } else {
-      forBlockGroups(c, [&](int64_t j0, int64_t len) {
-        withGroupSize(len, [&](auto n) {
-          loadGroup<S>(xr, j0, n, v);
-          storeGrad(j0, n);
-        });
-      });
-    }
+    forEachGroup(storeGrad);
   }
 }
 
