@@ -86,7 +86,12 @@ def test_16bit_compute_matches_the_cpu_backend(fsdp, emu_run, dtype):
     a 16-bit gradient may round one step apart. Losses and the f32 master
     weights, under SGD (linear in the gradients, unlike AdamW, which turns
     a rounding-noise gradient into a step of lr), stay within that unit
-    roundoff of each tensor's largest element."""
+    roundoff of each tensor's largest element. Per tensor, not per element:
+    a gradient element one 16-bit step apart moves its parameter by lr
+    times that step whatever the parameter's own size (the CUDA
+    cross-entropy's exps, exp2 of a scaled difference as on the GPU's SFU,
+    round a few more gradient elements the other way than summation order
+    alone did)."""
     program = fsdp.compile("gpt2", world_size=1, optimizer="sgd",
                            param_dtype=dtype,
                            **({"loss_scale": "dynamic"} if dtype == "f16"
@@ -95,7 +100,7 @@ def test_16bit_compute_matches_the_cpu_backend(fsdp, emu_run, dtype):
     roundoff = 2.0 ** -8 if dtype == "bf16" else 2.0 ** -11
     assert not compare_losses(emu.losses, cpu.losses, rtol=roundoff)
     assert not compare_params(emu.params(STEPS), cpu.params(STEPS),
-                              PARAM_ATOL["sgd"], rtol=roundoff)
+                              (0.0, None), rtol=roundoff)
 
 
 # Models of the builders (python/fsdp_mlir/models) with what the examples
