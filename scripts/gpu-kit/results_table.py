@@ -8,12 +8,15 @@ One row per run of ours and of PyTorch's (median step time, tokens/s, MFU,
 peak memory: ours the device's high-water mark, with the arena, the GEMM
 workspace and the per-call scratch reserve it holds), then the ratios the
 CUDA issue's goals are stated in: bf16 step time against PyTorch eager bf16
-and torch.compile, peak memory against torch.compile's.
+and torch.compile, peak memory against torch.compile's; then the same at
+llm.c's batch (64 x 1024: the kit's b64 runs) with issue 41's bar, 500k
+tokens/s.
 """
 import json
 import sys
 
-TOKENS_PER_STEP = 8 * 1024  # batch 8 x context 1024
+CONTEXT = 1024
+BAR_TOKENS_PER_S = 500e3  # issue 41: GPT-2 124M on one H100 (llm.c ~460k)
 # 6 N + 12 L T d FLOPs per token (N = 124M parameters, L = 12 layers,
 # T = 1024, d = 768): the forward and backward of the weights and of
 # attention's two products.
@@ -48,8 +51,8 @@ def ours_memory(run):
     return f"{gb(run.get('device_peak_bytes'))} ({', '.join(parts)})"
 
 
-def row(label, seconds, memory):
-    tokens = TOKENS_PER_STEP / seconds
+def row(label, seconds, memory, batch=8):
+    tokens = batch * CONTEXT / seconds
     mfu = tokens * FLOPS_PER_TOKEN / PEAK_FLOPS
     return (f"| {label} | {seconds:.4f} s | {tokens / 1e3:.0f}k | "
             f"{100 * mfu:.1f}% | {memory} |")
@@ -67,18 +70,47 @@ def table(results):
         if key in torch:
             lines.append(row(label, torch[key]["median_step_s"],
                              gb(torch[key]["peak_bytes"])))
-    ours = results.get("gpt2_124m_bf16")
-    if ours and "eager_bf16" in torch and "compile_bf16" in torch:
-        step = ours["median_step_s"]
-        lines.append("")
-        lines.append(
-            f"bf16 step time: {step / torch['eager_bf16']['median_step_s']:.2f}"
-            f"x PyTorch eager's, "
-            f"{step / torch['compile_bf16']['median_step_s']:.2f}x "
-            f"torch.compile's; peak memory "
-            f"{ours['device_peak_bytes'] / torch['compile_bf16']['peak_bytes']:.2f}"
-            f"x torch.compile's")
-    return "\n".join(lines)
+    ratios = [ratio_line("bf16 step time", results.get("gpt2_124m_bf16"),
+                         torch)]
+    ours64 = results.get("gpt2_124m_bf16-b64")
+    torch64 = results.get("torch_gpt2_124m_b64") or {}
+    if ours64:
+        lines.append(row("ours bf16, batch 64, one CUDA graph",
+                         ours64["median_step_s"], ours_memory(ours64), 64))
+    if "compile_bf16" in torch64:
+        lines.append(row("PyTorch torch.compile bf16, batch 64",
+                         torch64["compile_bf16"]["median_step_s"],
+                         gb(torch64["compile_bf16"]["peak_bytes"]), 64))
+    ratios.append(ratio_line("batch 64 step time", ours64, torch64))
+    if ours64:
+        tokens = 64 * CONTEXT / ours64["median_step_s"]
+        ratios.append(f"batch 64: {tokens / 1e3:.0f}k tokens/s, "
+                      f"{tokens / BAR_TOKENS_PER_S:.2f}x issue 41's bar "
+                      f"({BAR_TOKENS_PER_S / 1e3:.0f}k)")
+    ratios = [r for r in ratios if r]
+    return "\n".join(lines + ([""] + ratios if ratios else []))
+
+
+def ratio_line(what, ours, torch):
+    """Ours against PyTorch eager and torch.compile at the same batch,
+    whichever ran (None: neither, or no run of ours)."""
+    if not ours:
+        return None
+    step, parts = ours["median_step_s"], []
+    if "eager_bf16" in torch:
+        parts.append(f"{step / torch['eager_bf16']['median_step_s']:.2f}x "
+                     f"PyTorch eager's")
+    if "compile_bf16" in torch:
+        parts.append(f"{step / torch['compile_bf16']['median_step_s']:.2f}x "
+                     f"torch.compile's")
+    if not parts:
+        return None
+    line = f"{what}: {', '.join(parts)}"
+    if "compile_bf16" in torch and ours.get("device_peak_bytes"):
+        line += (f"; peak memory "
+                 f"{ours['device_peak_bytes'] / torch['compile_bf16']['peak_bytes']:.2f}"
+                 f"x torch.compile's")
+    return line
 
 
 if __name__ == "__main__":

@@ -132,3 +132,27 @@ def test_results_table_states_the_goals_ratios(tmp_path):
     assert len([l for l in out if l.startswith("| PyTorch")]) == 2, out
     assert out[-1] == ("bf16 step time: 0.46x PyTorch eager's, 0.90x "
                        "torch.compile's; peak memory 0.97x torch.compile's")
+
+
+def test_results_table_states_batch_64_and_the_bar(tmp_path):
+    """The quick kit's runs (PARTS=quick: no eager PyTorch): batch 64 rows
+    at 64 x 1024 tokens a step, its ratio to torch.compile's, and tokens/s
+    against issue 41's 500k (the 2026-11-28 H200 numbers)."""
+    results = {
+        "gpt2_124m_bf16-b64": {"median_step_s": 0.1335, "peak_bytes": 28.1e9,
+                               "device_peak_bytes": 30.4e9},
+        "torch_gpt2_124m_b64": {
+            "compile_bf16": {"median_step_s": 0.1316, "peak_bytes": 37.2e9}}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    out = subprocess.run(
+        ["python3", str(REPO_ROOT / "scripts" / "gpu-kit" /
+                        "results_table.py"), str(path)],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[2] == ("| ours bf16, batch 64, one CUDA graph | 0.1335 s | "
+                      "491k | 42.7% | 30.40 GB (arena 28.10 GB) |"), out
+    assert out[3].startswith("| PyTorch torch.compile bf16, batch 64 | "
+                             "0.1316 s | 498k |"), out
+    assert out[-2] == ("batch 64 step time: 1.01x torch.compile's; peak "
+                       "memory 0.82x torch.compile's"), out
+    assert out[-1] == "batch 64: 491k tokens/s, 0.98x issue 41's bar (500k)"
