@@ -6,9 +6,44 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
+
+/// Activation checkpointing through CPU offload: from the unsharded train
+/// step to the scheduled, sharded one whose peak the report prints.
+static void addCheckpointingToSchedule(OpPassManager &pm,
+                                       const FSDPPipelineOptions &options) {
+  // Always: units may ask for checkpointing in the IR
+  // (#fsdp.unit<activation_checkpointing = true | selective>).
+  FSDPCheckpointActivationsPassOptions checkpointing;
+  checkpointing.kinds.assign(options.activationCheckpointing.begin(),
+                             options.activationCheckpointing.end());
+  checkpointing.policy = options.activationCheckpointingPolicy;
+  pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
+  if (options.keepAttentionStats)
+    pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());
+
+  FSDPShardPassOptions shard;
+  shard.worldSize = options.worldSize;
+  shard.strategy = options.shardingStrategy;
+  shard.shardGroupSize = options.shardGroupSize;
+  pm.addPass(createFSDPShardPass(shard));
+
+  FSDPInsertCollectivesPassOptions collectives;
+  collectives.reshardRootAfterForward = options.reshardRootAfterForward;
+  collectives.reshardAfterBackward = options.reshardAfterBackward;
+  pm.addPass(createFSDPInsertCollectivesPass(collectives));
+
+  FSDPPrefetchPassOptions prefetch;
+  prefetch.forwardPrefetch = options.forwardPrefetch;
+  prefetch.backwardPrefetch = options.backwardPrefetch;
+  prefetch.limitAllGathers = options.limitAllGathers;
+  pm.addPass(createFSDPPrefetchPass(prefetch));
+  if (options.cpuOffload)
+    pm.addPass(createFSDPCpuOffloadPass());
+}
 
 void fsdp::buildFSDPPipeline(OpPassManager &pm,
                              const FSDPPipelineOptions &options) {
@@ -63,34 +98,28 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.lossScale = options.lossScale;
   step.mode = options.mode;
   pm.addPass(createFSDPBuildTrainStepPass(step));
-  // Always: units may ask for checkpointing in the IR
-  // (#fsdp.unit<activation_checkpointing = true | selective>).
-  FSDPCheckpointActivationsPassOptions checkpointing;
-  checkpointing.kinds.assign(options.activationCheckpointing.begin(),
-                             options.activationCheckpointing.end());
-  checkpointing.policy = options.activationCheckpointingPolicy;
-  pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
-  if (options.keepAttentionStats)
-    pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());
 
-  FSDPShardPassOptions shard;
-  shard.worldSize = options.worldSize;
-  shard.strategy = options.shardingStrategy;
-  shard.shardGroupSize = options.shardGroupSize;
-  pm.addPass(createFSDPShardPass(shard));
-
-  FSDPInsertCollectivesPassOptions collectives;
-  collectives.reshardRootAfterForward = options.reshardRootAfterForward;
-  collectives.reshardAfterBackward = options.reshardAfterBackward;
-  pm.addPass(createFSDPInsertCollectivesPass(collectives));
-
-  FSDPPrefetchPassOptions prefetch;
-  prefetch.forwardPrefetch = options.forwardPrefetch;
-  prefetch.backwardPrefetch = options.backwardPrefetch;
-  prefetch.limitAllGathers = options.limitAllGathers;
-  pm.addPass(createFSDPPrefetchPass(prefetch));
-  if (options.cpuOffload)
-    pm.addPass(createFSDPCpuOffloadPass());
+  // The passes from checkpointing to offload: what the memory budget's
+  // search runs on each candidate, and then the pipeline itself.
+  OpPassManager recomputeToSchedule(ModuleOp::getOperationName());
+  addCheckpointingToSchedule(recomputeToSchedule, options);
+  if (!options.memoryBudget.empty()) {
+    FSDPFitMemoryBudgetPassOptions fit;
+    fit.budget = options.memoryBudget;
+    std::string evaluation;
+    llvm::raw_string_ostream os(evaluation);
+    recomputeToSchedule.printAsTextualPipeline(os);
+    fit.evaluation = evaluation;
+    // The budget chooses what to recompute; these would choose too.
+    if (!options.activationCheckpointing.empty())
+      fit.conflictingOptions.push_back("activation-checkpointing");
+    if (options.activationCheckpointingPolicy.hasValue())
+      fit.conflictingOptions.push_back("activation-checkpointing-policy");
+    fit.report = options.report;
+    fit.machine = options.machine;
+    pm.addPass(createFSDPFitMemoryBudgetPass(fit));
+  }
+  addCheckpointingToSchedule(pm, options);
 
   if (options.report) {
     FSDPReportPassOptions report;
