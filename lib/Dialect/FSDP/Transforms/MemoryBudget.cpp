@@ -334,8 +334,8 @@ private:
       llvm::outs() << llvm::formatv(
           "memory budget: {0} bytes ({1:f2} MiB) per rank for model {2}: "
           "planned peak {3} bytes ({4:f2} MiB), {5} bytes ({6:f2} MiB) "
-          "without recompute; predicted recompute {7:f2} ms per step; {8} "
-          "choices evaluated\n",
+          "before its choice; predicted recompute of the choice {7:f2} ms "
+          "per step; {8} choices evaluated\n",
           budgetBytes, budgetBytes / kMiB, model.getSymName(), now.peak,
           now.peak / kMiB, plain->peak, plain->peak / kMiB,
           (now.compute - plain->compute) * 1e3, evaluations);

@@ -270,9 +270,11 @@ def FSDPFitMemoryBudgetPass
     the budget, the single (unit, policy) change with the most peak bytes
     saved per predicted second of recompute is applied (lazy greedy:
     scores from earlier rounds are re-evaluated only when they lead, so a
-    round costs at most units x 2 evaluations). Units marked by hand keep
-    their marks. When no change lowers the peak any more and it is still
-    over the budget, it is an error naming the smallest peak reached.
+    round costs at most units x 2 evaluations); when that change fits,
+    the cheapest change that fits is taken instead. Units marked by hand
+    keep their marks. When no change lowers the peak any more, every unit
+    recomputed whole is tried; if that is still over the budget, it is an
+    error naming the smallest peak reached.
 
     ```mlir
     // memory-budget=18MiB on a 4-block GPT whose plain peak is 24 MB:
