@@ -17,7 +17,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -169,25 +168,29 @@ private:
   /// (of `model`) set to `choice`, then measures it.
   FailureOr<Outcome> evaluate(ModelOp model, ArrayRef<std::string> units,
                               const Choice &choice) {
-    ModuleOp module = getOperation();
-    // The clone is nested in the module so that it can run as a dynamic
-    // pipeline; it is erased once measured.
-    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
-    auto clone = cast<ModuleOp>(builder.clone(*module));
-    llvm::scope_exit erase([&] { clone->erase(); });
-    ModelOp cloneModel;
-    for (ModelOp m : clone.getOps<ModelOp>())
-      if (m.getSymName() == model.getSymName())
-        cloneModel = m;
+    // A detached clone, run by a pass manager of its own: nothing of it
+    // reaches the module's analyses.
+    OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+    // The pipeline may rebuild the model op: look it up again after.
+    auto cloneModel = [&] {
+      for (ModelOp m : clone->getOps<ModelOp>())
+        if (m.getSymName() == model.getSymName())
+          return m;
+      return ModelOp();
+    };
     llvm::StringMap<CheckpointPolicy> wanted;
     for (auto [name, policy] : llvm::zip_equal(units, choice))
       wanted[name] = policy;
-    for (NNModuleOp unit : UnitOwnership(cloneModel).getUnits())
+    UnitOwnership ownership(cloneModel());
+    for (NNModuleOp unit : ownership.getUnits())
       if (auto it = wanted.find(unit.getQualifiedName()); it != wanted.end())
         unit.setUnitAttr(withPolicy(unit, it->second));
-    if (failed(runPipeline(*pipeline, clone)))
+    PassManager passes(&getContext(), ModuleOp::getOperationName());
+    static_cast<OpPassManager &>(passes) = *pipeline;
+    if (failed(passes.run(*clone)))
       return failure();
-    func::FuncOp step = getTrainStep(cloneModel);
+    ModelOp evaluated = cloneModel();
+    func::FuncOp step = evaluated ? getTrainStep(evaluated) : func::FuncOp();
     if (!step || !step->hasAttr(kMeshAttr))
       return model.emitOpError("has no sharded train step after the "
                                "memory budget's evaluation pipeline");
@@ -201,7 +204,8 @@ private:
     // The units the search may change: not marked by hand, not ignored.
     SmallVector<NNModuleOp> free;
     SmallVector<NNModuleOp> marked;
-    for (NNModuleOp unit : UnitOwnership(model).getUnits()) {
+    UnitOwnership ownership(model);
+    for (NNModuleOp unit : ownership.getUnits()) {
       fsdp::UnitAttr attr = unit.getUnitAttr();
       if (attr && attr.getIgnored() != IgnoredGradSync::none)
         continue;
