@@ -11,6 +11,17 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
+static ConvertFSDPToRTPassOptions
+loweringOptions(const FSDPPipelineOptions &options) {
+  ConvertFSDPToRTPassOptions lowering;
+  lowering.machine = options.machine;
+  lowering.lrSchedule = options.lrSchedule;
+  lowering.warmupSteps = options.warmupSteps;
+  lowering.decaySteps = options.decaySteps;
+  lowering.minLrRatio = options.minLrRatio;
+  return lowering;
+}
+
 /// Activation checkpointing through CPU offload: from the unsharded train
 /// step to the scheduled, sharded one whose peak the report prints.
 static void addCheckpointingToSchedule(OpPassManager &pm,
@@ -110,6 +121,15 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
     llvm::raw_string_ostream os(evaluation);
     recomputeToSchedule.printAsTextualPipeline(os);
     fit.evaluation = evaluation;
+    // A lowered program's arena, which the runtime allocates, must fit.
+    if (options.lower) {
+      OpPassManager lowering(ModuleOp::getOperationName());
+      lowering.addPass(createConvertFSDPToRTPass(loweringOptions(options)));
+      std::string arenaEvaluation;
+      llvm::raw_string_ostream arenaOs(arenaEvaluation);
+      lowering.printAsTextualPipeline(arenaOs);
+      fit.arenaEvaluation = arenaEvaluation;
+    }
     // The budget chooses what to recompute; these would choose too.
     if (!options.activationCheckpointing.empty())
       fit.conflictingOptions.push_back("activation-checkpointing");
@@ -126,15 +146,8 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
     report.machine = options.machine;
     pm.addPass(createFSDPReportPass(report));
   }
-  if (options.lower) {
-    ConvertFSDPToRTPassOptions lowering;
-    lowering.machine = options.machine;
-    lowering.lrSchedule = options.lrSchedule;
-    lowering.warmupSteps = options.warmupSteps;
-    lowering.decaySteps = options.decaySteps;
-    lowering.minLrRatio = options.minLrRatio;
-    buildFSDPLowerPipeline(pm, lowering);
-  }
+  if (options.lower)
+    buildFSDPLowerPipeline(pm, loweringOptions(options));
 }
 
 void fsdp::buildFSDPLowerPipeline(OpPassManager &pm,

@@ -8,6 +8,8 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true memory-budget=159000" -o /dev/null | FileCheck %s --check-prefix=SELECTIVE
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true memory-budget=130000" -o /dev/null | FileCheck %s --check-prefix=MIXED
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=130000" | FileCheck %s --check-prefix=IR
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true lower=true memory-budget=150000" -o /dev/null | FileCheck %s --check-prefix=LOWERED
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 lower=true memory-budget=111200" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ARENA
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true memory-budget=112000" -o /dev/null | FileCheck %s --check-prefix=WHOLE
 // RUN: sed 's/@b1 kind "Block" unit/@b1 kind "Block" unit<activation_checkpointing = selective>/' %s | fsdp-opt --fsdp-pipeline="world-size=2 report=true memory-budget=130000" -o /dev/null | FileCheck %s --check-prefix=MARKED
 // RUN: fsdp-opt %s --fsdp-build-train-step --fsdp-fit-memory-budget='budget=150000 evaluation="fsdp-checkpoint-activations,fsdp-shard{world-size=2},fsdp-insert-collectives,fsdp-prefetch"' | FileCheck %s --check-prefix=PASS
@@ -53,6 +55,13 @@
 // IR: fsdp.module @b1 kind "Block" unit {
 // IR: fsdp.module @b2 kind "Block" unit<activation_checkpointing = selective>
 // IR: nn.layer_norm {{.*}}phase backward
+
+// A lowered program: the budget bounds the arena the runtime allocates
+// (aligned buffers placed by lifetime; at least the planned peak).
+// LOWERED: memory budget: 150000 bytes (0.14 MiB) per rank for model net: arena plan 132224 bytes (0.13 MiB), 161408 bytes (0.15 MiB) before its choice
+// LOWERED-NEXT: recompute (root): none
+// LOWERED-NEXT: recompute b0: whole unit
+// ARENA: error: model net does not fit memory-budget 111200 bytes (0.11 MiB) per rank: the smallest arena plan activation checkpointing reaches is 111232 bytes (0.11 MiB)
 
 // Close to the smallest peak: two Blocks whole.
 // WHOLE: planned peak 111116 bytes

@@ -13,6 +13,7 @@
 #include "fsdp/Dialect/FSDP/Analysis/UnitOwnership.h"
 #include "fsdp/Dialect/FSDP/IR/TrainStep.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/RT/IR/RTOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
@@ -139,18 +140,17 @@ struct FitMemoryBudgetPass
     if (failed(machineProfile))
       return signalPassFailure();
     profile = *machineProfile;
-    std::string text = evaluation;
-    if (!StringRef(text).starts_with(ModuleOp::getOperationName()))
-      text = (ModuleOp::getOperationName() + "(" + text + ")").str();
-    std::string errors;
-    llvm::raw_string_ostream errorStream(errors);
-    FailureOr<OpPassManager> parsed = parsePassPipeline(text, errorStream);
-    if (failed(parsed)) {
-      emitError(loc, "fsdp-fit-memory-budget: bad evaluation pipeline '")
-          << evaluation << "': " << errors;
+    FailureOr<OpPassManager> parsed = parsePipeline(evaluation, loc);
+    if (failed(parsed))
       return signalPassFailure();
-    }
     pipeline = std::move(*parsed);
+    arenaPipeline.reset();
+    if (!arenaEvaluation.empty()) {
+      FailureOr<OpPassManager> lowering = parsePipeline(arenaEvaluation, loc);
+      if (failed(lowering))
+        return signalPassFailure();
+      arenaPipeline = std::move(*lowering);
+    }
     for (ModelOp model :
          llvm::to_vector(getOperation().getBody()->getOps<ModelOp>()))
       if (failed(fit(model)))
@@ -158,9 +158,25 @@ struct FitMemoryBudgetPass
   }
 
 private:
+  /// `text` as a pipeline anchored on builtin.module.
+  FailureOr<OpPassManager> parsePipeline(StringRef text, Location loc) {
+    std::string anchored = text.str();
+    if (!text.starts_with(ModuleOp::getOperationName()))
+      anchored = (ModuleOp::getOperationName() + "(" + text + ")").str();
+    std::string errors;
+    llvm::raw_string_ostream errorStream(errors);
+    FailureOr<OpPassManager> parsed = parsePassPipeline(anchored, errorStream);
+    if (failed(parsed))
+      return emitError(loc, "fsdp-fit-memory-budget: bad pipeline '")
+             << text << "': " << errors;
+    return parsed;
+  }
+
   int64_t budgetBytes = 0;
   MachineProfile profile;
   std::optional<OpPassManager> pipeline;
+  /// The lowering, for a lowered program: its arena is what must fit.
+  std::optional<OpPassManager> arenaPipeline;
   /// The smallest peak of the choices evaluated for the current model.
   int64_t smallestPeak = 0;
 
@@ -197,7 +213,20 @@ private:
     FailureOr<StepReport> report = analyzeStep(step, profile);
     if (failed(report))
       return failure();
-    return Outcome{report->peakBytes, report->time.compute};
+    Outcome outcome{report->peakBytes, report->time.compute};
+    if (!arenaPipeline)
+      return outcome;
+    // The arena the memory plan lays out (aligned, placed by lifetime) is
+    // what the runtime allocates; it is at least the planned peak.
+    PassManager lowering(&getContext(), ModuleOp::getOperationName());
+    static_cast<OpPassManager &>(lowering) = *arenaPipeline;
+    if (failed(lowering.run(*clone)))
+      return failure();
+    for (auto func : clone->getOps<func::FuncOp>())
+      if (auto arena = func->getAttrOfType<IntegerAttr>(
+              rt::RTDialect::ArenaBytesAttrHelper::getNameStr()))
+        outcome.peak = std::max(outcome.peak, arena.getInt());
+    return outcome;
   }
 
   LogicalResult fit(ModelOp model) {
@@ -337,12 +366,13 @@ private:
     if (report) {
       llvm::outs() << llvm::formatv(
           "memory budget: {0} bytes ({1:f2} MiB) per rank for model {2}: "
-          "planned peak {3} bytes ({4:f2} MiB), {5} bytes ({6:f2} MiB) "
+          "{9} {3} bytes ({4:f2} MiB), {5} bytes ({6:f2} MiB) "
           "before its choice; predicted recompute of the choice {7:f2} ms "
           "per step; {8} choices evaluated\n",
           budgetBytes, budgetBytes / kMiB, model.getSymName(), now.peak,
           now.peak / kMiB, plain->peak, plain->peak / kMiB,
-          (now.compute - plain->compute) * 1e3, evaluations);
+          (now.compute - plain->compute) * 1e3, evaluations,
+          arenaPipeline ? "arena plan" : "planned peak");
       auto printUnit = [](NNModuleOp unit, StringRef policy) {
         std::string name = unit.getQualifiedName();
         llvm::outs() << "  recompute " << (name.empty() ? "(root)" : name)
@@ -364,8 +394,9 @@ private:
            << model.getSymName() << " does not fit memory-budget "
            << budgetBytes << " bytes ("
            << llvm::formatv("{0:f2}", budgetBytes / kMiB)
-           << " MiB) per rank: the smallest planned peak activation "
-              "checkpointing reaches is "
+           << " MiB) per rank: the smallest "
+           << (arenaPipeline ? "arena plan" : "planned peak")
+           << " activation checkpointing reaches is "
            << smallestPeak << " bytes ("
            << llvm::formatv("{0:f2}", smallestPeak / kMiB) << " MiB)";
   }

@@ -292,6 +292,11 @@ def FSDPFitMemoryBudgetPass
            "fsdp-shard,fsdp-insert-collectives,fsdp-prefetch)\"",
            "The passes (anchored on builtin.module) that turn a candidate "
            "into the sharded step whose peak is measured">,
+    Option<"arenaEvaluation", "arena-evaluation", "std::string",
+           /*default=*/"\"\"",
+           "For a lowered program: the lowering (anchored on "
+           "builtin.module) run after `evaluation`; the budget then bounds "
+           "the arena plan the runtime allocates (empty: the planned peak)">,
     ListOption<"conflictingOptions", "conflicting-options", "std::string",
                "Pipeline options given beside the budget that also choose "
                "what to recompute (an error naming them)">,
