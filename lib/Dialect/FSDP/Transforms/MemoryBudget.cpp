@@ -396,9 +396,9 @@ private:
            << llvm::formatv("{0:f2}", budgetBytes / kMiB)
            << " MiB) per rank: the smallest "
            << (arenaPipeline ? "arena plan" : "planned peak")
-           << " activation checkpointing reaches is "
-           << smallestPeak << " bytes ("
-           << llvm::formatv("{0:f2}", smallestPeak / kMiB) << " MiB)";
+           << " activation checkpointing reaches is " << smallestPeak
+           << " bytes (" << llvm::formatv("{0:f2}", smallestPeak / kMiB)
+           << " MiB)";
   }
 };
 
