@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import EXAMPLES, REPO_ROOT, program_info
 
 sys.path.insert(0, str(REPO_ROOT / "python"))
-from fsdp_mlir import models  # noqa: E402
+from fsdp_mlir import driver, models  # noqa: E402
 
 STEPS = 3
 OPTIONS = ("world-size=2 optimizer=adamw lr=3e-3 lower=true report=true")
@@ -90,3 +90,19 @@ def test_budget_run_fits_and_equals_hand_marked_units(fsdp, fsdp_opt, model,
     print(f"measured arena peak {measured} (arena plan {arena}, budget "
           f"{budget})")
     assert measured <= arena <= budget, (measured, arena, budget)
+
+
+def test_python_compile_passes_the_budget(fsdp_opt, tmp_path, monkeypatch,
+                                          capsys):
+    """compile(..., memory_budget="20MiB"): the pipeline option, whose
+    choice the report names and whose arena plan fits."""
+    monkeypatch.setenv("FSDP_OPT", str(fsdp_opt))
+    program = driver.compile(EXAMPLES / "char_gpt.mlir",
+                             tmp_path / "char_gpt.mlir", world_size=2,
+                             wrap_kinds="Block", memory_budget="20MiB",
+                             report=True)
+    report = capsys.readouterr().out
+    assert "memory budget: 20971520 bytes (20.00 MiB)" in report
+    assert re.search(r"recompute transformer\.h\.\d: (selective|whole unit)",
+                     report)
+    assert program_info(program)["estimate_bytes"] <= 20 * 2**20
