@@ -5,7 +5,8 @@
 // per rank fits `budget`, with the least predicted recompute time. Each
 // candidate choice is judged on a clone of the module, run through the
 // rest of the pipeline (`evaluation`) and measured by analyzeStep, the
-// function fsdp-report prints.
+// function fsdp-report prints; for a lowered program also through the
+// lowering (`arena-evaluation`), whose arena plan is then what must fit.
 //
 //===----------------------------------------------------------------------===//
 

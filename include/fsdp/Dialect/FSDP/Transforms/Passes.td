@@ -259,7 +259,9 @@ def FSDPFitMemoryBudgetPass
                 "byte budget";
   let description = [{
     `memory-budget=<bytes>` of `fsdp-pipeline`: per rank, device memory,
-    compared with the planned peak fsdp-report prints (analyzeStep). Runs
+    compared with the planned peak fsdp-report prints (analyzeStep), or,
+    with `arena-evaluation` (fsdp-pipeline's `lower=true`), with the arena
+    plan of the lowered program, which the runtime allocates. Runs
     after fsdp-build-train-step and before fsdp-checkpoint-activations, and
     marks units `#fsdp.unit<activation_checkpointing = selective | true>`.
 
