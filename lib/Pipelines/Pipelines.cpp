@@ -6,9 +6,55 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
+
+static ConvertFSDPToRTPassOptions
+loweringOptions(const FSDPPipelineOptions &options) {
+  ConvertFSDPToRTPassOptions lowering;
+  lowering.machine = options.machine;
+  lowering.lrSchedule = options.lrSchedule;
+  lowering.warmupSteps = options.warmupSteps;
+  lowering.decaySteps = options.decaySteps;
+  lowering.minLrRatio = options.minLrRatio;
+  return lowering;
+}
+
+/// Activation checkpointing through CPU offload: from the unsharded train
+/// step to the scheduled, sharded one whose peak the report prints.
+static void addCheckpointingToSchedule(OpPassManager &pm,
+                                       const FSDPPipelineOptions &options) {
+  // Always: units may ask for checkpointing in the IR
+  // (#fsdp.unit<activation_checkpointing = true | selective>).
+  FSDPCheckpointActivationsPassOptions checkpointing;
+  checkpointing.kinds.assign(options.activationCheckpointing.begin(),
+                             options.activationCheckpointing.end());
+  checkpointing.policy = options.activationCheckpointingPolicy;
+  pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
+  if (options.keepAttentionStats)
+    pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());
+
+  FSDPShardPassOptions shard;
+  shard.worldSize = options.worldSize;
+  shard.strategy = options.shardingStrategy;
+  shard.shardGroupSize = options.shardGroupSize;
+  pm.addPass(createFSDPShardPass(shard));
+
+  FSDPInsertCollectivesPassOptions collectives;
+  collectives.reshardRootAfterForward = options.reshardRootAfterForward;
+  collectives.reshardAfterBackward = options.reshardAfterBackward;
+  pm.addPass(createFSDPInsertCollectivesPass(collectives));
+
+  FSDPPrefetchPassOptions prefetch;
+  prefetch.forwardPrefetch = options.forwardPrefetch;
+  prefetch.backwardPrefetch = options.backwardPrefetch;
+  prefetch.limitAllGathers = options.limitAllGathers;
+  pm.addPass(createFSDPPrefetchPass(prefetch));
+  if (options.cpuOffload)
+    pm.addPass(createFSDPCpuOffloadPass());
+}
 
 void fsdp::buildFSDPPipeline(OpPassManager &pm,
                              const FSDPPipelineOptions &options) {
@@ -63,49 +109,45 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.lossScale = options.lossScale;
   step.mode = options.mode;
   pm.addPass(createFSDPBuildTrainStepPass(step));
-  // Always: units may ask for checkpointing in the IR
-  // (#fsdp.unit<activation_checkpointing = true | selective>).
-  FSDPCheckpointActivationsPassOptions checkpointing;
-  checkpointing.kinds.assign(options.activationCheckpointing.begin(),
-                             options.activationCheckpointing.end());
-  checkpointing.policy = options.activationCheckpointingPolicy;
-  pm.addPass(createFSDPCheckpointActivationsPass(checkpointing));
-  if (options.keepAttentionStats)
-    pm.addNestedPass<func::FuncOp>(createFSDPKeepAttentionStatsPass());
 
-  FSDPShardPassOptions shard;
-  shard.worldSize = options.worldSize;
-  shard.strategy = options.shardingStrategy;
-  shard.shardGroupSize = options.shardGroupSize;
-  pm.addPass(createFSDPShardPass(shard));
-
-  FSDPInsertCollectivesPassOptions collectives;
-  collectives.reshardRootAfterForward = options.reshardRootAfterForward;
-  collectives.reshardAfterBackward = options.reshardAfterBackward;
-  pm.addPass(createFSDPInsertCollectivesPass(collectives));
-
-  FSDPPrefetchPassOptions prefetch;
-  prefetch.forwardPrefetch = options.forwardPrefetch;
-  prefetch.backwardPrefetch = options.backwardPrefetch;
-  prefetch.limitAllGathers = options.limitAllGathers;
-  pm.addPass(createFSDPPrefetchPass(prefetch));
-  if (options.cpuOffload)
-    pm.addPass(createFSDPCpuOffloadPass());
+  // The passes from checkpointing to offload: what the memory budget's
+  // search runs on each candidate, and then the pipeline itself.
+  OpPassManager recomputeToSchedule(ModuleOp::getOperationName());
+  addCheckpointingToSchedule(recomputeToSchedule, options);
+  if (!options.memoryBudget.empty()) {
+    FSDPFitMemoryBudgetPassOptions fit;
+    fit.budget = options.memoryBudget;
+    std::string evaluation;
+    llvm::raw_string_ostream os(evaluation);
+    recomputeToSchedule.printAsTextualPipeline(os);
+    fit.evaluation = evaluation;
+    // A lowered program's arena, which the runtime allocates, must fit.
+    if (options.lower) {
+      OpPassManager lowering(ModuleOp::getOperationName());
+      lowering.addPass(createConvertFSDPToRTPass(loweringOptions(options)));
+      std::string arenaEvaluation;
+      llvm::raw_string_ostream arenaOs(arenaEvaluation);
+      lowering.printAsTextualPipeline(arenaOs);
+      fit.arenaEvaluation = arenaEvaluation;
+    }
+    // The budget chooses what to recompute; these would choose too.
+    if (!options.activationCheckpointing.empty())
+      fit.conflictingOptions.push_back("activation-checkpointing");
+    if (options.activationCheckpointingPolicy.hasValue())
+      fit.conflictingOptions.push_back("activation-checkpointing-policy");
+    fit.report = options.report;
+    fit.machine = options.machine;
+    pm.addPass(createFSDPFitMemoryBudgetPass(fit));
+  }
+  addCheckpointingToSchedule(pm, options);
 
   if (options.report) {
     FSDPReportPassOptions report;
     report.machine = options.machine;
     pm.addPass(createFSDPReportPass(report));
   }
-  if (options.lower) {
-    ConvertFSDPToRTPassOptions lowering;
-    lowering.machine = options.machine;
-    lowering.lrSchedule = options.lrSchedule;
-    lowering.warmupSteps = options.warmupSteps;
-    lowering.decaySteps = options.decaySteps;
-    lowering.minLrRatio = options.minLrRatio;
-    buildFSDPLowerPipeline(pm, lowering);
-  }
+  if (options.lower)
+    buildFSDPLowerPipeline(pm, loweringOptions(options));
 }
 
 void fsdp::buildFSDPLowerPipeline(OpPassManager &pm,

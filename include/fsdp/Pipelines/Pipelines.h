@@ -45,6 +45,13 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("What those units recompute: unit (the whole forward) "
                      "| selective (all but matmuls and attention)"),
       llvm::cl::init("unit")};
+  Option<std::string> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Device memory per rank the planned peak must fit "
+                     "(bytes, or with a KiB / MiB / GiB suffix): the "
+                     "compiler chooses which units recompute what "
+                     "(fsdp-fit-memory-budget)"),
+      llvm::cl::init("")};
   Option<bool> forwardPrefetch{*this, "forward-prefetch",
                                llvm::cl::desc("Prefetch in the forward"),
                                llvm::cl::init(false)};

@@ -253,6 +253,62 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def FSDPFitMemoryBudgetPass
+    : Pass<"fsdp-fit-memory-budget", "::mlir::ModuleOp"> {
+  let summary = "Choose what to recompute so that the planned peak fits a "
+                "byte budget";
+  let description = [{
+    `memory-budget=<bytes>` of `fsdp-pipeline`: per rank, device memory,
+    compared with the planned peak fsdp-report prints (analyzeStep), or,
+    with `arena-evaluation` (fsdp-pipeline's `lower=true`), with the arena
+    plan of the lowered program, which the runtime allocates. Runs
+    after fsdp-build-train-step and before fsdp-checkpoint-activations, and
+    marks units `#fsdp.unit<activation_checkpointing = selective | true>`.
+
+    A choice is judged by running `evaluation` (the rest of the pipeline up
+    to the report: checkpointing, sharding, collectives, prefetch, offload)
+    on a clone of the module and computing its peak and its predicted
+    compute time. Starting from no checkpointing, while the peak is over
+    the budget, the single (unit, policy) change with the most peak bytes
+    saved per predicted second of recompute is applied (lazy greedy:
+    scores from earlier rounds are re-evaluated only when they lead, so a
+    round costs at most units x 2 evaluations); when that change fits,
+    the cheapest change that fits is taken instead. Units marked by hand
+    keep their marks. When no change lowers the peak any more, every unit
+    recomputed whole is tried; if that is still over the budget, it is an
+    error naming the smallest peak reached.
+
+    ```mlir
+    // memory-budget=18MiB on a 4-block GPT whose plain peak is 24 MB:
+    fsdp.module @"0" kind "Block" unit<activation_checkpointing = selective>
+    fsdp.module @"1" kind "Block" unit<activation_checkpointing = true>
+    ```
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+  let options = [
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "Bytes per rank: an integer, or with a KiB / MiB / GiB suffix "
+           "(e.g. 24MiB, 1.5GiB)">,
+    Option<"evaluation", "evaluation", "std::string",
+           /*default=*/"\"builtin.module(fsdp-checkpoint-activations,"
+           "fsdp-shard,fsdp-insert-collectives,fsdp-prefetch)\"",
+           "The passes (anchored on builtin.module) that turn a candidate "
+           "into the sharded step whose peak is measured">,
+    Option<"arenaEvaluation", "arena-evaluation", "std::string",
+           /*default=*/"\"\"",
+           "For a lowered program: the lowering (anchored on "
+           "builtin.module) run after `evaluation`; the budget then bounds "
+           "the arena plan the runtime allocates (empty: the planned peak)">,
+    ListOption<"conflictingOptions", "conflicting-options", "std::string",
+               "Pipeline options given beside the budget that also choose "
+               "what to recompute (an error naming them)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the budget, the choice, its peak and recompute time">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"ci-cpu\"",
+           "The machine whose rates predict the recompute time">,
+  ];
+}
+
 def FSDPCheckpointActivationsPass
     : Pass<"fsdp-checkpoint-activations", "::mlir::ModuleOp"> {
   let summary = "Recompute checkpointed units' forward in the backward";
