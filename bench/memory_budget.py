@@ -13,7 +13,6 @@ time).
 
     python3 bench/memory_budget.py [--steps 12] [--build build]
 """
-import argparse
 import re
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from variant_compare import REPO, WRAP, train
+from variant_compare import REPO, WRAP, bench_args, gpt2_medium, train
 
 sys.path.insert(0, str(REPO / "python"))
 from fsdp_mlir.driver import program_info  # noqa: E402
@@ -52,20 +51,10 @@ def compile_program(fsdp_opt, model, out, extra, lower):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--build", default=str(REPO / "build"))
-    args = p.parse_args()
-    fsdp_opt = str(Path(args.build) / "bin/fsdp-opt")
-    fsdp_run = str(Path(args.build) / "bin/fsdp-run")
+    args, fsdp_opt, fsdp_run = bench_args(__doc__.split("\n")[0])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        medium = tmp / "gpt2_medium.mlir"
-        subprocess.run([sys.executable, "-m", "fsdp_mlir.models", "gpt2",
-                        "--vocab", "50257", "--ctx", "1024", "--width", "1024",
-                        "--heads", "16", "--layers", "24", "--batch", "4",
-                        "-o", str(medium)], check=True,
-                       env={"PYTHONPATH": str(REPO / "python")})
+        medium = gpt2_medium(tmp)
         for name, model, run in (("char_gpt", REPO / "examples/char_gpt.mlir",
                                   True),
                                  ("gpt2_medium", medium, False)):

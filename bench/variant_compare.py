@@ -48,22 +48,33 @@ def train(fsdp_run, program, steps, metrics):
             "measured_peak": max(r["peak_bytes"] for r in rows)}
 
 
-def main(description, label, option):
-    """Prints each number plain and with `option` (named `label`)."""
+def bench_args(description):
+    """--steps and --build; returns (args, fsdp-opt, fsdp-run)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--build", default=str(REPO / "build"))
     args = p.parse_args()
-    fsdp_opt = str(Path(args.build) / "bin/fsdp-opt")
-    fsdp_run = str(Path(args.build) / "bin/fsdp-run")
+    return (args, str(Path(args.build) / "bin/fsdp-opt"),
+            str(Path(args.build) / "bin/fsdp-run"))
+
+
+def gpt2_medium(tmp):
+    """The GPT-2-medium-shaped model (report only) written into tmp."""
+    medium = tmp / "gpt2_medium.mlir"
+    subprocess.run([sys.executable, "-m", "fsdp_mlir.models", "gpt2",
+                    "--vocab", "50257", "--ctx", "1024", "--width", "1024",
+                    "--heads", "16", "--layers", "24", "--batch", "4",
+                    "-o", str(medium)], check=True,
+                   env={"PYTHONPATH": str(REPO / "python")})
+    return medium
+
+
+def main(description, label, option):
+    """Prints each number plain and with `option` (named `label`)."""
+    args, fsdp_opt, fsdp_run = bench_args(description)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        medium = tmp / "gpt2_medium.mlir"
-        subprocess.run([sys.executable, "-m", "fsdp_mlir.models", "gpt2",
-                        "--vocab", "50257", "--ctx", "1024", "--width", "1024",
-                        "--heads", "16", "--layers", "24", "--batch", "4",
-                        "-o", str(medium)], check=True,
-                       env={"PYTHONPATH": str(REPO / "python")})
+        medium = gpt2_medium(tmp)
         rows = {}
         for name, model, run in (("char_gpt", REPO / "examples/char_gpt.mlir",
                                   True),

@@ -104,6 +104,16 @@ def test_multirank_part_dry_runs_on_cpu(kit, tmp_path):
     assert "rank 0 ended" in checks["peer_STOP"]["detail"]
 
 
+def _results_table(tmp_path, results):
+    """scripts/gpu-kit/results_table.py's lines for `results`."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    return subprocess.run(
+        ["python3", str(REPO_ROOT / "scripts" / "gpu-kit" /
+                        "results_table.py"), str(path)],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+
+
 def test_results_table_states_the_goals_ratios(tmp_path):
     """scripts/gpu-kit/results_table.py on a lease's results.json (the
     2026-11-26 H100 numbers): a row per run present, MFU from the step
@@ -118,12 +128,7 @@ def test_results_table_states_the_goals_ratios(tmp_path):
         "torch_gpt2_124m": {
             "eager_bf16": {"median_step_s": 0.0481, "peak_bytes": 8.70e9},
             "compile_bf16": {"median_step_s": 0.0246, "peak_bytes": 5.56e9}}}
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps(results))
-    out = subprocess.run(
-        ["python3", str(REPO_ROOT / "scripts" / "gpu-kit" /
-                        "results_table.py"), str(path)],
-        capture_output=True, text=True, check=True).stdout.splitlines()
+    out = _results_table(tmp_path, results)
     assert out[2] == ("| ours bf16, the step as one CUDA graph | 0.0221 s | "
                       "371k | 32.2% | 5.37 GB (arena 5.10 GB, workspace "
                       "32 MiB, scratch 202 MB) |"), out
@@ -143,12 +148,7 @@ def test_results_table_states_batch_64_and_the_bar(tmp_path):
                                "device_peak_bytes": 30.4e9},
         "torch_gpt2_124m_b64": {
             "compile_bf16": {"median_step_s": 0.1316, "peak_bytes": 37.2e9}}}
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps(results))
-    out = subprocess.run(
-        ["python3", str(REPO_ROOT / "scripts" / "gpu-kit" /
-                        "results_table.py"), str(path)],
-        capture_output=True, text=True, check=True).stdout.splitlines()
+    out = _results_table(tmp_path, results)
     assert out[2] == ("| ours bf16, batch 64, one CUDA graph | 0.1335 s | "
                       "491k | 42.7% | 30.40 GB (arena 28.10 GB) |"), out
     assert out[3].startswith("| PyTorch torch.compile bf16, batch 64 | "
