@@ -971,15 +971,6 @@ private:
   }
   void finishCall() { workers_.finishCall(); }
 
-  static bool envFlag(const char *name) {
-    const char *v = std::getenv(name);
-    return v && *v && std::strcmp(v, "0") != 0;
-  }
-  static bool envIs(const char *name, const char *value) {
-    const char *v = std::getenv(name);
-    return v && std::strcmp(v, value) == 0;
-  }
-
   /// Runs `call(FusedAttention &, std::string &why)` when cuDNN's fused
   /// attention serves 16-bit operands on this thread (FSDPRT_CUDNN=0 turns
   /// it off); false means the caller runs the cuBLAS attention. Each reason

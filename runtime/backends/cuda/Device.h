@@ -31,6 +31,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace fsdp {
@@ -64,6 +66,17 @@ inline void checkLaunch(cudaStream_t stream, const char *kernel) {
 #else
   (void)stream;
 #endif
+}
+
+/// An environment switch is on: set, not empty and not "0".
+inline bool envFlag(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+/// An environment variable is exactly `value`.
+inline bool envIs(const char *name, const char *value) {
+  const char *v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
 }
 
 constexpr int kThreads = 256;

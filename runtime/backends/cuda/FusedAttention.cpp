@@ -50,10 +50,7 @@ const std::string &openCudnn() {
 /// one that adds them atomically instead, as PyTorch's default SDPA
 /// backward does: less memory, results that vary in their last bits.
 bool deterministicBackward() {
-  static const bool deterministic = [] {
-    const char *v = std::getenv("FSDPRT_CUDNN_DETERMINISTIC");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool deterministic = !envIs("FSDPRT_CUDNN_DETERMINISTIC", "0");
   return deterministic;
 }
 

@@ -37,13 +37,7 @@ inline void requireRank(size_t rank, const char *what) {
 
 /// `v` of every lane of the warp summed in a fixed tree order; every lane
 /// gets the result.
-__device__ inline double warpSum(double v) {
-  for (int off = kWarp / 2; off > 0; off /= 2)
-    v += __shfl_down_sync(0xffffffffu, v, off);
-  return __shfl_sync(0xffffffffu, v, 0);
-}
-
-__device__ inline float warpSum(float v) {
+template <typename T> __device__ inline T warpSum(T v) {
   for (int off = kWarp / 2; off > 0; off /= 2)
     v += __shfl_down_sync(0xffffffffu, v, off);
   return __shfl_sync(0xffffffffu, v, 0);

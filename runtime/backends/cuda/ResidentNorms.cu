@@ -24,8 +24,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 namespace fsdp {
@@ -92,8 +90,8 @@ __device__ void copyRow(const float (&from)[G][kRowGroup],
       to[g][i] = from[g][i];
 }
 
-/// The warp's sum of f(g, i) over its row's elements (f is 0 past the end
-/// when the summed values are: loadRow zero-fills).
+/// The mean over the row's d elements of f(g, i), summed over this warp's
+/// registers (f must be 0 past the row's end: loadRow zero-fills).
 template <typename Acc, int G, typename F>
 __device__ float rowMean(F f, int64_t d) {
   Acc lane = 0;
@@ -144,17 +142,18 @@ __global__ void residentNormKernel(const typename S::T *x,
   // that waited for its row and then computed kept no memory request in
   // flight half the time (the first resident kernels ran at a third of
   // the bandwidth on an H200, as the streaming ones).
+  // (FSDPRT_WARP_ROW_STRIDE's rows, walked by hand to know the next one.)
+  const int64_t step = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) +
+              threadIdx.x / kWarp;
   float next[G][kRowGroup];
-  int64_t first = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) +
-                  threadIdx.x / kWarp;
-  if (first < rows)
-    loadRow<S>(x + first * d, n, next);
-  FSDPRT_WARP_ROW_STRIDE(r, rows) {
+  if (r < rows)
+    loadRow<S>(x + r * d, n, next);
+  for (; r < rows; r += step) {
     float v[G][kRowGroup];
     copyRow(next, v);
-    int64_t after = r + static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
-    if (after < rows)
-      loadRow<S>(x + after * d, n, next);
+    if (r + step < rows)
+      loadRow<S>(x + (r + step) * d, n, next);
     normalizeRow<Acc, kCentered>(v, n, d, eps);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -289,17 +288,9 @@ struct NormTuning {
   bool resident = false, sumsInDouble = false, oneBlock = false;
 };
 const NormTuning &normTuning() {
-  static const NormTuning t = [] {
-    auto is = [](const char *name, const char *value) {
-      const char *v = std::getenv(name);
-      return v && std::string(v) == value;
-    };
-    NormTuning t;
-    t.resident = is("FSDPRT_NORM_RESIDENT", "1");
-    t.sumsInDouble = is("FSDPRT_NORM_SUMS", "double");
-    t.oneBlock = is("FSDPRT_NORM_ONE_BLOCK", "1");
-    return t;
-  }();
+  static const NormTuning t{envIs("FSDPRT_NORM_RESIDENT", "1"),
+                            envIs("FSDPRT_NORM_SUMS", "double"),
+                            envIs("FSDPRT_NORM_ONE_BLOCK", "1")};
   return t;
 }
 

@@ -24,10 +24,7 @@ namespace rt {
 namespace cuda {
 
 void noteScratch(int64_t bytes) {
-  static const bool enabled = [] {
-    const char *v = std::getenv("FSDPRT_CUDA_SCRATCH_LOG");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool enabled = envFlag("FSDPRT_CUDA_SCRATCH_LOG");
   if (!enabled)
     return;
   static std::mutex mutex;
