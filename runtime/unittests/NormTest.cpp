@@ -105,13 +105,13 @@ TEST_P(NormConformance, RmsNormManyRows) {
   checkRmsNorm(GetParam(), true, 150);
 }
 
-/// layer_norm and rms_norm on either side of the CUDA backend's register-
-/// resident width (rows up to 1024 are read once, ResidentNorms.cu; 1032
-/// streams), with more rows than one block slice of the weight gradients
-/// (32), against float64. Gradients analytic here: finite differences cost
+/// layer_norm and rms_norm at an odd width and the models' widths (GPT-2
+/// 124M's 768, GPT-2 medium's 1024, and 1032, past a 1024-wide row), with
+/// more rows than one chunk of the weight gradients' column sums, against
+/// float64. Gradients analytic here: finite differences cost
 /// O((rows * d)^2) at these widths. expectClose's bound admits f32
 /// rounding of 1000-term row sums (~1e-5 of the scale).
-TEST_P(NormConformance, NormsAroundTheResidentWidthMatchFloat64) {
+TEST_P(NormConformance, NormsAtModelWidthsMatchFloat64) {
   Device dev(GetParam());
   const int64_t rows = 70;
   const double eps = 1e-5;

@@ -394,27 +394,23 @@ kernels() {
   for dt in ${KERNEL_DTYPES:-bf16 f32}; do
     "$BIN/fsdprt_cuda_bench" --dtype "$dt" || return 1
   done
-  # The norm kernels' settings (ResidentNorms.cu, NormTuning) side by side.
-  for batch in 8 64; do
-    for v in FSDPRT_NORM_RESIDENT=0 FSDPRT_NORM_RESIDENT=1 \
-             FSDPRT_NORM_RESIDENT=1,FSDPRT_NORM_SUMS=double \
-             FSDPRT_NORM_RESIDENT=1,FSDPRT_NORM_ONE_BLOCK=1; do
-      echo "== norms at batch $batch: $v"
-      env ${v//,/ } "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm \
-        --batch "$batch" | grep -A3 "layer_norm fwd" || return 1
-    done
-  done
+  echo "== norms at batch 64"
+  "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --batch 64 || return 1
 }
 
 # Nsight Compute on the norm and cross-entropy kernels where the image has
-# ncu and lets it read the counters: occupancy, throughput, stall reasons.
+# ncu and lets it read the counters: occupancy, throughput, stall reasons,
+# and for the norms which pipes their instructions keep busy and where the
+# warps stall (the source counters' hottest SASS lines).
 profile() {
   local ncu
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
   "$ncu" --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --kernel-name regex:'residentNorm|crossEntropy|layerNorm' --launch-count 6 \
+    --section ComputeWorkloadAnalysis --section InstructionStats \
+    --section SourceCounters --print-details all \
+    --kernel-name regex:'layerNorm|normColumns' --launch-count 3 \
     "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --iters 1
   "$ncu" --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --kernel-name regex:'crossEntropy' --launch-count 2 \

@@ -111,17 +111,6 @@ void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      const void *dy, void *dx, float *dw, int64_t rows,
                      int64_t d, float eps);
-/// Norms of rows up to 1024 wide held in registers (ResidentNorms.cu): one
-/// read of each operand; `centered` is layer_norm (b, db used), else
-/// rms_norm. The norm entry points above take them where they fit and
-/// FSDPRT_NORM_RESIDENT=1 asks for them.
-bool residentNormFits(int64_t d);
-void residentNormForward(Stream s, DType dt, bool centered, const void *x,
-                         const void *w, const void *b, void *y, int64_t rows,
-                         int64_t d, float eps);
-void residentNormBackward(Stream s, DType dt, bool centered, const void *x,
-                          const void *w, const void *dy, void *dx, float *dw,
-                          float *db, int64_t rows, int64_t d, float eps);
 /// out[k] = factor * sum_c partial[c * columns + k] in double, chunks in
 /// order (Reductions.cu).
 void finishColumnChunks(Stream s, const double *partial, float *out,

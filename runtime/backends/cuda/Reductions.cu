@@ -247,9 +247,6 @@ static void normColumns(Stream s, DType dt, const void *x, const void *dy,
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps) {
-  if (residentNormFits(d))
-    return residentNormBackward(s, dt, true, x, w, dy, dx, dw, db, rows, d,
-                                eps);
   Scratch stats(s, 2 * rows * 4);
   float *mean = stats.as<float>(), *rstd = mean + rows;
   layerNormRowsBackward(s, dt, x, w, dy, dx, mean, rstd, rows, d, eps);
@@ -260,9 +257,6 @@ void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      const void *dy, void *dx, float *dw, int64_t rows,
                      int64_t d, float eps) {
-  if (residentNormFits(d))
-    return residentNormBackward(s, dt, false, x, w, dy, dx, dw, nullptr, rows,
-                                d, eps);
   Scratch stats(s, rows * 4);
   float *rstd = stats.as<float>();
   rmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps);

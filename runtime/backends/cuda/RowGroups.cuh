@@ -1,6 +1,6 @@
 //===- RowGroups.cuh - Rows moved in 8-element groups -------------------===//
 //
-// How the row kernels (RowKernels.cu, ResidentNorms.cu) read and write a
+// How the row kernels (RowKernels.cu) read and write a
 // row: in groups of kRowGroup elements, whole 16-byte packs where aligned.
 //
 //===----------------------------------------------------------------------===//

@@ -654,8 +654,6 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
 void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                       const void *b, void *y, int64_t rows, int64_t d,
                       float eps) {
-  if (residentNormFits(d))
-    return residentNormForward(s, dt, true, x, w, b, y, rows, d, eps);
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -681,8 +679,6 @@ void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
 
 void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
                     int64_t rows, int64_t d, float eps) {
-  if (residentNormFits(d))
-    return residentNormForward(s, dt, false, x, w, nullptr, y, rows, d, eps);
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
