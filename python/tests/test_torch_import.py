@@ -173,8 +173,11 @@ class Strided(torch.nn.Module):
     """GPT-J's interleaved rotary halves x[:, ::2] and x[:, 1::2] (each
     gradient scatters back into zeros), a step that leaves a tail unread,
     a slice to an empty tensor joined by cat (Phi-3's split with an empty
-    part) and float cumsums along either dimension (their gradients the
-    reversed cumsums)."""
+    part), float cumsums along either dimension (their gradients the
+    reversed cumsums) and repeats, along a dimension and with a new leading
+    one (DeBERTa's per-head position keys; their gradients sum the tiles),
+    and a constant index after a kept dimension (Falcon's
+    fused_qkv[..., [-2], :]; a repeated row's gradient adds up)."""
 
     def __init__(self):
         super().__init__()
@@ -186,6 +189,9 @@ class Strided(torch.nn.Module):
         even, odd = h[:, ::2], h[:, 1::2]
         rotated = torch.stack((-odd, even), dim=-1).flatten(-2)
         h = h * 0.5 + rotated * torch.sigmoid(h)
+        h = h + h[:, :4].repeat(1, 3) * 0.25
+        h = h + h[:, :6].repeat(2, 1, 2).mean(0).tanh()
+        h = h + h.reshape(-1, 3, 4)[:, [2, 0, 2]].reshape(-1, 12) * 0.5
         h = torch.cat([h, h[:, 12:]], dim=1)
         h = torch.cumsum(h, dim=1) / 12 + torch.cumsum(h.tanh(), dim=0)
         return torch.nn.functional.mse_loss(self.out(h) + h[:, 1:11:3], y)

@@ -1,4 +1,4 @@
-"""Layout and indexing: views and reshapes, transposes, expand, cat,
+"""Layout and indexing: views and reshapes, transposes, expand, repeat, cat,
 split / chunk / unbind, slice (strided too) / narrow / select, pad,
 index_select, advanced indexing and gather by constant indices
 (nn.embedding of the selected elements, so the gradient scatters back),
@@ -63,6 +63,25 @@ def _expand(t, node, out, x, *rest, **kwargs):
     _float(t, x, "expand")
     return t.f.op("nn.broadcast", [x], [x.type.with_shape(shape)],
                   form="to")[0]
+
+
+def _repeat(t, node, out, x, repeats):
+    """x.repeat(repeats) (DeBERTa's relative-position keys per head): x
+    with a unit axis before each of its dims, broadcast along those axes
+    to the repeat counts and reshaped, so the gradient sums the tiles
+    (nn.broadcast's VJP)."""
+    reps = list(repeats)
+    shape = [1] * (len(reps) - x.type.rank) + list(x.type.shape)
+    if all(r == 1 for r in reps):
+        return _view(t, node, out, x)
+    _float(t, x, "repeat")
+    unit_axes, tiled = [], []
+    for r, d in zip(reps, shape):
+        unit_axes += [1, d]
+        tiled += [r, d]
+    y = t.f.op("nn.broadcast", [t.reshape(x, unit_axes)],
+               [x.type.with_shape(tiled)], form="to")[0]
+    return t.reshape(y, _shape(out))
 
 
 def _broadcast_tensors(t, node, out, tensors):
@@ -144,7 +163,10 @@ def _index(t, node, out, x, indices):
         return _index_select(t, node, out, x, 0, indices[0])
     if any(isinstance(i, Value) for i in given):
         raise _Unsupported("indexing by several tensors computed at run time")
-    return _take(t, x, _elements(x)[tuple(indices)], out)
+    # aten.index's None keeps a dimension whole (Falcon's
+    # fused_qkv[..., [-2], :]); Python's None would insert one.
+    where = tuple(slice(None) if i is None else i for i in indices)
+    return _take(t, x, _elements(x)[where], out)
 
 
 def _elements(x: Value):
@@ -218,6 +240,7 @@ OPS: Dict[str, Callable] = {
     "permute.default": _permute,
     "expand.default": _expand,
     "broadcast_to.default": _expand,
+    "repeat.default": _repeat,
     "broadcast_tensors.default": _broadcast_tensors,
     "cat.default": _cat,
     "concat.default": _cat,

@@ -1,0 +1,32 @@
+"""The CI slice of the architecture sweep (arch_sweep.py, whose full run
+scripts/arch-sweep.sh makes and docs/Python.md keeps): one model of each
+kind of construct the sweep added beyond test_hf_import.py's, imported,
+trained 5 steps at 2 ranks and compared with torch (losses within 1e-5,
+weights at the parity suite's bounds)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from arch_sweep import run_arch  # noqa: E402
+
+SLICE = [
+    "mistral",      # grouped-query attention, sliding-window config
+    "falcon",       # multi-query: fused_qkv[..., [-2], :] (index.Tensor)
+    "gpt_neox",     # rotary on half of each head, per-head fused qkv
+    "deberta_v2",   # disentangled relative attention: repeat, gather
+    "bart",         # encoder-decoder, two wrapped block kinds
+    "timm_vit",     # a timm model (its own attention and patch embed)
+]
+
+
+@pytest.mark.parametrize("name", SLICE)
+def test_architecture_trains_like_torch(tmp_path, name):
+    if name.startswith("timm_"):
+        pytest.importorskip("timm")
+    outcome = run_arch(name, tmp_path)
+    print(f"{name}: {outcome.status}, max |loss diff| {outcome.loss_diff}")
+    assert outcome.status == "matches", outcome.detail
+
