@@ -20,7 +20,8 @@
 #                            (not in the default list: its own command)
 #   PARTS=quick              the speed check (about 4 minutes): machine,
 #                            conformance, GPT-2 124M bf16 graphed at 8 and
-#                            64 x 1024 and the synchronous per-op trace,
+#                            64 x 1024 (each also with FSDPRT_GEMM_AUTOTUNE=1)
+#                            and the synchronous per-op trace,
 #                            the bf16 kernel bench, Nsight Compute on the
 #                            row kernels (where the image has ncu),
 #                            torch.compile at 8 and 64
@@ -30,7 +31,7 @@ set -uo pipefail
 PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,kernels,torch},"
 if [ "$PARTS" = ",quick," ]; then
   PARTS=",machine,conformance,gpt2_124m,kernels,profile,torch,"
-  GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:b64:6 bf16:sync:5}
+  GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:tune:8 bf16:b64:6 bf16:b64tune:6 bf16:sync:5}
   TORCH_BATCHES=${TORCH_BATCHES:-8 64}
   TORCH_MODES=${TORCH_MODES:-compile_bf16}
   KERNEL_DTYPES=${KERNEL_DTYPES:-bf16}
@@ -194,15 +195,20 @@ gpt2_124m() {
              bf16:nostats:5 bf16:nondet:5 bf16:scratch:2}; do
     IFS=: read -r dtype mode steps <<<"$run"
     local name="gpt2_124m-$dtype" extra=() step="gpt2_124m-$dtype-adamw"
+    local autotune=0
     [ "$mode" = async ] || name="$name-$mode"
     case $mode in
       unpadded|nostats|b64) step="gpt2_124m_$mode-$dtype-adamw" ;;
+      # tune / b64tune: cuBLASLt's candidates timed at the first step.
+      tune) autotune=1 ;;
+      b64tune) step="gpt2_124m_b64-$dtype-adamw" autotune=1 ;;
       eager) extra=(--cuda-graphs off) ;;
       scratch) extra=(--cuda-graphs off --quiet) ;;
       sync|issue)
         extra=(--trace "$OUT/$name.trace.json" --trace-skip 2 --trace-steps 3)
         ;;
     esac
+    FSDPRT_GEMM_AUTOTUNE=$autotune \
     FSDPRT_CUDA_SCRATCH_LOG=$([ "$mode" = scratch ] && echo 1 || echo 0) \
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDNN_DETERMINISTIC=$([ "$mode" = nondet ] && echo 0 || echo 1) \
@@ -396,6 +402,9 @@ kernels() {
   done
   echo "== norms at batch 64"
   "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --batch 64 || return 1
+  echo "== GEMMs with FSDPRT_GEMM_AUTOTUNE=1"
+  FSDPRT_GEMM_AUTOTUNE=1 "$BIN/fsdprt_cuda_bench" --dtype bf16 --only gemm ||
+    return 1
 }
 
 # Nsight Compute on the norm and cross-entropy kernels where the image has

@@ -1,6 +1,7 @@
 //===- LtMatmul.cpp - cuBLASLt GEMMs with bias epilogues ------------------===//
 #include "LtMatmul.h"
 
+#include <chrono>
 #include <cstdint>
 
 namespace fsdp {
@@ -34,6 +35,20 @@ cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols,
   return l;
 }
 
+/// FSDPRT_GEMM_AUTOTUNE=1: a shape's first call outside a capture (the
+/// step's eager warm-up) times this many of the heuristic's candidates on
+/// its own operands and keeps the fastest. Off by default: the choice
+/// follows timing noise, and with it the rounding (not the same bits
+/// every run).
+constexpr int kTuneCandidates = 8;
+constexpr int kTuneReps = 3;
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  checkCuda(cudaStreamIsCapturing(s, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 } // namespace
 
 /// Descriptors of one GEMM shape and the algorithm chosen for it.
@@ -55,7 +70,8 @@ struct LtMatmul::Plan {
 };
 
 LtMatmul::LtMatmul(cudaStream_t stream, void *workspace, size_t bytes)
-    : stream_(stream), workspace_(workspace), workspaceBytes_(bytes) {
+    : stream_(stream), workspace_(workspace), workspaceBytes_(bytes),
+      autotune_(envFlag("FSDPRT_GEMM_AUTOTUNE")) {
   checkCublas(cublasLtCreate(&handle_), "cublasLtCreate");
 }
 
@@ -126,18 +142,63 @@ LtMatmul::Plan *LtMatmul::plan(const LtGemm &g) {
     checkCublas(
         cublasLtMatmulPreferenceSetAttribute(pref, pr.attr, pr.value, pr.bytes),
         "cublasLtMatmulPreferenceSetAttribute");
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
   int count = 0;
+  bool tune = autotune_ && !capturing(stream_);
   cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(
-      handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &count);
+      handle_, p.desc, p.a, p.b, p.d, p.d, pref, tune ? kTuneCandidates : 1,
+      results, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   // No algorithm (NOT_SUPPORTED) is an answer, not an error.
   if (rc != CUBLAS_STATUS_NOT_SUPPORTED)
     checkCublas(rc, "cublasLtMatmulAlgoGetHeuristic");
   p.found = rc == CUBLAS_STATUS_SUCCESS && count > 0 &&
-            result.state == CUBLAS_STATUS_SUCCESS;
-  p.algo = result.algo;
+            results[0].state == CUBLAS_STATUS_SUCCESS;
+  p.algo = results[0].algo;
+  if (p.found && count > 1)
+    p.algo = fastest(g, p, results, count);
   return &p;
+}
+
+void LtMatmul::launch(const LtGemm &g, const Plan &p,
+                      const cublasLtMatmulAlgo_t &algo) {
+  float one = 1.0f, zero = 0.0f;
+  checkCublas(cublasLtMatmul(handle_, p.desc, &one, g.a, p.a, g.b, p.b, &zero,
+                             g.out, p.d, g.out, p.d, &algo, workspace_,
+                             workspaceBytes_, stream_),
+              "cublasLtMatmul");
+}
+
+/// The candidate with the least time over kTuneReps calls after one to
+/// warm up, timed on the host around synchronisations (the GEMMs tuned
+/// take tens of microseconds or more). Each call writes only g's output
+/// (and bias gradient), which the real call then overwrites.
+cublasLtMatmulAlgo_t
+LtMatmul::fastest(const LtGemm &g, const Plan &p,
+                  const cublasLtMatmulHeuristicResult_t *candidates,
+                  int count) {
+  setAttr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
+  cublasLtMatmulAlgo_t best = candidates[0].algo;
+  double bestSeconds = -1.0;
+  for (int i = 0; i < count; ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS ||
+        candidates[i].workspaceSize > workspaceBytes_)
+      continue;
+    launch(g, p, candidates[i].algo);
+    checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < kTuneReps; ++r)
+      launch(g, p, candidates[i].algo);
+    checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (bestSeconds < 0 || seconds < bestSeconds) {
+      bestSeconds = seconds;
+      best = candidates[i].algo;
+    }
+  }
+  return best;
 }
 
 bool LtMatmul::run(const LtGemm &g) {
@@ -147,11 +208,7 @@ bool LtMatmul::run(const LtGemm &g) {
   if (!p->found)
     return false;
   setAttr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
-  float one = 1.0f, zero = 0.0f;
-  checkCublas(cublasLtMatmul(handle_, p->desc, &one, g.a, p->a, g.b, p->b,
-                             &zero, g.out, p->d, g.out, p->d, &p->algo,
-                             workspace_, workspaceBytes_, stream_),
-              "cublasLtMatmul");
+  launch(g, *p, p->algo);
   return true;
 }
 

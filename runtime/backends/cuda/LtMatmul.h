@@ -64,10 +64,15 @@ private:
   struct Plan;
   using Key = std::array<int64_t, 16>; // the fields of LtGemm, alignments
   Plan *plan(const LtGemm &g);
+  void launch(const LtGemm &g, const Plan &p, const cublasLtMatmulAlgo_t &algo);
+  cublasLtMatmulAlgo_t
+  fastest(const LtGemm &g, const Plan &p,
+          const cublasLtMatmulHeuristicResult_t *candidates, int count);
 
   cudaStream_t stream_;
   void *workspace_;
   size_t workspaceBytes_;
+  bool autotune_; // FSDPRT_GEMM_AUTOTUNE=1 (LtMatmul.cpp)
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_; // null algorithm: none found
 };

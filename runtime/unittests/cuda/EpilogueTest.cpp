@@ -127,6 +127,45 @@ TEST(CudaEmuEpilogues, Tf32OnlyWhenAllowedAndOnlyForF32) {
   EXPECT_EQ(bf16, 0);
 }
 
+/// A linear forward's output and its cuBLASLt calls, twice on one shape.
+struct TunedRun {
+  std::vector<float> y;
+  long firstCalls, secondCalls;
+};
+TunedRun linearForwardTwice() {
+  Device dev("cuda_emu");
+  const int64_t m = 24, k = 16, n = 8;
+  int64_t x = dev.upload(randomVector(m * k, 5)),
+          w = dev.upload(randomVector(n * k, 6)),
+          b = dev.upload(randomVector(n, 7)), y = dev.alloc(m * n * 4);
+  TunedRun run;
+  for (long *calls : {&run.firstCalls, &run.secondCalls}) {
+    long before = emuLtMatmulCalls();
+    RT_EXPECT_OK(fsdprt_linear_forward(dev.ctx, dev.stream, FSDPRT_F32, x, 0, w,
+                                       0, b, 0, y, 0, m, k, n));
+    dev.sync();
+    *calls = emuLtMatmulCalls() - before;
+  }
+  run.y = dev.download(y, m * n);
+  return run;
+}
+
+// FSDPRT_GEMM_AUTOTUNE=1 (read when the context is made): a shape's first
+// call times each candidate of the heuristic (the emulation offers two)
+// once to warm up and three times timed, then runs the fastest; later
+// calls of the shape run the chosen one alone. The output is the same.
+TEST(CudaEmuEpilogues, AutotuneTimesTheCandidatesOncePerShape) {
+  TunedRun plain = linearForwardTwice();
+  setenv("FSDPRT_GEMM_AUTOTUNE", "1", 1);
+  TunedRun tuned = linearForwardTwice();
+  unsetenv("FSDPRT_GEMM_AUTOTUNE");
+  EXPECT_EQ(plain.firstCalls, 1);
+  EXPECT_EQ(plain.secondCalls, 1);
+  EXPECT_EQ(tuned.firstCalls, 2 * (1 + 3) + 1);
+  EXPECT_EQ(tuned.secondCalls, 1);
+  EXPECT_EQ(tuned.y, plain.y);
+}
+
 } // namespace
 } // namespace test
 } // namespace rt
