@@ -203,6 +203,29 @@ def strided_case(rng):
     return Strided(), [x, y], {}
 
 
+class GroupNormed(torch.nn.Module):
+    """GroupNorm over [N, C, L] with its affine (wav2vec2's feature
+    extractor: 3 groups of 2 channels) and without, on the transposed
+    activations (2 groups of 2 channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gn = torch.nn.GroupNorm(3, 6)
+        self.fc = torch.nn.Linear(5, 4)
+        self.plain = torch.nn.GroupNorm(2, 4, affine=False)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.fc(self.gn(x)))
+        h = h + self.plain(h.transpose(1, 2)).transpose(1, 2)
+        return torch.nn.functional.mse_loss(h, y)
+
+
+def group_norm_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 6, 5)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 6, 4)).astype(np.float32)
+    return GroupNormed(), [x, y], {}
+
+
 class Positions(torch.nn.Module):
     """Integers computed at run time: RoBERTa's position ids (a mask cast
     to i32, its cumsum, which torch makes i64, type_as, + 0, times the
@@ -302,7 +325,8 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
          "attended": attended_case, "activations": activations_case,
-         "strided": strided_case, "positions": positions_case}
+         "strided": strided_case, "positions": positions_case,
+         "group_norm": group_norm_case}
 
 
 def torch_losses(module, data, ranks, optimizer):

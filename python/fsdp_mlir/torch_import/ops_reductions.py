@@ -1,5 +1,5 @@
 """Ops that reduce along dimensions: sum / mean / var, cumsum, the
-row-wise normalisations (softmax, layer_norm) and the losses
+row-wise normalisations (softmax, layer_norm, group_norm) and the losses
 (cross_entropy: mean, sum or none, ignore_index; mse_loss)."""
 from __future__ import annotations
 
@@ -73,8 +73,32 @@ def _var(t, node, out, x, dims=None, unbiased=True, keepdim=False,
     return t.f.scale(squares, 1.0 / (count - correction))
 
 
+def _native_group_norm(t, node, out, x, w, b, n, c, hw, groups, eps):
+    """F.group_norm (GroupNorm: wav2vec2's feature extractor, diffusion and
+    detection backbones): each group's C/G channels and positions of
+    x [N, C, *] as one row of nn.layer_norm (the biased variance, as
+    torch), then the per-channel weight and bias. Its mean and rstd
+    results are torch's saved statistics, which a model does not read."""
+    import operator
+    for user in node.users:
+        if user.target is not operator.getitem or user.args[1] != 0:
+            raise _Unsupported("native_group_norm's mean / rstd read by the "
+                               "model")
+    x = _float(t, t.v(x), "group_norm")
+    shape = list(x.type.shape)
+    rows = t.reshape(x, [shape[0], groups, x.type.numel // (shape[0] * groups)])
+    y = t.reshape(t.f.layer_norm(rows, None, None, eps), shape)
+    per_channel = [1, shape[1]] + [1] * (len(shape) - 2)
+    if w is not None:
+        y = t.f.mul(y, t.reshape(t.v(w), per_channel))
+    if b is not None:
+        y = t.f.add(y, t.reshape(t.v(b), per_channel))
+    return [y, None, None]
+
+
 OPS: Dict[str, Callable] = {
     "layer_norm.default": _layer_norm,
+    "native_group_norm.default": _native_group_norm,
     "softmax.int": _softmax,
     "_softmax.default": _softmax,
     "cross_entropy_loss.default": _cross_entropy,
