@@ -7,12 +7,7 @@
 # FSDP_OPT / FSDP_RUN override the tools (default: $BUILD_DIR/bin, build/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build="${BUILD_DIR:-build}"
-export FSDP_OPT="${FSDP_OPT:-$PWD/$build/bin/fsdp-opt}"
-export FSDP_RUN="${FSDP_RUN:-$PWD/$build/bin/fsdp-run}"
-for tool in "$FSDP_OPT" "$FSDP_RUN"; do
-  [[ -x "$tool" ]] || { echo "arch-sweep: $tool not found (build first)" >&2; exit 2; }
-done
+source scripts/built-tools.sh arch-sweep
 export PYTHONPATH="$PWD/python:$PWD/python/tests${PYTHONPATH:+:$PYTHONPATH}"
 exec "${PYTHON:-python3}" python/tests/arch_sweep.py \
   --markdown "${OUT:-arch-sweep.md}" "$@"

@@ -13,13 +13,8 @@
 # $BUILD_DIR/bin, build/bin); PYTHON the interpreter.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build="${BUILD_DIR:-build}"
 python="${PYTHON:-python3}"
-export FSDP_OPT="${FSDP_OPT:-$PWD/$build/bin/fsdp-opt}"
-export FSDP_RUN="${FSDP_RUN:-$PWD/$build/bin/fsdp-run}"
-for tool in "$FSDP_OPT" "$FSDP_RUN"; do
-  [[ -x "$tool" ]] || { echo "parity-sweep: $tool not found (build first)" >&2; exit 2; }
-done
+source scripts/built-tools.sh parity-sweep
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

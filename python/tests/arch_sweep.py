@@ -151,16 +151,9 @@ DEC = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
 NO_DROP = dict(attention_dropout=0.0)
 
 
-def causal(cls, config, **kw):
-    return lambda: LossOf(cls(config(**kw)))
-
-
-def masked(cls, config, **kw):
-    return lambda: LossOf(cls(config(**kw)))
-
-
-def hf_image(cls, config, **kw):
-    return lambda: LossOf(cls(config(**kw)), "pixel_values")
+def hf(cls, config, inputs="input_ids", **kw):
+    """A transformers model of `config(**kw)` whose loss takes `inputs`."""
+    return lambda: LossOf(cls(config(**kw)), inputs)
 
 
 def torchvision_model(name, **kw):
@@ -188,19 +181,19 @@ ARCHS: dict[str, Arch] = {
                  ["GPT2Block"]),
     "llama": Arch("decoder", lambda: LossOf(llama()), causal_lm_data,
                   ["LlamaDecoderLayer"]),
-    "mistral": Arch("decoder", causal(
+    "mistral": Arch("decoder", hf(
         T.MistralForCausalLM, T.MistralConfig, num_key_value_heads=2,
         **DEC), causal_lm_data, ["MistralDecoderLayer"]),
-    "qwen2": Arch("decoder", causal(
+    "qwen2": Arch("decoder", hf(
         T.Qwen2ForCausalLM, T.Qwen2Config, num_key_value_heads=2, **DEC),
         causal_lm_data, ["Qwen2DecoderLayer"]),
-    "qwen3": Arch("decoder", causal(
+    "qwen3": Arch("decoder", hf(
         T.Qwen3ForCausalLM, T.Qwen3Config, num_key_value_heads=2,
         head_dim=8, **DEC), causal_lm_data, ["Qwen3DecoderLayer"]),
-    "gemma": Arch("decoder", causal(
+    "gemma": Arch("decoder", hf(
         T.GemmaForCausalLM, T.GemmaConfig, num_key_value_heads=1,
         head_dim=8, **DEC), causal_lm_data, ["GemmaDecoderLayer"]),
-    "phi": Arch("decoder", causal(
+    "phi": Arch("decoder", hf(
         T.PhiForCausalLM, T.PhiConfig, resid_pdrop=0.0, embd_pdrop=0.0,
         partial_rotary_factor=0.5, **DEC), causal_lm_data,
         ["PhiDecoderLayer"], key_bias_noise),
@@ -208,75 +201,75 @@ ARCHS: dict[str, Arch] = {
                  ["Phi3DecoderLayer"]),
     "gptj": Arch("decoder", lambda: LossOf(gptj()), causal_lm_data,
                  ["GPTJBlock"]),
-    "gpt_neox": Arch("decoder", causal(
+    "gpt_neox": Arch("decoder", hf(
         T.GPTNeoXForCausalLM, T.GPTNeoXConfig, hidden_dropout=0.0,
         rotary_pct=0.5, **DEC), causal_lm_data, ["GPTNeoXLayer"],
         fused_key_bias("query_key_value.bias", per_head_qkv(4))),
-    "gpt_neo": Arch("decoder", causal(
+    "gpt_neo": Arch("decoder", hf(
         T.GPTNeoForCausalLM, T.GPTNeoConfig, vocab_size=VOCAB,
         hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
         max_position_embeddings=SEQ, attention_types=[[["global", "local"], 1]],
         window_size=8, resid_dropout=0.0, embed_dropout=0.0,
         attention_dropout=0.0, use_cache=False), causal_lm_data,
         ["GPTNeoBlock"]),
-    "opt": Arch("decoder", causal(
+    "opt": Arch("decoder", hf(
         T.OPTForCausalLM, T.OPTConfig, vocab_size=VOCAB, hidden_size=32,
         num_hidden_layers=2, num_attention_heads=4, ffn_dim=64,
         word_embed_proj_dim=32, max_position_embeddings=SEQ, dropout=0.0,
         attention_dropout=0.0, use_cache=False, pad_token_id=1,
         attn_implementation="sdpa"), causal_lm_data, ["OPTDecoderLayer"],
         key_bias_noise),
-    "bloom": Arch("decoder", causal(
+    "bloom": Arch("decoder", hf(
         T.BloomForCausalLM, T.BloomConfig, vocab_size=VOCAB, hidden_size=32,
         n_layer=2, n_head=4, hidden_dropout=0.0, attention_dropout=0.0,
         use_cache=False), causal_lm_data, ["BloomBlock"]),
-    "falcon": Arch("decoder", causal(
+    "falcon": Arch("decoder", hf(
         T.FalconForCausalLM, T.FalconConfig, vocab_size=VOCAB,
         hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         num_kv_heads=1, new_decoder_architecture=False, multi_query=True,
         parallel_attn=True, bias=False, alibi=False, hidden_dropout=0.0,
         attention_dropout=0.0, max_position_embeddings=SEQ,
         use_cache=False), causal_lm_data, ["FalconDecoderLayer"]),
-    "codegen": Arch("decoder", causal(
+    "codegen": Arch("decoder", hf(
         T.CodeGenForCausalLM, T.CodeGenConfig, vocab_size=VOCAB,
         n_positions=SEQ, n_ctx=SEQ, n_embd=32, n_layer=2, n_head=4,
         rotary_dim=4, n_inner=64, resid_pdrop=0.0, embd_pdrop=0.0,
         attn_pdrop=0.0, use_cache=False, bos_token_id=0, eos_token_id=0),
         causal_lm_data, ["CodeGenBlock"]),
-    "stablelm": Arch("decoder", causal(
+    "stablelm": Arch("decoder", hf(
         T.StableLmForCausalLM, T.StableLmConfig, num_key_value_heads=4,
         partial_rotary_factor=0.5, hidden_dropout=0.0, **DEC),
         causal_lm_data, ["StableLmDecoderLayer"]),
-    "olmo": Arch("decoder", causal(
+    "olmo": Arch("decoder", hf(
         T.OlmoForCausalLM, T.OlmoConfig, num_key_value_heads=4,
         pad_token_id=1, bos_token_id=0, eos_token_id=0, **DEC),
         causal_lm_data, ["OlmoDecoderLayer"]),
-    "starcoder2": Arch("decoder", causal(
+    "starcoder2": Arch("decoder", hf(
         T.Starcoder2ForCausalLM, T.Starcoder2Config, num_key_value_heads=2,
         residual_dropout=0.0, embedding_dropout=0.0, **DEC),
         causal_lm_data, ["Starcoder2DecoderLayer"]),
-    "gpt_bigcode": Arch("decoder", causal(
+    "gpt_bigcode": Arch("decoder", hf(
         T.GPTBigCodeForCausalLM, T.GPTBigCodeConfig, vocab_size=VOCAB,
         n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, n_inner=64,
         multi_query=True, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         use_cache=False, attn_implementation="sdpa"), causal_lm_data,
         ["GPTBigCodeBlock"], fused_key_bias("c_attn.bias", multi_query(32, 8))),
-    "mixtral": Arch("decoder", causal(
+    "mixtral": Arch("decoder", hf(
         T.MixtralForCausalLM, T.MixtralConfig, num_key_value_heads=2,
         num_local_experts=4, num_experts_per_tok=2, **DEC), causal_lm_data,
         ["MixtralDecoderLayer"]),
     # Encoders
-    "bert": Arch("encoder", masked(T.BertForMaskedLM, T.BertConfig, **ENC),
+    "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),
     "roberta": Arch("encoder", lambda: LossOf(roberta()), roberta_data,
                     ["RobertaLayer"], key_bias_noise),
-    "distilbert": Arch("encoder", masked(
+    "distilbert": Arch("encoder", hf(
         T.DistilBertForMaskedLM, T.DistilBertConfig, vocab_size=VOCAB,
         dim=32, n_layers=2, n_heads=4, hidden_dim=64,
         max_position_embeddings=SEQ, dropout=0.0, attention_dropout=0.0,
         attn_implementation="sdpa"), masked_lm_data, ["TransformerBlock"],
         key_bias_noise),
-    "albert": Arch("encoder", masked(
+    "albert": Arch("encoder", hf(
         T.AlbertForMaskedLM, T.AlbertConfig, vocab_size=VOCAB,
         embedding_size=16, hidden_size=32, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=64,
@@ -284,10 +277,10 @@ ARCHS: dict[str, Arch] = {
         attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
         attn_implementation="sdpa"), masked_lm_data, ["AlbertLayer"],
         key_bias_noise),
-    "electra": Arch("encoder", masked(
+    "electra": Arch("encoder", hf(
         T.ElectraForMaskedLM, T.ElectraConfig, embedding_size=16, **ENC),
         masked_lm_data, ["ElectraLayer"], key_bias_noise),
-    "deberta_v2": Arch("encoder", masked(
+    "deberta_v2": Arch("encoder", hf(
         T.DebertaV2ForMaskedLM, T.DebertaV2Config, vocab_size=VOCAB,
         hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=SEQ,
@@ -319,20 +312,20 @@ ARCHS: dict[str, Arch] = {
     # Vision
     "vit": Arch("vision", lambda: LossOf(vit(), "pixel_values"),
                 images(16), ["ViTLayer"], key_bias_noise),
-    "deit": Arch("vision", hf_image(
-        T.DeiTForImageClassification, T.DeiTConfig, image_size=16,
+    "deit": Arch("vision", hf(
+        T.DeiTForImageClassification, T.DeiTConfig, inputs="pixel_values", image_size=16,
         patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=64, num_labels=CLASSES,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         attn_implementation="sdpa"), images(16), ["DeiTLayer"],
         key_bias_noise),
-    "convnext_hf": Arch("vision", hf_image(
-        T.ConvNextForImageClassification, T.ConvNextConfig,
+    "convnext_hf": Arch("vision", hf(
+        T.ConvNextForImageClassification, T.ConvNextConfig, inputs="pixel_values",
         num_channels=3, patch_size=4, num_stages=2, hidden_sizes=[16, 32],
         depths=[1, 1], num_labels=CLASSES, drop_path_rate=0.0),
         images(32), ["ConvNextLayer"]),
-    "resnet_hf": Arch("vision", hf_image(
-        T.ResNetForImageClassification, T.ResNetConfig, num_channels=3,
+    "resnet_hf": Arch("vision", hf(
+        T.ResNetForImageClassification, T.ResNetConfig, inputs="pixel_values", num_channels=3,
         embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
         layer_type="basic", num_labels=CLASSES), images(32),
         ["ResNetBasicLayer"]),
