@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ShapeRules.h"
 #include "fsdp/Dialect/NN/IR/NNOps.h"
+
+#include "ShapeRules.h"
 
 #include "mlir/IR/Diagnostics.h"
 
