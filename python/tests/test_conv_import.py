@@ -205,6 +205,7 @@ def test_cuda_backend_trains_like_torch(tmp_path):
     if not emu.exists():
         pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
     check_trains_like_torch(tmp_path, 1, "sgd", runner=(emu, "cuda_emu"))
+    (tmp_path / "resnet").mkdir()
     check_trains_like_torch(tmp_path / "resnet", 1, "sgd", ResNet,
                             "BasicBlock", runner=(emu, "cuda_emu"))
 
