@@ -513,26 +513,6 @@ def test_unsupported_integer_ops_are_one_report():
         assert f'test_torch_import.py", line {line}' in message, message
 
 
-class OverlappingConv(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, kernel_size=3, stride=1)
-
-    def forward(self, x):
-        return self.conv(x).sum()
-
-
-def test_only_patch_convolutions_are_imported():
-    """conv2d is imported when it is a linear map of non-overlapping
-    patches (stride = kernel, as ViT's); any other one is named with its
-    geometry."""
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(OverlappingConv(), [torch.zeros(2, 3, 8, 8)])
-    message = str(e.value)
-    assert "conv2d other than non-overlapping patches" in message, message
-    assert "kernel [3, 3], stride [1, 1]" in message, message
-
-
 class DataDependent(torch.nn.Module):
     def __init__(self):
         super().__init__()

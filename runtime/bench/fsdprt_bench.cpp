@@ -4,6 +4,8 @@
 // comparable across machines:
 //   - linear forward / backward through the C ABI against calling OpenBLAS
 //     cblas_sgemm directly with its own threading (the compute ceiling);
+//   - a ResNet 3x3 convolution (im2col + GEMM) and its two gradients
+//     against one cblas_sgemm of the same FLOPs (the same ceiling);
 //   - elementwise kernels against memcpy bandwidth (the memory ceiling),
 //     counting the bytes each kernel must read and write.
 // Usage: fsdprt_bench [threads]   (default: hardware threads)
@@ -114,6 +116,59 @@ int main(int argc, char **argv) {
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
   openblas_set_num_threads(1);
+
+  {
+    // ResNet-18's second stage at batch 8: 64 -> 64 channels, 28x28, 3x3,
+    // stride 1, padding 1. Each convolution is 2·N·O·H·W·C·9 FLOPs.
+    const int64_t N = 8, C = 64, H = 28, O = 64, K = 3;
+    std::vector<int64_t> geometry{N, C, H, H, O, K, K, H, H,
+                                  1, 1, 1, 1, 1, 1, 1};
+    int64_t x = alloc(N * C * H * H * 4), w = alloc(O * C * K * K * 4),
+            y = alloc(N * O * H * H * 4), dx = alloc(N * C * H * H * 4),
+            dw = alloc(O * C * K * K * 4);
+    sync();
+    double flops = 2.0 * N * O * H * H * C * K * K;
+    auto conv = [&](auto call, const char *what) {
+      return timeIt([&] { check(call(), what); }, sync, 3);
+    };
+    double fwd = conv(
+        [&] {
+          return fsdprt_conv_forward(ctx, s, FSDPRT_F32, x, 0, w, 0, 0, 0, y,
+                                     0, geometry.data());
+        },
+        "conv_forward");
+    double dgrad = conv(
+        [&] {
+          return fsdprt_conv_backward_input(ctx, s, FSDPRT_F32, y, 0, w, 0, dx,
+                                            0, geometry.data());
+        },
+        "conv_backward_input");
+    double wgrad = conv(
+        [&] {
+          return fsdprt_conv_backward_weight(ctx, s, FSDPRT_F32, y, 0, x, 0,
+                                             dw, 0, geometry.data());
+        },
+        "conv_backward_weight");
+    // The ceiling: one GEMM of the same shape as all images' forward GEMMs
+    // side by side (O x C·9 by C·9 x N·H·W), OpenBLAS's own threads.
+    openblas_set_num_threads(threads);
+    std::vector<float> a(O * C * K * K, 0.5f), b(C * K * K * N * H * H, 0.5f),
+        c(O * N * H * H);
+    double blas = timeIt(
+        [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, O, N * H * H,
+                      C * K * K, 1.0f, a.data(), C * K * K, b.data(), N * H * H,
+                      0.0f, c.data(), N * H * H);
+        },
+        [] {}, 3);
+    openblas_set_num_threads(1);
+    double ceiling = flops / blas * 1e-9;
+    row("conv fwd 8x64x28x28 3x3", "GFLOP/s", flops / fwd * 1e-9, ceiling);
+    row("conv dgrad 8x64x28x28 3x3", "GFLOP/s", flops / dgrad * 1e-9, ceiling);
+    row("conv wgrad 8x64x28x28 3x3", "GFLOP/s", flops / wgrad * 1e-9, ceiling);
+    for (int64_t h : {x, w, y, dx, dw})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
 
   const int64_t n = int64_t(1) << 24;
   int64_t a = alloc(n * 4), bb = alloc(n * 4), out = alloc(n * 4);

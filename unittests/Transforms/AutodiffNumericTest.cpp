@@ -283,4 +283,58 @@ fsdp.model @m {
 )mlir");
 }
 
+TEST_F(AutodiffNumericTest, ConvolutionsStridedPaddedDilatedGrouped) {
+  // A grouped 2-D convolution with stride, dilation, a bias and 'same'-style
+  // uneven padding, squared through tanh (so the gradients read the
+  // values), then a 1-D convolution without bias of its flattened rows.
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<2x4x5x6xf32> init <zeros>
+    fsdp.param @w : tensor<6x2x2x3xf32> init <zeros>
+    fsdp.param @b : tensor<6xf32> init <zeros>
+    fsdp.param @v : tensor<3x6x2xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4x5x6xf32>
+      %w = fsdp.get_param @w : tensor<6x2x2x3xf32>
+      %b = fsdp.get_param @b : tensor<6xf32>
+      %v = fsdp.get_param @v : tensor<3x6x2xf32>
+      %y = nn.conv %x, %w, %b {stride = array<i64: 2, 1>, pad_low = array<i64: 0, 2>, pad_high = array<i64: 1, 2>, dilation = array<i64: 1, 2>, groups = 2 : i64} : (tensor<2x4x5x6xf32>, tensor<6x2x2x3xf32>, tensor<6xf32>) -> tensor<2x6x3x6xf32>
+      %t = nn.tanh %y : tensor<2x6x3x6xf32>
+      %sq = nn.mul %t, %y : (tensor<2x6x3x6xf32>, tensor<2x6x3x6xf32>) -> tensor<2x6x3x6xf32>
+      %r = nn.reshape %sq : tensor<2x6x3x6xf32> to tensor<2x6x18xf32>
+      %z = nn.conv %r, %v {stride = array<i64: 3>, pad_low = array<i64: 1>, pad_high = array<i64: 0>, dilation = array<i64: 1>, groups = 1 : i64} : (tensor<2x6x18xf32>, tensor<3x6x2xf32>) -> tensor<2x3x6xf32>
+      %loss = nn.reduce_sum %z {dims = array<i64: 0, 1, 2>} : (tensor<2x3x6xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
+TEST_F(AutodiffNumericTest, MaxPoolingRoutesToEachWindowsMaximum) {
+  // Overlapping padded 3x3 windows (an input can be the maximum of several)
+  // after a convolution, and a dilated 1-D pooling, through tanh.
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<2x2x5x6xf32> init <zeros>
+    fsdp.param @w : tensor<3x2x1x1xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x2x5x6xf32>
+      %w = fsdp.get_param @w : tensor<3x2x1x1xf32>
+      %c = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x2x5x6xf32>, tensor<3x2x1x1xf32>) -> tensor<2x3x5x6xf32>
+      %p = nn.max_pool %c {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x3x5x6xf32>) -> tensor<2x3x3x3xf32>
+      %r = nn.reshape %p : tensor<2x3x3x3xf32> to tensor<2x3x9xf32>
+      %q = nn.max_pool %r {kernel = array<i64: 2>, stride = array<i64: 2>, padding = array<i64: 1>, dilation = array<i64: 2>} : (tensor<2x3x9xf32>) -> tensor<2x3x5xf32>
+      %t = nn.tanh %q : tensor<2x3x5xf32>
+      %sq = nn.mul %t, %q : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+      %loss = nn.reduce_sum %sq {dims = array<i64: 0, 1, 2>} : (tensor<2x3x5xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
 } // namespace

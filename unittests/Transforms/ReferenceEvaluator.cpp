@@ -305,6 +305,92 @@ Tensor cumsum(Tensor x, int64_t dim, bool reverse) {
   return x;
 }
 
+/// The geometry of an nn.conv-family op, per spatial dim.
+struct ConvAttrs {
+  ArrayRef<int64_t> stride, low, dilation;
+  int64_t groups;
+};
+template <typename OpTy> ConvAttrs convAttrs(OpTy op) {
+  return {op.getStride(), op.getPadLow(), op.getDilation(),
+          static_cast<int64_t>(op.getGroups())};
+}
+
+/// Calls fn(xFlat, wFlat, yFlat) for every product term of convolving x
+/// (shape `xs`) with w (`ws`) into y (`ys`), in PyTorch's definition: y
+/// position p, kernel tap k read x at p·stride − pad_low + k·dilation when
+/// that lies inside x. One to two spatial dims.
+template <typename Fn>
+void forEachConvTerm(const std::vector<int64_t> &xs,
+                     const std::vector<int64_t> &ws,
+                     const std::vector<int64_t> &ys, const ConvAttrs &a,
+                     Fn fn) {
+  // A 1-D convolution is a 2-D one of height 1.
+  auto dims2 = [](const std::vector<int64_t> &s) {
+    return s.size() == 3 ? std::vector<int64_t>{s[0], s[1], 1, s[2]} : s;
+  };
+  auto pair = [](ArrayRef<int64_t> v, int64_t unit) {
+    return v.size() == 1 ? std::vector<int64_t>{unit, v[0]}
+                         : std::vector<int64_t>{v[0], v[1]};
+  };
+  std::vector<int64_t> x = dims2(xs), w = dims2(ws), y = dims2(ys);
+  std::vector<int64_t> stride = pair(a.stride, 1), low = pair(a.low, 0),
+                       dil = pair(a.dilation, 1);
+  int64_t cg = x[1] / a.groups, og = w[0] / a.groups;
+  for (int64_t n = 0; n < y[0]; ++n)
+    for (int64_t oc = 0; oc < y[1]; ++oc)
+      for (int64_t oy = 0; oy < y[2]; ++oy)
+        for (int64_t ox = 0; ox < y[3]; ++ox)
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ky = 0; ky < w[2]; ++ky)
+              for (int64_t kx = 0; kx < w[3]; ++kx) {
+                int64_t iy = oy * stride[0] - low[0] + ky * dil[0];
+                int64_t ix = ox * stride[1] - low[1] + kx * dil[1];
+                if (iy < 0 || iy >= x[2] || ix < 0 || ix >= x[3])
+                  continue;
+                int64_t ch = oc / og * cg + ci;
+                fn(((n * x[1] + ch) * x[2] + iy) * x[3] + ix,
+                   ((oc * cg + ci) * w[2] + ky) * w[3] + kx,
+                   ((n * y[1] + oc) * y[2] + oy) * y[3] + ox);
+              }
+}
+
+/// The input position (flat) of the first maximum of every window of a
+/// max pooling of x into a result of shape `ys`, in output order. 1-D
+/// poolings are 2-D ones of height 1.
+template <typename OpTy>
+std::vector<int64_t> maxPoolArgmax(OpTy op, const Tensor &x,
+                                   const std::vector<int64_t> &ys) {
+  auto dims2 = [](const std::vector<int64_t> &s) {
+    return s.size() == 3 ? std::vector<int64_t>{s[0], s[1], 1, s[2]} : s;
+  };
+  auto pair = [](ArrayRef<int64_t> v, int64_t unit) {
+    return v.size() == 1 ? std::vector<int64_t>{unit, v[0]}
+                         : std::vector<int64_t>{v[0], v[1]};
+  };
+  std::vector<int64_t> xs = dims2(x.shape), y = dims2(ys);
+  std::vector<int64_t> k = pair(op.getKernel(), 1), s = pair(op.getStride(), 1),
+                       p = pair(op.getPadding(), 0),
+                       d = pair(op.getDilation(), 1);
+  std::vector<int64_t> argmax;
+  for (int64_t plane = 0; plane < y[0] * y[1]; ++plane)
+    for (int64_t oy = 0; oy < y[2]; ++oy)
+      for (int64_t ox = 0; ox < y[3]; ++ox) {
+        int64_t best = -1;
+        for (int64_t ky = 0; ky < k[0]; ++ky)
+          for (int64_t kx = 0; kx < k[1]; ++kx) {
+            int64_t iy = oy * s[0] - p[0] + ky * d[0];
+            int64_t ix = ox * s[1] - p[1] + kx * d[1];
+            if (iy < 0 || iy >= xs[2] || ix < 0 || ix >= xs[3])
+              continue;
+            int64_t at = (plane * xs[2] + iy) * xs[3] + ix;
+            if (best < 0 || x.data[at] > x.data[best])
+              best = at;
+          }
+        argmax.push_back(best);
+      }
+  return argmax;
+}
+
 } // namespace
 
 FailureOr<std::vector<Tensor>>
@@ -318,7 +404,8 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
   for (Operation &op : func.getBody().front()) {
     std::optional<std::vector<Tensor>> results =
         llvm::TypeSwitch<Operation *, std::optional<std::vector<Tensor>>>(&op)
-            .Case([&](arith::ConstantOp c) -> std::optional<std::vector<Tensor>> {
+            .Case([&](arith::ConstantOp c)
+                      -> std::optional<std::vector<Tensor>> {
               auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
               if (!attr || !isa<FloatType>(attr.getElementType()))
                 return std::vector<Tensor>{Tensor::zeros(shapeOf(c.getType()))};
@@ -346,6 +433,55 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
                   matmul(g, in(l.getInput()), true, false,
                          l.getWeightGrad().getType()),
                   reduce(g, zero, false, l.getBiasGrad().getType())};
+            })
+            .Case([&](nn::ConvOp c) {
+              const Tensor &x = in(c.getInput()), &w = in(c.getWeight());
+              Tensor y = Tensor::zeros(shapeOf(c.getType()));
+              forEachConvTerm(x.shape, w.shape, y.shape, convAttrs(c),
+                              [&](int64_t xi, int64_t wi, int64_t yi) {
+                                y.data[yi] += x.data[xi] * w.data[wi];
+                              });
+              if (c.getBias()) {
+                const Tensor &b = in(c.getBias());
+                int64_t spatial = y.numel() / (y.shape[0] * y.shape[1]);
+                for (int64_t i = 0; i < y.numel(); ++i)
+                  y.data[i] += b.data[i / spatial % y.shape[1]];
+              }
+              return one(y);
+            })
+            .Case([&](nn::ConvGradInputOp c) {
+              const Tensor &g = in(c.getGrad()), &w = in(c.getWeight());
+              Tensor dx = Tensor::zeros(shapeOf(c.getType()));
+              forEachConvTerm(dx.shape, w.shape, g.shape, convAttrs(c),
+                              [&](int64_t xi, int64_t wi, int64_t yi) {
+                                dx.data[xi] += g.data[yi] * w.data[wi];
+                              });
+              return one(dx);
+            })
+            .Case([&](nn::ConvGradWeightOp c) {
+              const Tensor &g = in(c.getGrad()), &x = in(c.getInput());
+              Tensor dw = Tensor::zeros(shapeOf(c.getType()));
+              forEachConvTerm(x.shape, dw.shape, g.shape, convAttrs(c),
+                              [&](int64_t xi, int64_t wi, int64_t yi) {
+                                dw.data[wi] += g.data[yi] * x.data[xi];
+                              });
+              return one(dw);
+            })
+            .Case([&](nn::MaxPoolOp m) {
+              const Tensor &x = in(m.getInput());
+              Tensor y = Tensor::zeros(shapeOf(m.getType()));
+              std::vector<int64_t> at = maxPoolArgmax(m, x, y.shape);
+              for (int64_t i = 0; i < y.numel(); ++i)
+                y.data[i] = x.data[at[i]];
+              return one(y);
+            })
+            .Case([&](nn::MaxPoolGradOp m) {
+              const Tensor &x = in(m.getInput()), &g = in(m.getGrad());
+              Tensor dx = Tensor::zeros(x.shape);
+              std::vector<int64_t> at = maxPoolArgmax(m, x, g.shape);
+              for (int64_t i = 0; i < g.numel(); ++i)
+                dx.data[at[i]] += g.data[i];
+              return one(dx);
             })
             .Case([&](nn::MatmulOp m) {
               return one(matmul(in(m.getLhs()), in(m.getRhs()),

@@ -20,6 +20,7 @@ static const KernelEmitters &kernelEmitters() {
     addLinearKernels(k);
     addPointwiseKernels(k);
     addNormKernels(k);
+    addConvKernels(k);
     addAttentionKernels(k);
     addLayoutKernels(k);
     addLossKernels(k);

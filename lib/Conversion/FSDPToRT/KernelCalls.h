@@ -10,6 +10,7 @@
 //   KernelCallsLinear.cpp     linear, matmul
 //   KernelCallsPointwise.cpp  binary, unary, scale, activations, dropout, cast
 //   KernelCallsNorm.cpp       layer norm, RMS norm, batch norm, softmax
+//   KernelCallsConv.cpp       convolution and its gradients
 //   KernelCallsAttention.cpp  attention (packed too), embedding, RoPE
 //   KernelCallsLayout.cpp     slice, pad, transpose, split, concat, reductions
 //   KernelCallsLoss.cpp       cross-entropy, MSE
@@ -66,6 +67,7 @@ private:
 void addLinearKernels(KernelEmitters &k);
 void addPointwiseKernels(KernelEmitters &k);
 void addNormKernels(KernelEmitters &k);
+void addConvKernels(KernelEmitters &k);
 void addAttentionKernels(KernelEmitters &k);
 void addLayoutKernels(KernelEmitters &k);
 void addLossKernels(KernelEmitters &k);

@@ -208,6 +208,69 @@ class Forward:
         ops = [x, w] + ([b] if b is not None else [])
         return self.op("nn.linear", ops, [out], names=name)[0]
 
+    def conv(self, x: Value, w: Value, b: Optional[Value] = None,
+             stride: Sequence[int] = (1,), pad_low: Sequence[int] = (0,),
+             pad_high: Optional[Sequence[int]] = None,
+             dilation: Sequence[int] = (1,), groups: int = 1,
+             name: Optional[str] = None) -> Value:
+        """F.conv1d / F.conv2d: x [N, C, spatial...], w [O, C/groups, k...].
+        Per-dim lists of length 1 repeat over the spatial dims; pad_high
+        defaults to pad_low (it differs for padding='same' with an even
+        receptive field)."""
+        spatial = len(x.type.shape) - 2
+        if spatial not in (1, 2) or len(w.type.shape) != spatial + 2:
+            raise ValueError(f"conv: input {x.type}, weight {w.type}")
+
+        def per_dim(v):
+            v = [int(e) for e in v]
+            return v * spatial if len(v) == 1 else v
+        stride, pad_low, dilation = (per_dim(stride), per_dim(pad_low),
+                                     per_dim(dilation))
+        pad_high = pad_low if pad_high is None else per_dim(pad_high)
+        if w.type.shape[1] * groups != x.type.shape[1]:
+            raise ValueError(f"conv: input {x.type}, weight {w.type} in "
+                             f"{groups} group(s)")
+        sizes = [(x.type.shape[2 + d] + pad_low[d] + pad_high[d]
+                  - dilation[d] * (w.type.shape[2 + d] - 1) - 1)
+                 // stride[d] + 1 for d in range(spatial)]
+        out = x.type.with_shape((x.type.shape[0], w.type.shape[0], *sizes))
+
+        def arr(v):
+            return "array<i64: " + ", ".join(map(str, v)) + ">"
+        attrs = (f"stride = {arr(stride)}, pad_low = {arr(pad_low)}, "
+                 f"pad_high = {arr(pad_high)}, dilation = {arr(dilation)}, "
+                 f"groups = {groups} : i64")
+        ops = [x, w] + ([b] if b is not None else [])
+        return self.op("nn.conv", ops, [out], attrs, names=name)[0]
+
+    def max_pool(self, x: Value, kernel: Sequence[int],
+                 stride: Sequence[int], padding: Sequence[int] = (0,),
+                 dilation: Sequence[int] = (1,),
+                 name: Optional[str] = None) -> Value:
+        """F.max_pool1d / F.max_pool2d (ceil_mode off) of x [N, C,
+        spatial...]; per-dim lists of length 1 repeat over the spatial
+        dims."""
+        spatial = len(x.type.shape) - 2
+        if spatial not in (1, 2):
+            raise ValueError(f"max_pool: input {x.type}")
+
+        def per_dim(v):
+            v = [int(e) for e in v]
+            return v * spatial if len(v) == 1 else v
+        kernel, stride, padding, dilation = (per_dim(kernel), per_dim(stride),
+                                             per_dim(padding),
+                                             per_dim(dilation))
+        sizes = [(x.type.shape[2 + d] + 2 * padding[d]
+                  - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1
+                 for d in range(spatial)]
+        out = x.type.with_shape(tuple(x.type.shape[:2]) + tuple(sizes))
+
+        def arr(v):
+            return "array<i64: " + ", ".join(map(str, v)) + ">"
+        attrs = (f"kernel = {arr(kernel)}, stride = {arr(stride)}, "
+                 f"padding = {arr(padding)}, dilation = {arr(dilation)}")
+        return self.op("nn.max_pool", [x], [out], attrs, names=name)[0]
+
     def matmul(self, a: Value, b: Value, transpose_lhs: bool = False,
                transpose_rhs: bool = False, name: Optional[str] = None) -> Value:
         sa, sb = list(a.type.shape), list(b.type.shape)

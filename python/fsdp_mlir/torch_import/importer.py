@@ -310,6 +310,21 @@ class _Translator:
             return self.f.get_param(owner.params[leaf])
         return self.f.get_buffer(owner.buffers[leaf])
 
+    def buffer_of(self, node):
+        """The fsdp.buffer of this module's subtree that fx node `node`
+        reads (a get_attr of a persistent buffer), or None: where an op
+        updates a buffer in place (BatchNorm's statistics), the import
+        stores the new value there."""
+        if getattr(node, "op", None) != "get_attr":
+            return None
+        kind, what = self.imp.resolve_attr(self.fqn, node.target)
+        if kind != "state":
+            return None
+        owner_path, _, leaf = what.rpartition(".")
+        if not _within(owner_path, self.fqn):
+            return None
+        return self.imp.modules[owner_path].buffers.get(leaf)
+
     def state_value(self, name: str) -> Value:
         """A tied parameter a callee receives: read here or received."""
         if name in self.extra_values:

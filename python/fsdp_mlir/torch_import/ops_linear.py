@@ -1,6 +1,5 @@
 """Matrix products and the layers that are one: linear, addmm (GPT-2's
-Conv1D), mm / bmm / matmul, embedding, and conv2d when it is a linear map
-of non-overlapping patches (ViT's patch embedding)."""
+Conv1D), mm / bmm / matmul, embedding."""
 from __future__ import annotations
 
 from typing import Callable, Dict
@@ -35,35 +34,6 @@ def _embedding(t, node, out, w, idx, padding_idx=-1, scale_grad=False,
     return t.f.embedding(t.v(idx), t.v(w), padding_idx=pad)
 
 
-def _conv2d(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
-            groups=1):
-    """A convolution whose stride equals its kernel (ViT's patch embedding)
-    is a linear map of non-overlapping patches: x [B, C, H, W] →
-    patches [B·h·w, C·kh·kw] (C, kh, kw order, as the weight's) → linear
-    with the weight as [O, C·kh·kw] → [B, O, h, w]."""
-    def pair(v):
-        v = list(v) if isinstance(v, (list, tuple)) else [v]
-        return v * 2 if len(v) == 1 else v
-    x, w = t.v(x), t.v(w)
-    o, c, kh, kw = w.type.shape
-    stride, padding, dilation = pair(stride), pair(padding), pair(dilation)
-    bsz, _, height, width = x.type.shape
-    if (stride != [kh, kw] or padding != [0, 0] or dilation != [1, 1]
-            or groups != 1 or height % kh or width % kw):
-        raise _Unsupported(
-            f"conv2d other than non-overlapping patches (kernel {[kh, kw]}, "
-            f"stride {stride}, padding {padding}, dilation {dilation}, "
-            f"groups {groups}, input {height}x{width})")
-    h, wd = height // kh, width // kw
-    patches = t.reshape(x, [bsz, c, h, kh, wd, kw])
-    patches = t.transpose(patches, [0, 2, 4, 1, 3, 5])
-    patches = t.reshape(patches, [bsz * h * wd, c * kh * kw])
-    y = t.f.linear(patches, t.reshape(w, [o, c * kh * kw]),
-                   None if b is None else t.v(b))
-    y = t.reshape(y, [bsz, h, wd, o])
-    return t.transpose(y, [0, 3, 1, 2])
-
-
 OPS: Dict[str, Callable] = {
     "linear.default": _linear,
     "addmm.default": _addmm,
@@ -71,5 +41,4 @@ OPS: Dict[str, Callable] = {
     "bmm.default": _mm,
     "matmul.default": _mm,
     "embedding.default": _embedding,
-    "conv2d.default": _conv2d,
 }

@@ -1,5 +1,7 @@
 """Ops that reduce along dimensions: sum / mean / var, cumsum, the
-row-wise normalisations (softmax, layer_norm, group_norm) and the losses
+row-wise normalisations (softmax, layer_norm, group_norm), batch_norm
+(training: its running statistics and num_batches_tracked updated in
+their buffers) and the losses
 (cross_entropy: mean, sum or none, ignore_index; mse_loss)."""
 from __future__ import annotations
 
@@ -96,6 +98,48 @@ def _native_group_norm(t, node, out, x, w, b, n, c, hw, groups, eps):
     return [y, None, None]
 
 
+def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
+                momentum, eps, cudnn_enabled=True):
+    """F.batch_norm (BatchNorm1d / 2d) → nn.batch_norm; in training the new
+    running statistics go back into the buffers torch updates in place.
+    Without affine parameters the weight is ones and the bias zeros."""
+    x = t.v(x)
+    if running_mean is None or running_var is None:
+        raise _Unsupported("batch_norm without running statistics "
+                           "(track_running_stats=False)")
+    if momentum is None:
+        raise _Unsupported("batch_norm with momentum=None (a cumulative "
+                           "average)")
+    channels = x.type.shape[1]
+    if w is None or b is None:
+        import torch
+        w = torch.ones(channels) if w is None else w
+        b = torch.zeros(channels) if b is None else b
+    y, mean, var = t.f.batch_norm(x, t.v(w), t.v(b), t.v(running_mean),
+                                  t.v(running_var), eps=eps,
+                                  momentum=momentum, training=training)
+    if training:
+        for arg, value in ((node.args[3], mean), (node.args[4], var)):
+            buffer = t.buffer_of(arg)
+            if buffer is None:
+                raise _Unsupported("batch_norm training with statistics "
+                                   "that are not this module's buffers")
+            t.f.set_buffer(buffer, value)
+    return y
+
+
+def _add_inplace(t, node, out, x, other, alpha=1):
+    """x.add_(n) on an integer buffer (BatchNorm's num_batches_tracked):
+    the buffer's new value stored back."""
+    buffer = t.buffer_of(node.args[0])
+    if (buffer is None or not isinstance(other, int) or alpha != 1
+            or buffer.type.dtype not in ("i32", "i64")):
+        raise _Unsupported("add_ other than an integer buffer's counter")
+    value = t.f.increment(t.v(x), other)
+    t.f.set_buffer(buffer, value)
+    return value
+
+
 OPS: Dict[str, Callable] = {
     "layer_norm.default": _layer_norm,
     "native_group_norm.default": _native_group_norm,
@@ -110,4 +154,6 @@ OPS: Dict[str, Callable] = {
     "cumsum.default": _cumsum,
     "var.correction": _var,
     "var.dim": _var,
+    "batch_norm.default": _batch_norm,
+    "add_.Tensor": _add_inplace,
 }

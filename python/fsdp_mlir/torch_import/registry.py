@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from . import (ops_attention, ops_layout, ops_linear, ops_pointwise,
-               ops_reductions)
+from . import (ops_attention, ops_conv, ops_layout, ops_linear,
+               ops_pointwise, ops_reductions)
 
-_FAMILIES = (ops_linear, ops_pointwise, ops_layout, ops_attention,
+_FAMILIES = (ops_linear, ops_conv, ops_pointwise, ops_layout, ops_attention,
              ops_reductions)
 
 

@@ -320,6 +320,47 @@ public:
     st.commit();
   }
 
+  void convForward(DType dt, const void *x, const void *w, const void *b,
+                   void *y, const ConvGeometry &g) override {
+    HostStaging st = staging();
+    cpu::convForward(threads_, st.in(dt, x, g.inputNumel()),
+                     st.in(dt, w, g.weightNumel()), st.in(dt, b, g.o),
+                     st.out(dt, y, g.outputNumel()), g);
+    st.commit();
+  }
+  void convBackwardInput(DType dt, const void *dy, const void *w, void *dx,
+                         const ConvGeometry &g) override {
+    HostStaging st = staging();
+    cpu::convBackwardInput(threads_, st.in(dt, dy, g.outputNumel()),
+                           st.in(dt, w, g.weightNumel()),
+                           st.out(dt, dx, g.inputNumel()), g);
+    st.commit();
+  }
+  void convBackwardWeight(DType dt, const void *dy, const void *x, void *dw,
+                          const ConvGeometry &g) override {
+    HostStaging st = staging();
+    cpu::convBackwardWeight(threads_, st.in(dt, dy, g.outputNumel()),
+                            st.in(dt, x, g.inputNumel()),
+                            st.out(dt, dw, g.weightNumel()), g);
+    st.commit();
+  }
+
+  void maxPoolForward(DType dt, const void *x, void *y,
+                      const ConvGeometry &g) override {
+    HostStaging st = staging();
+    cpu::maxPoolForward(threads_, st.in(dt, x, g.inputNumel()),
+                        st.out(dt, y, g.outputNumel()), g);
+    st.commit();
+  }
+  void maxPoolBackward(DType dt, const void *x, const void *dy, void *dx,
+                       const ConvGeometry &g) override {
+    HostStaging st = staging();
+    cpu::maxPoolBackward(threads_, st.in(dt, x, g.inputNumel()),
+                         st.in(dt, dy, g.outputNumel()),
+                         st.out(dt, dx, g.inputNumel()), g);
+    st.commit();
+  }
+
   void transpose(DType dt, const void *x, void *y, const Shape &xShape,
                  const std::vector<int64_t> &perm) override {
     cpu::transpose(threads_, dtypeSize(dt), x, y, xShape, perm);

@@ -66,6 +66,20 @@ void reduceBackward(int threads, ReduceKind kind, const float *dy,
                     const Shape &xShape, const std::vector<int64_t> &dims,
                     float *dx);
 
+// Conv.cpp: im2col + GEMM per image and group.
+void convForward(int threads, const float *x, const float *w, const float *b,
+                 float *y, const ConvGeometry &g);
+void convBackwardInput(int threads, const float *dy, const float *w, float *dx,
+                       const ConvGeometry &g);
+void convBackwardWeight(int threads, const float *dy, const float *x, float *dw,
+                        const ConvGeometry &g);
+
+// MaxPool.cpp: the shared bodies of fsdp/rt/math/MaxPool.h.
+void maxPoolForward(int threads, const float *x, float *y,
+                    const ConvGeometry &g);
+void maxPoolBackward(int threads, const float *x, const float *dy, float *dx,
+                     const ConvGeometry &g);
+
 // Norm.cpp
 void layerNormForward(int threads, const float *x, const float *w,
                       const float *b, float *y, int64_t rows, int64_t d,

@@ -689,6 +689,55 @@ public:
       st.commit();
     });
   }
+  void convForward(DType dt, const void *x, const void *w, const void *b,
+                   void *y, const ConvGeometry &g) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::convForward(e.s, st.in(dt, x, g.inputNumel()),
+                        st.in(dt, w, g.weightNumel()), st.in(dt, b, g.o),
+                        st.out(dt, y, g.outputNumel()), g);
+      st.commit();
+    });
+  }
+  void convBackwardInput(DType dt, const void *dy, const void *w, void *dx,
+                         const ConvGeometry &g) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::convBackwardInput(e.s, st.in(dt, dy, g.outputNumel()),
+                              st.in(dt, w, g.weightNumel()),
+                              st.out(dt, dx, g.inputNumel()), g);
+      st.commit();
+    });
+  }
+  void convBackwardWeight(DType dt, const void *dy, const void *x, void *dw,
+                          const ConvGeometry &g) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::convBackwardWeight(e.s, st.in(dt, dy, g.outputNumel()),
+                               st.in(dt, x, g.inputNumel()),
+                               st.out(dt, dw, g.weightNumel()), g);
+      st.commit();
+    });
+  }
+  void maxPoolForward(DType dt, const void *x, void *y,
+                      const ConvGeometry &g) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::maxPoolForward(e.s, st.in(dt, x, g.inputNumel()),
+                           st.out(dt, y, g.outputNumel()), g);
+      st.commit();
+    });
+  }
+  void maxPoolBackward(DType dt, const void *x, const void *dy, void *dx,
+                       const ConvGeometry &g) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::maxPoolBackward(e.s, st.in(dt, x, g.inputNumel()),
+                            st.in(dt, dy, g.outputNumel()),
+                            st.out(dt, dx, g.inputNumel()), g);
+      st.commit();
+    });
+  }
   void batchNormForward(DType dt, const void *x, const void *w, const void *b,
                         void *runningMean, void *runningVar, void *y, int64_t n,
                         int64_t c, int64_t spatial, double eps, double momentum,

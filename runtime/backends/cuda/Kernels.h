@@ -125,6 +125,19 @@ void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
 void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                          const void *dy, void *dx, float *rstd, int64_t rows,
                          int64_t d, float eps);
+// Convolution on f32 (Conv.cu): one thread per result element.
+void convForward(Stream s, const float *x, const float *w, const float *b,
+                 float *y, const ConvGeometry &g);
+void convBackwardInput(Stream s, const float *dy, const float *w, float *dx,
+                       const ConvGeometry &g);
+void convBackwardWeight(Stream s, const float *dy, const float *x, float *dw,
+                        const ConvGeometry &g);
+
+// Max pooling on f32 (Conv.cu): one thread per output, then per input.
+void maxPoolForward(Stream s, const float *x, float *y, const ConvGeometry &g);
+void maxPoolBackward(Stream s, const float *x, const float *dy, float *dx,
+                     const ConvGeometry &g);
+
 // batch_norm on f32 (one thread per channel).
 void batchNormForward(Stream s, const float *x, const float *w, const float *b,
                       float *runningMean, float *runningVar, float *y,

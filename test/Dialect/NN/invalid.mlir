@@ -730,3 +730,152 @@ func.func @embedding_padding_idx(%ids: tensor<4xi64>, %table: tensor<8x4xf32>) {
   %0 = nn.embedding %ids, %table {padding_idx = 8 : i64} : (tensor<4xi64>, tensor<8x4xf32>) -> tensor<4x4xf32>
   return
 }
+
+// -----
+
+func.func @conv_rank(%x: tensor<2x3x4x4x4xf32>, %w: tensor<4x3x3x3x3xf32>) {
+  // expected-error @+2 {{input must be [N, C, L] or [N, C, H, W], got 'tensor<2x3x4x4x4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1, 1>, pad_low = array<i64: 0, 0, 0>, pad_high = array<i64: 0, 0, 0>, dilation = array<i64: 1, 1, 1>, groups = 1 : i64} : (tensor<2x3x4x4x4xf32>, tensor<4x3x3x3x3xf32>) -> tensor<2x4x2x2x2xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_rank(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3xf32>) {
+  // expected-error @+2 {{weight must have rank 4 like the input, got 'tensor<4x3x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_element_types(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xbf16>) {
+  // expected-error @+2 {{weight element type 'bf16' differs from the input's 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xbf16>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_geometry_length(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{stride must have 2 entries (one per spatial dim), got 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_stride_positive(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{stride entries must be positive, got 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 0>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_negative_padding(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{pad_high entries must be non-negative, got -1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: -1, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_groups_divide(%x: tensor<2x3x8x8xf32>, %w: tensor<4x1x3x3xf32>) {
+  // expected-error @+2 {{groups 2 must divide the input channels 3 and the output channels 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 2 : i64} : (tensor<2x3x8x8xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_channels(%x: tensor<2x4x8x8xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+2 {{weight has 4 input channels per group, the input 4 in 2 group(s)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 2 : i64} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_kernel_too_large(%x: tensor<2x3x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{spatial dim 1: the padded input (4) is smaller than the dilated kernel (5)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 2>, groups = 1 : i64} : (tensor<2x3x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x2x1xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias_shape(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{bias must be a tensor of shape [4], got 'tensor<3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.conv %x, %w, %b {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_grad_input_shape(%g: tensor<2x4x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{grad has type 'tensor<2x4x4x4xf32>' but the convolution produces 'tensor<2x4x6x6xf32>'}}
+  %0 = nn.conv_grad_input %g, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv_grad_weight_groups(%g: tensor<2x6x6x6xf32>, %x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{weight has 3 input channels per group, the input 3 in 3 group(s)}}
+  %0 = nn.conv_grad_weight %g, %x {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 3 : i64} : (tensor<2x6x6x6xf32>, tensor<2x3x8x8xf32>) -> tensor<6x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_rank(%x: tensor<4x8xf32>) {
+  // expected-error @+2 {{input must be [N, C, L] or [N, C, H, W], got 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.max_pool %x {kernel = array<i64: 2>, stride = array<i64: 2>, padding = array<i64: 0>, dilation = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_kernel_positive(%x: tensor<2x4x8x8xf32>) {
+  // expected-error @+2 {{kernel entries must be positive, got 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.max_pool %x {kernel = array<i64: 0, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_padding(%x: tensor<2x4x8x8xf32>) {
+  // expected-error @+2 {{spatial dim 1: padding 2 exceeds half the dilated kernel (3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.max_pool %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 2>, dilation = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad_result(%g: tensor<2x4x4x4xf32>, %x: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x4x8x7xf32>' differs from the input's 'tensor<2x4x8x8xf32>'}}
+  %0 = nn.max_pool_grad %g, %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x7xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad_shape(%g: tensor<2x4x3x3xf32>, %x: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{grad has type 'tensor<2x4x3x3xf32>' but the pooling produces 'tensor<2x4x4x4xf32>'}}
+  %0 = nn.max_pool_grad %g, %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x4x3x3xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return
+}

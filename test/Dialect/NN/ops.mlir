@@ -224,3 +224,33 @@ func.func @losses(%logits: tensor<6x23xf32>, %targets: tensor<6xi64>, %seq: tens
   %5:2 = nn.cross_entropy_with_grad %logits, %targets, %0 {num_classes = 20 : i64} : (tensor<6x23xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x23xf32>)
   return
 }
+
+// CHECK-LABEL: func @convolution
+func.func @convolution(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>,
+                       %dw: tensor<3x1x7x7xbf16>, %xd: tensor<2x3x8x8xbf16>,
+                       %s: tensor<2x3x9xf32>, %ws: tensor<6x1x4xf32>, %g: tensor<2x4x4x4xf32>) {
+  // CHECK: nn.conv %{{.*}}, %{{.*}}, %{{.*}} {dilation = array<i64: 1, 1>, groups = 1 : i64, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  %0 = nn.conv %x, %w, %b {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // Depthwise (groups = channels), no bias.
+  // CHECK: nn.conv %{{.*}}, %{{.*}} {dilation = array<i64: 1, 1>, groups = 3 : i64, {{.*}}} : (tensor<2x3x8x8xbf16>, tensor<3x1x7x7xbf16>) -> tensor<2x3x8x8xbf16>
+  %1 = nn.conv %xd, %dw {stride = array<i64: 1, 1>, pad_low = array<i64: 3, 3>, pad_high = array<i64: 3, 3>, dilation = array<i64: 1, 1>, groups = 3 : i64} : (tensor<2x3x8x8xbf16>, tensor<3x1x7x7xbf16>) -> tensor<2x3x8x8xbf16>
+  // 1-D, padding='same' of an even dilated kernel: 3 before, 3 after.
+  // CHECK: nn.conv %{{.*}}, %{{.*}} {dilation = array<i64: 2>, groups = 3 : i64, pad_high = array<i64: 3>, pad_low = array<i64: 3>, stride = array<i64: 1>} : (tensor<2x3x9xf32>, tensor<6x1x4xf32>) -> tensor<2x6x9xf32>
+  %2 = nn.conv %s, %ws {stride = array<i64: 1>, pad_low = array<i64: 3>, pad_high = array<i64: 3>, dilation = array<i64: 2>, groups = 3 : i64} : (tensor<2x3x9xf32>, tensor<6x1x4xf32>) -> tensor<2x6x9xf32>
+  // CHECK: nn.conv_grad_input %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  %3 = nn.conv_grad_input %g, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: nn.conv_grad_weight %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+  %4 = nn.conv_grad_weight %g, %x {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+  return
+}
+
+// CHECK-LABEL: func @pooling
+func.func @pooling(%x: tensor<2x4x8x8xf32>, %g: tensor<2x4x4x4xf32>, %s: tensor<2x3x9xbf16>) {
+  // CHECK: nn.max_pool %{{.*}} {dilation = array<i64: 1, 1>, kernel = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  %0 = nn.max_pool %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: nn.max_pool %{{.*}} {dilation = array<i64: 2>, kernel = array<i64: 2>, padding = array<i64: 1>, stride = array<i64: 2>} : (tensor<2x3x9xbf16>) -> tensor<2x3x5xbf16>
+  %1 = nn.max_pool %s {kernel = array<i64: 2>, stride = array<i64: 2>, padding = array<i64: 1>, dilation = array<i64: 2>} : (tensor<2x3x9xbf16>) -> tensor<2x3x5xbf16>
+  // CHECK: nn.max_pool_grad %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %2 = nn.max_pool_grad %g, %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return
+}

@@ -79,6 +79,15 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
+/// FLOPs of a convolution with result (or result gradient) `output` and
+/// weight [O, C/groups, k...].
+double convFlops(Value output, Value weight) {
+  auto numel = [](Value v) {
+    return double(cast<RankedTensorType>(v.getType()).getNumElements());
+  };
+  return 2.0 * numel(output) * numel(weight) / shapeOf(weight)[0];
+}
+
 /// FLOPs of the GEMM-shaped ops; 0 for the others.
 double gemmFlops(Operation *op) {
   auto attentionFlops = [](Value q, Value k, int64_t heads, double gemms) {
@@ -101,16 +110,27 @@ double gemmFlops(Operation *op) {
                       w[1];
         return 2.0 * rows * w[0] * w[1];
       })
-      .Case([](nn::LinearGradOp o) { // gradW and gradX, each 2 · rows · out · in
-        ArrayRef<int64_t> w = shapeOf(o.getWeight());
-        return 4.0 * double(shapeOf(o.getInput())[0]) * w[0] * w[1];
-      })
+      .Case(
+          [](nn::LinearGradOp o) { // gradW and gradX, each 2 · rows · out · in
+            ArrayRef<int64_t> w = shapeOf(o.getWeight());
+            return 4.0 * double(shapeOf(o.getInput())[0]) * w[0] * w[1];
+          })
       .Case([](nn::MatmulOp o) {
         ArrayRef<int64_t> a = shapeOf(o.getLhs());
         int64_t k = o.getTransposeLhs() ? a[a.size() - 2] : a.back();
         return 2.0 * double(cast<RankedTensorType>(o.getType())
                                 .getNumElements()) *
                k;
+      })
+      // A convolution and each of its gradients: 2 · outputs · (C/groups ·
+      // kernel) multiply-adds, from the conv output and the weight.
+      .Case(
+          [](nn::ConvOp o) { return convFlops(o.getResult(), o.getWeight()); })
+      .Case([](nn::ConvGradInputOp o) {
+        return convFlops(o.getGrad(), o.getWeight());
+      })
+      .Case([](nn::ConvGradWeightOp o) {
+        return convFlops(o.getGrad(), o.getResult());
       })
       // Forward: Q Kᵀ and P V; backward: P recomputed, dV, dP, dQ, dK.
       .Case([&](nn::AttentionOp o) {

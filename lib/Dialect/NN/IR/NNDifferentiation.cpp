@@ -93,6 +93,37 @@ FailureOr<SmallVector<Value>> LinearOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>{gradInput, gradWeight, Value()};
 }
 
+FailureOr<SmallVector<Value>> ConvOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  // dx: the transposed convolution of g; dW: x correlated with g; db: g
+  // summed over N and the spatial dims (as cuDNN's backward bias).
+  Location loc = getLoc();
+  Value g = cotangents[0];
+  auto gradInput = ConvGradInputOp::create(
+      b, loc, getInput().getType(), g, getWeight(), getStrideAttr(),
+      getPadLowAttr(), getPadHighAttr(), getDilationAttr(), getGroupsAttr());
+  auto gradWeight = ConvGradWeightOp::create(
+      b, loc, getWeight().getType(), g, getInput(), getStrideAttr(),
+      getPadLowAttr(), getPadHighAttr(), getDilationAttr(), getGroupsAttr());
+  Value gradBias;
+  if (getBias()) {
+    SmallVector<int64_t> dims{0};
+    for (int64_t d = 2; d < typeOf(g).getRank(); ++d)
+      dims.push_back(d);
+    gradBias = ReduceSumOp::create(b, loc, g, b.getDenseI64ArrayAttr(dims),
+                                   /*keepdim=*/false);
+  }
+  return SmallVector<Value>{gradInput, gradWeight, gradBias};
+}
+
+FailureOr<SmallVector<Value>> MaxPoolOp::buildVJP(OpBuilder &b,
+                                                  ValueRange cotangents) {
+  // Each cotangent to its window's first maximum, recomputed from x.
+  return SmallVector<Value>{MaxPoolGradOp::create(
+      b, getLoc(), getInput().getType(), cotangents[0], getInput(),
+      getKernelAttr(), getStrideAttr(), getPaddingAttr(), getDilationAttr())};
+}
+
 FailureOr<SmallVector<Value>> MatmulOp::buildVJP(OpBuilder &b,
                                                  ValueRange cotangents) {
   Location loc = getLoc();

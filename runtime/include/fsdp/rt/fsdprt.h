@@ -433,6 +433,38 @@ int32_t fsdprt_batch_norm_backward(
     int64_t dx_off, int64_t dw, int64_t dw_off, int64_t db, int64_t db_off,
     int64_t n, int64_t c, int64_t spatial, double eps, int32_t training);
 
+/* Convolution (conv1d is conv2d with h = kh = 1): x[n,c,h,w],           */
+/* w[o,c/groups,kh,kw], b[o] optional, y[n,o,oh,ow]. `geometry` holds   */
+/* FSDPRT_CONV_GEOMETRY_LEN values: n, c, h, w, o, kh, kw, oh, ow,      */
+/* stride_h, stride_w, pad_h, pad_w (before), dilation_h, dilation_w,   */
+/* groups; windows reaching past h or w read the zero padding after.    */
+#define FSDPRT_CONV_GEOMETRY_LEN 16
+int32_t fsdprt_conv_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t x, int64_t x_off, int64_t w, int64_t w_off,
+                            int64_t b, int64_t b_off, int64_t y, int64_t y_off,
+                            const int64_t *geometry);
+/* dx = the transposed convolution of dy with w. */
+int32_t fsdprt_conv_backward_input(int64_t ctx, int64_t stream, int32_t dtype,
+                                   int64_t dy, int64_t dy_off, int64_t w,
+                                   int64_t w_off, int64_t dx, int64_t dx_off,
+                                   const int64_t *geometry);
+/* dw = x correlated with dy, summed over the batch. */
+int32_t fsdprt_conv_backward_weight(int64_t ctx, int64_t stream, int32_t dtype,
+                                    int64_t dy, int64_t dy_off, int64_t x,
+                                    int64_t x_off, int64_t dw, int64_t dw_off,
+                                    const int64_t *geometry);
+
+/* Max pooling of x[n,c,h,w] into y[n,c,oh,ow] on the convolution's     */
+/* geometry with o = groups = c and the window as kh, kw. The backward   */
+/* routes dy to each window's first maximum (recomputed from x).         */
+int32_t fsdprt_max_pool_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                int64_t x, int64_t x_off, int64_t y,
+                                int64_t y_off, const int64_t *geometry);
+int32_t fsdprt_max_pool_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                 int64_t x, int64_t x_off, int64_t dy,
+                                 int64_t dy_off, int64_t dx, int64_t dx_off,
+                                 const int64_t *geometry);
+
 /* Element conversion between any two dtypes, as torch's: to a float   */
 /* rounding to nearest even, float to integer truncating toward zero,   */
 /* integer to integer wrapping.                                          */

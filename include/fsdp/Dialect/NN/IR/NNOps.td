@@ -654,6 +654,65 @@ def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "sum">;
 def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
 
 //===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+// The geometry every convolution op carries, one entry per spatial dim
+// (1 for conv1d, 2 for conv2d): PyTorch's stride, padding before
+// (`pad_low`) and after (`pad_high`, which differs from pad_low only for
+// padding='same' with an even receptive field), dilation, and groups.
+defvar NN_ConvGeometry = (ins DenseI64ArrayAttr:$stride,
+                              DenseI64ArrayAttr:$pad_low,
+                              DenseI64ArrayAttr:$pad_high,
+                              DenseI64ArrayAttr:$dilation,
+                              ConfinedAttr<I64Attr, [IntPositive]>:$groups);
+
+def NN_ConvOp : NN_PureOp<"conv", [NN_Differentiable, InferTypeOpAdaptor]> {
+  let summary = "1-D or 2-D convolution (F.conv1d / F.conv2d)";
+  let description = [{
+    `input` is `[N, C, L]` or `[N, C, H, W]`, `weight` `[O, C/groups, k...]`
+    (PyTorch's layout), the optional `bias` `[O]`. Output size per spatial
+    dim: `(in + pad_low + pad_high - dilation·(k - 1) - 1) / stride + 1`.
+    The VJP is `nn.conv_grad_input`, `nn.conv_grad_weight` and the bias's
+    sum over N and the spatial dims.
+
+    ```mlir
+    %y = nn.conv %x, %w, %b {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+    ```
+  }];
+  let arguments = !con((ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                            Optional<NN_FloatTensor>:$bias), NN_ConvGeometry);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+// The window of a max pooling, one entry per spatial dim: F.max_pool's
+// kernel_size, stride, padding (both sides, read as -inf) and dilation.
+defvar NN_PoolWindow = (ins DenseI64ArrayAttr:$kernel,
+                            DenseI64ArrayAttr:$stride,
+                            DenseI64ArrayAttr:$padding,
+                            DenseI64ArrayAttr:$dilation);
+
+def NN_MaxPoolOp : NN_PureOp<"max_pool", [NN_Differentiable, InferTypeOpAdaptor]> {
+  let summary = "1-D or 2-D max pooling (F.max_pool1d / F.max_pool2d)";
+  let description = [{
+    `input` is `[N, C, L]` or `[N, C, H, W]`; each output element is the
+    maximum of its window (padding never wins). Output size per spatial
+    dim: `(in + 2·padding - dilation·(kernel - 1) - 1) / stride + 1`
+    (ceil_mode off). The VJP, `nn.max_pool_grad`, routes each cotangent to
+    the first maximum of its window in row-major order, as PyTorch.
+
+    ```mlir
+    %y = nn.max_pool %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+    ```
+  }];
+  let arguments = !con((ins NN_FloatTensor:$input), NN_PoolWindow);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
 
@@ -894,6 +953,64 @@ def NN_LinearGradOp : NN_PureOp<"linear_grad", [InferTypeOpAdaptor]> {
                       NN_FloatTensor:$bias_grad);
   let assemblyFormat = "$grad `,` $input `,` $weight attr-dict `:` "
                        "functional-type(operands, results)";
+}
+
+def NN_ConvGradInputOp : NN_PureOp<"conv_grad_input"> {
+  let summary = "gradient of nn.conv with respect to its input";
+  let description = [{
+    The transposed convolution of `grad` (the conv's result cotangent) with
+    `weight`: the result has the conv input's type, which the geometry
+    alone does not determine (strides drop trailing rows), so it is spelled
+    and checked: convolving it with the geometry gives `grad`'s shape.
+
+    ```mlir
+    %gx = nn.conv_grad_input %g, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+    ```
+  }];
+  let arguments = !con((ins NN_FloatTensor:$grad, NN_FloatTensor:$weight),
+                       NN_ConvGeometry);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_ConvGradWeightOp : NN_PureOp<"conv_grad_weight"> {
+  let summary = "gradient of nn.conv with respect to its weight";
+  let description = [{
+    The correlation of `input` with `grad` summed over the batch; the
+    result has the conv weight's type, spelled and checked as for
+    `nn.conv_grad_input`.
+
+    ```mlir
+    %gw = nn.conv_grad_weight %g, %x {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+    ```
+  }];
+  let arguments = !con((ins NN_FloatTensor:$grad, NN_FloatTensor:$input),
+                       NN_ConvGeometry);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_MaxPoolGradOp : NN_PureOp<"max_pool_grad"> {
+  let summary = "gradient of nn.max_pool with respect to its input";
+  let description = [{
+    Each element of `grad` added into the input position of its window's
+    first maximum (recomputed from `input`); zero elsewhere. The result has
+    `input`'s type; `grad` must have the pooling's result shape.
+
+    ```mlir
+    %gx = nn.max_pool_grad %g, %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = !con((ins NN_FloatTensor:$grad, NN_FloatTensor:$input),
+                       NN_PoolWindow);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def NN_AttentionGradOp : NN_PureOp<"attention_grad",

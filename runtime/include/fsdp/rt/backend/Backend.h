@@ -19,6 +19,7 @@
 #include "fsdp/rt/backend/DeviceOrdering.h"
 #include "fsdp/rt/backend/Shape.h"
 #include "fsdp/rt/math/Adafactor.h"
+#include "fsdp/rt/math/Conv.h"
 #include "fsdp/rt/math/Optimizer.h"
 
 #include <cstdint>
@@ -326,6 +327,21 @@ public:
                                  void *dx, void *dw, void *db, int64_t n,
                                  int64_t c, int64_t spatial, double eps,
                                  bool training) = 0;
+
+  /// y = conv(x, w) + b (b may be null); the two gradients of it.
+  virtual void convForward(DType dt, const void *x, const void *w,
+                           const void *b, void *y, const ConvGeometry &g) = 0;
+  virtual void convBackwardInput(DType dt, const void *dy, const void *w,
+                                 void *dx, const ConvGeometry &g) = 0;
+  virtual void convBackwardWeight(DType dt, const void *dy, const void *x,
+                                  void *dw, const ConvGeometry &g) = 0;
+
+  /// Max pooling on a convolution geometry (o = groups = c) and its
+  /// input gradient.
+  virtual void maxPoolForward(DType dt, const void *x, void *y,
+                              const ConvGeometry &g) = 0;
+  virtual void maxPoolBackward(DType dt, const void *x, const void *dy,
+                               void *dx, const ConvGeometry &g) = 0;
 
   virtual void transpose(DType dt, const void *x, void *y, const Shape &xShape,
                          const std::vector<int64_t> &perm) = 0;

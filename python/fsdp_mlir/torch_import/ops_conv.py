@@ -1,0 +1,139 @@
+"""Convolutions and poolings: conv1d / conv2d / convolution → nn.conv
+(stride, padding including 'same', dilation, groups), or a linear map of
+non-overlapping patches where that is what a conv2d is (ViT's patch
+embedding); max_pool1d / 2d → nn.max_pool; the average poolings whose
+windows tile the image (adaptive_avg_pool2d to a size dividing the
+input's, avg_pool2d with stride = kernel) → a mean over each window."""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from .common import _Unsupported
+
+
+def _per_dim(v, spatial: int):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * spatial if len(v) == 1 else v
+
+
+def _patches(t, x, w, b):
+    """A conv2d whose stride equals its kernel, unpadded (ViT's patch
+    embedding), is a linear map of non-overlapping patches: x [B, C, H, W]
+    → patches [B·h·w, C·kh·kw] (C, kh, kw order, as the weight's) → one
+    GEMM with the weight as [O, C·kh·kw] → [B, O, h, w]."""
+    o, c, kh, kw = w.type.shape
+    bsz, _, height, width = x.type.shape
+    h, wd = height // kh, width // kw
+    patches = t.reshape(x, [bsz, c, h, kh, wd, kw])
+    patches = t.transpose(patches, [0, 2, 4, 1, 3, 5])
+    patches = t.reshape(patches, [bsz * h * wd, c * kh * kw])
+    y = t.f.linear(patches, t.reshape(w, [o, c * kh * kw]),
+                   None if b is None else t.v(b))
+    y = t.reshape(y, [bsz, h, wd, o])
+    return t.transpose(y, [0, 3, 1, 2])
+
+
+def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
+          groups=1):
+    """conv1d / conv2d with PyTorch's padding: per-dim sizes, 'valid', or
+    'same' (stride 1; an even receptive field pads one more after than
+    before, as torch does)."""
+    x, w = t.v(x), t.v(w)
+    spatial = len(x.type.shape) - 2
+    if spatial not in (1, 2):
+        raise _Unsupported(f"convolution over {spatial} spatial dims")
+    stride, dilation = _per_dim(stride, spatial), _per_dim(dilation, spatial)
+    kernel = list(w.type.shape[2:])
+    if padding == "valid":
+        low = high = [0] * spatial
+    elif padding == "same":
+        if any(s != 1 for s in stride):
+            raise _Unsupported(f"padding='same' with stride {stride}")
+        total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        low = [p // 2 for p in total]
+        high = [p - lo for p, lo in zip(total, low)]
+    else:
+        low = high = _per_dim(padding, spatial)
+    # A 1x1 kernel is left to nn.conv: one GEMM on the input as it lies,
+    # where the patch route would transpose it twice.
+    if (spatial == 2 and stride == kernel != [1, 1] and low == [0, 0]
+            and high == [0, 0] and dilation == [1, 1] and groups == 1
+            and x.type.shape[2] % kernel[0] == 0
+            and x.type.shape[3] % kernel[1] == 0):
+        return _patches(t, x, w, b)
+    return t.f.conv(x, w, None if b is None else t.v(b), stride=stride,
+                    pad_low=low, pad_high=high, dilation=dilation,
+                    groups=groups)
+
+
+def _convolution(t, node, out, x, w, b, stride, padding, dilation,
+                 transposed, output_padding, groups):
+    if transposed:
+        raise _Unsupported("transposed convolution (conv_transpose)")
+    return _conv(t, node, out, x, w, b, stride, padding, dilation, groups)
+
+
+def _window_mean(t, x, kernel, what):
+    """The mean of each kernel window of x [N, C, H, W] when the windows
+    tile it: x as [N, C, H/kh, kh, W/kw, kw], reduced over the kh and kw
+    dims (exact: the same terms as torch's average)."""
+    n, c, h, w = x.type.shape
+    kh, kw = kernel
+    if h % kh or w % kw:
+        raise _Unsupported(f"{what} with windows that do not tile the "
+                           f"{h}x{w} input (kernel {kernel})")
+    tiles = t.reshape(x, [n, c, h // kh, kh, w // kw, kw])
+    return t.f.reduce_mean(tiles, [3, 5])
+
+
+def _adaptive_avg_pool2d(t, node, out, x, output_size):
+    x = t.v(x)
+    size = [d if o is None else o
+            for d, o in zip(x.type.shape[2:], _per_dim(output_size, 2))]
+    if any(d % o for d, o in zip(x.type.shape[2:], size)):
+        raise _Unsupported(f"adaptive_avg_pool2d to {size} of a "
+                           f"{list(x.type.shape[2:])} input (a size that "
+                           "does not divide it)")
+    return _window_mean(t, x, [d // o for d, o in
+                               zip(x.type.shape[2:], size)],
+                        "adaptive_avg_pool2d")
+
+
+def _avg_pool2d(t, node, out, x, kernel_size, stride=None, padding=0,
+                ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    kernel = _per_dim(kernel_size, 2)
+    stride = kernel if not stride else _per_dim(stride, 2)
+    if (stride != kernel or _per_dim(padding, 2) != [0, 0]
+            or divisor_override is not None):
+        raise _Unsupported(
+            f"avg_pool2d other than tiling windows (kernel {kernel}, stride "
+            f"{stride}, padding {_per_dim(padding, 2)}, divisor_override "
+            f"{divisor_override})")
+    return _window_mean(t, t.v(x), kernel, "avg_pool2d")
+
+
+def _max_pool(t, node, out, x, kernel_size, stride=None, padding=0,
+              dilation=1, ceil_mode=False):
+    x = t.v(x)
+    spatial = len(x.type.shape) - 2
+    kernel = _per_dim(kernel_size, spatial)
+    stride = kernel if not stride else _per_dim(stride, spatial)
+    padding, dilation = (_per_dim(padding, spatial),
+                         _per_dim(dilation, spatial))
+    if ceil_mode:
+        raise _Unsupported("max_pool with ceil_mode=True")
+    return t.f.max_pool(x, kernel, stride, padding, dilation)
+
+
+OPS: Dict[str, Callable] = {
+    "conv1d.default": _conv,
+    "conv1d.padding": _conv,
+    "conv2d.default": _conv,
+    "conv2d.padding": _conv,
+    "convolution.default": _convolution,
+    "max_pool1d.default": _max_pool,
+    "max_pool2d.default": _max_pool,
+    "adaptive_avg_pool2d.default": _adaptive_avg_pool2d,
+    "avg_pool2d.default": _avg_pool2d,
+}
