@@ -269,3 +269,30 @@ def test_transposed_convolution_is_named():
     with pytest.raises(UnsupportedModelError) as e:
         from_torch(Transposed(), [torch.zeros(2, 3, 4, 4)])
     assert "conv_transpose" in str(e.value), str(e.value)
+
+
+class NormOnly(torch.nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm2d(3, **options)
+
+    def forward(self, x):
+        return self.bn(x).sum()
+
+
+def test_batch_norm_without_affine_uses_unit_weights():
+    """affine=False: the weight a constant of ones, the bias of zeros;
+    the statistics still go back into the buffers."""
+    text = from_torch(NormOnly(affine=False),
+                      [torch.zeros(2, 3, 4, 4)]).text()
+    assert text.count("nn.batch_norm") == 1, text
+    assert "{training}" in text and text.count("fsdp.set_buffer") == 3, text
+    assert "fsdp.param" not in text, text
+
+
+def test_batch_norm_without_running_statistics_is_named():
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(NormOnly(track_running_stats=False),
+                   [torch.zeros(2, 3, 4, 4)])
+    assert ("batch_norm without running statistics "
+            "(track_running_stats=False)") in str(e.value), str(e.value)

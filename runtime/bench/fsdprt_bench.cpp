@@ -121,8 +121,8 @@ int main(int argc, char **argv) {
     // ResNet-18's second stage at batch 8: 64 -> 64 channels, 28x28, 3x3,
     // stride 1, padding 1. Each convolution is 2·N·O·H·W·C·9 FLOPs.
     const int64_t N = 8, C = 64, H = 28, O = 64, K = 3;
-    std::vector<int64_t> geometry{N, C, H, H, O, K, K, H, H,
-                                  1, 1, 1, 1, 1, 1, 1};
+    std::vector<int64_t> geometry{N, C, H, H, O, K, K, H,
+                                  H, 1, 1, 1, 1, 1, 1, 1};
     int64_t x = alloc(N * C * H * H * 4), w = alloc(O * C * K * K * 4),
             y = alloc(N * O * H * H * 4), dx = alloc(N * C * H * H * 4),
             dw = alloc(O * C * K * K * 4);
@@ -133,8 +133,8 @@ int main(int argc, char **argv) {
     };
     double fwd = conv(
         [&] {
-          return fsdprt_conv_forward(ctx, s, FSDPRT_F32, x, 0, w, 0, 0, 0, y,
-                                     0, geometry.data());
+          return fsdprt_conv_forward(ctx, s, FSDPRT_F32, x, 0, w, 0, 0, 0, y, 0,
+                                     geometry.data());
         },
         "conv_forward");
     double dgrad = conv(
@@ -145,8 +145,8 @@ int main(int argc, char **argv) {
         "conv_backward_input");
     double wgrad = conv(
         [&] {
-          return fsdprt_conv_backward_weight(ctx, s, FSDPRT_F32, y, 0, x, 0,
-                                             dw, 0, geometry.data());
+          return fsdprt_conv_backward_weight(ctx, s, FSDPRT_F32, y, 0, x, 0, dw,
+                                             0, geometry.data());
         },
         "conv_backward_weight");
     // The ceiling: one GEMM of the same shape as all images' forward GEMMs
