@@ -15,6 +15,7 @@
 #include "runner/Data.h"
 #include "runner/ErrorFile.h"
 #include "runner/Generate.h"
+#include "runner/KvCache.h"
 #include "runner/Launcher.h"
 #include "runner/Metrics.h"
 #include "runner/RankRuntime.h"
@@ -186,7 +187,7 @@ int runMain(const std::string &tool, int argc, char **argv,
       !options.quiet && !launchedByUs &&
       (options.nproc > 0 || !rankEnv || std::string(rankEnv) == "0");
   if (printReport)
-    std::cout << p.report << std::flush;
+    std::cout << p.report << kvCacheReport(p) << std::flush;
 
   if (options.nproc > 0 && !launchedByUs) {
     if (options.nproc != p.worldSize) {
