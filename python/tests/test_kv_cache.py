@@ -19,6 +19,7 @@ transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from fsdp_mlir import driver  # noqa: E402
+from fsdp_mlir.driver import REPO_ROOT  # noqa: E402
 from fsdp_mlir.models import gpt2, llama  # noqa: E402
 
 VOCAB, CTX, WIDTH, HEADS, LAYERS = 64, 16, 32, 4, 2
@@ -179,3 +180,26 @@ def test_cache_overflow_is_a_clear_error(case, prompt, new_tokens, message):
         generate(case, decode_step(case), new_tokens, prompt)
     assert message in e.value.stderr
     assert "sample 1/1" not in e.value.stdout
+
+
+def test_a_program_breaking_the_decode_contract_is_an_error(tmp_path):
+    """examples/gpt2.mlir's eval program with its [B, T, V] logits also
+    returned as "cache.0": a decode step by its outputs, but with T = 16
+    tokens per row. The launcher's report says why, before any rank runs."""
+    text = (REPO_ROOT / "examples" / "gpt2.mlir").read_text()
+    logits = "tensor<4x16x64xf32>"
+    for old, new in (
+            (f"-> (tensor<f32>, {logits}) {{",
+             f"-> (tensor<f32>, {logits}, {logits}) {{"),
+            (f'{{names = ["loss", "logits"]}} %loss, %logits : tensor<f32>, '
+             f'{logits}',
+             f'{{names = ["loss", "logits", "cache.0"]}} %loss, %logits, '
+             f'%logits : tensor<f32>, {logits}, {logits}')):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    program = driver.compile(text, tmp_path / "broken.mlir", mode="eval")
+    with pytest.raises(driver.RunError) as e:
+        driver.run(program, nproc=1, generate=3, prompt_ids="1,2",
+                   quiet=False, timeout=120)
+    assert ("--generate: the decode step takes one token per row, not 16"
+            in e.value.stderr)
