@@ -490,8 +490,9 @@ def run(program, *, nproc=None, steps=10, data="synthetic", seed=None,
     runner of them such as fsdprt-run) with fsdp-run and return a
     RunResult.
     With `generate=N` (and the sampler's options, see run_command) an eval
-    program samples N tokens instead; the metrics rows are then the
-    samples: {"sample", "prompt", "tokens"}.
+    program (or a decode step with a KV cache, models/kv_cache.py) samples
+    N tokens instead; the metrics rows are then the samples: {"sample",
+    "prompt", "tokens", "seconds"} (seconds: the generation loop's).
 
     `metrics=None` writes the metrics to a temporary file (removed after it
     was read; kept when the run fails, for the reproduce command). `env` adds variables to the environment; with `nproc` the

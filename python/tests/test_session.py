@@ -198,3 +198,31 @@ def test_generate_draws_fsdprt_runs_tokens(tmp_path, one_rank):
                          load=tmp_path / "ckpt" / "step-2.safetensors",
                          timeout=300, **options)
         assert [row["tokens"] for row in run.metrics] == tokens
+
+
+def test_generate_with_a_kv_cache(tmp_path, one_rank):
+    """generate() through the model's decode step (gpt2(kv_cache=True)) as
+    the eval program: the greedy tokens fsdprt-run --generate draws with
+    the recompute path (the eval program) from the checkpoint of the same
+    two steps; more new tokens than the cache holds is an error."""
+    from fsdp_mlir.models import gpt2
+    library = _library(tmp_path, 1)
+    decode = driver.compile_library(driver.compile(
+        gpt2(kv_cache=True), tmp_path / "decode.mlir", world_size=1,
+        wrap_kinds=["Block"], mode="eval"))
+    prompt = [3, 17, 5]
+    with Session(library, eval_program=decode,
+                 save=tmp_path / "ckpt") as s:
+        for step in range(2):
+            s.step(*s.batch(step))
+        s.save()
+        cached = s.generate(prompt, 6, temperature=0)
+        with pytest.raises(SessionError, match="the KV cache holds 16; at "
+                                               "most 14 new tokens fit"):
+            s.generate(prompt, 15)
+    run = driver.run(_eval_library(tmp_path), nproc=1, temperature=0,
+                     fsdp_run=driver.find_tool("fsdprt-run"), generate=6,
+                     prompt_ids=",".join(map(str, prompt)),
+                     load=tmp_path / "ckpt" / "step-2.safetensors",
+                     timeout=300)
+    assert [row["tokens"] for row in run.metrics] == cached

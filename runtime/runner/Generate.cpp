@@ -2,12 +2,14 @@
 
 #include "runner/Generate.h"
 
+#include "fsdp/rt/fsdprt.h"
+#include "runner/KvCache.h"
 #include "runner/RankRuntime.h"
 #include "runner/Sampler.h"
-#include "fsdp/rt/fsdprt.h"
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -60,7 +62,8 @@ std::vector<int64_t> promptIds(const RunOptions &o, int64_t vocab) {
   }
 }
 
-/// Row `row` of the logits at position `position`, widened to f32.
+} // namespace
+
 std::vector<float> logitsRow(const std::vector<uint8_t> &bytes,
                              const LanguageModelShape &lm, int64_t row,
                              int64_t position) {
@@ -78,6 +81,8 @@ std::vector<float> logitsRow(const std::vector<uint8_t> &bytes,
   }
   return out;
 }
+
+namespace {
 
 /// The text of byte-level ids, else the ids separated by spaces.
 std::string render(const std::vector<int64_t> &ids, bool bytes) {
@@ -138,6 +143,9 @@ generateTokens(RankRuntime &rt, StepFn step, const StateBuffers &buffers,
                const Program &p, const std::vector<int64_t> &prompt,
                int64_t numSamples, int64_t newTokens,
                const SamplingOptions &sampling, uint64_t seed, int rank) {
+  if (std::optional<KvCacheShape> kv = kvCacheShape(p))
+    return generateCached(rt, step, buffers, p, *kv, prompt, numSamples,
+                          newTokens, sampling, seed, rank);
   LanguageModelShape lm = languageModelShape(p);
   int64_t s = rt.streams[0];
   // Inputs other than the tokens (targets, later micro-batches) stay zero:
@@ -174,15 +182,21 @@ void generate(const RunOptions &o, StepProgram &program,
   std::vector<int64_t> prompt = promptIds(o, lm.vocab);
   if (prompt.empty())
     throw std::runtime_error("--generate: the prompt is empty");
+  if (std::optional<KvCacheShape> kv = kvCacheShape(p))
+    checkCacheFits(*kv, int64_t(prompt.size()), o.generate);
   SamplingOptions sampling{o.temperature, o.topK, o.seed};
   int rank = launch.rank;
 
   RankRuntime rt;
   rt.setUp(o, p, launch);
   rt.initWeights(o, p, rank);
+  auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<int64_t>> contexts =
       generateTokens(rt, program.step(), rt.buffers(), p, prompt,
                      o.numSamples, o.generate, sampling, o.seed, rank);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (rank != 0)
     return;
   bool bytes = !o.promptIds && lm.vocab <= 256;
@@ -197,7 +211,8 @@ void generate(const RunOptions &o, StepProgram &program,
     if (metrics)
       *metrics << nlohmann::json{{"sample", s},
                                  {"prompt", prompt},
-                                 {"tokens", tokens}}
+                                 {"tokens", tokens},
+                                 {"seconds", seconds}}
                       .dump()
                << "\n";
   }

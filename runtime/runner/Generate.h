@@ -3,7 +3,8 @@
 // `fsdp-run EVAL --generate N`: a causal language model's eval program that
 // returns "logits" [B, T, V] (the root forward names them) continues a
 // prompt by N tokens. Each new token recomputes the forward over the last T
-// tokens of the context (no KV cache: the program has fixed shapes), the
+// tokens of the context (a decode step with a KV cache, KvCache.h, computes
+// each position once instead; generateTokens takes that path for one), the
 // window left-aligned in row s of micro-batch 0 and padded with id 0 after
 // it, which a causal model never reads; the next token is drawn from the
 // logits at the window's last position (Sampler.h). Sharded programs gather
@@ -35,6 +36,12 @@ struct LanguageModelShape {
 /// Throws std::runtime_error naming what is missing when `p` cannot
 /// generate (not eval, no logits, inputs that are not token ids).
 LanguageModelShape languageModelShape(const Program &p);
+
+/// Row `row` of the logits (their bytes) at position `position`, widened
+/// to f32.
+std::vector<float> logitsRow(const std::vector<uint8_t> &bytes,
+                             const LanguageModelShape &lm, int64_t row,
+                             int64_t position);
 
 /// `numSamples` copies of `prompt`, each continued by `newTokens` tokens
 /// drawn from the logits at its window's last position, running the eval

@@ -15,6 +15,7 @@
 #include "runner/Data.h"
 #include "runner/ErrorFile.h"
 #include "runner/Generate.h"
+#include "runner/KvCache.h"
 #include "runner/Launcher.h"
 #include "runner/Metrics.h"
 #include "runner/RankRuntime.h"
@@ -185,8 +186,15 @@ int runMain(const std::string &tool, int argc, char **argv,
   bool printReport =
       !options.quiet && !launchedByUs &&
       (options.nproc > 0 || !rankEnv || std::string(rankEnv) == "0");
-  if (printReport)
+  if (printReport) {
     std::cout << p.report << std::flush;
+    try {
+      std::cout << kvCacheReport(p) << std::flush;
+    } catch (const std::exception &e) { // a decode step breaking its contract
+      reportStartError(tool, e);
+      return 1;
+    }
+  }
 
   if (options.nproc > 0 && !launchedByUs) {
     if (options.nproc != p.worldSize) {

@@ -18,6 +18,7 @@
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=1.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FRACTION
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=-3MiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=24MiB activation-checkpointing=Block" -o /dev/null 2>&1 | FileCheck %s --check-prefix=KINDS
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 mode=eval memory-budget=24MiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=EVAL
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=24MiB activation-checkpointing-policy=selective" -o /dev/null 2>&1 | FileCheck %s --check-prefix=POLICY
 
 // A budget above the plain peak: nothing recomputed, one evaluation.
@@ -80,12 +81,13 @@
 // The pass alone, with the evaluation pipeline spelled out.
 // PASS: fsdp.module @b0 kind "Block" unit<activation_checkpointing = selective>
 
-// INFEASIBLE: [[@LINE+6]]:1: error: model net does not fit memory-budget 100000 bytes (0.10 MiB) per rank: the smallest planned peak activation checkpointing reaches is 111116 bytes (0.11 MiB)
+// INFEASIBLE: [[@LINE+7]]:1: error: model net does not fit memory-budget 100000 bytes (0.10 MiB) per rank: the smallest planned peak activation checkpointing reaches is 111116 bytes (0.11 MiB)
 // BADTEXT: error: memory-budget '24XB' is not a byte count: expected a positive integer, or a number with a KiB, MiB or GiB suffix (e.g. 24MiB, 1.5GiB)
 // FRACTION: error: memory-budget '1.5' is not a byte count
 // NEGATIVE: error: memory-budget '-3MiB' is not a byte count
 // KINDS: error: memory-budget cannot be combined with activation-checkpointing: the budget chooses what to recompute
 // POLICY: error: memory-budget cannot be combined with activation-checkpointing-policy: the budget chooses what to recompute
+// EVAL: [[@LINE+1]]:1: error: memory-budget cannot be combined with mode=eval: the budget chooses what the backward recomputes, and an eval program has no backward
 fsdp.model @net {
   fsdp.module @root kind "Net" {
     fsdp.module @b0 kind "Block" unit {

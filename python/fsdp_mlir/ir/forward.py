@@ -553,6 +553,16 @@ class Forward:
                  + ", ".join(map(str, sizes)) + ">")
         return self.op("nn.split", [x], outs, attrs, names=names)
 
+    def concat(self, values: Sequence[Value], dim: int,
+               name: Optional[str] = None) -> Value:
+        """torch.cat(values, dim) of float tensors."""
+        first = values[0].type
+        dim = dim % first.rank
+        shape = list(first.shape)
+        shape[dim] = sum(v.type.shape[dim] for v in values)
+        return self.op("nn.concat", values, [first.with_shape(shape)],
+                       f"dim = {dim} : i64", names=name)[0]
+
     def _reduce(self, op, x, dims, keepdim, name) -> Value:
         dims = sorted(d % x.type.rank for d in dims)
         shape = [1 if i in dims else d for i, d in enumerate(x.type.shape)

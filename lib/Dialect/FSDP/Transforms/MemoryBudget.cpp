@@ -231,6 +231,14 @@ private:
   }
 
   LogicalResult fit(ModelOp model) {
+    // An eval step (mode=eval: generation's decode step too) has no
+    // backward, so there is nothing for the budget to choose.
+    if (func::FuncOp step = getTrainStep(model);
+        step && step->hasAttr(kEvalAttr))
+      return model.emitError("memory-budget cannot be combined with "
+                             "mode=eval: the budget chooses what the "
+                             "backward recomputes, and an eval program "
+                             "has no backward");
     // The units the search may change: not marked by hand, not ignored.
     SmallVector<NNModuleOp> free;
     SmallVector<NNModuleOp> marked;
