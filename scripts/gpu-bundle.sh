@@ -91,6 +91,17 @@ MODELS=(
   "gpt2_124m_b64|$WORK/gpt2_124m_b64.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|no"
   "gpt2_124m_nostats|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block keep-attention-stats=false|no"
 )
+# Convolutional networks (issue 38), where torchvision is installed:
+# ResNet-18 on 32 x 32 images, batch 8 (its parity against the CPU backend
+# here) and ResNet-50 at 224 x 224, batch 32 (the lease's resnet part).
+if python3 -c "import torchvision" 2>/dev/null; then
+  TV=(env PYTHONPATH="$REPO/python" python3 scripts/gpu-kit/torchvision_step.py)
+  "${TV[@]}" resnet18 --image 32 --batch 8 --classes 10 -o "$WORK/resnet18.mlir"
+  "${TV[@]}" resnet50 --image 224 --batch 32 -o "$WORK/resnet50.mlir"
+  MODELS+=(
+    "resnet18|$WORK/resnet18.mlir|auto-wrap-policy=module-kind wrap-kinds=BasicBlock|yes"
+    "resnet50|$WORK/resnet50.mlir|auto-wrap-policy=module-kind wrap-kinds=Bottleneck|no")
+fi
 # Steps are <model>-<dtype>-<optimizer>: SGD is linear in the gradient, so
 # its parity bound is tight; AdamW is what users run (compare_reference.py).
 for entry in "${MODELS[@]}"; do

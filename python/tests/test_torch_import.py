@@ -226,6 +226,34 @@ def group_norm_case(rng):
     return GroupNormed(), [x, y], {}
 
 
+class InPlace(torch.nn.Module):
+    """In-place ops on activations, as torchvision writes its blocks:
+    ReLU(inplace=True) in a submodule, `h += x`, mul_ and a functional
+    relu_ at the root; the one ReLU module is called again on another
+    shape (a ResNet bottleneck's), so that call is inlined."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 8)
+        self.act = torch.nn.ReLU(inplace=True)
+        self.fc2 = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = self.fc1(x)
+        h += x
+        h = self.act(h)
+        g = self.fc1(h)
+        g.mul_(0.5)
+        h = torch.relu_(g - 0.1) + h
+        return torch.nn.functional.mse_loss(self.act(self.fc2(h)) - 0.5, y)
+
+
+def in_place_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return InPlace(), [x, y], {}
+
+
 class Positions(torch.nn.Module):
     """Integers computed at run time: RoBERTa's position ids (a mask cast
     to i32, its cumsum, which torch makes i64, type_as, + 0, times the
@@ -326,7 +354,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "lookup": lookup_case, "masked": masked_case,
          "attended": attended_case, "activations": activations_case,
          "strided": strided_case, "positions": positions_case,
-         "group_norm": group_norm_case}
+         "group_norm": group_norm_case, "in_place": in_place_case}
 
 
 def torch_losses(module, data, ranks, optimizer):
@@ -511,6 +539,30 @@ def test_unsupported_integer_ops_are_one_report():
         line = next(i for i, text in enumerate(source, 1) if marker in text)
         assert what in message, message
         assert f'test_torch_import.py", line {line}' in message, message
+
+
+class InPlaceOnView(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h[:, :4].relu_()  # LINE-VIEW
+        return h.sum()
+
+
+def test_in_place_ops_on_views_are_refused():
+    """A view's mutation would change its base too: named, not run as a
+    functional op that would leave the base unchanged."""
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(InPlaceOnView(), [torch.zeros(2, 8)])
+    message = str(e.value)
+    assert "relu_.default on a tensor that shares its storage with a view" \
+        in message, message
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(),
+                                           1) if "LINE-VIEW" in text)
+    assert f'test_torch_import.py", line {line}' in message, message
 
 
 class DataDependent(torch.nn.Module):

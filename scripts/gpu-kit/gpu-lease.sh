@@ -5,7 +5,8 @@
 # (nvidia-smi, driver, glibc, the NCCL / cuDNN / cuBLAS the image brings),
 # runs the CUDA conformance suite, a 1-rank NCCL check, 1-rank training of
 # every validation model against the CPU backend's reference (and queued
-# against synchronous device work), GPT-2 124M step times and a traced run,
+# against synchronous device work), ResNet-50's step (224 x 224, batch 32),
+# GPT-2 124M step times and a traced run,
 # each CUDA kernel against its ceiling (fsdprt_cuda_bench) and PyTorch's
 # time for the same step, each part under its own timeout, and writes
 # $OUT/results.json plus one log per part (6.5 minutes on an H100). If the
@@ -28,7 +29,7 @@
 # The default part timeouts add up to under 10 minutes, one device command;
 # T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
-PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,gpt2_124m,kernels,torch},"
+PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,resnet,gpt2_124m,kernels,torch},"
 if [ "$PARTS" = ",quick," ]; then
   PARTS=",machine,conformance,gpt2_124m,kernels,profile,torch,"
   GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:tune:8 bf16:b64:6 bf16:b64tune:6 bf16:sync:5}
@@ -219,6 +220,19 @@ gpt2_124m() {
     if [ -f "$OUT/$name.trace.json" ]; then
       python "$PY/trace_summary.py" "$OUT/$name.trace.json" >"$OUT/$name.ops.json"
     fi
+  done
+}
+
+# Convolutional networks (issue 38): ResNet-50 at 224 x 224, batch 32,
+# one rank, bf16 and f32 AdamW (the kit holds it where torchvision was
+# installed when it was made): losses and step times.
+resnet() {
+  local dtype
+  [ -f "$KIT/steps/resnet50-bf16-adamw.so" ] || { echo "no ResNet-50 step in this kit"; return 1; }
+  for dtype in bf16 f32; do
+    "$BIN/fsdprt-run" "$KIT/steps/resnet50-$dtype-adamw.so" \
+      --backend "$BACKEND" --steps 4 --seed 0 \
+      --metrics "$OUT/resnet50-$dtype.jsonl" || return 1
   done
 }
 
@@ -439,7 +453,7 @@ torch_step() {
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES \
   KERNEL_DTYPES
-export -f python machine rebuild conformance parity async_vs_sync gpt2_124m kernels profile torch_step \
+export -f python machine rebuild conformance parity async_vs_sync resnet gpt2_124m kernels profile torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
@@ -449,6 +463,7 @@ part conformance "${T_CONFORMANCE:-60}" conformance
 part nccl "${T_NCCL:-20}" "$BIN/fsdprt-comm-check" --backend cuda
 part parity "${T_PARITY:-180}" parity
 part async_vs_sync "${T_ASYNC_VS_SYNC:-30}" async_vs_sync
+part resnet "${T_RESNET:-120}" resnet
 part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
 part kernels "${T_KERNELS:-40}" kernels
 part profile "${T_PROFILE:-120}" profile

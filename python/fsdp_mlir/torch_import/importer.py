@@ -417,6 +417,9 @@ class _Translator:
                 raise _Poisoned()
             ins = [args[i] for i in spec.runtime] + [
                 self.state_value(n) for n in spec.extras]
+            if [a.type for a in ins] != [a.type for a in callee.fwd.args] \
+                    and _stateless(callee):
+                return self.inline(fqn, args)
             results = self.f.call_results(callee, *ins)
 
         def output(entry):
@@ -429,6 +432,23 @@ class _Translator:
             return output(spec.outputs)
         return [output(e) for e in spec.outputs]
 
+    def inline(self, fqn: str, args: List[object]):
+        """A stateless submodule called again on other shapes (ResNet's one
+        ReLU after each convolution of a bottleneck): its graph translated
+        here, into this forward, instead of a call of its one forward."""
+        sub = _Translator(self.imp, fqn, self.imp.graphs[fqn],
+                          _CallSpec({}, [], []))
+        sub.f, sub.consts, sub.views = self.f, self.consts, self.views
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        for node, value in zip(placeholders, args):
+            sub.values[node] = value
+        for node in sub.graph.nodes:
+            if node.op == "output":
+                return sub.arg(node.args[0])
+            if node.op != "placeholder":
+                sub.visit(node)
+        raise _Unsupported(f"submodule '{fqn}' has no output")
+
     def call_function(self, node):
         if node.target is operator.getitem:
             seq, index = node.args
@@ -436,6 +456,7 @@ class _Translator:
         name = getattr(node.target, "__name__", str(node.target))
         if name in _NOOPS:
             return None
+        name = _functional_of_inplace(node, name)
         try:
             args = self.arg(list(node.args))
             kwargs = self.arg(dict(node.kwargs))
@@ -462,6 +483,44 @@ class _Translator:
         except TypeError as e:  # an argument the table does not know
             raise _Unsupported(f"{name} with arguments the importer does "
                                f"not handle ({e})") from None
+
+
+# In-place element-wise ops on activations (torchvision's
+# ReLU(inplace=True), `out += identity`) run as their functional forms:
+# torch.export's trace reads a tensor mutated in place through the in-place
+# node from then on, so its result is the new value. Refused where the
+# mutation would reach another tensor: a view (its base changes too) or a
+# tensor some view was taken of. An in-place op on module state (a buffer's
+# counter) keeps its own handler.
+_INPLACE = {"relu_.default": "relu.default", "add_.Tensor": "add.Tensor",
+            "sub_.Tensor": "sub.Tensor", "mul_.Tensor": "mul.Tensor",
+            "div_.Tensor": "div.Tensor", "silu_.default": "silu.default",
+            "sigmoid_.default": "sigmoid.default",
+            "tanh_.default": "tanh.default", "clamp_.default": "clamp.default",
+            "hardtanh_.default": "hardtanh.default"}
+
+
+def _stateless(module: Module) -> bool:
+    return not any(m.params or m.buffers for m in module.modules())
+
+
+def _is_view(node) -> bool:
+    schema = getattr(getattr(node, "target", None), "_schema", None)
+    return (schema is not None and not schema.is_mutable
+            and any(r.alias_info is not None for r in schema.returns))
+
+
+def _functional_of_inplace(node, name: str) -> str:
+    """The op table's name for `node`: an in-place op's functional form
+    where _INPLACE allows it, else `name` itself."""
+    functional = _INPLACE.get(name)
+    target = node.args[0] if node.args else None
+    if functional is None or getattr(target, "op", None) == "get_attr":
+        return name
+    if _is_view(target) or any(_is_view(u) for u in target.users):
+        raise _Unsupported(f"{name} on a tensor that shares its storage with "
+                           "a view (the mutation would reach the other)")
+    return functional
 
 
 class _Importer:
@@ -599,10 +658,11 @@ def _decompose_unhandled(exported):
             and isinstance(node.target, torch._ops.OpOverload)}
     decompositions = core_aten_decompositions()
     decompositions.update(get_decompositions([
-        aten.leaky_relu, aten.hardtanh, aten.elu, aten.softplus,
+        aten.leaky_relu, aten.elu, aten.softplus,
         aten.hardsigmoid, aten.mish]))
     table = {op: fn for op, fn in decompositions.items()
-             if isinstance(op, torch._ops.OpOverload) and name(op) not in _OPS}
+             if isinstance(op, torch._ops.OpOverload)
+             and name(op) not in _OPS and name(op) not in _INPLACE}
     if not any(op in table for op in used):
         return exported
     return exported.run_decompositions(table)

@@ -208,6 +208,15 @@ def _clamp_max(t, node, out, x, max):
     return _clamp(t, node, out, x, max=max)
 
 
+def _hardtanh(t, node, out, x, min_val=-1.0, max_val=1.0):
+    """hardtanh (ReLU6: MobileNet) as clamp, mapped here rather than
+    decomposed: a decomposition would functionalise the whole program,
+    BatchNorm's in-place statistics with it. Its gradient passes at the
+    bounds themselves, where torch's hardtanh_backward does not (x exactly
+    at a bound)."""
+    return _clamp(t, node, out, x, min_val, max_val)
+
+
 def _to(t, node, out, x, *args, **kwargs):
     """to / _to_copy: a cast when the dtype changes (to bool: x != 0, a
     mask; to an integer type truncating toward zero, as torch's)."""
@@ -271,6 +280,7 @@ OPS: Dict[str, Callable] = {
     "clamp.default": _clamp,
     "clamp_min.default": _clamp_min,
     "clamp_max.default": _clamp_max,
+    "hardtanh.default": _hardtanh,
     "gelu.default": _gelu,
     "dropout.default": _dropout,
     "to.dtype": _to,

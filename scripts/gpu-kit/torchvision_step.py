@@ -1,0 +1,45 @@
+"""Writes the fsdp.model of a torchvision classifier trained on its
+cross-entropy (random weights), imported with fsdp_mlir.from_torch, for the
+GPU lease kit's convolutional steps (scripts/gpu-bundle.sh):
+
+    torchvision_step.py resnet50 --image 224 --batch 32 -o resnet50.mlir
+
+--batch is one rank's micro-batch; --classes the classifier's width."""
+import argparse
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+from fsdp_mlir import from_torch
+
+
+class Classify(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, pixels, labels):
+        return F.cross_entropy(self.m(pixels), labels)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model", help="a torchvision.models builder (resnet50)")
+    p.add_argument("--image", type=int, default=224)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--classes", type=int, default=1000)
+    p.add_argument("-o", "--output", required=True)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    module = Classify(getattr(torchvision.models, args.model)(
+        num_classes=args.classes))
+    example = (torch.zeros(args.batch, 3, args.image, args.image),
+               torch.zeros(args.batch, dtype=torch.long))
+    model = from_torch(module, example, name=args.model)
+    with open(args.output, "w") as f:
+        f.write(model.text())
+
+
+if __name__ == "__main__":
+    main()
