@@ -19,6 +19,8 @@ SLICE = [
     "deberta_v2",   # disentangled relative attention: repeat, gather
     "bart",         # encoder-decoder, two wrapped block kinds
     "timm_vit",     # a timm model (its own attention and patch embed)
+    "resnet_hf",    # convolutions, batch norm, max pooling, in-place add_
+    "wav2vec2",     # conv1d feature extractor, group norm
 ]
 
 
