@@ -185,10 +185,12 @@ LtMatmul::fastest(const LtGemm &g, const Plan &p,
         candidates[i].workspaceSize > workspaceBytes_)
       continue;
     launch(g, p, candidates[i].algo);
+    // host-sync: the opt-in autotune times on the host, outside captures.
     checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     auto start = std::chrono::steady_clock::now();
     for (int r = 0; r < kTuneReps; ++r)
       launch(g, p, candidates[i].algo);
+    // host-sync: as above, the timed calls' end.
     checkCuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

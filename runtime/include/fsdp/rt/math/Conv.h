@@ -39,6 +39,42 @@ inline ConvGeometry convGeometryFromAbi(const int64_t *g) {
           g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]};
 }
 
+/// f(iy, ix, ky, kx) for each tap of output (oy, ox)'s window that falls
+/// inside the input (padding skipped), in row-major order.
+template <typename F>
+FSDPRT_HD void forEachWindowTap(const ConvGeometry &g, int64_t oy, int64_t ox,
+                                F f) {
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    int64_t iy = oy * g.strideH - g.padH + ky * g.dilationH;
+    if (iy < 0 || iy >= g.h)
+      continue;
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      int64_t ix = ox * g.strideW - g.padW + kx * g.dilationW;
+      if (ix < 0 || ix >= g.w)
+        continue;
+      f(iy, ix, ky, kx);
+    }
+  }
+}
+
+/// f(oy, ox, ky, kx) for each output whose window reads input (iy, ix), by
+/// its tap (ky, kx) there, in row-major tap order.
+template <typename F>
+FSDPRT_HD void forEachWindowReading(const ConvGeometry &g, int64_t iy,
+                                    int64_t ix, F f) {
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    int64_t ty = iy + g.padH - ky * g.dilationH;
+    if (ty < 0 || ty % g.strideH || ty / g.strideH >= g.oh)
+      continue;
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      int64_t tx = ix + g.padW - kx * g.dilationW;
+      if (tx < 0 || tx % g.strideW || tx / g.strideW >= g.ow)
+        continue;
+      f(ty / g.strideH, tx / g.strideW, ky, kx);
+    }
+  }
+}
+
 /// y[i] (flat in [n, o, oh, ow]) without bias.
 FSDPRT_HD inline float convOutputAt(const ConvGeometry &g, const float *x,
                                     const float *w, int64_t i) {
@@ -47,19 +83,12 @@ FSDPRT_HD inline float convOutputAt(const ConvGeometry &g, const float *x,
   int64_t cg = g.groupInputs(), first = oc / g.groupOutputs() * cg;
   double sum = 0.0;
   for (int64_t ci = 0; ci < cg; ++ci)
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      int64_t iy = oy * g.strideH - g.padH + ky * g.dilationH;
-      if (iy < 0 || iy >= g.h)
-        continue;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        int64_t ix = ox * g.strideW - g.padW + kx * g.dilationW;
-        if (ix < 0 || ix >= g.w)
-          continue;
-        sum += static_cast<double>(
-                   x[((b * g.c + first + ci) * g.h + iy) * g.w + ix]) *
-               w[((oc * cg + ci) * g.kh + ky) * g.kw + kx];
-      }
-    }
+    forEachWindowTap(
+        g, oy, ox, [&](int64_t iy, int64_t ix, int64_t ky, int64_t kx) {
+          sum += static_cast<double>(
+                     x[((b * g.c + first + ci) * g.h + iy) * g.w + ix]) *
+                 w[((oc * cg + ci) * g.kh + ky) * g.kw + kx];
+        });
   return static_cast<float>(sum);
 }
 
@@ -73,20 +102,12 @@ FSDPRT_HD inline float convInputGradAt(const ConvGeometry &g, const float *dy,
   double sum = 0.0;
   for (int64_t k = 0; k < og; ++k) {
     int64_t oc = group * og + k;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      int64_t ty = iy + g.padH - ky * g.dilationH;
-      if (ty < 0 || ty % g.strideH || ty / g.strideH >= g.oh)
-        continue;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        int64_t tx = ix + g.padW - kx * g.dilationW;
-        if (tx < 0 || tx % g.strideW || tx / g.strideW >= g.ow)
-          continue;
-        sum += static_cast<double>(
-                   dy[((b * g.o + oc) * g.oh + ty / g.strideH) * g.ow +
-                      tx / g.strideW]) *
-               w[((oc * cg + ci) * g.kh + ky) * g.kw + kx];
-      }
-    }
+    forEachWindowReading(
+        g, iy, ix, [&](int64_t oy, int64_t ox, int64_t ky, int64_t kx) {
+          sum += static_cast<double>(
+                     dy[((b * g.o + oc) * g.oh + oy) * g.ow + ox]) *
+                 w[((oc * cg + ci) * g.kh + ky) * g.kw + kx];
+        });
   }
   return static_cast<float>(sum);
 }

@@ -29,19 +29,11 @@ FSDPRT_HD inline WindowMax maxPoolAt(const ConvGeometry &g, const float *x,
   int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, plane = i / (g.ow * g.oh);
   const float *image = x + plane * g.h * g.w;
   WindowMax best{0.0f, -1};
-  for (int64_t ky = 0; ky < g.kh; ++ky) {
-    int64_t iy = oy * g.strideH - g.padH + ky * g.dilationH;
-    if (iy < 0 || iy >= g.h)
-      continue;
-    for (int64_t kx = 0; kx < g.kw; ++kx) {
-      int64_t ix = ox * g.strideW - g.padW + kx * g.dilationW;
-      if (ix < 0 || ix >= g.w)
-        continue;
-      float v = image[iy * g.w + ix];
-      if (best.at < 0 || v > best.value || v != v)
-        best = {v, iy * g.w + ix};
-    }
-  }
+  forEachWindowTap(g, oy, ox, [&](int64_t iy, int64_t ix, int64_t, int64_t) {
+    float v = image[iy * g.w + ix];
+    if (best.at < 0 || v > best.value || v != v)
+      best = {v, iy * g.w + ix};
+  });
   return best;
 }
 
@@ -51,19 +43,12 @@ FSDPRT_HD inline float maxPoolInputGradAt(const ConvGeometry &g, const float *x,
                                           const float *dy, int64_t i) {
   int64_t ix = i % g.w, iy = (i / g.w) % g.h, plane = i / (g.w * g.h);
   double sum = 0.0;
-  for (int64_t ky = 0; ky < g.kh; ++ky) {
-    int64_t ty = iy + g.padH - ky * g.dilationH;
-    if (ty < 0 || ty % g.strideH || ty / g.strideH >= g.oh)
-      continue;
-    for (int64_t kx = 0; kx < g.kw; ++kx) {
-      int64_t tx = ix + g.padW - kx * g.dilationW;
-      if (tx < 0 || tx % g.strideW || tx / g.strideW >= g.ow)
-        continue;
-      int64_t out = (plane * g.oh + ty / g.strideH) * g.ow + tx / g.strideW;
-      if (maxPoolAt(g, x, out).at == iy * g.w + ix)
-        sum += dy[out];
-    }
-  }
+  forEachWindowReading(g, iy, ix,
+                       [&](int64_t oy, int64_t ox, int64_t, int64_t) {
+                         int64_t out = (plane * g.oh + oy) * g.ow + ox;
+                         if (maxPoolAt(g, x, out).at == iy * g.w + ix)
+                           sum += dy[out];
+                       });
   return static_cast<float>(sum);
 }
 
