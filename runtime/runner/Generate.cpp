@@ -155,6 +155,8 @@ generateTokens(RankRuntime &rt, StepFn step, const StateBuffers &buffers,
     check(fsdprt_copy_from_host(rt.ctx, s, buffers.persistent, in.offset,
                                 zeros.data(), int64_t(zeros.size())),
           "zeroing an input");
+    // The copy is queued: `zeros` must outlive it.
+    check(fsdprt_stream_synchronize(rt.ctx, s), "zeroing an input");
   }
   return continueContexts(
       lm, prompt, numSamples, newTokens, sampling,
