@@ -172,12 +172,12 @@ void LtMatmul::launch(const LtGemm &g, const Plan &p,
 /// The candidate with the least time over kTuneReps calls after one to
 /// warm up, timed on the host around synchronisations (the GEMMs tuned
 /// take tens of microseconds or more). Each call writes only g's output
-/// (and bias gradient), which the real call then overwrites.
+/// (and bias gradient), which the real call then overwrites. Called by
+/// plan(), whose descriptor already points at g's bias.
 cublasLtMatmulAlgo_t
 LtMatmul::fastest(const LtGemm &g, const Plan &p,
                   const cublasLtMatmulHeuristicResult_t *candidates,
                   int count) {
-  setAttr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
   cublasLtMatmulAlgo_t best = candidates[0].algo;
   double bestSeconds = -1.0;
   for (int i = 0; i < count; ++i) {
