@@ -6,6 +6,7 @@
 
 #include "fsdp/rt/fsdprt.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +16,12 @@ namespace {
 
 [[noreturn]] void fail(const std::string &why) {
   throw std::runtime_error("--eval-program: " + why);
+}
+
+/// `bytes` as the arena lays a buffer out.
+int64_t aligned(int64_t bytes) {
+  return (bytes + FSDPRT_ARENA_ALIGNMENT - 1) / FSDPRT_ARENA_ALIGNMENT *
+         FSDPRT_ARENA_ALIGNMENT;
 }
 
 bool sameParams(const UnitInfo &a, const UnitInfo &b) {
@@ -41,8 +48,11 @@ const Program &checkedEvalProgram(const Program &train, StepProgram &program) {
   if (eval.model != train.model)
     fail("it evaluates model '" + eval.model + "', the run trains '" +
          train.model + "'");
-  if (eval.worldSize != train.worldSize || eval.replicate != train.replicate ||
-      eval.shard != train.shard)
+  // Whole weights (a shard group of one) read any training layout.
+  bool whole = eval.shard == 1 && eval.replicate == train.worldSize;
+  if (eval.worldSize != train.worldSize ||
+      (!whole &&
+       (eval.replicate != train.replicate || eval.shard != train.shard)))
     fail("it was compiled for a mesh of " + std::to_string(eval.replicate) +
          " x " + std::to_string(eval.shard) + " ranks, the training program " +
          "for " + std::to_string(train.replicate) + " x " +
@@ -57,16 +67,33 @@ Evaluator::Evaluator(const RunOptions &o, const Program &train,
     : train_(train), eval_(checkedEvalProgram(train, eval)),
       step_(eval.step()),
       data_(o.evalData, eval_, o.seed),
-      base_((train.persistentBytes + FSDPRT_ARENA_ALIGNMENT - 1) /
-            FSDPRT_ARENA_ALIGNMENT * FSDPRT_ARENA_ALIGNMENT),
+      base_(aligned(train.persistentBytes)),
       batches_(o.evalBatches), seed_(o.seed) {
   for (const UnitInfo &u : eval_.units) {
     const UnitInfo *match = nullptr;
-    for (const UnitInfo &t : train.units)
-      if (t.name == u.name && t.dtype == u.dtype &&
-          t.shardNumel == u.shardNumel && t.rankLocal == u.rankLocal &&
-          sameParams(t, u))
+    bool gather = false;
+    for (const UnitInfo &t : train.units) {
+      if (t.name != u.name || t.dtype != u.dtype ||
+          t.rankLocal != u.rankLocal || !sameParams(t, u))
+        continue;
+      bool wholeHere = !u.rankLocal && u.shardNumel == u.paddedNumel &&
+                       t.shardNumel < t.paddedNumel &&
+                       t.flatNumel == u.flatNumel;
+      if (t.shardNumel == u.shardNumel || wholeHere) {
         match = &t;
+        gather = wholeHere;
+      }
+    }
+    if (gather) {
+      gathers_.push_back({match, u.offset});
+      int64_t elementBytes = dtypeBytes(match->dtype);
+      gatherScratchBytes_ = std::max(
+          gatherScratchBytes_,
+          aligned(match->paddedNumel * elementBytes) +
+              (train.cpuOffload ? aligned(match->shardNumel * elementBytes)
+                                : 0));
+      continue;
+    }
     if (!match)
       fail("unit '" + u.name +
            "' is laid out differently in the two "
@@ -124,6 +151,34 @@ void Evaluator::withWeights(RankRuntime &rt,
     check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, from.buffer,
                       from.offset, c.bytes),
           "copying the weights to the eval program");
+  }
+  for (const Gather &g : gathers_) {
+    const UnitInfo &t = *g.train;
+    int64_t elementBytes = dtypeBytes(t.dtype);
+    int32_t dtype = int32_t(dtypeOf(t.dtype));
+    BufferRef from = locate(train_, rt.buffers(), t.offset);
+    BufferRef to = locate(eval_, bufs, g.to);
+    int64_t scratch = 0;
+    check(fsdprt_buffer_alloc(rt.ctx, t.paddedNumel * elementBytes, &scratch),
+          "allocating the gather of unit '" + t.name + "'");
+    int64_t shard = 0;
+    if (from.buffer == rt.host) { // an offloaded shard: gathered on device
+      check(fsdprt_buffer_alloc(rt.ctx, t.shardNumel * elementBytes, &shard),
+            "allocating the gather of unit '" + t.name + "'");
+      check(fsdprt_copy(rt.ctx, s, shard, 0, from.buffer, from.offset,
+                        t.shardNumel * elementBytes),
+            "copying the offloaded shard of unit '" + t.name + "'");
+      from = {shard, 0};
+    }
+    check(fsdprt_all_gather(rt.ctx, s, rt.shard, dtype, from.buffer,
+                            from.offset, scratch, 0, t.paddedNumel),
+          "gathering unit '" + t.name + "' for the eval program");
+    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, scratch, 0,
+                      t.flatNumel * elementBytes),
+          "copying the gathered unit '" + t.name + "' into place");
+    check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing a gather");
+    if (shard)
+      check(fsdprt_buffer_free(rt.ctx, s, shard), "freeing a gather");
   }
   // The step's first reads of its flat parameters are on the all-gather
   // stream: the weights must be in place before it starts.

@@ -34,7 +34,9 @@ public:
   Evaluator(const RunOptions &o, const Program &train, StepProgram &eval);
 
   /// The arena the training context needs for the evaluation to fit.
-  int64_t arenaBytes() const { return base_ + eval_.arenaBytes; }
+  int64_t arenaBytes() const {
+    return base_ + eval_.arenaBytes + gatherScratchBytes_;
+  }
 
   /// The mean loss over the ranks and --eval-batches batches (the same
   /// batches every time, from the data's start) of the weights in
@@ -65,9 +67,20 @@ private:
   struct Copy {
     int64_t from, to, bytes; // training and eval image offsets
   };
+  /// A unit whose weights the eval program keeps whole (compiled no-shard,
+  /// or fsdp-fit-memory-budget's choice for a decode step) where the
+  /// training program shards them: one all-gather per unit per call.
+  struct Gather {
+    const UnitInfo *train; // the sharded unit
+    int64_t to;            // the eval image offset of the whole flat weights
+  };
   const Program &train_, &eval_;
   StepFn step_;
   std::vector<Copy> copies_;
+  std::vector<Gather> gathers_;
+  /// Bytes of the largest gathered unit (its padded flat weights): the
+  /// scratch an all-gather lands in before its copy into place.
+  int64_t gatherScratchBytes_ = 0;
   DataSource data_;
   int64_t base_;
   int64_t batches_;

@@ -49,8 +49,9 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "memory-budget",
       llvm::cl::desc("Device memory per rank the planned peak must fit "
                      "(bytes, or with a KiB / MiB / GiB suffix): the "
-                     "compiler chooses which units recompute what "
-                     "(fsdp-fit-memory-budget)"),
+                     "compiler chooses which units recompute what, or "
+                     "for mode=eval whether the weights stay whole "
+                     "across steps (fsdp-fit-memory-budget)"),
       llvm::cl::init("")};
   Option<bool> forwardPrefetch{*this, "forward-prefetch",
                                llvm::cl::desc("Prefetch in the forward"),

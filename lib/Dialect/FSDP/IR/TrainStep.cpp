@@ -94,6 +94,7 @@ const AttrRule kRules[] = {
     {kModelAttr, OnOp, "a model symbol (@name)", is<FlatSymbolRefAttr>},
     {kMicroBatchesAttr, OnOp, "a micro-batch count (i64 >= 1)", isCount},
     {kEvalAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
+    {kKeepWeightsWholeAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kCpuOffloadAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kGradSyncAttr, OnOp, "#fsdp<grad_sync every_micro_batch|last_micro_batch>",
      is<GradSyncAttr>},

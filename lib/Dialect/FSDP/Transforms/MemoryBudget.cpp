@@ -184,7 +184,7 @@ private:
   /// Runs the rest of the pipeline on a clone of the module with `units`
   /// (of `model`) set to `choice`, then measures it.
   FailureOr<Outcome> evaluate(ModelOp model, ArrayRef<std::string> units,
-                              const Choice &choice) {
+                              const Choice &choice, bool keepWhole = false) {
     // A detached clone, run by a pass manager of its own: nothing of it
     // reaches the module's analyses.
     OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
@@ -202,6 +202,9 @@ private:
     for (NNModuleOp unit : ownership.getUnits())
       if (auto it = wanted.find(unit.getQualifiedName()); it != wanted.end())
         unit.setUnitAttr(withPolicy(unit, it->second));
+    if (keepWhole)
+      getTrainStep(cloneModel())
+          ->setAttr(kKeepWeightsWholeAttr, mlir::UnitAttr::get(&getContext()));
     PassManager passes(&getContext(), ModuleOp::getOperationName());
     static_cast<OpPassManager &>(passes) = *pipeline;
     if (failed(passes.run(*clone)))
@@ -232,13 +235,11 @@ private:
 
   LogicalResult fit(ModelOp model) {
     // An eval step (mode=eval: generation's decode step too) has no
-    // backward, so there is nothing for the budget to choose.
+    // backward to recompute; what the budget chooses there is whether the
+    // weights stay whole across steps.
     if (func::FuncOp step = getTrainStep(model);
         step && step->hasAttr(kEvalAttr))
-      return model.emitError("memory-budget cannot be combined with "
-                             "mode=eval: the budget chooses what the "
-                             "backward recomputes, and an eval program "
-                             "has no backward");
+      return fitEval(model, step);
     // The units the search may change: not marked by hand, not ignored.
     SmallVector<NNModuleOp> free;
     SmallVector<NNModuleOp> marked;
@@ -398,16 +399,53 @@ private:
     return success();
   }
 
-  LogicalResult infeasible(ModelOp model) {
+  /// An eval step's weights kept whole on every rank when that fits: a
+  /// decode step then runs with no collective, its units gathered once
+  /// per request (the runner copies the training shards in with one
+  /// all-gather per unit, or loads the checkpoint whole), instead of at
+  /// every step (every token). All units or none: a unit's whole weights
+  /// cost what they save in gathers, byte for byte, so the only question
+  /// is whether they all fit.
+  LogicalResult fitEval(ModelOp model, func::FuncOp step) {
+    smallestPeak = std::numeric_limits<int64_t>::max();
+    FailureOr<Outcome> gathered = evaluate(model, {}, {});
+    if (failed(gathered))
+      return failure();
+    FailureOr<Outcome> whole = evaluate(model, {}, {}, /*keepWhole=*/true);
+    if (failed(whole))
+      return failure();
+    smallestPeak = std::min(gathered->peak, whole->peak);
+    bool keep = whole->peak <= budgetBytes;
+    if (!keep && gathered->peak > budgetBytes)
+      return infeasible(model, "with its weights gathered at every step");
+    if (keep)
+      step->setAttr(kKeepWeightsWholeAttr, mlir::UnitAttr::get(&getContext()));
+    if (report) {
+      StringRef measure = arenaPipeline ? "arena plan" : "planned peak";
+      llvm::outs() << llvm::formatv(
+          "memory budget: {0} bytes ({1:f2} MiB) per rank for model {2} "
+          "(eval): weights {3}; {4} {5} bytes ({6:f2} MiB) kept whole, "
+          "{7} bytes ({8:f2} MiB) gathered at every step\n",
+          budgetBytes, budgetBytes / kMiB, model.getSymName(),
+          keep ? "kept whole across steps (gathered once per request, no "
+                 "collective per step)"
+               : "gathered at every step (kept whole they do not fit)",
+          measure, whole->peak, whole->peak / kMiB, gathered->peak,
+          gathered->peak / kMiB);
+    }
+    return success();
+  }
+
+  LogicalResult infeasible(ModelOp model,
+                           StringRef how = "activation checkpointing reaches") {
     return emitError(model.getLoc(), "model ")
            << model.getSymName() << " does not fit memory-budget "
            << budgetBytes << " bytes ("
            << llvm::formatv("{0:f2}", budgetBytes / kMiB)
            << " MiB) per rank: the smallest "
-           << (arenaPipeline ? "arena plan" : "planned peak")
-           << " activation checkpointing reaches is " << smallestPeak
-           << " bytes (" << llvm::formatv("{0:f2}", smallestPeak / kMiB)
-           << " MiB)";
+           << (arenaPipeline ? "arena plan" : "planned peak") << " " << how
+           << " is " << smallestPeak << " bytes ("
+           << llvm::formatv("{0:f2}", smallestPeak / kMiB) << " MiB)";
   }
 };
 

@@ -908,6 +908,22 @@ struct ShardPass : public mlir::fsdp::impl::FSDPShardPassBase<ShardPass> {
                           "fsdp-build-train-step first");
         return signalPassFailure();
       }
+      // A decode step's weights kept whole (fsdp-fit-memory-budget):
+      // no-shard, so no step gathers them.
+      if (step->hasAttr(kKeepWeightsWholeAttr)) {
+        if (!step->hasAttr(kEvalAttr)) {
+          step.emitOpError("keeps its weights whole across steps, which "
+                           "only an eval step may (a training step must "
+                           "shard its gradients and optimizer state)");
+          return signalPassFailure();
+        }
+        FailureOr<MeshAttr> whole = getMesh(ShardingStrategy::no_shard);
+        if (failed(whole) ||
+            failed(StepSharder(model, step, *whole, ShardingStrategy::no_shard)
+                       .run()))
+          return signalPassFailure();
+        continue;
+      }
       if (failed(StepSharder(model, step, *mesh, *kind).run()))
         return signalPassFailure();
     }

@@ -278,6 +278,14 @@ def FSDPFitMemoryBudgetPass
     recomputed whole is tried; if that is still over the budget, it is an
     error naming the smallest peak reached.
 
+    An eval step (mode=eval, generation's decode step) has no backward;
+    there the budget chooses whether its weights stay whole on every rank
+    across steps: when the step laid out no-shard fits, it is marked
+    `fsdp.keep_weights_whole` (fsdp-shard then lays it out no-shard: no
+    collective per step, the weights gathered once per request by the
+    runner), otherwise it keeps the strategy's sharding and gathers at
+    every step; when neither fits, it is an error naming the smaller peak.
+
     ```mlir
     // memory-budget=18MiB on a 4-block GPT whose plain peak is 24 MB:
     fsdp.module @"0" kind "Block" unit<activation_checkpointing = selective>
