@@ -155,6 +155,52 @@ def test_kv_cache_greedy_equals_hf_generate(case):
             "rank in the persistent buffer") in result.stdout
 
 
+def _kept_whole(program):
+    """Per unit: are its weights whole on every rank?"""
+    return [u["shard_numel"] == u["padded_numel"]
+            for u in driver.program_info(program)["units"]]
+
+
+def test_units_kept_whole_draw_hf_tokens(case):
+    """memory-budget's choice for the decode step (mode=eval) where every
+    unit's whole weights fit: no collective per token, HF's greedy tokens
+    from the same checkpoint."""
+    name, work, _, build, kinds, want = case
+    program = driver.compile(build(kv_cache=True), work / "whole.mlir",
+                             world_size=RANKS, wrap_kinds=kinds, mode="eval",
+                             memory_budget="1GiB")
+    assert all(_kept_whole(program))
+    result = generate(case, program)
+    assert [row["tokens"] for row in result.metrics] == [want]
+    assert "collectives per step: 0, 0 bytes" in result.stdout
+
+
+def test_some_units_kept_whole_draw_the_gathered_tokens(tmp_path):
+    """A budget just under the all-whole arena of a 4-Block GPT-2 decode
+    step keeps some units whole beside units gathered at every token (a
+    layout mixing whole and sharded flat parameters): from the same seeded
+    weights, at 2 ranks, the greedy tokens of the step that gathers every
+    unit."""
+    model = gpt2(kv_cache=True, vocab=VOCAB, ctx=CTX, width=WIDTH,
+                 heads=HEADS, layers=4, batch=1)
+
+    def compiled(tag, **budget):
+        return driver.compile(model, tmp_path / f"{tag}.mlir",
+                              world_size=RANKS, wrap_kinds=["Block"],
+                              mode="eval", **budget)
+
+    every = compiled("whole", memory_budget="1GiB")
+    below = driver.program_info(every)["arena_bytes"] - 1
+    some = compiled("some", memory_budget=str(below))
+    assert any(_kept_whole(some)) and not all(_kept_whole(some))
+    tokens = []
+    for program in (compiled("gathered"), some):
+        tokens.append(driver.run(program, nproc=RANKS, seed=0, generate=8,
+                                 temperature=0, prompt_ids="5,17",
+                                 timeout=300).metrics[0]["tokens"])
+    assert tokens[0] == tokens[1]
+
+
 def test_recompute_path_draws_the_same_tokens(case):
     """The eval program (the whole window per token) as the reference the
     cache replaces: the same greedy tokens while the context fits."""

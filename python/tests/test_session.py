@@ -226,3 +226,58 @@ def test_generate_with_a_kv_cache(tmp_path, one_rank):
                      load=tmp_path / "ckpt" / "step-2.safetensors",
                      timeout=300)
     assert [row["tokens"] for row in run.metrics] == cached
+
+
+def test_a_decode_step_kept_whole_draws_the_sharded_ones_tokens(tmp_path,
+                                                                capsys):
+    """A decode step compiled with memory-budget (mode=eval) keeps its
+    weights whole when they fit: no collective per token, the training
+    shards all-gathered into it once per generate() call. Under torchrun at
+    2 ranks, beside a full-shard training program, it draws the greedy and
+    the sampled tokens of the decode step that gathers every unit at every
+    token, on both ranks."""
+    pytest.importorskip("torch.distributed.run")
+    from fsdp_mlir.models import gpt2
+    library = _library(tmp_path, 2)
+    decodes = {}
+    for name, options in (("gathered", {}), ("whole", {
+            "memory_budget": "1GiB", "report": True})):
+        capsys.readouterr()
+        decodes[name] = driver.compile_library(driver.compile(
+            gpt2(kv_cache=True), tmp_path / f"{name}.mlir", world_size=2,
+            wrap_kinds=["Block"], mode="eval", **options))
+    report = capsys.readouterr().out
+    assert "weights kept whole across steps" in report
+    assert "collectives per step: 0, 0 bytes" in report
+    units = driver.program_info(tmp_path / "whole.mlir")["units"]
+    assert units and all(u["shard_numel"] == u["padded_numel"]
+                         for u in units)
+    tokens = {}
+    for name, decode in decodes.items():
+        script = tmp_path / f"{name}.py"
+        script.write_text(textwrap.dedent(f"""
+            import json, os
+            from fsdp_mlir import Session
+            with Session({str(library)!r}, eval_program={str(decode)!r}) as s:
+                for step in range(2):
+                    s.step(*s.batch(step))
+                drawn = [s.generate([3, 17, 5], 6, temperature=0),
+                         s.generate([3, 17, 5], 6, num_samples=1,
+                                    temperature=0.8, top_k=5, seed=7)]
+            with open({str(tmp_path)!r} + f"/{name}-{{os.environ['RANK']}}.json",
+                      "w") as out:
+                json.dump(drawn, out)
+        """))
+        env = _clean_env()
+        env["PYTHONPATH"] = str(driver.REPO_ROOT / "python")
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
+                               "--standalone", "--nproc-per-node", "2",
+                               str(script)], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr
+        import json
+        ranks = [json.loads((tmp_path / f"{name}-{r}.json").read_text())
+                 for r in range(2)]
+        assert ranks[0] == ranks[1]
+        tokens[name] = ranks[0]
+    assert tokens["whole"] == tokens["gathered"]

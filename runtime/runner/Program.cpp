@@ -239,7 +239,12 @@ void checkShardSizes(const Program &prog, const UnitInfo &u,
     fail(join(path, "padded_numel"), std::to_string(u.paddedNumel) +
                                          " is less than flat_numel " +
                                          std::to_string(u.flatNumel));
-  if (prog.shard == 1 || u.rankLocal) {
+  // Whole on every rank: nothing is sharded, the unit is rank-local, or an
+  // eval step keeps it whole across steps (fsdp.keep_weights_whole: laid
+  // out as at no-shard, beside sharded units).
+  bool whole = prog.shard == 1 || u.rankLocal ||
+               (prog.mode == "eval" && u.shardNumel == u.paddedNumel);
+  if (whole) {
     if (u.shardNumel != u.paddedNumel)
       fail(join(path, "shard_numel"),
            std::to_string(u.shardNumel) + " must equal padded_numel " +

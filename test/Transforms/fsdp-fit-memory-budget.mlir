@@ -2,6 +2,7 @@
 // chosen so that the planned peak per rank (the report's) fits the budget,
 // with the least predicted recompute. Three Blocks; per rank at 2 ranks the
 // plain peak is 161292 bytes, every Block recomputed whole 111116.
+// An eval step's choice: fsdp-fit-memory-budget-eval.mlir.
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true memory-budget=200000" -o /dev/null | FileCheck %s --check-prefix=NONE
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true memory-budget=0.15MiB" -o /dev/null | FileCheck %s --check-prefix=MIB
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report=true memory-budget=1.5GiB" -o /dev/null | FileCheck %s --check-prefix=GIB
@@ -18,11 +19,6 @@
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=1.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FRACTION
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=-3MiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=24MiB activation-checkpointing=Block" -o /dev/null 2>&1 | FileCheck %s --check-prefix=KINDS
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 mode=eval report=true memory-budget=80000" -o /dev/null | FileCheck %s --check-prefix=EVAL-WHOLE
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 mode=eval memory-budget=80000" | FileCheck %s --check-prefix=EVAL-WHOLE-IR
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 mode=eval report=true memory-budget=65000" -o /dev/null | FileCheck %s --check-prefix=EVAL-GATHERED
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 mode=eval report=true lower=true memory-budget=69696" -o /dev/null | FileCheck %s --check-prefix=EVAL-ARENA
-// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 mode=eval memory-budget=50000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=EVAL-INFEASIBLE
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=24MiB activation-checkpointing-policy=selective" -o /dev/null 2>&1 | FileCheck %s --check-prefix=POLICY
 
 // A budget above the plain peak: nothing recomputed, one evaluation.
@@ -82,32 +78,15 @@
 // MARKED-NEXT: recompute b2: none
 // MARKED-NEXT: recompute b1: selective (marked by hand)
 
-// An eval step (a decode step's kind) has no backward: the budget chooses
-// whether its weights stay whole across steps. Whole, each rank holds all
-// 3 Blocks' weights (69640 bytes at the peak) and no step gathers; gathered
-// per step, one Block at a time (61448).
-// EVAL-WHOLE: memory budget: 80000 bytes (0.08 MiB) per rank for model net (eval): weights kept whole across steps (gathered once per request, no collective per step); planned peak 69640 bytes (0.07 MiB) kept whole, 61448 bytes (0.06 MiB) gathered at every step
-// EVAL-WHOLE: peak memory per rank: 69640 bytes
-// EVAL-WHOLE: collectives per step: 0, 0 bytes
-// EVAL-WHOLE-IR: fsdp.keep_weights_whole
-// EVAL-WHOLE-IR-SAME: fsdp.mesh = #fsdp.mesh<replicate = 2, shard = 1>
-// EVAL-WHOLE-IR-NOT: fsdp.all_gather
-// EVAL-GATHERED: weights gathered at every step (kept whole they do not fit); planned peak 69640 bytes (0.07 MiB) kept whole, 61448 bytes (0.06 MiB) gathered at every step
-// EVAL-GATHERED: collectives per step: 3, 49152 bytes; all_gather forward 3
-// A lowered program's arena plan is what must fit (aligned buffers: 56
-// bytes more than the planned peak).
-// EVAL-ARENA: weights kept whole across steps {{.*}}; arena plan 69696 bytes (0.07 MiB) kept whole, 61504 bytes (0.06 MiB) gathered at every step
-
 // The pass alone, with the evaluation pipeline spelled out.
 // PASS: fsdp.module @b0 kind "Block" unit<activation_checkpointing = selective>
 
-// INFEASIBLE: [[@LINE+7]]:1: error: model net does not fit memory-budget 100000 bytes (0.10 MiB) per rank: the smallest planned peak activation checkpointing reaches is 111116 bytes (0.11 MiB)
+// INFEASIBLE: [[@LINE+6]]:1: error: model net does not fit memory-budget 100000 bytes (0.10 MiB) per rank: the smallest planned peak activation checkpointing reaches is 111116 bytes (0.11 MiB)
 // BADTEXT: error: memory-budget '24XB' is not a byte count: expected a positive integer, or a number with a KiB, MiB or GiB suffix (e.g. 24MiB, 1.5GiB)
 // FRACTION: error: memory-budget '1.5' is not a byte count
 // NEGATIVE: error: memory-budget '-3MiB' is not a byte count
 // KINDS: error: memory-budget cannot be combined with activation-checkpointing: the budget chooses what to recompute
 // POLICY: error: memory-budget cannot be combined with activation-checkpointing-policy: the budget chooses what to recompute
-// EVAL-INFEASIBLE: [[@LINE+1]]:1: error: model net does not fit memory-budget 50000 bytes (0.05 MiB) per rank: the smallest planned peak with its weights gathered at every step is 61448 bytes (0.06 MiB)
 fsdp.model @net {
   fsdp.module @root kind "Net" {
     fsdp.module @b0 kind "Block" unit {

@@ -7,6 +7,7 @@
 
 #include "fsdp/rt/ProgramKeys.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -88,6 +89,10 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
   int64_t shard = mesh.getShard();
   int64_t replicate = mesh.getRank() == 2 ? mesh.getReplicate() : 1;
+  llvm::StringSet<> keptWhole;
+  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      keptWhole.insert(name);
 
   Block &body = step.getBody().front();
   llvm::StringMap<size_t> unitIndex;
@@ -118,7 +123,10 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
     auto type = cast<RankedTensorType>(arg.getType());
     int64_t shardNumel = type.getNumElements();
     bool rankLocal = step.getArgAttr(i, kRankLocalArg) != nullptr;
-    int64_t padded = shard > 1 && !rankLocal ? shardNumel * shard : shardNumel;
+    // Whole on this rank: a rank-local unit's, or an eval step's unit
+    // kept whole across steps (fsdp.keep_weights_whole).
+    bool whole = rankLocal || keptWhole.contains(unit.getValue());
+    int64_t padded = shard > 1 && !whole ? shardNumel * shard : shardNumel;
     llvm::json::Array paramList;
     for (auto [name, offset] : llvm::zip(names, offsets.asArrayRef())) {
       StringRef qualified = cast<StringAttr>(name).getValue();

@@ -63,6 +63,13 @@ bool isNameList(Attribute a) {
   auto list = dyn_cast<ArrayAttr>(a);
   return list && llvm::all_of(list, isName);
 }
+/// Unit names: the root's is "".
+bool isUnitList(Attribute a) {
+  auto list = dyn_cast<ArrayAttr>(a);
+  return list && llvm::all_of(list, [](Attribute e) {
+           return isa<StringAttr>(e);
+         });
+}
 
 const AttrRule kRules[] = {
     {kUnitAttr, OnOp, "a unit name (string)", is<StringAttr>},
@@ -94,7 +101,7 @@ const AttrRule kRules[] = {
     {kModelAttr, OnOp, "a model symbol (@name)", is<FlatSymbolRefAttr>},
     {kMicroBatchesAttr, OnOp, "a micro-batch count (i64 >= 1)", isCount},
     {kEvalAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
-    {kKeepWeightsWholeAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
+    {kKeepWeightsWholeAttr, OnOp, "a list of unit names", isUnitList},
     {kCpuOffloadAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kGradSyncAttr, OnOp, "#fsdp<grad_sync every_micro_batch|last_micro_batch>",
      is<GradSyncAttr>},

@@ -184,7 +184,8 @@ private:
   /// Runs the rest of the pipeline on a clone of the module with `units`
   /// (of `model`) set to `choice`, then measures it.
   FailureOr<Outcome> evaluate(ModelOp model, ArrayRef<std::string> units,
-                              const Choice &choice, bool keepWhole = false) {
+                              const Choice &choice,
+                              ArrayRef<std::string> keptWhole = {}) {
     // A detached clone, run by a pass manager of its own: nothing of it
     // reaches the module's analyses.
     OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
@@ -202,9 +203,13 @@ private:
     for (NNModuleOp unit : ownership.getUnits())
       if (auto it = wanted.find(unit.getQualifiedName()); it != wanted.end())
         unit.setUnitAttr(withPolicy(unit, it->second));
-    if (keepWhole)
+    if (!keptWhole.empty()) {
+      SmallVector<Attribute> names;
+      for (const std::string &name : keptWhole)
+        names.push_back(StringAttr::get(&getContext(), name));
       getTrainStep(cloneModel())
-          ->setAttr(kKeepWeightsWholeAttr, mlir::UnitAttr::get(&getContext()));
+          ->setAttr(kKeepWeightsWholeAttr, ArrayAttr::get(&getContext(), names));
+    }
     PassManager passes(&getContext(), ModuleOp::getOperationName());
     static_cast<OpPassManager &>(passes) = *pipeline;
     if (failed(passes.run(*clone)))
@@ -399,39 +404,92 @@ private:
     return success();
   }
 
-  /// An eval step's weights kept whole on every rank when that fits: a
-  /// decode step then runs with no collective, its units gathered once
-  /// per request (the runner copies the training shards in with one
-  /// all-gather per unit, or loads the checkpoint whole), instead of at
-  /// every step (every token). All units or none: a unit's whole weights
-  /// cost what they save in gathers, byte for byte, so the only question
-  /// is whether they all fit.
+  /// An eval step's units whose weights stay whole on every rank across
+  /// steps: a decode step gathers the others at every step (every token),
+  /// these once per request (the runner copies the training shards in
+  /// with one all-gather per unit, or loads the checkpoint whole). Every
+  /// unit whole when that fits; else, largest first, each unit whose
+  /// whole weights still fit beside the ones already kept (the gathers
+  /// saved per step are the bytes kept whole, so the largest save most).
   LogicalResult fitEval(ModelOp model, func::FuncOp step) {
-    smallestPeak = std::numeric_limits<int64_t>::max();
-    FailureOr<Outcome> gathered = evaluate(model, {}, {});
-    if (failed(gathered))
+    UnitOwnership ownership(model);
+    SmallVector<std::pair<int64_t, std::string>> units; // bytes, name
+    for (NNModuleOp unit : ownership.getUnits()) {
+      fsdp::UnitAttr attr = unit.getUnitAttr();
+      if (attr && (attr.getRankLocal() ||
+                   attr.getIgnored() != IgnoredGradSync::none))
+        continue; // whole already
+      int64_t bytes = 0;
+      for (ParamOp param : ownership.getParams(unit)) {
+        RankedTensorType type = param.getTensorType();
+        bytes += type.getNumElements() *
+                 llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+      }
+      if (bytes)
+        units.push_back({bytes, unit.getQualifiedName()});
+    }
+    llvm::stable_sort(units, [](auto &a, auto &b) { return a.first > b.first; });
+    auto measure = [&](ArrayRef<std::string> whole) {
+      return evaluate(model, {}, {}, whole);
+    };
+    SmallVector<std::string> all;
+    for (auto &unit : units)
+      all.push_back(unit.second);
+    FailureOr<Outcome> allWhole = measure(all);
+    if (failed(allWhole))
       return failure();
-    FailureOr<Outcome> whole = evaluate(model, {}, {}, /*keepWhole=*/true);
-    if (failed(whole))
-      return failure();
-    smallestPeak = std::min(gathered->peak, whole->peak);
-    bool keep = whole->peak <= budgetBytes;
-    if (!keep && gathered->peak > budgetBytes)
-      return infeasible(model, "with its weights gathered at every step");
-    if (keep)
-      step->setAttr(kKeepWeightsWholeAttr, mlir::UnitAttr::get(&getContext()));
+    SmallVector<std::string> kept = all;
+    Outcome now = *allWhole;
+    if (now.peak > budgetBytes) {
+      FailureOr<Outcome> none = measure({});
+      if (failed(none))
+        return failure();
+      smallestPeak = std::min(none->peak, allWhole->peak);
+      if (none->peak > budgetBytes)
+        return infeasible(model, "with its weights whole or gathered");
+      kept.clear();
+      now = *none;
+      for (auto &unit : units) {
+        SmallVector<std::string> next = kept;
+        next.push_back(unit.second);
+        FailureOr<Outcome> outcome = measure(next);
+        if (failed(outcome))
+          return failure();
+        if (outcome->peak <= budgetBytes) {
+          kept = std::move(next);
+          now = *outcome;
+        }
+      }
+    }
+    SmallVector<Attribute> names;
+    for (const std::string &name : kept)
+      names.push_back(StringAttr::get(&getContext(), name));
+    step->setAttr(kKeepWeightsWholeAttr, ArrayAttr::get(&getContext(), names));
     if (report) {
-      StringRef measure = arenaPipeline ? "arena plan" : "planned peak";
+      int64_t keptBytes = 0;
+      for (auto &unit : units)
+        if (llvm::is_contained(kept, unit.second))
+          keptBytes += unit.first;
       llvm::outs() << llvm::formatv(
           "memory budget: {0} bytes ({1:f2} MiB) per rank for model {2} "
-          "(eval): weights {3}; {4} {5} bytes ({6:f2} MiB) kept whole, "
-          "{7} bytes ({8:f2} MiB) gathered at every step\n",
-          budgetBytes, budgetBytes / kMiB, model.getSymName(),
-          keep ? "kept whole across steps (gathered once per request, no "
-                 "collective per step)"
-               : "gathered at every step (kept whole they do not fit)",
-          measure, whole->peak, whole->peak / kMiB, gathered->peak,
-          gathered->peak / kMiB);
+          "(eval): {3} of {4} units' weights kept whole across steps "
+          "({5} bytes, gathered once per request), the rest gathered at "
+          "every step; {6} {7} bytes ({8:f2} MiB)",
+          budgetBytes, budgetBytes / kMiB, model.getSymName(), kept.size(),
+          units.size(), keptBytes, arenaPipeline ? "arena plan" : "planned peak",
+          now.peak, now.peak / kMiB);
+      if (kept.size() < units.size())
+        llvm::outs() << llvm::formatv(
+            ", {0} bytes ({1:f2} MiB) with every unit whole", allWhole->peak,
+            allWhole->peak / kMiB);
+      llvm::outs() << "\n";
+      for (auto &unit : units)
+        llvm::outs() << "  weights of "
+                     << (unit.second.empty() ? "(root)" : unit.second) << ": "
+                     << (llvm::is_contained(kept, unit.second)
+                             ? "kept whole"
+                             : "gathered at every step")
+                     << " (" << unit.first << " bytes)\n";
     }
     return success();
   }

@@ -20,6 +20,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -231,6 +232,23 @@ private:
 LogicalResult StepSharder::computeFlatParams() {
   UnitOwnership ownership(model);
   MeshAttr ownRank = MeshAttr::get(model.getContext(), 0, 1);
+  // An eval step's units whose weights stay whole across steps
+  // (fsdp-fit-memory-budget): a shard group of one, never gathered, the
+  // same on every rank.
+  MeshAttr whole = MeshAttr::get(model.getContext(), mesh.getWorldSize(), 1);
+  llvm::StringSet<> keptWhole;
+  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      keptWhole.insert(name);
+  for (NNModuleOp unit : ownership.getUnits())
+    keptWhole.erase(unit.getQualifiedName());
+  if (!keptWhole.empty())
+    return step.emitOpError("keeps the weights of '")
+           << keptWhole.begin()->getKey()
+           << "' whole, which is not an FSDP unit of the model";
+  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      keptWhole.insert(name);
   for (NNModuleOp unit : ownership.getUnits()) {
     // FSDP's wrap policies skip ignored modules: a unit inside one is an
     // explicit conflict.
@@ -249,7 +267,9 @@ LogicalResult StepSharder::computeFlatParams() {
       flat.ignored = getIgnored(unit);
       flat.rankLocal = (unit.isUnit() && unit.getUnitAttr().getRankLocal()) ||
                        flat.ignored != IgnoredGradSync::none;
-      flat.mesh = flat.rankLocal ? ownRank : mesh;
+      flat.mesh = flat.rankLocal                 ? ownRank
+                  : keptWhole.contains(flat.unit) ? whole
+                                                  : mesh;
       flat.frozen = kind == 1;
       flat.precision = getUnitPrecision(
           unit, step->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr));
@@ -908,21 +928,11 @@ struct ShardPass : public mlir::fsdp::impl::FSDPShardPassBase<ShardPass> {
                           "fsdp-build-train-step first");
         return signalPassFailure();
       }
-      // A decode step's weights kept whole (fsdp-fit-memory-budget):
-      // no-shard, so no step gathers them.
-      if (step->hasAttr(kKeepWeightsWholeAttr)) {
-        if (!step->hasAttr(kEvalAttr)) {
-          step.emitOpError("keeps its weights whole across steps, which "
-                           "only an eval step may (a training step must "
-                           "shard its gradients and optimizer state)");
-          return signalPassFailure();
-        }
-        FailureOr<MeshAttr> whole = getMesh(ShardingStrategy::no_shard);
-        if (failed(whole) ||
-            failed(StepSharder(model, step, *whole, ShardingStrategy::no_shard)
-                       .run()))
-          return signalPassFailure();
-        continue;
+      if (step->hasAttr(kKeepWeightsWholeAttr) && !step->hasAttr(kEvalAttr)) {
+        step.emitOpError("keeps weights whole across steps, which only an "
+                         "eval step may (a training step shards its "
+                         "gradients and optimizer state with them)");
+        return signalPassFailure();
       }
       if (failed(StepSharder(model, step, *mesh, *kind).run()))
         return signalPassFailure();

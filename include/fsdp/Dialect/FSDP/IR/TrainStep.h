@@ -86,9 +86,10 @@ constexpr StringLiteral kMicroBatchesAttr =
     FSDPDialect::MicroBatchesAttrHelper::getNameStr();
 /// On a forward-only (evaluation) step: no gradient, optimizer or state.
 constexpr StringLiteral kEvalAttr = FSDPDialect::EvalAttrHelper::getNameStr();
-/// On an eval step whose weights stay whole on every rank across steps
-/// (fsdp-fit-memory-budget's choice for a decode step): fsdp-shard lays it
-/// out no-shard whatever its strategy option says.
+/// On an eval step: the units (qualified names, "" the root) whose weights
+/// stay whole on every rank across steps (fsdp-fit-memory-budget's choice
+/// for a decode step): fsdp-shard lays their flat parameters out whole
+/// (a shard group of one), so no step gathers them.
 constexpr StringLiteral kKeepWeightsWholeAttr =
     FSDPDialect::KeepWeightsWholeAttrHelper::getNameStr();
 /// On a step whose sharded parameters, optimizer state and reduced
