@@ -16,6 +16,7 @@ docs/Python.md. test_arch_sweep.py runs a representative slice in CI.
 from __future__ import annotations
 
 import argparse
+import copy
 import re
 import sys
 import tempfile
@@ -28,11 +29,10 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import transformers
 
 from fsdp_mlir import from_torch
-from fsdp_mlir.torch_import import UnsupportedModelError
+from fsdp_mlir.torch_import import ClassifierLoss, UnsupportedModelError
 from test_hf_import import (CLASSES, SEQ, VOCAB, LossOf, causal_lm_data,
                             gpt2, gptj, key_bias_noise, llama, masked_lm_data,
                             phi3, roberta, roberta_data, seq2seq_data, t5,
@@ -44,18 +44,6 @@ LOSS_ATOL = 1e-5  # test_hf_import's bound: f32 reduction-order noise
 RANKS = 2
 OPTIMIZER = "adamw"
 ADAMW_LR = 1e-3  # test_torch_import.OPTIMIZERS["adamw"]["lr"]
-
-
-class Classify(torch.nn.Module):
-    """A classifier returning logits (torchvision, timm) trained on its
-    cross-entropy: forward(pixels, labels) is the loss."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.m = model
-
-    def forward(self, pixels, labels):
-        return F.cross_entropy(self.m(pixels), labels)
 
 
 @dataclass
@@ -159,14 +147,14 @@ def hf(cls, config, inputs="input_ids", **kw):
 def torchvision_model(name, **kw):
     def make():
         import torchvision
-        return Classify(getattr(torchvision.models, name)(**kw))
+        return ClassifierLoss(getattr(torchvision.models, name)(**kw))
     return make
 
 
 def timm_model(name, **kw):
     def make():
         import timm
-        return Classify(timm.create_model(name, pretrained=False, **kw))
+        return ClassifierLoss(timm.create_model(name, pretrained=False, **kw))
     return make
 
 
@@ -373,7 +361,7 @@ ARCHS: dict[str, Arch] = {
 class Outcome:
     name: str
     family: str
-    status: str  # "matches", "differs", "stops", "fails"
+    status: str  # "matches", "chaotic", "differs", "stops", "fails"
     loss_diff: float | None = None
     detail: str = ""
     seconds: float = 0.0
@@ -418,10 +406,27 @@ def run_arch(name: str, workdir: Path | None = None) -> Outcome:
         except Exception as e:
             return outcome("fails", detail=f"compile/run: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[-1][:140] if str(e) else ''}")
+    exact = copy.deepcopy(module).double()  # before torch trains `module`
     want = torch_losses(module, data, RANKS, OPTIMIZER)
     diff = max(abs(a - b) for a, b in zip(got, want))
     if len(got) != STEPS or diff > LOSS_ATOL:
-        return outcome("differs", diff, f"losses {got} vs torch {want}")
+        # Some models are chaotic in f32 (BatchNorm over a few values per
+        # channel, AdamW turning gradient noise into whole steps): torch's
+        # own f32 run then drifts from its f64 run by far more than 1e-5.
+        # Two f32 runs each that far from exact can be twice that far
+        # apart; within it, the 1e-5 comparison cannot tell a bug from
+        # rounding, and the table says so. The first loss (the forward of
+        # the same weights, before any update) must still match.
+        drift = max(abs(a - b) for a, b in zip(want, torch_losses(
+            exact, [d.astype(np.float64) if d.dtype == np.float32 else d
+                    for d in data], RANKS, OPTIMIZER)))
+        if (len(got) == STEPS and abs(got[0] - want[0]) <= LOSS_ATOL
+                and drift > LOSS_ATOL and diff <= 2 * drift):
+            return outcome("chaotic", diff,
+                           f"torch's own f32 run drifts {drift:.1e} from "
+                           "its f64 run; ours stays within twice that")
+        return outcome("differs", diff, f"losses {got} vs torch {want} "
+                       f"(torch f32 vs f64: {drift:.1e})")
     try:
         assert_state_matches(
             saved, {n: p.detach().numpy()
@@ -451,8 +456,11 @@ def markdown(outcomes: list[Outcome]) -> str:
         rows.append(f"| {o.name} | {o.family} | {o.status} | {diff} | "
                     f"{detail if o.status != 'matches' else ''} |")
     n = sum(o.status == "matches" for o in outcomes)
+    chaotic = sum(o.status == "chaotic" for o in outcomes)
     rows.append("")
-    rows.append(f"{n} of {len(outcomes)} match torch.")
+    rows.append(f"{n} of {len(outcomes)} match torch"
+                + (f"; {chaotic} more are chaotic in f32 and stay within "
+                   "torch's own f32 drift" if chaotic else "") + ".")
     return "\n".join(rows) + "\n"
 
 

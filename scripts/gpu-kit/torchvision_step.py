@@ -11,19 +11,10 @@ import argparse
 import ast
 
 import torch
-import torch.nn.functional as F
 import torchvision
 
 from fsdp_mlir import from_torch
-
-
-class Classify(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.m = model
-
-    def forward(self, pixels, labels):
-        return F.cross_entropy(self.m(pixels), labels)
+from fsdp_mlir.torch_import import ClassifierLoss
 
 
 def main():
@@ -41,7 +32,7 @@ def main():
         name, _, value = item.partition("=")
         extra[name] = ast.literal_eval(value)
     torch.manual_seed(0)
-    module = Classify(getattr(torchvision.models, args.model)(
+    module = ClassifierLoss(getattr(torchvision.models, args.model)(
         num_classes=args.classes, **extra))
     example = (torch.zeros(args.batch, 3, args.image, args.image),
                torch.zeros(args.batch, dtype=torch.long))

@@ -8,14 +8,16 @@ or `python -m fsdp_mlir.torch_import pkg.mod:factory -o model.mlir` (see
 __main__.py). Where to look: importer.py (export, the module tree,
 constant folding, tied parameters, the report of what is unsupported),
 registry.py (the op table; `supported_ops()` lists it), ops_*.py (the
-handlers, one file per kind of op), weights.py (save_weights). The user's
-guide is docs/Python.md.
+handlers, one file per kind of op), weights.py (save_weights), losses.py
+(a classifier's cross-entropy as the loss module). The user's guide is
+docs/Python.md.
 """
 from .common import UnsupportedModelError
 from .importer import from_torch
+from .losses import ClassifierLoss
 from .registry import supported_ops
 from .weights import save_weights
 from .wrap_policy import or_policy
 
 __all__ = ["from_torch", "save_weights", "supported_ops", "or_policy",
-           "UnsupportedModelError"]
+           "ClassifierLoss", "UnsupportedModelError"]
