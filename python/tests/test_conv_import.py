@@ -228,18 +228,45 @@ def test_convolutions_import_with_their_geometry():
             "tensor<4x8x4x4xf32>") in text, text
 
 
-class OverlappingPool(torch.nn.Module):
-    def forward(self, x):
-        return F.avg_pool2d(x, 3, stride=1).sum()
+class Pools(torch.nn.Module):
+    """Average poolings beyond tiling windows, each flattened: overlapping
+    without count_include_pad, strided and padded with ceil_mode, a
+    divisor_override, a kernel that does not tile the input, and an
+    adaptive pool to a size that does not divide it (windows of 4 and 5)."""
+
+    def forward(self, h):
+        heads = [F.avg_pool2d(h, 3, stride=1, padding=1,
+                              count_include_pad=False),
+                 F.avg_pool2d(h, 3, stride=2, padding=1, ceil_mode=True),
+                 F.avg_pool2d(h, 2, divisor_override=3),
+                 F.avg_pool2d(h, 3),
+                 F.adaptive_avg_pool2d(h, 5)]
+        return torch.cat([t.flatten(1) for t in heads], 1)
 
 
-def test_overlapping_average_pool_is_named():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(OverlappingPool(), [torch.zeros(2, 3, 4, 4)])
-    assert "avg_pool2d other than tiling windows (kernel [3, 3], stride " \
-        "[1, 1]" in str(e.value), str(e.value)
+class PoolNet(torch.nn.Module):
+    def __init__(self, dim=4):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, dim, 3, padding=1)
+        self.pools = Pools()
+        self.head = torch.nn.Linear(dim * (256 + 81 + 64 + 25 + 25), CLASSES)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.head(self.pools(self.stem(x))), y)
 
 
+@pytest.mark.parametrize("ranks,optimizer", [(2, "sgd"), (2, "adamw")])
+def test_average_poolings_train_like_torch(tmp_path, ranks, optimizer):
+    check_trains_like_torch(tmp_path, ranks, optimizer, PoolNet, "Pools")
+
+
+def test_average_poolings_lower_to_sums_and_averaging_maps():
+    """The general average poolings are a depthwise convolution of ones
+    (then torch's divisors) or two linear maps; tiling windows stay a
+    mean."""
+    text = imported(PoolNet)[2].text()
+    assert text.count("groups = 4 : i64") == 4, text
+    assert text.count("nn.linear") == 3, text  # 2 averaging maps + head
 class Patches(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,14 +1,20 @@
 """Convolutions and poolings: conv1d / conv2d / convolution → nn.conv
 (stride, padding including 'same', dilation, groups), or a linear map of
 non-overlapping patches where that is what a conv2d is (ViT's patch
-embedding); max_pool1d / 2d → nn.max_pool; the average poolings whose
+embedding); max_pool1d / 2d → nn.max_pool; average poolings whose
 windows tile the image (adaptive_avg_pool2d to a size dividing the
-input's, avg_pool2d with stride = kernel) → a mean over each window."""
+input's, avg_pool2d with stride = kernel, unpadded) → a mean over each
+window (torch's own terms); other avg_pool2d (overlapping, padded,
+ceil_mode, count_include_pad off, divisor_override) → window sums as a
+depthwise nn.conv with a weight of ones, divided by torch's divisor of
+each window; other adaptive_avg_pool2d (windows of varying size) → two
+nn.linear maps with constant averaging matrices, one per spatial dim."""
 from __future__ import annotations
 
 from typing import Callable, Dict
 
 from .common import _Unsupported
+from .ops_pointwise import _elementwise
 
 
 def _per_dim(v, spatial: int):
@@ -86,31 +92,80 @@ def _window_mean(t, x, kernel, what):
     return t.f.reduce_mean(tiles, [3, 5])
 
 
+def _averaging(size: int, out: int):
+    """[out, size]: row i averages torch's adaptive window i of a dim of
+    `size`, [floor(i·size/out), ceil((i+1)·size/out))."""
+    import torch
+    m = torch.zeros(out, size)
+    for i in range(out):
+        lo, hi = (i * size) // out, -(-((i + 1) * size) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
 def _adaptive_avg_pool2d(t, node, out, x, output_size):
     x = t.v(x)
+    n, c, h, w = x.type.shape
     size = [d if o is None else o
-            for d, o in zip(x.type.shape[2:], _per_dim(output_size, 2))]
-    if any(d % o for d, o in zip(x.type.shape[2:], size)):
-        raise _Unsupported(f"adaptive_avg_pool2d to {size} of a "
-                           f"{list(x.type.shape[2:])} input (a size that "
-                           "does not divide it)")
-    return _window_mean(t, x, [d // o for d, o in
-                               zip(x.type.shape[2:], size)],
-                        "adaptive_avg_pool2d")
+            for d, o in zip((h, w), _per_dim(output_size, 2))]
+    if h % size[0] == 0 and w % size[1] == 0:
+        return _window_mean(t, x, [h // size[0], w // size[1]],
+                            "adaptive_avg_pool2d")
+    # Windows of varying size: the mean over a window is separable, a
+    # mean over its columns then over its rows (the same terms as torch's,
+    # summed in another order: f32 rounding apart).
+    rows = t.f.linear(x, t.constant(_averaging(w, size[1])))  # [N,C,H,OW]
+    cols = t.f.linear(t.transpose(rows, [0, 1, 3, 2]),
+                      t.constant(_averaging(h, size[0])))  # [N,C,OW,OH]
+    return t.transpose(cols, [0, 1, 3, 2])
+
+
+def _divisors(size, kernel, stride, pad, count, include_pad):
+    """torch's avg_pool divisor of each of `count` windows along a dim:
+    the window's length clipped to the padded input, or to the input
+    itself without count_include_pad."""
+    out = []
+    for i in range(count):
+        start = i * stride - pad
+        end = min(start + kernel, size + pad)
+        length = end - start
+        if not include_pad:
+            length = min(end, size) - max(start, 0)
+        out.append(length)
+    return out
 
 
 def _avg_pool2d(t, node, out, x, kernel_size, stride=None, padding=0,
                 ceil_mode=False, count_include_pad=True,
                 divisor_override=None):
+    import torch
+    x = t.v(x)
     kernel = _per_dim(kernel_size, 2)
     stride = kernel if not stride else _per_dim(stride, 2)
-    if (stride != kernel or _per_dim(padding, 2) != [0, 0]
-            or divisor_override is not None):
-        raise _Unsupported(
-            f"avg_pool2d other than tiling windows (kernel {kernel}, stride "
-            f"{stride}, padding {_per_dim(padding, 2)}, divisor_override "
-            f"{divisor_override})")
-    return _window_mean(t, t.v(x), kernel, "avg_pool2d")
+    padding = _per_dim(padding, 2)
+    if (stride == kernel and padding == [0, 0] and not ceil_mode
+            and divisor_override is None
+            and x.type.shape[2] % kernel[0] == 0
+            and x.type.shape[3] % kernel[1] == 0):
+        return _window_mean(t, x, kernel, "avg_pool2d")
+    n, c, h, w = x.type.shape
+    oh, ow = (int(d) for d in node.meta["val"].shape[2:])
+    # Padding after: as before, or (ceil_mode) what the last window reads.
+    high = [(o - 1) * s + k - size - p if ceil_mode else p
+            for o, s, k, size, p in zip((oh, ow), stride, kernel, (h, w),
+                                        padding)]
+    sums = t.f.conv(x, t.constant(torch.ones(c, 1, *kernel)), None,
+                    stride=stride, pad_low=padding, pad_high=high,
+                    dilation=[1, 1], groups=c)
+    if divisor_override is not None:
+        divisor = torch.full((oh, ow), float(divisor_override))
+    else:
+        dh, dw = (_divisors(size, k, s, p, o, count_include_pad)
+                  for size, k, s, p, o in zip((h, w), kernel, stride,
+                                              padding, (oh, ow)))
+        divisor = torch.tensor(dh, dtype=torch.float32)[:, None] * \
+            torch.tensor(dw, dtype=torch.float32)[None, :]
+    return _elementwise(t, "div", sums, t.constant(divisor), out)
 
 
 def _max_pool(t, node, out, x, kernel_size, stride=None, padding=0,
