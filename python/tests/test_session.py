@@ -62,6 +62,18 @@ def _clean_env():
             if k not in driver._LAUNCH_VARS}
 
 
+def _torchrun(script):
+    """`torchrun --standalone --nproc-per-node 2 script`; its stdout."""
+    env = _clean_env()
+    env["PYTHONPATH"] = str(driver.REPO_ROOT / "python")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
+                           "--standalone", "--nproc-per-node", "2",
+                           str(script)], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def test_a_python_loop_trains_as_fsdprt_run(tmp_path, one_rank):
     library = _library(tmp_path, 1)
     want, reference = _reference(library, 1, tmp_path)
@@ -133,15 +145,9 @@ def test_a_torchrun_script_trains_as_fsdprt_run(tmp_path):
         if os.environ["RANK"] == "0":
             print(json.dumps(losses))
     """))
-    env = _clean_env()
-    env["PYTHONPATH"] = str(driver.REPO_ROOT / "python")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
-                           "--standalone", "--nproc-per-node", "2",
-                           str(script)], capture_output=True, text=True,
-                          timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr
+    stdout = _torchrun(script)
     import json
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == want
+    assert json.loads(stdout.strip().splitlines()[-1]) == want
     assert (tmp_path / "ckpt" / f"step-{STEPS}.safetensors").read_bytes() == \
         reference.read_bytes()
 
@@ -268,13 +274,7 @@ def test_a_decode_step_kept_whole_draws_the_sharded_ones_tokens(tmp_path,
                       "w") as out:
                 json.dump(drawn, out)
         """))
-        env = _clean_env()
-        env["PYTHONPATH"] = str(driver.REPO_ROOT / "python")
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run",
-                               "--standalone", "--nproc-per-node", "2",
-                               str(script)], capture_output=True, text=True,
-                              timeout=300, env=env)
-        assert proc.returncode == 0, proc.stderr
+        _torchrun(script)
         import json
         ranks = [json.loads((tmp_path / f"{name}-{r}.json").read_text())
                  for r in range(2)]
