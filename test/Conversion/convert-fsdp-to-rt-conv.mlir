@@ -5,6 +5,12 @@
 // convolution's. The bias gradient is a reduction; the first conv reads a
 // data input, so its input gradient is never computed.
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=1 sharding-strategy=no-shard optimizer=sgd" --convert-fsdp-to-rt | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=1 sharding-strategy=no-shard optimizer=sgd report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
+
+// The report's CPU scratch: the strided conv's column matrix, [2 · 3 · 3,
+// 3 · 4] f32 (forward and weight gradient alike); the 1x1 conv reads its
+// input in place.
+// REPORT: convolution scratch: 864 bytes per call at most (the CPU backend's im2col column matrix, host memory outside the arena plan; the CUDA kernels need none)
 
 // CHECK-LABEL: func.func @convnet_train_step(
 // CHECK: %[[G:[0-9]+]] = rt.array %c2_i64, %c4_i64, %c6_i64, %c6_i64, %c6_i64, %c3_i64, %c3_i64, %c3_i64, %c4_i64, %c2_i64, %c1_i64, %c1_i64, %c1_i64, %c1_i64, %c2_i64, %c2_i64 :

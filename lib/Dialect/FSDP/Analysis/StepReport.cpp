@@ -272,6 +272,46 @@ FrozenSavings frozenSavings(func::FuncOp step) {
 
 } // namespace
 
+/// The CPU backend's im2col column matrix for a convolution-family op
+/// (runtime/backends/cpu/Conv.cpp's ConvPlan): [C/groups · kernel,
+/// output pixels] f32, none for a 1x1 stride-1 unpadded convolution.
+template <typename OpTy>
+static int64_t convColumnBytes(OpTy op, Value input, Value weight,
+                               Value output) {
+  ArrayRef<int64_t> x = cast<ShapedType>(input.getType()).getShape();
+  ArrayRef<int64_t> w = cast<ShapedType>(weight.getType()).getShape();
+  ArrayRef<int64_t> y = cast<ShapedType>(output.getType()).getShape();
+  int64_t k = w[1], pixels = 1;
+  bool pointwise = true;
+  for (size_t d = 2; d < w.size(); ++d) {
+    k *= w[d];
+    pixels *= y[d];
+    pointwise &= w[d] == 1 && y[d] == x[d] && op.getStride()[d - 2] == 1 &&
+                 op.getPadLow()[d - 2] == 0;
+  }
+  return pointwise ? 0 : k * pixels * 4;
+}
+
+/// The largest column matrix of the step's convolutions: host scratch of
+/// one CPU call, outside the arena plan (the CUDA kernels need none).
+static void printConvScratch(raw_ostream &os, func::FuncOp step) {
+  int64_t largest = -1;
+  step.walk([&](Operation *op) {
+    int64_t bytes = -1;
+    if (auto c = dyn_cast<nn::ConvOp>(op))
+      bytes = convColumnBytes(c, c.getInput(), c.getWeight(), c.getResult());
+    else if (auto c = dyn_cast<nn::ConvGradInputOp>(op))
+      bytes = convColumnBytes(c, c.getResult(), c.getWeight(), c.getGrad());
+    else if (auto c = dyn_cast<nn::ConvGradWeightOp>(op))
+      bytes = convColumnBytes(c, c.getInput(), c.getResult(), c.getGrad());
+    largest = std::max(largest, bytes);
+  });
+  if (largest >= 0)
+    os << "convolution scratch: " << largest
+       << " bytes per call at most (the CPU backend's im2col column matrix, "
+          "host memory outside the arena plan; the CUDA kernels need none)\n";
+}
+
 void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
                            const StepReport &report,
                            const ArenaPlanSummary *plan) {
@@ -341,9 +381,14 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
          << ")";
     os << "\n";
   }
-  if (step->hasAttr(kEvalAttr))
-    os << "forward only (eval step): parameters gathered for the forward; no "
-          "gradient, reduction or optimizer state\n";
+  if (step->hasAttr(kEvalAttr)) {
+    auto whole = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr);
+    os << "forward only (eval step): parameters gathered for the forward";
+    if (whole && !whole.empty())
+      os << ", but for " << whole.size()
+         << " unit(s) whose weights stay whole across steps";
+    os << "; no gradient, reduction or optimizer state\n";
+  }
   else if (FrozenSavings frozen = frozenSavings(step); frozen.flats)
     os << llvm::formatv(
         "frozen parameters: {0} elements in {1} flat parameter(s) ({2} per "
@@ -393,6 +438,7 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
                       "streams busy {3:f1} ms); model: {4}\n",
                       t.total * 1e3, t.compute * 1e3, t.exposed() * 1e3,
                       t.communication * 1e3, report.profile.describe());
+  printConvScratch(os, step);
   os << "collectives per step: " << report.collectives.size() << ", "
      << totalBytes << " bytes";
   for (auto &[kind, count] : counts)
