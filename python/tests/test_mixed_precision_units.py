@@ -123,13 +123,19 @@ def _assert_weights_match(ours, ref):
     and so do the gradients it feeds from then on. Up to 1e-3 of a tensor's
     elements (at least one) may then differ by up to one bf16 ulp of the
     tensor's scale (measured: 2 of 25,000 elements, at 2.3e-4 and 1.0e-4
-    of their tensor's max, against the bound's 1e-4)."""
+    of their tensor's max, against the bound's 1e-4). A 1-D tensor (a
+    norm's weight or bias) gets its gradient as a sum over every token, so
+    one such flip upstream moves all of its elements a little: up to 1/8
+    of them may cross the bound (measured on an AMD EPYC, whose OpenBLAS
+    kernels sum in another order: 3 of ln_1.bias's 32, at 0.08 of a bf16
+    ulp of its scale)."""
     for key, want in ref.items():
         want = want.astype(np.float64)
         diff = np.abs(ours[key].astype(np.float64) - want)
         scale = float(np.abs(want).max())
         outliers = diff > state_bound(key, want, ref)
-        assert outliers.sum() <= max(1, int(1e-3 * diff.size)), \
+        share = 1 / 8 if want.ndim == 1 else 1e-3
+        assert outliers.sum() <= max(1, int(share * diff.size)), \
             f"{key}: {outliers.sum()} elements beyond the suite's bound"
         assert diff.max() <= 2.0 ** -8 * scale, \
             f"{key}: max|diff| {diff.max():.3g} (max|torch| {scale:.3g})"
