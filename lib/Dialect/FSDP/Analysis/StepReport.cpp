@@ -272,6 +272,28 @@ FrozenSavings frozenSavings(func::FuncOp step) {
 
 } // namespace
 
+/// One line for a mixture of experts: its grouped GEMMs and the rows each
+/// multiplies (tokens × top-k, static: no token is dropped, whatever the
+/// router's split), the figure the step time counts.
+static void printGroupedGemms(raw_ostream &os, func::FuncOp step) {
+  int64_t forward = 0, weightGrads = 0, rows = 0, groups = 0;
+  step.walk([&](Operation *op) {
+    if (auto gemm = dyn_cast<nn::GroupedMatmulOp>(op)) {
+      ++forward;
+      rows = std::max(rows, gemm.getInput().getType().getDimSize(0));
+      groups = std::max(groups, gemm.getOffsets().getType().getDimSize(0));
+    } else if (isa<nn::GroupedMatmulGradWeightOp>(op)) {
+      ++weightGrads;
+    }
+  });
+  if (forward)
+    os << llvm::formatv("grouped GEMMs (mixture of experts): {0} (input "
+                        "gradients included) + {1} weight gradients, up to "
+                        "{2} rows (tokens x top-k, none dropped) over {3} "
+                        "experts each, all rows counted in the step time\n",
+                        forward, weightGrads, rows, groups);
+}
+
 void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
                            const StepReport &report,
                            const ArenaPlanSummary *plan) {
@@ -393,6 +415,7 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
                       "streams busy {3:f1} ms); model: {4}\n",
                       t.total * 1e3, t.compute * 1e3, t.exposed() * 1e3,
                       t.communication * 1e3, report.profile.describe());
+  printGroupedGemms(os, step);
   os << "collectives per step: " << report.collectives.size() << ", "
      << totalBytes << " bytes";
   for (auto &[kind, count] : counts)
