@@ -21,6 +21,7 @@ SLICE = [
     "timm_vit",     # a timm model (its own attention and patch embed)
     "resnet_hf",    # convolutions, batch norm, max pooling, in-place add_
     "wav2vec2",     # conv1d feature extractor, group norm
+    "mixtral",      # mixture of experts: topk, sort, histc, grouped GEMM
 ]
 
 
