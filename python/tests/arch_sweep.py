@@ -258,6 +258,13 @@ ARCHS: dict[str, Arch] = {
         T.MixtralForCausalLM, T.MixtralConfig, num_key_value_heads=2,
         num_local_experts=4, num_experts_per_tok=2, **DEC), causal_lm_data,
         ["MixtralDecoderLayer"]),
+    # With its load-balancing loss (histc of the router's choices times
+    # its mean probabilities) added to the loss.
+    "mixtral_aux": Arch("decoder", hf(
+        T.MixtralForCausalLM, T.MixtralConfig, num_key_value_heads=2,
+        num_local_experts=4, num_experts_per_tok=2, output_router_logits=True,
+        router_aux_loss_coef=0.02, **DEC), causal_lm_data,
+        ["MixtralDecoderLayer"]),
     # Encoders
     "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),

@@ -22,6 +22,7 @@ SLICE = [
     "resnet_hf",    # convolutions, batch norm, max pooling, in-place add_
     "wav2vec2",     # conv1d feature extractor, group norm
     "mixtral",      # mixture of experts: topk, sort, histc, grouped GEMM
+    "mixtral_aux",  # ... and its load-balancing loss
 ]
 
 

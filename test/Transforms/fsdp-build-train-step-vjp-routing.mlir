@@ -5,7 +5,7 @@
 // weights and its weight cotangent nn.grouped_matmul_grad_weight; the
 // integer bookkeeping (sort, floor_div, histc, invert_permutation) gets
 // none.
-// RUN: fsdp-opt %s --fsdp-build-train-step | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-build-train-step | FileCheck %s
 
 // CHECK-LABEL: func.func @moe_train_step
 // Forward: the routing ops, once each.
@@ -70,6 +70,36 @@ fsdp.model @moe {
       %yw = nn.mul %y, %wsort : (tensor<16x6xf32>, tensor<16x1xf32>) -> tensor<16x6xf32>
       %back = nn.embedding %inv, %yw : (tensor<16xi64>, tensor<16x6xf32>) -> tensor<16x6xf32>
       %loss = nn.reduce_sum %back {dims = array<i64: 0, 1>} : (tensor<16x6xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// A load-balancing loss (Mixtral's): the histogram of the router's choices
+// times its mean probabilities. The counts are piecewise constant, so only
+// the probabilities carry the router's gradient; no histc in the backward.
+// CHECK-LABEL: func.func @aux_train_step
+// CHECK: %[[P:[^ ,:]+]] = nn.softmax
+// CHECK: nn.histc
+// CHECK-NOT: nn.histc
+// CHECK: nn.broadcast %{{.*}} to tensor<8x4xf32>
+// CHECK: fsdp.sgd_step %arg0
+fsdp.model @aux {
+  fsdp.module @root kind "Test" {
+    fsdp.param @router : tensor<4x8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%x: tensor<8x8xf32>) -> tensor<f32> {
+      %r = fsdp.get_param @router : tensor<4x8xf32>
+      %logits = nn.linear %x, %r : (tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<8x4xf32>
+      %p = nn.softmax %logits : tensor<8x4xf32>
+      %v, %i = nn.topk %p {k = 2 : i64} : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi64>)
+      %flat = nn.reshape %i : tensor<8x2xi64> to tensor<16xi64>
+      %f = nn.cast %flat : tensor<16xi64> to tensor<16xf32>
+      %counts = nn.histc %f {bins = 4 : i64, min = 0.0, max = 4.0} : (tensor<16xf32>) -> tensor<4xf32>
+      %mean = nn.reduce_mean %p {dims = array<i64: 0>} : (tensor<8x4xf32>) -> tensor<4xf32>
+      %prod = nn.mul %counts, %mean : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %loss = nn.reduce_sum %prod {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
       fsdp.return %loss : tensor<f32>
     }
   }

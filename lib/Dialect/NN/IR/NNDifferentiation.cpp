@@ -584,6 +584,12 @@ FailureOr<SmallVector<Value>> TopkOp::buildVJP(OpBuilder &b,
   return SmallVector<Value>{reshapeTo(b, loc, scattered, in.getShape())};
 }
 
+FailureOr<SmallVector<Value>> HistcOp::buildVJP(OpBuilder &,
+                                                ValueRange) {
+  // Counts are piecewise constant in the input: zero almost everywhere.
+  return SmallVector<Value>{Value()};
+}
+
 FailureOr<SmallVector<Value>> GroupedMatmulOp::buildVJP(OpBuilder &b,
                                                         ValueRange cotangents) {
   // dX[seg g] = dY[seg g] · W[g]ᵀ; dW[g] = X[seg g]ᵀ · dY[seg g].

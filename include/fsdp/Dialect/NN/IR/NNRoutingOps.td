@@ -48,13 +48,15 @@ def NN_SortOp : NN_PureOp<"sort", [InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def NN_HistcOp : NN_PureOp<"histc", [InferTypeOpAdaptor]> {
+def NN_HistcOp : NN_PureOp<"histc", [InferTypeOpAdaptor, NN_Differentiable]> {
   let summary = "counts of the input's elements in equal-width bins (torch.histc)";
   let description = [{
     `bins` bins of equal width cover `[min, max]`; an element x in it counts
     in bin `floor((x - min) · bins / (max - min))`, x = max in the last;
     elements outside (and NaN) are not counted. The result `[bins]` has the
-    input's element type, as torch's. No gradient (torch has none).
+    input's element type, as torch's. The counts are piecewise constant, so
+    the VJP gives the input none (a load-balancing loss counts the router's
+    choices with it).
 
     ```mlir
     %counts = nn.histc %ids {bins = 4 : i64, min = 0.0, max = 3.0} : (tensor<32xf32>) -> tensor<4xf32>
