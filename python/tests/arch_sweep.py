@@ -400,7 +400,9 @@ def constructs(message: str) -> str:
     return ", ".join(seen) if seen else message.strip().splitlines()[0]
 
 
-def run_arch(name: str, workdir: Path | None = None) -> Outcome:
+def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
+    """`runner`: (fsdprt-run binary, backend), as train_imported takes it
+    (default: the CPU backend)."""
     arch, start = ARCHS[name], time.time()
 
     def outcome(status, diff=None, detail=""):
@@ -421,7 +423,8 @@ def run_arch(name: str, workdir: Path | None = None) -> Outcome:
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         try:
             got, saved = train_imported(Path(tmp), module, model, data,
-                                        RANKS, OPTIMIZER, wrap_kinds=arch.kinds)
+                                        RANKS, OPTIMIZER, runner=runner,
+                                        wrap_kinds=arch.kinds)
         except Exception as e:
             return outcome("fails", detail=f"compile/run: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[-1][:140] if str(e) else ''}")

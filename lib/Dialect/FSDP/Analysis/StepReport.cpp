@@ -287,10 +287,11 @@ static void printGroupedGemms(raw_ostream &os, func::FuncOp step) {
     }
   });
   if (forward)
-    os << llvm::formatv("grouped GEMMs (mixture of experts): {0} (input "
-                        "gradients included) + {1} weight gradients, up to "
-                        "{2} rows (tokens x top-k, none dropped) over {3} "
-                        "experts each, all rows counted in the step time\n",
+    os << llvm::formatv("grouped GEMMs (mixture of experts): {0} forward and "
+                        "input-gradient, {1} weight-gradient, each over {2} "
+                        "rows (tokens x top-k: static, none dropped) split "
+                        "among {3} experts at run time; the step time counts "
+                        "every row\n",
                         forward, weightGrads, rows, groups);
 }
 

@@ -561,9 +561,6 @@ FailureOr<SmallVector<Value>> MSELossOp::buildVJP(OpBuilder &b,
 
 FailureOr<SmallVector<Value>> TopkOp::buildVJP(OpBuilder &b,
                                                ValueRange cotangents) {
-  if (cotangents.size() > 1 && cotangents[1])
-    return emitOpError("the loss depends on its indices, which have no "
-                       "gradient");
   // The values' cotangent goes back to the chosen entries: row r's index i
   // is entry r·n + i of the flattened input, a scatter-add into zeros.
   Location loc = getLoc();

@@ -117,8 +117,9 @@ def NN_GroupedMatmulOp : NN_PureOp<"grouped_matmul",
     for g = 0) of the result `[R, N]` are those rows of `input` times
     `weight[g]`. Rows from `offsets[G-1]` on belong to no group and are 0
     (so they get no gradient). The offsets are run-time values (how many
-    tokens each expert got); R, the total, is static. Offsets out of order
-    or past R are a run-time error.
+    tokens each expert got); R, the total, is static. An offset past R is
+    a run-time error; offsets out of order are one on the CPU and clamped
+    into order on CUDA (which checks ranges only, on the device).
     The VJP: the input's cotangent is the same op on the weights' transpose
     and the weight's is nn.grouped_matmul_grad_weight; offsets have none.
 
