@@ -47,8 +47,8 @@ int32_t fsdprt_topk_forward(int64_t ctx, int64_t stream, int32_t dtype,
 
 int32_t fsdprt_sort_forward(int64_t ctx, int64_t stream, int32_t dtype,
                             int64_t x, int64_t x_off, int64_t rows, int64_t n,
-                            int64_t values, int64_t values_off,
-                            int64_t indices, int64_t indices_off) {
+                            int64_t values, int64_t values_off, int64_t indices,
+                            int64_t indices_off) {
   return guarded(__func__, [&] {
     Launch l(ctx, stream, "sort_forward");
     DType dt = dtypeFromCode(dtype, "dtype");
@@ -111,8 +111,7 @@ int32_t fsdprt_grouped_matmul_forward(int64_t ctx, int64_t stream,
     void *py = l.operand(y, y_off, mul(rows, n), "y");
     Backend &be = l.backend();
     DType dt = l.dtype();
-    l.enqueue(
-        [=, &be] { be.groupedMatmulForward(dt, ot, px, pw, po, py, d); });
+    l.enqueue([=, &be] { be.groupedMatmulForward(dt, ot, px, pw, po, py, d); });
   });
 }
 

@@ -24,20 +24,20 @@ TEST_P(RoutingConformance, TopkPicksLargestNaNFirstTiesByPosition) {
   Device dev(GetParam());
   const int64_t rows = 3, n = 6, k = 3;
   const float nan = std::nanf("");
-  std::vector<float> x{0.1f, 0.7f, 0.3f, 0.7f, -1.0f, 0.2f,   // tie: 1 before 3
-                       -0.5f, nan, 0.9f, 0.0f, 0.9f, 0.4f,    // NaN largest
+  std::vector<float> x{0.1f,  0.7f, 0.3f,  0.7f, -1.0f, 0.2f, // tie: 1 before 3
+                       -0.5f, nan,  0.9f,  0.0f, 0.9f,  0.4f, // NaN largest
                        0.25f, 0.5f, 0.75f, 1.0f, -2.0f, 3.0f};
   int64_t bx = dev.upload(x), bv = dev.alloc(rows * k * 4),
           bi = dev.alloc(rows * k * 8);
   RT_OK(fsdprt_topk_forward(dev.ctx, dev.stream, FSDPRT_F32, bx, 0, rows, n, k,
                             bv, 0, bi, 0));
   EXPECT_EQ(dev.download<int64_t>(bi, rows * k),
-            (std::vector<int64_t>{1, 3, 2, 7 - 6, 8 - 6, 10 - 6, 5, 3, 2}));
+            (std::vector<int64_t>{1, 3, 2, 1, 2, 4, 5, 3, 2}));
   std::vector<float> v = dev.download(bv, rows * k);
   EXPECT_TRUE(std::isnan(v[3]));
   v[3] = 0;
-  EXPECT_EQ(v, (std::vector<float>{0.7f, 0.7f, 0.3f, 0, 0.9f, 0.9f, 3.0f,
-                                   1.0f, 0.75f}));
+  EXPECT_EQ(v, (std::vector<float>{0.7f, 0.7f, 0.3f, 0, 0.9f, 0.9f, 3.0f, 1.0f,
+                                   0.75f}));
   // bf16 storage: the values are the chosen elements' bits.
   std::vector<uint16_t> h;
   for (float f : {0.5f, -1.0f, 2.0f, 0.25f})
@@ -57,15 +57,14 @@ TEST_P(RoutingConformance, SortIsStableAscending) {
   const int64_t rows = 2, n = 7;
   int64_t bx = dev.upload(ids), bv = dev.alloc(rows * n * 8),
           bp = dev.alloc(rows * n * 8);
-  RT_OK(fsdprt_sort_forward(dev.ctx, dev.stream, FSDPRT_I64, bx, 0, rows, n,
-                            bv, 0, bp, 0));
+  RT_OK(fsdprt_sort_forward(dev.ctx, dev.stream, FSDPRT_I64, bx, 0, rows, n, bv,
+                            0, bp, 0));
   std::vector<int64_t> want(rows * n);
   for (int64_t r = 0; r < rows; ++r) {
     std::iota(want.begin() + r * n, want.begin() + (r + 1) * n, 0);
-    std::stable_sort(want.begin() + r * n, want.begin() + (r + 1) * n,
-                     [&](int64_t a, int64_t b) {
-                       return ids[r * n + a] < ids[r * n + b];
-                     });
+    std::stable_sort(
+        want.begin() + r * n, want.begin() + (r + 1) * n,
+        [&](int64_t a, int64_t b) { return ids[r * n + a] < ids[r * n + b]; });
   }
   EXPECT_EQ(dev.download<int64_t>(bp, rows * n), want);
   std::vector<int64_t> sorted = dev.download<int64_t>(bv, rows * n);
@@ -103,9 +102,10 @@ TEST_P(RoutingConformance, InvertPermutationAndItsCheck) {
   Device dev(GetParam());
   std::vector<int64_t> p{3, 0, 4, 1, 2};
   int64_t bp = dev.upload(p), by = dev.alloc(5 * 8);
-  RT_OK(fsdprt_invert_permutation(dev.ctx, dev.stream, FSDPRT_I64, bp, 0, 5,
-                                  by, 0));
-  EXPECT_EQ(dev.download<int64_t>(by, 5), (std::vector<int64_t>{1, 3, 4, 0, 2}));
+  RT_OK(fsdprt_invert_permutation(dev.ctx, dev.stream, FSDPRT_I64, bp, 0, 5, by,
+                                  0));
+  EXPECT_EQ(dev.download<int64_t>(by, 5),
+            (std::vector<int64_t>{1, 3, 4, 0, 2}));
   std::vector<int32_t> p32{1, 0};
   int64_t bp32 = dev.upload(p32), by32 = dev.alloc(8);
   RT_OK(fsdprt_invert_permutation(dev.ctx, dev.stream, FSDPRT_I32, bp32, 0, 2,
@@ -114,8 +114,8 @@ TEST_P(RoutingConformance, InvertPermutationAndItsCheck) {
   // An entry outside [0, n) is data: reported at the next synchronize.
   std::vector<int64_t> bad{0, 5, 1};
   int64_t bb = dev.upload(bad);
-  RT_OK(fsdprt_invert_permutation(dev.ctx, dev.stream, FSDPRT_I64, bb, 0, 3,
-                                  by, 0));
+  RT_OK(fsdprt_invert_permutation(dev.ctx, dev.stream, FSDPRT_I64, bb, 0, 3, by,
+                                  0));
   EXPECT_EQ(fsdprt_stream_synchronize(dev.ctx, dev.stream),
             FSDPRT_ERR_OUT_OF_RANGE);
   std::string msg = fsdprt_last_error();
@@ -160,11 +160,11 @@ TEST_P(RoutingConformance, GroupedMatmulMatchesFloat64AndFiniteDifferences) {
                                       FSDPRT_I32, bx, 0, bw, 0, bo, 0, by, 0,
                                       rows, groups, k, n));
   RT_OK(fsdprt_grouped_matmul_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                      FSDPRT_I32, bdy, 0, bwt, 0, bo, 0, bdx,
-                                      0, rows, groups, n, k));
-  RT_OK(fsdprt_grouped_matmul_backward_weight(
-      dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I32, bx, 0, bdy, 0, bo, 0, bdw,
-      0, rows, groups, k, n));
+                                      FSDPRT_I32, bdy, 0, bwt, 0, bo, 0, bdx, 0,
+                                      rows, groups, n, k));
+  RT_OK(fsdprt_grouped_matmul_backward_weight(dev.ctx, dev.stream, FSDPRT_F32,
+                                              FSDPRT_I32, bx, 0, bdy, 0, bo, 0,
+                                              bdw, 0, rows, groups, k, n));
   Reference ref = [&](const Inputs &in) {
     return groupedReference(in, ends, rows, k, n);
   };
@@ -173,10 +173,10 @@ TEST_P(RoutingConformance, GroupedMatmulMatchesFloat64AndFiniteDifferences) {
   expectClose(y, ref(in), "y");
   for (int64_t i = 11 * n; i < rows * n; ++i)
     EXPECT_EQ(y[i], 0.0f) << "row of no group at " << i;
-  expectGradients(ref, in, toDouble(dy),
-                  {dev.download(bdx, rows * k),
-                   dev.download(bdw, groups * k * n)},
-                  {"dx", "dw"});
+  expectGradients(
+      ref, in, toDouble(dy),
+      {dev.download(bdx, rows * k), dev.download(bdw, groups * k * n)},
+      {"dx", "dw"});
   std::vector<float> dw = dev.download(bdw, groups * k * n);
   for (int64_t i = k * n; i < 2 * k * n; ++i)
     EXPECT_EQ(dw[i], 0.0f) << "empty group's gradient at " << i;
@@ -202,8 +202,8 @@ TEST_P(RoutingConformance, GroupedMatmulI64OffsetsAndBf16) {
   std::vector<float> got;
   for (uint16_t v : dev.download<uint16_t>(by, rows * n))
     got.push_back(bf16ToFloat(v));
-  expectClose(got, groupedReference({toDouble(x), toDouble(w)}, ends, rows, k,
-                                    n),
+  expectClose(got,
+              groupedReference({toDouble(x), toDouble(w)}, ends, rows, k, n),
               "y", 1e-2, 1e-2);
 }
 
@@ -214,8 +214,8 @@ TEST_P(RoutingConformance, GroupedMatmulOffsetPastTheRowsFails) {
   int64_t bx = dev.upload(x), bw = dev.upload(w), bo = dev.upload(offs),
           by = dev.alloc(6 * 2 * 4);
   RT_OK(fsdprt_grouped_matmul_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                      FSDPRT_I32, bx, 0, bw, 0, bo, 0, by, 0,
-                                      6, 2, 2, 2));
+                                      FSDPRT_I32, bx, 0, bw, 0, bo, 0, by, 0, 6,
+                                      2, 2, 2));
   EXPECT_EQ(fsdprt_stream_synchronize(dev.ctx, dev.stream),
             FSDPRT_ERR_OUT_OF_RANGE);
   std::string msg = fsdprt_last_error();
@@ -227,22 +227,20 @@ TEST_P(RoutingConformance, FloorDivRoundsDownOnIntegers) {
   std::vector<int64_t> a{7, -7, 6, 5, 9}, b{2};
   const std::vector<int64_t> as{5}, bs{1};
   int64_t ba = dev.upload(a), bb = dev.upload(b), bo = dev.alloc(5 * 8);
-  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I64,
-                              FSDPRT_FLOOR_DIV, ba, 0, 1, as.data(), bb, 0, 1,
-                              bs.data(), bo, 0));
+  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I64, FSDPRT_FLOOR_DIV,
+                              ba, 0, 1, as.data(), bb, 0, 1, bs.data(), bo, 0));
   EXPECT_EQ(dev.download<int64_t>(bo, 5),
             (std::vector<int64_t>{3, -4, 3, 2, 4}));
   std::vector<int32_t> c{5, -5}, d{-2, 0};
   const std::vector<int64_t> cs{2};
   int64_t bc = dev.upload(c), bd = dev.upload(d), bq = dev.alloc(8);
-  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I32,
-                              FSDPRT_FLOOR_DIV, bc, 0, 1, cs.data(), bd, 0, 1,
-                              cs.data(), bq, 0));
+  RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I32, FSDPRT_FLOOR_DIV,
+                              bc, 0, 1, cs.data(), bd, 0, 1, cs.data(), bq, 0));
   EXPECT_EQ(dev.download<int32_t>(bq, 2), (std::vector<int32_t>{-3, 0}));
   // Floats have no floor_div.
   EXPECT_EQ(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_F32,
-                                  FSDPRT_FLOOR_DIV, bc, 0, 1, cs.data(), bd,
-                                  0, 1, cs.data(), bq, 0),
+                                  FSDPRT_FLOOR_DIV, bc, 0, 1, cs.data(), bd, 0,
+                                  1, cs.data(), bq, 0),
             FSDPRT_ERR_INVALID_ARGUMENT);
 }
 

@@ -92,8 +92,8 @@ void histc(DType dt, const void *x, void *y, int64_t numel, int64_t bins,
     using T = typename S::T;
     std::vector<int64_t> counts(bins, 0);
     for (int64_t i = 0; i < numel; ++i) {
-      int64_t b = histcBin(S::load(static_cast<const T *>(x)[i]), bins, min,
-                           max);
+      int64_t b =
+          histcBin(S::load(static_cast<const T *>(x)[i]), bins, min, max);
       if (b >= 0)
         ++counts[b];
     }
@@ -107,9 +107,8 @@ void invertPermutation(DType dt, const void *p, void *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = loadIndex(dt, p, i);
     if (v < 0 || v >= n || seen[v])
-      fail(Status::OutOfRange, "invert_permutation: entry ", v,
-           " at position ", i, " makes the input no permutation of [0, ", n,
-           ")");
+      fail(Status::OutOfRange, "invert_permutation: entry ", v, " at position ",
+           i, " makes the input no permutation of [0, ", n, ")");
     seen[v] = true;
     if (dt == DType::I32)
       static_cast<int32_t *>(y)[v] = static_cast<int32_t>(i);
@@ -126,8 +125,8 @@ static std::vector<int64_t> checkedEnds(DType type, const void *offsets,
     ends[g] = loadIndex(type, offsets, g);
     int64_t prev = g ? ends[g - 1] : 0;
     if (ends[g] < prev || ends[g] > d.rows)
-      fail(Status::OutOfRange, "grouped matmul: offset ", ends[g],
-           " of group ", g, " is not in [", prev, ", ", d.rows, "]");
+      fail(Status::OutOfRange, "grouped matmul: offset ", ends[g], " of group ",
+           g, " is not in [", prev, ", ", d.rows, "]");
   }
   return ends;
 }
@@ -140,16 +139,15 @@ void groupedMatmulForward(int threads, DType offsetsType, const float *x,
   for (int64_t g = 0; g < d.groups; begin = ends[g++])
     if (ends[g] > begin)
       gemm(threads, false, false, ends[g] - begin, d.n, d.k, 1.0f,
-           x + begin * d.k, d.k, w + g * d.k * d.n, d.n, 0.0f,
-           y + begin * d.n, d.n);
+           x + begin * d.k, d.k, w + g * d.k * d.n, d.n, 0.0f, y + begin * d.n,
+           d.n);
   int64_t last = d.groups ? ends.back() : 0;
   std::fill(y + last * d.n, y + d.rows * d.n, 0.0f); // rows of no group
 }
 
-void groupedMatmulBackwardWeight(int threads, DType offsetsType,
-                                 const float *x, const float *dy,
-                                 const void *offsets, float *dw,
-                                 const GroupedDims &d) {
+void groupedMatmulBackwardWeight(int threads, DType offsetsType, const float *x,
+                                 const float *dy, const void *offsets,
+                                 float *dw, const GroupedDims &d) {
   std::vector<int64_t> ends = checkedEnds(offsetsType, offsets, d);
   int64_t begin = 0;
   for (int64_t g = 0; g < d.groups; begin = ends[g++]) {

@@ -69,8 +69,7 @@ __global__ void sortKernel(const T *x, T *values, int64_t *indices,
 
 template <typename S>
 __global__ void histcKernel(const typename S::T *x, typename S::T *y,
-                            int64_t numel, int64_t bins, double lo,
-                            double hi) {
+                            int64_t numel, int64_t bins, double lo, double hi) {
   FSDPRT_GRID_STRIDE(b, bins) {
     int64_t count = 0;
     for (int64_t i = 0; i < numel; ++i)
@@ -186,8 +185,7 @@ void histc(Stream s, DType dt, const void *x, void *y, int64_t numel,
   });
 }
 
-void invertPermutation(Stream s, DType dt, const void *p, void *y,
-                       int64_t n) {
+void invertPermutation(Stream s, DType dt, const void *p, void *y, int64_t n) {
   if (dt == DType::I32)
     FSDPRT_LAUNCH(invertPermutationKernel<int32_t>, n, s,
                   static_cast<const int32_t *>(p), static_cast<int32_t *>(y),
@@ -198,9 +196,9 @@ void invertPermutation(Stream s, DType dt, const void *p, void *y,
                   n);
 }
 
-void groupedMatmulForward(Stream s, DType dt, DType offsetsType,
-                          const void *x, const void *w, const void *offsets,
-                          void *y, const GroupedDims &d) {
+void groupedMatmulForward(Stream s, DType dt, DType offsetsType, const void *x,
+                          const void *w, const void *offsets, void *y,
+                          const GroupedDims &d) {
   Ends ends{offsetsType == DType::I32, offsets};
   withStorage(dt, [&](auto st) {
     using S = decltype(st);

@@ -1,4 +1,4 @@
-//===- NNRoutingOps.cpp - mixture-of-experts routing ops: shape rules ------===//
+//===- NNRoutingOps.cpp - mixture-of-experts routing ops: shape rules -----===//
 //
 // Result types of the router's top-k and sort, the histogram, and the
 // grouped GEMM with its weight gradient (NNRoutingOps.td); their VJPs are in
@@ -17,8 +17,8 @@ using namespace mlir::nn::rules;
 static void valuesAndIndices(RankedTensorType in, ArrayRef<int64_t> shape,
                              SmallVectorImpl<Type> &results) {
   results.push_back(RankedTensorType::get(shape, in.getElementType()));
-  results.push_back(RankedTensorType::get(
-      shape, IntegerType::get(in.getContext(), 64)));
+  results.push_back(
+      RankedTensorType::get(shape, IntegerType::get(in.getContext(), 64)));
 }
 
 LogicalResult TopkOp::inferReturnTypes(MLIRContext *,
@@ -88,9 +88,10 @@ static LogicalResult checkGrouped(std::optional<Location> loc, StringRef name,
   return success();
 }
 
-LogicalResult GroupedMatmulOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
+LogicalResult
+GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &results) {
   StringRef name = getOperationName();
   RankedTensorType x = tensorOf(adaptor.getInput()),
                    w = tensorOf(adaptor.getWeight()),
@@ -107,8 +108,8 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(
                 " features but the weights take ", w.getDimSize(1));
   if (w.getElementType() != x.getElementType())
     return fail(loc, name, "input and weight element types differ");
-  results.push_back(RankedTensorType::get(
-      {x.getDimSize(0), w.getDimSize(2)}, x.getElementType()));
+  results.push_back(RankedTensorType::get({x.getDimSize(0), w.getDimSize(2)},
+                                          x.getElementType()));
   return success();
 }
 
