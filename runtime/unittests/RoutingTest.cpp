@@ -182,6 +182,38 @@ TEST_P(RoutingConformance, GroupedMatmulMatchesFloat64AndFiniteDifferences) {
     EXPECT_EQ(dw[i], 0.0f) << "empty group's gradient at " << i;
 }
 
+TEST_P(RoutingConformance, GroupedMatmulSpansTilesAndSegmentBoundaries) {
+  // Segments that start and end inside the CUDA kernels' 16-row tiles, k
+  // and n that are not multiples of 16, an empty group and rows of none:
+  // both products against their float64 definitions.
+  const int64_t rows = 70, groups = 4, k = 37, n = 20;
+  const std::vector<int64_t> ends{20, 20, 53, 61};
+  std::vector<int32_t> offs(ends.begin(), ends.end());
+  auto x = randomVector(rows * k, 201), w = randomVector(groups * k * n, 202),
+       dy = randomVector(rows * n, 203);
+  Device dev(GetParam());
+  int64_t bx = dev.upload(x), bw = dev.upload(w), bdy = dev.upload(dy),
+          bo = dev.upload(offs), by = dev.alloc(rows * n * 4),
+          bdw = dev.alloc(groups * k * n * 4);
+  RT_OK(fsdprt_grouped_matmul_forward(dev.ctx, dev.stream, FSDPRT_F32,
+                                      FSDPRT_I32, bx, 0, bw, 0, bo, 0, by, 0,
+                                      rows, groups, k, n));
+  RT_OK(fsdprt_grouped_matmul_backward_weight(
+      dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_I32, bx, 0, bdy, 0, bo, 0, bdw,
+      0, rows, groups, k, n));
+  Inputs in{toDouble(x), toDouble(w)};
+  expectClose(dev.download(by, rows * n),
+              groupedReference(in, ends, rows, k, n), "y");
+  std::vector<double> dw(groups * k * n, 0.0);
+  int64_t begin = 0;
+  for (int64_t g = 0; g < groups; begin = ends[g++])
+    for (int64_t r = begin; r < ends[g]; ++r)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t c = 0; c < n; ++c)
+          dw[(g * k + j) * n + c] += double(x[r * k + j]) * dy[r * n + c];
+  expectClose(dev.download(bdw, groups * k * n), dw, "dw");
+}
+
 TEST_P(RoutingConformance, GroupedMatmulI64OffsetsAndBf16) {
   Device dev(GetParam());
   // The same product in bf16 storage with i64 offsets: f32 accumulation,

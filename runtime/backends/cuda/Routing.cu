@@ -6,8 +6,8 @@
 // equal the CPU backend's. No atomics: the same bits every run.
 //
 // The grouped GEMM's segment ends are device values (the router's counts),
-// so the kernels read them on the device: a thread per output element finds
-// its group and sums in a fixed order. No host synchronisation, so a step
+// so the kernels read them on the device: a block per output tile finds its
+// segment and sums in a fixed order. No host synchronisation, so a step
 // with experts still captures as one CUDA graph; cuBLAS's grouped GEMMs
 // take their sizes from the host and would need one. Offsets out of
 // [0, rows] are reported by the index check; out-of-order ends are clamped
@@ -97,35 +97,126 @@ struct Ends {
   }
 };
 
-/// y[r, c] = x[r, :] · w[group of r][:, c], 0 past the last segment.
+/// The grouped GEMMs in kTile x kTile output tiles: a block's threads stage
+/// a kTile-deep slice of each operand in shared memory and each adds its
+/// outputs' products over it (an output's sum runs over k, or over the
+/// segment's rows, in order: the same bits every run). A block of the
+/// host emulation is one thread, which does the whole tile.
+constexpr int64_t kTile = 16;
+static_assert(kTile * kTile == kThreads, "one output of a tile per thread");
+
+/// Row tile `t` of the segments taken in order (each segment's rows split
+/// into tiles of kTile, its last one shorter): its group and rows
+/// [r0, rEnd); false past the last tile.
+__device__ bool rowTileOf(Ends ends, const GroupedDims &d, int64_t t,
+                          int64_t &g, int64_t &r0, int64_t &rEnd) {
+  int64_t passed = 0, reach = 0;
+  for (g = 0; g < d.groups; ++g) {
+    int64_t e = segmentEnd(ends, g, d.rows);
+    int64_t begin = reach;
+    reach = e > reach ? e : reach;
+    int64_t tiles = (reach - begin + kTile - 1) / kTile;
+    if (t < passed + tiles) {
+      r0 = begin + (t - passed) * kTile;
+      rEnd = r0 + kTile < reach ? r0 + kTile : reach;
+      return true;
+    }
+    passed += tiles;
+  }
+  return false;
+}
+
+/// y[r, c] = x[r, :] · w[group of r][:, c] over the row tiles of the
+/// segments (an upper bound of them: ceil(rows / kTile) + groups) times the
+/// column tiles.
 template <typename S>
 __global__ void groupedForwardKernel(const typename S::T *x,
                                      const typename S::T *w, Ends ends,
-                                     typename S::T *y, GroupedDims d) {
-  FSDPRT_GRID_STRIDE(e, d.rows * d.n) {
-    int64_t r = e / d.n, c = e - r * d.n;
-    int64_t g = groupOfRow(ends, d.groups, d.rows, r);
-    float acc = 0.0f;
-    if (g >= 0)
-      for (int64_t j = 0; j < d.k; ++j)
-        acc += S::load(x[r * d.k + j]) * S::load(w[(g * d.k + j) * d.n + c]);
-    y[e] = S::store(acc);
+                                     typename S::T *y, GroupedDims d,
+                                     int64_t colTiles, int64_t tiles) {
+  __shared__ float xs[kTile][kTile + 1], ws[kTile][kTile + 1];
+  __shared__ float acc[kTile * kTile];
+  FSDPRT_ROW_STRIDE(b, tiles) {
+    int64_t g, r0, rEnd, c0 = (b % colTiles) * kTile;
+    if (!rowTileOf(ends, d, b / colTiles, g, r0, rEnd))
+      continue; // the same for the whole block
+    FSDPRT_COL_STRIDE(o, kTile * kTile) { acc[o] = 0.0f; }
+    for (int64_t k0 = 0; k0 < d.k; k0 += kTile) {
+      FSDPRT_COL_STRIDE(o, kTile * kTile) {
+        int64_t i = o / kTile, j = o % kTile;
+        xs[i][j] = r0 + i < rEnd && k0 + j < d.k
+                       ? S::load(x[(r0 + i) * d.k + k0 + j])
+                       : 0.0f;
+        ws[i][j] = k0 + i < d.k && c0 + j < d.n
+                       ? S::load(w[(g * d.k + k0 + i) * d.n + c0 + j])
+                       : 0.0f;
+      }
+      __syncthreads();
+      FSDPRT_COL_STRIDE(o, kTile * kTile) {
+        int64_t i = o / kTile, j = o % kTile;
+        float a = acc[o];
+        for (int64_t t = 0; t < kTile; ++t)
+          a += xs[i][t] * ws[t][j];
+        acc[o] = a;
+      }
+      __syncthreads(); // before the next slices overwrite xs and ws
+    }
+    FSDPRT_COL_STRIDE(o, kTile * kTile) {
+      int64_t r = r0 + o / kTile, c = c0 + o % kTile;
+      if (r < rEnd && c < d.n)
+        y[r * d.n + c] = S::store(acc[o]);
+    }
   }
 }
 
-/// dw[g, j, c] = sum over rows r of segment g of x[r, j] · dy[r, c].
+/// Rows past the last segment belong to no group: 0.
+template <typename T>
+__global__ void groupedTailKernel(Ends ends, T *y, GroupedDims d) {
+  FSDPRT_GRID_STRIDE(e, d.rows * d.n) {
+    if (groupOfRow(ends, d.groups, d.rows, e / d.n) < 0)
+      y[e] = T(0);
+  }
+}
+
+/// dw[g, j, c] = sum over rows r of segment g of x[r, j] · dy[r, c], in
+/// tiles of (j, c) per group, the segment's rows kTile at a time.
 template <typename S>
 __global__ void groupedWeightGradKernel(const typename S::T *x,
                                         const typename S::T *dy, Ends ends,
-                                        typename S::T *dw, GroupedDims d) {
-  FSDPRT_GRID_STRIDE(e, d.groups * d.k * d.n) {
-    int64_t g = e / (d.k * d.n), rest = e - g * d.k * d.n;
-    int64_t j = rest / d.n, c = rest - j * d.n, begin, end;
+                                        typename S::T *dw, GroupedDims d,
+                                        int64_t kTiles, int64_t nTiles) {
+  __shared__ float xs[kTile][kTile + 1], dys[kTile][kTile + 1];
+  __shared__ float acc[kTile * kTile];
+  FSDPRT_ROW_STRIDE(b, d.groups * kTiles * nTiles) {
+    int64_t g = b / (kTiles * nTiles), rest = b % (kTiles * nTiles);
+    int64_t j0 = rest / nTiles * kTile, c0 = rest % nTiles * kTile;
+    int64_t begin, end;
     segmentOf(ends, g, d.rows, begin, end);
-    float acc = 0.0f;
-    for (int64_t r = begin; r < end; ++r)
-      acc += S::load(x[r * d.k + j]) * S::load(dy[r * d.n + c]);
-    dw[e] = S::store(acc);
+    FSDPRT_COL_STRIDE(o, kTile * kTile) { acc[o] = 0.0f; }
+    for (int64_t r0 = begin; r0 < end; r0 += kTile) {
+      FSDPRT_COL_STRIDE(o, kTile * kTile) {
+        int64_t i = o / kTile, j = o % kTile;
+        bool row = r0 + i < end;
+        xs[i][j] =
+            row && j0 + j < d.k ? S::load(x[(r0 + i) * d.k + j0 + j]) : 0.0f;
+        dys[i][j] =
+            row && c0 + j < d.n ? S::load(dy[(r0 + i) * d.n + c0 + j]) : 0.0f;
+      }
+      __syncthreads();
+      FSDPRT_COL_STRIDE(o, kTile * kTile) {
+        int64_t j = o / kTile, c = o % kTile;
+        float a = acc[o];
+        for (int64_t t = 0; t < kTile; ++t)
+          a += xs[t][j] * dys[t][c];
+        acc[o] = a;
+      }
+      __syncthreads(); // before the next rows overwrite xs and dys
+    }
+    FSDPRT_COL_STRIDE(o, kTile * kTile) {
+      int64_t j = j0 + o / kTile, c = c0 + o % kTile;
+      if (j < d.k && c < d.n)
+        dw[(g * d.k + j) * d.n + c] = S::store(acc[o]);
+    }
   }
 }
 
@@ -200,11 +291,16 @@ void groupedMatmulForward(Stream s, DType dt, DType offsetsType, const void *x,
                           const void *w, const void *offsets, void *y,
                           const GroupedDims &d) {
   Ends ends{offsetsType == DType::I32, offsets};
+  int64_t colTiles = (d.n + kTile - 1) / kTile;
+  int64_t rowTiles = (d.rows + kTile - 1) / kTile + d.groups;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH(groupedForwardKernel<S>, d.rows * d.n, s,
-                  static_cast<const T *>(x), static_cast<const T *>(w), ends,
+    FSDPRT_LAUNCH_BLOCKS(groupedForwardKernel<S>, rowTiles * colTiles, s,
+                         static_cast<const T *>(x), static_cast<const T *>(w),
+                         ends, static_cast<T *>(y), d, colTiles,
+                         rowTiles * colTiles);
+    FSDPRT_LAUNCH(groupedTailKernel<T>, d.rows * d.n, s, ends,
                   static_cast<T *>(y), d);
   });
 }
@@ -214,12 +310,15 @@ void groupedMatmulBackwardWeight(Stream s, DType dt, DType offsetsType,
                                  const void *offsets, void *dw,
                                  const GroupedDims &d) {
   Ends ends{offsetsType == DType::I32, offsets};
+  int64_t kTiles = (d.k + kTile - 1) / kTile,
+          nTiles = (d.n + kTile - 1) / kTile;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH(groupedWeightGradKernel<S>, d.groups * d.k * d.n, s,
-                  static_cast<const T *>(x), static_cast<const T *>(dy), ends,
-                  static_cast<T *>(dw), d);
+    FSDPRT_LAUNCH_BLOCKS(groupedWeightGradKernel<S>, d.groups * kTiles * nTiles,
+                         s, static_cast<const T *>(x),
+                         static_cast<const T *>(dy), ends, static_cast<T *>(dw),
+                         d, kTiles, nTiles);
   });
 }
 
