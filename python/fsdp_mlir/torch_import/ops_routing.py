@@ -36,7 +36,7 @@ def _topk(t, node, out, x, k, dim=-1, largest=True, sorted=True):
                   f"k = {int(k)} : i64")
 
 
-def _sort(t, node, out, x, dim=-1, descending=False, stable=None):
+def _sort(t, node, out, x, dim=-1, descending=False):
     """torch.sort, ascending; stable (torch's CPU kernel is for the
     default too)."""
     x = t.v(x)

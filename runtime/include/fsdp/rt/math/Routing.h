@@ -3,8 +3,8 @@
 // The orders, bins and segments of the routing kernels, shared by the CPU
 // loops and the CUDA kernels so that both pick the same elements: top-k
 // (descending, NaN largest, ties by position), the stable ascending sort
-// (NaN last), histc's bin of a value, and the group of a row of a grouped
-// GEMM from its segment ends.
+// (NaN last) and histc's bin of a value; and, for the CUDA kernels, the
+// segments of a grouped GEMM from its run-time ends.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_MATH_ROUTING_H
@@ -50,8 +50,9 @@ FSDPRT_HD inline int64_t histcBin(double x, int64_t bins, double lo,
   return b >= bins ? bins - 1 : b; // x == hi falls in the last bin
 }
 
-/// Segment ends as the kernels read them: offsets[g] clamped into
-/// [previous end, rows], so any input gives disjoint segments in order.
+/// Segment end g as the CUDA kernels read it: offsets[g] clamped into
+/// [0, rows]; the callers below take the running maximum, so any input
+/// gives disjoint segments in order (the CPU refuses what they clamp).
 template <typename LoadEnd>
 FSDPRT_HD inline int64_t segmentEnd(LoadEnd end, int64_t g, int64_t rows) {
   int64_t e = end(g);
