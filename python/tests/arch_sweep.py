@@ -246,6 +246,13 @@ ARCHS: dict[str, Arch] = {
         T.MixtralForCausalLM, T.MixtralConfig, num_key_value_heads=2,
         num_local_experts=4, num_experts_per_tok=2, **DEC), causal_lm_data,
         ["MixtralDecoderLayer"]),
+    # With its load-balancing loss (histc of the router's choices times
+    # its mean probabilities) added to the loss.
+    "mixtral_aux": Arch("decoder", hf(
+        T.MixtralForCausalLM, T.MixtralConfig, num_key_value_heads=2,
+        num_local_experts=4, num_experts_per_tok=2, output_router_logits=True,
+        router_aux_loss_coef=0.02, **DEC), causal_lm_data,
+        ["MixtralDecoderLayer"]),
     # Encoders
     "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),
@@ -381,7 +388,9 @@ def constructs(message: str) -> str:
     return ", ".join(seen) if seen else message.strip().splitlines()[0]
 
 
-def run_arch(name: str, workdir: Path | None = None) -> Outcome:
+def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
+    """`runner`: (fsdprt-run binary, backend), as train_imported takes it
+    (default: the CPU backend)."""
     arch, start = ARCHS[name], time.time()
 
     def outcome(status, diff=None, detail=""):
@@ -402,7 +411,8 @@ def run_arch(name: str, workdir: Path | None = None) -> Outcome:
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         try:
             got, saved = train_imported(Path(tmp), module, model, data,
-                                        RANKS, OPTIMIZER, wrap_kinds=arch.kinds)
+                                        RANKS, OPTIMIZER, runner=runner,
+                                        wrap_kinds=arch.kinds)
         except Exception as e:
             return outcome("fails", detail=f"compile/run: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[-1][:140] if str(e) else ''}")

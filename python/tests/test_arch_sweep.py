@@ -5,12 +5,16 @@ trained 5 steps at 2 ranks and compared with torch (losses within 1e-5,
 weights at the parity suite's bounds)."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from arch_sweep import run_arch  # noqa: E402
+from fsdp_mlir import driver  # noqa: E402
 
 SLICE = [
     "mistral",      # grouped-query attention, sliding-window config
@@ -21,6 +25,8 @@ SLICE = [
     "timm_vit",     # a timm model (its own attention and patch embed)
     "resnet_hf",    # convolutions, batch norm, max pooling, in-place add_
     "wav2vec2",     # conv1d feature extractor, group norm
+    "mixtral",      # mixture of experts: topk, sort, histc, grouped GEMM
+    "mixtral_aux",  # ... and its load-balancing loss
 ]
 
 
@@ -32,3 +38,17 @@ def test_architecture_trains_like_torch(tmp_path, name):
     print(f"{name}: {outcome.status}, max |loss diff| {outcome.loss_diff}")
     assert outcome.status == "matches", outcome.detail
 
+
+
+def test_mixture_of_experts_on_the_cuda_emulation(tmp_path):
+    """Mixtral's routing and grouped GEMMs through the CUDA backend's
+    kernels (device-side segment offsets, index checks) at 2 ranks, on the
+    tests' host emulation of the backend and NCCL (fsdprt-run-cuda-emu)."""
+    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
+               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
+    if not emu.exists():
+        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
+    outcome = run_arch("mixtral", tmp_path, runner=(emu, "cuda_emu"))
+    print(f"mixtral on cuda_emu: {outcome.status}, max |loss diff| "
+          f"{outcome.loss_diff}")
+    assert outcome.status == "matches", outcome.detail

@@ -27,7 +27,7 @@ UnaryMath unaryFromCode(int32_t kind) {
 }
 
 BinaryOp binaryFromCode(int32_t op) {
-  if (op < FSDPRT_ADD || op > FSDPRT_NE)
+  if (op < FSDPRT_ADD || op > FSDPRT_FLOOR_DIV)
     fail(Status::InvalidArgument, "unknown binary op ", op);
   return static_cast<BinaryOp>(op);
 }
@@ -75,9 +75,11 @@ int32_t fsdprt_binary_forward(int64_t ctx, int64_t stream, int32_t dtype,
     BinaryOp bop = binaryFromCode(op);
     DType dt = dtypeFromCode(dtype, "dtype");
     if (!isFloat(dt) && bop != BinaryOp::Add && bop != BinaryOp::Sub &&
-        bop != BinaryOp::Mul)
+        bop != BinaryOp::Mul && bop != BinaryOp::FloorDiv)
       fail(Status::InvalidArgument, "binary op ", op, " of ", dtypeName(dt),
-           " tensors: integers take add, sub and mul only");
+           " tensors: integers take add, sub, mul and floor_div only");
+    if (isFloat(dt) && bop == BinaryOp::FloorDiv)
+      fail(Status::InvalidArgument, "floor_div takes integer tensors only");
     Shape as = shapeFromAbi(a_rank, a_shape, "a_shape");
     Shape bs = shapeFromAbi(b_rank, b_shape, "b_shape");
     Shape os = broadcastShapes(as, bs);

@@ -283,6 +283,54 @@ fsdp.model @m {
 )mlir");
 }
 
+TEST_F(AutodiffNumericTest, MixtureOfExpertsRouterAndGroupedGemm) {
+  // A Mixtral-style expert layer: top-2 of 4 experts per token from a
+  // softmax router, tokens sorted by expert, one grouped GEMM over the
+  // segments the histogram's cumsum ends, weighted by the normalised top-k
+  // values and put back in token order. The gradients reach the tokens
+  // (through the gathered rows and the router), the router (through the
+  // top-k values) and the experts (through the transposed weights).
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<6x5xf32> init <zeros>
+    fsdp.param @router : tensor<4x5xf32> init <zeros>
+    fsdp.param @experts : tensor<4x3x5xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<6x5xf32>
+      %r = fsdp.get_param @router : tensor<4x5xf32>
+      %logits = nn.linear %x, %r : (tensor<6x5xf32>, tensor<4x5xf32>) -> tensor<6x4xf32>
+      %p = nn.softmax %logits : tensor<6x4xf32>
+      %v, %i = nn.topk %p {k = 2 : i64} : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+      %vsum = nn.reduce_sum %v {dims = array<i64: 1>, keepdim} : (tensor<6x2xf32>) -> tensor<6x1xf32>
+      %vn = nn.div %v, %vsum : (tensor<6x2xf32>, tensor<6x1xf32>) -> tensor<6x2xf32>
+      %flat = nn.reshape %i : tensor<6x2xi64> to tensor<12xi64>
+      %s, %perm = nn.sort %flat : (tensor<12xi64>) -> (tensor<12xi64>, tensor<12xi64>)
+      %k = arith.constant dense<2> : tensor<i64>
+      %tok = nn.floor_div %perm, %k : (tensor<12xi64>, tensor<i64>) -> tensor<12xi64>
+      %rows = nn.embedding %tok, %x : (tensor<12xi64>, tensor<6x5xf32>) -> tensor<12x5xf32>
+      %sf = nn.cast %s : tensor<12xi64> to tensor<12xf32>
+      %counts = nn.histc %sf {bins = 4 : i64, min = 0.0, max = 3.0} : (tensor<12xf32>) -> tensor<4xf32>
+      %ci = nn.cast %counts : tensor<4xf32> to tensor<4xi32>
+      %offs = nn.cumsum %ci {dim = 0 : i64} : tensor<4xi32>
+      %we = fsdp.get_param @experts : tensor<4x3x5xf32>
+      %wt = nn.transpose %we {permutation = array<i64: 0, 2, 1>} : (tensor<4x3x5xf32>) -> tensor<4x5x3xf32>
+      %y = nn.grouped_matmul %rows, %wt, %offs : (tensor<12x5xf32>, tensor<4x5x3xf32>, tensor<4xi32>) -> tensor<12x3xf32>
+      %t = nn.tanh %y : tensor<12x3xf32>
+      %vf = nn.reshape %vn : tensor<6x2xf32> to tensor<12x1xf32>
+      %w = nn.embedding %perm, %vf : (tensor<12xi64>, tensor<12x1xf32>) -> tensor<12x1xf32>
+      %yw = nn.mul %t, %w : (tensor<12x3xf32>, tensor<12x1xf32>) -> tensor<12x3xf32>
+      %inv = nn.invert_permutation %perm : tensor<12xi64>
+      %back = nn.embedding %inv, %yw : (tensor<12xi64>, tensor<12x3xf32>) -> tensor<12x3xf32>
+      %sq = nn.mul %back, %back : (tensor<12x3xf32>, tensor<12x3xf32>) -> tensor<12x3xf32>
+      %loss = nn.reduce_sum %sq {dims = array<i64: 0, 1>} : (tensor<12x3xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
 TEST_F(AutodiffNumericTest, ConvolutionsStridedPaddedDilatedGrouped) {
   // A grouped 2-D convolution with stride, dilation, a bias and 'same'-style
   // uneven padding, squared through tanh (so the gradients read the

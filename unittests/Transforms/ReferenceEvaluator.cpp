@@ -407,9 +407,16 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
             .Case([&](arith::ConstantOp c)
                       -> std::optional<std::vector<Tensor>> {
               auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-              if (!attr || !isa<FloatType>(attr.getElementType()))
-                return std::vector<Tensor>{Tensor::zeros(shapeOf(c.getType()))};
               Tensor t = Tensor::zeros(shapeOf(c.getType()));
+              if (attr && isa<IntegerType>(attr.getElementType())) {
+                auto it = attr.getValues<APInt>().begin();
+                for (int64_t i = 0; i < t.numel(); ++i)
+                  t.data[i] =
+                      double((*(attr.isSplat() ? it : it + i)).getSExtValue());
+                return one(t);
+              }
+              if (!attr || !isa<FloatType>(attr.getElementType()))
+                return one(t);
               auto it = attr.getValues<APFloat>().begin();
               for (int64_t i = 0; i < t.numel(); ++i)
                 t.data[i] = (*(attr.isSplat() ? it : it + i)).convertToDouble();
@@ -643,6 +650,118 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
                 pointers.push_back(&p);
               moveAlong(whole, pointers, int64_t(s.getDim()), false);
               return std::optional<std::vector<Tensor>>(parts);
+            })
+            // Mixture-of-experts routing, integers held as doubles.
+            .Case([&](nn::CastOp c) {
+              Tensor t = in(c.getInput());
+              if (isa<IntegerType>(c.getType().getElementType()))
+                for (double &x : t.data)
+                  x = std::trunc(x);
+              return one(t);
+            })
+            .Case([&](nn::EmbeddingOp e) {
+              const Tensor &ids = in(e.getIndices()), &table = in(e.getTable());
+              Tensor y = Tensor::zeros(shapeOf(e.getType()));
+              int64_t d = table.shape[1];
+              for (int64_t i = 0; i < ids.numel(); ++i)
+                for (int64_t j = 0; j < d; ++j)
+                  y.data[i * d + j] = table.data[int64_t(ids.data[i]) * d + j];
+              return one(y);
+            })
+            .Case([&](nn::EmbeddingGradOp e) {
+              const Tensor &ids = in(e.getIndices()), &g = in(e.getGrad());
+              Tensor dt = Tensor::zeros(shapeOf(e.getType()));
+              int64_t d = dt.shape[1];
+              for (int64_t i = 0; i < ids.numel(); ++i)
+                for (int64_t j = 0; j < d; ++j)
+                  dt.data[int64_t(ids.data[i]) * d + j] += g.data[i * d + j];
+              return one(dt);
+            })
+            .Case([&](nn::TopkOp t) {
+              const Tensor &x = in(t.getInput());
+              int64_t n = x.shape.back(), k = t.getK();
+              Tensor v = Tensor::zeros(shapeOf(t.getValues().getType())),
+                     idx = v;
+              for (int64_t r = 0; r < x.numel() / n; ++r) {
+                std::vector<int64_t> order(n);
+                std::iota(order.begin(), order.end(), 0);
+                std::stable_sort(order.begin(), order.end(), [&](int64_t a,
+                                                                 int64_t b) {
+                  return x.data[r * n + a] > x.data[r * n + b];
+                });
+                for (int64_t j = 0; j < k; ++j) {
+                  v.data[r * k + j] = x.data[r * n + order[j]];
+                  idx.data[r * k + j] = double(order[j]);
+                }
+              }
+              return std::vector<Tensor>{v, idx};
+            })
+            .Case([&](nn::SortOp s) {
+              const Tensor &x = in(s.getInput());
+              int64_t n = x.shape.back();
+              Tensor v = x, idx = x;
+              for (int64_t r = 0; r < x.numel() / n; ++r) {
+                std::vector<int64_t> order(n);
+                std::iota(order.begin(), order.end(), 0);
+                std::stable_sort(order.begin(), order.end(), [&](int64_t a,
+                                                                 int64_t b) {
+                  return x.data[r * n + a] < x.data[r * n + b];
+                });
+                for (int64_t j = 0; j < n; ++j) {
+                  v.data[r * n + j] = x.data[r * n + order[j]];
+                  idx.data[r * n + j] = double(order[j]);
+                }
+              }
+              return std::vector<Tensor>{v, idx};
+            })
+            .Case([&](nn::FloorDivOp f) {
+              return one(elementwise(
+                  in(f.getLhs()), in(f.getRhs()), f.getType(),
+                  [](double a, double b) { return std::floor(a / b); }));
+            })
+            .Case([&](nn::HistcOp h) {
+              const Tensor &x = in(h.getInput());
+              Tensor counts = Tensor::zeros(shapeOf(h.getType()));
+              int64_t bins = h.getBins();
+              double lo = h.getMin().convertToDouble(),
+                     hi = h.getMax().convertToDouble();
+              for (double v : x.data)
+                if (v >= lo && v <= hi)
+                  counts.data[std::min<int64_t>(
+                      bins - 1, int64_t((v - lo) * bins / (hi - lo)))] += 1;
+              return one(counts);
+            })
+            .Case([&](nn::InvertPermutationOp p) {
+              Tensor inv = in(p.getInput());
+              for (int64_t i = 0; i < inv.numel(); ++i)
+                inv.data[int64_t(in(p.getInput()).data[i])] = double(i);
+              return one(inv);
+            })
+            .Case([&](nn::GroupedMatmulOp g) {
+              const Tensor &x = in(g.getInput()), &w = in(g.getWeight()),
+                           &ends = in(g.getOffsets());
+              Tensor y = Tensor::zeros(shapeOf(g.getType()));
+              int64_t k = w.shape[1], n = w.shape[2], begin = 0;
+              for (int64_t e = 0; e < ends.numel(); begin = ends.data[e++])
+                for (int64_t r = begin; r < int64_t(ends.data[e]); ++r)
+                  for (int64_t c = 0; c < n; ++c)
+                    for (int64_t j = 0; j < k; ++j)
+                      y.data[r * n + c] +=
+                          x.data[r * k + j] * w.data[(e * k + j) * n + c];
+              return one(y);
+            })
+            .Case([&](nn::GroupedMatmulGradWeightOp g) {
+              const Tensor &x = in(g.getInput()), &dy = in(g.getGrad()),
+                           &ends = in(g.getOffsets());
+              Tensor dw = Tensor::zeros(shapeOf(g.getType()));
+              int64_t k = dw.shape[1], n = dw.shape[2], begin = 0;
+              for (int64_t e = 0; e < ends.numel(); begin = ends.data[e++])
+                for (int64_t r = begin; r < int64_t(ends.data[e]); ++r)
+                  for (int64_t j = 0; j < k; ++j)
+                    for (int64_t c = 0; c < n; ++c)
+                      dw.data[(e * k + j) * n + c] +=
+                          x.data[r * k + j] * dy.data[r * n + c];
+              return one(dw);
             })
             .Case([&](fsdp::SGDStepOp s) {
               Tensor p = in(s.getParam());

@@ -24,6 +24,7 @@ static const KernelEmitters &kernelEmitters() {
     addAttentionKernels(k);
     addLayoutKernels(k);
     addLossKernels(k);
+    addRoutingKernels(k);
     addCoreKernels(k);
     addOptimizerKernels(k);
     return k;

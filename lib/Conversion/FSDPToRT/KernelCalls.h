@@ -14,6 +14,8 @@
 //   KernelCallsAttention.cpp  attention (packed too), embedding, RoPE
 //   KernelCallsLayout.cpp     slice, pad, transpose, split, concat, reductions
 //   KernelCallsLoss.cpp       cross-entropy, MSE
+//   KernelCallsRouting.cpp    top-k, sort, histc, inverse permutation,
+//                             grouped GEMM (mixture of experts)
 //   KernelCallsCore.cpp       constants, copies, the step counter
 //   KernelCallsOptimizer.cpp  loss scaling, clipping, the updates
 //                             (OptimizerCalls.cpp)
@@ -71,6 +73,7 @@ void addConvKernels(KernelEmitters &k);
 void addAttentionKernels(KernelEmitters &k);
 void addLayoutKernels(KernelEmitters &k);
 void addLossKernels(KernelEmitters &k);
+void addRoutingKernels(KernelEmitters &k);
 void addCoreKernels(KernelEmitters &k);
 void addOptimizerKernels(KernelEmitters &k);
 

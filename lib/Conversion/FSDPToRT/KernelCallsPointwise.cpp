@@ -82,6 +82,7 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
   addBinary<nn::GeOp>(k, FSDPRT_GE);
   addBinary<nn::EqOp>(k, FSDPRT_EQ);
   addBinary<nn::NeOp>(k, FSDPRT_NE);
+  addBinary<nn::FloorDivOp>(k, FSDPRT_FLOOR_DIV);
   k.add<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
         nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>(
       [](CallBuilder &calls, auto o) {

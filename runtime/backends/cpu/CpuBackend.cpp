@@ -375,6 +375,41 @@ public:
                    bool scatter) override {
     cpu::copyStrided(threads_, dtypeSize(dt), src, dst, w, scatter);
   }
+  void topkForward(DType dt, const void *x, void *values, int64_t *indices,
+                   int64_t rows, int64_t n, int64_t k) override {
+    cpu::topkForward(threads_, dt, x, values, indices, rows, n, k);
+  }
+  void sortForward(DType dt, const void *x, void *values, int64_t *indices,
+                   int64_t rows, int64_t n) override {
+    cpu::sortForward(threads_, dt, x, values, indices, rows, n);
+  }
+  void histc(DType dt, const void *x, void *y, int64_t numel, int64_t bins,
+             double min, double max) override {
+    cpu::histc(dt, x, y, numel, bins, min, max);
+  }
+  void invertPermutation(DType dt, const void *p, void *y,
+                         int64_t n) override {
+    cpu::invertPermutation(dt, p, y, n);
+  }
+  void groupedMatmulForward(DType dt, DType offsetsType, const void *x,
+                            const void *w, const void *offsets, void *y,
+                            const GroupedDims &d) override {
+    HostStaging st = staging();
+    cpu::groupedMatmulForward(threads_, offsetsType, st.in(dt, x, d.rows * d.k),
+                              st.in(dt, w, d.groups * d.k * d.n), offsets,
+                              st.out(dt, y, d.rows * d.n), d);
+    st.commit();
+  }
+  void groupedMatmulBackwardWeight(DType dt, DType offsetsType, const void *x,
+                                   const void *dy, const void *offsets,
+                                   void *dw, const GroupedDims &d) override {
+    HostStaging st = staging();
+    cpu::groupedMatmulBackwardWeight(
+        threads_, offsetsType, st.in(dt, x, d.rows * d.k),
+        st.in(dt, dy, d.rows * d.n), offsets,
+        st.out(dt, dw, d.groups * d.k * d.n), d);
+    st.commit();
+  }
   void cumsum(DType dt, const void *x, void *y, int64_t outer, int64_t dim,
               int64_t inner, bool reverse) override {
     cpu::cumsum(threads_, dt, x, y, outer, dim, inner, reverse);

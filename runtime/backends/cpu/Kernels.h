@@ -66,6 +66,23 @@ void reduceBackward(int threads, ReduceKind kind, const float *dy,
                     const Shape &xShape, const std::vector<int64_t> &dims,
                     float *dx);
 
+// Routing.cpp: mixture-of-experts routing (math/Routing.h); the grouped
+// GEMM and its weight gradient one OpenBLAS GEMM per segment.
+void topkForward(int threads, DType dt, const void *x, void *values,
+                 int64_t *indices, int64_t rows, int64_t n, int64_t k);
+void sortForward(int threads, DType dt, const void *x, void *values,
+                 int64_t *indices, int64_t rows, int64_t n);
+void histc(DType dt, const void *x, void *y, int64_t numel, int64_t bins,
+           double min, double max);
+void invertPermutation(DType dt, const void *p, void *y, int64_t n);
+void groupedMatmulForward(int threads, DType offsetsType, const float *x,
+                          const float *w, const void *offsets, float *y,
+                          const GroupedDims &d);
+void groupedMatmulBackwardWeight(int threads, DType offsetsType,
+                                 const float *x, const float *dy,
+                                 const void *offsets, float *dw,
+                                 const GroupedDims &d);
+
 // Conv.cpp: im2col + GEMM per image and group.
 void convForward(int threads, const float *x, const float *w, const float *b,
                  float *y, const ConvGeometry &g);

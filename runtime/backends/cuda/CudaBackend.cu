@@ -792,6 +792,50 @@ public:
       cuda::copyStrided(e.s, dtypeSize(dt), src, dst, w, scatter);
     });
   }
+  void topkForward(DType dt, const void *x, void *values, int64_t *indices,
+                   int64_t rows, int64_t n, int64_t k) override {
+    run([&](Exec &e) {
+      cuda::topkForward(e.s, dt, x, values, indices, rows, n, k);
+    });
+  }
+  void sortForward(DType dt, const void *x, void *values, int64_t *indices,
+                   int64_t rows, int64_t n) override {
+    run([&](Exec &e) {
+      cuda::sortForward(e.s, dt, x, values, indices, rows, n);
+    });
+  }
+  void histc(DType dt, const void *x, void *y, int64_t numel, int64_t bins,
+             double min, double max) override {
+    run([&](Exec &e) { cuda::histc(e.s, dt, x, y, numel, bins, min, max); });
+  }
+  void invertPermutation(DType dt, const void *p, void *y,
+                         int64_t n) override {
+    run([&](Exec &e) {
+      workers_.queueCheck("invert_permutation", false, dt, p, n, n, 0,
+                          nullptr);
+      cuda::invertPermutation(e.s, dt, p, y, n);
+    });
+  }
+  void groupedMatmulForward(DType dt, DType offsetsType, const void *x,
+                            const void *w, const void *offsets, void *y,
+                            const GroupedDims &d) override {
+    run([&](Exec &e) {
+      workers_.queueCheck("grouped_matmul_forward", false, offsetsType,
+                          offsets, d.groups, d.rows + 1, 0, nullptr);
+      cuda::groupedMatmulForward(e.s, dt, offsetsType, x, w, offsets, y, d);
+    });
+  }
+  void groupedMatmulBackwardWeight(DType dt, DType offsetsType, const void *x,
+                                   const void *dy, const void *offsets,
+                                   void *dw, const GroupedDims &d) override {
+    run([&](Exec &e) {
+      workers_.queueCheck("grouped_matmul_backward_weight", false,
+                          offsetsType, offsets, d.groups, d.rows + 1, 0,
+                          nullptr);
+      cuda::groupedMatmulBackwardWeight(e.s, dt, offsetsType, x, dy, offsets,
+                                        dw, d);
+    });
+  }
   void cumsum(DType dt, const void *x, void *y, int64_t outer, int64_t dim,
               int64_t inner, bool reverse) override {
     run([&](Exec &e) {

@@ -89,6 +89,24 @@ void activationBackward(Stream s, DType dt, Activation kind, const void *x,
 void cumsum(Stream s, DType dt, const void *x, void *y, int64_t outer,
             int64_t dim, int64_t inner, bool reverse);
 
+/// Mixture-of-experts routing (Routing.cu): the orders and bins of
+/// math/Routing.h, a thread per row, element or bin; the grouped GEMM reads
+/// its segment ends on the device (no host synchronisation).
+void topkForward(Stream s, DType dt, const void *x, void *values,
+                 int64_t *indices, int64_t rows, int64_t n, int64_t k);
+void sortForward(Stream s, DType dt, const void *x, void *values,
+                 int64_t *indices, int64_t rows, int64_t n);
+void histc(Stream s, DType dt, const void *x, void *y, int64_t numel,
+           int64_t bins, double min, double max);
+void invertPermutation(Stream s, DType dt, const void *p, void *y, int64_t n);
+void groupedMatmulForward(Stream s, DType dt, DType offsetsType,
+                          const void *x, const void *w, const void *offsets,
+                          void *y, const GroupedDims &d);
+void groupedMatmulBackwardWeight(Stream s, DType dt, DType offsetsType,
+                                 const void *x, const void *dy,
+                                 const void *offsets, void *dw,
+                                 const GroupedDims &d);
+
 // Reductions (f32 results; the input in its storage type).
 void reduceForward(Stream s, DType dt, ReduceKind kind, const void *x,
                    const Shape &xShape, const std::vector<int64_t> &dims,

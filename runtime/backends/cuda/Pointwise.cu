@@ -32,7 +32,7 @@ __global__ void binaryBroadcastKernel(int op, const typename S::T *a,
   }
 }
 
-/// Integer add / sub / mul with broadcasting (d: both operands' strides).
+/// Integer add / sub / mul / floor_div with broadcasting (d: both operands' strides).
 template <typename I>
 __global__ void integerBinaryKernel(int op, const I *a, const I *b, I *out,
                                     Dims d, int64_t n) {

@@ -879,3 +879,89 @@ func.func @max_pool_grad_shape(%g: tensor<2x4x3x3xf32>, %x: tensor<2x4x8x8xf32>)
   %0 = nn.max_pool_grad %g, %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x4x3x3xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return
 }
+
+// -----
+
+func.func @topk_k_too_large(%x: tensor<16x4xf32>) {
+  // expected-error @+2 {{k = 5 exceeds the last dimension 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %v, %i = nn.topk %x {k = 5 : i64} : (tensor<16x4xf32>) -> (tensor<16x5xf32>, tensor<16x5xi64>)
+  return
+}
+
+// -----
+
+func.func @topk_of_integers(%x: tensor<16x4xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of}}
+  %v, %i = nn.topk %x {k = 2 : i64} : (tensor<16x4xi64>) -> (tensor<16x2xi64>, tensor<16x2xi64>)
+  return
+}
+
+// -----
+
+func.func @sort_of_a_scalar(%x: tensor<i64>) {
+  // expected-error @+2 {{input must have rank >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %s, %p = nn.sort %x : (tensor<i64>) -> (tensor<i64>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @histc_empty_range(%x: tensor<32xf32>) {
+  // expected-error @+1 {{needs min < max, got [3.000000e+00, 3.000000e+00]}}
+  %0 = nn.histc %x {bins = 4 : i64, min = 3.0, max = 3.0} : (tensor<32xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @floor_div_of_floats(%a: tensor<4xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of}}
+  %0 = nn.floor_div %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @invert_permutation_2d(%p: tensor<4x8xi64>) {
+  // expected-error @+1 {{input must be 1-D, got 'tensor<4x8xi64>'}}
+  %0 = nn.invert_permutation %p : tensor<4x8xi64>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_groups(%x: tensor<32x8xf32>, %w: tensor<4x8x6xf32>, %offs: tensor<3xi32>) {
+  // expected-error @+2 {{weight has 4 groups but offsets 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.grouped_matmul %x, %w, %offs : (tensor<32x8xf32>, tensor<4x8x6xf32>, tensor<3xi32>) -> tensor<32x6xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_features(%x: tensor<32x7xf32>, %w: tensor<4x8x6xf32>, %offs: tensor<4xi32>) {
+  // expected-error @+2 {{input rows have 7 features but the weights take 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.grouped_matmul %x, %w, %offs : (tensor<32x7xf32>, tensor<4x8x6xf32>, tensor<4xi32>) -> tensor<32x6xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_weight_rank(%x: tensor<32x8xf32>, %w: tensor<8x6xf32>, %offs: tensor<4xi32>) {
+  // expected-error @+2 {{weight must be 3-D [groups, K, N]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.grouped_matmul %x, %w, %offs : (tensor<32x8xf32>, tensor<8x6xf32>, tensor<4xi32>) -> tensor<32x6xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_grad_weight_rows(%g: tensor<31x6xf32>, %x: tensor<32x8xf32>, %offs: tensor<4xi32>) {
+  // expected-error @+2 {{grad must be 2-D with the input's 32 rows}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = nn.grouped_matmul_grad_weight %g, %x, %offs : (tensor<31x6xf32>, tensor<32x8xf32>, tensor<4xi32>) -> tensor<4x8x6xf32>
+  return
+}

@@ -254,3 +254,24 @@ func.func @pooling(%x: tensor<2x4x8x8xf32>, %g: tensor<2x4x4x4xf32>, %s: tensor<
   %2 = nn.max_pool_grad %g, %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return
 }
+
+// CHECK-LABEL: func @routing
+func.func @routing(%scores: tensor<16x4xf32>, %ids: tensor<32xi64>, %idsf: tensor<32xf32>,
+                   %x: tensor<32x8xbf16>, %w: tensor<4x8x6xbf16>, %offs: tensor<4xi32>,
+                   %g: tensor<32x6xbf16>, %k: tensor<i64>) {
+  // CHECK: nn.topk %{{.*}} {k = 2 : i64} : (tensor<16x4xf32>) -> (tensor<16x2xf32>, tensor<16x2xi64>)
+  %v, %i = nn.topk %scores {k = 2 : i64} : (tensor<16x4xf32>) -> (tensor<16x2xf32>, tensor<16x2xi64>)
+  // CHECK: nn.sort %{{.*}} : (tensor<32xi64>) -> (tensor<32xi64>, tensor<32xi64>)
+  %s, %perm = nn.sort %ids : (tensor<32xi64>) -> (tensor<32xi64>, tensor<32xi64>)
+  // CHECK: nn.histc %{{.*}} {bins = 4 : i64, max = 3.000000e+00 : f64, min = 0.000000e+00 : f64} : (tensor<32xf32>) -> tensor<4xf32>
+  %counts = nn.histc %idsf {bins = 4 : i64, min = 0.0, max = 3.0} : (tensor<32xf32>) -> tensor<4xf32>
+  // CHECK: nn.floor_div %{{.*}}, %{{.*}} : (tensor<32xi64>, tensor<i64>) -> tensor<32xi64>
+  %tok = nn.floor_div %perm, %k : (tensor<32xi64>, tensor<i64>) -> tensor<32xi64>
+  // CHECK: nn.invert_permutation %{{.*}} : tensor<32xi64>
+  %inv = nn.invert_permutation %perm : tensor<32xi64>
+  // CHECK: nn.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : (tensor<32x8xbf16>, tensor<4x8x6xbf16>, tensor<4xi32>) -> tensor<32x6xbf16>
+  %y = nn.grouped_matmul %x, %w, %offs : (tensor<32x8xbf16>, tensor<4x8x6xbf16>, tensor<4xi32>) -> tensor<32x6xbf16>
+  // CHECK: nn.grouped_matmul_grad_weight %{{.*}}, %{{.*}}, %{{.*}} : (tensor<32x6xbf16>, tensor<32x8xbf16>, tensor<4xi32>) -> tensor<4x8x6xbf16>
+  %gw = nn.grouped_matmul_grad_weight %g, %x, %offs : (tensor<32x6xbf16>, tensor<32x8xbf16>, tensor<4xi32>) -> tensor<4x8x6xbf16>
+  return
+}

@@ -310,6 +310,27 @@ static void printConvScratch(raw_ostream &os, func::FuncOp step) {
     os << "convolution scratch: " << largest
        << " bytes per call at most (the CPU backend's im2col column matrix, "
           "host memory outside the arena plan; the CUDA kernels need none)\n";
+/// One line for a mixture of experts: its grouped GEMMs and the rows each
+/// multiplies (tokens × top-k, static: no token is dropped, whatever the
+/// router's split), the figure the step time counts.
+static void printGroupedGemms(raw_ostream &os, func::FuncOp step) {
+  int64_t forward = 0, weightGrads = 0, rows = 0, groups = 0;
+  step.walk([&](Operation *op) {
+    if (auto gemm = dyn_cast<nn::GroupedMatmulOp>(op)) {
+      ++forward;
+      rows = std::max(rows, gemm.getInput().getType().getDimSize(0));
+      groups = std::max(groups, gemm.getOffsets().getType().getDimSize(0));
+    } else if (isa<nn::GroupedMatmulGradWeightOp>(op)) {
+      ++weightGrads;
+    }
+  });
+  if (forward)
+    os << llvm::formatv("grouped GEMMs (mixture of experts): {0} forward and "
+                        "input-gradient, {1} weight-gradient, each over {2} "
+                        "rows (tokens x top-k: static, none dropped) split "
+                        "among {3} experts at run time; the step time counts "
+                        "every row\n",
+                        forward, weightGrads, rows, groups);
 }
 
 void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
@@ -439,6 +460,7 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
                       t.total * 1e3, t.compute * 1e3, t.exposed() * 1e3,
                       t.communication * 1e3, report.profile.describe());
   printConvScratch(os, step);
+  printGroupedGemms(os, step);
   os << "collectives per step: " << report.collectives.size() << ", "
      << totalBytes << " bytes";
   for (auto &[kind, count] : counts)

@@ -122,6 +122,16 @@ double gemmFlops(Operation *op) {
                                 .getNumElements()) *
                k;
       })
+      // A grouped GEMM over all its rows (tokens × top-k: none dropped),
+      // each row times one group's [K, N]; its weight gradient alike.
+      .Case([](nn::GroupedMatmulOp o) {
+        ArrayRef<int64_t> w = shapeOf(o.getWeight());
+        return 2.0 * double(shapeOf(o.getInput())[0]) * w[1] * w[2];
+      })
+      .Case([](nn::GroupedMatmulGradWeightOp o) {
+        ArrayRef<int64_t> dw = shapeOf(o.getResult());
+        return 2.0 * double(shapeOf(o.getInput())[0]) * dw[1] * dw[2];
+      })
       // A convolution and each of its gradients: 2 · outputs · (C/groups ·
       // kernel) multiply-adds, from the conv output and the weight.
       .Case(

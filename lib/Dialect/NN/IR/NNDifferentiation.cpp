@@ -554,3 +554,48 @@ FailureOr<SmallVector<Value>> MSELossOp::buildVJP(OpBuilder &b,
       MulOp::create(b, loc, scale(b, loc, diff, factor), cotangents[0]);
   return SmallVector<Value>{gradInput, scale(b, loc, gradInput, -1.0)};
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture-of-experts routing
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> TopkOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  // The values' cotangent goes back to the chosen entries: row r's index i
+  // is entry r·n + i of the flattened input, a scatter-add into zeros.
+  Location loc = getLoc();
+  RankedTensorType in = getInput().getType(), idx = getIndices().getType();
+  int64_t n = in.getShape().back(), k = getK();
+  int64_t rows = in.getNumElements() / n;
+  SmallVector<int64_t> base;
+  base.reserve(rows * k);
+  for (int64_t r = 0; r < rows; ++r)
+    base.append(k, r * n);
+  Value rowStart = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(idx, ArrayRef<int64_t>(base)));
+  Value flat = reshapeTo(b, loc, AddOp::create(b, loc, getIndices(), rowStart),
+                         {rows * k});
+  Value grad = reshapeTo(b, loc, cotangents[0], {rows * k, 1});
+  Value scattered =
+      EmbeddingGradOp::create(b, loc, grad, flat, in.getNumElements());
+  return SmallVector<Value>{reshapeTo(b, loc, scattered, in.getShape())};
+}
+
+FailureOr<SmallVector<Value>> HistcOp::buildVJP(OpBuilder &,
+                                                ValueRange) {
+  // Counts are piecewise constant in the input: zero almost everywhere.
+  return SmallVector<Value>{Value()};
+}
+
+FailureOr<SmallVector<Value>> GroupedMatmulOp::buildVJP(OpBuilder &b,
+                                                        ValueRange cotangents) {
+  // dX[seg g] = dY[seg g] · W[g]ᵀ; dW[g] = X[seg g]ᵀ · dY[seg g].
+  Location loc = getLoc();
+  Value weightT = TransposeOp::create(b, loc, getWeight(),
+                                      b.getDenseI64ArrayAttr({0, 2, 1}));
+  Value gradInput =
+      GroupedMatmulOp::create(b, loc, cotangents[0], weightT, getOffsets());
+  Value gradWeight = GroupedMatmulGradWeightOp::create(
+      b, loc, cotangents[0], getInput(), getOffsets());
+  return SmallVector<Value>{gradInput, gradWeight, Value()};
+}

@@ -82,6 +82,7 @@ NN_BROADCAST_INFERENCE(GtOp)
 NN_BROADCAST_INFERENCE(GeOp)
 NN_BROADCAST_INFERENCE(EqOp)
 NN_BROADCAST_INFERENCE(NeOp)
+NN_BROADCAST_INFERENCE(FloorDivOp)
 #undef NN_BROADCAST_INFERENCE
 
 //===----------------------------------------------------------------------===//

@@ -54,6 +54,8 @@ enum {
 /* KEEP is a where b != 0, else 0 (torch.where's branches: keep(x, m) +    */
 /* keep(y, 1 - m), whatever the unselected side holds); LT ... NE are the   */
 /* comparisons, 1 where true and 0 where false (NaN: only NE is true).      */
+/* FLOOR_DIV (integers only) rounds the quotient down; a zero divisor      */
+/* gives 0.                                                                */
 enum {
   FSDPRT_ADD = 0,
   FSDPRT_SUB = 1,
@@ -69,7 +71,8 @@ enum {
   FSDPRT_GT = 11,
   FSDPRT_GE = 12,
   FSDPRT_EQ = 13,
-  FSDPRT_NE = 14
+  FSDPRT_NE = 14,
+  FSDPRT_FLOOR_DIV = 15
 };
 enum {
   FSDPRT_RELU = 0,
@@ -516,6 +519,42 @@ int32_t fsdprt_strided_slice_backward(int64_t ctx, int64_t stream,
 int32_t fsdprt_cumsum(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
                       int64_t x_off, int32_t rank, const int64_t *shape,
                       int32_t dim, int32_t reverse, int64_t y, int64_t y_off);
+/* Mixture-of-experts routing, along the last dim of [rows, n] tensors.  */
+/* topk: the k largest of each row (NaN largest, ties by position) and   */
+/* their i64 positions. sort: stable ascending (any dtype; NaN last) and */
+/* the i64 positions. histc: counts of x in `bins` equal bins over       */
+/* [min, max] (outside: not counted) in x's dtype. invert_permutation:   */
+/* y[p[i]] = i for p a permutation of [0, n) (i32 or i64).               */
+int32_t fsdprt_topk_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t x, int64_t x_off, int64_t rows, int64_t n,
+                            int64_t k, int64_t values, int64_t values_off,
+                            int64_t indices, int64_t indices_off);
+int32_t fsdprt_sort_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                            int64_t x, int64_t x_off, int64_t rows, int64_t n,
+                            int64_t values, int64_t values_off,
+                            int64_t indices, int64_t indices_off);
+int32_t fsdprt_histc(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
+                     int64_t x_off, int64_t numel, int64_t bins, double min,
+                     double max, int64_t y, int64_t y_off);
+int32_t fsdprt_invert_permutation(int64_t ctx, int64_t stream, int32_t dtype,
+                                  int64_t p, int64_t p_off, int64_t n,
+                                  int64_t y, int64_t y_off);
+/* Grouped GEMM: x[rows, k], w[groups, k, n], offsets[groups] (I32 or I64: */
+/* each segment's end, non-decreasing, at most rows): y rows of segment g */
+/* are x's times w[g]; rows past the last offset are 0. The backward     */
+/* gives dw[g] = x[seg g]^T dy[seg g] (0 for an empty segment).           */
+int32_t fsdprt_grouped_matmul_forward(int64_t ctx, int64_t stream,
+                                      int32_t dtype, int32_t offsets_dtype,
+                                      int64_t x, int64_t x_off, int64_t w,
+                                      int64_t w_off, int64_t offsets,
+                                      int64_t offsets_off, int64_t y,
+                                      int64_t y_off, int64_t rows,
+                                      int64_t groups, int64_t k, int64_t n);
+int32_t fsdprt_grouped_matmul_backward_weight(
+    int64_t ctx, int64_t stream, int32_t dtype, int32_t offsets_dtype,
+    int64_t x, int64_t x_off, int64_t dy, int64_t dy_off, int64_t offsets,
+    int64_t offsets_off, int64_t dw, int64_t dw_off, int64_t rows,
+    int64_t groups, int64_t k, int64_t n);
 /* Sum or mean over `dims` (keepdim changes only the shape, not the data). */
 int32_t fsdprt_reduce_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int32_t kind, int64_t x, int64_t x_off,

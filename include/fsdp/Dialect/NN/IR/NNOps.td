@@ -1127,4 +1127,6 @@ def NN_CrossEntropyWithGradOp : NN_PureOp<"cross_entropy_with_grad",
   let extraClassDeclaration = NN_ClassCount;
 }
 
+include "fsdp/Dialect/NN/IR/NNRoutingOps.td"
+
 #endif // FSDP_DIALECT_NN_IR_NNOPS_TD

@@ -46,7 +46,8 @@ enum class BinaryOp : int32_t {
   Gt = FSDPRT_GT,
   Ge = FSDPRT_GE,
   Eq = FSDPRT_EQ,
-  Ne = FSDPRT_NE
+  Ne = FSDPRT_NE,
+  FloorDiv = FSDPRT_FLOOR_DIV
 };
 /// FSDPRT_UNARY_*: pointwise math with up to two scalar parameters.
 enum class UnaryMath : int32_t {
@@ -100,6 +101,11 @@ struct StridedWindow {
 struct MatmulDims {
   int64_t batch, m, k, n;
   bool transA, transB, bBatched;
+};
+
+/// A grouped GEMM: x [rows, k], w [groups, k, n], y [rows, n].
+struct GroupedDims {
+  int64_t rows, groups, k, n;
 };
 
 struct AttentionDims {
@@ -361,6 +367,28 @@ public:
   /// middle dim, from its end when `reverse` (math/Scan.h).
   virtual void cumsum(DType dt, const void *x, void *y, int64_t outer,
                       int64_t dim, int64_t inner, bool reverse) = 0;
+  /// Mixture-of-experts routing along the last dim of [rows, n] (fsdprt.h):
+  /// top-k and stable sort with i64 positions, histc, the inverse of a
+  /// permutation (dt I32 or I64). Data-dependent faults (a non-permutation)
+  /// are reported as the index checks are.
+  virtual void topkForward(DType dt, const void *x, void *values,
+                           int64_t *indices, int64_t rows, int64_t n,
+                           int64_t k) = 0;
+  virtual void sortForward(DType dt, const void *x, void *values,
+                           int64_t *indices, int64_t rows, int64_t n) = 0;
+  virtual void histc(DType dt, const void *x, void *y, int64_t numel,
+                     int64_t bins, double min, double max) = 0;
+  virtual void invertPermutation(DType dt, const void *p, void *y,
+                                 int64_t n) = 0;
+  /// The grouped GEMM over run-time segment ends `offsets` (offsetsType I32
+  /// or I64) and its weight gradient (math/Grouped.h).
+  virtual void groupedMatmulForward(DType dt, DType offsetsType, const void *x,
+                                    const void *w, const void *offsets,
+                                    void *y, const GroupedDims &d) = 0;
+  virtual void groupedMatmulBackwardWeight(DType dt, DType offsetsType,
+                                           const void *x, const void *dy,
+                                           const void *offsets, void *dw,
+                                           const GroupedDims &d) = 0;
   /// dims is a sorted list of reduced dims of xShape.
   virtual void reduceForward(DType dt, ReduceKind kind, const void *x,
                              const Shape &xShape,

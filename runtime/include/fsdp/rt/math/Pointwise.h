@@ -62,6 +62,12 @@ FSDPRT_HD inline int64_t integerBinaryApply(int op, int64_t a, int64_t b) {
     return static_cast<int64_t>(x + y);
   case FSDPRT_SUB:
     return static_cast<int64_t>(x - y);
+  case FSDPRT_FLOOR_DIV: {
+    if (b == 0 || (a == INT64_MIN && b == -1))
+      return b == 0 ? 0 : a; // torch raises on 0; -min wraps
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  }
   default: // FSDPRT_MUL
     return static_cast<int64_t>(x * y);
   }

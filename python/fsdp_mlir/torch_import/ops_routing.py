@@ -1,0 +1,120 @@
+"""Mixture-of-experts routing as Mixtral-style models export it with
+static shapes: the router's topk, the sort of expert ids with its
+permutation, histc counts, floor_divide of integers, the experts' grouped
+GEMM (transformers' grouped_mm_fallback, torch._grouped_mm) and the inverse
+permutation that index_put_ builds from an arange. Only the first and the
+GEMM carry gradients."""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from ..ir import TensorType, Value
+from ..ir.forward import _f64
+from .common import _Unsupported, _float, _scalar
+
+
+def _integer(x: Value, what: str) -> Value:
+    if x.type.dtype not in ("i32", "i64"):
+        raise _Unsupported(f"{what} of a {x.type.dtype} tensor")
+    return x
+
+
+def _last_dim(x: Value, dim: int, what: str) -> None:
+    if dim % x.type.rank != x.type.rank - 1:
+        raise _Unsupported(f"{what} along a dimension other than the last")
+
+
+def _topk(t, node, out, x, k, dim=-1, largest=True, sorted=True):
+    """torch.topk: largest first (any `sorted`: the order is torch's)."""
+    x = _float(t, t.v(x), "topk")
+    _last_dim(x, dim, "topk")
+    if not largest:
+        raise _Unsupported("topk of the smallest entries")
+    shape = x.type.shape[:-1] + (int(k),)
+    return t.f.op("nn.topk", [x],
+                  [x.type.with_shape(shape), TensorType(shape, "i64")],
+                  f"k = {int(k)} : i64")
+
+
+def _sort(t, node, out, x, dim=-1, descending=False):
+    """torch.sort, ascending; stable (torch's CPU kernel is for the
+    default too)."""
+    x = t.v(x)
+    _last_dim(x, dim, "sort")
+    if descending:
+        raise _Unsupported("sort in descending order")
+    return t.f.op("nn.sort", [x], [x.type, TensorType(x.type.shape, "i64")])
+
+
+def _sort_stable(t, node, out, x, *, stable=None, dim=-1, descending=False):
+    return _sort(t, node, out, x, dim, descending)
+
+
+def _histc(t, node, out, x, bins=100, min=0, max=0):
+    x = _float(t, t.v(x), "histc")
+    if not min < max:
+        raise _Unsupported("histc over the data's own range (min >= max)")
+    attrs = (f"bins = {int(bins)} : i64, max = {_f64(float(max))}, "
+             f"min = {_f64(float(min))}")
+    return t.f.op("nn.histc", [x], [TensorType((int(bins),), x.type.dtype)],
+                  attrs)[0]
+
+
+def _floor_divide(t, node, out, x, other):
+    x = _integer(t.v(x), "floor_divide")
+    y = (_integer(other, "floor_divide") if isinstance(other, Value)
+         else _scalar(t, other, x.type.dtype))
+    if y.type.dtype != x.type.dtype:
+        raise _Unsupported("floor_divide of mixed integer types")
+    shape = tuple(int(d) for d in out.shape)
+    return t.f.op("nn.floor_div", [x, y], [x.type.with_shape(shape)])[0]
+
+
+def _grouped_mm(t, node, out, x, w, offs=None, bias=None, out_dtype=None):
+    """Rows [offs[g-1], offs[g]) of x times w[g] ([G, K, N]); rows past the
+    last offset are 0."""
+    x, w = _float(t, t.v(x), "grouped_mm"), _float(t, t.v(w), "grouped_mm")
+    if offs is None or bias is not None or x.type.rank != 2 \
+            or w.type.rank != 3:
+        raise _Unsupported("grouped_mm other than 2-D rows by 3-D weights "
+                           "over offsets, without bias")
+    if out_dtype is not None and str(out_dtype) != str(out.dtype):
+        raise _Unsupported("grouped_mm with another output dtype")
+    offs = _integer(t.v(offs), "grouped_mm offsets")
+    result = x.type.with_shape((x.type.shape[0], w.type.shape[2]))
+    return t.f.op("nn.grouped_matmul", [x, w, offs], [result])[0]
+
+
+def _index_put(t, node, out, x, indices, values, accumulate=False):
+    """index_put_(empty_like(p), [p], arange(n)): the inverse of the
+    permutation p (a Mixtral block's way back to token order). Other
+    index_puts are not mapped."""
+    import torch
+    given = [i for i in indices if i is not None]
+    p = given[0] if len(given) == 1 else None
+    n = int(out.shape[0]) if out.dim() == 1 else -1
+    if (accumulate or isinstance(x, Value) or not isinstance(p, Value)
+            or len(indices) != 1 or p.type.shape != (n,)
+            or isinstance(values, Value)
+            or not torch.equal(torch.as_tensor(values).to(torch.int64),
+                               torch.arange(n))):
+        raise _Unsupported("index_put other than an arange put by a "
+                           "permutation (its inverse)")
+    inv = t.f.op("nn.invert_permutation", [_integer(p, "index_put")],
+                 [p.type], form="same")[0]
+    want = "i64" if out.dtype == torch.int64 else "i32"
+    return inv if want == p.type.dtype else t.f.cast(inv, want)
+
+
+OPS: Dict[str, Callable] = {
+    "topk.default": _topk,
+    "sort.default": _sort,
+    "sort.stable": _sort_stable,
+    "histc.default": _histc,
+    "floor_divide.default": _floor_divide,
+    "floor_divide.Scalar": _floor_divide,
+    "grouped_mm_fallback.default": _grouped_mm,
+    "_grouped_mm.default": _grouped_mm,
+    "index_put_.default": _index_put,
+    "index_put.default": _index_put,
+}
