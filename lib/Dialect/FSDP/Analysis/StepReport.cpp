@@ -310,6 +310,8 @@ static void printConvScratch(raw_ostream &os, func::FuncOp step) {
     os << "convolution scratch: " << largest
        << " bytes per call at most (the CPU backend's im2col column matrix, "
           "host memory outside the arena plan; the CUDA kernels need none)\n";
+}
+
 /// One line for a mixture of experts: its grouped GEMMs and the rows each
 /// multiplies (tokens × top-k, static: no token is dropped, whatever the
 /// router's split), the figure the step time counts.
