@@ -32,8 +32,9 @@ import torch
 import transformers
 
 from fsdp_mlir import from_torch
-from fsdp_mlir.torch_import import ClassifierLoss, UnsupportedModelError
-from test_hf_import import (CLASSES, SEQ, VOCAB, LossOf, causal_lm_data,
+from fsdp_mlir.torch_import import (ClassifierLoss, HFLoss,
+                                   UnsupportedModelError)
+from test_hf_import import (CLASSES, SEQ, VOCAB, causal_lm_data,
                             gpt2, gptj, key_bias_noise, llama, masked_lm_data,
                             phi3, roberta, roberta_data, seq2seq_data, t5,
                             vit)
@@ -141,7 +142,7 @@ NO_DROP = dict(attention_dropout=0.0)
 
 def hf(cls, config, inputs="input_ids", **kw):
     """A transformers model of `config(**kw)` whose loss takes `inputs`."""
-    return lambda: LossOf(cls(config(**kw)), inputs)
+    return lambda: HFLoss(cls(config(**kw)), inputs)
 
 
 def torchvision_model(name, **kw):
@@ -165,9 +166,9 @@ ENC = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
 
 ARCHS: dict[str, Arch] = {
     # Decoders
-    "gpt2": Arch("decoder", lambda: LossOf(gpt2()), causal_lm_data,
+    "gpt2": Arch("decoder", lambda: HFLoss(gpt2()), causal_lm_data,
                  ["GPT2Block"]),
-    "llama": Arch("decoder", lambda: LossOf(llama()), causal_lm_data,
+    "llama": Arch("decoder", lambda: HFLoss(llama()), causal_lm_data,
                   ["LlamaDecoderLayer"]),
     "mistral": Arch("decoder", hf(
         T.MistralForCausalLM, T.MistralConfig, num_key_value_heads=2,
@@ -185,9 +186,9 @@ ARCHS: dict[str, Arch] = {
         T.PhiForCausalLM, T.PhiConfig, resid_pdrop=0.0, embd_pdrop=0.0,
         partial_rotary_factor=0.5, **DEC), causal_lm_data,
         ["PhiDecoderLayer"], key_bias_noise),
-    "phi3": Arch("decoder", lambda: LossOf(phi3()), causal_lm_data,
+    "phi3": Arch("decoder", lambda: HFLoss(phi3()), causal_lm_data,
                  ["Phi3DecoderLayer"]),
-    "gptj": Arch("decoder", lambda: LossOf(gptj()), causal_lm_data,
+    "gptj": Arch("decoder", lambda: HFLoss(gptj()), causal_lm_data,
                  ["GPTJBlock"]),
     "gpt_neox": Arch("decoder", hf(
         T.GPTNeoXForCausalLM, T.GPTNeoXConfig, hidden_dropout=0.0,
@@ -256,7 +257,7 @@ ARCHS: dict[str, Arch] = {
     # Encoders
     "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),
-    "roberta": Arch("encoder", lambda: LossOf(roberta()), roberta_data,
+    "roberta": Arch("encoder", lambda: HFLoss(roberta()), roberta_data,
                     ["RobertaLayer"], key_bias_noise),
     "distilbert": Arch("encoder", hf(
         T.DistilBertForMaskedLM, T.DistilBertConfig, vocab_size=VOCAB,
@@ -282,7 +283,7 @@ ARCHS: dict[str, Arch] = {
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         relative_attention=True, position_buckets=8,
         pos_att_type=["p2c", "c2p"]), masked_lm_data, ["DebertaV2Layer"]),
-    "modernbert": Arch("encoder", lambda: LossOf(T.ModernBertForSequenceClassification(
+    "modernbert": Arch("encoder", lambda: HFLoss(T.ModernBertForSequenceClassification(
         T.ModernBertConfig(
             vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
             num_hidden_layers=2, num_attention_heads=4,
@@ -291,9 +292,9 @@ ARCHS: dict[str, Arch] = {
             num_labels=CLASSES, pad_token_id=0, attn_implementation="sdpa"))),
         classifier_data, ["ModernBertEncoderLayer"]),
     # Encoder-decoders
-    "t5": Arch("encoder-decoder", lambda: LossOf(t5(), ("input_ids", "decoder_input_ids")),
+    "t5": Arch("encoder-decoder", lambda: HFLoss(t5(), ("input_ids", "decoder_input_ids")),
                seq2seq_data, ["T5Block"]),
-    "bart": Arch("encoder-decoder", lambda: LossOf(T.BartForConditionalGeneration(
+    "bart": Arch("encoder-decoder", lambda: HFLoss(T.BartForConditionalGeneration(
         T.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2,
                      decoder_layers=2, encoder_attention_heads=4,
                      decoder_attention_heads=4, encoder_ffn_dim=64,
@@ -305,7 +306,7 @@ ARCHS: dict[str, Arch] = {
         ("input_ids", "decoder_input_ids")), seq2seq_data,
         ["BartEncoderLayer", "BartDecoderLayer"]),
     # Vision
-    "vit": Arch("vision", lambda: LossOf(vit(), "pixel_values"),
+    "vit": Arch("vision", lambda: HFLoss(vit(), "pixel_values"),
                 images(16), ["ViTLayer"], key_bias_noise),
     "deit": Arch("vision", hf(
         T.DeiTForImageClassification, T.DeiTConfig, inputs="pixel_values", image_size=16,
@@ -337,7 +338,7 @@ ARCHS: dict[str, Arch] = {
         patch_size=8, embed_dim=32, depth=2, num_heads=4), images(32),
         ["Block"], fused_key_bias("qkv.bias", thirds)),
     # Audio
-    "whisper": Arch("audio", lambda: LossOf(T.WhisperForConditionalGeneration(
+    "whisper": Arch("audio", lambda: HFLoss(T.WhisperForConditionalGeneration(
         T.WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, d_model=32,
                         encoder_layers=2, decoder_layers=2,
                         encoder_attention_heads=4, decoder_attention_heads=4,
@@ -350,7 +351,7 @@ ARCHS: dict[str, Arch] = {
                         begin_suppress_tokens=None)),
         ("input_features", "decoder_input_ids")), whisper_data,
         ["WhisperEncoderLayer", "WhisperDecoderLayer"]),
-    "wav2vec2": Arch("audio", lambda: LossOf(T.Wav2Vec2ForSequenceClassification(
+    "wav2vec2": Arch("audio", lambda: HFLoss(T.Wav2Vec2ForSequenceClassification(
         T.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2,
                          num_attention_heads=4, intermediate_size=64,
                          conv_dim=(16, 16), conv_stride=(5, 2),

@@ -34,7 +34,7 @@ transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")
 
 from fsdp_mlir import driver, from_torch  # noqa: E402
-from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
+from fsdp_mlir.torch_import import HFLoss, UnsupportedModelError  # noqa: E402
 from test_torch_import import (NUM_SAMPLES, OPTIMIZERS,  # noqa: E402
                                PER_RANK, torch_losses, train_imported)
 from test_torch_oracle import (STEPS, _noise_only,  # noqa: E402
@@ -43,20 +43,6 @@ from test_torch_oracle import (STEPS, _noise_only,  # noqa: E402
 LOSS_ATOL = 1e-5
 VOCAB, SEQ = 64, 16
 CLASSES = 5  # ViT's labels
-
-
-class LossOf(torch.nn.Module):
-    """A Hugging Face model whose forward(*inputs, labels) is its loss;
-    `inputs` names the model's keywords they feed."""
-
-    def __init__(self, model, inputs="input_ids"):
-        super().__init__()
-        self.m = model
-        self.inputs = (inputs,) if isinstance(inputs, str) else inputs
-
-    def forward(self, *args):
-        named = dict(zip(self.inputs, args[:-1]))
-        return self.m(**named, labels=args[-1]).loss
 
 
 def gpt2(vocab=VOCAB):
@@ -273,7 +259,7 @@ def test_cuda_backend_trains_like_torch(tmp_path, name):
 def _check_trains_like_torch(tmp_path, name, ranks, optimizer, runner=None):
     torch.manual_seed(0)
     factory, make_data, kind, noise, inputs = MODELS[name]
-    module = LossOf(factory(), inputs)
+    module = HFLoss(factory(), inputs)
     data = make_data(np.random.default_rng(3))
     model = import_model(module, data, name)
     got, saved = train_imported(tmp_path, module, model, data, ranks,
@@ -293,7 +279,7 @@ def _check_trains_like_torch(tmp_path, name, ranks, optimizer, runner=None):
 def _imported(name):
     torch.manual_seed(0)
     factory, make_data, _, _, inputs = MODELS[name]
-    module = LossOf(factory(), inputs)
+    module = HFLoss(factory(), inputs)
     return module, import_model(module, make_data(np.random.default_rng(3)),
                                 name)
 
@@ -370,7 +356,7 @@ def test_padding_idx_is_kept():
     gradient (the parity runs feed id 0)."""
     torch.manual_seed(0)
     ids = torch.ones(PER_RANK, SEQ, dtype=torch.long)
-    text = from_torch(LossOf(bert()), [ids, ids]).text()
+    text = from_torch(HFLoss(bert()), [ids, ids]).text()
     assert re.search(r"nn\.embedding %\S+, %\S+ \{padding_idx = 0 : i64\}",
                      text), text
 

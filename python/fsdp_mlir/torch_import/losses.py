@@ -15,3 +15,18 @@ class ClassifierLoss(torch.nn.Module):
 
     def forward(self, pixels, labels):
         return F.cross_entropy(self.m(pixels), labels)
+
+
+class HFLoss(torch.nn.Module):
+    """A Hugging Face model trained on the loss it computes itself:
+    forward(*inputs, labels) feeds `inputs` to the model's keyword
+    arguments named by `names` and returns `.loss`."""
+
+    def __init__(self, model: torch.nn.Module, names=("input_ids",)):
+        super().__init__()
+        self.m = model
+        self.inputs = (names,) if isinstance(names, str) else tuple(names)
+
+    def forward(self, *args):
+        named = dict(zip(self.inputs, args[:-1]))
+        return self.m(**named, labels=args[-1]).loss
