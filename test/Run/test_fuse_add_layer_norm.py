@@ -40,24 +40,34 @@ def test_fused_step_has_one_fusion_per_block(fsdp_opt, tmp_path):
             == 2)
 
 
+def _lowered(fsdp_opt, tmp_path, base, name):
+    """The fused and the unfused lowered programs, the first calling the
+    fused kernel (twice per block when the block is recomputed)."""
+    steps = [_step(fsdp_opt, tmp_path, f"{base} fuse-add-layer-norm={fuse}",
+                   f"{name}-{fuse}") for fuse in ("true", "false")]
+    calls = [s.read_text().count("llvm.call @fsdprt_add_layer_norm_forward(")
+             for s in steps]
+    assert calls[0] in (2, 4) and calls[1] == 0, calls
+    return steps
+
+
 @pytest.mark.parametrize("extra", ["optimizer=adamw",
-                                   "optimizer=sgd param-dtype=bf16"])
+                                   "optimizer=sgd param-dtype=bf16",
+                                   "optimizer=sgd activation-checkpointing=Block"])
 def test_fused_step_trains_as_the_unfused_one(fsdp, fsdp_opt, tmp_path,
                                               extra):
     base = f"world-size=2 {BASE} {extra} lower=true"
-    runs = [fsdp.run(_step(fsdp_opt, tmp_path,
-                           f"{base} fuse-add-layer-norm={fuse}", fuse),
-                     nproc=2, steps=STEPS)
-            for fuse in ("true", "false")]
+    runs = [fsdp.run(step, nproc=2, steps=STEPS)
+            for step in _lowered(fsdp_opt, tmp_path, base, "cpu")]
+    assert len(runs[0].losses) == STEPS
     _assert_trained_alike(*runs)
 
 
 def test_fused_step_trains_as_the_unfused_one_on_cuda_emu(
         fsdp, fsdp_opt, emu_run, tmp_path):  # noqa: F811
     base = f"world-size=1 {BASE} optimizer=adamw param-dtype=bf16 lower=true"
-    runs = [fsdp.run(fsdp.library(_step(fsdp_opt, tmp_path,
-                                        f"{base} fuse-add-layer-norm={fuse}",
-                                        f"emu-{fuse}")),
-                     steps=STEPS, tool=emu_run, backend="cuda_emu")
-            for fuse in ("true", "false")]
+    runs = [fsdp.run(fsdp.library(step), steps=STEPS, tool=emu_run,
+                     backend="cuda_emu")
+            for step in _lowered(fsdp_opt, tmp_path, base, "emu")]
+    assert len(runs[0].losses) == STEPS
     _assert_trained_alike(*runs)
