@@ -16,8 +16,7 @@ namespace rt {
 namespace test {
 namespace {
 
-class AddLayerNormConformance : public ::testing::TestWithParam<std::string> {
-};
+class AddLayerNormConformance : public ::testing::TestWithParam<std::string> {};
 
 /// The f32 sum is a + b in f32; y is layer_norm of that sum in float64.
 TEST_P(AddLayerNormConformance, MatchesFloat64) {
@@ -68,10 +67,9 @@ TEST_P(AddLayerNormConformance, GivesTheUnfusedBits) {
   for (int64_t d : {int64_t(768), int64_t(771)})
     for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16, FSDPRT_F16})
       for (int64_t skew : {0, 1}) {
-        SCOPED_TRACE(::testing::Message() << "d " << d << " dtype " << dtype
-                                          << " skew " << skew);
-        int64_t es = dtype == FSDPRT_F32 ? 4 : 2, n = rows * d,
-                off = skew * es;
+        SCOPED_TRACE(::testing::Message()
+                     << "d " << d << " dtype " << dtype << " skew " << skew);
+        int64_t es = dtype == FSDPRT_F32 ? 4 : 2, n = rows * d, off = skew * es;
         // a, b, w, bias in dtype, cast from f32 at `off`.
         std::vector<int64_t> in;
         const int64_t counts[4] = {n, n, d, d};
@@ -84,10 +82,9 @@ TEST_P(AddLayerNormConformance, GivesTheUnfusedBits) {
         }
         int64_t sum = dev.alloc((n + 1) * es), y = dev.alloc((n + 1) * es),
                 sum2 = dev.alloc((n + 1) * es), y2 = dev.alloc((n + 1) * es);
-        RT_OK(fsdprt_add_layer_norm_forward(dev.ctx, dev.stream, dtype, in[0],
-                                            off, in[1], off, in[2], off, in[3],
-                                            off, sum, off, y, off, rows, d,
-                                            eps));
+        RT_OK(fsdprt_add_layer_norm_forward(
+            dev.ctx, dev.stream, dtype, in[0], off, in[1], off, in[2], off,
+            in[3], off, sum, off, y, off, rows, d, eps));
         const int64_t shape[2] = {rows, d};
         RT_OK(fsdprt_binary_forward(dev.ctx, dev.stream, dtype, FSDPRT_ADD,
                                     in[0], off, 2, shape, in[1], off, 2, shape,

@@ -70,3 +70,32 @@ fsdp.model @apart {
     }
   }
 }
+
+// -----
+
+// A block's last residual sum normalised by the next unit (here the root's
+// final norm) stays apart: the pair straddles two units.
+// ON-LABEL: func.func @units_train_step(
+// ON: nn.add %{{.*}}fsdp.unit = "block"
+// ON-NEXT: nn.layer_norm %{{.*}}fsdp.unit = ""
+// ON-NOT: nn.add_layer_norm
+// ON: return
+fsdp.model @units {
+  fsdp.module @root kind "GPT" {
+    fsdp.module @block kind "Block" unit {
+      fsdp.param @fc : tensor<16x16xf32> init <normal(0.0, 0.02)>
+      fsdp.forward (%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+        %f = fsdp.get_param @fc : tensor<16x16xf32>
+        %a = nn.linear %x, %f : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+        %r = nn.add %x, %a : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+        fsdp.return %r : tensor<8x16xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<8x16xf32>) -> tensor<f32> {
+      %r = fsdp.call @block(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+      %h = nn.layer_norm %r : (tensor<8x16xf32>) -> tensor<8x16xf32>
+      %loss = nn.reduce_sum %h {dims = array<i64: 0, 1>} : (tensor<8x16xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
