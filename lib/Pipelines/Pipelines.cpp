@@ -108,6 +108,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.noSync = options.noSync;
   step.lossScale = options.lossScale;
   step.mode = options.mode;
+  step.fuseAddLayerNorm = options.fuseAddLayerNorm;
   pm.addPass(createFSDPBuildTrainStepPass(step));
 
   // The passes from checkpointing to offload: what the memory budget's

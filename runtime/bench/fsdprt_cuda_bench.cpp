@@ -339,7 +339,20 @@ int main(int argc, char **argv) {
         3.0 * M * C * es / bandwidth);
     row("  its columns only (dw, db)", backward(0, dw, db),
         2.0 * M * C * es / bandwidth);
-    for (int64_t h : {x, w, b, y, dx, dw, db})
+    // The residual add fused with the norm (fuse-add-layer-norm): reads a
+    // and r, writes the sum and y (w and b are one row); the unfused pair
+    // moves 5 of these rows.
+    int64_t r = alloc(M * C, es), sum = alloc(M * C, es);
+    sync();
+    double fused = timeIt(
+        [&] {
+          check(fsdprt_add_layer_norm_forward(ctx, s, dt, x, 0, r, 0, w, 0, b,
+                                              0, sum, 0, y, 0, M, C, 1e-5),
+                "add_layer_norm_forward");
+        },
+        sync, iters, kReps);
+    row("add + layer_norm fwd " + rowsX, fused, 4.0 * M * C * es / bandwidth);
+    for (int64_t h : {x, w, b, y, dx, dw, db, r, sum})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 

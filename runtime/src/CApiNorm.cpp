@@ -42,6 +42,30 @@ int32_t fsdprt_layer_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
+int32_t fsdprt_add_layer_norm_forward(int64_t ctx, int64_t stream,
+                                      int32_t dtype, int64_t a, int64_t a_off,
+                                      int64_t b, int64_t b_off, int64_t w,
+                                      int64_t w_off, int64_t bias,
+                                      int64_t bias_off, int64_t sum,
+                                      int64_t sum_off, int64_t y, int64_t y_off,
+                                      int64_t rows, int64_t d, double eps) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "add_layer_norm_forward");
+    checkNorm(rows, d, eps);
+    const void *pa = l.operand(a, a_off, mul(rows, d), "a");
+    const void *pb = l.operand(b, b_off, mul(rows, d), "b");
+    const void *pw = l.optional(w, w_off, d, "w");
+    const void *pbias = l.optional(bias, bias_off, d, "bias");
+    void *psum = l.operand(sum, sum_off, mul(rows, d), "sum");
+    void *py = l.operand(y, y_off, mul(rows, d), "y");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.addLayerNormForward(dt, pa, pb, pw, pbias, psum, py, rows, d, eps);
+    });
+  });
+}
+
 int32_t fsdprt_layer_norm_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                    int64_t x, int64_t x_off, int64_t w,
                                    int64_t w_off, int64_t dy, int64_t dy_off,

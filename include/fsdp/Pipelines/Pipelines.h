@@ -83,6 +83,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Attention on a split q / k / v projection reads it in "
                      "place (fsdp-pack-attention)"),
       llvm::cl::init(true)};
+  Option<bool> fuseAddLayerNorm{
+      *this, "fuse-add-layer-norm",
+      llvm::cl::desc("A residual add and the layer_norm of its sum as one "
+                     "nn.add_layer_norm (fsdp-build-train-step's "
+                     "fuse-add-layer-norm; off until measured on a GPU)"),
+      llvm::cl::init(false)};
   Option<bool> keepAttentionStats{
       *this, "keep-attention-stats",
       llvm::cl::desc("Attention's backward reads the forward's softmax "

@@ -33,6 +33,21 @@ void fsdp::addNormKernels(KernelEmitters &k) {
         .call("layer_norm_forward");
     return success();
   });
+  k.add<nn::AddLayerNormOp>([](CallBuilder &calls, nn::AddLayerNormOp o) {
+    Args{calls}
+        .i32(dtypeOf(o.getResult()))
+        .t(o.getLhs())
+        .t(o.getRhs())
+        .opt(o.getWeight())
+        .opt(o.getBias())
+        .t(o.getSum())
+        .t(o.getResult())
+        .i64(rows(o.getLhs()))
+        .i64(lastDim(o.getLhs()))
+        .f64(o.getEpsilon().convertToDouble())
+        .call("add_layer_norm_forward");
+    return success();
+  });
   k.add<nn::LayerNormGradOp>([](CallBuilder &calls, nn::LayerNormGradOp o) {
     Args{calls}
         .i32(dtypeOf(o.getInputGrad()))

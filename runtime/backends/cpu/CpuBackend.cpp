@@ -171,6 +171,15 @@ public:
                           static_cast<float>(eps));
     st.commit();
   }
+  void addLayerNormForward(DType dt, const void *a, const void *b,
+                           const void *w, const void *bias, void *sum, void *y,
+                           int64_t rows, int64_t d, double eps) override {
+    HostStaging st = staging();
+    cpu::addLayerNormForward(threads_, dt, a, b, st.in(dt, w, d),
+                             st.in(dt, bias, d), sum, st.out(dt, y, rows * d),
+                             rows, d, static_cast<float>(eps));
+    st.commit();
+  }
   void layerNormBackward(DType dt, const void *x, const void *w, const void *dy,
                          void *dx, void *dw, void *db, int64_t rows, int64_t d,
                          double eps) override {

@@ -101,6 +101,10 @@ void maxPoolBackward(int threads, const float *x, const float *dy, float *dx,
 void layerNormForward(int threads, const float *x, const float *w,
                       const float *b, float *y, int64_t rows, int64_t d,
                       float eps);
+/// sum = a + b on dt's storage (a, b, sum of rows x d), y = layer_norm(sum).
+void addLayerNormForward(int threads, DType dt, const void *a, const void *b,
+                         const float *w, const float *bias, void *sum,
+                         float *y, int64_t rows, int64_t d, float eps);
 void layerNormBackward(int threads, const float *x, const float *w,
                        const float *dy, float *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps);

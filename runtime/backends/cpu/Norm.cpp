@@ -7,8 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 #include "Parallel.h"
+#include "Storage.h"
 
 #include "fsdp/rt/math/BatchNorm.h"
+#include "fsdp/rt/math/Pointwise.h"
 #include "fsdp/rt/math/Rows.h"
 
 #include <cmath>
@@ -22,20 +24,48 @@ static int64_t rowGrain(int64_t d) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1));
 }
 
+/// One row of layer_norm: the unfused and the fused (add) forward share it.
+static void layerNormRow(const float *xr, const float *w, const float *b,
+                         float *yr, int64_t d, float eps) {
+  float mean, rstd;
+  meanRstd(xr, d, 1, eps, mean, rstd);
+  for (int64_t i = 0; i < d; ++i) {
+    float v = (xr[i] - mean) * rstd;
+    yr[i] = v * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+  }
+}
+
 void layerNormForward(int threads, const float *x, const float *w,
                       const float *b, float *y, int64_t rows, int64_t d,
                       float eps) {
   parallelFor(threads, rows, rowGrain(d), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float *xr = x + r * d;
-      float *yr = y + r * d;
-      float mean, rstd;
-      meanRstd(xr, d, 1, eps, mean, rstd);
-      for (int64_t i = 0; i < d; ++i) {
-        float v = (xr[i] - mean) * rstd;
-        yr[i] = v * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    for (int64_t r = r0; r < r1; ++r)
+      layerNormRow(x + r * d, w, b, y + r * d, d, eps);
+  });
+}
+
+void addLayerNormForward(int threads, DType dt, const void *a, const void *b,
+                         const float *w, const float *bias, void *sum,
+                         float *y, int64_t rows, int64_t d, float eps) {
+  withStorage(dt, [&](auto s) {
+    using S = decltype(s);
+    using T = typename S::T;
+    parallelFor(threads, rows, rowGrain(d), [&](int64_t r0, int64_t r1) {
+      std::vector<float> x(d);
+      for (int64_t r = r0; r < r1; ++r) {
+        const T *ar = static_cast<const T *>(a) + r * d;
+        const T *br = static_cast<const T *>(b) + r * d;
+        T *sr = static_cast<T *>(sum) + r * d;
+        // The add kernel's rounding (binaryForward), then the norm of the
+        // sum as stored, as the unfused layer_norm reads it.
+        for (int64_t i = 0; i < d; ++i) {
+          sr[i] = S::store(binaryApply(FSDPRT_ADD, S::load(ar[i]),
+                                       S::load(br[i])));
+          x[i] = S::load(sr[i]);
+        }
+        layerNormRow(x.data(), w, bias, y + r * d, d, eps);
       }
-    }
+    });
   });
 }
 

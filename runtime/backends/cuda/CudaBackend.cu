@@ -563,6 +563,14 @@ public:
                              static_cast<float>(eps));
     });
   }
+  void addLayerNormForward(DType dt, const void *a, const void *b,
+                           const void *w, const void *bias, void *sum, void *y,
+                           int64_t rows, int64_t d, double eps) override {
+    run([&](Exec &e) {
+      cuda::addLayerNormForward(e.s, dt, a, b, w, bias, sum, y, rows, d,
+                                static_cast<float>(eps));
+    });
+  }
   void layerNormBackward(DType dt, const void *x, const void *w, const void *dy,
                          void *dx, void *dw, void *db, int64_t rows, int64_t d,
                          double eps) override {

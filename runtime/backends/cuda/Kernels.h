@@ -121,6 +121,10 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
 void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                       const void *b, void *y, int64_t rows, int64_t d,
                       float eps);
+/// sum = a + b (the add kernel's rounding), y = layer_norm(sum as stored).
+void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
+                         const void *w, const void *bias, void *sum, void *y,
+                         int64_t rows, int64_t d, float eps);
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps);

@@ -19,6 +19,8 @@
 #include "Kernels.h"
 #include "RowGroups.cuh"
 
+#include "fsdp/rt/math/Pointwise.h"
+
 #ifndef FSDPRT_CUDA_EMULATION
 #include <cuda_bf16.h>
 #endif
@@ -526,24 +528,54 @@ __device__ float blockRmsRstd(const typename S::T *x, int64_t d, float eps) {
       1.0 / sqrt(warpSum(sq) / static_cast<double>(d) + eps));
 }
 
+/// One row of layer_norm by a warp: the unfused and the fused (add)
+/// forward share it.
+template <typename S>
+__device__ void layerNormRow(const typename S::T *xr, const typename S::T *w,
+                             const typename S::T *b, typename S::T *yr,
+                             int64_t d, float eps) {
+  float mean, rstd;
+  blockMeanRstd<S>(xr, d, eps, mean, rstd);
+  forWarpGroups(d, [&](int64_t j0, int64_t n) {
+    float v[kRowGroup], wv[kRowGroup], bv[kRowGroup];
+    loadGroup<S>(xr, j0, n, v);
+    loadGroup<S>(w, j0, n, wv, 1.0f);
+    loadGroup<S>(b, j0, n, bv, 0.0f);
+    FSDPRT_GROUP_FOR(i, n)
+      v[i] = (v[i] - mean) * rstd * wv[i] + bv[i];
+    storeGroup<S>(yr, j0, n, v);
+  });
+}
+
 template <typename S>
 __global__ void layerNormRowsKernel(const typename S::T *x,
                                     const typename S::T *w,
                                     const typename S::T *b, typename S::T *y,
                                     int64_t rows, int64_t d, float eps) {
   FSDPRT_WARP_ROW_STRIDE(r, rows) {
-    const typename S::T *xr = x + r * d;
-    float mean, rstd;
-    blockMeanRstd<S>(xr, d, eps, mean, rstd);
+    layerNormRow<S>(x + r * d, w, b, y + r * d, d, eps);
+  }
+}
+
+/// sum = a + b rounded to storage as the add kernel does, then the row's
+/// layer_norm from the stored sum: each lane reads back only the groups it
+/// wrote (forWarpGroups), so no barrier, and the bits are those of the two
+/// kernels. a and b are read once; the sum is re-read while cache-hot.
+template <typename S>
+__global__ void addLayerNormRowsKernel(
+    const typename S::T *a, const typename S::T *b, const typename S::T *w,
+    const typename S::T *bias, typename S::T *sum, typename S::T *y,
+    int64_t rows, int64_t d, float eps) {
+  FSDPRT_WARP_ROW_STRIDE(r, rows) {
     forWarpGroups(d, [&](int64_t j0, int64_t n) {
-      float v[kRowGroup], wv[kRowGroup], bv[kRowGroup];
-      loadGroup<S>(xr, j0, n, v);
-      loadGroup<S>(w, j0, n, wv, 1.0f);
-      loadGroup<S>(b, j0, n, bv, 0.0f);
+      float av[kRowGroup], bv[kRowGroup];
+      loadGroup<S>(a + r * d, j0, n, av);
+      loadGroup<S>(b + r * d, j0, n, bv);
       FSDPRT_GROUP_FOR(i, n)
-        v[i] = (v[i] - mean) * rstd * wv[i] + bv[i];
-      storeGroup<S>(y + r * d, j0, n, v);
+        av[i] = binaryApply(FSDPRT_ADD, av[i], bv[i]);
+      storeGroup<S>(sum + r * d, j0, n, av);
     });
+    layerNormRow<S>(sum + r * d, w, bias, y + r * d, d, eps);
   }
 }
 
@@ -661,6 +693,20 @@ void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                        static_cast<const T *>(x), static_cast<const T *>(w),
                        static_cast<const T *>(b), static_cast<T *>(y), rows, d,
                        eps);
+  });
+}
+
+void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
+                         const void *w, const void *bias, void *sum, void *y,
+                         int64_t rows, int64_t d, float eps) {
+  withStorage(dt, [&](auto st) {
+    using S = decltype(st);
+    using T = typename S::T;
+    FSDPRT_LAUNCH_WARP_ROWS(
+        addLayerNormRowsKernel<S>, rows, s, static_cast<const T *>(a),
+        static_cast<const T *>(b), static_cast<const T *>(w),
+        static_cast<const T *>(bias), static_cast<T *>(sum),
+        static_cast<T *>(y), rows, d, eps);
   });
 }
 

@@ -185,6 +185,24 @@ func.func @layer_norm_weight(%x: tensor<4x32xf32>, %g: tensor<4xf32>) {
 
 // -----
 
+func.func @add_layer_norm_broadcast(%a: tensor<4x32xf32>, %b: tensor<32xf32>) {
+  // expected-error @+2 {{lhs and rhs must have one type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.add_layer_norm %a, %b : (tensor<4x32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>)
+  return
+}
+
+// -----
+
+func.func @add_layer_norm_weight(%a: tensor<4x32xf32>, %g: tensor<4xf32>) {
+  // expected-error @+2 {{weight must be a tensor of shape [32], got 'tensor<4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.add_layer_norm %a, %a weight %g : (tensor<4x32xf32>, tensor<4x32xf32>, tensor<4xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>)
+  return
+}
+
+// -----
+
 func.func @layer_norm_epsilon(%x: tensor<4x32xf32>) {
   // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is positive}}
   %0 = nn.layer_norm %x {epsilon = 0.0 : f64} : (tensor<4x32xf32>) -> tensor<4x32xf32>

@@ -65,10 +65,10 @@ class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
                    int64_t microBatches, double clipNorm, bool noSync,
-                   bool eval)
+                   bool eval, bool fuseAddNorms)
       : model(model), ownership(model), config(config),
         microBatches(microBatches), clipNorm(clipNorm), noSync(noSync),
-        eval(eval), builder(model) {}
+        eval(eval), fuseAddNorms(fuseAddNorms), builder(model) {}
 
   LogicalResult build();
 
@@ -126,6 +126,8 @@ private:
   bool noSync;
   /// A forward-only step (model.eval() under torch.no_grad()).
   bool eval;
+  /// Residual adds fuse with the layer_norm of their sum (fuseAddLayerNorm).
+  bool fuseAddNorms;
   OpBuilder builder;
   SymbolTableCollection tables;
 
@@ -409,6 +411,8 @@ LogicalResult TrainStepBuilder::build() {
   eraseDeadOps(*body);
   splitLinearGradsWithoutInputGrad(*body);
   fuseCrossEntropyWithGrad(*body);
+  if (fuseAddNorms)
+    fuseAddLayerNorm(*body);
   eraseDeadOps(*body);
   return success();
 }
@@ -705,7 +709,7 @@ struct BuildTrainStepPass
       return signalPassFailure();
     for (ModelOp model : llvm::to_vector(getOperation().getOps<ModelOp>())) {
       TrainStepBuilder stepBuilder(model, *config, gradAccumSteps, clipGradNorm,
-                                   noSync, mode == "eval");
+                                   noSync, mode == "eval", fuseAddLayerNorm);
       if (failed(stepBuilder.build()))
         return signalPassFailure();
     }

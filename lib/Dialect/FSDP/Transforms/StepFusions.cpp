@@ -105,3 +105,43 @@ void fsdp::fuseCrossEntropyWithGrad(Block &body) {
     loss.erase();
   }
 }
+
+/// Whether `v` is available just before `at`, an op of the step's body.
+static bool availableBefore(Value v, Operation *at) {
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != at->getBlock())
+    return true;
+  return def->isBeforeInBlock(at);
+}
+
+void fsdp::fuseAddLayerNorm(Block &body) {
+  for (auto norm : llvm::make_early_inc_range(body.getOps<nn::LayerNormOp>())) {
+    auto add = norm.getInput().getDefiningOp<nn::AddOp>();
+    if (!add || add->getBlock() != &body ||
+        add.getLhs().getType() != add.getRhs().getType() ||
+        add.getLhs().getType() != add.getResult().getType() ||
+        add->getDiscardableAttrDictionary() !=
+            norm->getDiscardableAttrDictionary())
+      continue;
+    // At the add when the norm's weight and bias exist there, else at the
+    // norm when nothing reads the sum before it.
+    Operation *at = add;
+    for (Value v : {norm.getWeight(), norm.getBias()})
+      if (v && !availableBefore(v, add))
+        at = norm;
+    if (at == norm && llvm::any_of(add->getUsers(), [&](Operation *user) {
+          return user != norm && user->getBlock() == &body &&
+                 user->isBeforeInBlock(norm);
+        }))
+      continue;
+    OpBuilder b(at);
+    auto fused = nn::AddLayerNormOp::create(
+        b, norm.getLoc(), add.getLhs(), add.getRhs(), norm.getWeight(),
+        norm.getBias(), norm.getEpsilonAttr());
+    fused->setDiscardableAttrs(norm->getDiscardableAttrDictionary());
+    norm.getResult().replaceAllUsesWith(fused.getResult());
+    norm.erase();
+    add.getResult().replaceAllUsesWith(fused.getSum());
+    add.erase();
+  }
+}

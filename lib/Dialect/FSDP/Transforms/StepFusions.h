@@ -25,6 +25,13 @@ void splitLinearGradsWithoutInputGrad(Block &body);
 /// forward value.
 void fuseCrossEntropyWithGrad(Block &body);
 
+/// A residual nn.add whose sum an nn.layer_norm of the same unit and phase
+/// normalises, as one nn.add_layer_norm: each input read once, the sum and
+/// the normalised output written once. Other readers of the sum (the next
+/// residual add, nn.layer_norm_grad) read the fused op's. Only same-typed
+/// operands (no broadcasting).
+void fuseAddLayerNorm(Block &body);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPFUSIONS_H

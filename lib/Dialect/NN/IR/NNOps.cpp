@@ -185,6 +185,22 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
       {{"weight", adaptor.getWeight()}, {"bias", adaptor.getBias()}}, results);
 }
 
+LogicalResult AddLayerNormOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  // The fused add does not broadcast: the rewrite fuses only same-typed sums.
+  if (adaptor.getLhs().getType() != adaptor.getRhs().getType())
+    return fail(loc, getOperationName(), "lhs and rhs must have one type");
+  if (failed(inferLastDimNorm(
+          loc, getOperationName(), adaptor.getLhs(),
+          {{"weight", adaptor.getWeight()}, {"bias", adaptor.getBias()}},
+          results)))
+    return failure();
+  Type normalised = results.front();
+  results.push_back(normalised);
+  return success();
+}
+
 LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,

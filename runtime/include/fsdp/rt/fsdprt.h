@@ -324,6 +324,16 @@ int32_t fsdprt_layer_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t w_off, int64_t b, int64_t b_off,
                                   int64_t y, int64_t y_off, int64_t rows,
                                   int64_t d, double eps);
+/* sum = a + b (same extents, rounded to dtype as fsdprt_binary_forward's */
+/* add) and y = layer_norm(sum) as fsdprt_layer_norm_forward computes it */
+/* from the stored sum, reading a and b once. */
+int32_t fsdprt_add_layer_norm_forward(int64_t ctx, int64_t stream,
+                                      int32_t dtype, int64_t a, int64_t a_off,
+                                      int64_t b, int64_t b_off, int64_t w,
+                                      int64_t w_off, int64_t bias,
+                                      int64_t bias_off, int64_t sum,
+                                      int64_t sum_off, int64_t y, int64_t y_off,
+                                      int64_t rows, int64_t d, double eps);
 int32_t fsdprt_layer_norm_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                    int64_t x, int64_t x_off, int64_t w,
                                    int64_t w_off, int64_t dy, int64_t dy_off,

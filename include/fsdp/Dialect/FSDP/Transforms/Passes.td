@@ -250,6 +250,11 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "train | eval: eval builds the forward alone (model.eval() under "
            "torch.no_grad(): dropout off, BatchNorm on its running "
            "statistics; no gradient, optimizer or state)">,
+    Option<"fuseAddLayerNorm", "fuse-add-layer-norm", "bool",
+           /*default=*/"false",
+           "A residual nn.add and the nn.layer_norm of its sum become one "
+           "nn.add_layer_norm once the step is built (off until a GPU run "
+           "measures it)">,
   ];
 }
 

@@ -1127,6 +1127,31 @@ def NN_CrossEntropyWithGradOp : NN_PureOp<"cross_entropy_with_grad",
   let extraClassDeclaration = NN_ClassCount;
 }
 
+def NN_AddLayerNormOp : NN_PureOp<"add_layer_norm", [InferTypeOpAdaptor,
+                                                     AttrSizedOperandSegments]> {
+  let summary = "a residual nn.add and the nn.layer_norm of its sum in one pass";
+  let description = [{
+    `sum` = `lhs` + `rhs` (same type, no broadcasting) and `result` =
+    nn.layer_norm(`sum`) with the optional `[D]` `weight` and `bias`. The
+    train step forms it after it is built (fsdp-pipeline's
+    `fuse-add-layer-norm`), so it has no VJP: the backward keeps reading
+    `sum` through nn.layer_norm_grad. Each input is read once and both
+    outputs written once; the statistics come from `sum` as stored, so the
+    results are those of the two ops.
+
+    ```mlir
+    %s, %y = nn.add_layer_norm %a, %b weight %g bias %c {epsilon = 1.0e-05 : f64} : (tensor<4x32xf32>, tensor<4x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                       Optional<NN_FloatTensor>:$weight,
+                       Optional<NN_FloatTensor>:$bias,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$sum, NN_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs (`weight` $weight^)? (`bias` $bias^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
 include "fsdp/Dialect/NN/IR/NNRoutingOps.td"
 
 #endif // FSDP_DIALECT_NN_IR_NNOPS_TD

@@ -276,6 +276,11 @@ public:
   virtual void layerNormForward(DType dt, const void *x, const void *w,
                                 const void *b, void *y, int64_t rows, int64_t d,
                                 double eps) = 0;
+  /// sum = a + b rounded to dt, then layerNormForward of the stored sum.
+  virtual void addLayerNormForward(DType dt, const void *a, const void *b,
+                                   const void *w, const void *bias, void *sum,
+                                   void *y, int64_t rows, int64_t d,
+                                   double eps) = 0;
   virtual void layerNormBackward(DType dt, const void *x, const void *w,
                                  const void *dy, void *dx, void *dw, void *db,
                                  int64_t rows, int64_t d, double eps) = 0;

@@ -1,0 +1,73 @@
+"""fsdp-pipeline's fuse-add-layer-norm end to end: GPT-2 with each block's
+residual add and the layer_norm of its sum as one nn.add_layer_norm trains
+exactly as the unfused program: the same losses and weights, bit for bit,
+on 2 CPU ranks (f32 and bf16 parameters) and through the CUDA backend's
+code (cuda_emu). The fused kernel computes the sum with the add kernel's
+rounding and normalises the stored sum with the layer_norm code.
+"""
+import subprocess
+
+import pytest
+
+from conftest import EXAMPLES
+from test_cuda_emu import emu_run  # noqa: F401 (a fixture)
+from test_pack_attention import _assert_trained_alike
+from test_parity import STEPS
+
+BASE = "auto-wrap-policy=module-kind wrap-kinds=Block"
+
+
+def _step(fsdp_opt, tmp_path, options, name):
+    out = tmp_path / f"{name}.mlir"
+    subprocess.run([str(fsdp_opt), str(EXAMPLES / "gpt2.mlir"),
+                    f"--fsdp-pipeline={options}", "-o", str(out)], check=True)
+    return out
+
+
+def test_fused_step_has_one_fusion_per_block(fsdp_opt, tmp_path):
+    """Within a block, the attention's residual sum feeds ln_2; the block's
+    last sum feeds the next unit's ln_1 (or ln_f) and stays apart."""
+    def train_step(name, fuse):
+        text = _step(fsdp_opt, tmp_path,
+                     f"world-size=1 {BASE} fuse-add-layer-norm={fuse}",
+                     name).read_text()
+        return text[text.index("func.func @gpt2_train_step"):]
+
+    fused, plain = train_step("fused", "true"), train_step("plain", "false")
+    assert fused.count("nn.add_layer_norm ") == 2
+    assert plain.count("nn.add_layer_norm ") == 0
+    assert (plain.count("nn.layer_norm ") - fused.count("nn.layer_norm ")
+            == 2)
+
+
+def _lowered(fsdp_opt, tmp_path, base, name):
+    """The fused and the unfused lowered programs, the first calling the
+    fused kernel (twice per block when the block is recomputed)."""
+    steps = [_step(fsdp_opt, tmp_path, f"{base} fuse-add-layer-norm={fuse}",
+                   f"{name}-{fuse}") for fuse in ("true", "false")]
+    calls = [s.read_text().count("llvm.call @fsdprt_add_layer_norm_forward(")
+             for s in steps]
+    assert calls[0] in (2, 4) and calls[1] == 0, calls
+    return steps
+
+
+@pytest.mark.parametrize("extra", ["optimizer=adamw",
+                                   "optimizer=sgd param-dtype=bf16",
+                                   "optimizer=sgd activation-checkpointing=Block"])
+def test_fused_step_trains_as_the_unfused_one(fsdp, fsdp_opt, tmp_path,
+                                              extra):
+    base = f"world-size=2 {BASE} {extra} lower=true"
+    runs = [fsdp.run(step, nproc=2, steps=STEPS)
+            for step in _lowered(fsdp_opt, tmp_path, base, "cpu")]
+    assert len(runs[0].losses) == STEPS
+    _assert_trained_alike(*runs)
+
+
+def test_fused_step_trains_as_the_unfused_one_on_cuda_emu(
+        fsdp, fsdp_opt, emu_run, tmp_path):  # noqa: F811
+    base = f"world-size=1 {BASE} optimizer=adamw param-dtype=bf16 lower=true"
+    runs = [fsdp.run(fsdp.library(step), steps=STEPS, tool=emu_run,
+                     backend="cuda_emu")
+            for step in _lowered(fsdp_opt, tmp_path, base, "emu")]
+    assert len(runs[0].losses) == STEPS
+    _assert_trained_alike(*runs)
