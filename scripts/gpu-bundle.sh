@@ -105,6 +105,19 @@ if python3 -c "import torchvision" 2>/dev/null; then
     "mobilenet_v2|$WORK/mobilenet_v2.mlir|auto-wrap-policy=module-kind wrap-kinds=InvertedResidual|yes"
     "resnet50|$WORK/resnet50.mlir|auto-wrap-policy=module-kind wrap-kinds=Bottleneck|no")
 fi
+# Mixture of experts (issue 38), where transformers is installed: a tiny
+# Mixtral (4 experts, top-2) against the CPU backend here, and a
+# Mixtral-shaped 1B (hidden 1024, 4 layers, 8 experts, top-2, one rank's
+# 4 x 1024 tokens) for the lease's moe part.
+if python3 -c "import transformers" 2>/dev/null; then
+  MX=(env PYTHONPATH="$REPO/python" python3 scripts/gpu-kit/mixtral_step.py)
+  "${MX[@]}" --hidden 64 --ffn 128 --layers 2 --heads 4 --kv-heads 2 \
+    --experts 4 --vocab 256 --seq 64 --batch 4 -o "$WORK/mixtral_tiny.mlir"
+  "${MX[@]}" -o "$WORK/mixtral_1b.mlir"
+  MODELS+=(
+    "mixtral_tiny|$WORK/mixtral_tiny.mlir|auto-wrap-policy=module-kind wrap-kinds=MixtralDecoderLayer|yes"
+    "mixtral_1b|$WORK/mixtral_1b.mlir|auto-wrap-policy=module-kind wrap-kinds=MixtralDecoderLayer|no")
+fi
 # Steps are <model>-<dtype>-<optimizer>: SGD is linear in the gradient, so
 # its parity bound is tight; AdamW is what users run (compare_reference.py).
 for entry in "${MODELS[@]}"; do

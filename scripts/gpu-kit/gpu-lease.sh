@@ -19,6 +19,9 @@
 #                            dry run of the kit on a machine without a GPU)
 #   PARTS=machine,multirank  2-4 NCCL ranks on the one GPU over loopback
 #                            (not in the default list: its own command)
+#   PARTS=machine,moe        the Mixtral-shaped step (1B, 8 experts) in bf16
+#                            and f32 (not in the default list; its tiny
+#                            Mixtral's parity is in the parity part)
 #   PARTS=quick              the speed check (about 4 minutes): machine,
 #                            conformance, GPT-2 124M bf16 graphed at 8 and
 #                            64 x 1024 (each also with FSDPRT_GEMM_AUTOTUNE=1)
@@ -233,6 +236,19 @@ resnet() {
     "$BIN/fsdprt-run" "$KIT/steps/resnet50-$dtype-adamw.so" \
       --backend "$BACKEND" --steps 4 --seed 0 \
       --metrics "$OUT/resnet50-$dtype.jsonl" || return 1
+  done
+}
+
+# Mixture of experts (issue 38): the Mixtral-shaped step (1B parameters,
+# 8 experts, top-2, 4 x 1024 tokens; the grouped GEMMs' offsets stay on
+# the device), one rank, bf16 and f32 AdamW: losses and step times.
+moe() {
+  local dtype
+  [ -f "$KIT/steps/mixtral_1b-bf16-adamw.so" ] || { echo "no Mixtral step in this kit"; return 1; }
+  for dtype in bf16 f32; do
+    "$BIN/fsdprt-run" "$KIT/steps/mixtral_1b-$dtype-adamw.so" \
+      --backend "$BACKEND" --steps 4 --seed 0 \
+      --metrics "$OUT/mixtral_1b-$dtype.jsonl" || return 1
   done
 }
 
@@ -453,7 +469,7 @@ torch_step() {
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES \
   KERNEL_DTYPES
-export -f python machine rebuild conformance parity async_vs_sync resnet gpt2_124m kernels profile torch_step \
+export -f python machine rebuild conformance parity async_vs_sync resnet moe gpt2_124m kernels profile torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
@@ -464,6 +480,7 @@ part nccl "${T_NCCL:-20}" "$BIN/fsdprt-comm-check" --backend cuda
 part parity "${T_PARITY:-180}" parity
 part async_vs_sync "${T_ASYNC_VS_SYNC:-30}" async_vs_sync
 part resnet "${T_RESNET:-120}" resnet
+part moe "${T_MOE:-120}" moe
 part gpt2_124m "${T_GPT2_124M:-150}" gpt2_124m
 part kernels "${T_KERNELS:-40}" kernels
 part profile "${T_PROFILE:-120}" profile
