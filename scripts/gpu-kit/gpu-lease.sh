@@ -226,31 +226,24 @@ gpt2_124m() {
   done
 }
 
-# Convolutional networks (issue 38): ResNet-50 at 224 x 224, batch 32,
-# one rank, bf16 and f32 AdamW (the kit holds it where torchvision was
-# installed when it was made): losses and step times.
-resnet() {
-  local dtype
-  [ -f "$KIT/steps/resnet50-bf16-adamw.so" ] || { echo "no ResNet-50 step in this kit"; return 1; }
+# Losses and step times of steps/<name>-<dtype>-adamw.so, one rank, bf16
+# and f32.
+timed_steps() {
+  local name=$1 dtype
+  [ -f "$KIT/steps/$name-bf16-adamw.so" ] || { echo "no $name step in this kit"; return 1; }
   for dtype in bf16 f32; do
-    "$BIN/fsdprt-run" "$KIT/steps/resnet50-$dtype-adamw.so" \
+    "$BIN/fsdprt-run" "$KIT/steps/$name-$dtype-adamw.so" \
       --backend "$BACKEND" --steps 4 --seed 0 \
-      --metrics "$OUT/resnet50-$dtype.jsonl" || return 1
+      --metrics "$OUT/$name-$dtype.jsonl" || return 1
   done
 }
-
+# Convolutional networks (issue 38): ResNet-50 at 224 x 224, batch 32 (the
+# kit holds it where torchvision was installed when it was made).
+resnet() { timed_steps resnet50; }
 # Mixture of experts (issue 38): the Mixtral-shaped step (1B parameters,
 # 8 experts, top-2, 4 x 1024 tokens; the grouped GEMMs' offsets stay on
-# the device), one rank, bf16 and f32 AdamW: losses and step times.
-moe() {
-  local dtype
-  [ -f "$KIT/steps/mixtral_1b-bf16-adamw.so" ] || { echo "no Mixtral step in this kit"; return 1; }
-  for dtype in bf16 f32; do
-    "$BIN/fsdprt-run" "$KIT/steps/mixtral_1b-$dtype-adamw.so" \
-      --backend "$BACKEND" --steps 4 --seed 0 \
-      --metrics "$OUT/mixtral_1b-$dtype.jsonl" || return 1
-  done
-}
+# the device).
+moe() { timed_steps mixtral_1b; }
 
 # Multi-rank on the one GPU: 2-4 NCCL ranks, each a process of its own
 # and, through a distinct NCCL_HOSTID, an NCCL "host" of its own, so that
@@ -469,7 +462,7 @@ torch_step() {
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES \
   KERNEL_DTYPES
-export -f python machine rebuild conformance parity async_vs_sync resnet moe gpt2_124m kernels profile torch_step \
+export -f python machine rebuild conformance parity async_vs_sync timed_steps resnet moe gpt2_124m kernels profile torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
