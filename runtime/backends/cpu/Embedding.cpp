@@ -12,17 +12,12 @@ namespace fsdp {
 namespace rt {
 namespace cpu {
 
-static int64_t loadId(DType idsType, const void *ids, int64_t i) {
-  return idsType == DType::I32 ? static_cast<const int32_t *>(ids)[i]
-                               : static_cast<const int64_t *>(ids)[i];
-}
-
 /// Ids come from data, so they are checked before anything is written.
 static std::vector<int64_t> checkedIds(DType idsType, const void *ids,
                                        int64_t numIds, int64_t vocab) {
   std::vector<int64_t> out(numIds);
   for (int64_t i = 0; i < numIds; ++i) {
-    out[i] = loadId(idsType, ids, i);
+    out[i] = loadIndex(idsType, ids, i);
     if (out[i] < 0 || out[i] >= vocab)
       fail(Status::OutOfRange, "token id ", out[i], " at position ", i,
            " is outside the vocabulary [0, ", vocab, ")");

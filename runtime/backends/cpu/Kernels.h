@@ -18,6 +18,12 @@ namespace fsdp {
 namespace rt {
 namespace cpu {
 
+/// Element i of an i32 or i64 index tensor (ids, targets, offsets).
+inline int64_t loadIndex(DType type, const void *p, int64_t i) {
+  return type == DType::I32 ? static_cast<const int32_t *>(p)[i]
+                            : static_cast<const int64_t *>(p)[i];
+}
+
 /// Row-major C = alpha * op(A) * op(B) + beta * C through cblas_sgemm, in
 /// shape-determined blocks spread over `threads` (see Gemm.cpp).
 void gemm(int threads, bool transA, bool transB, int64_t m, int64_t n,

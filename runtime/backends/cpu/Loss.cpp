@@ -28,8 +28,7 @@ static std::vector<int64_t> checkedTargets(DType targetType,
   std::vector<int64_t> t(n);
   count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    t[i] = targetType == DType::I32 ? static_cast<const int32_t *>(targets)[i]
-                                    : static_cast<const int64_t *>(targets)[i];
+    t[i] = loadIndex(targetType, targets, i);
     if (t[i] == ignoreIndex)
       continue;
     if (t[i] < 0 || t[i] >= c)

@@ -20,11 +20,6 @@ namespace fsdp {
 namespace rt {
 namespace cpu {
 
-static int64_t loadIndex(DType type, const void *p, int64_t i) {
-  return type == DType::I32 ? static_cast<const int32_t *>(p)[i]
-                            : static_cast<const int64_t *>(p)[i];
-}
-
 void topkForward(int threads, DType dt, const void *x, void *values,
                  int64_t *indices, int64_t rows, int64_t n, int64_t k) {
   withStorageTraits("cpu backend: ", dt, [&](auto st) {
