@@ -7,7 +7,6 @@
 
 #include "fsdp/rt/ProgramKeys.h"
 
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -89,10 +88,7 @@ fsdp::describeProgram(ModelOp model, func::FuncOp step,
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttr);
   int64_t shard = mesh.getShard();
   int64_t replicate = mesh.getRank() == 2 ? mesh.getReplicate() : 1;
-  llvm::StringSet<> keptWhole;
-  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
-    for (auto name : names.getAsValueRange<StringAttr>())
-      keptWhole.insert(name);
+  llvm::StringSet<> keptWhole = getKeptWholeUnits(step);
 
   Block &body = step.getBody().front();
   llvm::StringMap<size_t> unitIndex;

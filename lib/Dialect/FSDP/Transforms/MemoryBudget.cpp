@@ -203,13 +203,8 @@ private:
     for (NNModuleOp unit : ownership.getUnits())
       if (auto it = wanted.find(unit.getQualifiedName()); it != wanted.end())
         unit.setUnitAttr(withPolicy(unit, it->second));
-    if (!keptWhole.empty()) {
-      SmallVector<Attribute> names;
-      for (const std::string &name : keptWhole)
-        names.push_back(StringAttr::get(&getContext(), name));
-      getTrainStep(cloneModel())
-          ->setAttr(kKeepWeightsWholeAttr, ArrayAttr::get(&getContext(), names));
-    }
+    if (!keptWhole.empty())
+      setKeptWholeUnits(getTrainStep(cloneModel()), keptWhole);
     PassManager passes(&getContext(), ModuleOp::getOperationName());
     static_cast<OpPassManager &>(passes) = *pipeline;
     if (failed(passes.run(*clone)))
@@ -461,10 +456,7 @@ private:
         }
       }
     }
-    SmallVector<Attribute> names;
-    for (const std::string &name : kept)
-      names.push_back(StringAttr::get(&getContext(), name));
-    step->setAttr(kKeepWeightsWholeAttr, ArrayAttr::get(&getContext(), names));
+    setKeptWholeUnits(step, kept);
     if (report) {
       int64_t keptBytes = 0;
       for (auto &unit : units)

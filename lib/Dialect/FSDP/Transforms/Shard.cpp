@@ -20,7 +20,6 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -236,19 +235,15 @@ LogicalResult StepSharder::computeFlatParams() {
   // (fsdp-fit-memory-budget): a shard group of one, never gathered, the
   // same on every rank.
   MeshAttr whole = MeshAttr::get(model.getContext(), mesh.getWorldSize(), 1);
-  llvm::StringSet<> keptWhole;
-  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
-    for (auto name : names.getAsValueRange<StringAttr>())
-      keptWhole.insert(name);
+  llvm::StringSet<> keptWhole = getKeptWholeUnits(step);
+  llvm::StringSet<> units;
   for (NNModuleOp unit : ownership.getUnits())
-    keptWhole.erase(unit.getQualifiedName());
-  if (!keptWhole.empty())
-    return step.emitOpError("keeps the weights of '")
-           << keptWhole.begin()->getKey()
-           << "' whole, which is not an FSDP unit of the model";
-  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
-    for (auto name : names.getAsValueRange<StringAttr>())
-      keptWhole.insert(name);
+    units.insert(unit.getQualifiedName());
+  for (const auto &name : keptWhole)
+    if (!units.contains(name.getKey()))
+      return emitStepError(step)
+             << "keeps the weights of '" << name.getKey()
+             << "' whole, which is not an FSDP unit of the model";
   for (NNModuleOp unit : ownership.getUnits()) {
     // FSDP's wrap policies skip ignored modules: a unit inside one is an
     // explicit conflict.
@@ -929,9 +924,10 @@ struct ShardPass : public mlir::fsdp::impl::FSDPShardPassBase<ShardPass> {
         return signalPassFailure();
       }
       if (step->hasAttr(kKeepWeightsWholeAttr) && !step->hasAttr(kEvalAttr)) {
-        step.emitOpError("keeps weights whole across steps, which only an "
-                         "eval step may (a training step shards its "
-                         "gradients and optimizer state with them)");
+        emitStepError(step) << "keeps weights whole across steps, which "
+                               "only an eval step may (a training step "
+                               "shards its gradients and optimizer state "
+                               "with them)";
         return signalPassFailure();
       }
       if (failed(StepSharder(model, step, *mesh, *kind).run()))

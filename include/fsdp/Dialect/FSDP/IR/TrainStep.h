@@ -19,6 +19,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <optional>
 
@@ -168,6 +169,25 @@ inline bool isHostArgument(func::FuncOp step, unsigned argNumber) {
 /// fsdp-shard, which splits it).
 inline bool isOptimizerUpdate(Operation *op) {
   return isa<SGDStepOp, AdamWStepOp, LionStepOp, AdafactorStepOp>(op);
+}
+
+/// The units an eval step keeps whole across steps (kKeepWeightsWholeAttr;
+/// none without it).
+inline llvm::StringSet<> getKeptWholeUnits(func::FuncOp step) {
+  llvm::StringSet<> units;
+  if (auto names = step->getAttrOfType<ArrayAttr>(kKeepWeightsWholeAttr))
+    for (StringRef name : names.getAsValueRange<StringAttr>())
+      units.insert(name);
+  return units;
+}
+/// Marks `step` to keep `units` whole across steps.
+inline void setKeptWholeUnits(func::FuncOp step,
+                              ArrayRef<std::string> units) {
+  SmallVector<Attribute> names;
+  for (const std::string &name : units)
+    names.push_back(StringAttr::get(step.getContext(), name));
+  step->setAttr(kKeepWeightsWholeAttr,
+                ArrayAttr::get(step.getContext(), names));
 }
 
 /// "full-shard" for ShardingStrategy::full_shard: the spelling of the
