@@ -17,6 +17,7 @@
 #include "runner/Checkpoint.h"
 #include "runner/Program.h"
 #include "runner/RankRuntime.h"
+#include "runner/UnitGather.h"
 
 #include "fsdp/rt/Safetensors.h"
 #include "fsdp/rt/fsdprt.h"
@@ -165,38 +166,15 @@ private:
 };
 
 /// Brings whole flat tensors (parameter or state) of replica 0's units to
-/// the host: all-gathers sharded ones into one reused arena buffer, copies
-/// unsharded ones directly. A shard in the host buffer (CPU offload) is
-/// copied to the arena first: collectives read device memory.
+/// the host: all-gathers sharded ones (UnitGatherer), copies unsharded ones
+/// directly.
 class FlatGatherer {
 public:
   FlatGatherer(const Program &program, int64_t ctx, int64_t stream,
                const StateBuffers &buffers, int64_t shardComm)
-      : program_(program), ctx_(ctx), stream_(stream), buffers_(buffers),
-        comm_(shardComm) {
-    int64_t most = 0, shard = 0;
-    for (const UnitInfo &u : program.units)
-      if (u.shardNumel < u.paddedNumel) {
-        most = std::max(most, u.paddedNumel);
-        shard = std::max(shard, u.shardNumel);
-      }
-    if (most > 0)
-      check(fsdprt_buffer_alloc(ctx, most * 4, &scratch_),
-            "checkpoint: cannot allocate " + std::to_string(most * 4) +
-                " bytes of arena to gather the largest unit");
-    if (shard > 0 && buffers.host)
-      check(fsdprt_buffer_alloc(ctx, shard * 4, &shardScratch_),
-            "checkpoint: cannot allocate " + std::to_string(shard * 4) +
-                " bytes of arena for the largest offloaded shard");
-  }
-  ~FlatGatherer() {
-    fsdprt_stream_synchronize(ctx_, stream_);
-    for (int64_t scratch : {scratch_, shardScratch_})
-      if (scratch)
-        fsdprt_buffer_free(ctx_, stream_, scratch);
-  }
-  FlatGatherer(const FlatGatherer &) = delete;
-  FlatGatherer &operator=(const FlatGatherer &) = delete;
+      : ctx_(ctx), stream_(stream),
+        device_(program, ctx, stream, buffers, shardComm, allUnits(program),
+                "checkpoint") {}
 
   /// The whole padded flat tensor whose shard is at `offset`; `toHost`
   /// false takes part in the collective only (returns nothing).
@@ -204,22 +182,10 @@ public:
     std::vector<float> flat;
     if (unit.paddedNumel == 0)
       return flat;
-    BufferRef src = locate(program_, buffers_, offset);
-    if (unit.shardNumel < unit.paddedNumel) {
-      if (src.buffer == buffers_.host) {
-        check(fsdprt_copy(ctx_, stream_, shardScratch_, 0, src.buffer,
-                          src.offset, unit.shardNumel * 4),
-              "checkpoint: copy of an offloaded shard");
-        src = {shardScratch_, 0};
-      }
-      check(fsdprt_all_gather(ctx_, stream_, comm_, FSDPRT_F32, src.buffer,
-                              src.offset, scratch_, 0, unit.paddedNumel),
-            "checkpoint: all-gather of unit '" + unit.name + "'");
-      src = {scratch_, 0};
-    }
+    BufferRef src = device_.gather(unit, offset);
     if (!toHost)
       return flat;
-    flat.resize(unit.paddedNumel);
+    flat.resize(unit.paddedNumel); // units are f32 (Program.cpp checks)
     check(fsdprt_copy_to_host(ctx_, stream_, flat.data(), src.buffer,
                               src.offset, unit.paddedNumel * 4),
           "checkpoint: copy of unit '" + unit.name + "'");
@@ -233,11 +199,14 @@ public:
   }
 
 private:
-  const Program &program_;
+  static std::vector<const UnitInfo *> allUnits(const Program &program) {
+    std::vector<const UnitInfo *> units;
+    for (const UnitInfo &u : program.units)
+      units.push_back(&u);
+    return units;
+  }
   int64_t ctx_, stream_;
-  StateBuffers buffers_;
-  int64_t comm_;
-  int64_t scratch_ = 0, shardScratch_ = 0;
+  UnitGatherer device_;
 };
 
 /// The formats' readers (Checkpoint.cpp's load() picks one).

@@ -3,6 +3,7 @@
 #include "runner/Evaluator.h"
 
 #include "runner/Generate.h"
+#include "runner/UnitGather.h"
 
 #include "fsdp/rt/fsdprt.h"
 
@@ -64,10 +65,8 @@ const Program &checkedEvalProgram(const Program &train, StepProgram &program) {
 
 Evaluator::Evaluator(const RunOptions &o, const Program &train,
                      StepProgram &eval)
-    : train_(train), eval_(checkedEvalProgram(train, eval)),
-      step_(eval.step()),
-      data_(o.evalData, eval_, o.seed),
-      base_(aligned(train.persistentBytes)),
+    : train_(train), eval_(checkedEvalProgram(train, eval)), step_(eval.step()),
+      data_(o.evalData, eval_, o.seed), base_(aligned(train.persistentBytes)),
       batches_(o.evalBatches), seed_(o.seed) {
   for (const UnitInfo &u : eval_.units) {
     const UnitInfo *match = nullptr;
@@ -86,12 +85,6 @@ Evaluator::Evaluator(const RunOptions &o, const Program &train,
     }
     if (gather) {
       gathers_.push_back({match, u.offset});
-      int64_t elementBytes = dtypeBytes(match->dtype);
-      gatherScratchBytes_ = std::max(
-          gatherScratchBytes_,
-          aligned(match->paddedNumel * elementBytes) +
-              (train.cpuOffload ? aligned(match->shardNumel * elementBytes)
-                                : 0));
       continue;
     }
     if (!match)
@@ -124,14 +117,25 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
 double Evaluator::evaluateOn(RankRuntime &rt, int rank,
                              const std::vector<std::vector<uint8_t>> &batch) {
   if (batch.size() != eval_.inputs.size())
-    throw std::runtime_error("the eval program takes " +
-                             std::to_string(eval_.inputs.size()) +
-                             " input arrays, not " +
-                             std::to_string(batch.size()));
+    throw std::runtime_error(
+        "the eval program takes " + std::to_string(eval_.inputs.size()) +
+        " input arrays, not " + std::to_string(batch.size()));
   return run(rt, rank, 1,
              [&](int64_t, std::vector<std::vector<uint8_t>> &inputs) {
                inputs = batch;
              });
+}
+
+std::vector<const UnitInfo *> Evaluator::gatheredUnits() const {
+  std::vector<const UnitInfo *> units;
+  for (const Gather &g : gathers_)
+    units.push_back(g.train);
+  return units;
+}
+
+int64_t Evaluator::arenaBytes() const {
+  return base_ + eval_.arenaBytes +
+         UnitGatherer::scratchBytes(train_, gatheredUnits());
 }
 
 void Evaluator::withWeights(RankRuntime &rt,
@@ -148,37 +152,21 @@ void Evaluator::withWeights(RankRuntime &rt,
   for (const Copy &c : copies_) {
     BufferRef from = locate(train_, rt.buffers(), c.from);
     BufferRef to = locate(eval_, bufs, c.to);
-    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, from.buffer,
-                      from.offset, c.bytes),
+    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, from.buffer, from.offset,
+                      c.bytes),
           "copying the weights to the eval program");
   }
-  for (const Gather &g : gathers_) {
-    const UnitInfo &t = *g.train;
-    int64_t elementBytes = dtypeBytes(t.dtype);
-    int32_t dtype = int32_t(dtypeOf(t.dtype));
-    BufferRef from = locate(train_, rt.buffers(), t.offset);
-    BufferRef to = locate(eval_, bufs, g.to);
-    int64_t scratch = 0;
-    check(fsdprt_buffer_alloc(rt.ctx, t.paddedNumel * elementBytes, &scratch),
-          "allocating the gather of unit '" + t.name + "'");
-    int64_t shard = 0;
-    if (from.buffer == rt.host) { // an offloaded shard: gathered on device
-      check(fsdprt_buffer_alloc(rt.ctx, t.shardNumel * elementBytes, &shard),
-            "allocating the gather of unit '" + t.name + "'");
-      check(fsdprt_copy(rt.ctx, s, shard, 0, from.buffer, from.offset,
-                        t.shardNumel * elementBytes),
-            "copying the offloaded shard of unit '" + t.name + "'");
-      from = {shard, 0};
+  {
+    UnitGatherer gatherer(train_, rt.ctx, s, rt.buffers(), rt.shard,
+                          gatheredUnits(), "eval");
+    for (const Gather &g : gathers_) {
+      const UnitInfo &t = *g.train;
+      BufferRef whole = gatherer.gather(t, t.offset);
+      BufferRef to = locate(eval_, bufs, g.to);
+      check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, whole.buffer,
+                        whole.offset, t.flatNumel * dtypeBytes(t.dtype)),
+            "copying the gathered unit '" + t.name + "' into place");
     }
-    check(fsdprt_all_gather(rt.ctx, s, rt.shard, dtype, from.buffer,
-                            from.offset, scratch, 0, t.paddedNumel),
-          "gathering unit '" + t.name + "' for the eval program");
-    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, scratch, 0,
-                      t.flatNumel * elementBytes),
-          "copying the gathered unit '" + t.name + "' into place");
-    check(fsdprt_buffer_free(rt.ctx, s, scratch), "freeing a gather");
-    if (shard)
-      check(fsdprt_buffer_free(rt.ctx, s, shard), "freeing a gather");
   }
   // The step's first reads of its flat parameters are on the all-gather
   // stream: the weights must be in place before it starts.

@@ -1,4 +1,5 @@
-//===- Evaluator.h - An eval program beside the training program -*- C++ -*-===//
+//===- Evaluator.h - An eval program beside the training program -*- C++
+//-*-===//
 //
 // `fsdp-run TRAIN --eval-program EVAL --eval-every K --eval-data VAL`: the
 // eval program (mode=eval, same model and mesh) runs in the training rank's
@@ -33,10 +34,9 @@ public:
   /// flat layouts; throws std::runtime_error naming what differs.
   Evaluator(const RunOptions &o, const Program &train, StepProgram &eval);
 
-  /// The arena the training context needs for the evaluation to fit.
-  int64_t arenaBytes() const {
-    return base_ + eval_.arenaBytes + gatherScratchBytes_;
-  }
+  /// The arena the training context needs for the evaluation to fit, with
+  /// the scratch the weights of whole eval units are gathered through.
+  int64_t arenaBytes() const;
 
   /// The mean loss over the ranks and --eval-batches batches (the same
   /// batches every time, from the data's start) of the weights in
@@ -50,10 +50,11 @@ public:
   /// `numSamples` copies of `prompt` continued by `newTokens` tokens each
   /// with the weights in `rt` now, as fsdprt-run --generate continues them
   /// (Generate.h; the eval program must return "logits"). Collective.
-  std::vector<std::vector<int64_t>>
-  generate(RankRuntime &rt, int rank, const std::vector<int64_t> &prompt,
-           int64_t numSamples, int64_t newTokens,
-           const SamplingOptions &sampling);
+  std::vector<std::vector<int64_t>> generate(RankRuntime &rt, int rank,
+                                             const std::vector<int64_t> &prompt,
+                                             int64_t numSamples,
+                                             int64_t newTokens,
+                                             const SamplingOptions &sampling);
 
 private:
   /// Runs `body` with the eval program's persistent buffer holding the
@@ -62,8 +63,7 @@ private:
                    const std::function<void(StateBuffers &)> &body);
   using BatchFill =
       std::function<void(int64_t, std::vector<std::vector<uint8_t>> &)>;
-  double run(RankRuntime &rt, int rank, int64_t batches,
-             const BatchFill &fill);
+  double run(RankRuntime &rt, int rank, int64_t batches, const BatchFill &fill);
   struct Copy {
     int64_t from, to, bytes; // training and eval image offsets
   };
@@ -78,9 +78,7 @@ private:
   StepFn step_;
   std::vector<Copy> copies_;
   std::vector<Gather> gathers_;
-  /// Bytes of the largest gathered unit (its padded flat weights): the
-  /// scratch an all-gather lands in before its copy into place.
-  int64_t gatherScratchBytes_ = 0;
+  std::vector<const UnitInfo *> gatheredUnits() const;
   DataSource data_;
   int64_t base_;
   int64_t batches_;
