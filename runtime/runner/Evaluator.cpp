@@ -65,8 +65,10 @@ const Program &checkedEvalProgram(const Program &train, StepProgram &program) {
 
 Evaluator::Evaluator(const RunOptions &o, const Program &train,
                      StepProgram &eval)
-    : train_(train), eval_(checkedEvalProgram(train, eval)), step_(eval.step()),
-      data_(o.evalData, eval_, o.seed), base_(aligned(train.persistentBytes)),
+    : train_(train), eval_(checkedEvalProgram(train, eval)),
+      step_(eval.step()),
+      data_(o.evalData, eval_, o.seed),
+      base_(aligned(train.persistentBytes)),
       batches_(o.evalBatches), seed_(o.seed) {
   for (const UnitInfo &u : eval_.units) {
     const UnitInfo *match = nullptr;
@@ -117,9 +119,10 @@ double Evaluator::evaluate(RankRuntime &rt, int rank, int worldSize) {
 double Evaluator::evaluateOn(RankRuntime &rt, int rank,
                              const std::vector<std::vector<uint8_t>> &batch) {
   if (batch.size() != eval_.inputs.size())
-    throw std::runtime_error(
-        "the eval program takes " + std::to_string(eval_.inputs.size()) +
-        " input arrays, not " + std::to_string(batch.size()));
+    throw std::runtime_error("the eval program takes " +
+                             std::to_string(eval_.inputs.size()) +
+                             " input arrays, not " +
+                             std::to_string(batch.size()));
   return run(rt, rank, 1,
              [&](int64_t, std::vector<std::vector<uint8_t>> &inputs) {
                inputs = batch;
@@ -152,8 +155,8 @@ void Evaluator::withWeights(RankRuntime &rt,
   for (const Copy &c : copies_) {
     BufferRef from = locate(train_, rt.buffers(), c.from);
     BufferRef to = locate(eval_, bufs, c.to);
-    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, from.buffer, from.offset,
-                      c.bytes),
+    check(fsdprt_copy(rt.ctx, s, to.buffer, to.offset, from.buffer,
+                      from.offset, c.bytes),
           "copying the weights to the eval program");
   }
   {

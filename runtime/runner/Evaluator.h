@@ -1,5 +1,4 @@
-//===- Evaluator.h - An eval program beside the training program -*- C++
-//-*-===//
+//===- Evaluator.h - An eval program beside the training program -*- C++ -*-===//
 //
 // `fsdp-run TRAIN --eval-program EVAL --eval-every K --eval-data VAL`: the
 // eval program (mode=eval, same model and mesh) runs in the training rank's
@@ -50,11 +49,10 @@ public:
   /// `numSamples` copies of `prompt` continued by `newTokens` tokens each
   /// with the weights in `rt` now, as fsdprt-run --generate continues them
   /// (Generate.h; the eval program must return "logits"). Collective.
-  std::vector<std::vector<int64_t>> generate(RankRuntime &rt, int rank,
-                                             const std::vector<int64_t> &prompt,
-                                             int64_t numSamples,
-                                             int64_t newTokens,
-                                             const SamplingOptions &sampling);
+  std::vector<std::vector<int64_t>>
+  generate(RankRuntime &rt, int rank, const std::vector<int64_t> &prompt,
+           int64_t numSamples, int64_t newTokens,
+           const SamplingOptions &sampling);
 
 private:
   /// Runs `body` with the eval program's persistent buffer holding the
@@ -63,7 +61,8 @@ private:
                    const std::function<void(StateBuffers &)> &body);
   using BatchFill =
       std::function<void(int64_t, std::vector<std::vector<uint8_t>> &)>;
-  double run(RankRuntime &rt, int rank, int64_t batches, const BatchFill &fill);
+  double run(RankRuntime &rt, int rank, int64_t batches,
+             const BatchFill &fill);
   struct Copy {
     int64_t from, to, bytes; // training and eval image offsets
   };

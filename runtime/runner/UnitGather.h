@@ -1,5 +1,4 @@
-//===- UnitGather.h - A sharded unit's whole flat tensor on device -*- C++
-//-*-===//
+//===- UnitGather.h - A sharded unit's whole tensor on device ---*- C++ -*-===//
 //
 // What the checkpoint writer (CheckpointIO.h's FlatGatherer) and the
 // evaluator (a training shard gathered into an eval program's whole unit)
