@@ -188,6 +188,12 @@ TEST_P(LinearGeluConformance, FusedMatchesUnfused) {
         EXPECT_EQ(bytes(dx, m * k), bytes(dx2, m * k)) << "dx";
         continue;
       }
+      // The emulated epilogues (aux leading dimensions n and k multiples of
+      // 8) round once: some bf16 elements land one step from the unfused.
+      if (!gpu && dtype == FSDPRT_BF16 && k % 8 == 0) {
+        EXPECT_NE(bytes(y, m * n), bytes(y2, m * n)) << "y: one rounding";
+        EXPECT_NE(bytes(dx, m * k), bytes(dx2, m * k)) << "dx: one rounding";
+      }
       expectWithinOneRounding(asFloats(dev, y, dtype, m * n),
                               asFloats(dev, y2, dtype, m * n),
                               asFloats(dev, pre2, dtype, m * n), u, "y");

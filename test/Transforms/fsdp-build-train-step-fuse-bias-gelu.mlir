@@ -8,7 +8,7 @@
 
 // A GPT-2 MLP (c_fc, GELU tanh, c_proj) on [B, T, C] activations.
 // ON-LABEL: func.func @mlp_train_step(
-// ON: %[[PRE:[^ ,]+]], %[[Y:[^ ]+]] = nn.linear_gelu %arg4, %arg0, %arg1 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""} : (tensor<2x4x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> (tensor<2x4x64xf32>, tensor<2x4x64xf32>)
+// ON: %[[PRE:[^ ,]+]], %[[Y:[^ ]+]] = nn.linear_gelu %arg5, %arg0, %arg1 {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""} : (tensor<2x4x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> (tensor<2x4x64xf32>, tensor<2x4x64xf32>)
 // ON-NEXT: nn.linear %[[Y]], %arg2, %arg3
 // ON-NOT: nn.gelu
 // ON: %[[YR:[^ ]+]] = nn.reshape %[[Y]] {fsdp.phase = #fsdp<phase backward>{{.*}} to tensor<8x64xf32>
@@ -58,12 +58,14 @@ fsdp.model @erf {
   fsdp.module @root kind "Block" unit {
     fsdp.param @fc_w : tensor<64x16xf32> init <normal(0.0, 0.02)>
     fsdp.param @proj_w : tensor<16x64xf32> init <normal(0.0, 0.02)>
+    fsdp.param @proj_b : tensor<16xf32> init <zeros>
     fsdp.forward (%x: tensor<8x16xf32>) -> tensor<f32> {
       %w1 = fsdp.get_param @fc_w : tensor<64x16xf32>
       %w2 = fsdp.get_param @proj_w : tensor<16x64xf32>
+      %b2 = fsdp.get_param @proj_b : tensor<16xf32>
       %h = nn.linear %x, %w1 : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
       %a = nn.gelu %h : tensor<8x64xf32>
-      %y = nn.linear %a, %w2 : (tensor<8x64xf32>, tensor<16x64xf32>) -> tensor<8x16xf32>
+      %y = nn.linear %a, %w2, %b2 : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16xf32>) -> tensor<8x16xf32>
       %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<8x16xf32>) -> tensor<f32>
       fsdp.return %loss : tensor<f32>
     }
@@ -77,8 +79,8 @@ fsdp.model @erf {
 // cotangent is a sum, not c_proj's input gradient alone, so the backward
 // keeps nn.linear_grad and nn.gelu_grad.
 // ON-LABEL: func.func @shared_train_step(
-// ON: %[[PRE:[^ ,]+]], %[[Y:[^ ]+]] = nn.linear_gelu %arg2, %arg0 {
-// ON-NEXT: nn.linear %[[Y]], %arg1
+// ON: %[[PRE:[^ ,]+]], %[[Y:[^ ]+]] = nn.linear_gelu %arg4, %arg0 {
+// ON-NEXT: nn.linear %[[Y]], %arg1, %arg2
 // ON-NEXT: nn.add %{{[^ ]+}}, %[[PRE]]
 // ON-NEXT: nn.add %{{[^ ]+}}, %[[Y]]
 // ON-NOT: nn.linear_gelu_grad
@@ -90,12 +92,14 @@ fsdp.model @shared {
   fsdp.module @root kind "Block" unit {
     fsdp.param @fc_w : tensor<16x16xf32> init <normal(0.0, 0.02)>
     fsdp.param @proj_w : tensor<16x16xf32> init <normal(0.0, 0.02)>
+    fsdp.param @proj_b : tensor<16xf32> init <zeros>
     fsdp.forward (%x: tensor<8x16xf32>) -> tensor<f32> {
       %w1 = fsdp.get_param @fc_w : tensor<16x16xf32>
       %w2 = fsdp.get_param @proj_w : tensor<16x16xf32>
+      %b2 = fsdp.get_param @proj_b : tensor<16xf32>
       %h = nn.linear %x, %w1 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
       %a = nn.gelu %h {approximate = #nn.approximation<tanh>} : tensor<8x16xf32>
-      %y = nn.linear %a, %w2 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+      %y = nn.linear %a, %w2, %b2 : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
       %s = nn.add %y, %h : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
       %t = nn.add %s, %a : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
       %loss = nn.reduce_sum %t {dims = array<i64: 0, 1>} : (tensor<8x16xf32>) -> tensor<f32>
@@ -113,7 +117,7 @@ fsdp.model @shared {
 // ON-NOT: nn.linear_gelu
 // ON: %[[H:[^ ]+]] = nn.linear %{{.*}}fsdp.unit = "fc"
 // ON-NEXT: nn.gelu %[[H]] {{.*}}fsdp.unit = ""
-// ON: nn.linear_gelu_grad %{{[^ ]+}}, %{{[^ ]+}}, %arg0, %[[H]] {fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
+// ON: nn.linear_gelu_grad %{{[^ ]+}}, %{{[^ ]+}}, %arg1, %[[H]] {fsdp.phase = #fsdp<phase backward>, fsdp.unit = ""}
 // ON-NOT: nn.gelu_grad
 // ON: return
 fsdp.model @units {
@@ -127,11 +131,13 @@ fsdp.model @units {
       }
     }
     fsdp.param @proj_w : tensor<16x64xf32> init <normal(0.0, 0.02)>
+    fsdp.param @proj_b : tensor<16xf32> init <zeros>
     fsdp.forward (%x: tensor<8x16xf32>) -> tensor<f32> {
       %w2 = fsdp.get_param @proj_w : tensor<16x64xf32>
+      %b2 = fsdp.get_param @proj_b : tensor<16xf32>
       %h = fsdp.call @fc(%x) : (tensor<8x16xf32>) -> tensor<8x64xf32>
       %a = nn.gelu %h {approximate = #nn.approximation<tanh>} : tensor<8x64xf32>
-      %y = nn.linear %a, %w2 : (tensor<8x64xf32>, tensor<16x64xf32>) -> tensor<8x16xf32>
+      %y = nn.linear %a, %w2, %b2 : (tensor<8x64xf32>, tensor<16x64xf32>, tensor<16xf32>) -> tensor<8x16xf32>
       %loss = nn.reduce_sum %y {dims = array<i64: 0, 1>} : (tensor<8x16xf32>) -> tensor<f32>
       fsdp.return %loss : tensor<f32>
     }
