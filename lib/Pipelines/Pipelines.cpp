@@ -109,6 +109,7 @@ void fsdp::buildFSDPPipeline(OpPassManager &pm,
   step.lossScale = options.lossScale;
   step.mode = options.mode;
   step.fuseAddLayerNorm = options.fuseAddLayerNorm;
+  step.fuseBiasGelu = options.fuseBiasGelu;
   pm.addPass(createFSDPBuildTrainStepPass(step));
 
   // The passes from checkpointing to offload: what the memory budget's

@@ -191,6 +191,52 @@ int main(int argc, char **argv) {
         check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
+  // fuse-bias-gelu: the MLP's c_fc with its GELU in cuBLASLt's
+  // GELU_AUX_BIAS epilogue, and c_proj's input gradient with the GELU's
+  // derivative in DGELU, each against the unfused calls it replaces (the
+  // ceiling column; a ratio under 1 is the fusion's gain).
+  if (want("gemm")) {
+    const int64_t F = 4 * C;
+    int64_t x = alloc(M * C, es), w1 = alloc(F * C, es), b1 = alloc(F, es),
+            pre = alloc(M * F, es), y = alloc(M * F, es), w2 = alloc(C * F, es),
+            dy = alloc(M * C, es), dh = alloc(M * F, es),
+            dw2 = alloc(C * F, es), db2 = alloc(C, es);
+    sync();
+    auto time = [&](const std::function<void()> &f) {
+      return timeIt(f, sync, iters, kReps);
+    };
+    double fusedFwd = time([&] {
+      check(fsdprt_linear_gelu_forward(ctx, s, dt, x, 0, w1, 0, b1, 0, pre, 0,
+                                       y, 0, M, C, F),
+            "linear_gelu_forward");
+    });
+    double plainFwd = time([&] {
+      check(fsdprt_linear_forward(ctx, s, dt, x, 0, w1, 0, b1, 0, pre, 0, M, C,
+                                  F),
+            "linear_forward");
+      check(fsdprt_activation_forward(ctx, s, dt, FSDPRT_GELU_TANH, pre, 0, y,
+                                      0, M * F),
+            "activation_forward");
+    });
+    double fusedBwd = time([&] {
+      check(fsdprt_linear_gelu_backward(ctx, s, dt, y, 0, w2, 0, dy, 0, pre, 0,
+                                        dh, 0, dw2, 0, db2, 0, M, F, C),
+            "linear_gelu_backward");
+    });
+    double plainBwd = time([&] {
+      check(fsdprt_linear_backward(ctx, s, dt, y, 0, w2, 0, dy, 0, dh, 0, dw2,
+                                   0, db2, 0, M, F, C),
+            "linear_backward");
+      check(fsdprt_activation_backward(ctx, s, dt, FSDPRT_GELU_TANH, pre, 0, dh,
+                                       0, dh, 0, M * F),
+            "activation_backward");
+    });
+    row("mlp fc+gelu fused fwd (ceil: unfused)", fusedFwd, plainFwd);
+    row("mlp proj+dgelu fused bwd (ceil: unfused)", fusedBwd, plainBwd);
+    for (int64_t h : {x, w1, b1, pre, y, w2, dy, dh, dw2, db2})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
   // What padding the vocabulary buys (the backend's run-time padding of
   // GEMM dimensions to multiples of 8, with pad-vocab=0): cuBLAS alone on
   // the unpadded lm head against its padded shape.

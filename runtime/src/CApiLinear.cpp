@@ -67,6 +67,52 @@ int32_t fsdprt_linear_backward(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
+int32_t fsdprt_linear_gelu_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                   int64_t x, int64_t x_off, int64_t w,
+                                   int64_t w_off, int64_t b, int64_t b_off,
+                                   int64_t pre, int64_t pre_off, int64_t y,
+                                   int64_t y_off, int64_t m, int64_t k,
+                                   int64_t n) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "linear_gelu_forward");
+    nonNegative(m, "m"), nonNegative(k, "k"), nonNegative(n, "n");
+    const void *px = l.operand(x, x_off, mul(m, k), "x");
+    const void *pw = l.operand(w, w_off, mul(n, k), "w");
+    const void *pb = l.optional(b, b_off, n, "b");
+    void *ppre = l.operand(pre, pre_off, mul(m, n), "pre");
+    void *py = l.operand(y, y_off, mul(m, n), "y");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue(
+        [=, &be] { be.linearGeluForward(dt, px, pw, pb, ppre, py, m, k, n); });
+  });
+}
+
+int32_t fsdprt_linear_gelu_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                    int64_t x, int64_t x_off, int64_t w,
+                                    int64_t w_off, int64_t dy, int64_t dy_off,
+                                    int64_t pre, int64_t pre_off, int64_t dx,
+                                    int64_t dx_off, int64_t dw, int64_t dw_off,
+                                    int64_t db, int64_t db_off, int64_t m,
+                                    int64_t k, int64_t n) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "linear_gelu_backward");
+    nonNegative(m, "m"), nonNegative(k, "k"), nonNegative(n, "n");
+    const void *px = l.operand(x, x_off, mul(m, k), "x");
+    const void *pw = l.operand(w, w_off, mul(n, k), "w");
+    const void *pdy = l.operand(dy, dy_off, mul(m, n), "dy");
+    const void *ppre = l.operand(pre, pre_off, mul(m, k), "pre");
+    void *pdx = l.operand(dx, dx_off, mul(m, k), "dx");
+    void *pdw = l.optional(dw, dw_off, mul(n, k), "dw");
+    void *pdb = l.optional(db, db_off, n, "db");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.linearGeluBackward(dt, px, pw, pdy, ppre, pdx, pdw, pdb, m, k, n);
+    });
+  });
+}
+
 int32_t fsdprt_matmul_forward(int64_t ctx, int64_t stream, int32_t dtype,
                               int64_t a, int64_t a_off, int64_t b,
                               int64_t b_off, int64_t c, int64_t c_off,

@@ -89,6 +89,13 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "nn.add_layer_norm (fsdp-build-train-step's "
                      "fuse-add-layer-norm; off until measured on a GPU)"),
       llvm::cl::init(false)};
+  Option<bool> fuseBiasGelu{
+      *this, "fuse-bias-gelu",
+      llvm::cl::desc("A linear layer and the tanh GELU of its result, and "
+                     "their gradients, as nn.linear_gelu / "
+                     "nn.linear_gelu_grad (fsdp-build-train-step's "
+                     "fuse-bias-gelu; off until measured on a GPU)"),
+      llvm::cl::init(false)};
   Option<bool> keepAttentionStats{
       *this, "keep-attention-stats",
       llvm::cl::desc("Attention's backward reads the forward's softmax "

@@ -72,6 +72,36 @@ void fsdp::addLinearKernels(KernelEmitters &k) {
         .call("linear_backward");
     return success();
   });
+  k.add<nn::LinearGeluOp>([](CallBuilder &calls, nn::LinearGeluOp o) {
+    Args{calls}
+        .i32(dtypeOf(o.getResult()))
+        .t(o.getInput())
+        .t(o.getWeight())
+        .opt(o.getBias())
+        .t(o.getPre())
+        .t(o.getResult())
+        .i64(rows(o.getInput()))
+        .i64(lastDim(o.getInput()))
+        .i64(shapeOf(o.getWeight())[0])
+        .call("linear_gelu_forward");
+    return success();
+  });
+  k.add<nn::LinearGeluGradOp>([](CallBuilder &calls, nn::LinearGeluGradOp o) {
+    Args{calls}
+        .i32(dtypeOf(o.getGrad()))
+        .t(o.getInput())
+        .t(o.getWeight())
+        .t(o.getGrad())
+        .t(o.getPre())
+        .t(o.getInputGrad())
+        .t(o.getWeightGrad())
+        .t(o.getBiasGrad())
+        .i64(rows(o.getInput()))
+        .i64(lastDim(o.getInput()))
+        .i64(shapeOf(o.getWeight())[0])
+        .call("linear_gelu_backward");
+    return success();
+  });
   k.add<nn::MatmulOp>(
       [](CallBuilder &calls, nn::MatmulOp o) { return emitMatmul(calls, o); });
 }

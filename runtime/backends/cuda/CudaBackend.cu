@@ -420,6 +420,44 @@ public:
       }
     });
   }
+  void linearGeluForward(DType dt, const void *x, const void *w, const void *b,
+                         void *pre, void *y, int64_t m, int64_t k,
+                         int64_t n) override {
+    // y^T = gelu(w x^T + b) column-major in cuBLASLt's GELU_AUX_BIAS
+    // epilogue, pre^T its aux: GELU of the f32 accumulator, each output
+    // rounded once. Else the linear, then the GELU kernel on pre as stored.
+    bool fusedDone = false;
+    run([&](Exec &e) {
+      fusedDone =
+          !padsGemm(e, dt, dt, m, n, k, k, k, n) &&
+          e.lt()->run(
+              {b ? LtGemm::Epilogue::GeluAuxBias : LtGemm::Epilogue::GeluAux,
+               cudaType(dt), cudaType(dt), computeType(e, dt), true, false, n,
+               m, k, w, k, x, k, y, n, const_cast<void *>(b), pre, n});
+    });
+    if (fusedDone)
+      return;
+    linearForward(dt, x, w, b, pre, m, k, n);
+    activationForward(dt, Activation::GeluTanh, pre, y, m * n);
+  }
+  void linearGeluBackward(DType dt, const void *x, const void *w,
+                          const void *dy, const void *pre, void *dx, void *dw,
+                          void *db, int64_t m, int64_t k, int64_t n) override {
+    // dx^T = w^T dy^T column-major (dx = dy w) times gelu'(pre) in
+    // cuBLASLt's DGELU epilogue, rounded once; dw and db as linearBackward.
+    // Else dx from linearBackward, then the GELU gradient kernel in place.
+    bool fusedDone = false;
+    run([&](Exec &e) {
+      fusedDone =
+          !padsGemm(e, dt, dt, m, k, n, n, k, k) &&
+          e.lt()->run({LtGemm::Epilogue::DGelu, cudaType(dt), cudaType(dt),
+                       computeType(e, dt), false, false, k, m, n, w, k, dy, n,
+                       dx, k, nullptr, const_cast<void *>(pre), k});
+    });
+    linearBackward(dt, x, w, dy, fusedDone ? nullptr : dx, dw, db, m, k, n);
+    if (!fusedDone)
+      activationBackward(dt, Activation::GeluTanh, pre, dx, dx, m * k);
+  }
   void matmulForward(DType dt, const void *a, const void *b, void *c,
                      const MatmulDims &d) override {
     run([&](Exec &e) {

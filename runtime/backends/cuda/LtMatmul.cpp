@@ -1,4 +1,4 @@
-//===- LtMatmul.cpp - cuBLASLt GEMMs with bias epilogues ------------------===//
+//===- LtMatmul.cpp - cuBLASLt GEMMs with bias and GELU epilogues ---------===//
 #include "LtMatmul.h"
 
 #include <chrono>
@@ -42,6 +42,22 @@ cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols,
 /// every run).
 constexpr int kTuneCandidates = 8;
 constexpr int kTuneReps = 3;
+
+cublasLtEpilogue_t epilogueOf(LtGemm::Epilogue e) {
+  switch (e) {
+  case LtGemm::Epilogue::Bias:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case LtGemm::Epilogue::BiasGradientB:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case LtGemm::Epilogue::GeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX;
+  case LtGemm::Epilogue::GeluAuxBias:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case LtGemm::Epilogue::DGelu:
+    return CUBLASLT_EPILOGUE_DGELU;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
 
 bool capturing(cudaStream_t s) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -97,7 +113,9 @@ LtMatmul::Plan *LtMatmul::plan(const LtGemm &g) {
           alignmentOf(g.a),
           alignmentOf(g.b),
           alignmentOf(g.out),
-          alignmentOf(g.bias)};
+          alignmentOf(g.bias),
+          g.ldAux,
+          alignmentOf(g.aux)};
   std::unique_ptr<Plan> &slot = plans_[key];
   if (slot)
     return slot.get();
@@ -109,12 +127,17 @@ LtMatmul::Plan *LtMatmul::plan(const LtGemm &g) {
   cublasOperation_t tb = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   setAttr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
   setAttr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-  cublasLtEpilogue_t ep = g.epilogue == LtGemm::Epilogue::Bias
-                              ? CUBLASLT_EPILOGUE_BIAS
-                              : CUBLASLT_EPILOGUE_BGRADB;
+  cublasLtEpilogue_t ep = epilogueOf(g.epilogue);
   setAttr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
-  // The heuristic reads the bias pointer's alignment (the key holds it).
+  // The heuristic reads the bias and aux pointers' alignment (the key holds
+  // them); the aux (the GELU's input) has D's type, cuBLASLt's default.
   setAttr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
+  if (g.aux) {
+    setAttr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
+            sizeof(g.aux));
+    setAttr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g.ldAux,
+            sizeof(g.ldAux));
+  }
   // Layouts describe the stored matrices: op(A) is m x k, op(B) k x n.
   p.a = g.transA ? layout(g.ab, g.k, g.m, g.lda)
                  : layout(g.ab, g.m, g.k, g.lda);
@@ -172,8 +195,8 @@ void LtMatmul::launch(const LtGemm &g, const Plan &p,
 /// The candidate with the least time over kTuneReps calls after one to
 /// warm up, timed on the host around synchronisations (the GEMMs tuned
 /// take tens of microseconds or more). Each call writes only g's output
-/// (and bias gradient), which the real call then overwrites. Called by
-/// plan(), whose descriptor already points at g's bias.
+/// (and bias gradient or GELU aux), which the real call then overwrites.
+/// Called by plan(), whose descriptor already points at g's bias.
 cublasLtMatmulAlgo_t
 LtMatmul::fastest(const LtGemm &g, const Plan &p,
                   const cublasLtMatmulHeuristicResult_t *candidates,
@@ -206,10 +229,16 @@ LtMatmul::fastest(const LtGemm &g, const Plan &p,
 bool LtMatmul::run(const LtGemm &g) {
   if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
     return false;
+  // cuBLASLt's rule for a GELU aux: its leading dimension divisible by 8.
+  if (g.aux && g.ldAux % 8 != 0)
+    return false;
   Plan *p = plan(g);
   if (!p->found)
     return false;
   setAttr(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias));
+  if (g.aux)
+    setAttr(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
+            sizeof(g.aux));
   launch(g, *p, p->algo);
   return true;
 }

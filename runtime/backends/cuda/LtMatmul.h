@@ -2,9 +2,11 @@
 //
 // A linear layer's bias is added, and its gradient reduced, inside the GEMM
 // by cuBLASLt's epilogues (CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_BGRADB),
-// as PyTorch's addmm does, instead of a separate pass over the output. The
-// GEMM accumulates in f32 (TF32 inputs only where the backend allows them)
-// and rounds the output once, the bias added before that rounding.
+// as PyTorch's addmm does, instead of a separate pass over the output; a
+// tanh GELU after it, and its derivative in the backward, likewise
+// (GELU_AUX_BIAS, DGELU: nn.linear_gelu, nn.linear_gelu_grad). The GEMM
+// accumulates in f32 (TF32 inputs only where the backend allows them) and
+// rounds the output once, the epilogue applied before that rounding.
 //
 // One LtMatmul per worker stream: descriptors and the algorithm cuBLASLt's
 // heuristic picked are cached per shape, types and operand alignment.
@@ -25,13 +27,16 @@ namespace fsdp {
 namespace rt {
 namespace cuda {
 
-/// Column-major D[m, n] = op(A) op(B) with one bias epilogue, A and B in
-/// type `ab`, D (and the bias) in `d`; ld* are the stored leading
+/// Column-major D[m, n] = op(A) op(B) with one epilogue, A and B in type
+/// `ab`, D (and the bias and aux) in `d`; ld* are the stored leading
 /// dimensions in elements.
 struct LtGemm {
   enum class Epilogue {
     Bias,          // D += bias[m] on every column, before rounding
     BiasGradientB, // bias[n] = sum over k of op(B), in f32, rounded once
+    GeluAux,       // aux = D, D = gelu_tanh(D) (f32), each rounded once
+    GeluAuxBias,   // D += bias[m], then as GeluAux
+    DGelu,         // D *= gelu_tanh'(aux) (aux read), rounded once
   };
   Epilogue epilogue;
   cudaDataType_t ab, d;
@@ -45,6 +50,8 @@ struct LtGemm {
   void *out;
   int64_t ldd;
   void *bias;
+  void *aux = nullptr; // the GELU's input [m, n]; ldAux % 8 == 0
+  int64_t ldAux = 0;
 };
 
 class LtMatmul {
@@ -62,7 +69,7 @@ public:
 
 private:
   struct Plan;
-  using Key = std::array<int64_t, 16>; // the fields of LtGemm, alignments
+  using Key = std::array<int64_t, 18>; // the fields of LtGemm, alignments
   Plan *plan(const LtGemm &g);
   void launch(const LtGemm &g, const Plan &p, const cublasLtMatmulAlgo_t &algo);
   cublasLtMatmulAlgo_t

@@ -93,6 +93,39 @@ void checkEpilogues(bool bf16) {
 TEST(CudaEmuEpilogues, LinearF32UsesBiasEpilogues) { checkEpilogues(false); }
 TEST(CudaEmuEpilogues, LinearBf16UsesBiasEpilogues) { checkEpilogues(true); }
 
+/// nn.linear_gelu is one cuBLASLt matmul (GELU_AUX_BIAS) and
+/// nn.linear_gelu_grad two (dx with DGELU, dw with the bias gradient) where
+/// the aux's leading dimension is a multiple of 8; else the forward's
+/// linear and the backward's dw take one each, dx a plain GEMM.
+void checkGeluEpilogues(int64_t k, int64_t n, long forward, long backward) {
+  Device dev("cuda_emu");
+  const int64_t m = 24;
+  int64_t x = dev.upload(randomVector(m * k, 11)),
+          w = dev.upload(randomVector(n * k, 12)),
+          b = dev.upload(randomVector(n, 13)),
+          dy = dev.upload(randomVector(m * n, 14)), pre = dev.alloc(m * n * 4),
+          y = dev.alloc(m * n * 4), dx = dev.alloc(m * k * 4),
+          dw = dev.alloc(n * k * 4), db = dev.alloc(n * 4),
+          preIn = dev.upload(randomVector(m * k, 15));
+  long before = emuLtMatmulCalls();
+  RT_OK(fsdprt_linear_gelu_forward(dev.ctx, dev.stream, FSDPRT_F32, x, 0, w, 0,
+                                   b, 0, pre, 0, y, 0, m, k, n));
+  dev.sync();
+  EXPECT_EQ(emuLtMatmulCalls() - before, forward) << "forward";
+  RT_OK(fsdprt_linear_gelu_backward(dev.ctx, dev.stream, FSDPRT_F32, x, 0, w, 0,
+                                    dy, 0, preIn, 0, dx, 0, dw, 0, db, 0, m, k,
+                                    n));
+  dev.sync();
+  EXPECT_EQ(emuLtMatmulCalls() - before, forward + backward) << "backward";
+}
+
+TEST(CudaEmuEpilogues, LinearGeluUsesGeluEpilogues) {
+  checkGeluEpilogues(32, 16, 1, 2);
+}
+TEST(CudaEmuEpilogues, LinearGeluWithAnUnalignedAuxFallsBack) {
+  checkGeluEpilogues(20, 12, 1, 1);
+}
+
 /// f32 GEMMs (cuBLAS and cuBLASLt) of a linear layer with and without a
 /// bias, forward and backward: how many were allowed TF32 inputs.
 long tf32Gemms(int32_t dtype) {

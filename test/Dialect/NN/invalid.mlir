@@ -185,6 +185,24 @@ func.func @layer_norm_weight(%x: tensor<4x32xf32>, %g: tensor<4xf32>) {
 
 // -----
 
+func.func @linear_gelu_weight(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>) {
+  // expected-error @+2 {{weight has 4 input features but the input's last dimension is 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = nn.linear_gelu %x, %w : (tensor<4x8xf32>, tensor<16x4xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_gelu_grad_pre(%g: tensor<4x16xf32>, %x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %pre: tensor<4x16xf32>) {
+  // expected-error @+2 {{pre has type 'tensor<4x16xf32>' but the input gradient is 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.linear_gelu_grad %g, %x, %w, %pre : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x16xf32>) -> (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
 func.func @add_layer_norm_broadcast(%a: tensor<4x32xf32>, %b: tensor<32xf32>) {
   // expected-error @+2 {{lhs and rhs must have one type}}
   // expected-error @+1 {{failed to infer returned types}}

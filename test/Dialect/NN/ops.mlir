@@ -8,8 +8,14 @@ func.func @linear_algebra(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tenso
                           %q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x16x8xbf16>, %m: tensor<8x3xbf16>) {
   // CHECK: nn.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
   %0 = nn.linear %x, %w, %b : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: nn.linear_gelu %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %lg:2 = nn.linear_gelu %x, %w, %b : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
   // CHECK: nn.linear %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %1 = nn.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  // CHECK: nn.linear_gelu_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<8x8xf32>, tensor<16x8xf32>, tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+  %g = nn.reshape %1 : tensor<2x4x16xf32> to tensor<8x16xf32>
+  %x2 = nn.reshape %x : tensor<2x4x8xf32> to tensor<8x8xf32>
+  %lgg:3 = nn.linear_gelu_grad %g, %x2, %w, %x2 : (tensor<8x16xf32>, tensor<8x8xf32>, tensor<16x8xf32>, tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
   // CHECK: nn.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x16x16xbf16>
   %2 = nn.matmul %q, %k {transpose_rhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x16x16xbf16>
   // CHECK: nn.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x8x8xbf16>

@@ -103,15 +103,15 @@ double gemmFlops(Operation *op) {
     return gemms * 2.0 * s[0] * heads * s[1] * s[1] * headDim;
   };
   return llvm::TypeSwitch<Operation *, double>(op)
-      .Case([](nn::LinearOp o) {
+      .Case<nn::LinearOp, nn::LinearGeluOp>([](auto o) {
         ArrayRef<int64_t> w = shapeOf(o.getWeight());
         double rows = double(cast<RankedTensorType>(o.getInput().getType())
                                  .getNumElements()) /
                       w[1];
         return 2.0 * rows * w[0] * w[1];
       })
-      .Case(
-          [](nn::LinearGradOp o) { // gradW and gradX, each 2 · rows · out · in
+      .Case<nn::LinearGradOp, nn::LinearGeluGradOp>(
+          [](auto o) { // gradW and gradX, each 2 · rows · out · in
             ArrayRef<int64_t> w = shapeOf(o.getWeight());
             return 4.0 * double(shapeOf(o.getInput())[0]) * w[0] * w[1];
           })

@@ -65,10 +65,11 @@ class TrainStepBuilder {
 public:
   TrainStepBuilder(ModelOp model, const OptimizerConfig &config,
                    int64_t microBatches, double clipNorm, bool noSync,
-                   bool eval, bool fuseAddNorms)
+                   bool eval, bool fuseAddNorms, bool fuseBiasGelus)
       : model(model), ownership(model), config(config),
         microBatches(microBatches), clipNorm(clipNorm), noSync(noSync),
-        eval(eval), fuseAddNorms(fuseAddNorms), builder(model) {}
+        eval(eval), fuseAddNorms(fuseAddNorms), fuseBiasGelus(fuseBiasGelus),
+        builder(model) {}
 
   LogicalResult build();
 
@@ -128,6 +129,8 @@ private:
   bool eval;
   /// Residual adds fuse with the layer_norm of their sum (fuseAddLayerNorm).
   bool fuseAddNorms;
+  /// Linear layers fuse with a following tanh GELU (fuseBiasGelu).
+  bool fuseBiasGelus;
   OpBuilder builder;
   SymbolTableCollection tables;
 
@@ -413,6 +416,8 @@ LogicalResult TrainStepBuilder::build() {
   fuseCrossEntropyWithGrad(*body);
   if (fuseAddNorms)
     fuseAddLayerNorm(*body);
+  if (fuseBiasGelus)
+    fuseBiasGelu(*body);
   eraseDeadOps(*body);
   return success();
 }
@@ -709,7 +714,8 @@ struct BuildTrainStepPass
       return signalPassFailure();
     for (ModelOp model : llvm::to_vector(getOperation().getOps<ModelOp>())) {
       TrainStepBuilder stepBuilder(model, *config, gradAccumSteps, clipGradNorm,
-                                   noSync, mode == "eval", fuseAddLayerNorm);
+                                   noSync, mode == "eval", fuseAddLayerNorm,
+                                   fuseBiasGelu);
       if (failed(stepBuilder.build()))
         return signalPassFailure();
     }

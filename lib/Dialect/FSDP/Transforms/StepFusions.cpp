@@ -145,3 +145,76 @@ void fsdp::fuseAddLayerNorm(Block &body) {
     add.erase();
   }
 }
+
+/// linear then gelu(tanh) of its result: one nn.linear_gelu at the linear.
+static void fuseLinearGelu(Block &body) {
+  for (auto gelu : llvm::make_early_inc_range(body.getOps<nn::GeluOp>())) {
+    auto linear = gelu.getInput().getDefiningOp<nn::LinearOp>();
+    if (gelu.getApproximate() != nn::GeluApproximation::tanh || !linear ||
+        linear->getBlock() != &body ||
+        linear->getDiscardableAttrDictionary() !=
+            gelu->getDiscardableAttrDictionary())
+      continue;
+    // The linear's operands exist there and every reader of either result
+    // comes after it.
+    OpBuilder b(linear);
+    auto fused = nn::LinearGeluOp::create(
+        b, b.getFusedLoc({linear.getLoc(), gelu.getLoc()}), linear.getInput(),
+        linear.getWeight(), linear.getBias());
+    fused->setDiscardableAttrs(gelu->getDiscardableAttrDictionary());
+    gelu.getResult().replaceAllUsesWith(fused.getResult());
+    gelu.erase();
+    linear.getResult().replaceAllUsesWith(fused.getPre());
+    linear.erase();
+  }
+}
+
+/// gelu_grad(tanh) of a linear_grad's input gradient (possibly reshaped to
+/// the GELU's shape), read by nothing else: one nn.linear_gelu_grad at the
+/// linear_grad, reading the GELU's input reshaped to [rows, in].
+static void fuseLinearGeluGrad(Block &body) {
+  for (auto geluGrad :
+       llvm::make_early_inc_range(body.getOps<nn::GeluGradOp>())) {
+    if (geluGrad.getApproximate() != nn::GeluApproximation::tanh)
+      continue;
+    DictionaryAttr attrs = geluGrad->getDiscardableAttrDictionary();
+    Value grad = geluGrad.getGrad();
+    auto reshape = grad.getDefiningOp<nn::ReshapeOp>();
+    Value inputGrad = reshape ? reshape.getInput() : grad;
+    auto linearGrad = inputGrad.getDefiningOp<nn::LinearGradOp>();
+    if (!linearGrad || linearGrad->getBlock() != &body ||
+        linearGrad.getInputGrad() != inputGrad || !inputGrad.hasOneUse() ||
+        (reshape && !grad.hasOneUse()) ||
+        linearGrad->getDiscardableAttrDictionary() != attrs ||
+        (reshape && reshape->getDiscardableAttrDictionary() != attrs) ||
+        !availableBefore(geluGrad.getInput(), linearGrad))
+      continue;
+    OpBuilder b(linearGrad);
+    Location loc = b.getFusedLoc({linearGrad.getLoc(), geluGrad.getLoc()});
+    auto reshaped = [&](Value v, Type type) -> Value {
+      if (v.getType() == type)
+        return v;
+      auto op = nn::ReshapeOp::create(b, loc, type, v);
+      op->setDiscardableAttrs(attrs);
+      return op;
+    };
+    Value pre = reshaped(geluGrad.getInput(), inputGrad.getType());
+    auto fused = nn::LinearGeluGradOp::create(b, loc, linearGrad.getGrad(),
+                                              linearGrad.getInput(),
+                                              linearGrad.getWeight(), pre);
+    fused->setDiscardableAttrs(attrs);
+    geluGrad.getResult().replaceAllUsesWith(
+        reshaped(fused.getInputGrad(), geluGrad.getType()));
+    geluGrad.erase();
+    if (reshape)
+      reshape.erase();
+    linearGrad.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
+    linearGrad.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
+    linearGrad.erase();
+  }
+}
+
+void fsdp::fuseBiasGelu(Block &body) {
+  fuseLinearGelu(body);
+  fuseLinearGeluGrad(body);
+}

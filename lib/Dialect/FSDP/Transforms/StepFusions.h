@@ -32,6 +32,14 @@ void fuseCrossEntropyWithGrad(Block &body);
 /// operands (no broadcasting).
 void fuseAddLayerNorm(Block &body);
 
+/// A linear layer followed by a tanh nn.gelu of its result (same unit and
+/// phase) as one nn.linear_gelu (its `pre` read where the linear's result
+/// was), and an nn.linear_grad whose input gradient only a tanh
+/// nn.gelu_grad reads (through at most one reshape) as one
+/// nn.linear_gelu_grad: on CUDA, cuBLASLt's GELU_AUX_BIAS and DGELU
+/// epilogues instead of separate GELU kernels.
+void fuseBiasGelu(Block &body);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_STEPFUSIONS_H

@@ -154,6 +154,34 @@ LogicalResult LinearGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult LinearGeluOp::inferReturnTypes(MLIRContext *context,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &results) {
+  if (failed(LinearOp::inferReturnTypes(
+          context, loc, LinearOp::Adaptor(adaptor.getOperands(), nullptr, {}),
+          results)))
+    return failure();
+  results.push_back(results.front()); // the GELU keeps the linear's type
+  return success();
+}
+
+LogicalResult
+LinearGeluGradOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  SmallVector<Value> operands = {adaptor.getGrad(), adaptor.getInput(),
+                                 adaptor.getWeight()};
+  if (failed(LinearGradOp::inferReturnTypes(
+          context, loc, LinearGradOp::Adaptor(operands, nullptr, {}), results)))
+    return failure();
+  if (adaptor.getPre().getType() != results.front())
+    return fail(loc, getOperationName(), "pre has type ",
+                adaptor.getPre().getType(), " but the input gradient is ",
+                results.front());
+  return success();
+}
+
 LogicalResult PackedAttentionGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {

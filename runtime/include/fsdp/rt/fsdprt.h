@@ -273,6 +273,27 @@ int32_t fsdprt_linear_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                int64_t dx, int64_t dx_off, int64_t dw,
                                int64_t dw_off, int64_t db, int64_t db_off,
                                int64_t m, int64_t k, int64_t n);
+/* pre = fsdprt_linear_forward(x, w, b?) and y = the tanh GELU of pre     */
+/* (nn.linear_gelu). CPU: the two unfused kernels, their bits. CUDA: one  */
+/* cuBLASLt GEMM with the GELU_AUX_BIAS epilogue where it applies, GELU   */
+/* taken of the f32 accumulator (pre and y each rounded once).            */
+int32_t fsdprt_linear_gelu_forward(int64_t ctx, int64_t stream, int32_t dtype,
+                                   int64_t x, int64_t x_off, int64_t w,
+                                   int64_t w_off, int64_t b, int64_t b_off,
+                                   int64_t pre, int64_t pre_off, int64_t y,
+                                   int64_t y_off, int64_t m, int64_t k,
+                                   int64_t n);
+/* fsdprt_linear_backward with dx (required) = the tanh GELU's gradient   */
+/* at pre[m,k] of dy * w (nn.linear_gelu_grad); dw and db may be 0. CPU:  */
+/* the two unfused kernels. CUDA: the dx GEMM with cuBLASLt's DGELU       */
+/* epilogue where it applies (dy * w kept in f32, rounded once).          */
+int32_t fsdprt_linear_gelu_backward(int64_t ctx, int64_t stream, int32_t dtype,
+                                    int64_t x, int64_t x_off, int64_t w,
+                                    int64_t w_off, int64_t dy, int64_t dy_off,
+                                    int64_t pre, int64_t pre_off, int64_t dx,
+                                    int64_t dx_off, int64_t dw, int64_t dw_off,
+                                    int64_t db, int64_t db_off, int64_t m,
+                                    int64_t k, int64_t n);
 
 /* c[batch,m,n] = op(a) * op(b); a is [batch,m,k] ([batch,k,m] if trans_a), */
 /* b is [batch,k,n] ([batch,n,k] if trans_b) or unbatched when b_batched=0. */

@@ -2,15 +2,21 @@
 //
 // cublasLtMatmul with the bias epilogues (BIAS: D += bias[row] before the
 // rounding; BGRADB: bias[col] = sum over k of op(B), in k order, rounded
-// once), column-major as documented; the heuristic returns one algorithm
-// for every shape. emuLtMatmulCalls() counts the matmuls run, so tests can
-// tell that a layer took the epilogue path.
+// once) and the GELU ones (GELU_AUX[_BIAS]: aux = the f32 value, D = its
+// tanh GELU, each rounded once; DGELU: D = the f32 product times the GELU's
+// derivative at aux as stored, rounded once), column-major as documented;
+// the GELU is the runtime's (math/Activation.h), as cuBLASLt's is its own
+// tanh form. The heuristic returns one algorithm for every shape.
+// emuLtMatmulCalls() counts the matmuls run, so tests can tell that a layer
+// took the epilogue path.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDPRT_CUDA_EMU_CUBLASLT_H
 #define FSDPRT_CUDA_EMU_CUBLASLT_H
 
 #include "cublas_v2.h"
+
+#include "fsdp/rt/math/Activation.h"
 
 #include <atomic>
 #include <cstdint>
@@ -30,6 +36,9 @@ inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 enum cublasLtEpilogue_t {
   CUBLASLT_EPILOGUE_DEFAULT = 1,
   CUBLASLT_EPILOGUE_BIAS = 4,
+  CUBLASLT_EPILOGUE_GELU_AUX = 32 | 128,
+  CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4,
+  CUBLASLT_EPILOGUE_DGELU = 64 | 128,
   CUBLASLT_EPILOGUE_BGRADB = 512,
 };
 enum cublasLtMatmulDescAttributes_t {
@@ -37,12 +46,16 @@ enum cublasLtMatmulDescAttributes_t {
   CUBLASLT_MATMUL_DESC_TRANSB = 4,
   CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
 };
 struct EmuLtDesc {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   void *bias = nullptr;
+  void *aux = nullptr;
+  int64_t auxLd = 0;
 };
 using cublasLtMatmulDesc_t = EmuLtDesc *;
 inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
@@ -72,6 +85,12 @@ cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
     break;
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
     std::memcpy(&d->bias, buf, bytes);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    std::memcpy(&d->aux, buf, bytes);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    std::memcpy(&d->auxLd, buf, bytes);
     break;
   }
   return CUBLAS_STATUS_SUCCESS;
@@ -168,6 +187,13 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
     return CUBLAS_STATUS_INVALID_VALUE;
   if (*static_cast<const float *>(beta) != 0.0f)
     return CUBLAS_STATUS_NOT_SUPPORTED; // the backend never accumulates here
+  bool gelu = desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+              desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  bool dgelu = desc->epilogue == CUBLASLT_EPILOGUE_DGELU;
+  // The documented aux rules: a pointer, ld >= rows and divisible by 8.
+  if ((gelu || dgelu) &&
+      (!desc->aux || desc->auxLd < int64_t(dl->rows) || desc->auxLd % 8 != 0))
+    return CUBLAS_STATUS_INVALID_VALUE;
   ++emuLtMatmulCalls();
   if (desc->compute == CUBLAS_COMPUTE_32F_FAST_TF32)
     ++emuTf32Gemms();
@@ -181,8 +207,16 @@ cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha,
       for (long long i = 0; i < m; ++i) {
         float v =
             al0 * emuProduct(A, 0, la.ld, ta, B, 0, lb.ld, tb, at, i, j, k);
-        if (d.epilogue == CUBLASLT_EPILOGUE_BIAS)
+        if (d.epilogue == CUBLASLT_EPILOGUE_BIAS ||
+            d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
           v += emuLoad(d.bias, dt, i);
+        if (gelu) {
+          emuStore(d.aux, dt, i + j * d.auxLd, v);
+          v = fsdp::rt::geluTanhForward(v);
+        } else if (dgelu) {
+          v = fsdp::rt::geluTanhBackward(emuLoad(d.aux, dt, i + j * d.auxLd),
+                                         v);
+        }
         emuStore(D, dt, i + j * ld.ld, v);
       }
     if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB) {

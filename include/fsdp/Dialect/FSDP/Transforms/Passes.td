@@ -255,6 +255,11 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "A residual nn.add and the nn.layer_norm of its sum become one "
            "nn.add_layer_norm once the step is built (off until a GPU run "
            "measures it)">,
+    Option<"fuseBiasGelu", "fuse-bias-gelu", "bool", /*default=*/"false",
+           "A linear layer and the tanh nn.gelu of its result become one "
+           "nn.linear_gelu, and the linear_grad feeding its nn.gelu_grad one "
+           "nn.linear_gelu_grad (cuBLASLt's GELU epilogues; off until a GPU "
+           "run measures it)">,
   ];
 }
 

@@ -955,6 +955,52 @@ def NN_LinearGradOp : NN_PureOp<"linear_grad", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
+def NN_LinearGeluOp : NN_PureOp<"linear_gelu", [InferTypeOpAdaptor]> {
+  let summary = "an nn.linear and the tanh nn.gelu of its result in one op";
+  let description = [{
+    `pre` = nn.linear(`input`, `weight`, `bias`) and `result` =
+    nn.gelu(`pre`) with the tanh approximation (the only GELU cuBLASLt's
+    epilogue computes). The train step forms it after it is built
+    (fsdp-pipeline's `fuse-bias-gelu`), so it has no VJP: the backward
+    reads `pre` through nn.gelu_grad or nn.linear_gelu_grad. On CUDA it is
+    one GEMM with cuBLASLt's GELU_AUX_BIAS epilogue (GELU of the f32
+    accumulator, `pre` written as the aux output); the CPU backend runs the
+    two unfused kernels.
+
+    ```mlir
+    %pre, %y = nn.linear_gelu %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       Optional<NN_FloatTensor>:$bias);
+  let results = (outs NN_FloatTensor:$pre, NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def NN_LinearGeluGradOp : NN_PureOp<"linear_gelu_grad", [InferTypeOpAdaptor]> {
+  let summary = "nn.linear_grad whose input gradient goes through a tanh GELU";
+  let description = [{
+    The gradients of nn.linear_grad (`grad` `[rows, out]`, `input`
+    `[rows, in]`, `weight` `[out, in]`) with `input_grad` = nn.gelu_grad
+    (tanh) of grad·W at `pre` (`[rows, in]`, the GELU's input, which is
+    the layer's input's pre-activation). Formed by `fuse-bias-gelu` from
+    an nn.linear_grad whose input gradient only an nn.gelu_grad reads. On
+    CUDA the input-gradient GEMM applies the GELU derivative in cuBLASLt's
+    DGELU epilogue; the CPU backend runs the two unfused kernels.
+
+    ```mlir
+    %gx, %gw, %gb = nn.linear_gelu_grad %g, %x, %w, %pre : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight, NN_FloatTensor:$pre);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = "$grad `,` $input `,` $weight `,` $pre attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 def NN_ConvGradInputOp : NN_PureOp<"conv_grad_input"> {
   let summary = "gradient of nn.conv with respect to its input";
   let description = [{

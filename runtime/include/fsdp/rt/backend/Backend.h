@@ -246,6 +246,15 @@ public:
   virtual void linearBackward(DType dt, const void *x, const void *w,
                               const void *dy, void *dx, void *dw, void *db,
                               int64_t m, int64_t k, int64_t n) = 0;
+  /// pre = linearForward(x, w, b), y = the tanh GELU of pre.
+  virtual void linearGeluForward(DType dt, const void *x, const void *w,
+                                 const void *b, void *pre, void *y, int64_t m,
+                                 int64_t k, int64_t n) = 0;
+  /// linearBackward with dx = the tanh GELU's gradient at pre of dy * w.
+  virtual void linearGeluBackward(DType dt, const void *x, const void *w,
+                                  const void *dy, const void *pre, void *dx,
+                                  void *dw, void *db, int64_t m, int64_t k,
+                                  int64_t n) = 0;
   virtual void matmulForward(DType dt, const void *a, const void *b, void *c,
                              const MatmulDims &d) = 0;
   virtual void matmulBackward(DType dt, const void *a, const void *b,
