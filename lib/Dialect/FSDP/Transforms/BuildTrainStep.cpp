@@ -126,7 +126,8 @@ private:
   bool noSync;
   /// A forward-only step (model.eval() under torch.no_grad()).
   bool eval;
-  /// Residual adds fuse with the layer_norm of their sum (fuseAddLayerNorm).
+  /// Residual adds fuse with the layer_norm of their sum, and the norm's
+  /// input gradient with the residual gradient (fuseAddLayerNorm).
   bool fuseAddNorms;
   OpBuilder builder;
   SymbolTableCollection tables;
@@ -411,8 +412,10 @@ LogicalResult TrainStepBuilder::build() {
   eraseDeadOps(*body);
   splitLinearGradsWithoutInputGrad(*body);
   fuseCrossEntropyWithGrad(*body);
-  if (fuseAddNorms)
+  if (fuseAddNorms) {
     fuseAddLayerNorm(*body);
+    fuseAddLayerNormGrad(*body);
+  }
   eraseDeadOps(*body);
   return success();
 }

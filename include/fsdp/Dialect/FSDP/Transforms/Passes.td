@@ -253,8 +253,9 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"fuseAddLayerNorm", "fuse-add-layer-norm", "bool",
            /*default=*/"false",
            "A residual nn.add and the nn.layer_norm of its sum become one "
-           "nn.add_layer_norm once the step is built (off until a GPU run "
-           "measures it)">,
+           "nn.add_layer_norm once the step is built, and in the backward "
+           "the norm's input gradient and the residual gradient's nn.add "
+           "one nn.add_layer_norm_grad (off until a GPU run measures it)">,
   ];
 }
 
