@@ -398,6 +398,31 @@ int main(int argc, char **argv) {
         },
         sync, iters, kReps);
     row("add + layer_norm fwd " + rowsX, fused, 4.0 * M * C * es / bandwidth);
+    // Its backward half: the norm's input gradient plus the residual
+    // gradient r in one call reads x, dy and r and writes dx (4 rows); the
+    // unfused pair (layer_norm_backward, then the add) moves 6.
+    const int64_t shape[2] = {M, C};
+    double fusedBwd = timeIt(
+        [&] {
+          check(fsdprt_add_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, r,
+                                               0, sum, 0, dw, 0, db, 0, M, C,
+                                               1e-5),
+                "add_layer_norm_backward");
+        },
+        sync, iters, kReps);
+    double unfusedBwd = timeIt(
+        [&] {
+          check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0,
+                                           dw, 0, db, 0, M, C, 1e-5),
+                "layer_norm_backward");
+          check(fsdprt_binary_forward(ctx, s, dt, FSDPRT_ADD, r, 0, 2, shape,
+                                      dx, 0, 2, shape, sum, 0),
+                "binary_forward");
+        },
+        sync, iters, kReps);
+    row("layer_norm bwd + add " + rowsX, fusedBwd,
+        4.0 * M * C * es / bandwidth);
+    row("  unfused: bwd, then add", unfusedBwd, 6.0 * M * C * es / bandwidth);
     for (int64_t h : {x, w, b, y, dx, dw, db, r, sum})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }

@@ -89,6 +89,30 @@ int32_t fsdprt_layer_norm_backward(int64_t ctx, int64_t stream, int32_t dtype,
   });
 }
 
+int32_t fsdprt_add_layer_norm_backward(
+    int64_t ctx, int64_t stream, int32_t dtype, int64_t x, int64_t x_off,
+    int64_t w, int64_t w_off, int64_t dy, int64_t dy_off, int64_t addend,
+    int64_t addend_off, int64_t dx, int64_t dx_off, int64_t dw, int64_t dw_off,
+    int64_t db, int64_t db_off, int64_t rows, int64_t d, double eps) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, dtype, "add_layer_norm_backward");
+    checkNorm(rows, d, eps);
+    const void *px = l.operand(x, x_off, mul(rows, d), "x");
+    const void *pw = l.optional(w, w_off, d, "w");
+    const void *pdy = l.operand(dy, dy_off, mul(rows, d), "dy");
+    const void *padd = l.operand(addend, addend_off, mul(rows, d), "addend");
+    void *pdx = l.operand(dx, dx_off, mul(rows, d), "dx");
+    void *pdw = l.optional(dw, dw_off, d, "dw");
+    void *pdb = l.optional(db, db_off, d, "db");
+    Backend &be = l.backend();
+    DType dt = l.dtype();
+    l.enqueue([=, &be] {
+      be.addLayerNormBackward(dt, px, pw, pdy, padd, pdx, pdw, pdb, rows, d,
+                              eps);
+    });
+  });
+}
+
 int32_t fsdprt_rms_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                 int64_t x, int64_t x_off, int64_t w,
                                 int64_t w_off, int64_t y, int64_t y_off,

@@ -1,15 +1,19 @@
 // nn.add_layer_norm (fuse-add-layer-norm) lowers to one
 // add_layer_norm_forward call: a, b, the optional weight and bias (a null
 // buffer when absent), then the sum and the output; the backward's
-// layer_norm_backward reads the sum the call wrote.
+// layer_norm_backward reads the sum the call wrote. nn.add_layer_norm_grad
+// lowers to one add_layer_norm_backward call: x, the optional weight, dy,
+// the addend (here the last norm's input gradient), then dx, dw and db.
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=1 fuse-add-layer-norm=true" --convert-fsdp-to-rt | FileCheck %s
 
 // CHECK-LABEL: func.func @pre_ln_train_step(
 // CHECK: rt.call @add_layer_norm_forward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[S1:[a-z0-9_]+]], %[[S1O:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c8_i64, %c16_i64, %{{[a-z0-9_]+}})
 // CHECK: rt.call @add_layer_norm_forward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %[[S1]], %[[S1O]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[NULL:[a-z0-9_]+]], %c0_i64, %[[NULL]], %c0_i64, %[[S2:[a-z0-9_]+]], %[[S2O:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c8_i64, %c16_i64, %{{[a-z0-9_]+}})
 // CHECK-NOT: rt.call @binary_forward
-// CHECK: rt.call @layer_norm_backward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %[[S2]], %[[S2O]],
-// CHECK: rt.call @layer_norm_backward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %[[S1]], %[[S1O]],
+// CHECK: rt.call @layer_norm_backward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %[[S2]], %[[S2O]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[DX:[a-z0-9_]+]], %[[DXO:[a-z0-9_]+]],
+// CHECK-NOT: rt.call @binary_forward
+// CHECK: rt.call @add_layer_norm_backward(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c0_i32, %[[S1]], %[[S1O]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[DX]], %[[DXO]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c8_i64, %c16_i64, %{{[a-z0-9_]+}})
+// CHECK-NOT: rt.call @binary_forward
 fsdp.model @pre_ln {
   fsdp.module @root kind "Block" unit {
     fsdp.param @ln1_w : tensor<16xf32> init <ones>

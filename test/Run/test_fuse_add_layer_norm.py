@@ -1,9 +1,13 @@
 """fsdp-pipeline's fuse-add-layer-norm end to end: GPT-2 with each block's
-residual add and the layer_norm of its sum as one nn.add_layer_norm trains
-exactly as the unfused program: the same losses and weights, bit for bit,
-on 2 CPU ranks (f32 and bf16 parameters) and through the CUDA backend's
-code (cuda_emu). The fused kernel computes the sum with the add kernel's
-rounding and normalises the stored sum with the layer_norm code.
+residual add and the layer_norm of its sum as one nn.add_layer_norm, and
+each block norm's input gradient and the residual gradient as one
+nn.add_layer_norm_grad, trains exactly as the unfused program: the same
+losses and weights, bit for bit, on 2 CPU ranks (f32 and bf16 parameters)
+and through the CUDA backend's code (cuda_emu). The fused kernels round as
+the unfused pairs do: the forward computes the sum with the add kernel's
+rounding and normalises the stored sum with the layer_norm code; the
+backward rounds the norm's input gradient to storage, then adds as the add
+kernel does.
 """
 import subprocess
 
@@ -26,7 +30,9 @@ def _step(fsdp_opt, tmp_path, options, name):
 
 def test_fused_step_has_one_fusion_per_block(fsdp_opt, tmp_path):
     """Within a block, the attention's residual sum feeds ln_2; the block's
-    last sum feeds the next unit's ln_1 (or ln_f) and stays apart."""
+    last sum feeds the next unit's ln_1 (or ln_f) and stays apart. In the
+    backward both of a block's norms add their input gradient to the
+    residual gradient; ln_f's also feeds the LM head and stays apart."""
     def train_step(name, fuse):
         text = _step(fsdp_opt, tmp_path,
                      f"world-size=1 {BASE} fuse-add-layer-norm={fuse}",
@@ -38,16 +44,25 @@ def test_fused_step_has_one_fusion_per_block(fsdp_opt, tmp_path):
     assert plain.count("nn.add_layer_norm ") == 0
     assert (plain.count("nn.layer_norm ") - fused.count("nn.layer_norm ")
             == 2)
+    assert fused.count("nn.add_layer_norm_grad ") == 4
+    assert plain.count("nn.add_layer_norm_grad ") == 0
+    assert (plain.count("nn.layer_norm_grad ")
+            - fused.count("nn.layer_norm_grad ") == 4)
 
 
 def _lowered(fsdp_opt, tmp_path, base, name):
     """The fused and the unfused lowered programs, the first calling the
-    fused kernel (twice per block when the block is recomputed)."""
+    fused forward kernel (twice per block when the block is recomputed) and
+    the fused backward kernel (twice per block)."""
     steps = [_step(fsdp_opt, tmp_path, f"{base} fuse-add-layer-norm={fuse}",
                    f"{name}-{fuse}") for fuse in ("true", "false")]
-    calls = [s.read_text().count("llvm.call @fsdprt_add_layer_norm_forward(")
-             for s in steps]
+    texts = [s.read_text() for s in steps]
+    calls = [text.count("llvm.call @fsdprt_add_layer_norm_forward(")
+             for text in texts]
     assert calls[0] in (2, 4) and calls[1] == 0, calls
+    calls = [text.count("llvm.call @fsdprt_add_layer_norm_backward(")
+             for text in texts]
+    assert calls == [4, 0], calls
     return steps
 
 

@@ -86,8 +86,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<bool> fuseAddLayerNorm{
       *this, "fuse-add-layer-norm",
       llvm::cl::desc("A residual add and the layer_norm of its sum as one "
-                     "nn.add_layer_norm (fsdp-build-train-step's "
-                     "fuse-add-layer-norm; off until measured on a GPU)"),
+                     "nn.add_layer_norm, and the norm's input gradient plus "
+                     "the residual gradient as one nn.add_layer_norm_grad "
+                     "(fsdp-build-train-step's fuse-add-layer-norm; off "
+                     "until measured on a GPU)"),
       llvm::cl::init(false)};
   Option<bool> fuseBiasGelu{
       *this, "fuse-bias-gelu",

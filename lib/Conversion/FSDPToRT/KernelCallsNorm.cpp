@@ -63,6 +63,23 @@ void fsdp::addNormKernels(KernelEmitters &k) {
         .call("layer_norm_backward");
     return success();
   });
+  k.add<nn::AddLayerNormGradOp>(
+      [](CallBuilder &calls, nn::AddLayerNormGradOp o) {
+        Args{calls}
+            .i32(dtypeOf(o.getInputGrad()))
+            .t(o.getInput())
+            .opt(o.getWeight())
+            .t(o.getGrad())
+            .t(o.getAddend())
+            .t(o.getInputGrad())
+            .t(o.getWeightGrad())
+            .t(o.getBiasGrad())
+            .i64(rows(o.getInput()))
+            .i64(lastDim(o.getInput()))
+            .f64(o.getEpsilon().convertToDouble())
+            .call("add_layer_norm_backward");
+        return success();
+      });
   k.add<nn::RMSNormOp>([](CallBuilder &calls, nn::RMSNormOp o) {
     Args{calls}
         .i32(dtypeOf(o.getResult()))

@@ -204,6 +204,17 @@ public:
                            static_cast<float>(eps));
     st.commit();
   }
+  void addLayerNormBackward(DType dt, const void *x, const void *w,
+                            const void *dy, const void *addend, void *dx,
+                            void *dw, void *db, int64_t rows, int64_t d,
+                            double eps) override {
+    HostStaging st = staging();
+    cpu::addLayerNormBackward(threads_, dt, st.in(dt, x, rows * d),
+                              st.in(dt, w, d), st.in(dt, dy, rows * d), addend,
+                              dx, st.out(dt, dw, d), st.out(dt, db, d), rows, d,
+                              static_cast<float>(eps));
+    st.commit();
+  }
   void rmsNormForward(DType dt, const void *x, const void *w, void *y,
                       int64_t rows, int64_t d, double eps) override {
     HostStaging st = staging();

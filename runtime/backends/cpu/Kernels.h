@@ -114,6 +114,12 @@ void addLayerNormForward(int threads, DType dt, const void *a, const void *b,
 void layerNormBackward(int threads, const float *x, const float *w,
                        const float *dy, float *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps);
+/// layerNormBackward with dx = addend + the input gradient on dt's storage
+/// (addend, dx of rows x d; the gradient rounded to dt before the add).
+void addLayerNormBackward(int threads, DType dt, const float *x, const float *w,
+                          const float *dy, const void *addend, void *dx,
+                          float *dw, float *db, int64_t rows, int64_t d,
+                          float eps);
 void rmsNormForward(int threads, const float *x, const float *w, float *y,
                     int64_t rows, int64_t d, float eps);
 void rmsNormBackward(int threads, const float *x, const float *w,

@@ -13,6 +13,7 @@
 #include "fsdp/rt/math/Pointwise.h"
 #include "fsdp/rt/math/Rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -93,24 +94,61 @@ static void columnGrads(int threads, const float *dy, float *dw, float *db,
   });
 }
 
-void layerNormBackward(int threads, const float *x, const float *w,
-                       const float *dy, float *dx, float *dw, float *db,
-                       int64_t rows, int64_t d, float eps) {
+/// layer_norm's backward: each row's statistics and, when `withDx`, its
+/// input gradient handed to rowDone(r, dxRow) from a scratch row; then the
+/// column gradients. The unfused and the fused (addend) backward share it.
+template <typename RowDone>
+static void layerNormBackwardRows(int threads, const float *x, const float *w,
+                                  const float *dy, bool withDx, float *dw,
+                                  float *db, int64_t rows, int64_t d, float eps,
+                                  RowDone rowDone) {
   std::vector<float> mean(rows), rstd(rows);
   parallelFor(threads, rows, rowGrain(d), [&](int64_t r0, int64_t r1) {
-    std::vector<float> g(d);
+    std::vector<float> g(d), dxRow(d);
     for (int64_t r = r0; r < r1; ++r) {
       meanRstd(x + r * d, d, 1, eps, mean[r], rstd[r]);
-      if (!dx)
+      if (!withDx)
         continue;
       for (int64_t i = 0; i < d; ++i)
         g[i] = dy[r * d + i] * (w ? w[i] : 1.0f);
       layerNormRowBackward(x + r * d, g.data(), mean[r], rstd[r], d,
-                           dx + r * d);
+                           dxRow.data());
+      rowDone(r, dxRow.data());
     }
   });
   columnGrads(threads, dy, dw, db, rows, d, [&](int64_t r, int64_t j) {
     return (x[r * d + j] - mean[r]) * rstd[r];
+  });
+}
+
+void layerNormBackward(int threads, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db,
+                       int64_t rows, int64_t d, float eps) {
+  layerNormBackwardRows(threads, x, w, dy, dx != nullptr, dw, db, rows, d, eps,
+                        [&](int64_t r, const float *dxRow) {
+                          std::copy(dxRow, dxRow + d, dx + r * d);
+                        });
+}
+
+void addLayerNormBackward(int threads, DType dt, const float *x, const float *w,
+                          const float *dy, const void *addend, void *dx,
+                          float *dw, float *db, int64_t rows, int64_t d,
+                          float eps) {
+  withStorage(dt, [&](auto s) {
+    using S = decltype(s);
+    using T = typename S::T;
+    layerNormBackwardRows(
+        threads, x, w, dy, /*withDx=*/true, dw, db, rows, d, eps,
+        [&](int64_t r, const float *dxRow) {
+          const T *ar = static_cast<const T *>(addend) + r * d;
+          T *out = static_cast<T *>(dx) + r * d;
+          // The norm's gradient rounded to storage as layer_norm_backward
+          // stores it, then the add kernel's rounding (binaryForward); each
+          // addend element is read before its dx element is written.
+          for (int64_t i = 0; i < d; ++i)
+            out[i] = S::store(binaryApply(FSDPRT_ADD, S::load(ar[i]),
+                                          S::load(S::store(dxRow[i]))));
+        });
   });
 }
 

@@ -620,6 +620,18 @@ public:
       st.commit();
     });
   }
+  void addLayerNormBackward(DType dt, const void *x, const void *w,
+                            const void *dy, const void *addend, void *dx,
+                            void *dw, void *db, int64_t rows, int64_t d,
+                            double eps) override {
+    run([&](Exec &e) {
+      DeviceStaging st({e.s});
+      cuda::addLayerNormBackward(e.s, dt, x, w, dy, addend, dx,
+                                 st.out(dt, dw, d), st.out(dt, db, d), rows, d,
+                                 static_cast<float>(eps));
+      st.commit();
+    });
+  }
   void rmsNormForward(DType dt, const void *x, const void *w, void *y,
                       int64_t rows, int64_t d, double eps) override {
     run([&](Exec &e) {

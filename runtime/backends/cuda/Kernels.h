@@ -128,6 +128,12 @@ void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps);
+/// layerNormBackward with dx = addend + the input gradient (rounded to dt
+/// before the add kernel's add); addend may be dx.
+void addLayerNormBackward(Stream s, DType dt, const void *x, const void *w,
+                          const void *dy, const void *addend, void *dx,
+                          float *dw, float *db, int64_t rows, int64_t d,
+                          float eps);
 void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
                     int64_t rows, int64_t d, float eps);
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
@@ -140,10 +146,12 @@ void finishColumnChunks(Stream s, const double *partial, float *out,
 void finishColumnChunks(Stream s, const float *partial, float *out,
                         int64_t columns, int64_t chunks, double factor);
 /// The row half of the norm backwards (RowKernels.cu): each row's mean /
-/// rstd into the arrays and, if dx, its input gradient.
+/// rstd into the arrays and, if dx, its input gradient, plus addend's row
+/// if addend (the gradient rounded to dt first, the add kernel's rounding).
 void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
-                           const void *dy, void *dx, float *mean, float *rstd,
-                           int64_t rows, int64_t d, float eps);
+                           const void *dy, const void *addend, void *dx,
+                           float *mean, float *rstd, int64_t rows, int64_t d,
+                           float eps);
 void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                          const void *dy, void *dx, float *rstd, int64_t rows,
                          int64_t d, float eps);

@@ -244,14 +244,22 @@ static void normColumns(Stream s, DType dt, const void *x, const void *dy,
     finishColumnChunks(s, pb, db, d, ch.count, 1.0);
 }
 
+void addLayerNormBackward(Stream s, DType dt, const void *x, const void *w,
+                          const void *dy, const void *addend, void *dx,
+                          float *dw, float *db, int64_t rows, int64_t d,
+                          float eps) {
+  Scratch stats(s, 2 * rows * 4);
+  float *mean = stats.as<float>(), *rstd = mean + rows;
+  layerNormRowsBackward(s, dt, x, w, dy, addend, dx, mean, rstd, rows, d, eps);
+  if (dw || db)
+    normColumns(s, dt, x, dy, mean, rstd, dw, db, rows, d);
+}
+
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps) {
-  Scratch stats(s, 2 * rows * 4);
-  float *mean = stats.as<float>(), *rstd = mean + rows;
-  layerNormRowsBackward(s, dt, x, w, dy, dx, mean, rstd, rows, d, eps);
-  if (dw || db)
-    normColumns(s, dt, x, dy, mean, rstd, dw, db, rows, d);
+  addLayerNormBackward(s, dt, x, w, dy, /*addend=*/nullptr, dx, dw, db, rows, d,
+                       eps);
 }
 
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,

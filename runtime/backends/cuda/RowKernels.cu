@@ -579,12 +579,14 @@ __global__ void addLayerNormRowsKernel(
   }
 }
 
-/// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w.
+/// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w, plus
+/// `addend` when there is one (nn.add_layer_norm_grad): read and added once
+/// before dx's single store.
 template <typename S>
 __global__ void layerNormRowsBackwardKernel(
     const typename S::T *x, const typename S::T *w, const typename S::T *dy,
-    typename S::T *dx, float *mean, float *rstd, int64_t rows, int64_t d,
-    float eps) {
+    const typename S::T *addend, typename S::T *dx, float *mean, float *rstd,
+    int64_t rows, int64_t d, float eps) {
   FSDPRT_WARP_ROW_STRIDE(r, rows) {
     const typename S::T *xr = x + r * d, *dyr = dy + r * d;
     float mu, rs;
@@ -620,6 +622,15 @@ __global__ void layerNormRowsBackwardKernel(
       group(j0, n);
       FSDPRT_GROUP_FOR(i, n)
         gv[i] = rs * (gv[i] - mg - xv[i] * mgx);
+      if (addend) {
+        // The gradient rounded to storage as the unfused kernel stores it,
+        // then the add kernel's a + b (binaryApply) as __fadd_rn, which nvcc
+        // never contracts with the product above into an FMA.
+        float av[kRowGroup];
+        loadGroup<S>(addend + r * d, j0, n, av);
+        FSDPRT_GROUP_FOR(i, n)
+          gv[i] = __fadd_rn(av[i], S::load(S::store(gv[i])));
+      }
       storeGroup<S>(dx + r * d, j0, n, gv);
     });
   }
@@ -711,15 +722,17 @@ void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
 }
 
 void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
-                           const void *dy, void *dx, float *mean, float *rstd,
-                           int64_t rows, int64_t d, float eps) {
+                           const void *dy, const void *addend, void *dx,
+                           float *mean, float *rstd, int64_t rows, int64_t d,
+                           float eps) {
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
-    FSDPRT_LAUNCH_WARP_ROWS(layerNormRowsBackwardKernel<S>, rows, s,
-                       static_cast<const T *>(x), static_cast<const T *>(w),
-                       static_cast<const T *>(dy), static_cast<T *>(dx), mean,
-                       rstd, rows, d, eps);
+    FSDPRT_LAUNCH_WARP_ROWS(
+        layerNormRowsBackwardKernel<S>, rows, s, static_cast<const T *>(x),
+        static_cast<const T *>(w), static_cast<const T *>(dy),
+        static_cast<const T *>(addend), static_cast<T *>(dx), mean, rstd, rows,
+        d, eps);
   });
 }
 

@@ -212,6 +212,15 @@ func.func @add_layer_norm_broadcast(%a: tensor<4x32xf32>, %b: tensor<32xf32>) {
 
 // -----
 
+func.func @add_layer_norm_grad_broadcast(%g: tensor<4x32xf32>, %x: tensor<4x32xf32>, %r: tensor<32xf32>) {
+  // expected-error @+2 {{addend has type 'tensor<32xf32>' but the input gradient has 'tensor<4x32xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = nn.add_layer_norm_grad %g, %x, %r : (tensor<4x32xf32>, tensor<4x32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
 func.func @add_layer_norm_weight(%a: tensor<4x32xf32>, %g: tensor<4xf32>) {
   // expected-error @+2 {{weight must be a tensor of shape [32], got 'tensor<4xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -134,6 +134,10 @@ func.func @normalization(%x: tensor<4x16x32xf32>, %g: tensor<32xf32>, %b: tensor
   %s:2 = nn.add_layer_norm %x, %2 weight %g bias %b : (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x32xf32>)
   // CHECK: nn.add_layer_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<4x16x32xf32>, tensor<4x16x32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x32xf32>)
   %t:2 = nn.add_layer_norm %x, %2 {epsilon = 1.0e-6 : f64} : (tensor<4x16x32xf32>, tensor<4x16x32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x32xf32>)
+  // CHECK: nn.add_layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} : (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  %u:3 = nn.add_layer_norm_grad %2, %x, %0 weight %g : (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  // CHECK: nn.add_layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>) -> (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  %v:3 = nn.add_layer_norm_grad %2, %x, %0 {epsilon = 1.0e-6 : f64} : (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>) -> (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>)
   // CHECK: nn.rms_norm %{{.*}} weight %{{.*}} : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
   %3 = nn.rms_norm %x weight %g : (tensor<4x16x32xf32>, tensor<32xf32>) -> tensor<4x16x32xf32>
   // CHECK: nn.batch_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {training} : (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<8x4x5x5xf32>, tensor<4xf32>, tensor<4xf32>)

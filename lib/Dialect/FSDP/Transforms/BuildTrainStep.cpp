@@ -127,7 +127,8 @@ private:
   bool noSync;
   /// A forward-only step (model.eval() under torch.no_grad()).
   bool eval;
-  /// Residual adds fuse with the layer_norm of their sum (fuseAddLayerNorm).
+  /// Residual adds fuse with the layer_norm of their sum, and the norm's
+  /// input gradient with the residual gradient (fuseAddLayerNorm).
   bool fuseAddNorms;
   /// Linear layers fuse with a following tanh GELU (fuseBiasGelu).
   bool fuseBiasGelus;
@@ -414,8 +415,10 @@ LogicalResult TrainStepBuilder::build() {
   eraseDeadOps(*body);
   splitLinearGradsWithoutInputGrad(*body);
   fuseCrossEntropyWithGrad(*body);
-  if (fuseAddNorms)
+  if (fuseAddNorms) {
     fuseAddLayerNorm(*body);
+    fuseAddLayerNormGrad(*body);
+  }
   if (fuseBiasGelus)
     fuseBiasGelu(*body);
   eraseDeadOps(*body);

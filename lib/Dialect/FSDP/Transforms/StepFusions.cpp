@@ -146,6 +146,46 @@ void fsdp::fuseAddLayerNorm(Block &body) {
   }
 }
 
+void fsdp::fuseAddLayerNormGrad(Block &body) {
+  for (auto grad :
+       llvm::make_early_inc_range(body.getOps<nn::LayerNormGradOp>())) {
+    Value inputGrad = grad.getInputGrad();
+    if (!inputGrad.hasOneUse())
+      continue;
+    auto add = dyn_cast<nn::AddOp>(*inputGrad.getUsers().begin());
+    if (!add || add->getBlock() != &body ||
+        add.getLhs().getType() != add.getRhs().getType() ||
+        add.getLhs().getType() != add.getResult().getType() ||
+        add->getDiscardableAttrDictionary() !=
+            grad->getDiscardableAttrDictionary())
+      continue;
+    Value addend = add.getLhs() == inputGrad ? add.getRhs() : add.getLhs();
+    if (addend.getDefiningOp() == grad)
+      continue;
+    // At the norm's gradient when the addend exists there, else at the add
+    // when nothing (nested ops included) reads the weight or bias gradient
+    // before it.
+    Operation *at = grad;
+    if (!availableBefore(addend, grad))
+      at = add;
+    if (at == add && llvm::any_of(grad->getUsers(), [&](Operation *user) {
+          Operation *top = body.findAncestorOpInBlock(*user);
+          return user != add && top && top->isBeforeInBlock(add);
+        }))
+      continue;
+    OpBuilder b(at);
+    auto fused = nn::AddLayerNormGradOp::create(
+        b, grad.getLoc(), grad.getGrad(), grad.getInput(), addend,
+        grad.getWeight(), grad.getEpsilonAttr());
+    fused->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
+    add.getResult().replaceAllUsesWith(fused.getInputGrad());
+    add.erase();
+    grad.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
+    grad.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
+    grad.erase();
+  }
+}
+
 /// linear then gelu(tanh) of its result: one nn.linear_gelu at the linear.
 static void fuseLinearGelu(Block &body) {
   for (auto gelu : llvm::make_early_inc_range(body.getOps<nn::GeluOp>())) {

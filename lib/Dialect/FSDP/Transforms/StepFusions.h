@@ -32,6 +32,14 @@ void fuseCrossEntropyWithGrad(Block &body);
 /// operands (no broadcasting).
 void fuseAddLayerNorm(Block &body);
 
+/// The backward half of the same residual structure: an nn.add of an
+/// nn.layer_norm_grad's input gradient (its only reader) and another
+/// gradient of the same type (the residual stream's), of the same unit and
+/// phase, as one nn.add_layer_norm_grad that writes the sum instead of the
+/// norm's input gradient. Placed at the norm's gradient when the addend is
+/// computed before it, else at the add.
+void fuseAddLayerNormGrad(Block &body);
+
 /// A linear layer followed by a tanh nn.gelu of its result (same unit and
 /// phase) as one nn.linear_gelu (its `pre` read where the linear's result
 /// was), and an nn.linear_grad whose input gradient only a tanh

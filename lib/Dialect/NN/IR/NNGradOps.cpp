@@ -84,6 +84,22 @@ LogicalResult LayerNormGradOp::inferReturnTypes(
                        /*vectors=*/2, results);
 }
 
+LogicalResult
+AddLayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                     Adaptor adaptor,
+                                     SmallVectorImpl<Type> &results) {
+  if (failed(inferNormGrad(loc, getOperationName(), adaptor.getGrad(),
+                           adaptor.getInput(), adaptor.getWeight(),
+                           /*vectors=*/2, results)))
+    return failure();
+  // The fused sum does not broadcast: the rewrite fuses same-typed adds.
+  if (adaptor.getAddend().getType() != results.front())
+    return fail(loc, getOperationName(), "addend has type ",
+                adaptor.getAddend().getType(), " but the input gradient has ",
+                results.front());
+  return success();
+}
+
 LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,

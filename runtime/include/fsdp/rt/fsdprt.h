@@ -361,6 +361,15 @@ int32_t fsdprt_layer_norm_backward(int64_t ctx, int64_t stream, int32_t dtype,
                                    int64_t dx, int64_t dx_off, int64_t dw,
                                    int64_t dw_off, int64_t db, int64_t db_off,
                                    int64_t rows, int64_t d, double eps);
+/* fsdprt_layer_norm_backward with dx = addend + the input gradient, the */
+/* gradient rounded to dtype first and the sum rounded as */
+/* fsdprt_binary_forward's add (the bits of the two calls); addend and dx */
+/* may be one buffer. */
+int32_t fsdprt_add_layer_norm_backward(
+    int64_t ctx, int64_t stream, int32_t dtype, int64_t x, int64_t x_off,
+    int64_t w, int64_t w_off, int64_t dy, int64_t dy_off, int64_t addend,
+    int64_t addend_off, int64_t dx, int64_t dx_off, int64_t dw, int64_t dw_off,
+    int64_t db, int64_t db_off, int64_t rows, int64_t d, double eps);
 int32_t fsdprt_rms_norm_forward(int64_t ctx, int64_t stream, int32_t dtype,
                                 int64_t x, int64_t x_off, int64_t w,
                                 int64_t w_off, int64_t y, int64_t y_off,

@@ -253,8 +253,9 @@ def FSDPBuildTrainStepPass : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"fuseAddLayerNorm", "fuse-add-layer-norm", "bool",
            /*default=*/"false",
            "A residual nn.add and the nn.layer_norm of its sum become one "
-           "nn.add_layer_norm once the step is built (off until a GPU run "
-           "measures it)">,
+           "nn.add_layer_norm once the step is built, and in the backward "
+           "the norm's input gradient and the residual gradient's nn.add "
+           "one nn.add_layer_norm_grad (off until a GPU run measures it)">,
     Option<"fuseBiasGelu", "fuse-bias-gelu", "bool", /*default=*/"false",
            "A linear layer and the tanh nn.gelu of its result become one "
            "nn.linear_gelu, and the linear_grad feeding its nn.gelu_grad one "

@@ -1200,4 +1200,32 @@ def NN_AddLayerNormOp : NN_PureOp<"add_layer_norm", [InferTypeOpAdaptor,
 
 include "fsdp/Dialect/NN/IR/NNRoutingOps.td"
 
+def NN_AddLayerNormGradOp : NN_PureOp<"add_layer_norm_grad",
+                                     [InferTypeOpAdaptor]> {
+  let summary = "nn.layer_norm_grad with its input gradient summed with an "
+                "addend";
+  let description = [{
+    The results of nn.layer_norm_grad (`grad`, `input`, the optional
+    `weight`), except that `input_grad` is `addend` + the layer norm's
+    input gradient: in a pre-norm residual block the gradient reaching the
+    residual stream. The input gradient is rounded to the element type
+    first, then added as nn.add does, so the results are those of
+    nn.layer_norm_grad followed by nn.add. `addend` has the input's type
+    (no broadcasting). The train step forms it after it is built
+    (`fuse-add-layer-norm`), so it has no VJP.
+
+    ```mlir
+    %gx, %gw, %gb = nn.add_layer_norm_grad %g, %x, %r weight %w {epsilon = 1.0e-05 : f64} : (tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<32xf32>, tensor<32xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$addend,
+                       Optional<NN_FloatTensor>:$weight,
+                       DefaultValuedAttr<NN_PositiveF64, "1e-5">:$epsilon);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = "$grad `,` $input `,` $addend (`weight` $weight^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // FSDP_DIALECT_NN_IR_NNOPS_TD

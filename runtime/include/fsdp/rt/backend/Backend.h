@@ -293,6 +293,12 @@ public:
   virtual void layerNormBackward(DType dt, const void *x, const void *w,
                                  const void *dy, void *dx, void *dw, void *db,
                                  int64_t rows, int64_t d, double eps) = 0;
+  /// layerNormBackward with dx = addend + the input gradient rounded to dt,
+  /// the sum rounded as binaryForward's add; addend may be dx.
+  virtual void addLayerNormBackward(DType dt, const void *x, const void *w,
+                                    const void *dy, const void *addend,
+                                    void *dx, void *dw, void *db, int64_t rows,
+                                    int64_t d, double eps) = 0;
   virtual void rmsNormForward(DType dt, const void *x, const void *w, void *y,
                               int64_t rows, int64_t d, double eps) = 0;
   virtual void rmsNormBackward(DType dt, const void *x, const void *w,
