@@ -36,6 +36,9 @@ echo "== binaries and the libraries a CUDA image lacks"
 BINARIES=("$BUILD/bin/fsdprt-run" "$BUILD/bin/fsdprt-comm-check"
           "$BUILD/runtime/unittests/fsdprt_cuda_unittests"
           "$BUILD/runtime/bench/fsdprt_cuda_bench")
+# cuDNN's convolutions against the direct kernels (built with cuDNN's headers).
+CUDNN_CONV_TESTS="$BUILD/runtime/unittests/fsdprt_cudnn_conv_tests"
+[ ! -x "$CUDNN_CONV_TESTS" ] || BINARIES+=("$CUDNN_CONV_TESTS")
 cp "${BINARIES[@]}" "$KIT/bin/"
 # The image brings glibc and CUDA (cudart, cuBLAS, NCCL and cuDNN from its
 # toolkit and wheels); everything else the binaries load travels, large

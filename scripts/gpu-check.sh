@@ -6,7 +6,8 @@
 #      default "native", i.e. the GPUs of this machine; BUILD_TYPE defaults
 #      to RelWithDebInfo, Debug also synchronises after every kernel launch),
 #   2. runs the CTest cases labelled requires-gpu (the conformance suites on
-#      "cuda", SKIPPED without a device) and the communicator tests,
+#      "cuda", SKIPPED without a device), cuDNN's convolutions against the
+#      direct kernels (cudnn_conv:*) and the communicator tests,
 #   3. prints a summary: passed / failed / skipped per label.
 # Exit status: 0 if everything ran and passed, 1 on failures, 2 if nothing
 # could run on a GPU (no driver or no device: every GPU case skipped).
@@ -78,6 +79,10 @@ status=0
 echo "== requires-gpu tests"
 ctest --test-dir "$BUILD_DIR" -L requires-gpu -j "$JOBS" --output-on-failure \
   --output-junit "$BUILD_DIR/gpu-tests.xml" || status=1
+# cuDNN's convolutions against the direct kernels (built where the
+# configuration found cuDNN's headers).
+echo "== cuDNN convolution tests"
+ctest --test-dir "$BUILD_DIR" -R '^cudnn_conv:' --output-on-failure || status=1
 echo "== communicator tests (NCCL cases need GPUs)"
 ctest --test-dir "$BUILD_DIR" -L comm --output-on-failure \
   --output-junit "$BUILD_DIR/comm-tests.xml" || status=1

@@ -177,8 +177,9 @@ const std::vector<OptionSpec> &optionSpecs() {
          o.cudaGraphs = v == "on";
        }},
       {"allow-tf32", nullptr,
-       "On the cuda backend, let f32 GEMMs round their inputs to TF32, as "
-       "torch.backends.cuda.matmul.allow_tf32 (default off)",
+       "On the cuda backend, let f32 GEMMs and cuDNN convolutions round "
+       "their inputs to TF32, as torch.backends.cuda.matmul.allow_tf32 and "
+       "torch.backends.cudnn.allow_tf32 (default off)",
        [](O &o, S v) { o.allowTf32 = parseBool("allow-tf32", v); }},
       {"rank-threads", "N", "Compute threads per rank (0: cores / local ranks)",
        [](O &o, S v) { o.threads = parseInteger<int>("rank-threads", v); }},

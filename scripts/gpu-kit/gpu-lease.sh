@@ -3,9 +3,11 @@
 #   <kit>/gpu-lease.sh [--unpack-only]
 # On a GPU machine without network or package manager it checks the machine
 # (nvidia-smi, driver, glibc, the NCCL / cuDNN / cuBLAS the image brings),
-# runs the CUDA conformance suite, a 1-rank NCCL check, 1-rank training of
+# runs the CUDA conformance suite, cuDNN's convolutions against the direct
+# kernels, a 1-rank NCCL check, 1-rank training of
 # every validation model against the CPU backend's reference (and queued
-# against synchronous device work), ResNet-50's step (224 x 224, batch 32),
+# against synchronous device work), ResNet-50's step (224 x 224, batch 32;
+# convolutions on cuDNN, and f32 on the direct kernels for comparison),
 # GPT-2 124M step times and a traced run,
 # each CUDA kernel against its ceiling (fsdprt_cuda_bench) and PyTorch's
 # time for the same step, each part under its own timeout, and writes
@@ -32,7 +34,7 @@
 # The default part timeouts add up to under 10 minutes, one device command;
 # T_<PART>=seconds overrides one (T_TORCH=420).
 set -uo pipefail
-PARTS=",${PARTS:-machine,conformance,nccl,parity,async_vs_sync,resnet,gpt2_124m,kernels,torch},"
+PARTS=",${PARTS:-machine,conformance,cudnn_conv,nccl,parity,async_vs_sync,resnet,gpt2_124m,kernels,torch},"
 if [ "$PARTS" = ",quick," ]; then
   PARTS=",machine,conformance,gpt2_124m,kernels,profile,torch,"
   GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:tune:8 bf16:b64:6 bf16:b64tune:6 bf16:sync:5}
@@ -106,7 +108,7 @@ machine() {
   for d in ${LD_LIBRARY_PATH//:/ }; do
     [ -e "$d/libcudnn.so.9" ] && found="$d/libcudnn.so.9" && break
   done
-  echo "${found:-no libcudnn.so.9: attention will run on cuBLAS}"
+  echo "${found:-no libcudnn.so.9: attention will run on cuBLAS, convolutions on the direct kernels}"
   python -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' || true
   local missing
   missing=$(ldd "$BIN/fsdprt-run" "$BIN/fsdprt_cuda_unittests" | grep "not found" | sort -u)
@@ -126,11 +128,24 @@ rebuild() {
     -DFSDPRT_GTEST_SOURCE_DIR="$src/googletest" &&
   cmake --build "$build" -j "$(nproc)" --target fsdprt-run fsdprt-comm-check fsdprt_cuda_unittests fsdprt_cuda_bench &&
   cp "$build"/bin/fsdprt-run "$build"/bin/fsdprt-comm-check "$build"/unittests/fsdprt_cuda_unittests "$build"/bench/fsdprt_cuda_bench "$BIN/" &&
-  cp "$build"/src/libfsdp_runtime.so "$KIT/lib/"
+  cp "$build"/src/libfsdp_runtime.so "$KIT/lib/" || return 1
+  # Built where the rebuild found cuDNN's headers.
+  if cmake --build "$build" --target fsdprt_cudnn_conv_tests; then
+    cp "$build"/unittests/fsdprt_cudnn_conv_tests "$BIN/"
+  else
+    rm -f "$BIN/fsdprt_cudnn_conv_tests"
+  fi
 }
 
 conformance() {
   "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json"
+}
+# cuDNN's convolutions (forward, input and weight gradients; f32 and bf16)
+# against the direct kernels over ResNet's, depthwise, 1-D and dilated
+# geometries (the kit holds the test where its build had cuDNN's headers).
+cudnn_conv() {
+  [ -x "$BIN/fsdprt_cudnn_conv_tests" ] || { echo "no cuDNN convolution test in this kit"; return 1; }
+  "$BIN/fsdprt_cudnn_conv_tests" --gtest_output="json:$OUT/cudnn_conv.json"
 }
 
 parity() {
@@ -238,8 +253,15 @@ timed_steps() {
   done
 }
 # Convolutional networks (issue 38): ResNet-50 at 224 x 224, batch 32 (the
-# kit holds it where torchvision was installed when it was made).
-resnet() { timed_steps resnet50; }
+# kit holds it where torchvision was installed when it was made), then f32
+# with the direct convolution kernels (FSDPRT_CUDNN_CONV=0; 3 steps, the
+# median past the first) to compare with cuDNN's.
+resnet() {
+  timed_steps resnet50 || return 1
+  FSDPRT_CUDNN_CONV=0 "$BIN/fsdprt-run" "$KIT/steps/resnet50-f32-adamw.so" \
+    --backend "$BACKEND" --steps 3 --seed 0 \
+    --metrics "$OUT/resnet50-f32-direct.jsonl"
+}
 # Mixture of experts (issue 38): the Mixtral-shaped step (1B parameters,
 # 8 experts, top-2, 4 x 1024 tokens; the grouped GEMMs' offsets stay on
 # the device).
@@ -462,13 +484,14 @@ torch_step() {
 
 export KIT OUT BIN PY BACKEND LD_LIBRARY_PATH GPT2_RUNS TORCH_BATCHES TORCH_MODES \
   KERNEL_DTYPES
-export -f python machine rebuild conformance parity async_vs_sync timed_steps resnet moe gpt2_124m kernels profile torch_step \
+export -f python machine rebuild conformance cudnn_conv parity async_vs_sync timed_steps resnet moe gpt2_124m kernels profile torch_step \
   start_ranks wait_ranks check nccl_calls peer_failure graph_replay multirank
 if ! part machine "${T_MACHINE:-30}" machine && [[ $PARTS == *",machine,"* ]]; then
   PARTS="$PARTS,rebuild,"
   part rebuild "${T_REBUILD:-300}" rebuild
 fi
 part conformance "${T_CONFORMANCE:-60}" conformance
+part cudnn_conv "${T_CUDNN_CONV:-60}" cudnn_conv
 part nccl "${T_NCCL:-20}" "$BIN/fsdprt-comm-check" --backend cuda
 part parity "${T_PARITY:-180}" parity
 part async_vs_sync "${T_ASYNC_VS_SYNC:-30}" async_vs_sync
@@ -515,6 +538,15 @@ for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
             "gemm_workspace_bytes": rows[-1].get("gemm_workspace_bytes"),
             "scratch_reserve_bytes": rows[-1].get("scratch_reserve_bytes"),
             "top_ops": (load(os.path.join(out, f"gpt2_124m-{run}.ops.json")) or [])[:10]}
+# ResNet-50's step: convolutions on cuDNN (bf16, f32) and on the direct
+# kernels (f32-direct).
+for run in ("bf16", "f32", "f32-direct"):
+    rows = lines(os.path.join(out, f"resnet50-{run}.jsonl"))
+    if rows:
+        times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]
+        results[f"resnet50_{run}"] = {
+            "losses": [r["loss"] for r in rows], "median_step_s": times[len(times) // 2],
+            "scratch_reserve_bytes": rows[-1].get("scratch_reserve_bytes")}
 results["torch_gpt2_124m"] = load(os.path.join(out, "torch_gpt2_124m.json"))
 results["torch_gpt2_124m_b64"] = load(os.path.join(out, "torch_gpt2_124m_b64.json"))
 results["multirank"] = lines(os.path.join(out, "multirank", "checks.jsonl"))
@@ -526,9 +558,12 @@ for l in open(log, errors="replace") if os.path.exists(log) else []:
         op, rest = l.split("op '", 1)[1].split("' takes ", 1)
         scratch.add((op, int(rest.split()[0])))
 results["gpt2_124m_scratch"] = sorted(scratch, key=lambda e: -e[1])[:20]
-# Where attention fell back from cuDNN's fused kernels to cuBLAS, and why.
+# Where attention fell back from cuDNN's fused kernels to cuBLAS, or a
+# convolution from cuDNN to the direct kernels, and why.
 results["cudnn_fallbacks"] = sorted({l.strip() for p in glob.glob(os.path.join(out, "*.log"))
-                                     for l in open(p, errors="replace") if "attention runs on cuBLAS" in l})
+                                     for l in open(p, errors="replace")
+                                     if "attention runs on cuBLAS" in l
+                                     or "convolution runs on the direct kernels" in l})
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=1)
 print(json.dumps({p["part"]: p["status"] for p in results["parts"]}))

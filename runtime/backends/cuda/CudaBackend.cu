@@ -1,7 +1,8 @@
 //===- CudaBackend.cu - The CUDA backend ----------------------------------===//
 //
-// Adapts the kernels of Kernels.h, cuBLAS (Gemm.h) and the attentions
-// (FusedAttention.h, BlasAttention.h) to the Backend interface, and owns
+// Adapts the kernels of Kernels.h, cuBLAS (Gemm.h), the attentions
+// (FusedAttention.h, BlasAttention.h) and cuDNN's convolutions (CudnnConv.h)
+// to the Backend interface, and owns
 // what is the device's rather than a worker thread's (Worker.h): its
 // memory, the ordering of the runtime's streams on it, and step graphs.
 // Over 800 lines for the adapter table: one class implementing the ~50
@@ -44,6 +45,7 @@
 #include "StepGraphs.h"
 #include "Worker.h"
 #ifdef FSDPRT_HAVE_CUDNN
+#include "CudnnConv.h"
 #include "FusedAttention.h"
 #endif
 
@@ -150,6 +152,7 @@ public:
   explicit CudaBackend(int device)
       : device_(device), syncEachCall_(envFlag("FSDPRT_CUDA_SYNC")),
         useCudnn_(!envIs("FSDPRT_CUDNN", "0")),
+        useCudnnConv_(useCudnn_ && !envIs("FSDPRT_CUDNN_CONV", "0")),
         workers_(device, graphs_, syncEachCall_,
                  envFlag("FSDPRT_CUDA_TF32")) {
     checkCuda(cudaSetDevice(device_), "cudaSetDevice");
@@ -693,15 +696,17 @@ public:
   // Attention with 16-bit operands runs on cuDNN's fused flash attention
   // when the build found cuDNN and it loads (FusedAttention.h); otherwise,
   // and for f32, head by head on cuBLAS (BlasAttention.h). A bias takes the
-  // per-head path (cuDNN's SDPA graph is built without one).
+  // per-head path (cuDNN's SDPA graph is built without one). Either runs
+  // inside the call, so that cuDNN's workspace is a piece of the stream's
+  // scratch reserve.
   void attentionForward(DType dt, const void *q, const void *k, const void *v,
                         const void *bias, void *out, float *stats,
                         const AttentionDims &d) override {
-    if (!bias && fused(dt, [&](auto &fa, std::string &why) {
-          return fa.forward(dt, q, k, v, out, stats, d, why);
-        }))
-      return finishCall();
     run([&](Exec &e) {
+      if (!bias && fused(dt, [&](auto &fa, std::string &why) {
+            return fa.forward(dt, q, k, v, out, stats, d, why);
+          }))
+        return;
       blasAttentionForward(e, dt, q, k, v, bias, out, stats, d);
     });
   }
@@ -711,12 +716,12 @@ public:
                          const void *bias, const void *dout, const void *out,
                          const float *stats, void *dq, void *dk, void *dv,
                          void *dbias, const AttentionDims &d) override {
-    if (!bias && fused(dt, [&](auto &fa, std::string &why) {
-          return fa.backward(dt, q, k, v, dout, out, stats, dq, dk, dv, d,
-                             why);
-        }))
-      return finishCall();
     run([&](Exec &e) {
+      if (!bias && fused(dt, [&](auto &fa, std::string &why) {
+            return fa.backward(dt, q, k, v, dout, out, stats, dq, dk, dv, d,
+                               why);
+          }))
+        return;
       blasAttentionBackward(e, dt, q, k, v, bias, dout, stats, dq, dk, dv,
                             dbias, d);
     });
@@ -747,9 +752,21 @@ public:
       st.commit();
     });
   }
+  // Convolutions run on cuDNN (CudnnConv.h) in their storage type where
+  // the build found cuDNN, it loads and has an engine for the geometry;
+  // otherwise on the direct kernels of Conv.cu, in f32 (16-bit operands
+  // staged). cuDNN's workspace is a piece of the call's scratch reserve.
   void convForward(DType dt, const void *x, const void *w, const void *b,
                    void *y, const ConvGeometry &g) override {
     run([&](Exec &e) {
+      if (convOnCudnn(e, [&](auto &cc, std::string &why) {
+            return cc.forward(dt, x, w, y, g, why);
+          })) {
+        if (b) // y [n, o, oh * ow] += b [o, 1], as PyTorch adds it
+          cuda::binaryForward(e.s, dt, BinaryOp::Add, y,
+                              {g.n, g.o, g.oh * g.ow}, b, {g.o, 1}, y);
+        return;
+      }
       DeviceStaging st({e.s});
       cuda::convForward(e.s, st.in(dt, x, g.inputNumel()),
                         st.in(dt, w, g.weightNumel()), st.in(dt, b, g.o),
@@ -760,6 +777,10 @@ public:
   void convBackwardInput(DType dt, const void *dy, const void *w, void *dx,
                          const ConvGeometry &g) override {
     run([&](Exec &e) {
+      if (convOnCudnn(e, [&](auto &cc, std::string &why) {
+            return cc.backwardInput(dt, dy, w, dx, g, why);
+          }))
+        return;
       DeviceStaging st({e.s});
       cuda::convBackwardInput(e.s, st.in(dt, dy, g.outputNumel()),
                               st.in(dt, w, g.weightNumel()),
@@ -770,6 +791,10 @@ public:
   void convBackwardWeight(DType dt, const void *dy, const void *x, void *dw,
                           const ConvGeometry &g) override {
     run([&](Exec &e) {
+      if (convOnCudnn(e, [&](auto &cc, std::string &why) {
+            return cc.backwardWeight(dt, dy, x, dw, g, why);
+          }))
+        return;
       DeviceStaging st({e.s});
       cuda::convBackwardWeight(e.s, st.in(dt, dy, g.outputNumel()),
                                st.in(dt, x, g.inputNumel()),
@@ -1138,10 +1163,7 @@ private:
     }
     if (st.fused && call(*st.fused, why))
       return true;
-    std::lock_guard<std::mutex> lock(fallbacksMutex_);
-    if (!why.empty() && fallbacks_.insert(why).second)
-      std::fprintf(stderr, "fsdprt: cuda: %s; attention runs on cuBLAS\n",
-                   why.c_str());
+    noteFallback(why, "attention runs on cuBLAS");
     return false;
 #else
     (void)dt;
@@ -1150,10 +1172,43 @@ private:
 #endif
   }
 
+  /// Runs `call(CudnnConv &, std::string &why)` when cuDNN serves
+  /// convolutions on e's stream (FSDPRT_CUDNN_CONV=0 or FSDPRT_CUDNN=0 turn
+  /// it off); false means the caller runs the direct kernels. Each reason
+  /// for falling back is printed once.
+  template <typename F> bool convOnCudnn(Exec &e, F &&call) {
+#ifdef FSDPRT_HAVE_CUDNN
+    if (!useCudnnConv_)
+      return false;
+    ThreadState &st = *e.st;
+    std::string why;
+    if (!st.convTried) {
+      st.convTried = true;
+      st.conv = CudnnConv::create(st.stream, e.tf32, why);
+    }
+    if (st.conv && call(*st.conv, why))
+      return true;
+    noteFallback(why, "convolution runs on the direct kernels");
+    return false;
+#else
+    (void)e;
+    (void)call;
+    return false;
+#endif
+  }
+
+  /// Prints why cuDNN does not serve a call, once per reason.
+  void noteFallback(const std::string &why, const char *instead) {
+    std::lock_guard<std::mutex> lock(fallbacksMutex_);
+    if (!why.empty() && fallbacks_.insert(why).second)
+      std::fprintf(stderr, "fsdprt: cuda: %s; %s\n", why.c_str(), instead);
+  }
+
   const int device_;
   cudaMemPool_t pool_ = nullptr;
   const bool syncEachCall_;
   const bool useCudnn_;
+  const bool useCudnnConv_;
   StepGraphs graphs_;
   Workers workers_; // after graphs_: torn down before it
   std::mutex fallbacksMutex_;

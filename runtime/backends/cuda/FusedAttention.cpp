@@ -1,23 +1,17 @@
 //===- FusedAttention.cpp - Attention through cuDNN's fused SDPA ----------===//
 #include "FusedAttention.h"
+#include "Cudnn.h"
 #include "Device.h"
 
 #include <cudnn_frontend.h>
-#include <dlfcn.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <map>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
-
-namespace cudnn_frontend {
-// The frontend's dynamic loading resolves every cuDNN call through this.
-void *cudnn_dlhandle = nullptr;
-} // namespace cudnn_frontend
 
 namespace fe = cudnn_frontend;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
@@ -31,28 +25,6 @@ namespace {
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
 enum class Kind { Forward, ForwardWithStats, Backward };
-
-/// Opens libcudnn.so.9 once per process: "" on success, else why not.
-const std::string &openCudnn() {
-  static const std::string why = [] {
-    void *h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_GLOBAL);
-    if (!h)
-      return std::string("cannot open libcudnn.so.9: ") + dlerror();
-    fe::cudnn_dlhandle = h;
-    return std::string();
-  }();
-  return why;
-}
-
-/// cuDNN's deterministic backward (the default: the same bits run to run)
-/// keeps dQ's partial sums in a workspace of 8 x B.H.T.D f32 (201 MB for
-/// GPT-2 124M at batch 8 x 1024); FSDPRT_CUDNN_DETERMINISTIC=0 picks the
-/// one that adds them atomically instead, as PyTorch's default SDPA
-/// backward does: less memory, results that vary in their last bits.
-bool deterministicBackward() {
-  static const bool deterministic = !envIs("FSDPRT_CUDNN_DETERMINISTIC", "0");
-  return deterministic;
-}
 
 /// A [batch, heads, seq, headDim] view of the runtime's [batch, seq, heads,
 /// headDim] storage, tokens `row` elements apart (heads * hd, or more for
@@ -108,11 +80,14 @@ std::shared_ptr<fe::graph::Graph> describe(Kind kind, DType dt,
   fe::graph::Tensor_attributes statsAttrs;
   setStats(statsAttrs.set_name("stats"), d);
   TensorPtr stats = g->tensor(statsAttrs);
+  // The deterministic backward (the default) keeps dQ's partial sums in a
+  // workspace of 8 x B.H.T.D f32 (201 MB for GPT-2 124M at batch 8 x 1024);
+  // the other adds them atomically, as PyTorch's default SDPA backward.
   auto attrs = fe::graph::SDPA_backward_attributes()
                    .set_name("attention_backward")
                    .set_causal_mask(d.causal)
                    .set_attn_scale(scale)
-                   .set_deterministic_algorithm(deterministicBackward());
+                   .set_deterministic_algorithm(cudnnDeterministic());
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dO, stats, attrs);
   bshd(dq->set_output(true).set_uid(kDQ), b, h, d.tq, hd, qRow);
   bshd(dk->set_output(true).set_uid(kDK), b, kvh, d.tk, hd, kvRow);
@@ -186,30 +161,16 @@ struct FusedAttention::Impl {
 FusedAttention::FusedAttention(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 
-FusedAttention::~FusedAttention() {
-  if (impl_->handle)
-    fe::detail::destroy_handle(impl_->handle); // Statuses ignored on teardown.
-}
+FusedAttention::~FusedAttention() { destroyCudnnHandle(impl_->handle); }
 
 std::unique_ptr<FusedAttention> FusedAttention::create(cudaStream_t stream,
                                                        std::string &why) {
-  why = openCudnn();
-  if (!why.empty())
+  cudnnHandle_t handle = createCudnnHandle(stream, why);
+  if (!handle)
     return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->stream = stream;
-  try {
-    if (fe::detail::create_handle(&impl->handle) != CUDNN_STATUS_SUCCESS ||
-        fe::detail::set_stream(impl->handle, stream) != CUDNN_STATUS_SUCCESS)
-      why = "cudnnCreate or cudnnSetStream failed";
-  } catch (const std::exception &e) {
-    why = e.what();
-  }
-  if (!why.empty()) {
-    if (impl->handle)
-      fe::detail::destroy_handle(impl->handle);
-    return nullptr;
-  }
+  impl->handle = handle;
   return std::unique_ptr<FusedAttention>(new FusedAttention(std::move(impl)));
 }
 

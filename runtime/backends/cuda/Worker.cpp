@@ -51,6 +51,7 @@ Workers::~Workers() {
       cudaStreamSynchronize(st.stream);
 #ifdef FSDPRT_HAVE_CUDNN
     st.fused.reset();
+    st.conv.reset();
 #endif
     st.gemm.lt.reset();
     if (st.gemm.blas)

@@ -13,7 +13,7 @@
 //
 // Buffer lifetimes (where each buffer is last used before it is freed):
 // * Scratch (f32 staging of 16-bit operands, attention probabilities, row
-//   statistics, partial sums, cuDNN's workspace): pieces of the calling
+//   statistics, partial sums, cuDNN's workspaces): pieces of the calling
 //   thread's reserve (ScratchReserve.h), used by kernels on its own CUDA
 //   stream only, so the next call on that stream reuses them in stream
 //   order. Held between calls, as the GEMM workspace.
@@ -30,6 +30,7 @@
 #include "ScratchReserve.h"
 #include "StepGraphs.h"
 #ifdef FSDPRT_HAVE_CUDNN
+#include "CudnnConv.h"
 #include "FusedAttention.h"
 #endif
 
@@ -59,6 +60,8 @@ struct ThreadState {
 #ifdef FSDPRT_HAVE_CUDNN
   bool fusedTried = false;
   std::unique_ptr<FusedAttention> fused; // null: cuDNN could not be loaded
+  bool convTried = false;
+  std::unique_ptr<CudnnConv> conv; // null: cuDNN could not be loaded
 #endif
 };
 

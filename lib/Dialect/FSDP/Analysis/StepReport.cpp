@@ -447,7 +447,7 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
         "workspace per stream running GEMMs (the compute stream's), and a "
         "per-call scratch reserve per stream, sized by its largest call at "
         "the first step (fsdp-run prints both; cuDNN chooses its attention "
-        "workspace then)\n",
+        "and convolution workspaces then)\n",
         workspace);
   std::map<std::string, int64_t> counts;
   int64_t totalBytes = 0;
