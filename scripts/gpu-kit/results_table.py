@@ -24,6 +24,7 @@ FLOPS_PER_TOKEN = 6 * 124.4e6 + 12 * 12 * 1024 * 768
 PEAK_FLOPS = 989e12  # H100 SXM, dense bf16
 
 OURS = [("bf16", "ours bf16, the step as one CUDA graph"),
+        ("bf16-fused", "ours bf16, fuse-add-layer-norm + fuse-bias-gelu"),
         ("bf16-eager", "ours bf16, eager (--cuda-graphs off)"),
         ("bf16-nondet", "ours bf16, cuDNN's non-deterministic attention "
                         "backward"),

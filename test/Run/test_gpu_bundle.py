@@ -50,6 +50,15 @@ def test_kit_fits_and_holds_what_the_lease_runs(kit):
     for dtype in ("f32", "bf16"):
         assert (kit / "steps" / f"gpt2_124m-{dtype}-adamw.so").exists()
     assert (kit / "steps" / "gpt2_124m_unpadded-bf16-adamw.so").exists()
+    # The fusions' A/B step calls the fused kernels (the option string took).
+    fused = (kit / "steps" / "gpt2_124m_fused-bf16-adamw.so").read_bytes()
+    for symbol in (b"fsdprt_add_layer_norm_forward",
+                   b"fsdprt_add_layer_norm_backward",
+                   b"fsdprt_linear_gelu_forward",
+                   b"fsdprt_linear_gelu_backward"):
+        assert symbol in fused, symbol
+    plain = (kit / "steps" / "gpt2_124m-bf16-adamw.so").read_bytes()
+    assert b"fsdprt_linear_gelu_forward" not in plain
     for dtype in ("f32", "bf16"):
         for model in models:
             for optimizer in ("adamw", "sgd"):
