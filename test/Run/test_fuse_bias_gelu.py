@@ -96,3 +96,22 @@ def test_fused_bf16_step_trains_within_one_rounding_on_cuda_emu(
         bound = (2 if want.ndim == 1 else 1) * roundoff * np.abs(want).max()
         diff = np.abs(fused[name] - want).max()
         assert diff <= bound, f"{name}: max|diff| {diff:.3g} > {bound:.3g}"
+
+
+def test_both_fusions_together_train_as_the_unfused_step(fsdp, fsdp_opt,
+                                                         tmp_path):
+    """The GPU kit's fused step: fuse-add-layer-norm and fuse-bias-gelu on
+    together (their patterns do not overlap) still train bit for bit as the
+    unfused step on 2 CPU ranks."""
+    base = f"world-size=2 {BASE} optimizer=adamw lower=true"
+    both = _step(fsdp_opt, tmp_path,
+                 f"{base} fuse-bias-gelu=true fuse-add-layer-norm=true",
+                 "both")
+    plain = _step(fsdp_opt, tmp_path, base, "plain")
+    text = both.read_text()
+    for kernel in ("linear_gelu_forward", "linear_gelu_backward",
+                   "add_layer_norm_forward", "add_layer_norm_backward"):
+        assert text.count(f"llvm.call @fsdprt_{kernel}(") >= 2, kernel
+    runs = [fsdp.run(step, nproc=2, steps=STEPS) for step in (both, plain)]
+    assert len(runs[0].losses) == STEPS
+    _assert_trained_alike(*runs)
