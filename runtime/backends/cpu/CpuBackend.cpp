@@ -103,20 +103,6 @@ public:
                         st.out(dt, dw, n * k), st.out(dt, db, n), m, k, n);
     st.commit();
   }
-  // The fused GEMM + GELU ops run the unfused kernels in turn: the CPU
-  // results are the unfused program's bits (fuse-bias-gelu).
-  void linearGeluForward(DType dt, const void *x, const void *w, const void *b,
-                         void *pre, void *y, int64_t m, int64_t k,
-                         int64_t n) override {
-    linearForward(dt, x, w, b, pre, m, k, n);
-    activationForward(dt, Activation::GeluTanh, pre, y, m * n);
-  }
-  void linearGeluBackward(DType dt, const void *x, const void *w,
-                          const void *dy, const void *pre, void *dx, void *dw,
-                          void *db, int64_t m, int64_t k, int64_t n) override {
-    linearBackward(dt, x, w, dy, dx, dw, db, m, k, n);
-    activationBackward(dt, Activation::GeluTanh, pre, dx, dx, m * k);
-  }
   void matmulForward(DType dt, const void *a, const void *b, void *c,
                      const MatmulDims &d) override {
     HostStaging st = staging();

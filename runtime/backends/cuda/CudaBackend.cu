@@ -428,7 +428,7 @@ public:
                          int64_t n) override {
     // y^T = gelu(w x^T + b) column-major in cuBLASLt's GELU_AUX_BIAS
     // epilogue, pre^T its aux: GELU of the f32 accumulator, each output
-    // rounded once. Else the linear, then the GELU kernel on pre as stored.
+    // rounded once. Else Backend's default: the two unfused calls.
     bool fusedDone = false;
     run([&](Exec &e) {
       fusedDone =
@@ -438,17 +438,15 @@ public:
                cudaType(dt), cudaType(dt), computeType(e, dt), true, false, n,
                m, k, w, k, x, k, y, n, const_cast<void *>(b), pre, n});
     });
-    if (fusedDone)
-      return;
-    linearForward(dt, x, w, b, pre, m, k, n);
-    activationForward(dt, Activation::GeluTanh, pre, y, m * n);
+    if (!fusedDone)
+      Backend::linearGeluForward(dt, x, w, b, pre, y, m, k, n);
   }
   void linearGeluBackward(DType dt, const void *x, const void *w,
                           const void *dy, const void *pre, void *dx, void *dw,
                           void *db, int64_t m, int64_t k, int64_t n) override {
     // dx^T = w^T dy^T column-major (dx = dy w) times gelu'(pre) in
     // cuBLASLt's DGELU epilogue, rounded once; dw and db as linearBackward.
-    // Else dx from linearBackward, then the GELU gradient kernel in place.
+    // Else Backend's default: linearBackward, then the GELU's gradient.
     bool fusedDone = false;
     run([&](Exec &e) {
       fusedDone =
@@ -457,9 +455,10 @@ public:
                        computeType(e, dt), false, false, k, m, n, w, k, dy, n,
                        dx, k, nullptr, const_cast<void *>(pre), k});
     });
-    linearBackward(dt, x, w, dy, fusedDone ? nullptr : dx, dw, db, m, k, n);
-    if (!fusedDone)
-      activationBackward(dt, Activation::GeluTanh, pre, dx, dx, m * k);
+    if (fusedDone)
+      linearBackward(dt, x, w, dy, nullptr, dw, db, m, k, n);
+    else
+      Backend::linearGeluBackward(dt, x, w, dy, pre, dx, dw, db, m, k, n);
   }
   void matmulForward(DType dt, const void *a, const void *b, void *c,
                      const MatmulDims &d) override {
@@ -1156,15 +1155,10 @@ private:
     if (dt == DType::F32 || !useCudnn_)
       return false;
     ThreadState &st = workers_.state();
-    std::string why;
-    if (!st.fusedTried) {
-      st.fusedTried = true;
-      st.fused = FusedAttention::create(st.stream, why);
-    }
-    if (st.fused && call(*st.fused, why))
-      return true;
-    noteFallback(why, "attention runs on cuBLAS");
-    return false;
+    return onCudnn(
+        st.fusedTried, st.fused,
+        [&](std::string &why) { return FusedAttention::create(st.stream, why); },
+        call, "attention runs on cuBLAS");
 #else
     (void)dt;
     (void)call;
@@ -1181,20 +1175,34 @@ private:
     if (!useCudnnConv_)
       return false;
     ThreadState &st = *e.st;
-    std::string why;
-    if (!st.convTried) {
-      st.convTried = true;
-      st.conv = CudnnConv::create(st.stream, e.tf32, why);
-    }
-    if (st.conv && call(*st.conv, why))
-      return true;
-    noteFallback(why, "convolution runs on the direct kernels");
-    return false;
+    return onCudnn(
+        st.convTried, st.conv,
+        [&](std::string &why) {
+          return CudnnConv::create(st.stream, e.tf32, why);
+        },
+        call, "convolution runs on the direct kernels");
 #else
     (void)e;
     (void)call;
     return false;
 #endif
+  }
+
+  /// call(*user, why) with the thread's cuDNN user made by create(why) on
+  /// its first call; false, the reason printed once (noteFallback), where
+  /// it could not be made or declines the call.
+  template <typename User, typename Create, typename F>
+  bool onCudnn(bool &tried, std::unique_ptr<User> &user, Create &&create,
+               F &&call, const char *instead) {
+    std::string why;
+    if (!tried) {
+      tried = true;
+      user = create(why);
+    }
+    if (user && call(*user, why))
+      return true;
+    noteFallback(why, instead);
+    return false;
   }
 
   /// Prints why cuDNN does not serve a call, once per reason.

@@ -246,15 +246,24 @@ public:
   virtual void linearBackward(DType dt, const void *x, const void *w,
                               const void *dy, void *dx, void *dw, void *db,
                               int64_t m, int64_t k, int64_t n) = 0;
-  /// pre = linearForward(x, w, b), y = the tanh GELU of pre.
+  /// pre = linearForward(x, w, b), y = the tanh GELU of pre. By default
+  /// the two unfused calls in turn (the CPU backend's, so its results are
+  /// the unfused program's bits; CUDA's where its epilogue does not apply).
   virtual void linearGeluForward(DType dt, const void *x, const void *w,
                                  const void *b, void *pre, void *y, int64_t m,
-                                 int64_t k, int64_t n) = 0;
-  /// linearBackward with dx = the tanh GELU's gradient at pre of dy * w.
+                                 int64_t k, int64_t n) {
+    linearForward(dt, x, w, b, pre, m, k, n);
+    activationForward(dt, Activation::GeluTanh, pre, y, m * n);
+  }
+  /// linearBackward with dx = the tanh GELU's gradient at pre of dy * w;
+  /// by default linearBackward, then the GELU's gradient in place on dx.
   virtual void linearGeluBackward(DType dt, const void *x, const void *w,
                                   const void *dy, const void *pre, void *dx,
                                   void *dw, void *db, int64_t m, int64_t k,
-                                  int64_t n) = 0;
+                                  int64_t n) {
+    linearBackward(dt, x, w, dy, dx, dw, db, m, k, n);
+    activationBackward(dt, Activation::GeluTanh, pre, dx, dx, m * k);
+  }
   virtual void matmulForward(DType dt, const void *a, const void *b, void *c,
                              const MatmulDims &d) = 0;
   virtual void matmulBackward(DType dt, const void *a, const void *b,
