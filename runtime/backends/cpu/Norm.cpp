@@ -95,25 +95,26 @@ static void columnGrads(int threads, const float *dy, float *dw, float *db,
 }
 
 /// layer_norm's backward: each row's statistics and, when `withDx`, its
-/// input gradient handed to rowDone(r, dxRow) from a scratch row; then the
-/// column gradients. The unfused and the fused (addend) backward share it.
+/// input gradient, written to `dx` (f32) where given, else to a scratch row,
+/// then handed to rowDone(r, row); then the column gradients. The unfused
+/// and the fused (addend) backward share it.
 template <typename RowDone>
 static void layerNormBackwardRows(int threads, const float *x, const float *w,
-                                  const float *dy, bool withDx, float *dw,
-                                  float *db, int64_t rows, int64_t d, float eps,
-                                  RowDone rowDone) {
+                                  const float *dy, bool withDx, float *dx,
+                                  float *dw, float *db, int64_t rows, int64_t d,
+                                  float eps, RowDone rowDone) {
   std::vector<float> mean(rows), rstd(rows);
   parallelFor(threads, rows, rowGrain(d), [&](int64_t r0, int64_t r1) {
-    std::vector<float> g(d), dxRow(d);
+    std::vector<float> g(d), scratch(dx ? 0 : d);
     for (int64_t r = r0; r < r1; ++r) {
       meanRstd(x + r * d, d, 1, eps, mean[r], rstd[r]);
       if (!withDx)
         continue;
       for (int64_t i = 0; i < d; ++i)
         g[i] = dy[r * d + i] * (w ? w[i] : 1.0f);
-      layerNormRowBackward(x + r * d, g.data(), mean[r], rstd[r], d,
-                           dxRow.data());
-      rowDone(r, dxRow.data());
+      float *row = dx ? dx + r * d : scratch.data();
+      layerNormRowBackward(x + r * d, g.data(), mean[r], rstd[r], d, row);
+      rowDone(r, row);
     }
   });
   columnGrads(threads, dy, dw, db, rows, d, [&](int64_t r, int64_t j) {
@@ -124,10 +125,8 @@ static void layerNormBackwardRows(int threads, const float *x, const float *w,
 void layerNormBackward(int threads, const float *x, const float *w,
                        const float *dy, float *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps) {
-  layerNormBackwardRows(threads, x, w, dy, dx != nullptr, dw, db, rows, d, eps,
-                        [&](int64_t r, const float *dxRow) {
-                          std::copy(dxRow, dxRow + d, dx + r * d);
-                        });
+  layerNormBackwardRows(threads, x, w, dy, dx != nullptr, dx, dw, db, rows, d,
+                        eps, [](int64_t, const float *) {});
 }
 
 void addLayerNormBackward(int threads, DType dt, const float *x, const float *w,
@@ -138,7 +137,8 @@ void addLayerNormBackward(int threads, DType dt, const float *x, const float *w,
     using S = decltype(s);
     using T = typename S::T;
     layerNormBackwardRows(
-        threads, x, w, dy, /*withDx=*/true, dw, db, rows, d, eps,
+        threads, x, w, dy, /*withDx=*/true, /*dx=*/nullptr, dw, db, rows, d,
+        eps,
         [&](int64_t r, const float *dxRow) {
           const T *ar = static_cast<const T *>(addend) + r * d;
           T *out = static_cast<T *>(dx) + r * d;
