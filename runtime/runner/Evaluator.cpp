@@ -19,12 +19,6 @@ namespace {
   throw std::runtime_error("--eval-program: " + why);
 }
 
-/// `bytes` as the arena lays a buffer out.
-int64_t aligned(int64_t bytes) {
-  return (bytes + FSDPRT_ARENA_ALIGNMENT - 1) / FSDPRT_ARENA_ALIGNMENT *
-         FSDPRT_ARENA_ALIGNMENT;
-}
-
 bool sameParams(const UnitInfo &a, const UnitInfo &b) {
   if (a.params.size() != b.params.size())
     return false;
@@ -68,7 +62,7 @@ Evaluator::Evaluator(const RunOptions &o, const Program &train,
     : train_(train), eval_(checkedEvalProgram(train, eval)),
       step_(eval.step()),
       data_(o.evalData, eval_, o.seed),
-      base_(aligned(train.persistentBytes)),
+      base_(arenaAligned(train.persistentBytes)),
       batches_(o.evalBatches), seed_(o.seed) {
   for (const UnitInfo &u : eval_.units) {
     const UnitInfo *match = nullptr;

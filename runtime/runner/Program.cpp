@@ -10,6 +10,7 @@
 
 #include "fsdp/rt/DType.h"
 #include "fsdp/rt/ProgramKeys.h"
+#include "fsdp/rt/fsdprt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -564,6 +565,11 @@ int64_t tensorBytes(const std::vector<int64_t> &shape,
   for (int64_t d : shape)
     bytes *= d;
   return bytes;
+}
+
+int64_t arenaAligned(int64_t bytes) {
+  return (bytes + FSDPRT_ARENA_ALIGNMENT - 1) / FSDPRT_ARENA_ALIGNMENT *
+         FSDPRT_ARENA_ALIGNMENT;
 }
 
 int64_t Program::batchPerRank() const {

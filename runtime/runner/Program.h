@@ -162,6 +162,8 @@ int64_t dtypeBytes(const std::string &dtype);
 /// Bytes of a tensor of `shape` in `dtype`.
 int64_t tensorBytes(const std::vector<int64_t> &shape,
                     const std::string &dtype);
+/// `bytes` as the arena lays a buffer out (FSDPRT_ARENA_ALIGNMENT).
+int64_t arenaAligned(int64_t bytes);
 
 /// Parses and validates the JSON text; throws std::runtime_error with a
 /// message naming the offending field.

@@ -14,11 +14,6 @@ namespace {
 
 bool sharded(const UnitInfo &u) { return u.shardNumel < u.paddedNumel; }
 
-int64_t aligned(int64_t bytes) {
-  return (bytes + FSDPRT_ARENA_ALIGNMENT - 1) / FSDPRT_ARENA_ALIGNMENT *
-         FSDPRT_ARENA_ALIGNMENT;
-}
-
 /// Bytes of the largest whole flat tensor and of the largest shard.
 std::pair<int64_t, int64_t>
 largest(const std::vector<const UnitInfo *> &units) {
@@ -37,7 +32,7 @@ largest(const std::vector<const UnitInfo *> &units) {
 int64_t UnitGatherer::scratchBytes(const Program &program,
                                    const std::vector<const UnitInfo *> &units) {
   auto [whole, shard] = largest(units);
-  return aligned(whole) + (program.cpuOffload ? aligned(shard) : 0);
+  return arenaAligned(whole) + (program.cpuOffload ? arenaAligned(shard) : 0);
 }
 
 UnitGatherer::UnitGatherer(const Program &program, int64_t ctx, int64_t stream,
