@@ -195,8 +195,8 @@ async_vs_sync() {
 
 # GPT-2 124M: bf16 and f32 step times as the runner runs them (the step
 # captured as a CUDA graph and replayed), bf16 with issue 41's opt-in
-# fusions (the "fused" step: fuse-add-layer-norm, fuse-bias-gelu), bf16 eager (--cuda-graphs off:
-# device work queued, the host ahead), bf16 with attention on cuBLAS
+# fusions (the "fused" step: fuse-add-layer-norm, fuse-bias-gelu), bf16
+# eager (--cuda-graphs off: device work queued, the host ahead), bf16 with attention on cuBLAS
 # instead of cuDNN (FSDPRT_CUDNN=0), bf16 queued and traced (eager: the
 # traced times are the host's issue times), then bf16 with
 # FSDPRT_CUDA_SYNC=1 (each call waits for its work: the traced per-op times
