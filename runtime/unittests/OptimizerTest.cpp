@@ -1,6 +1,8 @@
 //===- OptimizerTest.cpp - SGD, AdamW, gradient norm and clipping ---------===//
 #include "TestUtil.h"
 
+#include "fsdp/rt/math/Half.h"
+
 #include <cmath>
 
 namespace fsdp {
@@ -163,6 +165,58 @@ TEST_P(OptimizerConformance, LionMatchesFloat64ReferenceOverSteps) {
                          6, lr, b1, b2, wd, found, 0));
   EXPECT_EQ(dev.download(p, n), before);
   EXPECT_EQ(dev.download(m, n), state);
+}
+
+TEST_P(OptimizerConformance, LowPrecisionGradientUpdatesAsItsF32Widening) {
+  // The compiler hands a reduced bf16 / f16 gradient to the update as it
+  // is (Shard.cpp): every update must give the bits it gives the gradient's
+  // exact f32 widening, parameters and state alike, over several steps.
+  Device dev(GetParam());
+  const int64_t n = 37; // not a multiple of any vector width
+  for (int32_t dtype : {FSDPRT_BF16, FSDPRT_F16}) {
+    SCOPED_TRACE(dtype == FSDPRT_BF16 ? "bf16" : "f16");
+    auto narrow = [&](float f) {
+      return dtype == FSDPRT_BF16 ? floatToBf16(f) : floatToF16(f);
+    };
+    auto widen = [&](uint16_t h) {
+      return dtype == FSDPRT_BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+    };
+    // [0] reads the 16-bit gradient, [1] its widening.
+    auto p0 = randomVector(n, 71, -1.0f, 1.0f);
+    // AdamW's moments m, v, SGD's momentum buffer mb, Lion's moment l.
+    int64_t p[2], m[2], v[2], mb[2], l[2];
+    int64_t g16 = dev.alloc(n * 2), g32 = dev.alloc(n * 4);
+    for (int k = 0; k < 2; ++k) {
+      p[k] = dev.upload(p0);
+      for (int64_t *state : {m, v, mb, l})
+        state[k] = dev.upload(std::vector<float>(n, 0.0f));
+    }
+    for (int t = 1; t <= 3; ++t) {
+      std::vector<uint16_t> half(n);
+      std::vector<float> wide(n);
+      auto values = randomVector(n, 500 + t, -2.0f, 2.0f);
+      for (int64_t i = 0; i < n; ++i)
+        wide[i] = widen(half[i] = narrow(values[i]));
+      RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g16, 0, half.data(),
+                                  n * 2));
+      RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, g32, 0, wide.data(),
+                                  n * 4));
+      for (int k = 0; k < 2; ++k) {
+        int32_t gt = k == 0 ? dtype : FSDPRT_F32;
+        int64_t g = k == 0 ? g16 : g32;
+        RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, gt, p[k], 0, g, 0, m[k],
+                                0, v[k], 0, n, t, 1e-2, 0.9, 0.999, 1e-8, 0.01,
+                                0, 0, 0));
+        RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, gt, p[k], 0, g, 0, mb[k],
+                              0, n, t, 1e-2, 0.9, 0.0, 0.01, 1, 0, 0));
+        RT_OK(fsdprt_lion_step(dev.ctx, dev.stream, gt, p[k], 0, g, 0, l[k],
+                               0, n, t, 1e-3, 0.9, 0.99, 0.1, 0, 0));
+      }
+      dev.sync(); // the copies read `half` and `wide`
+    }
+    for (int64_t *tensor : {p, m, v, mb, l})
+      EXPECT_EQ(dev.download(tensor[0], n), dev.download(tensor[1], n));
+  }
 }
 
 TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {

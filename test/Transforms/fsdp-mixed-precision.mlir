@@ -2,6 +2,8 @@
 // gather and reduce in low precision, update in f32.
 // RUN: fsdp-opt %examples/mlp.mlir --fsdp-mixed-precision="param-dtype=bf16" --fsdp-build-train-step | FileCheck %s --check-prefix=STEP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=SHARD
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision --fsdp-pipeline="world-size=4 clip-grad-norm=1.0" | FileCheck %s --check-prefix=CLIP
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision --fsdp-pipeline="world-size=1" | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision --fsdp-pipeline="world-size=4 report=true" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=f32" --fsdp-pipeline="world-size=4" | FileCheck %s --check-prefix=F32REDUCE
 // RUN: fsdp-opt %s --fsdp-mixed-precision="param-dtype=f16 buffer-dtype=f16" --fsdp-build-train-step | FileCheck %s --check-prefix=BUFFER
@@ -30,14 +32,29 @@
 // STEP: return %[[LOSS]],
 
 // Sharded: the f32 shard is cast before the all-gather (half the bytes),
-// gradients are reduce-scattered in bf16 and cast up for the f32 update.
+// gradients are reduce-scattered in bf16 and the f32 update reads the bf16
+// shard as it is (an exact widening: no f32 copy of it).
 // SHARD-LABEL: func.func @nested_wrapped_train_step(
 // SHARD: %[[LP:.*]] = nn.cast %arg0 {{.*}} : tensor<19xf32> to tensor<19xbf16>
 // SHARD: fsdp.unshard %[[LP]] unit "" {{.*}} : tensor<19xbf16> -> !fsdp.token<tensor<76xbf16>>
 // SHARD: fsdp.view %{{.*}}[0] {{.*}} : tensor<76xbf16> -> tensor<4x8xbf16>
 // SHARD: %[[G:.*]] = fsdp.reduce_grads %{{.*}} unit "module.2" {{.*}} : tensor<68xbf16> -> tensor<17xbf16>
-// SHARD: %[[G32:.*]] = nn.cast %[[G]] {{.*}} : tensor<17xbf16> to tensor<17xf32>
-// SHARD: fsdp.sgd_step %arg3, %[[G32]] {{.*}} : (tensor<17xf32>, tensor<17xf32>, tensor<i64>) -> tensor<17xf32>
+// SHARD-NOT: nn.cast %[[G]]
+// SHARD: fsdp.sgd_step %arg3, %[[G]] {{.*}} : (tensor<17xf32>, tensor<17xbf16>, tensor<i64>) -> tensor<17xf32>
+
+// Clipping scales the gradient in place, which rounds: it clips the f32
+// widening, and the update reads that.
+// CLIP: %[[G:.*]] = fsdp.reduce_grads %{{.*}} unit "module.2" {{.*}} -> tensor<17xbf16>
+// CLIP: nn.cast %[[G]] {{.*}} : tensor<17xbf16> to tensor<17xf32>
+// CLIP: fsdp.clip_grad_norm
+// CLIP: fsdp.sgd_step %arg3, %{{.*}} : (tensor<17xf32>, tensor<17xf32>, tensor<i64>)
+
+// One rank: nothing to reduce, so no reduction (it would only copy); each
+// update reads its unit's flat bf16 gradient.
+// ONE-NOT: fsdp.reduce_grads
+// ONE: %[[G:.*]] = fsdp.flatten %weight_grad_1, %bias_grad_2 {{.*}} -> tensor<68xbf16>
+// ONE-NOT: fsdp.reduce_grads
+// ONE: fsdp.sgd_step %arg3, %[[G]] {{.*}} : (tensor<68xf32>, tensor<68xbf16>, tensor<i64>)
 
 // Half the bytes of the f32 schedule (5648).
 // REPORT: collectives per step: 11, 2824 bytes; all_gather backward 3; all_gather forward 4; reduce_scatter backward 4

@@ -1019,27 +1019,23 @@ public:
                float *momentumBuf, int64_t n, const SgdScalars &sc,
                const SgdScalars *live, const float *skip) override {
     run([&](Exec &e) {
-      DeviceStaging st({e.s});
-      cuda::sgdStep(e.s, param, st.in(gradType, grad, n), momentumBuf, n, sc,
-                    live, skip);
+      cuda::sgdStep(e.s, gradType, param, grad, momentumBuf, n, sc, live,
+                    skip);
     });
   }
   void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
                  float *expAvgSq, int64_t n, const AdamWScalars &sc,
                  const AdamWScalars *live, const float *skip) override {
     run([&](Exec &e) {
-      DeviceStaging st({e.s});
-      cuda::adamwStep(e.s, param, st.in(gradType, grad, n), expAvg, expAvgSq,
-                      n, sc, live, skip);
+      cuda::adamwStep(e.s, gradType, param, grad, expAvg, expAvgSq, n, sc,
+                      live, skip);
     });
   }
   void lionStep(DType gradType, float *param, const void *grad, float *expAvg,
                 int64_t n, const LionScalars &sc, const LionScalars *live,
                 const float *skip) override {
     run([&](Exec &e) {
-      DeviceStaging st({e.s});
-      cuda::lionStep(e.s, param, st.in(gradType, grad, n), expAvg, n, sc, live,
-                     skip);
+      cuda::lionStep(e.s, gradType, param, grad, expAvg, n, sc, live, skip);
     });
   }
   void adafactorStats(DType gradType, const float *param, const void *grad,

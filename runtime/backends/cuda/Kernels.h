@@ -289,16 +289,18 @@ void mseLossBackward(Stream s, const float *a, const float *b,
                      LossReduction reduction);
 
 /// The updates do nothing when *skip (device memory; null: never) is
-/// non-zero; `live` (may be null) as for dropout.
-void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
-             int64_t n, const SgdScalars &sc, const SgdScalars *live,
-             const float *skip);
-void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, const AdamWScalars &sc,
-               const AdamWScalars *live, const float *skip);
-void lionStep(Stream s, float *param, const float *grad, float *expAvg,
-              int64_t n, const LionScalars &sc, const LionScalars *live,
-              const float *skip);
+/// non-zero; `live` (may be null) as for dropout. The gradient is in
+/// storage type gradType, read as it is.
+void sgdStep(Stream s, DType gradType, float *param, const void *grad,
+             float *momentumBuf, int64_t n, const SgdScalars &sc,
+             const SgdScalars *live, const float *skip);
+void adamwStep(Stream s, DType gradType, float *param, const void *grad,
+               float *expAvg, float *expAvgSq, int64_t n,
+               const AdamWScalars &sc, const AdamWScalars *live,
+               const float *skip);
+void lionStep(Stream s, DType gradType, float *param, const void *grad,
+              float *expAvg, int64_t n, const LionScalars &sc,
+              const LionScalars *live, const float *skip);
 // Adafactor.cu: Backend::adafactorStats / Factor / Apply.
 void adafactorStats(Stream s, const float *param, const float *grad, int64_t n,
                     int64_t flatBegin, const AdafactorLayout &layout,

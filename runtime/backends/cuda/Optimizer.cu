@@ -15,39 +15,48 @@ namespace cuda {
 
 namespace {
 
-// A step graph's launch refreshes *live (Backend.h); else s holds them.
-__global__ void sgdKernel(float *param, const float *grad, float *momentumBuf,
-                          int64_t n, SgdScalars s, const SgdScalars *live,
-                          const float *skip) {
+// A step graph's launch refreshes *live (Backend.h); else s holds them. The
+// gradient is read in its storage type S: a bf16 / f16 gradient widens
+// exactly, so the update's bits are those of its f32 copy, without one.
+template <typename S>
+__global__ void sgdKernel(float *param, const typename S::T *grad,
+                          float *momentumBuf, int64_t n, SgdScalars s,
+                          const SgdScalars *live, const float *skip) {
   if (skip && *skip != 0.0f)
     return;
   if (live)
     s = *live;
   FSDPRT_GRID_STRIDE(i, n) {
-    sgdUpdate(param[i], grad[i], momentumBuf ? momentumBuf + i : nullptr, s);
+    sgdUpdate(param[i], S::load(grad[i]),
+              momentumBuf ? momentumBuf + i : nullptr, s);
   }
 }
 
-__global__ void adamwKernel(float *param, const float *grad, float *expAvg,
-                            float *expAvgSq, int64_t n, AdamWScalars s,
-                            const AdamWScalars *live, const float *skip) {
+template <typename S>
+__global__ void adamwKernel(float *param, const typename S::T *grad,
+                            float *expAvg, float *expAvgSq, int64_t n,
+                            AdamWScalars s, const AdamWScalars *live,
+                            const float *skip) {
   if (skip && *skip != 0.0f)
     return;
   if (live)
     s = *live;
   FSDPRT_GRID_STRIDE(i, n) {
-    adamwUpdate(param[i], grad[i], expAvg[i], expAvgSq[i], s);
+    adamwUpdate(param[i], S::load(grad[i]), expAvg[i], expAvgSq[i], s);
   }
 }
 
-__global__ void lionKernel(float *param, const float *grad, float *expAvg,
-                           int64_t n, LionScalars s, const LionScalars *live,
-                           const float *skip) {
+template <typename S>
+__global__ void lionKernel(float *param, const typename S::T *grad,
+                           float *expAvg, int64_t n, LionScalars s,
+                           const LionScalars *live, const float *skip) {
   if (skip && *skip != 0.0f)
     return;
   if (live)
     s = *live;
-  FSDPRT_GRID_STRIDE(i, n) { lionUpdate(param[i], grad[i], expAvg[i], s); }
+  FSDPRT_GRID_STRIDE(i, n) {
+    lionUpdate(param[i], S::load(grad[i]), expAvg[i], s);
+  }
 }
 
 __global__ void clearUnlessKernel(float *out, bool keep) {
@@ -115,23 +124,38 @@ __global__ void maxAbsFinishKernel(const float *partial, int64_t blocks,
 
 } // namespace
 
-void sgdStep(Stream s, float *param, const float *grad, float *momentumBuf,
-             int64_t n, const SgdScalars &sc, const SgdScalars *live,
-             const float *skip) {
-  FSDPRT_LAUNCH(sgdKernel, n, s, param, grad, momentumBuf, n, sc, live, skip);
+void sgdStep(Stream s, DType gradType, float *param, const void *grad,
+             float *momentumBuf, int64_t n, const SgdScalars &sc,
+             const SgdScalars *live, const float *skip) {
+  withStorage(gradType, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH(sgdKernel<S>, n, s, param,
+                  static_cast<const typename S::T *>(grad), momentumBuf, n, sc,
+                  live, skip);
+  });
 }
 
-void adamwStep(Stream s, float *param, const float *grad, float *expAvg,
-               float *expAvgSq, int64_t n, const AdamWScalars &sc,
-               const AdamWScalars *live, const float *skip) {
-  FSDPRT_LAUNCH(adamwKernel, n, s, param, grad, expAvg, expAvgSq, n, sc, live,
-                skip);
+void adamwStep(Stream s, DType gradType, float *param, const void *grad,
+               float *expAvg, float *expAvgSq, int64_t n,
+               const AdamWScalars &sc, const AdamWScalars *live,
+               const float *skip) {
+  withStorage(gradType, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH(adamwKernel<S>, n, s, param,
+                  static_cast<const typename S::T *>(grad), expAvg, expAvgSq,
+                  n, sc, live, skip);
+  });
 }
 
-void lionStep(Stream s, float *param, const float *grad, float *expAvg,
-              int64_t n, const LionScalars &sc, const LionScalars *live,
-              const float *skip) {
-  FSDPRT_LAUNCH(lionKernel, n, s, param, grad, expAvg, n, sc, live, skip);
+void lionStep(Stream s, DType gradType, float *param, const void *grad,
+              float *expAvg, int64_t n, const LionScalars &sc,
+              const LionScalars *live, const float *skip) {
+  withStorage(gradType, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH(lionKernel<S>, n, s, param,
+                  static_cast<const typename S::T *>(grad), expAvg, n, sc, live,
+                  skip);
+  });
 }
 
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,

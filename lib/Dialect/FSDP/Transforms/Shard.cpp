@@ -698,7 +698,9 @@ Value StepSharder::reduceGradient(const FlatParam &flat) {
     tag(reduced);
     if (flat.ignored == IgnoredGradSync::all_reduce) {
       reduced = allReduceIgnored(reduced, tag);
-    } else if (!flat.rankLocal) { // a rank-local gradient is not reduced
+    } else if (!flat.rankLocal && flat.mesh.getWorldSize() > 1) {
+      // A rank-local gradient is not reduced, nor one on a one-rank mesh
+      // (the reduction would only copy it).
       auto [pre, post] = divideFactors(flat.mesh.getWorldSize());
       reduced = ReduceGradsOp::create(
           builder, loc, flat.shardType().clone(reduceType), reduced,
@@ -741,6 +743,23 @@ Value StepSharder::allReduceIgnored(Value grad,
   return grad;
 }
 
+/// A reduced bf16 / f16 gradient that is only cast up to f32 for the
+/// update is read by the update as it is: the widening is exact and the
+/// update computes in f32 from the loaded value either way, so the bits are
+/// the same, without the f32 copy (6 bytes an element written and read
+/// back). Unscaling and clipping, which round in place, already read the
+/// cast, which then stays.
+static Value readInReduceDtype(Value grad) {
+  auto up = grad.getDefiningOp<nn::CastOp>();
+  if (!up || !up->use_empty() || !getElementTypeOrSelf(grad).isF32())
+    return grad;
+  Value narrow = up.getInput();
+  if (!isa<BFloat16Type, Float16Type>(getElementTypeOrSelf(narrow)))
+    return grad;
+  up->erase();
+  return narrow;
+}
+
 void StepSharder::emitOptimizer() {
   Location loc = step.getLoc();
   foundInf = lossScaling ? unscale(shardGrads, loc) : Value();
@@ -752,6 +771,7 @@ void StepSharder::emitOptimizer() {
     if (sharded.getArgAttr(a, kStepCountArg))
       stepCount = body->getArgument(a);
   for (auto [i, flat] : llvm::enumerate(flats)) {
+    shardGrads[i] = readInReduceDtype(shardGrads[i]);
     if (isa<AdafactorStepOp>(anyUpdate)) {
       newShards.push_back(emitAdafactor(i, stepCount));
       continue;
