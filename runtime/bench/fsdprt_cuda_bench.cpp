@@ -433,38 +433,74 @@ int main(int argc, char **argv) {
     std::mt19937 rng(0);
     for (int64_t &t : targets)
       t = std::uniform_int_distribution<int64_t>(0, V - 1)(rng);
-    int64_t logits = alloc(M * W, es), dlogits = alloc(M * W, es),
-            ids = alloc(M, 8), loss = alloc(1, 4), dloss = alloc(1, 4),
-            dy = alloc(M * C, es), dtable = alloc(V * C, es);
+    // Forward, backward and the train step's call (both from one pass, the
+    // gradient in place) on context cx, whose FSDPRT_XENT_KERNELS setting
+    // (read when it was made) chose the cross-entropy kernels.
+    auto crossEntropyTimes = [&](int64_t cx) {
+      auto buf = [&](int64_t bytes) {
+        int64_t b;
+        check(fsdprt_buffer_alloc(cx, bytes, &b), "alloc");
+        return b;
+      };
+      auto cxSync = [&] {
+        check(fsdprt_context_synchronize(cx), "synchronize");
+      };
+      int64_t logits = buf(M * W * es), dlogits = buf(M * W * es),
+              ids = buf(M * 8), loss = buf(4), dloss = buf(4);
+      check(fsdprt_fill(cx, s, dt, logits, 0, M * W, 0.01), "fill");
+      check(fsdprt_copy_from_host(cx, s, ids, 0, targets.data(), M * 8),
+            "copy_from_host");
+      check(fsdprt_fill(cx, s, FSDPRT_F32, dloss, 0, 1, 1.0), "fill");
+      cxSync();
+      std::vector<double> t;
+      t.push_back(timeIt(
+          [&] {
+            check(fsdprt_cross_entropy_forward(cx, s, dt, FSDPRT_I64, logits,
+                                               0, ids, 0, loss, 0, M, V, W,
+                                               FSDPRT_LOSS_MEAN, -100),
+                  "cross_entropy_forward");
+          },
+          cxSync, iters, kReps));
+      t.push_back(timeIt(
+          [&] {
+            check(fsdprt_cross_entropy_backward(
+                      cx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
+                      dlogits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
+                  "cross_entropy_backward");
+          },
+          cxSync, iters, kReps));
+      t.push_back(timeIt(
+          [&] {
+            check(fsdprt_cross_entropy_forward_backward(
+                      cx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
+                      loss, 0, logits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
+                  "cross_entropy_forward_backward");
+          },
+          cxSync, iters, kReps));
+      for (int64_t h : {logits, dlogits, ids, loss, dloss})
+        check(fsdprt_buffer_free(cx, s, h), "free");
+      cxSync();
+      return t;
+    };
+    std::vector<double> xent = crossEntropyTimes(ctx);
+    // The lean kernels (docs/CUDA.md) on a second context made with
+    // FSDPRT_XENT_KERNELS=lean, the variable restored after.
+    const char *setting = std::getenv("FSDPRT_XENT_KERNELS");
+    std::string saved = setting ? setting : "";
+    setenv("FSDPRT_XENT_KERNELS", "lean", 1);
+    int64_t leanCtx;
+    check(fsdprt_context_create("cuda", 0, 1, int64_t(2) << 30, 0, &leanCtx),
+          "context_create");
+    if (setting)
+      setenv("FSDPRT_XENT_KERNELS", saved.c_str(), 1);
+    else
+      unsetenv("FSDPRT_XENT_KERNELS");
+    std::vector<double> lean = crossEntropyTimes(leanCtx);
+    check(fsdprt_context_destroy(leanCtx), "destroy");
+    int64_t ids = alloc(M, 8), dy = alloc(M * C, es), dtable = alloc(V * C, es);
     check(fsdprt_copy_from_host(ctx, s, ids, 0, targets.data(), M * 8),
           "copy_from_host");
-    check(fsdprt_fill(ctx, s, FSDPRT_F32, dloss, 0, 1, 1.0), "fill");
     sync();
-    double fwd = timeIt(
-        [&] {
-          check(fsdprt_cross_entropy_forward(ctx, s, dt, FSDPRT_I64, logits, 0,
-                                             ids, 0, loss, 0, M, V, W,
-                                             FSDPRT_LOSS_MEAN, -100),
-                "cross_entropy_forward");
-        },
-        sync, iters, kReps);
-    double bwd = timeIt(
-        [&] {
-          check(fsdprt_cross_entropy_backward(
-                    ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
-                    dlogits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
-                "cross_entropy_backward");
-        },
-        sync, iters, kReps);
-    // The train step's call: both from one pass, the gradient in place.
-    double both = timeIt(
-        [&] {
-          check(fsdprt_cross_entropy_forward_backward(
-                    ctx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0, loss,
-                    0, logits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
-                "cross_entropy_forward_backward");
-        },
-        sync, iters, kReps);
     double emb = timeIt(
         [&] {
           check(fsdprt_embedding_backward(ctx, s, dt, FSDPRT_I64, ids, 0, dy, 0,
@@ -472,15 +508,18 @@ int main(int argc, char **argv) {
                 "embedding_backward");
         },
         sync, iters, kReps);
-    row("cross_entropy fwd " + std::to_string(M) + "x50257 (rows of 50304)",
-        fwd, 1.0 * M * V * es / bandwidth);
-    row("cross_entropy bwd " + std::to_string(M) + "x50257 (rows of 50304)",
-        bwd, 2.0 * M * W * es / bandwidth);
-    row("cross_entropy fwd+bwd one call, in place", both,
-        2.0 * M * W * es / bandwidth);
+    const double fwdCeiling = 1.0 * M * V * es / bandwidth,
+                 bwdCeiling = 2.0 * M * W * es / bandwidth;
+    const std::string shape = std::to_string(M) + "x50257 (rows of 50304)";
+    row("cross_entropy fwd " + shape, xent[0], fwdCeiling);
+    row("  lean (FSDPRT_XENT_KERNELS=lean)", lean[0], fwdCeiling);
+    row("cross_entropy bwd " + shape, xent[1], bwdCeiling);
+    row("  lean (FSDPRT_XENT_KERNELS=lean)", lean[1], bwdCeiling);
+    row("cross_entropy fwd+bwd one call, in place", xent[2], bwdCeiling);
+    row("  lean (FSDPRT_XENT_KERNELS=lean)", lean[2], bwdCeiling);
     row("embedding bwd 8192 ids into 50257x768", emb,
         1.0 * (M * C + V * C) * es / bandwidth);
-    for (int64_t h : {logits, dlogits, ids, loss, dloss, dy, dtable})
+    for (int64_t h : {ids, dy, dtable})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 

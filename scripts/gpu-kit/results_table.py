@@ -25,6 +25,8 @@ PEAK_FLOPS = 989e12  # H100 SXM, dense bf16
 
 OURS = [("bf16", "ours bf16, the step as one CUDA graph"),
         ("bf16-fused", "ours bf16, fuse-add-layer-norm + fuse-bias-gelu"),
+        ("bf16-leanxent", "ours bf16, lean cross-entropy kernels "
+                          "(FSDPRT_XENT_KERNELS=lean)"),
         ("bf16-eager", "ours bf16, eager (--cuda-graphs off)"),
         ("bf16-nondet", "ours bf16, cuDNN's non-deterministic attention "
                         "backward"),
@@ -88,6 +90,12 @@ def table(results):
         ratios.append(f"batch 64: {tokens / 1e3:.0f}k tokens/s, "
                       f"{tokens / BAR_TOKENS_PER_S:.2f}x issue 41's bar "
                       f"({BAR_TOKENS_PER_S / 1e3:.0f}k)")
+    base, lean = (results.get(f"gpt2_124m_{k}")
+                  for k in ("bf16", "bf16-leanxent"))
+    if base and lean:
+        ratios.append(f"lean cross-entropy kernels: "
+                      f"{lean['median_step_s'] / base['median_step_s']:.3f}x "
+                      f"the default kernels' step time")
     ratios = [r for r in ratios if r]
     return "\n".join(lines + ([""] + ratios if ratios else []))
 

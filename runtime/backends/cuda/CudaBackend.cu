@@ -956,7 +956,7 @@ public:
       DeviceStaging st({e.s}); // logits are read in their storage type
       cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
                                 count.as<int64_t>(), st.out(dt, loss, 1),
-                                {n, c, width}, reduction, ignoreIndex);
+                                {n, c, width, e.leanXent}, reduction, ignoreIndex);
       st.commit();
     });
   }
@@ -972,7 +972,7 @@ public:
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
                                  count.as<int64_t>(), st.in(dt, dloss, 1),
-                                 dlogits, {n, c, width}, reduction,
+                                 dlogits, {n, c, width, e.leanXent}, reduction,
                                  ignoreIndex);
     });
   }
@@ -989,7 +989,7 @@ public:
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyForwardBackward(
           e.s, dt, targetType, logits, targets, count.as<int64_t>(),
-          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits, {n, c, width},
+          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits, {n, c, width, e.leanXent},
           reduction, ignoreIndex);
       st.commit();
     });

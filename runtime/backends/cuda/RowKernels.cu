@@ -15,6 +15,7 @@
 // are added.
 //
 //===----------------------------------------------------------------------===//
+#include "CrossEntropyLean.h"
 #include "KernelSupport.cuh"
 #include "Kernels.h"
 #include "RowGroups.cuh"
@@ -763,6 +764,10 @@ void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
 void crossEntropyRowTerms(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, double *terms, LogitRows rows,
                           int64_t ignoreIndex) {
+  if (rows.lean && leanCrossEntropyRows(s, dt, i32, logits, targets, nullptr,
+                                        nullptr, terms, nullptr, rows, false,
+                                        ignoreIndex))
+    return;
   withStorage(dt, [&](auto st) {
     launchCrossEntropyRows<decltype(st)>(s, i32, logits, targets, nullptr,
                                          nullptr, terms, nullptr, rows, false,
@@ -775,6 +780,10 @@ void crossEntropyRowTermsAndGrad(Stream s, DType dt, bool i32,
                                  const int64_t *count, const float *dloss,
                                  double *terms, void *dlogits, LogitRows rows,
                                  bool mean, int64_t ignoreIndex) {
+  if (rows.lean && leanCrossEntropyRows(s, dt, i32, logits, targets, count,
+                                        dloss, terms, dlogits, rows, mean,
+                                        ignoreIndex))
+    return;
   withStorage(dt, [&](auto st) {
     launchCrossEntropyRows<decltype(st)>(s, i32, logits, targets, count, dloss,
                                          terms, dlogits, rows, mean,

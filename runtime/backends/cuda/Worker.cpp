@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Worker.h"
 
+#include "CrossEntropyLean.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -32,7 +34,8 @@ bool isPinned(const void *p) {
 
 Workers::Workers(int device, StepGraphs &graphs, bool syncEachCall, bool tf32)
     : device_(device), graphs_(graphs), syncEachCall_(syncEachCall),
-      tf32_(tf32), padGemmFlops_(padGemmFlops()) {}
+      tf32_(tf32), padGemmFlops_(padGemmFlops()),
+      leanXent_(leanCrossEntropyKernels()) {}
 
 Workers::~Workers() {
   // Destructors cannot report: statuses are ignored on teardown.

@@ -1,0 +1,473 @@
+//===- CrossEntropyLean.cu - Cross-entropy rows on fewer instructions -----===//
+//
+// The cross-entropy rows of RowKernels.cu (one 1024-thread block a row,
+// groups of 8 elements, the row held in registers where it fits) rewritten
+// for the instruction count: an H200 profile found the norms' row kernels
+// issue-bound (integer and predicate work, software conversions, FP64), and
+// at GPT-2's 50304-wide bf16 rows the current kernels ran 1.7-2.2x their
+// bandwidth ceiling. Here:
+//  - conversions by the hardware (a bf16 / f16 pair in one instruction):
+//    the same bits as Half.h's software rounding for every non-NaN value;
+//    a NaN stored becomes the canonical NaN 0x7fff (PTX's cvt into
+//    .bf16x2 / .f16x2), which the host emulation reproduces;
+//  - whole 16-byte packs, no per-element bound: the row width is a
+//    multiple of 8 and the rows 16-byte aligned (else RowKernels.cu's
+//    kernels run); 32-bit indices; a partial last group of the classes is
+//    handled once, by its thread, apart from the loop;
+//  - each thread's max first (on 16-bit pairs), then exps relative to it:
+//    no per-group rescaling, one rescale a thread when the block combines;
+//  - the exp of a logit is exp2(x * log2(e) - K) with K = the thread's
+//    max * log2(e): one FFMA and one MUFU.EX2. The gradient recomputes it
+//    (an FFMA and a MUFU again) rather than keeping 56 f32 exps a thread,
+//    which is more than the 64 registers a 1024-thread block allows;
+//  - the target's -1 is applied once, by its owner, after its group is
+//    stored, not by a compare per element.
+// Numbers: each group's 8 exps summed in f32, the groups' sums in double
+// (one conversion and one DADD per 8 elements), so a row's sum is within a
+// few 1e-7 relative of its exact value for any width and thread count.
+// Against RowKernels.cu's kernels the exps' arguments round differently
+// (x * log2(e) - K where they take (x - max) * log2(e)): gradients agree
+// within 1e-5 relative in f32, so rounded to bf16 / f16 within one unit in
+// the last place; the loss terms within 1e-6 relative plus 1e-6 (test:
+// LeanCrossEntropyTest.cpp). 16-bit rows compute what their f32 widening
+// does (the same groups, the same arithmetic), held or streamed.
+//
+//===----------------------------------------------------------------------===//
+#include "CrossEntropyLean.h"
+#include "KernelSupport.cuh"
+#include "RowGroups.cuh"
+
+#ifndef FSDPRT_CUDA_EMULATION
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace fsdp {
+namespace rt {
+namespace cuda {
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+/// exp2 on the SFU (ex2.approx.ftz: ~2 ulp, results under 2^-126 flush to
+/// 0); the host emulation's exp2f.
+__device__ inline float fastExp2(float x) {
+#ifdef FSDPRT_CUDA_EMULATION
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+/// A storage type's hardware conversions: widen a 32-bit word of two
+/// 16-bit elements (the first in the low half), round two floats into one,
+/// max of two pairs; one element each way for a partial group.
+template <typename S> struct Hw;
+
+template <> struct Hw<F32Storage> {
+  __device__ static float one(float x) { return x; }
+  __device__ static float narrowOne(float x) { return x; }
+};
+
+#ifdef FSDPRT_CUDA_EMULATION
+/// The hardware's rounding: Half.h's for every non-NaN, canonical NaN.
+inline uint16_t emuRound(uint16_t bits, float f) {
+  return f != f ? uint16_t(0x7fff) : bits;
+}
+template <typename S> struct Hw16 {
+  static float one(uint16_t h) { return S::load(h); }
+  static uint16_t narrowOne(float f) { return emuRound(S::store(f), f); }
+  static void widen(uint32_t w, float &lo, float &hi) {
+    lo = one(static_cast<uint16_t>(w));
+    hi = one(static_cast<uint16_t>(w >> 16));
+  }
+  static uint32_t narrow(float lo, float hi) {
+    return narrowOne(lo) | static_cast<uint32_t>(narrowOne(hi)) << 16;
+  }
+  /// Each half's max as __hmax2 (a NaN loses to a number; the values are
+  /// the elements', so widening and rounding back is exact).
+  static uint32_t max2(uint32_t a, uint32_t b) {
+    float alo, ahi, blo, bhi;
+    widen(a, alo, ahi);
+    widen(b, blo, bhi);
+    return narrow(fmaxf(alo, blo), fmaxf(ahi, bhi));
+  }
+};
+template <> struct Hw<Bf16Storage> : Hw16<Bf16Storage> {
+  static constexpr uint32_t kMinusInf2 = 0xff80ff80u;
+};
+template <> struct Hw<F16Storage> : Hw16<F16Storage> {
+  static constexpr uint32_t kMinusInf2 = 0xfc00fc00u;
+};
+#else
+template <typename P, typename E> struct Hw16 {
+  static __device__ P pair(uint32_t w) {
+    P p;
+    std::memcpy(&p, &w, 4);
+    return p;
+  }
+  static __device__ uint32_t word(P p) {
+    uint32_t w;
+    std::memcpy(&w, &p, 4);
+    return w;
+  }
+  static __device__ uint32_t max2(uint32_t a, uint32_t b) {
+    return word(__hmax2(pair(a), pair(b)));
+  }
+};
+template <>
+struct Hw<Bf16Storage> : Hw16<__nv_bfloat162, __nv_bfloat16> {
+  static constexpr uint32_t kMinusInf2 = 0xff80ff80u;
+  static __device__ float one(uint16_t h) {
+    return __bfloat162float(__ushort_as_bfloat16(h));
+  }
+  static __device__ uint16_t narrowOne(float f) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+  }
+  /// What __bfloat1622float2 computes (a bf16 is the top half of its
+  /// f32), in two instructions where its PRMT + shift took three.
+  static __device__ void widen(uint32_t w, float &lo, float &hi) {
+    lo = __uint_as_float(w << 16);
+    hi = __uint_as_float(w & 0xffff0000u);
+  }
+  static __device__ uint32_t narrow(float lo, float hi) {
+    return word(__floats2bfloat162_rn(lo, hi));
+  }
+};
+template <> struct Hw<F16Storage> : Hw16<__half2, __half> {
+  static constexpr uint32_t kMinusInf2 = 0xfc00fc00u;
+  static __device__ float one(uint16_t h) {
+    return __half2float(__ushort_as_half(h));
+  }
+  static __device__ uint16_t narrowOne(float f) {
+    return __half_as_ushort(__float2half_rn(f));
+  }
+  static __device__ void widen(uint32_t w, float &lo, float &hi) {
+    float2 f = __half22float2(pair(w));
+    lo = f.x;
+    hi = f.y;
+  }
+  static __device__ uint32_t narrow(float lo, float hi) {
+    return word(__floats2half2_rn(lo, hi));
+  }
+};
+#endif
+
+#ifdef FSDPRT_CUDA_EMULATION
+inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+#endif
+
+/// A complete group of kRowGroup elements as loaded: 4 words of 16-bit
+/// pairs, or 8 f32.
+template <typename S> struct Group {
+  using T = typename S::T;
+  static constexpr int kWords = kRowGroup * sizeof(T) / 4;
+  uint32_t w[kWords];
+
+  /// Group q of row p (16-byte aligned), in whole packs.
+  __device__ static Group load(const T *p, int q) {
+    Group g;
+#pragma unroll
+    for (int k = 0; k < kWords / 4; ++k) {
+      Pack<T> pack = loadPack(p, q * (kWords / 4) + k);
+      std::memcpy(&g.w[4 * k], &pack, 16);
+    }
+    return g;
+  }
+  __device__ void store(T *p, int q) const {
+#pragma unroll
+    for (int k = 0; k < kWords / 4; ++k) {
+      Pack<T> pack;
+      std::memcpy(&pack, &w[4 * k], 16);
+      storePack(p, q * (kWords / 4) + k, pack);
+    }
+  }
+  __device__ void widen(float *v) const {
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) {
+      if constexpr (sizeof(T) == 4)
+        std::memcpy(&v[k], &w[k], 4);
+      else
+        Hw<S>::widen(w[k], v[2 * k], v[2 * k + 1]);
+    }
+  }
+  __device__ void narrow(const float *v) {
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) {
+      if constexpr (sizeof(T) == 4)
+        std::memcpy(&w[k], &v[k], 4);
+      else
+        w[k] = Hw<S>::narrow(v[2 * k], v[2 * k + 1]);
+    }
+  }
+  /// The running max updated with the group (a NaN loses to a number):
+  /// m itself for f32, for 16-bit elements m2, each half the max of its
+  /// halves (two 3-input HMNMX2 a group), widened once at the end
+  /// (widenMax).
+  __device__ void max(float &m, uint32_t &m2) const {
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+      for (int k = 0; k < kWords; ++k)
+        m = fmaxf(m, __uint_as_float(w[k]));
+    } else {
+      m2 = Hw<S>::max2(Hw<S>::max2(m2, w[0]), w[1]);
+      m2 = Hw<S>::max2(Hw<S>::max2(m2, w[2]), w[3]);
+    }
+  }
+  static constexpr uint32_t minusInf2() {
+    if constexpr (sizeof(T) == 4)
+      return 0;
+    else
+      return Hw<S>::kMinusInf2;
+  }
+  __device__ static float widenMax(float m, uint32_t m2) {
+    if constexpr (sizeof(T) == 4) {
+      return m;
+    } else {
+      float lo, hi;
+      Hw<S>::widen(m2, lo, hi);
+      return fmaxf(m, fmaxf(lo, hi));
+    }
+  }
+};
+
+/// `v` of every thread of a kWideThreads block combined by `combine` in a
+/// fixed order (a shuffle tree in each warp, then the warps' results in
+/// warp 0); every thread gets the result.
+template <typename T, typename Combine>
+__device__ T leanBlockReduce(T v, Combine combine) {
+  static_assert(kWideThreads == kWarp * kWarp, "one warp combines the warps");
+  __shared__ T warps[kWarp];
+  auto warpTree = [&](T x) {
+    for (int off = kWarp / 2; off > 0; off /= 2)
+      x = combine(x, __shfl_down_sync(0xffffffffu, x, off));
+    return x;
+  };
+  v = warpTree(v);
+  if (threadIdx.x % kWarp == 0)
+    warps[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    v = warpTree(warps[threadIdx.x]);
+    if (threadIdx.x == 0)
+      warps[0] = v;
+  }
+  __syncthreads();
+  T result = warps[0];
+  __syncthreads(); // warps is reused by the next reduction
+  return result;
+}
+
+/// Registers of held groups a thread may use: 7 x 4 words of 16-bit
+/// elements (rows up to 57344) or 3 x 8 of f32 (24576), as RowKernels.cu;
+/// under the host emulation (one thread) 56 and 24 elements.
+template <typename S>
+constexpr int kLeanHeld = sizeof(typename S::T) == 2 ? 7 : 3;
+
+/// Cross-entropy rows as RowKernels.cu's crossEntropyRowsKernel (the same
+/// arguments and results), the rows' width a multiple of 8 and the rows
+/// 16-byte aligned. kHeld > 0: the thread's complete groups (at most kHeld)
+/// are loaded into registers once; kHeld = 0: each pass reads them again.
+template <typename S, int kHeld>
+__global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
+    leanCrossEntropyKernel(bool i32, const typename S::T *logits,
+                           const void *targets, const int64_t *count,
+                           const float *dloss, double *terms,
+                           typename S::T *dlogits, LogitRows rows, bool mean,
+                           int64_t ignoreIndex) {
+  using T = typename S::T;
+  using G = Group<S>;
+  const int c = static_cast<int>(rows.c), width = static_cast<int>(rows.width);
+  const int full = c / kRowGroup, tail = c % kRowGroup;
+  const int tid = threadIdx.x, threads = blockDim.x;
+  // The partial last group's thread (none when c is a multiple of 8).
+  const bool ownsTail = tail && full % threads == tid;
+  const float g = !dlogits ? 0.0f
+                  : mean   ? *dloss / static_cast<float>(*count)
+                           : *dloss;
+  FSDPRT_ROW_STRIDE(r, rows.n) {
+    const T *xr = logits + r * rows.width;
+    T *dr = dlogits ? dlogits + r * rows.width : nullptr;
+    int64_t t = loadIndex(i32, targets, r);
+    // As RowKernels.cu: an ignored row (or a target out of range, which
+    // the index check reports) adds +0.0 and gets a zero gradient.
+    if (t == ignoreIndex || t < 0 || t >= c) {
+      if (terms && tid == 0)
+        terms[r] = 0.0;
+      if (dr) {
+        G zero{};
+        for (int q = tid; q < width / kRowGroup; q += threads)
+          zero.store(dr, q);
+      }
+      continue;
+    }
+    if (dr) {
+      for (int j = c + tid; j < width; j += threads)
+        dr[j] = T{}; // +0.0 in every storage type
+    }
+    const int ti = static_cast<int>(t);
+    // Read before the first barrier: the owner may overwrite it in place.
+    const float target = Hw<S>::one(xr[ti]);
+    G held[kHeld > 0 ? kHeld : 1];
+    if constexpr (kHeld > 0) {
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        int q = tid + k * threads;
+        if (q < full)
+          held[k] = G::load(xr, q);
+      }
+    }
+    // f(group, q) for this thread's complete groups in increasing q.
+    auto forGroups = [&](auto f) {
+      if constexpr (kHeld > 0) {
+#pragma unroll
+        for (int k = 0; k < kHeld; ++k) {
+          int q = tid + k * threads;
+          if (q < full)
+            f(held[k], q);
+        }
+      } else {
+        for (int q = tid; q < full; q += threads)
+          f(G::load(xr, q), q);
+      }
+    };
+    // The partial group's elements as floats (its thread only).
+    auto tailValues = [&](float *v) {
+#pragma unroll
+      for (int i = 0; i < kRowGroup; ++i)
+        v[i] = i < tail ? Hw<S>::one(xr[full * kRowGroup + i]) : -INFINITY;
+    };
+
+    float m = -INFINITY;
+    uint32_t m2 = G::minusInf2();
+    forGroups([&](const G &grp, int) { grp.max(m, m2); });
+    m = G::widenMax(m, m2);
+    if (ownsTail) {
+      float v[kRowGroup];
+      tailValues(v);
+#pragma unroll
+      for (int i = 0; i < kRowGroup; ++i)
+        m = fmaxf(m, v[i]);
+    }
+    // exp(x - m) = exp2(x * log2(e) - k); a thread that saw only -inf (or
+    // nothing) takes k = 0, so its terms are exp2(-inf) = 0, not NaN.
+    const float k = m == -INFINITY ? 0.0f : m * kLog2e;
+    double sum = 0.0;
+    auto addExps = [&](const float *v) {
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kRowGroup; ++i)
+        s += fastExp2(fmaf(v[i], kLog2e, -k));
+      sum += s;
+    };
+    forGroups([&](const G &grp, int) {
+      float v[kRowGroup];
+      grp.widen(v);
+      addExps(v);
+    });
+    if (ownsTail) {
+      float v[kRowGroup];
+      tailValues(v); // the missing elements' -inf add exp2(-inf) = 0
+      addExps(v);
+    }
+    // The row: kMax = max * log2(e), sum2 = sum of exp2(x log2(e) - kMax).
+    const float kMax = leanBlockReduce(m == -INFINITY ? -INFINITY : k,
+                                       [](float a, float b) {
+                                         return fmaxf(a, b);
+                                       });
+    // This thread's share rescaled to kMax (0 for a thread that saw only
+    // -inf, NaN where it saw a NaN or kMax is NaN or +inf).
+    const float rescale = m == -INFINITY ? 0.0f : exp2f(k - kMax);
+    const double sum2 = leanBlockReduce(
+        sum * rescale, [](double a, double b) { return a + b; });
+    if (terms && tid == 0)
+      terms[r] = (static_cast<double>(kMax) + log2(sum2)) /
+                     static_cast<double>(kLog2e) -
+                 target;
+    if (!dr)
+      continue;
+    // grad = exp2(x log2(e) - k) * p, p = rescale / sum2 * g; the target's
+    // (exp2(..) * rescale / sum2 - 1) * g.
+    const float prob = static_cast<float>(rescale / sum2);
+    const float scale = prob * g;
+    forGroups([&](G grp, int q) {
+      float v[kRowGroup];
+      grp.widen(v);
+#pragma unroll
+      for (int i = 0; i < kRowGroup; ++i)
+        v[i] = fastExp2(fmaf(v[i], kLog2e, -k)) * scale;
+      grp.narrow(v);
+      grp.store(dr, q);
+    });
+    if (ownsTail) {
+      float v[kRowGroup];
+      tailValues(v);
+      for (int i = 0; i < tail; ++i)
+        dr[full * kRowGroup + i] =
+            Hw<S>::narrowOne(fastExp2(fmaf(v[i], kLog2e, -k)) * scale);
+    }
+    // The target's owner (its group's thread) overwrites its element,
+    // after the group's store above in this thread's program order.
+    if ((ti / kRowGroup) % threads == tid)
+      dr[ti] = Hw<S>::narrowOne(
+          (fastExp2(fmaf(target, kLog2e, -k)) * prob - 1.0f) * g);
+  }
+}
+
+template <typename S>
+void launchLean(Stream s, bool i32, const void *logits, const void *targets,
+                const int64_t *count, const float *dloss, double *terms,
+                void *dlogits, LogitRows rows, bool mean,
+                int64_t ignoreIndex) {
+  using T = typename S::T;
+  constexpr int kHeld = kLeanHeld<S>;
+  bool held = rows.c / kRowGroup <= int64_t(kHeld) * kWideThreads;
+  auto *kernel =
+      held ? leanCrossEntropyKernel<S, kHeld> : leanCrossEntropyKernel<S, 0>;
+  FSDPRT_LAUNCH_WIDE_ROWS(kernel, rows.n, s, i32,
+                          static_cast<const T *>(logits), targets, count,
+                          dloss, terms, static_cast<T *>(dlogits), rows, mean,
+                          ignoreIndex);
+}
+
+} // namespace
+
+bool leanCrossEntropyKernels() {
+  const char *v = std::getenv("FSDPRT_XENT_KERNELS");
+  std::string kind = v ? v : "";
+  if (kind != "" && kind != "default" && kind != "lean")
+    fail(Status::InvalidArgument, "cuda backend: FSDPRT_XENT_KERNELS=", kind,
+         " (expected lean or default)");
+  return kind == "lean";
+}
+
+bool leanCrossEntropyRows(Stream s, DType dt, bool i32, const void *logits,
+                          const void *targets, const int64_t *count,
+                          const float *dloss, double *terms, void *dlogits,
+                          LogitRows rows, bool mean, int64_t ignoreIndex) {
+  if (rows.width % kRowGroup != 0 || !packAligned(logits) ||
+      (dlogits && !packAligned(dlogits)) || rows.width > INT_MAX - kRowGroup)
+    return false;
+  withStorage(dt, [&](auto st) {
+    launchLean<decltype(st)>(s, i32, logits, targets, count, dloss, terms,
+                             dlogits, rows, mean, ignoreIndex);
+  });
+  return true;
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace fsdp
