@@ -26,19 +26,21 @@ sed -i -e 's/threadIdx\.x/PROBE_TID/g' -e 's/blockDim\.x/1024u/g' \
 sed -i 's/return reinterpret_cast<uintptr_t>(p) % 16 == 0;/return true;/' \
   "$tmp"/KernelSupport.cuh
 cp "$root"/scripts/sass/probe.cu "$tmp"/
-printf '%-8s %-6s %-14s %8s %6s %6s   (a thread; row: x32 lanes)\n' kernels thread call instrs mufu fp64
+printf '%-8s %-6s %-14s %8s %6s %6s   (a warp; row: its 32 warps)\n' kernels thread call instrs mufu fp64
 for kind in default lean; do
   if [ $kind = default ]; then
     src=RowKernels.cu kernel=crossEntropyRowsKernel fwdHeld=0 fwdBlocks=2
+    lean=0
   else
     src=CrossEntropyLean.cu kernel=leanCrossEntropyKernel fwdHeld=7 fwdBlocks=1
+    lean=1
   fi
   for tid in 0 32 992; do
     nvcc -arch=sm_90 -cubin -O3 -DNDEBUG -std=c++17 --expt-relaxed-constexpr \
       -I"$tmp" -I"$root/runtime/include" -I"$root/runtime" \
       -DPROBE_SOURCE="\"$src\"" -DPROBE_KERNEL=$kernel -DPROBE_TID=${tid}u \
       -DPROBE_TARGET=25000 -DPROBE_FWD_HELD=$fwdHeld \
-      -DPROBE_FWD_BLOCKS=$fwdBlocks -o "$tmp/$kind$tid.cubin" "$tmp/probe.cu"
+      -DPROBE_FWD_BLOCKS=$fwdBlocks -DPROBE_LEAN=$lean -o "$tmp/$kind$tid.cubin" "$tmp/probe.cu"
     "$cuobjdump" -sass "$tmp/$kind$tid.cubin" > "$tmp/$kind$tid.sass"
   done
   python3 "$root/scripts/sass/sass_count.py" $kind "$tmp/${kind}0.sass" \

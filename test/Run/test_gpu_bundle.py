@@ -177,3 +177,18 @@ def test_results_table_states_batch_64_and_the_bar(tmp_path):
     assert out[-2] == ("batch 64 step time: 1.01x torch.compile's; peak "
                        "memory 0.82x torch.compile's"), out
     assert out[-1] == "batch 64: 491k tokens/s, 0.98x issue 41's bar (500k)"
+
+
+def test_results_table_puts_the_lean_cross_entropy_run_beside_the_step(
+        tmp_path):
+    """The kit's bf16:leanxent run (FSDPRT_XENT_KERNELS=lean): its row, and
+    its step time against the default kernels'."""
+    results = {
+        "gpt2_124m_bf16": {"median_step_s": 0.0220, "peak_bytes": 5.10e9},
+        "gpt2_124m_bf16-leanxent": {"median_step_s": 0.0216,
+                                    "peak_bytes": 5.10e9}}
+    out = _results_table(tmp_path, results)
+    assert out[3].startswith("| ours bf16, lean cross-entropy kernels "
+                             "(FSDPRT_XENT_KERNELS=lean) | 0.0216 s | "), out
+    assert out[-1] == ("lean cross-entropy kernels: 0.982x the default "
+                       "kernels' step time"), out

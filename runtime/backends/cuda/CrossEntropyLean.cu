@@ -10,10 +10,11 @@
 //    the same bits as Half.h's software rounding for every non-NaN value;
 //    a NaN stored becomes the canonical NaN 0x7fff (PTX's cvt into
 //    .bf16x2 / .f16x2), which the host emulation reproduces;
-//  - whole 16-byte packs, no per-element bound: the row width is a
-//    multiple of 8 and the rows 16-byte aligned (else RowKernels.cu's
-//    kernels run); 32-bit indices; a partial last group of the classes is
-//    handled once, by its thread, apart from the loop;
+//  - whole 16-byte packs, no per-element bound, where the row width is a
+//    multiple of 8 and the rows 16-byte aligned (else the same groups
+//    element by element: the same bits); 32-bit indices; a partial last
+//    group of the classes is handled once, by its thread, apart from the
+//    loop;
 //  - each thread's max first (on 16-bit pairs), then exps relative to it:
 //    no per-group rescaling, one rescale a thread when the block combines;
 //  - the exp of a logit is exp2(x * log2(e) - K) with K = the thread's
@@ -42,6 +43,7 @@
 #include <cuda_fp16.h>
 #endif
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -177,22 +179,47 @@ template <typename S> struct Group {
   static constexpr int kWords = kRowGroup * sizeof(T) / 4;
   uint32_t w[kWords];
 
-  /// Group q of row p (16-byte aligned), in whole packs.
-  __device__ static Group load(const T *p, int q) {
+  /// Group q of row p: in whole packs (kPacked: p 16-byte aligned), else
+  /// element by element (the same values, so the same results).
+  template <bool kPacked> __device__ static Group load(const T *p, int q) {
     Group g;
+    if constexpr (kPacked) {
 #pragma unroll
-    for (int k = 0; k < kWords / 4; ++k) {
-      Pack<T> pack = loadPack(p, q * (kWords / 4) + k);
-      std::memcpy(&g.w[4 * k], &pack, 16);
+      for (int k = 0; k < kWords / 4; ++k) {
+        Pack<T> pack = loadPack(p, q * (kWords / 4) + k);
+        std::memcpy(&g.w[4 * k], &pack, 16);
+      }
+    } else {
+      const T *x = p + q * kRowGroup;
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) {
+        if constexpr (sizeof(T) == 4)
+          std::memcpy(&g.w[k], &x[k], 4);
+        else
+          g.w[k] = x[2 * k] | static_cast<uint32_t>(x[2 * k + 1]) << 16;
+      }
     }
     return g;
   }
-  __device__ void store(T *p, int q) const {
+  template <bool kPacked> __device__ void store(T *p, int q) const {
+    if constexpr (kPacked) {
 #pragma unroll
-    for (int k = 0; k < kWords / 4; ++k) {
-      Pack<T> pack;
-      std::memcpy(&pack, &w[4 * k], 16);
-      storePack(p, q * (kWords / 4) + k, pack);
+      for (int k = 0; k < kWords / 4; ++k) {
+        Pack<T> pack;
+        std::memcpy(&pack, &w[4 * k], 16);
+        storePack(p, q * (kWords / 4) + k, pack);
+      }
+    } else {
+      T *x = p + q * kRowGroup;
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) {
+        if constexpr (sizeof(T) == 4) {
+          std::memcpy(&x[k], &w[k], 4);
+        } else {
+          x[2 * k] = static_cast<T>(w[k]);
+          x[2 * k + 1] = static_cast<T>(w[k] >> 16);
+        }
+      }
     }
   }
   __device__ void widen(float *v) const {
@@ -271,6 +298,44 @@ __device__ T leanBlockReduce(T v, Combine combine) {
   return result;
 }
 
+/// Where a held group's exps wait for its gradient, so that each is
+/// computed once: shared memory on a GPU, 16-byte slots [k][half][thread]
+/// (a warp's accesses conflict-free); the one thread's array under the
+/// emulation. The exps' MUFU.EX2 issue at 16 a clock an SM: at two a logit
+/// they took about as long as the row's DRAM traffic, with which they do
+/// not overlap (one block an SM). Stored or recomputed, the same bits.
+template <int kHeld> struct HeldExps {
+#ifdef FSDPRT_CUDA_EMULATION
+  float v[kHeld > 0 ? kHeld * kRowGroup : 1];
+  void put(int k, const float *e) {
+    std::memcpy(&v[k * kRowGroup], e, sizeof(float) * kRowGroup);
+  }
+  void get(int k, float *e) const {
+    std::memcpy(e, &v[k * kRowGroup], sizeof(float) * kRowGroup);
+  }
+#else
+  __device__ static uint4 *slots() {
+    extern __shared__ uint4 leanExps[];
+    return leanExps;
+  }
+  __device__ void put(int k, const float *e) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint4 u;
+      std::memcpy(&u, e + 4 * h, 16);
+      slots()[(2 * k + h) * blockDim.x + threadIdx.x] = u;
+    }
+  }
+  __device__ void get(int k, float *e) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint4 u = slots()[(2 * k + h) * blockDim.x + threadIdx.x];
+      std::memcpy(e + 4 * h, &u, 16);
+    }
+  }
+#endif
+};
+
 /// Registers of held groups a thread may use: 7 x 4 words of 16-bit
 /// elements (rows up to 57344) or 3 x 8 of f32 (24576), as RowKernels.cu;
 /// under the host emulation (one thread) 56 and 24 elements.
@@ -278,16 +343,18 @@ template <typename S>
 constexpr int kLeanHeld = sizeof(typename S::T) == 2 ? 7 : 3;
 
 /// Cross-entropy rows as RowKernels.cu's crossEntropyRowsKernel (the same
-/// arguments and results), the rows' width a multiple of 8 and the rows
-/// 16-byte aligned. kHeld > 0: the thread's complete groups (at most kHeld)
-/// are loaded into registers once; kHeld = 0: each pass reads them again.
-template <typename S, int kHeld>
+/// arguments and results; kPacked: whole packs, the rows' width a multiple
+/// of 8 and the rows 16-byte aligned). kHeld > 0: the thread's complete groups (at most kHeld)
+/// are loaded into registers once, and the exps of its first `stored`
+/// groups kept for the gradient (HeldExps); kHeld = 0: each pass reads
+/// them again (`stored` 0).
+template <typename S, int kHeld, bool kPacked>
 __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
     leanCrossEntropyKernel(bool i32, const typename S::T *logits,
                            const void *targets, const int64_t *count,
                            const float *dloss, double *terms,
                            typename S::T *dlogits, LogitRows rows, bool mean,
-                           int64_t ignoreIndex) {
+                           int64_t ignoreIndex, int stored) {
   using T = typename S::T;
   using G = Group<S>;
   const int c = static_cast<int>(rows.c), width = static_cast<int>(rows.width);
@@ -310,7 +377,10 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
       if (dr) {
         G zero{};
         for (int q = tid; q < width / kRowGroup; q += threads)
-          zero.store(dr, q);
+          zero.template store<kPacked>(dr, q);
+        for (int j = width / kRowGroup * kRowGroup + tid; j < width;
+             j += threads)
+          dr[j] = T{};
       }
       continue;
     }
@@ -327,21 +397,22 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
       for (int k = 0; k < kHeld; ++k) {
         int q = tid + k * threads;
         if (q < full)
-          held[k] = G::load(xr, q);
+          held[k] = G::template load<kPacked>(xr, q);
       }
     }
-    // f(group, q) for this thread's complete groups in increasing q.
+    // f(group, q, k) for this thread's complete groups in increasing q,
+    // k the group's place among them.
     auto forGroups = [&](auto f) {
       if constexpr (kHeld > 0) {
 #pragma unroll
         for (int k = 0; k < kHeld; ++k) {
           int q = tid + k * threads;
           if (q < full)
-            f(held[k], q);
+            f(held[k], q, k);
         }
       } else {
-        for (int q = tid; q < full; q += threads)
-          f(G::load(xr, q), q);
+        for (int q = tid, k = 0; q < full; q += threads, ++k)
+          f(G::template load<kPacked>(xr, q), q, k);
       }
     };
     // The partial group's elements as floats (its thread only).
@@ -353,7 +424,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
 
     float m = -INFINITY;
     uint32_t m2 = G::minusInf2();
-    forGroups([&](const G &grp, int) { grp.max(m, m2); });
+    forGroups([&](const G &grp, int, int) { grp.max(m, m2); });
     m = G::widenMax(m, m2);
     if (ownsTail) {
       float v[kRowGroup];
@@ -366,17 +437,22 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
     // nothing) takes k = 0, so its terms are exp2(-inf) = 0, not NaN.
     const float k = m == -INFINITY ? 0.0f : m * kLog2e;
     double sum = 0.0;
-    auto addExps = [&](const float *v) {
+    auto addExps = [&](float *v) { // v becomes the exps
       float s = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kRowGroup; ++i)
-        s += fastExp2(fmaf(v[i], kLog2e, -k));
+      for (int i = 0; i < kRowGroup; ++i) {
+        v[i] = fastExp2(fmaf(v[i], kLog2e, -k));
+        s += v[i];
+      }
       sum += s;
     };
-    forGroups([&](const G &grp, int) {
+    HeldExps<kHeld> exps;
+    forGroups([&](const G &grp, int, int gk) {
       float v[kRowGroup];
       grp.widen(v);
       addExps(v);
+      if (gk < stored)
+        exps.put(gk, v);
     });
     if (ownsTail) {
       float v[kRowGroup];
@@ -390,7 +466,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
                                        });
     // This thread's share rescaled to kMax (0 for a thread that saw only
     // -inf, NaN where it saw a NaN or kMax is NaN or +inf).
-    const float rescale = m == -INFINITY ? 0.0f : exp2f(k - kMax);
+    const float rescale = m == -INFINITY ? 0.0f : fastExp2(k - kMax);
     const double sum2 = leanBlockReduce(
         sum * rescale, [](double a, double b) { return a + b; });
     if (terms && tid == 0)
@@ -401,16 +477,23 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
       continue;
     // grad = exp2(x log2(e) - k) * p, p = rescale / sum2 * g; the target's
     // (exp2(..) * rescale / sum2 - 1) * g.
-    const float prob = static_cast<float>(rescale / sum2);
+    const float prob = rescale / static_cast<float>(sum2);
     const float scale = prob * g;
-    forGroups([&](G grp, int q) {
+    forGroups([&](G grp, int q, int gk) {
       float v[kRowGroup];
-      grp.widen(v);
+      if (gk < stored) {
+        exps.get(gk, v);
+      } else {
+        grp.widen(v);
+#pragma unroll
+        for (int i = 0; i < kRowGroup; ++i)
+          v[i] = fastExp2(fmaf(v[i], kLog2e, -k));
+      }
 #pragma unroll
       for (int i = 0; i < kRowGroup; ++i)
-        v[i] = fastExp2(fmaf(v[i], kLog2e, -k)) * scale;
+        v[i] *= scale;
       grp.narrow(v);
-      grp.store(dr, q);
+      grp.template store<kPacked>(dr, q);
     });
     if (ownsTail) {
       float v[kRowGroup];
@@ -434,13 +517,46 @@ void launchLean(Stream s, bool i32, const void *logits, const void *targets,
                 int64_t ignoreIndex) {
   using T = typename S::T;
   constexpr int kHeld = kLeanHeld<S>;
-  bool held = rows.c / kRowGroup <= int64_t(kHeld) * kWideThreads;
-  auto *kernel =
-      held ? leanCrossEntropyKernel<S, kHeld> : leanCrossEntropyKernel<S, 0>;
+  int64_t perThread = (rows.c / kRowGroup + kWideThreads - 1) / kWideThreads;
+  // Whole packs where every row starts 16-byte aligned; other rows stream
+  // (held, their 2-byte loads in flight spilled).
+  bool packed = rows.width % kRowGroup == 0 && packAligned(logits) &&
+                (!dlogits || packAligned(dlogits));
+  bool held = packed && perThread <= kHeld;
+  auto *kernel = held     ? leanCrossEntropyKernel<S, kHeld, true>
+                 : packed ? leanCrossEntropyKernel<S, 0, true>
+                          : leanCrossEntropyKernel<S, 0, false>;
+  // The held groups whose exps the gradient reuses: all of them where the
+  // shared memory holds them (7 x 32 KiB of a Hopper's 227 KiB a block), as
+  // many as fit elsewhere (an A100's 163 KiB: 5).
+  int stored = held && dlogits ? static_cast<int>(perThread) : 0;
+#ifdef FSDPRT_CUDA_EMULATION
   FSDPRT_LAUNCH_WIDE_ROWS(kernel, rows.n, s, i32,
                           static_cast<const T *>(logits), targets, count,
                           dloss, terms, static_cast<T *>(dlogits), rows, mean,
-                          ignoreIndex);
+                          ignoreIndex, stored);
+#else
+  if (rows.n <= 0)
+    return;
+  constexpr int kSlotBytes = kRowGroup * 4 * kWideThreads; // a group's
+  constexpr int kStaticBytes = 1024; // the reductions' (384) and slack
+  int device, optin;
+  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  checkCuda(cudaDeviceGetAttribute(
+                &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+            "cudaDeviceGetAttribute");
+  stored = std::min(stored, (optin - kStaticBytes) / kSlotBytes);
+  int bytes = stored * kSlotBytes;
+  if (bytes > 0)
+    checkCuda(cudaFuncSetAttribute(
+                  kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+              "cudaFuncSetAttribute");
+  kernel<<<static_cast<unsigned>(std::min<int64_t>(rows.n, int64_t(1) << 20)),
+           kWideThreads, bytes, s>>>(
+      i32, static_cast<const T *>(logits), targets, count, dloss, terms,
+      static_cast<T *>(dlogits), rows, mean, ignoreIndex, stored);
+  checkLaunch(s, "leanCrossEntropyKernel");
+#endif
 }
 
 } // namespace
@@ -458,8 +574,7 @@ bool leanCrossEntropyRows(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, const int64_t *count,
                           const float *dloss, double *terms, void *dlogits,
                           LogitRows rows, bool mean, int64_t ignoreIndex) {
-  if (rows.width % kRowGroup != 0 || !packAligned(logits) ||
-      (dlogits && !packAligned(dlogits)) || rows.width > INT_MAX - kRowGroup)
+  if (rows.width > INT_MAX - kRowGroup)
     return false;
   withStorage(dt, [&](auto st) {
     launchLean<decltype(st)>(s, i32, logits, targets, count, dloss, terms,

@@ -19,9 +19,8 @@ namespace cuda {
 bool leanCrossEntropyKernels();
 
 /// RowKernels.cu's crossEntropyRowTermsAndGrad by the lean kernels (terms
-/// or dlogits may be null, not both); false, with nothing queued, where
-/// they do not apply: a row width not a multiple of 8 elements, logits or
-/// dlogits not 16-byte aligned, or c at or over 2^31 - 8.
+/// or dlogits may be null, not both); false, with nothing queued, for rows
+/// of 2^31 - 8 elements or more (32-bit indices).
 bool leanCrossEntropyRows(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, const int64_t *count,
                           const float *dloss, double *terms, void *dlogits,
