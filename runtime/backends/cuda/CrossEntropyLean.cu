@@ -18,20 +18,23 @@
 //  - each thread's max first (on 16-bit pairs), then exps relative to it:
 //    no per-group rescaling, one rescale a thread when the block combines;
 //  - the exp of a logit is exp2(x * log2(e) - K) with K = the thread's
-//    max * log2(e): one FFMA and one MUFU.EX2. The gradient recomputes it
-//    (an FFMA and a MUFU again) rather than keeping 56 f32 exps a thread,
-//    which is more than the 64 registers a 1024-thread block allows;
+//    max * log2(e): one FFMA and one MUFU.EX2, computed once where the row
+//    is held: the gradient reads it back from shared memory (HeldExps; 56
+//    f32 a thread do not fit the 64 registers a 1024-thread block allows),
+//    streamed rows recompute it;
 //  - the target's -1 is applied once, by its owner, after its group is
 //    stored, not by a compare per element.
 // Numbers: each group's 8 exps summed in f32, the groups' sums in double
 // (one conversion and one DADD per 8 elements), so a row's sum is within a
 // few 1e-7 relative of its exact value for any width and thread count.
 // Against RowKernels.cu's kernels the exps' arguments round differently
-// (x * log2(e) - K where they take (x - max) * log2(e)): gradients agree
-// within 1e-5 relative in f32, so rounded to bf16 / f16 within one unit in
-// the last place; the loss terms within 1e-6 relative plus 1e-6 (test:
-// LeanCrossEntropyTest.cpp). 16-bit rows compute what their f32 widening
-// does (the same groups, the same arithmetic), held or streamed.
+// (x * log2(e) - K where they take (x - max) * log2(e)), so the bits
+// differ: the loss and gradients agree within 2e-5 relative in f32, one
+// unit in the last place in bf16 / f16, NaN where they have NaN (test:
+// LeanCrossEntropyTest.cpp). One difference beyond rounding: a logit over
+// 2.3e38 in magnitude overflows K, and its row's results are NaN. 16-bit
+// rows compute what their f32 widening does (the same groups, the same
+// arithmetic), held or streamed, packed or not.
 //
 //===----------------------------------------------------------------------===//
 #include "CrossEntropyLean.h"
@@ -48,7 +51,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 namespace fsdp {
 namespace rt {
