@@ -137,8 +137,16 @@ rebuild() {
   fi
 }
 
+# The conformance suites, then the loss suite again with the lean
+# cross-entropy kernels (FSDPRT_XENT_KERNELS=lean).
 conformance() {
-  "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json"
+  local rc=0
+  "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json" ||
+    rc=1
+  FSDPRT_XENT_KERNELS=lean "$BIN/fsdprt_cuda_unittests" \
+    --gtest_filter='*LossConformance*' \
+    --gtest_output="json:$OUT/conformance-lean-xent.json" || rc=1
+  return $rc
 }
 # cuDNN's convolutions (forward, input and weight gradients; f32 and bf16)
 # against the direct kernels over ResNet's, depthwise, 1-D and dilated
@@ -523,9 +531,11 @@ def lines(path):
     except (OSError, ValueError):
         return []
 results = {"parts": lines(os.path.join(out, "parts.jsonl"))}
-conf = load(os.path.join(out, "conformance.json"))
-if conf:
-    results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
+for name in ("conformance", "conformance-lean-xent"):
+    conf = load(os.path.join(out, f"{name}.json"))
+    if conf:
+        results[name.replace("-", "_")] = {
+            k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
 for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
