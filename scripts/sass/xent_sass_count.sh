@@ -5,10 +5,15 @@
 # the fused in-place call. Each kernel is compiled as a probe (probe.cu)
 # for threads 0, 32 and 992 (lane 0 of warps 0, 1 and 31: a warp issues
 # what its lane 0 does); sass_count.py walks the probes' SASS. Needs nvcc
-# and cuobjdump (CUDA_BIN or PATH); no GPU.
+# and cuobjdump (PATH or CUOBJDUMP); no GPU. KEEP_SASS=dir keeps the
+# probes' SASS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump)}
+cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump || true)}
+[ -n "$cuobjdump" ] || {
+  echo "cuobjdump not found: put the CUDA toolkit's on PATH or set CUOBJDUMP" >&2
+  exit 1
+}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 [ -z "${KEEP_SASS:-}" ] || trap 'cp "$tmp"/*.sass "$KEEP_SASS"/; rm -rf "$tmp"' EXIT
