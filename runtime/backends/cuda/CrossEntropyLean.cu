@@ -346,10 +346,10 @@ constexpr int kLeanHeld = sizeof(typename S::T) == 2 ? 7 : 3;
 
 /// Cross-entropy rows as RowKernels.cu's crossEntropyRowsKernel (the same
 /// arguments and results; kPacked: whole packs, the rows' width a multiple
-/// of 8 and the rows 16-byte aligned). kHeld > 0: the thread's complete groups (at most kHeld)
-/// are loaded into registers once, and the exps of its first `stored`
-/// groups kept for the gradient (HeldExps); kHeld = 0: each pass reads
-/// them again (`stored` 0).
+/// of 8 and the rows 16-byte aligned). kHeld > 0: the thread's complete
+/// groups (at most kHeld) are loaded into registers once, and the exps of
+/// its first `stored` groups kept for the gradient (HeldExps); kHeld = 0:
+/// each pass reads them again (`stored` 0).
 template <typename S, int kHeld, bool kPacked>
 __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
     leanCrossEntropyKernel(bool i32, const typename S::T *logits,

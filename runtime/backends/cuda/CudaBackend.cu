@@ -956,7 +956,8 @@ public:
       DeviceStaging st({e.s}); // logits are read in their storage type
       cuda::crossEntropyForward(e.s, dt, targetType, logits, targets,
                                 count.as<int64_t>(), st.out(dt, loss, 1),
-                                {n, c, width, e.leanXent}, reduction, ignoreIndex);
+                                {n, c, width, e.leanXent}, reduction,
+                                ignoreIndex);
       st.commit();
     });
   }
@@ -972,8 +973,8 @@ public:
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyBackward(e.s, dt, targetType, logits, targets,
                                  count.as<int64_t>(), st.in(dt, dloss, 1),
-                                 dlogits, {n, c, width, e.leanXent}, reduction,
-                                 ignoreIndex);
+                                 dlogits, {n, c, width, e.leanXent},
+                                 reduction, ignoreIndex);
     });
   }
   void crossEntropyForwardBackward(DType dt, DType targetType,
@@ -989,8 +990,8 @@ public:
       DeviceStaging st({e.s}); // logits, dlogits in their storage type
       cuda::crossEntropyForwardBackward(
           e.s, dt, targetType, logits, targets, count.as<int64_t>(),
-          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits, {n, c, width, e.leanXent},
-          reduction, ignoreIndex);
+          st.in(dt, dloss, 1), st.out(dt, loss, 1), dlogits,
+          {n, c, width, e.leanXent}, reduction, ignoreIndex);
       st.commit();
     });
   }
