@@ -248,7 +248,7 @@ void copyStrided(Stream s, int64_t elemSize, const void *src, void *dst,
 /// (the rest pad the vocabulary: no part of the loss, a zero gradient).
 struct LogitRows {
   int64_t n, c, width;
-  bool lean = false; // CrossEntropyLean.cu's kernels where they apply
+  bool lean = false; // FSDPRT_XENT_KERNELS=lean: CrossEntropyLean.cu
 };
 
 /// Logits in their storage type `dt`; the loss is f32. Targets outside
