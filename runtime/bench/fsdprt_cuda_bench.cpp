@@ -12,7 +12,7 @@
 // The ratio (ours / ceiling, in time) says where a step's time goes beyond
 // what the hardware needs. Not a test. Run it on a GPU (the lease kit does).
 //   fsdprt_cuda_bench [--dtype bf16|f32] [--iters N] [--batch B]
-//                     [--only gemm|attention|pointwise|norm|loss]
+//                     [--only gemm|attention|pointwise|norm|loss|optimizer]
 // (--batch: sequences of 1024; the kit runs 8 and, for the norms, 64.)
 //
 //===----------------------------------------------------------------------===//
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--dtype bf16|f32] [--iters N] [--batch B] "
-                   "[--only gemm|attention|pointwise|norm|loss]\n",
+                   "[--only gemm|attention|pointwise|norm|loss|optimizer]\n",
                    argv[0]);
       return 2;
     }
@@ -481,6 +481,32 @@ int main(int argc, char **argv) {
     row("embedding bwd 8192 ids into 50257x768", emb,
         1.0 * (M * C + V * C) * es / bandwidth);
     for (int64_t h : {logits, dlogits, ids, loss, dloss, dy, dtable})
+      check(fsdprt_buffer_free(ctx, s, h), "free");
+  }
+
+  if (want("optimizer")) { // AdamW over every parameter, as one call
+    // GPT-2 124M's parameters with the padded vocabulary (the step updates
+    // one flat shard per unit; together they are this many). The gradient
+    // is read in the storage type (the reduced shard the update reads), the
+    // f32 parameter and both moments read and written.
+    const int64_t N = W * C + T * C + 12 * (12 * C * C + 13 * C) + 2 * C;
+    int64_t p = alloc(N, 4), m = alloc(N, 4), v = alloc(N, 4),
+            g = alloc(N, es);
+    for (int64_t h : {p, m, v})
+      check(fsdprt_fill(ctx, s, FSDPRT_F32, h, 0, N, 0.01), "fill");
+    sync();
+    int64_t step = 1;
+    double adamw = timeIt(
+        [&] {
+          check(fsdprt_adamw_step(ctx, s, dt, p, 0, g, 0, m, 0, v, 0, N,
+                                  step++, 6e-4, 0.9, 0.95, 1e-8, 0.1, 0, 0,
+                                  0),
+                "adamw_step");
+        },
+        sync, iters, kReps);
+    row("adamw " + std::to_string(N) + " params", adamw,
+        (24.0 + es) * N / bandwidth);
+    for (int64_t h : {p, m, v, g})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
