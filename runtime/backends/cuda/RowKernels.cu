@@ -696,7 +696,10 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
 
 void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                       const void *b, void *y, int64_t rows, int64_t d,
-                      float eps) {
+                      float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanLayerNormForward(s, dt, x, w, b, y, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -709,7 +712,11 @@ void layerNormForward(Stream s, DType dt, const void *x, const void *w,
 
 void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
                          const void *w, const void *bias, void *sum, void *y,
-                         int64_t rows, int64_t d, float eps) {
+                         int64_t rows, int64_t d, float eps,
+                         NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanAddLayerNormForward(s, dt, a, b, w, bias, sum, y, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -724,7 +731,11 @@ void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
 void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                            const void *dy, const void *addend, void *dx,
                            float *mean, float *rstd, int64_t rows, int64_t d,
-                           float eps) {
+                           float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanLayerNormRowsBackward(s, dt, x, w, dy, addend, dx, mean, rstd, rows,
+                                d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -737,7 +748,10 @@ void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
 }
 
 void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
-                    int64_t rows, int64_t d, float eps) {
+                    int64_t rows, int64_t d, float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanRmsNormForward(s, dt, x, w, y, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -749,7 +763,10 @@ void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
 
 void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                          const void *dy, void *dx, float *rstd, int64_t rows,
-                         int64_t d, float eps) {
+                         int64_t d, float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanRmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
