@@ -44,6 +44,9 @@ if [ "$PARTS" = ",quick," ]; then
   KERNEL_DTYPES=${KERNEL_DTYPES:-bf16}
 fi
 BACKEND=${BACKEND:-cuda}
+# The conformance suites of the norms (runtime/unittests/CMakeLists.txt's
+# cuda_emu_lean_norms runs the same).
+LEAN_NORM_SUITES='*NormConformance*:*AddLayerNorm*:*LeanNorms*'
 KIT=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$KIT/out}
 mkdir -p "$OUT"
@@ -138,8 +141,13 @@ rebuild() {
   fi
 }
 
+# Then the norm suites again with the lean norm kernels selected.
 conformance() {
-  "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json"
+  "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json" ||
+    return 1
+  FSDPRT_NORM_KERNELS=lean "$BIN/fsdprt_cuda_unittests" \
+    --gtest_filter="$LEAN_NORM_SUITES" \
+    --gtest_output="json:$OUT/conformance_lean_norms.json"
 }
 # cuDNN's convolutions (forward, input and weight gradients; f32 and bf16)
 # against the direct kernels over ResNet's, depthwise, 1-D and dilated
@@ -525,9 +533,10 @@ def lines(path):
     except (OSError, ValueError):
         return []
 results = {"parts": lines(os.path.join(out, "parts.jsonl"))}
-conf = load(os.path.join(out, "conformance.json"))
-if conf:
-    results["conformance"] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
+for name in ("conformance", "conformance_lean_norms"):
+    conf = load(os.path.join(out, f"{name}.json"))
+    if conf:
+        results[name] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
 for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
