@@ -15,8 +15,8 @@
 //                     [--only gemm|attention|pointwise|norm|loss]
 // (--batch: sequences of 1024; the kit runs 8 and, for the norms, 64.)
 // The norm rows run the kernels FSDPRT_NORM_KERNELS selects (read once a
-// process); unless it is "lean" already, the bench then runs itself again
-// with --norm-kernels lean (the variable set, its rows marked "lean") and
+// process); where it is unset, the bench then runs itself again with
+// --norm-kernels lean (the variable set, its rows marked "lean") and
 // --bandwidth (this run's ceiling), so that the lean rows follow.
 //
 //===----------------------------------------------------------------------===//
@@ -444,7 +444,7 @@ int main(int argc, char **argv) {
     row("  unfused: bwd, then add", unfusedBwd, 6.0 * M * C * es / bandwidth);
     for (int64_t h : {x, w, b, y, dx, dw, db, r, sum})
       check(fsdprt_buffer_free(ctx, s, h), "free");
-    if (!leanNorms) {
+    if (!normKernels) {
       std::string again = std::string(argv[0]) + " --only norm" +
                           " --dtype " + (bf16 ? "bf16" : "f32") +
                           " --iters " + std::to_string(iters) + " --batch " +

@@ -468,18 +468,23 @@ kernels() {
 
 # Nsight Compute on the norm and cross-entropy kernels where the image has
 # ncu and lets it read the counters: occupancy, throughput, stall reasons,
-# and for the norms which pipes their instructions keep busy and where the
-# warps stall (the source counters' hottest SASS lines).
+# and for the norms (the streaming kernels, then the lean ones) which pipes
+# their instructions keep busy and where the warps stall (the source
+# counters' hottest SASS lines).
 profile() {
   local ncu
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
-  "$ncu" --section SpeedOfLight --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --section ComputeWorkloadAnalysis --section InstructionStats \
-    --section SourceCounters --print-details all \
-    --kernel-name regex:'layerNorm|normColumns' --launch-count 3 \
-    "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --iters 1
+  local kernels
+  for kernels in streaming lean; do
+    FSDPRT_NORM_KERNELS=$kernels "$ncu" --section SpeedOfLight \
+      --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section InstructionStats \
+      --section SourceCounters --print-details all \
+      --kernel-name regex:'[lL]ayerNorm|normColumns' --launch-count 3 \
+      "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --iters 1
+  done
   "$ncu" --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --kernel-name regex:'crossEntropy' --launch-count 2 \
     "$BIN/fsdprt_cuda_bench" --dtype bf16 --only loss --iters 1
