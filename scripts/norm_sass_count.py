@@ -24,19 +24,27 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LEAN = r"StorageELi{w}E"
 KERNELS = [  # (label, file, kernel name pattern; {d} the dtype, {w} width)
     ("layer_norm fwd", "RowKernels.cu", r"19layerNormRowsKernelINS0_\d+{d}S"),
-    ("layer_norm fwd", "LeanNorms.cu", r"leanLayerNormKernelINS0_\d+{d}StorageELi{w}E"),
-    ("add + layer_norm fwd", "RowKernels.cu", r"addLayerNormRowsKernelINS0_\d+{d}S"),
-    ("add + layer_norm fwd", "LeanNorms.cu", r"leanAddLayerNormKernelINS0_\d+{d}StorageELi{w}E"),
-    ("layer_norm bwd + addend", "RowKernels.cu", r"layerNormRowsBackwardKernelINS0_\d+{d}S"),
-    ("layer_norm bwd + addend", "LeanNorms.cu", r"leanLayerNormBackwardKernelINS0_\d+{d}StorageELi{w}E"),
+    ("layer_norm fwd", "LeanNorms.cu",
+     r"leanLayerNormKernelINS0_\d+{d}" + LEAN),
+    ("add + layer_norm fwd", "RowKernels.cu",
+     r"addLayerNormRowsKernelINS0_\d+{d}S"),
+    ("add + layer_norm fwd", "LeanNorms.cu",
+     r"leanAddLayerNormKernelINS0_\d+{d}" + LEAN),
+    ("layer_norm bwd + addend", "RowKernels.cu",
+     r"layerNormRowsBackwardKernelINS0_\d+{d}S"),
+    ("layer_norm bwd + addend", "LeanNorms.cu",
+     r"leanLayerNormBackwardKernelINS0_\d+{d}" + LEAN),
     ("rms_norm fwd", "RowKernels.cu", r"17rmsNormRowsKernelINS0_\d+{d}S"),
-    ("rms_norm fwd", "LeanNorms.cu", r"leanRmsNormKernelINS0_\d+{d}StorageELi{w}E"),
-    ("rms_norm bwd", "RowKernels.cu", r"rmsNormRowsBackwardKernelINS0_\d+{d}S"),
-    ("rms_norm bwd", "LeanNorms.cu", r"leanRmsNormBackwardKernelINS0_\d+{d}StorageELi{w}E"),
+    ("rms_norm fwd", "LeanNorms.cu", r"leanRmsNormKernelINS0_\d+{d}" + LEAN),
+    ("rms_norm bwd", "RowKernels.cu",
+     r"rmsNormRowsBackwardKernelINS0_\d+{d}S"),
+    ("rms_norm bwd", "LeanNorms.cu",
+     r"leanRmsNormBackwardKernelINS0_\d+{d}" + LEAN),
 ]
-COLD = re.compile(r"\b(LDG|STG)\.E\.(U16|16)\b|\bCALL\b")
+COLD = re.compile(r"\b(LDG|STG)\.E\.(U16|16)\b|\bCALL\b")  # rare paths
 WIDE = re.compile(r"\b(LDG|STG)\.E\.(EL\.)?128\b")
 
 

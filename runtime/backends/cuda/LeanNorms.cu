@@ -289,6 +289,8 @@ template <typename S, int W> struct LeanRow {
 template <typename S, int W> constexpr int leanMinBlocks() {
   return sizeof(typename S::T) == 2 && W <= 768 ? 2 : 1;
 }
+/// The lean kernels' launch bounds (in a kernel templated on S and W).
+#define FSDPRT_LEAN_BOUNDS __launch_bounds__(kThreads, leanMinBlocks<S, W>())
 
 /// This warp's first row and the stride between its rows, in int: the
 /// launcher checked that rows fit.
@@ -301,7 +303,7 @@ __device__ inline int warpRowStep() {
 }
 
 template <typename S, int W>
-__global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>())
+__global__ void FSDPRT_LEAN_BOUNDS
     leanLayerNormKernel(const typename S::T *x, const typename S::T *w,
                         const typename S::T *b, typename S::T *y, int rows,
                         float eps) {
@@ -319,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>())
 /// addLayerNormRowsKernel: sum = a + b rounded and stored, then the
 /// layer_norm of the stored sum, held as stored.
 template <typename S, int W>
-__global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>()) leanAddLayerNormKernel(
+__global__ void FSDPRT_LEAN_BOUNDS leanAddLayerNormKernel(
     const typename S::T *a, const typename S::T *b, const typename S::T *w,
     const typename S::T *bias, typename S::T *sum, typename S::T *y, int rows,
     float eps) {
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>()) leanAddLayerN
 /// layerNormRowsBackwardKernel on held x and dy: the same g = dy * w and
 /// xhat computed in each of the two passes, the same sums.
 template <typename S, int W>
-__global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>()) leanLayerNormBackwardKernel(
+__global__ void FSDPRT_LEAN_BOUNDS leanLayerNormBackwardKernel(
     const typename S::T *x, const typename S::T *w, const typename S::T *dy,
     const typename S::T *addend, typename S::T *dx, float *mean, float *rstd,
     int rows, float eps) {
@@ -418,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>()) leanLayerNorm
 }
 
 template <typename S, int W>
-__global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>())
+__global__ void FSDPRT_LEAN_BOUNDS
     leanRmsNormKernel(const typename S::T *x, const typename S::T *w,
                       typename S::T *y, int rows, float eps) {
   using Row = LeanRow<S, W>;
@@ -444,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>())
 
 /// rmsNormRowsBackwardKernel on held x and dy.
 template <typename S, int W>
-__global__ void __launch_bounds__(kThreads, leanMinBlocks<S, W>()) leanRmsNormBackwardKernel(
+__global__ void FSDPRT_LEAN_BOUNDS leanRmsNormBackwardKernel(
     const typename S::T *x, const typename S::T *w, const typename S::T *dy,
     typename S::T *dx, float *rstd, int rows, float eps) {
   using Row = LeanRow<S, W>;
