@@ -14,8 +14,8 @@
 // in the same order (lane l sums groups l, l + 32, ... in double, element
 // by element, through the same warpSum tree): the same bits, which a test
 // asserts on the emulation and on a GPU (LeanNormsTest.cpp). What differs:
-// * a row's groups are loaded once into registers and every pass reads
-//   them there (no reloads, no reconversions);
+// * a lane's groups of the row are loaded once, all at once, into
+//   registers (as stored) and every pass reads them there;
 // * the weight and bias are loaded once per warp, before its rows, and the
 //   grid holds only as many warps as are resident, so that each strides
 //   over several rows;
@@ -118,7 +118,9 @@ template <typename S> __device__ inline void widen2(uint32_t w, float &lo,
 
 /// lo and hi rounded to nearest even into one word (lo in the low half) by
 /// one cvt.rn.{bf16,f16}x2.f32: Half.h's bits for every non-NaN value
-/// (subnormals kept, overflow to Inf), the canonical NaN 0x7fff for a NaN.
+/// (subnormals kept, overflow to Inf), the canonical NaN 0x7fff for a NaN
+/// (as cuda_bf16.hpp's and cuda_fp16.hpp's host conversions give it too;
+/// LeanNormsTest checks it on a GPU).
 template <typename S> __device__ inline uint32_t narrow2(float lo, float hi) {
 #ifdef FSDPRT_CUDA_EMULATION
   auto one = [](float f) -> uint32_t { return f != f ? 0x7fffu : S::store(f); };
