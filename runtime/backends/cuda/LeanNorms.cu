@@ -372,7 +372,9 @@ __global__ void FSDPRT_LEAN_BOUNDS leanLayerNormBackwardKernel(
     }
     if (!dx)
       continue;
-    // g and xhat of group k (gv becomes g, xv xhat).
+    // g and xhat of group k (gv becomes g, xv xhat); g rounded on its own,
+    // as the streaming kernel's (nvcc fused the held g's product into
+    // g - mg here, not there).
     auto group = [&](int k, Group &gv, Group &xv) {
       Group wv;
       xh[k].widen(xv);
@@ -380,7 +382,7 @@ __global__ void FSDPRT_LEAN_BOUNDS leanLayerNormBackwardKernel(
       wh[k].widen(wv);
 #pragma unroll
       for (int i = 0; i < kRowGroup; ++i) {
-        gv[i] *= wv[i];
+        gv[i] = __fmul_rn(gv[i], wv[i]);
         xv[i] = (xv[i] - mu) * rs;
       }
     };
@@ -464,6 +466,7 @@ __global__ void FSDPRT_LEAN_BOUNDS leanRmsNormBackwardKernel(
       rstd[r] = rs;
     if (!dx)
       continue;
+    // g rounded on its own, as in leanLayerNormBackwardKernel.
     auto group = [&](int k, Group &gv, Group &xv) {
       Group wv;
       xh[k].widen(xv);
@@ -471,7 +474,7 @@ __global__ void FSDPRT_LEAN_BOUNDS leanRmsNormBackwardKernel(
       wh[k].widen(wv);
 #pragma unroll
       for (int i = 0; i < kRowGroup; ++i)
-        gv[i] *= wv[i];
+        gv[i] = __fmul_rn(gv[i], wv[i]);
     };
     double sgx = 0.0;
     FSDPRT_LEAN_UNROLL for (int k = 0; k < Row::kGroups; ++k) {

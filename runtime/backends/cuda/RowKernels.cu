@@ -598,13 +598,15 @@ __global__ void layerNormRowsBackwardKernel(
     if (!dx)
       continue;
     float xv[kRowGroup], gv[kRowGroup], wv[kRowGroup];
-    // g and xhat of a group (xv becomes xhat, gv g).
+    // g and xhat of a group (xv becomes xhat, gv g). g is rounded on its
+    // own (__fmul_rn: never contracted into the second pass's g - mg), as
+    // the lean kernel (LeanNorms.cu) computes it: the same bits.
     auto group = [&](int64_t j0, int64_t n) {
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       FSDPRT_GROUP_FOR(i, n) {
-        gv[i] *= wv[i];
+        gv[i] = __fmul_rn(gv[i], wv[i]);
         xv[i] = (xv[i] - mu) * rs;
       }
     };
@@ -669,12 +671,13 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
     if (!dx)
       continue;
     float xv[kRowGroup], gv[kRowGroup], wv[kRowGroup];
+    // g rounded on its own, as in layerNormRowsBackwardKernel.
     auto group = [&](int64_t j0, int64_t n) {
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       FSDPRT_GROUP_FOR(i, n)
-        gv[i] *= wv[i];
+        gv[i] = __fmul_rn(gv[i], wv[i]);
     };
     double sgx = 0.0;
     forWarpGroups(d, [&](int64_t j0, int64_t n) {

@@ -57,6 +57,7 @@ inline constexpr EmuDim3 gridDim{1, 1, 1};
 #define __launch_bounds__(...)
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline void __syncthreads() {}
 // ...and a warp is that one thread: a shuffle reads its own value.
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
