@@ -219,6 +219,51 @@ TEST_P(OptimizerConformance, LowPrecisionGradientUpdatesAsItsF32Widening) {
   }
 }
 
+TEST_P(OptimizerConformance, PackedAndUnalignedUpdatesGiveTheSameBits) {
+  // Backends may move elements in packs (CUDA: eight a thread where every
+  // operand is 16-byte aligned) with a tail: the update of each element
+  // must not depend on it. The same tensors at element offset 0 (packs,
+  // then a tail: n is odd) and at offset 1 (no packs) must end bit for bit
+  // alike under AdamW, SGD without a momentum buffer, and Lion (two, none
+  // and one state tensors).
+  Device dev(GetParam());
+  const int64_t n = 1037;
+  std::vector<float> result[2][4]; // by offset: param, m, v, Lion's moment
+  for (int64_t offset : {int64_t(0), int64_t(1)}) {
+    auto at = [&](std::vector<float> x) {
+      x.insert(x.begin(), offset, 0.0f);
+      return dev.upload(x);
+    };
+    std::vector<float> zeros(n, 0.0f);
+    int64_t tensors[4] = {at(randomVector(n, 91, -1.0f, 1.0f)), at(zeros),
+                          at(zeros), at(zeros)};
+    auto [dp, dm, dv, dl] = tensors;
+    int64_t dg = dev.alloc((n + offset) * 2), o2 = offset * 2, o4 = offset * 4;
+    for (int t = 1; t <= 2; ++t) {
+      std::vector<uint16_t> grad(n + offset);
+      auto values = randomVector(n, 600 + t, -2.0f, 2.0f);
+      for (int64_t i = 0; i < n; ++i)
+        grad[offset + i] = floatToBf16(values[i]);
+      RT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, dg, 0, grad.data(),
+                                  (n + offset) * 2));
+      RT_OK(fsdprt_adamw_step(dev.ctx, dev.stream, FSDPRT_BF16, dp, o4, dg, o2,
+                              dm, o4, dv, o4, n, t, 1e-2, 0.9, 0.999, 1e-8,
+                              0.01, 0, 0, 0));
+      RT_OK(fsdprt_sgd_step(dev.ctx, dev.stream, FSDPRT_BF16, dp, o4, dg, o2, 0,
+                            0, n, t, 0.05, 0.0, 0.0, 0.01, 0, 0, 0));
+      RT_OK(fsdprt_lion_step(dev.ctx, dev.stream, FSDPRT_BF16, dp, o4, dg, o2,
+                             dl, o4, n, t, 1e-3, 0.9, 0.99, 0.1, 0, 0));
+      dev.sync(); // the copy reads `grad`
+    }
+    for (int k = 0; k < 4; ++k) {
+      auto all = dev.download(tensors[k], n + offset);
+      result[offset][k].assign(all.begin() + offset, all.end());
+    }
+  }
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(result[0][k], result[1][k]) << "tensor " << k;
+}
+
 TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {
   // GradScaler: an update whose flag is set leaves parameter and moments as
   // they were; with the flag clear it runs as without one.

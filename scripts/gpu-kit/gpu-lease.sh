@@ -26,7 +26,8 @@
 #                            Mixtral's parity is in the parity part)
 #   PARTS=quick              the speed check (about 4 minutes): machine,
 #                            conformance, GPT-2 124M bf16 graphed at 8 and
-#                            64 x 1024 (each also with FSDPRT_GEMM_AUTOTUNE=1)
+#                            64 x 1024 (each also with FSDPRT_GEMM_AUTOTUNE=1
+#                            and with FSDPRT_NORM_KERNELS=lean)
 #                            and the synchronous per-op trace,
 #                            the bf16 kernel bench, Nsight Compute on the
 #                            row kernels (where the image has ncu),
@@ -37,12 +38,15 @@ set -uo pipefail
 PARTS=",${PARTS:-machine,conformance,cudnn_conv,nccl,parity,async_vs_sync,resnet,gpt2_124m,kernels,torch},"
 if [ "$PARTS" = ",quick," ]; then
   PARTS=",machine,conformance,gpt2_124m,kernels,profile,torch,"
-  GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:fused:8 bf16:leanxent:8 bf16:tune:8 bf16:b64:6 bf16:b64tune:6 bf16:sync:5}
+  GPT2_RUNS=${GPT2_RUNS:-bf16:async:8 bf16:fused:8 bf16:lean:8 bf16:leanxent:8 bf16:tune:8 bf16:b64:6 bf16:b64lean:6 bf16:b64tune:6 bf16:sync:5}
   TORCH_BATCHES=${TORCH_BATCHES:-8 64}
   TORCH_MODES=${TORCH_MODES:-compile_bf16}
   KERNEL_DTYPES=${KERNEL_DTYPES:-bf16}
 fi
 BACKEND=${BACKEND:-cuda}
+# The conformance suites of the norms (runtime/unittests/CMakeLists.txt's
+# cuda_emu_lean_norms runs the same).
+LEAN_NORM_SUITES='*NormConformance*:*AddLayerNorm*:*LeanNorms*'
 KIT=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$KIT/out}
 mkdir -p "$OUT"
@@ -137,15 +141,18 @@ rebuild() {
   fi
 }
 
-# The conformance suites, then the loss suite again with the lean
-# cross-entropy kernels (FSDPRT_XENT_KERNELS=lean).
+# Then the norm suites again with the lean norm kernels selected, and the
+# loss suite with the lean cross-entropy kernels (FSDPRT_XENT_KERNELS=lean).
 conformance() {
   local rc=0
   "$BIN/fsdprt_cuda_unittests" --gtest_output="json:$OUT/conformance.json" ||
-    rc=1
+    return 1
+  FSDPRT_NORM_KERNELS=lean "$BIN/fsdprt_cuda_unittests" \
+    --gtest_filter="$LEAN_NORM_SUITES" \
+    --gtest_output="json:$OUT/conformance_lean_norms.json" || rc=1
   FSDPRT_XENT_KERNELS=lean "$BIN/fsdprt_cuda_unittests" \
     --gtest_filter='*LossConformance*' \
-    --gtest_output="json:$OUT/conformance-lean-xent.json" || rc=1
+    --gtest_output="json:$OUT/conformance_lean_xent.json" || rc=1
   return $rc
 }
 # cuDNN's convolutions (forward, input and weight gradients; f32 and bf16)
@@ -204,7 +211,9 @@ async_vs_sync() {
 # GPT-2 124M: bf16 and f32 step times as the runner runs them (the step
 # captured as a CUDA graph and replayed), bf16 with issue 41's opt-in
 # fusions (the "fused" step: fuse-add-layer-norm, fuse-bias-gelu), bf16
-# with the lean cross-entropy kernels (FSDPRT_XENT_KERNELS=lean), bf16
+# with the lean norm kernels (FSDPRT_NORM_KERNELS=lean, the "lean" and, at
+# batch 64, "b64lean" runs), bf16 with the lean cross-entropy kernels
+# (FSDPRT_XENT_KERNELS=lean, the "leanxent" run), bf16
 # eager (--cuda-graphs off: device work queued, the host ahead), bf16 with attention on cuBLAS
 # instead of cuDNN (FSDPRT_CUDNN=0), bf16 queued and traced (eager: the
 # traced times are the host's issue times), then bf16 with
@@ -219,8 +228,8 @@ async_vs_sync() {
 # two steps (cuDNN graph builds, cuBLAS heuristics).
 gpt2_124m() {
   local run
-  for run in ${GPT2_RUNS:-bf16:async:8 bf16:fused:8 bf16:leanxent:8 \
-             bf16:eager:8 f32:async:5 \
+  for run in ${GPT2_RUNS:-bf16:async:8 bf16:fused:8 bf16:lean:8 \
+             bf16:leanxent:8 bf16:eager:8 f32:async:5 \
              bf16:nocudnn:5 bf16:issue:5 bf16:sync:5 bf16:unpadded:5 \
              bf16:nostats:5 bf16:nondet:5 bf16:scratch:2}; do
     IFS=: read -r dtype mode steps <<<"$run"
@@ -232,6 +241,7 @@ gpt2_124m() {
       # tune / b64tune: cuBLASLt's candidates timed at the first step.
       tune) autotune=1 ;;
       b64tune) step="gpt2_124m_b64-$dtype-adamw" autotune=1 ;;
+      b64lean) step="gpt2_124m_b64-$dtype-adamw" ;;
       eager) extra=(--cuda-graphs off) ;;
       scratch) extra=(--cuda-graphs off --quiet) ;;
       sync|issue)
@@ -239,6 +249,7 @@ gpt2_124m() {
         ;;
     esac
     FSDPRT_GEMM_AUTOTUNE=$autotune \
+    FSDPRT_NORM_KERNELS=$(case $mode in lean|b64lean) echo lean ;; *) echo streaming ;; esac) \
     FSDPRT_CUDA_SCRATCH_LOG=$([ "$mode" = scratch ] && echo 1 || echo 0) \
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDNN_DETERMINISTIC=$([ "$mode" = nondet ] && echo 0 || echo 1) \
@@ -466,18 +477,23 @@ kernels() {
 
 # Nsight Compute on the norm and cross-entropy kernels where the image has
 # ncu and lets it read the counters: occupancy, throughput, stall reasons,
-# and for the norms which pipes their instructions keep busy and where the
-# warps stall (the source counters' hottest SASS lines).
+# and for the norms (the streaming kernels, then the lean ones) which pipes
+# their instructions keep busy and where the warps stall (the source
+# counters' hottest SASS lines).
 profile() {
   local ncu
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
-  "$ncu" --section SpeedOfLight --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --section ComputeWorkloadAnalysis --section InstructionStats \
-    --section SourceCounters --print-details all \
-    --kernel-name regex:'layerNorm|normColumns' --launch-count 3 \
-    "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --iters 1
+  local kernels
+  for kernels in streaming lean; do
+    FSDPRT_NORM_KERNELS=$kernels "$ncu" --section SpeedOfLight \
+      --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section InstructionStats \
+      --section SourceCounters --print-details all \
+      --kernel-name regex:'[lL]ayerNorm|normColumns' --launch-count 3 \
+      "$BIN/fsdprt_cuda_bench" --dtype bf16 --only norm --iters 1
+  done
   "$ncu" --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --kernel-name regex:'crossEntropy' --launch-count 2 \
     "$BIN/fsdprt_cuda_bench" --dtype bf16 --only loss --iters 1
@@ -531,16 +547,16 @@ def lines(path):
     except (OSError, ValueError):
         return []
 results = {"parts": lines(os.path.join(out, "parts.jsonl"))}
-for name in ("conformance", "conformance-lean-xent"):
+for name in ("conformance", "conformance_lean_norms", "conformance_lean_xent"):
     conf = load(os.path.join(out, f"{name}.json"))
     if conf:
-        results[name.replace("-", "_")] = {
-            k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
+        results[name] = {k: conf.get(k) for k in ("tests", "failures", "disabled", "errors")}
 results["parity"] = {os.path.basename(os.path.dirname(p)): load(p)
                      for p in sorted(glob.glob(os.path.join(out, "runs/*/compare.json")))}
 for run in ("f32", "bf16", "bf16-eager", "bf16-nocudnn", "bf16-issue",
             "bf16-sync", "bf16-unpadded", "bf16-nostats", "bf16-nondet",
-            "bf16-b64", "bf16-fused", "bf16-leanxent"):
+            "bf16-b64", "bf16-fused", "bf16-lean", "bf16-b64lean",
+            "bf16-leanxent"):
     rows = lines(os.path.join(out, f"gpt2_124m-{run}.jsonl"))
     if rows:
         times = sorted(r["step_time_s"] for r in rows[1:]) or [rows[0]["step_time_s"]]

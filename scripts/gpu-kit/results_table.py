@@ -25,6 +25,8 @@ PEAK_FLOPS = 989e12  # H100 SXM, dense bf16
 
 OURS = [("bf16", "ours bf16, the step as one CUDA graph"),
         ("bf16-fused", "ours bf16, fuse-add-layer-norm + fuse-bias-gelu"),
+        ("bf16-lean", "ours bf16, lean norm kernels "
+                      "(FSDPRT_NORM_KERNELS=lean)"),
         ("bf16-leanxent", "ours bf16, lean cross-entropy kernels "
                           "(FSDPRT_XENT_KERNELS=lean)"),
         ("bf16-eager", "ours bf16, eager (--cuda-graphs off)"),
@@ -80,6 +82,10 @@ def table(results):
     if ours64:
         lines.append(row("ours bf16, batch 64, one CUDA graph",
                          ours64["median_step_s"], ours_memory(ours64), 64))
+    lean64 = results.get("gpt2_124m_bf16-b64lean")
+    if lean64:
+        lines.append(row("ours bf16, batch 64, lean norm kernels",
+                         lean64["median_step_s"], ours_memory(lean64), 64))
     if "compile_bf16" in torch64:
         lines.append(row("PyTorch torch.compile bf16, batch 64",
                          torch64["compile_bf16"]["median_step_s"],

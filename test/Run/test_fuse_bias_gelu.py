@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from test_cuda_emu import emu_run  # noqa: F401 (a fixture)
-from test_fuse_add_layer_norm import BASE, _step
+from test_fuse_add_layer_norm import (BASE, TWO_RANK_SETTINGS, _step,
+                                      assert_two_rank_runs_alike)
 from test_pack_attention import _assert_trained_alike
 from test_parity import STEPS, compare_losses
 
@@ -46,16 +47,12 @@ def _lowered(fsdp_opt, tmp_path, base, name):
     return steps
 
 
-@pytest.mark.parametrize("extra", ["optimizer=adamw",
-                                   "optimizer=sgd param-dtype=bf16",
-                                   "optimizer=sgd activation-checkpointing=Block"])
+@pytest.mark.parametrize("extra", TWO_RANK_SETTINGS)
 def test_fused_step_trains_as_the_unfused_one(fsdp, fsdp_opt, tmp_path,
                                               extra):
     base = f"world-size=2 {BASE} {extra} lower=true"
-    runs = [fsdp.run(step, nproc=2, steps=STEPS)
-            for step in _lowered(fsdp_opt, tmp_path, base, "cpu")]
-    assert len(runs[0].losses) == STEPS
-    _assert_trained_alike(*runs)
+    assert_two_rank_runs_alike(fsdp,
+                               _lowered(fsdp_opt, tmp_path, base, "cpu"))
 
 
 def _on_emu(fsdp, fsdp_opt, emu_run, tmp_path, extra):  # noqa: F811
@@ -112,6 +109,4 @@ def test_both_fusions_together_train_as_the_unfused_step(fsdp, fsdp_opt,
     for kernel in ("linear_gelu_forward", "linear_gelu_backward",
                    "add_layer_norm_forward", "add_layer_norm_backward"):
         assert text.count(f"llvm.call @fsdprt_{kernel}(") >= 2, kernel
-    runs = [fsdp.run(step, nproc=2, steps=STEPS) for step in (both, plain)]
-    assert len(runs[0].losses) == STEPS
-    _assert_trained_alike(*runs)
+    assert_two_rank_runs_alike(fsdp, (both, plain))

@@ -179,6 +179,24 @@ def test_results_table_states_batch_64_and_the_bar(tmp_path):
     assert out[-1] == "batch 64: 491k tokens/s, 0.98x issue 41's bar (500k)"
 
 
+def test_results_table_puts_the_lean_norms_beside_the_default(tmp_path):
+    """The quick kit's lean-norm runs (FSDPRT_NORM_KERNELS=lean) at batch 8
+    and 64 each get their row after the default kernels' row."""
+    run = {"median_step_s": 0.0200, "peak_bytes": 5.10e9,
+           "device_peak_bytes": 5.99e9}
+    results = {"gpt2_124m_bf16": run, "gpt2_124m_bf16-lean": run,
+               "gpt2_124m_bf16-b64": dict(run, median_step_s=0.1275),
+               "gpt2_124m_bf16-b64lean": dict(run, median_step_s=0.1250)}
+    out = _results_table(tmp_path, results)
+    assert out[3] == ("| ours bf16, lean norm kernels (FSDPRT_NORM_KERNELS="
+                      "lean) | 0.0200 s | 410k | 35.6% | 5.99 GB (arena "
+                      "5.10 GB) |"), out
+    assert out[4].startswith("| ours bf16, batch 64, one CUDA graph | "
+                             "0.1275 s |"), out
+    assert out[5].startswith("| ours bf16, batch 64, lean norm kernels | "
+                             "0.1250 s | 524k |"), out
+
+
 def test_results_table_puts_the_lean_cross_entropy_run_beside_the_step(
         tmp_path):
     """The kit's bf16:leanxent run (FSDPRT_XENT_KERNELS=lean): its row, and

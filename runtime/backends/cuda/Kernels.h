@@ -115,16 +115,25 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
                     const Shape &xShape, const std::vector<int64_t> &dims,
                     float *dx);
 
+/// Which kernels run the norms' rows (docs/CUDA.md): the streaming ones
+/// (RowKernels.cu, any shape), or the lean ones (LeanNorms.cu) where a row
+/// fits them and the streaming ones elsewhere. Both give the same bits but
+/// for NaN (the lean ones store the hardware's canonical NaN).
+enum class NormKernels { Streaming, Lean };
+/// Lean where FSDPRT_NORM_KERNELS=lean (read once), streaming otherwise.
+NormKernels normKernels();
+
 // layer_norm / rms_norm on the storage type (f32 math, each output rounded
 // once); weight gradients in f32; backward row statistics live in
 // stream-ordered scratch.
 void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                       const void *b, void *y, int64_t rows, int64_t d,
-                      float eps);
+                      float eps, NormKernels kernels = normKernels());
 /// sum = a + b (the add kernel's rounding), y = layer_norm(sum as stored).
 void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
                          const void *w, const void *bias, void *sum, void *y,
-                         int64_t rows, int64_t d, float eps);
+                         int64_t rows, int64_t d, float eps,
+                         NormKernels kernels = normKernels());
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
                        int64_t rows, int64_t d, float eps);
@@ -135,7 +144,8 @@ void addLayerNormBackward(Stream s, DType dt, const void *x, const void *w,
                           float *dw, float *db, int64_t rows, int64_t d,
                           float eps);
 void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
-                    int64_t rows, int64_t d, float eps);
+                    int64_t rows, int64_t d, float eps,
+                    NormKernels kernels = normKernels());
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      const void *dy, void *dx, float *dw, int64_t rows,
                      int64_t d, float eps);
@@ -151,10 +161,30 @@ void finishColumnChunks(Stream s, const float *partial, float *out,
 void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                            const void *dy, const void *addend, void *dx,
                            float *mean, float *rstd, int64_t rows, int64_t d,
-                           float eps);
+                           float eps, NormKernels kernels = normKernels());
 void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                          const void *dy, void *dx, float *rstd, int64_t rows,
-                         int64_t d, float eps);
+                         int64_t d, float eps,
+                         NormKernels kernels = normKernels());
+/// The lean kernels of the calls above (LeanNorms.cu) where the rows fit
+/// them (a width they take, every pointer 16-byte aligned); false, having
+/// launched nothing, otherwise.
+bool leanLayerNormForward(Stream s, DType dt, const void *x, const void *w,
+                          const void *b, void *y, int64_t rows, int64_t d,
+                          float eps);
+bool leanAddLayerNormForward(Stream s, DType dt, const void *a, const void *b,
+                             const void *w, const void *bias, void *sum,
+                             void *y, int64_t rows, int64_t d, float eps);
+bool leanLayerNormRowsBackward(Stream s, DType dt, const void *x,
+                               const void *w, const void *dy,
+                               const void *addend, void *dx, float *mean,
+                               float *rstd, int64_t rows, int64_t d,
+                               float eps);
+bool leanRmsNormForward(Stream s, DType dt, const void *x, const void *w,
+                        void *y, int64_t rows, int64_t d, float eps);
+bool leanRmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
+                             const void *dy, void *dx, float *rstd,
+                             int64_t rows, int64_t d, float eps);
 // Convolution on f32 (Conv.cu): one thread per result element.
 void convForward(Stream s, const float *x, const float *w, const float *b,
                  float *y, const ConvGeometry &g);

@@ -1,7 +1,7 @@
 //===- Optimizer.cu - updates, non-finite checks, grad norm clipping ------===//
 //
-// The optimizer updates (the CPU backend's update bodies, one thread per
-// element) and the gradient norm's blocked sums.
+// The optimizer updates (the CPU backend's update bodies, in packs of eight
+// elements a thread) and the gradient norm's blocked sums.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -15,48 +15,116 @@ namespace cuda {
 
 namespace {
 
-// A step graph's launch refreshes *live (Backend.h); else s holds them. The
+// The updates of one element, as the CPU backend's (math/Optimizer.h):
+// state[k] is the element of the update's k-th state tensor.
+struct SgdElement {
+  using Scalars = SgdScalars;
+  __device__ void operator()(float &param, float grad, float *state,
+                             const SgdScalars &s, bool momentum) const {
+    sgdUpdate(param, grad, momentum ? state : nullptr, s);
+  }
+};
+struct AdamWElement {
+  using Scalars = AdamWScalars;
+  __device__ void operator()(float &param, float grad, float *state,
+                             const AdamWScalars &s, bool) const {
+    adamwUpdate(param, grad, state[0], state[1], s);
+  }
+};
+struct LionElement {
+  using Scalars = LionScalars;
+  __device__ void operator()(float &param, float grad, float *state,
+                             const LionScalars &s, bool) const {
+    lionUpdate(param, grad, state[0], s);
+  }
+};
+
+/// An update's state tensors (the first `count` used).
+struct StateTensors {
+  float *at[2];
+  int count;
+};
+
+// Updates go eight elements a thread step in whole 16-byte packs where
+// every operand is aligned (eight bf16 gradient elements are one pack, the
+// f32 parameter's and each state's two), the rest element by element: the
+// same arithmetic per element, so packing does not change the bits. The
 // gradient is read in its storage type S: a bf16 / f16 gradient widens
-// exactly, so the update's bits are those of its f32 copy, without one.
-template <typename S>
-__global__ void sgdKernel(float *param, const typename S::T *grad,
-                          float *momentumBuf, int64_t n, SgdScalars s,
-                          const SgdScalars *live, const float *skip) {
+// exactly, so the bits are those of its f32 copy, without one. A step
+// graph's launch refreshes *live (Backend.h); else s holds the scalars.
+constexpr int kUpdateItems = 8;
+
+template <typename S, typename Element>
+__global__ void updateKernel(Element element, float *param,
+                             const typename S::T *grad, StateTensors states,
+                             int64_t n, int64_t groups,
+                             typename Element::Scalars s,
+                             const typename Element::Scalars *live,
+                             const float *skip) {
+  using T = typename S::T;
+  constexpr int kF = Pack<float>::kCount, kG = Pack<T>::kCount;
+  constexpr int kFPacks = kUpdateItems / kF, kGPacks = kUpdateItems / kG;
   if (skip && *skip != 0.0f)
     return;
   if (live)
     s = *live;
-  FSDPRT_GRID_STRIDE(i, n) {
-    sgdUpdate(param[i], S::load(grad[i]),
-              momentumBuf ? momentumBuf + i : nullptr, s);
+  bool momentum = states.count > 0;
+  FSDPRT_GRID_STRIDE(g, groups) {
+    Pack<float> p[kFPacks], st[2][kFPacks] = {}; // unused states stay 0
+    Pack<T> gp[kGPacks];
+#pragma unroll
+    for (int k = 0; k < kFPacks; ++k) {
+      p[k] = loadPack(param, g * kFPacks + k);
+      for (int t = 0; t < states.count; ++t)
+        st[t][k] = loadPack(states.at[t], g * kFPacks + k);
+    }
+#pragma unroll
+    for (int k = 0; k < kGPacks; ++k)
+      gp[k] = loadPack(grad, g * kGPacks + k);
+#pragma unroll
+    for (int u = 0; u < kUpdateItems; ++u) {
+      float state[2] = {st[0][u / kF].v[u % kF], st[1][u / kF].v[u % kF]};
+      element(p[u / kF].v[u % kF], S::load(gp[u / kG].v[u % kG]), state, s,
+              momentum);
+      st[0][u / kF].v[u % kF] = state[0];
+      st[1][u / kF].v[u % kF] = state[1];
+    }
+#pragma unroll
+    for (int k = 0; k < kFPacks; ++k) {
+      storePack(param, g * kFPacks + k, p[k]);
+      for (int t = 0; t < states.count; ++t)
+        storePack(states.at[t], g * kFPacks + k, st[t][k]);
+    }
+  }
+  int64_t done = groups * kUpdateItems;
+  FSDPRT_GRID_STRIDE(i, n - done) {
+    int64_t at = done + i;
+    float state[2] = {0.0f, 0.0f};
+    for (int t = 0; t < states.count; ++t)
+      state[t] = states.at[t][at];
+    element(param[at], S::load(grad[at]), state, s, momentum);
+    for (int t = 0; t < states.count; ++t)
+      states.at[t][at] = state[t];
   }
 }
 
-template <typename S>
-__global__ void adamwKernel(float *param, const typename S::T *grad,
-                            float *expAvg, float *expAvgSq, int64_t n,
-                            AdamWScalars s, const AdamWScalars *live,
-                            const float *skip) {
-  if (skip && *skip != 0.0f)
-    return;
-  if (live)
-    s = *live;
-  FSDPRT_GRID_STRIDE(i, n) {
-    adamwUpdate(param[i], S::load(grad[i]), expAvg[i], expAvgSq[i], s);
-  }
-}
-
-template <typename S>
-__global__ void lionKernel(float *param, const typename S::T *grad,
-                           float *expAvg, int64_t n, LionScalars s,
-                           const LionScalars *live, const float *skip) {
-  if (skip && *skip != 0.0f)
-    return;
-  if (live)
-    s = *live;
-  FSDPRT_GRID_STRIDE(i, n) {
-    lionUpdate(param[i], S::load(grad[i]), expAvg[i], s);
-  }
+/// Launches updateKernel over n elements, in packs where every operand is
+/// 16-byte aligned.
+template <typename Element>
+void launchUpdate(Stream s, DType gradType, float *param, const void *grad,
+                  StateTensors states, int64_t n,
+                  const typename Element::Scalars &sc,
+                  const typename Element::Scalars *live, const float *skip) {
+  bool packed = packAligned(param) && packAligned(grad);
+  for (int t = 0; t < states.count; ++t)
+    packed = packed && packAligned(states.at[t]);
+  int64_t groups = packed ? n / kUpdateItems : 0;
+  withStorage(gradType, [&](auto st) {
+    using S = decltype(st);
+    FSDPRT_LAUNCH((updateKernel<S, Element>), groups > 0 ? groups : n, s,
+                  Element{}, param, static_cast<const typename S::T *>(grad),
+                  states, n, groups, sc, live, skip);
+  });
 }
 
 __global__ void clearUnlessKernel(float *out, bool keep) {
@@ -127,35 +195,27 @@ __global__ void maxAbsFinishKernel(const float *partial, int64_t blocks,
 void sgdStep(Stream s, DType gradType, float *param, const void *grad,
              float *momentumBuf, int64_t n, const SgdScalars &sc,
              const SgdScalars *live, const float *skip) {
-  withStorage(gradType, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH(sgdKernel<S>, n, s, param,
-                  static_cast<const typename S::T *>(grad), momentumBuf, n, sc,
-                  live, skip);
-  });
+  launchUpdate<SgdElement>(s, gradType, param, grad,
+                           StateTensors{{momentumBuf, nullptr},
+                                        momentumBuf ? 1 : 0},
+                           n, sc, live, skip);
 }
 
 void adamwStep(Stream s, DType gradType, float *param, const void *grad,
                float *expAvg, float *expAvgSq, int64_t n,
                const AdamWScalars &sc, const AdamWScalars *live,
                const float *skip) {
-  withStorage(gradType, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH(adamwKernel<S>, n, s, param,
-                  static_cast<const typename S::T *>(grad), expAvg, expAvgSq,
-                  n, sc, live, skip);
-  });
+  launchUpdate<AdamWElement>(s, gradType, param, grad,
+                             StateTensors{{expAvg, expAvgSq}, 2}, n, sc, live,
+                             skip);
 }
 
 void lionStep(Stream s, DType gradType, float *param, const void *grad,
               float *expAvg, int64_t n, const LionScalars &sc,
               const LionScalars *live, const float *skip) {
-  withStorage(gradType, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH(lionKernel<S>, n, s, param,
-                  static_cast<const typename S::T *>(grad), expAvg, n, sc, live,
-                  skip);
-  });
+  launchUpdate<LionElement>(s, gradType, param, grad,
+                            StateTensors{{expAvg, nullptr}, 1}, n, sc, live,
+                            skip);
 }
 
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,

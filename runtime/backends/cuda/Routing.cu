@@ -126,6 +126,19 @@ __device__ bool rowTileOf(Ends ends, const GroupedDims &d, int64_t t,
   return false;
 }
 
+/// acc[i * kTile + j] += sum over t < kTile of a(i, t) * b(t, j), t in
+/// order: one tile's products over the staged slices.
+template <typename A, typename B>
+__device__ void accumulateTile(float *acc, A a, B b) {
+  FSDPRT_COL_STRIDE(o, kTile * kTile) {
+    int64_t i = o / kTile, j = o % kTile;
+    float sum = acc[o];
+    for (int64_t t = 0; t < kTile; ++t)
+      sum += a(i, t) * b(t, j);
+    acc[o] = sum;
+  }
+}
+
 /// y[r, c] = x[r, :] · w[group of r][:, c] over the row tiles of the
 /// segments (an upper bound of them: ceil(rows / kTile) + groups) times the
 /// column tiles.
@@ -152,13 +165,9 @@ __global__ void groupedForwardKernel(const typename S::T *x,
                        : 0.0f;
       }
       __syncthreads();
-      FSDPRT_COL_STRIDE(o, kTile * kTile) {
-        int64_t i = o / kTile, j = o % kTile;
-        float a = acc[o];
-        for (int64_t t = 0; t < kTile; ++t)
-          a += xs[i][t] * ws[t][j];
-        acc[o] = a;
-      }
+      accumulateTile(
+          acc, [&](int64_t i, int64_t t) { return xs[i][t]; },
+          [&](int64_t t, int64_t j) { return ws[t][j]; });
       __syncthreads(); // before the next slices overwrite xs and ws
     }
     FSDPRT_COL_STRIDE(o, kTile * kTile) {
@@ -203,13 +212,9 @@ __global__ void groupedWeightGradKernel(const typename S::T *x,
             row && c0 + j < d.n ? S::load(dy[(r0 + i) * d.n + c0 + j]) : 0.0f;
       }
       __syncthreads();
-      FSDPRT_COL_STRIDE(o, kTile * kTile) {
-        int64_t j = o / kTile, c = o % kTile;
-        float a = acc[o];
-        for (int64_t t = 0; t < kTile; ++t)
-          a += xs[t][j] * dys[t][c];
-        acc[o] = a;
-      }
+      accumulateTile(
+          acc, [&](int64_t j, int64_t t) { return xs[t][j]; },
+          [&](int64_t t, int64_t c) { return dys[t][c]; });
       __syncthreads(); // before the next rows overwrite xs and dys
     }
     FSDPRT_COL_STRIDE(o, kTile * kTile) {

@@ -599,13 +599,15 @@ __global__ void layerNormRowsBackwardKernel(
     if (!dx)
       continue;
     float xv[kRowGroup], gv[kRowGroup], wv[kRowGroup];
-    // g and xhat of a group (xv becomes xhat, gv g).
+    // g and xhat of a group (xv becomes xhat, gv g). g is rounded on its
+    // own (__fmul_rn: never contracted into the second pass's g - mg), as
+    // the lean kernel (LeanNorms.cu) computes it: the same bits.
     auto group = [&](int64_t j0, int64_t n) {
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       FSDPRT_GROUP_FOR(i, n) {
-        gv[i] *= wv[i];
+        gv[i] = __fmul_rn(gv[i], wv[i]);
         xv[i] = (xv[i] - mu) * rs;
       }
     };
@@ -670,12 +672,13 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
     if (!dx)
       continue;
     float xv[kRowGroup], gv[kRowGroup], wv[kRowGroup];
+    // g rounded on its own, as in layerNormRowsBackwardKernel.
     auto group = [&](int64_t j0, int64_t n) {
       loadGroup<S>(xr, j0, n, xv);
       loadGroup<S>(dyr, j0, n, gv);
       loadGroup<S>(w, j0, n, wv, 1.0f);
       FSDPRT_GROUP_FOR(i, n)
-        gv[i] *= wv[i];
+        gv[i] = __fmul_rn(gv[i], wv[i]);
     };
     double sgx = 0.0;
     forWarpGroups(d, [&](int64_t j0, int64_t n) {
@@ -697,7 +700,10 @@ __global__ void rmsNormRowsBackwardKernel(const typename S::T *x,
 
 void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                       const void *b, void *y, int64_t rows, int64_t d,
-                      float eps) {
+                      float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanLayerNormForward(s, dt, x, w, b, y, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -710,7 +716,11 @@ void layerNormForward(Stream s, DType dt, const void *x, const void *w,
 
 void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
                          const void *w, const void *bias, void *sum, void *y,
-                         int64_t rows, int64_t d, float eps) {
+                         int64_t rows, int64_t d, float eps,
+                         NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanAddLayerNormForward(s, dt, a, b, w, bias, sum, y, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -725,7 +735,11 @@ void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
 void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                            const void *dy, const void *addend, void *dx,
                            float *mean, float *rstd, int64_t rows, int64_t d,
-                           float eps) {
+                           float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanLayerNormRowsBackward(s, dt, x, w, dy, addend, dx, mean, rstd, rows,
+                                d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -738,7 +752,10 @@ void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
 }
 
 void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
-                    int64_t rows, int64_t d, float eps) {
+                    int64_t rows, int64_t d, float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanRmsNormForward(s, dt, x, w, y, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;
@@ -750,7 +767,10 @@ void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
 
 void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                          const void *dy, void *dx, float *rstd, int64_t rows,
-                         int64_t d, float eps) {
+                         int64_t d, float eps, NormKernels kernels) {
+  if (kernels == NormKernels::Lean &&
+      leanRmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps))
+    return;
   withStorage(dt, [&](auto st) {
     using S = decltype(st);
     using T = typename S::T;

@@ -57,6 +57,7 @@ inline constexpr EmuDim3 gridDim{1, 1, 1};
 #define __launch_bounds__(...)
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline void __syncthreads() {}
 // ...and a warp is that one thread: a shuffle reads its own value.
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
@@ -431,9 +432,24 @@ inline cudaError_t cudaGetDeviceCount(int *n) {
   return *n > 0 ? cudaSuccess : cudaErrorNoDevice;
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-enum cudaDeviceAttr { cudaDevAttrMemoryPoolsSupported = 115 };
+inline cudaError_t cudaGetDevice(int *d) {
+  *d = 0;
+  return cudaSuccess;
+}
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrMemoryPoolsSupported = 115,
+};
+/// One of each: one SM, memory pools supported.
 inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) {
   *v = 1;
+  return cudaSuccess;
+}
+/// One block of any kernel resident on the one SM.
+template <typename K>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, K, int,
+                                                          size_t) {
+  *n = 1;
   return cudaSuccess;
 }
 /// The default pool's accounting of stream-ordered allocations (bytes in
