@@ -20,22 +20,17 @@
 //   grid holds only as many warps as are resident, so that each strides
 //   over several rows;
 // * 16-bit values are widened and rounded by the hardware, two at a time
-//   (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32), the same bits as Half.h's
-//   software rounding for every value but NaN: the hardware stores the
-//   canonical NaN 0x7fff where Half.h keeps the NaN's sign and payload.
-//   The host emulation computes the hardware's result.
+//   (HalfPairs.cuh): the same bits as Half.h's software rounding for every
+//   value but NaN, which becomes the canonical NaN 0x7fff where Half.h
+//   keeps its sign and payload.
 //
 //===----------------------------------------------------------------------===//
+#include "HalfPairs.cuh"
 #include "KernelSupport.cuh"
 #include "Kernels.h"
 #include "RowGroups.cuh"
 
 #include "fsdp/rt/math/Pointwise.h"
-
-#ifndef FSDPRT_CUDA_EMULATION
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#endif
 
 #include <algorithm>
 #include <climits>
@@ -89,55 +84,6 @@ template <typename F> bool withLeanWidth(int64_t d, F f) {
 #define FSDPRT_LEAN_UNROLL _Pragma("unroll")
 #endif
 
-/// Two 16-bit elements of a 32-bit word (the first in the low half)
-/// widened to f32: by the hardware on a GPU (a shift for bf16, cvt.f32.f16
-/// for f16), by Half.h under the emulation, the same f32 for every
-/// non-NaN value (a widened NaN only ever reaches a result through
-/// arithmetic and a rounding, which make it canonical).
-template <typename S> __device__ inline void widen2(uint32_t w, float &lo,
-                                                    float &hi) {
-#ifdef FSDPRT_CUDA_EMULATION
-  lo = S::load(static_cast<uint16_t>(w));
-  hi = S::load(static_cast<uint16_t>(w >> 16));
-#else
-  if constexpr (std::is_same<S, Bf16Storage>::value) {
-    __nv_bfloat162 h;
-    std::memcpy(&h, &w, 4);
-    float2 f = __bfloat1622float2(h);
-    lo = f.x;
-    hi = f.y;
-  } else {
-    __half2 h;
-    std::memcpy(&h, &w, 4);
-    float2 f = __half22float2(h);
-    lo = f.x;
-    hi = f.y;
-  }
-#endif
-}
-
-/// lo and hi rounded to nearest even into one word (lo in the low half) by
-/// one cvt.rn.{bf16,f16}x2.f32: Half.h's bits for every non-NaN value
-/// (subnormals kept, overflow to Inf), the canonical NaN 0x7fff for a NaN
-/// (as cuda_bf16.hpp's and cuda_fp16.hpp's host conversions give it too;
-/// LeanNormsTest checks it on a GPU).
-template <typename S> __device__ inline uint32_t narrow2(float lo, float hi) {
-#ifdef FSDPRT_CUDA_EMULATION
-  auto one = [](float f) -> uint32_t { return f != f ? 0x7fffu : S::store(f); };
-  return one(lo) | one(hi) << 16;
-#else
-  uint32_t w;
-  if constexpr (std::is_same<S, Bf16Storage>::value) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    std::memcpy(&w, &h, 4);
-  } else {
-    __half2 h = __floats2half2_rn(lo, hi);
-    std::memcpy(&w, &h, 4);
-  }
-  return w;
-#endif
-}
-
 using Group = float[kRowGroup];
 
 /// A group in its storage type, as loaded (16 bytes of bf16 / f16, 32 of
@@ -172,7 +118,7 @@ template <typename S> struct Raw {
     } else {
 #pragma unroll
       for (int k = 0; k < kWords; ++k)
-        widen2<S>(w[k], v[2 * k], v[2 * k + 1]);
+        Hw<S>::widen(w[k], v[2 * k], v[2 * k + 1]);
     }
   }
   /// v rounded to the storage type.
@@ -182,7 +128,7 @@ template <typename S> struct Raw {
     } else {
 #pragma unroll
       for (int k = 0; k < kWords; ++k)
-        w[k] = narrow2<S>(v[2 * k], v[2 * k + 1]);
+        w[k] = Hw<S>::narrow(v[2 * k], v[2 * k + 1]);
     }
   }
   /// Stores the group at p (16-byte aligned).

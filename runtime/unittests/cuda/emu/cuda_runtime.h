@@ -58,6 +58,11 @@ inline constexpr EmuDim3 gridDim{1, 1, 1};
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 inline void __syncthreads() {}
 // ...and a warp is that one thread: a shuffle reads its own value.
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }

@@ -13,7 +13,7 @@ The layer_norm backward is walked with its addend (add_layer_norm_grad):
 the walk cannot tell a null addend from the SASS.
 --decisions prints every branch so the walk can be checked by eye.
 
-  scripts/norm_sass_count.py [--width 768] [--dtype Bf16] [--decisions]
+  scripts/sass/norm_sass_count.py [--width 768] [--dtype Bf16] [--decisions]
 """
 import argparse
 import os
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LEAN = r"StorageELi{w}E"
 KERNELS = [  # (label, file, kernel name pattern; {d} the dtype, {w} width)
     ("layer_norm fwd", "RowKernels.cu", r"19layerNormRowsKernelINS0_\d+{d}S"),
