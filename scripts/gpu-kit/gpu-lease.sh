@@ -211,9 +211,9 @@ async_vs_sync() {
 # GPT-2 124M: bf16 and f32 step times as the runner runs them (the step
 # captured as a CUDA graph and replayed), bf16 with issue 41's opt-in
 # fusions (the "fused" step: fuse-add-layer-norm, fuse-bias-gelu), bf16
-# with the lean norm kernels (FSDPRT_NORM_KERNELS=lean, the "lean" and, at
-# batch 64, "b64lean" runs), bf16 with the lean cross-entropy kernels
-# (FSDPRT_XENT_KERNELS=lean, the "leanxent" run), bf16
+# with the lean norm kernels (FSDPRT_NORM_KERNELS=lean, the "lean" run),
+# bf16 with the lean cross-entropy kernels (FSDPRT_XENT_KERNELS=lean, the
+# "leanxent" run), at batch 64 with both (the "b64lean" run), bf16
 # eager (--cuda-graphs off: device work queued, the host ahead), bf16 with attention on cuBLAS
 # instead of cuDNN (FSDPRT_CUDNN=0), bf16 queued and traced (eager: the
 # traced times are the host's issue times), then bf16 with
@@ -254,7 +254,7 @@ gpt2_124m() {
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDNN_DETERMINISTIC=$([ "$mode" = nondet ] && echo 0 || echo 1) \
     FSDPRT_CUDA_SYNC=$([ "$mode" = sync ] && echo 1 || echo 0) \
-    FSDPRT_XENT_KERNELS=$([ "$mode" = leanxent ] && echo lean || echo default) \
+    FSDPRT_XENT_KERNELS=$(case $mode in leanxent|b64lean) echo lean ;; *) echo default ;; esac) \
       "$BIN/fsdprt-run" "$KIT/steps/$step.so" \
       --backend "$BACKEND" --steps "$steps" --seed 0 \
       --metrics "$OUT/$name.jsonl" "${extra[@]}" || return 1

@@ -84,7 +84,7 @@ def table(results):
                          ours64["median_step_s"], ours_memory(ours64), 64))
     lean64 = results.get("gpt2_124m_bf16-b64lean")
     if lean64:
-        lines.append(row("ours bf16, batch 64, lean norm kernels",
+        lines.append(row("ours bf16, batch 64, lean norm + cross-entropy",
                          lean64["median_step_s"], ours_memory(lean64), 64))
     if "compile_bf16" in torch64:
         lines.append(row("PyTorch torch.compile bf16, batch 64",

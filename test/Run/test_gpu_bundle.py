@@ -193,8 +193,8 @@ def test_results_table_puts_the_lean_norms_beside_the_default(tmp_path):
                       "5.10 GB) |"), out
     assert out[4].startswith("| ours bf16, batch 64, one CUDA graph | "
                              "0.1275 s |"), out
-    assert out[5].startswith("| ours bf16, batch 64, lean norm kernels | "
-                             "0.1250 s | 524k |"), out
+    assert out[5].startswith("| ours bf16, batch 64, lean norm + "
+                             "cross-entropy | 0.1250 s | 524k |"), out
 
 
 def test_results_table_puts_the_lean_cross_entropy_run_beside_the_step(
