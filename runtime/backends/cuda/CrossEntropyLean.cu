@@ -167,33 +167,6 @@ template <typename S> struct Group {
   }
 };
 
-/// `v` of every thread of a kWideThreads block combined by `combine` in a
-/// fixed order (a shuffle tree in each warp, then the warps' results in
-/// warp 0); every thread gets the result.
-template <typename T, typename Combine>
-__device__ T leanBlockReduce(T v, Combine combine) {
-  static_assert(kWideThreads == kWarp * kWarp, "one warp combines the warps");
-  __shared__ T warps[kWarp];
-  auto warpTree = [&](T x) {
-    for (int off = kWarp / 2; off > 0; off /= 2)
-      x = combine(x, __shfl_down_sync(0xffffffffu, x, off));
-    return x;
-  };
-  v = warpTree(v);
-  if (threadIdx.x % kWarp == 0)
-    warps[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  if (threadIdx.x < kWarp) {
-    v = warpTree(warps[threadIdx.x]);
-    if (threadIdx.x == 0)
-      warps[0] = v;
-  }
-  __syncthreads();
-  T result = warps[0];
-  __syncthreads(); // warps is reused by the next reduction
-  return result;
-}
-
 /// Where a held group's exps wait for its gradient, so that each is
 /// computed once: shared memory on a GPU, 16-byte slots [k][half][thread]
 /// (a warp's accesses conflict-free); the one thread's array under the
@@ -356,14 +329,14 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
       addExps(v);
     }
     // The row: kMax = max * log2(e), sum2 = sum of exp2(x log2(e) - kMax).
-    const float kMax = leanBlockReduce(m == -INFINITY ? -INFINITY : k,
+    const float kMax = wideBlockReduce(m == -INFINITY ? -INFINITY : k,
                                        [](float a, float b) {
                                          return fmaxf(a, b);
                                        });
     // This thread's share rescaled to kMax (0 for a thread that saw only
     // -inf, NaN where it saw a NaN or kMax is NaN or +inf).
     const float rescale = m == -INFINITY ? 0.0f : fastExp2(k - kMax);
-    const double sum2 = leanBlockReduce(
+    const double sum2 = wideBlockReduce(
         sum * rescale, [](double a, double b) { return a + b; });
     if (terms && tid == 0)
       terms[r] = (static_cast<double>(kMax) + log2(sum2)) /

@@ -171,35 +171,6 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
 // (the log-sum-exp in one read, the gradient in a second) with the same
 // arithmetic in the same order: the same bits whichever form runs.
 
-/// `v` of every thread of a kWideThreads block combined by `combine` in a
-/// fixed order (a shuffle tree in each warp, then the warps' results
-/// through the same tree in warp 0); every thread gets the result. Two
-/// barriers where blockReduce's shared-memory tree takes ten at 1024
-/// threads.
-template <typename T, typename Combine>
-__device__ T wideBlockReduce(T v, Combine combine) {
-  static_assert(kWideThreads == kWarp * kWarp, "one warp combines the warps");
-  __shared__ T warps[kWarp];
-  auto warpTree = [&](T x) {
-    for (int off = kWarp / 2; off > 0; off /= 2)
-      x = combine(x, __shfl_down_sync(0xffffffffu, x, off));
-    return x;
-  };
-  v = warpTree(v);
-  if (threadIdx.x % kWarp == 0)
-    warps[threadIdx.x / kWarp] = v;
-  __syncthreads();
-  if (threadIdx.x < kWarp) {
-    v = warpTree(warps[threadIdx.x]);
-    if (threadIdx.x == 0)
-      warps[0] = v;
-  }
-  __syncthreads();
-  T result = warps[0];
-  __syncthreads(); // warps is reused by the next reduction
-  return result;
-}
-
 /// The log-sum-exp of a row in one read: each thread keeps a running max
 /// and its sum of exp(x - max) over the groups it owns, in order (rescaled
 /// when a group raises the max), and the block combines them at the row's
