@@ -54,20 +54,6 @@ namespace cuda {
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
-/// exp2 on the SFU (ex2.approx.ftz: ~2 ulp, results under 2^-126 flush to
-/// 0); the host emulation's exp2f.
-__device__ inline float fastExp2(float x) {
-#ifdef FSDPRT_CUDA_EMULATION
-  return exp2f(x);
-#else
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#endif
-}
-
 /// A complete group of kRowGroup elements as loaded: 4 words of 16-bit
 /// pairs, or 8 f32.
 template <typename S> struct Group {

@@ -47,6 +47,20 @@ template <typename F> __device__ void forBlockGroups(int64_t d, F f) {
   forOwnedGroups(d, threadIdx.x, blockDim.x, f);
 }
 
+constexpr float kLog2e = 1.4426950408889634f;
+
+/// exp2 on the SFU (ex2.approx.ftz: ~2 ulp, results under 2^-126 flush to
+/// 0): the cross-entropy rows' exps; the host emulation's exp2f.
+__device__ inline float fastExp2(float x) {
+#ifdef FSDPRT_CUDA_EMULATION
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
 /// `v` of every thread of a kWideThreads block combined by `combine` in a
 /// fixed order (a shuffle tree in each warp, then the warps' results
 /// through the same tree in warp 0); every thread gets the result. Two

@@ -179,23 +179,13 @@ __global__ void softmaxBackwardRowsKernel(const float *y, const float *dy,
 /// conversion and one double add per 8 elements rather than per element
 /// (on sm_90 conversions run at 1/8 of the f32 rate, double adds at 1/2).
 struct OnlineLogSumExp {
-  /// exp(x) as exp2(x * log2(e)) on the SFU (ex2.approx.ftz: ~2 ulp), an
-  /// FMUL and one instruction where expf's accurate range reduction took
-  /// about ten and exp2f's subnormal handling four, twice per element
-  /// (here and the gradient): the kernel was issue-bound (an H200 profile:
-  /// SM 66-85% busy, DRAM 22-42%). The difference from the max is taken
-  /// first, so the scaling's rounding is relative to it (a few 1e-7 of a
-  /// term). Results below 2^-126 (terms 1e-38 of the max) flush to 0.
-  static constexpr float kLog2e = 1.4426950408889634f;
-  static __device__ float exp2(float x) {
-#ifdef FSDPRT_CUDA_EMULATION
-    return exp2f(x);
-#else
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#endif
-  }
+  /// exp(x) as fastExp2(x * log2(e)), an FMUL and one instruction where
+  /// expf's accurate range reduction took about ten and exp2f's subnormal
+  /// handling four, twice per element (here and the gradient): the kernel
+  /// was issue-bound (an H200 profile: SM 66-85% busy, DRAM 22-42%). The
+  /// difference from the max is taken first, so the scaling's rounding is
+  /// relative to it (a few 1e-7 of a term). Results below 2^-126 (terms
+  /// 1e-38 of the max) flush to 0.
 
   float m = -INFINITY;
   double sum = 0.0;
@@ -215,7 +205,7 @@ struct OnlineLogSumExp {
       return;
     }
     float group = 0.0f;
-    FSDPRT_GROUP_FOR(i, n) { group += exp2((v[i] - m) * kLog2e); }
+    FSDPRT_GROUP_FOR(i, n) { group += fastExp2((v[i] - m) * kLog2e); }
     sum += group;
   }
 
@@ -415,7 +405,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
     if (!dr)
       continue;
     // p = exp(x - max - logSum) = exp2((x - max) * log2(e) - logSum2).
-    float logSum2 = logSum * OnlineLogSumExp::kLog2e;
+    float logSum2 = logSum * kLog2e;
     // Every gradient of the row is finite unless max, logSum or g is not
     // (a NaN logit makes the sum NaN, +inf the max).
     bool finite =
@@ -424,8 +414,7 @@ __global__ void __launch_bounds__(kWideThreads, kHeld > 0 ? 1 : 2)
       int64_t tj = t - j0; // the target's place in the group, if there
       int ti = tj >= 0 && tj < n ? static_cast<int>(tj) : -1;
       FSDPRT_GROUP_FOR(i, n) {
-        float p = OnlineLogSumExp::exp2(
-            fmaf(v[i] - max, OnlineLogSumExp::kLog2e, -logSum2));
+        float p = fastExp2(fmaf(v[i] - max, kLog2e, -logSum2));
         v[i] = (i == ti ? p - 1.0f : p) * g;
       }
       if (n != kRowGroup || !finite || !storeFiniteBf16Group<S>(dr, j0, v))
