@@ -94,9 +94,10 @@ MODELS=(
   "gpt2_124m_b64|$WORK/gpt2_124m_b64.mlir|auto-wrap-policy=module-kind wrap-kinds=Block|no"
   "gpt2_124m_nostats|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block keep-attention-stats=false|no"
   # Issue 41's opt-in fusions together (residual add + layer_norm forward
-  # and backward, bias + GELU in cuBLASLt's epilogues): bf16 only, the A/B
-  # that decides whether they become the default.
-  "gpt2_124m_fused|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block fuse-add-layer-norm=true fuse-bias-gelu=true|no"
+  # and backward, bias + GELU in cuBLASLt's epilogues, every unit's update
+  # in one multi-tensor launch): bf16 only, the A/B that decides whether
+  # they become the default.
+  "gpt2_124m_fused|$WORK/gpt2_124m.mlir|auto-wrap-policy=module-kind wrap-kinds=Block fuse-add-layer-norm=true fuse-bias-gelu=true fused-optimizer=true|no"
 )
 # Convolutional networks (issue 38), where torchvision is installed:
 # MobileNetV2 at a quarter width (0.24M parameters: references small

@@ -15,6 +15,7 @@ static ConvertFSDPToRTPassOptions
 loweringOptions(const FSDPPipelineOptions &options) {
   ConvertFSDPToRTPassOptions lowering;
   lowering.machine = options.machine;
+  lowering.fusedOptimizer = options.fusedOptimizer;
   lowering.lrSchedule = options.lrSchedule;
   lowering.warmupSteps = options.warmupSteps;
   lowering.decaySteps = options.decaySteps;

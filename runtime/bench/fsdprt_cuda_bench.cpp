@@ -576,8 +576,43 @@ int main(int argc, char **argv) {
                 "adamw_step");
         },
         sync, iters, kReps);
-    row("adamw " + std::to_string(N) + " params", adamw,
-        (24.0 + es) * N / bandwidth);
+    // The same elements as the step updates them: 13 unit shards (the root
+    // with the embeddings and ln_f, 12 blocks), a call each, or one
+    // multi-tensor call (fused-optimizer).
+    std::vector<int64_t> sizes(12, 12 * C * C + 13 * C);
+    sizes.insert(sizes.begin(), W * C + T * C + 2 * C);
+    std::vector<int64_t> buffers, offsets;
+    int64_t first = 0;
+    for (int64_t n : sizes) {
+      buffers.insert(buffers.end(), {p, g, m, v});
+      offsets.insert(offsets.end(),
+                     {first * 4, first * es, first * 4, first * 4});
+      first += n;
+    }
+    double separate = timeIt(
+        [&] {
+          for (size_t k = 0; k < sizes.size(); ++k)
+            check(fsdprt_adamw_step(ctx, s, dt, p, offsets[4 * k], g,
+                                    offsets[4 * k + 1], m, offsets[4 * k + 2],
+                                    v, offsets[4 * k + 3], sizes[k], step++,
+                                    6e-4, 0.9, 0.95, 1e-8, 0.1, 0, 0, 0),
+                  "adamw_step");
+        },
+        sync, iters, kReps);
+    double together = timeIt(
+        [&] {
+          check(fsdprt_adamw_multi_step(
+                    ctx, s, dt, static_cast<int64_t>(sizes.size()),
+                    buffers.data(), offsets.data(), sizes.data(), step++,
+                    6e-4, 0.9, 0.95, 1e-8, 0.1, 0, 0, 0),
+                "adamw_multi_step");
+        },
+        sync, iters, kReps);
+    const double ceiling = (24.0 + es) * N / bandwidth;
+    row("adamw " + std::to_string(N) + " params", adamw, ceiling);
+    row("  as 13 unit shards, a call each", separate, ceiling);
+    row("  as 13 unit shards, one multi call (fused-optimizer)", together,
+        ceiling);
     for (int64_t h : {p, m, v, g})
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }

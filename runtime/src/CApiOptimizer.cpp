@@ -5,6 +5,9 @@
 #include "fsdp/rt/fsdprt.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 using namespace fsdp::rt;
 using namespace fsdp::rt::capi;
@@ -76,6 +79,143 @@ static int32_t reduceGrad(const char *fn, const char *op,
   });
 }
 
+/// The tensors of an update: `count` sets of (param, grad, then the
+/// states named in `states` when `withStates`) as (buffer, byte offset)
+/// pairs in `buffers` and `offsets`, numels[k] elements each.
+static std::vector<UpdateTensors>
+updateTensors(Launch &l, int64_t count, const int64_t *buffers,
+              const int64_t *offsets, const int64_t *numels,
+              std::initializer_list<const char *> states, bool withStates) {
+  requirePositive(count, "count");
+  if (!buffers || !offsets || !numels)
+    fail(Status::InvalidArgument, "the buffer, offset and numel arrays must "
+                                  "not be null");
+  int64_t perTensor = 2 + static_cast<int64_t>(states.size());
+  std::vector<UpdateTensors> tensors(count);
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t *buf = buffers + k * perTensor, *off = offsets + k * perTensor;
+    int64_t n = nonNegative(numels[k], "numel");
+    auto name = [&](const char *what) {
+      return count == 1 ? std::string(what)
+                        : std::string(what) + " of tensor " + std::to_string(k);
+    };
+    UpdateTensors &t = tensors[k];
+    t.n = n;
+    t.param = static_cast<float *>(
+        l.operand(buf[0], off[0], n, DType::F32, name("param").c_str()));
+    t.grad = l.operand(buf[1], off[1], n, name("grad").c_str());
+    t.state[0] = t.state[1] = nullptr;
+    int i = 0;
+    for (const char *state : states) {
+      if (withStates)
+        t.state[i] = static_cast<float *>(l.operand(
+            buf[2 + i], off[2 + i], n, DType::F32, name(state).c_str()));
+      ++i;
+    }
+  }
+  return tensors;
+}
+
+/// An update's body: validates, resolves the tensors and enqueues
+/// (be.*update)(tensors, scalars) on the stream. scalars(lrFactor, step)
+/// computes them for the context's lr factor at that step.
+template <typename Scalars, typename MakeScalars>
+static void enqueueUpdate(Launch &l, int64_t step, MakeScalars scalars,
+                          std::vector<UpdateTensors> tensors,
+                          void (Backend::*update)(DType, const UpdateTensors *,
+                                                  int64_t, const Scalars &,
+                                                  const Scalars *,
+                                                  const float *),
+                          int64_t skip, int64_t skipOff) {
+  Backend &be = l.backend();
+  const DelayConfig &delays = l.context().delays();
+  DType dt = l.dtype();
+  Scalars sc = scalars(l.context().lrFactor(), step);
+  const Scalars *live = l.live<Scalars>([=](const StepValues &v) {
+    return scalars(v.lrFactor, step + v.stepsSinceCapture);
+  });
+  const float *ps = skipFlag(l, skip, skipOff);
+  l.enqueue([=, &be, &delays] {
+    delays.apply(DelayPoint::Optimizer);
+    (be.*update)(dt, tensors.data(), static_cast<int64_t>(tensors.size()), sc,
+                 live, ps);
+  });
+}
+
+static int32_t sgdUpdate(const char *fn, int64_t ctx, int64_t stream,
+                         int32_t grad_dtype, int64_t count,
+                         const int64_t *buffers, const int64_t *offsets,
+                         const int64_t *numels, int64_t step, double lr,
+                         double momentum, double dampening,
+                         double weight_decay, int32_t nesterov, int64_t skip,
+                         int64_t skip_off) {
+  return guarded(fn, [&] {
+    Launch l(ctx, stream, grad_dtype, "sgd_step");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(momentum, "momentum");
+    requireFinite(dampening, "dampening");
+    requireFinite(weight_decay, "weight_decay");
+    if (nesterov && (momentum <= 0 || dampening != 0))
+      fail(Status::InvalidArgument,
+           "nesterov momentum requires a momentum and zero dampening");
+    auto tensors = updateTensors(l, count, buffers, offsets, numels,
+                                 {"momentum_buf"}, momentum != 0);
+    auto scalars = [=](double lrFactor, int64_t t) {
+      return sgdScalars(SgdOptions{lr * lrFactor, momentum, dampening,
+                                   weight_decay, nesterov != 0},
+                        t);
+    };
+    enqueueUpdate<SgdScalars>(l, step, scalars, std::move(tensors),
+                              &Backend::sgdStep, skip, skip_off);
+  });
+}
+
+static int32_t adamwUpdate(const char *fn, int64_t ctx, int64_t stream,
+                           int32_t grad_dtype, int64_t count,
+                           const int64_t *buffers, const int64_t *offsets,
+                           const int64_t *numels, int64_t step, double lr,
+                           double beta1, double beta2, double eps,
+                           double weight_decay, int32_t l2, int64_t skip,
+                           int64_t skip_off) {
+  return guarded(fn, [&] {
+    Launch l(ctx, stream, grad_dtype, "adamw_step");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(eps, "eps");
+    requireFinite(weight_decay, "weight_decay");
+    requireBetas(beta1, beta2);
+    auto tensors = updateTensors(l, count, buffers, offsets, numels,
+                                 {"exp_avg", "exp_avg_sq"}, true);
+    auto scalars = [=](double lrFactor, int64_t t) {
+      return adamwScalars(
+          AdamWOptions{lr * lrFactor, beta1, beta2, eps, weight_decay, l2 != 0},
+          t);
+    };
+    enqueueUpdate<AdamWScalars>(l, step, scalars, std::move(tensors),
+                                &Backend::adamwStep, skip, skip_off);
+  });
+}
+
+static int32_t lionUpdate(const char *fn, int64_t ctx, int64_t stream,
+                          int32_t grad_dtype, int64_t count,
+                          const int64_t *buffers, const int64_t *offsets,
+                          const int64_t *numels, int64_t step, double lr,
+                          double beta1, double beta2, double weight_decay,
+                          int64_t skip, int64_t skip_off) {
+  return guarded(fn, [&] {
+    Launch l(ctx, stream, grad_dtype, "lion_step");
+    requireStep(step);
+    requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
+    requireBetas(beta1, beta2);
+    auto tensors = updateTensors(l, count, buffers, offsets, numels,
+                                 {"exp_avg"}, true);
+    auto scalars = [=](double lrFactor, int64_t) {
+      return lionScalars(LionOptions{lr * lrFactor, beta1, beta2, weight_decay});
+    };
+    enqueueUpdate<LionScalars>(l, step, scalars, std::move(tensors),
+                               &Backend::lionStep, skip, skip_off);
+  });
+}
+
 extern "C" {
 
 int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -84,41 +224,23 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                         int64_t numel, int64_t step, double lr, double momentum,
                         double dampening, double weight_decay,
                         int32_t nesterov, int64_t skip, int64_t skip_off) {
-  return guarded(__func__, [&] {
-    Launch l(ctx, stream, grad_dtype, "sgd_step");
-    nonNegative(numel, "numel");
-    requireStep(step);
-    requireFinite(lr, "lr"), requireFinite(momentum, "momentum");
-    requireFinite(dampening, "dampening");
-    requireFinite(weight_decay, "weight_decay");
-    if (nesterov && (momentum <= 0 || dampening != 0))
-      fail(Status::InvalidArgument,
-           "nesterov momentum requires a momentum and zero dampening");
-    auto *pp = static_cast<float *>(
-        l.operand(param, param_off, numel, DType::F32, "param"));
-    const void *pg = l.operand(grad, grad_off, numel, "grad");
-    float *pm = nullptr;
-    if (momentum != 0)
-      pm = static_cast<float *>(
-          l.operand(momentum_buf, mb_off, numel, DType::F32, "momentum_buf"));
-    Backend &be = l.backend();
-    const DelayConfig &delays = l.context().delays();
-    DType dt = l.dtype();
-    auto scalars = [=](double lrFactor, int64_t t) {
-      return sgdScalars(SgdOptions{lr * lrFactor, momentum, dampening,
-                                   weight_decay, nesterov != 0},
-                        t);
-    };
-    SgdScalars sc = scalars(l.context().lrFactor(), step);
-    const SgdScalars *live = l.live<SgdScalars>([=](const StepValues &v) {
-      return scalars(v.lrFactor, step + v.stepsSinceCapture);
-    });
-    const float *ps = skipFlag(l, skip, skip_off);
-    l.enqueue([=, &be, &delays] {
-      delays.apply(DelayPoint::Optimizer);
-      be.sgdStep(dt, pp, pg, pm, numel, sc, live, ps);
-    });
-  });
+  const int64_t buffers[] = {param, grad, momentum_buf},
+                offsets[] = {param_off, grad_off, mb_off};
+  return sgdUpdate(__func__, ctx, stream, grad_dtype, 1, buffers, offsets,
+                   &numel, step, lr, momentum, dampening, weight_decay,
+                   nesterov, skip, skip_off);
+}
+
+int32_t fsdprt_sgd_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                              int64_t count, const int64_t *buffers,
+                              const int64_t *offsets, const int64_t *numels,
+                              int64_t step, double lr, double momentum,
+                              double dampening, double weight_decay,
+                              int32_t nesterov, int64_t skip,
+                              int64_t skip_off) {
+  return sgdUpdate(__func__, ctx, stream, grad_dtype, count, buffers, offsets,
+                   numels, step, lr, momentum, dampening, weight_decay,
+                   nesterov, skip, skip_off);
 }
 
 int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -128,38 +250,23 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t step, double lr, double beta1, double beta2,
                           double eps, double weight_decay, int32_t l2,
                           int64_t skip, int64_t skip_off) {
-  return guarded(__func__, [&] {
-    Launch l(ctx, stream, grad_dtype, "adamw_step");
-    nonNegative(numel, "numel");
-    requireStep(step);
-    requireFinite(lr, "lr"), requireFinite(eps, "eps");
-    requireFinite(weight_decay, "weight_decay");
-    requireBetas(beta1, beta2);
-    auto *pp = static_cast<float *>(
-        l.operand(param, param_off, numel, DType::F32, "param"));
-    const void *pg = l.operand(grad, grad_off, numel, "grad");
-    auto *pm = static_cast<float *>(
-        l.operand(exp_avg, ea_off, numel, DType::F32, "exp_avg"));
-    auto *pv = static_cast<float *>(
-        l.operand(exp_avg_sq, eas_off, numel, DType::F32, "exp_avg_sq"));
-    Backend &be = l.backend();
-    const DelayConfig &delays = l.context().delays();
-    DType dt = l.dtype();
-    auto scalars = [=](double lrFactor, int64_t t) {
-      return adamwScalars(
-          AdamWOptions{lr * lrFactor, beta1, beta2, eps, weight_decay, l2 != 0},
-          t);
-    };
-    AdamWScalars sc = scalars(l.context().lrFactor(), step);
-    const AdamWScalars *live = l.live<AdamWScalars>([=](const StepValues &v) {
-      return scalars(v.lrFactor, step + v.stepsSinceCapture);
-    });
-    const float *ps = skipFlag(l, skip, skip_off);
-    l.enqueue([=, &be, &delays] {
-      delays.apply(DelayPoint::Optimizer);
-      be.adamwStep(dt, pp, pg, pm, pv, numel, sc, live, ps);
-    });
-  });
+  const int64_t buffers[] = {param, grad, exp_avg, exp_avg_sq},
+                offsets[] = {param_off, grad_off, ea_off, eas_off};
+  return adamwUpdate(__func__, ctx, stream, grad_dtype, 1, buffers, offsets,
+                     &numel, step, lr, beta1, beta2, eps, weight_decay, l2,
+                     skip, skip_off);
+}
+
+int32_t fsdprt_adamw_multi_step(int64_t ctx, int64_t stream,
+                                int32_t grad_dtype, int64_t count,
+                                const int64_t *buffers, const int64_t *offsets,
+                                const int64_t *numels, int64_t step, double lr,
+                                double beta1, double beta2, double eps,
+                                double weight_decay, int32_t l2, int64_t skip,
+                                int64_t skip_off) {
+  return adamwUpdate(__func__, ctx, stream, grad_dtype, count, buffers,
+                     offsets, numels, step, lr, beta1, beta2, eps,
+                     weight_decay, l2, skip, skip_off);
 }
 
 int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -168,32 +275,22 @@ int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                          int64_t numel, int64_t step, double lr, double beta1,
                          double beta2, double weight_decay, int64_t skip,
                          int64_t skip_off) {
-  return guarded(__func__, [&] {
-    Launch l(ctx, stream, grad_dtype, "lion_step");
-    nonNegative(numel, "numel");
-    requireStep(step);
-    requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
-    requireBetas(beta1, beta2);
-    auto *pp = static_cast<float *>(
-        l.operand(param, param_off, numel, DType::F32, "param"));
-    const void *pg = l.operand(grad, grad_off, numel, "grad");
-    auto *pm = static_cast<float *>(
-        l.operand(exp_avg, ea_off, numel, DType::F32, "exp_avg"));
-    Backend &be = l.backend();
-    const DelayConfig &delays = l.context().delays();
-    DType dt = l.dtype();
-    auto scalars = [=](double lrFactor) {
-      return lionScalars(LionOptions{lr * lrFactor, beta1, beta2, weight_decay});
-    };
-    LionScalars sc = scalars(l.context().lrFactor());
-    const LionScalars *live = l.live<LionScalars>(
-        [=](const StepValues &v) { return scalars(v.lrFactor); });
-    const float *ps = skipFlag(l, skip, skip_off);
-    l.enqueue([=, &be, &delays] {
-      delays.apply(DelayPoint::Optimizer);
-      be.lionStep(dt, pp, pg, pm, numel, sc, live, ps);
-    });
-  });
+  const int64_t buffers[] = {param, grad, exp_avg},
+                offsets[] = {param_off, grad_off, ea_off};
+  return lionUpdate(__func__, ctx, stream, grad_dtype, 1, buffers, offsets,
+                    &numel, step, lr, beta1, beta2, weight_decay, skip,
+                    skip_off);
+}
+
+int32_t fsdprt_lion_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                               int64_t count, const int64_t *buffers,
+                               const int64_t *offsets, const int64_t *numels,
+                               int64_t step, double lr, double beta1,
+                               double beta2, double weight_decay, int64_t skip,
+                               int64_t skip_off) {
+  return lionUpdate(__func__, ctx, stream, grad_dtype, count, buffers, offsets,
+                    numels, step, lr, beta1, beta2, weight_decay, skip,
+                    skip_off);
 }
 
 int32_t fsdprt_adafactor_stats(int64_t ctx, int64_t stream, int32_t grad_dtype,

@@ -181,6 +181,27 @@ TEST_P(CApiErrors, SizeMismatchesAndBadDims) {
                   FSDPRT_ERR_INVALID_ARGUMENT, "more than 1 value per channel");
 }
 
+TEST_P(CApiErrors, MultiTensorUpdatesNameTheBadTensor) {
+  Device dev(GetParam());
+  int64_t small = dev.alloc(16), big = dev.alloc(4096);
+  // Tensor 1's exp_avg_sq (its fourth operand) holds 4 floats, not 8.
+  const int64_t buffers[8] = {big, big, big, big, big, big, big, small},
+                offsets[8] = {0, 1024, 2048, 3072, 128, 1152, 2176, 0},
+                numels[2] = {8, 8};
+  EXPECT_RT_ERROR(fsdprt_adamw_multi_step(dev.ctx, dev.stream, FSDPRT_F32, 2,
+                                          buffers, offsets, numels, 1, 1e-3,
+                                          0.9, 0.999, 1e-8, 0.01, 0, 0, 0),
+                  FSDPRT_ERR_OUT_OF_RANGE, "exp_avg_sq of tensor 1");
+  EXPECT_RT_ERROR(fsdprt_lion_multi_step(dev.ctx, dev.stream, FSDPRT_F32, 0,
+                                         buffers, offsets, numels, 1, 1e-3,
+                                         0.9, 0.99, 0.0, 0, 0),
+                  FSDPRT_ERR_INVALID_ARGUMENT, "count");
+  EXPECT_RT_ERROR(fsdprt_sgd_multi_step(dev.ctx, dev.stream, FSDPRT_F32, 2,
+                                        nullptr, offsets, numels, 1, 0.1, 0.0,
+                                        0.0, 0.0, 0, 0, 0),
+                  FSDPRT_ERR_INVALID_ARGUMENT, "must not be null");
+}
+
 TEST_P(CApiErrors, UnknownDtypesAndOptionCodes) {
   Device dev(GetParam());
   int64_t buf = dev.alloc(1024);

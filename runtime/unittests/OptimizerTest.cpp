@@ -264,6 +264,89 @@ TEST_P(OptimizerConformance, PackedAndUnalignedUpdatesGiveTheSameBits) {
     EXPECT_EQ(result[0][k], result[1][k]) << "tensor " << k;
 }
 
+/// The parameter and state bits after two steps of `rule` (0 AdamW, 1 SGD
+/// with Nesterov momentum, 2 Lion) over tensors of `sizes` elements at
+/// element `offsets` of their buffers, with bf16 gradients: one call per
+/// tensor, or (multi) one call for all.
+std::vector<float> updatedTensors(Device &dev, int rule, bool multi,
+                                  const std::vector<int64_t> &sizes,
+                                  const std::vector<int64_t> &offsets) {
+  const int states = rule == 0 ? 2 : 1;
+  const size_t count = sizes.size();
+  std::vector<int64_t> buf[4]; // param, grad, then the states
+  for (size_t k = 0; k < count; ++k) {
+    int64_t len = sizes[k] + offsets[k] + 1; // never an empty buffer
+    buf[0].push_back(dev.upload(randomVector(len, 100 + k, -1.0f, 1.0f)));
+    buf[1].push_back(dev.alloc(len * 2));
+    for (int i = 0; i < states; ++i)
+      buf[2 + i].push_back(dev.upload(std::vector<float>(len, 0.0f)));
+  }
+  for (int t = 1; t <= 2; ++t) {
+    std::vector<std::vector<uint16_t>> grads(count);
+    std::vector<int64_t> buffers, offs, numels;
+    for (size_t k = 0; k < count; ++k) {
+      int64_t len = sizes[k] + offsets[k] + 1;
+      for (float f : randomVector(len, 300 + 10 * k + t, -2.0f, 2.0f))
+        grads[k].push_back(floatToBf16(f));
+      RT_EXPECT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, buf[1][k], 0,
+                                         grads[k].data(), len * 2));
+      for (int i = 0; i < 2 + states; ++i) {
+        buffers.push_back(buf[i][k]);
+        offs.push_back(offsets[k] * (i == 1 ? 2 : 4));
+      }
+      numels.push_back(sizes[k]);
+    }
+    auto call = [&](int64_t n, const int64_t *b, const int64_t *o,
+                    const int64_t *numel) {
+      if (rule == 0)
+        RT_OK(fsdprt_adamw_multi_step(dev.ctx, dev.stream, FSDPRT_BF16, n, b,
+                                      o, numel, t, 1e-2, 0.9, 0.999, 1e-8,
+                                      0.01, 0, 0, 0));
+      else if (rule == 1)
+        RT_OK(fsdprt_sgd_multi_step(dev.ctx, dev.stream, FSDPRT_BF16, n, b, o,
+                                    numel, t, 1e-2, 0.9, 0.0, 0.01, 1, 0, 0));
+      else
+        RT_OK(fsdprt_lion_multi_step(dev.ctx, dev.stream, FSDPRT_BF16, n, b,
+                                     o, numel, t, 1e-3, 0.9, 0.99, 0.1, 0, 0));
+    };
+    int64_t per = 2 + states;
+    if (multi)
+      call(count, buffers.data(), offs.data(), numels.data());
+    else
+      for (size_t k = 0; k < count; ++k)
+        call(1, &buffers[k * per], &offs[k * per], &numels[k]);
+    dev.sync(); // the copies read `grads`
+  }
+  std::vector<float> out;
+  for (int i = 0; i < 2 + states; ++i)
+    for (size_t k = 0; i != 1 && k < count; ++k) { // not the gradients
+      auto all = dev.download(buf[i][k], sizes[k] + offsets[k] + 1);
+      out.insert(out.end(), all.begin() + offsets[k], all.end() - 1);
+    }
+  return out;
+}
+
+TEST_P(OptimizerConformance, MultiTensorUpdatesGiveEachTensorItsOwnBits) {
+  // torch.optim's fused=True (the compiler's fused-optimizer: every unit's
+  // shard in one call, 32 tensors a launch on CUDA): one call over many
+  // tensors must leave each as its own call does. Tensors with packs and
+  // a tail, unaligned ones (no packs), an empty one, and more than one
+  // CUDA launch takes.
+  Device dev(GetParam());
+  std::vector<int64_t> sizes, offsets;
+  for (int k = 0; k < 37; ++k) {
+    sizes.push_back(k == 0 ? 1037 : k == 3 ? 0 : (k * 13) % 50 + 1);
+    offsets.push_back(k % 4 == 1 ? 1 : 0);
+  }
+  for (int rule = 0; rule < 3; ++rule) {
+    SCOPED_TRACE("rule " + std::to_string(rule));
+    auto separate = updatedTensors(dev, rule, false, sizes, offsets);
+    auto together = updatedTensors(dev, rule, true, sizes, offsets);
+    ASSERT_EQ(separate.size(), together.size());
+    EXPECT_EQ(separate, together);
+  }
+}
+
 TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {
   // GradScaler: an update whose flag is set leaves parameter and moments as
   // they were; with the flag clear it runs as without one.

@@ -210,7 +210,8 @@ async_vs_sync() {
 
 # GPT-2 124M: bf16 and f32 step times as the runner runs them (the step
 # captured as a CUDA graph and replayed), bf16 with issue 41's opt-in
-# fusions (the "fused" step: fuse-add-layer-norm, fuse-bias-gelu), bf16
+# fusions (the "fused" step: fuse-add-layer-norm, fuse-bias-gelu,
+# fused-optimizer), bf16
 # with the lean norm kernels (FSDPRT_NORM_KERNELS=lean, the "lean" run),
 # bf16 with the lean cross-entropy kernels (FSDPRT_XENT_KERNELS=lean, the
 # "leanxent" run), at batch 64 with both (the "b64lean" run), bf16

@@ -24,7 +24,8 @@ FLOPS_PER_TOKEN = 6 * 124.4e6 + 12 * 12 * 1024 * 768
 PEAK_FLOPS = 989e12  # H100 SXM, dense bf16
 
 OURS = [("bf16", "ours bf16, the step as one CUDA graph"),
-        ("bf16-fused", "ours bf16, fuse-add-layer-norm + fuse-bias-gelu"),
+        ("bf16-fused", "ours bf16, fuse-add-layer-norm + fuse-bias-gelu + "
+                       "fused-optimizer"),
         ("bf16-lean", "ours bf16, lean norm kernels "
                       "(FSDPRT_NORM_KERNELS=lean)"),
         ("bf16-leanxent", "ours bf16, lean cross-entropy kernels "

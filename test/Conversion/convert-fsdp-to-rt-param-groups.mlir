@@ -32,12 +32,12 @@
 // LOWER: %[[LOW1:.*]] = arith.maxsi %[[LOCAL1]], %c0_i64 : i64
 // LOWER: %[[B1:.*]] = arith.minsi %[[LOW1]], %c866_i64 : i64
 // LOWER: %[[N0:.*]] = arith.subi %[[B1]], %[[B0]] : i64
+// The third segment's lr (fc2.weight): half.
+// LOWER: %[[HALF:.*]] = arith.constant 5.000000e-04 : f64
 // LOWER: %[[BYTES:.*]] = arith.muli %[[B0]], %c4_i64 : i64
 // LOWER: %[[PARAM:.*]] = arith.addi %c0_i64, %[[BYTES]] : i64
 // LOWER: rt.call @adamw_step(%arg0, %arg2, %{{.*}}, %arg1, %[[PARAM]], {{.*}}, %[[N0]],
 // LOWER: rt.call @adamw_step(
-// The third segment (fc2.weight): half the lr.
-// LOWER: %[[HALF:.*]] = arith.constant 5.000000e-04 : f64
 // LOWER: rt.call @adamw_step({{.*}}, %[[HALF]],
 // LOWER-COUNT-3: rt.call @adamw_step(
 // LOWER-NOT: rt.call @adamw_step(

@@ -41,6 +41,13 @@ def ConvertFSDPToRTPass : Pass<"convert-fsdp-to-rt", "::mlir::ModuleOp"> {
     update the shards in place. Nothing is allocated inside a step that the
     plan did not place.
 
+    **Fused optimizer.** With `fused-optimizer`, the SGD, AdamW and Lion
+    updates that follow one another (the optimizer step after the
+    backward) become one `rt.call @<optimizer>_multi_step` for each set of
+    them, or of their parameter groups' segments, with the same gradient
+    dtype, hyperparameters and skip flag: one launch for every unit's shard
+    instead of one per flat parameter or segment, the same bits.
+
     **Program description.** The module gets `fsdp.program`, a JSON string
     with what the runner needs (units, parameter names, shapes and
     initializers, persistent offsets, inputs, the loss, mesh, the plan's
@@ -64,6 +71,10 @@ def ConvertFSDPToRTPass : Pass<"convert-fsdp-to-rt", "::mlir::ModuleOp"> {
            "Steps of the decay after the warmup (0: to the run's end)">,
     Option<"minLrRatio", "min-lr-ratio", "double", /*default=*/"0.0",
            "The decay's floor, a fraction of the peak learning rate">,
+    Option<"fusedOptimizer", "fused-optimizer", "bool", /*default=*/"false",
+           "Each run of SGD / AdamW / Lion updates as one multi-tensor "
+           "call per set of equal hyperparameters (torch.optim's "
+           "fused=True; off until measured on a GPU)">,
     Option<"machine", "machine", "std::string", /*default=*/"\"ci-cpu\"",
            "The machine whose rates the embedded report's predicted step "
            "time uses (fsdp-report's machine): ci-cpu | h100">,

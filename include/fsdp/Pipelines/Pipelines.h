@@ -98,6 +98,13 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "nn.linear_gelu_grad (fsdp-build-train-step's "
                      "fuse-bias-gelu; off until measured on a GPU)"),
       llvm::cl::init(false)};
+  Option<bool> fusedOptimizer{
+      *this, "fused-optimizer",
+      llvm::cl::desc("The SGD / AdamW / Lion updates of every unit as one "
+                     "multi-tensor call per set of equal hyperparameters "
+                     "(torch.optim's fused=True; convert-fsdp-to-rt's "
+                     "fused-optimizer; off until measured on a GPU)"),
+      llvm::cl::init(false)};
   Option<bool> keepAttentionStats{
       *this, "keep-attention-stats",
       llvm::cl::desc("Attention's backward reads the forward's softmax "

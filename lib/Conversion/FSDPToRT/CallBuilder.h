@@ -115,6 +115,16 @@ bool hasKernelEmitter(OperationName name);
 /// for any other op (OptimizerCalls.cpp).
 bool emitOptimizer(CallBuilder &calls, Operation *op);
 
+/// Whether `op` is an update emitMultiTensorUpdates takes (SGD, AdamW,
+/// Lion).
+bool isMultiTensorUpdate(Operation *op);
+
+/// Emits the updates `ops` (isMultiTensorUpdate; their tensors disjoint)
+/// as one call for each set of them, or of their parameter-group
+/// segments, with the same gradient dtype, hyperparameters and skip flag:
+/// torch.optim's fused=True (OptimizerCalls.cpp).
+void emitMultiTensorUpdates(CallBuilder &calls, ArrayRef<Operation *> ops);
+
 /// Emits the runtime calls of a collective op (CollectiveCalls.cpp).
 LogicalResult emitCollective(CallBuilder &calls, Operation *op);
 

@@ -325,7 +325,7 @@ struct ConvertFSDPToRTPass
     if (layout->hostBytes)
       out->setAttr(rt::RTDialect::HostBytesAttrHelper::getNameStr(),
                    b.getI64IntegerAttr(layout->hostBytes));
-    StepLowering lowering(step, *layout, out);
+    StepLowering lowering(step, *layout, out, fusedOptimizer);
     if (failed(lowering.run())) {
       out.erase();
       return signalPassFailure();

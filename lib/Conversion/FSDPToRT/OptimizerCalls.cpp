@@ -3,7 +3,9 @@
 // One call per optimizer op, or with parameter groups one per segment of
 // the flat parameter: each rank updates the part of the segment its shard
 // holds, an element range computed at run time from its rank, so that one
-// program serves every rank.
+// program serves every rank. With fused-optimizer, the SGD / AdamW / Lion
+// calls of a run of updates that share their scalars become one
+// multi-tensor call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,52 +115,105 @@ void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args, Value tensor,
   args.push_back(arith::AddIOp::create(b, loc, calls.i64(ref.offset), bytes));
 }
 
-void emitAdamW(CallBuilder &calls, AdamWStepOp op) {
-  for (const Segment &s : segmentsOf(calls, op)) {
-    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
-    for (Value tensor :
-         {op.getParam(), op.getGrad(), op.getExpAvg(), op.getExpAvgSq()})
-      pushElement(calls, args, tensor, s.begin);
-    args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
-                 calls.f64(op.getLr().convertToDouble() * s.lrScale),
-                 calls.f64(op.getBeta1().convertToDouble()),
-                 calls.f64(op.getBeta2().convertToDouble()),
-                 calls.f64(op.getEps().convertToDouble()),
-                 calls.f64(s.weightDecay),
-                 calls.i32(op.getL2WeightDecay())});
-    pushElement(calls, args, op.getSkipIf(), Value());
-    calls.call("adamw_step", args);
+/// One update call before it is emitted: its tensors (param, grad, then
+/// the states; null: absent), the part of them it updates, and the
+/// operands after `step` (the hyperparameters and the skip flag). Calls
+/// whose gradient dtype, hyperparameters (cached constants: equal values
+/// are the same Value) and flag agree can share one multi-tensor call.
+struct UpdateCall {
+  StringRef entry, multiEntry; // adamw_step, adamw_multi_step
+  int32_t gradDtype;
+  SmallVector<Value, 4> tensors;
+  Segment segment;
+  SmallVector<Value, 6> hyper;
+  Value skip;
+
+  auto key() const {
+    return std::make_tuple(entry, gradDtype, ArrayRef<Value>(hyper), skip);
   }
+};
+
+/// The update calls of one optimizer op, a call per segment.
+template <typename OptimizerOp>
+SmallVector<UpdateCall>
+updateCalls(CallBuilder &calls, OptimizerOp op, StringRef entry,
+            StringRef multiEntry, ArrayRef<Value> tensors,
+            function_ref<SmallVector<Value, 6>(const Segment &)> hyper) {
+  SmallVector<UpdateCall> out;
+  for (const Segment &s : segmentsOf(calls, op))
+    out.push_back({entry, multiEntry, dtypeOf(op.getGrad()),
+                   SmallVector<Value, 4>(tensors), s, hyper(s),
+                   op.getSkipIf()});
+  return out;
 }
 
-void emitLion(CallBuilder &calls, LionStepOp op) {
-  for (const Segment &s : segmentsOf(calls, op)) {
-    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
-    for (Value tensor : {op.getParam(), op.getGrad(), op.getExpAvg()})
-      pushElement(calls, args, tensor, s.begin);
-    args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
-                 calls.f64(op.getLr().convertToDouble() * s.lrScale),
-                 calls.f64(op.getBeta1().convertToDouble()),
-                 calls.f64(op.getBeta2().convertToDouble()),
-                 calls.f64(s.weightDecay)});
-    pushElement(calls, args, op.getSkipIf(), Value());
-    calls.call("lion_step", args);
-  }
+/// The update calls of `op`, or none if it is not an SGD, AdamW or Lion
+/// update.
+SmallVector<UpdateCall> updateCallsOf(CallBuilder &calls, Operation *op) {
+  auto lrOf = [&](auto update, const Segment &s) {
+    return calls.f64(update.getLr().convertToDouble() * s.lrScale);
+  };
+  auto f64 = [&](APFloat v) { return calls.f64(v.convertToDouble()); };
+  if (auto o = dyn_cast<AdamWStepOp>(op))
+    return updateCalls(
+        calls, o, "adamw_step", "adamw_multi_step",
+        {o.getParam(), o.getGrad(), o.getExpAvg(), o.getExpAvgSq()},
+        [&](const Segment &s) -> SmallVector<Value, 6> {
+          return {lrOf(o, s),         f64(o.getBeta1()),
+                  f64(o.getBeta2()),  f64(o.getEps()),
+                  calls.f64(s.weightDecay), calls.i32(o.getL2WeightDecay())};
+        });
+  if (auto o = dyn_cast<LionStepOp>(op))
+    return updateCalls(calls, o, "lion_step", "lion_multi_step",
+                       {o.getParam(), o.getGrad(), o.getExpAvg()},
+                       [&](const Segment &s) -> SmallVector<Value, 6> {
+                         return {lrOf(o, s), f64(o.getBeta1()),
+                                 f64(o.getBeta2()), calls.f64(s.weightDecay)};
+                       });
+  if (auto o = dyn_cast<SGDStepOp>(op))
+    return updateCalls(calls, o, "sgd_step", "sgd_multi_step",
+                       {o.getParam(), o.getGrad(), o.getMomentumBuffer()},
+                       [&](const Segment &s) -> SmallVector<Value, 6> {
+                         return {lrOf(o, s), f64(o.getMomentum()),
+                                 f64(o.getDampening()),
+                                 calls.f64(s.weightDecay),
+                                 calls.i32(o.getNesterov())};
+                       });
+  return {};
 }
 
-void emitSGD(CallBuilder &calls, SGDStepOp op) {
-  for (const Segment &s : segmentsOf(calls, op)) {
-    SmallVector<Value> args = {calls.i32(dtypeOf(op.getGrad()))};
-    for (Value tensor : {op.getParam(), op.getGrad(), op.getMomentumBuffer()})
-      pushElement(calls, args, tensor, s.begin);
-    args.append({countOf(calls, s, op.getParam()), calls.stepCount(),
-                 calls.f64(op.getLr().convertToDouble() * s.lrScale),
-                 calls.f64(op.getMomentum().convertToDouble()),
-                 calls.f64(op.getDampening().convertToDouble()),
-                 calls.f64(s.weightDecay), calls.i32(op.getNesterov())});
-    pushElement(calls, args, op.getSkipIf(), Value());
-    calls.call("sgd_step", args);
+/// rt.call @<entry>(grad dtype, the tensors, numel, step, hyper, skip).
+void emitUpdateCall(CallBuilder &calls, const UpdateCall &c) {
+  SmallVector<Value> args = {calls.i32(c.gradDtype)};
+  for (Value tensor : c.tensors)
+    pushElement(calls, args, tensor, c.segment.begin);
+  args.append({countOf(calls, c.segment, c.tensors[0]), calls.stepCount()});
+  args.append(c.hyper.begin(), c.hyper.end());
+  pushElement(calls, args, c.skip, Value());
+  calls.call(c.entry, args);
+}
+
+/// rt.call @<multi entry>(grad dtype, count, buffers, offsets, numels,
+/// step, hyper, skip) of calls that share their key.
+void emitMultiUpdateCall(CallBuilder &calls, ArrayRef<UpdateCall> group) {
+  const UpdateCall &first = group.front();
+  SmallVector<Value> buffers, offsets, numels;
+  for (const UpdateCall &c : group) {
+    for (Value tensor : c.tensors) {
+      SmallVector<Value, 2> ref;
+      pushElement(calls, ref, tensor, c.segment.begin);
+      buffers.push_back(ref[0]);
+      offsets.push_back(ref[1]);
+    }
+    numels.push_back(countOf(calls, c.segment, c.tensors[0]));
   }
+  SmallVector<Value> args = {
+      calls.i32(first.gradDtype), calls.i64(group.size()),
+      calls.array(buffers),       calls.array(offsets),
+      calls.array(numels),        calls.stepCount()};
+  args.append(first.hyper.begin(), first.hyper.end());
+  pushElement(calls, args, first.skip, Value());
+  calls.call(first.multiEntry, args);
 }
 
 /// Adafactor's ops read the layout, and where this rank's elements start
@@ -218,12 +273,11 @@ void emitAdafactorApply(CallBuilder &calls, AdafactorApplyOp op) {
 } // namespace
 
 bool fsdp::emitOptimizer(CallBuilder &calls, Operation *op) {
-  if (auto adamw = dyn_cast<AdamWStepOp>(op))
-    return emitAdamW(calls, adamw), true;
-  if (auto sgd = dyn_cast<SGDStepOp>(op))
-    return emitSGD(calls, sgd), true;
-  if (auto lion = dyn_cast<LionStepOp>(op))
-    return emitLion(calls, lion), true;
+  if (isMultiTensorUpdate(op)) {
+    for (const UpdateCall &c : updateCallsOf(calls, op))
+      emitUpdateCall(calls, c);
+    return true;
+  }
   if (auto stats = dyn_cast<AdafactorStatsOp>(op))
     return emitAdafactorStats(calls, stats), true;
   if (auto factor = dyn_cast<AdafactorFactorOp>(op))
@@ -231,4 +285,29 @@ bool fsdp::emitOptimizer(CallBuilder &calls, Operation *op) {
   if (auto apply = dyn_cast<AdafactorApplyOp>(op))
     return emitAdafactorApply(calls, apply), true;
   return false;
+}
+
+bool fsdp::isMultiTensorUpdate(Operation *op) {
+  return isa<AdamWStepOp, SGDStepOp, LionStepOp>(op);
+}
+
+void fsdp::emitMultiTensorUpdates(CallBuilder &calls, ArrayRef<Operation *> ops) {
+  // The calls in order, grouped by key in order of first appearance.
+  SmallVector<SmallVector<UpdateCall>> groups;
+  for (Operation *op : ops)
+    for (UpdateCall &c : updateCallsOf(calls, op)) {
+      auto same = llvm::find_if(groups, [&](const auto &g) {
+        return g.front().key() == c.key();
+      });
+      if (same == groups.end())
+        groups.push_back({std::move(c)});
+      else
+        same->push_back(std::move(c));
+    }
+  for (ArrayRef<UpdateCall> group : groups) {
+    if (group.size() == 1)
+      emitUpdateCall(calls, group.front());
+    else
+      emitMultiUpdateCall(calls, group);
+  }
 }

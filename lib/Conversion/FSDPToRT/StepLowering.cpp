@@ -20,8 +20,9 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 StepLowering::StepLowering(func::FuncOp step, const StepLayout &layout,
-                           func::FuncOp out)
-    : step(step), out(out), layout(layout), calls(out.getContext()),
+                           func::FuncOp out, bool fuseUpdates)
+    : step(step), out(out), layout(layout), fuseUpdates(fuseUpdates),
+      calls(out.getContext()),
       b(calls.builder()), loc(step.getLoc()) {}
 
 Value StepLowering::rootOf(Value tensor) const {
@@ -227,10 +228,29 @@ LogicalResult StepLowering::run() {
 LogicalResult StepLowering::emitOp(Operation *op) {
   // A wait, a reshard, the return: their effect is the stream waits and
   // frees run() emits around them (StorageLiveness.h: emitsNothing).
-  if (emitsNothing(op))
+  if (emitsNothing(op) || emittedWithRun.contains(op))
     return success();
   calls.setOp(stream(current), loc);
+  if (fuseUpdates && isMultiTensorUpdate(op))
+    return emitUpdateRun(op), success();
   if (isa<CollectiveOpInterface>(op))
     return emitCollective(calls, op);
   return emitKernel(calls, op);
+}
+
+void StepLowering::emitUpdateRun(Operation *first) {
+  // The updates run after the backward, one after another (as
+  // optimizer.step()); nothing between them reads what they write.
+  SmallVector<Operation *> run;
+  SmallVector<Location> locs;
+  for (Operation *op = first;
+       op && isMultiTensorUpdate(op) && streamOf(op) == current;
+       op = op->getNextNode()) {
+    waitForOperands(op, current);
+    emittedWithRun.insert(op);
+    run.push_back(op);
+    locs.push_back(op->getLoc());
+  }
+  calls.setOp(stream(current), b.getFusedLoc(locs));
+  emitMultiTensorUpdates(calls, run);
 }

@@ -57,13 +57,19 @@ FailureOr<StepLayout> layOutStep(func::FuncOp step);
 /// ops. One instance per step.
 class StepLowering {
 public:
-  StepLowering(func::FuncOp step, const StepLayout &layout, func::FuncOp out);
+  /// With `fuseUpdates`, each run of consecutive SGD / AdamW / Lion
+  /// updates on one stream is emitted at its first op as multi-tensor
+  /// calls (emitMultiTensorUpdates).
+  StepLowering(func::FuncOp step, const StepLayout &layout, func::FuncOp out,
+               bool fuseUpdates);
 
   /// Emits every op; fails with a diagnostic on an op it cannot lower.
   LogicalResult run();
 
 private:
   LogicalResult emitOp(Operation *op);
+  /// The run of updates starting at `first` as multi-tensor calls.
+  void emitUpdateRun(Operation *first);
   void waitForOperands(Operation *op, StreamKind kind);
   Value rootOf(Value tensor) const;
   /// rt.alloc_at of a transient at its planned offset, once.
@@ -74,6 +80,9 @@ private:
 
   func::FuncOp step, out;
   const StepLayout &layout;
+  bool fuseUpdates;
+  /// Updates emitted with the run they start or belong to.
+  llvm::DenseSet<Operation *> emittedWithRun;
   CallBuilder calls;
   OpBuilder &b; // calls.builder()
   Location loc;

@@ -513,30 +513,30 @@ public:
     st.commit();
   }
 
-  void sgdStep(DType gradType, float *param, const void *grad,
-               float *momentumBuf, int64_t n, const SgdScalars &s,
-               const SgdScalars *, const float *skip) override {
-    if (skip && *skip != 0)
-      return;
-    HostStaging st = staging();
-    cpu::sgdStep(threads_, param, st.in(gradType, grad, n), momentumBuf, n, s);
+  void sgdStep(DType gradType, const UpdateTensors *tensors, int64_t count,
+               const SgdScalars &s, const SgdScalars *,
+               const float *skip) override {
+    forEachUpdate(gradType, tensors, count, skip,
+                  [&](const UpdateTensors &t, const float *grad) {
+                    cpu::sgdStep(threads_, t.param, grad, t.state[0], t.n, s);
+                  });
   }
-  void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
-                 float *expAvgSq, int64_t n, const AdamWScalars &s,
-                 const AdamWScalars *, const float *skip) override {
-    if (skip && *skip != 0)
-      return;
-    HostStaging st = staging();
-    cpu::adamwStep(threads_, param, st.in(gradType, grad, n), expAvg, expAvgSq,
-                   n, s);
+  void adamwStep(DType gradType, const UpdateTensors *tensors, int64_t count,
+                 const AdamWScalars &s, const AdamWScalars *,
+                 const float *skip) override {
+    forEachUpdate(gradType, tensors, count, skip,
+                  [&](const UpdateTensors &t, const float *grad) {
+                    cpu::adamwStep(threads_, t.param, grad, t.state[0],
+                                   t.state[1], t.n, s);
+                  });
   }
-  void lionStep(DType gradType, float *param, const void *grad, float *expAvg,
-                int64_t n, const LionScalars &s, const LionScalars *,
+  void lionStep(DType gradType, const UpdateTensors *tensors, int64_t count,
+                const LionScalars &s, const LionScalars *,
                 const float *skip) override {
-    if (skip && *skip != 0)
-      return;
-    HostStaging st = staging();
-    cpu::lionStep(threads_, param, st.in(gradType, grad, n), expAvg, n, s);
+    forEachUpdate(gradType, tensors, count, skip,
+                  [&](const UpdateTensors &t, const float *grad) {
+                    cpu::lionStep(threads_, t.param, grad, t.state[0], t.n, s);
+                  });
   }
   void adafactorStats(DType gradType, const float *param, const void *grad,
                       int64_t n, int64_t flatBegin,
@@ -605,6 +605,19 @@ public:
 
 private:
   HostStaging staging() const { return HostStaging({threads_}); }
+
+  /// update(tensor, its gradient in f32) for each tensor, unless a loss
+  /// scaler's flag says skip.
+  template <typename Update>
+  void forEachUpdate(DType gradType, const UpdateTensors *tensors,
+                     int64_t count, const float *skip, Update update) {
+    if (skip && *skip != 0)
+      return;
+    for (int64_t k = 0; k < count; ++k) {
+      HostStaging st = staging();
+      update(tensors[k], st.in(gradType, tensors[k].grad, tensors[k].n));
+    }
+  }
 
   int threads_;
 };

@@ -1016,27 +1016,25 @@ public:
     });
   }
 
-  void sgdStep(DType gradType, float *param, const void *grad,
-               float *momentumBuf, int64_t n, const SgdScalars &sc,
-               const SgdScalars *live, const float *skip) override {
+  void sgdStep(DType gradType, const UpdateTensors *tensors, int64_t count,
+               const SgdScalars &sc, const SgdScalars *live,
+               const float *skip) override {
     run([&](Exec &e) {
-      cuda::sgdStep(e.s, gradType, param, grad, momentumBuf, n, sc, live,
-                    skip);
+      cuda::sgdStep(e.s, gradType, tensors, count, sc, live, skip);
     });
   }
-  void adamwStep(DType gradType, float *param, const void *grad, float *expAvg,
-                 float *expAvgSq, int64_t n, const AdamWScalars &sc,
-                 const AdamWScalars *live, const float *skip) override {
+  void adamwStep(DType gradType, const UpdateTensors *tensors, int64_t count,
+                 const AdamWScalars &sc, const AdamWScalars *live,
+                 const float *skip) override {
     run([&](Exec &e) {
-      cuda::adamwStep(e.s, gradType, param, grad, expAvg, expAvgSq, n, sc,
-                      live, skip);
+      cuda::adamwStep(e.s, gradType, tensors, count, sc, live, skip);
     });
   }
-  void lionStep(DType gradType, float *param, const void *grad, float *expAvg,
-                int64_t n, const LionScalars &sc, const LionScalars *live,
+  void lionStep(DType gradType, const UpdateTensors *tensors, int64_t count,
+                const LionScalars &sc, const LionScalars *live,
                 const float *skip) override {
     run([&](Exec &e) {
-      cuda::lionStep(e.s, gradType, param, grad, expAvg, n, sc, live, skip);
+      cuda::lionStep(e.s, gradType, tensors, count, sc, live, skip);
     });
   }
   void adafactorStats(DType gradType, const float *param, const void *grad,

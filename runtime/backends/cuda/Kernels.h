@@ -319,19 +319,19 @@ void mseLossBackward(Stream s, const float *a, const float *b,
                      const float *dloss, float *da, float *db, int64_t n,
                      LossReduction reduction);
 
-/// The updates do nothing when *skip (device memory; null: never) is
-/// non-zero; `live` (may be null) as for dropout. The gradient is in
-/// storage type gradType, read as it is.
-void sgdStep(Stream s, DType gradType, float *param, const void *grad,
-             float *momentumBuf, int64_t n, const SgdScalars &sc,
-             const SgdScalars *live, const float *skip);
-void adamwStep(Stream s, DType gradType, float *param, const void *grad,
-               float *expAvg, float *expAvgSq, int64_t n,
-               const AdamWScalars &sc, const AdamWScalars *live,
+/// The updates of `count` tensors, in one launch per kUpdateLaunchTensors
+/// of them; they do nothing when *skip (device memory; null: never) is
+/// non-zero; `live` (may be null) as for dropout. The gradients are in
+/// storage type gradType, read as they are.
+void sgdStep(Stream s, DType gradType, const UpdateTensors *tensors,
+             int64_t count, const SgdScalars &sc, const SgdScalars *live,
+             const float *skip);
+void adamwStep(Stream s, DType gradType, const UpdateTensors *tensors,
+               int64_t count, const AdamWScalars &sc, const AdamWScalars *live,
                const float *skip);
-void lionStep(Stream s, DType gradType, float *param, const void *grad,
-              float *expAvg, int64_t n, const LionScalars &sc,
-              const LionScalars *live, const float *skip);
+void lionStep(Stream s, DType gradType, const UpdateTensors *tensors,
+              int64_t count, const LionScalars &sc, const LionScalars *live,
+              const float *skip);
 // Adafactor.cu: Backend::adafactorStats / Factor / Apply.
 void adafactorStats(Stream s, const float *param, const float *grad, int64_t n,
                     int64_t flatBegin, const AdafactorLayout &layout,

@@ -1,12 +1,14 @@
 //===- Optimizer.cu - updates, non-finite checks, grad norm clipping ------===//
 //
 // The optimizer updates (the CPU backend's update bodies, in packs of eight
-// elements a thread) and the gradient norm's blocked sums.
+// elements a thread, several tensors a launch) and the gradient norm's
+// blocked sums.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 #include "KernelSupport.cuh"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fsdp {
@@ -39,92 +41,141 @@ struct LionElement {
   }
 };
 
-/// An update's state tensors (the first `count` used).
-struct StateTensors {
-  float *at[2];
-  int count;
+// Updates go eight elements a thread step in whole 16-byte packs where
+// every operand of the tensor is aligned (eight bf16 gradient elements are
+// one pack, the f32 parameter's and each state's two), the rest element by
+// element: the same arithmetic per element, so packing does not change the
+// bits, nor does updating several tensors in one launch. The gradient is
+// read in its storage type S: a bf16 / f16 gradient widens exactly, so the
+// bits are those of its f32 copy, without one. A step graph's launch
+// refreshes *live (Backend.h); else s holds the scalars.
+constexpr int kUpdateItems = 8;
+/// Tensors one launch updates: their table is a kernel parameter (under
+/// the 4 KiB limit), as in PyTorch's multi_tensor_apply.
+constexpr int kUpdateLaunchTensors = 32;
+
+/// The tensors of one launch. Tensor k's work items are [end[k - 1],
+/// end[k]): its packs[k] packs of kUpdateItems elements (0 unless every
+/// operand is 16-byte aligned), then its remaining elements one by one.
+struct UpdateTable {
+  float *param[kUpdateLaunchTensors];
+  const void *grad[kUpdateLaunchTensors];
+  float *state[2][kUpdateLaunchTensors];
+  int64_t packs[kUpdateLaunchTensors], end[kUpdateLaunchTensors];
+  int count, stateCount;
 };
 
-// Updates go eight elements a thread step in whole 16-byte packs where
-// every operand is aligned (eight bf16 gradient elements are one pack, the
-// f32 parameter's and each state's two), the rest element by element: the
-// same arithmetic per element, so packing does not change the bits. The
-// gradient is read in its storage type S: a bf16 / f16 gradient widens
-// exactly, so the bits are those of its f32 copy, without one. A step
-// graph's launch refreshes *live (Backend.h); else s holds the scalars.
-constexpr int kUpdateItems = 8;
+/// The tensor work item w belongs to: the first k with w < end[k].
+__device__ inline int tensorOf(const UpdateTable &t, int64_t w) {
+  int lo = 0, hi = t.count - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (w < t.end[mid])
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
 
 template <typename S, typename Element>
-__global__ void updateKernel(Element element, float *param,
-                             const typename S::T *grad, StateTensors states,
-                             int64_t n, int64_t groups,
-                             typename Element::Scalars s,
-                             const typename Element::Scalars *live,
-                             const float *skip) {
+__device__ void updatePack(Element element, const UpdateTable &t, int k,
+                           int64_t g, const typename Element::Scalars &s) {
   using T = typename S::T;
   constexpr int kF = Pack<float>::kCount, kG = Pack<T>::kCount;
   constexpr int kFPacks = kUpdateItems / kF, kGPacks = kUpdateItems / kG;
+  const T *grad = static_cast<const T *>(t.grad[k]);
+  Pack<float> p[kFPacks], st[2][kFPacks] = {}; // unused states stay 0
+  Pack<T> gp[kGPacks];
+#pragma unroll
+  for (int q = 0; q < kFPacks; ++q) {
+    p[q] = loadPack(t.param[k], g * kFPacks + q);
+    for (int i = 0; i < t.stateCount; ++i)
+      st[i][q] = loadPack(t.state[i][k], g * kFPacks + q);
+  }
+#pragma unroll
+  for (int q = 0; q < kGPacks; ++q)
+    gp[q] = loadPack(grad, g * kGPacks + q);
+#pragma unroll
+  for (int u = 0; u < kUpdateItems; ++u) {
+    float state[2] = {st[0][u / kF].v[u % kF], st[1][u / kF].v[u % kF]};
+    element(p[u / kF].v[u % kF], S::load(gp[u / kG].v[u % kG]), state, s,
+            t.stateCount > 0);
+    st[0][u / kF].v[u % kF] = state[0];
+    st[1][u / kF].v[u % kF] = state[1];
+  }
+#pragma unroll
+  for (int q = 0; q < kFPacks; ++q) {
+    storePack(t.param[k], g * kFPacks + q, p[q]);
+    for (int i = 0; i < t.stateCount; ++i)
+      storePack(t.state[i][k], g * kFPacks + q, st[i][q]);
+  }
+}
+
+template <typename S, typename Element>
+__device__ void updateOne(Element element, const UpdateTable &t, int k,
+                          int64_t at, const typename Element::Scalars &s) {
+  const auto *grad = static_cast<const typename S::T *>(t.grad[k]);
+  float state[2] = {0.0f, 0.0f};
+  for (int i = 0; i < t.stateCount; ++i)
+    state[i] = t.state[i][k][at];
+  element(t.param[k][at], S::load(grad[at]), state, s, t.stateCount > 0);
+  for (int i = 0; i < t.stateCount; ++i)
+    t.state[i][k][at] = state[i];
+}
+
+template <typename S, typename Element>
+__global__ void updateKernel(Element element, UpdateTable table, int64_t items,
+                             typename Element::Scalars s,
+                             const typename Element::Scalars *live,
+                             const float *skip) {
   if (skip && *skip != 0.0f)
     return;
   if (live)
     s = *live;
-  bool momentum = states.count > 0;
-  FSDPRT_GRID_STRIDE(g, groups) {
-    Pack<float> p[kFPacks], st[2][kFPacks] = {}; // unused states stay 0
-    Pack<T> gp[kGPacks];
-#pragma unroll
-    for (int k = 0; k < kFPacks; ++k) {
-      p[k] = loadPack(param, g * kFPacks + k);
-      for (int t = 0; t < states.count; ++t)
-        st[t][k] = loadPack(states.at[t], g * kFPacks + k);
-    }
-#pragma unroll
-    for (int k = 0; k < kGPacks; ++k)
-      gp[k] = loadPack(grad, g * kGPacks + k);
-#pragma unroll
-    for (int u = 0; u < kUpdateItems; ++u) {
-      float state[2] = {st[0][u / kF].v[u % kF], st[1][u / kF].v[u % kF]};
-      element(p[u / kF].v[u % kF], S::load(gp[u / kG].v[u % kG]), state, s,
-              momentum);
-      st[0][u / kF].v[u % kF] = state[0];
-      st[1][u / kF].v[u % kF] = state[1];
-    }
-#pragma unroll
-    for (int k = 0; k < kFPacks; ++k) {
-      storePack(param, g * kFPacks + k, p[k]);
-      for (int t = 0; t < states.count; ++t)
-        storePack(states.at[t], g * kFPacks + k, st[t][k]);
-    }
-  }
-  int64_t done = groups * kUpdateItems;
-  FSDPRT_GRID_STRIDE(i, n - done) {
-    int64_t at = done + i;
-    float state[2] = {0.0f, 0.0f};
-    for (int t = 0; t < states.count; ++t)
-      state[t] = states.at[t][at];
-    element(param[at], S::load(grad[at]), state, s, momentum);
-    for (int t = 0; t < states.count; ++t)
-      states.at[t][at] = state[t];
+  FSDPRT_GRID_STRIDE(w, items) {
+    int k = tensorOf(table, w);
+    int64_t j = w - (k > 0 ? table.end[k - 1] : 0);
+    if (j < table.packs[k])
+      updatePack<S>(element, table, k, j, s);
+    else
+      updateOne<S>(element, table, k,
+                   table.packs[k] * kUpdateItems + (j - table.packs[k]), s);
   }
 }
 
-/// Launches updateKernel over n elements, in packs where every operand is
-/// 16-byte aligned.
+/// Launches updateKernel over `count` tensors with `stateCount` states
+/// each, kUpdateLaunchTensors at a time.
 template <typename Element>
-void launchUpdate(Stream s, DType gradType, float *param, const void *grad,
-                  StateTensors states, int64_t n,
-                  const typename Element::Scalars &sc,
-                  const typename Element::Scalars *live, const float *skip) {
-  bool packed = packAligned(param) && packAligned(grad);
-  for (int t = 0; t < states.count; ++t)
-    packed = packed && packAligned(states.at[t]);
-  int64_t groups = packed ? n / kUpdateItems : 0;
-  withStorage(gradType, [&](auto st) {
-    using S = decltype(st);
-    FSDPRT_LAUNCH((updateKernel<S, Element>), groups > 0 ? groups : n, s,
-                  Element{}, param, static_cast<const typename S::T *>(grad),
-                  states, n, groups, sc, live, skip);
-  });
+void launchUpdates(Stream s, DType gradType, const UpdateTensors *tensors,
+                   int64_t count, int stateCount,
+                   const typename Element::Scalars &sc,
+                   const typename Element::Scalars *live, const float *skip) {
+  for (int64_t first = 0; first < count; first += kUpdateLaunchTensors) {
+    UpdateTable table{};
+    table.count = static_cast<int>(
+        std::min<int64_t>(kUpdateLaunchTensors, count - first));
+    table.stateCount = stateCount;
+    int64_t items = 0;
+    for (int k = 0; k < table.count; ++k) {
+      const UpdateTensors &u = tensors[first + k];
+      bool packed = packAligned(u.param) && packAligned(u.grad);
+      for (int i = 0; i < stateCount; ++i)
+        packed = packed && packAligned(u.state[i]);
+      table.param[k] = u.param;
+      table.grad[k] = u.grad;
+      table.state[0][k] = u.state[0];
+      table.state[1][k] = u.state[1];
+      table.packs[k] = packed ? u.n / kUpdateItems : 0;
+      items += table.packs[k] + (u.n - table.packs[k] * kUpdateItems);
+      table.end[k] = items;
+    }
+    withStorage(gradType, [&](auto st) {
+      using S = decltype(st);
+      FSDPRT_LAUNCH((updateKernel<S, Element>), items, s, Element{}, table,
+                    items, sc, live, skip);
+    });
+  }
 }
 
 __global__ void clearUnlessKernel(float *out, bool keep) {
@@ -192,30 +243,24 @@ __global__ void maxAbsFinishKernel(const float *partial, int64_t blocks,
 
 } // namespace
 
-void sgdStep(Stream s, DType gradType, float *param, const void *grad,
-             float *momentumBuf, int64_t n, const SgdScalars &sc,
-             const SgdScalars *live, const float *skip) {
-  launchUpdate<SgdElement>(s, gradType, param, grad,
-                           StateTensors{{momentumBuf, nullptr},
-                                        momentumBuf ? 1 : 0},
-                           n, sc, live, skip);
-}
-
-void adamwStep(Stream s, DType gradType, float *param, const void *grad,
-               float *expAvg, float *expAvgSq, int64_t n,
-               const AdamWScalars &sc, const AdamWScalars *live,
-               const float *skip) {
-  launchUpdate<AdamWElement>(s, gradType, param, grad,
-                             StateTensors{{expAvg, expAvgSq}, 2}, n, sc, live,
-                             skip);
-}
-
-void lionStep(Stream s, DType gradType, float *param, const void *grad,
-              float *expAvg, int64_t n, const LionScalars &sc,
-              const LionScalars *live, const float *skip) {
-  launchUpdate<LionElement>(s, gradType, param, grad,
-                            StateTensors{{expAvg, nullptr}, 1}, n, sc, live,
+void sgdStep(Stream s, DType gradType, const UpdateTensors *tensors,
+             int64_t count, const SgdScalars &sc, const SgdScalars *live,
+             const float *skip) {
+  int states = count > 0 && tensors[0].state[0] ? 1 : 0; // momentum
+  launchUpdates<SgdElement>(s, gradType, tensors, count, states, sc, live,
                             skip);
+}
+
+void adamwStep(Stream s, DType gradType, const UpdateTensors *tensors,
+               int64_t count, const AdamWScalars &sc, const AdamWScalars *live,
+               const float *skip) {
+  launchUpdates<AdamWElement>(s, gradType, tensors, count, 2, sc, live, skip);
+}
+
+void lionStep(Stream s, DType gradType, const UpdateTensors *tensors,
+              int64_t count, const LionScalars &sc, const LionScalars *live,
+              const float *skip) {
+  launchUpdates<LionElement>(s, gradType, tensors, count, 1, sc, live, skip);
 }
 
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,

@@ -663,6 +663,33 @@ int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                          int64_t numel, int64_t step, double lr, double beta1,
                          double beta2, double weight_decay, int64_t skip,
                          int64_t skip_off);
+/* The same updates of `count` tensors with the same scalars in one call  */
+/* (torch.optim's fused=True: one launch per 32 tensors on the GPU), the  */
+/* same bits as a call each. Tensor k's operands are buffers[k·m + i] at  */
+/* byte offset offsets[k·m + i], i in order param, grad, then the states  */
+/* of the single call (m = 3 for sgd, its momentum_buf ignored without    */
+/* momentum; 4 for adamw; 3 for lion); numels[k] elements. The tensors   */
+/* must not overlap.                                                      */
+int32_t fsdprt_sgd_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                              int64_t count, const int64_t *buffers,
+                              const int64_t *offsets, const int64_t *numels,
+                              int64_t step, double lr, double momentum,
+                              double dampening, double weight_decay,
+                              int32_t nesterov, int64_t skip,
+                              int64_t skip_off);
+int32_t fsdprt_adamw_multi_step(int64_t ctx, int64_t stream,
+                                int32_t grad_dtype, int64_t count,
+                                const int64_t *buffers, const int64_t *offsets,
+                                const int64_t *numels, int64_t step, double lr,
+                                double beta1, double beta2, double eps,
+                                double weight_decay, int32_t l2, int64_t skip,
+                                int64_t skip_off);
+int32_t fsdprt_lion_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
+                               int64_t count, const int64_t *buffers,
+                               const int64_t *offsets, const int64_t *numels,
+                               int64_t step, double lr, double beta1,
+                               double beta2, double weight_decay, int64_t skip,
+                               int64_t skip_off);
 /* torch.optim.Adafactor on `numel` elements of a flat parameter from its */
 /* element flat_begin; layout: layout_count integers, 4 per parameter    */
 /* (fsdp/rt/AdafactorLayout.h). stats: this rank's partial Σ param², Σ   */

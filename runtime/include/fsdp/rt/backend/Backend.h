@@ -103,6 +103,17 @@ struct MatmulDims {
   bool transA, transB, bBatched;
 };
 
+/// One tensor of an optimizer update: n elements of an f32 parameter, its
+/// gradient (in the update's gradient dtype) and its f32 state tensors
+/// (SGD: the momentum buffer or null; AdamW: exp_avg, exp_avg_sq; Lion:
+/// exp_avg; unused ones null).
+struct UpdateTensors {
+  float *param;
+  const void *grad;
+  float *state[2];
+  int64_t n;
+};
+
 /// A grouped GEMM: x [rows, k], w [groups, k, n], y [rows, n].
 struct GroupedDims {
   int64_t rows, groups, k, n;
@@ -453,18 +464,19 @@ public:
                                LossReduction reduction) = 0;
 
   /// The updates do nothing when `skip` (one f32 in device memory, or
-  /// null) is non-zero: a loss scaler found a non-finite gradient. The
-  /// scalars are OptimizerScalars.h's for the step; `live` (may be null)
-  /// their copy in a step graph's live block.
-  virtual void sgdStep(DType gradType, float *param, const void *grad,
-                       float *momentumBuf, int64_t n, const SgdScalars &s,
+  /// null) is non-zero: a loss scaler found a non-finite gradient. Each
+  /// updates `count` tensors (the flat shards of several units, or runs of
+  /// one) with the same scalars, OptimizerScalars.h's for the step; `live`
+  /// (may be null) is their copy in a step graph's live block. A backend
+  /// may do them in one launch: the tensors are disjoint.
+  virtual void sgdStep(DType gradType, const UpdateTensors *tensors,
+                       int64_t count, const SgdScalars &s,
                        const SgdScalars *live, const float *skip) = 0;
-  virtual void adamwStep(DType gradType, float *param, const void *grad,
-                         float *expAvg, float *expAvgSq, int64_t n,
-                         const AdamWScalars &s, const AdamWScalars *live,
-                         const float *skip) = 0;
-  virtual void lionStep(DType gradType, float *param, const void *grad,
-                        float *expAvg, int64_t n, const LionScalars &s,
+  virtual void adamwStep(DType gradType, const UpdateTensors *tensors,
+                         int64_t count, const AdamWScalars &s,
+                         const AdamWScalars *live, const float *skip) = 0;
+  virtual void lionStep(DType gradType, const UpdateTensors *tensors,
+                        int64_t count, const LionScalars &s,
                         const LionScalars *live, const float *skip) = 0;
   /// Adafactor over n elements of a flat parameter starting at its element
   /// flatBegin (AdafactorLayout.h; FSDPAdafactorOps.td): this rank's
