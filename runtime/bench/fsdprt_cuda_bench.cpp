@@ -14,10 +14,10 @@
 //   fsdprt_cuda_bench [--dtype bf16|f32] [--iters N] [--batch B]
 //                     [--only gemm|attention|pointwise|norm|loss|optimizer]
 // (--batch: sequences of 1024; the kit runs 8 and, for the norms, 64.)
-// The norm rows run the kernels FSDPRT_NORM_KERNELS selects (read once a
-// process); where it is unset, the bench then runs itself again with
-// --norm-kernels lean (the variable set, its rows marked "lean") and
-// --bandwidth (this run's ceiling), so that the lean rows follow.
+// The norm and cross-entropy rows run on the default context (the kernels
+// the environment selects), each followed by the same on a context made
+// with the opt-in lean kernels (FSDPRT_NORM_KERNELS=lean,
+// FSDPRT_XENT_KERNELS=lean).
 //
 //===----------------------------------------------------------------------===//
 #include "BenchUtil.h"
@@ -68,14 +68,9 @@ int main(int argc, char **argv) {
   int iters = 10;
   int64_t B = 8;
   std::string only;
-  double givenBandwidth = 0.0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--norm-kernels" && i + 1 < argc)
-      setenv("FSDPRT_NORM_KERNELS", argv[++i], 1);
-    else if (a == "--bandwidth" && i + 1 < argc)
-      givenBandwidth = std::atof(argv[++i]);
-    else if (a == "--dtype" && i + 1 < argc)
+    if (a == "--dtype" && i + 1 < argc)
       bf16 = std::string(argv[++i]) == "bf16";
     else if (a == "--iters" && i + 1 < argc)
       iters = std::max(1, std::atoi(argv[++i]));
@@ -86,8 +81,7 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--dtype bf16|f32] [--iters N] [--batch B] "
-                   "[--only gemm|attention|pointwise|norm|loss|optimizer] "
-                   "[--norm-kernels lean] [--bandwidth BYTES_PER_S]\n",
+                   "[--only gemm|attention|pointwise|norm|loss|optimizer]\n",
                    argv[0]);
       return 2;
     }
@@ -120,19 +114,13 @@ int main(int argc, char **argv) {
   checkCuda(cudaMalloc(&src, copyBytes), "cudaMalloc");
   checkCuda(cudaMalloc(&dst, copyBytes), "cudaMalloc");
   auto devSync = [] { checkCuda(cudaDeviceSynchronize(), "synchronize"); };
-  auto copyBandwidth = [&] {
-    double copyTime = timeIt(
-        [&] {
-          checkCuda(cudaMemcpy(dst, src, copyBytes, cudaMemcpyDeviceToDevice),
-                    "cudaMemcpy");
-        },
-        devSync, 5, kReps);
-    return 2.0 * copyBytes / copyTime; // read + write
-  };
-  const double bandwidth =
-      givenBandwidth > 0 ? givenBandwidth : copyBandwidth();
-  const char *normKernels = std::getenv("FSDPRT_NORM_KERNELS");
-  const bool leanNorms = normKernels && std::strcmp(normKernels, "lean") == 0;
+  const double copyTime = timeIt(
+      [&] {
+        checkCuda(cudaMemcpy(dst, src, copyBytes, cudaMemcpyDeviceToDevice),
+                  "cudaMemcpy");
+      },
+      devSync, 5, kReps);
+  const double bandwidth = 2.0 * copyBytes / copyTime; // read + write
   cublasHandle_t blas;
   checkBlas(cublasCreate(&blas), "cublasCreate");
   const cudaDataType_t ct = bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -159,12 +147,10 @@ int main(int argc, char **argv) {
     cudaFree(c);
     return t;
   };
-  if (givenBandwidth <= 0) { // not a lean rerun: the header
-    std::printf("dtype %s, copy bandwidth %.0f GB/s\n", bf16 ? "bf16" : "f32",
-                bandwidth * 1e-9);
-    std::printf("%-40s %9s %9s %7s\n", "kernel (GPT-2 124M step shapes)",
-                "ours ms", "ceil ms", "ratio");
-  }
+  std::printf("dtype %s, copy bandwidth %.0f GB/s\n", bf16 ? "bf16" : "f32",
+              bandwidth * 1e-9);
+  std::printf("%-40s %9s %9s %7s\n", "kernel (GPT-2 124M step shapes)",
+              "ours ms", "ceil ms", "ratio");
 
   struct Linear {
     const char *what;
@@ -372,91 +358,126 @@ int main(int argc, char **argv) {
       check(fsdprt_buffer_free(ctx, s, h), "free");
   }
 
+  // A second context with both opt-in kernel sets (docs/CUDA.md), read
+  // when it is made: FSDPRT_NORM_KERNELS=lean and FSDPRT_XENT_KERNELS=lean,
+  // the variables restored after. Its rows follow the default ones.
+  auto leanContext = [&] {
+    const char *names[] = {"FSDPRT_NORM_KERNELS", "FSDPRT_XENT_KERNELS"};
+    std::string saved[2];
+    bool wasSet[2];
+    for (int i = 0; i < 2; ++i) {
+      const char *v = std::getenv(names[i]);
+      wasSet[i] = v != nullptr;
+      saved[i] = v ? v : "";
+      setenv(names[i], "lean", 1);
+    }
+    int64_t cx;
+    check(fsdprt_context_create("cuda", 0, 1, int64_t(8) << 30, 0, &cx),
+          "context_create");
+    for (int i = 0; i < 2; ++i) {
+      if (wasSet[i])
+        setenv(names[i], saved[i].c_str(), 1);
+      else
+        unsetenv(names[i]);
+    }
+    return cx;
+  };
+  // fn(cx, alloc on cx, sync of cx) on the default context, then on the
+  // lean one: the two sets of times.
+  auto onBothContexts = [&](auto fn) {
+    std::vector<double> times[2];
+    int64_t contexts[2] = {ctx, leanContext()};
+    for (int k = 0; k < 2; ++k) {
+      int64_t cx = contexts[k];
+      auto cxAlloc = [&](int64_t bytes) {
+        int64_t b;
+        check(fsdprt_buffer_alloc(cx, bytes, &b), "alloc");
+        return b;
+      };
+      auto cxSync = [&] {
+        check(fsdprt_context_synchronize(cx), "synchronize");
+      };
+      times[k] = fn(cx, cxAlloc, cxSync);
+    }
+    check(fsdprt_context_destroy(contexts[1]), "destroy");
+    return std::make_pair(times[0], times[1]);
+  };
+
   if (want("norm")) { // layer_norm, rows of 768
-    int64_t x = alloc(M * C, es), w = alloc(C, es), b = alloc(C, es),
-            y = alloc(M * C, es), dx = alloc(M * C, es), dw = alloc(C, es),
-            db = alloc(C, es);
-    sync();
-    double fwd = timeIt(
-        [&] {
-          check(fsdprt_layer_norm_forward(ctx, s, dt, x, 0, w, 0, b, 0, y, 0, M,
-                                          C, 1e-5),
-                "layer_norm_forward");
-        },
-        sync, iters, kReps);
-    // The backward, then the same call wanting only dx, or only dw and db.
-    auto backward = [&](int64_t dxOut, int64_t dwOut, int64_t dbOut) {
-      return timeIt(
-          [&] {
-            check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0,
-                                             dxOut, 0, dwOut, 0, dbOut, 0, M,
-                                             C, 1e-5),
-                  "layer_norm_backward");
-          },
-          sync, iters, kReps);
-    };
-    const std::string rowsX =
-        std::to_string(M) + "x768" + (leanNorms ? " lean" : "");
-    row("layer_norm fwd " + rowsX, fwd, 2.0 * M * C * es / bandwidth);
-    row("layer_norm bwd " + rowsX, backward(dx, dw, db),
-        3.0 * M * C * es / bandwidth);
-    row("  its rows only (dx)", backward(dx, 0, 0),
-        3.0 * M * C * es / bandwidth);
-    row("  its columns only (dw, db)", backward(0, dw, db),
-        2.0 * M * C * es / bandwidth);
-    // The residual add fused with the norm (fuse-add-layer-norm): reads a
-    // and r, writes the sum and y (w and b are one row); the unfused pair
-    // moves 5 of these rows.
-    int64_t r = alloc(M * C, es), sum = alloc(M * C, es);
-    sync();
-    double fused = timeIt(
-        [&] {
-          check(fsdprt_add_layer_norm_forward(ctx, s, dt, x, 0, r, 0, w, 0, b,
-                                              0, sum, 0, y, 0, M, C, 1e-5),
-                "add_layer_norm_forward");
-        },
-        sync, iters, kReps);
-    row("add + layer_norm fwd " + rowsX, fused, 4.0 * M * C * es / bandwidth);
-    // Its backward half: the norm's input gradient plus the residual
-    // gradient r in one call reads x, dy and r and writes dx (4 rows); the
-    // unfused pair (layer_norm_backward, then the add) moves 6.
-    const int64_t shape[2] = {M, C};
-    double fusedBwd = timeIt(
-        [&] {
-          check(fsdprt_add_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, r,
-                                               0, sum, 0, dw, 0, db, 0, M, C,
-                                               1e-5),
-                "add_layer_norm_backward");
-        },
-        sync, iters, kReps);
-    double unfusedBwd = timeIt(
-        [&] {
-          check(fsdprt_layer_norm_backward(ctx, s, dt, x, 0, w, 0, y, 0, dx, 0,
-                                           dw, 0, db, 0, M, C, 1e-5),
+    auto normTimes = [&](int64_t cx, auto cxAlloc, auto cxSync) {
+      auto buf = [&](int64_t elems) {
+        int64_t h = cxAlloc(elems * es);
+        check(fsdprt_fill(cx, s, dt, h, 0, elems, 0.01), "fill");
+        return h;
+      };
+      int64_t x = buf(M * C), w = buf(C), b = buf(C), y = buf(M * C),
+              dx = buf(M * C), dw = buf(C), db = buf(C), r = buf(M * C),
+              sum = buf(M * C);
+      cxSync();
+      auto time = [&](auto call) {
+        return timeIt(call, cxSync, iters, kReps);
+      };
+      // The backward, wanting dx, dw and db, or some of them.
+      auto backward = [&](int64_t dxOut, int64_t dwOut, int64_t dbOut) {
+        return time([&] {
+          check(fsdprt_layer_norm_backward(cx, s, dt, x, 0, w, 0, y, 0, dxOut,
+                                           0, dwOut, 0, dbOut, 0, M, C, 1e-5),
                 "layer_norm_backward");
-          check(fsdprt_binary_forward(ctx, s, dt, FSDPRT_ADD, r, 0, 2, shape,
-                                      dx, 0, 2, shape, sum, 0),
-                "binary_forward");
-        },
-        sync, iters, kReps);
-    row("layer_norm bwd + add " + rowsX, fusedBwd,
-        4.0 * M * C * es / bandwidth);
-    row("  unfused: bwd, then add", unfusedBwd, 6.0 * M * C * es / bandwidth);
-    for (int64_t h : {x, w, b, y, dx, dw, db, r, sum})
-      check(fsdprt_buffer_free(ctx, s, h), "free");
-    if (!normKernels) {
-      std::string again = std::string(argv[0]) + " --only norm" +
-                          " --dtype " + (bf16 ? "bf16" : "f32") +
-                          " --iters " + std::to_string(iters) + " --batch " +
-                          std::to_string(B) +
-                          " --norm-kernels lean --bandwidth " +
-                          std::to_string(bandwidth);
-      std::fflush(stdout);
-      if (std::system(again.c_str()) != 0) {
-        std::fprintf(stderr, "the lean norm rows failed: %s\n",
-                     again.c_str());
-        return 1;
-      }
+        });
+      };
+      const int64_t shape[2] = {M, C};
+      std::vector<double> t = {
+          time([&] {
+            check(fsdprt_layer_norm_forward(cx, s, dt, x, 0, w, 0, b, 0, y, 0,
+                                            M, C, 1e-5),
+                  "layer_norm_forward");
+          }),
+          backward(dx, dw, db), backward(dx, 0, 0), backward(0, dw, db),
+          // The residual add fused with the norm (fuse-add-layer-norm).
+          time([&] {
+            check(fsdprt_add_layer_norm_forward(cx, s, dt, x, 0, r, 0, w, 0, b,
+                                                0, sum, 0, y, 0, M, C, 1e-5),
+                  "add_layer_norm_forward");
+          }),
+          // Its backward half: the norm's input gradient plus the residual
+          // gradient r, in one call or as the unfused pair.
+          time([&] {
+            check(fsdprt_add_layer_norm_backward(cx, s, dt, x, 0, w, 0, y, 0,
+                                                 r, 0, sum, 0, dw, 0, db, 0, M,
+                                                 C, 1e-5),
+                  "add_layer_norm_backward");
+          }),
+          time([&] {
+            check(fsdprt_layer_norm_backward(cx, s, dt, x, 0, w, 0, y, 0, dx,
+                                             0, dw, 0, db, 0, M, C, 1e-5),
+                  "layer_norm_backward");
+            check(fsdprt_binary_forward(cx, s, dt, FSDPRT_ADD, r, 0, 2, shape,
+                                        dx, 0, 2, shape, sum, 0),
+                  "binary_forward");
+          })};
+      for (int64_t h : {x, w, b, y, dx, dw, db, r, sum})
+        check(fsdprt_buffer_free(cx, s, h), "free");
+      cxSync();
+      return t;
+    };
+    auto [norms, lean] = onBothContexts(normTimes);
+    // Bytes moved, in rows of M x C elements: the forward reads x, writes
+    // y; the backward reads x and dy, writes dx (its columns: reads x and
+    // dy); the fused forward reads a and r, writes the sum and y; the
+    // fused backward reads x, dy and r, writes dx (the unfused pair 6).
+    const double rows[] = {2, 3, 3, 2, 4, 4, 6};
+    const std::string shape = std::to_string(M) + "x768";
+    const std::string names[] = {"layer_norm fwd " + shape,
+                                 "layer_norm bwd " + shape,
+                                 "  its rows only (dx)",
+                                 "  its columns only (dw, db)",
+                                 "add + layer_norm fwd " + shape,
+                                 "layer_norm bwd + add " + shape,
+                                 "  unfused: bwd, then add"};
+    for (int k = 0; k < 7; ++k) {
+      double ceiling = rows[k] * M * C * es / bandwidth;
+      row(names[k], norms[k], ceiling);
+      row("  lean (FSDPRT_NORM_KERNELS=lean)", lean[k], ceiling);
     }
   }
 
@@ -469,67 +490,43 @@ int main(int argc, char **argv) {
     // Forward, backward and the train step's call (both from one pass, the
     // gradient in place) on context cx, whose FSDPRT_XENT_KERNELS setting
     // (read when it was made) chose the cross-entropy kernels.
-    auto crossEntropyTimes = [&](int64_t cx) {
-      auto buf = [&](int64_t bytes) {
-        int64_t b;
-        check(fsdprt_buffer_alloc(cx, bytes, &b), "alloc");
-        return b;
-      };
-      auto cxSync = [&] {
-        check(fsdprt_context_synchronize(cx), "synchronize");
-      };
-      int64_t logits = buf(M * W * es), dlogits = buf(M * W * es),
-              ids = buf(M * 8), loss = buf(4), dloss = buf(4);
+    auto crossEntropyTimes = [&](int64_t cx, auto cxAlloc, auto cxSync) {
+      int64_t logits = cxAlloc(M * W * es), ids = cxAlloc(M * 8),
+              loss = cxAlloc(4), dloss = cxAlloc(4);
       check(fsdprt_fill(cx, s, dt, logits, 0, M * W, 0.01), "fill");
       check(fsdprt_copy_from_host(cx, s, ids, 0, targets.data(), M * 8),
             "copy_from_host");
       check(fsdprt_fill(cx, s, FSDPRT_F32, dloss, 0, 1, 1.0), "fill");
       cxSync();
-      std::vector<double> t;
-      t.push_back(timeIt(
-          [&] {
+      int64_t dlogits = cxAlloc(M * W * es);
+      auto time = [&](auto call) {
+        return timeIt(call, cxSync, iters, kReps);
+      };
+      std::vector<double> t = {
+          time([&] {
             check(fsdprt_cross_entropy_forward(cx, s, dt, FSDPRT_I64, logits,
                                                0, ids, 0, loss, 0, M, V, W,
                                                FSDPRT_LOSS_MEAN, -100),
                   "cross_entropy_forward");
-          },
-          cxSync, iters, kReps));
-      t.push_back(timeIt(
-          [&] {
+          }),
+          time([&] {
             check(fsdprt_cross_entropy_backward(
                       cx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
                       dlogits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
                   "cross_entropy_backward");
-          },
-          cxSync, iters, kReps));
-      t.push_back(timeIt(
-          [&] {
+          }),
+          time([&] {
             check(fsdprt_cross_entropy_forward_backward(
                       cx, s, dt, FSDPRT_I64, logits, 0, ids, 0, dloss, 0,
                       loss, 0, logits, 0, M, V, W, FSDPRT_LOSS_MEAN, -100),
                   "cross_entropy_forward_backward");
-          },
-          cxSync, iters, kReps));
+          })};
       for (int64_t h : {logits, dlogits, ids, loss, dloss})
         check(fsdprt_buffer_free(cx, s, h), "free");
       cxSync();
       return t;
     };
-    std::vector<double> xent = crossEntropyTimes(ctx);
-    // The lean kernels (docs/CUDA.md) on a second context made with
-    // FSDPRT_XENT_KERNELS=lean, the variable restored after.
-    const char *setting = std::getenv("FSDPRT_XENT_KERNELS");
-    std::string saved = setting ? setting : "";
-    setenv("FSDPRT_XENT_KERNELS", "lean", 1);
-    int64_t leanCtx;
-    check(fsdprt_context_create("cuda", 0, 1, int64_t(2) << 30, 0, &leanCtx),
-          "context_create");
-    if (setting)
-      setenv("FSDPRT_XENT_KERNELS", saved.c_str(), 1);
-    else
-      unsetenv("FSDPRT_XENT_KERNELS");
-    std::vector<double> lean = crossEntropyTimes(leanCtx);
-    check(fsdprt_context_destroy(leanCtx), "destroy");
+    auto [xent, lean] = onBothContexts(crossEntropyTimes);
     int64_t ids = alloc(M, 8), dy = alloc(M * C, es), dtable = alloc(V * C, es);
     check(fsdprt_copy_from_host(ctx, s, ids, 0, targets.data(), M * 8),
           "copy_from_host");

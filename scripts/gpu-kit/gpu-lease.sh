@@ -486,7 +486,7 @@ profile() {
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
   local kernels
-  for kernels in streaming lean; do
+  for kernels in default lean; do
     FSDPRT_NORM_KERNELS=$kernels "$ncu" --section SpeedOfLight \
       --section Occupancy --section LaunchStats \
       --section WarpStateStats --section MemoryWorkloadAnalysis \

@@ -416,15 +416,6 @@ void launchLean(Stream s, bool i32, const void *logits, const void *targets,
 
 } // namespace
 
-bool leanCrossEntropyKernels() {
-  const char *v = std::getenv("FSDPRT_XENT_KERNELS");
-  std::string kind = v ? v : "";
-  if (kind != "" && kind != "default" && kind != "lean")
-    fail(Status::InvalidArgument, "cuda backend: FSDPRT_XENT_KERNELS=", kind,
-         " (expected lean or default)");
-  return kind == "lean";
-}
-
 bool leanCrossEntropyRows(Stream s, DType dt, bool i32, const void *logits,
                           const void *targets, const int64_t *count,
                           const float *dloss, double *terms, void *dlogits,

@@ -14,10 +14,6 @@ namespace fsdp {
 namespace rt {
 namespace cuda {
 
-/// Whether FSDPRT_XENT_KERNELS is "lean" (read when a backend is made; any
-/// other value than "lean" or "default" fails there).
-bool leanCrossEntropyKernels();
-
 /// RowKernels.cu's crossEntropyRowTermsAndGrad by the lean kernels (terms
 /// or dlogits may be null, not both); false, with nothing queued, for rows
 /// of 2^31 - 8 elements or more (32-bit indices).

@@ -600,7 +600,7 @@ public:
                         void *y, int64_t rows, int64_t d, double eps) override {
     run([&](Exec &e) {
       cuda::layerNormForward(e.s, dt, x, w, b, y, rows, d,
-                             static_cast<float>(eps));
+                             static_cast<float>(eps), e.norms);
     });
   }
   void addLayerNormForward(DType dt, const void *a, const void *b,
@@ -608,7 +608,7 @@ public:
                            int64_t rows, int64_t d, double eps) override {
     run([&](Exec &e) {
       cuda::addLayerNormForward(e.s, dt, a, b, w, bias, sum, y, rows, d,
-                                static_cast<float>(eps));
+                                static_cast<float>(eps), e.norms);
     });
   }
   void layerNormBackward(DType dt, const void *x, const void *w, const void *dy,
@@ -618,7 +618,7 @@ public:
       DeviceStaging st({e.s});
       cuda::layerNormBackward(e.s, dt, x, w, dy, dx, st.out(dt, dw, d),
                               st.out(dt, db, d), rows, d,
-                              static_cast<float>(eps));
+                              static_cast<float>(eps), e.norms);
       st.commit();
     });
   }
@@ -630,14 +630,15 @@ public:
       DeviceStaging st({e.s});
       cuda::addLayerNormBackward(e.s, dt, x, w, dy, addend, dx,
                                  st.out(dt, dw, d), st.out(dt, db, d), rows, d,
-                                 static_cast<float>(eps));
+                                 static_cast<float>(eps), e.norms);
       st.commit();
     });
   }
   void rmsNormForward(DType dt, const void *x, const void *w, void *y,
                       int64_t rows, int64_t d, double eps) override {
     run([&](Exec &e) {
-      cuda::rmsNormForward(e.s, dt, x, w, y, rows, d, static_cast<float>(eps));
+      cuda::rmsNormForward(e.s, dt, x, w, y, rows, d, static_cast<float>(eps),
+                           e.norms);
     });
   }
   void rmsNormBackward(DType dt, const void *x, const void *w, const void *dy,
@@ -646,7 +647,7 @@ public:
     run([&](Exec &e) {
       DeviceStaging st({e.s});
       cuda::rmsNormBackward(e.s, dt, x, w, dy, dx, st.out(dt, dw, d), rows, d,
-                            static_cast<float>(eps));
+                            static_cast<float>(eps), e.norms);
       st.commit();
     });
   }

@@ -118,37 +118,36 @@ void reduceBackward(Stream s, ReduceKind kind, const float *dy,
 /// Which kernels run the norms' rows (docs/CUDA.md): the streaming ones
 /// (RowKernels.cu, any shape), or the lean ones (LeanNorms.cu) where a row
 /// fits them and the streaming ones elsewhere. Both give the same bits but
-/// for NaN (the lean ones store the hardware's canonical NaN).
+/// for NaN (the lean ones store the hardware's canonical NaN). A backend
+/// reads FSDPRT_NORM_KERNELS when it is made (Worker.h).
 enum class NormKernels { Streaming, Lean };
-/// Lean where FSDPRT_NORM_KERNELS=lean (read once), streaming otherwise.
-NormKernels normKernels();
 
 // layer_norm / rms_norm on the storage type (f32 math, each output rounded
 // once); weight gradients in f32; backward row statistics live in
 // stream-ordered scratch.
 void layerNormForward(Stream s, DType dt, const void *x, const void *w,
                       const void *b, void *y, int64_t rows, int64_t d,
-                      float eps, NormKernels kernels = normKernels());
+                      float eps, NormKernels kernels);
 /// sum = a + b (the add kernel's rounding), y = layer_norm(sum as stored).
 void addLayerNormForward(Stream s, DType dt, const void *a, const void *b,
                          const void *w, const void *bias, void *sum, void *y,
                          int64_t rows, int64_t d, float eps,
-                         NormKernels kernels = normKernels());
+                         NormKernels kernels);
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
-                       int64_t rows, int64_t d, float eps);
+                       int64_t rows, int64_t d, float eps, NormKernels kernels);
 /// layerNormBackward with dx = addend + the input gradient (rounded to dt
 /// before the add kernel's add); addend may be dx.
 void addLayerNormBackward(Stream s, DType dt, const void *x, const void *w,
                           const void *dy, const void *addend, void *dx,
                           float *dw, float *db, int64_t rows, int64_t d,
-                          float eps);
+                          float eps, NormKernels kernels);
 void rmsNormForward(Stream s, DType dt, const void *x, const void *w, void *y,
                     int64_t rows, int64_t d, float eps,
-                    NormKernels kernels = normKernels());
+                    NormKernels kernels);
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      const void *dy, void *dx, float *dw, int64_t rows,
-                     int64_t d, float eps);
+                     int64_t d, float eps, NormKernels kernels);
 /// out[k] = factor * sum_c partial[c * columns + k] in double, chunks in
 /// order (Reductions.cu).
 void finishColumnChunks(Stream s, const double *partial, float *out,
@@ -161,11 +160,11 @@ void finishColumnChunks(Stream s, const float *partial, float *out,
 void layerNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                            const void *dy, const void *addend, void *dx,
                            float *mean, float *rstd, int64_t rows, int64_t d,
-                           float eps, NormKernels kernels = normKernels());
+                           float eps, NormKernels kernels);
 void rmsNormRowsBackward(Stream s, DType dt, const void *x, const void *w,
                          const void *dy, void *dx, float *rstd, int64_t rows,
                          int64_t d, float eps,
-                         NormKernels kernels = normKernels());
+                         NormKernels kernels);
 /// The lean kernels of the calls above (LeanNorms.cu) where the rows fit
 /// them (a width they take, every pointer 16-byte aligned); false, having
 /// launched nothing, otherwise.

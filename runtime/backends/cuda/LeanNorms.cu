@@ -44,13 +44,6 @@ namespace fsdp {
 namespace rt {
 namespace cuda {
 
-NormKernels normKernels() {
-  static const NormKernels kernels = envIs("FSDPRT_NORM_KERNELS", "lean")
-                                         ? NormKernels::Lean
-                                         : NormKernels::Streaming;
-  return kernels;
-}
-
 namespace {
 
 /// Row widths the lean kernels take (GPT-2 small 768, medium 1024 and the

@@ -247,27 +247,29 @@ static void normColumns(Stream s, DType dt, const void *x, const void *dy,
 void addLayerNormBackward(Stream s, DType dt, const void *x, const void *w,
                           const void *dy, const void *addend, void *dx,
                           float *dw, float *db, int64_t rows, int64_t d,
-                          float eps) {
+                          float eps, NormKernels kernels) {
   Scratch stats(s, 2 * rows * 4);
   float *mean = stats.as<float>(), *rstd = mean + rows;
-  layerNormRowsBackward(s, dt, x, w, dy, addend, dx, mean, rstd, rows, d, eps);
+  layerNormRowsBackward(s, dt, x, w, dy, addend, dx, mean, rstd, rows, d, eps,
+                        kernels);
   if (dw || db)
     normColumns(s, dt, x, dy, mean, rstd, dw, db, rows, d);
 }
 
 void layerNormBackward(Stream s, DType dt, const void *x, const void *w,
                        const void *dy, void *dx, float *dw, float *db,
-                       int64_t rows, int64_t d, float eps) {
+                       int64_t rows, int64_t d, float eps,
+                       NormKernels kernels) {
   addLayerNormBackward(s, dt, x, w, dy, /*addend=*/nullptr, dx, dw, db, rows, d,
-                       eps);
+                       eps, kernels);
 }
 
 void rmsNormBackward(Stream s, DType dt, const void *x, const void *w,
                      const void *dy, void *dx, float *dw, int64_t rows,
-                     int64_t d, float eps) {
+                     int64_t d, float eps, NormKernels kernels) {
   Scratch stats(s, rows * 4);
   float *rstd = stats.as<float>();
-  rmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps);
+  rmsNormRowsBackward(s, dt, x, w, dy, dx, rstd, rows, d, eps, kernels);
   if (dw)
     normColumns(s, dt, x, dy, nullptr, rstd, dw, nullptr, rows, d);
 }

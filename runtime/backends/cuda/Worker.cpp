@@ -7,10 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "Worker.h"
 
-#include "CrossEntropyLean.h"
-
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace fsdp {
 namespace rt {
@@ -30,12 +30,27 @@ bool isPinned(const void *p) {
   return attr.type == cudaMemoryTypeHost;
 }
 
+/// Whether the opt-in switch `name` selects its lean kernels ("lean");
+/// unset, empty or "default" keeps the default ones, and any other value
+/// fails, so that a misspelt switch is not a silent no-op.
+bool leanKernelsSelected(const char *name) {
+  const char *v = std::getenv(name);
+  std::string kind = v ? v : "";
+  if (kind != "" && kind != "default" && kind != "lean")
+    fail(Status::InvalidArgument, "cuda backend: ", name, "=", kind,
+         " (expected lean or default)");
+  return kind == "lean";
+}
+
 } // namespace
 
 Workers::Workers(int device, StepGraphs &graphs, bool syncEachCall, bool tf32)
     : device_(device), graphs_(graphs), syncEachCall_(syncEachCall),
       tf32_(tf32), padGemmFlops_(padGemmFlops()),
-      leanXent_(leanCrossEntropyKernels()) {}
+      leanXent_(leanKernelsSelected("FSDPRT_XENT_KERNELS")),
+      norms_(leanKernelsSelected("FSDPRT_NORM_KERNELS") ? NormKernels::Lean
+                                                        : NormKernels::Streaming) {
+}
 
 Workers::~Workers() {
   // Destructors cannot report: statuses are ignored on teardown.

@@ -73,6 +73,7 @@ struct Exec {
   double padGemmFlops; // gemm(): see padGemmFlops()
   bool tf32;           // f32 GEMMs may round their inputs to TF32
   bool leanXent;       // FSDPRT_XENT_KERNELS=lean (CrossEntropyLean.h)
+  NormKernels norms;   // FSDPRT_NORM_KERNELS (Kernels.h)
 
   cublasHandle_t blas() const { return gemm().blas; }
   LtMatmul *lt() const { return gemm().lt.get(); }
@@ -102,7 +103,7 @@ public:
   /// Queues `body`'s device work on the calling thread's stream.
   template <typename F> void run(F &&body) {
     ThreadState &st = state();
-    Exec e{st.stream, &st, st.pinned, padGemmFlops_, tf32_, leanXent_};
+    Exec e{st.stream, &st, st.pinned, padGemmFlops_, tf32_, leanXent_, norms_};
     // A captured graph's kernels hold pointers into the reserve.
     ScratchCall call(*st.scratch, !st.capturing && graphs_.idle());
     body(e);
@@ -158,6 +159,7 @@ private:
   const bool tf32_;
   const double padGemmFlops_;
   const bool leanXent_;
+  const NormKernels norms_;
   std::mutex mutex_;
   std::map<std::thread::id, ThreadState> states_;
 };

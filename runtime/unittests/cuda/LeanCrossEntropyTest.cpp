@@ -206,21 +206,27 @@ TEST(LeanCrossEntropy, OddWidthsAndMisalignedRowsWithinTheBound) {
   }
 }
 
-TEST(LeanCrossEntropy, UnknownSettingFailsAtContextCreation) {
-  std::string saved = KernelsDevice::withKind("fast");
-  int64_t ctx = 0;
-  int32_t status = fsdprt_context_create(FSDPRT_CONFORMANCE_BACKEND, 0, 1,
-                                         int64_t(1) << 20, 1, &ctx);
-  if (saved.empty())
-    unsetenv(kVar);
-  else
-    setenv(kVar, saved.c_str(), 1);
-  EXPECT_NE(status, FSDPRT_OK);
-  EXPECT_NE(std::string(fsdprt_last_error()).find("FSDPRT_XENT_KERNELS=fast"),
-            std::string::npos)
-      << fsdprt_last_error();
-  if (status == FSDPRT_OK)
-    fsdprt_context_destroy(ctx);
+TEST(LeanKernelSwitches, UnknownSettingFailsAtContextCreation) {
+  // Both opt-in switches are read when a context is made; a misspelt value
+  // is an error there, not a silent fall back to the default kernels.
+  for (const char *name : {"FSDPRT_XENT_KERNELS", "FSDPRT_NORM_KERNELS"}) {
+    const char *old = std::getenv(name);
+    std::string saved = old ? old : "";
+    setenv(name, "fast", 1);
+    int64_t ctx = 0;
+    int32_t status = fsdprt_context_create(FSDPRT_CONFORMANCE_BACKEND, 0, 1,
+                                           int64_t(1) << 20, 1, &ctx);
+    if (saved.empty())
+      unsetenv(name);
+    else
+      setenv(name, saved.c_str(), 1);
+    EXPECT_NE(status, FSDPRT_OK) << name;
+    EXPECT_NE(std::string(fsdprt_last_error()).find(std::string(name) + "=fast"),
+              std::string::npos)
+        << fsdprt_last_error();
+    if (status == FSDPRT_OK)
+      fsdprt_context_destroy(ctx);
+  }
 }
 
 } // namespace
