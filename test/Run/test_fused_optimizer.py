@@ -50,7 +50,8 @@ def test_one_call_per_set_of_equal_hyperparameters(fsdp_opt, tmp_path,
 
 @pytest.mark.parametrize("extra", TWO_RANK_SETTINGS + [
     f"optimizer=adamw {GROUPS}", "optimizer=lion param-dtype=bf16",
-    "optimizer=adamw param-dtype=bf16 loss-scale=dynamic"])
+    "optimizer=adamw param-dtype=bf16 loss-scale=dynamic",
+    "optimizer=adamw clip-grad-norm=0.5", "optimizer=adamw cpu-offload=true"])
 def test_fused_updates_train_as_separate_ones(fsdp, fsdp_opt, tmp_path,
                                               extra):
     base = f"world-size=2 {BASE} {extra} lower=true"
