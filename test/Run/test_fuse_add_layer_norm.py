@@ -72,6 +72,13 @@ TWO_RANK_SETTINGS = ["optimizer=adamw", "optimizer=sgd param-dtype=bf16",
                      "optimizer=sgd activation-checkpointing=Block"]
 
 
+def run_on_cuda_emu(fsdp, emu_run, steps):
+    """Each lowered one-rank step trained through the CUDA backend's code
+    (the host emulation)."""
+    return [fsdp.run(fsdp.library(step), steps=STEPS, tool=emu_run,
+                     backend="cuda_emu") for step in steps]
+
+
 def assert_two_rank_runs_alike(fsdp, steps):
     """The lowered steps train alike on 2 CPU ranks, bit for bit."""
     runs = [fsdp.run(step, nproc=2, steps=STEPS) for step in steps]
@@ -90,8 +97,7 @@ def test_fused_step_trains_as_the_unfused_one(fsdp, fsdp_opt, tmp_path,
 def test_fused_step_trains_as_the_unfused_one_on_cuda_emu(
         fsdp, fsdp_opt, emu_run, tmp_path):  # noqa: F811
     base = f"world-size=1 {BASE} optimizer=adamw param-dtype=bf16 lower=true"
-    runs = [fsdp.run(fsdp.library(step), steps=STEPS, tool=emu_run,
-                     backend="cuda_emu")
-            for step in _lowered(fsdp_opt, tmp_path, base, "emu")]
+    runs = run_on_cuda_emu(fsdp, emu_run,
+                           _lowered(fsdp_opt, tmp_path, base, "emu"))
     assert len(runs[0].losses) == STEPS
     _assert_trained_alike(*runs)

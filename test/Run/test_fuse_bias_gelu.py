@@ -11,7 +11,8 @@ import pytest
 
 from test_cuda_emu import emu_run  # noqa: F401 (a fixture)
 from test_fuse_add_layer_norm import (BASE, TWO_RANK_SETTINGS, _step,
-                                      assert_two_rank_runs_alike)
+                                      assert_two_rank_runs_alike,
+                                      run_on_cuda_emu)
 from test_pack_attention import _assert_trained_alike
 from test_parity import STEPS, compare_losses
 
@@ -57,9 +58,8 @@ def test_fused_step_trains_as_the_unfused_one(fsdp, fsdp_opt, tmp_path,
 
 def _on_emu(fsdp, fsdp_opt, emu_run, tmp_path, extra):  # noqa: F811
     base = f"world-size=1 {BASE} {extra} lower=true"
-    return [fsdp.run(fsdp.library(step), steps=STEPS, tool=emu_run,
-                     backend="cuda_emu")
-            for step in _lowered(fsdp_opt, tmp_path, base, "emu")]
+    return run_on_cuda_emu(fsdp, emu_run,
+                           _lowered(fsdp_opt, tmp_path, base, "emu"))
 
 
 def test_fused_f32_step_trains_as_the_unfused_one_on_cuda_emu(

@@ -10,7 +10,8 @@ import pytest
 
 from test_cuda_emu import emu_run  # noqa: F401 (a fixture)
 from test_fuse_add_layer_norm import (BASE, TWO_RANK_SETTINGS, _step,
-                                      assert_two_rank_runs_alike)
+                                      assert_two_rank_runs_alike,
+                                      run_on_cuda_emu)
 from test_pack_attention import _assert_trained_alike
 from test_parity import STEPS
 
@@ -65,8 +66,7 @@ def test_fused_updates_train_as_separate_ones(fsdp, fsdp_opt, tmp_path,
 def test_fused_updates_train_as_separate_ones_on_cuda_emu(
         fsdp, fsdp_opt, emu_run, tmp_path, extra):  # noqa: F811
     base = f"world-size=1 {BASE} {extra} lower=true"
-    runs = [fsdp.run(fsdp.library(step), steps=STEPS, tool=emu_run,
-                     backend="cuda_emu")
-            for step in _lowered(fsdp_opt, tmp_path, base, "emu")]
+    runs = run_on_cuda_emu(fsdp, emu_run,
+                           _lowered(fsdp_opt, tmp_path, base, "emu"))
     assert len(runs[0].losses) == STEPS
     _assert_trained_alike(*runs)

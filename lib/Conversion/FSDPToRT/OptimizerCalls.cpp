@@ -120,8 +120,10 @@ void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args, Value tensor,
 /// operands after `step` (the hyperparameters and the skip flag). Calls
 /// whose gradient dtype, hyperparameters (cached constants: equal values
 /// are the same Value) and flag agree can share one multi-tensor call.
+enum class UpdateRule { Sgd, AdamW, Lion };
+
 struct UpdateCall {
-  StringRef entry, multiEntry; // adamw_step, adamw_multi_step
+  UpdateRule rule;
   int32_t gradDtype;
   SmallVector<Value, 4> tensors;
   Segment segment;
@@ -129,19 +131,19 @@ struct UpdateCall {
   Value skip;
 
   auto key() const {
-    return std::make_tuple(entry, gradDtype, ArrayRef<Value>(hyper), skip);
+    return std::make_tuple(rule, gradDtype, ArrayRef<Value>(hyper), skip);
   }
 };
 
 /// The update calls of one optimizer op, a call per segment.
 template <typename OptimizerOp>
 SmallVector<UpdateCall>
-updateCalls(CallBuilder &calls, OptimizerOp op, StringRef entry,
-            StringRef multiEntry, ArrayRef<Value> tensors,
+updateCalls(CallBuilder &calls, OptimizerOp op, UpdateRule rule,
+            ArrayRef<Value> tensors,
             function_ref<SmallVector<Value, 6>(const Segment &)> hyper) {
   SmallVector<UpdateCall> out;
   for (const Segment &s : segmentsOf(calls, op))
-    out.push_back({entry, multiEntry, dtypeOf(op.getGrad()),
+    out.push_back({rule, dtypeOf(op.getGrad()),
                    SmallVector<Value, 4>(tensors), s, hyper(s),
                    op.getSkipIf()});
   return out;
@@ -156,22 +158,22 @@ SmallVector<UpdateCall> updateCallsOf(CallBuilder &calls, Operation *op) {
   auto f64 = [&](APFloat v) { return calls.f64(v.convertToDouble()); };
   if (auto o = dyn_cast<AdamWStepOp>(op))
     return updateCalls(
-        calls, o, "adamw_step", "adamw_multi_step",
+        calls, o, UpdateRule::AdamW,
         {o.getParam(), o.getGrad(), o.getExpAvg(), o.getExpAvgSq()},
         [&](const Segment &s) -> SmallVector<Value, 6> {
-          return {lrOf(o, s),         f64(o.getBeta1()),
-                  f64(o.getBeta2()),  f64(o.getEps()),
-                  calls.f64(s.weightDecay), calls.i32(o.getL2WeightDecay())};
+          return {lrOf(o, s), f64(o.getBeta1()), f64(o.getBeta2()),
+                  f64(o.getEps()), calls.f64(s.weightDecay),
+                  calls.i32(o.getL2WeightDecay())};
         });
   if (auto o = dyn_cast<LionStepOp>(op))
-    return updateCalls(calls, o, "lion_step", "lion_multi_step",
+    return updateCalls(calls, o, UpdateRule::Lion,
                        {o.getParam(), o.getGrad(), o.getExpAvg()},
                        [&](const Segment &s) -> SmallVector<Value, 6> {
                          return {lrOf(o, s), f64(o.getBeta1()),
                                  f64(o.getBeta2()), calls.f64(s.weightDecay)};
                        });
   if (auto o = dyn_cast<SGDStepOp>(op))
-    return updateCalls(calls, o, "sgd_step", "sgd_multi_step",
+    return updateCalls(calls, o, UpdateRule::Sgd,
                        {o.getParam(), o.getGrad(), o.getMomentumBuffer()},
                        [&](const Segment &s) -> SmallVector<Value, 6> {
                          return {lrOf(o, s), f64(o.getMomentum()),
@@ -182,7 +184,21 @@ SmallVector<UpdateCall> updateCallsOf(CallBuilder &calls, Operation *op) {
   return {};
 }
 
-/// rt.call @<entry>(grad dtype, the tensors, numel, step, hyper, skip).
+/// rt.call of the rule's update over one tensor, or (multi) a list.
+void callUpdate(CallBuilder &calls, UpdateRule rule, bool multi,
+                ArrayRef<Value> args) {
+  switch (rule) {
+  case UpdateRule::Sgd:
+    return calls.call(multi ? "sgd_multi_step" : "sgd_step", args);
+  case UpdateRule::AdamW:
+    return calls.call(multi ? "adamw_multi_step" : "adamw_step", args);
+  case UpdateRule::Lion:
+    return calls.call(multi ? "lion_multi_step" : "lion_step", args);
+  }
+  llvm_unreachable("an update rule without its entry points");
+}
+
+/// rt.call @<rule>_step(grad dtype, the tensors, numel, step, hyper, skip).
 void emitUpdateCall(CallBuilder &calls, const UpdateCall &c) {
   SmallVector<Value> args = {calls.i32(c.gradDtype)};
   for (Value tensor : c.tensors)
@@ -190,10 +206,10 @@ void emitUpdateCall(CallBuilder &calls, const UpdateCall &c) {
   args.append({countOf(calls, c.segment, c.tensors[0]), calls.stepCount()});
   args.append(c.hyper.begin(), c.hyper.end());
   pushElement(calls, args, c.skip, Value());
-  calls.call(c.entry, args);
+  callUpdate(calls, c.rule, /*multi=*/false, args);
 }
 
-/// rt.call @<multi entry>(grad dtype, count, buffers, offsets, numels,
+/// rt.call @<rule>_multi_step(grad dtype, count, buffers, offsets, numels,
 /// step, hyper, skip) of calls that share their key.
 void emitMultiUpdateCall(CallBuilder &calls, ArrayRef<UpdateCall> group) {
   const UpdateCall &first = group.front();
@@ -213,7 +229,7 @@ void emitMultiUpdateCall(CallBuilder &calls, ArrayRef<UpdateCall> group) {
       calls.array(numels),        calls.stepCount()};
   args.append(first.hyper.begin(), first.hyper.end());
   pushElement(calls, args, first.skip, Value());
-  calls.call(first.multiEntry, args);
+  callUpdate(calls, first.rule, /*multi=*/true, args);
 }
 
 /// Adafactor's ops read the layout, and where this rank's elements start
