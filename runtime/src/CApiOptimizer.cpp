@@ -116,104 +116,104 @@ updateTensors(Launch &l, int64_t count, const int64_t *buffers,
   return tensors;
 }
 
-/// An update's body: validates, resolves the tensors and enqueues
-/// (be.*update)(tensors, scalars) on the stream. scalars(lrFactor, step)
-/// computes them for the context's lr factor at that step.
-template <typename Scalars, typename MakeScalars>
-static void enqueueUpdate(Launch &l, int64_t step, MakeScalars scalars,
-                          std::vector<UpdateTensors> tensors,
-                          void (Backend::*update)(DType, const UpdateTensors *,
-                                                  int64_t, const Scalars &,
-                                                  const Scalars *,
-                                                  const float *),
-                          int64_t skip, int64_t skipOff) {
-  Backend &be = l.backend();
-  const DelayConfig &delays = l.context().delays();
-  DType dt = l.dtype();
-  Scalars sc = scalars(l.context().lrFactor(), step);
-  const Scalars *live = l.live<Scalars>([=](const StepValues &v) {
-    return scalars(v.lrFactor, step + v.stepsSinceCapture);
-  });
-  const float *ps = skipFlag(l, skip, skipOff);
-  l.enqueue([=, &be, &delays] {
-    delays.apply(DelayPoint::Optimizer);
-    (be.*update)(dt, tensors.data(), static_cast<int64_t>(tensors.size()), sc,
-                 live, ps);
+/// What every update call takes besides its hyperparameters: `count`
+/// tensors as updateTensors reads them, the step (from 1) and the found-inf
+/// flag it skips on.
+struct UpdateOperands {
+  int64_t ctx, stream;
+  int32_t gradDtype;
+  int64_t count;
+  const int64_t *buffers, *offsets, *numels;
+  int64_t step, skip, skipOff;
+};
+
+/// An update call: validate() checks the hyperparameters; the tensors
+/// (param, grad, then `states` when `withStates`) are resolved and
+/// (be.*apply)(tensors, scalars) is queued, scalars(lrFactor, step)
+/// forming them for the context's lr factor at that step (and again at
+/// each replay of a step graph).
+template <typename Scalars, typename Validate, typename MakeScalars>
+static int32_t update(const char *fn, const char *op, const UpdateOperands &u,
+                      std::initializer_list<const char *> states,
+                      bool withStates, Validate validate, MakeScalars scalars,
+                      void (Backend::*apply)(DType, const UpdateTensors *,
+                                             int64_t, const Scalars &,
+                                             const Scalars *, const float *)) {
+  return guarded(fn, [&] {
+    Launch l(u.ctx, u.stream, u.gradDtype, op);
+    requireStep(u.step);
+    validate();
+    std::vector<UpdateTensors> tensors = updateTensors(
+        l, u.count, u.buffers, u.offsets, u.numels, states, withStates);
+    Backend &be = l.backend();
+    const DelayConfig &delays = l.context().delays();
+    DType dt = l.dtype();
+    int64_t step = u.step;
+    Scalars sc = scalars(l.context().lrFactor(), step);
+    const Scalars *live = l.live<Scalars>([=](const StepValues &v) {
+      return scalars(v.lrFactor, step + v.stepsSinceCapture);
+    });
+    const float *ps = skipFlag(l, u.skip, u.skipOff);
+    l.enqueue([=, &be, &delays] {
+      delays.apply(DelayPoint::Optimizer);
+      (be.*apply)(dt, tensors.data(), static_cast<int64_t>(tensors.size()),
+                  sc, live, ps);
+    });
   });
 }
 
-static int32_t sgdUpdate(const char *fn, int64_t ctx, int64_t stream,
-                         int32_t grad_dtype, int64_t count,
-                         const int64_t *buffers, const int64_t *offsets,
-                         const int64_t *numels, int64_t step, double lr,
+static int32_t sgdUpdate(const char *fn, const UpdateOperands &u, double lr,
                          double momentum, double dampening,
-                         double weight_decay, int32_t nesterov, int64_t skip,
-                         int64_t skip_off) {
-  return guarded(fn, [&] {
-    Launch l(ctx, stream, grad_dtype, "sgd_step");
-    requireStep(step);
-    requireFinite(lr, "lr"), requireFinite(momentum, "momentum");
-    requireFinite(dampening, "dampening");
-    requireFinite(weight_decay, "weight_decay");
-    if (nesterov && (momentum <= 0 || dampening != 0))
-      fail(Status::InvalidArgument,
-           "nesterov momentum requires a momentum and zero dampening");
-    auto tensors = updateTensors(l, count, buffers, offsets, numels,
-                                 {"momentum_buf"}, momentum != 0);
-    auto scalars = [=](double lrFactor, int64_t t) {
-      return sgdScalars(SgdOptions{lr * lrFactor, momentum, dampening,
-                                   weight_decay, nesterov != 0},
-                        t);
-    };
-    enqueueUpdate<SgdScalars>(l, step, scalars, std::move(tensors),
-                              &Backend::sgdStep, skip, skip_off);
-  });
+                         double weight_decay, int32_t nesterov) {
+  return update<SgdScalars>(
+      fn, "sgd_step", u, {"momentum_buf"}, momentum != 0,
+      [&] {
+        requireFinite(lr, "lr"), requireFinite(momentum, "momentum");
+        requireFinite(dampening, "dampening");
+        requireFinite(weight_decay, "weight_decay");
+        if (nesterov && (momentum <= 0 || dampening != 0))
+          fail(Status::InvalidArgument,
+               "nesterov momentum requires a momentum and zero dampening");
+      },
+      [=](double lrFactor, int64_t t) {
+        return sgdScalars(SgdOptions{lr * lrFactor, momentum, dampening,
+                                     weight_decay, nesterov != 0},
+                          t);
+      },
+      &Backend::sgdStep);
 }
 
-static int32_t adamwUpdate(const char *fn, int64_t ctx, int64_t stream,
-                           int32_t grad_dtype, int64_t count,
-                           const int64_t *buffers, const int64_t *offsets,
-                           const int64_t *numels, int64_t step, double lr,
+static int32_t adamwUpdate(const char *fn, const UpdateOperands &u, double lr,
                            double beta1, double beta2, double eps,
-                           double weight_decay, int32_t l2, int64_t skip,
-                           int64_t skip_off) {
-  return guarded(fn, [&] {
-    Launch l(ctx, stream, grad_dtype, "adamw_step");
-    requireStep(step);
-    requireFinite(lr, "lr"), requireFinite(eps, "eps");
-    requireFinite(weight_decay, "weight_decay");
-    requireBetas(beta1, beta2);
-    auto tensors = updateTensors(l, count, buffers, offsets, numels,
-                                 {"exp_avg", "exp_avg_sq"}, true);
-    auto scalars = [=](double lrFactor, int64_t t) {
-      return adamwScalars(
-          AdamWOptions{lr * lrFactor, beta1, beta2, eps, weight_decay, l2 != 0},
-          t);
-    };
-    enqueueUpdate<AdamWScalars>(l, step, scalars, std::move(tensors),
-                                &Backend::adamwStep, skip, skip_off);
-  });
+                           double weight_decay, int32_t l2) {
+  return update<AdamWScalars>(
+      fn, "adamw_step", u, {"exp_avg", "exp_avg_sq"}, true,
+      [&] {
+        requireFinite(lr, "lr"), requireFinite(eps, "eps");
+        requireFinite(weight_decay, "weight_decay");
+        requireBetas(beta1, beta2);
+      },
+      [=](double lrFactor, int64_t t) {
+        return adamwScalars(AdamWOptions{lr * lrFactor, beta1, beta2, eps,
+                                         weight_decay, l2 != 0},
+                            t);
+      },
+      &Backend::adamwStep);
 }
 
-static int32_t lionUpdate(const char *fn, int64_t ctx, int64_t stream,
-                          int32_t grad_dtype, int64_t count,
-                          const int64_t *buffers, const int64_t *offsets,
-                          const int64_t *numels, int64_t step, double lr,
-                          double beta1, double beta2, double weight_decay,
-                          int64_t skip, int64_t skip_off) {
-  return guarded(fn, [&] {
-    Launch l(ctx, stream, grad_dtype, "lion_step");
-    requireStep(step);
-    requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
-    requireBetas(beta1, beta2);
-    auto tensors = updateTensors(l, count, buffers, offsets, numels,
-                                 {"exp_avg"}, true);
-    auto scalars = [=](double lrFactor, int64_t) {
-      return lionScalars(LionOptions{lr * lrFactor, beta1, beta2, weight_decay});
-    };
-    enqueueUpdate<LionScalars>(l, step, scalars, std::move(tensors),
-                               &Backend::lionStep, skip, skip_off);
-  });
+static int32_t lionUpdate(const char *fn, const UpdateOperands &u, double lr,
+                          double beta1, double beta2, double weight_decay) {
+  return update<LionScalars>(
+      fn, "lion_step", u, {"exp_avg"}, true,
+      [&] {
+        requireFinite(lr, "lr"), requireFinite(weight_decay, "weight_decay");
+        requireBetas(beta1, beta2);
+      },
+      [=](double lrFactor, int64_t) {
+        return lionScalars(
+            LionOptions{lr * lrFactor, beta1, beta2, weight_decay});
+      },
+      &Backend::lionStep);
 }
 
 extern "C" {
@@ -226,9 +226,10 @@ int32_t fsdprt_sgd_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                         int32_t nesterov, int64_t skip, int64_t skip_off) {
   const int64_t buffers[] = {param, grad, momentum_buf},
                 offsets[] = {param_off, grad_off, mb_off};
-  return sgdUpdate(__func__, ctx, stream, grad_dtype, 1, buffers, offsets,
-                   &numel, step, lr, momentum, dampening, weight_decay,
-                   nesterov, skip, skip_off);
+  return sgdUpdate(__func__,
+                   {ctx, stream, grad_dtype, 1, buffers, offsets, &numel, step,
+                    skip, skip_off},
+                   lr, momentum, dampening, weight_decay, nesterov);
 }
 
 int32_t fsdprt_sgd_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -238,9 +239,10 @@ int32_t fsdprt_sgd_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                               double dampening, double weight_decay,
                               int32_t nesterov, int64_t skip,
                               int64_t skip_off) {
-  return sgdUpdate(__func__, ctx, stream, grad_dtype, count, buffers, offsets,
-                   numels, step, lr, momentum, dampening, weight_decay,
-                   nesterov, skip, skip_off);
+  return sgdUpdate(__func__,
+                   {ctx, stream, grad_dtype, count, buffers, offsets, numels,
+                    step, skip, skip_off},
+                   lr, momentum, dampening, weight_decay, nesterov);
 }
 
 int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -252,9 +254,10 @@ int32_t fsdprt_adamw_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                           int64_t skip, int64_t skip_off) {
   const int64_t buffers[] = {param, grad, exp_avg, exp_avg_sq},
                 offsets[] = {param_off, grad_off, ea_off, eas_off};
-  return adamwUpdate(__func__, ctx, stream, grad_dtype, 1, buffers, offsets,
-                     &numel, step, lr, beta1, beta2, eps, weight_decay, l2,
-                     skip, skip_off);
+  return adamwUpdate(__func__,
+                     {ctx, stream, grad_dtype, 1, buffers, offsets, &numel,
+                      step, skip, skip_off},
+                     lr, beta1, beta2, eps, weight_decay, l2);
 }
 
 int32_t fsdprt_adamw_multi_step(int64_t ctx, int64_t stream,
@@ -264,9 +267,10 @@ int32_t fsdprt_adamw_multi_step(int64_t ctx, int64_t stream,
                                 double beta1, double beta2, double eps,
                                 double weight_decay, int32_t l2, int64_t skip,
                                 int64_t skip_off) {
-  return adamwUpdate(__func__, ctx, stream, grad_dtype, count, buffers,
-                     offsets, numels, step, lr, beta1, beta2, eps,
-                     weight_decay, l2, skip, skip_off);
+  return adamwUpdate(__func__,
+                     {ctx, stream, grad_dtype, count, buffers, offsets, numels,
+                      step, skip, skip_off},
+                     lr, beta1, beta2, eps, weight_decay, l2);
 }
 
 int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -277,9 +281,10 @@ int32_t fsdprt_lion_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                          int64_t skip_off) {
   const int64_t buffers[] = {param, grad, exp_avg},
                 offsets[] = {param_off, grad_off, ea_off};
-  return lionUpdate(__func__, ctx, stream, grad_dtype, 1, buffers, offsets,
-                    &numel, step, lr, beta1, beta2, weight_decay, skip,
-                    skip_off);
+  return lionUpdate(__func__,
+                    {ctx, stream, grad_dtype, 1, buffers, offsets, &numel,
+                     step, skip, skip_off},
+                    lr, beta1, beta2, weight_decay);
 }
 
 int32_t fsdprt_lion_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
@@ -288,9 +293,10 @@ int32_t fsdprt_lion_multi_step(int64_t ctx, int64_t stream, int32_t grad_dtype,
                                int64_t step, double lr, double beta1,
                                double beta2, double weight_decay, int64_t skip,
                                int64_t skip_off) {
-  return lionUpdate(__func__, ctx, stream, grad_dtype, count, buffers, offsets,
-                    numels, step, lr, beta1, beta2, weight_decay, skip,
-                    skip_off);
+  return lionUpdate(__func__,
+                    {ctx, stream, grad_dtype, count, buffers, offsets, numels,
+                     step, skip, skip_off},
+                    lr, beta1, beta2, weight_decay);
 }
 
 int32_t fsdprt_adafactor_stats(int64_t ctx, int64_t stream, int32_t grad_dtype,
