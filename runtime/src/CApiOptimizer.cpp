@@ -94,11 +94,11 @@ updateTensors(Launch &l, int64_t count, const int64_t *buffers,
   std::vector<UpdateTensors> tensors(count);
   for (int64_t k = 0; k < count; ++k) {
     const int64_t *buf = buffers + k * perTensor, *off = offsets + k * perTensor;
-    int64_t n = nonNegative(numels[k], "numel");
     auto name = [&](const char *what) {
       return count == 1 ? std::string(what)
                         : std::string(what) + " of tensor " + std::to_string(k);
     };
+    int64_t n = nonNegative(numels[k], name("numel").c_str());
     UpdateTensors &t = tensors[k];
     t.n = n;
     t.param = static_cast<float *>(

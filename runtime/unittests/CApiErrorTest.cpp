@@ -192,6 +192,11 @@ TEST_P(CApiErrors, MultiTensorUpdatesNameTheBadTensor) {
                                           buffers, offsets, numels, 1, 1e-3,
                                           0.9, 0.999, 1e-8, 0.01, 0, 0, 0),
                   FSDPRT_ERR_OUT_OF_RANGE, "exp_avg_sq of tensor 1");
+  const int64_t negative[2] = {8, -1};
+  EXPECT_RT_ERROR(fsdprt_adamw_multi_step(dev.ctx, dev.stream, FSDPRT_F32, 2,
+                                          buffers, offsets, negative, 1, 1e-3,
+                                          0.9, 0.999, 1e-8, 0.01, 0, 0, 0),
+                  FSDPRT_ERR_INVALID_ARGUMENT, "numel of tensor 1");
   EXPECT_RT_ERROR(fsdprt_lion_multi_step(dev.ctx, dev.stream, FSDPRT_F32, 0,
                                          buffers, offsets, numels, 1, 1e-3,
                                          0.9, 0.99, 0.0, 0, 0),

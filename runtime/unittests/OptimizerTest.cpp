@@ -264,62 +264,88 @@ TEST_P(OptimizerConformance, PackedAndUnalignedUpdatesGiveTheSameBits) {
     EXPECT_EQ(result[0][k], result[1][k]) << "tensor " << k;
 }
 
-/// The parameter and state bits after two steps of `rule` (0 AdamW, 1 SGD
-/// with Nesterov momentum, 2 Lion) over tensors of `sizes` elements at
-/// element `offsets` of their buffers, with bf16 gradients: one call per
-/// tensor, or (multi) one call for all.
-std::vector<float> updatedTensors(Device &dev, int rule, bool multi,
+/// An update rule of the multi-tensor calls, and the state tensors it
+/// keeps.
+enum class Rule { AdamW, SgdNesterov, SgdPlain, Lion };
+int statesOf(Rule rule) {
+  return rule == Rule::AdamW ? 2 : rule == Rule::SgdPlain ? 0 : 1;
+}
+
+/// The parameter and state bits after two steps of `rule` over tensors of
+/// `sizes` elements at element `offsets` of their buffers, with gradients
+/// in `gradType` (bf16 or f32): one call per tensor, or (multi) one call
+/// for all.
+std::vector<float> updatedTensors(Device &dev, Rule rule, int32_t gradType,
+                                  bool multi,
                                   const std::vector<int64_t> &sizes,
                                   const std::vector<int64_t> &offsets) {
-  const int states = rule == 0 ? 2 : 1;
+  const int states = statesOf(rule);
+  const int64_t gradBytes = gradType == FSDPRT_BF16 ? 2 : 4;
+  // Operands a tensor passes: param, grad, then the states (SGD without
+  // momentum passes a null momentum buffer).
+  const int per = rule == Rule::AdamW ? 4 : 3;
   const size_t count = sizes.size();
   std::vector<int64_t> buf[4]; // param, grad, then the states
   for (size_t k = 0; k < count; ++k) {
     int64_t len = sizes[k] + offsets[k] + 1; // never an empty buffer
     buf[0].push_back(dev.upload(randomVector(len, 100 + k, -1.0f, 1.0f)));
-    buf[1].push_back(dev.alloc(len * 2));
-    for (int i = 0; i < states; ++i)
-      buf[2 + i].push_back(dev.upload(std::vector<float>(len, 0.0f)));
+    buf[1].push_back(dev.alloc(len * gradBytes));
+    for (int i = 0; i < 2; ++i)
+      buf[2 + i].push_back(
+          i < states ? dev.upload(std::vector<float>(len, 0.0f)) : 0);
   }
   for (int t = 1; t <= 2; ++t) {
-    std::vector<std::vector<uint16_t>> grads(count);
+    std::vector<std::vector<float>> wide(count);
+    std::vector<std::vector<uint16_t>> half(count);
     std::vector<int64_t> buffers, offs, numels;
     for (size_t k = 0; k < count; ++k) {
       int64_t len = sizes[k] + offsets[k] + 1;
-      for (float f : randomVector(len, 300 + 10 * k + t, -2.0f, 2.0f))
-        grads[k].push_back(floatToBf16(f));
+      wide[k] = randomVector(len, 300 + 10 * k + t, -2.0f, 2.0f);
+      for (float f : wide[k])
+        half[k].push_back(floatToBf16(f));
+      const void *host = gradType == FSDPRT_BF16
+                             ? static_cast<const void *>(half[k].data())
+                             : wide[k].data();
       RT_EXPECT_OK(fsdprt_copy_from_host(dev.ctx, dev.stream, buf[1][k], 0,
-                                         grads[k].data(), len * 2));
-      for (int i = 0; i < 2 + states; ++i) {
+                                         host, len * gradBytes));
+      for (int i = 0; i < per; ++i) {
         buffers.push_back(buf[i][k]);
-        offs.push_back(offsets[k] * (i == 1 ? 2 : 4));
+        offs.push_back(buf[i][k] ? offsets[k] * (i == 1 ? gradBytes : 4) : 0);
       }
       numels.push_back(sizes[k]);
     }
     auto call = [&](int64_t n, const int64_t *b, const int64_t *o,
                     const int64_t *numel) {
-      if (rule == 0)
-        RT_OK(fsdprt_adamw_multi_step(dev.ctx, dev.stream, FSDPRT_BF16, n, b,
-                                      o, numel, t, 1e-2, 0.9, 0.999, 1e-8,
-                                      0.01, 0, 0, 0));
-      else if (rule == 1)
-        RT_OK(fsdprt_sgd_multi_step(dev.ctx, dev.stream, FSDPRT_BF16, n, b, o,
+      switch (rule) {
+      case Rule::AdamW:
+        RT_OK(fsdprt_adamw_multi_step(dev.ctx, dev.stream, gradType, n, b, o,
+                                      numel, t, 1e-2, 0.9, 0.999, 1e-8, 0.01,
+                                      0, 0, 0));
+        break;
+      case Rule::SgdNesterov:
+        RT_OK(fsdprt_sgd_multi_step(dev.ctx, dev.stream, gradType, n, b, o,
                                     numel, t, 1e-2, 0.9, 0.0, 0.01, 1, 0, 0));
-      else
-        RT_OK(fsdprt_lion_multi_step(dev.ctx, dev.stream, FSDPRT_BF16, n, b,
-                                     o, numel, t, 1e-3, 0.9, 0.99, 0.1, 0, 0));
+        break;
+      case Rule::SgdPlain:
+        RT_OK(fsdprt_sgd_multi_step(dev.ctx, dev.stream, gradType, n, b, o,
+                                    numel, t, 5e-2, 0.0, 0.0, 0.01, 0, 0, 0));
+        break;
+      case Rule::Lion:
+        RT_OK(fsdprt_lion_multi_step(dev.ctx, dev.stream, gradType, n, b, o,
+                                     numel, t, 1e-3, 0.9, 0.99, 0.1, 0, 0));
+        break;
+      }
     };
-    int64_t per = 2 + states;
     if (multi)
       call(count, buffers.data(), offs.data(), numels.data());
     else
       for (size_t k = 0; k < count; ++k)
         call(1, &buffers[k * per], &offs[k * per], &numels[k]);
-    dev.sync(); // the copies read `grads`
+    dev.sync(); // the copies read the host gradients
   }
   std::vector<float> out;
-  for (int i = 0; i < 2 + states; ++i)
-    for (size_t k = 0; i != 1 && k < count; ++k) { // not the gradients
+  for (int i : {0, 2, 3}) // not the gradients
+    for (size_t k = 0; i < 2 + states && k < count; ++k) {
       auto all = dev.download(buf[i][k], sizes[k] + offsets[k] + 1);
       out.insert(out.end(), all.begin() + offsets[k], all.end() - 1);
     }
@@ -331,20 +357,25 @@ TEST_P(OptimizerConformance, MultiTensorUpdatesGiveEachTensorItsOwnBits) {
   // shard in one call, 32 tensors a launch on CUDA): one call over many
   // tensors must leave each as its own call does. Tensors with packs and
   // a tail, unaligned ones (no packs), an empty one, and more than one
-  // CUDA launch takes.
+  // CUDA launch takes; two, one and no state tensors; bf16 and f32
+  // gradients.
   Device dev(GetParam());
   std::vector<int64_t> sizes, offsets;
   for (int k = 0; k < 37; ++k) {
     sizes.push_back(k == 0 ? 1037 : k == 3 ? 0 : (k * 13) % 50 + 1);
     offsets.push_back(k % 4 == 1 ? 1 : 0);
   }
-  for (int rule = 0; rule < 3; ++rule) {
-    SCOPED_TRACE("rule " + std::to_string(rule));
-    auto separate = updatedTensors(dev, rule, false, sizes, offsets);
-    auto together = updatedTensors(dev, rule, true, sizes, offsets);
-    ASSERT_EQ(separate.size(), together.size());
-    EXPECT_EQ(separate, together);
-  }
+  for (Rule rule :
+       {Rule::AdamW, Rule::SgdNesterov, Rule::SgdPlain, Rule::Lion})
+    for (int32_t gradType : {FSDPRT_BF16, FSDPRT_F32}) {
+      SCOPED_TRACE("rule " + std::to_string(int(rule)) + ", grad dtype " +
+                   std::to_string(gradType));
+      auto separate =
+          updatedTensors(dev, rule, gradType, false, sizes, offsets);
+      auto together = updatedTensors(dev, rule, gradType, true, sizes, offsets);
+      ASSERT_EQ(separate.size(), together.size());
+      EXPECT_EQ(separate, together);
+    }
 }
 
 TEST_P(OptimizerConformance, FoundInfFlagSkipsTheUpdateAndKeepsState) {

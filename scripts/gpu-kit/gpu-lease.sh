@@ -250,7 +250,7 @@ gpt2_124m() {
         ;;
     esac
     FSDPRT_GEMM_AUTOTUNE=$autotune \
-    FSDPRT_NORM_KERNELS=$(case $mode in lean|b64lean) echo lean ;; *) echo streaming ;; esac) \
+    FSDPRT_NORM_KERNELS=$(case $mode in lean|b64lean) echo lean ;; *) echo default ;; esac) \
     FSDPRT_CUDA_SCRATCH_LOG=$([ "$mode" = scratch ] && echo 1 || echo 0) \
     FSDPRT_CUDNN=$([ "$mode" = nocudnn ] && echo 0 || echo 1) \
     FSDPRT_CUDNN_DETERMINISTIC=$([ "$mode" = nondet ] && echo 0 || echo 1) \

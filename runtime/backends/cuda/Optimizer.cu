@@ -62,7 +62,7 @@ struct UpdateTable {
   const void *grad[kUpdateLaunchTensors];
   float *state[2][kUpdateLaunchTensors];
   int64_t packs[kUpdateLaunchTensors], end[kUpdateLaunchTensors];
-  int count, stateCount;
+  int count;
 };
 
 /// The tensor work item w belongs to: the first k with w < end[k].
@@ -78,7 +78,9 @@ __device__ inline int tensorOf(const UpdateTable &t, int64_t w) {
   return lo;
 }
 
-template <typename S, typename Element>
+// kStates: the update's state tensors (SGD 0 or 1, AdamW 2, Lion 1), fixed
+// at compile time so that a thread's packs stay in registers.
+template <typename S, int kStates, typename Element>
 __device__ void updatePack(Element element, const UpdateTable &t, int k,
                            int64_t g, const typename Element::Scalars &s) {
   using T = typename S::T;
@@ -90,7 +92,8 @@ __device__ void updatePack(Element element, const UpdateTable &t, int k,
 #pragma unroll
   for (int q = 0; q < kFPacks; ++q) {
     p[q] = loadPack(t.param[k], g * kFPacks + q);
-    for (int i = 0; i < t.stateCount; ++i)
+#pragma unroll
+    for (int i = 0; i < kStates; ++i)
       st[i][q] = loadPack(t.state[i][k], g * kFPacks + q);
   }
 #pragma unroll
@@ -100,31 +103,34 @@ __device__ void updatePack(Element element, const UpdateTable &t, int k,
   for (int u = 0; u < kUpdateItems; ++u) {
     float state[2] = {st[0][u / kF].v[u % kF], st[1][u / kF].v[u % kF]};
     element(p[u / kF].v[u % kF], S::load(gp[u / kG].v[u % kG]), state, s,
-            t.stateCount > 0);
+            kStates > 0);
     st[0][u / kF].v[u % kF] = state[0];
     st[1][u / kF].v[u % kF] = state[1];
   }
 #pragma unroll
   for (int q = 0; q < kFPacks; ++q) {
     storePack(t.param[k], g * kFPacks + q, p[q]);
-    for (int i = 0; i < t.stateCount; ++i)
+#pragma unroll
+    for (int i = 0; i < kStates; ++i)
       storePack(t.state[i][k], g * kFPacks + q, st[i][q]);
   }
 }
 
-template <typename S, typename Element>
+template <typename S, int kStates, typename Element>
 __device__ void updateOne(Element element, const UpdateTable &t, int k,
                           int64_t at, const typename Element::Scalars &s) {
   const auto *grad = static_cast<const typename S::T *>(t.grad[k]);
   float state[2] = {0.0f, 0.0f};
-  for (int i = 0; i < t.stateCount; ++i)
+#pragma unroll
+  for (int i = 0; i < kStates; ++i)
     state[i] = t.state[i][k][at];
-  element(t.param[k][at], S::load(grad[at]), state, s, t.stateCount > 0);
-  for (int i = 0; i < t.stateCount; ++i)
+  element(t.param[k][at], S::load(grad[at]), state, s, kStates > 0);
+#pragma unroll
+  for (int i = 0; i < kStates; ++i)
     t.state[i][k][at] = state[i];
 }
 
-template <typename S, typename Element>
+template <typename S, int kStates, typename Element>
 __global__ void updateKernel(Element element, UpdateTable table, int64_t items,
                              typename Element::Scalars s,
                              const typename Element::Scalars *live,
@@ -137,30 +143,29 @@ __global__ void updateKernel(Element element, UpdateTable table, int64_t items,
     int k = tensorOf(table, w);
     int64_t j = w - (k > 0 ? table.end[k - 1] : 0);
     if (j < table.packs[k])
-      updatePack<S>(element, table, k, j, s);
+      updatePack<S, kStates>(element, table, k, j, s);
     else
-      updateOne<S>(element, table, k,
+      updateOne<S, kStates>(element, table, k,
                    table.packs[k] * kUpdateItems + (j - table.packs[k]), s);
   }
 }
 
-/// Launches updateKernel over `count` tensors with `stateCount` states
-/// each, kUpdateLaunchTensors at a time.
-template <typename Element>
+/// Launches updateKernel over `count` tensors with kStates states each,
+/// kUpdateLaunchTensors at a time.
+template <int kStates, typename Element>
 void launchUpdates(Stream s, DType gradType, const UpdateTensors *tensors,
-                   int64_t count, int stateCount,
+                   int64_t count,
                    const typename Element::Scalars &sc,
                    const typename Element::Scalars *live, const float *skip) {
   for (int64_t first = 0; first < count; first += kUpdateLaunchTensors) {
     UpdateTable table{};
     table.count = static_cast<int>(
         std::min<int64_t>(kUpdateLaunchTensors, count - first));
-    table.stateCount = stateCount;
     int64_t items = 0;
     for (int k = 0; k < table.count; ++k) {
       const UpdateTensors &u = tensors[first + k];
       bool packed = packAligned(u.param) && packAligned(u.grad);
-      for (int i = 0; i < stateCount; ++i)
+      for (int i = 0; i < kStates; ++i)
         packed = packed && packAligned(u.state[i]);
       table.param[k] = u.param;
       table.grad[k] = u.grad;
@@ -172,8 +177,8 @@ void launchUpdates(Stream s, DType gradType, const UpdateTensors *tensors,
     }
     withStorage(gradType, [&](auto st) {
       using S = decltype(st);
-      FSDPRT_LAUNCH((updateKernel<S, Element>), items, s, Element{}, table,
-                    items, sc, live, skip);
+      FSDPRT_LAUNCH((updateKernel<S, kStates, Element>), items, s, Element{},
+                    table, items, sc, live, skip);
     });
   }
 }
@@ -246,21 +251,27 @@ __global__ void maxAbsFinishKernel(const float *partial, int64_t blocks,
 void sgdStep(Stream s, DType gradType, const UpdateTensors *tensors,
              int64_t count, const SgdScalars &sc, const SgdScalars *live,
              const float *skip) {
-  int states = count > 0 && tensors[0].state[0] ? 1 : 0; // momentum
-  launchUpdates<SgdElement>(s, gradType, tensors, count, states, sc, live,
-                            skip);
+  bool momentum = count > 0 && tensors[0].state[0];
+  for (int64_t k = 0; k < count; ++k)
+    if ((tensors[k].state[0] != nullptr) != momentum)
+      fail(Status::InvalidArgument, "cuda backend: an SGD update's tensors "
+                                    "must all have a momentum buffer or none");
+  if (momentum)
+    launchUpdates<1, SgdElement>(s, gradType, tensors, count, sc, live, skip);
+  else
+    launchUpdates<0, SgdElement>(s, gradType, tensors, count, sc, live, skip);
 }
 
 void adamwStep(Stream s, DType gradType, const UpdateTensors *tensors,
                int64_t count, const AdamWScalars &sc, const AdamWScalars *live,
                const float *skip) {
-  launchUpdates<AdamWElement>(s, gradType, tensors, count, 2, sc, live, skip);
+  launchUpdates<2, AdamWElement>(s, gradType, tensors, count, sc, live, skip);
 }
 
 void lionStep(Stream s, DType gradType, const UpdateTensors *tensors,
               int64_t count, const LionScalars &sc, const LionScalars *live,
               const float *skip) {
-  launchUpdates<LionElement>(s, gradType, tensors, count, 1, sc, live, skip);
+  launchUpdates<1, LionElement>(s, gradType, tensors, count, sc, live, skip);
 }
 
 void nonfiniteFlag(Stream s, const float *x, int64_t n, float *out,

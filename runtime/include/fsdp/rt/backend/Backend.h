@@ -105,8 +105,8 @@ struct MatmulDims {
 
 /// One tensor of an optimizer update: n elements of an f32 parameter, its
 /// gradient (in the update's gradient dtype) and its f32 state tensors
-/// (SGD: the momentum buffer or null; AdamW: exp_avg, exp_avg_sq; Lion:
-/// exp_avg; unused ones null).
+/// (SGD: the momentum buffer or null, the same for every tensor of a call;
+/// AdamW: exp_avg, exp_avg_sq; Lion: exp_avg; unused ones null).
 struct UpdateTensors {
   float *param;
   const void *grad;
