@@ -115,13 +115,13 @@ void pushElement(CallBuilder &calls, SmallVectorImpl<Value> &args, Value tensor,
   args.push_back(arith::AddIOp::create(b, loc, calls.i64(ref.offset), bytes));
 }
 
+enum class UpdateRule { Sgd, AdamW, Lion };
+
 /// One update call before it is emitted: its tensors (param, grad, then
 /// the states; null: absent), the part of them it updates, and the
 /// operands after `step` (the hyperparameters and the skip flag). Calls
 /// whose gradient dtype, hyperparameters (cached constants: equal values
 /// are the same Value) and flag agree can share one multi-tensor call.
-enum class UpdateRule { Sgd, AdamW, Lion };
-
 struct UpdateCall {
   UpdateRule rule;
   int32_t gradDtype;

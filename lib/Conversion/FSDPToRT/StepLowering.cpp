@@ -22,8 +22,7 @@ using namespace mlir::fsdp;
 StepLowering::StepLowering(func::FuncOp step, const StepLayout &layout,
                            func::FuncOp out, bool fuseUpdates)
     : step(step), out(out), layout(layout), fuseUpdates(fuseUpdates),
-      calls(out.getContext()),
-      b(calls.builder()), loc(step.getLoc()) {}
+      calls(out.getContext()), b(calls.builder()), loc(step.getLoc()) {}
 
 Value StepLowering::rootOf(Value tensor) const {
   return storageRoot(tensor, layout);

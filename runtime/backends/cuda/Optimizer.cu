@@ -145,8 +145,9 @@ __global__ void updateKernel(Element element, UpdateTable table, int64_t items,
     if (j < table.packs[k])
       updatePack<S, kStates>(element, table, k, j, s);
     else
-      updateOne<S, kStates>(element, table, k,
-                   table.packs[k] * kUpdateItems + (j - table.packs[k]), s);
+      updateOne<S, kStates>(
+          element, table, k,
+          table.packs[k] * kUpdateItems + (j - table.packs[k]), s);
   }
 }
 
@@ -154,8 +155,7 @@ __global__ void updateKernel(Element element, UpdateTable table, int64_t items,
 /// kUpdateLaunchTensors at a time.
 template <int kStates, typename Element>
 void launchUpdates(Stream s, DType gradType, const UpdateTensors *tensors,
-                   int64_t count,
-                   const typename Element::Scalars &sc,
+                   int64_t count, const typename Element::Scalars &sc,
                    const typename Element::Scalars *live, const float *skip) {
   for (int64_t first = 0; first < count; first += kUpdateLaunchTensors) {
     UpdateTable table{};
