@@ -54,8 +54,8 @@ def mlp_case(rng):
 
 class Elementwise(torch.nn.Module):
     """The element-wise, slicing, padding and broadcasting ops, var,
-    maximum / minimum, a non-persistent buffer and a lifted constant (folded
-    at import)."""
+    maximum / minimum, a non-persistent buffer, a lifted constant (folded
+    at import) and a constant cast like a run-time value (type_as)."""
 
     def __init__(self):
         super().__init__()
@@ -68,7 +68,8 @@ class Elementwise(torch.nn.Module):
         F = torch.nn.functional
         h = self.fc(x)
         a, b = h[:, :6], h.narrow(1, 6, 6)
-        u = torch.tanh(a) * self.gain + torch.sigmoid(b) / (1 + b.abs())
+        u = (torch.tanh(a) * self.gain + torch.sigmoid(b) / (1 + b.abs())
+             + torch.arange(6).type_as(a) * 0.01)
         v = (torch.exp(-a.pow(2)) + torch.log(b * b + 1)
              - torch.sqrt(a * a + 0.5) * torch.rsqrt(b.clamp(min=-0.5) + 1))
         w = (1 - torch.clamp(u, -0.9, 0.9) + v.clamp_max(2.0) * self.factor
@@ -145,9 +146,9 @@ def masked_case(rng):
 
 
 class Activations(torch.nn.Module):
-    """Ops the table does not map, imported through PyTorch's own
-    decompositions (glu, hardswish, mish, leaky_relu, hardtanh, elu,
-    softplus, hardsigmoid) into ops it does."""
+    """Activations: glu, mish, leaky_relu, elu and softplus through
+    PyTorch's own decompositions into ops the table maps; hardtanh,
+    hardswish and hardsigmoid (MobileNetV3's) mapped as they are."""
 
     def __init__(self):
         super().__init__()
@@ -167,6 +168,38 @@ def activations_case(rng):
     x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
     y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
     return Activations(), [x, y], {}
+
+
+class Detached(torch.nn.Module):
+    """Tensor.detach() (nn.stop_gradient): a gate whose value scales the
+    features but whose gradient is cut (its layer learns only through the
+    0.1 * g term), and a target the model computes itself (`target`'s
+    layer learns only through its own penalty, not through the target).
+    A layer reached only through detach would differ from torch under
+    AdamW: torch.optim skips a parameter whose grad is None, where a flat
+    parameter (FSDP1's, ours) decays it with a zero gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.gate = torch.nn.Linear(8, 8)
+        self.target = torch.nn.Linear(8, 4)
+        self.out = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        F = torch.nn.functional
+        h = torch.tanh(self.fc(x))
+        g = torch.sigmoid(self.gate(h))
+        h = h * g.detach() + 0.1 * g
+        o, t = self.out(h), self.target(h)
+        return (F.mse_loss(o, y) + 0.5 * F.mse_loss(o, t.detach())
+                + 0.1 * t.pow(2).mean())
+
+
+def detached_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return Detached(), [x, y], {}
 
 
 class Strided(torch.nn.Module):
@@ -353,6 +386,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
          "attended": attended_case, "activations": activations_case,
+         "detached": detached_case,
          "strided": strided_case, "positions": positions_case,
          "group_norm": group_norm_case, "in_place": in_place_case}
 

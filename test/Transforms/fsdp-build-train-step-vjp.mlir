@@ -849,3 +849,34 @@ fsdp.model @padded_embedding {
     }
   }
 }
+
+// -----
+
+// stop_gradient (detach): the loss a·b + a reaches a through both terms but
+// b only through the product, whose a-side is detached; so a's gradient is
+// the sum's 1 alone (the product's term, b, is cut) and b's is a. The op
+// itself is gone from the step: its result is its operand.
+// CHECK-LABEL: func.func @detach_train_step
+// CHECK-NOT: nn.stop_gradient
+// CHECK: %[[PROD:[^ ,:]+]] = nn.mul %arg0, %arg1 {fsdp.phase = #fsdp<phase forward>
+// CHECK: %[[ONES:[^ ,:]+]] = nn.broadcast
+// CHECK-NOT: nn.stop_gradient
+// CHECK: %[[GB:[^ ,:]+]] = nn.mul %[[ONES]], %arg0 {fsdp.phase = #fsdp<phase backward>
+// CHECK-NOT: nn.mul
+// CHECK: fsdp.sgd_step %arg0, %[[ONES]]
+// CHECK: fsdp.sgd_step %arg1, %[[GB]]
+fsdp.model @detach {
+  fsdp.module @root kind "Test" {
+    fsdp.param @a : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.param @b : tensor<4xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %a = fsdp.get_param @a : tensor<4xf32>
+      %b = fsdp.get_param @b : tensor<4xf32>
+      %d = nn.stop_gradient %a : tensor<4xf32>
+      %p = nn.mul %d, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %y = nn.add %p, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %l = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}

@@ -469,6 +469,10 @@ class Forward:
                        [x.type, running_mean.type, running_var.type],
                        ", ".join(attrs), names=names)
 
+    def stop_gradient(self, x: Value, name: Optional[str] = None) -> Value:
+        """Tensor.detach(): x, with no gradient flowing back through it."""
+        return self._math("stop_gradient", x, name=name)
+
     def cast(self, x: Value, dtype: str, name: Optional[str] = None) -> Value:
         return self.op("nn.cast", [x], [TensorType(x.type.shape, dtype)],
                        form="to", names=name)[0]
@@ -616,6 +620,10 @@ _ID = "?rng_id?"
 
 
 def _f64(x: float) -> str:
+    """An f64 attribute; ±inf as MLIR's hexadecimal bit pattern."""
+    if x in (float("inf"), float("-inf")):
+        return ("0x7FF0000000000000" if x > 0 else "0xFFF0000000000000") + \
+            " : f64"
     return fmt_float(x) + " : f64"
 
 

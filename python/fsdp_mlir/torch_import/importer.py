@@ -497,7 +497,10 @@ _INPLACE = {"relu_.default": "relu.default", "add_.Tensor": "add.Tensor",
             "div_.Tensor": "div.Tensor", "silu_.default": "silu.default",
             "sigmoid_.default": "sigmoid.default",
             "tanh_.default": "tanh.default", "clamp_.default": "clamp.default",
-            "hardtanh_.default": "hardtanh.default"}
+            "hardtanh_.default": "hardtanh.default",
+            "hardswish_.default": "hardswish.default",
+            "hardsigmoid_.default": "hardsigmoid.default",
+            "dropout_.default": "dropout.default"}
 
 
 def _stateless(module: Module) -> bool:
@@ -644,7 +647,7 @@ class _Importer:
 
 def _decompose_unhandled(exported):
     """The program with every op the table does not handle but PyTorch's
-    decompositions break down into ATen ops (glu, hardswish, and the
+    decompositions break down into ATen ops (glu, and the
     activations below) decomposed; the ops the table maps themselves
     (linear, SDPA, layer_norm: fused nn ops) stay whole."""
     import torch
@@ -658,8 +661,7 @@ def _decompose_unhandled(exported):
             and isinstance(node.target, torch._ops.OpOverload)}
     decompositions = core_aten_decompositions()
     decompositions.update(get_decompositions([
-        aten.leaky_relu, aten.elu, aten.softplus,
-        aten.hardsigmoid, aten.mish]))
+        aten.leaky_relu, aten.elu, aten.softplus, aten.mish]))
     table = {op: fn for op, fn in decompositions.items()
              if isinstance(op, torch._ops.OpOverload)
              and name(op) not in _OPS and name(op) not in _INPLACE}

@@ -1,7 +1,8 @@
 """Convolutions and poolings: conv1d / conv2d / convolution → nn.conv
 (stride, padding including 'same', dilation, groups), or a linear map of
 non-overlapping patches where that is what a conv2d is (ViT's patch
-embedding); max_pool1d / 2d → nn.max_pool; average poolings whose
+embedding); max_pool1d / 2d → nn.max_pool (ceil_mode: the input padded
+with -inf where the last window reaches past it); average poolings whose
 windows tile the image (adaptive_avg_pool2d to a size dividing the
 input's, avg_pool2d with stride = kernel, unpadded) → a mean over each
 window (torch's own terms); other avg_pool2d (overlapping, padded,
@@ -177,7 +178,13 @@ def _max_pool(t, node, out, x, kernel_size, stride=None, padding=0,
     padding, dilation = (_per_dim(padding, spatial),
                          _per_dim(dilation, spatial))
     if ceil_mode:
-        raise _Unsupported("max_pool with ceil_mode=True")
+        # torch's last window may reach past the padded input: pad it with
+        # -inf (what the implicit padding holds) as far as that window reads.
+        for d, o in enumerate(int(s) for s in out.shape[2:]):
+            reach = (o - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1
+            extra = reach - (x.type.shape[2 + d] + 2 * padding[d])
+            if extra > 0:
+                x = t.f.pad(x, 2 + d, 0, extra, float("-inf"))
     return t.f.max_pool(x, kernel, stride, padding, dilation)
 
 

@@ -222,8 +222,11 @@ def _identity(t, node, out, x, *args, **kwargs):
 
 
 def _detach(t, node, out, x):
-    raise _Unsupported("detach of a value computed at run time (no "
-                       "stop-gradient op)")
+    """Tensor.detach(): nn.stop_gradient (an integer value carries no
+    gradient anyway)."""
+    if not isinstance(x, Value) or x.type.dtype not in ("f32", "bf16", "f16"):
+        return x
+    return t.f.stop_gradient(x)
 
 
 OPS: Dict[str, Callable] = {

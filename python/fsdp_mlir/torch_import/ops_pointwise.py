@@ -217,10 +217,30 @@ def _hardtanh(t, node, out, x, min_val=-1.0, max_val=1.0):
     return _clamp(t, node, out, x, min_val, max_val)
 
 
+def _hardsigmoid(t, node, out, x):
+    """relu6(x + 3) / 6, in torch's order; its gradient passes at ±3
+    themselves, as _hardtanh's bounds (torch's is 0 there)."""
+    x = _float(t, x, "hardsigmoid")
+    shifted = t.f.add(x, _scalar(t, 3.0, x.type.dtype))
+    return t.f.div(t.f.clamp(shifted, 0.0, 6.0), _scalar(t, 6.0, x.type.dtype))
+
+
+def _hardswish(t, node, out, x):
+    """x · relu6(x + 3) / 6, in torch's order (MobileNetV3). Its gradient
+    is torch's everywhere: (2x + 3) / 6 inside [-3, 3], bounds included,
+    0 below and 1 above."""
+    x = _float(t, x, "hardswish")
+    shifted = t.f.add(x, _scalar(t, 3.0, x.type.dtype))
+    return t.f.div(t.f.mul(x, t.f.clamp(shifted, 0.0, 6.0)),
+                   _scalar(t, 6.0, x.type.dtype))
+
+
 def _to(t, node, out, x, *args, **kwargs):
     """to / _to_copy: a cast when the dtype changes (to bool: x != 0, a
     mask; to an integer type truncating toward zero, as torch's)."""
     import torch
+    if not isinstance(x, Value):  # a constant cast like a run-time dtype
+        return x.to(out.dtype) if _is_tensor(x) else x
     if out.dtype == torch.bool:
         return t.f.compare("ne", _as_f32(t, x), _scalar(t, 0.0, "f32"))
     want = _dtype(out.dtype)
@@ -283,6 +303,8 @@ OPS: Dict[str, Callable] = {
     "hardtanh.default": _hardtanh,
     "gelu.default": _gelu,
     "dropout.default": _dropout,
+    "hardsigmoid.default": _hardsigmoid,
+    "hardswish.default": _hardswish,
     "to.dtype": _to,
     "to.dtype_layout": _to,
     "to.device": _to,

@@ -289,3 +289,11 @@ func.func @routing(%scores: tensor<16x4xf32>, %ids: tensor<32xi64>, %idsf: tenso
   %gw = nn.grouped_matmul_grad_weight %g, %x, %offs : (tensor<32x6xbf16>, tensor<32x8xbf16>, tensor<4xi32>) -> tensor<4x8x6xbf16>
   return
 }
+
+// detach(): the same value and type.
+// CHECK-LABEL: func @stop_gradient
+func.func @stop_gradient(%x: tensor<4x16xbf16>) -> tensor<4x16xbf16> {
+  // CHECK: nn.stop_gradient %{{.*}} : tensor<4x16xbf16>
+  %y = nn.stop_gradient %x : tensor<4x16xbf16>
+  return %y : tensor<4x16xbf16>
+}

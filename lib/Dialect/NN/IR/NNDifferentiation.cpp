@@ -238,6 +238,12 @@ NN_NO_GRADIENT_VJP(EqOp)
 NN_NO_GRADIENT_VJP(NeOp)
 #undef NN_NO_GRADIENT_VJP
 
+// detach(): the operand gets no gradient.
+FailureOr<SmallVector<Value>> StopGradientOp::buildVJP(OpBuilder &,
+                                                       ValueRange) {
+  return SmallVector<Value>{Value()};
+}
+
 /// The VJP of a pointwise math op: one nn.unary_grad of its function.
 template <typename MathOp>
 static SmallVector<Value> unaryVJP(MathOp op, OpBuilder &b,

@@ -505,6 +505,24 @@ def NN_CastOp : NN_PureOp<"cast", [NN_Differentiable]> {
   let hasVerifier = 1;
 }
 
+def NN_StopGradientOp : NN_PureOp<"stop_gradient", [SameOperandsAndResultType,
+    InferTypeOpInterface, NN_Differentiable]> {
+  let summary = "the value, with no gradient through it (Tensor.detach())";
+  let description = [{
+    The operand's value; the loss's gradient does not flow back through it
+    (its VJP gives its operand none), as torch's `detach()`. It only marks
+    the differentiation: fsdp-build-train-step replaces it with its operand
+    once the step is differentiated, so it never reaches a kernel.
+
+    ```mlir
+    %t = nn.stop_gradient %x : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_AnyTensor:$input);
+  let results = (outs NN_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def NN_ReshapeOp : NN_PureOp<"reshape", [NN_Differentiable,
     DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
   let summary = "same elements, another shape (Tensor.reshape)";
