@@ -27,6 +27,11 @@ SLICE = [
     "wav2vec2",     # conv1d feature extractor, group norm
     "mixtral",      # mixture of experts: topk, sort, histc, grouped GEMM
     "mixtral_aux",  # ... and its load-balancing loss
+    "qwen2_moe",    # a shared expert behind a sigmoid gate
+    "gemma2",       # tanh soft-capping of scores and logits, eager attention
+    "m2m100",       # positions looked up by run-time ids, then detach()
+    "beit",         # a relative-position table resized (bilinear)
+    "tv_squeezenet",  # max pooling with ceil_mode, torchvision's layout
 ]
 
 
@@ -34,6 +39,8 @@ SLICE = [
 def test_architecture_trains_like_torch(tmp_path, name):
     if name.startswith("timm_"):
         pytest.importorskip("timm")
+    if name.startswith("tv_"):
+        pytest.importorskip("torchvision")
     outcome = run_arch(name, tmp_path)
     print(f"{name}: {outcome.status}, max |loss diff| {outcome.loss_diff}")
     assert outcome.status == "matches", outcome.detail

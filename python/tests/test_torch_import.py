@@ -391,7 +391,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "group_norm": group_norm_case, "in_place": in_place_case}
 
 
-def torch_losses(module, data, ranks, optimizer):
+def torch_losses(module, data, ranks, optimizer, steps=STEPS):
     """Plain torch on the batches fsdp-run feeds (step s, rank r: samples
     s*G + r + k*ranks, G = PER_RANK * ranks), each step's loss the mean of
     the ranks' own losses, as data parallelism averages them (their means
@@ -402,7 +402,7 @@ def torch_losses(module, data, ranks, optimizer):
            if optimizer == "sgd"
            else torch.optim.AdamW(module.parameters(), **options))
     losses, batch = [], PER_RANK * ranks
-    for step in range(STEPS):
+    for step in range(steps):
         opt.zero_grad()
         loss = 0
         for r in range(ranks):
@@ -417,8 +417,8 @@ def torch_losses(module, data, ranks, optimizer):
 
 
 def train_imported(tmp_path, module, model, data, ranks, optimizer,
-                   runner=None, **compile_options):
-    """`model` (imported from `module`) trained STEPS steps by fsdp-run from
+                   runner=None, steps=STEPS, **compile_options):
+    """`model` (imported from `module`) trained `steps` steps by fsdp-run from
     the module's weights on `data`: its losses and its final state.
     `runner`: (a runner of step libraries, its backend) instead."""
     weights = tmp_path / "weights.safetensors"
@@ -432,11 +432,11 @@ def train_imported(tmp_path, module, model, data, ranks, optimizer,
     tool, backend = runner or (None, "cpu")
     if tool:
         prog = driver.compile_library(prog)
-    metrics = driver.run(prog, nproc=ranks, steps=STEPS, data=dataset,
+    metrics = driver.run(prog, nproc=ranks, steps=steps, data=dataset,
                          load=weights, save=tmp_path / "ckpt",
                          timeout=180, fsdp_run=tool, backend=backend).metrics
     saved = st_numpy.load_file(str(tmp_path / "ckpt" /
-                                   f"step-{STEPS}.safetensors"))
+                                   f"step-{steps}.safetensors"))
     return [m["loss"] for m in metrics], saved
 
 
