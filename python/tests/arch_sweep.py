@@ -361,6 +361,17 @@ ARCHS: dict[str, Arch] = {
         head_dim=8, num_experts=4, num_experts_per_tok=2,
         moe_intermediate_size=32, **DEC), causal_lm_data,
         ["Qwen3MoeDecoderLayer"]),
+    # Multi-head latent attention (low-rank q and kv, keys built from a
+    # rotary and a plain part by slice assignment) and group-limited
+    # routing (the chosen groups' mask scattered, scores gathered), with a
+    # shared expert; the first layer dense.
+    "deepseek_v3": Arch("decoder", hf(
+        T.DeepseekV3ForCausalLM, T.DeepseekV3Config, num_key_value_heads=4,
+        n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        n_shared_experts=1, first_k_dense_replace=1, n_group=2,
+        topk_group=1, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4,
+        qk_nope_head_dim=4, v_head_dim=8, **DEC), causal_lm_data,
+        ["DeepseekV3DecoderLayer"]),
     "olmoe": Arch("decoder", hf(
         T.OlmoeForCausalLM, T.OlmoeConfig, num_key_value_heads=4,
         num_experts=4, num_experts_per_tok=2, **TOKENS, **DEC), causal_lm_data,
@@ -414,6 +425,13 @@ ARCHS: dict[str, Arch] = {
         num_feedforward_networks=2, max_position_embeddings=SEQ,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
         masked_lm_data, ["MobileBertLayer"], key_bias_noise),
+    # Pooling by strided slices whose results are written back into the
+    # positions (slice_scatter).
+    "funnel": Arch("encoder", hf(
+        T.FunnelForMaskedLM, T.FunnelConfig, vocab_size=VOCAB, d_model=32,
+        n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1],
+        hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0),
+        masked_lm_data, ["FunnelLayer"], noise_of("k_head.bias")),
     # Grouped 1x1 conv1d projections.
     "squeezebert": Arch("encoder", hf(
         T.SqueezeBertForMaskedLM, T.SqueezeBertConfig, vocab_size=VOCAB,
@@ -798,6 +816,16 @@ def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
                     for n, p in module.named_parameters()},
             adamw_lr=ADAMW_LR, noise_mask=arch.noise)
     except AssertionError as e:
+        # The losses match but AdamW has moved some weights apart: it
+        # normalises each gradient, so elements whose gradient is near
+        # zero take lr-sized steps whose sign is rounding noise. Chaotic
+        # when our first gradients are about as exact as torch's.
+        ratio = first_step_gradients(name, workdir)
+        if ratio is not None and ratio <= 1:
+            return outcome("chaotic", diff,
+                           "losses match; AdamW weights beyond the bound, "
+                           "our first-step gradients about as exact as "
+                           "torch's f32 ones")
         return outcome("differs", diff,
                        "weights: " + str(e).splitlines()[0][:140])
     return outcome("matches", diff)

@@ -202,6 +202,41 @@ def detached_case(rng):
     return Detached(), [x, y], {}
 
 
+class Scattered(torch.nn.Module):
+    """Writes at run-time positions, as DeepSeek-V3's router and attention
+    have them: group scores (top-2 sums of 4 groups of 2 experts), the
+    chosen groups' mask scattered into zeros, the other groups' experts
+    masked to -inf, the top 2 experts' scores gathered by their run-time
+    indices; then a tensor built by slice assignments (slice_scatter of
+    two parts, each scaled by a gathered score) and copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.router = torch.nn.Linear(8, 8, bias=False)
+        self.out = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.fc(x))
+        scores = torch.sigmoid(self.router(h))
+        groups = scores.view(-1, 4, 2).topk(2, dim=-1)[0].sum(-1)
+        chosen = torch.topk(groups, 2, dim=-1)[1]
+        mask = torch.zeros_like(groups).scatter(1, chosen, 1.0)
+        allowed = mask.unsqueeze(-1).expand(-1, 4, 2).reshape(-1, 8)
+        choice = scores.masked_fill(~allowed.bool(), float("-inf"))
+        weights = scores.gather(1, torch.topk(choice, 2, dim=-1)[1])
+        built = torch.slice_scatter(h, h[:, 4:] * weights[:, :1], 1, 0, 4)
+        built = torch.slice_scatter(built, h[:, :4] * weights[:, 1:], 1, 4)
+        built = torch.zeros_like(h).copy_(built * 2)
+        return torch.nn.functional.mse_loss(self.out(built), y)
+
+
+def scattered_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return Scattered(), [x, y], {}
+
+
 class Strided(torch.nn.Module):
     """GPT-J's interleaved rotary halves x[:, ::2] and x[:, 1::2] (each
     gradient scatters back into zeros), a step that leaves a tail unread,
@@ -386,7 +421,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
          "attended": attended_case, "activations": activations_case,
-         "detached": detached_case,
+         "detached": detached_case, "scattered": scattered_case,
          "strided": strided_case, "positions": positions_case,
          "group_norm": group_norm_case, "in_place": in_place_case}
 

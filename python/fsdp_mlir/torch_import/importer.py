@@ -500,7 +500,8 @@ _INPLACE = {"relu_.default": "relu.default", "add_.Tensor": "add.Tensor",
             "hardtanh_.default": "hardtanh.default",
             "hardswish_.default": "hardswish.default",
             "hardsigmoid_.default": "hardsigmoid.default",
-            "dropout_.default": "dropout.default"}
+            "dropout_.default": "dropout.default",
+            "copy_.default": "copy.default"}
 
 
 def _stateless(module: Module) -> bool:

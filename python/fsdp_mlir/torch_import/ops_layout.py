@@ -1,7 +1,8 @@
 """Layout and indexing: views and reshapes, transposes, expand, repeat, cat,
 split / chunk / unbind, slice (strided too) / narrow / select, pad,
-index_select, advanced indexing and gather by constant indices
-(nn.embedding of the selected elements, so the gradient scatters back),
+index_select, advanced indexing and gather by constant indices, gather
+by a run-time index along any dimension (nn.embedding of the selected
+elements, so the gradient scatters back),
 and the ops that copy or alias (no-ops here)."""
 from __future__ import annotations
 
@@ -180,9 +181,14 @@ def _take(t, x: Value, positions, out):
     nn.embedding from x as a column: the gradient scatters back."""
     if positions.numel() == 0:
         raise _Unsupported("indexing that selects nothing")
+    return _take_at(t, x, t.constant(positions.reshape(-1)), out)
+
+
+def _take_at(t, x: Value, positions: Value, out):
+    """The elements of x at flat `positions` (i64, any shape), in out's
+    shape."""
     column = t.reshape(x, [x.type.numel, 1])
-    picked = t.f.embedding(t.constant(positions.reshape(-1)), column)
-    return t.reshape(picked, _shape(out))
+    return t.reshape(t.f.embedding(positions, column), _shape(out))
 
 
 def _gather(t, node, out, x, dim, index, sparse_grad=False):
@@ -196,8 +202,27 @@ def _gather(t, node, out, x, dim, index, sparse_grad=False):
         return x.flatten()[0].expand(_shape(out)).clone()
     x = _float(t, t.v(x), "gather")
     if isinstance(index, Value):
-        raise _Unsupported("gather by an index computed at run time")
+        return _gather_at_run_time(t, x, dim % x.type.rank, index, out)
     return _take(t, x, _elements(x).gather(dim, index), out)
+
+
+def _gather_at_run_time(t, x: Value, dim: int, index: Value, out):
+    """torch.gather by a run-time index (DeepSeek-V3's router reading the
+    chosen experts' scores): each element's flat position in x, the index
+    times dim's stride plus a constant offset of the other coordinates, and
+    nn.embedding from x as a column there (the gradient scatters back)."""
+    import torch
+    shape = list(x.type.shape)
+    if any(a != b for d, (a, b) in enumerate(zip(index.type.shape, shape))
+           if d != dim) or index.type.rank != len(shape):
+        raise _Unsupported("gather by a run-time index whose other "
+                           "dimensions differ from the input's")
+    stride = math.prod(shape[dim + 1:])
+    offsets = _elements(x).narrow(dim, 0, 1).expand(index.type.shape)
+    positions = t.f.add(
+        t.f.mul(index, t.constant(torch.tensor(stride, dtype=torch.int64))),
+        t.constant(offsets.contiguous()))
+    return _take_at(t, x, positions, out)
 
 
 def _pad(t, node, out, x, pad, mode="constant", value=None):

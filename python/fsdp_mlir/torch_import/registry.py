@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from . import (ops_attention, ops_conv, ops_layout, ops_linear,
-               ops_pointwise, ops_reductions, ops_resample, ops_routing)
+               ops_pointwise, ops_reductions, ops_resample, ops_routing,
+               ops_scatter)
 
 _FAMILIES = (ops_linear, ops_conv, ops_pointwise, ops_layout, ops_attention,
-             ops_reductions, ops_resample, ops_routing)
+             ops_reductions, ops_resample, ops_routing, ops_scatter)
 
 
 def _assemble() -> Dict[str, Callable]:

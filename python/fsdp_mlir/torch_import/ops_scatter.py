@@ -1,0 +1,78 @@
+"""Writes into a tensor, as a functional program has them: slice_scatter
+(a slice assignment `x[..., a:b] = y`, DeepSeek-V3's keys built from two
+parts, Funnel's pooled positions) → the kept parts and the new one
+concatenated; copy (the value written, `x.copy_(y)`) → y broadcast and
+cast to x's shape and type; scatter of one value at a run-time index
+(DeepSeek-V3's mask of the chosen expert groups) → where the index hits,
+found by comparing it with each position along the dimension. Their
+gradients follow from those ops': the overwritten parts of the base get
+none."""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+import torch
+
+from ..ir import Value
+from .common import (_Unsupported, _as_f32, _dtype, _keep_either, _shape)
+from .ops_layout import _expand, _slice
+
+
+def _slice_scatter(t, node, out, base, src, dim=0, start=None, end=None,
+                   step=1):
+    base = t.v(base, out.dtype)
+    dim %= base.type.rank
+    n = base.type.shape[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else min(end, n))
+    if step != 1:
+        raise _Unsupported("slice_scatter with a step (a strided slice "
+                           "assignment)")
+    if base.type.dtype not in ("f32", "bf16", "f16"):
+        raise _Unsupported("slice_scatter into an integer tensor")
+    parts = [_slice(t, node, None, base, dim, 0, start) if start else None,
+             t.v(src, out.dtype),
+             _slice(t, node, None, base, dim, end, n) if end < n else None]
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    return t.f.op("nn.concat", parts, [base.type], f"dim = {dim} : i64")[0]
+
+
+def _copy(t, node, out, x, src, non_blocking=False):
+    value = t.v(src, out.dtype)
+    want = _dtype(out.dtype)
+    if value.type.dtype != want:
+        value = t.f.cast(value, want)
+    return _expand(t, node, out, value)
+
+
+def _scatter_value(t, node, out, x, dim, index, value):
+    """x.scatter(dim, index, value): value where some index along `dim`
+    names the position, x elsewhere (index's other dimensions are x's)."""
+    if not isinstance(index, Value):
+        raise _Unsupported("scatter by a constant index into a run-time "
+                           "tensor")
+    dim %= len(out.shape)
+    shape = _shape(out)
+    if [d for i, d in enumerate(index.type.shape) if i != dim] != \
+            [d for i, d in enumerate(shape) if i != dim]:
+        raise _Unsupported("scatter by an index whose other dimensions "
+                           "differ from the input's")
+    # hit[..., j, ...] = any over k of index[..., k, ...] == j: the index
+    # with an axis after `dim` against the positions along it.
+    ids = t.reshape(_as_f32(t, index), list(index.type.shape[:dim + 1])
+                    + [1] + list(index.type.shape[dim + 1:]))
+    positions = torch.arange(shape[dim], dtype=torch.float32).reshape(
+        [shape[dim] if i == dim + 1 else 1 for i in range(len(shape) + 1)])
+    equal = t.f.compare("eq", ids, t.constant(positions))
+    count = t.f.reduce_sum(equal, [dim])
+    hit = t.f.compare("gt", count, t.constant(torch.tensor(0.0)))
+    return _keep_either(t, hit, float(value), x, _dtype(out.dtype))
+
+
+OPS: Dict[str, Callable] = {
+    "slice_scatter.default": _slice_scatter,
+    "copy.default": _copy,
+    "scatter.value": _scatter_value,
+}
