@@ -201,6 +201,11 @@ def torchvision_model(name, **kw):
     return make
 
 
+def CNBlockConfig(*args):
+    from torchvision.models.convnext import CNBlockConfig as config
+    return config(*args)
+
+
 def timm_model(name, **kw):
     def make():
         import timm
@@ -376,6 +381,37 @@ ARCHS: dict[str, Arch] = {
         T.OlmoeForCausalLM, T.OlmoeConfig, num_key_value_heads=4,
         num_experts=4, num_experts_per_tok=2, **TOKENS, **DEC), causal_lm_data,
         ["OlmoeDecoderLayer"]),
+    # Attention sinks (a learned logit per head, max-subtracted), clamped
+    # SwiGLU experts, alternating sliding windows; eager attention.
+    "gpt_oss": Arch("decoder", hf(
+        T.GptOssForCausalLM, T.GptOssConfig, num_key_value_heads=2,
+        head_dim=8, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=8, **{**DEC, "attn_implementation": "eager"}),
+        causal_lm_data, ["GptOssDecoderLayer"]),
+    "granitemoe": Arch("decoder", hf(
+        T.GraniteMoeForCausalLM, T.GraniteMoeConfig, num_key_value_heads=2,
+        num_local_experts=4, num_experts_per_tok=2, **DEC), causal_lm_data,
+        ["GraniteMoeDecoderLayer"]),
+    "biogpt": Arch("decoder", hf(
+        T.BioGptForCausalLM, T.BioGptConfig, vocab_size=VOCAB,
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=SEQ + 2,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        layerdrop=0.0, use_cache=False, **TOKENS), causal_lm_data,
+        ["BioGptDecoderLayer"], key_bias_noise),
+    "xglm": Arch("decoder", hf(
+        T.XGLMForCausalLM, T.XGLMConfig, vocab_size=VOCAB, d_model=32,
+        num_layers=2, attention_heads=4, ffn_dim=64,
+        max_position_embeddings=SEQ, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, layerdrop=0.0, use_cache=False, **TOKENS),
+        causal_lm_data, ["XGLMDecoderLayer"], key_bias_noise),
+    # A state-space model: the selective scan unrolled over the sequence
+    # (transformers' path without its CUDA kernels), a depthwise causal
+    # conv1d, a weight times a batch of activations (broadcast matmul).
+    "mamba": Arch("decoder", hf(
+        T.MambaForCausalLM, T.MambaConfig, vocab_size=VOCAB, hidden_size=32,
+        state_size=4, num_hidden_layers=2, expand=2, conv_kernel=4,
+        use_cache=False), causal_lm_data, ["MambaBlock"]),
     # Encoders
     "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),
@@ -448,6 +484,8 @@ ARCHS: dict[str, Arch] = {
         max_position_embeddings=SEQ + 2, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0), masked_lm_data, ["MPNetLayer"],
         key_bias_noise),
+    "ernie": Arch("encoder", hf(T.ErnieForMaskedLM, T.ErnieConfig, **ENC),
+                  masked_lm_data, ["ErnieLayer"], key_bias_noise),
     # Encoder-decoders
     "t5": Arch("encoder-decoder", lambda: HFLoss(t5(), ("input_ids", "decoder_input_ids")),
                seq2seq_data, ["T5Block"]),
@@ -482,6 +520,10 @@ ARCHS: dict[str, Arch] = {
                     use_cache=False, decoder_start_token_id=0,
                     pad_token_id=0, relative_attention_num_buckets=8)),
         ("input_ids", "decoder_input_ids")), seq2seq_data, ["MT5Block"]),
+    "blenderbot": Arch("encoder-decoder", seq2seq(
+        T.BlenderbotForConditionalGeneration, T.BlenderbotConfig),
+        seq2seq_data, ["BlenderbotEncoderLayer", "BlenderbotDecoderLayer"],
+        key_bias_noise),
     # Vision
     "vit": Arch("vision", lambda: HFLoss(vit(), "pixel_values"),
                 images(16), ["ViTLayer"], key_bias_noise),
@@ -572,9 +614,10 @@ ARCHS: dict[str, Arch] = {
         depth_coefficient=0.25, hidden_dim=320, dropout_rate=0.0,
         drop_connect_rate=0.0, num_labels=CLASSES), images(32),
         ["EfficientNetBlock"], noise_of("project_bn.bias")),
-    # 64 x 64 images: at 32 the last stage's batch norms see one pixel of
-    # four samples, so that torch's own f32 first-step gradients are 2%
-    # off float64's.
+    # 64 x 64 images (also for RegNet, EfficientNet, MnasNet and ResNeXt
+    # below): at 32 the last stage's batch norms see one pixel of four
+    # samples, so that torch's own f32 first-step gradients are 2% off
+    # float64's.
     "tv_resnet50": Arch("vision", torchvision_model(
         "resnet50", num_classes=CLASSES, width_per_group=16), images(64),
         ["Bottleneck"]),
@@ -633,6 +676,62 @@ ARCHS: dict[str, Arch] = {
     "timm_eva": Arch("vision", timm_model(
         "eva02_tiny_patch14_224", num_classes=CLASSES, img_size=28,
         embed_dim=32, depth=2, num_heads=4), images(28), ["EvaBlock"]),
+    "mobilevit": Arch("vision", hf(
+        T.MobileViTForImageClassification, T.MobileViTConfig,
+        inputs="pixel_values", image_size=32, patch_size=2,
+        hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32],
+        num_attention_heads=2, num_labels=CLASSES, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0),
+        images(32), ["MobileViTLayer"], key_bias_noise),
+    # Attention with a learned bias per offset, reshape_as, batch norms
+    # after every linear layer.
+    "levit": Arch("vision", hf(
+        T.LevitForImageClassification, T.LevitConfig, inputs="pixel_values",
+        image_size=32, hidden_sizes=[16, 32, 48],
+        num_attention_heads=[1, 2, 3], depths=[1, 1, 1], key_dim=[8, 8, 8],
+        num_labels=CLASSES), images(32), ["LevitResidualLayer"]),
+    "tv_convnext": Arch("vision", lambda: ClassifierLoss(
+        __import__("torchvision").models.convnext.ConvNeXt(
+            [CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)],
+            num_classes=CLASSES)), images(32), ["CNBlock"]),
+    "tv_mnasnet": Arch("vision", torchvision_model(
+        "mnasnet0_5", num_classes=CLASSES, dropout=0.0), images(64),
+        ["_InvertedResidual"]),
+    "tv_resnext": Arch("vision", torchvision_model(
+        "resnext50_32x4d", num_classes=CLASSES), images(64), ["Bottleneck"]),
+    # nn.MultiheadAttention (one in_proj), unflatten.
+    "tv_vit": Arch("vision", lambda: ClassifierLoss(
+        __import__("torchvision").models.VisionTransformer(
+            image_size=32, patch_size=8, num_layers=2, num_heads=4,
+            hidden_dim=32, mlp_dim=64, num_classes=CLASSES)), images(32),
+        ["EncoderBlock"], fused_key_bias("in_proj_bias", thirds)),
+    # Inception blocks: four branches concatenated.
+    "tv_googlenet": Arch("vision", torchvision_model(
+        "googlenet", num_classes=CLASSES, aux_logits=False, init_weights=True,
+        dropout=0.0), images(32), ["Inception"]),
+    "timm_levit": Arch("vision", timm_model(
+        "levit_128s", num_classes=CLASSES, img_size=32), images(32),
+        ["LevitBlock"]),
+    # Block and grid attention over windows, MBConv blocks.
+    "timm_maxvit": Arch("vision", timm_model(
+        "maxvit_nano_rw_256", num_classes=CLASSES, img_size=64,
+        drop_path_rate=0.0), images(64), ["MaxxVitBlock"]),
+    "timm_convmixer": Arch("vision", lambda: ClassifierLoss(
+        __import__("timm").models.convmixer.ConvMixer(
+            dim=32, depth=2, kernel_size=3, patch_size=4,
+            num_classes=CLASSES)), images(32), ["Sequential"]),
+    "timm_regnet": Arch("vision", timm_model(
+        "regnety_002", num_classes=CLASSES), images(32), ["Bottleneck"]),
+    # Class attention: the class token attends to the patches in the last
+    # blocks; layer scales.
+    "timm_cait": Arch("vision", timm_model(
+        "cait_xxs24_224", num_classes=CLASSES, img_size=32, patch_size=8,
+        embed_dim=32, depth=2, num_heads=4, depth_token_only=1), images(32),
+        ["LayerScaleBlock"], key_bias_noise),
+    "timm_deit3": Arch("vision", timm_model(
+        "deit3_small_patch16_224", num_classes=CLASSES, img_size=32,
+        patch_size=8, embed_dim=32, depth=2, num_heads=4), images(32),
+        ["Block"], fused_key_bias("qkv.bias", thirds)),
     # Audio
     "whisper": Arch("audio", lambda: HFLoss(T.WhisperForConditionalGeneration(
         T.WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, d_model=32,

@@ -28,6 +28,8 @@ SLICE = [
     "mixtral",      # mixture of experts: topk, sort, histc, grouped GEMM
     "mixtral_aux",  # ... and its load-balancing loss
     "qwen2_moe",    # a shared expert behind a sigmoid gate
+    "deepseek_v3",  # latent attention, group-limited routing (scatter, gather)
+    "mamba",        # a state-space model: the scan unrolled, broadcast matmul
     "gemma2",       # tanh soft-capping of scores and logits, eager attention
     "m2m100",       # positions looked up by run-time ids, then detach()
     "beit",         # a relative-position table resized (bilinear)

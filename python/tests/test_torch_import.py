@@ -208,7 +208,9 @@ class Scattered(torch.nn.Module):
     chosen groups' mask scattered into zeros, the other groups' experts
     masked to -inf, the top 2 experts' scores gathered by their run-time
     indices; then a tensor built by slice assignments (slice_scatter of
-    two parts, each scaled by a gathered score) and copy."""
+    two parts, each scaled by a gathered score) and copy; max over a
+    dimension, the last and another (gpt-oss's sink logits: the gradient
+    reaches the first maximal entry), unflatten and reshape_as."""
 
     def __init__(self):
         super().__init__()
@@ -228,7 +230,12 @@ class Scattered(torch.nn.Module):
         built = torch.slice_scatter(h, h[:, 4:] * weights[:, :1], 1, 0, 4)
         built = torch.slice_scatter(built, h[:, :4] * weights[:, 1:], 1, 4)
         built = torch.zeros_like(h).copy_(built * 2)
-        return torch.nn.functional.mse_loss(self.out(built), y)
+        top, where = built.unflatten(1, (2, 4)).max(dim=-1)
+        column, row = built.max(dim=0, keepdim=True)
+        built = (built + column * 0.1 + row.float() * 0.01
+                 + top.repeat(1, 4) * where.float().mean())
+        return torch.nn.functional.mse_loss(
+            self.out(built.reshape_as(h)), y)
 
 
 def scattered_case(rng):

@@ -258,6 +258,8 @@ OPS: Dict[str, Callable] = {
     "t.default": _t,
     "view.default": _view,
     "reshape.default": _view,
+    "reshape_as.default": _view,
+    "unflatten.int": _view,
     "_unsafe_view.default": _view,
     "flatten.using_ints": _view,
     "unsqueeze.default": _view,

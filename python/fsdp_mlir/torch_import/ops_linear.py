@@ -21,7 +21,18 @@ def _addmm(t, node, out, bias, x, w, beta=1, alpha=1):
 
 
 def _mm(t, node, out, a, b):
-    return t.f.matmul(t.v(a), t.v(b))
+    """mm / bmm / matmul. Batched operands whose batch dimensions differ
+    (Mamba's dt_proj.weight @ a [B, r, T] activation) are broadcast to the
+    result's batch shape first (nn.broadcast's VJP sums the gradient back):
+    the GEMM runs on equal batches, or on a shared [k, n] right operand."""
+    a, b = t.v(a), t.v(b)
+    if a.type.rank >= 2 and b.type.rank > 2:
+        batch = [int(d) for d in out.shape[:-2]]
+        a, b = (x if list(x.type.shape[:-2]) == batch else t.f.op(
+                    "nn.broadcast", [x], [x.type.with_shape(
+                        batch + list(x.type.shape[-2:]))], form="to")[0]
+                for x in (a, b))
+    return t.f.matmul(a, b)
 
 
 def _embedding(t, node, out, w, idx, padding_idx=-1, scale_grad=False,

@@ -36,6 +36,26 @@ def _topk(t, node, out, x, k, dim=-1, largest=True, sorted=True):
                   f"k = {int(k)} : i64")
 
 
+def _max_dim(t, node, out, x, dim, keepdim=False):
+    """torch.max(x, dim) → (values, indices): the top 1 along `dim` (moved
+    last and back), so the gradient reaches the first maximal entry, as
+    torch's; a NaN counts largest, as torch's max propagates it."""
+    x = _float(t, t.v(x), "max")
+    rank = x.type.rank
+    dim %= rank
+    perm = [d for d in range(rank) if d != dim] + [dim]
+    moved = x if dim == rank - 1 else t.transpose(x, perm)
+    values, indices = _topk(t, node, None, moved, 1)
+    back = [perm.index(d) for d in range(rank)]
+    if dim != rank - 1:  # indices moved back as f32 (exact below 2^24)
+        values = t.transpose(values, back)
+        indices = t.f.cast(t.transpose(t.f.cast(indices, "f32"), back), "i64")
+    if not keepdim:
+        shape = [n for d, n in enumerate(x.type.shape) if d != dim]
+        values, indices = t.reshape(values, shape), t.reshape(indices, shape)
+    return values, indices
+
+
 def _sort(t, node, out, x, dim=-1, descending=False):
     """torch.sort, ascending; stable (torch's CPU kernel is for the
     default too)."""
@@ -108,6 +128,7 @@ def _index_put(t, node, out, x, indices, values, accumulate=False):
 
 OPS: Dict[str, Callable] = {
     "topk.default": _topk,
+    "max.dim": _max_dim,
     "sort.default": _sort,
     "sort.stable": _sort_stable,
     "histc.default": _histc,
