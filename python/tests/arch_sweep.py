@@ -841,6 +841,8 @@ def first_step_gradients(name: str, workdir: Path | None = None):
                                   wrap_kinds=arch.kinds, steps=1)
     torch_losses(module, data, 1, "sgd", steps=1)
 
+    # Read back through f32 parameters: their rounding adds about
+    # |p|·6e-8 / lr to every gradient, ours and torch's alike.
     def grads(values):
         return {k: (start[k] - v.double()) / lr for k, v in values.items()}
     ours = grads({k: torch.from_numpy(saved[k]) for k in start})

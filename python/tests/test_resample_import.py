@@ -31,12 +31,18 @@ def test_interpolation_matrices_are_torch_s_weights(mode, align_corners):
     """The separable matrices applied in float64 give F.interpolate's float64
     result, up- and down-sizing, by size and by scale factor; 1e-6 admits
     the weights' rounding to f32 (relative 6e-8, times a sum of at most 4
-    taps whose weights reach 1.25 in bicubic)."""
+    taps whose weights reach 1.25 in bicubic). Also torch's own rules: a
+    dim resized to its size by a scale factor is copied (bilinear,
+    nearest), nearest doubles by halving the index, and the nearest modes
+    pick pixels in float32 (16 -> 20 by 1.3: a float64 product lands on
+    the other side of an integer)."""
     torch.manual_seed(0)
     for (h, w), size, scale in [((5, 7), (9, 4), None), ((4, 4), (8, 8), None),
                                 ((6, 3), (6, 3), None), ((5, 7), None, 2.0),
                                 ((8, 6), None, 0.5), ((3, 5), (1, 1), None),
-                                ((5, 5), None, 1.7)]:
+                                ((5, 5), None, 1.7), ((5, 10), None, 1.1),
+                                ((3, 3), None, 2.2), ((16, 19), None, 1.3),
+                                ((20, 23), None, 1.3)]:
         x = torch.randn(2, 3, h, w, dtype=torch.float64)
         kw = {} if align_corners is None else {"align_corners": align_corners}
         want = F.interpolate(x, size=size, scale_factor=scale, mode=mode, **kw)

@@ -229,6 +229,9 @@ class Scattered(torch.nn.Module):
         weights = scores.gather(1, torch.topk(choice, 2, dim=-1)[1])
         built = torch.slice_scatter(h, h[:, 4:] * weights[:, :1], 1, 0, 4)
         built = torch.slice_scatter(built, h[:, :4] * weights[:, 1:], 1, 4)
+        # A negative start, and one before the tensor (clamped to 0).
+        built = torch.slice_scatter(built, built[:, -2:] * 0.5, 1, -2)
+        built = torch.slice_scatter(built, built[:, :2] * 0.5, 1, -100, 2)
         built = torch.zeros_like(h).copy_(built * 2)
         top, where = built.unflatten(1, (2, 4)).max(dim=-1)
         column, row = built.max(dim=0, keepdim=True)

@@ -24,7 +24,11 @@ def _slice_scatter(t, node, out, base, src, dim=0, start=None, end=None,
     dim %= base.type.rank
     n = base.type.shape[dim]
     start = 0 if start is None else (start + n if start < 0 else start)
-    end = n if end is None else (end + n if end < 0 else min(end, n))
+    end = n if end is None else (end + n if end < 0 else end)
+    start = min(max(start, 0), n)  # clamped as torch clamps a slice
+    end = min(max(end, start), n)
+    if end == start:  # nothing written
+        return base
     if step != 1:
         raise _Unsupported("slice_scatter with a step (a strided slice "
                            "assignment)")
