@@ -1,9 +1,9 @@
 //===- NNStorageAliases.cpp - nn ops whose results reuse operand storage --===//
 //
-// StorageAliasOpInterface for the nn ops that alias: a reshape renames its
-// input, batch norm updates its running statistics in place, and the
-// logits' gradient may overwrite logits nothing reads afterwards. The
-// analyses follow them (fsdp's Analysis/StorageAlias.h).
+// StorageAliasOpInterface for the nn ops that alias: a reshape (and a
+// stop_gradient) renames its input, batch norm updates its running
+// statistics in place, and the logits' gradient may overwrite logits nothing
+// reads afterwards. The analyses follow them (fsdp's Analysis/StorageAlias.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +15,12 @@ using namespace mlir::nn;
 // A reshape is its input's storage under another shape: it runs nothing.
 OpOperand *ReshapeOp::getReusedOperand(unsigned) { return &getInputMutable(); }
 bool ReshapeOp::isStorageRename() { return true; }
+
+// detach() is its operand's storage, unchanged.
+OpOperand *StopGradientOp::getReusedOperand(unsigned) {
+  return &getInputMutable();
+}
+bool StopGradientOp::isStorageRename() { return true; }
 
 // The new running statistics are updated in place in training mode (as
 // F.batch_norm does) and unchanged in eval mode; the output is its own.

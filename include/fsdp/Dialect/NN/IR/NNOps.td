@@ -506,13 +506,15 @@ def NN_CastOp : NN_PureOp<"cast", [NN_Differentiable]> {
 }
 
 def NN_StopGradientOp : NN_PureOp<"stop_gradient", [SameOperandsAndResultType,
-    InferTypeOpInterface, NN_Differentiable]> {
+    InferTypeOpInterface, NN_Differentiable,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
   let summary = "the value, with no gradient through it (Tensor.detach())";
   let description = [{
     The operand's value; the loss's gradient does not flow back through it
     (its VJP gives its operand none), as torch's `detach()`. It only marks
     the differentiation: fsdp-build-train-step replaces it with its operand
-    once the step is differentiated, so it never reaches a kernel.
+    once the step is differentiated. Its result is its operand's storage
+    (a rename, as `reshape`), so it would run nothing anyway.
 
     ```mlir
     %t = nn.stop_gradient %x : tensor<4x16xf32>
