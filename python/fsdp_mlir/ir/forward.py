@@ -557,6 +557,13 @@ class Forward:
                  + ", ".join(map(str, sizes)) + ">")
         return self.op("nn.split", [x], outs, attrs, names=names)
 
+    def broadcast(self, x: Value, shape: Sequence[int],
+                  name: Optional[str] = None) -> Value:
+        """Tensor.expand(shape): sizes of 1 and new leading dims repeated;
+        the VJP sums the gradient back."""
+        return self.op("nn.broadcast", [x], [x.type.with_shape(list(shape))],
+                       form="to", names=name)[0]
+
     def concat(self, values: Sequence[Value], dim: int,
                name: Optional[str] = None) -> Value:
         """torch.cat(values, dim) of float tensors."""

@@ -70,8 +70,7 @@ def _attention_bias(t, mask: Value, is_bool: bool, full, dtype) -> Value:
         raise _Unsupported(f"attention mask of shape {shape}")
     want = shape[:2] + full[2:]
     if shape != want:
-        mask = t.f.op("nn.broadcast", [mask], [mask.type.with_shape(want)],
-                      form="to")[0]
+        mask = t.f.broadcast(mask, want)
     return mask if mask.type.dtype == dtype else t.f.cast(mask, dtype)
 
 
@@ -109,8 +108,7 @@ def _sdpa_math(t, q, k, v, mask, is_bool, causal, scale, dropout_p):
     if kv_heads != H:  # grouped-query: each k/v head serves H / kv heads
         def repeat(x):
             x = t.reshape(x, [B, kv_heads, 1, S, D])
-            x = t.f.op("nn.broadcast", [x], [x.type.with_shape(
-                [B, kv_heads, H // kv_heads, S, D])], form="to")[0]
+            x = t.f.broadcast(x, [B, kv_heads, H // kv_heads, S, D])
             return t.reshape(x, [B, H, S, D])
         k, v = repeat(k), repeat(v)
     dtype = q.type.dtype

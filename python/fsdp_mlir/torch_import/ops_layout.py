@@ -10,7 +10,7 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _Unsupported, _float, _is_tensor, _out_type, _shape
+from .common import _Unsupported, _float, _is_tensor, _shape
 
 
 def _t(t, node, out, x):
@@ -62,8 +62,7 @@ def _expand(t, node, out, x, *rest, **kwargs):
     if tuple(shape) == x.type.shape:
         return x
     _float(t, x, "expand")
-    return t.f.op("nn.broadcast", [x], [x.type.with_shape(shape)],
-                  form="to")[0]
+    return t.f.broadcast(x, shape)
 
 
 def _repeat(t, node, out, x, repeats):
@@ -80,8 +79,7 @@ def _repeat(t, node, out, x, repeats):
     for r, d in zip(reps, shape):
         unit_axes += [1, d]
         tiled += [r, d]
-    y = t.f.op("nn.broadcast", [t.reshape(x, unit_axes)],
-               [x.type.with_shape(tiled)], form="to")[0]
+    y = t.f.broadcast(t.reshape(x, unit_axes), tiled)
     return t.reshape(y, _shape(out))
 
 
@@ -97,9 +95,7 @@ def _cat(t, node, out, tensors, dim=0):
         return values[0]
     for v in values:
         _float(t, v, "cat")
-    dim %= len(out.shape)
-    return t.f.op("nn.concat", values, [_out_type(out)],
-                  f"dim = {dim} : i64")[0]
+    return t.f.concat(values, dim)
 
 
 def _slice(t, node, out, x, dim=0, start=None, end=None, step=1):

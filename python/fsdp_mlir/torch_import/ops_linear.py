@@ -28,9 +28,8 @@ def _mm(t, node, out, a, b):
     a, b = t.v(a), t.v(b)
     if a.type.rank >= 2 and b.type.rank > 2:
         batch = [int(d) for d in out.shape[:-2]]
-        a, b = (x if list(x.type.shape[:-2]) == batch else t.f.op(
-                    "nn.broadcast", [x], [x.type.with_shape(
-                        batch + list(x.type.shape[-2:]))], form="to")[0]
+        a, b = (x if list(x.type.shape[:-2]) == batch
+                else t.f.broadcast(x, batch + list(x.type.shape[-2:]))
                 for x in (a, b))
     return t.f.matmul(a, b)
 

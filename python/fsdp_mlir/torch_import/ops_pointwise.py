@@ -217,21 +217,24 @@ def _hardtanh(t, node, out, x, min_val=-1.0, max_val=1.0):
     return _clamp(t, node, out, x, min_val, max_val)
 
 
+def _relu6_shifted(t, x, what):
+    """relu6(x + 3), the two hard activations' common part."""
+    x = _float(t, x, what)
+    return t.f.clamp(t.f.add(x, _scalar(t, 3.0, x.type.dtype)), 0.0, 6.0)
+
+
 def _hardsigmoid(t, node, out, x):
     """relu6(x + 3) / 6, in torch's order; its gradient passes at ±3
     themselves, as _hardtanh's bounds (torch's is 0 there)."""
-    x = _float(t, x, "hardsigmoid")
-    shifted = t.f.add(x, _scalar(t, 3.0, x.type.dtype))
-    return t.f.div(t.f.clamp(shifted, 0.0, 6.0), _scalar(t, 6.0, x.type.dtype))
+    return t.f.div(_relu6_shifted(t, x, "hardsigmoid"),
+                   _scalar(t, 6.0, x.type.dtype))
 
 
 def _hardswish(t, node, out, x):
     """x · relu6(x + 3) / 6, in torch's order (MobileNetV3). Its gradient
     is torch's everywhere: (2x + 3) / 6 inside [-3, 3], bounds included,
     0 below and 1 above."""
-    x = _float(t, x, "hardswish")
-    shifted = t.f.add(x, _scalar(t, 3.0, x.type.dtype))
-    return t.f.div(t.f.mul(x, t.f.clamp(shifted, 0.0, 6.0)),
+    return t.f.div(t.f.mul(x, _relu6_shifted(t, x, "hardswish")),
                    _scalar(t, 6.0, x.type.dtype))
 
 

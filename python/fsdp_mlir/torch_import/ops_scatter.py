@@ -15,7 +15,7 @@ import torch
 
 from ..ir import Value
 from .common import (_Unsupported, _as_f32, _dtype, _keep_either, _shape)
-from .ops_layout import _expand, _slice
+from .ops_layout import _cat, _expand, _slice
 
 
 def _slice_scatter(t, node, out, base, src, dim=0, start=None, end=None,
@@ -37,10 +37,7 @@ def _slice_scatter(t, node, out, base, src, dim=0, start=None, end=None,
     parts = [_slice(t, node, None, base, dim, 0, start) if start else None,
              t.v(src, out.dtype),
              _slice(t, node, None, base, dim, end, n) if end < n else None]
-    parts = [p for p in parts if p is not None]
-    if len(parts) == 1:
-        return parts[0]
-    return t.f.op("nn.concat", parts, [base.type], f"dim = {dim} : i64")[0]
+    return _cat(t, node, out, [p for p in parts if p is not None], dim)
 
 
 def _copy(t, node, out, x, src, non_blocking=False):
