@@ -590,6 +590,37 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
         assert f'test_torch_import.py", line {line}' in message, message
 
 
+class WritesLeftOut(torch.nn.Module):
+    """Writes the importer leaves out, beside ones it maps."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        top = torch.topk(h, 2, dim=-1)[1]
+        a = torch.slice_scatter(h, h[:, ::2] * 2, 1, 0, 8, 2)  # LINE-STRIDED
+        b = h.gather(1, top[:2])  # LINE-GATHER
+        c = torch.zeros_like(h).scatter(1, top, 1.0)  # mapped
+        return a.sum() + b.sum() + c.sum()
+
+
+def test_unsupported_writes_are_named_with_their_lines():
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(WritesLeftOut(), [torch.zeros(4, 8)])
+    message = str(e.value)
+    assert "2 unsupported construct(s)" in message, message
+    source = open(__file__).read().splitlines()
+    for marker, what in (
+            ("LINE-STRIDED", "slice_scatter with a step"),
+            ("LINE-GATHER", "gather by a run-time index whose other "
+                            "dimensions differ from the input's")):
+        line = next(i for i, text in enumerate(source, 1) if marker in text)
+        assert what in message, message
+        assert f'test_torch_import.py", line {line}' in message, message
+
+
 class IntegerLeftovers(torch.nn.Module):
     """Integer ops still outside the importer, beside supported ones."""
 
