@@ -758,6 +758,27 @@ fsdp.model @strided_window {
 
 // -----
 
+// A strided slice that ends early (x[:, 1:5:2] of 8: positions 1 and 3,
+// not 5 and 7) scatters its 2 slices back (nn.slice_grad infers the count
+// from grad's type).
+// CHECK-LABEL: func.func @strided_early_end_train_step
+// CHECK: %[[PART:[^ ,:]+]] = nn.slice %arg0 {dim = 1 : i64, end = 5 : i64, {{.*}}start = 1 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x2xf32>
+// CHECK: nn.slice_grad %{{[^ ]+}} {dim = 1 : i64, {{.*}}start = 1 : i64, step = 2 : i64} : (tensor<2x2xf32>) -> tensor<2x8xf32>
+fsdp.model @strided_early_end {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x8xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x8xf32>
+      %part = nn.slice %x {dim = 1 : i64, start = 1 : i64, end = 5 : i64, step = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x2xf32>
+      %p = nn.mul %part, %part : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+      %loss = nn.reduce_sum %p {dims = array<i64: 0, 1>} : (tensor<2x2xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // cumsum's VJP is the reversed cumsum of its cotangent (a reversed one's
 // the forward one); a cumsum of ids on the way to an embedding gets none.
 // CHECK-LABEL: func.func @cumsum_train_step

@@ -714,8 +714,16 @@ func.func @slice_zero_step(%x: tensor<2x8xf32>) {
 // -----
 
 func.func @slice_grad_shape(%g: tensor<2x4xf32>) {
-  // expected-error @+1 {{grad has type 'tensor<2x4xf32>' but slicing 'tensor<2x8xf32>' from 1 by step 3 gives 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{grad has type 'tensor<2x4xf32>' but slicing 'tensor<2x8xf32>' from 1 by step 3 gives at most 3 slices of dim 1 and the result's other dims}}
   %0 = nn.slice_grad %g {dim = 1 : i64, start = 1 : i64, step = 3 : i64} : (tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_other_dims(%g: tensor<3x2xf32>) {
+  // expected-error @+1 {{grad has type 'tensor<3x2xf32>' but slicing 'tensor<2x8xf32>' from 1 by step 2 gives at most 4 slices of dim 1 and the result's other dims}}
+  %0 = nn.slice_grad %g {dim = 1 : i64, start = 1 : i64, step = 2 : i64} : (tensor<3x2xf32>) -> tensor<2x8xf32>
   return
 }
 

@@ -922,7 +922,8 @@ def NN_SliceGradOp : NN_PureOp<"slice_grad"> {
   let description = [{
     The result (the sliced input's type) is zero but at positions `start`,
     `start + step`, ... of dimension `dim`, which hold `grad`'s slices in
-    order (torch's slice_backward). Only the VJP of an `nn.slice` whose
+    order (torch's slice_backward); `grad` may hold fewer slices than the
+    dimension has from `start` (a slice that ended early, `x[:, 1:5:2]`). Only the VJP of an `nn.slice` whose
     step exceeds 1 makes it; a step-1 slice's gradient is an `nn.pad`.
 
     ```mlir
