@@ -16,7 +16,6 @@ docs/Python.md. test_arch_sweep.py runs a representative slice in CI.
 from __future__ import annotations
 
 import argparse
-import copy
 import re
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from test_hf_import import (CLASSES, SEQ, VOCAB, causal_lm_data,
 from test_torch_import import (NUM_SAMPLES, OPTIMIZERS, PER_RANK,
                                torch_losses, train_imported)
 from test_torch_oracle import STEPS, assert_state_matches
+from first_step_gradients import as_f64, first_step_gradients, float64_copy
 
 LOSS_ATOL = 1e-5  # test_hf_import's bound: f32 reduction-order noise
 RANKS = 2
@@ -799,81 +799,6 @@ def constructs(message: str) -> str:
     return ", ".join(seen) if seen else message.strip().splitlines()[0]
 
 
-# A first-step gradient's f32 noise, relative to its tensor's largest
-# element (or to a thousandth of the model's largest, for a tensor whose
-# gradient is itself noise): sums of O(100) f32 products in another order.
-GRAD_RTOL = 1e-5
-# How much further from float64 our f32 gradients may be than torch's own
-# (the worse of its two CPU convolution paths, see torch_f32_gradients):
-# another summation order, GEMM blocks against torch's kernels.
-GRAD_NOISE_FACTOR = 4
-
-
-def as_f64(data):
-    return [d.astype(np.float64) if d.dtype == np.float32 else d
-            for d in data]
-
-
-def torch_f32_gradients(module, data):
-    """Torch's f32 weights after one SGD step from `module`'s, through each
-    of its CPU convolution paths: oneDNN's direct kernels (its default) and,
-    with oneDNN off, im2col + GEMM as ours. Their distances from float64
-    differ by up to 11x on ResNet-50's stage-3 gradients, which the model's
-    batch norms over 4 x 4 pixels amplify; either is torch's f32 rounding."""
-    for onednn in (True, False):
-        torch.backends.mkldnn.enabled = onednn
-        try:
-            trained = copy.deepcopy(module)
-            torch_losses(trained, data, 1, "sgd", steps=1)
-            yield {k: p.detach() for k, p in trained.named_parameters()}
-        finally:
-            torch.backends.mkldnn.enabled = True
-
-
-def first_step_gradients(name: str, workdir: Path | None = None):
-    """How exact our first gradients are, as torch's own f32 ones: one SGD
-    step at 1 rank from the same weights, each parameter's gradient (its
-    change over lr) against torch's float64 one. Returns the worst, over
-    parameters, of |ours − f64| / (GRAD_NOISE_FACTOR·|torch f32 − f64| +
-    GRAD_RTOL·scale), torch's f32 error the worse of its two convolution
-    paths: at most 1 when ours is about as exact as torch's f32 runs, or
-    None when torch cannot run the model in float64 (its grouped GEMM)."""
-    arch, lr = ARCHS[name], OPTIMIZERS["sgd"]["lr"]
-    torch.manual_seed(0)
-    module = arch.factory()
-    data = arch.data(np.random.default_rng(3))
-    start = {k: p.detach().double().clone()
-             for k, p in module.named_parameters()}
-    exact = copy.deepcopy(module).double()
-    try:
-        torch_losses(exact, as_f64(data), 1, "sgd", steps=1)
-    except RuntimeError:
-        return None
-    model = from_torch(module, [torch.from_numpy(d[:PER_RANK]) for d in data],
-                       name=name)
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        _, saved = train_imported(Path(tmp), module, model, data, 1, "sgd",
-                                  wrap_kinds=arch.kinds, steps=1)
-
-    # Read back through f32 parameters: their rounding adds about
-    # |p|·6e-8 / lr to every gradient, ours and torch's alike.
-    def grads(values):
-        return {k: (start[k] - v.double()) / lr for k, v in values.items()}
-    ours = grads({k: torch.from_numpy(saved[k]) for k in start})
-    f64 = grads({k: p.detach() for k, p in exact.named_parameters()})
-    f32_error = {k: 0.0 for k in f64}
-    for f32 in torch_f32_gradients(module, data):
-        for k, g in grads(f32).items():
-            f32_error[k] = max(f32_error[k], (g - f64[k]).abs().max().item())
-    largest = max(g.abs().max().item() for g in f64.values())
-    worst = 0.0
-    for k, g in f64.items():
-        scale = max(g.abs().max().item(), 1e-3 * largest)
-        bound = GRAD_NOISE_FACTOR * f32_error[k] + GRAD_RTOL * scale
-        worst = max(worst, (ours[k] - g).abs().max().item() / bound)
-    return worst
-
-
 def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
     """`runner`: (fsdprt-run binary, backend), as train_imported takes it
     (default: the CPU backend)."""
@@ -902,7 +827,7 @@ def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
         except Exception as e:
             return outcome("fails", detail=f"compile/run: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[-1][:140] if str(e) else ''}")
-    exact = copy.deepcopy(module).double()  # before torch trains `module`
+    exact = float64_copy(module)  # before torch trains `module`
     want = torch_losses(module, data, RANKS, OPTIMIZER)
     diff = max(abs(a - b) for a, b in zip(got, want))
     if len(got) != STEPS or diff > LOSS_ATOL:
@@ -919,8 +844,8 @@ def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
         first = max(LOSS_ATOL, 2 * abs(want[0] - exact_losses[0]))
         if (len(got) == STEPS and abs(got[0] - want[0]) <= first
                 and drift > LOSS_ATOL):
-            ratio = first_step_gradients(name, workdir)
-            if ratio is not None and ratio <= 1:
+            ratio = first_step_gradients(arch, name, workdir)
+            if ratio <= 1:
                 return outcome("chaotic", diff,
                                f"torch's own f32 run drifts {drift:.1e} from "
                                "its f64 run; our first-step gradients are "
@@ -937,8 +862,8 @@ def run_arch(name: str, workdir: Path | None = None, runner=None) -> Outcome:
         # normalises each gradient, so elements whose gradient is near
         # zero take lr-sized steps whose sign is rounding noise. Chaotic
         # when our first gradients are about as exact as torch's.
-        ratio = first_step_gradients(name, workdir)
-        if ratio is not None and ratio <= 1:
+        ratio = first_step_gradients(arch, name, workdir)
+        if ratio <= 1:
             return outcome("chaotic", diff,
                            "losses match; AdamW weights beyond the bound, "
                            "our first-step gradients about as exact as "
