@@ -4,7 +4,9 @@ one more after than before), dilation and groups (depthwise), a
 ConvNeXt-style block (depthwise 7x7 conv, channels-last LayerNorm, an
 inverted-bottleneck MLP, a residual), and a ResNet of torchvision's layout
 (BasicBlocks, BatchNorm2d in training mode, max and global average
-pooling; torchvision itself is not installed here), trained STEPS steps at
+pooling; torchvision itself is not installed here) and a Darknet of
+conv-BN-LeakyReLU / Mish units (a program PyTorch functionalises), trained
+STEPS steps at
 1 and 2 ranks
 (full-shard, the blocks as units) from the module's weights on the same
 batches as plain torch: losses within 1e-5 absolute, the weights at the
@@ -136,6 +138,43 @@ class ResNet(torch.nn.Module):
         return F.cross_entropy(self.fc(h), y)
 
 
+class ConvBnAct(torch.nn.Module):
+    """YOLO's / CSPDarknet's conv-BN-activation unit."""
+
+    def __init__(self, cin, cout, act, stride=1):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(cin, cout, 3, stride=stride, padding=1,
+                                    bias=False)
+        self.bn = torch.nn.BatchNorm2d(cout)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class DarkNet(torch.nn.Module):
+    """A Darknet-style backbone: conv-BN-LeakyReLU(0.1) units (YOLO's),
+    then conv-BN-Mish (CSPDarknet's), a residual, global average pooling
+    and a linear head. LeakyReLU and Mish have no nn op of their own:
+    PyTorch decomposes them, which functionalises the whole program, so
+    BatchNorm arrives as _native_batch_norm_legit_functional and its
+    running statistics as copy_ into the buffers."""
+
+    def __init__(self, width=8):
+        super().__init__()
+        leaky = torch.nn.LeakyReLU(0.1)
+        self.stem = ConvBnAct(3, width, leaky)
+        self.down = ConvBnAct(width, 2 * width, leaky, stride=2)
+        self.mish = ConvBnAct(2 * width, 2 * width, torch.nn.Mish())
+        self.fc = torch.nn.Linear(2 * width, CLASSES)
+
+    def forward(self, x, y):
+        h = self.down(self.stem(x))
+        h = h + self.mish(h)
+        return F.cross_entropy(self.fc(F.adaptive_avg_pool2d(h, 1)
+                                       .flatten(1)), y)
+
+
 def data(rng):
     x = rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32)
     y = rng.integers(0, CLASSES, NUM_SAMPLES).astype(np.int64)
@@ -184,6 +223,39 @@ def test_resnet_trains_like_torch(tmp_path, ranks, optimizer):
     torch without SyncBatchNorm) and updates its running statistics; at 1
     rank they and num_batches_tracked match torch's."""
     check_trains_like_torch(tmp_path, ranks, optimizer, ResNet, "BasicBlock")
+
+
+@pytest.mark.parametrize("ranks,optimizer", [(1, "sgd"), (2, "adamw")])
+def test_darknet_trains_like_torch(tmp_path, ranks, optimizer):
+    """Batch norm in a decomposed (functionalised) program: at 1 rank its
+    running statistics and num_batches_tracked match torch's too."""
+    check_trains_like_torch(tmp_path, ranks, optimizer, DarkNet, "ConvBnAct")
+
+
+def test_darknet_in_eval_mode_normalises_with_running_statistics():
+    torch.manual_seed(0)
+    module = DarkNet().eval()
+    example = [torch.from_numpy(d[:PER_RANK])
+               for d in data(np.random.default_rng(3))]
+    text = from_torch(module, example, name="darknet").text()
+    assert text.count("nn.batch_norm") == 3, text
+    assert "{training}" not in text and "fsdp.set_buffer" not in text, text
+
+
+def test_batch_norm_state_starts_as_torch_resets_it():
+    """Without the weights file a run starts from the IR's inits: a batch
+    norm's weight and running variance at ones (a running variance of 0
+    would normalise by 1/sqrt(eps) in eval)."""
+    torch.manual_seed(0)
+    example = [torch.from_numpy(d[:PER_RANK])
+               for d in data(np.random.default_rng(3))]
+    text = from_torch(DarkNet(), example, name="darknet").text()
+    for line in ("fsdp.param @weight : tensor<8xf32> init <ones>",
+                 "fsdp.param @bias : tensor<8xf32> init <zeros>",
+                 "fsdp.buffer @running_mean : tensor<8xf32> init <zeros>",
+                 "fsdp.buffer @running_var : tensor<8xf32> init <ones>",
+                 "fsdp.buffer @num_batches_tracked : tensor<i64> init <zeros>"):
+        assert line in text, line
 
 
 def test_resnet_in_eval_mode_normalises_with_running_statistics():

@@ -428,13 +428,47 @@ def attended_case(rng):
     return Attended(), [x, keep, memory, y], {}
 
 
+class SharedChildBlock(torch.nn.Module):
+    def __init__(self, shared, act):
+        super().__init__()
+        self.shared, self.act = shared, act
+        self.own = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.act(self.own(x) + self.shared(x))
+
+
+class SharedChild(torch.nn.Module):
+    """One Linear and one activation instance children of two blocks (a
+    module passed to several constructors): imported under both paths,
+    the Linear's weight declared once, its gradient the sum of both uses,
+    both blocks FSDP units."""
+
+    def __init__(self):
+        super().__init__()
+        shared, act = torch.nn.Linear(6, 6), torch.nn.Tanh()
+        self.a = SharedChildBlock(shared, act)
+        self.b = SharedChildBlock(shared, act)
+        self.out = torch.nn.Linear(6, 3)
+
+    def forward(self, x, y):
+        return torch.nn.functional.mse_loss(self.out(self.b(self.a(x))), y)
+
+
+def shared_child_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 6)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 3)).astype(np.float32)
+    return SharedChild(), [x, y], dict(wrap_kinds=["SharedChildBlock"])
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
          "attended": attended_case, "activations": activations_case,
          "detached": detached_case, "scattered": scattered_case,
          "strided": strided_case, "positions": positions_case,
-         "group_norm": group_norm_case, "in_place": in_place_case}
+         "group_norm": group_norm_case, "in_place": in_place_case,
+         "shared_child": shared_child_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS):

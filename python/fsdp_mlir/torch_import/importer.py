@@ -90,8 +90,25 @@ def _default_init(owner, param_name: str, shape) -> Init:
         return Init.uniform(-bound, bound)
     if kind == "Embedding":
         return Init.normal(0.0, 1.0)
-    if kind in ("LayerNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d"):
+    if _is_norm(owner):
         return Init.ones if param_name == "weight" else Init.zeros
+    return Init.zeros
+
+
+def _is_norm(owner) -> bool:
+    """LayerNorm, RMSNorm, GroupNorm and the batch / instance norms
+    (torch's _NormBase): their weight starts at ones, their bias at zeros."""
+    import torch
+    return isinstance(owner, (torch.nn.LayerNorm, torch.nn.RMSNorm,
+                              torch.nn.GroupNorm,
+                              torch.nn.modules.batchnorm._NormBase))
+
+
+def _default_buffer_init(owner, buffer_name: str) -> Init:
+    """A batch norm's running variance starts at ones (its reset), every
+    other buffer at zeros (running means, counters)."""
+    if _is_norm(owner) and buffer_name == "running_var":
+        return Init.ones
     return Init.zeros
 
 
@@ -532,7 +549,7 @@ class _Importer:
         import torch
         self.torch = torch
         self.module = module
-        self.originals = dict(module.named_modules())
+        self.originals = dict(module.named_modules(remove_duplicate=False))
         self.unflat = dict(unflat.named_modules())
         self.graphs = {fqn: m.graph for fqn, m in self.unflat.items()
                        if hasattr(m, "graph")}
@@ -575,7 +592,7 @@ class _Importer:
                 if name in mod._non_persistent_buffers_set or id(b) in declared:
                     continue
                 declared.add(id(b))
-                ir.buffer(name, _tensor_type(b), Init.zeros)
+                ir.buffer(name, _tensor_type(b), _default_buffer_init(mod, name))
 
     def resolve_attr(self, fqn: str, target: str):
         """A get_attr of module `fqn`: ("state", qualified name of the

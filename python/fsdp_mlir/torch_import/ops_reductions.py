@@ -98,11 +98,11 @@ def _native_group_norm(t, node, out, x, w, b, n, c, hw, groups, eps):
     return [y, None, None]
 
 
-def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
-                momentum, eps, cudnn_enabled=True):
-    """F.batch_norm (BatchNorm1d / 2d) → nn.batch_norm; in training the new
-    running statistics go back into the buffers torch updates in place.
-    Without affine parameters the weight is ones and the bias zeros."""
+def _normalized(t, x, w, b, running_mean, running_var, training, momentum,
+                eps):
+    """nn.batch_norm of F.batch_norm's arguments: the output and, in
+    training, the new running statistics. Without affine parameters the
+    weight is ones and the bias zeros."""
     x = t.v(x)
     if running_mean is None or running_var is None:
         raise _Unsupported("batch_norm without running statistics "
@@ -115,9 +115,17 @@ def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
         import torch
         w = torch.ones(channels) if w is None else w
         b = torch.zeros(channels) if b is None else b
-    y, mean, var = t.f.batch_norm(x, t.v(w), t.v(b), t.v(running_mean),
-                                  t.v(running_var), eps=eps,
-                                  momentum=momentum, training=training)
+    return t.f.batch_norm(x, t.v(w), t.v(b), t.v(running_mean),
+                          t.v(running_var), eps=eps, momentum=momentum,
+                          training=training)
+
+
+def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
+                momentum, eps, cudnn_enabled=True):
+    """F.batch_norm (BatchNorm1d / 2d) → nn.batch_norm; in training the new
+    running statistics go back into the buffers torch updates in place."""
+    y, mean, var = _normalized(t, x, w, b, running_mean, running_var,
+                               training, momentum, eps)
     if training:
         for arg, value in ((node.args[3], mean), (node.args[4], var)):
             buffer = t.buffer_of(arg)
@@ -126,6 +134,26 @@ def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
                                    "that are not this module's buffers")
             t.f.set_buffer(buffer, value)
     return y
+
+
+# batch_norm as a decomposition leaves it (PyTorch functionalises the whole
+# program when it decomposes any op: leaky_relu, mish, arange(end)). The
+# saved mean and inverse deviation are its backward's, which nn.batch_norm
+# keeps for itself; in training the new running statistics are results,
+# which copy_ stores in the buffers (ops_scatter._copy_into_buffer).
+def _batch_norm_functional(t, node, out, x, w, b, running_mean, running_var,
+                           training, momentum, eps):
+    y, mean, var = _normalized(t, x, w, b, running_mean, running_var,
+                               training, momentum, eps)
+    return [y, None, None, mean, var] if training else [y, None, None,
+                                                        None, None]
+
+
+def _batch_norm_no_training(t, node, out, x, w, b, running_mean,
+                            running_var, momentum, eps):
+    y, _, _ = _normalized(t, x, w, b, running_mean, running_var, False,
+                          momentum, eps)
+    return [y, None, None]
 
 
 def _add_inplace(t, node, out, x, other, alpha=1):
@@ -155,5 +183,7 @@ OPS: Dict[str, Callable] = {
     "var.correction": _var,
     "var.dim": _var,
     "batch_norm.default": _batch_norm,
+    "_native_batch_norm_legit_functional.default": _batch_norm_functional,
+    "_native_batch_norm_legit_no_training.default": _batch_norm_no_training,
     "add_.Tensor": _add_inplace,
 }

@@ -48,6 +48,29 @@ def _copy(t, node, out, x, src, non_blocking=False):
     return _expand(t, node, out, value)
 
 
+def _copy_into_buffer(t, node, out, x, src, non_blocking=False):
+    """buffer.copy_(value), as functionalisation writes every buffer update
+    (BatchNorm's running statistics; its num_batches_tracked += 1 as
+    copy_(n, n + 1), which stays the counter's in-place increment): the
+    value stored in the buffer."""
+    buffer = t.buffer_of(node.args[0])
+    if buffer is None:
+        raise _Unsupported("copy_ into module state other than a buffer")
+    source = node.args[1]
+    if (getattr(source, "target", None) is not None
+            and str(source.target) == "aten.add.Tensor"
+            and t.buffer_of(source.args[0]) is buffer
+            and isinstance(source.args[1], int)
+            and buffer.type.dtype in ("i32", "i64")):
+        value = t.f.increment(t.v(x), source.args[1])
+    else:
+        value = t.v(src)
+        if value.type.dtype != buffer.type.dtype:
+            value = t.f.cast(value, buffer.type.dtype)
+    t.f.set_buffer(buffer, value)
+    return value
+
+
 def _scatter_value(t, node, out, x, dim, index, value):
     """x.scatter(dim, index, value): value where some index along `dim`
     names the position, x elsewhere (index's other dimensions are x's)."""
@@ -75,5 +98,6 @@ def _scatter_value(t, node, out, x, dim, index, value):
 OPS: Dict[str, Callable] = {
     "slice_scatter.default": _slice_scatter,
     "copy.default": _copy,
+    "copy_.default": _copy_into_buffer,
     "scatter.value": _scatter_value,
 }
