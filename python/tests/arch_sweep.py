@@ -722,6 +722,13 @@ ARCHS: dict[str, Arch] = {
             num_classes=CLASSES)), images(32), ["Sequential"]),
     "timm_regnet": Arch("vision", timm_model(
         "regnety_002", num_classes=CLASSES), images(32), ["Bottleneck"]),
+    # YOLO's backbones: conv-BN-LeakyReLU (decomposed, so PyTorch
+    # functionalises the program and BatchNorm arrives in its functional
+    # form), cross-stage partial splits.
+    "timm_darknet": Arch("vision", timm_model(
+        "darknet17", num_classes=CLASSES), images(32), ["DarkBlock"]),
+    "timm_cspdarknet": Arch("vision", timm_model(
+        "cspdarknet53", num_classes=CLASSES), images(32), ["CrossStage"]),
     # Class attention: the class token attends to the patches in the last
     # blocks; layer scales.
     "timm_cait": Arch("vision", timm_model(

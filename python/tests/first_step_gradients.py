@@ -48,9 +48,12 @@ def one_ulp_apart(data, rng):
     """`data` with every float element moved one f32 ulp up or down at
     random: inputs as exact as the given ones, for another draw of the f32
     rounding that follows."""
-    return [np.nextafter(d, np.where(rng.random(d.shape) < 0.5, -np.inf,
-                                     np.inf)).astype(d.dtype)
-            if d.dtype == np.float32 else d for d in data]
+    def moved(d):
+        # The direction in d's own dtype: a float64 one would step a
+        # float64 ulp, which rounds back to d.
+        toward = np.where(rng.random(d.shape) < 0.5, -np.inf, np.inf)
+        return np.nextafter(d, toward.astype(d.dtype))
+    return [moved(d) if d.dtype == np.float32 else d for d in data]
 
 
 def torch_f32_gradients(module, data):
@@ -76,73 +79,11 @@ def torch_f32_gradients(module, data):
         torch.set_num_threads(threads)
 
 
-def relu_inputs(module, batch):
-    """Every nn.ReLU call's input in `module`'s training forward of
-    `batch`, keyed (module name, call number): a block may call its ReLU
-    more than once, and in place."""
-    seen, hooks = {}, []
-    for name, m in module.named_modules():
-        if isinstance(m, torch.nn.ReLU):
-            def record(m, inputs, name=name):
-                calls = sum(1 for key in seen if key[0] == name)
-                seen[(name, calls)] = inputs[0].detach().clone()
-            hooks.append(m.register_forward_pre_hook(record))
-    try:
-        with torch.no_grad():
-            copy.deepcopy(module)(*batch)  # a copy: its batch norms' stats
-    finally:
-        for h in hooks:
-            h.remove()
-    return seen
-
-
-def relu_kinks(module, exact, data):
-    """The ReLU inputs whose sign f32 rounding can flip: exactly (float64)
-    within torch's own f32 error of zero, that error measured over the
-    same call's whole input. Returns each (call, element), nearest first
-    (relative to that error)."""
-    batch = [torch.from_numpy(d[:PER_RANK]) for d in data]
-    f32 = relu_inputs(module, batch)
-    f64 = relu_inputs(exact, [torch.from_numpy(d) for d in as_f64(
-        [d[:PER_RANK] for d in data])])
-    near = []
-    for key, x in f64.items():
-        error = (f32[key].double() - x).abs().max().item()
-        closeness = x.abs().flatten() / max(error, 1e-300)
-        at = (closeness < 1).nonzero().flatten().tolist()
-        near += [(closeness[i].item(), key, np.unravel_index(i, x.shape))
-                 for i in at]
-    return [(key, index) for _, key, index in sorted(near)]
-
-
-def f64_gradients(exact, data, start, flip=None):
-    """Torch's float64 first-step gradients, optionally with the ReLU call
-    `flip` = ((module name, call), element) taking that element the other
-    way (passing a negative input or blocking a positive one)."""
+def f64_gradients(exact, data, start):
+    """Torch's float64 first-step gradients."""
     exact = copy.deepcopy(exact)
-    hooks = []
-    if flip:
-        (name, call), index = flip
-        relu = dict(exact.named_modules())[name]
-        state = {"calls": 0}
-
-        def keep(m, inputs):
-            state["input"] = inputs[0].clone()  # before an in-place ReLU
-
-        def flipped(m, inputs, output):
-            state["calls"] += 1
-            if state["calls"] - 1 != call:
-                return None
-            x = state["input"]
-            mask = (x > 0).to(x.dtype)
-            mask[index] = 1 - mask[index]
-            return x * mask
-        hooks = [relu.register_forward_pre_hook(keep),
-                 relu.register_forward_hook(flipped)]
-    lr = OPTIMIZERS["sgd"]["lr"]
     torch_losses(exact, as_f64(data), 1, "sgd", steps=1)
-    for h in hooks:
-        h.remove()
+    lr = OPTIMIZERS["sgd"]["lr"]
     return {k: (start[k] - p.detach()) / lr
             for k, p in exact.named_parameters()}
 
@@ -153,14 +94,12 @@ def first_step_gradients(arch, name: str, workdir: Path | None = None):
     its runs (torch_f32_gradients): at most 1 when ours is about as exact
     as torch's f32 runs.
 
-    A deep model amplifies f32 rounding far enough to flip a ReLU whose
-    exact input is within it of zero, which moves every gradient upstream
-    by that element's share (ResNeXt-50's last block: an input of -5.3e-5
-    where torch's f32 forward errs by 1e-4). When ours misses the bound,
-    the float64 reference is also taken with each of the ReLU inputs
-    within f32 error of zero flipped, one at a time, nearest first
-    (relu_kinks; 82 in ResNet-50, 149 in ResNeXt-50): ours passes when it
-    is within the bound of one of them. A fault is not one ReLU's share."""
+    One torch run is not a measure of its rounding: a deep model amplifies
+    it far enough to flip a ReLU whose exact input is within it of zero,
+    which moves every gradient upstream by that element's share. Torch's
+    default run flipped none of those ours did in ResNeXt-50's last block
+    (an input of -5.3e-5 where torch's f32 forward errs by 1e-4); its
+    runs on inputs one ulp apart flip others."""
     lr = OPTIMIZERS["sgd"]["lr"]
     torch.manual_seed(0)
     module = arch.factory()
@@ -186,16 +125,9 @@ def first_step_gradients(arch, name: str, workdir: Path | None = None):
             f32_error[k] = max(f32_error[k], (g - f64[k]).abs().max().item())
     largest = max(g.abs().max().item() for g in f64.values())
 
-    def worst(reference):
-        ratio = 0.0
-        for k, g in reference.items():
-            scale = max(g.abs().max().item(), 1e-3 * largest)
-            bound = GRAD_NOISE_FACTOR * f32_error[k] + GRAD_RTOL * scale
-            ratio = max(ratio, (ours[k] - g).abs().max().item() / bound)
-        return ratio
-    ratio = worst(f64)
-    for kink in relu_kinks(module, exact, data) if ratio > 1 else []:
-        ratio = min(ratio, worst(f64_gradients(exact, data, start, kink)))
-        if ratio <= 1:
-            break
-    return ratio
+    worst = 0.0
+    for k, g in f64.items():
+        scale = max(g.abs().max().item(), 1e-3 * largest)
+        bound = GRAD_NOISE_FACTOR * f32_error[k] + GRAD_RTOL * scale
+        worst = max(worst, (ours[k] - g).abs().max().item() / bound)
+    return worst

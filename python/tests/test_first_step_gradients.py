@@ -1,6 +1,6 @@
-"""The architecture sweep's gradient check (first_step_gradients.py) on a
-net small enough to work out by hand: loss = Σ relu(x Wᵀ) · y, so row j
-of W's gradient is Σ_n [x_n·W_j > 0] y_nj x_n."""
+"""The draws of torch's f32 rounding that the architecture sweep's
+gradient check measures its noise with (first_step_gradients.py), on a
+small net with a ReLU input that f32 rounds to zero."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from first_step_gradients import (f64_gradients, relu_kinks,  # noqa: E402
+from first_step_gradients import (one_ulp_apart,  # noqa: E402
                                   torch_f32_gradients)
 from test_torch_import import PER_RANK  # noqa: E402
 
@@ -39,40 +39,6 @@ def net_and_data():
     return ReluNet(w), [x, y]
 
 
-def start_of(module):
-    return {k: p.detach().double().clone()
-            for k, p in module.named_parameters()}
-
-
-def test_a_flipped_relu_moves_one_row_by_its_sample():
-    module, (x, y) = net_and_data()
-    exact = copy.deepcopy(module).double()
-    start = start_of(module)
-    plain = f64_gradients(exact, [x, y], start)["fc.weight"]
-    want = np.zeros((4, 3))
-    for n in range(PER_RANK):
-        for j in range(4):
-            if float(x[n].astype(np.float64) @ start["fc.weight"][j].numpy()) > 0:
-                want[j] += float(y[n, j]) * x[n].astype(np.float64)
-    # Sums of 4 float64 products of O(1) values: rounding ~1e-15.
-    assert np.abs(plain.numpy() - want).max() < 1e-12
-    flipped = f64_gradients(exact, [x, y], start, (("relu", 0), (0, 1)))
-    moved = flipped["fc.weight"].numpy() - plain.numpy()
-    # The input 2^-30 was passed; flipped it is blocked: row 1 loses
-    # sample 0's term, no other row moves.
-    expected = np.zeros((4, 3))
-    expected[1] = -float(y[0, 1]) * x[0].astype(np.float64)
-    assert np.abs(moved - expected).max() < 1e-12
-
-
-def test_the_relu_input_f32_rounds_to_zero_is_the_first_kink():
-    module, data = net_and_data()
-    kinks = relu_kinks(module, copy.deepcopy(module).double(), data)
-    assert kinks, "no ReLU input within f32 error of zero"
-    (name, call), index = kinks[0]
-    assert (name, call, tuple(int(i) for i in index)) == ("relu", 0, (0, 1))
-
-
 def test_torch_f32_runs_leave_torch_as_they_found_it():
     module, data = net_and_data()
     threads = torch.get_num_threads()
@@ -83,3 +49,18 @@ def test_torch_f32_runs_leave_torch_as_they_found_it():
     # The runs' weights moved (one SGD step), the module's did not.
     assert all(not torch.equal(r["fc.weight"], module.fc.weight)
                for r in runs)
+    # Inputs one ulp apart are other draws: not the default run again.
+    default = runs[1]["fc.weight"]  # oneDNN on, 2 threads
+    assert any(not torch.equal(r["fc.weight"], default) for r in runs[4:])
+
+
+def test_inputs_one_ulp_apart_are_each_one_ulp_away():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(1000).astype(np.float32)
+    labels = rng.integers(0, 5, 1000)
+    moved, same = one_ulp_apart([x, labels], np.random.default_rng(1))
+    steps = moved.view(np.int32).astype(np.int64) - x.view(np.int32)
+    # Same-sign floats: adjacent values are adjacent bit patterns.
+    assert moved.dtype == np.float32 and set(np.abs(steps)) == {1}
+    assert 400 < (moved > x).sum() < 600  # up or down at random
+    assert np.array_equal(same, labels)
