@@ -232,16 +232,6 @@ def test_darknet_trains_like_torch(tmp_path, ranks, optimizer):
     check_trains_like_torch(tmp_path, ranks, optimizer, DarkNet, "ConvBnAct")
 
 
-def test_darknet_in_eval_mode_normalises_with_running_statistics():
-    torch.manual_seed(0)
-    module = DarkNet().eval()
-    example = [torch.from_numpy(d[:PER_RANK])
-               for d in data(np.random.default_rng(3))]
-    text = from_torch(module, example, name="darknet").text()
-    assert text.count("nn.batch_norm") == 3, text
-    assert "{training}" not in text and "fsdp.set_buffer" not in text, text
-
-
 def test_batch_norm_state_starts_as_torch_resets_it():
     """Without the weights file a run starts from the IR's inits: a batch
     norm's weight and running variance at ones (a running variance of 0
@@ -258,13 +248,16 @@ def test_batch_norm_state_starts_as_torch_resets_it():
         assert line in text, line
 
 
-def test_resnet_in_eval_mode_normalises_with_running_statistics():
+@pytest.mark.parametrize("factory,norms", [(ResNet, 6), (DarkNet, 3)])
+def test_eval_mode_normalises_with_running_statistics(factory, norms):
+    """DarkNet's program is functionalised (its batch norms arrive as
+    _native_batch_norm_legit_no_training)."""
     torch.manual_seed(0)
-    module = ResNet().eval()
+    module = factory().eval()
     example = [torch.from_numpy(d[:PER_RANK])
                for d in data(np.random.default_rng(3))]
-    text = from_torch(module, example, name="resnet").text()
-    assert text.count("nn.batch_norm") == 6, text
+    text = from_torch(module, example, name="net").text()
+    assert text.count("nn.batch_norm") == norms, text
     assert "{training}" not in text and "fsdp.set_buffer" not in text, text
 
 
