@@ -382,9 +382,47 @@ def test_batch_norm_without_affine_uses_unit_weights():
     assert "fsdp.param" not in text, text
 
 
-def test_batch_norm_without_running_statistics_is_named():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(NormOnly(track_running_stats=False),
-                   [torch.zeros(2, 3, 4, 4)])
-    assert ("batch_norm without running statistics "
-            "(track_running_stats=False)") in str(e.value), str(e.value)
+class BatchStatistics(torch.nn.Module):
+    """Normalisations by the batch's own statistics, with no running ones:
+    BatchNorm2d(track_running_stats=False), InstanceNorm2d with its affine
+    (style-transfer and GAN generators; torch runs it as a batch norm of
+    [1, N·C, H, W]) and NF-ResNet's weight-standardised convolution (timm's
+    ScaledStdConv2d: F.batch_norm over the weight's rows, a gain as its
+    weight)."""
+
+    def __init__(self, width=8):
+        super().__init__()
+        # No bias before a batch norm: its exact gradient is zero, which
+        # AdamW would turn into lr-sized steps of rounding noise's sign.
+        self.conv = torch.nn.Conv2d(3, width, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(width, track_running_stats=False)
+        self.norm = torch.nn.InstanceNorm2d(width, affine=True)
+        self.standardised = torch.nn.Parameter(
+            torch.randn(width, width, 3, 3))
+        self.gain = torch.nn.Parameter(torch.full((width,), 0.2))
+        self.fc = torch.nn.Linear(width, CLASSES)
+
+    def forward(self, x, y):
+        h = F.relu(self.norm(F.relu(self.bn(self.conv(x)))))
+        w = F.batch_norm(self.standardised.reshape(1, self.gain.numel(), -1),
+                         None, None, weight=self.gain, training=True,
+                         momentum=0.0, eps=1e-6)
+        h = F.conv2d(h, w.reshape_as(self.standardised), padding=1)
+        return F.cross_entropy(self.fc(F.adaptive_avg_pool2d(h, 1)
+                                       .flatten(1)), y)
+
+
+def test_batch_norm_without_running_statistics_normalises_channel_rows():
+    """A program PyTorch leaves whole (batch_norm.default with no running
+    statistics) takes the same route as the functionalised one below."""
+    text = from_torch(NormOnly(track_running_stats=False),
+                      [torch.zeros(2, 3, 4, 4)]).text()
+    assert "nn.batch_norm" not in text and "fsdp.set_buffer" not in text
+    assert text.count("nn.layer_norm") == 1, text
+    assert "(tensor<3x32xf32>" in text, text  # 3 channels of 2·4·4 values
+
+
+@pytest.mark.parametrize("ranks,optimizer", [(1, "sgd"), (2, "adamw")])
+def test_batch_statistics_norms_train_like_torch(tmp_path, ranks, optimizer):
+    check_trains_like_torch(tmp_path, ranks, optimizer, BatchStatistics,
+                            "InstanceNorm2d")

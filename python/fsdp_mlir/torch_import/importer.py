@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -143,6 +144,12 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+def _module_path(called: str) -> str:
+    """The module a call of torch.export.unflatten's graph `called` runs:
+    its `name@N` parts (the N-th call traced apart) without the `@N`."""
+    return re.sub(r"@\d+(?=\.|$)", "", called)
+
+
 def _within(path: str, ancestor: str) -> bool:
     """Whether module `path` is `ancestor` or in its subtree."""
     return (ancestor == "" or path == ancestor
@@ -206,8 +213,9 @@ class _Translator:
     the tied parameters it receives as extra arguments."""
 
     def __init__(self, importer: "_Importer", fqn: str, graph,
-                 spec: _CallSpec):
+                 spec: _CallSpec, called: Optional[str] = None):
         self.imp, self.fqn, self.graph, self.spec = importer, fqn, graph, spec
+        self.called = called or fqn  # the graph's name (see _module_path)
         self.ir = importer.modules[fqn]
         self.values: Dict[object, object] = {}
         self.extra_values: Dict[str, Value] = {}
@@ -314,6 +322,42 @@ class _Translator:
         else:  # nothing computed at run time: the module is not called
             self.ir.fwd = None
 
+    # -- regions: `with torch.no_grad()` / `torch.autocast` in a forward --
+    def inline_region(self, subgraph, operands) -> tuple:
+        """The results of a higher-order op's subgraph on `operands`, its
+        nodes translated here as if written in place."""
+        operands = iter(operands)
+        for node in subgraph.graph.nodes:
+            if node.op == "placeholder":
+                self.values[node] = next(operands)
+            elif node.op == "output":
+                return tuple(self.arg(list(node.args[0])))
+            else:
+                self.visit(node)
+        raise _Unsupported("a region's subgraph without an output")
+
+    def no_grad_region(self, enabled, subgraph, *operands) -> tuple:
+        """torch.set_grad_enabled(enabled) around a block: its float
+        results carry no gradient back when disabled (as .detach())."""
+        results = self.inline_region(subgraph, operands)
+        if enabled:
+            return results
+        return tuple(self.f.stop_gradient(r) if isinstance(r, Value)
+                     and r.type.dtype in ("f32", "bf16", "f16") else r
+                     for r in results)
+
+    def autocast_region(self, device_type, dtype, enabled, cache_enabled,
+                        subgraph, *operands) -> tuple:
+        """torch.autocast(enabled=False) around a block (attention kept in
+        f32, EfficientViT's): the block as written. An enabled one would
+        compute in `dtype` where torch's autocast lists say; the compiler's
+        mixed-precision options do that for the whole model instead."""
+        if enabled:
+            raise _Unsupported(f"torch.autocast({device_type!r}, {dtype}) "
+                               "enabled inside the model; compile with a "
+                               "mixed-precision policy instead")
+        return self.inline_region(subgraph, operands)
+
     # -- state, constants ------------------------------------------------
     def read_state(self, target: str):
         kind, what = self.imp.resolve_attr(self.fqn, target)
@@ -416,7 +460,8 @@ class _Translator:
         if node.kwargs:
             raise _Unsupported(f"submodule '{node.target}' called with "
                                "keyword arguments")
-        fqn = _join(self.fqn, node.target)
+        called = _join(self.called, node.target)
+        fqn = _module_path(called)
         args, poisoned = [], False
         for a in node.args:
             try:
@@ -424,7 +469,11 @@ class _Translator:
             except _Poisoned:
                 args.append(_POISON)
                 poisoned = True
-        spec = self.imp.call(fqn, args, node)
+        if (not poisoned and fqn in self.imp.specs
+                and self.imp.traced_from.get(fqn, fqn) != called
+                and _stateless(self.imp.modules[fqn])):
+            return self.inline(fqn, called, args)  # traced apart, stateless
+        spec = self.imp.call(fqn, args, node, called)
         if poisoned or spec.failed or spec.outputs is None:
             raise _Poisoned()  # their own issues say why
         callee = self.imp.modules[fqn]
@@ -436,7 +485,7 @@ class _Translator:
                 self.state_value(n) for n in spec.extras]
             if [a.type for a in ins] != [a.type for a in callee.fwd.args] \
                     and _stateless(callee):
-                return self.inline(fqn, args)
+                return self.inline(fqn, called, args)
             results = self.f.call_results(callee, *ins)
 
         def output(entry):
@@ -449,12 +498,12 @@ class _Translator:
             return output(spec.outputs)
         return [output(e) for e in spec.outputs]
 
-    def inline(self, fqn: str, args: List[object]):
+    def inline(self, fqn: str, called: str, args: List[object]):
         """A stateless submodule called again on other shapes (ResNet's one
         ReLU after each convolution of a bottleneck): its graph translated
         here, into this forward, instead of a call of its one forward."""
-        sub = _Translator(self.imp, fqn, self.imp.graphs[fqn],
-                          _CallSpec({}, [], []))
+        sub = _Translator(self.imp, fqn, self.imp.graphs[called],
+                          _CallSpec({}, [], []), called)
         sub.f, sub.consts, sub.views = self.f, self.consts, self.views
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
         for node, value in zip(placeholders, args):
@@ -470,6 +519,9 @@ class _Translator:
         if node.target is operator.getitem:
             seq, index = node.args
             return self.arg(seq)[index]
+        region = _REGIONS.get(getattr(node.target, "_name", None))
+        if region is not None:
+            return region(self, *self.arg(list(node.args)))
         name = getattr(node.target, "__name__", str(node.target))
         if name in _NOOPS:
             return None
@@ -500,6 +552,11 @@ class _Translator:
         except TypeError as e:  # an argument the table does not know
             raise _Unsupported(f"{name} with arguments the importer does "
                                f"not handle ({e})") from None
+
+
+# The higher-order ops torch.export wraps a forward's context managers in.
+_REGIONS = {"wrap_with_set_grad_enabled": _Translator.no_grad_region,
+            "wrap_with_autocast": _Translator.autocast_region}
 
 
 # In-place element-wise ops on activations (torchvision's
@@ -556,6 +613,7 @@ class _Importer:
         self.issues: List[_Issue] = []
         self.modules: Dict[str, Module] = {}
         self.specs: Dict[str, _CallSpec] = {}
+        self.traced_from: Dict[str, str] = {}  # module → its graph's name
         self.state_names: Dict[int, str] = {}
         self.non_persistent = set()
         for name, p in module.named_parameters():
@@ -602,6 +660,8 @@ class _Importer:
         obj = getattr(original, leaf, None) if original is not None else None
         if not _is_tensor(obj):  # a constant torch.export lifted
             obj = getattr(self.unflat[owner_path], leaf)
+        if not _is_tensor(obj):  # a higher-order op's subgraph
+            return "const", obj
         canonical = self.state_names.get(id(obj))
         if canonical is None or canonical in self.non_persistent:
             return "const", obj.detach()
@@ -613,14 +673,16 @@ class _Importer:
         s = owner.params.get(leaf) or owner.buffers[leaf]
         return s.type
 
-    def needs(self, fqn: str) -> List[str]:
-        """Parameters declared outside `fqn`'s subtree that its forward or
-        a callee's reads: its extra arguments, in first-read order."""
-        if fqn in self.needs_memo:
-            return self.needs_memo[fqn]
-        self.needs_memo[fqn] = []  # (no recursion through cycles)
+    def needs(self, called: str) -> List[str]:
+        """Parameters declared outside the subtree of the module graph
+        `called` runs that its forward or a callee's reads: its extra
+        arguments, in first-read order."""
+        if called in self.needs_memo:
+            return self.needs_memo[called]
+        self.needs_memo[called] = []  # (no recursion through cycles)
+        fqn = _module_path(called)
         out: List[str] = []
-        graph = self.graphs.get(fqn)
+        graph = self.graphs.get(called)
         for node in (graph.nodes if graph is not None else []):
             names: List[str] = []
             if node.op == "get_attr":
@@ -628,27 +690,38 @@ class _Importer:
                 if kind == "state":
                     names = [what]
             elif node.op == "call_module":
-                names = self.needs(_join(fqn, node.target))
+                names = self.needs(_join(called, node.target))
             for name in names:
                 if not _within(name.rpartition(".")[0], fqn) and \
                         name not in out:
                     out.append(name)
-        self.needs_memo[fqn] = out
+        self.needs_memo[called] = out
         return out
 
-    def call(self, fqn: str, args: List[object], node) -> _CallSpec:
-        """Translates `fqn` for a call with `args` (values or constants),
-        the first time; later calls must bind the same constants."""
+    def call(self, fqn: str, args: List[object], node,
+             called: Optional[str] = None) -> _CallSpec:
+        """Translates module `fqn` for a call with `args` (values or
+        constants), the first time; later calls must bind the same
+        constants. `called`: the unflattened graph's name for this call,
+        `fqn@N` where torch.export traced the module's calls apart (one
+        inside a `torch.no_grad()` block, say)."""
+        called = called or fqn
         bound = {i: a for i, a in enumerate(args)
                  if a is not _POISON and not isinstance(a, Value)}
         runtime = [i for i in range(len(args)) if i not in bound]
         spec = self.specs.get(fqn)
         if spec is None:
-            spec = _CallSpec(bound, runtime, self.needs(fqn), poisoned=tuple(
-                i for i, a in enumerate(args) if a is _POISON))
+            spec = _CallSpec(bound, runtime, self.needs(called),
+                             poisoned=tuple(i for i, a in enumerate(args)
+                                            if a is _POISON))
             self.specs[fqn] = spec
-            _Translator(self, fqn, self.graphs[fqn], spec).run()
+            self.traced_from[fqn] = called
+            _Translator(self, fqn, self.graphs[called], spec, called).run()
             return spec
+        if self.traced_from.get(fqn, fqn) != called:
+            self.issue(fqn, "called again where its trace differs (one "
+                       "forward per module)", node)
+            return _CallSpec({}, [], [], failed=True)
         if spec.runtime != runtime or not all(
                 _same_constant(spec.bound[i], bound[i]) for i in bound):
             self.issue(fqn, "called again with other constant arguments "

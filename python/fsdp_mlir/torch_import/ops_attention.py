@@ -20,6 +20,9 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
     −inf where it is false); dropout takes PyTorch's math backend."""
     import torch
     q, k, v = t.v(q), t.v(k), t.v(v)
+    if q.type.rank != 4:
+        return _sdpa_flattened(t, node, out, q, k, v, attn_mask, dropout_p,
+                               is_causal, scale)
     B, H, T, D = q.type.shape
     kv_heads, S = k.type.shape[1], k.type.shape[2]
     causal = bool(is_causal)
@@ -57,6 +60,30 @@ def _sdpa(t, node, out, q, k, v, attn_mask=None, dropout_p=0.0,
                       causal=causal, scale=None if default else scale,
                       bias=bias)
     return t.transpose(t.reshape(o, [B, T, H, D]), [0, 2, 1, 3])
+
+
+def _sdpa_flattened(t, node, out, q, k, v, attn_mask, dropout_p, is_causal,
+                    scale):
+    """SDPA on [..., T, D] other than [B, H, T, D] (Twins' windows as
+    [B, windows, H, T, D], or [B, T, D]): every leading index one batch
+    row of a single head, then the leading dims back."""
+    lead = list(q.type.shape[:-2])
+    if [list(x.type.shape[:-2]) for x in (k, v)] != [lead, lead]:
+        raise _Unsupported("attention whose q, k and v leading dims differ "
+                           f"({q.type.shape}, {k.type.shape}, "
+                           f"{v.type.shape})")
+    rank = getattr(attn_mask, "ndim", None) or getattr(
+        getattr(attn_mask, "type", None), "rank", 0)
+    if rank > 2:
+        raise _Unsupported(f"a {rank}-D attention mask on {len(lead) + 2}-D "
+                           "heads")
+    rows = math.prod(lead)
+
+    def heads(x):
+        return t.reshape(x, [rows, 1] + list(x.type.shape[-2:]))
+    o = _sdpa(t, node, out, heads(q), heads(k), heads(v), attn_mask,
+              dropout_p, is_causal, scale)
+    return t.reshape(o, lead + list(o.type.shape[-2:]))
 
 
 def _attention_bias(t, mask: Value, is_bool: bool, full, dtype) -> Value:

@@ -129,11 +129,16 @@ def _select(t, node, out, x, dim, index):
 
 
 def _index_select(t, node, out, x, dim, index):
+    """(x[index] of a run-time index of any shape comes here too: out's
+    shape has index's dims in place of dim 0.)"""
+    return t.reshape(_pick(t, t.v(x), dim, t.v(index)), _shape(out))
+
+
+def _pick(t, x: Value, dim: int, index: Value) -> Value:
     """x.index_select(dim, index) as a table lookup: nn.embedding of x's
     slices along `dim` (moved to the front by a transpose, the rest
     flattened), whose backward, the scatter-add of the selected slices'
     gradients, is index_select's; the result is moved back."""
-    x = t.v(x)
     rank = x.type.rank
     dim %= rank
     perm = [dim] + [d for d in range(rank) if d != dim]
@@ -141,11 +146,19 @@ def _index_select(t, node, out, x, dim, index):
     rest = [x.type.shape[d] for d in perm[1:]]
     table = moved if rank == 2 else t.reshape(
         moved, [x.type.shape[dim], math.prod(rest)])
-    picked = t.f.embedding(t.v(index), table)
-    if dim == 0:
-        return t.reshape(picked, _shape(out))
-    picked = t.reshape(picked, [_shape(out)[dim]] + rest)
+    picked = t.reshape(t.f.embedding(index, table),
+                       [index.type.numel] + rest)
     return t.transpose(picked, [perm.index(d) for d in range(rank)])
+
+
+def _flip(t, node, out, x, dims):
+    """torch.flip: each flipped dimension's slices picked in reverse."""
+    import torch
+    x = t.v(x)
+    for dim in dims:
+        n = x.type.shape[dim % x.type.rank]
+        x = _pick(t, x, dim, t.constant(torch.arange(n - 1, -1, -1)))
+    return x
 
 
 def _index(t, node, out, x, indices):
@@ -222,16 +235,39 @@ def _gather_at_run_time(t, x: Value, dim: int, index: Value, out):
 
 
 def _pad(t, node, out, x, pad, mode="constant", value=None):
-    if mode != "constant":
+    """F.pad: a constant with nn.pad; reflect, replicate and circular
+    (TResNet's anti-aliasing, image-to-image generators) pick each padded
+    dimension's slices by the positions torch's own padding of an arange
+    gives."""
+    import torch
+    if mode not in ("constant", "reflect", "replicate", "circular"):
         raise _Unsupported(f"pad with mode {mode!r}")
     value = 0.0 if value is None else float(value)
     for i in range(0, len(pad), 2):
         low, high = pad[i], pad[i + 1]
+        dim = x.type.rank - 1 - i // 2
         if low < 0 or high < 0:
             raise _Unsupported("pad by a negative amount")
-        if low or high:
-            x = t.f.pad(x, x.type.rank - 1 - i // 2, low, high, value)
+        if not (low or high):
+            continue
+        if mode == "constant":
+            x = t.f.pad(x, dim, low, high, value)
+            continue
+        n = x.type.shape[dim]
+        try:
+            positions = torch.nn.functional.pad(
+                torch.arange(n, dtype=torch.float64).view(1, 1, n),
+                (low, high), mode=mode).view(-1).long()
+        except (RuntimeError, NotImplementedError) as e:
+            raise _Unsupported(f"pad with mode {mode!r}: {e}") from None
+        x = _pick(t, x, dim, t.constant(positions))
     return x
+
+
+def _mode_pad(mode):
+    def build(t, node, out, x, pad):
+        return _pad(t, node, out, x, pad, mode)
+    return build
 
 
 def _constant_pad_nd(t, node, out, x, pad, value=0):
@@ -255,6 +291,7 @@ OPS: Dict[str, Callable] = {
     "view.default": _view,
     "reshape.default": _view,
     "reshape_as.default": _view,
+    "view_as.default": _view,
     "unflatten.int": _view,
     "_unsafe_view.default": _view,
     "flatten.using_ints": _view,
@@ -278,6 +315,13 @@ OPS: Dict[str, Callable] = {
     "narrow.default": _narrow,
     "select.int": _select,
     "index_select.default": _index_select,
+    "flip.default": _flip,
+    "reflection_pad1d.default": _mode_pad("reflect"),
+    "reflection_pad2d.default": _mode_pad("reflect"),
+    "reflection_pad3d.default": _mode_pad("reflect"),
+    "replication_pad1d.default": _mode_pad("replicate"),
+    "replication_pad2d.default": _mode_pad("replicate"),
+    "replication_pad3d.default": _mode_pad("replicate"),
     "index.Tensor": _index,
     "gather.default": _gather,
     "pad.default": _pad,

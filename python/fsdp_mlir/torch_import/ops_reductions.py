@@ -104,9 +104,13 @@ def _normalized(t, x, w, b, running_mean, running_var, training, momentum,
     training, the new running statistics. Without affine parameters the
     weight is ones and the bias zeros."""
     x = t.v(x)
+    if running_mean is None and running_var is None:
+        if not training:
+            raise _Unsupported("batch_norm in eval without running "
+                               "statistics")
+        return _batch_statistics_norm(t, x, w, b, eps), None, None
     if running_mean is None or running_var is None:
-        raise _Unsupported("batch_norm without running statistics "
-                           "(track_running_stats=False)")
+        raise _Unsupported("batch_norm with one running statistic")
     if momentum is None:
         raise _Unsupported("batch_norm with momentum=None (a cumulative "
                            "average)")
@@ -120,13 +124,36 @@ def _normalized(t, x, w, b, running_mean, running_var, training, momentum,
                           training=training)
 
 
+def _batch_statistics_norm(t, x, w, b, eps):
+    """batch_norm with no running statistics (track_running_stats=False,
+    InstanceNorm, NF-Nets' weight standardisation through F.batch_norm):
+    each channel of x [N, C, *] normalised over its N·* values (the biased
+    variance, as torch) as one row of nn.layer_norm, then the per-channel
+    weight and bias."""
+    x = _float(t, x, "batch_norm")
+    shape = list(x.type.shape)
+    n, c = shape[0], shape[1]
+    rows = t.transpose(t.reshape(x, [n, c, x.type.numel // (n * c)]),
+                       [1, 0, 2])
+    normed = t.f.layer_norm(t.reshape(rows, [c, x.type.numel // c]), None,
+                            None, eps)
+    y = t.reshape(t.transpose(t.reshape(normed, [c, n, x.type.numel // (n * c)]),
+                              [1, 0, 2]), shape)
+    per_channel = [1, c] + [1] * (len(shape) - 2)
+    if w is not None:
+        y = t.f.mul(y, t.reshape(t.v(w), per_channel))
+    if b is not None:
+        y = t.f.add(y, t.reshape(t.v(b), per_channel))
+    return y
+
+
 def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
                 momentum, eps, cudnn_enabled=True):
     """F.batch_norm (BatchNorm1d / 2d) → nn.batch_norm; in training the new
     running statistics go back into the buffers torch updates in place."""
     y, mean, var = _normalized(t, x, w, b, running_mean, running_var,
                                training, momentum, eps)
-    if training:
+    if training and running_mean is not None:
         for arg, value in ((node.args[3], mean), (node.args[4], var)):
             buffer = t.buffer_of(arg)
             if buffer is None:
@@ -147,6 +174,12 @@ def _batch_norm_functional(t, node, out, x, w, b, running_mean, running_var,
                                training, momentum, eps)
     return [y, None, None, mean, var] if training else [y, None, None,
                                                         None, None]
+
+
+def _batch_norm_no_stats(t, node, out, x, w, b, training, momentum, eps):
+    if not training:
+        raise _Unsupported("batch_norm in eval without running statistics")
+    return [_batch_statistics_norm(t, t.v(x), w, b, eps), None, None]
 
 
 def _batch_norm_no_training(t, node, out, x, w, b, running_mean,
@@ -185,5 +218,6 @@ OPS: Dict[str, Callable] = {
     "batch_norm.default": _batch_norm,
     "_native_batch_norm_legit_functional.default": _batch_norm_functional,
     "_native_batch_norm_legit_no_training.default": _batch_norm_no_training,
+    "_native_batch_norm_legit.no_stats": _batch_norm_no_stats,
     "add_.Tensor": _add_inplace,
 }
