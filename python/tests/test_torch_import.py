@@ -54,8 +54,9 @@ def mlp_case(rng):
 
 class Elementwise(torch.nn.Module):
     """The element-wise, slicing, padding and broadcasting ops, var,
-    maximum / minimum, a non-persistent buffer, a lifted constant (folded
-    at import) and a constant cast like a run-time value (type_as)."""
+    maximum / minimum, amax / amin, expand_as, a non-persistent buffer, a
+    lifted constant (folded at import) and a constant cast like a run-time
+    value (type_as)."""
 
     def __init__(self):
         super().__init__()
@@ -74,7 +75,9 @@ class Elementwise(torch.nn.Module):
              - torch.sqrt(a * a + 0.5) * torch.rsqrt(b.clamp(min=-0.5) + 1))
         w = (1 - torch.clamp(u, -0.9, 0.9) + v.clamp_max(2.0) * self.factor
              + h.var(dim=1, keepdim=True) * 0.1
-             + torch.maximum(a, b) - torch.minimum(u, self.gain))
+             + torch.maximum(a, b) - torch.minimum(u, self.gain)
+             + h.amax(dim=1, keepdim=True).expand_as(a) * 0.1
+             - v.amin(dim=(0, 1)) * 0.1)
         z = torch.cat([u, w], dim=1)
         z = F.pad(z, (1, 2))[:, 1:-2] + F.pad(z, (0, 1))[:, 1:]
         z = z.unsqueeze(1).expand(-1, 3, -1).reshape(z.shape[0], 36)
@@ -793,6 +796,23 @@ def test_data_dependent_control_flow_is_named():
         from_torch(DataDependent(), [torch.zeros(2, 4)])
     assert "torch.export cannot trace the model" in str(e.value)
     assert "data-dependent control flow" in str(e.value)
+
+
+class SizeChecked(torch.nn.Module):
+    """A forward that asserts its input's size (timm's HaloNet: the image
+    a multiple of its block size), as torch._assert with no message."""
+
+    def forward(self, x):
+        torch._assert(x.shape[1] % 3 == 0, "")
+        return x.sum()
+
+
+def test_a_failed_assert_in_the_forward_is_named():
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(SizeChecked(), [torch.zeros(2, 4)])
+    assert "torch.export cannot trace the model (AssertionError)" in \
+        str(e.value), str(e.value)
+    assert "an assert in the model's forward" in str(e.value)
 
 
 FACTORY = '''

@@ -784,9 +784,11 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
         unflat = torch.export.unflatten(exported)
     except Exception as e:  # torch.export's refusal, said as such
         kind = type(e).__name__
+        said = str(e).strip().splitlines() or [
+            "it gave no message (an assert in the model's forward, such as "
+            "a check of the input's size, raises so)"]
         raise UnsupportedModelError(
-            f"torch.export cannot trace the model ({kind}): "
-            + str(e).strip().splitlines()[0]
+            f"torch.export cannot trace the model ({kind}): " + said[0]
             + "\n  data-dependent control flow and dynamic shapes are not "
               "supported; the inputs' shapes are fixed") from None
     imp = _Importer(module, exported, unflat)

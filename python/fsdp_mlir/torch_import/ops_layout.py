@@ -302,6 +302,7 @@ OPS: Dict[str, Callable] = {
     "transpose.int": _transpose,
     "permute.default": _permute,
     "expand.default": _expand,
+    "expand_as.default": _expand,
     "broadcast_to.default": _expand,
     "repeat.default": _repeat,
     "broadcast_tensors.default": _broadcast_tensors,

@@ -10,7 +10,7 @@ from typing import Callable, Dict
 
 from ..ir import TensorType, Value
 from ..ir.forward import _f64
-from .common import _Unsupported, _float, _scalar
+from .common import _Unsupported, _float, _scalar, _shape
 
 
 def _integer(x: Value, what: str) -> Value:
@@ -54,6 +54,26 @@ def _max_dim(t, node, out, x, dim, keepdim=False):
         shape = [n for d, n in enumerate(x.type.shape) if d != dim]
         values, indices = t.reshape(values, shape), t.reshape(indices, shape)
     return values, indices
+
+
+def _amax(t, node, out, x, dims=(), keepdim=False):
+    """torch.amax over `dims` (all when empty; Hiera's pooling of mask
+    units): the max along each in turn. Where several entries tie, the
+    gradient reaches the first (torch's amax splits it evenly among them;
+    ties of computed floats are rare)."""
+    x = _float(t, t.v(x), "amax")
+    rank = x.type.rank
+    for dim in sorted({d % rank for d in (dims or range(rank))},
+                      reverse=True):
+        x = _max_dim(t, node, None, x, dim, keepdim=True)[0]
+    return t.reshape(x, _shape(out))
+
+
+def _amin(t, node, out, x, dims=(), keepdim=False):
+    """torch.amin as −amax(−x)."""
+    x = _float(t, t.v(x), "amin")
+    return t.f.scale(_amax(t, node, out, t.f.scale(x, -1.0), dims, keepdim),
+                     -1.0)
 
 
 def _sort(t, node, out, x, dim=-1, descending=False):
@@ -129,6 +149,8 @@ def _index_put(t, node, out, x, indices, values, accumulate=False):
 OPS: Dict[str, Callable] = {
     "topk.default": _topk,
     "max.dim": _max_dim,
+    "amax.default": _amax,
+    "amin.default": _amin,
     "sort.default": _sort,
     "sort.stable": _sort_stable,
     "histc.default": _histc,
