@@ -729,6 +729,26 @@ ARCHS: dict[str, Arch] = {
         "darknet17", num_classes=CLASSES), images(32), ["DarkBlock"]),
     "timm_cspdarknet": Arch("vision", timm_model(
         "cspdarknet53", num_classes=CLASSES), images(32), ["CrossStage"]),
+    # Anti-aliased downsampling: a blur after a reflect pad.
+    "timm_resnetblur": Arch("vision", timm_model(
+        "resnetblur18", num_classes=CLASSES), images(32), ["BasicBlock"]),
+    # Efficient channel attention (a conv1d over the pooled channels,
+    # expand_as back).
+    "timm_ecaresnet": Arch("vision", timm_model(
+        "ecaresnet26t", num_classes=CLASSES), images(32), ["Bottleneck"]),
+    # Normaliser-free: weight-standardised convolutions (F.batch_norm with
+    # no running statistics over each filter), no batch norm.
+    "timm_nfnet": Arch("vision", timm_model(
+        "nf_resnet26", num_classes=CLASSES), images(32),
+        ["NormFreeBlock"]),
+    # Linear attention in an autocast(enabled=False) block.
+    "timm_efficientvit": Arch("vision", timm_model(
+        "efficientvit_b0", num_classes=CLASSES), images(64),
+        ["EfficientVitBlock"]),
+    # Locally-grouped attention on [B, windows, H, T, D] heads.
+    "timm_twins": Arch("vision", timm_model(
+        "twins_svt_small", num_classes=CLASSES, img_size=64), images(64),
+        ["Block"]),
     # Class attention: the class token attends to the patches in the last
     # blocks; layer scales.
     "timm_cait": Arch("vision", timm_model(
