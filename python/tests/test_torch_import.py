@@ -566,7 +566,7 @@ def torch_losses(module, data, ranks, optimizer, steps=STEPS):
 
 
 def train_imported(tmp_path, module, model, data, ranks, optimizer,
-                   runner=None, steps=STEPS, **compile_options):
+                   runner=None, steps=STEPS, seed=None, **compile_options):
     """`model` (imported from `module`) trained `steps` steps by fsdp-run from
     the module's weights on `data`: its losses and its final state.
     `runner`: (a runner of step libraries, its backend) instead."""
@@ -582,7 +582,7 @@ def train_imported(tmp_path, module, model, data, ranks, optimizer,
     if tool:
         prog = driver.compile_library(prog)
     metrics = driver.run(prog, nproc=ranks, steps=steps, data=dataset,
-                         load=weights, save=tmp_path / "ckpt",
+                         seed=seed, load=weights, save=tmp_path / "ckpt",
                          timeout=180, fsdp_run=tool, backend=backend).metrics
     saved = st_numpy.load_file(str(tmp_path / "ckpt" /
                                    f"step-{steps}.safetensors"))
@@ -796,6 +796,50 @@ def test_data_dependent_control_flow_is_named():
         from_torch(DataDependent(), [torch.zeros(2, 4)])
     assert "torch.export cannot trace the model" in str(e.value)
     assert "data-dependent control flow" in str(e.value)
+
+
+class DepthDropped(torch.nn.Module):
+    """Stochastic depth as torchvision (StochasticDepth, "row") and timm
+    (DropPath) write it: each sample's branch kept with probability 1/2,
+    then doubled. loss = Σ_i (a·x_i·m_i + b·x_i·m'_i), so with x_i = 2^i
+    a's gradient Σ_i 2^i m_i spells sample i's mask in bit i."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.ops import StochasticDepth
+        from timm.layers import DropPath
+        self.a = torch.nn.Parameter(torch.ones(1))
+        self.b = torch.nn.Parameter(torch.ones(1))
+        self.depth, self.path = StochasticDepth(0.5, "row"), DropPath(0.5)
+
+    def forward(self, x):
+        return (self.depth(x * self.a) + self.path(x * self.b)).sum()
+
+
+def test_stochastic_depth_keeps_whole_samples_at_its_rate(tmp_path):
+    pytest.importorskip("torchvision")
+    pytest.importorskip("timm")
+    rows, lr = 16, OPTIMIZERS["sgd"]["lr"]
+    x = np.zeros((NUM_SAMPLES, 1), np.float32)
+    x[:rows, 0] = 2.0 ** np.arange(rows)
+    module = DepthDropped()
+    model = from_torch(module, [torch.from_numpy(x[:rows])], name="depth")
+    kept = {"a": [], "b": []}
+    for seed in (1, 2, 3):
+        (tmp_path / str(seed)).mkdir()
+        _, saved = train_imported(tmp_path / str(seed), module, model, [x],
+                                  1, "sgd", steps=1, seed=seed)
+        for name, draws in kept.items():
+            twice = (1.0 - float(saved[name][0])) / lr / 2
+            # A kept sample counts 2 (1/keep): twice the gradient's half
+            # is an integer up to f32 rounding of the weight (|w| ≤ 6600,
+            # ulp 5e-4: 0.01 of the half-gradient).
+            assert abs(twice - round(twice)) < 0.05, (name, seed, twice)
+            draws += [(int(round(twice)) >> i) & 1 for i in range(rows)]
+    for name, draws in kept.items():
+        # 48 fair draws: P(outside [14, 34] kept) < 0.01; seeds fixed.
+        assert 14 <= sum(draws) <= 34, (name, draws)
+    assert kept["a"] != kept["b"], "the two sites drew the same masks"
 
 
 class SizeChecked(torch.nn.Module):

@@ -175,6 +175,27 @@ def _dropout(t, node, out, x, p, train):
     return t.f.dropout(t.v(x), p) if train and p else x
 
 
+def _bernoulli(t, node, out, x, p=0.5, generator=None):
+    """A fresh tensor's bernoulli_(p): stochastic depth's per-sample keep
+    mask (torchvision's StochasticDepth, timm's DropPath: empty([N, 1, ...])
+    .bernoulli_(keep), then / keep, times the branch). 1 with probability p
+    from our counter-based dropout masks (nn.dropout of ones at rate 1 − p,
+    times p), not torch's generator; keyed per site, step and rank as
+    dropout's are."""
+    import torch
+    if generator is not None or not isinstance(p, (int, float)):
+        raise _Unsupported("bernoulli with a generator or a tensor of "
+                           "probabilities")
+    if isinstance(x, Value):
+        raise _Unsupported("bernoulli_ into a tensor computed at run time "
+                           "(only a fresh mask's shape is read)")
+    shape, dtype = _shape(out), out.dtype
+    if p >= 1 or p <= 0:
+        return torch.full(shape, 1.0 if p >= 1 else 0.0, dtype=dtype)
+    ones = t.constant(torch.ones(shape, dtype=dtype))
+    return t.f.scale(t.f.dropout(ones, 1.0 - float(p)), float(p))
+
+
 def _unary(method):
     def build(t, node, out, x):
         return getattr(t.f, method)(_float(t, x, method))
@@ -306,6 +327,8 @@ OPS: Dict[str, Callable] = {
     "hardtanh.default": _hardtanh,
     "gelu.default": _gelu,
     "dropout.default": _dropout,
+    "bernoulli_.float": _bernoulli,
+    "bernoulli.p": _bernoulli,
     "hardsigmoid.default": _hardsigmoid,
     "hardswish.default": _hardswish,
     "to.dtype": _to,
