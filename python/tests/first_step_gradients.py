@@ -5,6 +5,7 @@ change over lr) against torch's float64 one."""
 from __future__ import annotations
 
 import copy
+import math
 import tempfile
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def torch_f32_gradients(module, data):
     kernels, its default, and with oneDNN off im2col + GEMM, as ours) on 1
     thread and on 2 (another order of its batch norms' and GEMMs' sums),
     then JITTERED_RUNS runs on inputs one ulp apart."""
-    threads = torch.get_num_threads()
+    threads, onednn_was = (torch.get_num_threads(),
+                           torch.backends.mkldnn.enabled)
     rng = np.random.default_rng(11)
     draws = [(onednn, n, data) for onednn in (True, False) for n in (1, 2)]
     draws += [(True, threads, one_ulp_apart(data, rng))
@@ -75,7 +77,7 @@ def torch_f32_gradients(module, data):
             torch_losses(trained, inputs, 1, "sgd", steps=1)
             yield {k: p.detach() for k, p in trained.named_parameters()}
     finally:
-        torch.backends.mkldnn.enabled = True
+        torch.backends.mkldnn.enabled = onednn_was
         torch.set_num_threads(threads)
 
 
@@ -127,7 +129,11 @@ def first_step_gradients(arch, name: str, workdir: Path | None = None):
 
     worst = 0.0
     for k, g in f64.items():
+        miss = (ours[k] - g).abs().max().item()
+        if not math.isfinite(miss):  # (max() would skip a NaN)
+            return math.inf
         scale = max(g.abs().max().item(), 1e-3 * largest)
         bound = GRAD_NOISE_FACTOR * f32_error[k] + GRAD_RTOL * scale
-        worst = max(worst, (ours[k] - g).abs().max().item() / bound)
+        worst = max(worst, miss / bound if bound else
+                    (0.0 if miss == 0 else math.inf))
     return worst

@@ -451,16 +451,23 @@ class Regions(torch.nn.Module):
         super().__init__()
         self.fc = torch.nn.Linear(8, 8)
         self.head = torch.nn.Linear(8, 4)
+        self.teacher = torch.nn.Linear(8, 4)
 
     def forward(self, x, y):
         F = torch.nn.functional
         h = torch.tanh(self.fc(x))
         with torch.no_grad():
             target = torch.sigmoid(self.head(h)) * 2
+        with torch.no_grad():  # a module called last: unflatten hands it
+            taught = self.teacher(h)  # the block's results as one tuple
+        with torch.no_grad():
+            with torch.autocast("cpu", enabled=False):  # nested regions
+                scale = h.abs().mean() + 1
         with torch.autocast("cpu", enabled=False):
             mixed = torch.softmax(h @ h.t(), -1) @ h
-        out = self.head(mixed)
-        return F.mse_loss(out, y) + F.mse_loss(out, target)
+        out = self.head(mixed) + self.teacher(h) * 0.5
+        return (F.mse_loss(out, y) + F.mse_loss(out, target)
+                + F.mse_loss(out * scale, taught))
 
 
 def regions_case(rng):
@@ -840,6 +847,32 @@ def test_stochastic_depth_keeps_whole_samples_at_its_rate(tmp_path):
         # 48 fair draws: P(outside [14, 34] kept) < 0.01; seeds fixed.
         assert 14 <= sum(draws) <= 34, (name, draws)
     assert kept["a"] != kept["b"], "the two sites drew the same masks"
+
+
+class OwnNorms(torch.nn.Module):
+    """A model's own norm classes (Llama's RMSNorm written out, Gemma's
+    1 + weight form) beside a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.rms = torch.nn.Parameter(torch.ones(4))
+        self.offset = torch.nn.Parameter(torch.zeros(4))
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return (self.fc(h * self.rms * (1 + self.offset))).sum()
+
+
+def test_parameters_start_as_the_module_holds_them():
+    """Without --load a run starts from the IR's inits: ones and zeros
+    where the module holds them, whatever its class; Linear's reset."""
+    text = from_torch(OwnNorms(), [torch.zeros(2, 4)]).text()
+    for line in ("fsdp.param @rms : tensor<4xf32> init <ones>",
+                 "fsdp.param @offset : tensor<4xf32> init <zeros>",
+                 "fsdp.param @weight : tensor<4x4xf32> init <kaiming_uniform",
+                 "fsdp.param @bias : tensor<4xf32> init <uniform(-0.5, 0.5)>"):
+        assert line in text, (line, text)
 
 
 class SizeChecked(torch.nn.Module):

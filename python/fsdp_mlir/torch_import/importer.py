@@ -80,9 +80,15 @@ def _argument_type(fake) -> TensorType:
     return _tensor_type(fake)
 
 
-def _default_init(owner, param_name: str, shape) -> Init:
-    """PyTorch's reset_parameters() for the common classes (used only when
-    the run does not --load the weights file); zeros otherwise."""
+def _default_init(owner, param_name: str, value) -> Init:
+    """What a run starts a parameter from when it does not --load the
+    weights file: ones or zeros where the module holds that constant (a
+    norm's weight and bias as constructed, LlamaRMSNorm's and Gemma's
+    alike), PyTorch's reset_parameters() for Linear and Embedding, zeros
+    otherwise."""
+    constant = _constant_init(value)
+    if constant is not None:
+        return constant
     kind = type(owner).__name__
     if kind == "Linear":
         if param_name == "weight":
@@ -91,26 +97,24 @@ def _default_init(owner, param_name: str, shape) -> Init:
         return Init.uniform(-bound, bound)
     if kind == "Embedding":
         return Init.normal(0.0, 1.0)
-    if _is_norm(owner):
-        return Init.ones if param_name == "weight" else Init.zeros
     return Init.zeros
 
 
-def _is_norm(owner) -> bool:
-    """LayerNorm, RMSNorm, GroupNorm and the batch / instance norms
-    (torch's _NormBase): their weight starts at ones, their bias at zeros."""
+def _constant_init(value) -> Optional[Init]:
+    """Init.ones / Init.zeros for a tensor that holds only that value."""
     import torch
-    return isinstance(owner, (torch.nn.LayerNorm, torch.nn.RMSNorm,
-                              torch.nn.GroupNorm,
-                              torch.nn.modules.batchnorm._NormBase))
+    if value.numel() == 0 or value.is_complex():
+        return None
+    flat = value.detach().flatten()
+    if not torch.all(flat == flat[0]):
+        return None
+    return {1: Init.ones, 0: Init.zeros}.get(float(flat[0]))
 
 
-def _default_buffer_init(owner, buffer_name: str) -> Init:
-    """A batch norm's running variance starts at ones (its reset), every
-    other buffer at zeros (running means, counters)."""
-    if _is_norm(owner) and buffer_name == "running_var":
-        return Init.ones
-    return Init.zeros
+def _default_buffer_init(value) -> Init:
+    """A buffer as the module holds it where that is ones or zeros (a batch
+    norm's running variance and mean as constructed), else zeros."""
+    return _constant_init(value) or Init.zeros
 
 
 @dataclass
@@ -330,6 +334,12 @@ class _Translator:
         for node in subgraph.graph.nodes:
             if node.op == "placeholder":
                 self.values[node] = next(operands)
+            elif node.op == "get_attr":  # the subgraph's own: a nested one
+                held = subgraph
+                for part in node.target.split("."):
+                    held = getattr(held, part)
+                self.values[node] = (held.detach() if _is_tensor(held)
+                                     else held)
             elif node.op == "output":
                 return tuple(self.arg(list(node.args[0])))
             else:
@@ -469,6 +479,12 @@ class _Translator:
             except _Poisoned:
                 args.append(_POISON)
                 poisoned = True
+        if not poisoned and any(not isinstance(a, Value) and _has_runtime(a)
+                                for a in args):
+            # A tuple holding computed values (what a no_grad block
+            # returns, unflatten passes to a module called last in it):
+            # its graph unpacks the tuple, translated in place.
+            return self.inline(fqn, called, args)
         if (not poisoned and fqn in self.imp.specs
                 and self.imp.traced_from.get(fqn, fqn) != called
                 and _stateless(self.imp.modules[fqn])):
@@ -644,13 +660,13 @@ class _Importer:
                 if id(p) in declared:
                     continue  # tied: declared where named_parameters() names it
                 declared.add(id(p))
-                ir.param(name, _tensor_type(p), _default_init(mod, name, p.shape),
+                ir.param(name, _tensor_type(p), _default_init(mod, name, p),
                          requires_grad=p.requires_grad)
             for name, b in mod.named_buffers(recurse=False):
                 if name in mod._non_persistent_buffers_set or id(b) in declared:
                     continue
                 declared.add(id(b))
-                ir.buffer(name, _tensor_type(b), _default_buffer_init(mod, name))
+                ir.buffer(name, _tensor_type(b), _default_buffer_init(b))
 
     def resolve_attr(self, fqn: str, target: str):
         """A get_attr of module `fqn`: ("state", qualified name of the

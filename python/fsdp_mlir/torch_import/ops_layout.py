@@ -154,7 +154,7 @@ def _pick(t, x: Value, dim: int, index: Value) -> Value:
 def _flip(t, node, out, x, dims):
     """torch.flip: each flipped dimension's slices picked in reverse."""
     import torch
-    x = t.v(x)
+    x = _float(t, t.v(x), "flip")  # (nn.embedding picks from float tables)
     for dim in dims:
         n = x.type.shape[dim % x.type.rank]
         x = _pick(t, x, dim, t.constant(torch.arange(n - 1, -1, -1)))
@@ -254,6 +254,7 @@ def _pad(t, node, out, x, pad, mode="constant", value=None):
             x = t.f.pad(x, dim, low, high, value)
             continue
         n = x.type.shape[dim]
+        _float(t, x, f"pad with mode {mode!r}")
         try:
             positions = torch.nn.functional.pad(
                 torch.arange(n, dtype=torch.float64).view(1, 1, n),
