@@ -677,6 +677,15 @@ def test_nested_sequential_sum_loss(tmp_path):
         assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-5), (ours, want)
 
 
+def assert_named_at(message: str, marker: str, what: str) -> None:
+    """`what` is in the importer's report, at the line of this file that
+    carries `marker`."""
+    source = open(__file__).read().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if marker in text)
+    assert what in message, message
+    assert f'test_torch_import.py", line {line}' in message, message
+
+
 class Unsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -693,12 +702,9 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
         from_torch(Unsupported(), [torch.zeros(2, 8)])
     message = str(e.value)
     assert "2 unsupported construct(s)" in message, message
-    source = open(__file__).read().splitlines()
     for marker, op in (("LINE-LOGCUMSUMEXP", "logcumsumexp.default"),
                        ("LINE-CUMPROD", "cumprod.default")):
-        line = next(i for i, text in enumerate(source, 1) if marker in text)
-        assert f"unsupported op {op}" in message, message
-        assert f'test_torch_import.py", line {line}' in message, message
+        assert_named_at(message, marker, f"unsupported op {op}")
 
 
 class WritesLeftOut(torch.nn.Module):
@@ -722,14 +728,11 @@ def test_unsupported_writes_are_named_with_their_lines():
         from_torch(WritesLeftOut(), [torch.zeros(4, 8)])
     message = str(e.value)
     assert "2 unsupported construct(s)" in message, message
-    source = open(__file__).read().splitlines()
     for marker, what in (
             ("LINE-STRIDED", "slice_scatter with a step"),
             ("LINE-GATHER", "gather by a run-time index whose other "
                             "dimensions differ from the input's")):
-        line = next(i for i, text in enumerate(source, 1) if marker in text)
-        assert what in message, message
-        assert f'test_torch_import.py", line {line}' in message, message
+        assert_named_at(message, marker, what)
 
 
 class IntegerLeftovers(torch.nn.Module):
@@ -751,15 +754,12 @@ def test_unsupported_integer_ops_are_one_report():
         from_torch(IntegerLeftovers(), [torch.zeros(2, 4, dtype=torch.long)])
     message = str(e.value)
     assert "3 unsupported construct(s)" in message, message
-    source = open(__file__).read().splitlines()
     for marker, what in (
             ("LINE-MAXIMUM", "maximum of integer tensors computed at run "
                              "time"),
             ("LINE-FLOOR", "div with rounding_mode='floor'"),
             ("LINE-REMAINDER", "unsupported op remainder.Scalar")):
-        line = next(i for i, text in enumerate(source, 1) if marker in text)
-        assert what in message, message
-        assert f'test_torch_import.py", line {line}' in message, message
+        assert_named_at(message, marker, what)
 
 
 class InPlaceOnView(torch.nn.Module):
@@ -778,12 +778,8 @@ def test_in_place_ops_on_views_are_refused():
     functional op that would leave the base unchanged."""
     with pytest.raises(UnsupportedModelError) as e:
         from_torch(InPlaceOnView(), [torch.zeros(2, 8)])
-    message = str(e.value)
-    assert "relu_.default on a tensor that shares its storage with a view" \
-        in message, message
-    line = next(i for i, text in enumerate(open(__file__).read().splitlines(),
-                                           1) if "LINE-VIEW" in text)
-    assert f'test_torch_import.py", line {line}' in message, message
+    assert_named_at(str(e.value), "LINE-VIEW", "relu_.default on a tensor "
+                    "that shares its storage with a view")
 
 
 class DataDependent(torch.nn.Module):

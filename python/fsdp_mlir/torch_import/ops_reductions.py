@@ -90,12 +90,17 @@ def _native_group_norm(t, node, out, x, w, b, n, c, hw, groups, eps):
     shape = list(x.type.shape)
     rows = t.reshape(x, [shape[0], groups, x.type.numel // (shape[0] * groups)])
     y = t.reshape(t.f.layer_norm(rows, None, None, eps), shape)
-    per_channel = [1, shape[1]] + [1] * (len(shape) - 2)
+    return [_per_channel_affine(t, y, w, b), None, None]
+
+
+def _per_channel_affine(t, y, w, b):
+    """y [N, C, *] times w [C] plus b [C] (either may be None)."""
+    per_channel = [1, y.type.shape[1]] + [1] * (y.type.rank - 2)
     if w is not None:
         y = t.f.mul(y, t.reshape(t.v(w), per_channel))
     if b is not None:
         y = t.f.add(y, t.reshape(t.v(b), per_channel))
-    return [y, None, None]
+    return y
 
 
 def _normalized(t, x, w, b, running_mean, running_var, training, momentum,
@@ -133,18 +138,12 @@ def _batch_statistics_norm(t, x, w, b, eps):
     x = _float(t, x, "batch_norm")
     shape = list(x.type.shape)
     n, c = shape[0], shape[1]
-    rows = t.transpose(t.reshape(x, [n, c, x.type.numel // (n * c)]),
-                       [1, 0, 2])
-    normed = t.f.layer_norm(t.reshape(rows, [c, x.type.numel // c]), None,
-                            None, eps)
-    y = t.reshape(t.transpose(t.reshape(normed, [c, n, x.type.numel // (n * c)]),
-                              [1, 0, 2]), shape)
-    per_channel = [1, c] + [1] * (len(shape) - 2)
-    if w is not None:
-        y = t.f.mul(y, t.reshape(t.v(w), per_channel))
-    if b is not None:
-        y = t.f.add(y, t.reshape(t.v(b), per_channel))
-    return y
+    spatial = x.type.numel // (n * c)
+    rows = t.transpose(t.reshape(x, [n, c, spatial]), [1, 0, 2])
+    normed = t.f.layer_norm(t.reshape(rows, [c, n * spatial]), None, None,
+                            eps)
+    y = t.transpose(t.reshape(normed, [c, n, spatial]), [1, 0, 2])
+    return _per_channel_affine(t, t.reshape(y, shape), w, b)
 
 
 def _batch_norm(t, node, out, x, w, b, running_mean, running_var, training,
