@@ -213,6 +213,19 @@ def timm_model(name, **kw):
     return make
 
 
+def timm_byoanet(block, **cfg):
+    """A small timm ByobNet (the family of HaloNet, LambdaNet, BAT): a
+    bottleneck stage, then one of `block` (its attention from cfg)."""
+    def make():
+        from timm.models.byobnet import ByobNet, ByoBlockCfg, ByoModelCfg
+        stages = (ByoBlockCfg(type="bottle", d=1, c=32, s=1, br=0.25),
+                  ByoBlockCfg(type=block, d=2, c=64, s=2, br=0.25))
+        return ClassifierLoss(ByobNet(ByoModelCfg(
+            blocks=stages, stem_chs=16, stem_type="tiered",
+            stem_pool="maxpool", **cfg), num_classes=CLASSES))
+    return make
+
+
 ENC = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
            num_attention_heads=4, intermediate_size=64,
            max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
@@ -759,6 +772,32 @@ ARCHS: dict[str, Arch] = {
         "deit3_small_patch16_224", num_classes=CLASSES, img_size=32,
         patch_size=8, embed_dim=32, depth=2, num_heads=4), images(32),
         ["Block"], fused_key_bias("qkv.bias", thirds)),
+    # Attention over windows: HaloNet's blocks with halos (Tensor.unfold),
+    # LambdaNet's position lambdas (a (r, r, 1) conv3d), BAT's
+    # bilinear attention transforms (adaptive max pooling).
+    "timm_halonet": Arch("vision", timm_byoanet(
+        "self_attn", self_attn_layer="halo",
+        self_attn_kwargs=dict(block_size=4, halo_size=1)), images(32),
+        ["BottleneckBlock", "SelfAttnBlock"]),
+    "timm_lambda": Arch("vision", timm_byoanet(
+        "self_attn", self_attn_layer="lambda", self_attn_kwargs=dict(r=3)),
+        images(32), ["BottleneckBlock", "SelfAttnBlock"]),
+    "timm_bat": Arch("vision", timm_byoanet(
+        "bottle", attn_layer="bat", attn_kwargs=dict(block_size=4)),
+        images(32), ["BottleneckBlock"]),
+    # Outlook attention (F.unfold, F.fold) and class attention.
+    "timm_volo": Arch("vision", lambda: ClassifierLoss(
+        __import__("timm").models.volo.VOLO(
+            layers=(1, 1, 1, 1), img_size=32, embed_dims=(32, 64, 64, 64),
+            num_heads=(2, 4, 4, 4), stem_hidden_dim=16,
+            num_classes=CLASSES)), images(32),
+        ["Outlooker", "Transformer", "ClassBlock"]),
+    # Attention biases picked by a buffer of relative positions (over a
+    # fixed 7 x 7 grid: 224-pixel images).
+    "timm_efficientformer": Arch("vision", timm_model(
+        "efficientformer_l1", num_classes=CLASSES, depths=(1, 1, 1, 2),
+        embed_dims=(8, 16, 24, 32)), images(224),
+        ["MetaBlock2d", "MetaBlock1d"]),
     # Audio
     "whisper": Arch("audio", lambda: HFLoss(T.WhisperForConditionalGeneration(
         T.WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, d_model=32,
@@ -941,7 +980,7 @@ def main(argv=None):
     with ProcessPoolExecutor(args.jobs) as pool:
         outcomes = []
         for o in pool.map(safe_run, names):
-            print(f"{o.name:16} {o.family:16} {o.status:8} "
+            print(f"{o.name:20} {o.family:16} {o.status:8} "
                   f"{'' if o.loss_diff is None else f'{o.loss_diff:.1e}':8} "
                   f"{o.seconds:5.0f}s {o.detail.splitlines()[0] if o.detail else ''}",
                   flush=True)

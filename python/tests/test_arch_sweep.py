@@ -35,6 +35,7 @@ SLICE = [
     "m2m100",       # positions looked up by run-time ids, then detach()
     "beit",         # a relative-position table resized (bilinear)
     "tv_squeezenet",  # max pooling with ceil_mode, torchvision's layout
+    "timm_volo",    # outlook attention: F.unfold, F.fold (index_put)
 ]
 
 

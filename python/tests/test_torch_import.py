@@ -536,6 +536,54 @@ def shared_child_case(rng):
     return SharedChild(), [x, y], dict(wrap_kinds=["SharedChildBlock"])
 
 
+class Windowed(torch.nn.Module):
+    """Windows and writes of timm's vision models: F.unfold / F.fold
+    (VOLO's outlook attention: im2col's indexing, col2im's accumulating
+    index_put and its padding cropped by a negative pad), Tensor.unfold
+    (HaloNet's overlapping key blocks), biases picked along dim 1 by a
+    buffer of relative positions (EfficientFormer), adaptive max pooling
+    over tiling and over varying windows (BAT), a conv3d with a (3, 3, 1)
+    kernel (LambdaNet's position lambdas), and writes at constant
+    positions: `x[:, i] = v` and index_put_ with accumulate where a
+    position is written twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+        self.biases = torch.nn.Parameter(torch.randn(4, 7) * 0.5)
+        distance = torch.arange(6)
+        self.register_buffer("bias_idxs",
+                             (distance[:, None] - distance[None, :]).abs())
+        self.lam = torch.nn.Conv3d(1, 2, (3, 3, 1), padding=(1, 1, 0))
+        self.fc = torch.nn.Linear(4 * 36 + 4 * 16 + 8 + 2 * 36 * 4 + 6, 3)
+
+    def forward(self, x, y):
+        F = torch.nn.functional
+        h = torch.tanh(self.conv(x))  # [N, 4, 6, 6]
+        cols = F.unfold(h, 3, padding=1, stride=2)  # [N, 36, 9]
+        folded = F.fold(torch.tanh(cols), (6, 6), 3, padding=1, stride=2)
+        blocks = h.unfold(2, 4, 2).unfold(3, 4, 2)  # [N, 4, 2, 2, 4, 4]
+        windows = blocks.flatten(2, 3).flatten(3)  # [N, 4, 4, 16]
+        attn = (windows * windows.mean(2, keepdim=True)).sum(2)[:, :, :6]
+        biased = attn + self.biases[:, self.bias_idxs][:, 0]  # [N, 4, 6]
+        rows = F.adaptive_max_pool2d(folded, (3, 1)).flatten(1)  # [N, 12]
+        uneven = F.adaptive_max_pool2d(h, (4, 4)).flatten(2)  # [N, 4, 16]
+        lam = self.lam(h.permute(0, 2, 3, 1)[:, None])  # [N, 2, 6, 6, 4]
+        out = uneven.clone()
+        out[:, :, [1, 5, 7]] = biased[:, :, :3]
+        acc = torch.zeros(8, x.shape[0]).index_put_(
+            (torch.tensor([0, 3, 3, 6]),), rows[:, :4].T, accumulate=True)
+        features = torch.cat([folded.flatten(1), out.flatten(1), acc.T,
+                              lam.flatten(1), biased.flatten(1)[:, :6]], 1)
+        return F.mse_loss(self.fc(features), y)
+
+
+def windowed_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 2, 6, 6)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 3)).astype(np.float32)
+    return Windowed(), [x, y], {}
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
@@ -544,7 +592,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "strided": strided_case, "positions": positions_case,
          "group_norm": group_norm_case, "in_place": in_place_case,
          "shared_child": shared_child_case, "regions": regions_case,
-         "padded": padded_case}
+         "padded": padded_case, "windowed": windowed_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS):
@@ -713,6 +761,7 @@ class WritesLeftOut(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.proj = torch.nn.Linear(8, 8)
+        self.kernel3d = torch.nn.Parameter(torch.randn(2, 1, 3, 3, 3))
 
     def forward(self, x):
         h = self.proj(x)
@@ -720,18 +769,26 @@ class WritesLeftOut(torch.nn.Module):
         a = torch.slice_scatter(h, h[:, ::2] * 2, 1, 0, 8, 2)  # LINE-STRIDED
         b = h.gather(1, top[:2])  # LINE-GATHER
         c = torch.zeros_like(h).scatter(1, top, 1.0)  # mapped
-        return a.sum() + b.sum() + c.sum()
+        d = h.index_put((torch.tensor([1, 1]),), h[:2])  # LINE-TWICE
+        e = h.index_put((torch.tensor([1, 1]),), h[:2], True)  # mapped
+        video = torch.nn.functional.conv3d(  # LINE-CONV3D
+            h.reshape(1, 1, 4, 2, 4), self.kernel3d, padding=1)
+        return a.sum() + b.sum() + c.sum() + d.sum() + e.sum() + video.sum()
 
 
 def test_unsupported_writes_are_named_with_their_lines():
     with pytest.raises(UnsupportedModelError) as e:
         from_torch(WritesLeftOut(), [torch.zeros(4, 8)])
     message = str(e.value)
-    assert "2 unsupported construct(s)" in message, message
+    assert "4 unsupported construct(s)" in message, message
     for marker, what in (
             ("LINE-STRIDED", "slice_scatter with a step"),
             ("LINE-GATHER", "gather by a run-time index whose other "
-                            "dimensions differ from the input's")):
+                            "dimensions differ from the input's"),
+            ("LINE-TWICE", "index_put that writes a position twice "
+                           "without accumulate"),
+            ("LINE-CONV3D", "convolution over 3 spatial dims (other than "
+                            "one with a kernel of 1 along a dim)")):
         assert_named_at(message, marker, what)
 
 

@@ -1,5 +1,6 @@
 """Convolutions and poolings: conv1d / conv2d / convolution → nn.conv
-(stride, padding including 'same', dilation, groups), or a linear map of
+(stride, padding including 'same', dilation, groups; a conv3d with a
+kernel of 1 along a dim, as a conv2d of each slice), or a linear map of
 non-overlapping patches where that is what a conv2d is (ViT's patch
 embedding); max_pool1d / 2d → nn.max_pool (ceil_mode: the input padded
 with -inf where the last window reaches past it); average poolings whose
@@ -12,10 +13,13 @@ each window; other adaptive_avg_pool2d (windows of varying size) → two
 nn.linear maps with constant averaging matrices, one per spatial dim."""
 from __future__ import annotations
 
+import operator
 from typing import Callable, Dict
 
 from .common import _Unsupported
+from .ops_layout import _pick
 from .ops_pointwise import _elementwise
+from .ops_routing import _max_dim
 
 
 def _per_dim(v, spatial: int):
@@ -47,8 +51,6 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
     before, as torch does)."""
     x, w = t.v(x), t.v(w)
     spatial = len(x.type.shape) - 2
-    if spatial not in (1, 2):
-        raise _Unsupported(f"convolution over {spatial} spatial dims")
     stride, dilation = _per_dim(stride, spatial), _per_dim(dilation, spatial)
     kernel = list(w.type.shape[2:])
     if padding == "valid":
@@ -61,6 +63,11 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
         high = [p - lo for p, lo in zip(total, low)]
     else:
         low = high = _per_dim(padding, spatial)
+    if spatial == 3:
+        return _conv3d_as_2d(t, x, w, b, stride, low, high, dilation,
+                             groups)
+    if spatial not in (1, 2):
+        raise _Unsupported(f"convolution over {spatial} spatial dims")
     # A 1x1 kernel is left to nn.conv: one GEMM on the input as it lies,
     # where the patch route would transpose it twice.
     if (spatial == 2 and stride == kernel != [1, 1] and low == [0, 0]
@@ -71,6 +78,34 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
     return t.f.conv(x, w, None if b is None else t.v(b), stride=stride,
                     pad_low=low, pad_high=high, dilation=dilation,
                     groups=groups)
+
+
+def _conv3d_as_2d(t, x, w, b, stride, low, high, dilation, groups):
+    """A conv3d whose kernel is 1 along a dim it neither strides nor pads
+    (LambdaNet's (r, r, 1) position lambdas) is a conv2d of each slice
+    along that dim: the dim moved into the batch and back."""
+    unit = [d for d in range(3) if w.type.shape[2 + d] == 1
+            and stride[d] == 1 and low[d] == 0 and high[d] == 0]
+    if not unit:
+        raise _Unsupported("convolution over 3 spatial dims (other than "
+                           "one with a kernel of 1 along a dim)")
+    d = unit[0]
+    keep = [e for e in range(3) if e != d]
+    n, c = x.type.shape[:2]
+    depth = x.type.shape[2 + d]
+    slices = t.reshape(t.transpose(x, [0, 2 + d, 1] + [2 + e for e in keep]),
+                       [n * depth, c] + [x.type.shape[2 + e] for e in keep])
+    w2 = t.reshape(w, list(w.type.shape[:2])
+                   + [w.type.shape[2 + e] for e in keep])
+    y = t.f.conv(slices, w2, None if b is None else t.v(b),
+                 stride=[stride[e] for e in keep],
+                 pad_low=[low[e] for e in keep],
+                 pad_high=[high[e] for e in keep],
+                 dilation=[dilation[e] for e in keep], groups=groups)
+    y = t.reshape(y, [n, depth] + list(y.type.shape[1:]))
+    # y is [N, D_d, O, h, w]: O back to dim 1, D_d to its own place.
+    place = {d: 1, keep[0]: 3, keep[1]: 4}
+    return t.transpose(y, [0, 2] + [place[e] for e in range(3)])
 
 
 def _convolution(t, node, out, x, w, b, stride, padding, dilation,
@@ -119,6 +154,40 @@ def _adaptive_avg_pool2d(t, node, out, x, output_size):
     cols = t.f.linear(t.transpose(rows, [0, 1, 3, 2]),
                       t.constant(_averaging(h, size[0])))  # [N,C,OW,OH]
     return t.transpose(cols, [0, 1, 3, 2])
+
+
+def _adaptive_max_pool2d(t, node, out, x, output_size):
+    """(values, indices): windows that tile the input → nn.max_pool with
+    stride = kernel (BAT's row and column poolings); windows of varying
+    size → per spatial dim, each window's positions picked (padded to the
+    longest by repeating its last) and the max over them taken (a max is
+    separable, and the gradient reaches the first maximal entry, as
+    torch's). The indices are not computed: a model reading them is
+    refused."""
+    import torch
+    if any(int(u.args[1]) != 0 for u in node.users
+           if u.target is operator.getitem):
+        raise _Unsupported("adaptive_max_pool2d's indices read")
+    x = t.v(x)
+    sizes = list(x.type.shape[2:])
+    want = [int(d) for d in out[0].shape[2:]]
+    if all(s % o == 0 for s, o in zip(sizes, want)):
+        kernel = [s // o for s, o in zip(sizes, want)]
+        return t.f.max_pool(x, kernel, kernel, [0, 0], [1, 1]), None
+    for d, (size, o) in enumerate(zip(sizes, want)):
+        if size == o:
+            continue
+        windows = [list(range((i * size) // o, -(-((i + 1) * size) // o)))
+                   for i in range(o)]
+        longest = max(len(w) for w in windows)
+        picks = torch.tensor([w + [w[-1]] * (longest - len(w))
+                              for w in windows])
+        shape = list(x.type.shape)
+        shape[2 + d:3 + d] = [o, longest]
+        x = t.reshape(_pick(t, x, 2 + d, t.constant(picks.reshape(-1))),
+                      shape)
+        x = _max_dim(t, node, None, x, 3 + d)[0]
+    return x, None
 
 
 def _divisors(size, kernel, stride, pad, count, include_pad):
@@ -193,9 +262,12 @@ OPS: Dict[str, Callable] = {
     "conv1d.padding": _conv,
     "conv2d.default": _conv,
     "conv2d.padding": _conv,
+    "conv3d.default": _conv,
+    "conv3d.padding": _conv,
     "convolution.default": _convolution,
     "max_pool1d.default": _max_pool,
     "max_pool2d.default": _max_pool,
     "adaptive_avg_pool2d.default": _adaptive_avg_pool2d,
+    "adaptive_max_pool2d.default": _adaptive_max_pool2d,
     "avg_pool2d.default": _avg_pool2d,
 }

@@ -1,6 +1,7 @@
 """Layout and indexing: views and reshapes, transposes, expand, repeat, cat,
 split / chunk / unbind, slice (strided too) / narrow / select, pad,
-index_select, advanced indexing and gather by constant indices, gather
+index_select, Tensor.unfold's windows, advanced indexing and gather by
+constant indices, gather
 by a run-time index along any dimension (nn.embedding of the selected
 elements, so the gradient scatters back),
 and the ops that copy or alias (no-ops here)."""
@@ -129,8 +130,8 @@ def _select(t, node, out, x, dim, index):
 
 
 def _index_select(t, node, out, x, dim, index):
-    """(x[index] of a run-time index of any shape comes here too: out's
-    shape has index's dims in place of dim 0.)"""
+    """(x[..., index] of one index of any shape comes here too: out's
+    shape has index's dims in place of dim.)"""
     return t.reshape(_pick(t, t.v(x), dim, t.v(index)), _shape(out))
 
 
@@ -151,6 +152,24 @@ def _pick(t, x: Value, dim: int, index: Value) -> Value:
     return t.transpose(picked, [perm.index(d) for d in range(rank)])
 
 
+def _unfold(t, node, out, x, dim, size, step):
+    """Tensor.unfold(dim, size, step), the windows along dim (HaloNet's
+    overlapping key blocks): the windows' positions picked along dim,
+    split into (window, position) and the position moved last."""
+    import torch
+    x = _float(t, t.v(x), "unfold")
+    dim %= x.type.rank
+    windows = torch.arange(x.type.shape[dim]).unfold(0, size, step)
+    picked = _pick(t, x, dim, t.constant(windows.reshape(-1)))
+    shape = list(x.type.shape)
+    shape[dim:dim + 1] = list(windows.shape)
+    windowed = t.reshape(picked, shape)
+    if dim + 1 == len(shape) - 1:
+        return windowed
+    perm = [d for d in range(len(shape)) if d != dim + 1] + [dim + 1]
+    return t.transpose(windowed, perm)
+
+
 def _flip(t, node, out, x, dims):
     """torch.flip: each flipped dimension's slices picked in reverse."""
     import torch
@@ -166,11 +185,14 @@ def _index(t, node, out, x, indices):
     attention masks index the padding mask by arange grids) the positions
     are PyTorch's own indexing of an arange of x's elements, gathered by
     nn.embedding from x as a column (so the gradient scatters back); one
-    run-time index on dimension 0 is index_select."""
+    run-time index, on any dimension, is index_select (EfficientFormer's
+    attention biases picked by a buffer of relative positions: torch puts
+    the index's dims in that dimension's place)."""
     x = _float(t, t.v(x), "indexing")
     given = [i for i in indices if i is not None]
-    if len(given) == 1 and isinstance(indices[0], Value):
-        return _index_select(t, node, out, x, 0, indices[0])
+    if len(given) == 1 and isinstance(given[0], Value):
+        dim = next(d for d, i in enumerate(indices) if i is not None)
+        return _index_select(t, node, out, x, dim, given[0])
     if any(isinstance(i, Value) for i in given):
         raise _Unsupported("indexing by several tensors computed at run time")
     # aten.index's None keeps a dimension whole (Falcon's
@@ -235,10 +257,10 @@ def _gather_at_run_time(t, x: Value, dim: int, index: Value, out):
 
 
 def _pad(t, node, out, x, pad, mode="constant", value=None):
-    """F.pad: a constant with nn.pad; reflect, replicate and circular
-    (TResNet's anti-aliasing, image-to-image generators) pick each padded
-    dimension's slices by the positions torch's own padding of an arange
-    gives."""
+    """F.pad: a constant with nn.pad (a negative amount crops: F.fold's
+    padding taken off); reflect, replicate and circular (TResNet's
+    anti-aliasing, image-to-image generators) pick each padded dimension's
+    slices by the positions torch's own padding of an arange gives."""
     import torch
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise _Unsupported(f"pad with mode {mode!r}")
@@ -246,8 +268,13 @@ def _pad(t, node, out, x, pad, mode="constant", value=None):
     for i in range(0, len(pad), 2):
         low, high = pad[i], pad[i + 1]
         dim = x.type.rank - 1 - i // 2
+        if (low < 0 or high < 0) and mode != "constant":
+            raise _Unsupported(f"pad with mode {mode!r} by a negative "
+                               "amount")
         if low < 0 or high < 0:
-            raise _Unsupported("pad by a negative amount")
+            n = x.type.shape[dim]
+            x = t.f.slice(x, dim, max(-low, 0), n - max(-high, 0), 1)
+            low, high = max(low, 0), max(high, 0)
         if not (low or high):
             continue
         if mode == "constant":
@@ -318,6 +345,7 @@ OPS: Dict[str, Callable] = {
     "select.int": _select,
     "index_select.default": _index_select,
     "flip.default": _flip,
+    "unfold.default": _unfold,
     "reflection_pad1d.default": _mode_pad("reflect"),
     "reflection_pad2d.default": _mode_pad("reflect"),
     "reflection_pad3d.default": _mode_pad("reflect"),

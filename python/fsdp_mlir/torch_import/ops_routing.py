@@ -11,6 +11,7 @@ from typing import Callable, Dict
 from ..ir import TensorType, Value
 from ..ir.forward import _f64
 from .common import _Unsupported, _float, _scalar, _shape
+from .ops_scatter import _index_put_at_constant_positions
 
 
 def _integer(x: Value, what: str) -> Value:
@@ -127,10 +128,13 @@ def _grouped_mm(t, node, out, x, w, offs=None, bias=None, out_dtype=None):
 
 def _index_put(t, node, out, x, indices, values, accumulate=False):
     """index_put_(empty_like(p), [p], arange(n)): the inverse of the
-    permutation p (a Mixtral block's way back to token order). Other
-    index_puts are not mapped."""
+    permutation p (a Mixtral block's way back to token order). At constant
+    indices: ops_scatter's. Other index_puts are not mapped."""
     import torch
     given = [i for i in indices if i is not None]
+    if not any(isinstance(i, Value) for i in given):
+        return _index_put_at_constant_positions(t, node, out, x, indices,
+                                                values, accumulate)
     p = given[0] if len(given) == 1 else None
     n = int(out.shape[0]) if out.dim() == 1 else -1
     if (accumulate or isinstance(x, Value) or not isinstance(p, Value)

@@ -4,17 +4,21 @@ parts, Funnel's pooled positions) → the kept parts and the new one
 concatenated; copy (the value written, `x.copy_(y)`) → y broadcast and
 cast to x's shape and type; scatter of one value at a run-time index
 (DeepSeek-V3's mask of the chosen expert groups) → where the index hits,
-found by comparing it with each position along the dimension. Their
+found by comparing it with each position along the dimension; index_put
+at constant indices (F.fold, `x[i] += v`) → each element read from a
+column of the values. Their
 gradients follow from those ops': the overwritten parts of the base get
 none."""
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict
 
 import torch
 
 from ..ir import Value
-from .common import (_Unsupported, _as_f32, _dtype, _keep_either, _shape)
+from .common import (_Unsupported, _as_f32, _dtype, _is_tensor,
+                     _keep_either, _shape)
 from .ops_layout import _cat, _expand, _slice
 
 
@@ -93,6 +97,63 @@ def _scatter_value(t, node, out, x, dim, index, value):
     count = t.f.reduce_sum(equal, [dim])
     hit = t.f.compare("gt", count, t.constant(torch.tensor(0.0)))
     return _keep_either(t, hit, float(value), x, _dtype(out.dtype))
+
+
+def _index_put_at_constant_positions(t, node, out, x, indices, values,
+                                     accumulate):
+    """x.index_put(indices, values, accumulate) where the indices are
+    constants (F.fold's col2im in VOLO's outlook attention, `x[i] += v`):
+    each element of the result read by nn.embedding from a column of
+    values' elements, so the gradient scatters back. accumulate: the
+    values landing on an element (at most m of them, the list padded with
+    a zero appended to the column) summed and added to x; otherwise x's
+    elements and values' in one column, each element reading x's own or
+    the value written there (positions written twice are refused: which
+    write wins is undefined in torch)."""
+    shape = _shape(out)
+    numel = math.prod(shape)
+    where = tuple(slice(None) if i is None else torch.as_tensor(i)
+                  for i in indices)
+    positions = torch.arange(numel).reshape(shape)[where].reshape(-1)
+    count = positions.numel()
+    if count == 0:
+        return t.v(x, out.dtype)
+    dtype = _dtype(out.dtype)
+    written = t.v(values, out.dtype)
+    if written.type.dtype not in ("f32", "bf16", "f16"):
+        raise _Unsupported("index_put of integer values computed at run "
+                           "time")
+    target = [int(d) for d in torch.arange(numel).reshape(shape)[where].shape]
+    if list(written.type.shape) != target:
+        written = t.f.broadcast(written, target)
+    column = t.reshape(written, [count, 1])
+    if not accumulate:
+        if torch.unique(positions).numel() != count:
+            raise _Unsupported("index_put that writes a position twice "
+                               "without accumulate (torch leaves which "
+                               "write wins undefined)")
+        source = torch.arange(numel)
+        source[positions] = numel + torch.arange(count)
+        table = t.f.concat([t.reshape(t.v(x, out.dtype), [numel, 1]),
+                            column], 0)
+        return t.reshape(t.f.embedding(t.constant(source), table), shape)
+    # slots[e, j]: the j-th value landing on element e, or `count` (the
+    # zero appended to the column).
+    order = torch.argsort(positions, stable=True)
+    hits = torch.bincount(positions, minlength=numel)
+    first = torch.cumsum(hits, 0) - hits
+    rank = torch.arange(count) - first[positions[order]]
+    slots = torch.full((numel, int(hits.max())), count)
+    slots[positions[order], rank] = order
+    zero = t.constant(torch.zeros(1, 1))
+    if dtype != "f32":
+        zero = t.f.cast(zero, dtype)
+    picked = t.f.embedding(t.constant(slots), t.f.concat([column, zero], 0))
+    summed = t.reshape(t.f.reduce_sum(
+        t.reshape(picked, list(slots.shape)), [1]), shape)
+    if _is_tensor(x) and not x.any():
+        return summed
+    return t.f.add(t.v(x, out.dtype), summed)
 
 
 OPS: Dict[str, Callable] = {
