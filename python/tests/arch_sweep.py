@@ -65,6 +65,25 @@ def images(size=32, channels=3):
     return make
 
 
+def clips(frames, size):
+    """Video clips [N, 3, frames, size, size] and one class each."""
+    def make(rng):
+        x = rng.standard_normal(
+            (NUM_SAMPLES, 3, frames, size, size)).astype(np.float32)
+        return [x, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
+    return make
+
+
+def tv_video_resnet(conv, stem):
+    """torchvision's VideoResNet, one BasicBlock per stage."""
+    def make():
+        from torchvision.models.video import resnet
+        return ClassifierLoss(resnet.VideoResNet(
+            resnet.BasicBlock, [getattr(resnet, conv)] * 4, [1, 1, 1, 1],
+            getattr(resnet, stem), num_classes=CLASSES))
+    return make
+
+
 def audio_frames(mels, frames):
     """Log-mel-like features [N, mels, frames] and one class each."""
     def make(rng):
@@ -798,6 +817,14 @@ ARCHS: dict[str, Arch] = {
         "efficientformer_l1", num_classes=CLASSES, depths=(1, 1, 1, 2),
         embed_dims=(8, 16, 24, 32)), images(224),
         ["MetaBlock2d", "MetaBlock1d"]),
+    # Video: 3-D convolutions (sums of 2-D ones over the time taps),
+    # BatchNorm3d, global 3-D pooling.
+    "tv_r3d": Arch("video", tv_video_resnet("Conv3DSimple", "BasicStem"),
+                   clips(4, 32), ["BasicBlock"]),
+    # (2+1)D: each 3x3x3 factorised into (1, 3, 3) then (3, 1, 1).
+    "tv_r2plus1d": Arch("video", tv_video_resnet("Conv2Plus1D",
+                                                 "R2Plus1dStem"),
+                        clips(4, 32), ["BasicBlock"]),
     # Audio
     "whisper": Arch("audio", lambda: HFLoss(T.WhisperForConditionalGeneration(
         T.WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, d_model=32,

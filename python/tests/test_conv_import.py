@@ -5,7 +5,8 @@ ConvNeXt-style block (depthwise 7x7 conv, channels-last LayerNorm, an
 inverted-bottleneck MLP, a residual), and a ResNet of torchvision's layout
 (BasicBlocks, BatchNorm2d in training mode, max and global average
 pooling; torchvision itself is not installed here) and a Darknet of
-conv-BN-LeakyReLU / Mish units (a program PyTorch functionalises), trained
+conv-BN-LeakyReLU / Mish units (a program PyTorch functionalises), a
+video block (conv3d, max / average / adaptive 3-D pooling, BatchNorm3d), trained
 STEPS steps at
 1 and 2 ranks
 (full-shard, the blocks as units) from the module's weights on the same
@@ -332,6 +333,69 @@ def test_average_poolings_lower_to_sums_and_averaging_maps():
     text = imported(PoolNet)[2].text()
     assert text.count("groups = 4 : i64") == 4, text
     assert text.count("nn.linear") == 3, text  # 2 averaging maps + head
+class VideoBlock(torch.nn.Module):
+    """3-D convolutions and poolings as torchvision's video models have
+    them, on clips [N, 3, 4, 8, 8]: R3D's padded 3x3x3 stem strided in
+    space, R(2+1)D's (1, 3, 3) and (3, 1, 1) factorised kernels, a kernel
+    strided, padded and dilated in time, a depthwise one (X3D's), max
+    pooling padded in time and with ceil_mode (S3D's), average pooling
+    (S3D's head; here padded, without count_include_pad), adaptive pooling to one and to windows of varying
+    size, BatchNorm3d."""
+
+    def __init__(self, dim=4):
+        super().__init__()
+        conv = torch.nn.Conv3d
+        self.stem = conv(3, dim, 3, stride=(1, 2, 2), padding=1, bias=False)
+        self.norm = torch.nn.BatchNorm3d(dim)
+        self.spatial = conv(dim, dim, (1, 3, 3), padding=(0, 1, 1))
+        self.temporal = conv(dim, dim, (3, 1, 1), padding=(1, 0, 0))
+        self.dilated = conv(dim, dim, (2, 3, 3), stride=(2, 1, 1),
+                            padding=(1, 1, 2), dilation=(2, 1, 2))
+        self.depthwise = conv(dim, dim, 3, padding=1, groups=dim, bias=False)
+
+    def forward(self, clip):
+        # GELU where video models have ReLU: with these batches one of
+        # the stem's normalised outputs is 1.2e-8 (float64) from zero at
+        # step 4, and a ReLU there flips with the f32 rounding order
+        # (torch's and ours differ), moving the stem's gradient by 2e-4.
+        h = F.gelu(self.norm(self.stem(clip)))  # [N, 4, 4, 4, 4]
+        h = torch.tanh(self.temporal(F.gelu(self.spatial(h))))
+        pooled = F.max_pool3d(h, (2, 3, 3), stride=(1, 2, 2), padding=1)
+        ceil = F.max_pool3d(h, 2, stride=(1, 3, 3), ceil_mode=True)
+        heads = [self.dilated(h), self.depthwise(h), pooled, ceil,
+                 F.max_pool3d(h, (1, 2, 2)),  # one tap in time
+                 F.avg_pool3d(h, (2, 3, 3), stride=(1, 2, 1),
+                              padding=(1, 1, 0), count_include_pad=False),
+                 F.adaptive_avg_pool3d(h, 1),
+                 F.adaptive_avg_pool3d(h, (3, 2, 3))]
+        return torch.cat([t.flatten(1) for t in heads], 1)
+
+
+class VideoNet(torch.nn.Module):
+    def __init__(self, dim=4):
+        super().__init__()
+        self.block = VideoBlock(dim)
+        self.head = torch.nn.Linear(dim * (2 * 4 * 4 + 64 + 5 * 2 * 2
+                                           + 3 * 2 * 2 + 4 * 2 * 2
+                                           + 5 * 2 * 2 + 1
+                                           + 18),
+                                    CLASSES)
+
+    def forward(self, x, y):
+        clip = x.reshape(-1, 3, 4, 8, 8)  # the images' pixels as clips
+        return F.cross_entropy(self.head(self.block(clip)), y)
+
+
+@pytest.mark.parametrize("ranks,optimizer",
+                         [(1, "sgd"), (2, "sgd"), (2, "adamw")])
+def test_video_model_trains_like_torch(tmp_path, ranks, optimizer):
+    """conv3d as a sum of conv2ds over one dim's kernel taps, max_pool3d as
+    2-D poolings then the max over the taps, avg_pool3d as window sums
+    (a depthwise conv3d of ones) over torch's divisors."""
+    check_trains_like_torch(tmp_path, ranks, optimizer, VideoNet,
+                            "VideoBlock")
+
+
 class Patches(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,16 +1,17 @@
 """Convolutions and poolings: conv1d / conv2d / convolution → nn.conv
-(stride, padding including 'same', dilation, groups; a conv3d with a
-kernel of 1 along a dim, as a conv2d of each slice), or a linear map of
+(stride, padding including 'same', dilation, groups; conv3d as a sum of
+conv2ds, one per kernel tap along one dim), or a linear map of
 non-overlapping patches where that is what a conv2d is (ViT's patch
 embedding); max_pool1d / 2d → nn.max_pool (ceil_mode: the input padded
-with -inf where the last window reaches past it); average poolings whose
-windows tile the image (adaptive_avg_pool2d to a size dividing the
-input's, avg_pool2d with stride = kernel, unpadded) → a mean over each
-window (torch's own terms); other avg_pool2d (overlapping, padded,
-ceil_mode, count_include_pad off, divisor_override) → window sums as a
-depthwise nn.conv with a weight of ones, divided by torch's divisor of
-each window; other adaptive_avg_pool2d (windows of varying size) → two
-nn.linear maps with constant averaging matrices, one per spatial dim."""
+with -inf where the last window reaches past it), max_pool3d as 2-D
+poolings of each time tap then a max over the taps; adaptive_max_pool2d →
+nn.max_pool, or a max over picked positions per dim; average poolings
+(2-D and 3-D) whose windows tile the input → a mean over each window
+(torch's own terms); other avg_pool (overlapping, padded, ceil_mode,
+count_include_pad off, divisor_override) → window sums as a depthwise
+convolution of ones, divided by torch's divisor of each window; other
+adaptive_avg_pool (windows of varying size) → nn.linear maps with
+constant averaging matrices, one per spatial dim."""
 from __future__ import annotations
 
 import operator
@@ -64,8 +65,8 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
     else:
         low = high = _per_dim(padding, spatial)
     if spatial == 3:
-        return _conv3d_as_2d(t, x, w, b, stride, low, high, dilation,
-                             groups)
+        return _conv3d_by_taps(t, x, w, b, stride, low, high, dilation,
+                               groups)
     if spatial not in (1, 2):
         raise _Unsupported(f"convolution over {spatial} spatial dims")
     # A 1x1 kernel is left to nn.conv: one GEMM on the input as it lies,
@@ -80,32 +81,44 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
                     groups=groups)
 
 
-def _conv3d_as_2d(t, x, w, b, stride, low, high, dilation, groups):
-    """A conv3d whose kernel is 1 along a dim it neither strides nor pads
-    (LambdaNet's (r, r, 1) position lambdas) is a conv2d of each slice
-    along that dim: the dim moved into the batch and back."""
-    unit = [d for d in range(3) if w.type.shape[2 + d] == 1
-            and stride[d] == 1 and low[d] == 0 and high[d] == 0]
-    if not unit:
-        raise _Unsupported("convolution over 3 spatial dims (other than "
-                           "one with a kernel of 1 along a dim)")
-    d = unit[0]
-    keep = [e for e in range(3) if e != d]
-    n, c = x.type.shape[:2]
-    depth = x.type.shape[2 + d]
-    slices = t.reshape(t.transpose(x, [0, 2 + d, 1] + [2 + e for e in keep]),
-                       [n * depth, c] + [x.type.shape[2 + e] for e in keep])
-    w2 = t.reshape(w, list(w.type.shape[:2])
-                   + [w.type.shape[2 + e] for e in keep])
-    y = t.f.conv(slices, w2, None if b is None else t.v(b),
-                 stride=[stride[e] for e in keep],
-                 pad_low=[low[e] for e in keep],
-                 pad_high=[high[e] for e in keep],
-                 dilation=[dilation[e] for e in keep], groups=groups)
-    y = t.reshape(y, [n, depth] + list(y.type.shape[1:]))
-    # y is [N, D_d, O, h, w]: O back to dim 1, D_d to its own place.
-    place = {d: 1, keep[0]: 3, keep[1]: 4}
-    return t.transpose(y, [0, 2] + [place[e] for e in range(3)])
+def _conv3d_by_taps(t, x, w, b, stride, low, high, dilation, groups):
+    """conv3d as a sum of conv2ds, one per kernel tap along one dim d, the
+    one with the fewest taps (LambdaNet's (r, r, 1) position lambdas and
+    R(2+1)D's factorised kernels need one, a video stem's 3 x 7 x 7
+    three): the input padded along d; for tap k the slices it reads for
+    every output position along d (from k·dilation, by the stride), moved
+    into the batch and convolved with the kernel's k-th plane; the taps'
+    results summed, the bias added once. Equal to torch's up to the order
+    of the sum (f32 rounding)."""
+    d = min(range(3), key=lambda e: w.type.shape[2 + e])
+    keep = [2 + e for e in range(3) if e != d]
+    taps = w.type.shape[2 + d]
+    if low[d] or high[d]:
+        x = t.f.pad(x, 2 + d, low[d], high[d], 0.0)
+    n, c, length = x.type.shape[0], x.type.shape[1], x.type.shape[2 + d]
+    depth = (length - dilation[d] * (taps - 1) - 1) // stride[d] + 1
+    plane_shape = list(w.type.shape[:2]) + [w.type.shape[e] for e in keep]
+    total = None
+    for k in range(taps):
+        start = k * dilation[d]
+        reads = x
+        if not (start == 0 and depth == length):
+            reads = t.f.slice(x, 2 + d, start,
+                              start + (depth - 1) * stride[d] + 1, stride[d])
+        batch = t.reshape(t.transpose(reads, [0, 2 + d, 1] + keep),
+                          [n * depth, c] + [x.type.shape[e] for e in keep])
+        plane = t.reshape(w if taps == 1 else
+                          t.f.slice(w, 2 + d, k, k + 1), plane_shape)
+        y = t.f.conv(batch, plane, None if b is None or k else t.v(b),
+                     stride=[stride[e - 2] for e in keep],
+                     pad_low=[low[e - 2] for e in keep],
+                     pad_high=[high[e - 2] for e in keep],
+                     dilation=[dilation[e - 2] for e in keep], groups=groups)
+        total = y if total is None else t.f.add(total, y)
+    total = t.reshape(total, [n, depth] + list(total.type.shape[1:]))
+    # [N, D_d, O, h, w]: O back to dim 1, D_d to its own place.
+    place = {2 + d: 1, keep[0]: 3, keep[1]: 4}
+    return t.transpose(total, [0, 2] + [place[e] for e in range(2, 5)])
 
 
 def _convolution(t, node, out, x, w, b, stride, padding, dilation,
@@ -116,16 +129,19 @@ def _convolution(t, node, out, x, w, b, stride, padding, dilation,
 
 
 def _window_mean(t, x, kernel, what):
-    """The mean of each kernel window of x [N, C, H, W] when the windows
-    tile it: x as [N, C, H/kh, kh, W/kw, kw], reduced over the kh and kw
-    dims (exact: the same terms as torch's average)."""
-    n, c, h, w = x.type.shape
-    kh, kw = kernel
-    if h % kh or w % kw:
+    """The mean of each kernel window of x [N, C, *spatial] when the
+    windows tile it: x as [N, C, S1/k1, k1, S2/k2, k2, ...], reduced over
+    the k dims (exact: the same terms as torch's average)."""
+    sizes = list(x.type.shape[2:])
+    if any(s % k for s, k in zip(sizes, kernel)):
         raise _Unsupported(f"{what} with windows that do not tile the "
-                           f"{h}x{w} input (kernel {kernel})")
-    tiles = t.reshape(x, [n, c, h // kh, kh, w // kw, kw])
-    return t.f.reduce_mean(tiles, [3, 5])
+                           f"{'x'.join(map(str, sizes))} input (kernel "
+                           f"{kernel})")
+    tiles = list(x.type.shape[:2])
+    for s, k in zip(sizes, kernel):
+        tiles += [s // k, k]
+    return t.f.reduce_mean(t.reshape(x, tiles),
+                           [3 + 2 * i for i in range(len(sizes))])
 
 
 def _averaging(size: int, out: int):
@@ -139,21 +155,28 @@ def _averaging(size: int, out: int):
     return m
 
 
-def _adaptive_avg_pool2d(t, node, out, x, output_size):
+def _adaptive_avg_pool(t, node, out, x, output_size):
+    """adaptive_avg_pool2d / 3d: windows that tile the input → their means;
+    windows of varying size → the mean is separable: per spatial dim,
+    last first, an nn.linear map by a constant averaging matrix (the same
+    terms as torch's, summed in another order: f32 rounding apart)."""
     x = t.v(x)
-    n, c, h, w = x.type.shape
-    size = [d if o is None else o
-            for d, o in zip((h, w), _per_dim(output_size, 2))]
-    if h % size[0] == 0 and w % size[1] == 0:
-        return _window_mean(t, x, [h // size[0], w // size[1]],
-                            "adaptive_avg_pool2d")
-    # Windows of varying size: the mean over a window is separable, a
-    # mean over its columns then over its rows (the same terms as torch's,
-    # summed in another order: f32 rounding apart).
-    rows = t.f.linear(x, t.constant(_averaging(w, size[1])))  # [N,C,H,OW]
-    cols = t.f.linear(t.transpose(rows, [0, 1, 3, 2]),
-                      t.constant(_averaging(h, size[0])))  # [N,C,OW,OH]
-    return t.transpose(cols, [0, 1, 3, 2])
+    sizes = list(x.type.shape[2:])
+    want = [int(d) for d in out.shape[2:]]
+    if all(s % o == 0 for s, o in zip(sizes, want)):
+        return _window_mean(t, x, [s // o for s, o in zip(sizes, want)],
+                            "adaptive_avg_pool")
+    rank = x.type.rank
+    for d in reversed(range(2, rank)):
+        if sizes[d - 2] == want[d - 2]:
+            continue
+        swap = list(range(rank))
+        swap[d], swap[-1] = swap[-1], swap[d]
+        moved = x if d == rank - 1 else t.transpose(x, swap)
+        x = t.f.linear(moved, t.constant(_averaging(sizes[d - 2],
+                                                    want[d - 2])))
+        x = x if d == rank - 1 else t.transpose(x, swap)
+    return x
 
 
 def _adaptive_max_pool2d(t, node, out, x, output_size):
@@ -205,56 +228,115 @@ def _divisors(size, kernel, stride, pad, count, include_pad):
     return out
 
 
-def _avg_pool2d(t, node, out, x, kernel_size, stride=None, padding=0,
-                ceil_mode=False, count_include_pad=True,
-                divisor_override=None):
+def _avg_pool(t, node, out, x, kernel_size, stride=None, padding=0,
+              ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    """avg_pool2d / 3d: windows that tile the input → their means;
+    otherwise the window sums, a depthwise convolution by ones, divided by
+    torch's divisor of each window."""
     import torch
     x = t.v(x)
-    kernel = _per_dim(kernel_size, 2)
-    stride = kernel if not stride else _per_dim(stride, 2)
-    padding = _per_dim(padding, 2)
-    if (stride == kernel and padding == [0, 0] and not ceil_mode
+    spatial = x.type.rank - 2
+    kernel = _per_dim(kernel_size, spatial)
+    stride = kernel if not stride else _per_dim(stride, spatial)
+    padding = _per_dim(padding, spatial)
+    sizes = list(x.type.shape[2:])
+    if (stride == kernel and not any(padding) and not ceil_mode
             and divisor_override is None
-            and x.type.shape[2] % kernel[0] == 0
-            and x.type.shape[3] % kernel[1] == 0):
-        return _window_mean(t, x, kernel, "avg_pool2d")
-    n, c, h, w = x.type.shape
-    oh, ow = (int(d) for d in node.meta["val"].shape[2:])
+            and all(s % k == 0 for s, k in zip(sizes, kernel))):
+        return _window_mean(t, x, kernel, "avg_pool")
+    c = x.type.shape[1]
+    want = [int(d) for d in out.shape[2:]]
     # Padding after: as before, or (ceil_mode) what the last window reads.
     high = [(o - 1) * s + k - size - p if ceil_mode else p
-            for o, s, k, size, p in zip((oh, ow), stride, kernel, (h, w),
+            for o, s, k, size, p in zip(want, stride, kernel, sizes,
                                         padding)]
-    sums = t.f.conv(x, t.constant(torch.ones(c, 1, *kernel)), None,
-                    stride=stride, pad_low=padding, pad_high=high,
-                    dilation=[1, 1], groups=c)
-    if divisor_override is not None:
-        divisor = torch.full((oh, ow), float(divisor_override))
+    ones = t.constant(torch.ones(c, 1, *kernel))
+    if spatial == 3:
+        sums = _conv3d_by_taps(t, x, ones, None, stride, padding, high,
+                               [1] * 3, c)
     else:
-        dh, dw = (_divisors(size, k, s, p, o, count_include_pad)
-                  for size, k, s, p, o in zip((h, w), kernel, stride,
-                                              padding, (oh, ow)))
-        divisor = torch.tensor(dh, dtype=torch.float32)[:, None] * \
-            torch.tensor(dw, dtype=torch.float32)[None, :]
+        sums = t.f.conv(x, ones, None, stride=stride, pad_low=padding,
+                        pad_high=high, dilation=[1] * spatial, groups=c)
+    if divisor_override is not None:
+        divisor = torch.full(want, float(divisor_override))
+    else:
+        divisor = torch.ones(want)
+        for d, (size, k, s, p, o) in enumerate(zip(sizes, kernel, stride,
+                                                   padding, want)):
+            along = torch.tensor(_divisors(size, k, s, p, o,
+                                           count_include_pad),
+                                 dtype=torch.float32)
+            divisor = divisor * along.reshape(
+                [o if e == d else 1 for e in range(spatial)])
     return _elementwise(t, "div", sums, t.constant(divisor), out)
+
+
+def _ceil_mode_pad(t, x, out_sizes, kernel, stride, padding, dilation):
+    """torch's last ceil_mode window may reach past the padded input: x
+    padded with -inf (what the implicit padding holds) as far as that
+    window reads."""
+    for d, o in enumerate(out_sizes):
+        reach = (o - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1
+        extra = reach - (x.type.shape[2 + d] + 2 * padding[d])
+        if extra > 0:
+            x = t.f.pad(x, 2 + d, 0, extra, float("-inf"))
+    return x
+
+
+def _pool_geometry(spatial, kernel_size, stride, padding, dilation):
+    kernel = _per_dim(kernel_size, spatial)
+    stride = kernel if not stride else _per_dim(stride, spatial)
+    return (kernel, stride, _per_dim(padding, spatial),
+            _per_dim(dilation, spatial))
 
 
 def _max_pool(t, node, out, x, kernel_size, stride=None, padding=0,
               dilation=1, ceil_mode=False):
     x = t.v(x)
-    spatial = len(x.type.shape) - 2
-    kernel = _per_dim(kernel_size, spatial)
-    stride = kernel if not stride else _per_dim(stride, spatial)
-    padding, dilation = (_per_dim(padding, spatial),
-                         _per_dim(dilation, spatial))
+    kernel, stride, padding, dilation = _pool_geometry(
+        x.type.rank - 2, kernel_size, stride, padding, dilation)
     if ceil_mode:
-        # torch's last window may reach past the padded input: pad it with
-        # -inf (what the implicit padding holds) as far as that window reads.
-        for d, o in enumerate(int(s) for s in out.shape[2:]):
-            reach = (o - 1) * stride[d] + (kernel[d] - 1) * dilation[d] + 1
-            extra = reach - (x.type.shape[2 + d] + 2 * padding[d])
-            if extra > 0:
-                x = t.f.pad(x, 2 + d, 0, extra, float("-inf"))
+        x = _ceil_mode_pad(t, x, [int(s) for s in out.shape[2:]], kernel,
+                           stride, padding, dilation)
     return t.f.max_pool(x, kernel, stride, padding, dilation)
+
+
+def _max_pool3d(t, node, out, x, kernel_size, stride=None, padding=0,
+                dilation=1, ceil_mode=False):
+    """max_pool3d → (values, indices) (S3D, MViT's pooled skips): for each
+    tap along the first spatial dim, the slices it reads moved into the
+    batch and max-pooled in 2-D; then the max over the taps, whose
+    gradient reaches the first maximal entry (the earliest tap: torch's
+    scan order). The indices are not computed: a model reading them is
+    refused."""
+    if any(int(u.args[1]) != 0 for u in node.users
+           if u.target is operator.getitem):
+        raise _Unsupported("max_pool3d's indices read")
+    x = t.v(x)
+    kernel, stride, padding, dilation = _pool_geometry(
+        3, kernel_size, stride, padding, dilation)
+    sizes = [int(s) for s in out[0].shape[2:]]
+    if ceil_mode:
+        x = _ceil_mode_pad(t, x, sizes, kernel, stride, padding, dilation)
+    if padding[0]:
+        x = t.f.pad(x, 2, padding[0], padding[0], float("-inf"))
+    n, c, _, h, w = x.type.shape
+    depth = sizes[0]
+    taps = []
+    for k in range(kernel[0]):
+        start = k * dilation[0]
+        reads = t.f.slice(x, 2, start, start + (depth - 1) * stride[0] + 1,
+                          stride[0])
+        batch = t.reshape(t.transpose(reads, [0, 2, 1, 3, 4]),
+                          [n * depth, c, h, w])
+        pooled = t.f.max_pool(batch, kernel[1:], stride[1:], padding[1:],
+                              dilation[1:])
+        taps.append(t.reshape(pooled, list(pooled.type.shape) + [1]))
+    y = (t.reshape(taps[0], list(taps[0].type.shape[:4])) if len(taps) == 1
+         else _max_dim(t, node, None, t.f.concat(taps, 4), 4)[0])
+    y = t.reshape(y, [n, depth, c] + sizes[1:])
+    return t.transpose(y, [0, 2, 1, 3, 4]), None
 
 
 OPS: Dict[str, Callable] = {
@@ -267,7 +349,10 @@ OPS: Dict[str, Callable] = {
     "convolution.default": _convolution,
     "max_pool1d.default": _max_pool,
     "max_pool2d.default": _max_pool,
-    "adaptive_avg_pool2d.default": _adaptive_avg_pool2d,
+    "max_pool3d_with_indices.default": _max_pool3d,
+    "adaptive_avg_pool2d.default": _adaptive_avg_pool,
+    "adaptive_avg_pool3d.default": _adaptive_avg_pool,
     "adaptive_max_pool2d.default": _adaptive_max_pool2d,
-    "avg_pool2d.default": _avg_pool2d,
+    "avg_pool2d.default": _avg_pool,
+    "avg_pool3d.default": _avg_pool,
 }

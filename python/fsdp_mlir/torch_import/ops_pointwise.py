@@ -6,6 +6,7 @@ the activations and math functions, dropout, and casts (to / _to_copy,
 between any of the float and integer types)."""
 from __future__ import annotations
 
+import operator
 from typing import Callable, Dict
 
 from ..ir import Value
@@ -175,6 +176,16 @@ def _dropout(t, node, out, x, p, train):
     return t.f.dropout(t.v(x), p) if train and p else x
 
 
+def _native_dropout(t, node, out, x, p, train):
+    """native_dropout → (output, mask), as a functionalised program has
+    dropout (S3D's classifier); the mask is not computed: a model reading
+    it is refused."""
+    if any(int(u.args[1]) != 0 for u in node.users
+           if u.target is operator.getitem):
+        raise _Unsupported("native_dropout's mask read")
+    return _dropout(t, node, out, x, p, train is not False), None
+
+
 def _bernoulli(t, node, out, x, p=0.5, generator=None):
     """A fresh tensor's bernoulli_(p): stochastic depth's per-sample keep
     mask (torchvision's StochasticDepth, timm's DropPath: empty([N, 1, ...])
@@ -327,6 +338,7 @@ OPS: Dict[str, Callable] = {
     "hardtanh.default": _hardtanh,
     "gelu.default": _gelu,
     "dropout.default": _dropout,
+    "native_dropout.default": _native_dropout,
     "bernoulli_.float": _bernoulli,
     "bernoulli.p": _bernoulli,
     "hardsigmoid.default": _hardsigmoid,
