@@ -9,7 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from first_step_gradients import (one_ulp_apart,  # noqa: E402
+from first_step_gradients import (ReluCalls, f64_gradients,  # noqa: E402
+                                  flipped_references, float64_copy,
+                                  near_zero_relu_inputs, one_ulp_apart,
                                   torch_f32_gradients)
 from test_torch_import import PER_RANK  # noqa: E402
 
@@ -64,3 +66,41 @@ def test_inputs_one_ulp_apart_are_each_one_ulp_away():
     assert moved.dtype == np.float32 and set(np.abs(steps)) == {1}
     assert 400 < (moved > x).sum() < 600  # up or down at random
     assert np.array_equal(same, labels)
+
+
+def test_a_flipped_relu_element_crosses_the_kink():
+    """relu(x) with given elements flipped: x where x < 0, 0 where x > 0,
+    the gradient passing where turned on and not where turned off; in
+    place too, as torchvision's ReLU(inplace=True)."""
+    for in_place in (False, True):
+        x = torch.tensor([-2.0, -1.0, 1.0, 2.0], dtype=torch.float64,
+                         requires_grad=True)
+        with ReluCalls({0: torch.tensor([1, 2])}) as calls:
+            y = torch.nn.functional.relu(x * 1.0, inplace=in_place)
+        y.backward(torch.ones(4, dtype=torch.float64))
+        assert y.tolist() == [0.0, -1.0, 0.0, 2.0]
+        assert x.grad.tolist() == [0.0, 1.0, 0.0, 1.0]
+        assert calls.inputs[0].tolist() == [-2.0, -1.0, 1.0, 2.0]
+
+
+def test_near_zero_relu_inputs_are_found_and_flipped_in_float64():
+    """The ReLU input f32 rounds to zero (exactly 2^-30) is the one found
+    near zero, and torch's f32 run is the float64 run with it taken the
+    other way: it lost that element's gradient (unit 1's weights), the
+    other units' gradients stay float64's."""
+    module, data = net_and_data()
+    exact = float64_copy(module)
+    start = {k: p.detach().double().clone()
+             for k, p in module.named_parameters()}
+    near = near_zero_relu_inputs(module, exact, data)
+    assert {c: i.tolist() for c, i in near.items()} == {0: [1]}  # [0, 1]
+    f64 = f64_gradients(exact, data, start)["fc.weight"]
+    flipped, = [r["fc.weight"] for r in
+                flipped_references(exact, data, start, near)]
+    f32 = next(iter(torch_f32_gradients(module, data)))["fc.weight"]
+    lr = 0.05  # test_torch_import.OPTIMIZERS["sgd"]["lr"]
+    f32 = (start["fc.weight"] - f32.double()) / lr
+    assert (f32 - f64)[1].abs().max() > 0.1  # the gradient f32 lost
+    # f32 noise of the step read back through f32 weights: |w|·6e-8 / lr.
+    assert torch.allclose(f32, flipped, rtol=0, atol=1e-5)
+    assert torch.equal(flipped[[0, 2, 3]], f64[[0, 2, 3]])
