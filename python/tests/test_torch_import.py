@@ -755,6 +755,30 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
         assert_named_at(message, marker, f"unsupported op {op}")
 
 
+class IndicesRead(torch.nn.Module):
+    """Poolings whose indices a model reads (max_unpool's input), beside
+    the same poolings' values, which are mapped."""
+
+    def forward(self, x):
+        F = torch.nn.functional
+        image, clip = x.reshape(2, 1, 4, 4), x.reshape(2, 1, 2, 2, 4)
+        a, i = F.adaptive_max_pool2d(image, 2, True)  # LINE-ADAPTIVE
+        b, j = F.max_pool3d(clip, 2, return_indices=True)  # LINE-POOL3D
+        c, _ = F.adaptive_max_pool2d(image, 3, True)  # mapped
+        return a.sum() + b.sum() + c.sum() + i.sum() + j.sum()
+
+
+def test_reading_a_pooling_s_indices_is_refused():
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(IndicesRead(), [torch.zeros(2, 16)])
+    message = str(e.value)
+    assert "2 unsupported construct(s)" in message, message
+    for marker, what in (
+            ("LINE-ADAPTIVE", "adaptive_max_pool2d's indices read"),
+            ("LINE-POOL3D", "max_pool3d's indices read")):
+        assert_named_at(message, marker, what)
+
+
 class WritesLeftOut(torch.nn.Module):
     """Writes the importer leaves out, beside ones it maps."""
 

@@ -55,6 +55,15 @@ def _out_type(out) -> TensorType:
     return _tensor_type(out)
 
 
+def _only_first_output_read(node, what: str) -> None:
+    """An op of two results (values, indices or mask) whose handler
+    computes the first only: refused where the model reads the second."""
+    import operator
+    if any(int(u.args[1]) != 0 for u in node.users
+           if u.target is operator.getitem):
+        raise _Unsupported(f"{what} read")
+
+
 def _float(t, x: Value, what: str) -> Value:
     if x.type.dtype not in ("f32", "bf16", "f16"):
         raise _Unsupported(f"{what} of an integer tensor computed at run "

@@ -14,10 +14,9 @@ adaptive_avg_pool (windows of varying size) → nn.linear maps with
 constant averaging matrices, one per spatial dim."""
 from __future__ import annotations
 
-import operator
 from typing import Callable, Dict
 
-from .common import _Unsupported
+from .common import _Unsupported, _only_first_output_read
 from .ops_layout import _pick
 from .ops_pointwise import _elementwise
 from .ops_routing import _max_dim
@@ -188,9 +187,7 @@ def _adaptive_max_pool2d(t, node, out, x, output_size):
     torch's). The indices are not computed: a model reading them is
     refused."""
     import torch
-    if any(int(u.args[1]) != 0 for u in node.users
-           if u.target is operator.getitem):
-        raise _Unsupported("adaptive_max_pool2d's indices read")
+    _only_first_output_read(node, "adaptive_max_pool2d's indices")
     x = t.v(x)
     sizes = list(x.type.shape[2:])
     want = [int(d) for d in out[0].shape[2:]]
@@ -310,9 +307,7 @@ def _max_pool3d(t, node, out, x, kernel_size, stride=None, padding=0,
     gradient reaches the first maximal entry (the earliest tap: torch's
     scan order). The indices are not computed: a model reading them is
     refused."""
-    if any(int(u.args[1]) != 0 for u in node.users
-           if u.target is operator.getitem):
-        raise _Unsupported("max_pool3d's indices read")
+    _only_first_output_read(node, "max_pool3d's indices")
     x = t.v(x)
     kernel, stride, padding, dilation = _pool_geometry(
         3, kernel_size, stride, padding, dilation)

@@ -6,12 +6,12 @@ the activations and math functions, dropout, and casts (to / _to_copy,
 between any of the float and integer types)."""
 from __future__ import annotations
 
-import operator
 from typing import Callable, Dict
 
 from ..ir import Value
 from .common import (_Unsupported, _as_f32, _dtype, _float, _is_tensor,
-                     _keep_either, _mask_not, _scalar, _shape)
+                     _keep_either, _mask_not, _only_first_output_read,
+                     _scalar, _shape)
 
 
 def _compact(t, c, other: Value, out):
@@ -180,9 +180,7 @@ def _native_dropout(t, node, out, x, p, train):
     """native_dropout → (output, mask), as a functionalised program has
     dropout (S3D's classifier); the mask is not computed: a model reading
     it is refused."""
-    if any(int(u.args[1]) != 0 for u in node.users
-           if u.target is operator.getitem):
-        raise _Unsupported("native_dropout's mask read")
+    _only_first_output_read(node, "native_dropout's mask")
     return _dropout(t, node, out, x, p, train is not False), None
 
 
