@@ -878,32 +878,38 @@ def test_data_dependent_control_flow_is_named():
 
 
 class DepthDropped(torch.nn.Module):
-    """Stochastic depth as torchvision (StochasticDepth, "row") and timm
-    (DropPath) write it: each sample's branch kept with probability 1/2,
-    then doubled. loss = Σ_i (a·x_i·m_i + b·x_i·m'_i), so with x_i = 2^i
-    a's gradient Σ_i 2^i m_i spells sample i's mask in bit i."""
+    """Stochastic depth as torchvision (StochasticDepth, "row"), timm
+    (DropPath: bernoulli_) and Hugging Face (BEiT's DropPath: floor(rand +
+    keep)) write it: each sample's branch kept with probability 1/2, then
+    doubled. loss = Σ_i (a·x_i·m_i + b·x_i·m'_i + c·x_i·m''_i), so with
+    x_i = 2^i a's gradient Σ_i 2^i m_i spells sample i's mask in bit i."""
 
     def __init__(self):
         super().__init__()
         from torchvision.ops import StochasticDepth
         from timm.layers import DropPath
+        from transformers.models.beit.modeling_beit import BeitDropPath
         self.a = torch.nn.Parameter(torch.ones(1))
         self.b = torch.nn.Parameter(torch.ones(1))
+        self.c = torch.nn.Parameter(torch.ones(1))
         self.depth, self.path = StochasticDepth(0.5, "row"), DropPath(0.5)
+        self.hf_path = BeitDropPath(0.5)
 
     def forward(self, x):
-        return (self.depth(x * self.a) + self.path(x * self.b)).sum()
+        return (self.depth(x * self.a) + self.path(x * self.b)
+                + self.hf_path(x * self.c)).sum()
 
 
 def test_stochastic_depth_keeps_whole_samples_at_its_rate(tmp_path):
     pytest.importorskip("torchvision")
     pytest.importorskip("timm")
+    pytest.importorskip("transformers")
     rows, lr = 16, OPTIMIZERS["sgd"]["lr"]
     x = np.zeros((NUM_SAMPLES, 1), np.float32)
     x[:rows, 0] = 2.0 ** np.arange(rows)
     module = DepthDropped()
     model = from_torch(module, [torch.from_numpy(x[:rows])], name="depth")
-    kept = {"a": [], "b": []}
+    kept = {"a": [], "b": [], "c": []}
     for seed in (1, 2, 3):
         (tmp_path / str(seed)).mkdir()
         _, saved = train_imported(tmp_path / str(seed), module, model, [x],
@@ -918,7 +924,7 @@ def test_stochastic_depth_keeps_whole_samples_at_its_rate(tmp_path):
     for name, draws in kept.items():
         # 48 fair draws: P(outside [14, 34] kept) < 0.01; seeds fixed.
         assert 14 <= sum(draws) <= 34, (name, draws)
-    assert kept["a"] != kept["b"], "the two sites drew the same masks"
+    assert len({str(d) for d in kept.values()}) == 3, "sites drew alike"
 
 
 class OwnNorms(torch.nn.Module):

@@ -65,6 +65,7 @@ from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_checkpointed, mark_units
 from .common import (UnsupportedModelError, _is_tensor, _tensor_type,
                      _Unsupported)
+from .patterns import rewrite_drop_paths
 from .registry import _OPS
 
 # The element types an arith.constant may have (Forward.constant).
@@ -626,6 +627,8 @@ class _Importer:
         self.unflat = dict(unflat.named_modules())
         self.graphs = {fqn: m.graph for fqn, m in self.unflat.items()
                        if hasattr(m, "graph")}
+        for graph in self.graphs.values():
+            rewrite_drop_paths(graph)
         self.issues: List[_Issue] = []
         self.modules: Dict[str, Module] = {}
         self.specs: Dict[str, _CallSpec] = {}
