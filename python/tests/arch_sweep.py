@@ -449,6 +449,16 @@ ARCHS: dict[str, Arch] = {
                  masked_lm_data, ["BertLayer"], key_bias_noise),
     "roberta": Arch("encoder", lambda: HFLoss(roberta()), roberta_data,
                     ["RobertaLayer"], key_bias_noise),
+    # ESM-2 (protein language model): rotary positions, erf-GELU, token
+    # dropout's rescaling by the share of mask tokens (id 3 here) per row.
+    "esm": Arch("encoder", hf(
+        T.EsmForMaskedLM, T.EsmConfig, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=SEQ + 2, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, position_embedding_type="rotary",
+        token_dropout=True, mask_token_id=3, pad_token_id=0,
+        emb_layer_norm_before=False), masked_lm_data, ["EsmLayer"],
+        key_bias_noise),
     "distilbert": Arch("encoder", hf(
         T.DistilBertForMaskedLM, T.DistilBertConfig, vocab_size=VOCAB,
         dim=32, n_layers=2, n_heads=4, hidden_dim=64,

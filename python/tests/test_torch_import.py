@@ -53,8 +53,8 @@ def mlp_case(rng):
 
 
 class Elementwise(torch.nn.Module):
-    """The element-wise, slicing, padding and broadcasting ops, var,
-    maximum / minimum, amax / amin, expand_as, a non-persistent buffer, a
+    """The element-wise ops (erf too), slicing, padding and broadcasting,
+    var, maximum / minimum, amax / amin, expand_as, a non-persistent buffer, a
     lifted constant (folded at import) and a constant cast like a run-time
     value (type_as)."""
 
@@ -71,7 +71,8 @@ class Elementwise(torch.nn.Module):
         a, b = h[:, :6], h.narrow(1, 6, 6)
         u = (torch.tanh(a) * self.gain + torch.sigmoid(b) / (1 + b.abs())
              + torch.arange(6).type_as(a) * 0.01)
-        v = (torch.exp(-a.pow(2)) + torch.log(b * b + 1)
+        # erf: ESM's and research code's own exact GELU.
+        v = (torch.exp(-a.pow(2)) + torch.log(b * b + 1) + torch.erf(b)
              - torch.sqrt(a * a + 0.5) * torch.rsqrt(b.clamp(min=-0.5) + 1))
         w = (1 - torch.clamp(u, -0.9, 0.9) + v.clamp_max(2.0) * self.factor
              + h.var(dim=1, keepdim=True) * 0.1
@@ -584,6 +585,35 @@ def windowed_case(rng):
     return Windowed(), [x, y], {}
 
 
+class TimestepEmbedded(torch.nn.Module):
+    """A diffusion model's sinusoidal timestep embedding (DiT's
+    TimestepEmbedder): cos and sin of the run-time timesteps times
+    constant frequencies, then an MLP, added to the features."""
+
+    def __init__(self):
+        super().__init__()
+        half = 4
+        self.register_buffer("freqs", torch.exp(
+            -math.log(10000.0) * torch.arange(half) / half),
+            persistent=False)
+        self.embed = torch.nn.Sequential(torch.nn.Linear(2 * half, 8),
+                                         torch.nn.SiLU(),
+                                         torch.nn.Linear(8, 8))
+        self.out = torch.nn.Linear(8, 3)
+
+    def forward(self, x, t, y):
+        angles = t[:, None] * self.freqs[None]
+        emb = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+        return torch.nn.functional.mse_loss(self.out(x + self.embed(emb)), y)
+
+
+def timestep_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    t = rng.uniform(0, 1000, NUM_SAMPLES).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 3)).astype(np.float32)
+    return TimestepEmbedded(), [x, t, y], {}
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
@@ -592,7 +622,8 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "strided": strided_case, "positions": positions_case,
          "group_norm": group_norm_case, "in_place": in_place_case,
          "shared_child": shared_child_case, "regions": regions_case,
-         "padded": padded_case, "windowed": windowed_case}
+         "padded": padded_case, "windowed": windowed_case,
+         "timestep": timestep_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS):

@@ -431,6 +431,12 @@ double unaryRef(int kind, double x, double a, double b) {
     return std::fabs(x);
   case FSDPRT_UNARY_POW:
     return std::pow(x, a);
+  case FSDPRT_UNARY_ERF:
+    return std::erf(x);
+  case FSDPRT_UNARY_SIN:
+    return std::sin(x);
+  case FSDPRT_UNARY_COS:
+    return std::cos(x);
   default:
     return std::min(std::max(x, a), b);
   }
@@ -459,6 +465,9 @@ TEST_P(ElementwiseConformance, UnaryMathForwardAndBackward) {
       {FSDPRT_UNARY_POW, 1.5, 0, positive}, {FSDPRT_UNARY_POW, -0.5, 0, positive},
       {FSDPRT_UNARY_CLAMP, -0.5, 0.8, signed_},
       {FSDPRT_UNARY_CLAMP, -inf, 0.8, signed_},
+      {FSDPRT_UNARY_ERF, 0, 0, signed_},
+      {FSDPRT_UNARY_SIN, 0, 0, signed_},
+      {FSDPRT_UNARY_COS, 0, 0, signed_},
   };
   int64_t bdy = dev.upload(dy), by = dev.alloc(n * 4), bdx = dev.alloc(n * 4);
   for (const Case &c : cases) {
@@ -479,7 +488,7 @@ TEST_P(ElementwiseConformance, UnaryMathForwardAndBackward) {
     expectClose(dev.download(by, n), ref(in), "y");
     expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
   }
-  EXPECT_NE(fsdprt_unary_forward(dev.ctx, dev.stream, FSDPRT_F32, 9, bdy, 0,
+  EXPECT_NE(fsdprt_unary_forward(dev.ctx, dev.stream, FSDPRT_F32, 12, bdy, 0,
                                  by, 0, n, 0, 0),
             FSDPRT_OK);
 }

@@ -688,7 +688,10 @@ fsdp.model @broadcast {
 // CHECK: %[[GD:[^ ,:]+]] = nn.reduce_sum %[[NQ]] {dims = array<i64: 0>{{.*}}} : (tensor<2x3xf32>) -> tensor<3xf32>
 // CHECK: %[[GC:[^ ,:]+]] = nn.unary_grad %[[GL]], %{{.*}} {a = -5.000000e-01 : f64, b = 0x7FF0000000000000 : f64, fn = #nn.unary_fn<clamp>{{.*}}} : tensor<2x3xf32>
 // CHECK: %[[GP:[^ ,:]+]] = nn.unary_grad %[[GC]], %{{.*}} {a = 1.500000e+00 : f64, fn = #nn.unary_fn<pow>{{.*}}} : tensor<2x3xf32>
-// CHECK: %[[GX:[^ ,:]+]] = nn.unary_grad %[[GP]], %arg0 {fn = #nn.unary_fn<tanh>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GE:[^ ,:]+]] = nn.unary_grad %[[GP]], %{{.*}} {fn = #nn.unary_fn<erf>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GCO:[^ ,:]+]] = nn.unary_grad %[[GE]], %{{.*}} {fn = #nn.unary_fn<cos>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GS:[^ ,:]+]] = nn.unary_grad %[[GCO]], %{{.*}} {fn = #nn.unary_fn<sin>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GX:[^ ,:]+]] = nn.unary_grad %[[GS]], %arg0 {fn = #nn.unary_fn<tanh>{{.*}}} : tensor<2x3xf32>
 // CHECK: fsdp.sgd_step %arg0, %[[GX]]
 // CHECK: fsdp.sgd_step %arg1, %[[GD]]
 fsdp.model @math {
@@ -698,7 +701,10 @@ fsdp.model @math {
     fsdp.forward () -> tensor<f32> {
       %x = fsdp.get_param @x : tensor<2x3xf32>
       %d = fsdp.get_param @d : tensor<3xf32>
-      %t = nn.tanh %x : tensor<2x3xf32>
+      %th = nn.tanh %x : tensor<2x3xf32>
+      %sn = nn.sin %th : tensor<2x3xf32>
+      %cs = nn.cos %sn : tensor<2x3xf32>
+      %t = nn.erf %cs : tensor<2x3xf32>
       %p = nn.pow %t {exponent = 1.5 : f64} : tensor<2x3xf32>
       %c = nn.clamp %p {min = -0.5 : f64} : tensor<2x3xf32>
       %y = nn.div %c, %d : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>

@@ -214,7 +214,13 @@ fsdp.model @m {
       %x2 = nn.pow %x {exponent = 2.0 : f64} : tensor<2x6xf32>
       %a = nn.abs %x : tensor<2x6xf32>
       %c = nn.clamp %x {min = -0.5 : f64, max = 0.5 : f64} : tensor<2x6xf32>
-      %ts = nn.mul %t, %s : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %er = nn.erf %x : tensor<2x6xf32>
+      %sn = nn.sin %x : tensor<2x6xf32>
+      %cs = nn.cos %x : tensor<2x6xf32>
+      %sc = nn.mul %sn, %cs : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %ts0 = nn.add %t, %er : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %te = nn.add %ts0, %sc : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %ts = nn.mul %te, %s : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
       %d = nn.div %ts, %e : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
       %ac = nn.mul %a, %c : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
       %u = nn.add %d, %ac : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>

@@ -217,6 +217,12 @@ double unaryValue(nn::UnaryFn fn, double x, double a, double b) {
     return std::pow(x, a);
   case nn::UnaryFn::clamp:
     return std::min(std::max(x, a), b);
+  case nn::UnaryFn::erf:
+    return std::erf(x);
+  case nn::UnaryFn::sin:
+    return std::sin(x);
+  case nn::UnaryFn::cos:
+    return std::cos(x);
   }
   return 0.0;
 }
@@ -243,6 +249,12 @@ double unaryDerivative(nn::UnaryFn fn, double x, double a, double b) {
     return a == 0.0 ? 0.0 : a * std::pow(x, a - 1.0);
   case nn::UnaryFn::clamp:
     return x >= a && x <= b ? 1.0 : 0.0;
+  case nn::UnaryFn::erf:
+    return 2.0 / std::sqrt(M_PI) * std::exp(-x * x);
+  case nn::UnaryFn::sin:
+    return std::cos(x);
+  case nn::UnaryFn::cos:
+    return -std::sin(x);
   }
   return 0.0;
 }
@@ -542,7 +554,8 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
                   [](double a, double b) { return double(a > b); }));
             })
             .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
-                  nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>([&](auto o) {
+                  nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp,
+                  nn::ErfOp, nn::SinOp, nn::CosOp>([&](auto o) {
               Tensor t = in(o.getInput());
               for (double &x : t.data)
                 x = unaryValue(o.getFn(), x, o.getParamA(), o.getParamB());

@@ -43,7 +43,10 @@ static int32_t unaryKind(nn::UnaryFn fn) {
       static_cast<int32_t>(nn::UnaryFn::rsqrt) == FSDPRT_UNARY_RSQRT &&
       static_cast<int32_t>(nn::UnaryFn::abs) == FSDPRT_UNARY_ABS &&
       static_cast<int32_t>(nn::UnaryFn::pow) == FSDPRT_UNARY_POW &&
-      static_cast<int32_t>(nn::UnaryFn::clamp) == FSDPRT_UNARY_CLAMP);
+      static_cast<int32_t>(nn::UnaryFn::clamp) == FSDPRT_UNARY_CLAMP &&
+      static_cast<int32_t>(nn::UnaryFn::erf) == FSDPRT_UNARY_ERF &&
+      static_cast<int32_t>(nn::UnaryFn::sin) == FSDPRT_UNARY_SIN &&
+      static_cast<int32_t>(nn::UnaryFn::cos) == FSDPRT_UNARY_COS);
   return static_cast<int32_t>(fn);
 }
 
@@ -84,7 +87,8 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
   addBinary<nn::NeOp>(k, FSDPRT_NE);
   addBinary<nn::FloorDivOp>(k, FSDPRT_FLOOR_DIV);
   k.add<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
-        nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp>(
+        nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp, nn::ErfOp,
+        nn::SinOp, nn::CosOp>(
       [](CallBuilder &calls, auto o) {
         Args{calls}
             .i32(dtypeOf(o.getResult()))

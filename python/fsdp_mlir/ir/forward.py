@@ -349,6 +349,15 @@ class Forward:
     def abs(self, x: Value, name: Optional[str] = None) -> Value:
         return self._math("abs", x, name=name)
 
+    def erf(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("erf", x, name=name)
+
+    def sin(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("sin", x, name=name)
+
+    def cos(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("cos", x, name=name)
+
     def pow(self, x: Value, exponent: float,
             name: Optional[str] = None) -> Value:
         """x ** exponent (a constant exponent)."""

@@ -84,6 +84,12 @@ func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: ten
   %6 = nn.rsqrt %a : tensor<4x16x32xf32>
   // CHECK: nn.abs %{{.*}} : tensor<4x16x32xf32>
   %7 = nn.abs %a : tensor<4x16x32xf32>
+  // CHECK: nn.erf %{{.*}} : tensor<4x16x32xf32>
+  %erf = nn.erf %a : tensor<4x16x32xf32>
+  // CHECK: nn.sin %{{.*}} : tensor<4x16x32xf32>
+  %sin = nn.sin %a : tensor<4x16x32xf32>
+  // CHECK: nn.cos %{{.*}} : tensor<4x16x32xf32>
+  %cos = nn.cos %a : tensor<4x16x32xf32>
   // CHECK: nn.pow %{{.*}} {exponent = 2.000000e+00 : f64} : tensor<4x16x32xf32>
   %8 = nn.pow %a {exponent = 2.0 : f64} : tensor<4x16x32xf32>
   // CHECK: nn.clamp %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<4x16x32xf32>

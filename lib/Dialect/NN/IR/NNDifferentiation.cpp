@@ -268,6 +268,9 @@ NN_UNARY_VJP(RsqrtOp)
 NN_UNARY_VJP(AbsOp)
 NN_UNARY_VJP(PowOp)
 NN_UNARY_VJP(ClampOp)
+NN_UNARY_VJP(ErfOp)
+NN_UNARY_VJP(SinOp)
+NN_UNARY_VJP(CosOp)
 #undef NN_UNARY_VJP
 
 FailureOr<SmallVector<Value>> BroadcastOp::buildVJP(OpBuilder &b,

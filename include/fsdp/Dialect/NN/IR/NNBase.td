@@ -56,7 +56,8 @@ def NN_UnaryFn : I32EnumAttr<"UnaryFn",
      I32EnumAttrCase<"exp", 2>, I32EnumAttrCase<"log", 3>,
      I32EnumAttrCase<"sqrt", 4>, I32EnumAttrCase<"rsqrt", 5>,
      I32EnumAttrCase<"abs", 6>, I32EnumAttrCase<"pow", 7>,
-     I32EnumAttrCase<"clamp", 8>]> {
+     I32EnumAttrCase<"clamp", 8>, I32EnumAttrCase<"erf", 9>,
+     I32EnumAttrCase<"sin", 10>, I32EnumAttrCase<"cos", 11>]> {
   let cppNamespace = "::mlir::nn";
   let genSpecializedAttr = 0;
 }

@@ -182,6 +182,9 @@ def NN_LogOp : NN_MathOp<"log", "natural logarithm">;
 def NN_SqrtOp : NN_MathOp<"sqrt", "square root">;
 def NN_RsqrtOp : NN_MathOp<"rsqrt", "1 / sqrt(x)">;
 def NN_AbsOp : NN_MathOp<"abs", "|x|">;
+def NN_ErfOp : NN_MathOp<"erf", "the error function">;
+def NN_SinOp : NN_MathOp<"sin", "sine">;
+def NN_CosOp : NN_MathOp<"cos", "cosine">;
 
 def NN_PowOp : NN_MathOp<"pow", "x ** exponent", "getExponent().convertToDouble()"> {
   let description = [{

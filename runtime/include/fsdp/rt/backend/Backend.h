@@ -60,6 +60,9 @@ enum class UnaryMath : int32_t {
   Abs = FSDPRT_UNARY_ABS,
   Pow = FSDPRT_UNARY_POW,
   Clamp = FSDPRT_UNARY_CLAMP,
+  Erf = FSDPRT_UNARY_ERF,
+  Sin = FSDPRT_UNARY_SIN,
+  Cos = FSDPRT_UNARY_COS,
 };
 enum class Activation : int32_t {
   Relu = FSDPRT_RELU,

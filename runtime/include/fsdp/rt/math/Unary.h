@@ -7,6 +7,8 @@
 //   sqrt     1 / (2 y)               rsqrt    -y^3 / 2
 //   abs      sign(x) (0 at 0)        pow a    a x^(a-1) (0 when a = 0)
 //   clamp    1 where a <= x <= b, else 0 (a, b the bounds; ±inf for none)
+//   erf      2 / sqrt(pi) exp(-x^2)
+//   sin      cos(x)                  cos      -sin(x)
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_MATH_UNARY_H
@@ -38,6 +40,12 @@ FSDPRT_HD inline float unaryForward(int kind, float x, float a, float b) {
     return std::fabs(x);
   case FSDPRT_UNARY_POW:
     return a == 2.0f ? x * x : std::pow(x, a);
+  case FSDPRT_UNARY_ERF:
+    return std::erf(x);
+  case FSDPRT_UNARY_SIN:
+    return std::sin(x);
+  case FSDPRT_UNARY_COS:
+    return std::cos(x);
   default: // FSDPRT_UNARY_CLAMP
     return x < a ? a : (x > b ? b : x);
   }
@@ -70,6 +78,12 @@ FSDPRT_HD inline float unaryBackward(int kind, float x, float dy, float a,
     if (a == 0.0f)
       return 0.0f;
     return dy * a * (a == 2.0f ? x : std::pow(x, a - 1.0f));
+  case FSDPRT_UNARY_ERF:
+    return dy * 1.12837916709551257f * std::exp(-x * x); // 2 / sqrt(pi)
+  case FSDPRT_UNARY_SIN:
+    return dy * std::cos(x);
+  case FSDPRT_UNARY_COS:
+    return -dy * std::sin(x);
   default: // FSDPRT_UNARY_CLAMP
     return x >= a && x <= b ? dy : 0.0f;
   }
