@@ -57,21 +57,21 @@ class Arch:
     noise: Callable | None = None  # zero-gradient elements (weight check)
 
 
-def images(size=32, channels=3):
+def classified(*shape):
+    """Random f32 inputs [N, *shape] and one class each."""
     def make(rng):
-        pixels = rng.standard_normal(
-            (NUM_SAMPLES, channels, size, size)).astype(np.float32)
-        return [pixels, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
+        x = rng.standard_normal((NUM_SAMPLES, *shape)).astype(np.float32)
+        return [x, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
     return make
+
+
+def images(size=32, channels=3):
+    return classified(channels, size, size)
 
 
 def clips(frames, size):
-    """Video clips [N, 3, frames, size, size] and one class each."""
-    def make(rng):
-        x = rng.standard_normal(
-            (NUM_SAMPLES, 3, frames, size, size)).astype(np.float32)
-        return [x, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
-    return make
+    """Video clips [N, 3, frames, size, size]."""
+    return classified(3, frames, size, size)
 
 
 def tv_video_resnet(conv, stem):
@@ -85,18 +85,12 @@ def tv_video_resnet(conv, stem):
 
 
 def audio_frames(mels, frames):
-    """Log-mel-like features [N, mels, frames] and one class each."""
-    def make(rng):
-        x = rng.standard_normal((NUM_SAMPLES, mels, frames)).astype(np.float32)
-        return [x, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
-    return make
+    """Log-mel-like features [N, mels, frames]."""
+    return classified(mels, frames)
 
 
 def waveform(samples):
-    def make(rng):
-        x = rng.standard_normal((NUM_SAMPLES, samples)).astype(np.float32)
-        return [x, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
-    return make
+    return classified(samples)
 
 
 def whisper_data(rng):

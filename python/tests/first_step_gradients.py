@@ -28,8 +28,8 @@ GRAD_RTOL = 1e-5
 GRAD_NOISE_FACTOR = 4
 # Torch's f32 runs on inputs one ulp apart, beside its four kernel paths.
 JITTERED_RUNS = 4
-# The most ReLU inputs near zero whose flips the check allows for (each
-# costs a float64 step of the model).
+# The most ReLU inputs near zero the check takes the other way, one at a
+# time (each costs a float64 step of the model).
 MAX_FLIPS = 32
 
 

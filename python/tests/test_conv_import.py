@@ -6,8 +6,8 @@ inverted-bottleneck MLP, a residual), and a ResNet of torchvision's layout
 (BasicBlocks, BatchNorm2d in training mode, max and global average
 pooling; torchvision itself is not installed here) and a Darknet of
 conv-BN-LeakyReLU / Mish units (a program PyTorch functionalises), a
-video block (conv3d, max / average / adaptive 3-D pooling, BatchNorm3d), trained
-STEPS steps at
+video block (conv3d, max / average / adaptive 3-D pooling, BatchNorm3d),
+trained STEPS steps at
 1 and 2 ranks
 (full-shard, the blocks as units) from the module's weights on the same
 batches as plain torch: losses within 1e-5 absolute, the weights at the
@@ -333,14 +333,16 @@ def test_average_poolings_lower_to_sums_and_averaging_maps():
     text = imported(PoolNet)[2].text()
     assert text.count("groups = 4 : i64") == 4, text
     assert text.count("nn.linear") == 3, text  # 2 averaging maps + head
+
+
 class VideoBlock(torch.nn.Module):
     """3-D convolutions and poolings as torchvision's video models have
     them, on clips [N, 3, 4, 8, 8]: R3D's padded 3x3x3 stem strided in
     space, R(2+1)D's (1, 3, 3) and (3, 1, 1) factorised kernels, a kernel
     strided, padded and dilated in time, a depthwise one (X3D's), max
     pooling padded in time and with ceil_mode (S3D's), average pooling
-    (S3D's head; here padded, without count_include_pad), adaptive pooling to one and to windows of varying
-    size, BatchNorm3d."""
+    (S3D's head; here padded, without count_include_pad), adaptive
+    pooling to one and to windows of varying size, BatchNorm3d."""
 
     def __init__(self, dim=4):
         super().__init__()

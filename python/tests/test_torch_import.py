@@ -765,6 +765,17 @@ def assert_named_at(message: str, marker: str, what: str) -> None:
     assert f'test_torch_import.py", line {line}' in message, message
 
 
+def assert_refused(module, example, named) -> None:
+    """Importing `module` fails with one report of exactly the constructs
+    `named` ({marker: what}), each at the line carrying its marker."""
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(module, example)
+    message = str(e.value)
+    assert f"{len(named)} unsupported construct(s)" in message, message
+    for marker, what in named.items():
+        assert_named_at(message, marker, what)
+
+
 class Unsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -777,13 +788,9 @@ class Unsupported(torch.nn.Module):
 
 
 def test_unsupported_ops_are_all_listed_with_their_source_lines():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(Unsupported(), [torch.zeros(2, 8)])
-    message = str(e.value)
-    assert "2 unsupported construct(s)" in message, message
-    for marker, op in (("LINE-LOGCUMSUMEXP", "logcumsumexp.default"),
-                       ("LINE-CUMPROD", "cumprod.default")):
-        assert_named_at(message, marker, f"unsupported op {op}")
+    assert_refused(Unsupported(), [torch.zeros(2, 8)], {
+        "LINE-LOGCUMSUMEXP": "unsupported op logcumsumexp.default",
+        "LINE-CUMPROD": "unsupported op cumprod.default"})
 
 
 class IndicesRead(torch.nn.Module):
@@ -800,14 +807,9 @@ class IndicesRead(torch.nn.Module):
 
 
 def test_reading_a_pooling_s_indices_is_refused():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(IndicesRead(), [torch.zeros(2, 16)])
-    message = str(e.value)
-    assert "2 unsupported construct(s)" in message, message
-    for marker, what in (
-            ("LINE-ADAPTIVE", "adaptive_max_pool2d's indices read"),
-            ("LINE-POOL3D", "max_pool3d's indices read")):
-        assert_named_at(message, marker, what)
+    assert_refused(IndicesRead(), [torch.zeros(2, 16)], {
+        "LINE-ADAPTIVE": "adaptive_max_pool2d's indices read",
+        "LINE-POOL3D": "max_pool3d's indices read"})
 
 
 class WritesLeftOut(torch.nn.Module):
@@ -829,17 +831,12 @@ class WritesLeftOut(torch.nn.Module):
 
 
 def test_unsupported_writes_are_named_with_their_lines():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(WritesLeftOut(), [torch.zeros(4, 8)])
-    message = str(e.value)
-    assert "3 unsupported construct(s)" in message, message
-    for marker, what in (
-            ("LINE-STRIDED", "slice_scatter with a step"),
-            ("LINE-GATHER", "gather by a run-time index whose other "
-                            "dimensions differ from the input's"),
-            ("LINE-TWICE", "index_put that writes a position twice "
-                           "without accumulate")):
-        assert_named_at(message, marker, what)
+    assert_refused(WritesLeftOut(), [torch.zeros(4, 8)], {
+        "LINE-STRIDED": "slice_scatter with a step",
+        "LINE-GATHER": "gather by a run-time index whose other dimensions "
+                       "differ from the input's",
+        "LINE-TWICE": "index_put that writes a position twice without "
+                      "accumulate"})
 
 
 class IntegerLeftovers(torch.nn.Module):
@@ -857,16 +854,10 @@ class IntegerLeftovers(torch.nn.Module):
 
 
 def test_unsupported_integer_ops_are_one_report():
-    with pytest.raises(UnsupportedModelError) as e:
-        from_torch(IntegerLeftovers(), [torch.zeros(2, 4, dtype=torch.long)])
-    message = str(e.value)
-    assert "3 unsupported construct(s)" in message, message
-    for marker, what in (
-            ("LINE-MAXIMUM", "maximum of integer tensors computed at run "
-                             "time"),
-            ("LINE-FLOOR", "div with rounding_mode='floor'"),
-            ("LINE-REMAINDER", "unsupported op remainder.Scalar")):
-        assert_named_at(message, marker, what)
+    assert_refused(IntegerLeftovers(), [torch.zeros(2, 4, dtype=torch.long)], {
+        "LINE-MAXIMUM": "maximum of integer tensors computed at run time",
+        "LINE-FLOOR": "div with rounding_mode='floor'",
+        "LINE-REMAINDER": "unsupported op remainder.Scalar"})
 
 
 class InPlaceOnView(torch.nn.Module):

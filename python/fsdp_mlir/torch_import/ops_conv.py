@@ -80,44 +80,61 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
                     groups=groups)
 
 
+def _taps_into_batch(t, x, axis, taps, dilation, stride, depth):
+    """For each of `taps` kernel taps along spatial `axis` of x [N, C, a, b,
+    c], the slices it reads for `depth` output positions (from
+    k·dilation, by the stride), moved into the batch: [N·depth, C, the
+    other two spatial dims]."""
+    n, c, length = x.type.shape[0], x.type.shape[1], x.type.shape[axis]
+    keep = [e for e in (2, 3, 4) if e != axis]
+    for k in range(taps):
+        start, reads = k * dilation, x
+        if not (start == 0 and depth == length):
+            reads = t.f.slice(x, axis, start,
+                              start + (depth - 1) * stride + 1, stride)
+        yield t.reshape(t.transpose(reads, [0, axis, 1] + keep),
+                        [n * depth, c] + [x.type.shape[e] for e in keep])
+
+
+def _out_of_batch(t, y, n, axis):
+    """y [N·depth, C', h, w] from _taps_into_batch back to [N, C', ...]
+    with depth at `axis`."""
+    y = t.reshape(y, [n, y.type.shape[0] // n] + list(y.type.shape[1:]))
+    keep = [e for e in (2, 3, 4) if e != axis]
+    place = {axis: 1, keep[0]: 3, keep[1]: 4}
+    return t.transpose(y, [0, 2] + [place[e] for e in (2, 3, 4)])
+
+
 def _conv3d_by_taps(t, x, w, b, stride, low, high, dilation, groups):
     """conv3d as a sum of conv2ds, one per kernel tap along one dim d, the
     one with the fewest taps (LambdaNet's (r, r, 1) position lambdas and
     R(2+1)D's factorised kernels need one, a video stem's 3 x 7 x 7
     three): the input padded along d; for tap k the slices it reads for
-    every output position along d (from k·dilation, by the stride), moved
-    into the batch and convolved with the kernel's k-th plane; the taps'
-    results summed, the bias added once. Equal to torch's up to the order
-    of the sum (f32 rounding)."""
+    every output position along d, moved into the batch and convolved
+    with the kernel's k-th plane; the taps' results summed, the bias
+    added once. Equal to torch's up to the order of the sum (f32
+    rounding)."""
     d = min(range(3), key=lambda e: w.type.shape[2 + e])
-    keep = [2 + e for e in range(3) if e != d]
+    keep = [e for e in range(3) if e != d]
     taps = w.type.shape[2 + d]
     if low[d] or high[d]:
         x = t.f.pad(x, 2 + d, low[d], high[d], 0.0)
-    n, c, length = x.type.shape[0], x.type.shape[1], x.type.shape[2 + d]
-    depth = (length - dilation[d] * (taps - 1) - 1) // stride[d] + 1
-    plane_shape = list(w.type.shape[:2]) + [w.type.shape[e] for e in keep]
+    depth = (x.type.shape[2 + d] - dilation[d] * (taps - 1) - 1) \
+        // stride[d] + 1
+    plane_shape = list(w.type.shape[:2]) + [w.type.shape[2 + e] for e in keep]
     total = None
-    for k in range(taps):
-        start = k * dilation[d]
-        reads = x
-        if not (start == 0 and depth == length):
-            reads = t.f.slice(x, 2 + d, start,
-                              start + (depth - 1) * stride[d] + 1, stride[d])
-        batch = t.reshape(t.transpose(reads, [0, 2 + d, 1] + keep),
-                          [n * depth, c] + [x.type.shape[e] for e in keep])
+    for k, batch in enumerate(_taps_into_batch(t, x, 2 + d, taps,
+                                               dilation[d], stride[d],
+                                               depth)):
         plane = t.reshape(w if taps == 1 else
                           t.f.slice(w, 2 + d, k, k + 1), plane_shape)
         y = t.f.conv(batch, plane, None if b is None or k else t.v(b),
-                     stride=[stride[e - 2] for e in keep],
-                     pad_low=[low[e - 2] for e in keep],
-                     pad_high=[high[e - 2] for e in keep],
-                     dilation=[dilation[e - 2] for e in keep], groups=groups)
+                     stride=[stride[e] for e in keep],
+                     pad_low=[low[e] for e in keep],
+                     pad_high=[high[e] for e in keep],
+                     dilation=[dilation[e] for e in keep], groups=groups)
         total = y if total is None else t.f.add(total, y)
-    total = t.reshape(total, [n, depth] + list(total.type.shape[1:]))
-    # [N, D_d, O, h, w]: O back to dim 1, D_d to its own place.
-    place = {2 + d: 1, keep[0]: 3, keep[1]: 4}
-    return t.transpose(total, [0, 2] + [place[e] for e in range(2, 5)])
+    return _out_of_batch(t, total, x.type.shape[0], 2 + d)
 
 
 def _convolution(t, node, out, x, w, b, stride, padding, dilation,
@@ -143,14 +160,19 @@ def _window_mean(t, x, kernel, what):
                            [3 + 2 * i for i in range(len(sizes))])
 
 
+def _adaptive_windows(size: int, out: int):
+    """torch's adaptive windows over a dim of `size`: window i is
+    [floor(i·size/out), ceil((i+1)·size/out))."""
+    return [range((i * size) // out, -(-((i + 1) * size) // out))
+            for i in range(out)]
+
+
 def _averaging(size: int, out: int):
-    """[out, size]: row i averages torch's adaptive window i of a dim of
-    `size`, [floor(i·size/out), ceil((i+1)·size/out))."""
+    """[out, size]: row i averages adaptive window i."""
     import torch
     m = torch.zeros(out, size)
-    for i in range(out):
-        lo, hi = (i * size) // out, -(-((i + 1) * size) // out)
-        m[i, lo:hi] = 1.0 / (hi - lo)
+    for i, window in enumerate(_adaptive_windows(size, out)):
+        m[i, window.start:window.stop] = 1.0 / len(window)
     return m
 
 
@@ -197,10 +219,9 @@ def _adaptive_max_pool2d(t, node, out, x, output_size):
     for d, (size, o) in enumerate(zip(sizes, want)):
         if size == o:
             continue
-        windows = [list(range((i * size) // o, -(-((i + 1) * size) // o)))
-                   for i in range(o)]
+        windows = _adaptive_windows(size, o)
         longest = max(len(w) for w in windows)
-        picks = torch.tensor([w + [w[-1]] * (longest - len(w))
+        picks = torch.tensor([list(w) + [w[-1]] * (longest - len(w))
                               for w in windows])
         shape = list(x.type.shape)
         shape[2 + d:3 + d] = [o, longest]
@@ -234,9 +255,8 @@ def _avg_pool(t, node, out, x, kernel_size, stride=None, padding=0,
     import torch
     x = t.v(x)
     spatial = x.type.rank - 2
-    kernel = _per_dim(kernel_size, spatial)
-    stride = kernel if not stride else _per_dim(stride, spatial)
-    padding = _per_dim(padding, spatial)
+    kernel, stride, padding, _ = _pool_geometry(spatial, kernel_size, stride,
+                                                padding, 1)
     sizes = list(x.type.shape[2:])
     if (stride == kernel and not any(padding) and not ceil_mode
             and divisor_override is None
@@ -316,22 +336,15 @@ def _max_pool3d(t, node, out, x, kernel_size, stride=None, padding=0,
         x = _ceil_mode_pad(t, x, sizes, kernel, stride, padding, dilation)
     if padding[0]:
         x = t.f.pad(x, 2, padding[0], padding[0], float("-inf"))
-    n, c, _, h, w = x.type.shape
-    depth = sizes[0]
-    taps = []
-    for k in range(kernel[0]):
-        start = k * dilation[0]
-        reads = t.f.slice(x, 2, start, start + (depth - 1) * stride[0] + 1,
-                          stride[0])
-        batch = t.reshape(t.transpose(reads, [0, 2, 1, 3, 4]),
-                          [n * depth, c, h, w])
-        pooled = t.f.max_pool(batch, kernel[1:], stride[1:], padding[1:],
-                              dilation[1:])
-        taps.append(t.reshape(pooled, list(pooled.type.shape) + [1]))
-    y = (t.reshape(taps[0], list(taps[0].type.shape[:4])) if len(taps) == 1
-         else _max_dim(t, node, None, t.f.concat(taps, 4), 4)[0])
-    y = t.reshape(y, [n, depth, c] + sizes[1:])
-    return t.transpose(y, [0, 2, 1, 3, 4]), None
+    taps = [t.f.max_pool(batch, kernel[1:], stride[1:], padding[1:],
+                         dilation[1:])
+            for batch in _taps_into_batch(t, x, 2, kernel[0], dilation[0],
+                                          stride[0], sizes[0])]
+    if len(taps) > 1:
+        stacked = t.f.concat([t.reshape(p, list(p.type.shape) + [1])
+                              for p in taps], 4)
+        taps = [_max_dim(t, node, None, stacked, 4)[0]]
+    return _out_of_batch(t, taps[0], x.type.shape[0], 2), None
 
 
 OPS: Dict[str, Callable] = {

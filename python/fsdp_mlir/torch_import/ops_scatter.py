@@ -17,7 +17,7 @@ from typing import Callable, Dict
 import torch
 
 from ..ir import Value
-from .common import (_Unsupported, _as_f32, _dtype, _is_tensor,
+from .common import (_Unsupported, _as_f32, _dtype, _float, _is_tensor,
                      _keep_either, _shape)
 from .ops_layout import _cat, _expand, _slice
 
@@ -114,18 +114,14 @@ def _index_put_at_constant_positions(t, node, out, x, indices, values,
     numel = math.prod(shape)
     where = tuple(slice(None) if i is None else torch.as_tensor(i)
                   for i in indices)
-    positions = torch.arange(numel).reshape(shape)[where].reshape(-1)
-    count = positions.numel()
+    indexed = torch.arange(numel).reshape(shape)[where]
+    positions, count = indexed.reshape(-1), indexed.numel()
     if count == 0:
         return t.v(x, out.dtype)
     dtype = _dtype(out.dtype)
-    written = t.v(values, out.dtype)
-    if written.type.dtype not in ("f32", "bf16", "f16"):
-        raise _Unsupported("index_put of integer values computed at run "
-                           "time")
-    target = [int(d) for d in torch.arange(numel).reshape(shape)[where].shape]
-    if list(written.type.shape) != target:
-        written = t.f.broadcast(written, target)
+    written = _float(t, t.v(values, out.dtype), "index_put")
+    if written.type.shape != tuple(indexed.shape):
+        written = t.f.broadcast(written, list(indexed.shape))
     column = t.reshape(written, [count, 1])
     if not accumulate:
         if torch.unique(positions).numel() != count:
