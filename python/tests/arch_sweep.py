@@ -849,6 +849,14 @@ ARCHS: dict[str, Arch] = {
     "hubert": Arch("audio", lambda: HFLoss(T.HubertForSequenceClassification(
         T.HubertConfig(**SPEECH)), "input_values"), waveform(400),
         ["HubertEncoderLayer"], key_bias_noise),
+    # DeBERTa-v2's disentangled attention over wav2vec 2.0's features, the
+    # sequence squeezed 2x through the layers: the query and key
+    # projections run on the hidden states and on the relative position
+    # embeddings, one forward for each shape.
+    "sew_d": Arch("audio", lambda: HFLoss(T.SEWDForSequenceClassification(
+        T.SEWDConfig(**SPEECH, squeeze_factor=2, max_position_embeddings=64,
+                     position_buckets=16)), "input_values"), waveform(400),
+        ["SEWDLayer"], key_bias_noise),
     "ast": Arch("audio", lambda: HFLoss(T.ASTForAudioClassification(
         T.ASTConfig(hidden_size=32, num_hidden_layers=2,
                     num_attention_heads=4, intermediate_size=64,

@@ -614,6 +614,47 @@ def timestep_case(rng):
     return TimestepEmbedded(), [x, t, y], {}
 
 
+class PooledEncoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(32, 16)
+        self.proj = torch.nn.Linear(16, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, ids):
+        h = self.norm(torch.nn.functional.gelu(self.proj(self.embed(ids))))
+        b, t, c = h.shape  # heads of 4, folded over the tokens
+        h = h.view(b, t, 4, c // 4).transpose(1, 2).reshape(b, 4, -1)
+        return torch.nn.functional.normalize(h.mean(-1) + h.amax(-1), dim=-1)
+
+
+class DualEncoder(torch.nn.Module):
+    """A sentence-embedding model's training (sentence-transformers'
+    multiple-negatives ranking loss): one encoder, an FSDP unit, run on
+    queries of 6 tokens and documents of 10, each query scored against the
+    rank's documents (in-batch negatives), plus their cosine similarity.
+    The encoder and each of its children get a forward for each length;
+    their weights' gradients sum both."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = PooledEncoder()
+
+    def forward(self, queries, documents):
+        q, d = self.encoder(queries), self.encoder(documents)
+        scores = 20.0 * q @ d.T
+        labels = torch.arange(q.shape[0])
+        agree = torch.nn.functional.cosine_similarity(q, d).mean()
+        return torch.nn.functional.cross_entropy(scores, labels) - agree
+
+
+def dual_encoder_case(rng):
+    queries = rng.integers(0, 32, (NUM_SAMPLES, 6), np.int64)
+    documents = rng.integers(0, 32, (NUM_SAMPLES, 10), np.int64)
+    return DualEncoder(), [queries, documents], dict(
+        wrap_kinds=["PooledEncoder"])
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
@@ -623,7 +664,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "group_norm": group_norm_case, "in_place": in_place_case,
          "shared_child": shared_child_case, "regions": regions_case,
          "padded": padded_case, "windowed": windowed_case,
-         "timestep": timestep_case}
+         "timestep": timestep_case, "dual_encoder": dual_encoder_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS):

@@ -192,3 +192,46 @@ fsdp.model @dropout {
     }
   }
 }
+
+// -----
+
+// A module called on two signatures: each call inlines the forward taking
+// its operand types (a shared encoder on 2 queries and 6 documents, the
+// documents' forward scaling its result), and the shared weight's gradient
+// sums both calls' contributions.
+// DEFAULT-LABEL: func.func @signatures_train_step(
+// DEFAULT-SAME: %arg0: tensor<8x4xf32> {fsdp.param = "encoder.weight"}
+// DEFAULT: %[[Q:.*]] = nn.linear %arg2, %arg0 {{.*}}fsdp.unit = "encoder"{{.*}} -> tensor<2x8xf32>
+// DEFAULT-NOT: nn.scale %[[Q]]
+// DEFAULT: %[[D:.*]] = nn.linear %arg3, %arg0 {{.*}}fsdp.unit = "encoder"{{.*}} -> tensor<6x8xf32>
+// DEFAULT-NEXT: nn.scale %[[D]] {{.*}}fsdp.unit = "encoder"
+// DEFAULT-DAG: %[[DOCS:.*]] = nn.matmul %{{.*}}, %arg3 {{.*}}transpose_lhs{{.*}} -> tensor<8x4xf32>
+// DEFAULT-DAG: %[[QUERIES:.*]] = nn.matmul %{{.*}}, %arg2 {{.*}}transpose_lhs{{.*}} -> tensor<8x4xf32>
+// DEFAULT: %[[SUM:.*]] = nn.add %[[DOCS]], %[[QUERIES]]
+// DEFAULT: fsdp.sgd_step %arg0, %[[SUM]]
+fsdp.model @signatures {
+  fsdp.module @root kind "Siamese" {
+    fsdp.module @encoder kind "Linear" unit {
+      fsdp.param @weight : tensor<8x4xf32> init <zeros>
+      fsdp.forward (%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+        %w = fsdp.get_param @weight : tensor<8x4xf32>
+        %y = nn.linear %x, %w : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+        fsdp.return %y : tensor<2x8xf32>
+      }
+      fsdp.forward (%x: tensor<6x4xf32>) -> tensor<6x8xf32> {
+        %w = fsdp.get_param @weight : tensor<8x4xf32>
+        %y = nn.linear %x, %w : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
+        %z = nn.scale %y {factor = 2.0 : f64} : tensor<6x8xf32>
+        fsdp.return %z : tensor<6x8xf32>
+      }
+    }
+    fsdp.forward (%q: tensor<2x4xf32>, %d: tensor<6x4xf32>) -> tensor<f32> {
+      %a = fsdp.call @encoder(%q) : (tensor<2x4xf32>) -> tensor<2x8xf32>
+      %b = fsdp.call @encoder(%d) : (tensor<6x4xf32>) -> tensor<6x8xf32>
+      %sa = nn.reduce_sum %a {dims = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>
+      %sb = nn.reduce_sum %b {dims = array<i64: 0, 1>} : (tensor<6x8xf32>) -> tensor<f32>
+      %l = nn.mul %sa, %sb : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}

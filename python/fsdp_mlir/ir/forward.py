@@ -120,25 +120,34 @@ class Forward:
 
     def call(self, m: Module, *args: Value, name: Optional[str] = None) -> Value:
         """fsdp.call of a forward returning one value."""
-        if m.fwd is not None and m.fwd.results is not None and \
-                len(m.fwd.results) != 1:
+        returned = self._callee(m, args).results
+        if len(returned) != 1:
             raise ValueError(f"module {m.name!r} returns "
-                             f"{len(m.fwd.results)} values: call_results")
+                             f"{len(returned)} values: call_results")
         return self.call_results(m, *args, names=name)[0]
+
+    @staticmethod
+    def _callee(m: Module, args: Sequence[Value]) -> "Forward":
+        """The finished forward of `m` taking the types of `args`."""
+        callee = m.forward_taking([a.type for a in args])
+        if callee is None:
+            raise ValueError(f"call of {m.name!r}: no forward takes argument "
+                             f"types {[str(a.type) for a in args]}; its "
+                             "forwards take " + "; ".join(
+                                 str([str(a.type) for a in f.args])
+                                 for f in m.forwards))
+        if callee.results is None:
+            raise ValueError(f"module {m.name!r} has no finished forward")
+        return callee
 
     def call_results(self, m: Module, *args: Value,
                      names=None) -> List[Value]:
-        """fsdp.call of a forward, all its results."""
-        if m.fwd is None or m.fwd.results is None:
-            raise ValueError(f"module {m.name!r} has no finished forward")
-        want = [a.type for a in m.fwd.args]
-        if [a.type for a in args] != want:
-            raise ValueError(f"call of {m.name!r}: argument types "
-                             f"{[str(a.type) for a in args]} != "
-                             f"{[str(t) for t in want]}")
+        """fsdp.call of the forward of `m` taking the types of `args`, all
+        its results."""
+        callee = self._callee(m, args)
         ref = "::".join(symbol(n) for n in m.path_from(self.owner))
         ins = ", ".join(str(a.type) for a in args)
-        res = list(m.fwd.results)
+        res = list(callee.results)
         outs = str(res[0]) if len(res) == 1 else \
             "(" + ", ".join(map(str, res)) + ")"
         text = (f"fsdp.call {ref}({', '.join(a.name for a in args)}) : "

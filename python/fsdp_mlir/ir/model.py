@@ -1,5 +1,5 @@
 """The model tree as PyTorch's: `Module`s holding parameters, buffers,
-child modules and at most one forward, under a `Model`, and the printing
+child modules and their forwards (one a signature), under a `Model`, and the printing
 of the whole `fsdp.model` (`Model.text()`), which numbers the dropout sites
 left without an rng_id (forward.RngIds)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .forward import Forward, RngIds
 from .types import Init, TensorType, symbol, tensor
@@ -99,7 +99,10 @@ class Module:
         self.params: Dict[str, Param] = {}
         self.buffers: Dict[str, Buffer] = {}
         self.children: Dict[str, Module] = {}
-        self.fwd: Optional[Forward] = None
+        # One forward a signature: a module called on inputs of other types
+        # (a shared encoder run on queries and longer documents) has one for
+        # each; the root has one.
+        self.forwards: List[Forward] = []
         self.comments: List[str] = []
 
     # -- structure -------------------------------------------------------
@@ -139,19 +142,44 @@ class Module:
     def __getitem__(self, name: str) -> "Module":
         return self.children[name]
 
+    @property
+    def fwd(self) -> Optional["Forward"]:
+        """The first forward (the root's only one), None for a container."""
+        return self.forwards[0] if self.forwards else None
+
     def forward(self, *args: TensorType, **named: TensorType) -> "Forward":
-        """Starts the forward; arguments are named %x (one positional),
-        %x0, %x1, ... (several), or as the keywords say, in order."""
-        if self.fwd is not None:
-            raise ValueError(f"{self.name} already has a forward")
+        """Starts a forward; arguments are named %x (one positional),
+        %x0, %x1, ... (several), or as the keywords say, in order. A module
+        may have several, each taking other argument types: a call picks
+        the one taking its arguments' types."""
         if args and named:
             raise ValueError("pass argument types positionally or by name")
         if len(args) == 1:
             named = {"x": args[0]}
         elif args:
             named = {f"x{i}": t for i, t in enumerate(args)}
-        self.fwd = Forward(self, list(named.items()))
-        return self.fwd
+        return self.add_forward(list(named.items()))
+
+    def add_forward(self, args: Sequence[Tuple[str, TensorType]]
+                    ) -> "Forward":
+        """A new forward taking `args` (names and types)."""
+        types = [t for _, t in args]
+        if self.forward_taking(types) is not None:
+            raise ValueError(f"{self.name} already has a forward taking "
+                             f"{[str(t) for t in types]}")
+        self.forwards.append(Forward(self, list(args)))
+        return self.forwards[-1]
+
+    def forward_taking(self, types: Sequence[TensorType]
+                       ) -> Optional["Forward"]:
+        """The forward whose arguments have `types`, or None."""
+        return next((f for f in self.forwards
+                     if [a.type for a in f.args] == list(types)), None)
+
+    def drop_forward(self, f: "Forward") -> None:
+        """Removes forward `f` (one whose results are all constants: the
+        module is not called for it)."""
+        self.forwards.remove(f)
 
     def modules(self):
         """This module and its descendants, pre-order."""
@@ -206,8 +234,8 @@ class Module:
         """The module's text; dropout sites without an rng_id are numbered
         from `ids`, by default over this subtree (Forward.dropout)."""
         if ids is None:
-            ids = RngIds(i for m in self.modules() if m.fwd is not None
-                         for i in m.fwd.rng_ids)
+            ids = RngIds(i for m in self.modules() for f in m.forwards
+                         for i in f.rng_ids)
         head = f"fsdp.module {symbol(self.name)} kind \"{self.kind}\""
         out = ["// " + c for c in self.comments]
         out.append(head + self._unit_text() + " {")
@@ -215,8 +243,8 @@ class Module:
         body += [b.line() for b in self.buffers.values()]
         for c in self.children.values():
             body += c.lines(ids)
-        if self.fwd is not None:
-            body += self.fwd.lines(ids)
+        for f in self.forwards:
+            body += f.lines(ids)
         out += ["  " + l if l else l for l in body]
         out.append("}")
         return out

@@ -48,9 +48,14 @@ parameter, as BERT's decoder reads cls.predictions.bias, is the same
 case). The module tree, names and kinds stay torch's, and the parameter
 belongs, as for any tie, to the lowest unit enclosing its readers.
 
-Limits: detach of a computed value is refused
-(there is no stop-gradient op); a submodule called twice must get the same
-constant arguments (they are bound in its one forward).
+A submodule called on inputs of other shapes or dtypes (a shared encoder
+run on queries and on longer documents) gets one forward for each: the
+export's calls are unflattened apart where their inputs differ
+(_unflatten), and each `fsdp.call` runs the forward taking its types.
+
+Limits: a submodule called twice with the same input types must get the
+same constant arguments (they are bound in its forward for those types),
+and its calls must trace alike.
 """
 from __future__ import annotations
 
@@ -132,7 +137,7 @@ class _Issue:
 
 def _source_line(node) -> str:
     """The user's frame of the node's stack trace (its last 'File' line)."""
-    trace = node.meta.get("stack_trace") or ""
+    trace = getattr(node, "meta", {}).get("stack_trace") or ""
     files = [line.strip() for line in trace.splitlines()
              if line.strip().startswith("File ")]
     return files[-1] if files else ""
@@ -210,6 +215,9 @@ class _CallSpec:
     outputs: object = None
     failed: bool = False
     poisoned: Tuple[int, ...] = ()  # inputs an unsupported op computes
+    # The module's forward for these calls; None where it is not called
+    # (its outputs are constants or its own inputs).
+    forward: Optional[Forward] = None
 
 
 class _Translator:
@@ -218,9 +226,11 @@ class _Translator:
     the tied parameters it receives as extra arguments."""
 
     def __init__(self, importer: "_Importer", fqn: str, graph,
-                 spec: _CallSpec, called: Optional[str] = None):
+                 spec: _CallSpec, called: Optional[str] = None,
+                 call_node=None):
         self.imp, self.fqn, self.graph, self.spec = importer, fqn, graph, spec
         self.called = called or fqn  # the graph's name (see _module_path)
+        self.call_node = call_node  # the caller's node, for its issues
         self.ir = importer.modules[fqn]
         self.values: Dict[object, object] = {}
         self.extra_values: Dict[str, Value] = {}
@@ -253,7 +263,14 @@ class _Translator:
             runtime_nodes.append(node)
         for name in self.spec.extras:
             args.append((name, self.imp.state_type(name)))
-        self.ir.fwd = self.f = Forward(self.ir, args)
+        if self.ir.forward_taking([t for _, t in args]) is not None:
+            self.imp.issue(self.fqn, "called again where its trace differs "
+                           "(torch.export traced the calls apart), on the "
+                           "same argument types: a call picks the module's "
+                           "forward by its argument types", self.call_node)
+            self.spec.failed = True
+            return
+        self.f = self.spec.forward = self.ir.add_forward(args)
         for node, arg in zip(runtime_nodes, self.f.args):
             self.values[node] = arg
         for name, arg in zip(self.spec.extras,
@@ -325,7 +342,8 @@ class _Translator:
         if results:
             self.f.ret(*results)
         else:  # nothing computed at run time: the module is not called
-            self.ir.fwd = None
+            self.ir.drop_forward(self.f)
+            self.spec.forward = None
 
     # -- regions: `with torch.no_grad()` / `torch.autocast` in a forward --
     def inline_region(self, subgraph, operands) -> tuple:
@@ -486,21 +504,20 @@ class _Translator:
             # returns, unflatten passes to a module called last in it):
             # its graph unpacks the tuple, translated in place.
             return self.inline(fqn, called, args)
-        if (not poisoned and fqn in self.imp.specs
-                and self.imp.traced_from.get(fqn, fqn) != called
-                and _stateless(self.imp.modules[fqn])):
+        callee = self.imp.modules[fqn]
+        if (not poisoned and _stateless(callee)
+                and self.imp.translated_apart(fqn, called)):
             return self.inline(fqn, called, args)  # traced apart, stateless
         spec = self.imp.call(fqn, args, node, called)
         if poisoned or spec.failed or spec.outputs is None:
             raise _Poisoned()  # their own issues say why
-        callee = self.imp.modules[fqn]
         results = []
-        if callee.fwd is not None:
-            if callee.fwd.results is None:
+        if spec.forward is not None:
+            if spec.forward.results is None:
                 raise _Poisoned()
             ins = [args[i] for i in spec.runtime] + [
                 self.state_value(n) for n in spec.extras]
-            if [a.type for a in ins] != [a.type for a in callee.fwd.args] \
+            if [a.type for a in ins] != [a.type for a in spec.forward.args] \
                     and _stateless(callee):
                 return self.inline(fqn, called, args)
             results = self.f.call_results(callee, *ins)
@@ -624,15 +641,17 @@ class _Importer:
         self.torch = torch
         self.module = module
         self.originals = dict(module.named_modules(remove_duplicate=False))
-        self.unflat = dict(unflat.named_modules())
+        # Every name a call may use: a graph torch.export shares between
+        # calls (the same shapes) is listed under each.
+        self.unflat = dict(unflat.named_modules(remove_duplicate=False))
         self.graphs = {fqn: m.graph for fqn, m in self.unflat.items()
                        if hasattr(m, "graph")}
-        for graph in self.graphs.values():
+        for graph in {id(g): g for g in self.graphs.values()}.values():
             rewrite_drop_paths(graph)
         self.issues: List[_Issue] = []
         self.modules: Dict[str, Module] = {}
-        self.specs: Dict[str, _CallSpec] = {}
-        self.traced_from: Dict[str, str] = {}  # module → its graph's name
+        # (module, graph's name) → how its calls of that graph translate.
+        self.specs: Dict[Tuple[str, str], _CallSpec] = {}
         self.state_names: Dict[int, str] = {}
         self.non_persistent = set()
         for name, p in module.named_parameters():
@@ -728,19 +747,17 @@ class _Importer:
         bound = {i: a for i, a in enumerate(args)
                  if a is not _POISON and not isinstance(a, Value)}
         runtime = [i for i in range(len(args)) if i not in bound]
-        spec = self.specs.get(fqn)
+        spec = self.specs.get((fqn, called))
         if spec is None:
+            # A graph of its own: the module's first call, or a call
+            # torch.export traced apart (other shapes: another forward).
             spec = _CallSpec(bound, runtime, self.needs(called),
                              poisoned=tuple(i for i, a in enumerate(args)
                                             if a is _POISON))
-            self.specs[fqn] = spec
-            self.traced_from[fqn] = called
-            _Translator(self, fqn, self.graphs[called], spec, called).run()
+            self.specs[(fqn, called)] = spec
+            _Translator(self, fqn, self.graphs[called], spec, called,
+                        node).run()
             return spec
-        if self.traced_from.get(fqn, fqn) != called:
-            self.issue(fqn, "called again where its trace differs (one "
-                       "forward per module)", node)
-            return _CallSpec({}, [], [], failed=True)
         if spec.runtime != runtime or not all(
                 _same_constant(spec.bound[i], bound[i]) for i in bound):
             self.issue(fqn, "called again with other constant arguments "
@@ -749,9 +766,14 @@ class _Importer:
             return _CallSpec({}, [], [], failed=True)
         return spec
 
+    def translated_apart(self, fqn: str, called: str) -> bool:
+        """Whether module `fqn` was translated from a graph other than
+        `called` (its calls traced apart)."""
+        return any(m == fqn and g != called for m, g in self.specs)
+
     def translate_root(self) -> None:
         spec = _CallSpec({}, [], [])
-        self.specs[""] = spec
+        self.specs[("", "")] = spec
         _Translator(self, "", self.graphs[""], spec).run()
 
 
@@ -780,6 +802,42 @@ def _decompose_unhandled(exported):
     return exported.run_decompositions(table)
 
 
+def _unflatten(exported):
+    """torch.export.unflatten, with the calls of a module on inputs of other
+    shapes or dtypes kept apart. Unflatten shares one graph between calls
+    whose graphs print alike (a shared encoder run on queries and on longer
+    documents); the translation reads each node's shape from its meta
+    value, the first call's in a shared graph, so a call on other inputs
+    needs its graph (`name@N`), which becomes the module's forward for
+    those input types."""
+    import importlib
+    import torch
+    unflatten = importlib.import_module("torch.export.unflatten")
+    alike = getattr(unflatten, "_check_graph_equivalence", None)
+    if alike is None:  # another torch: calls on other shapes are refused
+        return torch.export.unflatten(exported)
+
+    def same_inputs(x, y) -> bool:
+        return alike(x, y) and _input_types(x.graph) == _input_types(y.graph)
+    unflatten._check_graph_equivalence = same_inputs
+    try:
+        return torch.export.unflatten(exported)
+    finally:
+        unflatten._check_graph_equivalence = alike
+
+
+def _input_types(graph) -> list:
+    """The shapes and dtypes of a graph's placeholders (their meta values;
+    the repr of a non-tensor one)."""
+    out = []
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            v = node.meta.get("val")
+            out.append((tuple(v.shape), v.dtype) if _is_tensor(v)
+                       else repr(v))
+    return out
+
+
 def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
                auto_wrap_policy=None, ignored_modules=None,
                ignored_params=None, ignored_grad_sync: str = "local",
@@ -800,7 +858,7 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
     try:
         exported = _decompose_unhandled(
             torch.export.export(module, tuple(example_inputs)))
-        unflat = torch.export.unflatten(exported)
+        unflat = _unflatten(exported)
     except Exception as e:  # torch.export's refusal, said as such
         kind = type(e).__name__
         said = str(e).strip().splitlines() or [
@@ -813,7 +871,7 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
     imp = _Importer(module, exported, unflat)
     imp.translate_root()
     for fqn, ir in imp.modules.items():  # (else explained by the issues)
-        if ir.fwd is not None and ir.fwd.results is None and not imp.issues:
+        if any(f.results is None for f in ir.forwards) and not imp.issues:
             imp.issues.append(_Issue(fqn, "its forward was not completed", ""))
     if imp.issues:
         raise UnsupportedModelError(

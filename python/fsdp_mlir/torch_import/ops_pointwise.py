@@ -220,14 +220,24 @@ def _pow(t, node, out, x, exponent):
 
 
 def _clamp(t, node, out, x, min=None, max=None):
-    for bound in (min, max):
-        if bound is not None and not isinstance(bound, (int, float)):
-            raise _Unsupported("clamp with tensor bounds")
+    """clamp, its bounds numbers or constant one-element tensors
+    (cosine_similarity's eps as decomposed: clamp.Tensor)."""
+    min, max = (_one_value(b) for b in (min, max))
     if min is None and max is None:
         return x
     return t.f.clamp(_float(t, x, "clamp"),
                      None if min is None else float(min),
                      None if max is None else float(max))
+
+
+def _one_value(bound):
+    """A clamp bound as a number (None stays None)."""
+    if bound is None or isinstance(bound, (int, float)):
+        return bound
+    if _is_tensor(bound) and bound.numel() == 1:
+        return bound.item()
+    raise _Unsupported("clamp with bounds computed at run time or of "
+                       "several values")
 
 
 def _clamp_min(t, node, out, x, min):
@@ -334,6 +344,7 @@ OPS: Dict[str, Callable] = {
     "log1p.default": lambda t, node, out, x: t.f.log(
         t.f.add(_float(t, x, "log1p"), _scalar(t, 1.0, x.type.dtype))),
     "clamp.default": _clamp,
+    "clamp.Tensor": _clamp,
     "clamp_min.default": _clamp_min,
     "clamp_max.default": _clamp_max,
     "hardtanh.default": _hardtanh,

@@ -122,8 +122,74 @@ fsdp.model @two_forwards {
       %l = arith.constant dense<0.0> : tensor<f32>
       fsdp.return %l : tensor<f32>
     }
-    // expected-error @+1 {{'fsdp.forward' op is the second forward of module '(root)'}}
+    // expected-error @+1 {{'fsdp.forward' op is a second forward of the root module 'root' (the root has one forward, the train step's)}}
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// A call picks a module's forward by its operand types: two forwards may
+// not take the same ones.
+fsdp.model @same_signature {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      // expected-note @+1 {{the earlier forward}}
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+      // expected-error @+1 {{'fsdp.forward' op takes the input types of an earlier forward of module 'a' (a call picks its forward by its operand types)}}
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+        %l = arith.constant dense<0.0> : tensor<f32>
+        fsdp.return %l : tensor<f32>
+      }
+    }
     fsdp.forward () -> tensor<f32> {
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @no_forward_takes {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+      fsdp.forward (%x: tensor<8xf32>) -> tensor<8xf32> {
+        fsdp.return %x : tensor<8xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<6xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op passes operand types ('tensor<6xf32>') that none of the 2 forwards of 'a' takes}}
+      %y = fsdp.call @a(%x) : (tensor<6xf32>) -> tensor<6xf32>
+      %l = arith.constant dense<0.0> : tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+fsdp.model @result_of_the_picked_forward {
+  fsdp.module @root kind "Net" {
+    fsdp.module @a kind "A" {
+      fsdp.forward (%x: tensor<4xf32>) -> tensor<4xf32> {
+        fsdp.return %x : tensor<4xf32>
+      }
+      fsdp.forward (%x: tensor<8xf32>) -> tensor<8xf32> {
+        fsdp.return %x : tensor<8xf32>
+      }
+    }
+    fsdp.forward (%x: tensor<8xf32>) -> tensor<f32> {
+      // expected-error @+1 {{'fsdp.call' op result #0 has type 'tensor<4xf32>' but the forward of 'a' expects 'tensor<8xf32>'}}
+      %y = fsdp.call @a(%x) : (tensor<8xf32>) -> tensor<4xf32>
       %l = arith.constant dense<0.0> : tensor<f32>
       fsdp.return %l : tensor<f32>
     }

@@ -113,6 +113,39 @@ fsdp.model @tree {
   }
 }
 
+// A module called on two signatures has a forward for each; each call picks
+// the one taking its operand types.
+// CHECK-LABEL: fsdp.model @signatures
+fsdp.model @signatures {
+  fsdp.module @root kind "Siamese" {
+    fsdp.module @encoder kind "Linear" unit {
+      fsdp.param @weight : tensor<8x4xf32> init <zeros>
+      // CHECK: fsdp.forward (%{{.*}}: tensor<2x4xf32>) -> tensor<2x8xf32>
+      fsdp.forward (%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+        %w = fsdp.get_param @weight : tensor<8x4xf32>
+        %y = nn.linear %x, %w : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+        fsdp.return %y : tensor<2x8xf32>
+      }
+      // CHECK: fsdp.forward (%{{.*}}: tensor<6x4xf32>) -> tensor<6x8xf32>
+      fsdp.forward (%x: tensor<6x4xf32>) -> tensor<6x8xf32> {
+        %w = fsdp.get_param @weight : tensor<8x4xf32>
+        %y = nn.linear %x, %w : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
+        fsdp.return %y : tensor<6x8xf32>
+      }
+    }
+    fsdp.forward (%q: tensor<2x4xf32>, %d: tensor<6x4xf32>) -> tensor<f32> {
+      // CHECK: fsdp.call @encoder(%{{.*}}) : (tensor<2x4xf32>) -> tensor<2x8xf32>
+      %a = fsdp.call @encoder(%q) : (tensor<2x4xf32>) -> tensor<2x8xf32>
+      // CHECK: fsdp.call @encoder(%{{.*}}) : (tensor<6x4xf32>) -> tensor<6x8xf32>
+      %b = fsdp.call @encoder(%d) : (tensor<6x4xf32>) -> tensor<6x8xf32>
+      %sa = nn.reduce_sum %a {dims = array<i64: 0, 1>} : (tensor<2x8xf32>) -> tensor<f32>
+      %sb = nn.reduce_sum %b {dims = array<i64: 0, 1>} : (tensor<6x8xf32>) -> tensor<f32>
+      %l = nn.mul %sa, %sb : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
 // CHECK-LABEL: func @collectives
 func.func @collectives(%shard: tensor<19xbf16>, %full: tensor<76x2xf32>, %sq: tensor<1xf32>) {
   // CHECK: fsdp.all_gather %{{.*}} mesh<shard = 4> group shard dtype bf16 : tensor<19xbf16> -> tensor<76xbf16>

@@ -101,6 +101,13 @@ ForwardOp NNModuleOp::getForward() {
   return {};
 }
 
+ForwardOp NNModuleOp::lookupForward(TypeRange inputs) {
+  for (auto forward : getBody().front().getOps<ForwardOp>())
+    if (TypeRange(forward.getFunctionType().getInputs()) == inputs)
+      return forward;
+  return {};
+}
+
 std::string NNModuleOp::getQualifiedName() {
   SmallVector<StringRef> names;
   for (NNModuleOp module = *this; module && !module.isRoot();
@@ -110,19 +117,32 @@ std::string NNModuleOp::getQualifiedName() {
 }
 
 LogicalResult NNModuleOp::verifyRegions() {
-  ForwardOp forward;
+  SmallVector<ForwardOp> forwards;
   for (Operation &op : getBody().front()) {
     if (!isa<ParamOp, BufferOp, NNModuleOp, ForwardOp>(op))
       return op.emitOpError("is not allowed in the body of an fsdp.module; "
                             "expected fsdp.param, fsdp.buffer, fsdp.module or "
                             "fsdp.forward");
-    if (auto next = dyn_cast<ForwardOp>(op)) {
-      if (forward)
-        return next.emitOpError("is the second forward of module '")
-               << describeModule(*this) << "'";
-      forward = next;
-    }
+    auto next = dyn_cast<ForwardOp>(op);
+    if (!next)
+      continue;
+    // A call picks its forward by its operand types: one forward a signature.
+    ArrayRef<Type> inputs = next.getFunctionType().getInputs();
+    for (ForwardOp earlier : forwards)
+      if (earlier.getFunctionType().getInputs() == inputs) {
+        InFlightDiagnostic diag =
+            next.emitOpError("takes the input types of an earlier forward of "
+                             "module '")
+            << describeModule(*this)
+            << "' (a call picks its forward by its operand types)";
+        diag.attachNote(earlier.getLoc()) << "the earlier forward";
+        return diag;
+      }
+    forwards.push_back(next);
   }
+  if (isRoot() && forwards.size() > 1)
+    return forwards[1].emitOpError("is a second forward of the root module '")
+           << getSymName() << "' (the root has one forward, the train step's)";
   return success();
 }
 
@@ -277,6 +297,16 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError("module '")
            << name << "' of kind '" << callee.getKind()
            << "' has no forward and cannot be called";
+  // The forward taking the operands' types; with one forward, the
+  // mismatch is reported against it below.
+  auto forwards = callee.getBody().front().getOps<ForwardOp>();
+  if (ForwardOp taking = callee.lookupForward(getOperandTypes()))
+    forward = taking;
+  else if (!llvm::hasSingleElement(forwards))
+    return emitOpError("passes operand types (")
+           << getOperandTypes() << ") that none of the "
+           << llvm::range_size(forwards) << " forwards of '" << name
+           << "' takes";
   FunctionType type = forward.getFunctionType();
   if (failed(matchTypes(*this, "operand", getOperandTypes(), type.getInputs(),
                         name)) ||

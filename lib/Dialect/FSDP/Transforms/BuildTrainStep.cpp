@@ -101,9 +101,9 @@ private:
   ArrayRef<Type> inputTypes() {
     return model.getRoot().getForward().getFunctionType().getInputs();
   }
-  /// Inlines `module`'s forward applied to `args` at the end of the step,
-  /// recording the ops in `trace`; returns the forward's results.
-  FailureOr<SmallVector<Value>> inlineForward(NNModuleOp module,
+  /// Inlines `forward` (of its module) applied to `args` at the end of the
+  /// step, recording the ops in `trace`; returns the forward's results.
+  FailureOr<SmallVector<Value>> inlineForward(ForwardOp forward,
                                               ValueRange args);
   /// Whether the step trains `p` (an eval step trains nothing).
   bool trains(ParamOp p) const { return p.getRequiresGrad() && !eval; }
@@ -182,9 +182,9 @@ void TrainStepBuilder::tag(Operation *op, StringRef unit, Phase phase) {
     op->setAttr(kMicroBatchAttr, builder.getI64IntegerAttr(microBatch));
 }
 
-FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(NNModuleOp module,
+FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(ForwardOp forward,
                                                               ValueRange args) {
-  ForwardOp forward = module.getForward();
+  auto module = forward->getParentOfType<NNModuleOp>();
   std::string unit = ownership.getEnclosingUnit(module).getQualifiedName();
   // A unit's mixed precision casts its floating-point arguments to its
   // param dtype and its results to its output dtype (FSDP's pre- and
@@ -215,7 +215,9 @@ FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(NNModuleOp module,
       SmallVector<Value> operands;
       for (Value operand : call.getOperands())
         operands.push_back(mapping.lookup(operand));
-      FailureOr<SmallVector<Value>> results = inlineForward(callee, operands);
+      // The callee's forward for this call's signature (verified).
+      FailureOr<SmallVector<Value>> results = inlineForward(
+          callee.lookupForward(call.getOperandTypes()), operands);
       if (failed(results))
         return failure();
       mapping.map(call.getResults(), *results);
@@ -531,7 +533,7 @@ FailureOr<Value> TrainStepBuilder::emitMicroBatches() {
   for (microBatch = 0; microBatch < microBatches; ++microBatch) {
     trace.assign(entryCasts.begin(), entryCasts.end());
     FailureOr<SmallVector<Value>> outputs = inlineForward(
-        model.getRoot(), body->getArguments().slice(
+        model.getRoot().getForward(), body->getArguments().slice(
                              firstInput + microBatch * inputs.size(),
                              inputs.size()));
     if (failed(outputs))

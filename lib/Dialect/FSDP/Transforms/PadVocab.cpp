@@ -38,16 +38,17 @@ struct Logits {
   SmallVector<std::pair<ForwardOp, unsigned>> returned;
 };
 
-/// The fsdp.call ops of each called module of a model.
+/// The fsdp.call ops of each called forward of a model.
 using Callers = llvm::DenseMap<Operation *, SmallVector<CallOp>>;
 
 Callers callersIn(ModelOp model) {
   SymbolTableCollection tables;
   Callers callers;
   model.walk([&](CallOp call) {
-    if (Operation *callee = tables.lookupSymbolIn(
-            call->getParentOfType<NNModuleOp>(), call.getCallee()))
-      callers[callee].push_back(call);
+    if (auto callee = dyn_cast_or_null<NNModuleOp>(tables.lookupSymbolIn(
+            call->getParentOfType<NNModuleOp>(), call.getCallee())))
+      if (ForwardOp forward = callee.lookupForward(call.getOperandTypes()))
+        callers[forward].push_back(call);
   });
   return callers;
 }
@@ -75,17 +76,17 @@ Logits logitsOf(Value head, int64_t classes, const Callers &callers) {
     for (OpOperand &use : logits.values[i].getUses()) {
       Operation *user = use.getOwner();
       auto ce = dyn_cast<nn::CrossEntropyOp>(user);
-      auto module = user->getParentOfType<NNModuleOp>();
+      auto forward = user->getParentOfType<ForwardOp>();
       if (ce && use.getOperandNumber() == 0 && !ce.getNumClasses()) {
         logits.losses.push_back(user);
       } else if (carriesClasses(user, classes)) {
         logits.values.insert(user->getResult(0));
-      } else if (isa<ReturnOp>(user) && callers.count(module)) {
+      } else if (isa<ReturnOp>(user) && callers.count(forward)) {
         // A called module's result (Hugging Face's lm_head): the logits go
-        // on at each of its calls.
+        // on at each call of this forward.
         unsigned index = use.getOperandNumber();
-        logits.returned.push_back({user->getParentOfType<ForwardOp>(), index});
-        for (CallOp call : callers.lookup(module))
+        logits.returned.push_back({forward, index});
+        for (CallOp call : callers.lookup(forward))
           logits.values.insert(call.getResult(index));
       } else {
         logits.otherUses.push_back(&use);

@@ -49,13 +49,16 @@ def FSDP_ModelOp : FSDP_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
 def FSDP_NNModuleOp : FSDP_Op<"module", [Symbol, SymbolTable,
     IsolatedFromAbove, NoRegionArguments, NoTerminator, SingleBlock,
     ParentOneOf<["ModelOp", "NNModuleOp"]>]> {
-  let summary = "a module: parameters, buffers, children and a forward";
+  let summary = "a module: parameters, buffers, children and its forwards";
   let description = [{
     The symbol is the attribute name under which the parent holds the module
     (`@"0"` for the first entry of a Sequential), `kind` its class name. The
-    body declares `fsdp.param`s and `fsdp.buffer`s, nested modules and at most
-    one `fsdp.forward` (containers such as ModuleList have none and are never
-    called). A `unit` marks the module as an FSDP unit.
+    body declares `fsdp.param`s and `fsdp.buffer`s, nested modules and its
+    `fsdp.forward`s: none for a container such as ModuleList (never called),
+    one per signature for a module called on inputs of different types (a
+    shared encoder run on queries and on longer documents), each taking
+    other input types; the root has exactly one. A `unit` marks the module
+    as an FSDP unit.
 
     ```mlir
     fsdp.module @"0" kind "Linear" unit {
@@ -77,8 +80,11 @@ def FSDP_NNModuleOp : FSDP_Op<"module", [Symbol, SymbolTable,
                        "attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
-    /// The forward function, or null for a container.
+    /// The first forward function (the root's only one), or null for a
+    /// container.
     ForwardOp getForward();
+    /// The forward taking `inputs`, or null where none does.
+    ForwardOp lookupForward(::mlir::TypeRange inputs);
     /// Whether this module is an FSDP unit.
     bool isUnit() { return getUnitAttr() != nullptr; }
     /// Whether this is the model's root module.
@@ -129,7 +135,7 @@ def FSDP_BufferOp : FSDP_Op<"buffer", [Symbol, HasParent<"NNModuleOp">]> {
 
 def FSDP_ForwardOp : FSDP_Op<"forward", [HasParent<"NNModuleOp">,
     IsolatedFromAbove]> {
-  let summary = "the forward function of the enclosing module";
+  let summary = "a forward function of the enclosing module";
   let description = [{
     Its block arguments are the forward's inputs; `fsdp.return` yields the
     outputs. Parameters and buffers are read with `fsdp.get_param` /
@@ -170,8 +176,10 @@ def FSDP_CallOp : FSDP_Op<"call", [
   let summary = "runs the forward of a descendant module";
   let description = [{
     `callee` names a module of the caller's subtree (`@"1"`, or a nested
-    path such as `@transformer::@h::@"0"`); operand and result types must
-    match its forward. A module may be called several times (shared module).
+    path such as `@transformer::@h::@"0"`); the operand types pick the
+    module's forward taking them, and the result types must match its
+    results. A module may be called several times (shared module), on
+    several signatures where it has a forward for each.
 
     ```mlir
     %y = fsdp.call @"1"(%x) : (tensor<4x4xf32>) -> tensor<4x16xf32>
