@@ -202,6 +202,39 @@ S2S = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
            bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
 
 
+class SentenceEmbeddingLoss(torch.nn.Module):
+    """sentence-transformers' training of a dual encoder: one model embeds
+    queries and (longer) documents, mean-pooled over their attention masks
+    and normalised; each query is ranked against the rank's documents
+    (in-batch negatives, MultipleNegativesRankingLoss at scale 20)."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def embed(self, ids, mask):
+        hidden = self.encoder(input_ids=ids, attention_mask=mask)[0]
+        weights = mask[..., None].float()
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    def forward(self, queries, query_mask, documents, document_mask):
+        q = self.embed(queries, query_mask)
+        d = self.embed(documents, document_mask)
+        return torch.nn.functional.cross_entropy(
+            20.0 * q @ d.T, torch.arange(q.shape[0]))
+
+
+def query_document_data(rng):
+    """Queries of 6 tokens and documents of SEQ, each with a padding mask
+    keeping a random prefix (at least half)."""
+    def padded(length):
+        ids = rng.integers(1, VOCAB, (NUM_SAMPLES, length), np.int64)
+        kept = rng.integers(length // 2, length + 1, (NUM_SAMPLES, 1))
+        return [ids, (np.arange(length)[None] < kept).astype(np.int64)]
+    return padded(6) + padded(SEQ)
+
+
 def seq2seq(cls, config, **kw):
     return lambda: HFLoss(cls(config(**{**S2S, **kw})),
                           ("input_ids", "decoder_input_ids"))
@@ -443,6 +476,11 @@ ARCHS: dict[str, Arch] = {
                  masked_lm_data, ["BertLayer"], key_bias_noise),
     "roberta": Arch("encoder", lambda: HFLoss(roberta()), roberta_data,
                     ["RobertaLayer"], key_bias_noise),
+    # A dual encoder: BERT run on queries and on longer documents, each
+    # length a forward of its own (the position ids' lengths as arguments).
+    "sbert": Arch("encoder", lambda: SentenceEmbeddingLoss(T.BertModel(
+        T.BertConfig(**ENC), add_pooling_layer=False)), query_document_data,
+        ["BertLayer"], key_bias_noise),
     # ESM-2 (protein language model): rotary positions, erf-GELU, token
     # dropout's rescaling by the share of mask tokens (id 3 here) per row.
     "esm": Arch("encoder", hf(

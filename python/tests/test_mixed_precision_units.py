@@ -26,7 +26,6 @@ from fsdp_mlir import driver, from_torch  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
 from test_torch_import import (LOSS_RTOL, NUM_SAMPLES, PER_RANK,  # noqa: E402
                                STEPS, gpt_case, torch_losses, train_imported)
-from test_torch_oracle import state_bound  # noqa: E402
 from torch_reference import Block, free_port, run_workers  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -115,30 +114,30 @@ def test_what_units_do_not_take_is_an_error(settings, message):
              path == "transformer.h.0" and settings)
 
 
-def _assert_weights_match(ours, ref):
-    """The suite's bound (test_torch_oracle.state_bound) on every element
-    but a few: a master weight within f32 noise (the reductions' summation
-    order) of a bf16 rounding boundary rounds the other way on one side,
-    so its bf16 copy differs by one ulp (2^-8: bf16 has 8 bits of mantissa)
-    and so do the gradients it feeds from then on. Up to 1e-3 of a tensor's
-    elements (at least one) may then differ by up to one bf16 ulp of the
-    tensor's scale (measured: 2 of 25,000 elements, at 2.3e-4 and 1.0e-4
-    of their tensor's max, against the bound's 1e-4). A 1-D tensor (a
-    norm's weight or bias) gets its gradient as a sum over every token, so
-    one such flip upstream moves all of its elements a little: up to 1/8
-    of them may cross the bound (measured on an AMD EPYC, whose OpenBLAS
-    kernels sum in another order: 3 of ln_1.bias's 32, at 0.08 of a bf16
-    ulp of its scale)."""
+def _assert_weights_match(ours, ref, f32):
+    """Every weight within one bf16 ulp (2^-8: bf16 has 8 bits of mantissa)
+    of its tensor's scale from FSDP2's, and each tensor on FSDP2's side of
+    the midpoint between FSDP2's weights and those of all-f32 training
+    (`f32`). Not the suite's per-element bound: a master weight within f32
+    noise (the reductions' summation order) of a bf16 rounding boundary
+    rounds the other way on one side, so its bf16 copy differs by one ulp
+    and so do the gradients it feeds from then on; over 5 steps at this lr
+    such flips spread to many elements (measured on an AVX2-only AMD EPYC:
+    68 of a 4096-element weight beyond the suite's bound, each tensor at
+    0.07 to 0.24 of the f32 run's distance; FSDP2 itself, run with ATen's
+    scalar kernels instead of its AVX2 ones, lands at about a third of
+    ours). A unit computing in the wrong dtype lands at the f32 run's
+    distance or beyond."""
     for key, want in ref.items():
         want = want.astype(np.float64)
         diff = np.abs(ours[key].astype(np.float64) - want)
         scale = float(np.abs(want).max())
-        outliers = diff > state_bound(key, want, ref)
-        share = 1 / 8 if want.ndim == 1 else 1e-3
-        assert outliers.sum() <= max(1, int(share * diff.size)), \
-            f"{key}: {outliers.sum()} elements beyond the suite's bound"
         assert diff.max() <= 2.0 ** -8 * scale, \
             f"{key}: max|diff| {diff.max():.3g} (max|torch| {scale:.3g})"
+        f32_off = np.linalg.norm(f32[key].astype(np.float64) - want)
+        assert np.linalg.norm(diff) <= 0.5 * f32_off, \
+            f"{key}: |ours - FSDP2| {np.linalg.norm(diff):.3g}, " \
+            f"|f32 - FSDP2| {f32_off:.3g}"
 
 
 _FSDP2_WORKER = r'''
@@ -225,15 +224,28 @@ def test_per_unit_policies_train_like_fsdp2(tmp_path):
     # gradients one bf16 ulp away from f32-then-round on random data), which
     # put the losses up to 2.2e-3 apart after a step, a bf16 ulp of 8 bits
     # of mantissa in most of the blocks' gradients.
+    # After the first update, a master weight within f32 noise of a bf16
+    # rounding boundary may round the other way on one side (see
+    # _assert_weights_match); the gradients it feeds differ from then on,
+    # and with this lr the losses 4 steps on move by up to 1e-5 for one such
+    # flip (measured on an AVX2-only AMD EPYC: 1.0e-5 at step 4, where f32
+    # training is itself only 1.2e-5 from FSDP2's). So: the first loss (the
+    # same weights: the forward's cast points alone) within LOSS_RTOL, and
+    # the whole trajectory at least 10 times closer to FSDP2's than all-f32
+    # training's is (measured: 0.01 of it). A cast point of the wrong dtype
+    # moves the losses by the f32 run's distance from the first update on.
     print(f"\nlosses: ours {ours}\nFSDP2 {want}\nf32 {f32}")
-    for step, (a, b) in enumerate(zip(ours, want)):
-        assert abs(a - b) <= LOSS_RTOL * abs(b), (step, ours, want)
+    assert abs(ours[0] - want[0]) <= LOSS_RTOL * abs(want[0]), (ours, want)
+    ours_off = sum(abs(a - b) for a, b in zip(ours, want))
+    f32_off = sum(abs(c - b) for c, b in zip(f32, want))
+    assert ours_off <= 0.1 * f32_off, (ours, want, f32)
     # The units did compute in bf16: all-f32 training is farther away.
     assert max(abs(b - c) / abs(b) for b, c in zip(want, f32)) > \
         10 * LOSS_RTOL, (want, f32)
     assert sorted(k for k in state if not k.startswith("optim.")) == \
         sorted(ref)
-    _assert_weights_match(state, ref)
+    _assert_weights_match(state, ref, {
+        n: p.detach().numpy() for n, p in f32_module.named_parameters()})
 
     # The report's collectives move each unit's dtypes: the blocks gather
     # bf16 and reduce f32; ln_f and the root stay f32.

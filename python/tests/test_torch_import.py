@@ -618,11 +618,14 @@ class PooledEncoder(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.embed = torch.nn.Embedding(32, 16)
+        self.place = torch.nn.Embedding(10, 16)  # learned positions
+        self.register_buffer("positions", torch.arange(10), persistent=False)
         self.proj = torch.nn.Linear(16, 16)
         self.norm = torch.nn.LayerNorm(16)
 
     def forward(self, ids):
-        h = self.norm(torch.nn.functional.gelu(self.proj(self.embed(ids))))
+        h = self.embed(ids) + self.place(self.positions[:ids.shape[1]])
+        h = self.norm(torch.nn.functional.gelu(self.proj(h)))
         b, t, c = h.shape  # heads of 4, folded over the tokens
         h = h.view(b, t, 4, c // 4).transpose(1, 2).reshape(b, 4, -1)
         return torch.nn.functional.normalize(h.mean(-1) + h.amax(-1), dim=-1)
@@ -633,8 +636,9 @@ class DualEncoder(torch.nn.Module):
     multiple-negatives ranking loss): one encoder, an FSDP unit, run on
     queries of 6 tokens and documents of 10, each query scored against the
     rank's documents (in-batch negatives), plus their cosine similarity.
-    The encoder and each of its children get a forward for each length;
-    their weights' gradients sum both."""
+    The encoder and each of its children get a forward for each length
+    (the position table's, whose constant positions differ only in length,
+    takes them as an argument); their weights' gradients sum both."""
 
     def __init__(self):
         super().__init__()

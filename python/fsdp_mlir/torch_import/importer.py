@@ -51,7 +51,10 @@ belongs, as for any tie, to the lowest unit enclosing its readers.
 A submodule called on inputs of other shapes or dtypes (a shared encoder
 run on queries and on longer documents) gets one forward for each: the
 export's calls are unflattened apart where their inputs differ
-(_unflatten), and each `fsdp.call` runs the forward taking its types.
+(_unflatten), and each `fsdp.call` runs the forward taking its types. Where
+a second forward would take the types of the first (a child whose inputs
+are constants bound in it, BERT's position ids of another length), its
+constant tensors are passed as arguments instead.
 
 Limits: a submodule called twice with the same input types must get the
 same constant arguments (they are bound in its forward for those types),
@@ -176,6 +179,14 @@ def _has_runtime(x) -> bool:
     return False
 
 
+def _bound(args: List[object], constants_as_args: bool) -> Dict[int, object]:
+    """The call arguments a module's forward binds (by position): the
+    constants, or with `constants_as_args` those other than tensors."""
+    return {i: a for i, a in enumerate(args)
+            if a is not _POISON and not isinstance(a, Value)
+            and not (constants_as_args and _is_tensor(a))}
+
+
 def _same_constant(a, b) -> bool:
     import torch
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
@@ -218,6 +229,9 @@ class _CallSpec:
     # The module's forward for these calls; None where it is not called
     # (its outputs are constants or its own inputs).
     forward: Optional[Forward] = None
+    # Its forward would take the argument types of another of its forwards.
+    collided: bool = False
+    constants_as_args: bool = False  # its constant tensors passed, not bound
 
 
 class _Translator:
@@ -264,11 +278,7 @@ class _Translator:
         for name in self.spec.extras:
             args.append((name, self.imp.state_type(name)))
         if self.ir.forward_taking([t for _, t in args]) is not None:
-            self.imp.issue(self.fqn, "called again where its trace differs "
-                           "(torch.export traced the calls apart), on the "
-                           "same argument types: a call picks the module's "
-                           "forward by its argument types", self.call_node)
-            self.spec.failed = True
+            self.spec.collided = self.spec.failed = True  # (the caller says)
             return
         self.f = self.spec.forward = self.ir.add_forward(args)
         for node, arg in zip(runtime_nodes, self.f.args):
@@ -515,7 +525,7 @@ class _Translator:
         if spec.forward is not None:
             if spec.forward.results is None:
                 raise _Poisoned()
-            ins = [args[i] for i in spec.runtime] + [
+            ins = [self.argument(args[i]) for i in spec.runtime] + [
                 self.state_value(n) for n in spec.extras]
             if [a.type for a in ins] != [a.type for a in spec.forward.args] \
                     and _stateless(callee):
@@ -531,6 +541,15 @@ class _Translator:
         if isinstance(spec.outputs, tuple):
             return output(spec.outputs)
         return [output(e) for e in spec.outputs]
+
+    def argument(self, a) -> Value:
+        """A call's argument as a value: a constant tensor passed to a
+        module (constants_as_args) materialised, a bool one as the f32 mask
+        of 1 and 0 a forward takes for it."""
+        if isinstance(a, Value):
+            return a
+        return self.constant(a.float() if a.dtype == self.imp.torch.bool
+                             else a)
 
     def inline(self, fqn: str, called: str, args: List[object]):
         """A stateless submodule called again on other shapes (ResNet's one
@@ -744,26 +763,45 @@ class _Importer:
         `fqn@N` where torch.export traced the module's calls apart (one
         inside a `torch.no_grad()` block, say)."""
         called = called or fqn
-        bound = {i: a for i, a in enumerate(args)
-                 if a is not _POISON and not isinstance(a, Value)}
-        runtime = [i for i in range(len(args)) if i not in bound]
         spec = self.specs.get((fqn, called))
         if spec is None:
             # A graph of its own: the module's first call, or a call
             # torch.export traced apart (other shapes: another forward).
-            spec = _CallSpec(bound, runtime, self.needs(called),
-                             poisoned=tuple(i for i, a in enumerate(args)
-                                            if a is _POISON))
-            self.specs[(fqn, called)] = spec
-            _Translator(self, fqn, self.graphs[called], spec, called,
-                        node).run()
+            spec = self.translate(fqn, called, args, node, False)
+            if spec.collided:
+                # Its computed arguments are those of another forward and
+                # its constants differ (BERT's position ids of a shorter
+                # sequence): the constant tensors become arguments.
+                spec = self.translate(fqn, called, args, node, True)
+            if spec.collided:
+                self.issue(fqn, "called again where its trace differs "
+                           "(torch.export traced the calls apart), on the "
+                           "same argument types: a call picks the module's "
+                           "forward by its argument types", node)
             return spec
+        bound = _bound(args, spec.constants_as_args)
+        runtime = [i for i in range(len(args)) if i not in bound]
         if spec.runtime != runtime or not all(
                 _same_constant(spec.bound[i], bound[i]) for i in bound):
             self.issue(fqn, "called again with other constant arguments "
                        "(a module's constant inputs are bound in its "
                        "forward)", node)
             return _CallSpec({}, [], [], failed=True)
+        return spec
+
+    def translate(self, fqn: str, called: str, args: List[object], node,
+                  constants_as_args: bool) -> _CallSpec:
+        """Module `fqn`'s forward translated from graph `called` for a call
+        with `args`: their constants bound in it, or with
+        `constants_as_args` its constant tensors passed as arguments."""
+        bound = _bound(args, constants_as_args)
+        spec = _CallSpec(bound, [i for i in range(len(args))
+                                 if i not in bound], self.needs(called),
+                         poisoned=tuple(i for i, a in enumerate(args)
+                                        if a is _POISON),
+                         constants_as_args=constants_as_args)
+        self.specs[(fqn, called)] = spec
+        _Translator(self, fqn, self.graphs[called], spec, called, node).run()
         return spec
 
     def translated_apart(self, fqn: str, called: str) -> bool:
