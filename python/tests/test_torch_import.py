@@ -659,6 +659,47 @@ def dual_encoder_case(rng):
         wrap_kinds=["PooledEncoder"])
 
 
+class MaskedBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x, mask):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask)
+        return x + self.proj(o.transpose(1, 2).reshape(b, t, 8))
+
+
+class AlternatingMasks(torch.nn.Module):
+    """One block's weights shared by three layers that alternate a causal
+    and a sliding-window mask (Gemma 2's local/global alternation, with
+    ALBERT's sharing): the block is called with other constant masks, so
+    its second forward takes the mask as an argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 8)
+        self.block = MaskedBlock()
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        causal = torch.ones(6, 6, dtype=torch.bool).tril()
+        window = causal & ~torch.ones(6, 6, dtype=torch.bool).tril(-3)
+        h = self.embed(x)
+        for mask in (causal, window, causal):
+            h = self.block(h, mask)
+        return torch.nn.functional.mse_loss(self.head(h.mean(1)), y)
+
+
+def alternating_masks_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 6, 4)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 3)).astype(np.float32)
+    return AlternatingMasks(), [x, y], {}
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
@@ -668,7 +709,8 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "group_norm": group_norm_case, "in_place": in_place_case,
          "shared_child": shared_child_case, "regions": regions_case,
          "padded": padded_case, "windowed": windowed_case,
-         "timestep": timestep_case, "dual_encoder": dual_encoder_case}
+         "timestep": timestep_case, "dual_encoder": dual_encoder_case,
+         "alternating_masks": alternating_masks_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS):

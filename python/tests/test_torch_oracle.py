@@ -122,7 +122,11 @@ def state_bound(key, ref, ref_state, steps=STEPS):
 def _noise_only(name, key, shape):
     """Mask of the elements whose gradient is zero in exact arithmetic."""
     mask = np.zeros(shape, bool)
-    if name == "gpt2" and key.endswith("attn.c_attn.bias"):
+    # The key third of a fused q/k/v projection's bias (GPT-2's c_attn,
+    # test_torch_import.MaskedBlock's qkv).
+    fused_qkv = {"gpt2": "attn.c_attn.bias",
+                 "alternating_masks": "block.qkv.bias"}
+    if name in fused_qkv and key.endswith(fused_qkv[name]):
         width = shape[0] // 3
         mask[width:2 * width] = True
     # A key bias shifts every score of a query's row alike: softmax ignores

@@ -56,9 +56,11 @@ a second forward would take the types of the first (a child whose inputs
 are constants bound in it, BERT's position ids of another length), its
 constant tensors are passed as arguments instead.
 
-Limits: a submodule called twice with the same input types must get the
-same constant arguments (they are bound in its forward for those types),
-and its calls must trace alike.
+A submodule called again with other constant tensors (a block given a
+different constant scale) gets a second forward taking them as arguments.
+
+Limits: a submodule's calls must bind the same non-tensor constants
+(numbers, flags), and calls on the same argument types must trace alike.
 """
 from __future__ import annotations
 
@@ -140,7 +142,7 @@ class _Issue:
 
 def _source_line(node) -> str:
     """The user's frame of the node's stack trace (its last 'File' line)."""
-    trace = getattr(node, "meta", {}).get("stack_trace") or ""
+    trace = node.meta.get("stack_trace") or ""
     files = [line.strip() for line in trace.splitlines()
              if line.strip().startswith("File ")]
     return files[-1] if files else ""
@@ -185,6 +187,14 @@ def _bound(args: List[object], constants_as_args: bool) -> Dict[int, object]:
     return {i: a for i, a in enumerate(args)
             if a is not _POISON and not isinstance(a, Value)
             and not (constants_as_args and _is_tensor(a))}
+
+
+def _binds_alike(spec: "_CallSpec", args: List[object]) -> bool:
+    """Whether a call with `args` fits the forward `spec` made: the same
+    arguments computed (or passed) and the same constants bound."""
+    bound = _bound(args, spec.constants_as_args)
+    return [i for i in range(len(args)) if i not in bound] == spec.runtime \
+        and all(_same_constant(spec.bound[i], bound[i]) for i in bound)
 
 
 def _same_constant(a, b) -> bool:
@@ -240,11 +250,9 @@ class _Translator:
     the tied parameters it receives as extra arguments."""
 
     def __init__(self, importer: "_Importer", fqn: str, graph,
-                 spec: _CallSpec, called: Optional[str] = None,
-                 call_node=None):
+                 spec: _CallSpec, called: Optional[str] = None):
         self.imp, self.fqn, self.graph, self.spec = importer, fqn, graph, spec
         self.called = called or fqn  # the graph's name (see _module_path)
-        self.call_node = call_node  # the caller's node, for its issues
         self.ir = importer.modules[fqn]
         self.values: Dict[object, object] = {}
         self.extra_values: Dict[str, Value] = {}
@@ -669,8 +677,9 @@ class _Importer:
             rewrite_drop_paths(graph)
         self.issues: List[_Issue] = []
         self.modules: Dict[str, Module] = {}
-        # (module, graph's name) → how its calls of that graph translate.
-        self.specs: Dict[Tuple[str, str], _CallSpec] = {}
+        # (module, graph's name, constants_as_args) → how its calls of that
+        # graph translate.
+        self.specs: Dict[Tuple[str, str, bool], _CallSpec] = {}
         self.state_names: Dict[int, str] = {}
         self.non_persistent = set()
         for name, p in module.named_parameters():
@@ -757,39 +766,40 @@ class _Importer:
 
     def call(self, fqn: str, args: List[object], node,
              called: Optional[str] = None) -> _CallSpec:
-        """Translates module `fqn` for a call with `args` (values or
-        constants), the first time; later calls must bind the same
-        constants. `called`: the unflattened graph's name for this call,
-        `fqn@N` where torch.export traced the module's calls apart (one
-        inside a `torch.no_grad()` block, say)."""
+        """The forward of module `fqn` for a call with `args` (values or
+        constants), translated at its first such call: one binding the
+        constants, else (the same argument types as another forward, or
+        other constants than the bound ones) one taking the constant
+        tensors as arguments. `called`: the unflattened graph's name for
+        this call, `fqn@N` where torch.export traced the module's calls
+        apart (on other shapes, or one inside a `torch.no_grad()` block)."""
         called = called or fqn
-        spec = self.specs.get((fqn, called))
-        if spec is None:
-            # A graph of its own: the module's first call, or a call
-            # torch.export traced apart (other shapes: another forward).
-            spec = self.translate(fqn, called, args, node, False)
-            if spec.collided:
-                # Its computed arguments are those of another forward and
-                # its constants differ (BERT's position ids of a shorter
-                # sequence): the constant tensors become arguments.
-                spec = self.translate(fqn, called, args, node, True)
-            if spec.collided:
-                self.issue(fqn, "called again where its trace differs "
-                           "(torch.export traced the calls apart), on the "
-                           "same argument types: a call picks the module's "
-                           "forward by its argument types", node)
-            return spec
-        bound = _bound(args, spec.constants_as_args)
-        runtime = [i for i in range(len(args)) if i not in bound]
-        if spec.runtime != runtime or not all(
-                _same_constant(spec.bound[i], bound[i]) for i in bound):
+        spec = None
+        for constants_as_args in (False, True):
+            spec = self.specs.get((fqn, called, constants_as_args))
+            if spec is None:
+                # A graph of its own: the module's first call, or a call
+                # torch.export traced apart (other shapes: another forward).
+                spec = self.translate(fqn, called, args, constants_as_args)
+                if not spec.collided:
+                    return spec
+            elif not spec.collided and _binds_alike(spec, args):
+                return spec
+            # Another forward takes its computed arguments' types, or its
+            # constants differ from the ones bound (BERT's position ids of
+            # a shorter sequence): its constant tensors become arguments.
+        if spec.collided:
+            self.issue(fqn, "called again where its trace differs "
+                       "(torch.export traced the calls apart), on the "
+                       "same argument types: a call picks the module's "
+                       "forward by its argument types", node)
+        else:
             self.issue(fqn, "called again with other constant arguments "
-                       "(a module's constant inputs are bound in its "
-                       "forward)", node)
-            return _CallSpec({}, [], [], failed=True)
-        return spec
+                       "than tensors (a module's constant inputs are bound "
+                       "in its forward)", node)
+        return _CallSpec({}, [], [], failed=True)
 
-    def translate(self, fqn: str, called: str, args: List[object], node,
+    def translate(self, fqn: str, called: str, args: List[object],
                   constants_as_args: bool) -> _CallSpec:
         """Module `fqn`'s forward translated from graph `called` for a call
         with `args`: their constants bound in it, or with
@@ -800,18 +810,18 @@ class _Importer:
                          poisoned=tuple(i for i, a in enumerate(args)
                                         if a is _POISON),
                          constants_as_args=constants_as_args)
-        self.specs[(fqn, called)] = spec
-        _Translator(self, fqn, self.graphs[called], spec, called, node).run()
+        self.specs[(fqn, called, constants_as_args)] = spec
+        _Translator(self, fqn, self.graphs[called], spec, called).run()
         return spec
 
     def translated_apart(self, fqn: str, called: str) -> bool:
         """Whether module `fqn` was translated from a graph other than
         `called` (its calls traced apart)."""
-        return any(m == fqn and g != called for m, g in self.specs)
+        return any(m == fqn and g != called for m, g, _ in self.specs)
 
     def translate_root(self) -> None:
         spec = _CallSpec({}, [], [])
-        self.specs[("", "")] = spec
+        self.specs[("", "", False)] = spec
         _Translator(self, "", self.graphs[""], spec).run()
 
 
