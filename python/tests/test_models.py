@@ -23,7 +23,7 @@ EXAMPLES = REPO_ROOT / "examples"
 sys.path.insert(0, str(PYTHON_DIR))
 
 from fsdp_mlir import driver  # noqa: E402
-from fsdp_mlir.ir import Init, Module, tensor  # noqa: E402
+from fsdp_mlir.ir import Init, Model, Module, tensor  # noqa: E402
 from fsdp_mlir.models import PRESETS, build  # noqa: E402
 from fsdp_mlir.models.__main__ import main as cli_main  # noqa: E402
 
@@ -324,6 +324,34 @@ def test_emitter_basics():
     f2 = Module("m", "M").forward(tensor(5, 4), tensor(3, 2))
     with pytest.raises(ValueError, match="linear"):
         f2.linear(*f2.args)  # 4 input features against a weight taking 2
+
+
+def test_emitter_forward_per_signature(fsdp_opt):
+    """A module called on two input shapes has a forward for each; a call
+    picks the one taking its arguments' types, and fsdp-opt accepts the
+    model; a second forward on the same types and a call no forward takes
+    are refused."""
+    root = Module("root", "Siamese")
+    enc = root.add(Module("enc", "Linear"))
+    w = enc.param("weight", [3, 2], Init.zeros)
+    for rows in (4, 6):
+        f = enc.forward(tensor(rows, 2))
+        f.ret(f.linear(f.args[0], f.get_param(w)))
+    with pytest.raises(ValueError, match="already has a forward taking"):
+        enc.forward(tensor(4, 2))
+    f = root.forward(tensor(4, 2), tensor(6, 2))
+    q, d = f.call(enc, f.args[0]), f.call(enc, f.args[1])
+    f.ret(f.mul(f.reduce_sum(q, [0, 1]), f.reduce_sum(d, [0, 1])))
+    with pytest.raises(ValueError, match="no forward takes"):
+        f.call(enc, f.args[0], f.args[1])
+    text = "\n".join(root.lines())
+    assert "fsdp.call @enc(%x0) : (tensor<4x2xf32>) -> tensor<4x3xf32>" in text
+    assert "fsdp.call @enc(%x1) : (tensor<6x2xf32>) -> tensor<6x3xf32>" in text
+    model = Model("siamese", root)
+    r = subprocess.run([fsdp_opt], input=model.text(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("fsdp.forward") == 3
 
 
 def test_mixture_of_experts(fsdp_opt, tmp_path):
