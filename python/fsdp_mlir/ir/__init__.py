@@ -1,10 +1,10 @@
 """A small emitter of `fsdp.model` IR text.
 
 A model is a tree of `Module`s, as in PyTorch: each holds parameters, child
-modules and its forwards (one for each signature it is called on). A forward is written op by op on a
-`Forward`, whose methods are the `nn` ops (result types inferred the way the
-dialect infers them) plus `call` and `get_param`; values are SSA names with
-their tensor types. `Model.text()` prints the syntax fsdp-opt parses
+modules and its forwards (one for each signature it is called on). A
+forward is written op by op on a `Forward`, whose methods are the `nn` ops
+(result types inferred the way the dialect infers them) plus `call` and
+`get_param`; values are SSA names with their tensor types. `Model.text()` prints the syntax fsdp-opt parses
 (docs/Dialects/*.md, build/docs/Dialects/*Ops.md)::
 
     root = Module("root", "MLP")

@@ -1,7 +1,7 @@
 """The model tree as PyTorch's: `Module`s holding parameters, buffers,
-child modules and their forwards (one a signature), under a `Model`, and the printing
-of the whole `fsdp.model` (`Model.text()`), which numbers the dropout sites
-left without an rng_id (forward.RngIds)."""
+child modules and their forwards (one a signature), under a `Model`, and
+the printing of the whole `fsdp.model` (`Model.text()`), which numbers the
+dropout sites left without an rng_id (forward.RngIds)."""
 
 from __future__ import annotations
 
