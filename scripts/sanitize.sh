@@ -15,8 +15,9 @@
 #         char_gpt on text data with a trace and a sharded save/resume,
 #         then test/Run (all of it but the GPU bundle) and python/tests.
 # --quick (what CI runs) keeps lit, unit and char_gpt whole and takes a
-# 2-rank slice of test/Run: every strategy but hybrid, both optimizers,
-# bf16, delays, AOT = JIT, resumes and truncated checkpoints.
+# 2-rank slice of test/Run (every strategy but hybrid, both optimizers,
+# bf16, delays, AOT = JIT, resumes and truncated checkpoints) and three
+# models of the architecture sweep.
 # --no-build runs the checks on the build as it is; --skip leaves parts out.
 # JOBS (default: cores) is the build's and the tests' parallelism;
 # SANITIZE_FLAGS adds compiler flags.
@@ -162,9 +163,10 @@ run_part lit "$LLVM_DIR/bin/lit" -sv -j "$JOBS" "$BUILD_DIR/test"
 
 # 2. GoogleTest (CTest runs what gtest_discover_tests found): runtime,
 # communicators (multi-process Gloo jobs), driver, compiler; not the
-# requires-gpu label. lit, test/Run and python/tests run on their own here.
+# requires-gpu label. lit, test/Run and python/tests (the python_* tests)
+# run on their own here.
 run_part unit ctest --test-dir "$BUILD_DIR" -j "$JOBS" --output-on-failure \
-  -LE requires-gpu -E '^(lit|run_.*|python_models)$'
+  -LE requires-gpu -E '^(lit|run_.*|python_.*)$'
 
 # 3. fsdp-run (JIT; the ranks it launches), fsdp-compile + fsdprt-run (ahead
 # of time: the step library dlopened), fsdp-opt driven from Python.
@@ -178,6 +180,10 @@ run_slice() {
     "${PYTEST[@]}" test/Run/test_aot.py -k "not 4" || rc=1
     "${PYTEST[@]}" test/Run/test_checkpoints.py \
       -k "resume or sharded_2_to_1 or truncated" || rc=1
+    # Imported models through the sanitized compiler: routing (scatter,
+    # gather), F.unfold / F.fold (index_put), convolutions and batch norm.
+    "${PYTEST[@]}" python/tests/test_arch_sweep.py \
+      -k "deepseek_v3 or timm_volo or resnet_hf" || rc=1
   else
     # test/Run but the GPU bundle (packaging, no new code paths here), and
     # the Python package's tests.

@@ -17,6 +17,8 @@
 #   PARTS=parity,gpt2_124m   runs only those parts (default: all, in order)
 #   GPT2_RUNS="bf16:async:8" the gpt2_124m part's runs (dtype:mode:steps)
 #   TORCH_BATCHES="8 64"     the torch part's batches (default 8)
+#   PARITY_ONLY='gpt2-f32-*' the parity part's references whose step names
+#                            match that glob (default: all; a rerun of one)
 #   BACKEND=cpu              runs the training parts on the CPU backend (a
 #                            dry run of the kit on a machine without a GPU)
 #   PARTS=machine,multirank  2-4 NCCL ranks on the one GPU over loopback
@@ -165,9 +167,12 @@ cudnn_conv() {
 
 parity() {
   set -o pipefail
-  local failed=0 step dtype
+  local failed=0 runs=0 step dtype
   for ref in "$KIT"/reference/*.jsonl; do
     step=$(basename "$ref" .jsonl) # <model>-<dtype>-<optimizer>
+    # shellcheck disable=SC2053 # a glob, on purpose
+    [[ $step == ${PARITY_ONLY:-*} ]] || continue
+    runs=$((runs + 1))
     IFS=- read -r _ dtype optimizer <<<"$step"
     mkdir -p "$OUT/runs/$step"
     if "$BIN/fsdprt-run" "$KIT/steps/$step.so" --backend "$BACKEND" --steps "$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$KIT/manifest.json")" \
@@ -181,6 +186,10 @@ parity() {
       failed=1
     fi
   done
+  if [ "$runs" = 0 ]; then
+    echo "parity: no reference matches PARITY_ONLY='${PARITY_ONLY:-}'"
+    return 1
+  fi
   return $failed
 }
 

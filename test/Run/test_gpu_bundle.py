@@ -95,11 +95,13 @@ def test_parity_part_on_cpu_passes_and_catches_a_wrong_reference(kit, tmp_path):
     rows[0]["loss"] *= 1.001
     ref.write_text("".join(json.dumps(r) + "\n" for r in rows))
     try:
-        proc = _lease(kit, tmp_path / "bad", BACKEND="cpu", PARTS="parity")
+        proc = _lease(kit, tmp_path / "bad", BACKEND="cpu", PARTS="parity",
+                      PARITY_ONLY="gpt2-f32-*")
     finally:
         ref.write_text(original)
     assert proc.returncode == 1
     results = json.loads((tmp_path / "bad" / "results.json").read_text())
+    assert sorted(results["parity"]) == ["gpt2-f32-adamw", "gpt2-f32-sgd"]
     assert not results["parity"]["gpt2-f32-adamw"]["ok"]
     assert results["parity"]["gpt2-f32-sgd"]["ok"]
 
