@@ -880,6 +880,48 @@ def test_unsupported_ops_are_all_listed_with_their_source_lines():
         "LINE-CUMPROD": "unsupported op cumprod.default"})
 
 
+class ScaledProjection(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x, scale: float):
+        return self.proj(x) * scale
+
+
+class ScaledTwice(torch.nn.Module):
+    """One module called with two numbers: torch.export bakes each into
+    its call's trace, so the calls differ on the same argument types."""
+
+    def __init__(self):
+        super().__init__()
+        self.scaled = ScaledProjection()
+
+    def forward(self, x):
+        y = self.scaled(x, 2.0)
+        return self.scaled(y, 3.0).sum()  # LINE-SECOND-SCALE
+
+
+class ScaledTwiceInside(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = ScaledTwice()
+
+    def forward(self, x):
+        return self.block(x) * 2
+
+
+def test_a_module_called_with_other_numbers_is_refused_at_the_call():
+    """The call's node has no stack trace of its own: the refusal takes
+    the call site from the callee's ops, at the caller's depth (the root
+    calling, and a child)."""
+    for module in (ScaledTwice(), ScaledTwiceInside()):
+        assert_refused(module, [torch.zeros(2, 8)], {
+            "LINE-SECOND-SCALE": "module '" + ("block." if isinstance(
+                module, ScaledTwiceInside) else "") +
+            "scaled': called again on the same argument types"})
+
+
 class IndicesRead(torch.nn.Module):
     """Poolings whose indices a model reads (max_unpool's input), beside
     the same poolings' values, which are mapped."""

@@ -140,12 +140,34 @@ class _Issue:
                                             if self.source else "")
 
 
+def _frames(node) -> List[str]:
+    """The 'File' lines of the node's stack trace, outermost first."""
+    trace = node.meta.get("stack_trace") or ""
+    return [line.strip() for line in trace.splitlines()
+            if line.strip().startswith("File ")]
+
+
 def _source_line(node) -> str:
     """The user's frame of the node's stack trace (its last 'File' line)."""
-    trace = node.meta.get("stack_trace") or ""
-    files = [line.strip() for line in trace.splitlines()
-             if line.strip().startswith("File ")]
+    files = _frames(node)
     return files[-1] if files else ""
+
+
+def _call_site(node, callee) -> str:
+    """Where the call_module `node`, which torch.export leaves without a
+    stack trace, calls the graph `callee`: the frame of an op of the
+    callee at the depth of the caller's own code (the fewest frames of an
+    op in the caller's graph). Only ops: a placeholder carries its
+    producer's trace, and a callee's callee may be shared with another
+    call."""
+    def ops(graph):
+        return [n for n in graph.nodes
+                if n.op == "call_function" and _frames(n)]
+    depth = min((len(_frames(n)) for n in ops(node.graph)), default=0)
+    for n in ops(callee):
+        if depth and len(_frames(n)) > depth:
+            return _frames(n)[depth - 1]
+    return ""
 
 
 class _Poisoned(Exception):
@@ -693,8 +715,13 @@ class _Importer:
         self.build_tree()
         self.needs_memo: Dict[str, List[str]] = {}
 
-    def issue(self, fqn: str, what: str, node) -> None:
-        self.issues.append(_Issue(fqn, what, _source_line(node)))
+    def issue(self, fqn: str, what: str, node, callee=None) -> None:
+        """Records a refusal at `node`'s source line, or for a call of the
+        graph `callee` without a trace of its own, at its call site."""
+        source = _source_line(node)
+        if not source and callee is not None:
+            source = _call_site(node, callee)
+        self.issues.append(_Issue(fqn, what, source))
 
     def build_tree(self) -> None:
         root = Module("root", type(self.module).__name__)
@@ -789,14 +816,16 @@ class _Importer:
             # constants differ from the ones bound (BERT's position ids of
             # a shorter sequence): its constant tensors become arguments.
         if spec.collided:
-            self.issue(fqn, "called again where its trace differs "
-                       "(torch.export traced the calls apart), on the "
-                       "same argument types: a call picks the module's "
-                       "forward by its argument types", node)
+            self.issue(fqn, "called again on the same argument types "
+                       "where its trace differs (torch.export traced the "
+                       "calls apart: a number or flag it takes, or a "
+                       "branch on one, differs): a call picks the "
+                       "module's forward by its argument types", node,
+                       self.graphs[called])
         else:
             self.issue(fqn, "called again with other constant arguments "
                        "than tensors (a module's constant inputs are bound "
-                       "in its forward)", node)
+                       "in its forward)", node, self.graphs[called])
         return _CallSpec({}, [], [], failed=True)
 
     def translate(self, fqn: str, called: str, args: List[object],
