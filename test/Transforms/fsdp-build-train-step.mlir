@@ -195,6 +195,35 @@ fsdp.model @dropout {
 
 // -----
 
+// A random draw is a site as a dropout is: in each micro-batch the draw and
+// the dropout take the next sites (9 << 32 | site, 7 << 32 | site), the
+// dropout's VJP reuses its id, and the draw, which has no operand, has none.
+// ACCUM-LABEL: func.func @draws_train_step(
+// ACCUM: nn.random {{.*}}distribution = #nn.distribution<normal>{{.*}}rng_id = 38654705664 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771073 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771073 : i64
+// ACCUM: nn.random {{.*}}rng_id = 38654705666 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771075 : i64
+// ACCUM: nn.dropout %{{.*}} {{.*}}rng_id = 30064771075 : i64
+// ACCUM-NOT: nn.random
+// ACCUM: return
+fsdp.model @draws {
+  fsdp.module @root kind "Net" {
+    fsdp.param @w : tensor<4xf32> init <ones>
+    fsdp.forward (%x: tensor<4xf32>) -> tensor<f32> {
+      %w = fsdp.get_param @w : tensor<4xf32>
+      %n = nn.random {a = 0.0 : f64, b = 1.0 : f64, distribution = #nn.distribution<normal>, rng_id = 9 : i64} : tensor<4xf32>
+      %h = nn.add %x, %n : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %m = nn.mul %h, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %d = nn.dropout %m {p = 0.5 : f64, rng_id = 7 : i64} : tensor<4xf32>
+      %l = nn.reduce_sum %d {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+      fsdp.return %l : tensor<f32>
+    }
+  }
+}
+
+// -----
+
 // A module called on two signatures: each call inlines the forward taking
 // its operand types (a shared encoder on 2 queries and 6 documents, the
 // documents' forward scaling its result), and the shared weight's gradient

@@ -92,8 +92,8 @@ void CallBuilder::call(StringRef name, ArrayRef<Value> args) {
                      FlatSymbolRefAttr::get(b.getContext(), name), operands);
 }
 
-Value CallBuilder::dropoutKey(int64_t rngId) {
+Value CallBuilder::rngKey(int64_t rngId) {
   Value first =
-      arith::MulIOp::create(b, loc, step.rank, i64(step.dropoutSites));
+      arith::MulIOp::create(b, loc, step.rank, i64(step.randomSites));
   return arith::AddIOp::create(b, loc, first, i64(rngId));
 }

@@ -35,8 +35,9 @@ struct StepValues {
   /// The step count after this step (the optimizers' `step`).
   Value stepPlusOne;
   Value seed, rank;
-  /// Dropout sites of the step (every call, every micro-batch).
-  int64_t dropoutSites = 0;
+  /// Random sites of the step (dropouts and draws; every call, every
+  /// micro-batch).
+  int64_t randomSites = 0;
 };
 
 class CallBuilder {
@@ -81,11 +82,11 @@ public:
   Value stepCount() const { return step.stepPlusOne; }
   Value seed() const { return step.seed; }
   Value rank() const { return step.rank; }
-  /// The rng_id that keys a dropout mask. The step numbers its S dropout
-  /// sites in their low 32 bits; rank r continues the numbering at r x S,
-  /// so that N ranks drop what one rank with N times the micro-batches
-  /// drops.
-  Value dropoutKey(int64_t rngId);
+  /// The rng_id that keys a random site (a dropout mask, a draw). The step
+  /// numbers its S random sites in their low 32 bits; rank r continues the
+  /// numbering at r x S, so that N ranks draw what one rank with N times
+  /// the micro-batches draws.
+  Value rngKey(int64_t rngId);
 
 private:
   OpBuilder b;

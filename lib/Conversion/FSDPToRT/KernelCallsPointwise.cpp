@@ -156,8 +156,24 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
         .f64(o.getP().convertToDouble())
         .value(calls.seed())
         .value(calls.stepCount())
-        .value(calls.dropoutKey(int64_t(o.getRngId())))
+        .value(calls.rngKey(int64_t(o.getRngId())))
         .call("dropout_forward");
+    return success();
+  });
+  k.add<nn::RandomOp>([](CallBuilder &calls, nn::RandomOp o) {
+    Args{calls}
+        .i32(dtypeOf(o.getResult()))
+        .i32(o.getDistribution() == nn::Distribution::uniform
+                 ? FSDPRT_RNG_UNIFORM
+                 : FSDPRT_RNG_NORMAL)
+        .t(o.getResult())
+        .i64(numel(o.getResult()))
+        .f64(o.getA().convertToDouble())
+        .f64(o.getB().convertToDouble())
+        .value(calls.seed())
+        .value(calls.stepCount())
+        .value(calls.rngKey(int64_t(o.getRngId())))
+        .call("rng_fill");
     return success();
   });
   k.add<nn::CastOp>([](CallBuilder &calls, nn::CastOp o) {

@@ -84,9 +84,11 @@ LogicalResult StepLowering::run() {
       arith::AddIOp::create(b, loc, arg(rt::StepArg::step_count), calls.i64(1));
   values.seed = arg(rt::StepArg::seed);
   values.rank = arg(rt::StepArg::rank);
-  llvm::DenseSet<int64_t> sites; // a forward and its VJP share their id
-  step.walk([&](nn::DropoutOp d) { sites.insert(int64_t(d.getRngId())); });
-  values.dropoutSites = sites.size();
+  llvm::DenseSet<int64_t> sites; // a dropout and its VJP share their id
+  step.walk([&](nn::RandomSiteOpInterface site) {
+    sites.insert(site.getRngSite());
+  });
+  values.randomSites = sites.size();
   calls.setStepValues(values);
 
   SmallVector<Operation *> ops;

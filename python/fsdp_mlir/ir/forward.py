@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 class RngIds:
-    """The rng_ids of the dropout sites left without one, given as the model
+    """The rng_ids of the random sites (dropouts, draws) left without one,
+    given as the model
     is printed: 1, 2, ... in print order, skipping the ids given explicitly
     (`taken`)."""
 
@@ -29,8 +30,9 @@ class RngIds:
         return self.last
 
 
-class _DropoutSite:
-    """A body line of a dropout without an rng_id: its text around the id."""
+class _RandomSite:
+    """A body line of a random site (a dropout, a draw) without an rng_id:
+    its text around the id."""
 
     def __init__(self, head: str, tail: str):
         self.head, self.tail = head, tail
@@ -45,8 +47,8 @@ class Forward:
     def __init__(self, owner: Module, args: List[Tuple[str, TensorType]]):
         self.owner = owner
         self.args = [Value("%" + n, t) for n, t in args]
-        self.body: List[Union[str, _DropoutSite]] = []
-        self.rng_ids: List[int] = []  # the dropout sites' explicit ids
+        self.body: List[Union[str, _RandomSite]] = []
+        self.rng_ids: List[int] = []  # the random sites' explicit ids
         self.results: Optional[List[TensorType]] = None
         self._names = {v.name for v in self.args}
         self._counter = 0
@@ -194,7 +196,7 @@ class Forward:
             self.body.append("fsdp.return")
 
     def lines(self, ids: Optional[RngIds] = None) -> List[str]:
-        """The forward's text; dropout sites without an rng_id take theirs
+        """The forward's text; random sites without an rng_id take theirs
         from `ids` (by default numbered in this forward alone)."""
         if ids is None:
             ids = RngIds(self.rng_ids)
@@ -438,14 +440,34 @@ class Forward:
             raise ValueError(f"dropout probability {p} not in [0, 1)")
         if p == 0.0:
             return x
+        return self._random_site(
+            lambda id: self.op("nn.dropout", [x], [x.type],
+                               f"p = {_f64(p)}, rng_id = {id} : i64",
+                               "same", name)[0], rng_id)
+
+    def random(self, t: TensorType, distribution: str = "normal",
+               a: float = 0.0, b: float = 1.0, rng_id: Optional[int] = None,
+               name: Optional[str] = None) -> Value:
+        """A tensor of type `t` drawn afresh each step: "uniform" in
+        [a, b) (torch.rand) or "normal" with mean a and standard deviation
+        b (torch.randn). Keyed, as dropout, by the run's seed, the step and
+        `rng_id` (left None: numbered when printed); no gradient."""
+        if distribution not in ("uniform", "normal"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        attrs = (f"a = {_f64(a)}, b = {_f64(b)}, distribution = "
+                 f"#nn.distribution<{distribution}>")
+        return self._random_site(
+            lambda id: self._emit(f"nn.random {{{attrs}, rng_id = {id} : "
+                                  f"i64}} : {t}", [t], name)[0], rng_id)
+
+    def _random_site(self, emit, rng_id: Optional[int]) -> Value:
+        """Emits a random site through `emit(id text)`: with its explicit
+        id, or with one given when the model is printed."""
         if rng_id is not None:
             self.rng_ids.append(int(rng_id))
-            return self.op("nn.dropout", [x], [x.type],
-                           f"p = {_f64(p)}, rng_id = {int(rng_id)} : i64",
-                           "same", name)[0]
-        y = self.op("nn.dropout", [x], [x.type],
-                    f"p = {_f64(p)}, rng_id = {_ID} : i64", "same", name)[0]
-        self.body[-1] = _DropoutSite(*self.body[-1].split(_ID))
+            return emit(str(int(rng_id)))
+        y = emit(_ID)
+        self.body[-1] = _RandomSite(*self.body[-1].split(_ID))
         return y
 
     def softmax(self, x: Value, dim: int = -1,
@@ -640,7 +662,7 @@ class Forward:
                        attrs, names=name)[0]
 
 
-# Where a dropout site's id goes in its line (split off at once).
+# Where a random site's id goes in its line (split off at once).
 _ID = "?rng_id?"
 
 

@@ -1,7 +1,7 @@
 """The model tree as PyTorch's: `Module`s holding parameters, buffers,
 child modules and their forwards (one a signature), under a `Model`, and
 the printing of the whole `fsdp.model` (`Model.text()`), which numbers the
-dropout sites left without an rng_id (forward.RngIds)."""
+random sites (dropouts, draws) left without an rng_id (forward.RngIds)."""
 
 from __future__ import annotations
 
@@ -231,8 +231,9 @@ class Module:
         return " unit" + (f"<{', '.join(fields)}>" if fields else "")
 
     def lines(self, ids: Optional[RngIds] = None) -> List[str]:
-        """The module's text; dropout sites without an rng_id are numbered
-        from `ids`, by default over this subtree (Forward.dropout)."""
+        """The module's text; random sites without an rng_id are numbered
+        from `ids`, by default over this subtree (Forward.dropout,
+        Forward.random)."""
         if ids is None:
             ids = RngIds(i for m in self.modules() for f in m.forwards
                          for i in f.rng_ids)

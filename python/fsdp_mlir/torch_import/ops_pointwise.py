@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from ..ir import Value
+from ..ir import TensorType, Value
 from .common import (_Unsupported, _as_f32, _dtype, _float, _is_tensor,
                      _keep_either, _mask_not, _only_first_output_read,
-                     _scalar, _shape)
+                     _out_type, _scalar, _shape)
 
 
 def _compact(t, c, other: Value, out):
@@ -205,6 +205,64 @@ def _bernoulli(t, node, out, x, p=0.5, generator=None):
     return t.f.scale(t.f.dropout(ones, 1.0 - float(p)), float(p))
 
 
+def _draw(t, out, distribution, a, b, generator=None):
+    """A fresh tensor of `out`'s shape drawn each step from our
+    counter-based generator (nn.random; keyed per site, step and rank as
+    dropout's masks are), not torch's: the same distribution, other
+    numbers."""
+    if generator is not None:
+        raise _Unsupported("a random draw from a torch.Generator")
+    if not all(isinstance(v, (int, float)) for v in (a, b)):
+        raise _Unsupported("a random draw with tensors of parameters")
+    want = _dtype(out.dtype)
+    if want not in ("f32", "bf16", "f16"):
+        raise _Unsupported(f"a random draw of {out.dtype}")
+    return t.f.random(_out_type(out), distribution, float(a), float(b))
+
+
+def _rand(distribution):
+    """rand / randn (a size) and rand_like / randn_like (a tensor's)."""
+    def build(t, node, out, size_or_like, *args, generator=None, **kwargs):
+        return _draw(t, out, distribution, 0.0, 1.0, generator)
+    return build
+
+
+def _uniform(t, node, out, x, low=0.0, high=1.0, generator=None):
+    """x.uniform_(low, high): a draw of x's shape (x's values are
+    overwritten, so no gradient reaches them, as in torch)."""
+    if low > high:
+        raise _Unsupported(f"uniform_ on the empty range [{low}, {high})")
+    return _draw(t, out, "uniform", low, high, generator)
+
+
+def _normal(t, node, out, x, mean=0.0, std=1.0, generator=None):
+    """x.normal_(mean, std): a draw of x's shape, as uniform_."""
+    return _draw(t, out, "normal", mean, std, generator)
+
+
+def _normal_float_float(t, node, out, mean, std, size, *args,
+                        generator=None, **kwargs):
+    """torch.normal(mean, std, size) with numbers for mean and std."""
+    return _draw(t, out, "normal", mean, std, generator)
+
+
+def _randint(t, node, out, *args, generator=None, **kwargs):
+    """torch.randint(low, high, size) / randint(high, size): the floor of
+    a uniform draw in [0, high - low), plus low. The draw is an f32, exact
+    for integers below 2^24, and below high - low (24 random bits)."""
+    low, high = (0, args[0]) if len(args) == 2 else args[:2]
+    if generator is not None:
+        raise _Unsupported("a random draw from a torch.Generator")
+    if not 0 < high - low <= 1 << 24:
+        raise _Unsupported(f"randint over [{low}, {high}): more than 2^24 "
+                           "values, or none")
+    want = _dtype(out.dtype)
+    draw = t.f.random(TensorType(tuple(_shape(out)), "f32"), "uniform", 0.0,
+                      float(high - low))
+    ints = t.f.cast(draw, want)  # truncation: the floor of a non-negative
+    return t.f.add(ints, _scalar(t, low, want)) if low else ints
+
+
 def _unary(method):
     def build(t, node, out, x):
         return getattr(t.f, method)(_float(t, x, method))
@@ -351,6 +409,19 @@ OPS: Dict[str, Callable] = {
     "gelu.default": _gelu,
     "dropout.default": _dropout,
     "native_dropout.default": _native_dropout,
+    "rand.default": _rand("uniform"),
+    "rand.generator": _rand("uniform"),
+    "randn.default": _rand("normal"),
+    "randn.generator": _rand("normal"),
+    "rand_like.default": _rand("uniform"),
+    "randn_like.default": _rand("normal"),
+    "uniform.default": _uniform,
+    "uniform_.default": _uniform,
+    "normal.default": _normal,
+    "normal_functional.default": _normal,
+    "normal.float_float": _normal_float_float,
+    "randint.default": _randint,
+    "randint.low": _randint,
     "bernoulli_.float": _bernoulli,
     "bernoulli.p": _bernoulli,
     "hardsigmoid.default": _hardsigmoid,

@@ -167,6 +167,38 @@ func.func @dropout_p(%a: tensor<4xf32>) {
 
 // -----
 
+func.func @random_empty_range() {
+  // expected-error @+1 {{uniform range [2.000000e+00, 1.000000e+00) is empty}}
+  %0 = nn.random {a = 2.0 : f64, b = 1.0 : f64, distribution = #nn.distribution<uniform>, rng_id = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @random_negative_std() {
+  // expected-error @+1 {{normal standard deviation -1.000000e+00 is negative}}
+  %0 = nn.random {a = 0.0 : f64, b = -1.0 : f64, distribution = #nn.distribution<normal>, rng_id = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @random_infinite() {
+  // expected-error @+1 {{needs finite a and b, got 0.000000e+00 and INF}}
+  %0 = nn.random {a = 0.0 : f64, b = 0x7FF0000000000000 : f64, distribution = #nn.distribution<uniform>, rng_id = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @random_integer() {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of}}
+  %0 = nn.random {a = 0.0 : f64, b = 1.0 : f64, distribution = #nn.distribution<uniform>, rng_id = 0 : i64} : tensor<4xi64>
+  return
+}
+
+// -----
+
 func.func @layer_norm_rank(%x: tensor<f32>) {
   // expected-error @+2 {{input must be a tensor of rank >= 1}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -49,6 +49,16 @@ func.func @elementwise(%a: tensor<4x16x32xf16>, %b: tensor<16x32xf16>, %c: tenso
   return
 }
 
+// Random draws: a tensor of numbers from a distribution, no operands.
+// CHECK-LABEL: func @random
+func.func @random() {
+  // CHECK: nn.random {a = 0.000000e+00 : f64, b = 1.000000e+00 : f64, distribution = #nn.distribution<normal>, rng_id = 2 : i64} : tensor<4x16xf32>
+  %0 = nn.random {a = 0.0 : f64, b = 1.0 : f64, distribution = #nn.distribution<normal>, rng_id = 2 : i64} : tensor<4x16xf32>
+  // CHECK: nn.random {a = -2.000000e+00 : f64, b = 3.000000e+00 : f64, distribution = #nn.distribution<uniform>, rng_id = 5 : i64} : tensor<8xbf16>
+  %1 = nn.random {a = -2.0 : f64, b = 3.0 : f64, distribution = #nn.distribution<uniform>, rng_id = 5 : i64} : tensor<8xbf16>
+  return
+}
+
 // RoBERTa's position ids: a float mask cast to i32, integer arithmetic with
 // broadcasting, widened to i64; floats truncated to integers.
 // CHECK-LABEL: func @integers

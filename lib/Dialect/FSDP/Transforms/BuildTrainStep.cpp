@@ -165,8 +165,8 @@ private:
   /// Mixed precision: the parameter casts every micro-batch differentiates
   /// through.
   SmallVector<Operation *> entryCasts;
-  /// Dropout sites inlined so far (each gets its own mask).
-  uint64_t dropoutSites = 0;
+  /// Random sites (dropouts, draws) inlined so far: each gets its own key.
+  uint64_t randomSites = 0;
   /// An eval step's named outputs of the root forward, per micro-batch.
   struct NamedOutput {
     StringAttr name;
@@ -237,11 +237,11 @@ FailureOr<SmallVector<Value>> TrainStepBuilder::inlineForward(ForwardOp forward,
       if (auto norm = dyn_cast<nn::BatchNormOp>(clone); norm && eval)
         norm.setTraining(false);
       tag(clone, unit, kForward);
-      // Every inlined dropout (each call, each micro-batch) draws its own
-      // mask; its VJP reuses the clone's id.
-      if (auto dropout = dyn_cast<nn::DropoutOp>(clone))
-        dropout.setRngIdAttr(builder.getI64IntegerAttr(
-            int64_t((uint64_t(dropout.getRngId()) << 32) | dropoutSites++)));
+      // Every inlined random site (each call, each micro-batch) draws its
+      // own numbers; a dropout's VJP reuses the clone's id.
+      if (auto site = dyn_cast<nn::RandomSiteOpInterface>(clone))
+        site.setRngSite(
+            int64_t((uint64_t(site.getRngSite()) << 32) | randomSites++));
       promoteOperands(clone, unit);
       trace.push_back(clone);
       if (failed(retype(clone)))

@@ -11,6 +11,7 @@ using namespace mlir::nn;
 
 #include "fsdp/Dialect/NN/IR/NNDialect.cpp.inc"
 #include "fsdp/Dialect/NN/IR/NNEnums.cpp.inc"
+#include "fsdp/Dialect/NN/IR/NNOpInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/NN/IR/NNAttrs.cpp.inc"

@@ -401,6 +401,21 @@ LogicalResult RoPEOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Random numbers
+//===----------------------------------------------------------------------===//
+
+LogicalResult RandomOp::verify() {
+  double a = getA().convertToDouble(), b = getB().convertToDouble();
+  if (!std::isfinite(a) || !std::isfinite(b))
+    return emitOpError("needs finite a and b, got ") << a << " and " << b;
+  if (getDistribution() == Distribution::uniform && a > b)
+    return emitOpError("uniform range [") << a << ", " << b << ") is empty";
+  if (getDistribution() == Distribution::normal && b < 0)
+    return emitOpError("normal standard deviation ") << b << " is negative";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Shape and type manipulation
 //===----------------------------------------------------------------------===//
 

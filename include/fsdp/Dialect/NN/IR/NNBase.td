@@ -46,6 +46,17 @@ def NN_GeluApproximationAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def NN_Distribution : I32EnumAttr<"Distribution",
+    "what nn.random draws: uniform in [a, b) or normal (mean a, std b)",
+    [I32EnumAttrCase<"uniform", 0>, I32EnumAttrCase<"normal", 1>]> {
+  let cppNamespace = "::mlir::nn";
+  let genSpecializedAttr = 0;
+}
+def NN_DistributionAttr
+    : EnumAttr<NN_Dialect, NN_Distribution, "distribution"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------===//

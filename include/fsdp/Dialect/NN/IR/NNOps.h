@@ -21,6 +21,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/NN/IR/NNAttrs.h.inc"
 
+#include "fsdp/Dialect/NN/IR/NNOpInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/NN/IR/NNOps.h.inc"
 

@@ -22,6 +22,22 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, traits>;
 
+// An op drawing from the counter-based generator: its numbers are a pure
+// function of (seed, step, rng_id, element index). fsdp-build-train-step
+// gives every inlined site (each call, each micro-batch) its own rng_id, and
+// the lowering folds the rank into it (CallBuilder::rngKey).
+def NN_RandomSiteOpInterface : OpInterface<"RandomSiteOpInterface"> {
+  let cppNamespace = "::mlir::nn";
+  let methods = [
+    InterfaceMethod<"The site's key.", "int64_t", "getRngSite", (ins), [{}],
+      [{ return int64_t($_op.getRngId()); }]>,
+    InterfaceMethod<"Keys the site anew.", "void", "setRngSite",
+      (ins "int64_t":$id), [{}],
+      [{ $_op.setRngIdAttr(::mlir::IntegerAttr::get(
+             ::mlir::IntegerType::get($_op.getContext(), 64), id)); }]>,
+  ];
+}
+
 // A forward op: reverse-mode autodiff asks it for its VJP
 // (NNDifferentiation.cpp).
 def NN_Differentiable : DeclareOpInterfaceMethods<DifferentiableOpInterface>;
@@ -248,7 +264,8 @@ def NN_SiluOp : NN_UnaryOp<"silu"> {
 
 def NN_DropoutOp : NN_Op<"dropout", [SameOperandsAndResultType,
                                       InferTypeOpInterface,
-                                      NN_Differentiable]> {
+                                      NN_Differentiable,
+                                      NN_RandomSiteOpInterface]> {
   let summary = "inverted dropout with a counter-based random mask";
   let description = [{
     Zeroes each element with probability `p` and scales the others by
@@ -265,6 +282,30 @@ def NN_DropoutOp : NN_Op<"dropout", [SameOperandsAndResultType,
                        I64Attr:$rng_id);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def NN_RandomOp : NN_Op<"random", [NN_RandomSiteOpInterface]> {
+  let summary = "uniform or normal random numbers from the counter-based "
+                "generator";
+  let description = [{
+    A tensor of `uniform` numbers in [a, b) or `normal` ones (mean a,
+    standard deviation b): torch.rand / torch.randn and their `_like`
+    forms, e.g. a VAE's reparameterisation noise or a diffusion model's
+    noise and time steps. As nn.dropout's mask, the numbers are a pure
+    function of the run's seed, the step, `rng_id` (distinct per site) and
+    the element index, so they do not depend on the number of ranks or
+    threads, and a recomputation (activation checkpointing) draws them
+    again. No gradient flows through them.
+
+    ```mlir
+    %n = nn.random {a = 0.0 : f64, b = 1.0 : f64, distribution = #nn.distribution<normal>, rng_id = 2 : i64} : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_DistributionAttr:$distribution, F64Attr:$a,
+                       F64Attr:$b, I64Attr:$rng_id);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,232 @@
+"""Random draws in a model's forward (torch.randn_like, torch.rand,
+torch.randint, x.normal_(), ...): a VAE's reparameterisation noise and a
+diffusion model's noise and time steps, imported as nn.random.
+
+Our draws come from the runtime's counter-based generator, not torch's, so
+the reference replays ours: `draws` below computes them in numpy from the
+generator's specification (docs/Runtime.md: Philox4x32-10 keyed by the
+seed, counter (element / 4, step, site), Box-Muller on lane pairs), an
+implementation independent of the runtime's C++, and torch's random
+functions return them during the reference run. Both models then train
+like torch (losses within 1e-5, the import suite's bound) at 1 and 2
+ranks: rank r draws with site key r x S + s (S sites a step), so 2 ranks
+draw what one rank with 2 micro-batches draws.
+
+Run: PYTHONPATH=python:python/tests python3 -m pytest -q python/tests/test_random_draws.py
+"""
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+
+from fsdp_mlir import driver, from_torch  # noqa: E402
+from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
+from test_torch_import import (NUM_SAMPLES, OPTIMIZERS,  # noqa: E402
+                               PER_RANK, train_imported)
+
+SEED = 5
+STEPS = 4
+LOSS_RTOL = 1e-5  # the import suite's bound: f32 reduction order only
+
+_MASK = np.uint64(0xFFFFFFFF)
+
+
+def philox_bits(seed: int, step: int, site: int, blocks: int) -> np.ndarray:
+    """[blocks, 4] uint32 lanes of Philox4x32-10 with key (seed lo, seed
+    hi) and counter (block lo, block hi, step, site) (Salmon et al. 2011)."""
+    block = np.arange(blocks, dtype=np.uint64)
+    c = [block & _MASK, block >> np.uint64(32),
+         np.full(blocks, step, np.uint64) & _MASK,
+         np.full(blocks, site, np.uint64) & _MASK]
+    k0, k1 = np.uint64(seed) & _MASK, np.uint64(seed) >> np.uint64(32)
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c[0]
+        p1 = np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _MASK,
+             (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & _MASK]
+        k0 = (k0 + np.uint64(0x9E3779B9)) & _MASK
+        k1 = (k1 + np.uint64(0xBB67AE85)) & _MASK
+    return np.stack(c, axis=1)
+
+
+def draws(shape, distribution: str, step: int, site: int, a=0.0, b=1.0):
+    """The f32 numbers nn.random draws for `site` at `step` (1-based)."""
+    n = int(np.prod(shape))
+    bits = philox_bits(SEED, step, site, (n + 3) // 4)
+    u = (bits >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24)
+    a, b = np.float32(a), np.float32(b)
+    if distribution == "uniform":
+        out = a + (b - a) * u
+    else:  # Box-Muller on lanes (0, 1) and (2, 3)
+        radius = np.sqrt(np.float32(-2) * np.log(np.float32(1) - u[:, 0::2]))
+        angle = np.float32(2 * math.pi) * u[:, 1::2]
+        out = np.empty_like(u)
+        out[:, 0::2] = a + b * radius * np.cos(angle)
+        out[:, 1::2] = a + b * radius * np.sin(angle)
+    return out.reshape(-1)[:n].reshape(shape)
+
+
+class VAE(torch.nn.Module):
+    """A variational autoencoder: z = mu + sigma * eps, eps ~ N(0, 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Linear(16, 32)
+        self.mu = torch.nn.Linear(32, 4)
+        self.log_var = torch.nn.Linear(32, 4)
+        self.decoder = torch.nn.Linear(4, 16)
+
+    def forward(self, x):
+        h = torch.tanh(self.encoder(x))
+        mu, log_var = self.mu(h), self.log_var(h)
+        z = mu + torch.exp(0.5 * log_var) * torch.randn_like(mu)
+        kl = -0.5 * torch.mean(1 + log_var - mu * mu - log_var.exp())
+        return torch.nn.functional.mse_loss(self.decoder(z), x) + kl
+
+
+class Denoiser(torch.nn.Module):
+    """A diffusion model's training loss: a random time step per sample,
+    noise mixed in by the schedule, the noise predicted."""
+
+    T = 10
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("alpha_bar", torch.linspace(0.99, 0.05, self.T))
+        self.time = torch.nn.Embedding(self.T, 16)
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32),
+                                       torch.nn.SiLU(),
+                                       torch.nn.Linear(32, 16))
+
+    def forward(self, x0):
+        t = torch.randint(0, self.T, (x0.shape[0],))
+        noise = torch.randn_like(x0)
+        keep = self.alpha_bar[t].unsqueeze(1)
+        xt = keep.sqrt() * x0 + (1 - keep).sqrt() * noise
+        return torch.nn.functional.mse_loss(self.net(xt + self.time(t)),
+                                            noise)
+
+
+@contextmanager
+def replayed(step: int, key: int, sites: int):
+    """torch.randn_like / torch.randint return our draws of `step` for the
+    rank or micro-batch with key `key`, the forward's sites in order."""
+    site = iter(range(key * sites, (key + 1) * sites))
+
+    def randn_like(x, *args, **kwargs):
+        return torch.from_numpy(draws(tuple(x.shape), "normal", step,
+                                      next(site)))
+
+    def randint(low, high, size, *args, **kwargs):
+        u = draws(tuple(size), "uniform", step, next(site), 0.0, high - low)
+        return torch.from_numpy(u.astype(np.int64) + low)
+
+    with mock.patch.object(torch, "randn_like", randn_like), \
+            mock.patch.object(torch, "randint", randint):
+        yield
+    assert next(site, None) is None, "a site was not drawn"
+
+
+def torch_losses(module, data, ranks, sites):
+    """Plain torch on fsdp-run's batches (as test_torch_import's) with our
+    draws replayed for each step and rank."""
+    opt = torch.optim.AdamW(module.parameters(), **OPTIMIZERS["adamw"])
+    losses, batch = [], PER_RANK * ranks
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = 0
+        for r in range(ranks):
+            rows = [(step * batch + r + k * ranks) % NUM_SAMPLES
+                    for k in range(PER_RANK)]
+            with replayed(step + 1, r, sites):
+                loss = loss + module(torch.from_numpy(data[rows])) / ranks
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+CASES = {"vae": (VAE, 1), "denoiser": (Denoiser, 2)}
+
+
+def _emulated_cuda():
+    """The tests' host emulation of the CUDA backend and NCCL (the step
+    replayed as a CUDA graph from the second step), where built."""
+    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
+               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
+    if not emu.exists():
+        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
+    return emu, "cuda_emu"
+
+
+@pytest.mark.parametrize("case,ranks,backend", [
+    ("vae", 1, "cpu"), ("vae", 2, "cpu"), ("denoiser", 1, "cpu"),
+    ("denoiser", 2, "cpu"),
+    # The CUDA backend's kernel, and each step's key reaching the replayed
+    # graph (a key captured once would draw step 2's noise again).
+    ("denoiser", 2, "cuda_emu")])
+def test_model_with_draws_trains_like_torch_on_our_draws(tmp_path, case,
+                                                          ranks, backend):
+    runner = _emulated_cuda() if backend == "cuda_emu" else None
+    model_class, sites = CASES[case]
+    torch.manual_seed(0)
+    module = model_class()
+    data = np.random.default_rng(3).standard_normal(
+        (NUM_SAMPLES, 16)).astype(np.float32)
+    model = from_torch(module, [torch.from_numpy(data[:PER_RANK])], name=case)
+    text = model.text()
+    assert text.count("nn.random") == sites, text
+    got, _ = train_imported(tmp_path, module, model, [data], ranks, "adamw",
+                            runner=runner, steps=STEPS, seed=SEED)
+    want = torch_losses(module, data, ranks, sites)
+    for a, b in zip(got, want):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL), (got, want)
+    # Not vacuous: the loss depends on the draws (torch's own differ).
+    with torch.no_grad():
+        x = torch.from_numpy(data[:PER_RANK])
+        with replayed(1, 0, sites):
+            ours = module(x).item()
+        assert not math.isclose(module(x).item(), ours, rel_tol=1e-3)
+
+
+def test_draws_follow_the_documented_generator():
+    """The spec's own check: uniform numbers are multiples of 2^-24 in
+    [0, 1), normals have mean ~0 and variance ~1 over 40k samples (5
+    standard errors: 0.025 and 0.035), and sites and steps differ."""
+    u = draws((40000,), "uniform", 1, 0)
+    assert u.min() >= 0 and u.max() < 1
+    assert np.all(u * 2 ** 24 == np.round(u * 2 ** 24))
+    z = draws((40000,), "normal", 1, 0)
+    assert abs(z.mean()) < 0.025 and abs(z.var() - 1) < 0.035
+    assert not np.array_equal(z, draws((40000,), "normal", 1, 1))
+    assert not np.array_equal(z, draws((40000,), "normal", 2, 0))
+
+
+class WideRandint(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(16, 4)
+
+    def forward(self, x):
+        ids = torch.randint(0, 1 << 25, (4,)) % 16  # LINE-WIDE
+        return (self.table(ids) * x).sum()
+
+
+def test_randint_beyond_f32_integers_is_refused_at_its_line():
+    """randint draws through an f32 (exact below 2^24): a wider range
+    would skip integers, so it is refused, not approximated."""
+    with pytest.raises(UnsupportedModelError) as e:
+        from_torch(WideRandint(), [torch.zeros(4, 4)])
+    message = str(e.value)
+    source = open(__file__).read().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "LINE-WIDE" in text)
+    assert "randint over [0, 33554432): more than 2^24" in message, message
+    assert f'test_random_draws.py", line {line}' in message, message
