@@ -1,13 +1,15 @@
 """Random draws in a model's forward (torch.randn_like, torch.rand,
-torch.randint, x.normal_(), ...): a VAE's reparameterisation noise and a
-diffusion model's noise and time steps, imported as nn.random.
+torch.randint, x.normal_(), x.exponential_(), torch.bernoulli(probs),
+...): a VAE's reparameterisation noise, a diffusion model's noise and time
+steps, F.gumbel_softmax's Gumbel noise and straight-through binary units,
+imported as nn.random.
 
 Our draws come from the runtime's counter-based generator, not torch's, so
 the reference replays ours: `draws` below computes them in numpy from the
 generator's specification (docs/Runtime.md: Philox4x32-10 keyed by the
 seed, counter (element / 4, step, site), Box-Muller on lane pairs), an
 implementation independent of the runtime's C++, and torch's random
-functions return them during the reference run. Both models then train
+functions return them during the reference run. The models then train
 like torch (losses within 1e-5, the import suite's bound) at 1 and 2
 ranks: rank r draws with site key r x S + s (S sites a step), so 2 ranks
 draw what one rank with 2 micro-batches draws.
@@ -115,6 +117,59 @@ class Denoiser(torch.nn.Module):
                                             noise)
 
 
+class GumbelCodes(torch.nn.Module):
+    """Discrete latents chosen by F.gumbel_softmax (a dVAE's codebook):
+    Gumbel noise, -log of an exponential draw, added to the logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Linear(16, 8)
+        self.codebook = torch.nn.Linear(8, 16, bias=False)
+
+    def forward(self, x):
+        codes = torch.nn.functional.gumbel_softmax(self.encoder(x), tau=0.5)
+        return torch.nn.functional.mse_loss(self.codebook(codes), x)
+
+
+class StochasticBinary(torch.nn.Module):
+    """Binary units sampled by torch.bernoulli of computed probabilities,
+    trained with the straight-through estimator."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.nn.Linear(16, 32)
+        self.out = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        probs = torch.sigmoid(self.hidden(x))
+        units = probs + (torch.bernoulli(probs) - probs).detach()
+        return torch.nn.functional.mse_loss(self.out(units), x)
+
+
+class NoisyBlock(torch.nn.Module):
+    """Noise injected between two layers (a denoising autoencoder's
+    corruption), in an FSDP unit recomputed under activation
+    checkpointing: the recomputation draws the same numbers again."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(16, 16)
+        self.outer = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = torch.tanh(self.inner(x))
+        return self.outer(h + 0.3 * torch.randn_like(h))
+
+
+class NoisyStack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(NoisyBlock(), NoisyBlock())
+
+    def forward(self, x):
+        return torch.nn.functional.mse_loss(self.blocks(x), x)
+
+
 @contextmanager
 def replayed(step: int, key: int, sites: int):
     """torch.randn_like / torch.randint return our draws of `step` for the
@@ -129,8 +184,20 @@ def replayed(step: int, key: int, sites: int):
         u = draws(tuple(size), "uniform", step, next(site), 0.0, high - low)
         return torch.from_numpy(u.astype(np.int64) + low)
 
+    def bernoulli(probs, *args, **kwargs):
+        u = draws(tuple(probs.shape), "uniform", step, next(site))
+        return (torch.from_numpy(u) < probs).to(probs.dtype)
+
+    def exponential_(x, lambd=1.0, *args, **kwargs):
+        u = draws(tuple(x.shape), "uniform", step, next(site))
+        with torch.no_grad():
+            x.copy_(torch.from_numpy(-np.log(np.float32(1) - u) / lambd))
+        return x
+
     with mock.patch.object(torch, "randn_like", randn_like), \
-            mock.patch.object(torch, "randint", randint):
+            mock.patch.object(torch, "randint", randint), \
+            mock.patch.object(torch, "bernoulli", bernoulli), \
+            mock.patch.object(torch.Tensor, "exponential_", exponential_):
         yield
     assert next(site, None) is None, "a site was not drawn"
 
@@ -154,7 +221,12 @@ def torch_losses(module, data, ranks, sites):
     return losses
 
 
-CASES = {"vae": (VAE, 1), "denoiser": (Denoiser, 2)}
+# name: (module, random sites, compile options)
+CASES = {"vae": (VAE, 1, {}), "denoiser": (Denoiser, 2, {}),
+         "gumbel": (GumbelCodes, 1, {}), "binary": (StochasticBinary, 1, {}),
+         "noisy_checkpointed": (NoisyStack, 2, dict(
+             wrap_kinds=["NoisyBlock"],
+             activation_checkpointing="NoisyBlock"))}
 
 
 def _emulated_cuda():
@@ -169,14 +241,15 @@ def _emulated_cuda():
 
 @pytest.mark.parametrize("case,ranks,backend", [
     ("vae", 1, "cpu"), ("vae", 2, "cpu"), ("denoiser", 1, "cpu"),
-    ("denoiser", 2, "cpu"),
+    ("denoiser", 2, "cpu"), ("gumbel", 2, "cpu"), ("binary", 2, "cpu"),
+    ("noisy_checkpointed", 2, "cpu"),
     # The CUDA backend's kernel, and each step's key reaching the replayed
     # graph (a key captured once would draw step 2's noise again).
     ("denoiser", 2, "cuda_emu")])
 def test_model_with_draws_trains_like_torch_on_our_draws(tmp_path, case,
                                                           ranks, backend):
     runner = _emulated_cuda() if backend == "cuda_emu" else None
-    model_class, sites = CASES[case]
+    model_class, sites, options = CASES[case]
     torch.manual_seed(0)
     module = model_class()
     data = np.random.default_rng(3).standard_normal(
@@ -185,7 +258,8 @@ def test_model_with_draws_trains_like_torch_on_our_draws(tmp_path, case,
     text = model.text()
     assert text.count("nn.random") == sites, text
     got, _ = train_imported(tmp_path, module, model, [data], ranks, "adamw",
-                            runner=runner, steps=STEPS, seed=SEED)
+                            runner=runner, steps=STEPS, seed=SEED,
+                            **options)
     want = torch_losses(module, data, ranks, sites)
     for a, b in zip(got, want):
         assert math.isclose(a, b, rel_tol=LOSS_RTOL), (got, want)

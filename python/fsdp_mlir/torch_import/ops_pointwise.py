@@ -240,6 +240,27 @@ def _normal(t, node, out, x, mean=0.0, std=1.0, generator=None):
     return _draw(t, out, "normal", mean, std, generator)
 
 
+def _exponential(t, node, out, x, lambd=1.0, generator=None):
+    """x.exponential_(lambd): -log(1 - u) / lambd of a uniform draw u in
+    [0, 1) (1 - u is exact and positive), as F.gumbel_softmax's Gumbel
+    noise -log(exponential) draws it."""
+    if not isinstance(lambd, (int, float)) or lambd <= 0:
+        raise _Unsupported(f"exponential_ with rate {lambd}")
+    u = _draw(t, out, "uniform", 0.0, 1.0, generator)
+    one_minus_u = t.f.add(t.f.scale(u, -1.0), _scalar(t, 1.0, u.type.dtype))
+    return t.f.scale(t.f.log(one_minus_u), -1.0 / float(lambd))
+
+
+def _bernoulli_of(t, node, out, probs, generator=None):
+    """torch.bernoulli(probs): 1 where a uniform draw is below the
+    probability, else 0; no gradient reaches probs, as in torch (a
+    straight-through estimator adds it back by hand)."""
+    u = _draw(t, out, "uniform", 0.0, 1.0, generator)
+    if not isinstance(probs, Value):
+        probs = t.constant(probs, dtype=out.dtype)
+    return t.f.compare("lt", u, probs)
+
+
 def _normal_float_float(t, node, out, mean, std, size, *args,
                         generator=None, **kwargs):
     """torch.normal(mean, std, size) with numbers for mean and std."""
@@ -422,6 +443,9 @@ OPS: Dict[str, Callable] = {
     "normal.float_float": _normal_float_float,
     "randint.default": _randint,
     "randint.low": _randint,
+    "exponential.default": _exponential,
+    "exponential_.default": _exponential,
+    "bernoulli.default": _bernoulli_of,
     "bernoulli_.float": _bernoulli,
     "bernoulli.p": _bernoulli,
     "hardsigmoid.default": _hardsigmoid,
