@@ -31,8 +31,8 @@ np = pytest.importorskip("numpy")
 
 from fsdp_mlir import driver, from_torch  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
-from test_torch_import import (NUM_SAMPLES, OPTIMIZERS,  # noqa: E402
-                               PER_RANK, train_imported)
+from test_torch_import import (NUM_SAMPLES, PER_RANK,  # noqa: E402
+                               torch_losses, train_imported)
 
 SEED = 5
 STEPS = 4
@@ -202,25 +202,6 @@ def replayed(step: int, key: int, sites: int):
     assert next(site, None) is None, "a site was not drawn"
 
 
-def torch_losses(module, data, ranks, sites):
-    """Plain torch on fsdp-run's batches (as test_torch_import's) with our
-    draws replayed for each step and rank."""
-    opt = torch.optim.AdamW(module.parameters(), **OPTIMIZERS["adamw"])
-    losses, batch = [], PER_RANK * ranks
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = 0
-        for r in range(ranks):
-            rows = [(step * batch + r + k * ranks) % NUM_SAMPLES
-                    for k in range(PER_RANK)]
-            with replayed(step + 1, r, sites):
-                loss = loss + module(torch.from_numpy(data[rows])) / ranks
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
-
-
 # name: (module, random sites, compile options)
 CASES = {"vae": (VAE, 1, {}), "denoiser": (Denoiser, 2, {}),
          "gumbel": (GumbelCodes, 1, {}), "binary": (StochasticBinary, 1, {}),
@@ -260,7 +241,9 @@ def test_model_with_draws_trains_like_torch_on_our_draws(tmp_path, case,
     got, _ = train_imported(tmp_path, module, model, [data], ranks, "adamw",
                             runner=runner, steps=STEPS, seed=SEED,
                             **options)
-    want = torch_losses(module, data, ranks, sites)
+    want = torch_losses(module, [data], ranks, "adamw", steps=STEPS,
+                        around=lambda step, rank: replayed(step + 1, rank,
+                                                           sites))
     for a, b in zip(got, want):
         assert math.isclose(a, b, rel_tol=LOSS_RTOL), (got, want)
     # Not vacuous: the loss depends on the draws (torch's own differ).

@@ -10,6 +10,7 @@ Run: PYTHONPATH=python:python/tests python3 -m pytest -q python/tests/test_torch
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
@@ -713,12 +714,14 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "alternating_masks": alternating_masks_case}
 
 
-def torch_losses(module, data, ranks, optimizer, steps=STEPS):
+def torch_losses(module, data, ranks, optimizer, steps=STEPS,
+                 around=lambda step, rank: contextlib.nullcontext()):
     """Plain torch on the batches fsdp-run feeds (step s, rank r: samples
     s*G + r + k*ranks, G = PER_RANK * ranks), each step's loss the mean of
     the ranks' own losses, as data parallelism averages them (their means
     differ from the global mean when ranks count different numbers of
-    targets, as a masked LM's do)."""
+    targets, as a masked LM's do). Each rank's forward runs inside
+    `around(step, rank)`."""
     options = OPTIMIZERS[optimizer]
     opt = (torch.optim.SGD(module.parameters(), **options)
            if optimizer == "sgd"
@@ -730,8 +733,9 @@ def torch_losses(module, data, ranks, optimizer, steps=STEPS):
         for r in range(ranks):
             rows = [(step * batch + r + k * ranks) % NUM_SAMPLES
                     for k in range(PER_RANK)]
-            loss = loss + module(*[torch.from_numpy(d[rows])
-                                    for d in data]) / ranks
+            with around(step, r):
+                loss = loss + module(*[torch.from_numpy(d[rows])
+                                        for d in data]) / ranks
         loss.backward()
         opt.step()
         losses.append(loss.item())
