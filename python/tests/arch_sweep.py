@@ -508,6 +508,13 @@ ARCHS: dict[str, Arch] = {
     "electra": Arch("encoder", hf(
         T.ElectraForMaskedLM, T.ElectraConfig, embedding_size=16, **ENC),
         masked_lm_data, ["ElectraLayer"], key_bias_noise),
+    # Token mixing by Re(fftn(x, dim=(1, 2))) instead of attention: the
+    # DFT's cosine and sine matrices applied along each dim.
+    "fnet": Arch("encoder", hf(
+        T.FNetForMaskedLM, T.FNetConfig, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, intermediate_size=64,
+        max_position_embeddings=SEQ, hidden_dropout_prob=0.0),
+        masked_lm_data, ["FNetLayer"]),
     "deberta_v2": Arch("encoder", hf(
         T.DebertaV2ForMaskedLM, T.DebertaV2Config, vocab_size=VOCAB,
         hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

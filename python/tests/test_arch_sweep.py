@@ -22,6 +22,7 @@ SLICE = [
     "falcon",       # multi-query: fused_qkv[..., [-2], :] (index.Tensor)
     "gpt_neox",     # rotary on half of each head, per-head fused qkv
     "deberta_v2",   # disentangled relative attention: repeat, gather
+    "fnet",         # token mixing by Re(fftn): DFT matrices along two dims
     "bart",         # encoder-decoder, two wrapped block kinds
     "timm_vit",     # a timm model (its own attention and patch embed)
     "resnet_hf",    # convolutions, batch norm, max pooling, in-place add_

@@ -701,6 +701,31 @@ def alternating_masks_case(rng):
     return AlternatingMasks(), [x, y], {}
 
 
+class Spectral(torch.nn.Module):
+    """Real parts of DFTs (the importer's cosine and sine matrices): FNet's
+    Re(fftn) over sequence and features, a 1-D orthonormal one over the
+    features, and one over all three dims with norm="forward"."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.out = torch.nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        h = self.proj(x)
+        mixed = torch.fft.fftn(h, dim=(1, 2)).real
+        mixed = mixed + torch.fft.fft(h, dim=-1, norm="ortho").real
+        mixed = mixed + 5 * torch.fft.fftn(torch.tanh(h), norm="forward").real
+        return torch.nn.functional.cross_entropy(
+            self.out(mixed).flatten(0, 1), y.flatten())
+
+
+def spectral_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 6, 8)).astype(np.float32)
+    y = rng.integers(0, 3, (NUM_SAMPLES, 6), np.int64)
+    return Spectral(), [x, y], {}
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
@@ -711,7 +736,8 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "shared_child": shared_child_case, "regions": regions_case,
          "padded": padded_case, "windowed": windowed_case,
          "timestep": timestep_case, "dual_encoder": dual_encoder_case,
-         "alternating_masks": alternating_masks_case}
+         "alternating_masks": alternating_masks_case,
+         "spectral": spectral_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS,
@@ -924,6 +950,19 @@ def test_a_module_called_with_other_numbers_is_refused_at_the_call():
             "LINE-SECOND-SCALE": "module '" + ("block." if isinstance(
                 module, ScaledTwiceInside) else "") +
             "scaled': called again on the same argument types"})
+
+
+class SpectrumRead(torch.nn.Module):
+    def forward(self, x):
+        spectrum = torch.fft.fft(x)  # LINE-FFT
+        return spectrum.real.sum() + spectrum.imag.sum()  # LINE-IMAG
+
+
+def test_an_fft_read_other_than_by_real_is_refused():
+    assert_refused(SpectrumRead(), [torch.zeros(2, 8)], {
+        "LINE-FFT": "an FFT whose complex result is read other than by "
+                    ".real",
+        "LINE-IMAG": "unsupported op imag.default"})
 
 
 class IndicesRead(torch.nn.Module):

@@ -13,7 +13,8 @@ or raises _Unsupported, which becomes one line of UnsupportedModelError.
 """
 from __future__ import annotations
 
-from typing import List
+from dataclasses import dataclass
+from typing import List, Tuple
 
 from ..ir import TensorType, Value
 
@@ -40,6 +41,16 @@ def _tensor_type(fake) -> TensorType:
 
 class _Unsupported(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class _Spectrum:
+    """The complex DFT of a real run-time tensor along `dims`, times
+    `scale`, which only its `.real` reads (ops_spectral): the IR has no
+    complex tensors, so it stays unevaluated until then."""
+    x: Value
+    dims: Tuple[int, ...]
+    scale: float
 
 
 def _is_tensor(x) -> bool:

@@ -73,8 +73,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..ir import Forward, Init, Model, Module, TensorType, Value
 from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_checkpointed, mark_units
-from .common import (UnsupportedModelError, _is_tensor, _tensor_type,
-                     _Unsupported)
+from .common import (UnsupportedModelError, _is_tensor, _Spectrum,
+                     _tensor_type, _Unsupported)
 from .patterns import rewrite_drop_paths
 from .registry import _OPS
 
@@ -194,7 +194,7 @@ def _within(path: str, ancestor: str) -> bool:
 
 
 def _has_runtime(x) -> bool:
-    if isinstance(x, Value):
+    if isinstance(x, (Value, _Spectrum)):
         return True
     if isinstance(x, (list, tuple)):
         return any(_has_runtime(y) for y in x)
