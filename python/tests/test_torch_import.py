@@ -720,6 +720,67 @@ class Spectral(torch.nn.Module):
             self.out(mixed).flatten(0, 1), y.flatten())
 
 
+class SquareFn(torch.autograd.Function):
+    """x² with its backward written by hand (its exact derivative)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class GradReverse(torch.autograd.Function):
+    """A gradient reversal layer (domain-adversarial training): the
+    identity forward, the negated gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class CustomFunctions(torch.nn.Module):
+    def __init__(self, reverse=False):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.out = torch.nn.Linear(8, 4)
+        self.reverse = reverse
+
+    def forward(self, x, y):
+        h = SquareFn.apply(torch.tanh(self.proj(x)))
+        if self.reverse:
+            h = GradReverse.apply(h)  # LINE-REVERSE
+        return torch.nn.functional.mse_loss(self.out(h), y)
+
+
+def custom_function_case(rng):
+    """An autograd.Function whose backward is its forward's derivative:
+    the import differentiates the forward and trains as torch does."""
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return CustomFunctions(), [x, y], {}
+
+
+def test_a_function_whose_backward_is_not_its_derivative_is_refused():
+    """Gradient reversal would silently train the other way: torch's
+    gradients (through its backward) and the traced forward's differ."""
+    module = CustomFunctions(reverse=True)
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    assert_refused(module, [torch.zeros(2, 8), torch.zeros(2, 4)], {
+        "LINE-REVERSE": "torch.autograd.Function test_torch_import."
+                        "GradReverse: its backward is not the derivative"})
+    for k, v in module.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
 def spectral_case(rng):
     x = rng.standard_normal((NUM_SAMPLES, 6, 8)).astype(np.float32)
     y = rng.integers(0, 3, (NUM_SAMPLES, 6), np.int64)
@@ -737,7 +798,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "padded": padded_case, "windowed": windowed_case,
          "timestep": timestep_case, "dual_encoder": dual_encoder_case,
          "alternating_masks": alternating_masks_case,
-         "spectral": spectral_case}
+         "spectral": spectral_case, "custom_function": custom_function_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS,

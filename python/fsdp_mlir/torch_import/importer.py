@@ -73,6 +73,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..ir import Forward, Init, Model, Module, TensorType, Value
 from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_checkpointed, mark_units
+from . import autograd_functions
 from .common import (UnsupportedModelError, _is_tensor, _Spectrum,
                      _tensor_type, _Unsupported)
 from .patterns import rewrite_drop_paths
@@ -932,9 +933,11 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
     kept). Raises
     UnsupportedModelError listing every construct it cannot translate."""
     import torch
+    functions: List[Tuple[type, str]] = []  # custom autograd.Functions
     try:
-        exported = _decompose_unhandled(
-            torch.export.export(module, tuple(example_inputs)))
+        with autograd_functions.recording(functions):
+            exported = torch.export.export(module, tuple(example_inputs))
+        exported = _decompose_unhandled(exported)
         unflat = _unflatten(exported)
     except Exception as e:  # torch.export's refusal, said as such
         kind = type(e).__name__
@@ -947,6 +950,13 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
               "supported; the inputs' shapes are fixed") from None
     imp = _Importer(module, exported, unflat)
     imp.translate_root()
+    for function, line in autograd_functions.check(
+            module, example_inputs, functions):
+        imp.issues.append(_Issue("", (
+            f"torch.autograd.Function {function}: its backward is not the "
+            "derivative of its forward (the parameters' gradients differ "
+            "from torch's), and the import differentiates the traced "
+            "forward"), line))
     for fqn, ir in imp.modules.items():  # (else explained by the issues)
         if any(f.results is None for f in ir.forwards) and not imp.issues:
             imp.issues.append(_Issue(fqn, "its forward was not completed", ""))

@@ -231,10 +231,11 @@ LogicalResult UnshardOp::verify() {
 
 LogicalResult PostForwardShardOp::verify() {
   RankedTensorType full = getFull().getType(), part = getType();
-  if (getGroup() < 2 || full.getElementType() != part.getElementType() ||
-      full.getNumElements() != part.getNumElements() * getGroup())
+  int64_t group = getGroup();
+  if (group < 2 || full.getElementType() != part.getElementType() ||
+      full.getNumElements() != part.getNumElements() * group)
     return emitOpError("keeps 1/")
-           << getGroup() << " (> 1) of " << full << ", not " << part;
+           << group << " (> 1) of " << full << ", not " << part;
   return success();
 }
 
