@@ -438,7 +438,6 @@ OPS: Dict[str, Callable] = {
     "randn_like.default": _rand("normal"),
     "uniform.default": _uniform,
     "uniform_.default": _uniform,
-    "normal.default": _normal,
     "normal_functional.default": _normal,
     "normal.float_float": _normal_float_float,
     "randint.default": _randint,
