@@ -214,6 +214,8 @@ def _draw(t, out, distribution, a, b, generator=None):
         raise _Unsupported("a random draw from a torch.Generator")
     if not all(isinstance(v, (int, float)) for v in (a, b)):
         raise _Unsupported("a random draw with tensors of parameters")
+    if distribution == "normal" and b < 0:
+        raise _Unsupported(f"a normal draw with standard deviation {b}")
     want = _dtype(out.dtype)
     if want not in ("f32", "bf16", "f16"):
         raise _Unsupported(f"a random draw of {out.dtype}")

@@ -4,8 +4,8 @@ has a mapping: Hugging Face's drop path, floor(rand(shape) + keep) (BEiT,
 DINOv2, ConvNeXt, Swin, FocalNet, CvT, Data2Vec-Vision: a per-sample keep
 mask, 1 where the uniform draw is at least 1 − keep), becomes
 bernoulli(keep) of a fresh tensor, which ops_pointwise maps as stochastic
-depth's mask (timm's and torchvision's). A draw used otherwise stays, and
-is reported."""
+depth's mask (timm's and torchvision's). A draw used otherwise is an
+nn.random draw (ops_pointwise)."""
 from __future__ import annotations
 
 
