@@ -271,8 +271,9 @@ def _normal_float_float(t, node, out, mean, std, size, *args,
 
 def _randint(t, node, out, *args, generator=None, **kwargs):
     """torch.randint(low, high, size) / randint(high, size): the floor of
-    a uniform draw in [0, high - low), plus low. The draw is an f32, exact
-    for integers below 2^24, and below high - low (24 random bits)."""
+    a uniform f32 draw in [0, n), n = high - low, plus low. The draw has
+    24 random bits, so n is at most 2^24 and each value's probability is
+    within n / 2^24 of 1/n (relative); the draw stays below n."""
     low, high = (0, args[0]) if len(args) == 2 else args[:2]
     if generator is not None:
         raise _Unsupported("a random draw from a torch.Generator")
