@@ -781,6 +781,23 @@ def test_a_function_whose_backward_is_not_its_derivative_is_refused():
         assert torch.equal(v, before[k]), k
 
 
+class FunctionWithoutLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return SquareFn.apply(self.proj(x))
+
+
+def test_a_function_in_a_model_without_a_loss_gets_the_loss_error():
+    """The gradient check needs the scalar loss; without one the import
+    says so (not autograd's error about non-scalar outputs)."""
+    with pytest.raises(UnsupportedModelError, match="must return the "
+                       "scalar loss first"):
+        from_torch(FunctionWithoutLoss(), [torch.zeros(2, 8)])
+
+
 def spectral_case(rng):
     x = rng.standard_normal((NUM_SAMPLES, 6, 8)).astype(np.float32)
     y = rng.integers(0, 3, (NUM_SAMPLES, 6), np.int64)
