@@ -142,6 +142,14 @@ struct Args {
     values.push_back(v);
     return *this;
   }
+  /// What keys a random site (a dropout mask, a draw): the run's seed, the
+  /// step count and the site's rng_id with the rank folded in.
+  Args &randomKey(int64_t rngId) {
+    values.push_back(l.seed());
+    values.push_back(l.stepCount());
+    values.push_back(l.rngKey(rngId));
+    return *this;
+  }
   void call(StringRef name) { l.call(name, values); }
 };
 

@@ -154,9 +154,7 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
         .t(o.getResult())
         .i64(numel(o.getResult()))
         .f64(o.getP().convertToDouble())
-        .value(calls.seed())
-        .value(calls.stepCount())
-        .value(calls.rngKey(int64_t(o.getRngId())))
+        .randomKey(int64_t(o.getRngId()))
         .call("dropout_forward");
     return success();
   });
@@ -170,9 +168,7 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
         .i64(numel(o.getResult()))
         .f64(o.getA().convertToDouble())
         .f64(o.getB().convertToDouble())
-        .value(calls.seed())
-        .value(calls.stepCount())
-        .value(calls.rngKey(int64_t(o.getRngId())))
+        .randomKey(int64_t(o.getRngId()))
         .call("rng_fill");
     return success();
   });

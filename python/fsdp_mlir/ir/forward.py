@@ -15,9 +15,8 @@ if TYPE_CHECKING:
 
 class RngIds:
     """The rng_ids of the random sites (dropouts, draws) left without one,
-    given as the model
-    is printed: 1, 2, ... in print order, skipping the ids given explicitly
-    (`taken`)."""
+    given as the model is printed: 1, 2, ... in print order, skipping the
+    ids given explicitly (`taken`)."""
 
     def __init__(self, taken):
         self.taken = set(taken)

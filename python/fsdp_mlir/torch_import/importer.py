@@ -161,14 +161,12 @@ def _call_site(node, callee) -> str:
     op in the caller's graph). Only ops: a placeholder carries its
     producer's trace, and a callee's callee may be shared with another
     call."""
-    def ops(graph):
-        return [n for n in graph.nodes
-                if n.op == "call_function" and _frames(n)]
-    depth = min((len(_frames(n)) for n in ops(node.graph)), default=0)
-    for n in ops(callee):
-        if depth and len(_frames(n)) > depth:
-            return _frames(n)[depth - 1]
-    return ""
+    def op_frames(graph):
+        return [f for n in graph.nodes if n.op == "call_function"
+                for f in [_frames(n)] if f]
+    depth = min(map(len, op_frames(node.graph)), default=0)
+    return next((f[depth - 1] for f in op_frames(callee)
+                 if depth and len(f) > depth), "")
 
 
 class _Poisoned(Exception):

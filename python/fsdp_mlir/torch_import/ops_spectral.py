@@ -20,12 +20,10 @@ _NORMS = {None: lambda n: 1.0, "backward": lambda n: 1.0,
 
 
 def _spectrum(node, x, dims, norm) -> _Spectrum:
-    import operator
     if not isinstance(x, Value) or x.type.dtype != "f32":
         raise _Unsupported("an FFT of other than an f32 run-time tensor")
     if any(u.op != "call_function" or str(u.target) != "aten.real.default"
-           for u in node.users) or any(u.target is operator.getitem
-                                       for u in node.users):
+           for u in node.users):
         raise _Unsupported("an FFT whose complex result is read other "
                            "than by .real (the IR has no complex tensors)")
     if norm not in _NORMS:
