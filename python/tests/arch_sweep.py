@@ -108,6 +108,27 @@ def speech_data(rng):
     return [x] + seq2seq_data(rng)[1:]
 
 
+class DepthLoss(torch.nn.Module):
+    """Dense depth regression (DPT's training task): the mean squared
+    error of `predicted_depth` against a target depth map."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values, depth):
+        predicted = self.model(pixel_values=pixel_values).predicted_depth
+        return torch.nn.functional.mse_loss(predicted, depth)
+
+
+def depth_data(rng):
+    """Images [N, 3, 32, 32] and depth maps [N, 64, 64] (DPT's head
+    upsamples its finest features twice)."""
+    x = rng.standard_normal((NUM_SAMPLES, 3, 32, 32)).astype(np.float32)
+    depth = rng.uniform(0.5, 2.0, (NUM_SAMPLES, 64, 64)).astype(np.float32)
+    return [x, depth]
+
+
 def classifier_data(rng):
     """Token ids and one class per sequence."""
     ids = rng.integers(2, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
@@ -670,6 +691,18 @@ ARCHS: dict[str, Arch] = {
         attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
         drop_path_rate=0.0, num_labels=CLASSES), images(32),
         ["SegformerLayer"], key_bias_noise),
+    # A ViT backbone reassembled at four scales (transposed convolutions
+    # upsample two of them), fused and upsampled to a depth map.
+    "dpt": Arch("vision", lambda: DepthLoss(T.DPTForDepthEstimation(
+        T.DPTConfig(hidden_size=32, num_hidden_layers=4,
+                    num_attention_heads=4, intermediate_size=64,
+                    image_size=32, patch_size=8,
+                    backbone_out_indices=[0, 1, 2, 3],
+                    neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16,
+                    reassemble_factors=[4, 2, 1, 0.5],
+                    hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0))),
+        depth_data, ["DPTViTLayer"], key_bias_noise),
     "clip_vision": Arch("vision", hf(
         T.CLIPForImageClassification, T.CLIPConfig, inputs="pixel_values",
         vision_config=dict(image_size=16, patch_size=4, hidden_size=32,

@@ -414,19 +414,126 @@ def test_patch_embedding_stays_a_gemm():
     assert "nn.conv " not in text and "nn.linear" in text, text
 
 
-class Transposed(torch.nn.Module):
+class UpBlock(torch.nn.Module):
+    """U-Net's up step: a 2x2 stride-2 transposed convolution, the skip
+    connection concatenated, a 3x3 convolution."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(cin, cout, 2, stride=2)
+        self.conv = conv3x3(2 * cout, cout)
+
+    def forward(self, x, skip):
+        return F.relu(self.conv(torch.cat([self.up(x), skip], 1)))
+
+
+class UNet(torch.nn.Module):
+    """An encoder-decoder whose decoder is transposed convolutions: a
+    dilated grouped one at the bottom (stride 1, padding 2), U-Net's up
+    block, a DCGAN / autoencoder-style 3x3 stride-2 one with padding 1 and
+    output_padding 1, then a HiFi-GAN-style ConvTranspose1d (kernel
+    2·stride, padding stride/2, no bias) over each channel's flattened
+    pixels; global average pooling and a classifier."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.enc = torch.nn.Conv2d(3, dim, 3, padding=1)
+        self.down = torch.nn.Conv2d(dim, 2 * dim, 3, stride=2, padding=1)
+        self.bottom = torch.nn.ConvTranspose2d(2 * dim, 2 * dim, 3,
+                                               padding=2, dilation=2,
+                                               groups=4)
+        self.up = UpBlock(2 * dim, dim)
+        self.up2 = torch.nn.ConvTranspose2d(dim, 4, 3, stride=2, padding=1,
+                                            output_padding=1)
+        self.wave = torch.nn.ConvTranspose1d(4, 2, 4, stride=2, padding=1,
+                                             bias=False)
+        self.fc = torch.nn.Linear(2, CLASSES)
+
+    def forward(self, x, y):
+        skip = F.relu(self.enc(x))
+        h = F.relu(self.bottom(F.relu(self.down(skip))))
+        h = F.leaky_relu(self.up2(self.up(h, skip)), 0.1)
+        h = self.wave(h.flatten(2))
+        return F.cross_entropy(self.fc(h.mean(2)), y)
+
+
+@pytest.mark.parametrize("ranks,optimizer",
+                         [(1, "sgd"), (2, "sgd"), (2, "adamw")])
+def test_transposed_convolutions_train_like_torch(tmp_path, ranks, optimizer):
+    check_trains_like_torch(tmp_path, ranks, optimizer, UNet, "UpBlock")
+
+
+def test_transposed_convolutions_on_the_cuda_backend(tmp_path):
+    """conv_transpose runs the CUDA backend's convolution gradient kernel
+    forward and its convolution and weight-gradient kernels backward."""
+    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
+               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
+    if not emu.exists():
+        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
+    check_trains_like_torch(tmp_path, 1, "sgd", UNet, "UpBlock",
+                            runner=(emu, "cuda_emu"))
+
+
+def test_transposed_convolutions_import_with_their_geometry():
+    """Each transposed convolution is one nn.conv_transpose with torch's
+    weight, stride, padding and dilation, its result sized by
+    output_padding; the bias is an add over the channels."""
+    _, _, model = imported(UNet)
+    text = model.text()
+    assert text.count("nn.conv_transpose ") == 4, text
+    for geometry, types in (
+            ("stride = array<i64: 1, 1>, pad_low = array<i64: 2, 2>, "
+             "pad_high = array<i64: 2, 2>, dilation = array<i64: 2, 2>, "
+             "groups = 4 : i64",
+             "(tensor<4x16x8x8xf32>, tensor<16x4x3x3xf32>) -> "
+             "tensor<4x16x8x8xf32>"),
+            ("stride = array<i64: 2, 2>, pad_low = array<i64: 0, 0>",
+             "(tensor<4x16x8x8xf32>, tensor<16x8x2x2xf32>) -> "
+             "tensor<4x8x16x16xf32>"),
+            ("stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, "
+             "pad_high = array<i64: 1, 1>",
+             "(tensor<4x8x16x16xf32>, tensor<8x4x3x3xf32>) -> "
+             "tensor<4x4x32x32xf32>"),
+            ("stride = array<i64: 2>, pad_low = array<i64: 1>",
+             "(tensor<4x4x1024xf32>, tensor<4x2x4xf32>) -> "
+             "tensor<4x2x2048xf32>")):
+        assert any(geometry in line and types in line
+                   for line in text.splitlines()
+                   if "nn.conv_transpose" in line), (geometry, text)
+
+
+class Transposed3d(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.up = torch.nn.ConvTranspose2d(3, 4, 2, stride=2)
+        self.up = torch.nn.ConvTranspose3d(3, 4, 2, stride=2)
 
     def forward(self, x):
         return self.up(x).sum()
 
 
-def test_transposed_convolution_is_named():
+class PastEveryWindow(torch.nn.Module):
+    """output_padding 2 with stride 1 and padding 0 (torch allows it below
+    the dilation): the added rows lie past every window."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose2d(3, 4, 3, dilation=3,
+                                           output_padding=2)
+
+    def forward(self, x):
+        return self.up(x).sum()
+
+
+@pytest.mark.parametrize("module,message", [
+    (Transposed3d(), "transposed convolution over 3 spatial dims"),
+    (PastEveryWindow(), "output_padding [2, 2] at least its stride [1, 1] "
+                        "and above its padding [0, 0]")])
+def test_unsupported_transposed_convolutions_are_named(module, message):
+    spatial = 3 if isinstance(module, Transposed3d) else 2
+    x = torch.zeros((2, 3) + (4,) * spatial)
     with pytest.raises(UnsupportedModelError) as e:
-        from_torch(Transposed(), [torch.zeros(2, 3, 4, 4)])
-    assert "conv_transpose" in str(e.value), str(e.value)
+        from_torch(module, [x])
+    assert message in str(e.value), str(e.value)
 
 
 class NormOnly(torch.nn.Module):

@@ -345,12 +345,12 @@ fsdp.model @batch_norm {
 
 // -----
 
-// conv with a bias (strided, padded, grouped): dx = nn.conv_grad_input and
+// conv with a bias (strided, padded, grouped): dx = nn.conv_transpose and
 // dW = nn.conv_grad_weight with the forward's geometry, db = Σ g over N and
 // the spatial dims.
 // CHECK-LABEL: func.func @conv_train_step
 // CHECK: %[[Y:[^ ,:]+]] = nn.conv %arg0, %arg1, %arg2 {dilation = array<i64: 1, 2>, {{.*}}groups = 2 : i64, pad_high = array<i64: 2, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 1>}
-// CHECK-DAG: %[[DX:[^ ,:]+]] = nn.conv_grad_input %[[G:[^ ,:]+]], %arg1 {dilation = array<i64: 1, 2>, {{.*}}groups = 2 : i64, pad_high = array<i64: 2, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 1>} : (tensor<2x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<2x4x6x6xf32>
+// CHECK-DAG: %[[DX:[^ ,:]+]] = nn.conv_transpose %[[G:[^ ,:]+]], %arg1 {dilation = array<i64: 1, 2>, {{.*}}groups = 2 : i64, pad_high = array<i64: 2, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 1>} : (tensor<2x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<2x4x6x6xf32>
 // CHECK-DAG: %[[DW:[^ ,:]+]] = nn.conv_grad_weight %[[G]], %arg0 {dilation = array<i64: 1, 2>, {{.*}}groups = 2 : i64, pad_high = array<i64: 2, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 1>} : (tensor<2x6x4x4xf32>, tensor<2x4x6x6xf32>) -> tensor<6x2x3x3xf32>
 // CHECK-DAG: %[[DB:[^ ,:]+]] = nn.reduce_sum %[[G]] {dims = array<i64: 0, 2, 3>{{.*}}} : (tensor<2x6x4x4xf32>) -> tensor<6xf32>
 // CHECK: fsdp.sgd_step %arg0, %[[DX]]
@@ -376,7 +376,7 @@ fsdp.model @conv {
 
 // conv1d without a bias: the two conv gradients only.
 // CHECK-LABEL: func.func @conv1d_train_step
-// CHECK: nn.conv_grad_input %{{.*}}, %arg1 {{.*}} : (tensor<2x4x7xf32>, tensor<4x3x2xf32>) -> tensor<2x3x8xf32>
+// CHECK: nn.conv_transpose %{{.*}}, %arg1 {{.*}} : (tensor<2x4x7xf32>, tensor<4x3x2xf32>) -> tensor<2x3x8xf32>
 // CHECK: nn.conv_grad_weight %{{.*}}, %arg0 {{.*}} : (tensor<2x4x7xf32>, tensor<2x3x8xf32>) -> tensor<4x3x2xf32>
 // CHECK-NOT: nn.reduce_sum {{.*}} -> tensor<4xf32>
 // CHECK: fsdp.sgd_step %arg0
@@ -389,6 +389,32 @@ fsdp.model @conv1d {
       %w = fsdp.get_param @w : tensor<4x3x2xf32>
       %y = nn.conv %x, %w {stride = array<i64: 1>, pad_low = array<i64: 0>, pad_high = array<i64: 0>, dilation = array<i64: 1>, groups = 1 : i64} : (tensor<2x3x8xf32>, tensor<4x3x2xf32>) -> tensor<2x4x7xf32>
       %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2>} : (tensor<2x4x7xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+
+// -----
+
+// conv_transpose (F.conv_transpose2d, stride 2, padding 1, output_padding
+// 1, two groups): dx = nn.conv of the cotangent with the same weight and
+// geometry (no bias), dW = nn.conv_grad_weight with the op's input as the
+// gradient and the cotangent as the convolved input.
+// CHECK-LABEL: func.func @conv_transpose_train_step
+// CHECK: nn.conv_transpose %arg0, %arg1 {{.*}} : (tensor<2x4x3x3xf32>, tensor<4x3x3x3xf32>) -> tensor<2x6x6x6xf32>
+// CHECK-DAG: %[[DX:[^ ,:]+]] = nn.conv %[[G:[^ ,:]+]], %arg1 {dilation = array<i64: 1, 1>, {{.*}}groups = 2 : i64, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<2x6x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x3x3xf32>
+// CHECK-DAG: %[[DW:[^ ,:]+]] = nn.conv_grad_weight %arg0, %[[G]] {dilation = array<i64: 1, 1>, {{.*}}groups = 2 : i64, pad_high = array<i64: 1, 1>, pad_low = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<2x4x3x3xf32>, tensor<2x6x6x6xf32>) -> tensor<4x3x3x3xf32>
+// CHECK: fsdp.sgd_step %arg0, %[[DX]]
+// CHECK: fsdp.sgd_step %arg1, %[[DW]]
+fsdp.model @conv_transpose {
+  fsdp.module @root kind "Test" {
+    fsdp.param @x : tensor<2x4x3x3xf32> init <normal(0.0, 1.0)>
+    fsdp.param @w : tensor<4x3x3x3xf32> init <normal(0.0, 1.0)>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4x3x3xf32>
+      %w = fsdp.get_param @w : tensor<4x3x3x3xf32>
+      %y = nn.conv_transpose %x, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2 : i64} : (tensor<2x4x3x3xf32>, tensor<4x3x3x3xf32>) -> tensor<2x6x6x6xf32>
+      %loss = nn.reduce_sum %y {dims = array<i64: 0, 1, 2, 3>} : (tensor<2x6x6x6xf32>) -> tensor<f32>
       fsdp.return %loss : tensor<f32>
     }
   }

@@ -366,6 +366,43 @@ fsdp.model @m {
 )mlir");
 }
 
+TEST_F(AutodiffNumericTest, TransposedConvolutions) {
+  // F.conv_transpose2d with stride, padding, output_padding (the result's
+  // extra row, past the last window of the convolution it transposes),
+  // dilation and two groups, plus a bias; then F.conv_transpose1d with a
+  // dilation above its stride and output_padding 1 (pad_high 0). Squared
+  // through tanh, so the gradients read the values.
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<2x4x3x3xf32> init <zeros>
+    fsdp.param @w : tensor<4x3x3x2xf32> init <zeros>
+    fsdp.param @b : tensor<6x1x1xf32> init <zeros>
+    fsdp.param @v : tensor<2x3x4xf32> init <zeros>
+    fsdp.param @u : tensor<3x2x3xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<2x4x3x3xf32>
+      %w = fsdp.get_param @w : tensor<4x3x3x2xf32>
+      %b = fsdp.get_param @b : tensor<6x1x1xf32>
+      %v = fsdp.get_param @v : tensor<2x3x4xf32>
+      %u = fsdp.get_param @u : tensor<3x2x3xf32>
+      %c = nn.conv_transpose %x, %w {stride = array<i64: 2, 1>, pad_low = array<i64: 1, 0>, pad_high = array<i64: 1, 0>, dilation = array<i64: 1, 2>, groups = 2 : i64} : (tensor<2x4x3x3xf32>, tensor<4x3x3x2xf32>) -> tensor<2x6x6x5xf32>
+      %y = nn.add %c, %b : (tensor<2x6x6x5xf32>, tensor<6x1x1xf32>) -> tensor<2x6x6x5xf32>
+      %t = nn.tanh %y : tensor<2x6x6x5xf32>
+      %sq = nn.mul %t, %y : (tensor<2x6x6x5xf32>, tensor<2x6x6x5xf32>) -> tensor<2x6x6x5xf32>
+      %l1 = nn.reduce_sum %sq {dims = array<i64: 0, 1, 2, 3>} : (tensor<2x6x6x5xf32>) -> tensor<f32>
+      %z = nn.conv_transpose %v, %u {stride = array<i64: 1>, pad_low = array<i64: 1>, pad_high = array<i64: 0>, dilation = array<i64: 2>, groups = 1 : i64} : (tensor<2x3x4xf32>, tensor<3x2x3xf32>) -> tensor<2x2x7xf32>
+      %tz = nn.tanh %z : tensor<2x2x7xf32>
+      %sz = nn.mul %tz, %z : (tensor<2x2x7xf32>, tensor<2x2x7xf32>) -> tensor<2x2x7xf32>
+      %l2 = nn.reduce_sum %sz {dims = array<i64: 0, 1, 2>} : (tensor<2x2x7xf32>) -> tensor<f32>
+      %loss = nn.add %l1, %l2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
 TEST_F(AutodiffNumericTest, MaxPoolingRoutesToEachWindowsMaximum) {
   // Overlapping padded 3x3 windows (an input can be the maximum of several)
   // after a convolution, and a dilated 1-D pooling, through tanh.

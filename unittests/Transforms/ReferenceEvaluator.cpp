@@ -468,8 +468,8 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
               }
               return one(y);
             })
-            .Case([&](nn::ConvGradInputOp c) {
-              const Tensor &g = in(c.getGrad()), &w = in(c.getWeight());
+            .Case([&](nn::ConvTransposeOp c) {
+              const Tensor &g = in(c.getInput()), &w = in(c.getWeight());
               Tensor dx = Tensor::zeros(shapeOf(c.getType()));
               forEachConvTerm(dx.shape, w.shape, g.shape, convAttrs(c),
                               [&](int64_t xi, int64_t wi, int64_t yi) {

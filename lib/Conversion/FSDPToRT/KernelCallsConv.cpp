@@ -69,13 +69,13 @@ void fsdp::addConvKernels(KernelEmitters &k) {
         .call("conv_forward");
     return success();
   });
-  k.add<nn::ConvGradInputOp>([](CallBuilder &calls, nn::ConvGradInputOp o) {
+  k.add<nn::ConvTransposeOp>([](CallBuilder &calls, nn::ConvTransposeOp o) {
     Args{calls}
         .i32(dtypeOf(o.getResult()))
-        .t(o.getGrad())
+        .t(o.getInput())
         .t(o.getWeight())
         .t(o.getResult())
-        .array(convGeometry(o, o.getResult(), o.getWeight(), o.getGrad()))
+        .array(convGeometry(o, o.getResult(), o.getWeight(), o.getInput()))
         .call("conv_backward_input");
     return success();
   });

@@ -40,6 +40,30 @@ class _RandomSite:
         return f"{self.head}{ids.next()}{self.tail}"
 
 
+def _per_dim(v, spatial: int) -> List[int]:
+    """A per-spatial-dim list; one entry repeats over the dims."""
+    v = [int(e) for e in v]
+    return v * spatial if len(v) == 1 else v
+
+
+def _i64s(v) -> str:
+    return "array<i64: " + ", ".join(map(str, v)) + ">"
+
+
+def _conv_spatial(op: str, x: Value, w: Value) -> int:
+    """The spatial dims of a 1-D or 2-D convolution of x by w."""
+    spatial = len(x.type.shape) - 2
+    if spatial not in (1, 2) or len(w.type.shape) != spatial + 2:
+        raise ValueError(f"{op}: input {x.type}, weight {w.type}")
+    return spatial
+
+
+def _conv_attrs(stride, pad_low, pad_high, dilation, groups: int) -> str:
+    return (f"stride = {_i64s(stride)}, pad_low = {_i64s(pad_low)}, "
+            f"pad_high = {_i64s(pad_high)}, dilation = {_i64s(dilation)}, "
+            f"groups = {groups} : i64")
+
+
 class Forward:
     """The forward of a module: append ops, then `ret`."""
 
@@ -227,16 +251,12 @@ class Forward:
         Per-dim lists of length 1 repeat over the spatial dims; pad_high
         defaults to pad_low (it differs for padding='same' with an even
         receptive field)."""
-        spatial = len(x.type.shape) - 2
-        if spatial not in (1, 2) or len(w.type.shape) != spatial + 2:
-            raise ValueError(f"conv: input {x.type}, weight {w.type}")
-
-        def per_dim(v):
-            v = [int(e) for e in v]
-            return v * spatial if len(v) == 1 else v
-        stride, pad_low, dilation = (per_dim(stride), per_dim(pad_low),
-                                     per_dim(dilation))
-        pad_high = pad_low if pad_high is None else per_dim(pad_high)
+        spatial = _conv_spatial("conv", x, w)
+        stride, pad_low, dilation = (_per_dim(stride, spatial),
+                                     _per_dim(pad_low, spatial),
+                                     _per_dim(dilation, spatial))
+        pad_high = pad_low if pad_high is None else _per_dim(pad_high,
+                                                             spatial)
         if w.type.shape[1] * groups != x.type.shape[1]:
             raise ValueError(f"conv: input {x.type}, weight {w.type} in "
                              f"{groups} group(s)")
@@ -244,14 +264,51 @@ class Forward:
                   - dilation[d] * (w.type.shape[2 + d] - 1) - 1)
                  // stride[d] + 1 for d in range(spatial)]
         out = x.type.with_shape((x.type.shape[0], w.type.shape[0], *sizes))
-
-        def arr(v):
-            return "array<i64: " + ", ".join(map(str, v)) + ">"
-        attrs = (f"stride = {arr(stride)}, pad_low = {arr(pad_low)}, "
-                 f"pad_high = {arr(pad_high)}, dilation = {arr(dilation)}, "
-                 f"groups = {groups} : i64")
         ops = [x, w] + ([b] if b is not None else [])
-        return self.op("nn.conv", ops, [out], attrs, names=name)[0]
+        return self.op("nn.conv", ops, [out],
+                       _conv_attrs(stride, pad_low, pad_high, dilation,
+                                   groups), names=name)[0]
+
+    def conv_transpose(self, x: Value, w: Value, stride: Sequence[int] = (1,),
+                       padding: Sequence[int] = (0,),
+                       output_padding: Sequence[int] = (0,),
+                       dilation: Sequence[int] = (1,), groups: int = 1,
+                       name: Optional[str] = None) -> Value:
+        """F.conv_transpose1d / 2d without the bias: x [N, C_in,
+        spatial...], w [C_in, C_out/groups, k...] (torch's layout), each
+        output size (in - 1)·stride - 2·padding + dilation·(k - 1) +
+        output_padding + 1. nn.conv_transpose is the adjoint of the
+        convolution of its result; the pad after is chosen so that this
+        convolution has exactly the input's windows (torch's padding when
+        output_padding < stride)."""
+        spatial = _conv_spatial("conv_transpose", x, w)
+        stride, padding, extra, dilation = (
+            _per_dim(stride, spatial), _per_dim(padding, spatial),
+            _per_dim(output_padding, spatial), _per_dim(dilation, spatial))
+        if x.type.shape[1] != w.type.shape[0] or x.type.shape[1] % groups:
+            raise ValueError(f"conv_transpose: input {x.type}, weight "
+                             f"{w.type} in {groups} group(s)")
+        sizes, pad_high = [], []
+        for d in range(spatial):
+            size = ((x.type.shape[2 + d] - 1) * stride[d] - 2 * padding[d]
+                    + dilation[d] * (w.type.shape[2 + d] - 1) + extra[d] + 1)
+            # The convolution of the result reads rows padding + 0, stride,
+            # ...: it has the input's count of windows when the rows past
+            # the last window, output_padding + pad after - padding, are
+            # fewer than a stride.
+            high = padding[d] if extra[d] < stride[d] else padding[d] - extra[d]
+            if size < 1 or high < 0:
+                raise ValueError(
+                    f"conv_transpose: spatial dim {d}: output_padding "
+                    f"{extra[d]} with stride {stride[d]} and padding "
+                    f"{padding[d]} has no convolution it transposes")
+            sizes.append(size)
+            pad_high.append(high)
+        out = x.type.with_shape((x.type.shape[0], w.type.shape[1] * groups,
+                                 *sizes))
+        return self.op("nn.conv_transpose", [x, w], [out],
+                       _conv_attrs(stride, padding, pad_high, dilation,
+                                   groups), names=name)[0]
 
     def max_pool(self, x: Value, kernel: Sequence[int],
                  stride: Sequence[int], padding: Sequence[int] = (0,),
@@ -263,22 +320,15 @@ class Forward:
         spatial = len(x.type.shape) - 2
         if spatial not in (1, 2):
             raise ValueError(f"max_pool: input {x.type}")
-
-        def per_dim(v):
-            v = [int(e) for e in v]
-            return v * spatial if len(v) == 1 else v
-        kernel, stride, padding, dilation = (per_dim(kernel), per_dim(stride),
-                                             per_dim(padding),
-                                             per_dim(dilation))
+        kernel, stride, padding, dilation = (
+            _per_dim(kernel, spatial), _per_dim(stride, spatial),
+            _per_dim(padding, spatial), _per_dim(dilation, spatial))
         sizes = [(x.type.shape[2 + d] + 2 * padding[d]
                   - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1
                  for d in range(spatial)]
         out = x.type.with_shape(tuple(x.type.shape[:2]) + tuple(sizes))
-
-        def arr(v):
-            return "array<i64: " + ", ".join(map(str, v)) + ">"
-        attrs = (f"kernel = {arr(kernel)}, stride = {arr(stride)}, "
-                 f"padding = {arr(padding)}, dilation = {arr(dilation)}")
+        attrs = (f"kernel = {_i64s(kernel)}, stride = {_i64s(stride)}, "
+                 f"padding = {_i64s(padding)}, dilation = {_i64s(dilation)}")
         return self.op("nn.max_pool", [x], [out], attrs, names=name)[0]
 
     def matmul(self, a: Value, b: Value, transpose_lhs: bool = False,

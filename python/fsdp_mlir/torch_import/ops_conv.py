@@ -2,7 +2,8 @@
 (stride, padding including 'same', dilation, groups; conv3d as a sum of
 conv2ds, one per kernel tap along one dim), or a linear map of
 non-overlapping patches where that is what a conv2d is (ViT's patch
-embedding); max_pool1d / 2d → nn.max_pool (ceil_mode: the input padded
+embedding); conv_transpose1d / 2d → nn.conv_transpose plus the bias;
+max_pool1d / 2d → nn.max_pool (ceil_mode: the input padded
 with -inf where the last window reaches past it), max_pool3d as 2-D
 poolings of each time tap then a max over the taps; adaptive_max_pool2d →
 nn.max_pool, or a max over picked positions per dim; average poolings
@@ -137,10 +138,37 @@ def _conv3d_by_taps(t, x, w, b, stride, low, high, dilation, groups):
     return _out_of_batch(t, total, x.type.shape[0], 2 + d)
 
 
+def _conv_transpose(t, node, out, x, w, b=None, stride=1, padding=0,
+                    output_padding=0, groups=1, dilation=1):
+    """conv_transpose1d / 2d → nn.conv_transpose (the adjoint of the
+    convolution of its result), plus the bias over the channels."""
+    x, w = t.v(x), t.v(w)
+    spatial = len(x.type.shape) - 2
+    if spatial not in (1, 2):
+        raise _Unsupported(f"transposed convolution over {spatial} spatial "
+                           "dims")
+    stride, padding, output_padding, dilation = (
+        _per_dim(a, spatial)
+        for a in (stride, padding, output_padding, dilation))
+    if any(e >= s and e > p
+           for e, s, p in zip(output_padding, stride, padding)):
+        raise _Unsupported(
+            f"conv_transpose with output_padding {output_padding} at least "
+            f"its stride {stride} and above its padding {padding}")
+    y = t.f.conv_transpose(x, w, stride=stride, padding=padding,
+                           output_padding=output_padding, dilation=dilation,
+                           groups=groups)
+    if b is None:
+        return y
+    return t.f.add(y, t.reshape(t.v(b), [w.type.shape[1] * groups]
+                                + [1] * spatial))
+
+
 def _convolution(t, node, out, x, w, b, stride, padding, dilation,
                  transposed, output_padding, groups):
     if transposed:
-        raise _Unsupported("transposed convolution (conv_transpose)")
+        return _conv_transpose(t, node, out, x, w, b, stride, padding,
+                               output_padding, groups, dilation)
     return _conv(t, node, out, x, w, b, stride, padding, dilation, groups)
 
 
@@ -354,6 +382,8 @@ OPS: Dict[str, Callable] = {
     "conv2d.padding": _conv,
     "conv3d.default": _conv,
     "conv3d.padding": _conv,
+    "conv_transpose1d.default": _conv_transpose,
+    "conv_transpose2d.input": _conv_transpose,
     "convolution.default": _convolution,
     "max_pool1d.default": _max_pool,
     "max_pool2d.default": _max_pool,

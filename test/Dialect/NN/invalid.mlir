@@ -908,9 +908,18 @@ func.func @conv_bias_shape(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b:
 
 // -----
 
-func.func @conv_grad_input_shape(%g: tensor<2x4x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
-  // expected-error @+1 {{grad has type 'tensor<2x4x4x4xf32>' but the convolution produces 'tensor<2x4x6x6xf32>'}}
-  %0 = nn.conv_grad_input %g, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+func.func @conv_transpose_shape(%x: tensor<2x4x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{input has type 'tensor<2x4x4x4xf32>' but convolving the result under this geometry (the spatial sizes must be (in - 1)·stride - pad_low - pad_high + dilation·(k - 1) + 1, plus at most stride - 1: PyTorch's output_padding) gives 'tensor<2x4x6x6xf32>'}}
+  %0 = nn.conv_transpose %x, %w {stride = array<i64: 1, 1>, pad_low = array<i64: 0, 0>, pad_high = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+// Stride 2 from 4 rows: 7 (output_padding 0) or 8 (1) rows, not 9.
+func.func @conv_transpose_output_padding(%x: tensor<2x4x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{gives 'tensor<2x4x5x5xf32>'}}
+  %0 = nn.conv_transpose %x, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x9x9xf32>
   return
 }
 

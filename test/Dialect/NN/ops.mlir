@@ -267,8 +267,8 @@ func.func @convolution(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: ten
   // 1-D, padding='same' of an even dilated kernel: 3 before, 3 after.
   // CHECK: nn.conv %{{.*}}, %{{.*}} {dilation = array<i64: 2>, groups = 3 : i64, pad_high = array<i64: 3>, pad_low = array<i64: 3>, stride = array<i64: 1>} : (tensor<2x3x9xf32>, tensor<6x1x4xf32>) -> tensor<2x6x9xf32>
   %2 = nn.conv %s, %ws {stride = array<i64: 1>, pad_low = array<i64: 3>, pad_high = array<i64: 3>, dilation = array<i64: 2>, groups = 3 : i64} : (tensor<2x3x9xf32>, tensor<6x1x4xf32>) -> tensor<2x6x9xf32>
-  // CHECK: nn.conv_grad_input %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
-  %3 = nn.conv_grad_input %g, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: nn.conv_transpose %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  %3 = nn.conv_transpose %g, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
   // CHECK: nn.conv_grad_weight %{{.*}}, %{{.*}} {{{.*}}} : (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
   %4 = nn.conv_grad_weight %g, %x {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
   return

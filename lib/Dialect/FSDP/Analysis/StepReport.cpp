@@ -300,8 +300,8 @@ static void printConvScratch(raw_ostream &os, func::FuncOp step) {
     int64_t bytes = -1;
     if (auto c = dyn_cast<nn::ConvOp>(op))
       bytes = convColumnBytes(c, c.getInput(), c.getWeight(), c.getResult());
-    else if (auto c = dyn_cast<nn::ConvGradInputOp>(op))
-      bytes = convColumnBytes(c, c.getResult(), c.getWeight(), c.getGrad());
+    else if (auto c = dyn_cast<nn::ConvTransposeOp>(op))
+      bytes = convColumnBytes(c, c.getResult(), c.getWeight(), c.getInput());
     else if (auto c = dyn_cast<nn::ConvGradWeightOp>(op))
       bytes = convColumnBytes(c, c.getInput(), c.getResult(), c.getGrad());
     largest = std::max(largest, bytes);

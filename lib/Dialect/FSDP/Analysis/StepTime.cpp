@@ -136,8 +136,8 @@ double gemmFlops(Operation *op) {
       // kernel) multiply-adds, from the conv output and the weight.
       .Case(
           [](nn::ConvOp o) { return convFlops(o.getResult(), o.getWeight()); })
-      .Case([](nn::ConvGradInputOp o) {
-        return convFlops(o.getGrad(), o.getWeight());
+      .Case([](nn::ConvTransposeOp o) {
+        return convFlops(o.getInput(), o.getWeight());
       })
       .Case([](nn::ConvGradWeightOp o) {
         return convFlops(o.getGrad(), o.getResult());

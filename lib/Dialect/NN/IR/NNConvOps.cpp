@@ -1,9 +1,10 @@
 //===- NNConvOps.cpp - shape rules of convolution and pooling -------------===//
 //
 // One rule, convResultShape, gives a convolution's result shape from its
-// input, weight and geometry; nn.conv infers its type with it and the two
-// gradient ops check their spelled types against it. poolResultShape does
-// the same for nn.max_pool and its gradient.
+// input, weight and geometry; nn.conv infers its type with it, and
+// nn.conv_transpose (its adjoint) and nn.conv_grad_weight check their
+// spelled types against it. poolResultShape does the same for nn.max_pool
+// and its gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,20 +91,22 @@ template <typename OpTy> Geometry geometryOf(OpTy op) {
           op.getDilationAttr(), static_cast<int64_t>(op.getGroups())};
 }
 
-/// A gradient op's check: convolving `input` with `weight` under the op's
-/// geometry gives `grad`'s type.
+/// The check of an op defined through the convolution of `input` with
+/// `weight` under the op's geometry (the transposed convolution and the
+/// weight gradient): that convolution's result has `convolved`'s type.
 template <typename OpTy>
-LogicalResult checkConvGrad(OpTy op, RankedTensorType input,
-                            RankedTensorType weight) {
+LogicalResult checkConvolvedType(OpTy op, RankedTensorType input,
+                                 RankedTensorType weight, Value convolved,
+                                 StringRef convolvedName, StringRef hint) {
   FailureOr<SmallVector<int64_t>> shape = convResultShape(
       op.getLoc(), op.getOperationName(), input, weight, geometryOf(op));
   if (failed(shape))
     return failure();
   auto expected = RankedTensorType::get(*shape, input.getElementType());
-  if (op.getGrad().getType() != expected)
-    return op.emitOpError("grad has type ")
-           << op.getGrad().getType() << " but the convolution produces "
-           << expected;
+  if (convolved.getType() != expected)
+    return op.emitOpError()
+           << convolvedName << " has type " << convolved.getType() << " but "
+           << hint << " gives " << expected;
   return success();
 }
 
@@ -162,12 +165,18 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult ConvGradInputOp::verify() {
-  return checkConvGrad(*this, getResult().getType(), getWeight().getType());
+LogicalResult ConvTransposeOp::verify() {
+  return checkConvolvedType(
+      *this, getResult().getType(), getWeight().getType(), getInput(), "input",
+      "convolving the result under this geometry (the spatial sizes must be "
+      "(in - 1)·stride - pad_low - pad_high + dilation·(k - 1) + 1, plus at "
+      "most stride - 1: PyTorch's output_padding)");
 }
 
 LogicalResult ConvGradWeightOp::verify() {
-  return checkConvGrad(*this, getInput().getType(), getResult().getType());
+  return checkConvolvedType(*this, getInput().getType(), getResult().getType(),
+                            getGrad(), "grad",
+                            "convolving the input with the result");
 }
 
 LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,

@@ -99,7 +99,7 @@ FailureOr<SmallVector<Value>> ConvOp::buildVJP(OpBuilder &b,
   // summed over N and the spatial dims (as cuDNN's backward bias).
   Location loc = getLoc();
   Value g = cotangents[0];
-  auto gradInput = ConvGradInputOp::create(
+  auto gradInput = ConvTransposeOp::create(
       b, loc, getInput().getType(), g, getWeight(), getStrideAttr(),
       getPadLowAttr(), getPadHighAttr(), getDilationAttr(), getGroupsAttr());
   auto gradWeight = ConvGradWeightOp::create(
@@ -114,6 +114,23 @@ FailureOr<SmallVector<Value>> ConvOp::buildVJP(OpBuilder &b,
                                    /*keepdim=*/false);
   }
   return SmallVector<Value>{gradInput, gradWeight, gradBias};
+}
+
+FailureOr<SmallVector<Value>>
+ConvTransposeOp::buildVJP(OpBuilder &b, ValueRange cotangents) {
+  // The op is x ↦ Cᵀx for the convolution C of the result, so dx = C g;
+  // its weight enters as in the convolution of g whose output gradient is
+  // x: dW = conv_grad_weight(x, g).
+  Location loc = getLoc();
+  Value g = cotangents[0];
+  auto gradInput = ConvOp::create(
+      b, loc, getInput().getType(), g, getWeight(), /*bias=*/Value(),
+      getStrideAttr(), getPadLowAttr(), getPadHighAttr(), getDilationAttr(),
+      getGroupsAttr());
+  auto gradWeight = ConvGradWeightOp::create(
+      b, loc, getWeight().getType(), getInput(), g, getStrideAttr(),
+      getPadLowAttr(), getPadHighAttr(), getDilationAttr(), getGroupsAttr());
+  return SmallVector<Value>{gradInput, gradWeight};
 }
 
 FailureOr<SmallVector<Value>> MaxPoolOp::buildVJP(OpBuilder &b,

@@ -737,7 +737,7 @@ def NN_ConvOp : NN_PureOp<"conv", [NN_Differentiable, InferTypeOpAdaptor]> {
     `input` is `[N, C, L]` or `[N, C, H, W]`, `weight` `[O, C/groups, k...]`
     (PyTorch's layout), the optional `bias` `[O]`. Output size per spatial
     dim: `(in + pad_low + pad_high - dilation·(k - 1) - 1) / stride + 1`.
-    The VJP is `nn.conv_grad_input`, `nn.conv_grad_weight` and the bias's
+    The VJP is `nn.conv_transpose`, `nn.conv_grad_weight` and the bias's
     sum over N and the spatial dims.
 
     ```mlir
@@ -1066,22 +1066,29 @@ def NN_LinearGeluGradOp : NN_PureOp<"linear_gelu_grad", [InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
-def NN_ConvGradInputOp : NN_PureOp<"conv_grad_input"> {
-  let summary = "gradient of nn.conv with respect to its input";
+def NN_ConvTransposeOp : NN_PureOp<"conv_transpose", [NN_Differentiable]> {
+  let summary = "1-D or 2-D transposed convolution (F.conv_transpose1d / 2d)";
   let description = [{
-    The transposed convolution of `grad` (the conv's result cotangent) with
-    `weight`: the result has the conv input's type, which the geometry
-    alone does not determine (strides drop trailing rows), so it is spelled
-    and checked: convolving it with the geometry gives `grad`'s shape.
+    The adjoint of `nn.conv` with the same geometry and weight: each
+    element of `input` `[N, O, spatial...]` scatters its products with the
+    weight `[O, C/groups, k...]` (PyTorch's conv_transpose layout) into the
+    result `[N, C, spatial...]`, which is also nn.conv's gradient with
+    respect to its input. The result's size is not determined by the
+    geometry alone (a strided convolution drops trailing rows; PyTorch's
+    `output_padding` adds them back), so it is spelled and checked:
+    convolving the result with the geometry gives `input`'s shape. PyTorch's
+    `padding` p is `pad_low = pad_high = p`. There is no bias (the importer
+    adds it). The VJP is `nn.conv` of the cotangent (d input) and
+    `nn.conv_grad_weight` of `input` against the cotangent (d weight).
 
     ```mlir
-    %gx = nn.conv_grad_input %g, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+    %y = nn.conv_transpose %x, %w {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
     ```
   }];
-  let arguments = !con((ins NN_FloatTensor:$grad, NN_FloatTensor:$weight),
+  let arguments = !con((ins NN_FloatTensor:$input, NN_FloatTensor:$weight),
                        NN_ConvGeometry);
   let results = (outs NN_FloatTensor:$result);
-  let assemblyFormat = "$grad `,` $weight attr-dict `:` "
+  let assemblyFormat = "$input `,` $weight attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -1090,8 +1097,10 @@ def NN_ConvGradWeightOp : NN_PureOp<"conv_grad_weight"> {
   let summary = "gradient of nn.conv with respect to its weight";
   let description = [{
     The correlation of `input` with `grad` summed over the batch; the
-    result has the conv weight's type, spelled and checked as for
-    `nn.conv_grad_input`.
+    result has the conv weight's type, spelled and checked: convolving
+    `input` with it gives `grad`'s shape. It is also `nn.conv_transpose`'s
+    weight gradient, with that op's input as `grad` and its cotangent as
+    `input`.
 
     ```mlir
     %gw = nn.conv_grad_weight %g, %x {stride = array<i64: 2, 2>, pad_low = array<i64: 1, 1>, pad_high = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
