@@ -37,6 +37,8 @@ SLICE = [
     "beit",         # a relative-position table resized (bilinear)
     "tv_squeezenet",  # max pooling with ceil_mode, torchvision's layout
     "timm_volo",    # outlook attention: F.unfold, F.fold (index_put)
+    "dpt",          # transposed convolutions; a LayerNorm the loss never
+                    # reaches (no AdamW decay, as torch)
 ]
 
 

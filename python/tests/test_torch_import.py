@@ -180,9 +180,8 @@ class Detached(torch.nn.Module):
     features but whose gradient is cut (its layer learns only through the
     0.1 * g term), and a target the model computes itself (`target`'s
     layer learns only through its own penalty, not through the target).
-    A layer reached only through detach would differ from torch under
-    AdamW: torch.optim skips a parameter whose grad is None, where a flat
-    parameter (FSDP1's, ours) decays it with a zero gradient."""
+    A layer reached only through detach gets no update, as torch.optim
+    skips a parameter whose grad is None (test_unreached_parameters_*)."""
 
     def __init__(self):
         super().__init__()
@@ -892,6 +891,62 @@ def test_imported_model_trains_like_torch(tmp_path, case, ranks, optimizer):
         adamw_lr=OPTIMIZERS["adamw"]["lr"] if adamw else None,
         noise_mask=lambda key, shape: _noise_only(
             "gpt2" if case.startswith("gpt") else case, key, shape))
+
+
+class Unreached(torch.nn.Module):
+    """Parameters the loss does not reach, each a way torch leaves .grad
+    None: a pooler never called, a teacher read only under no_grad, and
+    a threshold read only through a comparison."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+        self.pooler = torch.nn.Linear(8, 8)
+        self.teacher = torch.nn.Linear(8, 4)
+        self.threshold = torch.nn.Parameter(torch.full((8,), 0.1))
+
+    def forward(self, x, y):
+        with torch.no_grad():
+            target = self.teacher(x)
+        x = torch.where(x > self.threshold, x, 0.5 * x)
+        o = self.fc(x)
+        return (torch.nn.functional.mse_loss(o, y)
+                + 0.5 * torch.nn.functional.mse_loss(o, target))
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_unreached_parameters_are_not_trained_like_torch(tmp_path, ranks):
+    """torch.optim skips a parameter whose .grad is None (no AdamW weight
+    decay, no state), as DDP and FSDP2 do: the step leaves such
+    parameters exactly as loaded, with no optimizer state, and trains
+    the rest as torch does. (FSDP1's flat parameter would decay them by
+    lr · weight_decay per step: 3e-5 of each weight here.)"""
+    torch.manual_seed(0)
+    module = Unreached()
+    rng = np.random.default_rng(3)
+    data = [rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32),
+            rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)]
+    initial = {n: p.detach().numpy().copy()
+               for n, p in module.named_parameters()}
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data])
+    got, saved = train_imported(tmp_path, module, model, data, ranks,
+                                "adamw")
+    want = torch_losses(module, data, ranks, "adamw")
+    for a, b in zip(got, want):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6), (got, want)
+    unreached = [n for n, p in module.named_parameters() if p.grad is None]
+    assert sorted(unreached) == ["pooler.bias", "pooler.weight",
+                                 "teacher.bias", "teacher.weight",
+                                 "threshold"], unreached
+    state = sorted(k for k in saved if k.startswith("optim."))
+    assert state == [f"optim.{s}.fc.{p}" for s in ("exp_avg", "exp_avg_sq")
+                     for p in ("bias", "weight")], state
+    for name in unreached:
+        np.testing.assert_array_equal(saved[name], initial[name], name)
+    assert_state_matches(
+        saved, {n: p.detach().numpy() for n, p in module.named_parameters()},
+        adamw_lr=OPTIMIZERS["adamw"]["lr"])
 
 
 def test_names_and_kinds_are_torch_s():

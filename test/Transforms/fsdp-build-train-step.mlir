@@ -108,24 +108,32 @@ fsdp.model @accumulate {
 // -----
 
 // A frozen parameter (requires_grad = false) is an input of the step but
-// gets no gradient, no state and no update; an unused trainable parameter
-// gets a zero gradient (it is part of its unit's flat gradient).
+// gets no gradient, no state and no update; so does a trainable parameter
+// the loss does not reach (unused, or read only under stop_gradient):
+// torch leaves its .grad None and torch.optim skips it, without weight
+// decay. CLIP (AdamW): the reached parameter alone has Adam's state.
 // DEFAULT-LABEL: func.func @frozen_train_step(
-// DEFAULT-SAME: %arg0: tensor<4xf32> {fsdp.param = "frozen"}, %arg1: tensor<4xf32> {fsdp.param = "trained"}, %arg2: tensor<4xf32> {fsdp.param = "unused"}, %arg3: tensor<i64> {fsdp.step_count}
-// DEFAULT-SAME: -> (tensor<f32> {fsdp.loss}, tensor<4xf32> {fsdp.param = "trained"}, tensor<4xf32> {fsdp.param = "unused"}, tensor<i64> {fsdp.step_count})
+// DEFAULT-SAME: %arg0: tensor<4xf32> {fsdp.param = "frozen"}, %arg1: tensor<4xf32> {fsdp.param = "trained"}, %arg2: tensor<4xf32> {fsdp.param = "unused"}, %arg3: tensor<4xf32> {fsdp.param = "detached"}, %arg4: tensor<i64> {fsdp.step_count}
+// DEFAULT-SAME: -> (tensor<f32> {fsdp.loss}, tensor<4xf32> {fsdp.param = "trained"}, tensor<i64> {fsdp.step_count})
 // DEFAULT-NOT: fsdp.sgd_step %arg0
-// DEFAULT: %[[Z:.*]] = arith.constant {{.*}}dense<0.000000e+00> : tensor<4xf32>
 // DEFAULT: fsdp.sgd_step %arg1,
-// DEFAULT: fsdp.sgd_step %arg2, %[[Z]]
+// DEFAULT-NOT: fsdp.sgd_step
+// DEFAULT: return
+// CLIP-LABEL: func.func @frozen_train_step(
+// CLIP-SAME: {fsdp.param = "detached"}, %arg4: tensor<4xf32> {fsdp.state = "trained.exp_avg"}, %arg5: tensor<4xf32> {fsdp.state = "trained.exp_avg_sq"}, %arg6: tensor<i64> {fsdp.step_count})
 fsdp.model @frozen {
   fsdp.module @root kind "Net" {
     fsdp.param @frozen : tensor<4xf32> init <ones> {requires_grad = false}
     fsdp.param @trained : tensor<4xf32> init <ones>
     fsdp.param @unused : tensor<4xf32> init <ones>
+    fsdp.param @detached : tensor<4xf32> init <ones>
     fsdp.forward () -> tensor<f32> {
       %f = fsdp.get_param @frozen : tensor<4xf32>
       %t = fsdp.get_param @trained : tensor<4xf32>
-      %y = nn.mul %f, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %d = fsdp.get_param @detached : tensor<4xf32>
+      %s = nn.stop_gradient %d : tensor<4xf32>
+      %ft = nn.mul %f, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %y = nn.mul %ft, %s : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
       %l = nn.reduce_sum %y {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
       fsdp.return %l : tensor<f32>
     }

@@ -21,6 +21,7 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::fsdp {
@@ -94,7 +95,10 @@ private:
   /// Records this micro-batch's outputs the root forward names (after the
   /// loss), in the dtypes it declares.
   void collectNamedOutputs(ArrayRef<Value> outputs);
-  /// The gradient of every trainable parameter, for the update.
+  /// Drops from the trained parameters those the loss does not reach
+  /// through differentiable ops, with their optimizer state arguments.
+  LogicalResult dropUnreachedParams();
+  /// The gradient of every trained parameter, for the update.
   SmallVector<Value> finalGradients();
   /// The optimizer updates and the step's results.
   void emitUpdatesAndReturn(Value loss, Value gradNorm, ArrayRef<Value> grads);
@@ -406,6 +410,8 @@ LogicalResult TrainStepBuilder::build() {
   FailureOr<Value> loss = emitMicroBatches();
   if (failed(loss))
     return failure();
+  if (failed(dropUnreachedParams()))
+    return failure();
   SmallVector<Value> grads = finalGradients();
   auto tagUpdate = [&](Operation *op, int i) {
     tag(op, i < 0 ? "" : ownership.getOwner(trainable[i]).getQualifiedName(),
@@ -611,6 +617,35 @@ void TrainStepBuilder::collectNamedOutputs(ArrayRef<Value> outputs) {
          castTo(outputs[i], getElementTypeOrSelf(declared[i]), "")});
 }
 
+LogicalResult TrainStepBuilder::dropUnreachedParams() {
+  // PyTorch leaves the .grad of a parameter the loss does not reach (unused,
+  // or read only under detach / no_grad) None, and torch.optim, DDP and
+  // FSDP2 skip it: no weight decay, no state. Such a parameter is then what
+  // a frozen one is: read where the forward reads it, never reduced nor
+  // updated (fsdp-shard puts it in its unit's frozen flat parameter).
+  llvm::BitVector droppedArgs(body->getNumArguments());
+  SmallVector<ParamOp> keptParams;
+  SmallVector<Value> keptValues;
+  SmallVector<SmallVector<Value>> keptState;
+  for (auto [p, value, pState] : llvm::zip(trainable, trainableValues, state)) {
+    if (gradSums.count(value)) {
+      keptParams.push_back(p);
+      keptValues.push_back(value);
+      keptState.push_back(pState);
+      continue;
+    }
+    for (Value s : pState)
+      droppedArgs.set(cast<BlockArgument>(s).getArgNumber());
+  }
+  trainable = std::move(keptParams);
+  trainableValues = std::move(keptValues);
+  state = std::move(keptState);
+  if (droppedArgs.any() && failed(func.eraseArguments(droppedArgs)))
+    return model.emitOpError("could not drop the optimizer state of the "
+                             "parameters its loss does not reach");
+  return success();
+}
+
 SmallVector<Value> TrainStepBuilder::finalGradients() {
   auto policy = model->getAttrOfType<DictionaryAttr>(kMixedPrecisionAttr);
   bool keepLowPrecisionGrads =
@@ -618,16 +653,6 @@ SmallVector<Value> TrainStepBuilder::finalGradients() {
   SmallVector<Value> grads;
   for (Value value : trainableValues) {
     Value grad = gradSums.lookup(value);
-    // A parameter the loss does not depend on gets a zero gradient: it is
-    // part of its unit's flat gradient, as in FSDP.
-    if (!grad) {
-      auto type = cast<RankedTensorType>(value.getType());
-      grad = arith::ConstantOp::create(
-          builder, model.getLoc(),
-          DenseElementsAttr::get(
-              type, builder.getFloatAttr(type.getElementType(), 0.0)));
-      tag(grad.getDefiningOp(), "", kBackward);
-    }
     // keep_low_precision_grads: the update takes the gradient before the
     // parameter cast's VJP brings it back up.
     if (auto up = grad.getDefiningOp<nn::CastOp>())
