@@ -181,6 +181,11 @@ def replayed(step: int, key: int, sites: int):
         return torch.from_numpy(draws(tuple(x.shape), "normal", step,
                                       next(site)))
 
+    def rand(*size, **kwargs):
+        size = tuple(size[0]) if len(size) == 1 and not isinstance(
+            size[0], int) else size
+        return torch.from_numpy(draws(size, "uniform", step, next(site)))
+
     def randint(low, high, size, *args, **kwargs):
         u = draws(tuple(size), "uniform", step, next(site), 0.0, high - low)
         return torch.from_numpy(u.astype(np.int64) + low)
@@ -196,6 +201,7 @@ def replayed(step: int, key: int, sites: int):
         return x
 
     with mock.patch.object(torch, "randn_like", randn_like), \
+            mock.patch.object(torch, "rand", rand), \
             mock.patch.object(torch, "randint", randint), \
             mock.patch.object(torch, "bernoulli", bernoulli), \
             mock.patch.object(torch.Tensor, "exponential_", exponential_):
@@ -251,6 +257,58 @@ def test_model_with_draws_trains_like_torch_on_our_draws(tmp_path, case,
     with torch.no_grad():
         x = torch.from_numpy(data[:PER_RANK])
         with replayed(1, 0, sites):
+            ours = module(x).item()
+        assert not math.isclose(module(x).item(), ours, rel_tol=1e-3)
+
+
+def masked_autoencoder():
+    """transformers' ViTMAEForPreTraining (random weights): each image's
+    patches shuffled by the argsort of torch.rand noise, 75% of them
+    dropped before the encoder (a gather by the kept ids, repeated over
+    the features), restored for the decoder by the inverse permutation;
+    the loss is the reconstruction error on the masked patches."""
+    transformers = pytest.importorskip("transformers")
+
+    class MaskedAutoencoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mae = transformers.ViTMAEForPreTraining(
+                transformers.ViTMAEConfig(
+                    hidden_size=32, num_hidden_layers=2,
+                    num_attention_heads=4, intermediate_size=64,
+                    image_size=16, patch_size=4, decoder_hidden_size=32,
+                    decoder_num_hidden_layers=1,
+                    decoder_num_attention_heads=4,
+                    decoder_intermediate_size=64, mask_ratio=0.75,
+                    hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0))
+
+        def forward(self, pixel_values):
+            return self.mae(pixel_values=pixel_values).loss
+    return MaskedAutoencoder()
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_masked_autoencoder_trains_like_torch_on_our_draws(tmp_path, ranks):
+    torch.manual_seed(0)
+    module = masked_autoencoder()
+    images = np.random.default_rng(3).standard_normal(
+        (NUM_SAMPLES, 3, 16, 16)).astype(np.float32)
+    model = from_torch(module, [torch.from_numpy(images[:PER_RANK])],
+                       name="mae")
+    assert model.text().count("nn.random") == 1
+    got, _ = train_imported(tmp_path, module, model, [images], ranks,
+                            "adamw", steps=STEPS, seed=SEED,
+                            wrap_kinds=["ViTMAELayer"])
+    want = torch_losses(module, [images], ranks, "adamw", steps=STEPS,
+                        around=lambda step, rank: replayed(step + 1, rank,
+                                                           1))
+    for a, b in zip(got, want):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL), (got, want)
+    # Not vacuous: another mask gives another loss.
+    with torch.no_grad():
+        x = torch.from_numpy(images[:PER_RANK])
+        with replayed(1, 0, 1):
             ours = module(x).item()
         assert not math.isclose(module(x).item(), ours, rel_tol=1e-3)
 

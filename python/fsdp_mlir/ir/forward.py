@@ -296,7 +296,8 @@ class Forward:
             # ...: it has the input's count of windows when the rows past
             # the last window, output_padding + pad after - padding, are
             # fewer than a stride.
-            high = padding[d] if extra[d] < stride[d] else padding[d] - extra[d]
+            high = (padding[d] if extra[d] < stride[d]
+                    else padding[d] - extra[d])
             if size < 1 or high < 0:
                 raise ValueError(
                     f"conv_transpose: spatial dim {d}: output_padding "
@@ -461,7 +462,11 @@ class Forward:
     def constant(self, t: TensorType, data: bytes,
                  name: Optional[str] = None) -> Value:
         """A compile-time tensor: `data` is its little-endian row-major
-        bytes (exact, as MLIR's hex form of dense elements)."""
+        bytes (exact, as MLIR's hex form of dense elements); one element's
+        bytes when they all repeat it (MLIR's splat)."""
+        size = len(data) // max(1, t.numel)
+        if size and data == data[:size] * t.numel:
+            data = data[:size]
         return self._emit(f'arith.constant dense<"0x{data.hex().upper()}"> : '
                           f"{t}", [t], name)[0]
 

@@ -11,7 +11,7 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _Unsupported, _float, _is_tensor, _shape
+from .common import _INTEGERS, _Unsupported, _float, _is_tensor, _shape
 
 
 def _t(t, node, out, x):
@@ -58,12 +58,23 @@ def _unbind(t, node, out, x, dim=0):
     return [t.reshape(p, _shape(o)) for p, o in zip(parts, out)]
 
 
+def _broadcast_to(t, x: Value, shape) -> Value:
+    """x broadcast to `shape`: nn.broadcast of a float; an integer tensor
+    (indices computed at run time, spread over the features a gather
+    reads: MAE's ids_keep.unsqueeze(-1).repeat(1, 1, D)) as an exact
+    integer add of a zero splat of that shape, which has no gradient."""
+    if x.type.dtype in ("f32", "bf16", "f16"):
+        return t.f.broadcast(x, shape)
+    import torch
+    zeros = torch.zeros(shape, dtype=getattr(torch, _INTEGERS[x.type.dtype]))
+    return t.f.add(x, t.constant(zeros))
+
+
 def _expand(t, node, out, x, *rest, **kwargs):
     shape = _shape(out)
     if tuple(shape) == x.type.shape:
         return x
-    _float(t, x, "expand")
-    return t.f.broadcast(x, shape)
+    return _broadcast_to(t, x, shape)
 
 
 def _repeat(t, node, out, x, repeats):
@@ -75,12 +86,11 @@ def _repeat(t, node, out, x, repeats):
     shape = [1] * (len(reps) - x.type.rank) + list(x.type.shape)
     if all(r == 1 for r in reps):
         return _view(t, node, out, x)
-    _float(t, x, "repeat")
     unit_axes, tiled = [], []
     for r, d in zip(reps, shape):
         unit_axes += [1, d]
         tiled += [r, d]
-    y = t.f.broadcast(t.reshape(x, unit_axes), tiled)
+    y = _broadcast_to(t, t.reshape(x, unit_axes), tiled)
     return t.reshape(y, _shape(out))
 
 

@@ -270,6 +270,15 @@ FrozenSavings frozenSavings(func::FuncOp step) {
   return saved;
 }
 
+/// The trainable parameters the step's loss does not reach (kUnreachedAttr).
+SmallVector<StringRef> unreachedParams(func::FuncOp step) {
+  SmallVector<StringRef> names;
+  if (auto list = step->getAttrOfType<ArrayAttr>(kUnreachedAttr))
+    for (Attribute name : list)
+      names.push_back(cast<StringAttr>(name).getValue());
+  return names;
+}
+
 } // namespace
 
 /// The CPU backend's im2col column matrix for a convolution-family op
@@ -420,6 +429,19 @@ void fsdp::printStepReport(raw_ostream &os, ModelOp model, func::FuncOp step,
         "elements per step not reduced\n",
         frozen.elements, frozen.flats, frozen.shardElements,
         frozen.gradientBytes, frozen.stateBytes, frozen.reducedElements);
+  if (SmallVector<StringRef> unreached = unreachedParams(step);
+      !unreached.empty()) {
+    // Named, since a parameter the loss was meant to train and does not
+    // read is usually a bug in the model (a layer left out of forward).
+    constexpr size_t kNamed = 8;
+    os << "not reached by the loss, so not trained (torch's .grad None: no "
+          "gradient, state or update; with the frozen parameters above): "
+       << unreached.size() << " parameter(s): ";
+    llvm::interleaveComma(ArrayRef(unreached).take_front(kNamed), os);
+    if (unreached.size() > kNamed)
+      os << " and " << unreached.size() - kNamed << " more";
+    os << "\n";
+  }
   os << (plan ? "step tensors at their peak (before lowering): "
               : "peak memory per rank: ")
      << report.peakBytes << " bytes at " << describePeak(report) << "\n";
@@ -536,6 +558,7 @@ llvm::json::Object fsdp::stepReportToJson(ModelOp model, func::FuncOp step,
       {"collectives", std::move(collectives)},
       {"rank_local_units", std::move(rankLocal)},
       {"ignored", std::move(ignored)},
+      {"unreached", llvm::json::Array(unreachedParams(step))},
       {"frozen",
        llvm::json::Object{
            {"flat_params", frozen.flats},

@@ -102,6 +102,7 @@ const AttrRule kRules[] = {
     {kMicroBatchesAttr, OnOp, "a micro-batch count (i64 >= 1)", isCount},
     {kEvalAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kKeepWeightsWholeAttr, OnOp, "a list of unit names", isUnitList},
+    {kUnreachedAttr, OnOp, "a list of parameter names", isNameList},
     {kCpuOffloadAttr, OnOp, "a unit attribute", is<mlir::UnitAttr>},
     {kGradSyncAttr, OnOp, "#fsdp<grad_sync every_micro_batch|last_micro_batch>",
      is<GradSyncAttr>},

@@ -624,6 +624,7 @@ LogicalResult TrainStepBuilder::dropUnreachedParams() {
   // a frozen one is: read where the forward reads it, never reduced nor
   // updated (fsdp-shard puts it in its unit's frozen flat parameter).
   llvm::BitVector droppedArgs(body->getNumArguments());
+  SmallVector<Attribute> unreached;
   SmallVector<ParamOp> keptParams;
   SmallVector<Value> keptValues;
   SmallVector<SmallVector<Value>> keptState;
@@ -636,10 +637,14 @@ LogicalResult TrainStepBuilder::dropUnreachedParams() {
     }
     for (Value s : pState)
       droppedArgs.set(cast<BlockArgument>(s).getArgNumber());
+    unreached.push_back(builder.getStringAttr(qualifiedName(p)));
   }
   trainable = std::move(keptParams);
   trainableValues = std::move(keptValues);
   state = std::move(keptState);
+  if (unreached.empty())
+    return success();
+  func->setAttr(kUnreachedAttr, builder.getArrayAttr(unreached));
   if (droppedArgs.any() && failed(func.eraseArguments(droppedArgs)))
     return model.emitOpError("could not drop the optimizer state of the "
                              "parameters its loss does not reach");

@@ -54,6 +54,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::FlatSymbolRefAttr":$model,
     "::mlir::IntegerAttr":$micro_batches,
     "::mlir::UnitAttr":$eval,
+    "::mlir::ArrayAttr":$unreached,
     "::mlir::ArrayAttr":$keep_weights_whole,
     "::mlir::UnitAttr":$cpu_offload,
     "::mlir::fsdp::GradSyncAttr":$grad_sync,

@@ -87,6 +87,11 @@ constexpr StringLiteral kMicroBatchesAttr =
     FSDPDialect::MicroBatchesAttrHelper::getNameStr();
 /// On a forward-only (evaluation) step: no gradient, optimizer or state.
 constexpr StringLiteral kEvalAttr = FSDPDialect::EvalAttrHelper::getNameStr();
+/// On a train step: the trainable parameters (qualified names) its loss
+/// does not reach through differentiable ops, which it therefore does not
+/// train (torch leaves their .grad None and torch.optim skips them).
+constexpr StringLiteral kUnreachedAttr =
+    FSDPDialect::UnreachedAttrHelper::getNameStr();
 /// On an eval step: the units (qualified names, "" the root) whose weights
 /// stay whole on every rank across steps (fsdp-fit-memory-budget's choice
 /// for a decode step): fsdp-shard lays their flat parameters out whole
