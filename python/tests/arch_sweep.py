@@ -37,8 +37,8 @@ from test_hf_import import (CLASSES, SEQ, VOCAB, causal_lm_data,
                             gpt2, gptj, key_bias_noise, llama, masked_lm_data,
                             phi3, roberta, roberta_data, seq2seq_data, t5,
                             vit)
-from test_torch_import import (NUM_SAMPLES, OPTIMIZERS, PER_RANK,
-                               torch_losses, train_imported)
+from test_torch_import import (NUM_SAMPLES, PER_RANK, torch_losses,
+                               train_imported)
 from test_torch_oracle import STEPS, assert_state_matches
 from first_step_gradients import as_f64, first_step_gradients, float64_copy
 

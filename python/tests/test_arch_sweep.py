@@ -6,16 +6,13 @@ weights at the parity suite's bounds), and two convolutional networks
 chaotic in f32 held to torch's own f32 exactness instead."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from arch_sweep import run_arch  # noqa: E402
-from fsdp_mlir import driver  # noqa: E402
+from test_torch_import import emulated_cuda  # noqa: E402
 
 SLICE = [
     "mistral",      # grouped-query attention, sliding-window config
@@ -76,11 +73,7 @@ def test_mixture_of_experts_on_the_cuda_emulation(tmp_path):
     """Mixtral's routing and grouped GEMMs through the CUDA backend's
     kernels (device-side segment offsets, index checks) at 2 ranks, on the
     tests' host emulation of the backend and NCCL (fsdprt-run-cuda-emu)."""
-    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
-               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
-    if not emu.exists():
-        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
-    outcome = run_arch("mixtral", tmp_path, runner=(emu, "cuda_emu"))
+    outcome = run_arch("mixtral", tmp_path, runner=emulated_cuda())
     print(f"mixtral on cuda_emu: {outcome.status}, max |loss diff| "
           f"{outcome.loss_diff}")
     assert outcome.status == "matches", outcome.detail

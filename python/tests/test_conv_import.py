@@ -21,18 +21,16 @@ Run: PYTHONPATH=python:python/tests python3 -m pytest -q \
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from fsdp_mlir import driver, from_torch  # noqa: E402
+from fsdp_mlir import from_torch  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
 from test_torch_import import (NUM_SAMPLES, OPTIMIZERS,  # noqa: E402
-                               PER_RANK, torch_losses, train_imported)
+                               PER_RANK, emulated_cuda, torch_losses,
+                               train_imported)
 from test_torch_oracle import STEPS, assert_state_matches  # noqa: E402
 
 # Losses: f32 sums in another order than torch's (im2col GEMM blocks vs
@@ -266,14 +264,10 @@ def test_cuda_backend_trains_like_torch(tmp_path):
     """The CUDA backend's convolution and max-pooling kernels (forward and
     gradients) and its batch norm, on its host emulation
     (fsdprt-run-cuda-emu)."""
-    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
-               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
-    if not emu.exists():
-        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
-    check_trains_like_torch(tmp_path, 1, "sgd", runner=(emu, "cuda_emu"))
+    check_trains_like_torch(tmp_path, 1, "sgd", runner=emulated_cuda())
     (tmp_path / "resnet").mkdir()
     check_trains_like_torch(tmp_path / "resnet", 1, "sgd", ResNet,
-                            "BasicBlock", runner=(emu, "cuda_emu"))
+                            "BasicBlock", runner=emulated_cuda())
 
 
 def test_convolutions_import_with_their_geometry():
@@ -466,12 +460,8 @@ def test_transposed_convolutions_train_like_torch(tmp_path, ranks, optimizer):
 def test_transposed_convolutions_on_the_cuda_backend(tmp_path):
     """conv_transpose runs the CUDA backend's convolution gradient kernel
     forward and its convolution and weight-gradient kernels backward."""
-    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
-               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
-    if not emu.exists():
-        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
     check_trains_like_torch(tmp_path, 1, "sgd", UNet, "UpBlock",
-                            runner=(emu, "cuda_emu"))
+                            runner=emulated_cuda())
 
 
 def test_transposed_convolutions_import_with_their_geometry():

@@ -22,9 +22,7 @@ Run: PATH=build/bin:$PATH PYTHONPATH=python:python/tests \
 """
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -34,9 +32,10 @@ transformers = pytest.importorskip("transformers")
 np = pytest.importorskip("numpy")
 
 from fsdp_mlir import driver, from_torch  # noqa: E402
-from fsdp_mlir.torch_import import HFLoss, UnsupportedModelError  # noqa: E402
+from fsdp_mlir.torch_import import HFLoss  # noqa: E402
 from test_torch_import import (NUM_SAMPLES, OPTIMIZERS,  # noqa: E402
-                               PER_RANK, torch_losses, train_imported)
+                               PER_RANK, emulated_cuda, torch_losses,
+                               train_imported)
 from test_torch_oracle import (STEPS, _noise_only,  # noqa: E402
                                assert_state_matches)
 
@@ -248,12 +247,8 @@ def test_cuda_backend_trains_like_torch(tmp_path, name):
     strided slices and their scatter, RoBERTa's integer casts, cumsum and
     arithmetic, on the tests' host emulation of the backend
     (fsdprt-run-cuda-emu)."""
-    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
-               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
-    if not emu.exists():
-        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
     _check_trains_like_torch(tmp_path, name, 1, "adamw",
-                             runner=(emu, "cuda_emu"))
+                             runner=emulated_cuda())
 
 
 def _check_trains_like_torch(tmp_path, name, ranks, optimizer, runner=None):

@@ -19,9 +19,7 @@ Run: PYTHONPATH=python:python/tests python3 -m pytest -q python/tests/test_rando
 from __future__ import annotations
 
 import math
-import os
 from contextlib import contextmanager
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -29,10 +27,10 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from fsdp_mlir import driver, from_torch  # noqa: E402
+from fsdp_mlir import from_torch  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError  # noqa: E402
 from test_torch_import import (NUM_SAMPLES, PER_RANK,  # noqa: E402
-                               torch_losses, train_imported)
+                               emulated_cuda, torch_losses, train_imported)
 
 SEED = 5
 STEPS = 4
@@ -217,16 +215,6 @@ CASES = {"vae": (VAE, 1, {}), "denoiser": (Denoiser, 2, {}),
              activation_checkpointing="NoisyBlock"))}
 
 
-def _emulated_cuda():
-    """The tests' host emulation of the CUDA backend and NCCL (the step
-    replayed as a CUDA graph from the second step), where built."""
-    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
-               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
-    if not emu.exists():
-        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
-    return emu, "cuda_emu"
-
-
 @pytest.mark.parametrize("case,ranks,backend", [
     ("vae", 1, "cpu"), ("vae", 2, "cpu"), ("denoiser", 1, "cpu"),
     ("denoiser", 2, "cpu"), ("gumbel", 2, "cpu"), ("binary", 2, "cpu"),
@@ -236,7 +224,7 @@ def _emulated_cuda():
     ("denoiser", 2, "cuda_emu")])
 def test_model_with_draws_trains_like_torch_on_our_draws(tmp_path, case,
                                                           ranks, backend):
-    runner = _emulated_cuda() if backend == "cuda_emu" else None
+    runner = emulated_cuda() if backend == "cuda_emu" else None
     model_class, sites, options = CASES[case]
     torch.manual_seed(0)
     module = model_class()

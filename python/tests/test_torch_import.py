@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -843,6 +845,17 @@ def torch_losses(module, data, ranks, optimizer, steps=STEPS,
         opt.step()
         losses.append(loss.item())
     return losses
+
+
+def emulated_cuda():
+    """The runner of step libraries on the tests' host emulation of the
+    CUDA backend and NCCL (fsdprt-run-cuda-emu), as train_imported's
+    `runner`; skips the test where it is not built."""
+    emu = Path(os.environ.get("FSDPRT_RUN_CUDA_EMU") or
+               driver.REPO_ROOT / "build" / "bin" / "fsdprt-run-cuda-emu")
+    if not emu.exists():
+        pytest.skip("fsdprt-run-cuda-emu is built with the CUDA toolkit only")
+    return emu, "cuda_emu"
 
 
 def train_imported(tmp_path, module, model, data, ranks, optimizer,
