@@ -7,6 +7,7 @@ inverted-bottleneck MLP, a residual), and a ResNet of torchvision's layout
 pooling; torchvision itself is not installed here) and a Darknet of
 conv-BN-LeakyReLU / Mish units (a program PyTorch functionalises), a
 video block (conv3d, max / average / adaptive 3-D pooling, BatchNorm3d),
+U-Net-style decoders of transposed convolutions (1-D, 2-D and 3-D),
 trained STEPS steps at
 1 and 2 ranks
 (full-shard, the blocks as units) from the module's weights on the same
@@ -427,7 +428,8 @@ class UNet(torch.nn.Module):
     block, a DCGAN / autoencoder-style 3x3 stride-2 one with padding 1 and
     output_padding 1, then a HiFi-GAN-style ConvTranspose1d (kernel
     2·stride, padding stride/2, no bias) over each channel's flattened
-    pixels; global average pooling and a classifier."""
+    pixels; a classifier of every output position (a pooled head would not
+    see where rows land)."""
 
     def __init__(self, dim=8):
         super().__init__()
@@ -441,14 +443,14 @@ class UNet(torch.nn.Module):
                                             output_padding=1)
         self.wave = torch.nn.ConvTranspose1d(4, 2, 4, stride=2, padding=1,
                                              bias=False)
-        self.fc = torch.nn.Linear(2, CLASSES)
+        self.fc = torch.nn.Linear(2 * 2048, CLASSES)
 
     def forward(self, x, y):
         skip = F.relu(self.enc(x))
         h = F.relu(self.bottom(F.relu(self.down(skip))))
         h = F.leaky_relu(self.up2(self.up(h, skip)), 0.1)
         h = self.wave(h.flatten(2))
-        return F.cross_entropy(self.fc(h.mean(2)), y)
+        return F.cross_entropy(self.fc(h.flatten(1)), y)
 
 
 @pytest.mark.parametrize("ranks,optimizer",
@@ -492,13 +494,56 @@ def test_transposed_convolutions_import_with_their_geometry():
                    if "nn.conv_transpose" in line), (geometry, text)
 
 
-class Transposed3d(torch.nn.Module):
+class Volume(torch.nn.Module):
+    """A 3-D U-Net's decoder on volumes (MONAI's up-sampling): a strided
+    conv3d down, a 2x2x2 stride-2 ConvTranspose3d up, then a 2x3x3 one in
+    two groups whose tapped dim has stride 2, dilation 3 and
+    output_padding 2 (two rows past the last frame's reach, zeros), and
+    padding and output_padding along the others; a classifier of every
+    output position (a pooled head would not see where rows land)."""
+
     def __init__(self):
         super().__init__()
-        self.up = torch.nn.ConvTranspose3d(3, 4, 2, stride=2)
+        self.down = torch.nn.Conv3d(3, 8, 3, stride=2, padding=1)
+        self.up = torch.nn.ConvTranspose3d(8, 4, 2, stride=2)
+        self.up2 = torch.nn.ConvTranspose3d(
+            4, 4, (2, 3, 3), stride=(2, 1, 2), padding=(0, 1, 0),
+            output_padding=(2, 0, 1), dilation=(3, 1, 1), groups=2)
+        self.fc = torch.nn.Linear(4 * 12 * 6 * 14, CLASSES)
 
-    def forward(self, x):
-        return self.up(x).sum()
+    def forward(self, x, y):
+        h = F.relu(self.up(F.relu(self.down(x))))
+        h = torch.tanh(self.up2(h))
+        return F.cross_entropy(self.fc(h.flatten(1)), y)
+
+
+def volume_data(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 3, 4, 6, 6)).astype(np.float32)
+    y = rng.integers(0, CLASSES, NUM_SAMPLES).astype(np.int64)
+    return [x, y]
+
+
+@pytest.mark.parametrize("ranks,optimizer", [(1, "sgd"), (2, "adamw")])
+def test_transposed_3d_convolutions_train_like_torch(tmp_path, ranks,
+                                                      optimizer):
+    torch.manual_seed(0)
+    module = Volume()
+    batches = volume_data(np.random.default_rng(3))
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in batches], name="volume")
+    text = model.text()
+    # Two taps each, a 2-D transposed convolution per tap.
+    assert text.count("nn.conv_transpose ") == 4, text
+    got, saved = train_imported(tmp_path, module, model, batches, ranks,
+                                optimizer)
+    want = torch_losses(module, batches, ranks, optimizer)
+    worst = max(abs(a - b) for a, b in zip(got, want))
+    print(f"Volume x{ranks} {optimizer}: max |loss diff| {worst:.3g}")
+    assert worst <= LOSS_ATOL, (got, want)
+    assert_state_matches(
+        saved, {n: p.detach().numpy() for n, p in module.named_parameters()},
+        adamw_lr=OPTIMIZERS["adamw"]["lr"] if optimizer == "adamw"
+        else None)
 
 
 class PastEveryWindow(torch.nn.Module):
@@ -514,16 +559,11 @@ class PastEveryWindow(torch.nn.Module):
         return self.up(x).sum()
 
 
-@pytest.mark.parametrize("module,message", [
-    (Transposed3d(), "transposed convolution over 3 spatial dims"),
-    (PastEveryWindow(), "output_padding [2, 2] at least its stride [1, 1] "
-                        "and above its padding [0, 0]")])
-def test_unsupported_transposed_convolutions_are_named(module, message):
-    spatial = 3 if isinstance(module, Transposed3d) else 2
-    x = torch.zeros((2, 3) + (4,) * spatial)
+def test_output_padding_past_every_window_is_named():
     with pytest.raises(UnsupportedModelError) as e:
-        from_torch(module, [x])
-    assert message in str(e.value), str(e.value)
+        from_torch(PastEveryWindow(), [torch.zeros(2, 3, 4, 4)])
+    assert ("output_padding [2, 2] at least its stride [1, 1] and above its "
+            "padding [0, 0]") in str(e.value), str(e.value)
 
 
 class NormOnly(torch.nn.Module):

@@ -2,7 +2,8 @@
 (stride, padding including 'same', dilation, groups; conv3d as a sum of
 conv2ds, one per kernel tap along one dim), or a linear map of
 non-overlapping patches where that is what a conv2d is (ViT's patch
-embedding); conv_transpose1d / 2d → nn.conv_transpose plus the bias;
+embedding); conv_transpose1d / 2d → nn.conv_transpose plus the bias,
+conv_transpose3d as the adjoint of conv3d's taps;
 max_pool1d / 2d → nn.max_pool (ceil_mode: the input padded
 with -inf where the last window reaches past it), max_pool3d as 2-D
 poolings of each time tap then a max over the taps; adaptive_max_pool2d →
@@ -144,24 +145,79 @@ def _conv_transpose(t, node, out, x, w, b=None, stride=1, padding=0,
     convolution of its result), plus the bias over the channels."""
     x, w = t.v(x), t.v(w)
     spatial = len(x.type.shape) - 2
-    if spatial not in (1, 2):
+    if spatial not in (1, 2, 3):
         raise _Unsupported(f"transposed convolution over {spatial} spatial "
                            "dims")
     stride, padding, output_padding, dilation = (
         _per_dim(a, spatial)
         for a in (stride, padding, output_padding, dilation))
+    if spatial == 3:
+        y = _conv_transpose3d_by_taps(t, x, w, stride, padding,
+                                      output_padding, dilation, groups)
+    else:
+        y = _conv_transpose2d(t, x, w, stride, padding, output_padding,
+                              dilation, groups)
+    if b is None:
+        return y
+    return t.f.add(y, t.reshape(t.v(b), [w.type.shape[1] * groups]
+                                + [1] * spatial))
+
+
+def _conv_transpose2d(t, x, w, stride, padding, output_padding, dilation,
+                      groups):
     if any(e >= s and e > p
            for e, s, p in zip(output_padding, stride, padding)):
         raise _Unsupported(
             f"conv_transpose with output_padding {output_padding} at least "
             f"its stride {stride} and above its padding {padding}")
-    y = t.f.conv_transpose(x, w, stride=stride, padding=padding,
-                           output_padding=output_padding, dilation=dilation,
-                           groups=groups)
-    if b is None:
-        return y
-    return t.f.add(y, t.reshape(t.v(b), [w.type.shape[1] * groups]
-                                + [1] * spatial))
+    return t.f.conv_transpose(x, w, stride=stride, padding=padding,
+                              output_padding=output_padding,
+                              dilation=dilation, groups=groups)
+
+
+def _conv_transpose3d_by_taps(t, x, w, stride, padding, output_padding,
+                              dilation, groups):
+    """conv_transpose3d (a 3-D U-Net's up-sampling) as the adjoint of
+    _conv3d_by_taps: along the dim d with the fewest taps, every input
+    frame goes through a 2-D transposed convolution with the kernel's k-th
+    plane (the frames moved into the batch); tap k's frames land at output
+    rows frame·stride + k·dilation - padding, so they are spread by the
+    stride (zeros between), shifted by k·dilation and summed over the
+    taps; the padding is cropped off and output_padding's rows past the
+    last frame's reach are zeros."""
+    d = min(range(3), key=lambda e: w.type.shape[2 + e])
+    keep = [e for e in range(3) if e != d]
+    taps, frames = w.type.shape[2 + d], x.type.shape[2 + d]
+    s, p, dil = stride[d], padding[d], dilation[d]
+    axis = 2 + d
+    batch = next(_taps_into_batch(t, x, axis, 1, 1, 1, frames))
+    reach = (frames - 1) * s + 1 + (taps - 1) * dil  # rows before cropping
+    total = None
+    for k in range(taps):
+        plane = t.reshape(w if taps == 1 else t.f.slice(w, axis, k, k + 1),
+                          list(w.type.shape[:2])
+                          + [w.type.shape[2 + e] for e in keep])
+        y = _conv_transpose2d(t, batch, plane, [stride[e] for e in keep],
+                              [padding[e] for e in keep],
+                              [output_padding[e] for e in keep],
+                              [dilation[e] for e in keep], groups)
+        y = _out_of_batch(t, y, x.type.shape[0], axis)
+        if s > 1:  # frame f at row f·s: a zero row block after each frame
+            shape = list(y.type.shape)
+            y = t.f.pad(t.reshape(y, shape[:axis + 1] + [1]
+                                  + shape[axis + 1:]), axis + 1, 0, s - 1)
+            y = t.f.slice(t.reshape(y, shape[:axis] + [frames * s]
+                                    + shape[axis + 1:]),
+                          axis, 0, (frames - 1) * s + 1)
+        y = t.f.pad(y, axis, k * dil, (taps - 1 - k) * dil)
+        total = y if total is None else t.f.add(total, y)
+    size = reach - 2 * p + output_padding[d]
+    end = min(reach, p + size)
+    if p or end < reach:
+        total = t.f.slice(total, axis, p, end)
+    if end - p < size:
+        total = t.f.pad(total, axis, 0, size - (end - p))
+    return total
 
 
 def _convolution(t, node, out, x, w, b, stride, padding, dilation,
@@ -384,6 +440,7 @@ OPS: Dict[str, Callable] = {
     "conv3d.padding": _conv,
     "conv_transpose1d.default": _conv_transpose,
     "conv_transpose2d.input": _conv_transpose,
+    "conv_transpose3d.input": _conv_transpose,
     "convolution.default": _convolution,
     "max_pool1d.default": _max_pool,
     "max_pool2d.default": _max_pool,
