@@ -108,25 +108,40 @@ def speech_data(rng):
     return [x] + seq2seq_data(rng)[1:]
 
 
-class DepthLoss(torch.nn.Module):
-    """Dense depth regression (DPT's training task): the mean squared
-    error of `predicted_depth` against a target depth map."""
+class DenseLoss(torch.nn.Module):
+    """Dense regression: the model's `output` (predicted_depth for depth
+    estimation, reconstruction for super-resolution) against a target map
+    by `loss` (mean squared error, or L1 as super-resolution trains)."""
 
-    def __init__(self, model):
+    def __init__(self, model, output="predicted_depth", loss="mse_loss",
+                 inputs="pixel_values"):
         super().__init__()
         self.model = model
+        self.output, self.loss, self.inputs = output, loss, inputs
 
-    def forward(self, pixel_values, depth):
-        predicted = self.model(pixel_values=pixel_values).predicted_depth
-        return torch.nn.functional.mse_loss(predicted, depth)
+    def forward(self, x, target):
+        predicted = getattr(self.model(**{self.inputs: x}), self.output)
+        return getattr(torch.nn.functional, self.loss)(predicted, target)
 
 
-def depth_data(rng):
-    """Images [N, 3, 32, 32] and depth maps [N, 64, 64] (DPT's head
-    upsamples its finest features twice)."""
-    x = rng.standard_normal((NUM_SAMPLES, 3, 32, 32)).astype(np.float32)
-    depth = rng.uniform(0.5, 2.0, (NUM_SAMPLES, 64, 64)).astype(np.float32)
-    return [x, depth]
+def dense_data(image, target):
+    """Random inputs [N, *image] and targets [N, *target] in [0.5, 2)
+    (depth maps, or high-resolution images)."""
+    def make(rng):
+        x = rng.standard_normal((NUM_SAMPLES, *image)).astype(np.float32)
+        y = rng.uniform(0.5, 2.0, (NUM_SAMPLES, *target)).astype(np.float32)
+        return [x, y]
+    return make
+
+
+def segmentation_data(size):
+    """Images [N, 3, size, size] and a class per pixel."""
+    def make(rng):
+        x = rng.standard_normal((NUM_SAMPLES, 3, size, size)).astype(
+            np.float32)
+        return [x, rng.integers(0, CLASSES, (NUM_SAMPLES, size, size),
+                                np.int64)]
+    return make
 
 
 def classifier_data(rng):
@@ -693,7 +708,7 @@ ARCHS: dict[str, Arch] = {
         ["SegformerLayer"], key_bias_noise),
     # A ViT backbone reassembled at four scales (transposed convolutions
     # upsample two of them), fused and upsampled to a depth map.
-    "dpt": Arch("vision", lambda: DepthLoss(T.DPTForDepthEstimation(
+    "dpt": Arch("vision", lambda: DenseLoss(T.DPTForDepthEstimation(
         T.DPTConfig(hidden_size=32, num_hidden_layers=4,
                     num_attention_heads=4, intermediate_size=64,
                     image_size=32, patch_size=8,
@@ -702,7 +717,58 @@ ARCHS: dict[str, Arch] = {
                     reassemble_factors=[4, 2, 1, 0.5],
                     hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0))),
-        depth_data, ["DPTViTLayer"], key_bias_noise),
+        dense_data((3, 32, 32), (64, 64)), ["DPTViTLayer"], key_bias_noise),
+    # DPT's neck and head on a DINOv2 backbone.
+    "depth_anything": Arch("vision", lambda: DenseLoss(
+        T.DepthAnythingForDepthEstimation(T.DepthAnythingConfig(
+            backbone_config=T.Dinov2Config(
+                image_size=16, patch_size=4, hidden_size=32,
+                num_hidden_layers=4, num_attention_heads=4, mlp_ratio=2,
+                out_indices=[1, 2, 3, 4], reshape_hidden_states=False),
+            neck_hidden_sizes=[8, 16, 32, 32], fusion_hidden_size=16,
+            head_hidden_size=8, reassemble_hidden_size=32, patch_size=4,
+            reassemble_factors=[4, 2, 1, 0.5]))),
+        dense_data((3, 16, 16), (16, 16)), ["Dinov2Layer"], key_bias_noise),
+    # A hierarchical (SegFormer-like) encoder and a depth decoder.
+    "glpn": Arch("vision", lambda: DenseLoss(T.GLPNForDepthEstimation(
+        T.GLPNConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                     hidden_sizes=[16, 32], patch_sizes=[7, 3],
+                     strides=[4, 2], num_attention_heads=[1, 2],
+                     mlp_ratios=[2, 2], decoder_hidden_size=16,
+                     hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0,
+                     drop_path_rate=0.0))),
+        dense_data((3, 32, 32), (32, 32)), ["GLPNLayer"],
+        # The fusion's convolutions feed batch norms.
+        noise_of("convolutional_layer1.0.bias",
+                 "convolutional_layer2.0.bias")),
+    # Super-resolution: Swin V2 blocks, pixel shuffle, an L1 loss.
+    "swin2sr": Arch("vision", lambda: DenseLoss(
+        T.Swin2SRForImageSuperResolution(T.Swin2SRConfig(
+            image_size=16, patch_size=1, embed_dim=16, depths=[2],
+            num_heads=[2], window_size=4, upscale=2,
+            upsampler="pixelshuffle", drop_path_rate=0.0)),
+        output="reconstruction", loss="l1_loss"),
+        dense_data((3, 16, 16), (3, 32, 32)), ["Swin2SRLayer"],
+        key_bias_noise),
+    # Semantic segmentation: a ConvNeXt backbone, pyramid pooling, a
+    # per-pixel cross-entropy on logits upsampled to the image, and an
+    # auxiliary head.
+    "upernet": Arch("vision", hf(
+        T.UperNetForSemanticSegmentation, T.UperNetConfig,
+        inputs="pixel_values", backbone_config=T.ConvNextConfig(
+            hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+            out_features=["stage1", "stage2", "stage3", "stage4"]),
+        hidden_size=16, auxiliary_in_channels=32, num_labels=CLASSES),
+        segmentation_data(64), ["ConvNextLayer"]),
+    # Cross-attention from learned latents to the pixels.
+    "perceiver": Arch("vision", hf(
+        T.PerceiverForImageClassificationLearned, T.PerceiverConfig,
+        inputs="inputs", num_latents=8, d_latents=32, d_model=16,
+        num_blocks=1, num_self_attends_per_block=1,
+        num_self_attention_heads=2, num_cross_attention_heads=1,
+        image_size=8, num_labels=CLASSES, attention_probs_dropout_prob=0.0),
+        images(8), ["PerceiverLayer"], key_bias_noise),
     "clip_vision": Arch("vision", hf(
         T.CLIPForImageClassification, T.CLIPConfig, inputs="pixel_values",
         vision_config=dict(image_size=16, patch_size=4, hidden_size=32,
@@ -901,6 +967,35 @@ ARCHS: dict[str, Arch] = {
         ["MetaBlock2d", "MetaBlock1d"]),
     # Video: 3-D convolutions (sums of 2-D ones over the time taps),
     # BatchNorm3d, global 3-D pooling.
+    # transformers' video models take [N, frames, 3, H, W].
+    "videomae": Arch("video", hf(
+        T.VideoMAEForVideoClassification, T.VideoMAEConfig,
+        inputs="pixel_values", image_size=16, patch_size=4, num_frames=4,
+        tubelet_size=2, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        num_labels=CLASSES), classified(4, 3, 16, 16), ["VideoMAELayer"],
+        key_bias_noise),
+    # Divided space-time attention.
+    "timesformer": Arch("video", hf(
+        T.TimesformerForVideoClassification, T.TimesformerConfig,
+        inputs="pixel_values", image_size=16, patch_size=4, num_frames=2,
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=CLASSES), classified(2, 3, 16, 16), ["TimesformerLayer"],
+        fused_key_bias("qkv.bias", thirds)),
+    # Time-series forecasting: patches of each channel, an MSE on the
+    # forecast.
+    "patchtst": Arch("time series", lambda: DenseLoss(
+        T.PatchTSTForPrediction(T.PatchTSTConfig(
+            num_input_channels=3, context_length=32, patch_length=8,
+            patch_stride=8, prediction_length=8, d_model=16,
+            num_attention_heads=2, num_hidden_layers=2, ffn_dim=32,
+            dropout=0.0, attention_dropout=0.0, ff_dropout=0.0,
+            positional_dropout=0.0, path_dropout=0.0, head_dropout=0.0)),
+        output="prediction_outputs", inputs="past_values"),
+        dense_data((32, 3), (8, 3)), ["PatchTSTEncoderLayer"]),
     "tv_r3d": Arch("video", tv_video_resnet("Conv3DSimple", "BasicStem"),
                    clips(4, 32), ["BasicBlock"]),
     # (2+1)D: each 3x3x3 factorised into (1, 3, 3) then (3, 1, 1).

@@ -805,6 +805,28 @@ def spectral_case(rng):
     return Spectral(), [x, y], {}
 
 
+class Segmenter(torch.nn.Module):
+    """A class per pixel: logits [N, C, H, W] against targets [N, H, W]
+    (torch's K-dimensional cross-entropy), pixels labelled 255 ignored as
+    segmentation datasets mark their boundaries."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 8, 3, padding=1)
+        self.head = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x, y):
+        logits = self.head(torch.tanh(self.conv(x)))
+        return torch.nn.functional.cross_entropy(logits, y, ignore_index=255)
+
+
+def segmentation_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 2, 6, 5)).astype(np.float32)
+    y = rng.integers(0, 4, (NUM_SAMPLES, 6, 5), np.int64)
+    y[rng.random(y.shape) < 0.2] = 255
+    return Segmenter(), [x, y], {}
+
+
 CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "elementwise": elementwise_case,
          "lookup": lookup_case, "masked": masked_case,
@@ -816,7 +838,8 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "padded": padded_case, "windowed": windowed_case,
          "timestep": timestep_case, "dual_encoder": dual_encoder_case,
          "alternating_masks": alternating_masks_case,
-         "spectral": spectral_case, "custom_function": custom_function_case}
+         "spectral": spectral_case, "custom_function": custom_function_case,
+         "segmentation": segmentation_case}
 
 
 def torch_losses(module, data, ranks, optimizer, steps=STEPS,

@@ -31,7 +31,14 @@ def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
     if weight is not None or label_smoothing:
         raise _Unsupported("cross_entropy with class weights or label "
                            "smoothing")
-    return t.f.cross_entropy(t.v(logits), t.v(targets),
+    logits = t.v(logits)
+    if logits.type.rank > 2:
+        # torch's K-dimensional form, logits [N, C, d1, ..., dk] and targets
+        # [N, d1, ..., dk] (a segmentation's class per pixel): the classes
+        # moved last, where nn.cross_entropy reads them.
+        rank = logits.type.rank
+        logits = t.transpose(logits, [0] + list(range(2, rank)) + [1])
+    return t.f.cross_entropy(logits, t.v(targets),
                              _REDUCTIONS[reduction],
                              ignore_index=int(ignore_index))
 
