@@ -298,11 +298,16 @@ class Forward:
             # fewer than a stride.
             high = (padding[d] if extra[d] < stride[d]
                     else padding[d] - extra[d])
-            if size < 1 or high < 0:
+            if high < 0:
                 raise ValueError(
                     f"conv_transpose: spatial dim {d}: output_padding "
-                    f"{extra[d]} with stride {stride[d]} and padding "
-                    f"{padding[d]} has no convolution it transposes")
+                    f"{extra[d]} is at least the stride {stride[d]} and "
+                    f"above the padding {padding[d]}: the rows it adds lie "
+                    "past every window of the convolution it transposes")
+            if size < 1:
+                raise ValueError(
+                    f"conv_transpose: spatial dim {d}: the output size "
+                    f"{size} is not positive (padding {padding[d]})")
             sizes.append(size)
             pad_high.append(high)
         out = x.type.with_shape((x.type.shape[0], w.type.shape[1] * groups,

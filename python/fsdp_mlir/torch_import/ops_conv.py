@@ -155,24 +155,13 @@ def _conv_transpose(t, node, out, x, w, b=None, stride=1, padding=0,
         y = _conv_transpose3d_by_taps(t, x, w, stride, padding,
                                       output_padding, dilation, groups)
     else:
-        y = _conv_transpose2d(t, x, w, stride, padding, output_padding,
-                              dilation, groups)
+        y = t.f.conv_transpose(x, w, stride=stride, padding=padding,
+                               output_padding=output_padding,
+                               dilation=dilation, groups=groups)
     if b is None:
         return y
     return t.f.add(y, t.reshape(t.v(b), [w.type.shape[1] * groups]
                                 + [1] * spatial))
-
-
-def _conv_transpose2d(t, x, w, stride, padding, output_padding, dilation,
-                      groups):
-    if any(e >= s and e > p
-           for e, s, p in zip(output_padding, stride, padding)):
-        raise _Unsupported(
-            f"conv_transpose with output_padding {output_padding} at least "
-            f"its stride {stride} and above its padding {padding}")
-    return t.f.conv_transpose(x, w, stride=stride, padding=padding,
-                              output_padding=output_padding,
-                              dilation=dilation, groups=groups)
 
 
 def _conv_transpose3d_by_taps(t, x, w, stride, padding, output_padding,
@@ -197,10 +186,11 @@ def _conv_transpose3d_by_taps(t, x, w, stride, padding, output_padding,
         plane = t.reshape(w if taps == 1 else t.f.slice(w, axis, k, k + 1),
                           list(w.type.shape[:2])
                           + [w.type.shape[2 + e] for e in keep])
-        y = _conv_transpose2d(t, batch, plane, [stride[e] for e in keep],
-                              [padding[e] for e in keep],
-                              [output_padding[e] for e in keep],
-                              [dilation[e] for e in keep], groups)
+        y = t.f.conv_transpose(
+            batch, plane, stride=[stride[e] for e in keep],
+            padding=[padding[e] for e in keep],
+            output_padding=[output_padding[e] for e in keep],
+            dilation=[dilation[e] for e in keep], groups=groups)
         y = _out_of_batch(t, y, x.type.shape[0], axis)
         if s > 1:  # frame f at row f·s: a zero row block after each frame
             shape = list(y.type.shape)
