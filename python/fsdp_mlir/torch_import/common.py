@@ -75,8 +75,12 @@ def _only_first_output_read(node, what: str) -> None:
         raise _Unsupported(f"{what} read")
 
 
+# The IR's float element types (every other run-time tensor is an integer).
+_FLOATS = ("f32", "bf16", "f16")
+
+
 def _float(t, x: Value, what: str) -> Value:
-    if x.type.dtype not in ("f32", "bf16", "f16"):
+    if x.type.dtype not in _FLOATS:
         raise _Unsupported(f"{what} of an integer tensor computed at run "
                            "time")
     return x

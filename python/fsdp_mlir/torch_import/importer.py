@@ -74,7 +74,7 @@ from ..ir import Forward, Init, Model, Module, TensorType, Value
 from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_checkpointed, mark_units
 from . import autograd_functions
-from .common import (UnsupportedModelError, _is_tensor, _Spectrum,
+from .common import (_FLOATS, UnsupportedModelError, _is_tensor, _Spectrum,
                      _tensor_type, _Unsupported)
 from .patterns import rewrite_drop_paths
 from .registry import _OPS
@@ -411,7 +411,7 @@ class _Translator:
         if enabled:
             return results
         return tuple(self.f.stop_gradient(r) if isinstance(r, Value)
-                     and r.type.dtype in ("f32", "bf16", "f16") else r
+                     and r.type.dtype in _FLOATS else r
                      for r in results)
 
     def autocast_region(self, device_type, dtype, enabled, cache_enabled,
@@ -964,8 +964,8 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
             "unsupported construct(s):\n" + "\n".join(map(str, imp.issues)))
     root = imp.modules[""]
     results = root.fwd.results if root.fwd is not None else []
-    if not results or results[0].shape != () or results[0].dtype not in (
-            "f32", "bf16", "f16"):
+    if (not results or results[0].shape != ()
+            or results[0].dtype not in _FLOATS):
         raise UnsupportedModelError(
             f"the forward of {type(module).__name__} must return the scalar "
             f"loss first; it returns {[str(t) for t in results]}")

@@ -11,7 +11,8 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _INTEGERS, _Unsupported, _float, _is_tensor, _shape
+from .common import (_FLOATS, _INTEGERS, _Unsupported, _float, _is_tensor,
+                     _shape)
 
 
 def _t(t, node, out, x):
@@ -63,7 +64,7 @@ def _broadcast_to(t, x: Value, shape) -> Value:
     (indices computed at run time, spread over the features a gather
     reads: MAE's ids_keep.unsqueeze(-1).repeat(1, 1, D)) as an exact
     integer add of a zero splat of that shape, which has no gradient."""
-    if x.type.dtype in ("f32", "bf16", "f16"):
+    if x.type.dtype in _FLOATS:
         return t.f.broadcast(x, shape)
     import torch
     zeros = torch.zeros(shape, dtype=getattr(torch, _INTEGERS[x.type.dtype]))
@@ -319,7 +320,7 @@ def _identity(t, node, out, x, *args, **kwargs):
 def _detach(t, node, out, x):
     """Tensor.detach(): nn.stop_gradient (an integer value carries no
     gradient anyway)."""
-    if not isinstance(x, Value) or x.type.dtype not in ("f32", "bf16", "f16"):
+    if not isinstance(x, Value) or x.type.dtype not in _FLOATS:
         return x
     return t.f.stop_gradient(x)
 

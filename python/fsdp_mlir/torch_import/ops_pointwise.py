@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from ..ir import TensorType, Value
-from .common import (_Unsupported, _as_f32, _dtype, _float, _is_tensor,
-                     _keep_either, _mask_not, _only_first_output_read,
-                     _out_type, _scalar, _shape)
+from .common import (_FLOATS, _Unsupported, _as_f32, _dtype, _float,
+                     _is_tensor, _keep_either, _mask_not,
+                     _only_first_output_read, _out_type, _scalar, _shape)
 
 
 def _compact(t, c, other: Value, out):
@@ -45,7 +45,7 @@ def _promoted(t, op: str, v, out):
     if not isinstance(v, Value) or op in _COMPARISONS:
         return v
     want = "f32" if out.dtype == torch.bool else _dtype(out.dtype)
-    if want not in ("f32", "bf16", "f16") and op not in _INTEGER_OPS:
+    if want not in _FLOATS and op not in _INTEGER_OPS:
         raise _Unsupported(f"{op} of integer tensors computed at run time")
     return v if v.type.dtype == want else t.f.cast(v, want)
 
@@ -217,7 +217,7 @@ def _draw(t, out, distribution, a, b, generator=None):
     if distribution == "normal" and b < 0:
         raise _Unsupported(f"a normal draw with standard deviation {b}")
     want = _dtype(out.dtype)
-    if want not in ("f32", "bf16", "f16"):
+    if want not in _FLOATS:
         raise _Unsupported(f"a random draw of {out.dtype}")
     return t.f.random(_out_type(out), distribution, float(a), float(b))
 

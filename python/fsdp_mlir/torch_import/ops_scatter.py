@@ -17,8 +17,8 @@ from typing import Callable, Dict
 import torch
 
 from ..ir import Value
-from .common import (_Unsupported, _as_f32, _dtype, _float, _is_tensor,
-                     _keep_either, _shape)
+from .common import (_FLOATS, _Unsupported, _as_f32, _dtype, _float,
+                     _is_tensor, _keep_either, _shape)
 from .ops_layout import _cat, _expand, _slice
 
 
@@ -36,7 +36,7 @@ def _slice_scatter(t, node, out, base, src, dim=0, start=None, end=None,
     if step != 1:
         raise _Unsupported("slice_scatter with a step (a strided slice "
                            "assignment)")
-    if base.type.dtype not in ("f32", "bf16", "f16"):
+    if base.type.dtype not in _FLOATS:
         raise _Unsupported("slice_scatter into an integer tensor")
     parts = [_slice(t, node, None, base, dim, 0, start) if start else None,
              t.v(src, out.dtype),

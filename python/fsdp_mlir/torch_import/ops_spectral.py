@@ -13,7 +13,7 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _Spectrum, _Unsupported
+from .common import _FLOATS, _Spectrum, _Unsupported
 
 _NORMS = {None: lambda n: 1.0, "backward": lambda n: 1.0,
           "ortho": lambda n: 1.0 / math.sqrt(n), "forward": lambda n: 1.0 / n}
@@ -68,7 +68,7 @@ def _along(t, x: Value, matrix, dim: int) -> Value:
 
 def _real(t, node, out, z):
     """.real: of a _Spectrum, its real part; of a real tensor, itself."""
-    if isinstance(z, Value) and z.type.dtype in ("f32", "bf16", "f16"):
+    if isinstance(z, Value) and z.type.dtype in _FLOATS:
         return z
     if not isinstance(z, _Spectrum):
         raise _Unsupported("real of a complex tensor other than an FFT's")
