@@ -219,3 +219,13 @@ func.func @output_without_micro_batch(%n: tensor<i64> {fsdp.step_count})
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l, %l : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// fsdp.unreached (the parameters the loss does not reach) lists names.
+// expected-error @+1 {{attribute 'fsdp.unreached' must be a list of parameter names, got [3]}}
+func.func @unreached_not_names(%w: tensor<4xf32> {fsdp.param = "w"})
+    -> (tensor<f32> {fsdp.loss}) attributes {fsdp.model = @m, fsdp.unreached = [3]} {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}
