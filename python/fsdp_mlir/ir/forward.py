@@ -40,9 +40,10 @@ class _RandomSite:
         return f"{self.head}{ids.next()}{self.tail}"
 
 
-def _per_dim(v, spatial: int) -> List[int]:
-    """A per-spatial-dim list; one entry repeats over the dims."""
-    v = [int(e) for e in v]
+def per_dim(v, spatial: int) -> List[int]:
+    """A per-spatial-dim list of a scalar or a list; one entry repeats over
+    the dims (PyTorch's convention for stride, padding, dilation)."""
+    v = [int(e) for e in v] if isinstance(v, (list, tuple)) else [int(v)]
     return v * spatial if len(v) == 1 else v
 
 
@@ -252,10 +253,10 @@ class Forward:
         defaults to pad_low (it differs for padding='same' with an even
         receptive field)."""
         spatial = _conv_spatial("conv", x, w)
-        stride, pad_low, dilation = (_per_dim(stride, spatial),
-                                     _per_dim(pad_low, spatial),
-                                     _per_dim(dilation, spatial))
-        pad_high = pad_low if pad_high is None else _per_dim(pad_high,
+        stride, pad_low, dilation = (per_dim(stride, spatial),
+                                     per_dim(pad_low, spatial),
+                                     per_dim(dilation, spatial))
+        pad_high = pad_low if pad_high is None else per_dim(pad_high,
                                                              spatial)
         if w.type.shape[1] * groups != x.type.shape[1]:
             raise ValueError(f"conv: input {x.type}, weight {w.type} in "
@@ -283,8 +284,8 @@ class Forward:
         output_padding < stride)."""
         spatial = _conv_spatial("conv_transpose", x, w)
         stride, padding, extra, dilation = (
-            _per_dim(stride, spatial), _per_dim(padding, spatial),
-            _per_dim(output_padding, spatial), _per_dim(dilation, spatial))
+            per_dim(stride, spatial), per_dim(padding, spatial),
+            per_dim(output_padding, spatial), per_dim(dilation, spatial))
         if x.type.shape[1] != w.type.shape[0] or x.type.shape[1] % groups:
             raise ValueError(f"conv_transpose: input {x.type}, weight "
                              f"{w.type} in {groups} group(s)")
@@ -327,8 +328,8 @@ class Forward:
         if spatial not in (1, 2):
             raise ValueError(f"max_pool: input {x.type}")
         kernel, stride, padding, dilation = (
-            _per_dim(kernel, spatial), _per_dim(stride, spatial),
-            _per_dim(padding, spatial), _per_dim(dilation, spatial))
+            per_dim(kernel, spatial), per_dim(stride, spatial),
+            per_dim(padding, spatial), per_dim(dilation, spatial))
         sizes = [(x.type.shape[2 + d] + 2 * padding[d]
                   - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1
                  for d in range(spatial)]

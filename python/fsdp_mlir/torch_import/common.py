@@ -121,7 +121,9 @@ def _mask_not(t, m: Value) -> Value:
 
 def _keep_either(t, m: Value, x, y, dtype: str) -> Value:
     """keep(x, m) + keep(y, m == 0) in `dtype`, m an f32 mask; x and y
-    values, constant tensors or scalars."""
+    values, constant tensors or scalars. Integers (nll_loss's targets with
+    the ignored ones replaced) are multiplied by the mask instead: no
+    NaN or infinity to keep out of the other branch."""
     import torch
     not_m = _mask_not(t, m)
 
@@ -135,5 +137,6 @@ def _keep_either(t, m: Value, x, y, dtype: str) -> Value:
             v = v if dtype == "f32" else t.f.cast(v, dtype)
         else:
             v = _scalar(t, float(v), dtype)
-        return t.f.keep(v, mask)
+        return (t.f.mul(v, mask) if dtype in _INTEGERS
+                else t.f.keep(v, mask))
     return t.f.add(branch(x, m), branch(y, not_m))

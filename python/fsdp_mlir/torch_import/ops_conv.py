@@ -18,15 +18,11 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
+from ..ir.forward import per_dim
 from .common import _Unsupported, _only_first_output_read
 from .ops_layout import _pick
 from .ops_pointwise import _elementwise
 from .ops_routing import _max_dim
-
-
-def _per_dim(v, spatial: int):
-    v = list(v) if isinstance(v, (list, tuple)) else [v]
-    return v * spatial if len(v) == 1 else v
 
 
 def _patches(t, x, w, b):
@@ -53,7 +49,7 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
     before, as torch does)."""
     x, w = t.v(x), t.v(w)
     spatial = len(x.type.shape) - 2
-    stride, dilation = _per_dim(stride, spatial), _per_dim(dilation, spatial)
+    stride, dilation = per_dim(stride, spatial), per_dim(dilation, spatial)
     kernel = list(w.type.shape[2:])
     if padding == "valid":
         low = high = [0] * spatial
@@ -64,7 +60,7 @@ def _conv(t, node, out, x, w, b=None, stride=1, padding=0, dilation=1,
         low = [p // 2 for p in total]
         high = [p - lo for p, lo in zip(total, low)]
     else:
-        low = high = _per_dim(padding, spatial)
+        low = high = per_dim(padding, spatial)
     if spatial == 3:
         return _conv3d_by_taps(t, x, w, b, stride, low, high, dilation,
                                groups)
@@ -149,7 +145,7 @@ def _conv_transpose(t, node, out, x, w, b=None, stride=1, padding=0,
         raise _Unsupported(f"transposed convolution over {spatial} spatial "
                            "dims")
     stride, padding, output_padding, dilation = (
-        _per_dim(a, spatial)
+        per_dim(a, spatial)
         for a in (stride, padding, output_padding, dilation))
     if spatial == 3:
         y = _conv_transpose3d_by_taps(t, x, w, stride, padding,
@@ -376,10 +372,10 @@ def _ceil_mode_pad(t, x, out_sizes, kernel, stride, padding, dilation):
 
 
 def _pool_geometry(spatial, kernel_size, stride, padding, dilation):
-    kernel = _per_dim(kernel_size, spatial)
-    stride = kernel if not stride else _per_dim(stride, spatial)
-    return (kernel, stride, _per_dim(padding, spatial),
-            _per_dim(dilation, spatial))
+    kernel = per_dim(kernel_size, spatial)
+    stride = kernel if not stride else per_dim(stride, spatial)
+    return (kernel, stride, per_dim(padding, spatial),
+            per_dim(dilation, spatial))
 
 
 def _max_pool(t, node, out, x, kernel_size, stride=None, padding=0,

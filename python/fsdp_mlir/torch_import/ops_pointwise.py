@@ -418,6 +418,9 @@ OPS: Dict[str, Callable] = {
     "sin.default": _unary("sin"),
     "cos.default": _unary("cos"),
     "abs.default": _unary("abs"),
+    # NaN is the one value unequal to itself.
+    "isnan.default": lambda t, node, out, x: t.f.compare(
+        "ne", _float(t, x, "isnan"), x),
     "pow.Tensor_Scalar": _pow,
     "square.default": lambda t, node, out, x: _pow(t, node, out, x, 2),
     # As exp(x) - 1 and log(1 + x): a few ulps off torch's near 0.

@@ -1,14 +1,15 @@
 """Ops that reduce along dimensions: sum / mean / var, cumsum, the
-row-wise normalisations (softmax, layer_norm, group_norm), batch_norm
-(training: its running statistics and num_batches_tracked updated in
-their buffers) and the losses
-(cross_entropy: mean, sum or none, ignore_index; mse_loss)."""
+row-wise normalisations (softmax, log_softmax, layer_norm, group_norm)
+and batch_norm (training: its running statistics and num_batches_tracked
+updated in their buffers)."""
 from __future__ import annotations
 
 import math
 from typing import Callable, Dict
 
-from .common import _Unsupported, _dtype, _float
+from ..ir import Value
+from .common import _Unsupported, _dtype, _float, _scalar, _shape
+from .ops_routing import _max_dim
 
 
 def _layer_norm(t, node, out, x, shape, w=None, b=None, eps=1e-5,
@@ -23,29 +24,20 @@ def _softmax(t, node, out, x, dim, *rest):
     return t.f.softmax(x, dim)
 
 
-_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
-
-
-def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
-                   ignore_index=-100, label_smoothing=0.0):
-    if weight is not None or label_smoothing:
-        raise _Unsupported("cross_entropy with class weights or label "
-                           "smoothing")
-    logits = t.v(logits)
-    if logits.type.rank > 2:
-        # torch's K-dimensional form, logits [N, C, d1, ..., dk] and targets
-        # [N, d1, ..., dk] (a segmentation's class per pixel): the classes
-        # moved last, where nn.cross_entropy reads them.
-        rank = logits.type.rank
-        logits = t.transpose(logits, [0] + list(range(2, rank)) + [1])
-    return t.f.cross_entropy(logits, t.v(targets),
-                             _REDUCTIONS[reduction],
-                             ignore_index=int(ignore_index))
-
-
-def _mse_loss(t, node, out, x, target, reduction=1):
-    return t.f.mse_loss(t.v(x), t.v(target, out.dtype),
-                        _REDUCTIONS[reduction])
+def log_softmax(t, x: Value, dim: int) -> Value:
+    """log_softmax as s - log Σ exp(s), s = x - max(x) along `dim`, in f32
+    (bf16 / f16 rounded at the end, as torch accumulates). The max is
+    detached: its gradient cancels (d/dm of log Σ exp(x - m) + m is 0), so
+    the gradient is torch's, g - softmax(x)·Σg."""
+    x = _float(t, x, "log_softmax")
+    dtype, dim = x.type.dtype, dim % x.type.rank
+    if dtype != "f32":
+        x = t.f.cast(x, "f32")
+    peak = t.f.stop_gradient(_max_dim(t, None, None, x, dim, True)[0])
+    shifted = t.f.sub(x, peak)
+    y = t.f.sub(shifted, t.f.log(t.f.reduce_sum(t.f.exp(shifted), [dim],
+                                                   True)))
+    return y if dtype == "f32" else t.f.cast(y, dtype)
 
 
 def _reduce(method):
@@ -54,6 +46,26 @@ def _reduce(method):
             raise _Unsupported(f"{method} with a dtype")
         dims = list(range(x.type.rank)) if dims is None else list(dims)
         return getattr(t.f, method)(x, dims, keepdim)
+    return build
+
+
+def _any_all(largest: bool):
+    """torch.any / torch.all over `dims` (all when none), of a mask or of
+    any tensor's non-zero entries: an f32 mask, the max or min of the
+    0 / 1 entries (one_hot's and other input checks compute them)."""
+    def build(t, node, out, x, dims=None, keepdim=False):
+        x = t.v(x)
+        mask = t.f.compare("ne", x if x.type.dtype == "f32" else
+                           t.f.cast(x, "f32"), _scalar(t, 0.0, "f32"))
+        if not largest:
+            mask = t.f.scale(mask, -1.0)
+        dims = (range(x.type.rank) if dims is None else
+                [dims] if isinstance(dims, int) else dims)
+        for dim in sorted({d % x.type.rank for d in dims}, reverse=True):
+            mask = _max_dim(t, None, None, mask, dim, True)[0]
+        if not largest:
+            mask = t.f.scale(mask, -1.0)
+        return t.reshape(mask, _shape(out))
     return build
 
 
@@ -212,13 +224,21 @@ OPS: Dict[str, Callable] = {
     "native_group_norm.default": _native_group_norm,
     "softmax.int": _softmax,
     "_softmax.default": _softmax,
-    "cross_entropy_loss.default": _cross_entropy,
-    "mse_loss.default": _mse_loss,
+    "_log_softmax.default": lambda t, node, out, x, dim, *rest:
+        log_softmax(t, t.v(x), dim),
+    "log_softmax.int": lambda t, node, out, x, dim, *rest:
+        log_softmax(t, t.v(x), dim),
     "sum.dim_IntList": _reduce("reduce_sum"),
     "sum.default": _reduce("reduce_sum"),
     "mean.dim": _reduce("reduce_mean"),
     "mean.default": _reduce("reduce_mean"),
     "cumsum.default": _cumsum,
+    "any.default": _any_all(True),
+    "any.dim": _any_all(True),
+    "any.dims": _any_all(True),
+    "all.default": _any_all(False),
+    "all.dim": _any_all(False),
+    "all.dims": _any_all(False),
     "var.correction": _var,
     "var.dim": _var,
     "batch_norm.default": _batch_norm,

@@ -1,0 +1,98 @@
+"""The losses torch computes as one op: cross_entropy (PyTorch's
+K-dimensional form, ignore_index, class weights, label smoothing, any
+reduction) and mse_loss. The plain cross-entropy (mean or sum, no weights,
+no smoothing) is nn.cross_entropy, one fused kernel over the logits; the
+rest is built from log_softmax and a one-hot mask of the targets, as
+torch's own formula."""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from ..ir import Value
+from .ops_reductions import log_softmax
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
+                   ignore_index=-100, label_smoothing=0.0):
+    logits = t.v(logits)
+    if logits.type.rank > 2:
+        # torch's K-dimensional form, logits [N, C, d1, ..., dk] and targets
+        # [N, d1, ..., dk] (a segmentation's class per pixel): the classes
+        # moved last, where nn.cross_entropy reads them.
+        rank = logits.type.rank
+        logits = t.transpose(logits, [0] + list(range(2, rank)) + [1])
+    targets, reduction = t.v(targets), _REDUCTIONS[reduction]
+    if weight is None and not label_smoothing and reduction != "none":
+        return t.f.cross_entropy(logits, targets, reduction,
+                                 ignore_index=int(ignore_index))
+    return _composite_cross_entropy(
+        t, logits, targets, None if weight is None else t.v(weight),
+        reduction, int(ignore_index), float(label_smoothing))
+
+
+def _composite_cross_entropy(t, logits: Value, targets: Value, weight,
+                             reduction: str, ignore_index: int,
+                             smoothing: float) -> Value:
+    """torch's cross_entropy with class weights w, label smoothing ε or no
+    reduction, on logits [..., C] (aten's cross_entropy_loss_label_smoothing
+    and nll_loss): with p = log_softmax(logits) and each row's one-hot
+    target h (a zero row where the target is ignore_index),
+
+        nll = -Σ_c h·w·p,  smooth = -Σ_c w·p (0 on ignored rows),
+        loss = (1 - ε)·nll + (ε / C)·smooth   (reduction none),
+
+    summed over the rows for sum, and for mean divided by Σ h·w (the
+    weights of the targets counted, their number without weights: 0/0 is
+    NaN when all are ignored, as torch's). Unlike the fused kernel this
+    holds p and h in memory ([..., C] each)."""
+    import torch
+    classes = logits.type.shape[-1]
+    p = log_softmax(t, logits, -1)
+    dtype = p.type.dtype
+    if dtype != "f32":
+        p = t.f.cast(p, "f32")
+    # The one-hot mask: targets compared with each class index, in f32
+    # (exact up to 2^24 classes); ignore_index (negative, or past the
+    # classes) matches none of them.
+    rows = t.reshape(t.f.cast(targets, "f32"),
+                     list(targets.type.shape) + [1])
+    onehot = t.f.compare("eq", rows, t.constant(
+        torch.arange(classes, dtype=torch.float32)))
+    if ignore_index in range(classes):
+        # A class index as ignore_index: its targets count for nothing.
+        kept = t.f.compare("ne", rows, t.constant(
+            torch.tensor(float(ignore_index))))
+        onehot = t.f.mul(onehot, kept)
+    last = [p.type.rank - 1]
+    if weight is not None:
+        if weight.type.dtype != "f32":
+            weight = t.f.cast(weight, "f32")
+        counted, p_weighted = t.f.mul(onehot, weight), t.f.mul(p, weight)
+    else:
+        counted, p_weighted = onehot, p
+    loss = t.f.scale(t.f.reduce_sum(t.f.mul(counted, p), last), -1.0)
+    if smoothing:
+        counts = t.f.reduce_sum(onehot, last)  # 1 where counted, else 0
+        smooth = t.f.mul(t.f.reduce_sum(p_weighted, last), counts)
+        loss = t.f.add(t.f.scale(loss, 1.0 - smoothing),
+                       t.f.scale(smooth, -smoothing / classes))
+    if reduction != "none":
+        everything = list(range(loss.type.rank))
+        loss = t.f.reduce_sum(loss, everything)
+        if reduction == "mean":
+            loss = t.f.div(loss, t.f.reduce_sum(
+                counted, list(range(counted.type.rank))))
+    return loss if dtype == "f32" else t.f.cast(loss, dtype)
+
+
+def _mse_loss(t, node, out, x, target, reduction=1):
+    return t.f.mse_loss(t.v(x), t.v(target, out.dtype),
+                        _REDUCTIONS[reduction])
+
+
+OPS: Dict[str, Callable] = {
+    "cross_entropy_loss.default": _cross_entropy,
+    "mse_loss.default": _mse_loss,
+}

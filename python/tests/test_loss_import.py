@@ -1,0 +1,214 @@
+"""Loss functions as users write them, imported and trained like torch:
+cross_entropy with label smoothing, class weights, ignore_index and no
+reduction (the K-dimensional form too), nll_loss of log_softmax,
+distillation's KL divergence, binary cross-entropy (with logits and
+pos_weight, and of probabilities), the robust regression losses, losses
+over F.one_hot targets, and timm's label-smoothing and soft-target
+cross-entropies. Each model trains 2 ranks × STEPS steps of SGD with
+momentum and is compared with plain torch on the same batches: the losses
+within test_torch_import's LOSS_RTOL and every weight and momentum buffer
+at the parity suite's bounds (assert_state_matches).
+
+Run: PYTHONPATH=python:python/tests python3 -m pytest -q python/tests/test_loss_import.py
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+F = torch.nn.functional
+
+from fsdp_mlir import from_torch  # noqa: E402
+from test_torch_import import (LOSS_RTOL, NUM_SAMPLES, PER_RANK,  # noqa: E402
+                               emulated_cuda, torch_losses, train_imported)
+from test_torch_oracle import assert_state_matches  # noqa: E402
+
+CLASSES, FEATURES, LENGTH = 5, 8, 6
+RANKS = 2
+
+
+class Classifier(torch.nn.Module):
+    """A two-layer classifier whose logits (over the last dim) `loss`
+    reads with the batch's other inputs."""
+
+    def __init__(self, loss, classes=CLASSES):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(FEATURES, 16)
+        self.fc2 = torch.nn.Linear(16, classes)
+        self.loss = loss
+        self.register_buffer("class_weight",
+                             torch.tensor([1.0, 2.5, 0.5, 1.0, 3.0]))
+
+    def forward(self, x, *targets):
+        logits = self.fc2(F.gelu(self.fc1(x)))
+        return self.loss(self, logits, *targets)
+
+
+def features(rng, *shape):
+    return rng.standard_normal((NUM_SAMPLES, *shape, FEATURES)).astype(
+        np.float32)
+
+
+def labels(rng, *shape, ignored=0.0):
+    """Class ids, a fraction `ignored` of them -100; each rank's first
+    sample keeps its first label, so no batch is all ignored (torch's mean
+    is then 0/0)."""
+    y = rng.integers(0, CLASSES, (NUM_SAMPLES, *shape))
+    y = np.where(rng.random(y.shape) < ignored, -100, y)
+    y.reshape(NUM_SAMPLES, -1)[:, 0] = rng.integers(0, CLASSES, NUM_SAMPLES)
+    return y.astype(np.int64)
+
+
+def classified(ignored=0.0):
+    return lambda rng: [features(rng), labels(rng, ignored=ignored)]
+
+
+def per_position(rng):
+    """[N, L] labels of [N, L, F] features (a tagger or a segmenter)."""
+    return [features(rng, LENGTH), labels(rng, LENGTH, ignored=0.25)]
+
+
+def multi_hot(rng):
+    """Multi-label targets: each class present with probability 0.4."""
+    return [features(rng),
+            (rng.random((NUM_SAMPLES, CLASSES)) < 0.4).astype(np.float32)]
+
+
+def regression(rng):
+    return [features(rng),
+            2 * rng.standard_normal((NUM_SAMPLES, CLASSES)).astype(
+                np.float32)]
+
+
+def soft_targets(rng):
+    """Mixup's targets: two one-hot labels mixed by λ ~ U(0, 1)."""
+    a, b = (np.eye(CLASSES, dtype=np.float32)[rng.integers(0, CLASSES,
+                                                           NUM_SAMPLES)]
+            for _ in range(2))
+    lam = rng.random((NUM_SAMPLES, 1)).astype(np.float32)
+    return [features(rng), lam * a + (1 - lam) * b]
+
+
+def sample_weighted(rng):
+    return [features(rng), labels(rng, ignored=0.2),
+            rng.random(NUM_SAMPLES).astype(np.float32)]
+
+
+def distillation(m, z, y, temperature=2.0):
+    """Hinton et al.'s distillation: KL(teacher ‖ student) of the softened
+    distributions (batchmean, times T²) plus the hard-label loss. The
+    teacher is the student's own logits at another temperature, detached."""
+    student = F.log_softmax(z / temperature, dim=-1)
+    teacher = F.softmax(z.detach() * 1.5 / temperature, dim=-1)
+    return (F.kl_div(student, teacher, reduction="batchmean")
+            * temperature ** 2 + F.cross_entropy(z, y))
+
+
+def _timm_loss(name, **kw):
+    timm_loss = pytest.importorskip("timm.loss")
+    loss = getattr(timm_loss, name)(**kw)
+    return lambda m, z, y: loss(z, y)
+
+
+CASES = {
+    "label_smoothing": (
+        lambda m, z, y: F.cross_entropy(z, y, label_smoothing=0.1),
+        classified()),
+    "class_weights": (
+        lambda m, z, y: F.cross_entropy(z, y, weight=m.class_weight),
+        classified(ignored=0.2)),
+    "class_weights_label_smoothing": (
+        lambda m, z, y: F.cross_entropy(z, y, weight=m.class_weight,
+                                        label_smoothing=0.2),
+        classified(ignored=0.2)),
+    # ignore_index a class id: its targets count for nothing.
+    "ignore_a_class": (
+        lambda m, z, y: F.cross_entropy(z, y, ignore_index=2,
+                                        label_smoothing=0.1),
+        classified()),
+    "sum_label_smoothing": (
+        lambda m, z, y: F.cross_entropy(z, y, reduction="sum",
+                                        label_smoothing=0.05) / 4,
+        classified(ignored=0.2)),
+    "per_sample_weights": (
+        lambda m, z, y, w: (F.cross_entropy(z, y, reduction="none")
+                            * w).mean(),
+        sample_weighted),
+    # The K-dimensional form: logits [N, C, L], targets [N, L].
+    "per_position_weights_smoothing": (
+        lambda m, z, y: F.cross_entropy(z.transpose(1, 2), y,
+                                        weight=m.class_weight,
+                                        label_smoothing=0.1),
+        per_position),
+    "nll_of_log_softmax": (
+        lambda m, z, y: F.nll_loss(F.log_softmax(z, dim=-1), y),
+        classified(ignored=0.2)),
+    "distillation_kl_div": (distillation, classified()),
+    "bce_with_logits_pos_weight": (
+        lambda m, z, y: F.binary_cross_entropy_with_logits(
+            z, y, pos_weight=m.class_weight), multi_hot),
+    "binary_cross_entropy": (
+        lambda m, z, y: F.binary_cross_entropy(torch.sigmoid(z), y),
+        multi_hot),
+    "smooth_l1": (lambda m, z, y: F.smooth_l1_loss(z, y, beta=0.5),
+                  regression),
+    "huber": (lambda m, z, y: F.huber_loss(z, y, delta=0.7), regression),
+    "l1": (lambda m, z, y: F.l1_loss(z, y), regression),
+    # F.one_hot checks its labels' range (torch.any of the comparisons).
+    "mse_of_one_hot": (
+        lambda m, z, y: F.mse_loss(F.softmax(z, dim=-1),
+                                   F.one_hot(y, CLASSES).float()),
+        classified()),
+    "timm_label_smoothing": (
+        _timm_loss("LabelSmoothingCrossEntropy", smoothing=0.1),
+        classified()),
+    "timm_soft_target": (_timm_loss("SoftTargetCrossEntropy"),
+                         soft_targets),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_loss_trains_like_torch(tmp_path, case):
+    trains_like_torch(tmp_path, case)
+
+
+@pytest.mark.parametrize("case", ["class_weights_label_smoothing",
+                                  "distillation_kl_div"])
+def test_loss_trains_like_torch_on_emulated_cuda(tmp_path, case):
+    """The CUDA backend's kernels (on the host emulation) for the ops the
+    losses are built from: log_softmax's max, exp, sums and masks."""
+    trains_like_torch(tmp_path, case, runner=emulated_cuda())
+
+
+def trains_like_torch(tmp_path, case, runner=None):
+    loss, make_data = CASES[case]
+    torch.manual_seed(0)
+    module = Classifier(loss)
+    data = make_data(np.random.default_rng(3))
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data])
+    got, saved = train_imported(tmp_path, module, model, data, RANKS, "sgd",
+                                runner=runner)
+    want = torch_losses(module, data, RANKS, "sgd")
+    for a, b in zip(got, want, strict=True):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6), (got,
+                                                                     want)
+    assert_state_matches(saved, {n: p.detach().numpy()
+                                 for n, p in module.named_parameters()})
+
+
+def test_plain_cross_entropy_stays_one_fused_op():
+    """Only cross_entropy with weights, smoothing or no reduction is built
+    from log_softmax: the plain one stays nn.cross_entropy (one kernel,
+    no [N, C] intermediates)."""
+    data = classified()(np.random.default_rng(3))
+    example = [torch.from_numpy(d[:PER_RANK]) for d in data]
+    plain = from_torch(Classifier(lambda m, z, y: F.cross_entropy(z, y)),
+                       example).text()
+    smoothed = from_torch(Classifier(CASES["label_smoothing"][0]),
+                          example).text()
+    assert plain.count("nn.cross_entropy") == 1
+    assert "nn.cross_entropy" not in smoothed and "nn.exp" in smoothed
