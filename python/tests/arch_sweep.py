@@ -507,6 +507,41 @@ ARCHS: dict[str, Arch] = {
         T.MambaForCausalLM, T.MambaConfig, vocab_size=VOCAB, hidden_size=32,
         state_size=4, num_hidden_layers=2, expand=2, conv_kernel=4,
         use_cache=False), causal_lm_data, ["MambaBlock"]),
+    # Mamba-2's state-space duality: the chunked scan (chunk 8 of the 16
+    # tokens) as segment sums, masks and matmuls, heads sharing B and C.
+    "mamba2": Arch("decoder", hf(
+        T.Mamba2ForCausalLM, T.Mamba2Config, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, num_heads=8, head_dim=8, n_groups=1,
+        state_size=8, expand=2, chunk_size=8, use_cache=False),
+        causal_lm_data, ["Mamba2Block"]),
+    # RWKV-4's WKV recurrence unrolled over the sequence (transformers'
+    # path without its CUDA kernel), token shift by zero-padding.
+    "rwkv": Arch("decoder", hf(
+        T.RwkvForCausalLM, T.RwkvConfig, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64,
+        context_length=SEQ, use_cache=False), causal_lm_data, ["RwkvBlock"]),
+    # Griffin: RG-LRU recurrent blocks (a gated linear recurrence) with
+    # local attention every third layer.
+    "recurrent_gemma": Arch("decoder", hf(
+        T.RecurrentGemmaForCausalLM, T.RecurrentGemmaConfig,
+        vocab_size=VOCAB, hidden_size=32, lru_width=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=8,
+        intermediate_size=64, attention_window_size=8, use_cache=False),
+        causal_lm_data, ["RecurrentGemmaDecoderLayer"]),
+    # A Mamba / attention hybrid with a mixture of experts every other
+    # layer.
+    "jamba": Arch("decoder", hf(
+        T.JambaForCausalLM, T.JambaConfig, num_key_value_heads=2,
+        num_experts=2, num_experts_per_tok=1, mamba_d_state=8,
+        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+        expert_layer_offset=1, **DEC), causal_lm_data,
+        ["JambaAttentionDecoderLayer", "JambaMambaDecoderLayer"]),
+    # LFM2: gated short convolutions (depthwise causal conv1d) and
+    # grouped-query attention layers.
+    "lfm2": Arch("decoder", hf(
+        T.Lfm2ForCausalLM, T.Lfm2Config, num_key_value_heads=2,
+        layer_types=["conv", "full_attention"], **DEC), causal_lm_data,
+        ["Lfm2DecoderLayer"]),
     # Encoders
     "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),
@@ -527,6 +562,15 @@ ARCHS: dict[str, Arch] = {
         token_dropout=True, mask_token_id=3, pad_token_id=0,
         emb_layer_norm_before=False), masked_lm_data, ["EsmLayer"],
         key_bias_noise),
+    # Characters hashed into buckets (remainder of integer ids), a strided
+    # downsampling conv and an upsampling back to characters.
+    "canine": Arch("encoder", hf(
+        T.CanineForSequenceClassification, T.CanineConfig, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        num_hash_functions=2, num_hash_buckets=64, downsampling_rate=2,
+        max_position_embeddings=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, num_labels=CLASSES),
+        classifier_data, ["CanineLayer"], key_bias_noise),
     "distilbert": Arch("encoder", hf(
         T.DistilBertForMaskedLM, T.DistilBertConfig, vocab_size=VOCAB,
         dim=32, n_layers=2, n_heads=4, hidden_dim=64,
@@ -673,6 +717,28 @@ ARCHS: dict[str, Arch] = {
         "vit_tiny_patch16_224", num_classes=CLASSES, img_size=32,
         patch_size=8, embed_dim=32, depth=2, num_heads=4), images(32),
         ["Block"], fused_key_bias("qkv.bias", thirds)),
+    "swinv2": Arch("vision", hf(
+        T.Swinv2ForImageClassification, T.Swinv2Config, inputs="pixel_values",
+        image_size=32, patch_size=4, num_channels=3, embed_dim=16,
+        depths=[1, 1], num_heads=[2, 4], window_size=4, mlp_ratio=2.0,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        drop_path_rate=0.0, num_labels=CLASSES), images(32),
+        ["Swinv2Layer"]),
+    # Spatial-reduction attention (keys and values from a strided conv).
+    "pvt_v2": Arch("vision", hf(
+        T.PvtV2ForImageClassification, T.PvtV2Config, inputs="pixel_values",
+        image_size=32, hidden_sizes=[16, 32], depths=[1, 1],
+        num_encoder_blocks=2, sr_ratios=[2, 1], num_attention_heads=[1, 2],
+        patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2],
+        drop_path_rate=0.0, num_labels=CLASSES), images(32),
+        ["PvtV2BlockLayer"]),
+    # Focal modulation: depthwise convs at growing windows, gated.
+    "focalnet": Arch("vision", hf(
+        T.FocalNetForImageClassification, T.FocalNetConfig,
+        inputs="pixel_values", image_size=32, patch_size=4, embed_dim=16,
+        depths=[1, 1], focal_levels=[2, 2], focal_windows=[3, 3],
+        hidden_sizes=[16, 32], drop_path_rate=0.0, num_labels=CLASSES),
+        images(32), ["FocalNetLayer"]),
     "swin": Arch("vision", hf(
         T.SwinForImageClassification, T.SwinConfig, inputs="pixel_values",
         image_size=32, patch_size=4, num_channels=3, embed_dim=16,
@@ -1030,6 +1096,11 @@ ARCHS: dict[str, Arch] = {
         T.SEWDConfig(**SPEECH, squeeze_factor=2, max_position_embeddings=64,
                      position_buckets=16)), "input_values"), waveform(400),
         ["SEWDLayer"], key_bias_noise),
+    # Gated relative position bias, shared from the first layer.
+    "wavlm": Arch("audio", lambda: HFLoss(T.WavLMForSequenceClassification(
+        T.WavLMConfig(**SPEECH, num_buckets=16, max_bucket_distance=32)),
+        "input_values"), waveform(400), ["WavLMEncoderLayer"],
+        key_bias_noise),
     "ast": Arch("audio", lambda: HFLoss(T.ASTForAudioClassification(
         T.ASTConfig(hidden_size=32, num_hidden_layers=2,
                     num_attention_heads=4, intermediate_size=64,

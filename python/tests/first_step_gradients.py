@@ -41,8 +41,14 @@ def as_f64(data):
 def float64_copy(module):
     """`module` in float64, its mixture-of-experts layers (transformers'
     grouped GEMM, which torch runs in f32 and bf16 only) on transformers'
-    eager per-expert loop: the same sums."""
-    exact = copy.deepcopy(module).double()
+    eager per-expert loop: the same sums. Tensors a forward left on a
+    module as plain attributes (RecurrentGemma's recurrent_states), which
+    deepcopy refuses while they are in an autograd graph, are copied
+    detached."""
+    left = {id(v): v.detach().clone() for m in module.modules()
+            for v in vars(m).values()
+            if isinstance(v, torch.Tensor) and not v.is_leaf}
+    exact = copy.deepcopy(module, left).double()
     for m in exact.modules():
         config = getattr(m, "config", None)
         if getattr(config, "_experts_implementation", None) not in (None,

@@ -46,7 +46,9 @@ def _composite_cross_entropy(t, logits: Value, targets: Value, weight,
     summed over the rows for sum, and for mean divided by Σ h·w (the
     weights of the targets counted, their number without weights: 0/0 is
     NaN when all are ignored, as torch's). Unlike the fused kernel this
-    holds p and h in memory ([..., C] each)."""
+    holds p and h in memory ([..., C] each), and a target outside [0, C)
+    other than ignore_index counts as ignored, where torch and the fused
+    kernel report it: the IR has no run-time assertion to check it with."""
     import torch
     classes = logits.type.shape[-1]
     p = log_softmax(t, logits, -1)

@@ -1,9 +1,9 @@
 """Mixture-of-experts routing as Mixtral-style models export it with
 static shapes: the router's topk, the sort of expert ids with its
-permutation, histc counts, floor_divide of integers, the experts' grouped
-GEMM (transformers' grouped_mm_fallback, torch._grouped_mm) and the inverse
-permutation that index_put_ builds from an arange. Only the first and the
-GEMM carry gradients."""
+permutation, histc counts, floor_divide and remainder of integers, the
+experts' grouped GEMM (transformers' grouped_mm_fallback,
+torch._grouped_mm) and the inverse permutation that index_put_ builds from
+an arange. Only the first and the GEMM carry gradients."""
 from __future__ import annotations
 
 from typing import Callable, Dict
@@ -111,6 +111,15 @@ def _floor_divide(t, node, out, x, other):
     return t.f.op("nn.floor_div", [x, y], [x.type.with_shape(shape)])[0]
 
 
+def _remainder(t, node, out, x, other):
+    """torch.remainder (`%`) of integers, x − floor_divide(x, y)·y: the
+    sign of the divisor, as Python's and torch's (CANINE's hashed ids)."""
+    x = _integer(t.v(x), "remainder")
+    y = (_integer(other, "remainder") if isinstance(other, Value)
+         else _scalar(t, other, x.type.dtype))
+    return t.f.sub(x, t.f.mul(_floor_divide(t, node, out, x, y), y))
+
+
 def _grouped_mm(t, node, out, x, w, offs=None, bias=None, out_dtype=None):
     """Rows [offs[g-1], offs[g]) of x times w[g] ([G, K, N]); rows past the
     last offset are 0."""
@@ -159,6 +168,8 @@ OPS: Dict[str, Callable] = {
     "sort.stable": _sort_stable,
     "histc.default": _histc,
     "floor_divide.default": _floor_divide,
+    "remainder.Scalar": _remainder,
+    "remainder.Tensor": _remainder,
     "floor_divide.Scalar": _floor_divide,
     "grouped_mm_fallback.default": _grouped_mm,
     "_grouped_mm.default": _grouped_mm,
