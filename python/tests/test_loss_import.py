@@ -2,9 +2,13 @@
 cross_entropy with label smoothing, class weights, ignore_index and no
 reduction (the K-dimensional form too), nll_loss of log_softmax,
 distillation's KL divergence, binary cross-entropy (with logits and
-pos_weight, and of probabilities), the robust regression losses, losses
-over F.one_hot targets, and timm's label-smoothing and soft-target
-cross-entropies. Each model trains 2 ranks × STEPS steps of SGD with
+pos_weight, and of probabilities), the robust regression and margin
+losses, losses over F.one_hot targets, and timm's label-smoothing and
+soft-target cross-entropies; and the element-wise ops losses and
+quantisers are built from: sign, round (halves to even) under a
+straight-through estimator, clamp by tensor bounds (the gradient reaching
+the bound taken), argmax, max / min of a whole tensor, log2 / exp2 /
+reciprocal, var_mean, bucketize (values on the boundaries). Each model trains 2 ranks × STEPS steps of SGD with
 momentum and is compared with plain torch on the same batches: the losses
 within test_torch_import's LOSS_RTOL and every weight and momentum buffer
 at the parity suite's bounds (assert_state_matches).
@@ -83,6 +87,28 @@ def regression(rng):
                 np.float32)]
 
 
+def halves(rng):
+    """Multiples of 1/2 in [-3, 3]: round's ties and bucketize's
+    boundaries."""
+    return [features(rng), (rng.integers(-6, 7, (NUM_SAMPLES, CLASSES))
+                            / 2).astype(np.float32)]
+
+
+def straight_through_round(m, z, y):
+    """Quantisation-aware training's rounding: round(z) forward, z's
+    gradient backward; and round of the data's ties, times z."""
+    quantised = z + (torch.round(4 * z) / 4 - z).detach()
+    return F.mse_loss(quantised, y) + (torch.round(y) * z).mean()
+
+
+def clamp_by_tensors(m, z, y):
+    """Bounds computed from the parameters: where z leaves [low, high]
+    the gradient reaches the bound (the row's mean) instead."""
+    centre = z.mean(-1, keepdim=True)
+    return torch.clamp(z, min=centre - 0.3, max=centre + y.abs()).pow(
+        2).mean()
+
+
 def soft_targets(rng):
     """Mixup's targets: two one-hot labels mixed by λ ~ U(0, 1)."""
     a, b = (np.eye(CLASSES, dtype=np.float32)[rng.integers(0, CLASSES,
@@ -158,6 +184,30 @@ CASES = {
     "huber": (lambda m, z, y: F.huber_loss(z, y, delta=0.7), regression),
     "l1": (lambda m, z, y: F.l1_loss(z, y), regression),
     # F.one_hot checks its labels' range (torch.any of the comparisons).
+    "soft_margin_of_signs": (
+        lambda m, z, y: F.soft_margin_loss(z, torch.sign(y)), regression),
+    "multi_margin": (lambda m, z, y: F.multi_margin_loss(z, y),
+                     classified()),
+    "argmax_picked": (
+        lambda m, z, y: (z * F.one_hot(z.argmax(-1), CLASSES)).sum(-1).mean()
+        + z.argmin(-1).float().mean() * z.mean(), classified()),
+    "whole_tensor_max_min": (
+        lambda m, z, y: z.max() - 2 * z.min() + (z - y).abs().max(),
+        regression),
+    "log2_exp2_reciprocal": (
+        lambda m, z, y: (torch.log2(z.abs() + 1) + torch.exp2(0.5 * z)
+                         + torch.reciprocal(z.abs() + 1) - y).pow(2).mean(),
+        regression),
+    "var_mean": (
+        lambda m, z, y: sum(v.mean() for v in torch.var_mean(z - y, -1)),
+        regression),
+    "bucketize": (
+        lambda m, z, y: (z * torch.bucketize(y, torch.tensor(
+            [-1.0, 0.0, 0.5, 2.0]))).mean() + (z * torch.bucketize(
+                y, torch.tensor([-1.0, 0.0, 0.5, 2.0]), right=True)).mean(),
+        halves),
+    "round_straight_through": (straight_through_round, halves),
+    "clamp_by_tensors": (clamp_by_tensors, regression),
     "mse_of_one_hot": (
         lambda m, z, y: F.mse_loss(F.softmax(z, dim=-1),
                                    F.one_hot(y, CLASSES).float()),

@@ -6,6 +6,7 @@ the activations and math functions, dropout, and casts (to / _to_copy,
 between any of the float and integer types)."""
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict
 
 from ..ir import TensorType, Value
@@ -293,6 +294,42 @@ def _unary(method):
     return build
 
 
+def _sign(t, node, out, x):
+    """torch.sign as (x > 0) − (x < 0): no gradient, as torch's."""
+    x = _float(t, x, "sign")
+    zero = _scalar(t, 0.0, x.type.dtype)
+    return t.f.sub(t.f.compare("gt", x, zero), t.f.compare("lt", x, zero))
+
+
+def _round(t, node, out, x, decimals=0):
+    """torch.round: to the nearest integer, halves to even, with no
+    gradient. t = x truncated toward zero (a cast through i64); one more
+    away from zero where |x − t| > 1/2, or = 1/2 and t is odd. From 2^23
+    on every f32 is an integer and stays as it is (bf16 and f16 are
+    rounded in f32)."""
+    if decimals:
+        raise _Unsupported(f"round to {decimals} decimals")
+    x = t.f.stop_gradient(_float(t, x, "round"))
+    dtype = x.type.dtype
+    if dtype != "f32":
+        x = t.f.cast(x, "f32")
+    # Below 2^23 in magnitude (NaN and ±inf are not: they stay).
+    fits = t.f.compare("lt", t.f.abs(x), _scalar(t, 2.0 ** 23, "f32"))
+    small = _keep_either(t, fits, x, 0.0, "f32")  # i64 holds its truncation
+    whole = t.f.cast(small, "i64")
+    trunc = t.f.cast(whole, "f32")
+    gap = t.f.abs(t.f.sub(small, trunc))
+    half = _scalar(t, 0.5, "f32")
+    two = _scalar(t, 2, "i64")
+    odd = t.f.cast(t.f.sub(whole, t.f.mul(t.f.op(
+        "nn.floor_div", [whole, two], [whole.type])[0], two)), "f32")
+    away = t.f.maximum(t.f.compare("gt", gap, half), t.f.mul(
+        t.f.compare("eq", gap, half), t.f.abs(odd)))
+    rounded = t.f.add(trunc, t.f.mul(away, _sign(t, node, out, small)))
+    y = _keep_either(t, fits, rounded, x, "f32")
+    return y if dtype == "f32" else t.f.cast(y, dtype)
+
+
 def _pow(t, node, out, x, exponent):
     if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
         raise _Unsupported("pow with a tensor exponent")
@@ -307,19 +344,33 @@ def _clamp(t, node, out, x, min=None, max=None):
     min, max = (_one_value(b) for b in (min, max))
     if min is None and max is None:
         return x
+    if any(_is_tensor(b) or isinstance(b, Value) for b in (min, max)):
+        return _clamp_by_tensors(t, out, _float(t, x, "clamp"), min, max)
     return t.f.clamp(_float(t, x, "clamp"),
                      None if min is None else float(min),
                      None if max is None else float(max))
 
 
 def _one_value(bound):
-    """A clamp bound as a number (None stays None)."""
-    if bound is None or isinstance(bound, (int, float)):
-        return bound
+    """A clamp bound as a number (None stays None), or the tensor itself."""
     if _is_tensor(bound) and bound.numel() == 1:
         return bound.item()
-    raise _Unsupported("clamp with bounds computed at run time or of "
-                       "several values")
+    return bound
+
+
+def _clamp_by_tensors(t, out, x, low, high):
+    """clamp with tensor bounds (computed at run time, or constants of
+    several values: PhiMoE's sparsemixer) as torch.where(x < low, low, x),
+    then the same above `high`: each element's gradient reaches the bound
+    it takes, x's where low <= x <= high, as torch's clamp backward, ties
+    included; where low > high the result is high, as torch's."""
+    dtype = _dtype(out.dtype)
+    for bound, op in ((low, "lt"), (high, "gt")):
+        if bound is not None:
+            b = t.v(bound) if _is_tensor(bound) or isinstance(bound, Value) \
+                else _scalar(t, float(bound), dtype)
+            x = _keep_either(t, _as_f32(t, t.f.compare(op, x, b)), b, x, dtype)
+    return x
 
 
 def _clamp_min(t, node, out, x, min):
@@ -421,6 +472,16 @@ OPS: Dict[str, Callable] = {
     # NaN is the one value unequal to itself.
     "isnan.default": lambda t, node, out, x: t.f.compare(
         "ne", _float(t, x, "isnan"), x),
+    "sign.default": _sign,
+    "round.default": _round,
+    "round.decimals": _round,
+    "reciprocal.default": lambda t, node, out, x: t.f.div(
+        _scalar(t, 1.0, x.type.dtype), _float(t, x, "reciprocal")),
+    # As log(x) / ln 2 and exp(x · ln 2): a few ulps off torch's.
+    "log2.default": lambda t, node, out, x: t.f.scale(
+        t.f.log(_float(t, x, "log2")), 1.0 / math.log(2.0)),
+    "exp2.default": lambda t, node, out, x: t.f.exp(
+        t.f.scale(_float(t, x, "exp2"), math.log(2.0))),
     "pow.Tensor_Scalar": _pow,
     "square.default": lambda t, node, out, x: _pow(t, node, out, x, 2),
     # As exp(x) - 1 and log(1 + x): a few ulps off torch's near 0.

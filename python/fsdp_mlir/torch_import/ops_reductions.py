@@ -94,6 +94,14 @@ def _var(t, node, out, x, dims=None, unbiased=True, keepdim=False,
     return t.f.scale(squares, 1.0 / (count - correction))
 
 
+def _var_mean(t, node, out, x, dims=None, unbiased=True, keepdim=False,
+              correction=None):
+    """torch.var_mean: var's result and the mean over the same dims."""
+    var = _var(t, node, out, x, dims, unbiased, keepdim, correction)
+    dims = list(range(x.type.rank)) if dims is None else list(dims)
+    return var, t.f.reduce_mean(x, dims, keepdim)
+
+
 def _native_group_norm(t, node, out, x, w, b, n, c, hw, groups, eps):
     """F.group_norm (GroupNorm: wav2vec2's feature extractor, diffusion and
     detection backbones): each group's C/G channels and positions of
@@ -241,6 +249,8 @@ OPS: Dict[str, Callable] = {
     "all.dims": _any_all(False),
     "var.correction": _var,
     "var.dim": _var,
+    "var_mean.correction": _var_mean,
+    "var_mean.dim": _var_mean,
     "batch_norm.default": _batch_norm,
     "_native_batch_norm_legit_functional.default": _batch_norm_functional,
     "_native_batch_norm_legit_no_training.default": _batch_norm_no_training,

@@ -77,6 +77,33 @@ def _amin(t, node, out, x, dims=(), keepdim=False):
                      -1.0)
 
 
+def _arg_extreme(largest: bool):
+    """torch.argmax / argmin (the first extreme entry, as torch's): the
+    max's indices along `dim`, or over the flattened tensor without one."""
+    def build(t, node, out, x, dim=None, keepdim=False):
+        x = _float(t, t.v(x), "argmax" if largest else "argmin")
+        if not largest:
+            x = t.f.scale(x, -1.0)
+        if dim is None:
+            x, dim = t.reshape(x, [x.type.numel]), 0
+        return t.reshape(_max_dim(t, node, None, x, dim, keepdim)[1],
+                         _shape(out))
+    return build
+
+
+def _bucketize(t, node, out, x, boundaries, out_int32=False, right=False):
+    """torch.bucketize by sorted boundaries [B]: the number of boundaries
+    below x (right: at or below), counted from x compared with each."""
+    import torch
+    x = t.v(x)
+    x = x if x.type.dtype == "f32" else t.f.cast(x, "f32")
+    below = t.f.compare("ge" if right else "gt",
+                        t.reshape(x, list(x.type.shape) + [1]),
+                        t.v(boundaries, torch.float32))
+    return t.f.cast(t.f.reduce_sum(below, [x.type.rank]),
+                    "i32" if out_int32 else "i64")
+
+
 def _sort(t, node, out, x, dim=-1, descending=False):
     """torch.sort, ascending; stable (torch's CPU kernel is for the
     default too)."""
@@ -163,6 +190,11 @@ OPS: Dict[str, Callable] = {
     "topk.default": _topk,
     "max.dim": _max_dim,
     "amax.default": _amax,
+    "max.default": _amax,
+    "min.default": _amin,
+    "argmax.default": _arg_extreme(True),
+    "argmin.default": _arg_extreme(False),
+    "bucketize.Tensor": _bucketize,
     "amin.default": _amin,
     "sort.default": _sort,
     "sort.stable": _sort_stable,
