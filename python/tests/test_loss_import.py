@@ -8,7 +8,9 @@ soft-target cross-entropies; and the element-wise ops losses and
 quantisers are built from: sign, round (halves to even) under a
 straight-through estimator, clamp by tensor bounds (the gradient reaching
 the bound taken), argmax, max / min of a whole tensor, log2 / exp2 /
-reciprocal, var_mean, bucketize (values on the boundaries). Each model trains 2 ranks × STEPS steps of SGD with
+reciprocal, var_mean, bucketize (values on the boundaries), sort (either
+order) and topk of the smallest, their values' gradient scattered back.
+Each model trains 2 ranks × STEPS steps of SGD with
 momentum and is compared with plain torch on the same batches: the losses
 within test_torch_import's LOSS_RTOL and every weight and momentum buffer
 at the parity suite's bounds (assert_state_matches).
@@ -206,6 +208,15 @@ CASES = {
             [-1.0, 0.0, 0.5, 2.0]))).mean() + (z * torch.bucketize(
                 y, torch.tensor([-1.0, 0.0, 0.5, 2.0]), right=True)).mean(),
         halves),
+    # Sorted values carry their gradient back to where they came from.
+    "sorted_values": (
+        lambda m, z, y: ((torch.sort(z - y, descending=True).values
+                          - torch.sort(z * y).values)
+                         * torch.arange(1.0, CLASSES + 1)).mean(),
+        regression),
+    "topk_smallest": (
+        lambda m, z, y: (z - y).topk(2, largest=False).values.pow(2).mean(),
+        regression),
     "round_straight_through": (straight_through_round, halves),
     "clamp_by_tensors": (clamp_by_tensors, regression),
     "mse_of_one_hot": (

@@ -10,7 +10,8 @@ from typing import Callable, Dict
 
 from ..ir import TensorType, Value
 from ..ir.forward import _f64
-from .common import _Unsupported, _float, _scalar, _shape
+from .common import _FLOATS, _Unsupported, _float, _scalar, _shape
+from .ops_layout import _gather_at_run_time
 from .ops_scatter import _index_put_at_constant_positions
 
 
@@ -26,11 +27,13 @@ def _last_dim(x: Value, dim: int, what: str) -> None:
 
 
 def _topk(t, node, out, x, k, dim=-1, largest=True, sorted=True):
-    """torch.topk: largest first (any `sorted`: the order is torch's)."""
+    """torch.topk: largest first, or smallest first (any `sorted`: the
+    order is torch's)."""
     x = _float(t, t.v(x), "topk")
     _last_dim(x, dim, "topk")
-    if not largest:
-        raise _Unsupported("topk of the smallest entries")
+    if not largest:  # the largest of −x, negated back
+        values, indices = _topk(t, node, out, t.f.scale(x, -1.0), k, dim)
+        return t.f.scale(values, -1.0), indices
     shape = x.type.shape[:-1] + (int(k),)
     return t.f.op("nn.topk", [x],
                   [x.type.with_shape(shape), TensorType(shape, "i64")],
@@ -105,13 +108,25 @@ def _bucketize(t, node, out, x, boundaries, out_int32=False, right=False):
 
 
 def _sort(t, node, out, x, dim=-1, descending=False):
-    """torch.sort, ascending; stable (torch's CPU kernel is for the
-    default too)."""
+    """torch.sort along the last dim, stable (torch's CPU kernel is for
+    the default too); descending as the ascending sort of −x, so equal
+    entries keep their order, as torch's stable descending sort (a NaN
+    comes last, where torch puts it first). Float values are x gathered
+    at the sorted positions, so their gradient scatters back, as torch's;
+    nn.sort itself has none."""
     x = t.v(x)
     _last_dim(x, dim, "sort")
+    key = x
     if descending:
-        raise _Unsupported("sort in descending order")
-    return t.f.op("nn.sort", [x], [x.type, TensorType(x.type.shape, "i64")])
+        key = (t.f.scale(x, -1.0) if x.type.dtype in _FLOATS else
+               t.f.sub(_scalar(t, 0, x.type.dtype), x))
+    values, indices = t.f.op("nn.sort", [key],
+                             [key.type, TensorType(x.type.shape, "i64")])
+    if x.type.dtype in _FLOATS:
+        values = _gather_at_run_time(t, x, x.type.rank - 1, indices, x.type)
+    elif descending:
+        values = t.f.sub(_scalar(t, 0, x.type.dtype), values)
+    return values, indices
 
 
 def _sort_stable(t, node, out, x, *, stable=None, dim=-1, descending=False):
