@@ -3,8 +3,8 @@ cross_entropy with label smoothing, class weights, ignore_index and no
 reduction (the K-dimensional form too), nll_loss of log_softmax,
 distillation's KL divergence, binary cross-entropy (with logits and
 pos_weight, and of probabilities), the robust regression and margin
-losses, losses over F.one_hot targets, and timm's label-smoothing and
-soft-target cross-entropies; and the element-wise ops losses and
+losses, losses over F.one_hot targets, transformers' LabelSmoother and
+timm's label-smoothing and soft-target cross-entropies; and the element-wise ops losses and
 quantisers are built from: sign, round (halves to even) under a
 straight-through estimator, clamp by tensor bounds (the gradient reaching
 the bound taken), argmax, max / min of a whole tensor, log2 / exp2 /
@@ -135,6 +135,13 @@ def distillation(m, z, y, temperature=2.0):
             * temperature ** 2 + F.cross_entropy(z, y))
 
 
+def _hf_label_smoother(m, z, y):
+    """transformers' Trainer with label_smoothing_factor: LabelSmoother
+    over per-token logits, -100 labels clamped to 0 and masked out."""
+    from transformers.trainer_pt_utils import LabelSmoother
+    return LabelSmoother(epsilon=0.1)({"logits": z}, y)
+
+
 def _timm_loss(name, **kw):
     timm_loss = pytest.importorskip("timm.loss")
     loss = getattr(timm_loss, name)(**kw)
@@ -171,6 +178,7 @@ CASES = {
                                         weight=m.class_weight,
                                         label_smoothing=0.1),
         per_position),
+    "hf_label_smoother": (_hf_label_smoother, per_position),
     "nll_of_log_softmax": (
         lambda m, z, y: F.nll_loss(F.log_softmax(z, dim=-1), y),
         classified(ignored=0.2)),

@@ -10,8 +10,8 @@ import math
 from typing import Callable, Dict
 
 from ..ir import TensorType, Value
-from .common import (_FLOATS, _Unsupported, _as_f32, _dtype, _float,
-                     _is_tensor, _keep_either, _mask_not,
+from .common import (_FLOATS, _INTEGERS, _Unsupported, _as_f32, _dtype,
+                     _float, _is_tensor, _keep_either, _mask_not,
                      _only_first_output_read, _out_type, _scalar, _shape)
 
 
@@ -344,8 +344,9 @@ def _clamp(t, node, out, x, min=None, max=None):
     min, max = (_one_value(b) for b in (min, max))
     if min is None and max is None:
         return x
-    if any(_is_tensor(b) or isinstance(b, Value) for b in (min, max)):
-        return _clamp_by_tensors(t, out, _float(t, x, "clamp"), min, max)
+    if (any(_is_tensor(b) or isinstance(b, Value) for b in (min, max))
+            or x.type.dtype in _INTEGERS):
+        return _clamp_by_tensors(t, out, x, min, max)
     return t.f.clamp(_float(t, x, "clamp"),
                      None if min is None else float(min),
                      None if max is None else float(max))
@@ -360,7 +361,8 @@ def _one_value(bound):
 
 def _clamp_by_tensors(t, out, x, low, high):
     """clamp with tensor bounds (computed at run time, or constants of
-    several values: PhiMoE's sparsemixer) as torch.where(x < low, low, x),
+    several values: PhiMoE's sparsemixer), or of integers (HF's
+    LabelSmoother clamps its labels at 0), as torch.where(x < low, low, x),
     then the same above `high`: each element's gradient reaches the bound
     it takes, x's where low <= x <= high, as torch's clamp backward, ties
     included; where low > high the result is high, as torch's."""
@@ -369,7 +371,10 @@ def _clamp_by_tensors(t, out, x, low, high):
         if bound is not None:
             b = t.v(bound) if _is_tensor(bound) or isinstance(bound, Value) \
                 else _scalar(t, float(bound), dtype)
-            x = _keep_either(t, _as_f32(t, t.f.compare(op, x, b)), b, x, dtype)
+            # Compared in f32, as every comparison (integers exactly
+            # below 2^24).
+            x = _keep_either(t, t.f.compare(op, _as_f32(t, x), _as_f32(t, b)),
+                             b, x, dtype)
     return x
 
 

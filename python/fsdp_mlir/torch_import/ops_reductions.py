@@ -8,7 +8,7 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _Unsupported, _dtype, _float, _scalar, _shape
+from .common import _INTEGERS, _Unsupported, _dtype, _float, _scalar, _shape
 from .ops_routing import _max_dim
 
 
@@ -41,12 +41,32 @@ def log_softmax(t, x: Value, dim: int) -> Value:
 
 
 def _reduce(method):
+    """sum / mean over dims; with `dtype` the input is cast to it first,
+    as torch's (HF's LabelSmoother sums its log-probabilities in f32)."""
     def build(t, node, out, x, dims=None, keepdim=False, dtype=None):
-        if dtype is not None:
-            raise _Unsupported(f"{method} with a dtype")
+        if dtype is not None and x.type.dtype != _dtype(dtype):
+            x = t.f.cast(x, _dtype(dtype))
         dims = list(range(x.type.rank)) if dims is None else list(dims)
+        if method == "reduce_sum" and x.type.dtype in _INTEGERS:
+            return t.reshape(_integer_sum(t, x, dims), _shape(out))
         return getattr(t.f, method)(x, dims, keepdim)
     return build
+
+
+def _integer_sum(t, x: Value, dims) -> Value:
+    """The exact sum of an integer tensor over `dims` (a mask's count:
+    HF's LabelSmoother counts its labels with `.long().sum()`): the
+    summed dims moved last and flattened, their cumsum (nn.cumsum takes
+    integers; nn.reduce_sum floats only), its last entry."""
+    rank = x.type.rank
+    summed = sorted({d % rank for d in dims})
+    kept = [d for d in range(rank) if d not in summed]
+    if summed != list(range(rank - len(summed), rank)):
+        x = t.transpose(x, kept + summed)
+    count = math.prod(x.type.shape[d] for d in summed)
+    rows = t.reshape(x, [x.type.shape[d] for d in kept] + [count])
+    return t.f.slice(t.f.cumsum(rows, len(kept)), len(kept), count - 1,
+                     count)
 
 
 def _any_all(largest: bool):
