@@ -7,7 +7,7 @@ losses, losses over F.one_hot targets, transformers' LabelSmoother and
 timm's label-smoothing and soft-target cross-entropies; and the element-wise ops losses and
 quantisers are built from: sign, round (halves to even) under a
 straight-through estimator, clamp by tensor bounds (the gradient reaching
-the bound taken), argmax, max / min of a whole tensor, log2 / exp2 /
+the bound taken), argmax and a cat of its indices, max / min of a whole tensor, log2 / exp2 /
 reciprocal, var_mean, bucketize (values on the boundaries), sort (either
 order) and topk of the smallest, their values' gradient scattered back.
 Each model trains 2 ranks × STEPS steps of SGD with
@@ -201,6 +201,12 @@ CASES = {
     "argmax_picked": (
         lambda m, z, y: (z * F.one_hot(z.argmax(-1), CLASSES)).sum(-1).mean()
         + z.argmin(-1).float().mean() * z.mean(), classified()),
+    # The extremes' positions concatenated (an integer cat, as PhiMoE's
+    # chosen experts) and gathered: the gradient reaches those entries.
+    "cat_of_indices": (
+        lambda m, z, y: torch.gather(z, -1, torch.cat(
+            [z.argmax(-1, keepdim=True), z.argmin(-1, keepdim=True)],
+            -1)).pow(2).mean(), classified()),
     "whole_tensor_max_min": (
         lambda m, z, y: z.max() - 2 * z.min() + (z - y).abs().max(),
         regression),

@@ -105,9 +105,25 @@ def _cat(t, node, out, tensors, dim=0):
               if isinstance(x, Value) or x.numel()]
     if len(values) == 1:
         return values[0]
+    if values[0].type.dtype in _INTEGERS:
+        return _integer_cat(t, values, dim % values[0].type.rank)
     for v in values:
         _float(t, v, "cat")
     return t.f.concat(values, dim)
+
+
+def _integer_cat(t, values, dim: int) -> Value:
+    """torch.cat of integer tensors (PhiMoE's chosen experts), exactly:
+    each padded with zeros to its place along `dim`, then added (nn.concat
+    takes floats only; nn.pad and integer adds any type)."""
+    total = sum(v.type.shape[dim] for v in values)
+    start, result = 0, None
+    for v in values:
+        n = v.type.shape[dim]
+        placed = t.f.pad(v, dim, start, total - start - n)
+        result = placed if result is None else t.f.add(result, placed)
+        start += n
+    return result
 
 
 def _slice(t, node, out, x, dim=0, start=None, end=None, step=1):
