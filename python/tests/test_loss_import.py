@@ -9,7 +9,8 @@ quantisers are built from: sign, round (halves to even) under a
 straight-through estimator, clamp by tensor bounds (the gradient reaching
 the bound taken), argmax and a cat of its indices, max / min of a whole tensor, log2 / exp2 /
 reciprocal, var_mean, bucketize (values on the boundaries), sort (either
-order) and topk of the smallest, their values' gradient scattered back.
+order) and topk of the smallest, their values' gradient scattered back,
+cdist (p = 2 and 1).
 Each model trains 2 ranks × STEPS steps of SGD with
 momentum and is compared with plain torch on the same batches: the losses
 within test_torch_import's LOSS_RTOL and every weight and momentum buffer
@@ -231,6 +232,16 @@ CASES = {
     "topk_smallest": (
         lambda m, z, y: (z - y).topk(2, largest=False).values.pow(2).mean(),
         regression),
+    # Prototypes: each sample's distance to every class prototype (5
+    # columns of fc2's weight), p = 2 and 1 (torch's cdist for small
+    # inputs), and to every sample of the batch, itself included: distance
+    # 0, where the gradient is 0, not NaN.
+    "cdist_prototypes": (
+        lambda m, z, y: F.cross_entropy(
+            -torch.cdist(z, m.fc2.weight[:, :5])
+            - 0.1 * torch.cdist(z, m.fc2.weight[:, 5:10], p=1)
+            - torch.cdist(z, z.detach()).mean(-1, keepdim=True), y),
+        classified()),
     "round_straight_through": (straight_through_round, halves),
     "clamp_by_tensors": (clamp_by_tensors, regression),
     "mse_of_one_hot": (

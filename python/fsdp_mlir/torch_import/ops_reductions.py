@@ -8,7 +8,8 @@ import math
 from typing import Callable, Dict
 
 from ..ir import Value
-from .common import _INTEGERS, _Unsupported, _dtype, _float, _scalar, _shape
+from .common import (_INTEGERS, _Unsupported, _dtype, _float, _keep_either,
+                     _scalar, _shape)
 from .ops_routing import _max_dim
 
 
@@ -112,6 +113,35 @@ def _var(t, node, out, x, dims=None, unbiased=True, keepdim=False,
     centered = t.f.sub(x, t.f.reduce_mean(x, dims, True))
     squares = t.f.reduce_sum(t.f.mul(centered, centered), dims, keepdim)
     return t.f.scale(squares, 1.0 / (count - correction))
+
+
+def _cdist(t, node, out, x1, x2, p=2.0, compute_mode=None):
+    """torch.cdist as torch computes it for small inputs (larger ones
+    export already decomposed into its matmul form): every pair's
+    difference [..., P, R, M], then (Σ|d|^p)^(1/p). For p = 2 a pair at
+    distance 0 gets no gradient, as torch's _cdist_backward (the square
+    root's would be infinite there)."""
+    x1, x2 = _float(t, t.v(x1), "cdist"), _float(t, t.v(x2), "cdist")
+    if x1.type.dtype != "f32":  # in f32, rounded back at the end
+        y = _cdist(t, node, out, t.f.cast(x1, "f32"), t.f.cast(x2, "f32"), p)
+        return t.f.cast(y, x1.type.dtype)
+    p = float(p)
+    if p <= 0 or math.isinf(p):
+        raise _Unsupported(f"cdist with p = {p}")
+    rows = t.reshape(x1, list(x1.type.shape[:-1]) + [1, x1.type.shape[-1]])
+    cols = t.reshape(x2, list(x2.type.shape[:-2]) + [1]
+                     + list(x2.type.shape[-2:]))
+    diff = t.f.sub(rows, cols)
+    last = [diff.type.rank - 1]
+    if p == 1:
+        return t.f.reduce_sum(t.f.abs(diff), last)
+    if p != 2:
+        return t.f.pow(t.f.reduce_sum(t.f.pow(t.f.abs(diff), p), last),
+                       1.0 / p)
+    squares = t.f.reduce_sum(t.f.mul(diff, diff), last)
+    apart = t.f.compare("gt", squares, _scalar(t, 0.0, "f32"))
+    return t.f.keep(t.f.sqrt(_keep_either(t, apart, squares, 1.0, "f32")),
+                    apart)
 
 
 def _var_mean(t, node, out, x, dims=None, unbiased=True, keepdim=False,
@@ -270,6 +300,7 @@ OPS: Dict[str, Callable] = {
     "var.correction": _var,
     "var.dim": _var,
     "var_mean.correction": _var_mean,
+    "_cdist_forward.default": _cdist,
     "var_mean.dim": _var_mean,
     "batch_norm.default": _batch_norm,
     "_native_batch_norm_legit_functional.default": _batch_norm_functional,
