@@ -1181,24 +1181,72 @@ def test_unsupported_writes_are_named_with_their_lines():
 
 
 class IntegerLeftovers(torch.nn.Module):
-    """Integer ops still outside the importer, beside supported ones."""
+    """Integer ops still outside the importer (bitwise arithmetic of
+    integers), beside supported ones."""
 
     def __init__(self):
         super().__init__()
         self.table = torch.nn.Embedding(8, 4)
 
     def forward(self, ids):
-        top = torch.maximum(ids, ids * 2)  # LINE-MAXIMUM
-        half = torch.div(ids, 2, rounding_mode="floor")  # LINE-FLOOR
-        return (self.table(top % 8).sum()  # LINE-REMAINDER
-                + self.table(half).sum())
+        top = torch.maximum(ids, ids * 2)
+        low = ids & 3  # LINE-AND
+        doubled = ids << 1  # LINE-SHIFT
+        return (self.table(top % 8).sum() + self.table(low).sum()
+                + self.table(doubled % 8).sum())
 
 
 def test_unsupported_integer_ops_are_one_report():
     assert_refused(IntegerLeftovers(), [torch.zeros(2, 4, dtype=torch.long)], {
-        "LINE-MAXIMUM": "maximum of integer tensors computed at run time",
-        "LINE-FLOOR": "div with rounding_mode='floor'",
-        "LINE-REMAINDER": "unsupported op remainder.Scalar"})
+        "LINE-AND": "unsupported op bitwise_and.Scalar",
+        "LINE-SHIFT": "unsupported op __lshift__.Scalar"})
+
+
+class IntegerArithmetic(torch.nn.Module):
+    """Embedding ids computed from signed integer data by maximum /
+    minimum, division rounded down and toward zero, remainder, sign and
+    clamp; and a float feature rounded by floor, ceil, trunc, round and
+    divisions rounded (no gradient through them, as torch's; the divisor
+    0.75 is exact in f32, so a quotient of the data's halves lands on an
+    integer only when it is one: see ops_rounding._div on torch's fmod).
+    The loss is scaled down so SGD stays stable on these large targets."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(16, 4)
+        self.fc = torch.nn.Linear(4, 1)
+
+    def forward(self, codes, x):
+        ids = (torch.maximum(codes, -codes // 2) % 16
+               + torch.minimum(codes, codes.abs()).clamp(0, 3)
+               + torch.div(codes, 3, rounding_mode="trunc").abs()
+               + torch.div(codes, -3, rounding_mode="floor") % 5
+               + torch.sign(codes) + 1) % 16
+        h = self.table(ids).sum(1)
+        r = (torch.floor(x) + torch.ceil(x) / 2 + torch.trunc(x) / 3
+             + torch.round(x) / 4 + torch.div(x, 0.75, rounding_mode="floor")
+             - torch.div(x, -0.75, rounding_mode="trunc"))
+        return ((self.fc(h).squeeze(-1) - r.sum(-1)) ** 2).mean() / 100
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_integer_arithmetic_trains_like_torch(tmp_path, ranks):
+    torch.manual_seed(0)
+    module = IntegerArithmetic()
+    rng = np.random.default_rng(3)
+    data = [rng.integers(-40, 40, (NUM_SAMPLES, 6)),
+            # Halves and exact integers among the floats: the ties.
+            np.concatenate([rng.integers(-8, 8, (NUM_SAMPLES, 3)) / 2,
+                            3 * rng.standard_normal((NUM_SAMPLES, 3))],
+                           1).astype(np.float32)]
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data])
+    got, saved = train_imported(tmp_path, module, model, data, ranks, "sgd")
+    want = torch_losses(module, data, ranks, "sgd")
+    for a, b in zip(got, want, strict=True):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6), (got, want)
+    assert_state_matches(
+        saved, {n: p.detach().numpy() for n, p in module.named_parameters()})
 
 
 class InPlaceOnView(torch.nn.Module):

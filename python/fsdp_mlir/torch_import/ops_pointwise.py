@@ -109,9 +109,7 @@ def _integer_by_scalar(t, op: str, x: Value, s, x_first: bool, out):
 
 
 def _binary(op):
-    def build(t, node, out, a, b, alpha=1, rounding_mode=None):
-        if rounding_mode is not None:
-            raise _Unsupported(f"div with rounding_mode={rounding_mode!r}")
+    def build(t, node, out, a, b, alpha=1):
         if alpha != 1:
             if isinstance(b, (int, float)):
                 b = b * alpha
@@ -166,6 +164,8 @@ def _rsub(t, node, out, x, other, alpha=1):
 
 
 def _neg(t, node, out, x):
+    if x.type.dtype in _INTEGERS:
+        return t.f.sub(_scalar(t, 0, x.type.dtype), x)
     return t.f.scale(_float(t, x, "neg"), -1.0)
 
 
@@ -294,42 +294,6 @@ def _unary(method):
     return build
 
 
-def _sign(t, node, out, x):
-    """torch.sign as (x > 0) − (x < 0): no gradient, as torch's."""
-    x = _float(t, x, "sign")
-    zero = _scalar(t, 0.0, x.type.dtype)
-    return t.f.sub(t.f.compare("gt", x, zero), t.f.compare("lt", x, zero))
-
-
-def _round(t, node, out, x, decimals=0):
-    """torch.round: to the nearest integer, halves to even, with no
-    gradient. t = x truncated toward zero (a cast through i64); one more
-    away from zero where |x − t| > 1/2, or = 1/2 and t is odd. From 2^23
-    on every f32 is an integer and stays as it is (bf16 and f16 are
-    rounded in f32)."""
-    if decimals:
-        raise _Unsupported(f"round to {decimals} decimals")
-    x = t.f.stop_gradient(_float(t, x, "round"))
-    dtype = x.type.dtype
-    if dtype != "f32":
-        x = t.f.cast(x, "f32")
-    # Below 2^23 in magnitude (NaN and ±inf are not: they stay).
-    fits = t.f.compare("lt", t.f.abs(x), _scalar(t, 2.0 ** 23, "f32"))
-    small = _keep_either(t, fits, x, 0.0, "f32")  # i64 holds its truncation
-    whole = t.f.cast(small, "i64")
-    trunc = t.f.cast(whole, "f32")
-    gap = t.f.abs(t.f.sub(small, trunc))
-    half = _scalar(t, 0.5, "f32")
-    two = _scalar(t, 2, "i64")
-    odd = t.f.cast(t.f.sub(whole, t.f.mul(t.f.op(
-        "nn.floor_div", [whole, two], [whole.type])[0], two)), "f32")
-    away = t.f.maximum(t.f.compare("gt", gap, half), t.f.mul(
-        t.f.compare("eq", gap, half), t.f.abs(odd)))
-    rounded = t.f.add(trunc, t.f.mul(away, _sign(t, node, out, small)))
-    y = _keep_either(t, fits, rounded, x, "f32")
-    return y if dtype == "f32" else t.f.cast(y, dtype)
-
-
 def _pow(t, node, out, x, exponent):
     if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
         raise _Unsupported("pow with a tensor exponent")
@@ -439,9 +403,6 @@ OPS: Dict[str, Callable] = {
     "mul.Scalar": _binary("mul"),
     "div.Tensor": _binary("div"),
     "div.Scalar": _binary("div"),
-    "div.Tensor_mode": _binary("div"),
-    "maximum.default": _binary("maximum"),
-    "minimum.default": _binary("minimum"),
     **{f"{c}.{k}": _compare(c) for c in _COMPARISONS
        for k in ("Tensor", "Scalar")},
     "where.self": _where,
@@ -473,13 +434,9 @@ OPS: Dict[str, Callable] = {
     "erf.default": _unary("erf"),
     "sin.default": _unary("sin"),
     "cos.default": _unary("cos"),
-    "abs.default": _unary("abs"),
     # NaN is the one value unequal to itself.
     "isnan.default": lambda t, node, out, x: t.f.compare(
         "ne", _float(t, x, "isnan"), x),
-    "sign.default": _sign,
-    "round.default": _round,
-    "round.decimals": _round,
     "reciprocal.default": lambda t, node, out, x: t.f.div(
         _scalar(t, 1.0, x.type.dtype), _float(t, x, "reciprocal")),
     # As log(x) / ln 2 and exp(x · ln 2): a few ulps off torch's.

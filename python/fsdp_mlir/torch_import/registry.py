@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from . import (ops_attention, ops_conv, ops_layout, ops_linear, ops_losses,
-               ops_pointwise, ops_reductions, ops_resample, ops_routing,
-               ops_scatter, ops_spectral)
+               ops_pointwise, ops_reductions, ops_resample, ops_rounding,
+               ops_routing, ops_scatter, ops_spectral)
 
-_FAMILIES = (ops_linear, ops_conv, ops_pointwise, ops_layout, ops_attention,
-             ops_reductions, ops_losses, ops_resample, ops_routing,
-             ops_scatter, ops_spectral)
+_FAMILIES = (ops_linear, ops_conv, ops_pointwise, ops_rounding, ops_layout,
+             ops_attention, ops_reductions, ops_losses, ops_resample,
+             ops_routing, ops_scatter, ops_spectral)
 
 
 def _assemble() -> Dict[str, Callable]:
