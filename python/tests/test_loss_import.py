@@ -1,6 +1,7 @@
 """Loss functions as users write them, imported and trained like torch:
 cross_entropy with label smoothing, class weights, ignore_index and no
-reduction (the K-dimensional form too), nll_loss of log_softmax,
+reduction, of class indices or class probabilities (the K-dimensional
+form too), nll_loss of log_softmax,
 distillation's KL divergence, binary cross-entropy (with logits and
 pos_weight, and of probabilities), the robust regression and margin
 losses, losses over F.one_hot targets, transformers' LabelSmoother and
@@ -180,6 +181,18 @@ CASES = {
                                         label_smoothing=0.1),
         per_position),
     "hf_label_smoother": (_hf_label_smoother, per_position),
+    # Mixup's targets as torchvision's references train them: class
+    # probabilities, smoothed and weighted; and per position (K-dim).
+    "probability_targets": (
+        lambda m, z, y: F.cross_entropy(z, y, label_smoothing=0.1,
+                                        weight=m.class_weight),
+        soft_targets),
+    "probability_targets_per_position": (
+        lambda m, z, y: F.cross_entropy(
+            z.transpose(1, 2), F.softmax(3 * y[..., :CLASSES], -1)
+            .transpose(1, 2), reduction="sum") / 10,
+        lambda rng: [features(rng, LENGTH), rng.standard_normal(
+            (NUM_SAMPLES, LENGTH, CLASSES)).astype(np.float32)]),
     "nll_of_log_softmax": (
         lambda m, z, y: F.nll_loss(F.log_softmax(z, dim=-1), y),
         classified(ignored=0.2)),

@@ -1,6 +1,6 @@
 """The losses torch computes as one op: cross_entropy (PyTorch's
 K-dimensional form, ignore_index, class weights, label smoothing, any
-reduction) and mse_loss. The plain cross-entropy (mean or sum, no weights,
+reduction; class indices or class probabilities) and mse_loss. The plain cross-entropy (mean or sum, no weights,
 no smoothing) is nn.cross_entropy, one fused kernel over the logits; the
 rest is built from log_softmax and a one-hot mask of the targets, as
 torch's own formula."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from ..ir import Value
+from .common import _FLOATS, _Unsupported, _scalar
 from .ops_reductions import log_softmax
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -16,14 +17,26 @@ _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
                    ignore_index=-100, label_smoothing=0.0):
-    logits = t.v(logits)
+    logits, targets = t.v(logits), t.v(targets)
+    probabilities = targets.type.dtype in _FLOATS
     if logits.type.rank > 2:
         # torch's K-dimensional form, logits [N, C, d1, ..., dk] and targets
         # [N, d1, ..., dk] (a segmentation's class per pixel): the classes
-        # moved last, where nn.cross_entropy reads them.
+        # moved last, where nn.cross_entropy reads them (class
+        # probabilities' too).
         rank = logits.type.rank
-        logits = t.transpose(logits, [0] + list(range(2, rank)) + [1])
-    targets, reduction = t.v(targets), _REDUCTIONS[reduction]
+        classes_last = [0] + list(range(2, rank)) + [1]
+        logits = t.transpose(logits, classes_last)
+        if probabilities:
+            targets = t.transpose(targets, classes_last)
+    reduction = _REDUCTIONS[reduction]
+    if probabilities:
+        if int(ignore_index) != -100:
+            raise _Unsupported("cross_entropy with class probabilities and "
+                               "an ignore_index (torch refuses it too)")
+        return _cross_entropy_of_probabilities(
+            t, logits, targets, None if weight is None else t.v(weight),
+            reduction, float(label_smoothing))
     if weight is None and not label_smoothing and reduction != "none":
         return t.f.cross_entropy(logits, targets, reduction,
                                  ignore_index=int(ignore_index))
@@ -86,6 +99,34 @@ def _composite_cross_entropy(t, logits: Value, targets: Value, weight,
         if reduction == "mean":
             loss = t.f.div(loss, t.f.reduce_sum(
                 counted, list(range(counted.type.rank))))
+    return loss if dtype == "f32" else t.f.cast(loss, dtype)
+
+
+def _cross_entropy_of_probabilities(t, logits: Value, targets: Value,
+                                    weight, reduction: str,
+                                    smoothing: float) -> Value:
+    """cross_entropy against class probabilities y [..., C] (mixup and
+    cutmix targets, distillation), as aten's
+    cross_entropy_loss_prob_target: −Σ_c w·y·log_softmax(logits), y
+    smoothed to (1 − ε)·y + ε / C; the mean divides by the number of
+    positions (not by weights)."""
+    classes = logits.type.shape[-1]
+    p = log_softmax(t, logits, -1)
+    dtype = p.type.dtype
+    if dtype != "f32":
+        p, targets = t.f.cast(p, "f32"), t.f.cast(targets, "f32")
+    if smoothing:
+        targets = t.f.add(t.f.scale(targets, 1.0 - smoothing),
+                          _scalar(t, smoothing / classes, "f32"))
+    if weight is not None:
+        targets = t.f.mul(targets, weight if weight.type.dtype == "f32"
+                          else t.f.cast(weight, "f32"))
+    loss = t.f.scale(t.f.reduce_sum(t.f.mul(p, targets), [p.type.rank - 1]),
+                     -1.0)
+    if reduction == "sum":
+        loss = t.f.reduce_sum(loss, list(range(loss.type.rank)))
+    elif reduction == "mean":
+        loss = t.f.reduce_mean(loss, list(range(loss.type.rank)))
     return loss if dtype == "f32" else t.f.cast(loss, dtype)
 
 
