@@ -542,6 +542,36 @@ ARCHS: dict[str, Arch] = {
         T.Lfm2ForCausalLM, T.Lfm2Config, num_key_value_heads=2,
         layer_types=["conv", "full_attention"], **DEC), causal_lm_data,
         ["Lfm2DecoderLayer"]),
+    "bamba": Arch("decoder", hf(
+        T.BambaForCausalLM, T.BambaConfig, num_key_value_heads=2,
+        mamba_n_heads=8, mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1,
+        mamba_chunk_size=8, attn_layer_indices=[1], **DEC), causal_lm_data,
+        ["BambaDecoderLayer"]),
+    "falcon_mamba": Arch("decoder", hf(
+        T.FalconMambaForCausalLM, T.FalconMambaConfig, vocab_size=VOCAB,
+        hidden_size=32, state_size=4, num_hidden_layers=2, expand=2,
+        conv_kernel=4, use_cache=False), causal_lm_data,
+        ["FalconMambaBlock"]),
+    # Lightning attention (linear attention with per-head decay, chunked)
+    # in every layer but the last, softmax attention there; MoE MLPs.
+    "minimax": Arch("decoder", hf(
+        T.MiniMaxForCausalLM, T.MiniMaxConfig, num_key_value_heads=2,
+        num_local_experts=2, num_experts_per_tok=1, block_size=8,
+        layer_types=["linear_attention", "full_attention"], **DEC),
+        causal_lm_data, ["MiniMaxDecoderLayer"]),
+    # Hybrid sliding-window and global attention, QK norms after the
+    # projections.
+    "exaone4": Arch("decoder", hf(
+        T.Exaone4ForCausalLM, T.Exaone4Config, num_key_value_heads=2,
+        sliding_window=8, **DEC), causal_lm_data, ["Exaone4DecoderLayer"]),
+    "hunyuan": Arch("decoder", hf(
+        T.HunYuanDenseV1ForCausalLM, T.HunYuanDenseV1Config,
+        num_key_value_heads=2, head_dim=8, **TOKENS, **DEC), causal_lm_data,
+        ["HunYuanDenseV1DecoderLayer"]),
+    "ernie4_5": Arch("decoder", hf(
+        T.Ernie4_5ForCausalLM, T.Ernie4_5Config, num_key_value_heads=2,
+        head_dim=8, **TOKENS, **DEC), causal_lm_data,
+        ["Ernie4_5DecoderLayer"]),
     # Encoders
     "bert": Arch("encoder", hf(T.BertForMaskedLM, T.BertConfig, **ENC),
                  masked_lm_data, ["BertLayer"], key_bias_noise),
@@ -571,6 +601,23 @@ ARCHS: dict[str, Arch] = {
         max_position_embeddings=64, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, num_labels=CLASSES),
         classifier_data, ["CanineLayer"], key_bias_noise),
+    # BigBird at full attention (its block-sparse pattern needs longer
+    # sequences than 16 tokens).
+    "big_bird": Arch("encoder", hf(
+        T.BigBirdForMaskedLM, T.BigBirdConfig, attention_type="original_full",
+        **{**ENC, "attn_implementation": "eager"}), masked_lm_data,
+        ["BigBirdLayer"], key_bias_noise),
+    # Rotary position embeddings in an encoder.
+    "roformer": Arch("encoder", hf(
+        T.RoFormerForMaskedLM, T.RoFormerConfig, embedding_size=32,
+        **{**ENC, "attn_implementation": "eager"}), masked_lm_data,
+        ["RoFormerLayer"], key_bias_noise),
+    # Input embeddings narrower than the hidden size, an untied wider
+    # output embedding.
+    "rembert": Arch("encoder", hf(
+        T.RemBertForMaskedLM, T.RemBertConfig, input_embedding_size=16,
+        output_embedding_size=48, **{**ENC, "attn_implementation": "eager"}),
+        masked_lm_data, ["RemBertLayer"], key_bias_noise),
     "distilbert": Arch("encoder", hf(
         T.DistilBertForMaskedLM, T.DistilBertConfig, vocab_size=VOCAB,
         dim=32, n_layers=2, n_heads=4, hidden_dim=64,
@@ -650,6 +697,13 @@ ARCHS: dict[str, Arch] = {
     # Encoder-decoders
     "t5": Arch("encoder-decoder", lambda: HFLoss(t5(), ("input_ids", "decoder_input_ids")),
                seq2seq_data, ["T5Block"]),
+    # T5 with a relative-position bias of its own in every layer.
+    "umt5": Arch("encoder-decoder", lambda: HFLoss(T.UMT5ForConditionalGeneration(
+        T.UMT5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64,
+                     num_layers=2, num_heads=4, dropout_rate=0.0,
+                     use_cache=False, decoder_start_token_id=0,
+                     pad_token_id=0, relative_attention_num_buckets=8)),
+        ("input_ids", "decoder_input_ids")), seq2seq_data, ["UMT5Block"]),
     "bart": Arch("encoder-decoder", lambda: HFLoss(T.BartForConditionalGeneration(
         T.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2,
                      decoder_layers=2, encoder_attention_heads=4,
@@ -739,6 +793,59 @@ ARCHS: dict[str, Arch] = {
         depths=[1, 1], focal_levels=[2, 2], focal_windows=[3, 3],
         hidden_sizes=[16, 32], drop_path_rate=0.0, num_labels=CLASSES),
         images(32), ["FocalNetLayer"]),
+    "data2vec_vision": Arch("vision", hf(
+        T.Data2VecVisionForImageClassification, T.Data2VecVisionConfig,
+        inputs="pixel_values", image_size=16, patch_size=4, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        drop_path_rate=0.0, num_labels=CLASSES), images(16),
+        ["Data2VecVisionLayer"], key_bias_noise),
+    "dinov2_registers": Arch("vision", hf(
+        T.Dinov2WithRegistersForImageClassification,
+        T.Dinov2WithRegistersConfig, inputs="pixel_values", image_size=16,
+        patch_size=4, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, mlp_ratio=2, num_register_tokens=2,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        drop_path_rate=0.0, num_labels=CLASSES), images(16),
+        ["Dinov2WithRegistersLayer"], key_bias_noise),
+    "ijepa": Arch("vision", hf(
+        T.IJepaForImageClassification, T.IJepaConfig, inputs="pixel_values",
+        image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, num_labels=CLASSES), images(16),
+        ["IJepaLayer"], key_bias_noise),
+    "vit_msn": Arch("vision", hf(
+        T.ViTMSNForImageClassification, T.ViTMSNConfig, inputs="pixel_values",
+        image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, num_labels=CLASSES), images(16),
+        ["ViTMSNLayer"], key_bias_noise),
+    # Average pooling as the token mixer.
+    "poolformer_hf": Arch("vision", hf(
+        T.PoolFormerForImageClassification, T.PoolFormerConfig,
+        inputs="pixel_values", hidden_sizes=[16, 32], depths=[1, 1],
+        num_encoder_blocks=2, patch_sizes=[7, 3], strides=[4, 2],
+        padding=[2, 1], drop_path_rate=0.0, num_labels=CLASSES), images(32),
+        ["PoolFormerLayer"]),
+    # Global response normalisation.
+    "convnextv2_hf": Arch("vision", hf(
+        T.ConvNextV2ForImageClassification, T.ConvNextV2Config,
+        inputs="pixel_values", patch_size=4, num_stages=2,
+        hidden_sizes=[16, 32], depths=[1, 1], drop_path_rate=0.0,
+        num_labels=CLASSES), images(32), ["ConvNextV2Layer"]),
+    # Efficient additive attention (no T x T scores).
+    "swiftformer": Arch("vision", hf(
+        T.SwiftFormerForImageClassification, T.SwiftFormerConfig,
+        inputs="pixel_values", depths=[1, 1, 1, 1], embed_dims=[8, 16, 24, 32],
+        drop_path_rate=0.0, num_labels=CLASSES), images(32),
+        ["SwiftFormerEncoderBlock"]),
+    "pvt": Arch("vision", hf(
+        T.PvtForImageClassification, T.PvtConfig, inputs="pixel_values",
+        image_size=32, hidden_sizes=[16, 32], depths=[1, 1],
+        num_encoder_blocks=2, sequence_reduction_ratios=[2, 1],
+        num_attention_heads=[1, 2], patch_sizes=[4, 2], strides=[4, 2],
+        mlp_ratios=[2, 2], drop_path_rate=0.0, num_labels=CLASSES),
+        images(32), ["PvtLayer"]),
     "swin": Arch("vision", hf(
         T.SwinForImageClassification, T.SwinConfig, inputs="pixel_values",
         image_size=32, patch_size=4, num_channels=3, embed_dim=16,
@@ -1100,6 +1207,16 @@ ARCHS: dict[str, Arch] = {
     "wavlm": Arch("audio", lambda: HFLoss(T.WavLMForSequenceClassification(
         T.WavLMConfig(**SPEECH, num_buckets=16, max_bucket_distance=32)),
         "input_values"), waveform(400), ["WavLMEncoderLayer"],
+        key_bias_noise),
+    "data2vec_audio": Arch("audio", lambda: HFLoss(
+        T.Data2VecAudioForSequenceClassification(T.Data2VecAudioConfig(
+            **{**SPEECH, "num_conv_pos_embeddings": 2},
+            conv_pos_kernel_size=5)),
+        "input_values"), waveform(400), ["Data2VecAudioEncoderLayer"],
+        key_bias_noise),
+    "unispeech_sat": Arch("audio", lambda: HFLoss(
+        T.UniSpeechSatForSequenceClassification(T.UniSpeechSatConfig(**SPEECH)),
+        "input_values"), waveform(400), ["UniSpeechSatEncoderLayer"],
         key_bias_noise),
     "ast": Arch("audio", lambda: HFLoss(T.ASTForAudioClassification(
         T.ASTConfig(hidden_size=32, num_hidden_layers=2,

@@ -299,15 +299,34 @@ def trains_like_torch(tmp_path, case, runner=None):
                                  for n, p in module.named_parameters()})
 
 
-def test_plain_cross_entropy_stays_one_fused_op():
-    """Only cross_entropy with weights, smoothing or no reduction is built
-    from log_softmax: the plain one stays nn.cross_entropy (one kernel,
-    no [N, C] intermediates)."""
+def test_cross_entropy_of_indices_without_weights_stays_fused():
+    """The fused nn.cross_entropy (one kernel, no [N, C] one-hot; a target
+    out of range reported) serves cross_entropy of class indices, mean or
+    sum, without class weights, label smoothing adding its term beside it;
+    class weights take torch's formula over log_softmax."""
     data = classified()(np.random.default_rng(3))
     example = [torch.from_numpy(d[:PER_RANK]) for d in data]
-    plain = from_torch(Classifier(lambda m, z, y: F.cross_entropy(z, y)),
-                       example).text()
-    smoothed = from_torch(Classifier(CASES["label_smoothing"][0]),
-                          example).text()
-    assert plain.count("nn.cross_entropy") == 1
-    assert "nn.cross_entropy" not in smoothed and "nn.exp" in smoothed
+
+    def imported(loss):
+        return from_torch(Classifier(loss), example).text()
+    plain = imported(lambda m, z, y: F.cross_entropy(z, y))
+    smoothed = imported(CASES["label_smoothing"][0])
+    weighted = imported(CASES["class_weights"][0])
+    assert plain.count("nn.cross_entropy") == 1 and "nn.exp" not in plain
+    assert smoothed.count("nn.cross_entropy") == 1 and "nn.exp" in smoothed
+    assert "nn.cross_entropy" not in weighted and "nn.exp" in weighted
+
+
+def test_out_of_range_target_is_reported_with_label_smoothing(tmp_path):
+    """A class index past the logits stops the run before its first step
+    (fsdp-run checks the targets of nn.cross_entropy as it loads them;
+    torch raises too), label smoothing or not."""
+    torch.manual_seed(0)
+    module = Classifier(CASES["label_smoothing"][0])
+    data = classified()(np.random.default_rng(3))
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data])
+    data[1][5] = CLASSES + 2
+    with pytest.raises(Exception, match=r"holds id 7 at element 5, "
+                       r"outside \[0, 5\) and not the ignore_index -100"):
+        train_imported(tmp_path, module, model, data, RANKS, "sgd")

@@ -1,9 +1,10 @@
 """The losses torch computes as one op: cross_entropy (PyTorch's
 K-dimensional form, ignore_index, class weights, label smoothing, any
-reduction; class indices or class probabilities) and mse_loss. The plain cross-entropy (mean or sum, no weights,
-no smoothing) is nn.cross_entropy, one fused kernel over the logits; the
-rest is built from log_softmax and a one-hot mask of the targets, as
-torch's own formula."""
+reduction; class indices or class probabilities) and mse_loss. The
+cross-entropy of class indices, mean or sum, without class weights is
+nn.cross_entropy, one fused kernel over the logits (label smoothing adds
+its term beside it); the rest is built from log_softmax and a one-hot
+mask of the targets, as torch's own formula."""
 from __future__ import annotations
 
 from typing import Callable, Dict
@@ -11,6 +12,7 @@ from typing import Callable, Dict
 from ..ir import Value
 from .common import _FLOATS, _Unsupported, _scalar
 from .ops_reductions import log_softmax
+from .ops_routing import _max_dim
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -37,12 +39,43 @@ def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
         return _cross_entropy_of_probabilities(
             t, logits, targets, None if weight is None else t.v(weight),
             reduction, float(label_smoothing))
-    if weight is None and not label_smoothing and reduction != "none":
-        return t.f.cross_entropy(logits, targets, reduction,
+    if weight is None and reduction != "none":
+        loss = t.f.cross_entropy(logits, targets, reduction,
                                  ignore_index=int(ignore_index))
+        if not label_smoothing:
+            return loss
+        return _smoothed(t, loss, logits, targets, reduction,
+                         int(ignore_index), float(label_smoothing))
     return _composite_cross_entropy(
         t, logits, targets, None if weight is None else t.v(weight),
         reduction, int(ignore_index), float(label_smoothing))
+
+
+def _smoothed(t, nll: Value, logits: Value, targets: Value, reduction: str,
+              ignore_index: int, smoothing: float) -> Value:
+    """Label smoothing without class weights: (1 − ε)·nll + (ε / C)·smooth,
+    nll the fused nn.cross_entropy (which also reports a target out of
+    range), smooth = −Σ_c log_softmax = C·lse − Σ_c x on each counted row,
+    summed or averaged over them: aten's formula, holding one [..., C]
+    temporary (the exponentials) instead of the general path's several."""
+    import torch
+    classes, dtype = logits.type.shape[-1], logits.type.dtype
+    x = logits if dtype == "f32" else t.f.cast(logits, "f32")
+    last = [x.type.rank - 1]
+    peak = t.f.stop_gradient(_max_dim(t, None, None, x, last[0], True)[0])
+    lse = t.f.add(t.reshape(peak, list(x.type.shape[:-1])), t.f.log(
+        t.f.reduce_sum(t.f.exp(t.f.sub(x, peak)), last)))
+    rows = t.f.sub(t.f.scale(lse, float(classes)), t.f.reduce_sum(x, last))
+    counted = t.f.compare("ne", t.f.cast(targets, "f32"), t.constant(
+        torch.tensor(float(ignore_index))))
+    everything = list(range(rows.type.rank))
+    smooth = t.f.reduce_sum(t.f.mul(rows, counted), everything)
+    if reduction == "mean":
+        smooth = t.f.div(smooth, t.f.reduce_sum(counted, everything))
+    if dtype != "f32":
+        smooth = t.f.cast(smooth, dtype)
+    return t.f.add(t.f.scale(nll, 1.0 - smoothing),
+                   t.f.scale(smooth, smoothing / classes))
 
 
 def _composite_cross_entropy(t, logits: Value, targets: Value, weight,
