@@ -111,7 +111,7 @@ class Fsdp:
                 shard_group_size=None, lr=None, **extra):
         """The --fsdp-pipeline value (fsdp_mlir.driver's spelling); `extra`
         options (no_sync, loss_scale, ...) pass through to it."""
-        hybrid = strategy == "hybrid-shard"
+        hybrid = strategy.startswith("hybrid")
         return driver.pipeline_options(
             world_size=world_size, sharding_strategy=strategy,
             backward_prefetch=backward_prefetch,

@@ -6,9 +6,9 @@ batch): per-step losses and the final parameters of the full checkpoint must
 agree within a relative 1e-5.
 
 The full matrix is {mlp, nested_wrapped, gpt2} x {full-shard, shard-grad-op,
-no-shard, hybrid-shard (2x2, 4 ranks only)} x backward-prefetch {none, pre,
-post} x forward-prefetch {off, on} x ranks {2, 3, 4} x {sgd momentum 0.9,
-adamw}: 360 runs, selected with FSDP_PARITY_FULL=1 (scripts/parity-sweep.sh).
+no-shard, hybrid-shard, hybrid-shard-zero2 (2x2, 4 ranks only)} x
+backward-prefetch {none, pre, post} x forward-prefetch {off, on} x ranks
+{2, 3, 4} x {sgd momentum 0.9, adamw}: 396 runs, selected with FSDP_PARITY_FULL=1 (scripts/parity-sweep.sh).
 By default a greedy covering slice of it runs: every (model, strategy,
 ranks), every (strategy, backward-prefetch, forward-prefetch), every
 (model, strategy, optimizer) and every pair of single options at least once.
@@ -26,7 +26,8 @@ import pytest
 
 from conftest import DELAY_ENV, MODELS
 
-STRATEGIES = ("full-shard", "shard-grad-op", "no-shard", "hybrid-shard")
+STRATEGIES = ("full-shard", "shard-grad-op", "no-shard", "hybrid-shard",
+              "hybrid-shard-zero2")
 BACKWARD = ("none", "pre", "post")
 FORWARD = (False, True)
 RANKS = (2, 3, 4)
@@ -62,7 +63,7 @@ PARAM_ATOL = {"sgd": (0.0, 1e-6), "adamw": (1e-5, 1e-5), "adam": (1e-5, 1e-5),
 def full_matrix():
     return [c for c in itertools.product(MODELS, STRATEGIES, RANKS, BACKWARD,
                                          FORWARD, OPTIMIZERS)
-            if c[1] != "hybrid-shard" or c[2] == 4]
+            if not c[1].startswith("hybrid") or c[2] == 4]
 
 
 def ci_slice(matrix):
@@ -191,7 +192,7 @@ def test_bf16_close_to_f32(fsdp, config):
     assert bf16.losses != f32.losses
 
 
-DELAY_CONFIGS = [("gpt2", s, 4 if s == "hybrid-shard" else 2, "pre", True,
+DELAY_CONFIGS = [("gpt2", s, 4 if s.startswith("hybrid") else 2, "pre", True,
                   "adamw") for s in STRATEGIES]
 
 

@@ -8,6 +8,7 @@
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=shard-grad-op" --fsdp-insert-collectives | FileCheck %s --check-prefix=ZERO2
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=no-shard" --fsdp-insert-collectives | FileCheck %s --check-prefix=DDP
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=HSDP
+// RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard-zero2 shard-group-size=2" --fsdp-insert-collectives | FileCheck %s --check-prefix=HSDP2
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives="reshard-root-after-forward=true" | FileCheck %s --check-prefix=ROOT
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4" --fsdp-insert-collectives > %t.sync
 // RUN: FileCheck %s --check-prefix=ACCUM < %t.sync
@@ -74,6 +75,17 @@
 // HSDP-COUNT-4: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = #fsdp<phase forward>
 // HSDP-COUNT-3: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = #fsdp<phase backward>
 // HSDP-NOT: fsdp.unshard
+
+// Hybrid ZeRO-2 (FSDP1's _HYBRID_SHARD_ZERO2), 2 x 2: gathered within the
+// shard group once, kept from forward to backward, each unit freed in the
+// backward before its reduction (a reduce-scatter in the group and an
+// all-reduce across the replicas, as hybrid's).
+// HSDP2: fsdp.strategy = #fsdp<strategy hybrid_shard_zero2>
+// HSDP2-COUNT-4: fsdp.unshard {{.*}}mesh<replicate = 2, shard = 2> {{.*}}fsdp.phase = #fsdp<phase forward>
+// HSDP2-NOT: fsdp.unshard
+// HSDP2: fsdp.reshard %{{.*}} unit "module.2" {fsdp.phase = #fsdp<phase backward>
+// HSDP2: fsdp.reduce_grads %{{.*}} unit "module.2" mesh<replicate = 2, shard = 2>
+// HSDP2-NOT: fsdp.unshard
 
 // reshard-root-after-forward: the root is gathered again for the backward.
 // ROOT-COUNT-4: fsdp.unshard {{.*}}fsdp.phase = #fsdp<phase forward>

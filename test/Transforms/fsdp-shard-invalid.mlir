@@ -3,6 +3,7 @@
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=zero3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STRATEGY
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard shard-group-size=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GROUP
+// RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=4 strategy=hybrid-shard-zero2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GROUP2
 // RUN: not fsdp-opt %t/model.mlir --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-shard="world-size=2" --fsdp-shard="world-size=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not fsdp-opt %t/model.mlir --fsdp-build-train-step --fsdp-insert-collectives -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
@@ -10,8 +11,9 @@
 // RUN: fsdp-opt %t/mixed.mlir --fsdp-build-train-step --fsdp-shard="world-size=2" -verify-diagnostics -o /dev/null
 
 // WORLD: error: fsdp-shard: world-size must be >= 1, got 0
-// STRATEGY: error: fsdp-shard: unknown strategy 'zero3'; expected full-shard, shard-grad-op, no-shard or hybrid-shard
+// STRATEGY: error: fsdp-shard: unknown strategy 'zero3'; expected full-shard, shard-grad-op, no-shard, hybrid-shard or hybrid-shard-zero2
 // GROUP: error: fsdp-shard: hybrid-shard needs a shard-group-size that divides world-size 4, got 3
+// GROUP2: error: fsdp-shard: hybrid-shard-zero2 needs a shard-group-size that divides world-size 4, got 0
 // NOSTEP: error: 'fsdp.model' op has no train step to shard; run fsdp-build-train-step first
 // TWICE: error: 'func.func' op is already sharded
 // SCHEDULED: error: 'func.func' op is already scheduled

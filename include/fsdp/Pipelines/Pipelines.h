@@ -22,11 +22,13 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                             llvm::cl::init(1)};
   Option<std::string> shardingStrategy{
       *this, "sharding-strategy",
-      llvm::cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard"),
+      llvm::cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard "
+                     "| hybrid-shard-zero2"),
       llvm::cl::init("full-shard")};
   Option<int64_t> shardGroupSize{
       *this, "shard-group-size",
-      llvm::cl::desc("hybrid-shard: ranks per shard group"), llvm::cl::init(0)};
+      llvm::cl::desc("hybrid-shard(-zero2): ranks per shard group"),
+      llvm::cl::init(0)};
   Option<std::string> autoWrapPolicy{
       *this, "auto-wrap-policy",
       llvm::cl::desc("size | module-kind | always | none"),

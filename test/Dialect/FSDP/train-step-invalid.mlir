@@ -142,7 +142,7 @@ func.func @mesh_without_strategy() -> (tensor<f32> {fsdp.loss})
 
 // -----
 
-// expected-error @+1 {{attribute 'fsdp.strategy' must be #fsdp<strategy full_shard|shard_grad_op|no_shard|hybrid_shard>, got "full-shard"}}
+// expected-error @+1 {{attribute 'fsdp.strategy' must be #fsdp<strategy full_shard|shard_grad_op|no_shard|hybrid_shard|hybrid_shard_zero2>, got "full-shard"}}
 func.func @strategy_as_string() -> (tensor<f32> {fsdp.loss})
     attributes {fsdp.model = @m, fsdp.mesh = #fsdp.mesh<shard = 2>, fsdp.strategy = "full-shard"} {
   %l = arith.constant dense<0.0> : tensor<f32>

@@ -109,7 +109,8 @@ const AttrRule kRules[] = {
     {kMixedPrecisionAttr, OnOp, "a dictionary of dtypes", is<DictionaryAttr>},
     {kMeshAttr, OnOp, "#fsdp.mesh<...>", is<MeshAttr>},
     {kStrategyAttr, OnOp,
-     "#fsdp<strategy full_shard|shard_grad_op|no_shard|hybrid_shard>",
+     "#fsdp<strategy full_shard|shard_grad_op|no_shard|hybrid_shard|"
+     "hybrid_shard_zero2>",
      is<ShardingStrategyAttr>},
     {kProgramAttr, OnOp, "a program description (string)", is<StringAttr>},
 };

@@ -919,8 +919,8 @@ struct ShardPass : public mlir::fsdp::impl::FSDPShardPassBase<ShardPass> {
       return MeshAttr::get(context, world, 1);
     int64_t group = shardGroupSize;
     if (group < 1 || world % group != 0)
-      return bad() << "hybrid-shard needs a shard-group-size that divides "
-                      "world-size "
+      return bad() << strategyOptionName(kind)
+                 << " needs a shard-group-size that divides world-size "
                    << world << ", got " << group;
     return MeshAttr::get(context, world / group, group);
   }
@@ -930,7 +930,8 @@ struct ShardPass : public mlir::fsdp::impl::FSDPShardPassBase<ShardPass> {
     if (!kind) {
       emitError(getOperation().getLoc(), "fsdp-shard: unknown strategy '")
           << strategy
-          << "'; expected full-shard, shard-grad-op, no-shard or hybrid-shard";
+          << "'; expected full-shard, shard-grad-op, no-shard, hybrid-shard "
+             "or hybrid-shard-zero2";
       return signalPassFailure();
     }
     FailureOr<MeshAttr> mesh = getMesh(*kind);

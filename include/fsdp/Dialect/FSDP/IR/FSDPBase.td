@@ -125,7 +125,8 @@ def FSDP_PhaseAttr : EnumAttr<FSDP_Dialect, FSDP_Phase, "phase">;
 def FSDP_ShardingStrategy : I32EnumAttr<"ShardingStrategy",
     "how a step's flat parameters are sharded (PyTorch's ShardingStrategy)", [
     I32EnumAttrCase<"full_shard", 0>, I32EnumAttrCase<"shard_grad_op", 1>,
-    I32EnumAttrCase<"no_shard", 2>, I32EnumAttrCase<"hybrid_shard", 3>]> {
+    I32EnumAttrCase<"no_shard", 2>, I32EnumAttrCase<"hybrid_shard", 3>,
+    I32EnumAttrCase<"hybrid_shard_zero2", 4>]> {
   let cppNamespace = "::mlir::fsdp";
   let genSpecializedAttr = 0;
 }

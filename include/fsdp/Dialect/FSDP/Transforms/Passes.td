@@ -406,7 +406,9 @@ def FSDPShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     (ZeRO-2: the same mesh, parameters kept between forward and backward),
     `no-shard` (DDP: <replicate = W, shard = 1>, gradients all-reduced),
     `hybrid-shard` (<replicate = W/S, shard = S> with S =
-    `shard-group-size`). A unit's frozen parameters (`requires_grad =
+    `shard-group-size`), `hybrid-shard-zero2` (the same mesh, parameters
+    kept between forward and backward as under shard-grad-op: FSDP1's
+    `_HYBRID_SHARD_ZERO2`). A unit's frozen parameters (`requires_grad =
     false`) form a second flat parameter (`fsdp.frozen`), sharded and
     gathered with the unit's trainable one but never reduced nor updated:
     no gradient, reduce-scatter or optimizer state for them.
@@ -417,9 +419,11 @@ def FSDPShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of ranks">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
-           "full-shard | shard-grad-op | no-shard | hybrid-shard">,
+           "full-shard | shard-grad-op | no-shard | hybrid-shard | "
+           "hybrid-shard-zero2">,
     Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
-           "hybrid-shard: ranks per shard group (must divide world-size)">,
+           "hybrid-shard(-zero2): ranks per shard group (must divide "
+           "world-size)">,
   ];
 }
 
@@ -431,8 +435,8 @@ def FSDPInsertCollectivesPass : Pass<"fsdp-insert-collectives", "::mlir::ModuleO
     freed (`fsdp.reshard`) after its last forward use and gathered again
     before its first backward use — except the root, kept for the backward
     as PyTorch does, unless `reshard-root-after-forward`, and except units
-    marked `unit<reshard_after_forward = false>`; `shard-grad-op` keeps every
-    unit from forward to backward. `unit<reshard_after_forward = N>` (N
+    marked `unit<reshard_after_forward = false>`; `shard-grad-op` and
+    `hybrid-shard-zero2` keep every unit from forward to backward. `unit<reshard_after_forward = N>` (N
     dividing the shard group; one N per step) keeps this rank's 1/N of the
     unit after the forward (`fsdp.post_forward_shard`) and gathers it back
     over its group of N consecutive ranks for the backward. The gradient
