@@ -21,7 +21,7 @@ from fsdp_mlir import driver, from_torch  # noqa: E402
 from fsdp_mlir.torch_import import UnsupportedModelError, or_policy  # noqa: E402
 from test_torch_import import (OPTIMIZERS, gpt_case, torch_losses,  # noqa: E402
                                train_imported, PER_RANK)
-from torch_reference import Block  # noqa: E402
+from torch_reference import GPT, Block  # noqa: E402
 
 
 class SpecialBlock(Block):
@@ -230,3 +230,62 @@ def test_policy_units_train_like_torch(tmp_path):
     units = driver.program_info(tmp_path / "step.mlir")["units"]
     assert sorted(u["name"] for u in units) == \
         ["", "transformer.h.0", "transformer.h.1"]
+
+
+def test_prefetch_lists_per_unit(tmp_path):
+    """FSDP2's set_modules_to_forward_prefetch / _backward_prefetch as
+    per-unit settings (torch modules or paths): each of 4 blocks prefetches
+    the two after it in the forward and the two before it in the backward.
+    With the default prefetching off, the schedule then issues two gathers
+    ahead (the report's collectives, and a higher planned peak), and the
+    step trains like torch (2 ranks, AdamW, 1e-5: f32 summation
+    order)."""
+    torch.manual_seed(0)
+    module = GPT(layers=4)
+    _, data, _ = gpt_case(np.random.default_rng(3))
+    blocks = list(module.transformer.h)
+
+    def policy(path, m):
+        if m not in blocks:
+            return False
+        i = blocks.index(m)
+        return {"modules_to_forward_prefetch": blocks[i + 1:i + 3],
+                "modules_to_backward_prefetch": [
+                    f"transformer.h.{j}" for j in (i - 1, i - 2) if j >= 0]}
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK]) for d in data],
+                       auto_wrap_policy=policy)
+    assert ('unit<forward_prefetch = ["transformer.h.1", "transformer.h.2"]>'
+            in model.text())
+    assert ('unit<forward_prefetch = ["transformer.h.2", "transformer.h.3"], '
+            'backward_prefetch = ["transformer.h.0"]>' in model.text())
+    options = dict(world_size=2, optimizer="adamw", forward_prefetch=False,
+                   backward_prefetch="none", limit_all_gathers=0,
+                   **OPTIMIZERS["adamw"])
+    report = driver.report(model, **options)
+    backward = [(c["kind"], c["unit"]) for c in report["collectives"]
+                if c["phase"] == "backward"]
+    # The last block's gather done, the two before it are issued, before
+    # its gradient's reduce-scatter (without the lists it comes first).
+    assert backward[:4] == [("all_gather", "transformer.h.3"),
+                            ("all_gather", "transformer.h.2"),
+                            ("all_gather", "transformer.h.1"),
+                            ("reduce_scatter", "transformer.h.3")], backward
+    # Two units gathered ahead cost memory: the planned peak grows.
+    plain = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data],
+                       auto_wrap_policy=lambda path, m: m in blocks)
+    assert report["peak_bytes"] > driver.report(
+        plain, **options)["peak_bytes"]
+    got, _ = train_imported(tmp_path, module, model, data, 2, "adamw",
+                            forward_prefetch=False, backward_prefetch="none",
+                            limit_all_gathers=0)
+    want = torch_losses(module, data, 2, "adamw")
+    assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-5, (got, want)
+
+
+def test_prefetch_of_a_non_unit_is_an_error():
+    with pytest.raises(UnsupportedModelError,
+                       match="unit 'transformer.h.0' a prefetch of "
+                             "'transformer.wte', which is not an FSDP unit"):
+        _model(auto_wrap_policy=lambda path, m: isinstance(m, Block) and {
+            "modules_to_forward_prefetch": ["transformer.wte"]})

@@ -10,6 +10,27 @@
 // RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-prefetch="limit-all-gathers=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADLIMIT
 // RUN: not fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step --fsdp-prefetch -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNSHARDED
 // RUN: fsdp-opt %examples/nested_wrapped.mlir --fsdp-build-train-step="grad-accum-steps=2" --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=true limit-all-gathers=0" | FileCheck %s --check-prefix=MB
+// RUN: sed -e 's/kind "NestedWrappedModule" unit {/kind "NestedWrappedModule" unit<forward_prefetch = ["module.1", "module.2"]> {/' -e 's/@"2" kind "Linear" unit {/@"2" kind "Linear" unit<backward_prefetch = ["module.1.0"]> {/' %examples/nested_wrapped.mlir | fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch="forward-prefetch=false backward-prefetch=none limit-all-gathers=0" | FileCheck %s --check-prefix=LISTS
+// RUN: sed -e 's/@"2" kind "Linear" unit {/@"2" kind "Linear" unit<backward_prefetch = ["module.3"]> {/' %examples/nested_wrapped.mlir | not fsdp-opt --fsdp-build-train-step --fsdp-shard="world-size=4" --fsdp-insert-collectives --fsdp-prefetch -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOTUNIT
+// RUN: sed -e 's/@"2" kind "Linear" unit {/@"2" kind "Linear" unit<backward_prefetch = ["module.1", 3]> {/' %examples/nested_wrapped.mlir | not fsdp-opt -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOTNAME
+
+// Explicit lists (FSDP2's set_modules_to_forward_prefetch /
+// set_modules_to_backward_prefetch), default prefetching off: once the
+// root's gather is done, module.1's and module.2's are issued, in that
+// order, two units ahead; module.1.0's stays before its own wait. In the
+// backward module.2 issues module.1.0's gather once its own is done, and
+// module.1's (not listed) stays before its wait.
+// LISTS: %[[W0:.*]] = fsdp.wait %{{.*}} {fsdp.phase = #fsdp<phase forward>, fsdp.unit = ""}
+// LISTS-NEXT: fsdp.unshard %arg1 unit "module.1" {{.*}}phase forward>
+// LISTS-NEXT: fsdp.unshard %arg3 unit "module.2" {{.*}}phase forward>
+// LISTS: %[[T10:.*]] = fsdp.unshard %arg2 unit "module.1.0" {{.*}}phase forward>
+// LISTS-NEXT: fsdp.wait %[[T10]]
+// LISTS: fsdp.wait %{{.*}} {fsdp.phase = #fsdp<phase backward>, fsdp.unit = "module.2"}
+// LISTS-NEXT: fsdp.unshard %arg2 unit "module.1.0" {{.*}}phase backward>
+// LISTS: %[[T1:.*]] = fsdp.unshard %arg1 unit "module.1" {{.*}}phase backward>
+// LISTS-NEXT: fsdp.wait %[[T1]]
+// NOTUNIT: error: 'fsdp.module' op unit 'module.2': backward_prefetch names 'module.3', which is not a unit this step gathers
+// NOTNAME: error: custom op 'fsdp.module' backward_prefetch must list unit names (non-empty strings), got ["module.1", 3]
 
 // Without prefetch every gather is issued right before its wait.
 // NONE: %[[T:.*]] = fsdp.unshard %arg2 unit "module.1.0"

@@ -82,6 +82,9 @@ class Module:
     (`checkpoint_wrapper` around this module): True the whole forward,
     "selective" only its cheap ops (the matmuls' and attention's results
     are kept from the forward).
+    `forward_prefetch` / `backward_prefetch` name the units (by path) whose
+    all-gathers this unit issues once its own is done, FSDP2's
+    `set_modules_to_forward_prefetch` / `set_modules_to_backward_prefetch`.
     """
 
     def __init__(self, name: str, kind: str, unit: bool = False,
@@ -95,6 +98,8 @@ class Module:
         self.mixed_precision: Dict[str, Any] = {}
         self.ignored: Optional[str] = None
         self.activation_checkpointing = False
+        self.forward_prefetch: List[str] = []
+        self.backward_prefetch: List[str] = []
         self.parent: Optional[Module] = None
         self.params: Dict[str, Param] = {}
         self.buffers: Dict[str, Buffer] = {}
@@ -223,6 +228,11 @@ class Module:
             fields.append("activation_checkpointing = selective")
         elif self.activation_checkpointing:
             fields.append("activation_checkpointing = true")
+        for key in ("forward_prefetch", "backward_prefetch"):
+            units = getattr(self, key)
+            if units:
+                fields.append(f"{key} = [" + ", ".join(
+                    f'"{u}"' for u in units) + "]")
         if not self.unit:
             if fields:
                 raise ValueError(f"module {self.name!r}: {', '.join(fields)} "

@@ -29,8 +29,12 @@ MixedPrecisionPolicy or FSDP1 MixedPrecision, the unit's own mixed
 precision (mixed_precision.py); `activation_checkpointing`: True, the
 unit recomputes its forward in its backward (`checkpoint_wrapper` around
 it), or "selective", only its cheap ops (the matmuls' and attention's
-results are kept: PyTorch's selective activation checkpointing). Any other
-setting is an error naming it and the module.
+results are kept: PyTorch's selective activation checkpointing);
+`modules_to_forward_prefetch` / `modules_to_backward_prefetch`: the units
+(torch modules or their paths) whose all-gathers this unit issues once its
+own is done, in order, as FSDP2's `set_modules_to_forward_prefetch` /
+`set_modules_to_backward_prefetch` (prefetching further ahead than the
+next unit). Any other setting is an error naming it and the module.
 """
 from __future__ import annotations
 
@@ -146,12 +150,15 @@ def _checked(path: str, module, settings: Settings) -> Settings:
         elif key == "activation_checkpointing":
             out[key] = _checkpointing(
                 value, f"the wrap policy gives unit '{path}' ")
+        elif key in _PREFETCH_LISTS:
+            out[key] = list(value)
         else:
             raise UnsupportedModelError(
                 f"the wrap policy gives unit '{path}' the setting '{key}', "
                 "which units do not take (per unit: reshard_after_forward, "
                 "sharding_strategy, mp_policy / mixed_precision, "
-                "activation_checkpointing)")
+                "activation_checkpointing, modules_to_forward_prefetch, "
+                "modules_to_backward_prefetch)")
     return out
 
 
@@ -165,11 +172,39 @@ def _checkpointing(value, where: str):
     return value
 
 
+# A unit's setting -> the IR module's list it fills.
+_PREFETCH_LISTS = {"modules_to_forward_prefetch": "forward_prefetch",
+                   "modules_to_backward_prefetch": "backward_prefetch"}
+
+
+def _prefetched(path: str, listed, paths: Dict[int, str],
+                units: Dict[str, Settings]):
+    """The paths of a prefetch list's units (torch modules or paths); one
+    that is not a unit is an error."""
+    out = []
+    for entry in listed:
+        target = entry if isinstance(entry, str) else paths.get(id(entry))
+        if target not in units or not target:
+            raise UnsupportedModelError(
+                f"the wrap policy gives unit '{path}' a prefetch of "
+                f"{entry if isinstance(entry, str) else type(entry).__name__!r}"
+                ", which is not an FSDP unit below the root")
+        out.append(target)
+    return out
+
+
 def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
     """Marks the IR modules (`modules`: path -> ir.Module) that `policy`
     picks in the torch module `root` (outside the `ignored` modules) as
     units with their settings."""
-    for path, settings in units_of(root, policy, ignored).items():
+    units = units_of(root, policy, ignored)
+    paths = {id(m): p for p, m in root.named_modules()}
+    for path, settings in units.items():
+        for key, field in _PREFETCH_LISTS.items():
+            if key in settings:
+                setattr(modules[path], field, _prefetched(
+                    path, settings[key], paths, units))
+    for path, settings in units.items():
         ir = modules[path]
         ir.unit = True
         if "reshard_after_forward" in settings:

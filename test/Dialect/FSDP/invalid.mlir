@@ -267,7 +267,7 @@ fsdp.module @m kind "Linear" unit<reshard_after_forward = 0> {
 
 // -----
 
-// expected-error @+1 {{expected reshard_after_forward, rank_local, param_dtype, reduce_dtype, output_dtype, cast_forward_inputs, ignored or activation_checkpointing, got 'process_group'}}
+// expected-error @+1 {{expected reshard_after_forward, rank_local, param_dtype, reduce_dtype, output_dtype, cast_forward_inputs, ignored, activation_checkpointing, forward_prefetch or backward_prefetch, got 'process_group'}}
 fsdp.module @m kind "Linear" unit<process_group = true> {
 }
 

@@ -151,6 +151,7 @@ struct UnitFields {
   BoolAttr castForwardInputs;
   IgnoredGradSync ignored = IgnoredGradSync::none;
   CheckpointPolicy activationCheckpointing = CheckpointPolicy::none;
+  ArrayAttr forwardPrefetch, backwardPrefetch; // unit names
 };
 } // namespace
 
@@ -230,11 +231,20 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
         fields.activationCheckpointing = *policy;
         continue;
       }
+      if (key == "forward_prefetch" || key == "backward_prefetch") {
+        ArrayAttr units;
+        if (parser.parseAttribute(units))
+          return {};
+        (key == "forward_prefetch" ? fields.forwardPrefetch
+                                   : fields.backwardPrefetch) = units;
+        continue;
+      }
       if (key != "rank_local" && key != "cast_forward_inputs") {
         parser.emitError(loc, "expected reshard_after_forward, rank_local, "
                               "param_dtype, reduce_dtype, output_dtype, "
-                              "cast_forward_inputs, ignored or "
-                              "activation_checkpointing, got '")
+                              "cast_forward_inputs, ignored, "
+                              "activation_checkpointing, forward_prefetch or "
+                              "backward_prefetch, got '")
             << key << "'";
         return {};
       }
@@ -258,7 +268,8 @@ Attribute fsdp::UnitAttr::parse(AsmParser &parser, Type) {
       [&] { return parser.emitError(start); }, parser.getContext(),
       fields.reshard, fields.rankLocal, fields.paramDtype, fields.reduceDtype,
       fields.outputDtype, fields.castForwardInputs, fields.ignored,
-      fields.activationCheckpointing);
+      fields.activationCheckpointing, fields.forwardPrefetch,
+      fields.backwardPrefetch);
 }
 
 void fsdp::UnitAttr::print(AsmPrinter &printer) const {
@@ -293,6 +304,16 @@ void fsdp::UnitAttr::print(AsmPrinter &printer) const {
     flag("activation_checkpointing", true);
   else if (getActivationCheckpointing() == CheckpointPolicy::selective)
     fields.push_back("activation_checkpointing = selective");
+  for (auto [key, units] : {std::pair<StringRef, ArrayAttr>{
+                                "forward_prefetch", getForwardPrefetch()},
+                            {"backward_prefetch", getBackwardPrefetch()}}) {
+    if (!units)
+      continue;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    units.print(os);
+    fields.push_back((key + " = " + text).str());
+  }
   if (!fields.empty())
     printer << '<' << llvm::join(fields, ", ") << '>';
 }
@@ -302,7 +323,18 @@ fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        Attribute reshard, bool rankLocal, TypeAttr paramDtype,
                        TypeAttr reduceDtype, TypeAttr outputDtype,
                        BoolAttr castForwardInputs, IgnoredGradSync ignored,
-                       CheckpointPolicy /*activationCheckpointing*/) {
+                       CheckpointPolicy /*activationCheckpointing*/,
+                       ArrayAttr forwardPrefetch, ArrayAttr backwardPrefetch) {
+  for (auto [key, units] : {std::pair<StringRef, ArrayAttr>{
+                                "forward_prefetch", forwardPrefetch},
+                            {"backward_prefetch", backwardPrefetch}})
+    if (units && !llvm::all_of(units, [](Attribute name) {
+          auto text = dyn_cast<StringAttr>(name);
+          return text && !text.getValue().empty();
+        }))
+      return emitError() << key << " must list unit names (non-empty "
+                                   "strings), got "
+                         << units;
   // (A BoolAttr is an i1 IntegerAttr.)
   if (auto ways = dyn_cast_or_null<IntegerAttr>(reshard);
       ways && !isa<BoolAttr>(ways) && ways.getInt() < 1)
@@ -317,7 +349,7 @@ fsdp::UnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // identical: nothing to reshard, no own process group, no cast.
   if (ignored != IgnoredGradSync::none &&
       (reshard || rankLocal || paramDtype || reduceDtype || outputDtype ||
-       castForwardInputs))
+       castForwardInputs || forwardPrefetch || backwardPrefetch))
     return emitError() << "an ignored unit (ignored = "
                        << stringifyIgnoredGradSync(ignored)
                        << ") takes no other setting: its parameters are "

@@ -143,7 +143,8 @@ struct AutoWrapPass : public fsdp::impl::FSDPAutoWrapPassBase<AutoWrapPass> {
                             /*reduce_dtype=*/{}, /*output_dtype=*/{},
                             /*cast_forward_inputs=*/{},
                             /*ignored=*/IgnoredGradSync::none,
-                            /*activation_checkpointing=*/CheckpointPolicy::none);
+                            /*activation_checkpointing=*/CheckpointPolicy::none,
+                            /*forward_prefetch=*/{}, /*backward_prefetch=*/{});
     if (!root.isUnit())
       root.setUnitAttr(unit);
 

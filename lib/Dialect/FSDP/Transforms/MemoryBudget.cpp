@@ -90,11 +90,12 @@ fsdp::UnitAttr withPolicy(NNModuleOp unit, CheckpointPolicy policy) {
   fsdp::UnitAttr a = unit.getUnitAttr();
   if (!a)
     return fsdp::UnitAttr::get(context, {}, false, {}, {}, {}, {},
-                               IgnoredGradSync::none, policy);
+                               IgnoredGradSync::none, policy, {}, {});
   return fsdp::UnitAttr::get(context, a.getReshardAfterForward(),
                              a.getRankLocal(), a.getParamDtype(),
                              a.getReduceDtype(), a.getOutputDtype(),
-                             a.getCastForwardInputs(), a.getIgnored(), policy);
+                             a.getCastForwardInputs(), a.getIgnored(), policy,
+                             a.getForwardPrefetch(), a.getBackwardPrefetch());
 }
 
 /// What one choice costs: the planned peak per rank and the compute

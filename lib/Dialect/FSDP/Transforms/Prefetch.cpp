@@ -4,6 +4,8 @@
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
+#include "llvm/ADT/StringSet.h"
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPREFETCHPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -54,6 +56,26 @@ public:
     }
   }
 
+  /// Issues, after each gather of `phase` completes, the gathers of the
+  /// units its unit lists in `lists` (FSDP2's set_modules_to_*_prefetch),
+  /// in list order, from the same micro-batch; a unit gathered earlier, or
+  /// not at all in this phase (kept from the forward), needs nothing.
+  void prefetchListed(ArrayRef<Gather> phase,
+                      const llvm::StringMap<SmallVector<StringRef>> &lists) {
+    for (Gather current : phase) {
+      auto listed = lists.find(current.unshard.getUnit());
+      if (listed == lists.end())
+        continue;
+      // One point for the whole list: each issue lands just before it.
+      Operation *point = current.wait->getNextNode();
+      for (StringRef unit : listed->second)
+        for (Gather target : phase)
+          if (target.unshard.getUnit() == unit &&
+              getMicroBatch(target.unshard) == getMicroBatch(current.unshard))
+            issueAt(target, point);
+    }
+  }
+
   SmallVector<Gather> forward, backward;
 
 private:
@@ -98,6 +120,42 @@ Operation *reductionOf(Block &body, Gather gather) {
   return only ? only.getGrad().getDefiningOp() : nullptr;
 }
 
+/// Each unit's forward_prefetch and backward_prefetch lists, keyed by its
+/// name; a listed name must be a unit the step gathers.
+LogicalResult
+collectLists(ModelOp model, Block &body,
+             llvm::StringMap<SmallVector<StringRef>> &forwardLists,
+             llvm::StringMap<SmallVector<StringRef>> &backwardLists) {
+  llvm::StringSet<> gathered;
+  for (auto unshard : body.getOps<UnshardOp>())
+    gathered.insert(unshard.getUnit());
+  WalkResult walk = model.walk([&](NNModuleOp module) {
+    fsdp::UnitAttr unit = module.getUnitAttr();
+    if (!unit)
+      return WalkResult::advance();
+    std::string name = module.getQualifiedName();
+    for (auto [key, units, lists] :
+         {std::tuple{StringRef("forward_prefetch"), unit.getForwardPrefetch(),
+                     &forwardLists},
+          std::tuple{StringRef("backward_prefetch"),
+                     unit.getBackwardPrefetch(), &backwardLists}}) {
+      if (!units)
+        continue;
+      for (auto listed : units.getAsRange<StringAttr>()) {
+        if (!gathered.contains(listed.getValue())) {
+          module.emitOpError("unit '")
+              << name << "': " << key << " names '" << listed.getValue()
+              << "', which is not a unit this step gathers";
+          return WalkResult::interrupt();
+        }
+        (*lists)[name].push_back(listed.getValue());
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 struct PrefetchPass : public fsdp::impl::FSDPPrefetchPassBase<PrefetchPass> {
   using FSDPPrefetchPassBase::FSDPPrefetchPassBase;
 
@@ -124,6 +182,9 @@ struct PrefetchPass : public fsdp::impl::FSDPPrefetchPassBase<PrefetchPass> {
         return signalPassFailure();
       }
       Block &body = step.getBody().front();
+      llvm::StringMap<SmallVector<StringRef>> forwardLists, backwardLists;
+      if (failed(collectLists(model, body, forwardLists, backwardLists)))
+        return signalPassFailure();
       Prefetcher prefetcher(body, limitAllGathers);
       if (forwardPrefetch)
         prefetcher.prefetch(prefetcher.forward, [](Gather current) {
@@ -137,6 +198,8 @@ struct PrefetchPass : public fsdp::impl::FSDPPrefetchPassBase<PrefetchPass> {
         prefetcher.prefetch(prefetcher.backward, [&](Gather current) {
           return reductionOf(body, current);
         });
+      prefetcher.prefetchListed(prefetcher.forward, forwardLists);
+      prefetcher.prefetchListed(prefetcher.backward, backwardLists);
     }
   }
 };

@@ -89,6 +89,13 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
     checkpointing). fsdp-checkpoint-activations checkpoints these units, by
     their own policy, as well as those its `kinds` name.
 
+    `forward_prefetch` and `backward_prefetch` list units (by qualified
+    name) whose all-gathers this unit issues once its own gather is done,
+    in list order, in the forward or the backward: FSDP2's
+    `set_modules_to_forward_prefetch` / `set_modules_to_backward_prefetch`,
+    for prefetching further ahead than the next unit. fsdp-prefetch
+    applies them (subject to its all-gather limit).
+
     ```mlir
     #fsdp.unit
     #fsdp.unit<reshard_after_forward = false>
@@ -99,6 +106,7 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
                cast_forward_inputs = false>
     #fsdp.unit<activation_checkpointing = true>
     #fsdp.unit<activation_checkpointing = selective>
+    #fsdp.unit<forward_prefetch = ["h.1", "h.2"], backward_prefetch = ["h.0"]>
     ```
   }];
   let parameters = (ins OptionalParameter<"::mlir::Attribute">:$reshard_after_forward,
@@ -110,7 +118,9 @@ def FSDP_UnitAttr : FSDP_Attr<"Unit", "unit"> {
                         DefaultValuedParameter<"::mlir::fsdp::IgnoredGradSync",
                             "::mlir::fsdp::IgnoredGradSync::none">:$ignored,
                         DefaultValuedParameter<"::mlir::fsdp::CheckpointPolicy",
-                            "::mlir::fsdp::CheckpointPolicy::none">:$activation_checkpointing);
+                            "::mlir::fsdp::CheckpointPolicy::none">:$activation_checkpointing,
+                        OptionalParameter<"::mlir::ArrayAttr">:$forward_prefetch,
+                        OptionalParameter<"::mlir::ArrayAttr">:$backward_prefetch);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

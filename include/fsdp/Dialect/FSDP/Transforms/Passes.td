@@ -480,6 +480,14 @@ def FSDPPrefetchPass : Pass<"fsdp-prefetch", "::mlir::ModuleOp"> {
       FSDP1's rate limiter does; units kept across phases (the root, and
       every unit under shard-grad-op) do not count. A prefetch that would
       exceed the limit is issued at the first point where it does not.
+    - A unit's `forward_prefetch` / `backward_prefetch` lists
+      (`#fsdp.unit<forward_prefetch = ["h.2", "h.3"]>`, FSDP2's
+      `set_modules_to_forward_prefetch` / `set_modules_to_backward_prefetch`):
+      once the unit's own gather is done, the listed units' gathers of the
+      same micro-batch are issued, in list order, after the options above
+      (and under the same limit); one already issued, or not gathered in
+      that phase, is left as it is. A listed name that is not a unit the
+      step gathers is an error.
 
     The schedule stays one straight-line sequence, so every rank issues the
     same collectives in the same order.
