@@ -313,6 +313,18 @@ ENC = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
            max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
            attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
 
+# T5's family (mT5, UMT5) at the shared sizes.
+T5_SIZES = dict(inputs=("input_ids", "decoder_input_ids"), vocab_size=VOCAB,
+                d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                dropout_rate=0.0, use_cache=False, decoder_start_token_id=0,
+                pad_token_id=0, relative_attention_num_buckets=8)
+
+# ViT's family at the shared sizes: 16 x 16 images in 4 x 4 patches.
+PATCHES = dict(inputs="pixel_values", image_size=16, patch_size=4,
+               hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+               num_labels=CLASSES)
+
 ARCHS: dict[str, Arch] = {
     # Decoders
     "gpt2": Arch("decoder", lambda: HFLoss(gpt2()), causal_lm_data,
@@ -698,12 +710,9 @@ ARCHS: dict[str, Arch] = {
     "t5": Arch("encoder-decoder", lambda: HFLoss(t5(), ("input_ids", "decoder_input_ids")),
                seq2seq_data, ["T5Block"]),
     # T5 with a relative-position bias of its own in every layer.
-    "umt5": Arch("encoder-decoder", lambda: HFLoss(T.UMT5ForConditionalGeneration(
-        T.UMT5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64,
-                     num_layers=2, num_heads=4, dropout_rate=0.0,
-                     use_cache=False, decoder_start_token_id=0,
-                     pad_token_id=0, relative_attention_num_buckets=8)),
-        ("input_ids", "decoder_input_ids")), seq2seq_data, ["UMT5Block"]),
+    "umt5": Arch("encoder-decoder", hf(
+        T.UMT5ForConditionalGeneration, T.UMT5Config, **T5_SIZES),
+        seq2seq_data, ["UMT5Block"]),
     "bart": Arch("encoder-decoder", lambda: HFLoss(T.BartForConditionalGeneration(
         T.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2,
                      decoder_layers=2, encoder_attention_heads=4,
@@ -729,12 +738,9 @@ ARCHS: dict[str, Arch] = {
         T.M2M100ForConditionalGeneration, T.M2M100Config,
         encoder_layerdrop=0.0, decoder_layerdrop=0.0), seq2seq_data,
         ["M2M100EncoderLayer", "M2M100DecoderLayer"], key_bias_noise),
-    "mt5": Arch("encoder-decoder", lambda: HFLoss(T.MT5ForConditionalGeneration(
-        T.MT5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64,
-                    num_layers=2, num_heads=4, dropout_rate=0.0,
-                    use_cache=False, decoder_start_token_id=0,
-                    pad_token_id=0, relative_attention_num_buckets=8)),
-        ("input_ids", "decoder_input_ids")), seq2seq_data, ["MT5Block"]),
+    "mt5": Arch("encoder-decoder", hf(
+        T.MT5ForConditionalGeneration, T.MT5Config, **T5_SIZES),
+        seq2seq_data, ["MT5Block"]),
     "blenderbot": Arch("encoder-decoder", seq2seq(
         T.BlenderbotForConditionalGeneration, T.BlenderbotConfig),
         seq2seq_data, ["BlenderbotEncoderLayer", "BlenderbotDecoderLayer"],
@@ -795,31 +801,19 @@ ARCHS: dict[str, Arch] = {
         images(32), ["FocalNetLayer"]),
     "data2vec_vision": Arch("vision", hf(
         T.Data2VecVisionForImageClassification, T.Data2VecVisionConfig,
-        inputs="pixel_values", image_size=16, patch_size=4, hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        drop_path_rate=0.0, num_labels=CLASSES), images(16),
+        intermediate_size=64, drop_path_rate=0.0, **PATCHES), images(16),
         ["Data2VecVisionLayer"], key_bias_noise),
     "dinov2_registers": Arch("vision", hf(
         T.Dinov2WithRegistersForImageClassification,
-        T.Dinov2WithRegistersConfig, inputs="pixel_values", image_size=16,
-        patch_size=4, hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=4, mlp_ratio=2, num_register_tokens=2,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        drop_path_rate=0.0, num_labels=CLASSES), images(16),
+        T.Dinov2WithRegistersConfig, mlp_ratio=2, num_register_tokens=2,
+        drop_path_rate=0.0, **PATCHES), images(16),
         ["Dinov2WithRegistersLayer"], key_bias_noise),
     "ijepa": Arch("vision", hf(
-        T.IJepaForImageClassification, T.IJepaConfig, inputs="pixel_values",
-        image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=64, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, num_labels=CLASSES), images(16),
-        ["IJepaLayer"], key_bias_noise),
+        T.IJepaForImageClassification, T.IJepaConfig, intermediate_size=64,
+        **PATCHES), images(16), ["IJepaLayer"], key_bias_noise),
     "vit_msn": Arch("vision", hf(
-        T.ViTMSNForImageClassification, T.ViTMSNConfig, inputs="pixel_values",
-        image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=64, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, num_labels=CLASSES), images(16),
-        ["ViTMSNLayer"], key_bias_noise),
+        T.ViTMSNForImageClassification, T.ViTMSNConfig, intermediate_size=64,
+        **PATCHES), images(16), ["ViTMSNLayer"], key_bias_noise),
     # Average pooling as the token mixer.
     "poolformer_hf": Arch("vision", hf(
         T.PoolFormerForImageClassification, T.PoolFormerConfig,
