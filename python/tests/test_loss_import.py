@@ -1,23 +1,23 @@
 """Loss functions as users write them, imported and trained like torch:
 cross_entropy with label smoothing, class weights, ignore_index and no
 reduction, of class indices or class probabilities (the K-dimensional
-form too), nll_loss of log_softmax,
-distillation's KL divergence, binary cross-entropy (with logits and
-pos_weight, and of probabilities), the robust regression and margin
-losses, losses over F.one_hot targets, transformers' LabelSmoother and
-timm's label-smoothing and soft-target cross-entropies; and the element-wise ops losses and
-quantisers are built from: sign, round (halves to even) under a
-straight-through estimator, clamp by tensor bounds (the gradient reaching
-the bound taken), argmax and a cat of its indices, max / min of a whole tensor, log2 / exp2 /
+form too), nll_loss of log_softmax, distillation's KL divergence, binary
+cross-entropy (with logits and pos_weight, and of probabilities), the
+robust regression and margin losses, losses over F.one_hot targets,
+transformers' LabelSmoother and timm's label-smoothing and soft-target
+cross-entropies; and the element-wise ops losses and quantisers are built
+from: sign, round (halves to even) under a straight-through estimator,
+clamp by tensor bounds (the gradient reaching the bound taken), argmax and
+a cat of its indices, max / min of a whole tensor, log2 / exp2 /
 reciprocal, var_mean, bucketize (values on the boundaries), sort (either
 order) and topk of the smallest, their values' gradient scattered back,
-cdist (p = 2 and 1).
-Each model trains 2 ranks × STEPS steps of SGD with
+cdist (p = 2 and 1). Each model trains 2 ranks × STEPS steps of SGD with
 momentum and is compared with plain torch on the same batches: the losses
 within test_torch_import's LOSS_RTOL and every weight and momentum buffer
 at the parity suite's bounds (assert_state_matches).
 
-Run: PYTHONPATH=python:python/tests python3 -m pytest -q python/tests/test_loss_import.py
+Run: PYTHONPATH=python:python/tests python3 -m pytest -q \
+    python/tests/test_loss_import.py
 """
 from __future__ import annotations
 

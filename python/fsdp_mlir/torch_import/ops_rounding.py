@@ -1,10 +1,11 @@
-"""Rounding and integer arithmetic: sign and abs (of integers too), round (halves to even), floor,
-ceil, trunc, division with rounding_mode 'floor' or 'trunc' (floats and
-integers), remainder is in ops_routing beside floor_divide, maximum /
-minimum of integers. The IR has no rounding op: a float is truncated
-through a cast to i64 (every f32 from 2^23 on is an integer already and
-stays as it is; NaN and ±inf too), then moved by one where the rounding
-asks. None has a gradient, as torch's."""
+"""Rounding and integer arithmetic: sign and abs (of integers too), round
+(halves to even), floor, ceil, trunc, division with rounding_mode 'floor'
+or 'trunc' (floats and integers), maximum / minimum of integers
+(remainder is in ops_routing, beside floor_divide). The IR has no
+rounding op: a float is truncated through a cast to i64 (every f32 from
+2^23 on is an integer already and stays as it is; NaN and ±inf too),
+then moved by one where the rounding asks. None has a gradient, as
+torch's."""
 from __future__ import annotations
 
 from typing import Callable, Dict
