@@ -11,8 +11,7 @@ from typing import Callable, Dict
 
 from ..ir import Value
 from .common import _FLOATS, _Unsupported, _scalar
-from .ops_reductions import log_softmax
-from .ops_routing import _max_dim
+from .ops_reductions import log_softmax, shifted_log_sum_exp
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -62,9 +61,8 @@ def _smoothed(t, nll: Value, logits: Value, targets: Value, reduction: str,
     classes, dtype = logits.type.shape[-1], logits.type.dtype
     x = logits if dtype == "f32" else t.f.cast(logits, "f32")
     last = [x.type.rank - 1]
-    peak = t.f.stop_gradient(_max_dim(t, None, None, x, last[0], True)[0])
-    lse = t.f.add(t.reshape(peak, list(x.type.shape[:-1])), t.f.log(
-        t.f.reduce_sum(t.f.exp(t.f.sub(x, peak)), last)))
+    peak, _, log_sum = shifted_log_sum_exp(t, x, last[0])
+    lse = t.reshape(t.f.add(peak, log_sum), list(x.type.shape[:-1]))
     rows = t.f.sub(t.f.scale(lse, float(classes)), t.f.reduce_sum(x, last))
     counted = t.f.compare("ne", t.f.cast(targets, "f32"), t.constant(
         torch.tensor(float(ignore_index))))

@@ -10,7 +10,7 @@ from typing import Callable, Dict
 from ..ir import Value
 from .common import (_INTEGERS, _Unsupported, _dtype, _float, _keep_either,
                      _scalar, _shape)
-from .ops_routing import _max_dim
+from .ops_routing import _amax, _amin, _max_dim
 
 
 def _layer_norm(t, node, out, x, shape, w=None, b=None, eps=1e-5,
@@ -25,19 +25,26 @@ def _softmax(t, node, out, x, dim, *rest):
     return t.f.softmax(x, dim)
 
 
+def shifted_log_sum_exp(t, x: Value, dim: int):
+    """(m, s, log Σ exp(s)) along `dim`, kept: m = max(x) detached, s =
+    x − m, so x's log-sum-exp is m + log Σ exp(s) without overflow. The
+    max's gradient cancels (d/dm of log Σ exp(x − m) + m is 0)."""
+    peak = t.f.stop_gradient(_max_dim(t, None, None, x, dim, True)[0])
+    shifted = t.f.sub(x, peak)
+    return peak, shifted, t.f.log(t.f.reduce_sum(t.f.exp(shifted), [dim],
+                                                 True))
+
+
 def log_softmax(t, x: Value, dim: int) -> Value:
-    """log_softmax as s - log Σ exp(s), s = x - max(x) along `dim`, in f32
-    (bf16 / f16 rounded at the end, as torch accumulates). The max is
-    detached: its gradient cancels (d/dm of log Σ exp(x - m) + m is 0), so
-    the gradient is torch's, g - softmax(x)·Σg."""
+    """log_softmax as s − log Σ exp(s), s = x − max(x) along `dim`, in f32
+    (bf16 / f16 rounded at the end, as torch accumulates); the gradient is
+    torch's, g − softmax(x)·Σg."""
     x = _float(t, x, "log_softmax")
     dtype, dim = x.type.dtype, dim % x.type.rank
     if dtype != "f32":
         x = t.f.cast(x, "f32")
-    peak = t.f.stop_gradient(_max_dim(t, None, None, x, dim, True)[0])
-    shifted = t.f.sub(x, peak)
-    y = t.f.sub(shifted, t.f.log(t.f.reduce_sum(t.f.exp(shifted), [dim],
-                                                   True)))
+    _, shifted, log_sum = shifted_log_sum_exp(t, x, dim)
+    y = t.f.sub(shifted, log_sum)
     return y if dtype == "f32" else t.f.cast(y, dtype)
 
 
@@ -78,15 +85,10 @@ def _any_all(largest: bool):
         x = t.v(x)
         mask = t.f.compare("ne", x if x.type.dtype == "f32" else
                            t.f.cast(x, "f32"), _scalar(t, 0.0, "f32"))
-        if not largest:
-            mask = t.f.scale(mask, -1.0)
-        dims = (range(x.type.rank) if dims is None else
+        dims = (() if dims is None else
                 [dims] if isinstance(dims, int) else dims)
-        for dim in sorted({d % x.type.rank for d in dims}, reverse=True):
-            mask = _max_dim(t, None, None, mask, dim, True)[0]
-        if not largest:
-            mask = t.f.scale(mask, -1.0)
-        return t.reshape(mask, _shape(out))
+        return (_amax if largest else _amin)(t, node, out, mask, dims,
+                                             keepdim)
     return build
 
 
@@ -300,8 +302,8 @@ OPS: Dict[str, Callable] = {
     "var.correction": _var,
     "var.dim": _var,
     "var_mean.correction": _var_mean,
-    "_cdist_forward.default": _cdist,
     "var_mean.dim": _var_mean,
+    "_cdist_forward.default": _cdist,
     "batch_norm.default": _batch_norm,
     "_native_batch_norm_legit_functional.default": _batch_norm_functional,
     "_native_batch_norm_legit_no_training.default": _batch_norm_no_training,

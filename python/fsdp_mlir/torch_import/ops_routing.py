@@ -12,6 +12,7 @@ from ..ir import TensorType, Value
 from ..ir.forward import _f64
 from .common import _FLOATS, _Unsupported, _float, _scalar, _shape
 from .ops_layout import _gather_at_run_time
+from .ops_pointwise import _neg
 from .ops_scatter import _index_put_at_constant_positions
 
 
@@ -116,16 +117,13 @@ def _sort(t, node, out, x, dim=-1, descending=False):
     nn.sort itself has none."""
     x = t.v(x)
     _last_dim(x, dim, "sort")
-    key = x
-    if descending:
-        key = (t.f.scale(x, -1.0) if x.type.dtype in _FLOATS else
-               t.f.sub(_scalar(t, 0, x.type.dtype), x))
+    key = _neg(t, node, None, x) if descending else x
     values, indices = t.f.op("nn.sort", [key],
                              [key.type, TensorType(x.type.shape, "i64")])
     if x.type.dtype in _FLOATS:
         values = _gather_at_run_time(t, x, x.type.rank - 1, indices, x.type)
     elif descending:
-        values = t.f.sub(_scalar(t, 0, x.type.dtype), values)
+        values = _neg(t, node, None, values)
     return values, indices
 
 

@@ -200,13 +200,12 @@ def mark_units(modules, root, policy: Callable, ignored=frozenset()) -> None:
     units = units_of(root, policy, ignored)
     paths = {id(m): p for p, m in root.named_modules()}
     for path, settings in units.items():
-        for key, field in _PREFETCH_LISTS.items():
-            if key in settings:
-                setattr(modules[path], field, _prefetched(
-                    path, settings[key], paths, units))
-    for path, settings in units.items():
         ir = modules[path]
         ir.unit = True
+        for key, field in _PREFETCH_LISTS.items():
+            if key in settings:
+                setattr(ir, field, _prefetched(path, settings[key], paths,
+                                               units))
         if "reshard_after_forward" in settings:
             ir.reshard_after_forward = settings["reshard_after_forward"]
         ir.mixed_precision = settings.get("mixed_precision", {})
