@@ -303,6 +303,19 @@ fsdp.module @m kind "Linear" unit<ignored = local, param_dtype = bf16> {
 
 // -----
 
+// An ignored unit is never gathered: nothing to prefetch from it.
+// expected-error @+1 {{an ignored unit (ignored = all_reduce) takes no other setting}}
+fsdp.module @m kind "Linear" unit<ignored = all_reduce, forward_prefetch = ["h.1"]> {
+}
+
+// -----
+
+// expected-error @+1 {{forward_prefetch must list unit names (non-empty strings), got [""]}}
+fsdp.module @m kind "Linear" unit<forward_prefetch = [""]> {
+}
+
+// -----
+
 // expected-error @+1 {{expected true or false, got 'yes'}}
 fsdp.module @m kind "Linear" unit<reshard_after_forward = false, rank_local = yes> {
 }
