@@ -6,7 +6,7 @@
 # importable, the full PyTorch oracle sweep (FSDP_ORACLE_FULL=1
 # python/tests/test_torch_oracle*.py: every oracle model x ranks 1/2/4 x
 # strategy x sgd/adamw against torch), with the PYTHONPATH of the CTest test
-# python_models; each case prints its worst differences.
+# python_oracles; each case prints its worst differences.
 #   scripts/parity-sweep.sh [extra pytest arguments, e.g. -k gpt2 or -x]
 # The extra arguments go to both sweeps (a -k that selects nothing in one is
 # not a failure). FSDP_OPT / FSDP_RUN override the tools (default:

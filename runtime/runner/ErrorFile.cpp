@@ -1,4 +1,4 @@
-//===- ErrorFile.cpp - A rank's failure, for torchrun's summary -----------===//
+//===- ErrorFile.cpp - Failures on stderr and for torchrun ----------------===//
 #include "runner/ErrorFile.h"
 
 #include <nlohmann/json.hpp>
@@ -33,6 +33,11 @@ void recordErrorForTorchrun(const std::string &message) {
   if (!out)
     std::cerr << "cannot write TORCHELASTIC_ERROR_FILE '" << path << "'"
               << std::endl;
+}
+
+void printLine(const std::string &line) {
+  std::cerr.write(line.data(), std::streamsize(line.size()));
+  std::cerr.flush();
 }
 
 } // namespace driver

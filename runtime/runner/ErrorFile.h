@@ -1,4 +1,4 @@
-//===- ErrorFile.h - A rank's failure, for torchrun's summary ---*- C++ -*-===//
+//===- ErrorFile.h - Failures on stderr and for torchrun --------*- C++ -*-===//
 //
 // torchrun gives each worker a file (TORCHELASTIC_ERROR_FILE) and prints
 // what a failed worker wrote there as the "Root Cause" of its summary;
@@ -18,6 +18,11 @@ namespace driver {
 /// {"py_callstack", "timestamp"}}}); nothing when it is unset. Best effort:
 /// a failing write is reported on stderr, never thrown.
 void recordErrorForTorchrun(const std::string &message);
+
+/// Writes `line` (ending in a newline) to stderr in one write: the ranks
+/// and the launcher share stderr, and a message written in pieces would
+/// interleave with another process's.
+void printLine(const std::string &line);
 
 } // namespace driver
 } // namespace fsdp

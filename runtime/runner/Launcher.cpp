@@ -1,5 +1,6 @@
 //===- Launcher.cpp - Runs the local ranks of one job ---------------------===//
 #include "runner/Launcher.h"
+#include "runner/ErrorFile.h"
 
 #include <cerrno>
 #include <chrono>
@@ -9,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -332,14 +332,14 @@ int launchLocalRanks(int nproc, const std::vector<std::string> &argv) {
         // Reaped by someone else (a SIGCHLD handler of the caller): its
         // status is lost, which must not pass for success.
         if (!result) {
-          std::cerr << "fsdp-run: rank " << rank << " (pid " << r.pid
-                    << ") could not be waited for: " << errnoText(errno)
-                    << std::endl;
+          printLine("fsdp-run: rank " + std::to_string(rank) + " (pid " +
+                    std::to_string(r.pid) +
+                    ") could not be waited for: " + errnoText(errno) + "\n");
           result = 1;
         }
       } else if (!succeeded(status) && !result) {
-        std::cerr << "fsdp-run: rank " << rank << " (pid " << r.pid << ") "
-                  << describeStatus(status) << std::endl;
+        printLine("fsdp-run: rank " + std::to_string(rank) + " (pid " +
+                  std::to_string(r.pid) + ") " + describeStatus(status) + "\n");
         result = exitCodeOf(status);
       }
       if (result && phase == Phase::Running) {
@@ -384,8 +384,8 @@ void endWithLauncher() {
   // The launcher may have died before the line above: then this process was
   // re-parented already and no signal will come.
   if (std::to_string(::getppid()) != launcher) {
-    std::cerr << "fsdp-run: rank started by launcher " << launcher
-              << ", which is gone: exiting" << std::endl;
+    printLine("fsdp-run: rank started by launcher " + std::string(launcher) +
+              ", which is gone: exiting\n");
     std::_Exit(1);
   }
 }

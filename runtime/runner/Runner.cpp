@@ -130,13 +130,10 @@ int runRank(const std::string &tool, const RunOptions &options,
       train(resolved, program, evalProgram, launch);
     return 0;
   } catch (const std::exception &e) {
-    // One write per message: ranks failing together (a NaN loss stops all)
-    // would otherwise interleave their pieces on the shared stderr.
     std::string line =
         tool + ": " + (rank >= 0 ? "rank " + std::to_string(rank) + ": " : "") +
         "error: " + e.what() + "\n";
-    std::cerr.write(line.data(), std::streamsize(line.size()));
-    std::cerr.flush();
+    printLine(line);
     recordErrorForTorchrun(line);
     return 1;
   }
