@@ -97,15 +97,10 @@ void expectGradients(const Reference &reference, const Inputs &inputs,
 /// The backends the conformance suites run on: every suite instantiated
 /// with FSDPRT_INSTANTIATE_CONFORMANCE runs on each. A new backend gets its
 /// own test binary (runtime/unittests/CMakeLists.txt, as
-/// fsdprt_cuda_unittests) compiling the same suites with
-/// FSDPRT_CONFORMANCE_BACKEND set to its name, so that its cases carry their
-/// own CTest label.
-#ifndef FSDPRT_CONFORMANCE_BACKEND
-#define FSDPRT_CONFORMANCE_BACKEND "cpu"
-#endif
-inline std::vector<std::string> conformanceBackends() {
-  return {FSDPRT_CONFORMANCE_BACKEND};
-}
+/// fsdprt_cuda_unittests) linking the suites, compiled once, with
+/// ConformanceBackend.cpp compiled for its name, so that its cases carry
+/// their own CTest label.
+std::vector<std::string> conformanceBackends();
 
 #define FSDPRT_INSTANTIATE_CONFORMANCE(Suite)                                  \
   INSTANTIATE_TEST_SUITE_P(                                                    \
