@@ -2,7 +2,8 @@
 # libraries, tools and unit tests (FSDP_PRECOMPILED_HEADERS, on by default).
 # Parsing them is most of a compiler source file's compile time: 8.2 of
 # Prefetch.cpp's 11.5 s under clang -ftime-trace. Only headers from outside
-# this repository go in, so that an edit here rebuilds only what it touches.
+# this repository go in, so that editing one of ours rebuilds only the files
+# that include it.
 option(FSDP_PRECOMPILED_HEADERS
        "Precompile the MLIR and LLVM headers the compiler includes" ON)
 
@@ -38,7 +39,7 @@ set(FSDP_PRECOMPILED_MLIR_HEADERS
 )
 
 # The header's one compilation, with the flags every LLVM-style target here
-# gets (llvm_update_compile_flags: no exceptions, no RTTI): a target whose
+# gets (llvm_update_compile_flags: no exceptions): a target whose
 # flags differ (fsdp-run and fsdp-compile have exceptions on) cannot reuse it.
 if(FSDP_PRECOMPILED_HEADERS)
   add_library(FSDPPrecompiledMLIRHeaders OBJECT

@@ -31,8 +31,8 @@ void recordErrorForTorchrun(const std::string &message) {
   std::ofstream out(path, std::ios::trunc);
   out << record.dump() << "\n";
   if (!out)
-    std::cerr << "cannot write TORCHELASTIC_ERROR_FILE '" << path << "'"
-              << std::endl;
+    printLine("cannot write TORCHELASTIC_ERROR_FILE '" + std::string(path) +
+              "'\n");
 }
 
 void printLine(const std::string &line) {

@@ -3,6 +3,7 @@
 #include "runner/RankRuntime.h"
 
 #include "fsdp/rt/fsdprt.h"
+#include "runner/ErrorFile.h"
 #include "runner/Init.h"
 
 #include <algorithm>
@@ -207,9 +208,9 @@ void RankRuntime::runTrainingStep(StepFn step, int64_t stepCount, uint64_t seed,
   if (graphs_ == Graphs::Capture) {
     std::string why = capture(step, stepCount, seed, rank);
     if (!why.empty())
-      std::cerr << "fsdprt: rank " << rank
-                << ": the step cannot be captured as a CUDA graph (" << why
-                << ")" << std::endl;
+      printLine("fsdprt: rank " + std::to_string(rank) +
+                ": the step cannot be captured as a CUDA graph (" + why +
+                ")\n");
     // A graph on some ranks only would run the ranks' collectives apart:
     // all or none.
     if (onAnyRank(!why.empty())) {

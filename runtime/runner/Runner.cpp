@@ -143,8 +143,8 @@ int runRank(const std::string &tool, const RunOptions &options,
 
 /// A failure before training starts: on stderr, and for torchrun's summary.
 static void reportStartError(const std::string &tool, const std::exception &e) {
-  std::string line = tool + ": error: " + e.what();
-  std::cerr << line << std::endl;
+  std::string line = tool + ": error: " + e.what() + "\n";
+  printLine(line);
   recordErrorForTorchrun(line);
 }
 
