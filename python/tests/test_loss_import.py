@@ -207,11 +207,12 @@ CASES = {
                   regression),
     "huber": (lambda m, z, y: F.huber_loss(z, y, delta=0.7), regression),
     "l1": (lambda m, z, y: F.l1_loss(z, y), regression),
-    # F.one_hot checks its labels' range (torch.any of the comparisons).
     "soft_margin_of_signs": (
         lambda m, z, y: F.soft_margin_loss(z, torch.sign(y)), regression),
     "multi_margin": (lambda m, z, y: F.multi_margin_loss(z, y),
                      classified()),
+    # F.one_hot checks its labels' range (torch.all of a comparison): here
+    # the argmax's, so nn.id_range bounds a computed value, not an input.
     "argmax_picked": (
         lambda m, z, y: (z * F.one_hot(z.argmax(-1), CLASSES)).sum(-1).mean()
         + z.argmin(-1).float().mean() * z.mean(), classified()),
@@ -317,16 +318,30 @@ def test_cross_entropy_of_indices_without_weights_stays_fused():
     assert "nn.cross_entropy" not in weighted and "nn.exp" in weighted
 
 
-def test_out_of_range_target_is_reported_with_label_smoothing(tmp_path):
-    """A class index past the logits stops the run before its first step
-    (fsdp-run checks the targets of nn.cross_entropy as it loads them;
-    torch raises too), label smoothing or not."""
+@pytest.mark.parametrize("case, bad, ignored", [
+    # The fused nn.cross_entropy's targets.
+    ("label_smoothing", CLASSES + 2, " and not the ignore_index -100"),
+    # The one-hot of the composite cross-entropy (class weights; no
+    # reduction) and F.one_hot's labels, through nn.id_range.
+    ("class_weights", CLASSES + 2, " and not the ignore_index -100"),
+    ("per_sample_weights", -3, " and not the ignore_index -100"),
+    ("mse_of_one_hot", CLASSES, "")])
+def test_out_of_range_target_is_reported(tmp_path, case, bad, ignored):
+    """A class index outside the logits stops the run before its first
+    step, as torch raises, whichever way the loss reads it: fsdp-run
+    checks the targets as it loads them. Without the check the one-hot
+    forms would count such a target as ignored."""
+    loss, make_data = CASES[case]
     torch.manual_seed(0)
-    module = Classifier(CASES["label_smoothing"][0])
-    data = classified()(np.random.default_rng(3))
+    module = Classifier(loss)
+    data = make_data(np.random.default_rng(3))
     model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
                                 for d in data])
-    data[1][5] = CLASSES + 2
-    with pytest.raises(Exception, match=r"holds id 7 at element 5, "
-                       r"outside \[0, 5\) and not the ignore_index -100"):
+    data[1][5] = bad
+    with pytest.raises((IndexError, RuntimeError)):  # torch's own refusal
+        module(*map(torch.from_numpy, data))
+    with pytest.raises(Exception, match=rf"holds id {bad} at element 5, "
+                       rf"outside \[0, 5\)") as refusal:
         train_imported(tmp_path, module, model, data, RANKS, "sgd")
+    assert (ignored in str(refusal.value)) and (
+        ignored or "ignore_index" not in str(refusal.value))

@@ -49,8 +49,9 @@ static llvm::json::Object bufferJson(StringRef name, RankedTensorType type,
 
 namespace {
 /// The ids an integer input may hold, when a consumer tells it: below an
-/// embedding's rows or a cross-entropy's classes, or the cross-entropy's
-/// ignore_index (masked-LM labels are mostly -100).
+/// embedding's rows, a cross-entropy's classes or an nn.id_range's count, or
+/// the cross-entropy's (or id_range's) ignore_index (masked-LM labels are
+/// mostly -100).
 struct IdRange {
   int64_t max = -1;
   std::optional<int64_t> ignore;
@@ -73,6 +74,11 @@ static IdRange idRangeOf(Value input) {
       return classes(ce);
     if (auto ce = dyn_cast<nn::CrossEntropyWithGradOp>(user))
       return classes(ce);
+    if (auto range = dyn_cast<nn::IdRangeOp>(user)) {
+      IntegerAttr ignore = range.getIgnoreAttr();
+      return {range.getCountAttr().getInt(),
+              ignore ? std::optional(ignore.getInt()) : std::nullopt};
+    }
   }
   return {};
 }

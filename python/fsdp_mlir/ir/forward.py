@@ -573,6 +573,15 @@ class Forward:
         """Tensor.detach(): x, with no gradient flowing back through it."""
         return self._math("stop_gradient", x, name=name)
 
+    def id_range(self, ids: Value, count: int, ignore: Optional[int] = None,
+                 name: Optional[str] = None) -> Value:
+        """ids, each promised in [0, count) or equal to `ignore`: the runner
+        checks a train-step input's ids against it as it loads a batch."""
+        attrs = f"count = {int(count)} : i64"
+        if ignore is not None:
+            attrs += f", ignore = {int(ignore)} : i64"
+        return self._math("id_range", ids, attrs, name=name)
+
     def cast(self, x: Value, dtype: str, name: Optional[str] = None) -> Value:
         return self.op("nn.cast", [x], [TensorType(x.type.shape, dtype)],
                        form="to", names=name)[0]

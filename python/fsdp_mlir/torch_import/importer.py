@@ -74,6 +74,7 @@ from ..ir import Forward, Init, Model, Module, TensorType, Value
 from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_checkpointed, mark_units
 from . import autograd_functions
+from .assertions import checked_id_bound
 from .common import (_FLOATS, UnsupportedModelError, _is_tensor, _Spectrum,
                      _tensor_type, _Unsupported)
 from .patterns import rewrite_drop_paths
@@ -240,9 +241,8 @@ _RANDOM = ("rand", "bernoulli", "normal", "uniform", "multinomial",
 _LIKE = {"new_ones.default", "new_zeros.default", "new_full.default",
          "new_empty.default", "zeros_like.default", "ones_like.default",
          "full_like.default", "empty_like.default"}
-# Ops with no effect on the values.
-_NOOPS = {"_assert_tensor_metadata.default", "_assert_async.msg",
-          "_assert_async.default"}
+# Ops with no effect on the values (_assert_async: Translator.assertion).
+_NOOPS = {"_assert_tensor_metadata.default"}
 
 
 @dataclass
@@ -597,6 +597,14 @@ class _Translator:
                 sub.visit(node)
         raise _Unsupported(f"submodule '{fqn}' has no output")
 
+    def assertion(self, node) -> None:
+        """An assertion that class labels lie below C (F.one_hot's) as an
+        nn.id_range on them, read by what follows; others are dropped."""
+        bound = checked_id_bound(node)
+        labels = self.values.get(bound[0]) if bound else None
+        if isinstance(labels, Value) and labels.type.dtype not in _FLOATS:
+            self.values[bound[0]] = self.f.id_range(labels, bound[1])
+
     def call_function(self, node):
         if node.target is operator.getitem:
             seq, index = node.args
@@ -605,6 +613,8 @@ class _Translator:
         if region is not None:
             return region(self, *self.arg(list(node.args)))
         name = getattr(node.target, "__name__", str(node.target))
+        if name.startswith("_assert_async"):
+            return self.assertion(node)
         if name in _NOOPS:
             return None
         name = _functional_of_inplace(node, name)

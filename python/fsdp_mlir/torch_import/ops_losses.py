@@ -90,11 +90,12 @@ def _composite_cross_entropy(t, logits: Value, targets: Value, weight,
     summed over the rows for sum, and for mean divided by Σ h·w (the
     weights of the targets counted, their number without weights: 0/0 is
     NaN when all are ignored, as torch's). Unlike the fused kernel this
-    holds p and h in memory ([..., C] each), and a target outside [0, C)
-    other than ignore_index counts as ignored, where torch and the fused
-    kernel report it: the IR has no run-time assertion to check it with."""
+    holds p and h in memory ([..., C] each). A target outside [0, C) other
+    than ignore_index would count as ignored: nn.id_range states torch's
+    check, which the runner applies to the targets as it loads them."""
     import torch
     classes = logits.type.shape[-1]
+    targets = t.f.id_range(targets, classes, ignore_index)
     p = log_softmax(t, logits, -1)
     dtype = p.type.dtype
     if dtype != "f32":

@@ -1059,3 +1059,19 @@ func.func @grouped_matmul_grad_weight_rows(%g: tensor<31x6xf32>, %x: tensor<32x8
   %0 = nn.grouped_matmul_grad_weight %g, %x, %offs : (tensor<31x6xf32>, tensor<32x8xf32>, tensor<4xi32>) -> tensor<4x8x6xf32>
   return
 }
+
+// -----
+
+func.func @id_range_of_floats(%x: tensor<8xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = nn.id_range %x {count = 10 : i64} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @id_range_without_ids(%x: tensor<8xi64>) {
+  // expected-error @+1 {{attribute 'count' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = nn.id_range %x {count = 0 : i64} : tensor<8xi64>
+  return
+}

@@ -306,6 +306,16 @@ func.func @routing(%scores: tensor<16x4xf32>, %ids: tensor<32xi64>, %idsf: tenso
   return
 }
 
+// Class labels with their range (and an ignored value): the same value.
+// CHECK-LABEL: func @id_range
+func.func @id_range(%labels: tensor<8xi64>, %ids: tensor<2x4xi32>) -> (tensor<8xi64>, tensor<2x4xi32>) {
+  // CHECK: nn.id_range %{{.*}} {count = 10 : i64, ignore = -100 : i64} : tensor<8xi64>
+  %y = nn.id_range %labels {count = 10 : i64, ignore = -100 : i64} : tensor<8xi64>
+  // CHECK: nn.id_range %{{.*}} {count = 3 : i64} : tensor<2x4xi32>
+  %z = nn.id_range %ids {count = 3 : i64} : tensor<2x4xi32>
+  return %y, %z : tensor<8xi64>, tensor<2x4xi32>
+}
+
 // detach(): the same value and type.
 // CHECK-LABEL: func @stop_gradient
 func.func @stop_gradient(%x: tensor<4x16xbf16>) -> tensor<4x16xbf16> {

@@ -255,6 +255,11 @@ NN_NO_GRADIENT_VJP(EqOp)
 NN_NO_GRADIENT_VJP(NeOp)
 #undef NN_NO_GRADIENT_VJP
 
+// Integer ids: no gradient.
+FailureOr<SmallVector<Value>> IdRangeOp::buildVJP(OpBuilder &, ValueRange) {
+  return SmallVector<Value>{Value()};
+}
+
 // detach(): the operand gets no gradient.
 FailureOr<SmallVector<Value>> StopGradientOp::buildVJP(OpBuilder &,
                                                        ValueRange) {

@@ -1,9 +1,10 @@
 //===- NNStorageAliases.cpp - nn ops whose results reuse operand storage --===//
 //
 // StorageAliasOpInterface for the nn ops that alias: a reshape (and a
-// stop_gradient) renames its input, batch norm updates its running
-// statistics in place, and the logits' gradient may overwrite logits nothing
-// reads afterwards. The analyses follow them (fsdp's Analysis/StorageAlias.h).
+// stop_gradient or an id_range) renames its input, batch norm updates its
+// running statistics in place, and the logits' gradient may overwrite logits
+// nothing reads afterwards. The analyses follow them (fsdp's
+// Analysis/StorageAlias.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,10 @@ OpOperand *StopGradientOp::getReusedOperand(unsigned) {
   return &getInputMutable();
 }
 bool StopGradientOp::isStorageRename() { return true; }
+
+// id_range only states the ids' range: its result is its operand.
+OpOperand *IdRangeOp::getReusedOperand(unsigned) { return &getInputMutable(); }
+bool IdRangeOp::isStorageRename() { return true; }
 
 // The new running statistics are updated in place in training mode (as
 // F.batch_norm does) and unchanged in eval mode; the output is its own.

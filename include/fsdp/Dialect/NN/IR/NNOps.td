@@ -569,6 +569,34 @@ def NN_StopGradientOp : NN_PureOp<"stop_gradient", [SameOperandsAndResultType,
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def NN_IdRangeOp : NN_PureOp<"id_range", [SameOperandsAndResultType,
+    InferTypeOpInterface, NN_Differentiable,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
+  let summary = "integer ids that must lie in [0, count) or equal `ignore`";
+  let description = [{
+    The operand's value, with the range torch checks its ids against: each
+    in [0, `count`) or equal to `ignore` where given. A one-hot of class
+    labels built from comparisons (F.one_hot, cross_entropy with class
+    weights or no reduction) would silently give a zero row for a label out
+    of range, where torch raises; this op carries torch's check. Where the
+    ids are a train-step input (through reshapes, slices and pads), the
+    runner checks each batch against it as it loads it and stops the run
+    naming the element, as it does for nn.embedding's ids and
+    nn.cross_entropy's targets; synthetic data draws them in the range. Its
+    result is its operand's storage (a rename, as `reshape`): it runs
+    nothing, and its ids get no gradient.
+
+    ```mlir
+    %ids = nn.id_range %labels {count = 10 : i64, ignore = -100 : i64} : tensor<8xi64>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$count,
+                       OptionalAttr<I64Attr>:$ignore);
+  let results = (outs NN_IndexTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def NN_ReshapeOp : NN_PureOp<"reshape", [NN_Differentiable,
     DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
   let summary = "same elements, another shape (Tensor.reshape)";
