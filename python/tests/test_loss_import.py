@@ -325,7 +325,9 @@ def test_cross_entropy_of_indices_without_weights_stays_fused():
     # reduction) and F.one_hot's labels, through nn.id_range.
     ("class_weights", CLASSES + 2, " and not the ignore_index -100"),
     ("per_sample_weights", -3, " and not the ignore_index -100"),
-    ("mse_of_one_hot", CLASSES, "")])
+    ("mse_of_one_hot", CLASSES, ""),
+    # torch.gather by the labels (the margin loss picks each label's logit).
+    ("multi_margin", CLASSES + 2, "")])
 def test_out_of_range_target_is_reported(tmp_path, case, bad, ignored):
     """A class index outside the logits stops the run before its first
     step, as torch raises, whichever way the loss reads it: fsdp-run
