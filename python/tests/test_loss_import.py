@@ -1,7 +1,8 @@
 """Loss functions as users write them, imported and trained like torch:
 cross_entropy with label smoothing, class weights, ignore_index and no
 reduction, of class indices or class probabilities (the K-dimensional
-form too), nll_loss of log_softmax, distillation's KL divergence, binary
+form too), nll_loss of log_softmax (class weights, no reduction, the
+K-dimensional form), distillation's KL divergence, binary
 cross-entropy (with logits and pos_weight, and of probabilities), the
 robust regression and margin losses, losses over F.one_hot targets,
 transformers' LabelSmoother and timm's label-smoothing and soft-target
@@ -196,6 +197,19 @@ CASES = {
     "nll_of_log_softmax": (
         lambda m, z, y: F.nll_loss(F.log_softmax(z, dim=-1), y),
         classified(ignored=0.2)),
+    # nll_loss picks each target's log-probability (torch's
+    # decomposition): class weights, no reduction, ignored targets, and
+    # the K-dimensional form.
+    "nll_weighted_and_unreduced": (
+        lambda m, z, y: F.nll_loss(F.log_softmax(z, dim=-1), y,
+                                   weight=m.class_weight)
+        + F.nll_loss(F.log_softmax(z, dim=-1), y, reduction="none").mean(),
+        classified(ignored=0.2)),
+    "nll_per_position": (
+        lambda m, z, y: F.nll_loss(F.log_softmax(z, dim=-1).transpose(1, 2),
+                                   y, weight=m.class_weight,
+                                   reduction="sum") / 10,
+        per_position),
     "distillation_kl_div": (distillation, classified()),
     "bce_with_logits_pos_weight": (
         lambda m, z, y: F.binary_cross_entropy_with_logits(
@@ -326,6 +340,7 @@ def test_cross_entropy_of_indices_without_weights_stays_fused():
     ("class_weights", CLASSES + 2, " and not the ignore_index -100"),
     ("per_sample_weights", -3, " and not the ignore_index -100"),
     ("mse_of_one_hot", CLASSES, ""),
+    ("nll_of_log_softmax", CLASSES + 2, " and not the ignore_index -100"),
     # torch.gather by the labels (the margin loss picks each label's logit).
     ("multi_margin", CLASSES + 2, "")])
 def test_out_of_range_target_is_reported(tmp_path, case, bad, ignored):

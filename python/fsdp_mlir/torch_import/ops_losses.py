@@ -1,6 +1,6 @@
 """The losses torch computes as one op: cross_entropy (PyTorch's
 K-dimensional form, ignore_index, class weights, label smoothing, any
-reduction; class indices or class probabilities) and mse_loss. The
+reduction; class indices or class probabilities), nll_loss and mse_loss. The
 cross-entropy of class indices, mean or sum, without class weights is
 nn.cross_entropy, one fused kernel over the logits (label smoothing adds
 its term beside it); the rest is built from log_softmax and a one-hot
@@ -162,6 +162,54 @@ def _cross_entropy_of_probabilities(t, logits: Value, targets: Value,
     return loss if dtype == "f32" else t.f.cast(loss, dtype)
 
 
+def _nll_loss(t, node, out, p, targets, weight=None, reduction=1,
+              ignore_index=-100):
+    """F.nll_loss (aten.nll_loss_nd) of log-probabilities p [N, C],
+    [N, C, d1, ..., dk] or [C], as torch's decomposition: each counted
+    target's log-probability picked from p by nn.embedding of p as a
+    column (no [N, C] one-hot: p may be a vocabulary wide), times its class
+    weight, negated; summed, or for mean divided by the counted targets'
+    weights. An ignored target picks class 0, weighted 0. The targets pass
+    through nn.id_range, so the runner refuses one outside [0, C) other
+    than ignore_index as it loads them, as torch raises."""
+    import torch
+    p, targets = t.v(p), t.v(targets)
+    if p.type.dtype not in _FLOATS:
+        raise _Unsupported(f"nll_loss of {p.type.dtype} log-probabilities")
+    if p.type.rank > 2:  # the K-dimensional form: classes moved last
+        rank = p.type.rank
+        p = t.transpose(p, [0] + list(range(2, rank)) + [1])
+    classes, rows = p.type.shape[-1], targets.type.numel
+    ignore_index = int(ignore_index)
+    targets = t.f.id_range(targets, classes, ignore_index)
+    flat = t.reshape(targets, [rows])
+    counted = t.f.compare("ne", t.f.cast(flat, "f32"),
+                          _scalar(t, float(ignore_index), "f32"))
+    safe = t.f.mul(flat, t.f.cast(counted, flat.type.dtype))
+    positions = t.f.add(safe, t.constant(torch.arange(
+        rows, dtype=torch.int64 if flat.type.dtype == "i64" else torch.int32)
+        * classes))
+    column = t.reshape(p, [rows * classes, 1])
+    picked = t.reshape(t.f.embedding(positions, column), [rows])
+    if picked.type.dtype != "f32":
+        picked = t.f.cast(picked, "f32")
+    if weight is not None:
+        weight = t.v(weight)
+        if weight.type.dtype != "f32":
+            weight = t.f.cast(weight, "f32")
+        counted = t.f.mul(counted, t.reshape(t.f.embedding(
+            safe, t.reshape(weight, [classes, 1])), [rows]))
+    loss = t.f.scale(t.f.mul(picked, counted), -1.0)
+    reduction = _REDUCTIONS[reduction]
+    if reduction == "none":
+        loss = t.reshape(loss, list(targets.type.shape))
+    else:
+        loss = t.f.reduce_sum(loss, [0])
+        if reduction == "mean":
+            loss = t.f.div(loss, t.f.reduce_sum(counted, [0]))
+    return loss if p.type.dtype == "f32" else t.f.cast(loss, p.type.dtype)
+
+
 def _mse_loss(t, node, out, x, target, reduction=1):
     return t.f.mse_loss(t.v(x), t.v(target, out.dtype),
                         _REDUCTIONS[reduction])
@@ -170,4 +218,5 @@ def _mse_loss(t, node, out, x, target, reduction=1):
 OPS: Dict[str, Callable] = {
     "cross_entropy_loss.default": _cross_entropy,
     "mse_loss.default": _mse_loss,
+    "nll_loss_nd.default": _nll_loss,
 }
