@@ -1204,29 +1204,41 @@ def test_unsupported_integer_ops_are_one_report():
 
 class IntegerArithmetic(torch.nn.Module):
     """Embedding ids computed from signed integer data by maximum /
-    minimum, division rounded down and toward zero, remainder, sign and
-    clamp; and a float feature rounded by floor, ceil, trunc, round and
-    divisions rounded (no gradient through them, as torch's; the divisor
-    0.75 is exact in f32, so a quotient of the data's halves lands on an
-    integer only when it is one: see ops_rounding._div on torch's fmod).
-    The loss is scaled down so SGD stays stable on these large targets."""
+    minimum, division rounded down and toward zero, remainder, fmod, sign
+    and clamp; a float feature rounded by floor, ceil, trunc, round and
+    divisions rounded (no gradient through them, as torch's), its
+    remainder and fmod. The divisor 0.7 is not exact in f32: ±3.5 / 0.7
+    rounds to ±5 in f32, where torch's floor, from the exact fmod, is -6
+    (-3.5 // 0.7 and 3.5 // -0.7). The prediction wrapped by remainder
+    (moved by its divisor: the signs differ) and by fmod, each by a
+    trained divisor, takes their gradients: 1 for the dividend, −floor and
+    −trunc of the quotient (−(−1) here) for the divisor; the dividends stay
+    far from the wrap points, where a rounding difference would jump. The
+    loss is scaled down so SGD stays stable on these large targets."""
 
     def __init__(self):
         super().__init__()
         self.table = torch.nn.Embedding(16, 4)
         self.fc = torch.nn.Linear(4, 1)
+        self.periods = torch.nn.Parameter(torch.tensor([50.0, -60.0]))
 
     def forward(self, codes, x):
         ids = (torch.maximum(codes, -codes // 2) % 16
                + torch.minimum(codes, codes.abs()).clamp(0, 3)
                + torch.div(codes, 3, rounding_mode="trunc").abs()
                + torch.div(codes, -3, rounding_mode="floor") % 5
-               + torch.sign(codes) + 1) % 16
+               + torch.sign(codes) + torch.fmod(codes, -7).abs() + 1) % 16
         h = self.table(ids).sum(1)
         r = (torch.floor(x) + torch.ceil(x) / 2 + torch.trunc(x) / 3
-             + torch.round(x) / 4 + torch.div(x, 0.75, rounding_mode="floor")
-             - torch.div(x, -0.75, rounding_mode="trunc"))
-        return ((self.fc(h).squeeze(-1) - r.sum(-1)) ** 2).mean() / 100
+             + torch.round(x) / 4 + torch.div(x, 0.7, rounding_mode="floor")
+             - torch.div(x, -0.75, rounding_mode="trunc") + x // -0.7
+             + torch.remainder(x, 0.7) - torch.fmod(x, -0.7))
+        pred = self.fc(h).squeeze(-1)
+        shift = x[:, 0].abs()
+        wrapped = (torch.remainder(pred - 25, self.periods[0] + shift)
+                   + torch.fmod(pred + 100, self.periods[1]))
+        return (((pred - r.sum(-1)) ** 2).mean()
+                + ((wrapped - 65 - shift) ** 2).mean()) / 100
 
 
 @pytest.mark.parametrize("ranks", [1, 2])

@@ -27,7 +27,7 @@ UnaryMath unaryFromCode(int32_t kind) {
 }
 
 BinaryOp binaryFromCode(int32_t op) {
-  if (op < FSDPRT_ADD || op > FSDPRT_FLOOR_DIV)
+  if (op < FSDPRT_ADD || op > FSDPRT_FMOD)
     fail(Status::InvalidArgument, "unknown binary op ", op);
   return static_cast<BinaryOp>(op);
 }

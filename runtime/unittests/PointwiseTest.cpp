@@ -212,6 +212,36 @@ TEST_P(ElementwiseConformance, ComparisonsAndKeep) {
   });
 }
 
+// torch.fmod: a − trunc(a / b)·b, exact, with a's sign; a zero divisor or
+// an infinite or NaN dividend gives NaN. Values by hand (each exact in
+// bf16 too). Integer tensors and binary_backward refuse it.
+TEST_P(ElementwiseConformance, Fmod) {
+  Device dev(GetParam());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> a{5.5f, -5.5f, 7.0f, nan, -0.75f, 2.0f, -inf, 3.25f};
+  std::vector<float> b{2.0f, 1.5f, 0.0f, -0.5f};
+  std::vector<float> want{1.5f, -1.0f, nan, nan, -0.75f, 0.5f, nan, 0.25f};
+  for (int32_t dt : {FSDPRT_F32, FSDPRT_BF16}) {
+    std::vector<float> got = binaryValues(dev, dt, FSDPRT_FMOD, a, b);
+    for (int i = 0; i < 8; ++i)
+      if (want[i] != want[i])
+        EXPECT_TRUE(got[i] != got[i]) << "dtype " << dt << ", element " << i;
+      else
+        EXPECT_EQ(got[i], want[i]) << "dtype " << dt << ", element " << i;
+  }
+  const std::vector<int64_t> shape{4};
+  int64_t ids = dev.alloc(4 * 8), grads = dev.upload(b);
+  EXPECT_EQ(fsdprt_binary_forward(dev.ctx, dev.stream, FSDPRT_I64, FSDPRT_FMOD,
+                                  ids, 0, 1, shape.data(), ids, 0, 1,
+                                  shape.data(), ids, 0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fsdprt_binary_backward(dev.ctx, dev.stream, FSDPRT_F32, FSDPRT_FMOD,
+                                   grads, 0, 1, shape.data(), grads, 0, 1,
+                                   shape.data(), grads, 0, grads, 0, 0, 0),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+}
+
 TEST_P(ElementwiseConformance, ScaleForwardAndBackward) {
   Device dev(GetParam());
   auto x = randomVector(37, 31), dy = randomVector(37, 32);

@@ -243,6 +243,30 @@ fsdp.model @m {
 )mlir");
 }
 
+TEST_F(AutodiffNumericTest, FmodOfBothOperands) {
+  // fmod(3x, exp(y)) squared: the dividend's gradient passes through, the
+  // divisor's is minus the truncated quotient times it (|3x| < 3 over
+  // exp(y) > 0.36: quotients up to 8, not only 0); broadcast over rows.
+  checkGradients(R"mlir(
+fsdp.model @m {
+  fsdp.module @root kind "Net" {
+    fsdp.param @x : tensor<3x4xf32> init <zeros>
+    fsdp.param @y : tensor<4xf32> init <zeros>
+    fsdp.forward () -> tensor<f32> {
+      %x = fsdp.get_param @x : tensor<3x4xf32>
+      %y = fsdp.get_param @y : tensor<4xf32>
+      %x3 = nn.scale %x {factor = 3.0 : f64} : tensor<3x4xf32>
+      %e = nn.exp %y : tensor<4xf32>
+      %r = nn.fmod %x3, %e : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+      %sq = nn.mul %r, %r : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+      %loss = nn.reduce_sum %sq {dims = array<i64: 0, 1>} : (tensor<3x4xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+)mlir");
+}
+
 TEST_F(AutodiffNumericTest, StridedSlicesScatterTheirGradients) {
   // GPT-J's interleaved halves x[:, ::2] and x[:, 1::2] (a product, so each
   // gradient reads the other half), and a step that leaves a tail unread

@@ -523,6 +523,11 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
               return one(elementwise(in(o.getLhs()), in(o.getRhs()), o.getType(),
                                      [](double a, double b) { return a / b; }));
             })
+            .Case([&](nn::FmodOp o) {
+              return one(elementwise(
+                  in(o.getLhs()), in(o.getRhs()), o.getType(),
+                  [](double a, double b) { return std::fmod(a, b); }));
+            })
             .Case([&](nn::MaximumOp o) {
               return one(elementwise(
                   in(o.getLhs()), in(o.getRhs()), o.getType(),

@@ -74,6 +74,7 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
   addBinary<nn::SubOp>(k, FSDPRT_SUB);
   addBinary<nn::MulOp>(k, FSDPRT_MUL);
   addBinary<nn::DivOp>(k, FSDPRT_DIV);
+  addBinary<nn::FmodOp>(k, FSDPRT_FMOD);
   addBinary<nn::MaximumOp>(k, FSDPRT_MAX);
   addBinary<nn::MinimumOp>(k, FSDPRT_MIN);
   addBinary<nn::MaxWeightOp>(k, FSDPRT_MAX_WEIGHT);

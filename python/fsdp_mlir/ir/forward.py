@@ -374,6 +374,10 @@ class Forward:
     def div(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
         return self._binary("nn.div", a, b, name)
 
+    def fmod(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
+        """torch.fmod: a − trunc(a / b)·b, exact, with a's sign."""
+        return self._binary("nn.fmod", a, b, name)
+
     def maximum(self, a: Value, b: Value, name: Optional[str] = None) -> Value:
         return self._binary("nn.maximum", a, b, name)
 

@@ -76,7 +76,7 @@ def _elementwise(t, op: str, a, b, out):
     if isinstance(s, bool) or not isinstance(s, (int, float)):
         raise _Unsupported(f"{op} with a {type(s).__name__} operand")
     s = float(s)
-    if op in ("maximum", "minimum") + _COMPARISONS:  # no scalar form
+    if op in ("maximum", "minimum", "fmod") + _COMPARISONS:  # no scalar form
         c = _scalar(t, s, x.type.dtype)
         return build(a if x is a else c, b if x is b else c)
     if op == "mul":

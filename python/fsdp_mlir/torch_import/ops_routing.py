@@ -1,18 +1,20 @@
 """Mixture-of-experts routing as Mixtral-style models export it with
 static shapes: the router's topk, the sort of expert ids with its
-permutation, histc counts, floor_divide and remainder of integers, the
-experts' grouped GEMM (transformers' grouped_mm_fallback,
-torch._grouped_mm) and the inverse permutation that index_put_ builds from
-an arange. Only the first and the GEMM carry gradients."""
+permutation, histc counts, floor_divide and remainder (of floats:
+ops_rounding's), the experts' grouped GEMM (transformers'
+grouped_mm_fallback, torch._grouped_mm) and the inverse permutation that
+index_put_ builds from an arange. Only the first and the GEMM carry
+gradients."""
 from __future__ import annotations
 
 from typing import Callable, Dict
 
 from ..ir import TensorType, Value
 from ..ir.forward import _f64
-from .common import _FLOATS, _Unsupported, _float, _scalar, _shape
+from .common import _FLOATS, _Unsupported, _dtype, _float, _scalar, _shape
 from .ops_layout import _gather_at_run_time
 from .ops_pointwise import _neg
+from .ops_rounding import _div, float_remainder
 from .ops_scatter import _index_put_at_constant_positions
 
 
@@ -142,6 +144,10 @@ def _histc(t, node, out, x, bins=100, min=0, max=0):
 
 
 def _floor_divide(t, node, out, x, other):
+    """torch.floor_divide (`//`); of floats ops_rounding's exact floor of
+    the quotient."""
+    if _dtype(out.dtype) in _FLOATS:
+        return _div(t, node, out, x, other, "floor")
     x = _integer(t.v(x), "floor_divide")
     y = (_integer(other, "floor_divide") if isinstance(other, Value)
          else _scalar(t, other, x.type.dtype))
@@ -153,7 +159,10 @@ def _floor_divide(t, node, out, x, other):
 
 def _remainder(t, node, out, x, other):
     """torch.remainder (`%`) of integers, x − floor_divide(x, y)·y: the
-    sign of the divisor, as Python's and torch's (CANINE's hashed ids)."""
+    sign of the divisor, as Python's and torch's (CANINE's hashed ids); of
+    floats ops_rounding's, from the exact fmod."""
+    if _dtype(out.dtype) in _FLOATS:
+        return float_remainder(t, x, other, out)
     x = _integer(t.v(x), "remainder")
     y = (_integer(other, "remainder") if isinstance(other, Value)
          else _scalar(t, other, x.type.dtype))

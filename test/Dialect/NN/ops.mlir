@@ -80,6 +80,8 @@ func.func @integers(%mask: tensor<2x16xf32>, %count: tensor<2x16xi32>, %one: ten
 func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: tensor<4x16x32xf32>) {
   // CHECK: nn.div %{{.*}}, %{{.*}} : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
   %0 = nn.div %a, %b : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
+  // CHECK: nn.fmod %{{.*}}, %{{.*}} : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
+  %fmod = nn.fmod %a, %b : (tensor<4x16x32xf32>, tensor<16x1xf32>) -> tensor<4x16x32xf32>
   // CHECK: nn.tanh %{{.*}} : tensor<4x16x32xf32>
   %1 = nn.tanh %a : tensor<4x16x32xf32>
   // CHECK: nn.sigmoid %{{.*}} : tensor<4x16x32xf32>

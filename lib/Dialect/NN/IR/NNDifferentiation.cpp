@@ -210,6 +210,19 @@ FailureOr<SmallVector<Value>> DivOp::buildVJP(OpBuilder &b,
                             sumToShape(b, loc, gradRhs, getRhs().getType())};
 }
 
+FailureOr<SmallVector<Value>> FmodOp::buildVJP(OpBuilder &b,
+                                               ValueRange cotangents) {
+  // torch's: d/dlhs = g; d/drhs = -g * trunc(lhs / rhs), the quotient
+  // taken as (lhs - result) / rhs (an integer, exact where it is one).
+  Location loc = getLoc();
+  Value g = cotangents[0];
+  Value quotient = DivOp::create(
+      b, loc, SubOp::create(b, loc, getLhs(), getResult()), getRhs());
+  Value gradRhs = scale(b, loc, MulOp::create(b, loc, g, quotient), -1.0);
+  return SmallVector<Value>{sumToShape(b, loc, g, getLhs().getType()),
+                            sumToShape(b, loc, gradRhs, getRhs().getType())};
+}
+
 /// g times the winner's weight for each operand (WeightOp: nn.max_weight
 /// or nn.min_weight), summed to the operand's shape.
 template <typename WeightOp>

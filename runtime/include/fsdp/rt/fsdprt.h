@@ -55,7 +55,8 @@ enum {
 /* keep(y, 1 - m), whatever the unselected side holds); LT ... NE are the   */
 /* comparisons, 1 where true and 0 where false (NaN: only NE is true).      */
 /* FLOOR_DIV (integers only) rounds the quotient down; a zero divisor      */
-/* gives 0.                                                                */
+/* gives 0. FMOD (floats only) is C's fmod, a − trunc(a / b)·b computed    */
+/* exactly, with a's sign (torch.fmod; NaN where b is 0).                  */
 enum {
   FSDPRT_ADD = 0,
   FSDPRT_SUB = 1,
@@ -72,7 +73,8 @@ enum {
   FSDPRT_GE = 12,
   FSDPRT_EQ = 13,
   FSDPRT_NE = 14,
-  FSDPRT_FLOOR_DIV = 15
+  FSDPRT_FLOOR_DIV = 15,
+  FSDPRT_FMOD = 16
 };
 enum {
   FSDPRT_RELU = 0,

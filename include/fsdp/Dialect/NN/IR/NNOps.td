@@ -130,6 +130,10 @@ def NN_SubOp : NN_ArithOp<"sub", "lhs - rhs">;
 def NN_MulOp : NN_ArithOp<"mul", "lhs * rhs">;
 
 def NN_DivOp : NN_BinaryOp<"div", "lhs / rhs">;
+// torch.fmod: lhs − trunc(lhs / rhs)·rhs computed exactly (C's fmod), with
+// lhs's sign. torch.remainder of floats and division rounded to the floor
+// are built on it, as aten builds them.
+def NN_FmodOp : NN_BinaryOp<"fmod", "fmod(lhs, rhs)">;
 
 // torch.maximum / torch.minimum: a NaN operand is the result.
 def NN_MaximumOp : NN_BinaryOp<"maximum", "max(lhs, rhs)">;

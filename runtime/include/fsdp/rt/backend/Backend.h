@@ -47,7 +47,8 @@ enum class BinaryOp : int32_t {
   Ge = FSDPRT_GE,
   Eq = FSDPRT_EQ,
   Ne = FSDPRT_NE,
-  FloorDiv = FSDPRT_FLOOR_DIV
+  FloorDiv = FSDPRT_FLOOR_DIV,
+  Fmod = FSDPRT_FMOD
 };
 /// FSDPRT_UNARY_*: pointwise math with up to two scalar parameters.
 enum class UnaryMath : int32_t {

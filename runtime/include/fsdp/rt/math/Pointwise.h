@@ -10,10 +10,12 @@
 #include "fsdp/rt/fsdprt.h"
 #include "fsdp/rt/math/Hd.h"
 
+#include <cmath>
+
 namespace fsdp {
 namespace rt {
 
-/// op is one of the FSDPRT_ADD ... FSDPRT_NE codes (fsdprt.h):
+/// op is one of the FSDPRT_ADD ... FSDPRT_NE codes or FSDPRT_FMOD (fsdprt.h):
 /// maximum and minimum return a NaN operand, as torch's do; the weights
 /// are torch's subgradients (derivatives.yaml: the gradient where a wins,
 /// half of it where a == b).
@@ -47,6 +49,8 @@ FSDPRT_HD inline float binaryApply(int op, float a, float b) {
     return a >= b ? 1.0f : 0.0f;
   case FSDPRT_EQ:
     return a == b ? 1.0f : 0.0f;
+  case FSDPRT_FMOD:
+    return std::fmod(a, b);
   default: // FSDPRT_NE
     return a != b ? 1.0f : 0.0f;
   }
