@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+
 def _name(node) -> str:
     return getattr(getattr(node, "target", None), "__name__", "")
 

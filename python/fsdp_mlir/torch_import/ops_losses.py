@@ -11,6 +11,7 @@ from typing import Callable, Dict
 
 from ..ir import Value
 from .common import _FLOATS, _Unsupported, _scalar
+from .ops_layout import _pick
 from .ops_reductions import log_softmax, shifted_log_sum_exp
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -20,16 +21,9 @@ def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
                    ignore_index=-100, label_smoothing=0.0):
     logits, targets = t.v(logits), t.v(targets)
     probabilities = targets.type.dtype in _FLOATS
-    if logits.type.rank > 2:
-        # torch's K-dimensional form, logits [N, C, d1, ..., dk] and targets
-        # [N, d1, ..., dk] (a segmentation's class per pixel): the classes
-        # moved last, where nn.cross_entropy reads them (class
-        # probabilities' too).
-        rank = logits.type.rank
-        classes_last = [0] + list(range(2, rank)) + [1]
-        logits = t.transpose(logits, classes_last)
-        if probabilities:
-            targets = t.transpose(targets, classes_last)
+    logits = _classes_last(t, logits)
+    if probabilities:
+        targets = _classes_last(t, targets)
     reduction = _REDUCTIONS[reduction]
     if probabilities:
         if int(ignore_index) != -100:
@@ -48,6 +42,16 @@ def _cross_entropy(t, node, out, logits, targets, weight=None, reduction=1,
     return _composite_cross_entropy(
         t, logits, targets, None if weight is None else t.v(weight),
         reduction, int(ignore_index), float(label_smoothing))
+
+
+def _classes_last(t, x: Value) -> Value:
+    """torch's K-dimensional form, [N, C, d1, ..., dk] against targets
+    [N, d1, ..., dk] (a segmentation's class per pixel), with the classes
+    moved last, where nn.cross_entropy and the row picks read them; [N, C]
+    and [C] as they are."""
+    rank = x.type.rank
+    return x if rank <= 2 else t.transpose(
+        x, [0] + list(range(2, rank)) + [1])
 
 
 def _smoothed(t, nll: Value, logits: Value, targets: Value, reduction: str,
@@ -176,9 +180,7 @@ def _nll_loss(t, node, out, p, targets, weight=None, reduction=1,
     p, targets = t.v(p), t.v(targets)
     if p.type.dtype not in _FLOATS:
         raise _Unsupported(f"nll_loss of {p.type.dtype} log-probabilities")
-    if p.type.rank > 2:  # the K-dimensional form: classes moved last
-        rank = p.type.rank
-        p = t.transpose(p, [0] + list(range(2, rank)) + [1])
+    p = _classes_last(t, p)
     classes, rows = p.type.shape[-1], targets.type.numel
     ignore_index = int(ignore_index)
     targets = t.f.id_range(targets, classes, ignore_index)
@@ -189,16 +191,14 @@ def _nll_loss(t, node, out, p, targets, weight=None, reduction=1,
     positions = t.f.add(safe, t.constant(torch.arange(
         rows, dtype=torch.int64 if flat.type.dtype == "i64" else torch.int32)
         * classes))
-    column = t.reshape(p, [rows * classes, 1])
-    picked = t.reshape(t.f.embedding(positions, column), [rows])
+    picked = _pick(t, t.reshape(p, [rows * classes]), 0, positions)
     if picked.type.dtype != "f32":
         picked = t.f.cast(picked, "f32")
     if weight is not None:
         weight = t.v(weight)
         if weight.type.dtype != "f32":
             weight = t.f.cast(weight, "f32")
-        counted = t.f.mul(counted, t.reshape(t.f.embedding(
-            safe, t.reshape(weight, [classes, 1])), [rows]))
+        counted = t.f.mul(counted, _pick(t, weight, 0, safe))
     loss = t.f.scale(t.f.mul(picked, counted), -1.0)
     reduction = _REDUCTIONS[reduction]
     if reduction == "none":
