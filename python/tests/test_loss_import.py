@@ -276,6 +276,20 @@ CASES = {
         lambda m, z, y: F.mse_loss(F.softmax(z, dim=-1),
                                    F.one_hot(y, CLASSES).float()),
         classified()),
+    # Labels computed in the step (the classes in reverse order): their
+    # range is checked where one_hot, the weighted cross-entropy and
+    # gather read them, not as the batch loads.
+    "one_hot_of_computed_labels": (
+        lambda m, z, y: F.mse_loss(F.softmax(z, dim=-1),
+                                   F.one_hot(CLASSES - 1 - y, CLASSES).float()),
+        classified()),
+    "weighted_cross_entropy_of_computed_labels": (
+        lambda m, z, y: F.cross_entropy(z, CLASSES - 1 - y,
+                                        weight=m.class_weight),
+        classified()),
+    "multi_margin_of_computed_labels": (
+        lambda m, z, y: F.multi_margin_loss(z, CLASSES - 1 - y),
+        classified()),
     "timm_label_smoothing": (
         _timm_loss("LabelSmoothingCrossEntropy", smoothing=0.1),
         classified()),
@@ -362,3 +376,31 @@ def test_out_of_range_target_is_reported(tmp_path, case, bad, ignored):
         train_imported(tmp_path, module, model, data, RANKS, "sgd")
     assert (ignored in str(refusal.value)) and (
         ignored or "ignore_index" not in str(refusal.value))
+
+
+@pytest.mark.parametrize("case, backend", [
+    ("one_hot_of_computed_labels", "cpu"),
+    ("one_hot_of_computed_labels", "cuda_emu"),
+    ("weighted_cross_entropy_of_computed_labels", "cpu"),
+    ("multi_margin_of_computed_labels", "cpu")])
+def test_out_of_range_computed_label_stops_the_step(tmp_path, case, backend):
+    """A label computed in the step (CLASSES - 1 - y, out of range for a
+    -1 in the data, which no loader check sees) stops the run at its
+    first step, as torch raises, naming the line that reads it; on the
+    CUDA emulation the device's verdict is read at the step's end. The
+    other rank exits with an error too (the runner's failing-rank rule)."""
+    loss, make_data = CASES[case]
+    torch.manual_seed(0)
+    module = Classifier(loss)
+    data = make_data(np.random.default_rng(3))
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data])
+    data[1][5] = -1
+    with pytest.raises((IndexError, RuntimeError)):  # torch's own refusal
+        module(*map(torch.from_numpy, data))
+    runner = emulated_cuda() if backend == "cuda_emu" else None
+    with pytest.raises(Exception, match=r"test_loss_import\.py:\d+: "
+                       r"nn\.id_range: index 5 at position \d+ is outside "
+                       r"\[0, 5\)"):
+        train_imported(tmp_path, module, model, data, RANKS, "sgd",
+                       runner=runner)

@@ -1,8 +1,9 @@
 //===- CApiRouting.cpp - C ABI: mixture-of-experts routing ----------------===//
 //
 // Entry points of the C ABI (fsdprt.h) for top-k, sort, histc, the inverse
-// permutation and the grouped GEMM: each validates extents and dtypes on
-// the calling thread, then enqueues the backend call (CApiSupport.h).
+// permutation, the index check and the grouped GEMM: each validates extents
+// and dtypes on the calling thread, then enqueues the backend call
+// (CApiSupport.h).
 //
 //===----------------------------------------------------------------------===//
 #include "CApiSupport.h"
@@ -91,6 +92,23 @@ int32_t fsdprt_invert_permutation(int64_t ctx, int64_t stream, int32_t dtype,
     void *py = l.operand(y, y_off, n, dt, "y");
     Backend &be = l.backend();
     l.enqueue([=, &be] { be.invertPermutation(dt, pp, py, n); });
+  });
+}
+
+int32_t fsdprt_index_check(int64_t ctx, int64_t stream, int32_t ids_dtype,
+                           int64_t ids, int64_t ids_off, int64_t num_ids,
+                           int64_t limit, int32_t has_ignore,
+                           int64_t ignore_index, const char *what) {
+  return guarded(__func__, [&] {
+    Launch l(ctx, stream, "index_check");
+    DType it = indexDType(ids_dtype, "ids_dtype");
+    nonNegative(num_ids, "num_ids"), nonNegative(limit, "limit");
+    if (!what)
+      fail(Status::InvalidArgument, "what is null");
+    const void *pi = l.operand(ids, ids_off, num_ids, it, "ids");
+    IndexRange range{limit, has_ignore != 0, ignore_index};
+    Backend &be = l.backend();
+    l.enqueue([=, &be] { be.checkIndices(it, pi, num_ids, range, what); });
   });
 }
 

@@ -1,8 +1,8 @@
 //===- RoutingTest.cpp - mixture-of-experts routing kernels ---------------===//
 //
-// Top-k, stable sort, histc, the inverse permutation and the grouped GEMM
-// (forward against float64, its gradients against finite differences) on
-// every backend.
+// Top-k, stable sort, histc, the inverse permutation, the index check and
+// the grouped GEMM (forward against float64, its gradients against finite
+// differences) on every backend.
 //
 //===----------------------------------------------------------------------===//
 #include "TestUtil.h"
@@ -120,6 +120,49 @@ TEST_P(RoutingConformance, InvertPermutationAndItsCheck) {
             FSDPRT_ERR_OUT_OF_RANGE);
   std::string msg = fsdprt_last_error();
   EXPECT_NE(msg.find("invert_permutation"), std::string::npos) << msg;
+}
+
+TEST_P(RoutingConformance, IndexCheckNamesTheFirstBadIdAndItsPosition) {
+  Device dev(GetParam());
+  static const char what[] = "net.py:12: nn.id_range";
+  // In range, and the ignore index where it is allowed: nothing to report.
+  std::vector<int64_t> ok{0, 4, -100, 2};
+  int64_t bok = dev.upload(ok);
+  RT_OK(fsdprt_index_check(dev.ctx, dev.stream, FSDPRT_I64, bok, 0, 4, 5, 1,
+                           -100, what));
+  std::vector<int32_t> ok32{1, 0, 4};
+  int64_t bok32 = dev.upload(ok32);
+  RT_OK(fsdprt_index_check(dev.ctx, dev.stream, FSDPRT_I32, bok32, 0, 3, 5, 0,
+                           0, what));
+  RT_OK(fsdprt_stream_synchronize(dev.ctx, dev.stream));
+  struct Case {
+    std::vector<int64_t> ids;
+    int32_t hasIgnore;
+    std::string message;
+  };
+  for (const Case &c : std::vector<Case>{
+           // The first bad one of several, past the end and negative.
+           {{1, 5, -1},
+            1,
+            "net.py:12: nn.id_range: index 5 at position 1 is outside [0, 5) "
+            "and is not the ignore index -100"},
+           {{0, -3}, 1, "index -3 at position 1 is outside [0, 5)"},
+           // -100 is allowed only with has_ignore.
+           {{-100}, 0, "index -100 at position 0 is outside [0, 5)"}}) {
+    int64_t b = dev.upload(c.ids);
+    RT_OK(fsdprt_index_check(dev.ctx, dev.stream, FSDPRT_I64, b, 0,
+                             int64_t(c.ids.size()), 5, c.hasIgnore, -100,
+                             what));
+    // A device reports at the next synchronisation, the host at once.
+    EXPECT_EQ(fsdprt_stream_synchronize(dev.ctx, dev.stream),
+              FSDPRT_ERR_OUT_OF_RANGE);
+    std::string msg = fsdprt_last_error();
+    EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
+    EXPECT_EQ(c.hasIgnore != 0, msg.find("ignore") != std::string::npos) << msg;
+  }
+  EXPECT_EQ(fsdprt_index_check(dev.ctx, dev.stream, FSDPRT_I64, bok, 0, 4, 5, 0,
+                               0, nullptr),
+            FSDPRT_ERR_INVALID_ARGUMENT);
 }
 
 /// y = the grouped GEMM of x [rows, k] by w [groups, k, n] over segment

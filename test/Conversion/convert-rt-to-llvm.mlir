@@ -4,6 +4,8 @@
 // CHECK-DAG: llvm.func @fsdprt_scale_forward(i64, i64, i32, i64, i64, i64, i64, i64, f64) -> i32
 // CHECK-DAG: llvm.func @fsdprt_reduce_forward(i64, i64, i32, i32, i64, i64, i32, !llvm.ptr, i32, !llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: llvm.mlir.global private constant @step_constant_0(dense<[0, 1, 2, 3]> : tensor<4xi64>) {{.*}} : !llvm.array<4 x i64>
+// CHECK-DAG: llvm.mlir.global private constant @checked_string_0("net.py:12: nn.id_range\00")
+// CHECK-DAG: llvm.func @fsdprt_index_check(i64, i64, i32, i64, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
 
 // CHECK-LABEL: llvm.func @step(%arg0: i64, %arg1: i64, %arg2: i64, %arg3: i64) -> i32
 // The out-parameter of alloc_at, then every call checked.
@@ -77,5 +79,23 @@ func.func @shard_index(%ctx: !rt.context, %comm: !rt.comm, %s: !rt.stream) {
   %c0 = arith.constant 0 : i64
   %zero = arith.constant 0.0 : f64
   rt.call @fill(%ctx, %s, %f32, %null, %r, %c0, %zero) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, i64, f64) -> ()
+  return
+}
+
+// An rt.string is a private NUL-terminated global (checked_string_0, above)
+// passed by its address: it lives as long as the step, so a device's check
+// may name it after the call.
+// CHECK-LABEL: llvm.func @checked(
+// CHECK: %[[WHAT:.*]] = llvm.mlir.addressof @checked_string_0 : !llvm.ptr
+// CHECK: llvm.call @fsdprt_index_check(%arg0, %arg2, %{{.*}}, %arg1, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[WHAT]])
+func.func @checked(%ctx: !rt.context, %ids: !rt.buffer, %s: !rt.stream) {
+  %i64 = arith.constant 4 : i32
+  %c0 = arith.constant 0 : i64
+  %c8 = arith.constant 8 : i64
+  %c3 = arith.constant 3 : i64
+  %yes = arith.constant 1 : i32
+  %ignore = arith.constant -100 : i64
+  %what = rt.string "net.py:12: nn.id_range"
+  rt.call @index_check(%ctx, %s, %i64, %ids, %c0, %c8, %c3, %yes, %ignore, %what) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, i64, i64, i32, i64, !rt.string) -> ()
   return
 }

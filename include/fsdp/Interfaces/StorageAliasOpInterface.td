@@ -48,6 +48,14 @@ def StorageAliasOpInterface : OpInterface<"StorageAliasOpInterface"> {
       "bool", "isStorageRename", (ins),
       /*methodBody=*/"",
       /*defaultImplementation=*/[{ return false; }]>,
+    InterfaceMethod<[{
+        Whether a storage rename also checks what it renames where it stands
+        (nn.id_range's range check): it writes nothing, but runs a kernel
+        that reads operand 0.
+      }],
+      "bool", "checksRenamedStorage", (ins),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{ return false; }]>,
   ];
 }
 

@@ -68,6 +68,11 @@ Value CallBuilder::array(ArrayRef<Value> values) {
                              values);
 }
 
+Value CallBuilder::string(StringRef text) {
+  return rt::StringOp::create(b, loc, rt::StringType::get(b.getContext()),
+                              b.getStringAttr(text));
+}
+
 TensorRef CallBuilder::ref(Value tensor) const {
   auto it = refs.find(tensor);
   assert(it != refs.end() && "tensor used before it was placed");

@@ -63,6 +63,8 @@ public:
   Value nullBuffer();
   Value array(ArrayRef<int64_t> values);
   Value array(ArrayRef<Value> values);
+  /// A constant C string (rt.string): what a runtime check's error names.
+  Value string(StringRef text);
 
   void bind(Value tensor, TensorRef ref) { refs[tensor] = ref; }
   bool isBound(Value tensor) const { return refs.count(tensor); }

@@ -134,6 +134,10 @@ struct Args {
     values.push_back(l.array(shapeOf(tensor)));
     return *this;
   }
+  Args &string(StringRef text) {
+    values.push_back(l.string(text));
+    return *this;
+  }
   Args &array(ArrayRef<int64_t> v) {
     values.push_back(l.array(v));
     return *this;

@@ -1,8 +1,8 @@
 //===- KernelCallsRouting.cpp - mixture-of-experts routing calls ----------===//
 //
 // The routing family (CApiRouting.cpp): top-k and sort along the last
-// dimension, histc, the inverse permutation, and the grouped GEMM with its
-// weight gradient.
+// dimension, histc, the inverse permutation, nn.id_range's check of ids,
+// and the grouped GEMM with its weight gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,18 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 using namespace mlir::fsdp::kernel_calls;
+
+/// What an id check's error names: the op and its source line, where the
+/// location has one ("net.py:12: nn.id_range").
+static std::string checkName(Operation *op) {
+  std::string name = op->getName().getStringRef().str();
+  auto file = op->getLoc()->findInstanceOf<FileLineColLoc>();
+  if (!file)
+    return name;
+  return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ": " +
+          name)
+      .str();
+}
 
 void fsdp::addRoutingKernels(KernelEmitters &k) {
   k.add<nn::TopkOp>([](CallBuilder &calls, nn::TopkOp o) {
@@ -61,6 +73,21 @@ void fsdp::addRoutingKernels(KernelEmitters &k) {
             .call("invert_permutation");
         return success();
       });
+  // A storage rename that also checks its ids (StepLowering runs it where
+  // the rename is): the range torch checks where these ids index.
+  k.add<nn::IdRangeOp>([](CallBuilder &calls, nn::IdRangeOp o) {
+    IntegerAttr ignore = o.getIgnoreAttr();
+    Args{calls}
+        .i32(dtypeOf(o.getInput()))
+        .t(o.getInput())
+        .i64(numel(o.getInput()))
+        .i64(o.getCount())
+        .i32(ignore ? 1 : 0)
+        .i64(ignore ? ignore.getInt() : 0)
+        .string(checkName(o))
+        .call("index_check");
+    return success();
+  });
   k.add<nn::GroupedMatmulOp>([](CallBuilder &calls, nn::GroupedMatmulOp o) {
     ArrayRef<int64_t> w = shapeOf(o.getWeight());
     Args{calls}

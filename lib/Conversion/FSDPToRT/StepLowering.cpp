@@ -136,7 +136,8 @@ LogicalResult StepLowering::run() {
         continue;
       if (isStorageRename(user)) {
         self(user->getResult(0), self, out);
-        continue;
+        if (emitsNothing(user)) // a checking rename reads too
+          continue;
       }
       out.push_back(stepOf(user));
     }
@@ -169,6 +170,15 @@ LogicalResult StepLowering::run() {
         producer[op.getResult(0)] = producer[source];
         if (producedEvent.count(source))
           producedEvent[op.getResult(0)] = producedEvent[source];
+      }
+      // A rename that checks what it renames (nn.id_range) runs its
+      // check here, on its stream; it writes nothing.
+      if (!emitsNothing(&op)) {
+        current = streamOf(&op);
+        loc = op.getLoc();
+        waitForOperands(&op, current);
+        if (failed(emitOp(&op)))
+          return failure();
       }
       continue;
     }

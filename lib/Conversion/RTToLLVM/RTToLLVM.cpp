@@ -34,7 +34,7 @@ public:
 
 private:
   Type convert(Type type) {
-    if (isa<rt::ArrayType>(type))
+    if (isa<rt::ArrayType, rt::StringType>(type))
       return ptr;
     return isRTType(type) ? i64 : type;
   }
@@ -169,6 +169,22 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
           LLVM::StoreOp::create(b, loc, lookup(element), at);
         }
         mapping.map(a.getResult(), base);
+        return success();
+      })
+      .Case([&](rt::StringOp s) {
+        // NUL-terminated: the runtime reads a C string.
+        std::string text = (s.getValue() + Twine('\0')).str();
+        auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
+        LLVM::GlobalOp global;
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(module.getBody());
+          global = LLVM::GlobalOp::create(
+              b, loc, type, /*isConstant=*/true, LLVM::Linkage::Private,
+              (func.getSymName() + "_string_" + Twine(constants++)).str(),
+              b.getStringAttr(text));
+        }
+        mapping.map(s.getResult(), LLVM::AddressOfOp::create(b, loc, global));
         return success();
       })
       .Case([&](rt::CopyConstantOp c) -> LogicalResult {

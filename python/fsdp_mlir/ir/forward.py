@@ -76,6 +76,9 @@ class Forward:
         self.results: Optional[List[TensorType]] = None
         self._names = {v.name for v in self.args}
         self._counter = 0
+        # (file, line) of the source being translated, or None: the
+        # location of the ops whose run-time errors name it (id_range).
+        self.source: Optional[Tuple[str, int]] = None
 
     # -- values ----------------------------------------------------------
     def _fresh(self, name: Optional[str]) -> str:
@@ -579,12 +582,19 @@ class Forward:
 
     def id_range(self, ids: Value, count: int, ignore: Optional[int] = None,
                  name: Optional[str] = None) -> Value:
-        """ids, each promised in [0, count) or equal to `ignore`: the runner
-        checks a train-step input's ids against it as it loads a batch."""
+        """ids, each required in [0, count) or equal to `ignore`: the runner
+        checks a train-step input's ids as it loads a batch, and the step
+        checks them where they stand; the error names the op's location,
+        `self.source` (the user's file and line) where it is set."""
         attrs = f"count = {int(count)} : i64"
         if ignore is not None:
             attrs += f", ignore = {int(ignore)} : i64"
-        return self._math("id_range", ids, attrs, name=name)
+        ids = self._math("id_range", ids, attrs, name=name)
+        if self.source is not None:
+            path = self.source[0].replace("\\", "\\\\")
+            path = path.replace('"', '\\"')
+            self.body[-1] += f' loc("{path}":{int(self.source[1])}:0)'
+        return ids
 
     def cast(self, x: Value, dtype: str, name: Optional[str] = None) -> Value:
         return self.op("nn.cast", [x], [TensorType(x.type.shape, dtype)],

@@ -13,8 +13,9 @@ or raises _Unsupported, which becomes one line of UnsupportedModelError.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..ir import TensorType, Value
 
@@ -22,6 +23,26 @@ from ..ir import TensorType, Value
 class UnsupportedModelError(ValueError):
     """The model uses what the importer cannot translate; the message lists
     every occurrence."""
+
+
+def _frames(node) -> List[str]:
+    """The 'File' lines of the node's stack trace, outermost first."""
+    trace = node.meta.get("stack_trace") or ""
+    return [line.strip() for line in trace.splitlines()
+            if line.strip().startswith("File ")]
+
+
+def _source_line(node) -> str:
+    """The user's frame of the node's stack trace (its last 'File' line)."""
+    files = _frames(node)
+    return files[-1] if files else ""
+
+
+def source_location(node) -> Optional[Tuple[str, int]]:
+    """(file, line) of the user's frame of the node, for an op's MLIR
+    location (what a run-time check's error names), or None."""
+    found = re.match(r'File "(.*)", line (\d+)', _source_line(node))
+    return (found.group(1), int(found.group(2))) if found else None
 
 
 _DTYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16",

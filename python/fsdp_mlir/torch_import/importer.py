@@ -75,8 +75,9 @@ from .ignored import ignored_roots, mark_ignored
 from .wrap_policy import mark_checkpointed, mark_units
 from . import autograd_functions
 from .assertions import checked_id_bound
-from .common import (_FLOATS, UnsupportedModelError, _is_tensor, _Spectrum,
-                     _tensor_type, _Unsupported)
+from .common import (_FLOATS, UnsupportedModelError, _frames, _is_tensor,
+                     _source_line, _Spectrum, _tensor_type, _Unsupported,
+                     source_location)
 from .patterns import rewrite_drop_paths
 from .registry import _OPS
 
@@ -140,19 +141,6 @@ class _Issue:
         where = f"module '{self.module or '(root)'}'"
         return f"  {where}: {self.what}" + (f"\n    at {self.source}"
                                             if self.source else "")
-
-
-def _frames(node) -> List[str]:
-    """The 'File' lines of the node's stack trace, outermost first."""
-    trace = node.meta.get("stack_trace") or ""
-    return [line.strip() for line in trace.splitlines()
-            if line.strip().startswith("File ")]
-
-
-def _source_line(node) -> str:
-    """The user's frame of the node's stack trace (its last 'File' line)."""
-    files = _frames(node)
-    return files[-1] if files else ""
 
 
 def _call_site(node, callee) -> str:
@@ -352,6 +340,7 @@ class _Translator:
         elif node.op == "call_module":
             self.values[node] = self.call_module(node)
         elif node.op == "call_function":
+            self.f.source = source_location(node)
             self.values[node] = self.call_function(node)
         elif node.op == "output":
             self.finish(node)

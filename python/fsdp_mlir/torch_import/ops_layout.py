@@ -264,22 +264,25 @@ def _gather(t, node, out, x, dim, index, sparse_grad=False):
     return _take(t, x, _elements(x).gather(dim, index), out)
 
 
-def _gather_at_run_time(t, x: Value, dim: int, index: Value, out):
+def _gather_at_run_time(t, x: Value, dim: int, index: Value, out,
+                        checked: bool = True):
     """torch.gather by a run-time index (DeepSeek-V3's router reading the
     chosen experts' scores; a margin loss reading each label's logit):
     each element's flat position in x, the index times dim's stride plus a
     constant offset of the other coordinates, and nn.embedding from x as a
     column there (the gradient scatters back). The index lies in
-    [0, size of dim), as torch checks: an nn.id_range, which the runner
-    checks where the index is a step input (labels), since a position past
-    a row would read the next row's element."""
+    [0, size of dim), as torch checks: an nn.id_range (checked as the
+    runner loads a step input, and in the step), since a position past a
+    row would read the next row's element; `checked` False where the index
+    is in range by construction (a sort's positions)."""
     import torch
     shape = list(x.type.shape)
     if any(a != b for d, (a, b) in enumerate(zip(index.type.shape, shape))
            if d != dim) or index.type.rank != len(shape):
         raise _Unsupported("gather by a run-time index whose other "
                            "dimensions differ from the input's")
-    index = t.f.id_range(index, shape[dim])
+    if checked:
+        index = t.f.id_range(index, shape[dim])
     stride = math.prod(shape[dim + 1:])
     offsets = _elements(x).narrow(dim, 0, 1).expand(index.type.shape)
     positions = t.f.add(

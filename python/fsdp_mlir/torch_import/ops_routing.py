@@ -123,7 +123,8 @@ def _sort(t, node, out, x, dim=-1, descending=False):
     values, indices = t.f.op("nn.sort", [key],
                              [key.type, TensorType(x.type.shape, "i64")])
     if x.type.dtype in _FLOATS:
-        values = _gather_at_run_time(t, x, x.type.rank - 1, indices, x.type)
+        values = _gather_at_run_time(t, x, x.type.rank - 1, indices, x.type,
+                                     checked=False)
     elif descending:
         values = _neg(t, node, None, values)
     return values, indices

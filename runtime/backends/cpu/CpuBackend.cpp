@@ -241,6 +241,10 @@ public:
     cpu::embeddingForward(threads_, idsType, ids, table, out, dtypeSize(dt),
                           numIds, vocab, dim);
   }
+  void checkIndices(DType idsType, const void *ids, int64_t n,
+                    const IndexRange &range, const char *op) override {
+    cpu::checkIndices(idsType, ids, n, range, op);
+  }
   void embeddingBackward(DType dt, DType idsType, const void *ids,
                          const void *dy, void *dtable, int64_t numIds,
                          int64_t vocab, int64_t dim) override {

@@ -148,6 +148,9 @@ void embeddingForward(int threads, DType idsType, const void *ids,
 void embeddingBackward(int threads, DType idsType, const void *ids,
                        const float *dy, float *dtable, int64_t numIds,
                        int64_t vocab, int64_t dim);
+/// Fails naming `op` at the first id `range` does not allow.
+void checkIndices(DType idsType, const void *ids, int64_t n,
+                  const IndexRange &range, const char *op);
 
 // Attention.cpp
 /// bias (null: none) is added to the scaled scores; dbias (null: not

@@ -9,6 +9,7 @@
 #include "Parallel.h"
 
 #include "fsdp/rt/Error.h"
+#include "fsdp/rt/backend/IndexCheck.h"
 #include "fsdp/rt/math/Rows.h"
 
 #include <algorithm>
@@ -21,20 +22,19 @@ namespace cpu {
 
 /// Targets are data: validated up front, so a bad one fails the op before
 /// any output is written.
-static std::vector<int64_t> checkedTargets(DType targetType,
+static std::vector<int64_t> checkedTargets(const char *op, DType targetType,
                                            const void *targets, int64_t n,
                                            int64_t c, int64_t ignoreIndex,
                                            int64_t &count) {
   std::vector<int64_t> t(n);
+  IndexRange range{c, true, ignoreIndex};
   count = 0;
   for (int64_t i = 0; i < n; ++i) {
     t[i] = loadIndex(targetType, targets, i);
     if (t[i] == ignoreIndex)
       continue;
-    if (t[i] < 0 || t[i] >= c)
-      fail(Status::OutOfRange, "target ", t[i], " at position ", i,
-           " is outside [0, ", c, ") and is not the ignore index ",
-           ignoreIndex);
+    if (!range.allows(t[i]))
+      failOnIndex(op, IndexKind::Target, range, t[i], i);
     ++count;
   }
   return t;
@@ -104,8 +104,8 @@ void crossEntropyForward(int threads, DType targetType, const float *logits,
                          int64_t width, LossReduction reduction,
                          int64_t ignoreIndex) {
   int64_t count;
-  std::vector<int64_t> t =
-      checkedTargets(targetType, targets, n, c, ignoreIndex, count);
+  std::vector<int64_t> t = checkedTargets("cross_entropy_forward", targetType,
+                                          targets, n, c, ignoreIndex, count);
   *loss = crossEntropyRows(threads, logits, t, count, n, c, width, reduction,
                            ignoreIndex, 0.0f, nullptr);
 }
@@ -115,8 +115,8 @@ void crossEntropyBackward(int threads, DType targetType, const float *logits,
                           int64_t n, int64_t c, int64_t width,
                           LossReduction reduction, int64_t ignoreIndex) {
   int64_t count;
-  std::vector<int64_t> t =
-      checkedTargets(targetType, targets, n, c, ignoreIndex, count);
+  std::vector<int64_t> t = checkedTargets("cross_entropy_backward", targetType,
+                                          targets, n, c, ignoreIndex, count);
   crossEntropyRows(threads, logits, t, count, n, c, width, reduction,
                    ignoreIndex, gradScale(dloss, count, reduction), dlogits);
 }
@@ -129,7 +129,8 @@ void crossEntropyForwardBackward(int threads, DType targetType,
                                  int64_t ignoreIndex) {
   int64_t count;
   std::vector<int64_t> t =
-      checkedTargets(targetType, targets, n, c, ignoreIndex, count);
+      checkedTargets("cross_entropy_forward_backward", targetType, targets, n,
+                     c, ignoreIndex, count);
   *loss = crossEntropyRows(threads, logits, t, count, n, c, width, reduction,
                            ignoreIndex, gradScale(dloss, count, reduction),
                            dlogits);

@@ -676,18 +676,25 @@ public:
                         const void *table, void *out, int64_t numIds,
                         int64_t vocab, int64_t dim) override {
     run([&](Exec &e) {
-      workers_.queueCheck("embedding_forward", false, idsType, ids, numIds,
-                          vocab, 0, nullptr);
+      workers_.queueCheck("embedding_forward", IndexKind::TokenId, idsType,
+                          ids, numIds, {vocab}, nullptr);
       cuda::embeddingForward(e.s, idsType, ids, table, out, dtypeSize(dt),
                              numIds, vocab, dim);
+    });
+  }
+  void checkIndices(DType idsType, const void *ids, int64_t n,
+                    const IndexRange &range, const char *op) override {
+    run([&](Exec &) {
+      workers_.queueCheck(op, IndexKind::Index, idsType, ids, n, range,
+                          nullptr);
     });
   }
   void embeddingBackward(DType dt, DType idsType, const void *ids,
                          const void *dy, void *dtable, int64_t numIds,
                          int64_t vocab, int64_t dim) override {
     run([&](Exec &e) {
-      workers_.queueCheck("embedding_backward", false, idsType, ids, numIds,
-                          vocab, 0, nullptr);
+      workers_.queueCheck("embedding_backward", IndexKind::TokenId, idsType,
+                          ids, numIds, {vocab}, nullptr);
       cuda::embeddingBackward(e.s, dt, idsType, ids, dy, dtable, numIds,
                               vocab, dim);
     });
@@ -894,8 +901,8 @@ public:
   void invertPermutation(DType dt, const void *p, void *y,
                          int64_t n) override {
     run([&](Exec &e) {
-      workers_.queueCheck("invert_permutation", false, dt, p, n, n, 0,
-                          nullptr);
+      workers_.queueCheck("invert_permutation", IndexKind::Index, dt, p, n,
+                          {n}, nullptr);
       cuda::invertPermutation(e.s, dt, p, y, n);
     });
   }
@@ -903,8 +910,9 @@ public:
                             const void *w, const void *offsets, void *y,
                             const GroupedDims &d) override {
     run([&](Exec &e) {
-      workers_.queueCheck("grouped_matmul_forward", false, offsetsType,
-                          offsets, d.groups, d.rows + 1, 0, nullptr);
+      workers_.queueCheck("grouped_matmul_forward", IndexKind::Index,
+                          offsetsType, offsets, d.groups, {d.rows + 1},
+                          nullptr);
       cuda::groupedMatmulForward(e.s, dt, offsetsType, x, w, offsets, y, d);
     });
   }
@@ -912,8 +920,8 @@ public:
                                    const void *dy, const void *offsets,
                                    void *dw, const GroupedDims &d) override {
     run([&](Exec &e) {
-      workers_.queueCheck("grouped_matmul_backward_weight", false,
-                          offsetsType, offsets, d.groups, d.rows + 1, 0,
+      workers_.queueCheck("grouped_matmul_backward_weight", IndexKind::Index,
+                          offsetsType, offsets, d.groups, {d.rows + 1},
                           nullptr);
       cuda::groupedMatmulBackwardWeight(e.s, dt, offsetsType, x, dy, offsets,
                                         dw, d);

@@ -14,12 +14,7 @@ void failOnBadIndex(const std::vector<PendingCheck> &checks,
     const PendingCheck &p = checks[i];
     if (v.firstBad >= p.n)
       continue;
-    if (p.targets)
-      fail(Status::OutOfRange, p.op, ": target ", v.value, " at position ",
-           v.firstBad, " is outside [0, ", p.limit,
-           ") and is not the ignore index ", p.ignoreIndex);
-    fail(Status::OutOfRange, p.op, ": token id ", v.value, " at position ",
-         v.firstBad, " is outside the vocabulary [0, ", p.limit, ")");
+    failOnIndex(p.op, p.kind, p.range, v.value, v.firstBad);
   }
 }
 

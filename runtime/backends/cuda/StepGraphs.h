@@ -20,6 +20,8 @@
 #include "Device.h"
 #include "Kernels.h"
 
+#include "fsdp/rt/backend/IndexCheck.h"
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,8 +34,9 @@ namespace cuda {
 /// An index check queued on a stream whose verdict the host has not read.
 struct PendingCheck {
   const char *op;
-  bool targets; // cross-entropy targets (ignore index allowed), else ids
-  int64_t n, limit, ignoreIndex;
+  IndexKind kind;
+  int64_t n;
+  IndexRange range;
 };
 constexpr size_t kVerdictSlots = 64;
 

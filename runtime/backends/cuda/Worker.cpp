@@ -131,23 +131,24 @@ Scratch Workers::countedTargets(Exec &e, const char *op, DType targetType,
                                 const void *targets, int64_t n, int64_t c,
                                 int64_t ignoreIndex) {
   Scratch count(e.s, 8);
-  queueCheck(op, true, targetType, targets, n, c, ignoreIndex,
-             count.as<int64_t>());
+  queueCheck(op, IndexKind::Target, targetType, targets, n,
+             {c, true, ignoreIndex}, count.as<int64_t>());
   return count;
 }
 
-void Workers::queueCheck(const char *op, bool targets, DType type,
-                         const void *ids, int64_t n, int64_t limit,
-                         int64_t ignoreIndex, int64_t *count) {
+void Workers::queueCheck(const char *op, IndexKind kind, DType type,
+                         const void *ids, int64_t n, const IndexRange &range,
+                         int64_t *count) {
   ThreadState &st = state();
-  PendingCheck check{op, targets, n, limit, ignoreIndex};
+  PendingCheck check{op, kind, n, range};
   if (st.capturing) // the graph's own slot, read after each launch
-    return queueIndexCheck(st.stream, type, ids, n, limit, targets, ignoreIndex,
-                           count, graphs_.captureCheck(check));
+    return queueIndexCheck(st.stream, type, ids, n, range.limit,
+                           range.hasIgnore, range.ignoreIndex, count,
+                           graphs_.captureCheck(check));
   if (st.pending.size() == kVerdictSlots)
     synchronize(); // every verdict slot holds an unread verdict
-  queueIndexCheck(st.stream, type, ids, n, limit, targets, ignoreIndex, count,
-                  st.verdicts + st.pending.size());
+  queueIndexCheck(st.stream, type, ids, n, range.limit, range.hasIgnore,
+                  range.ignoreIndex, count, st.verdicts + st.pending.size());
   st.pending.push_back(check);
 }
 

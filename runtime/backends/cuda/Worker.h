@@ -138,9 +138,8 @@ public:
   /// read where that stream is next synchronised (Stream::synchronize, a
   /// copy to the host such as the loss's, a collective), which then fails
   /// naming `op` and the first bad index: no host wait inside the step.
-  void queueCheck(const char *op, bool targets, DType type, const void *ids,
-                  int64_t n, int64_t limit, int64_t ignoreIndex,
-                  int64_t *count);
+  void queueCheck(const char *op, IndexKind kind, DType type, const void *ids,
+                  int64_t n, const IndexRange &range, int64_t *count);
   /// The count of targets not ignored (a mean divides by it) in scratch on
   /// the call's stream, their range check queued (queueCheck).
   Scratch countedTargets(Exec &e, const char *op, DType targetType,

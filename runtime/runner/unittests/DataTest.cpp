@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -54,9 +55,23 @@ Program mlpProgram(int world, int64_t batch, int microBatches) {
   return p;
 }
 
+/// A path in the test's temporary directory, removed when the test binary
+/// exits (each process its own names: ctest runs the suites in parallel).
+std::string tempPath(const std::string &name) {
+  static struct Removed {
+    std::vector<std::string> paths;
+    ~Removed() {
+      for (const std::string &p : paths)
+        std::remove(p.c_str());
+    }
+  } created;
+  created.paths.push_back(::testing::TempDir() + "fsdp-data-" +
+                          std::to_string(getpid()) + "-" + name);
+  return created.paths.back();
+}
+
 std::string tempFile(const std::string &name, const Bytes &bytes) {
-  std::string path = ::testing::TempDir() + "fsdp-data-" +
-                     std::to_string(getpid()) + "-" + name;
+  std::string path = tempPath(name);
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   return path;
@@ -266,8 +281,7 @@ namespace {
 std::string tensorDataset(const std::string &name,
                           const std::vector<float> &features,
                           const std::vector<int64_t> &labels, int64_t rows) {
-  std::string path = ::testing::TempDir() + "fsdp-data-" +
-                     std::to_string(getpid()) + "-" + name + ".safetensors";
+  std::string path = tempPath(name + ".safetensors");
   int64_t writer = 0;
   EXPECT_EQ(fsdprt_ckpt_writer_create(path.c_str(), &writer), FSDPRT_OK);
   int64_t featureShape[] = {rows, 3}, labelShape[] = {rows};
@@ -341,7 +355,7 @@ TEST(TensorData, MismatchesAreClearErrors) {
         << e.what();
   }
   // Features must be [N, 3].
-  std::string path = ::testing::TempDir() + "fsdp-data-shape.safetensors";
+  std::string path = tempPath("shape.safetensors");
   int64_t writer = 0, shape[] = {2, 4};
   std::vector<float> zeros(8, 0.0f);
   ASSERT_EQ(fsdprt_ckpt_writer_create(path.c_str(), &writer), FSDPRT_OK);

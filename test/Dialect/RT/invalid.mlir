@@ -24,6 +24,14 @@ func.func @kind(%ctx: !rt.context, %s: !rt.stream, %b: !rt.buffer, %t: i32, %n: 
 
 // -----
 
+func.func @name_not_string(%ctx: !rt.context, %s: !rt.stream, %b: !rt.buffer, %t: i32, %n: i64) {
+  // expected-error @+1 {{operand #9 of fsdprt_index_check must be !rt.string, got 'i64'}}
+  rt.call @index_check(%ctx, %s, %t, %b, %n, %n, %n, %t, %n, %n) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, i64, i64, i32, i64, i64) -> ()
+  return
+}
+
+// -----
+
 func.func @unaligned(%ctx: !rt.context) {
   // expected-error @+1 {{offset 100 is not a non-negative multiple of 64 bytes}}
   %b = rt.alloc_at %ctx offset 100 bytes 64 : !rt.buffer

@@ -61,6 +61,8 @@ func.func @calls(%ctx: !rt.context, %s: !rt.stream, %comm: !rt.comm, %x: !rt.buf
   %shape = rt.array %c8, %c16 : i64, i64
   // CHECK: rt.array %{{.*}}, %{{.*}} : !rt.buffer, !rt.buffer
   %buffers = rt.array %x, %w : !rt.buffer, !rt.buffer
+  // CHECK: rt.string "net.py:12: nn.id_range \22quoted\22"
+  %what = rt.string "net.py:12: nn.id_range \"quoted\""
   // CHECK: %[[NULL:.*]] = rt.null : !rt.buffer
   %none = rt.null : !rt.buffer
   // CHECK: rt.call @linear_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!rt.context, !rt.stream, i32, !rt.buffer, i64, !rt.buffer, i64, !rt.buffer, i64, !rt.buffer, i64, i64, i64, i64) -> ()

@@ -29,6 +29,9 @@ bool fsdp::isStorageFree(Operation *op) {
 }
 
 bool fsdp::emitsNothing(Operation *op) {
+  if (auto alias = dyn_cast<StorageAliasOpInterface>(op);
+      alias && alias.checksRenamedStorage())
+    return false;
   return isStorageFree(op) || isa<WaitOp, ReshardOp, func::ReturnOp>(op);
 }
 

@@ -23,9 +23,11 @@ OpOperand *StopGradientOp::getReusedOperand(unsigned) {
 }
 bool StopGradientOp::isStorageRename() { return true; }
 
-// id_range only states the ids' range: its result is its operand.
+// id_range states the ids' range: its result is its operand, which the
+// step checks where the op stands.
 OpOperand *IdRangeOp::getReusedOperand(unsigned) { return &getInputMutable(); }
 bool IdRangeOp::isStorageRename() { return true; }
+bool IdRangeOp::checksRenamedStorage() { return true; }
 
 // The new running statistics are updated in place in training mode (as
 // F.batch_norm does) and unchanged in eval mode; the output is its own.

@@ -48,6 +48,7 @@ namespace {
 #define I64 int64_t
 #define F64 double
 #define ARRAY const int64_t *
+#define STRING const char *
 #define UNPAREN(...) __VA_ARGS__
 #define RT_ENTRY(name, params)                                                 \
   static_assert(std::is_same_v<decltype(&fsdprt_##name),                      \
@@ -80,6 +81,7 @@ static_assert(std::is_same_v<fsdprt_step_fn, StepFnOf<void
 #undef I64
 #undef F64
 #undef ARRAY
+#undef STRING
 
 const llvm::StringMap<llvm::SmallVector<ParamKind>> &entryPoints() {
   static const auto *table = [] {
@@ -88,7 +90,7 @@ const llvm::StringMap<llvm::SmallVector<ParamKind>> &entryPoints() {
                         EVENT = ParamKind::Event, COMM = ParamKind::Comm,
                         BUF = ParamKind::Buf, I32 = ParamKind::I32,
                         I64 = ParamKind::I64, F64 = ParamKind::F64,
-                        ARRAY = ParamKind::Array;
+                        ARRAY = ParamKind::Array, STRING = ParamKind::String;
     (void)EVENT;
 #define RT_ENTRY(name, params)                                                 \
   (*map)[#name] = llvm::SmallVector<ParamKind>{UNPAREN params};
@@ -157,14 +159,16 @@ static bool matches(ParamKind kind, Type type) {
     return type.isF64();
   case ParamKind::Array:
     return isa<ArrayType>(type);
+  case ParamKind::String:
+    return isa<StringType>(type);
   }
   llvm_unreachable("unknown parameter kind");
 }
 
 static StringRef kindName(ParamKind kind) {
-  static const char *names[] = {"!rt.context", "!rt.stream", "!rt.event",
-                                "!rt.comm",    "!rt.buffer", "i32",
-                                "i64",         "f64",        "!rt.array"};
+  static const char *names[] = {
+      "!rt.context", "!rt.stream", "!rt.event", "!rt.comm",  "!rt.buffer",
+      "i32",         "i64",        "f64",       "!rt.array", "!rt.string"};
   return names[size_t(kind)];
 }
 

@@ -584,6 +584,15 @@ int32_t fsdprt_histc(int64_t ctx, int64_t stream, int32_t dtype, int64_t x,
 int32_t fsdprt_invert_permutation(int64_t ctx, int64_t stream, int32_t dtype,
                                   int64_t p, int64_t p_off, int64_t n,
                                   int64_t y, int64_t y_off);
+/* Fails OUT_OF_RANGE, naming `what` and the first bad position, when one */
+/* of the num_ids ids (I32 or I64) is outside [0, limit) and, with        */
+/* has_ignore, not ignore_index (nn.id_range on ids computed in a step).  */
+/* A device reports at the stream's next synchronisation, as embedding's  */
+/* check does. `what` must outlive the context (a step's constant).      */
+int32_t fsdprt_index_check(int64_t ctx, int64_t stream, int32_t ids_dtype,
+                           int64_t ids, int64_t ids_off, int64_t num_ids,
+                           int64_t limit, int32_t has_ignore,
+                           int64_t ignore_index, const char *what);
 /* Grouped GEMM: x[rows, k], w[groups, k, n], offsets[groups] (I32 or I64: */
 /* each segment's end, non-decreasing, at most rows): y rows of segment g */
 /* are x's times w[g]; rows past the last offset are 0. The backward     */

@@ -46,7 +46,8 @@ bool isStorageRename(Operation *op);
 /// (isHostStepCounter), which the host keeps.
 bool isStorageFree(Operation *op);
 
-/// Ops that emit nothing at run time, the one list: the storage-free ops,
+/// Ops that emit nothing at run time, the one list: the storage-free ops
+/// (but a rename that checks what it renames, checksRenamedStorage),
 /// fsdp.wait (the stream wait on its gather's event is emitted as for any
 /// operand produced on another stream; the buffer was placed at the
 /// unshard), fsdp.reshard (the gathered buffer's last use: its free

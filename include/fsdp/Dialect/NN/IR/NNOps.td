@@ -575,7 +575,8 @@ def NN_StopGradientOp : NN_PureOp<"stop_gradient", [SameOperandsAndResultType,
 
 def NN_IdRangeOp : NN_PureOp<"id_range", [SameOperandsAndResultType,
     InferTypeOpInterface, NN_Differentiable,
-    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
+    DeclareOpInterfaceMethods<StorageAliasOpInterface,
+                              ["isStorageRename", "checksRenamedStorage"]>]> {
   let summary = "integer ids that must lie in [0, count) or equal `ignore`";
   let description = [{
     The operand's value, with the range torch checks its ids against: each
@@ -586,9 +587,11 @@ def NN_IdRangeOp : NN_PureOp<"id_range", [SameOperandsAndResultType,
     ids are a train-step input (through reshapes, slices and pads), the
     runner checks each batch against it as it loads it and stops the run
     naming the element, as it does for nn.embedding's ids and
-    nn.cross_entropy's targets; synthetic data draws them in the range. Its
-    result is its operand's storage (a rename, as `reshape`): it runs
-    nothing, and its ids get no gradient.
+    nn.cross_entropy's targets; synthetic data draws them in the range.
+    Its result is its operand's storage (a rename, as `reshape`: no copy);
+    where it stands the step also checks the ids (fsdprt_index_check: ids
+    computed in the step, a Session's batches), the error naming the op's
+    location. Its ids get no gradient.
 
     ```mlir
     %ids = nn.id_range %labels {count = 10 : i64, ignore = -100 : i64} : tensor<8xi64>

@@ -22,7 +22,18 @@
 namespace mlir::rt {
 
 /// Kind of one parameter of a runtime entry point (RTEntryPoints.def).
-enum class ParamKind { Ctx, Stream, Event, Comm, Buf, I32, I64, F64, Array };
+enum class ParamKind {
+  Ctx,
+  Stream,
+  Event,
+  Comm,
+  Buf,
+  I32,
+  I64,
+  F64,
+  Array,
+  String
+};
 
 /// The parameters of fsdprt_<name>, or null if rt.call may not name it.
 const llvm::SmallVector<ParamKind> *lookupEntryPoint(llvm::StringRef name);

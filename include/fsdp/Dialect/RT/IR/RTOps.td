@@ -49,6 +49,8 @@ def RT_Comm : RT_Type<"Comm", "comm", "a communicator (one mesh dimension)">;
 def RT_Buffer : RT_Type<"Buffer", "buffer", "a buffer in the per-rank arena">;
 def RT_Array : RT_Type<"Array", "array",
     "a host array of int64 (shapes, dims, buffer lists) passed by pointer">;
+def RT_String : RT_Type<"String", "string",
+    "a constant C string (what a runtime error names) passed by pointer">;
 
 def RT_Handle : AnyTypeOf<[RT_Context, RT_Stream, RT_Event, RT_Comm, RT_Buffer]>;
 
@@ -149,6 +151,21 @@ def RT_ArrayOp : RT_Op<"array", [Pure]> {
   let assemblyFormat = "$elements attr-dict `:` type($elements)";
 }
 
+def RT_StringOp : RT_Op<"string", [Pure]> {
+  let summary = "a constant C string: the name a runtime check's error gives";
+  let description = [{
+    Lowered to a private global, so it lives as long as the step (a
+    device's check reads it when the stream is next synchronised).
+
+    ```mlir
+    %what = rt.string "net.py:12: nn.id_range"
+    ```
+  }];
+  let arguments = (ins StrAttr:$value);
+  let results = (outs RT_String:$string);
+  let assemblyFormat = "$value attr-dict";
+}
+
 def RT_CopyConstantOp : RT_Op<"copy_constant"> {
   let summary = "copy a compile-time constant into a buffer (fsdprt_copy_from_host)";
   let description = [{
@@ -169,7 +186,8 @@ def RT_CallOp : RT_Op<"call"> {
     Kernels, collectives, optimizer steps: `callee` names an entry of
     `RTEntryPoints.def` (the C function is `fsdprt_<callee>`), and the
     operands must match its parameters one for one (handles by type, i32,
-    i64, f64, `!rt.array` for `const int64_t *`).
+    i64, f64, `!rt.array` for `const int64_t *`, `!rt.string` for
+    `const char *`).
 
     ```mlir
     rt.call @linear_forward(%ctx, %s, %f32, %x, %c0, %w, %c0, %b, %c0, %y, %c0, %m, %k, %n)
@@ -177,7 +195,7 @@ def RT_CallOp : RT_Op<"call"> {
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee,
-                       Variadic<AnyTypeOf<[RT_Handle, RT_Array, I32, I64, F64]>>:$args);
+                       Variadic<AnyTypeOf<[RT_Handle, RT_Array, RT_String, I32, I64, F64]>>:$args);
   let assemblyFormat = "$callee `(` $args `)` attr-dict `:` functional-type($args, results)";
   let hasVerifier = 1;
 }

@@ -17,6 +17,7 @@
 #include "fsdp/rt/AdafactorLayout.h"
 #include "fsdp/rt/DType.h"
 #include "fsdp/rt/backend/DeviceOrdering.h"
+#include "fsdp/rt/backend/IndexCheck.h"
 #include "fsdp/rt/backend/Shape.h"
 #include "fsdp/rt/math/Adafactor.h"
 #include "fsdp/rt/math/Conv.h"
@@ -341,6 +342,12 @@ public:
   virtual void embeddingBackward(DType dt, DType idsType, const void *ids,
                                  const void *dy, void *dtable, int64_t numIds,
                                  int64_t vocab, int64_t dim) = 0;
+  /// Fails (IndexCheck.h, naming `op`) at the first of the n ids (idsType
+  /// I32 or I64) that `range` does not allow; a device reports where its
+  /// stream is next synchronised, as the embedding's check. `op` outlives
+  /// the context (a step library's constant).
+  virtual void checkIndices(DType idsType, const void *ids, int64_t n,
+                            const IndexRange &range, const char *op) = 0;
   /// `bias` (null: none) is d.biasNumel() elements; `dbias` (null: not
   /// wanted) too. `stats` (null: not wanted) gets each query row's
   /// log-sum-exp of its scaled, masked scores, [batch, heads, tq]; the
