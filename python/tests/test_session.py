@@ -109,6 +109,44 @@ def test_torch_tensors_and_the_lr_override(tmp_path, one_rank):
         assert s.step(*batch)["loss"] != third["loss"]
 
 
+ONE_HOT_MODEL = """
+fsdp.model @one_hot {
+  fsdp.module @root kind "Net" unit {
+    fsdp.param @w : tensor<3xf32> init <normal(0.0, 1.0)>
+    fsdp.forward (%x: tensor<8x3xf32>, %labels: tensor<8xi64>) -> tensor<f32> {
+      %ids = nn.id_range %labels {count = 3 : i64} : tensor<8xi64> loc("net.py":12:0)
+      %f = nn.cast %ids : tensor<8xi64> to tensor<8xf32>
+      %col = nn.reshape %f : tensor<8xf32> to tensor<8x1xf32>
+      %w = fsdp.get_param @w : tensor<3xf32>
+      %h = nn.mul %x, %w : (tensor<8x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+      %m = nn.mul %h, %col : (tensor<8x3xf32>, tensor<8x1xf32>) -> tensor<8x3xf32>
+      %loss = nn.reduce_mean %m {dims = array<i64: 0, 1>} : (tensor<8x3xf32>) -> tensor<f32>
+      fsdp.return %loss : tensor<f32>
+    }
+  }
+}
+"""
+
+
+def test_labels_out_of_range_stop_the_step(tmp_path, one_rank):
+    """A Session's batches meet no loader: labels an nn.id_range bounds
+    (F.one_hot's, a weighted cross-entropy's) are checked by the step
+    itself, which fails naming the op's source line, the id and where it
+    is, instead of training on a zero one-hot row."""
+    source = tmp_path / "one_hot.mlir"
+    source.write_text(ONE_HOT_MODEL)
+    library = driver.compile_library(driver.compile(
+        source, tmp_path / "step.mlir", world_size=1, optimizer="sgd"))
+    x = np.ones((8, 3), np.float32)
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1], np.int64)
+    with Session(library) as s:
+        assert np.isfinite(s.step(x, labels)["loss"])
+        labels[7] = 7
+        with pytest.raises(SessionError, match=r"net\.py:12: nn\.id_range: "
+                           r"index 7 at position 7 is outside \[0, 3\)"):
+            s.step(x, labels)
+
+
 def test_bad_batches_and_loop_options_are_clear_errors(tmp_path, one_rank):
     library = _library(tmp_path, 1)
     with Session(library) as s:
