@@ -1,8 +1,9 @@
 """fsdp_mlir.from_torch on Hugging Face `transformers` models: GPT2LMHeadModel,
 LlamaForCausalLM (also with grouped k/v heads), GPTJForCausalLM,
 Phi3ForCausalLM, BertForMaskedLM (also with a padding attention_mask),
-RobertaForMaskedLM, T5ForConditionalGeneration and
-ViTForImageClassification from tiny configs
+RobertaForMaskedLM, T5ForConditionalGeneration,
+ViTForImageClassification and GPT-2's and Llama's ForSequenceClassification
+(padded rows) from tiny configs
 with random weights, wrapped so that forward(*inputs, labels) returns the
 model's own loss. Each is imported, compiled for 1 and 2 ranks (full-shard,
 its blocks wrapped as units), trained STEPS steps from the module's own
@@ -50,6 +51,26 @@ def gpt2(vocab=VOCAB):
         activation_function="gelu_pytorch_tanh", resid_pdrop=0,
         embd_pdrop=0, attn_pdrop=0, use_cache=False,
         attn_implementation="sdpa"))
+
+
+def gpt2_classifier():
+    """GPT2ForSequenceClassification: the logits of each row's last
+    non-padding token, the argmax of arange × (ids != pad) computed from
+    the ids, picked by logits[arange(B), last] (advanced indexing by a
+    run-time index beside a constant one)."""
+    return transformers.GPT2ForSequenceClassification(transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4,
+        activation_function="gelu_pytorch_tanh", resid_pdrop=0,
+        embd_pdrop=0, attn_pdrop=0, use_cache=False, num_labels=CLASSES,
+        pad_token_id=0, attn_implementation="sdpa"))
+
+
+def llama_classifier():
+    return transformers.LlamaForSequenceClassification(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=SEQ, use_cache=False, num_labels=CLASSES,
+        pad_token_id=0, attn_implementation="sdpa"))
 
 
 def llama(kv_heads=4):
@@ -146,6 +167,15 @@ def causal_lm_data(rng):
     return [ids, ids.copy()]
 
 
+def padded_rows_data(rng):
+    """Ids padded with 0 after each row's length (4 to SEQ tokens), one
+    class label per row."""
+    ids = rng.integers(1, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
+    lengths = rng.integers(4, SEQ + 1, NUM_SAMPLES)
+    ids = np.where(np.arange(SEQ)[None, :] < lengths[:, None], ids, 0)
+    return [ids, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
+
+
 def masked_lm_data(rng):
     """Ids including 0, BERT's padding_idx (its row gets no gradient);
     labels -100 but on ~15% of the positions, where they are the ids."""
@@ -214,6 +244,12 @@ MODELS = {
     # The patch embedding is a conv2d whose stride is its kernel: imported
     # as patches + linear; the class token is a select.
     "vit": (vit, image_data, "ViTLayer", key_bias_noise, "pixel_values"),
+    # Sequence classification: the last non-padding token's logits.
+    "gpt2-classifier": (gpt2_classifier, padded_rows_data, "GPT2Block",
+                        lambda key, shape: _noise_only("gpt2", key, shape),
+                        "input_ids"),
+    "llama-classifier": (llama_classifier, padded_rows_data,
+                         "LlamaDecoderLayer", None, "input_ids"),
 }
 
 CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
@@ -227,7 +263,9 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("roberta", 2, "sgd"),
          ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),
          ("t5", 1, "adamw"), ("t5", 2, "adamw"), ("t5", 2, "sgd"),
-         ("vit", 1, "adamw"), ("vit", 2, "adamw")]
+         ("vit", 1, "adamw"), ("vit", 2, "adamw"),
+         ("gpt2-classifier", 1, "adamw"), ("gpt2-classifier", 2, "sgd"),
+         ("llama-classifier", 2, "adamw")]
 
 
 def import_model(module, data, name):

@@ -290,6 +290,28 @@ CASES = {
     "multi_margin_of_computed_labels": (
         lambda m, z, y: F.multi_margin_loss(z, CLASSES - 1 - y),
         classified()),
+    # Advanced indexing by labels beside a constant arange (a policy
+    # gradient's log_probs[arange(N), actions]); negative labels count from
+    # the end; per position with two broadcast aranges; a sliced dimension
+    # between two indexed ones (torch puts the indices' shape first).
+    "picked_by_arange_and_labels": (
+        lambda m, z, y: -F.log_softmax(z, -1)[torch.arange(z.shape[0]),
+                                              y].mean(),
+        classified()),
+    "picked_by_negative_labels": (
+        lambda m, z, y: -F.log_softmax(z, -1)[torch.arange(z.shape[0]),
+                                              y - CLASSES].mean(),
+        classified()),
+    "picked_per_position": (
+        lambda m, z, y: -F.log_softmax(z, -1)[
+            torch.arange(z.shape[0])[:, None], torch.arange(LENGTH),
+            y.clamp(min=0)].mean(),
+        per_position),
+    "picked_across_a_sliced_dimension": (
+        lambda m, z, y: (F.log_softmax(z, -1)[
+            torch.arange(z.shape[0]), :, y[:, 0].clamp(min=0)]
+            * torch.linspace(-1, 1, LENGTH)).sum(),
+        per_position),
     "timm_label_smoothing": (
         _timm_loss("LabelSmoothingCrossEntropy", smoothing=0.1),
         classified()),
@@ -378,14 +400,17 @@ def test_out_of_range_target_is_reported(tmp_path, case, bad, ignored):
         ignored or "ignore_index" not in str(refusal.value))
 
 
-@pytest.mark.parametrize("case, backend", [
-    ("one_hot_of_computed_labels", "cpu"),
-    ("one_hot_of_computed_labels", "cuda_emu"),
-    ("weighted_cross_entropy_of_computed_labels", "cpu"),
-    ("multi_margin_of_computed_labels", "cpu")])
-def test_out_of_range_computed_label_stops_the_step(tmp_path, case, backend):
+@pytest.mark.parametrize("case, backend, bad", [
+    ("one_hot_of_computed_labels", "cpu", -1),
+    ("one_hot_of_computed_labels", "cuda_emu", -1),
+    ("weighted_cross_entropy_of_computed_labels", "cpu", -1),
+    ("multi_margin_of_computed_labels", "cpu", -1),
+    ("picked_by_arange_and_labels", "cpu", CLASSES)])
+def test_out_of_range_computed_label_stops_the_step(tmp_path, case, backend,
+                                                   bad):
     """A label computed in the step (CLASSES - 1 - y, out of range for a
-    -1 in the data, which no loader check sees) stops the run at its
+    -1 in the data; an index torch reads from the end when negative, out
+    of range at CLASSES), which no loader check sees, stops the run at its
     first step, as torch raises, naming the line that reads it; on the
     CUDA emulation the device's verdict is read at the step's end. The
     other rank exits with an error too (the runner's failing-rank rule)."""
@@ -395,7 +420,7 @@ def test_out_of_range_computed_label_stops_the_step(tmp_path, case, backend):
     data = make_data(np.random.default_rng(3))
     model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
                                 for d in data])
-    data[1][5] = -1
+    data[1][5] = bad
     with pytest.raises((IndexError, RuntimeError)):  # torch's own refusal
         module(*map(torch.from_numpy, data))
     runner = emulated_cuda() if backend == "cuda_emu" else None

@@ -12,7 +12,7 @@ from typing import Callable, Dict
 
 from ..ir import Value
 from .common import (_FLOATS, _INTEGERS, _Unsupported, _float, _is_tensor,
-                     _shape)
+                     _scalar, _shape)
 
 
 def _t(t, node, out, x):
@@ -211,21 +211,83 @@ def _index(t, node, out, x, indices):
     """x[i0, i1, ...] (advanced indexing). With constant indices (HF's
     attention masks index the padding mask by arange grids) the positions
     are PyTorch's own indexing of an arange of x's elements, gathered by
-    nn.embedding from x as a column (so the gradient scatters back); one
-    run-time index, on any dimension, is index_select (EfficientFormer's
-    attention biases picked by a buffer of relative positions: torch puts
-    the index's dims in that dimension's place)."""
+    nn.embedding from x as a column (so the gradient scatters back); with
+    indices computed at run time, _index_at_run_time."""
     x = _float(t, t.v(x), "indexing")
-    given = [i for i in indices if i is not None]
-    if len(given) == 1 and isinstance(given[0], Value):
-        dim = next(d for d, i in enumerate(indices) if i is not None)
-        return _index_select(t, node, out, x, dim, given[0])
-    if any(isinstance(i, Value) for i in given):
-        raise _Unsupported("indexing by several tensors computed at run time")
+    if any(isinstance(i, Value) for i in indices):
+        return _index_at_run_time(t, x, indices, out)
     # aten.index's None keeps a dimension whole (Falcon's
     # fused_qkv[..., [-2], :]); Python's None would insert one.
     where = tuple(slice(None) if i is None else i for i in indices)
     return _take(t, x, _elements(x)[where], out)
+
+
+def _index_at_run_time(t, x: Value, indices, out):
+    """x[i0, i1, ...] where some index tensors are computed at run time
+    (a sequence classifier's logits[arange(B), last_token], a policy
+    gradient's log_probs[arange(N), actions], EfficientFormer's attention
+    biases by a buffer of relative positions): each element's flat
+    position over the indexed dimensions, Σ_k i_k·stride_k, picks a row of
+    x with those dimensions moved first and flattened (nn.embedding: the
+    gradient scatters back). A negative index counts from the end, as
+    torch's; a run-time one beyond either end stops the step (nn.id_range),
+    as torch's bound check. The indices' broadcast shape takes the indexed
+    dimensions' place where they are adjacent, and comes first otherwise,
+    as in torch."""
+    import torch
+    shape = list(x.type.shape)
+    indices = list(indices) + [None] * (len(shape) - len(indices))
+    dims = [d for d, i in enumerate(indices) if i is not None]
+    rest = [d for d in range(len(shape)) if d not in dims]
+    sizes = [shape[d] for d in dims]
+    batch = list(torch.broadcast_shapes(*[
+        tuple(indices[d].type.shape if isinstance(indices[d], Value)
+              else indices[d].shape) for d in dims]))
+    constant = torch.zeros(batch, dtype=torch.int64)
+    positions = None
+    for k, d in enumerate(dims):
+        stride = math.prod(sizes[k + 1:])
+        if isinstance(indices[d], Value):
+            term = _in_range(t, indices[d], sizes[k])
+            if stride != 1:
+                term = t.f.mul(term, t.constant(torch.tensor(stride)))
+            positions = term if positions is None else t.f.add(positions,
+                                                                term)
+        else:
+            if indices[d].dtype == torch.bool:
+                raise _Unsupported("indexing by a mask beside an index "
+                                   "computed at run time")
+            i = indices[d].to(torch.int64)
+            constant = constant + torch.where(i < 0, i + sizes[k], i) * stride
+    if list(positions.type.shape) != batch or bool(constant.any()):
+        positions = t.f.add(positions, t.constant(constant))
+    moved = x if dims + rest == list(range(len(shape))) else t.transpose(
+        x, dims + rest)
+    table = t.reshape(moved, [math.prod(sizes),
+                              math.prod(shape[d] for d in rest)])
+    picked = t.f.embedding(t.reshape(positions, [math.prod(batch)]), table)
+    picked = t.reshape(picked, batch + [shape[d] for d in rest])
+    first = dims[0]
+    if dims == list(range(first, first + len(dims))) and first > 0:
+        n = len(batch)  # adjacent: the batch dims in the indexed ones' place
+        picked = t.transpose(picked, list(range(n, n + first)) +
+                             list(range(n)) +
+                             list(range(n + first, picked.type.rank)))
+    return t.reshape(picked, _shape(out))
+
+
+def _in_range(t, index: Value, size: int) -> Value:
+    """A run-time index (i64) in [0, size): a negative one plus size, as
+    torch reads it; nn.id_range on the result stops the step at one beyond
+    either end, as torch's bound check."""
+    if index.type.dtype not in _INTEGERS:
+        raise _Unsupported("indexing by a float tensor")
+    index = index if index.type.dtype == "i64" else t.f.cast(index, "i64")
+    negative = t.f.compare("lt", t.f.cast(index, "f32"),
+                           _scalar(t, 0.0, "f32"))
+    wrapped = t.f.add(index, t.f.mul(t.f.cast(negative, "i64"),
+                                     _scalar(t, size, "i64")))
+    return t.f.id_range(wrapped, size)
 
 
 def _elements(x: Value):

@@ -11,7 +11,8 @@ from typing import Callable, Dict
 
 from ..ir import TensorType, Value
 from ..ir.forward import _f64
-from .common import _FLOATS, _Unsupported, _dtype, _float, _scalar, _shape
+from .common import (_FLOATS, _INTEGERS, _Unsupported, _dtype, _float,
+                     _scalar, _shape)
 from .ops_layout import _gather_at_run_time
 from .ops_pointwise import _neg
 from .ops_rounding import _div, float_remainder
@@ -85,9 +86,15 @@ def _amin(t, node, out, x, dims=(), keepdim=False):
 
 def _arg_extreme(largest: bool):
     """torch.argmax / argmin (the first extreme entry, as torch's): the
-    max's indices along `dim`, or over the flattened tensor without one."""
+    max's indices along `dim`, or over the flattened tensor without one.
+    Integers compare in f32, as the comparisons do (exact below 2^24: a
+    sequence classifier's last non-padding position, the argmax of
+    arange × mask)."""
     def build(t, node, out, x, dim=None, keepdim=False):
-        x = _float(t, t.v(x), "argmax" if largest else "argmin")
+        x = t.v(x)
+        if x.type.dtype in _INTEGERS:
+            x = t.f.cast(x, "f32")
+        x = _float(t, x, "argmax" if largest else "argmin")
         if not largest:
             x = t.f.scale(x, -1.0)
         if dim is None:

@@ -77,7 +77,9 @@ def _copy_into_buffer(t, node, out, x, src, non_blocking=False):
 
 def _scatter_value(t, node, out, x, dim, index, value):
     """x.scatter(dim, index, value): value where some index along `dim`
-    names the position, x elsewhere (index's other dimensions are x's)."""
+    names the position, x elsewhere (index's other dimensions are x's).
+    The index lies in [0, size of dim), as torch checks (nn.id_range): one
+    past it would name no position and be dropped."""
     if not isinstance(index, Value):
         raise _Unsupported("scatter by a constant index into a run-time "
                            "tensor")
@@ -87,6 +89,7 @@ def _scatter_value(t, node, out, x, dim, index, value):
             [d for i, d in enumerate(shape) if i != dim]:
         raise _Unsupported("scatter by an index whose other dimensions "
                            "differ from the input's")
+    index = t.f.id_range(index, shape[dim])
     # hit[..., j, ...] = any over k of index[..., k, ...] == j: the index
     # with an axis after `dim` against the positions along it.
     ids = t.reshape(_as_f32(t, index), list(index.type.shape[:dim + 1])
