@@ -368,6 +368,21 @@ def test_cross_entropy_of_indices_without_weights_stays_fused():
     assert "nn.cross_entropy" not in weighted and "nn.exp" in weighted
 
 
+def torch_refuses_label(case, bad):
+    """The case's classifier, imported, and its data with label 5 set to
+    `bad`, which torch's own forward refuses."""
+    loss, make_data = CASES[case]
+    torch.manual_seed(0)
+    module = Classifier(loss)
+    data = make_data(np.random.default_rng(3))
+    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
+                                for d in data])
+    data[1][5] = bad
+    with pytest.raises((IndexError, RuntimeError)):
+        module(*map(torch.from_numpy, data))
+    return module, model, data
+
+
 @pytest.mark.parametrize("case, bad, ignored", [
     # The fused nn.cross_entropy's targets.
     ("label_smoothing", CLASSES + 2, " and not the ignore_index -100"),
@@ -384,15 +399,7 @@ def test_out_of_range_target_is_reported(tmp_path, case, bad, ignored):
     step, as torch raises, whichever way the loss reads it: fsdp-run
     checks the targets as it loads them. Without the check the one-hot
     forms would count such a target as ignored."""
-    loss, make_data = CASES[case]
-    torch.manual_seed(0)
-    module = Classifier(loss)
-    data = make_data(np.random.default_rng(3))
-    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
-                                for d in data])
-    data[1][5] = bad
-    with pytest.raises((IndexError, RuntimeError)):  # torch's own refusal
-        module(*map(torch.from_numpy, data))
+    module, model, data = torch_refuses_label(case, bad)
     with pytest.raises(Exception, match=rf"holds id {bad} at element 5, "
                        rf"outside \[0, 5\)") as refusal:
         train_imported(tmp_path, module, model, data, RANKS, "sgd")
@@ -414,15 +421,7 @@ def test_out_of_range_computed_label_stops_the_step(tmp_path, case, backend,
     first step, as torch raises, naming the line that reads it; on the
     CUDA emulation the device's verdict is read at the step's end. The
     other rank exits with an error too (the runner's failing-rank rule)."""
-    loss, make_data = CASES[case]
-    torch.manual_seed(0)
-    module = Classifier(loss)
-    data = make_data(np.random.default_rng(3))
-    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
-                                for d in data])
-    data[1][5] = bad
-    with pytest.raises((IndexError, RuntimeError)):  # torch's own refusal
-        module(*map(torch.from_numpy, data))
+    module, model, data = torch_refuses_label(case, bad)
     runner = emulated_cuda() if backend == "cuda_emu" else None
     with pytest.raises(Exception, match=r"test_loss_import\.py:\d+: "
                        r"nn\.id_range: index 5 at position \d+ is outside "

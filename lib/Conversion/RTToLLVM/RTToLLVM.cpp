@@ -43,6 +43,9 @@ private:
   /// Calls fsdprt_<name>(args) and continues in a new block if it succeeded.
   void callChecked(StringRef name, ArrayRef<Value> args);
   Value outSlot(Type type);
+  /// The address of a private constant global of `type` holding `value`,
+  /// named after the function, `kind` and a counter.
+  Value constantGlobal(Type type, StringRef kind, Attribute value);
   LogicalResult lowerOp(Operation &op);
   template <typename LLVMOp> LogicalResult lowerBinary(Operation *op);
 
@@ -95,6 +98,20 @@ Value FunctionLowering::outSlot(Type type) {
     slot = LLVM::AllocaOp::create(b, loc, ptr, type, one);
   }
   return slot;
+}
+
+Value FunctionLowering::constantGlobal(Type type, StringRef kind,
+                                       Attribute value) {
+  LLVM::GlobalOp global;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    global = LLVM::GlobalOp::create(
+        b, loc, type, /*isConstant=*/true, LLVM::Linkage::Private,
+        (func.getSymName() + "_" + kind + "_" + Twine(constants++)).str(),
+        value);
+  }
+  return LLVM::AddressOfOp::create(b, loc, global);
 }
 
 template <typename LLVMOp>
@@ -174,17 +191,10 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       .Case([&](rt::StringOp s) {
         // NUL-terminated: the runtime reads a C string.
         std::string text = (s.getValue() + Twine('\0')).str();
-        auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
-        LLVM::GlobalOp global;
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(module.getBody());
-          global = LLVM::GlobalOp::create(
-              b, loc, type, /*isConstant=*/true, LLVM::Linkage::Private,
-              (func.getSymName() + "_string_" + Twine(constants++)).str(),
-              b.getStringAttr(text));
-        }
-        mapping.map(s.getResult(), LLVM::AddressOfOp::create(b, loc, global));
+        mapping.map(
+            s.getResult(),
+            constantGlobal(LLVM::LLVMArrayType::get(b.getI8Type(), text.size()),
+                           "string", b.getStringAttr(text)));
         return success();
       })
       .Case([&](rt::CopyConstantOp c) -> LogicalResult {
@@ -193,18 +203,10 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
           return c.emitOpError("convert-rt-to-llvm: needs dense elements");
         auto flat = value.reshape(RankedTensorType::get(
             {value.getNumElements()}, value.getElementType()));
-        auto arrayType = LLVM::LLVMArrayType::get(value.getElementType(),
-                                                  value.getNumElements());
-        LLVM::GlobalOp global;
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(module.getBody());
-          global = LLVM::GlobalOp::create(
-              b, loc, arrayType, /*isConstant=*/true, LLVM::Linkage::Private,
-              (func.getSymName() + "_constant_" + Twine(constants++)).str(),
-              flat);
-        }
-        Value address = LLVM::AddressOfOp::create(b, loc, global);
+        Value address =
+            constantGlobal(LLVM::LLVMArrayType::get(value.getElementType(),
+                                                    value.getNumElements()),
+                           "constant", flat);
         int64_t bytes =
             value.getNumElements() *
             llvm::divideCeil(value.getElementType().getIntOrFloatBitWidth(), 8);

@@ -157,9 +157,12 @@ def _select(t, node, out, x, dim, index):
 
 
 def _index_select(t, node, out, x, dim, index):
-    """(x[..., index] of one index of any shape comes here too: out's
-    shape has index's dims in place of dim.)"""
-    return t.reshape(_pick(t, t.v(x), dim, t.v(index)), _shape(out))
+    """x.index_select(dim, index); a run-time index through nn.id_range,
+    torch's bound check (no negative index, unlike x[index])."""
+    x = t.v(x)
+    if isinstance(index, Value):
+        index = t.f.id_range(index, x.type.shape[dim % x.type.rank])
+    return t.reshape(_pick(t, x, dim, t.v(index)), _shape(out))
 
 
 def _pick(t, x: Value, dim: int, index: Value) -> Value:
