@@ -2,8 +2,8 @@
 LlamaForCausalLM (also with grouped k/v heads), GPTJForCausalLM,
 Phi3ForCausalLM, BertForMaskedLM (also with a padding attention_mask),
 RobertaForMaskedLM, T5ForConditionalGeneration,
-ViTForImageClassification and GPT-2's and Llama's ForSequenceClassification
-(padded rows) from tiny configs
+ViTForImageClassification, GPT-2's and Llama's ForSequenceClassification
+(padded rows) and BertForQuestionAnswering from tiny configs
 with random weights, wrapped so that forward(*inputs, labels) returns the
 model's own loss. Each is imported, compiled for 1 and 2 ranks (full-shard,
 its blocks wrapped as units), trained STEPS steps from the module's own
@@ -71,6 +71,17 @@ def llama_classifier():
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=SEQ, use_cache=False, num_labels=CLASSES,
         pad_token_id=0, attn_implementation="sdpa"))
+
+
+def bert_question_answering():
+    """BertForQuestionAnswering: start and end logits, their targets
+    clamped to [0, SEQ] and SEQ ignored (a span outside the window)."""
+    return transformers.BertForQuestionAnswering(transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=SEQ, hidden_dropout_prob=0,
+        attention_probs_dropout_prob=0, num_labels=2,
+        attn_implementation="sdpa"))
 
 
 def llama(kv_heads=4):
@@ -176,6 +187,16 @@ def padded_rows_data(rng):
     return [ids, rng.integers(0, CLASSES, (NUM_SAMPLES,), np.int64)]
 
 
+def span_data(rng):
+    """Ids and each row's answer span (start, end); some past the window:
+    clamped to SEQ, which the loss ignores."""
+    ids = rng.integers(1, VOCAB, (NUM_SAMPLES, SEQ), np.int64)
+    start = rng.integers(0, SEQ + 3, NUM_SAMPLES)
+    start[::PER_RANK] = 0  # every rank's batch has a start counted
+    return [ids, start, np.minimum(start + rng.integers(0, 4, NUM_SAMPLES),
+                                   SEQ + 3)]
+
+
 def masked_lm_data(rng):
     """Ids including 0, BERT's padding_idx (its row gets no gradient);
     labels -100 but on ~15% of the positions, where they are the ids."""
@@ -211,6 +232,14 @@ def key_bias_noise(key, shape):
     """An attention key bias has a zero gradient in exact arithmetic
     (softmax is shift-invariant per query)."""
     return np.full(shape, key.endswith(("key.bias", "k_proj.bias")))
+
+
+def span_noise(key, shape):
+    """key_bias_noise, and what adds one constant to all of a row's start
+    (or end) logits, which their softmax over the positions cancels: the
+    last LayerNorm's bias and qa_outputs' bias."""
+    return key_bias_noise(key, shape) | np.full(shape, key.endswith((
+        "layer.1.output.LayerNorm.bias", "qa_outputs.bias")))
 
 
 # name: (factory, data, wrapped kind, noise mask of the AdamW weight check,
@@ -250,6 +279,8 @@ MODELS = {
                         "input_ids"),
     "llama-classifier": (llama_classifier, padded_rows_data,
                          "LlamaDecoderLayer", None, "input_ids"),
+    "bert-qa": (bert_question_answering, span_data, "BertLayer", span_noise,
+                ("input_ids", "start_positions", "end_positions")),
 }
 
 CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
@@ -265,7 +296,8 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("t5", 1, "adamw"), ("t5", 2, "adamw"), ("t5", 2, "sgd"),
          ("vit", 1, "adamw"), ("vit", 2, "adamw"),
          ("gpt2-classifier", 1, "adamw"), ("gpt2-classifier", 2, "sgd"),
-         ("llama-classifier", 2, "adamw")]
+         ("llama-classifier", 2, "adamw"),
+         ("bert-qa", 1, "adamw"), ("bert-qa", 2, "adamw")]
 
 
 def import_model(module, data, name):

@@ -20,7 +20,9 @@ class ClassifierLoss(torch.nn.Module):
 class HFLoss(torch.nn.Module):
     """A Hugging Face model trained on the loss it computes itself:
     forward(*inputs, labels) feeds `inputs` to the model's keyword
-    arguments named by `names` and returns `.loss`."""
+    arguments named by `names` and returns `.loss`; where `names` names
+    every argument (a question-answering head's start_positions and
+    end_positions) there is no `labels`."""
 
     def __init__(self, model: torch.nn.Module, names=("input_ids",)):
         super().__init__()
@@ -28,5 +30,7 @@ class HFLoss(torch.nn.Module):
         self.inputs = (names,) if isinstance(names, str) else tuple(names)
 
     def forward(self, *args):
-        named = dict(zip(self.inputs, args[:-1]))
-        return self.m(**named, labels=args[-1]).loss
+        named = dict(zip(self.inputs, args))
+        if len(args) > len(self.inputs):
+            named["labels"] = args[len(self.inputs)]
+        return self.m(**named).loss
