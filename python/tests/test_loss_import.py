@@ -333,13 +333,19 @@ def test_loss_trains_like_torch_on_emulated_cuda(tmp_path, case):
     trains_like_torch(tmp_path, case, runner=emulated_cuda())
 
 
-def trains_like_torch(tmp_path, case, runner=None):
+def imported_case(case):
+    """The case's classifier (seeded), imported, and its data."""
     loss, make_data = CASES[case]
     torch.manual_seed(0)
     module = Classifier(loss)
     data = make_data(np.random.default_rng(3))
     model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
                                 for d in data])
+    return module, model, data
+
+
+def trains_like_torch(tmp_path, case, runner=None):
+    module, model, data = imported_case(case)
     got, saved = train_imported(tmp_path, module, model, data, RANKS, "sgd",
                                 runner=runner)
     want = torch_losses(module, data, RANKS, "sgd")
@@ -371,12 +377,7 @@ def test_cross_entropy_of_indices_without_weights_stays_fused():
 def torch_refuses_label(case, bad):
     """The case's classifier, imported, and its data with label 5 set to
     `bad`, which torch's own forward refuses."""
-    loss, make_data = CASES[case]
-    torch.manual_seed(0)
-    module = Classifier(loss)
-    data = make_data(np.random.default_rng(3))
-    model = from_torch(module, [torch.from_numpy(d[:PER_RANK])
-                                for d in data])
+    module, model, data = imported_case(case)
     data[1][5] = bad
     with pytest.raises((IndexError, RuntimeError)):
         module(*map(torch.from_numpy, data))
