@@ -231,8 +231,8 @@ def _index_at_run_time(t, x: Value, indices, out):
     gradient's log_probs[arange(N), actions], EfficientFormer's attention
     biases by a buffer of relative positions): each element's flat
     position over the indexed dimensions, Σ_k i_k·stride_k, picks a row of
-    x with those dimensions moved first and flattened (nn.embedding: the
-    gradient scatters back). A negative index counts from the end, as
+    x with those dimensions moved first and flattened (_pick: the gradient
+    scatters back). A negative index counts from the end, as
     torch's; a run-time one beyond either end stops the step (nn.id_range),
     as torch's bound check. The indices' broadcast shape takes the indexed
     dimensions' place where they are adjacent, and comes first otherwise,
@@ -266,9 +266,8 @@ def _index_at_run_time(t, x: Value, indices, out):
         positions = t.f.add(positions, t.constant(constant))
     moved = x if dims + rest == list(range(len(shape))) else t.transpose(
         x, dims + rest)
-    table = t.reshape(moved, [math.prod(sizes),
-                              math.prod(shape[d] for d in rest)])
-    picked = t.f.embedding(t.reshape(positions, [math.prod(batch)]), table)
+    flat = t.reshape(moved, [math.prod(sizes)] + [shape[d] for d in rest])
+    picked = _pick(t, flat, 0, t.reshape(positions, [math.prod(batch)]))
     picked = t.reshape(picked, batch + [shape[d] for d in rest])
     first = dims[0]
     if dims == list(range(first, first + len(dims))) and first > 0:
