@@ -737,49 +737,111 @@ class SquareFn(torch.autograd.Function):
 
 class GradReverse(torch.autograd.Function):
     """A gradient reversal layer (domain-adversarial training): the
-    identity forward, the negated gradient backward."""
+    identity forward, the gradient times -lambda backward (a ctx
+    attribute)."""
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, lam):
+        ctx.lam = lam
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):
-        return -grad
+        return -ctx.lam * grad, None
+
+
+class ClippedStraightThrough(torch.autograd.Function):
+    """A quantizer's straight-through estimator (binarized and quantized
+    networks): round to quarters forward, the gradient passed where
+    |x| <= 0.5 backward (a saved tensor, a comparison), where the rounding's
+    own derivative is zero."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.round(x * 4) / 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x.abs() <= 0.5).to(grad.dtype)
+
+
+class ScaledPair(torch.autograd.Function):
+    """Two outputs, forward(*args) with a separate setup_context (torch 2's
+    style), a tensor kept as a ctx attribute, and a backward that scales
+    each gradient by its own factor (not the forward's derivative)."""
+
+    @staticmethod
+    def forward(x, w):
+        return x * w, x - w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.w = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad_product, grad_difference):
+        return 0.5 * grad_product * ctx.w + grad_difference, \
+            (2 * grad_product - grad_difference).sum(0)
 
 
 class CustomFunctions(torch.nn.Module):
-    def __init__(self, reverse=False):
+    """Functions applied in a model: one whose backward is its forward's
+    derivative, and three whose backward is not (the import runs theirs,
+    as torch does)."""
+
+    def __init__(self):
         super().__init__()
         self.proj = torch.nn.Linear(8, 8)
         self.out = torch.nn.Linear(8, 4)
-        self.reverse = reverse
+        self.gate = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
 
     def forward(self, x, y):
         h = SquareFn.apply(torch.tanh(self.proj(x)))
-        if self.reverse:
-            h = GradReverse.apply(h)  # LINE-REVERSE
+        h = ClippedStraightThrough.apply(h + x)
+        product, difference = ScaledPair.apply(h, self.gate)
+        h = GradReverse.apply(product + 0.1 * difference, 0.5)
         return torch.nn.functional.mse_loss(self.out(h), y)
 
 
 def custom_function_case(rng):
-    """An autograd.Function whose backward is its forward's derivative:
-    the import differentiates the forward and trains as torch does."""
+    """torch.autograd.Functions with their own backward: the import runs
+    each backward and trains as torch does (a differentiated forward would
+    train the reversed layer the other way, and the estimator not at all)."""
     x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
     y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
     return CustomFunctions(), [x, y], {}
 
 
-def test_a_function_whose_backward_is_not_its_derivative_is_refused():
-    """Gradient reversal would silently train the other way: torch's
-    gradients (through its backward) and the traced forward's differ."""
-    module = CustomFunctions(reverse=True)
-    before = {k: v.clone() for k, v in module.state_dict().items()}
-    assert_refused(module, [torch.zeros(2, 8), torch.zeros(2, 4)], {
-        "LINE-REVERSE": "torch.autograd.Function test_torch_import."
-                        "GradReverse: its backward is not the derivative"})
-    for k, v in module.state_dict().items():
-        assert torch.equal(v, before[k]), k
+class DataDependentBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad if grad.sum() > 0 else -grad
+
+
+class UntraceableBackward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = DataDependentBackward.apply(self.proj(x))  # LINE-BACKWARD
+        return torch.nn.functional.mse_loss(h, y)
+
+
+def test_a_function_whose_backward_cannot_be_traced_is_refused():
+    """A backward branching on its values has no static graph: the import
+    names the Function and the line applying it."""
+    assert_refused(UntraceableBackward(), [torch.zeros(2, 8),
+                                           torch.zeros(2, 4)], {
+        "LINE-BACKWARD": "torch.autograd.Function test_torch_import."
+                         "DataDependentBackward: torch.export cannot trace "
+                         "its backward"})
 
 
 class FunctionWithoutLoss(torch.nn.Module):
@@ -792,8 +854,7 @@ class FunctionWithoutLoss(torch.nn.Module):
 
 
 def test_a_function_in_a_model_without_a_loss_gets_the_loss_error():
-    """The gradient check needs the scalar loss; without one the import
-    says so (not autograd's error about non-scalar outputs)."""
+    """Without a scalar loss the import says so, Function or not."""
     with pytest.raises(UnsupportedModelError, match="must return the "
                        "scalar loss first"):
         from_torch(FunctionWithoutLoss(), [torch.zeros(2, 8)])

@@ -222,6 +222,40 @@ class Forward:
         else:
             self.body.append("fsdp.return")
 
+    # -- a hand-written backward (torch.autograd.Function) ---------------
+    def region(self, arg_types: Sequence[TensorType]) -> "Forward":
+        """An empty region taking `arg_types`, its ops written like a
+        forward's; its SSA names are unique in this forward too."""
+        inner = Forward(self.owner, [])
+        inner._names = self._names  # shared: one namespace for both
+        inner.args = [Value(inner._fresh(None), t) for t in arg_types]
+        return inner
+
+    def custom_vjp(self, outputs: Sequence[Value], inputs: Sequence[Value],
+                   saved: Sequence[Value], backward: "Forward",
+                   cotangents: Sequence[Value]) -> List[Value]:
+        """nn.custom_vjp: `outputs`, whose gradient reaches `inputs` as
+        `backward` (a `region` taking the saved tensors and the outputs'
+        cotangents) computes `cotangents`."""
+        if any(not isinstance(l, str) for l in backward.body):
+            raise ValueError("custom_vjp: its backward draws random numbers")
+        text = "nn.custom_vjp " + ", ".join(o.name for o in outputs)
+        for word, group in (("inputs", inputs), ("saved", saved)):
+            if group:
+                text += (f" {word}(" + ", ".join(v.name for v in group) +
+                         " : " + ", ".join(str(v.type) for v in group) + ")")
+        text += " : " + ", ".join(str(o.type) for o in outputs) + " {"
+        results = self._emit(text, [o.type for o in outputs], None)
+        self.body.append("^bb0(" + ", ".join(f"{a.name}: {a.type}"
+                                             for a in backward.args) + "):")
+        self.body += ["  " + l for l in backward.body]
+        yielded = "nn.yield"
+        if cotangents:
+            yielded += (" " + ", ".join(c.name for c in cotangents) + " : " +
+                        ", ".join(str(c.type) for c in cotangents))
+        self.body += ["  " + yielded, "}"]
+        return results
+
     def lines(self, ids: Optional[RngIds] = None) -> List[str]:
         """The forward's text; random sites without an rng_id take theirs
         from `ids` (by default numbered in this forward alone)."""

@@ -1,42 +1,147 @@
 """Custom torch.autograd.Functions in a model. torch.export traces their
-forward only, so the importer differentiates that forward and never sees
-the hand-written backward. Where the two agree (a backward written to
-save memory), that is what torch computes; where they differ (a gradient
-reversal layer, a straight-through estimator, YOSO's approximate
-backward) the import would silently train another model. So the
-Functions the export applies are recorded (`recording`), and `check`
-compares, for each, the parameter gradients of the loss on the example
-inputs under torch (its backward) with those when its apply runs its
-forward's ops under autograd (the derivative of its forward, what the
-import computes). A difference beyond f32 rounding is refused, naming the
-Function and the line applying it.
+forward only: differentiating it would silently train another model where
+the hand-written backward is not its derivative (a gradient reversal
+layer, a straight-through estimator, a clipped or approximate gradient).
+So while the model is exported (`recording`), each apply of a Function
+defined outside torch runs its forward with a recording `ctx` and passes
+the float outputs through a marker op, `fsdp_mlir::custom_vjp(outputs,
+inputs, saved, key)`, which the export keeps as one node. The importer
+then exports the Function's `backward` on that ctx (`backward_program`)
+and emits `nn.custom_vjp`: the forward's ops compute the outputs, the
+backward's the inputs' gradients, as torch runs them.
 """
 from __future__ import annotations
 
-import traceback
 from contextlib import contextmanager
-from typing import List, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
 
-# Two correct formulas for one f32 gradient differ by rounding, ~1e-6 of
-# its size; an altered backward (a sign, an estimator, an approximation)
-# differs at the size of the gradient itself.
-GRADIENT_RTOL = 1e-3
+_MARKER = None  # the marker op, registered on first use (torch imported lazily)
+
+
+def marker():
+    """torch.ops.fsdp_mlir.custom_vjp: the outputs, copied (a custom op
+    returns no alias of its arguments), named by `key`."""
+    global _MARKER
+    if _MARKER is None:
+        import torch
+
+        @torch.library.custom_op(
+            "fsdp_mlir::custom_vjp", mutates_args=(),
+            schema="(Tensor[] outputs, Tensor[] inputs, Tensor[] saved, "
+                   "int key) -> Tensor[]")
+        def custom_vjp(outputs, inputs, saved, key):
+            return [o.clone() for o in outputs]
+
+        @custom_vjp.register_fake
+        def _(outputs, inputs, saved, key):
+            return [torch.empty_like(o) for o in outputs]
+        _MARKER = torch.ops.fsdp_mlir.custom_vjp.default
+    return _MARKER
+
+
+class _Context:
+    """What a forward's `ctx` offers, recording what the backward reads."""
+
+    saved_tensors: tuple = ()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_dirty(self, *args):
+        pass
+
+    def mark_non_differentiable(self, *outputs):
+        self.non_differentiable = [id(o) for o in outputs]
+
+    def set_materialize_grads(self, value):
+        pass
+
+    @property
+    def saved_variables(self):  # the deprecated name
+        return self.saved_tensors
+
+
+def _is_float_tensor(x) -> bool:
+    import torch
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+@dataclass
+class Call:
+    """One apply of a Function during the export."""
+    cls: type
+    ctx: _Context
+    args: tuple
+    inputs: List[int]  # the positions of `args` that are float tensors
+    outputs: List[object]  # the forward's tensor outputs, marked or not
+    marked: List[int]  # the positions in `outputs` of the float ones
+    saved_attrs: List[str] = field(default_factory=list)  # ctx.x = tensor
+    problem: Optional[str] = None  # why the import cannot take it
+
+    def saved(self) -> list:
+        """The tensors the backward reads: those ctx.save_for_backward
+        kept (not its Nones), then the tensor attributes of ctx."""
+        return [t for t in self.ctx.saved_tensors if t is not None] + [
+            getattr(self.ctx, k) for k in self.saved_attrs]
+
+    @property
+    def name(self) -> str:
+        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+
+
+def _run_forward(cls, ctx: _Context, args):
+    import torch
+    if cls.setup_context is not torch.autograd.Function.setup_context:
+        out = cls.forward(*args)  # forward(*args) with a setup_context
+        cls.setup_context(ctx, args, out)
+        return out
+    return cls.forward(ctx, *args)
+
+
+def _applied(calls: List[Call], cls, args):
+    """cls.apply(*args) under the export: its forward's ops, its float
+    outputs through the marker."""
+    import torch
+    ctx = _Context()
+    out = _run_forward(cls, ctx, args)
+    single = isinstance(out, torch.Tensor)
+    outputs = [out] if single else list(out)
+    marked = [i for i, o in enumerate(outputs) if _is_float_tensor(o)]
+    call = Call(cls, ctx, args,
+                [i for i, a in enumerate(args) if _is_float_tensor(a)],
+                outputs, marked)
+    call.saved_attrs = [k for k, v in vars(ctx).items()
+                        if isinstance(v, torch.Tensor)]
+    if any(isinstance(a, (list, tuple, dict)) and any(
+            isinstance(e, torch.Tensor) for e in (
+                a.values() if isinstance(a, dict) else a)) for a in args):
+        call.problem = "tensors passed in a container (their gradients " \
+                       "are not traced)"
+    calls.append(call)
+    if not marked:  # nothing to differentiate
+        return out
+    results = marker()([outputs[i] for i in marked],
+                       [args[i] for i in call.inputs], call.saved(),
+                       len(calls) - 1)
+    stopped = getattr(ctx, "non_differentiable", [])
+    for i, r in zip(marked, results):  # no gradient, as torch's
+        outputs[i] = r.detach() if id(outputs[i]) in stopped else r
+    return outputs[0] if single else type(out)(outputs)
 
 
 @contextmanager
-def recording(calls: List[Tuple[type, str]]):
+def recording(calls: List[Call]):
     """Within it, every apply of a torch.autograd.Function defined outside
-    torch appends (its class, the applying source line)."""
+    torch runs as `_applied` and appends its `Call`."""
     import torch
     function = torch.autograd.Function
     original = function.__dict__["apply"]
 
     def apply(cls, *args, **kwargs):
-        if not cls.__module__.startswith("torch."):
-            frame = traceback.extract_stack(limit=2)[0]
-            calls.append((cls, f'File "{frame.filename}", line '
-                               f"{frame.lineno}, in {frame.name}"))
-        return original.__get__(None, cls)(*args, **kwargs)
+        if cls.__module__.startswith("torch.") or kwargs:
+            return original.__get__(None, cls)(*args, **kwargs)
+        return _applied(calls, cls, args)
 
     function.apply = classmethod(apply)
     try:
@@ -45,89 +150,42 @@ def recording(calls: List[Tuple[type, str]]):
         function.apply = original
 
 
-class _Context:
-    """What a forward's `ctx` offers, doing nothing: the forward's ops are
-    differentiated by autograd instead."""
-
-    def save_for_backward(self, *tensors):
-        self.saved_tensors = tensors
-
-    def mark_dirty(self, *args):
-        pass
-
-    def mark_non_differentiable(self, *args):
-        pass
-
-    def set_materialize_grads(self, value):
-        pass
-
-
-@contextmanager
-def _forward_inlined(cls):
-    """cls.apply runs cls.forward's ops under autograd (no backward of
-    its own)."""
+def backward_program(call: Call) -> Tuple[object, List[int]]:
+    """The Function's backward as an ExportedProgram taking the saved
+    tensors then one cotangent per marked output, and
+    the positions in `call.inputs` of the inputs it gives a gradient
+    (those it returns None for get none)."""
     import torch
-    separate = cls.setup_context is not torch.autograd.Function.setup_context
+    saved = call.saved()
+    examples = [torch.zeros(tuple(t.shape), dtype=t.dtype)
+                for t in saved + [call.outputs[i] for i in call.marked]]
+    kept = [t is not None for t in call.ctx.saved_tensors]
+    needs = tuple(i in call.inputs for i in range(len(call.args)))
+    given: List[int] = []
 
-    def apply(*args, **kwargs):
-        if separate:  # forward(*args) with a separate setup_context
-            return cls.forward(*args, **kwargs)
-        return cls.forward(_Context(), *args, **kwargs)
+    class Backward(torch.nn.Module):
+        def forward(self, *args):
+            ctx = _Context()
+            ctx.__dict__.update(call.ctx.__dict__)
+            given_saved = iter(args[:sum(kept)])
+            ctx.saved_tensors = tuple(next(given_saved) if k else None
+                                      for k in kept)
+            for k, v in zip(call.saved_attrs, args[sum(kept):len(saved)]):
+                setattr(ctx, k, v)
+            ctx.needs_input_grad = needs
+            cotangents = list(args[len(saved):])
+            grads = [None] * len(call.outputs)
+            for i, c in zip(call.marked, cotangents):
+                grads[i] = c
+            result = call.cls.backward(ctx, *grads)
+            if not isinstance(result, tuple):
+                result = (result,)
+            given[:] = [k for k, i in enumerate(call.inputs)
+                        if i < len(result) and result[i] is not None]
+            return tuple(result[call.inputs[k]] for k in given)
 
-    had = "apply" in cls.__dict__
-    previous = cls.__dict__.get("apply")
-    cls.apply = apply
-    try:
-        yield
-    finally:
-        if had:
-            cls.apply = previous
-        else:
-            del cls.apply
-
-
-def _gradients(module, inputs):
-    """The gradients of the loss `module(*inputs)` for its trainable
-    parameters, seeded alike (dropout draws the same masks); None when the
-    first output is no scalar loss (from_torch refuses that itself)."""
-    import torch
-    params = [p for p in module.parameters() if p.requires_grad]
-    torch.manual_seed(0)
-    out = module(*inputs)
-    loss = out[0] if isinstance(out, (tuple, list)) else out
-    if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or \
-            not loss.requires_grad:
-        return None
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g
-            for p, g in zip(params, grads)]
+    return torch.export.export(Backward(), tuple(examples)), given
 
 
-def check(module, example_inputs, calls) -> List[Tuple[str, str]]:
-    """(qualified name, line) of each recorded Function whose backward is
-    not its forward's derivative: the model's gradients with its forward
-    inlined differ from torch's beyond GRADIENT_RTOL of the largest. The
-    module's state (BatchNorm's running statistics) is left as it was."""
-    first = {}
-    for cls, line in calls:
-        first.setdefault(cls, line)
-    if not first:
-        return []
-    state = {k: v.clone() for k, v in module.state_dict().items()}
-    refused = []
-    try:
-        torch_grads = _gradients(module, example_inputs)
-        if torch_grads is None:
-            return []
-        scale = max((g.abs().max().item() for g in torch_grads), default=0.0)
-        for cls, line in first.items():
-            with _forward_inlined(cls):
-                # None: the forward's ops pass no gradient at all.
-                inlined = _gradients(module, example_inputs) or [
-                    0 * g for g in torch_grads]
-            if any((a - b).abs().max().item() > GRADIENT_RTOL * scale
-                   for a, b in zip(torch_grads, inlined)):
-                refused.append((f"{cls.__module__}.{cls.__qualname__}", line))
-    finally:
-        module.load_state_dict(state)
-    return refused
+def is_marker(target: Callable) -> bool:
+    return _MARKER is not None and target is _MARKER

@@ -13,6 +13,7 @@ or raises _Unsupported, which becomes one line of UnsupportedModelError.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -26,10 +27,13 @@ class UnsupportedModelError(ValueError):
 
 
 def _frames(node) -> List[str]:
-    """The 'File' lines of the node's stack trace, outermost first."""
+    """The 'File' lines of the node's stack trace, outermost first, but
+    the importer's own (the autograd.Function apply it stands in for)."""
     trace = node.meta.get("stack_trace") or ""
+    own = os.path.dirname(os.path.abspath(__file__))
     return [line.strip() for line in trace.splitlines()
-            if line.strip().startswith("File ")]
+            if line.strip().startswith("File ")
+            and not line.strip().startswith(f'File "{own}{os.sep}')]
 
 
 def _source_line(node) -> str:

@@ -415,6 +415,42 @@ class _Translator:
                                "mixed-precision policy instead")
         return self.inline_region(subgraph, operands)
 
+    def custom_vjp(self, outputs, inputs, saved, key: int) -> list:
+        """A torch.autograd.Function's outputs, differentiated by its own
+        backward (autograd_functions.py): nn.custom_vjp, whose region is
+        that backward translated as the forward's ops are."""
+        call = self.imp.functions[key]
+        if call.problem:
+            raise _Unsupported(f"torch.autograd.Function {call.name}: "
+                               f"{call.problem}")
+        try:
+            exported, given = autograd_functions.backward_program(call)
+            backward = self.imp.torch.export.unflatten(
+                _decompose_unhandled(exported))
+        except Exception as e:  # torch.export's refusal, said as such
+            said = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise _Unsupported(f"torch.autograd.Function {call.name}: "
+                               f"torch.export cannot trace its backward: "
+                               f"{said}") from None
+        outputs, inputs, saved = ([self.v(x) for x in group]
+                                  for group in (outputs, inputs, saved))
+        region = self.f.region([v.type for v in saved + outputs])
+        outer = (self.f, self.consts, self.views)
+        self.f, self.consts, self.views = region, {}, {}  # isolated
+        try:
+            grads = [self.v(g) for g in
+                     self.inline_region(backward, region.args)]
+        finally:
+            self.f, self.consts, self.views = outer
+        for k, g in zip(given, grads):
+            if g.type.shape != inputs[k].type.shape:
+                raise _Unsupported(
+                    f"torch.autograd.Function {call.name}: its backward "
+                    f"gives input {call.inputs[k]} a gradient of shape "
+                    f"{list(g.type.shape)} for {list(inputs[k].type.shape)}")
+        return self.f.custom_vjp(outputs, [inputs[k] for k in given], saved,
+                                 region, grads)
+
     # -- state, constants ------------------------------------------------
     def read_state(self, target: str):
         kind, what = self.imp.resolve_attr(self.fqn, target)
@@ -598,6 +634,8 @@ class _Translator:
         if node.target is operator.getitem:
             seq, index = node.args
             return self.arg(seq)[index]
+        if autograd_functions.is_marker(node.target):
+            return self.custom_vjp(*self.arg(list(node.args)))
         region = _REGIONS.get(getattr(node.target, "_name", None))
         if region is not None:
             return region(self, *self.arg(list(node.args)))
@@ -683,10 +721,12 @@ def _functional_of_inplace(node, name: str) -> str:
 
 
 class _Importer:
-    def __init__(self, module, exported, unflat):
+    def __init__(self, module, exported, unflat,
+                 functions: List[autograd_functions.Call]):
         import torch
         self.torch = torch
         self.module = module
+        self.functions = functions  # the autograd.Functions applied, by key
         self.originals = dict(module.named_modules(remove_duplicate=False))
         # Every name a call may use: a graph torch.export shares between
         # calls (the same shapes) is listed under each.
@@ -930,7 +970,7 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
     kept). Raises
     UnsupportedModelError listing every construct it cannot translate."""
     import torch
-    functions: List[Tuple[type, str]] = []  # custom autograd.Functions
+    functions: List[autograd_functions.Call] = []
     try:
         with autograd_functions.recording(functions):
             exported = torch.export.export(module, tuple(example_inputs))
@@ -945,15 +985,8 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
             f"torch.export cannot trace the model ({kind}): " + said[0]
             + "\n  data-dependent control flow and dynamic shapes are not "
               "supported; the inputs' shapes are fixed") from None
-    imp = _Importer(module, exported, unflat)
+    imp = _Importer(module, exported, unflat, functions)
     imp.translate_root()
-    for function, line in autograd_functions.check(
-            module, example_inputs, functions):
-        imp.issues.append(_Issue("", (
-            f"torch.autograd.Function {function}: its backward is not the "
-            "derivative of its forward (the parameters' gradients differ "
-            "from torch's), and the import differentiates the traced "
-            "forward"), line))
     for fqn, ir in imp.modules.items():  # (else explained by the issues)
         if any(f.results is None for f in ir.forwards) and not imp.issues:
             imp.issues.append(_Issue(fqn, "its forward was not completed", ""))

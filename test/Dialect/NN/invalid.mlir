@@ -1075,3 +1075,60 @@ func.func @id_range_without_ids(%x: tensor<8xi64>) {
   %0 = nn.id_range %x {count = 0 : i64} : tensor<8xi64>
   return
 }
+
+// -----
+
+func.func @custom_vjp_arguments(%x: tensor<8xf32>) {
+  // expected-error @+1 {{backward takes 0 arguments; expected 1 (the saved tensors, then one cotangent per output)}}
+  %0 = nn.custom_vjp %x inputs(%x : tensor<8xf32>) : tensor<8xf32> {
+    %z = arith.constant dense<0.0> : tensor<8xf32>
+    nn.yield %z : tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @custom_vjp_cotangent_shape(%x: tensor<8xf32>, %y: tensor<2x4xf32>) {
+  // expected-error @+1 {{backward argument #0 is 'tensor<8xf32>' for 'tensor<2x4xf32>'}}
+  %0 = nn.custom_vjp %y inputs(%x : tensor<8xf32>) : tensor<2x4xf32> {
+  ^bb0(%dy: tensor<8xf32>):
+    nn.yield %dy : tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @custom_vjp_yield_count(%x: tensor<8xf32>) {
+  %0 = nn.custom_vjp %x inputs(%x : tensor<8xf32>) : tensor<8xf32> {
+  ^bb0(%dy: tensor<8xf32>):
+    // expected-error @+1 {{yields 2 cotangents for 1 inputs}}
+    nn.yield %dy, %dy : tensor<8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @custom_vjp_draws(%x: tensor<8xf32>) {
+  %0 = nn.custom_vjp %x inputs(%x : tensor<8xf32>) : tensor<8xf32> {
+  ^bb0(%dy: tensor<8xf32>):
+    // expected-error @+1 {{cannot be in nn.custom_vjp's backward: it holds nn and arith ops that draw no random numbers}}
+    %d = nn.dropout %dy {p = 0.5 : f64, rng_id = 1 : i64} : tensor<8xf32>
+    nn.yield %d : tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @custom_vjp_reads_outside(%x: tensor<8xf32>) {
+  // expected-note @+1 {{required by region isolation constraints}}
+  %0 = nn.custom_vjp %x inputs(%x : tensor<8xf32>) : tensor<8xf32> {
+  ^bb0(%dy: tensor<8xf32>):
+    // expected-error @+1 {{using value defined outside the region}}
+    nn.yield %x : tensor<8xf32>
+  }
+  return
+}

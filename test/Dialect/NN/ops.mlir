@@ -325,3 +325,26 @@ func.func @stop_gradient(%x: tensor<4x16xbf16>) -> tensor<4x16xbf16> {
   %y = nn.stop_gradient %x : tensor<4x16xbf16>
   return %y : tensor<4x16xbf16>
 }
+
+// A hand-written backward: the saved tensors and the outputs' cotangents
+// in, the inputs' cotangents out.
+// CHECK-LABEL: func @custom_vjp
+func.func @custom_vjp(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %s: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: nn.custom_vjp %{{.*}} inputs(%{{.*}} : tensor<4x8xf32>) saved(%{{.*}} : tensor<4x8xf32>) : tensor<4x8xf32> {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<4x8xf32>, %{{.*}}: tensor<4x8xf32>):
+  // CHECK-NEXT: nn.mul
+  // CHECK-NEXT: nn.yield %{{.*}} : tensor<4x8xf32>
+  %r = nn.custom_vjp %y inputs(%x : tensor<4x8xf32>) saved(%s : tensor<4x8xf32>) : tensor<4x8xf32> {
+  ^bb0(%saved: tensor<4x8xf32>, %dy: tensor<4x8xf32>):
+    %dx = nn.mul %dy, %saved : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    nn.yield %dx : tensor<4x8xf32>
+  }
+  // CHECK: nn.custom_vjp %{{.*}} : tensor<4x8xf32> {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<4x8xf32>):
+  // CHECK-NEXT: nn.yield
+  %c = nn.custom_vjp %r : tensor<4x8xf32> {
+  ^bb0(%dy: tensor<4x8xf32>):
+    nn.yield
+  }
+  return %c : tensor<4x8xf32>
+}

@@ -61,14 +61,19 @@ void eraseDeadOps(Block &body) {
       op.erase();
 }
 
-/// Replaces each nn.stop_gradient with its operand: it has done its work
-/// once the step is differentiated, and no kernel runs it.
-void forwardStoppedGradients(Block &body) {
-  for (Operation &op : llvm::make_early_inc_range(body))
+/// Replaces each nn.stop_gradient with its operand and each nn.custom_vjp
+/// with its outputs: they have done their work once the step is
+/// differentiated, and no kernel runs them.
+void dropGradientMarkers(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(body)) {
     if (auto stop = dyn_cast<nn::StopGradientOp>(op)) {
       stop.getResult().replaceAllUsesWith(stop.getInput());
       stop.erase();
+    } else if (auto custom = dyn_cast<nn::CustomVJPOp>(op)) {
+      custom.getResults().replaceAllUsesWith(custom.getOutputs());
+      custom.erase();
     }
+  }
 }
 
 /// Builds the train step of one model.
@@ -426,7 +431,7 @@ LogicalResult TrainStepBuilder::build() {
         builder.getF64FloatAttr(config.clipNormType),
         [](Value total) { return total; }, tagUpdate);
   emitUpdatesAndReturn(*loss, gradNorm, grads);
-  forwardStoppedGradients(*body);
+  dropGradientMarkers(*body);
 
   // VJPs build every operand's cotangent; drop those nothing uses (e.g. the
   // gradient of the data input of the first layer), before fusing live

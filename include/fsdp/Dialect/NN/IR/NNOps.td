@@ -1308,6 +1308,7 @@ def NN_AddLayerNormOp : NN_PureOp<"add_layer_norm", [InferTypeOpAdaptor,
 }
 
 include "fsdp/Dialect/NN/IR/NNRoutingOps.td"
+include "fsdp/Dialect/NN/IR/NNCustomVJPOps.td"
 
 def NN_AddLayerNormGradOp : NN_PureOp<"add_layer_norm_grad",
                                      [InferTypeOpAdaptor]> {
