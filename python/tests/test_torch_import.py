@@ -213,7 +213,7 @@ class Scattered(torch.nn.Module):
     have them: group scores (top-2 sums of 4 groups of 2 experts), the
     chosen groups' mask scattered into zeros, the other groups' experts
     masked to -inf, the top 2 experts' scores gathered by their run-time
-    indices; then a tensor built by slice assignments (slice_scatter of
+    indices and added back there (scatter_add); then a tensor built by slice assignments (slice_scatter of
     two parts, each scaled by a gathered score) and copy; max over a
     dimension, the last and another (gpt-oss's sink logits: the gradient
     reaches the first maximal entry), unflatten and reshape_as."""
@@ -232,7 +232,14 @@ class Scattered(torch.nn.Module):
         mask = torch.zeros_like(groups).scatter(1, chosen, 1.0)
         allowed = mask.unsqueeze(-1).expand(-1, 4, 2).reshape(-1, 8)
         choice = scores.masked_fill(~allowed.bool(), float("-inf"))
-        weights = scores.gather(1, torch.topk(choice, 2, dim=-1)[1])
+        picks = torch.topk(choice, 2, dim=-1)[1]
+        weights = scores.gather(1, picks)
+        # The picked weights added back at their experts, twice into one
+        # (both picks named the same: scatter_add sums them).
+        scores = scores.scatter_add(1, picks, weights) \
+            + 0.1 * torch.zeros_like(h).scatter_add(1, picks[:, :1].expand(
+                -1, 2), weights)
+        h = h + scores
         built = torch.slice_scatter(h, h[:, 4:] * weights[:, :1], 1, 0, 4)
         built = torch.slice_scatter(built, h[:, :4] * weights[:, 1:], 1, 4)
         # A negative start, and one before the tensor (clamped to 0).
@@ -814,6 +821,46 @@ def custom_function_case(rng):
     return CustomFunctions(), [x, y], {}
 
 
+class PhimoeRouted(torch.nn.Module):
+    """PhiMoE's sparsemixer in training, its draws made deterministic
+    (the top expert instead of a Gumbel sample, a fixed Heun mask): its
+    gate goes through transformers' PhimoeMultiplier, whose backward
+    reaches the router's scores through the masked gates and an in-place
+    scatter_add_, without the Heun mask the forward's derivative would
+    scale them by."""
+
+    def __init__(self, experts=4):
+        super().__init__()
+        self.router = torch.nn.Linear(8, experts, bias=False)
+        self.experts = torch.nn.Linear(8, 4 * experts)
+        self.num_experts = experts
+
+    def forward(self, x, y):
+        from transformers.models.phimoe.modeling_phimoe import \
+            PhimoeMultiplier
+        scores = self.router(x)
+        top, selected = scores.max(dim=-1, keepdim=True)
+        factor = scores.abs().clamp(min=top)
+        # 2 · jitter_eps: wide enough to keep several experts' gates (at
+        # PhiMoE's 0.01 one expert's, whose softmax has no gradient).
+        masked = scores.masked_fill((top - scores) / factor > 1.0,
+                                    float("-inf"))
+        gates = torch.softmax(masked, dim=-1)
+        gate = gates.gather(dim=-1, index=selected)
+        # Heun's mask: 1 or 1/3 per row (torch.rand_like(...) > 0.75 there).
+        heun = torch.add(0.3333, (x[:, :1] > 0).float(), alpha=0.6667)
+        gate = PhimoeMultiplier.apply(scores, gate, selected, gates, heun)
+        outs = self.experts(x).view(-1, self.num_experts, 4)
+        picked = outs.gather(1, selected[:, :, None].expand(-1, 1, 4))
+        return torch.nn.functional.mse_loss(gate * picked[:, 0], y)
+
+
+def phimoe_router_case(rng):
+    x = rng.standard_normal((NUM_SAMPLES, 8)).astype(np.float32)
+    y = rng.standard_normal((NUM_SAMPLES, 4)).astype(np.float32)
+    return PhimoeRouted(), [x, y], {}
+
+
 class DataDependentBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -900,6 +947,7 @@ CASES = {"gpt": gpt_case, "gpt_vocab": gpt_vocab_case, "mlp": mlp_case,
          "timestep": timestep_case, "dual_encoder": dual_encoder_case,
          "alternating_masks": alternating_masks_case,
          "spectral": spectral_case, "custom_function": custom_function_case,
+         "phimoe_router": phimoe_router_case,
          "segmentation": segmentation_case}
 
 

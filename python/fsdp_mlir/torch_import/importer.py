@@ -694,7 +694,8 @@ _INPLACE = {"relu_.default": "relu.default", "add_.Tensor": "add.Tensor",
             "hardswish_.default": "hardswish.default",
             "hardsigmoid_.default": "hardsigmoid.default",
             "dropout_.default": "dropout.default",
-            "copy_.default": "copy.default"}
+            "copy_.default": "copy.default",
+            "scatter_add_.default": "scatter_add.default"}
 
 
 def _stateless(module: Module) -> bool:

@@ -2,9 +2,10 @@
 (a slice assignment `x[..., a:b] = y`, DeepSeek-V3's keys built from two
 parts, Funnel's pooled positions) → the kept parts and the new one
 concatenated; copy (the value written, `x.copy_(y)`) → y broadcast and
-cast to x's shape and type; scatter of one value at a run-time index
-(DeepSeek-V3's mask of the chosen expert groups) → where the index hits,
-found by comparing it with each position along the dimension; index_put
+cast to x's shape and type; scatter of one value, or scatter_add of a tensor, at a run-time index
+(DeepSeek-V3's mask of the chosen expert groups, PhiMoE's router
+backward) → where the index hits, found by comparing it with each
+position along the dimension; index_put
 at constant indices (F.fold, `x[i] += v`) → each element read from a
 column of the values. Their
 gradients follow from those ops': the overwritten parts of the base get
@@ -75,31 +76,57 @@ def _copy_into_buffer(t, node, out, x, src, non_blocking=False):
     return value
 
 
-def _scatter_value(t, node, out, x, dim, index, value):
-    """x.scatter(dim, index, value): value where some index along `dim`
-    names the position, x elsewhere (index's other dimensions are x's).
-    The index lies in [0, size of dim), as torch checks (nn.id_range): one
-    past it would name no position and be dropped."""
+def _hits(t, out, dim: int, index, what: str):
+    """For x.scatter*(dim, index, ...) into a tensor of out's shape: the
+    mask hits[..., k, j, ...] = (index[..., k, ...] == j), an axis of the
+    positions j along `dim` after index's own. The index lies in [0, size
+    of dim), as torch checks (nn.id_range): one past it would name no
+    position and be dropped."""
     if not isinstance(index, Value):
-        raise _Unsupported("scatter by a constant index into a run-time "
+        raise _Unsupported(f"{what} by a constant index into a run-time "
                            "tensor")
-    dim %= len(out.shape)
     shape = _shape(out)
     if [d for i, d in enumerate(index.type.shape) if i != dim] != \
             [d for i, d in enumerate(shape) if i != dim]:
-        raise _Unsupported("scatter by an index whose other dimensions "
+        raise _Unsupported(f"{what} by an index whose other dimensions "
                            "differ from the input's")
     index = t.f.id_range(index, shape[dim])
-    # hit[..., j, ...] = any over k of index[..., k, ...] == j: the index
-    # with an axis after `dim` against the positions along it.
     ids = t.reshape(_as_f32(t, index), list(index.type.shape[:dim + 1])
                     + [1] + list(index.type.shape[dim + 1:]))
     positions = torch.arange(shape[dim], dtype=torch.float32).reshape(
         [shape[dim] if i == dim + 1 else 1 for i in range(len(shape) + 1)])
-    equal = t.f.compare("eq", ids, t.constant(positions))
-    count = t.f.reduce_sum(equal, [dim])
+    return t.f.compare("eq", ids, t.constant(positions))
+
+
+def _scatter_value(t, node, out, x, dim, index, value):
+    """x.scatter(dim, index, value): value where some index along `dim`
+    names the position, x elsewhere (index's other dimensions are x's)."""
+    dim %= len(out.shape)
+    count = t.f.reduce_sum(_hits(t, out, dim, index, "scatter"), [dim])
     hit = t.f.compare("gt", count, t.constant(torch.tensor(0.0)))
     return _keep_either(t, hit, float(value), x, _dtype(out.dtype))
+
+
+def _scatter_add(t, node, out, x, dim, index, src):
+    """x.scatter_add(dim, index, src): x plus each src element at the
+    position its index names along `dim` (PhiMoE's router backward), the
+    sum over index's entries of src times its hit mask; src and index have
+    the same shape. src's gradient is the cotangent read at its index, as
+    torch's gather."""
+    dim %= len(out.shape)
+    src = _float(t, t.v(src, out.dtype), "scatter_add")
+    if not isinstance(index, Value) or src.type.shape != index.type.shape:
+        raise _Unsupported("scatter_add with src and index of different "
+                           "shapes")
+    hits = _hits(t, out, dim, index, "scatter_add")
+    if hits.type.dtype != src.type.dtype:
+        hits = t.f.cast(hits, src.type.dtype)
+    column = t.reshape(src, list(src.type.shape[:dim + 1]) + [1]
+                       + list(src.type.shape[dim + 1:]))
+    added = t.f.reduce_sum(t.f.mul(column, hits), [dim])
+    if _is_tensor(x) and not x.any():
+        return added
+    return t.f.add(t.v(x, out.dtype), added)
 
 
 def _index_put_at_constant_positions(t, node, out, x, indices, values,
@@ -160,4 +187,5 @@ OPS: Dict[str, Callable] = {
     "copy.default": _copy,
     "copy_.default": _copy_into_buffer,
     "scatter.value": _scatter_value,
+    "scatter_add.default": _scatter_add,
 }
