@@ -32,7 +32,8 @@ bool fsdp::emitsNothing(Operation *op) {
   if (auto alias = dyn_cast<StorageAliasOpInterface>(op);
       alias && alias.checksRenamedStorage())
     return false;
-  return isStorageFree(op) || isa<WaitOp, ReshardOp, func::ReturnOp>(op);
+  return isStorageFree(op) || isa<WaitOp, ReshardOp>(op) ||
+         op->hasTrait<OpTrait::IsTerminator>();
 }
 
 Value fsdp::storageRoot(Value tensor, const FlatGradientSlots *slots) {

@@ -1,9 +1,9 @@
 //===- NNStorageAliases.cpp - nn ops whose results reuse operand storage --===//
 //
 // StorageAliasOpInterface for the nn ops that alias: a reshape (and a
-// stop_gradient or an id_range) renames its input, batch norm updates its
-// running statistics in place, and the logits' gradient may overwrite logits
-// nothing reads afterwards. The analyses follow them (fsdp's
+// stop_gradient, a custom_vjp or an id_range) renames its input, batch norm
+// updates its running statistics in place, and the logits' gradient may
+// overwrite logits nothing reads afterwards. The analyses follow them (fsdp's
 // Analysis/StorageAlias.h).
 //
 //===----------------------------------------------------------------------===//
@@ -22,6 +22,12 @@ OpOperand *StopGradientOp::getReusedOperand(unsigned) {
   return &getInputMutable();
 }
 bool StopGradientOp::isStorageRename() { return true; }
+
+// A custom_vjp's results are its outputs, unchanged.
+OpOperand *CustomVJPOp::getReusedOperand(unsigned resultIndex) {
+  return &getOutputsMutable()[resultIndex];
+}
+bool CustomVJPOp::isStorageRename() { return true; }
 
 // id_range states the ids' range: its result is its operand, which the
 // step checks where the op stands.

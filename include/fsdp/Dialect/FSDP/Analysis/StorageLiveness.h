@@ -51,7 +51,8 @@ bool isStorageFree(Operation *op);
 /// fsdp.wait (the stream wait on its gather's event is emitted as for any
 /// operand produced on another stream; the buffer was placed at the
 /// unshard), fsdp.reshard (the gathered buffer's last use: its free
-/// follows) and func.return. They take no time in the step-time model and
+/// follows) and terminators (func.return; nn.yield, which ends a
+/// custom_vjp's backward). They take no time in the step-time model and
 /// the lowering has no kernel or call for them.
 bool emitsNothing(Operation *op);
 

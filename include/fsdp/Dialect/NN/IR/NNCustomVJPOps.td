@@ -14,7 +14,8 @@
 def NN_CustomVJPOp : NN_PureOp<"custom_vjp", [IsolatedFromAbove,
     AttrSizedOperandSegments, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DifferentiableOpInterface,
-                              ["isDifferentiableOperand"]>]> {
+                              ["isDifferentiableOperand"]>,
+    DeclareOpInterfaceMethods<StorageAliasOpInterface, ["isStorageRename"]>]> {
   let summary = "values whose gradient a hand-written backward gives "
                 "(torch.autograd.Function)";
   let description = [{
@@ -28,7 +29,8 @@ def NN_CustomVJPOp : NN_PureOp<"custom_vjp", [IsolatedFromAbove,
     its shape. The region computes in the dtypes it declares: the VJP casts
     what it reads and yields when mixed precision changed the forward's.
     fsdp-build-train-step inlines the region as the op's VJP and then
-    replaces the op with its `outputs`; no kernel runs it. The backward's
+    replaces the op with its `outputs`; each result is its output's storage
+    (a rename, as `stop_gradient`), so it would run nothing anyway. The backward's
     own ops are not differentiated (no double backward) and draw no random
     numbers.
 
