@@ -124,6 +124,19 @@ def bert():
         attention_probs_dropout_prob=0, attn_implementation="sdpa"))
 
 
+def yoso():
+    """YOSO in its expectation mode (transformers' default): attention as
+    the collision probability of q and k's random hashes, (1 - acos(q·k) /
+    π)^9, through transformers' YosoCumulation, whose hand-written
+    backward is an approximation (hash_code_len / 2 · exp where the
+    derivative has the acos's), not the forward's derivative."""
+    return transformers.YosoForMaskedLM(transformers.YosoConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=SEQ + 2, hidden_dropout_prob=0,
+        attention_probs_dropout_prob=0))
+
+
 def roberta():
     """RoBERTa: position ids computed at run time from the input ids
     (transformers' create_position_ids_from_input_ids: the padding mask
@@ -258,6 +271,7 @@ MODELS = {
     "gptj": (gptj, causal_lm_data, "GPTJBlock", None, "input_ids"),
     "phi3": (phi3, causal_lm_data, "Phi3DecoderLayer", None, "input_ids"),
     "bert": (bert, masked_lm_data, "BertLayer", key_bias_noise, "input_ids"),
+    "yoso": (yoso, masked_lm_data, "YosoLayer", None, "input_ids"),
     "roberta": (roberta, roberta_data, "RobertaLayer", key_bias_noise,
                 "input_ids"),
     # attention_mask given at run time: padding masked in every layer's
@@ -290,6 +304,7 @@ CASES = [("gpt2", 1, "adamw"), ("gpt2", 2, "adamw"), ("gpt2", 2, "sgd"),
          ("gptj", 1, "adamw"), ("gptj", 2, "adamw"),
          ("phi3", 1, "adamw"), ("phi3", 2, "adamw"),
          ("bert", 1, "adamw"), ("bert", 2, "adamw"),
+         ("yoso", 1, "adamw"), ("yoso", 2, "sgd"),
          ("roberta", 1, "adamw"), ("roberta", 2, "adamw"),
          ("roberta", 2, "sgd"),
          ("bert-padded", 1, "adamw"), ("bert-padded", 2, "sgd"),

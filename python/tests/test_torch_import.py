@@ -56,7 +56,7 @@ def mlp_case(rng):
 
 
 class Elementwise(torch.nn.Module):
-    """The element-wise ops (erf too), slicing, padding and broadcasting,
+    """The element-wise ops (erf, acos, asin, atan too), slicing, padding and broadcasting,
     var, maximum / minimum, amax / amin, expand_as, a non-persistent buffer, a
     lifted constant (folded at import) and a constant cast like a run-time
     value (type_as)."""
@@ -77,7 +77,10 @@ class Elementwise(torch.nn.Module):
         # erf: ESM's and research code's own exact GELU.
         v = (torch.exp(-a.pow(2)) + torch.log(b * b + 1) + torch.erf(b)
              - torch.sqrt(a * a + 0.5) * torch.rsqrt(b.clamp(min=-0.5) + 1))
+        # The inverse trigonometric functions (YOSO's acos), inside (-1, 1).
+        s = torch.tanh(b) * 0.9
         w = (1 - torch.clamp(u, -0.9, 0.9) + v.clamp_max(2.0) * self.factor
+             + torch.acos(s) * torch.asin(s) * 0.1 + torch.atan(a) * 0.5
              + h.var(dim=1, keepdim=True) * 0.1
              + torch.maximum(a, b) - torch.minimum(u, self.gain)
              + h.amax(dim=1, keepdim=True).expand_as(a) * 0.1

@@ -21,7 +21,7 @@ Activation activationFromCode(int32_t kind) {
 }
 
 UnaryMath unaryFromCode(int32_t kind) {
-  if (kind < FSDPRT_UNARY_TANH || kind > FSDPRT_UNARY_COS)
+  if (kind < FSDPRT_UNARY_TANH || kind > FSDPRT_UNARY_ATAN)
     fail(Status::InvalidArgument, "unknown unary math kind ", kind);
   return static_cast<UnaryMath>(kind);
 }

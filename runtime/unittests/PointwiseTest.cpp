@@ -467,6 +467,12 @@ double unaryRef(int kind, double x, double a, double b) {
     return std::sin(x);
   case FSDPRT_UNARY_COS:
     return std::cos(x);
+  case FSDPRT_UNARY_ACOS:
+    return std::acos(x);
+  case FSDPRT_UNARY_ASIN:
+    return std::asin(x);
+  case FSDPRT_UNARY_ATAN:
+    return std::atan(x);
   default:
     return std::min(std::max(x, a), b);
   }
@@ -478,9 +484,13 @@ TEST_P(ElementwiseConformance, UnaryMathForwardAndBackward) {
   // Magnitudes in [0.1, 3] of both signs; their absolute values for log,
   // sqrt, rsqrt and fractional powers.
   auto signed_ = randomVector(n, 51, 0.1f, 3.0f), dy = randomVector(n, 52);
-  std::vector<float> positive(signed_);
+  std::vector<float> positive(signed_), unit(signed_);
   for (float &v : positive)
     v = std::fabs(v);
+  // acos and asin: inside (-1, 1), away from its ends where the derivative
+  // grows without bound.
+  for (float &v : unit)
+    v = 0.3f * v;
   struct Case {
     int kind;
     double a, b;
@@ -488,16 +498,24 @@ TEST_P(ElementwiseConformance, UnaryMathForwardAndBackward) {
   };
   const double inf = INFINITY;
   std::vector<Case> cases{
-      {FSDPRT_UNARY_TANH, 0, 0, signed_},   {FSDPRT_UNARY_SIGMOID, 0, 0, signed_},
-      {FSDPRT_UNARY_EXP, 0, 0, signed_},    {FSDPRT_UNARY_LOG, 0, 0, positive},
-      {FSDPRT_UNARY_SQRT, 0, 0, positive},  {FSDPRT_UNARY_RSQRT, 0, 0, positive},
-      {FSDPRT_UNARY_ABS, 0, 0, signed_},    {FSDPRT_UNARY_POW, 2, 0, signed_},
-      {FSDPRT_UNARY_POW, 1.5, 0, positive}, {FSDPRT_UNARY_POW, -0.5, 0, positive},
+      {FSDPRT_UNARY_TANH, 0, 0, signed_},
+      {FSDPRT_UNARY_SIGMOID, 0, 0, signed_},
+      {FSDPRT_UNARY_EXP, 0, 0, signed_},
+      {FSDPRT_UNARY_LOG, 0, 0, positive},
+      {FSDPRT_UNARY_SQRT, 0, 0, positive},
+      {FSDPRT_UNARY_RSQRT, 0, 0, positive},
+      {FSDPRT_UNARY_ABS, 0, 0, signed_},
+      {FSDPRT_UNARY_POW, 2, 0, signed_},
+      {FSDPRT_UNARY_POW, 1.5, 0, positive},
+      {FSDPRT_UNARY_POW, -0.5, 0, positive},
       {FSDPRT_UNARY_CLAMP, -0.5, 0.8, signed_},
       {FSDPRT_UNARY_CLAMP, -inf, 0.8, signed_},
       {FSDPRT_UNARY_ERF, 0, 0, signed_},
       {FSDPRT_UNARY_SIN, 0, 0, signed_},
       {FSDPRT_UNARY_COS, 0, 0, signed_},
+      {FSDPRT_UNARY_ACOS, 0, 0, unit},
+      {FSDPRT_UNARY_ASIN, 0, 0, unit},
+      {FSDPRT_UNARY_ATAN, 0, 0, signed_},
   };
   int64_t bdy = dev.upload(dy), by = dev.alloc(n * 4), bdx = dev.alloc(n * 4);
   for (const Case &c : cases) {
@@ -518,7 +536,7 @@ TEST_P(ElementwiseConformance, UnaryMathForwardAndBackward) {
     expectClose(dev.download(by, n), ref(in), "y");
     expectGradients(ref, in, toDouble(dy), {dev.download(bdx, n)}, {"dx"});
   }
-  EXPECT_NE(fsdprt_unary_forward(dev.ctx, dev.stream, FSDPRT_F32, 12, bdy, 0,
+  EXPECT_NE(fsdprt_unary_forward(dev.ctx, dev.stream, FSDPRT_F32, 15, bdy, 0,
                                  by, 0, n, 0, 0),
             FSDPRT_OK);
 }

@@ -14,13 +14,15 @@
 // Labels: [2, 4] i64 (dtype 4) padded by one -100 on dim 1, then [1, 5).
 // CHECK: rt.call @pad({{.*}}, %c4_i32, %{{.*}}, %{{.*}}, %c2_i32, %{{.*}}, %c1_i32, %c0_i64, %c1_i64, %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK: rt.call @slice({{.*}}, %c4_i32, %{{.*}}, %{{.*}}, %c2_i32, %{{.*}}, %c1_i32, %c1_i64, %c4_i64, %{{.*}}, %{{.*}})
-// Forward: rsqrt (5), pow 2 (7), tanh (0), erf (9), div.
+// Forward: rsqrt (5), pow 2 (7), tanh (0), erf (9), atan (14), div.
 // CHECK: rt.call @unary_forward({{.*}}, %c0_i32, %c7_i32, {{.*}}, %c24_i64, %[[TWO:[^,]+]], %[[ZERO:[^,]+]])
 // CHECK: rt.call @unary_forward({{.*}}, %c0_i32, %c5_i32, {{.*}}, %c8_i64, %[[ZERO]], %[[ZERO]])
 // CHECK: rt.call @binary_forward({{.*}}, %c0_i32, %c3_i32,
 // CHECK: rt.call @unary_forward({{.*}}, %c0_i32, %c0_i32, {{.*}}, %c24_i64, %[[ZERO]], %[[ZERO]])
 // CHECK: rt.call @unary_forward({{.*}}, %c0_i32, %c9_i32, {{.*}}, %c24_i64, %[[ZERO]], %[[ZERO]])
+// CHECK: rt.call @unary_forward({{.*}}, %c0_i32, %c14_i32, {{.*}}, %c24_i64, %[[ZERO]], %[[ZERO]])
 // Backward: the same codes and parameters.
+// CHECK: rt.call @unary_backward({{.*}}, %c0_i32, %c14_i32, {{.*}}, %c24_i64, %[[ZERO]], %[[ZERO]])
 // CHECK: rt.call @unary_backward({{.*}}, %c0_i32, %c9_i32, {{.*}}, %c24_i64, %[[ZERO]], %[[ZERO]])
 // CHECK: rt.call @unary_backward({{.*}}, %c0_i32, %c0_i32, {{.*}}, %c24_i64, %[[ZERO]], %[[ZERO]])
 // CHECK: rt.call @unary_backward({{.*}}, %c0_i32, %c5_i32, {{.*}}, %c8_i64, %[[ZERO]], %[[ZERO]])
@@ -38,7 +40,8 @@ fsdp.model @math {
       %r = nn.rsqrt %ms : tensor<2x4x1xf32>
       %n = nn.div %h, %r : (tensor<2x4x3xf32>, tensor<2x4x1xf32>) -> tensor<2x4x3xf32>
       %th = nn.tanh %n : tensor<2x4x3xf32>
-      %t = nn.erf %th : tensor<2x4x3xf32>
+      %e = nn.erf %th : tensor<2x4x3xf32>
+      %t = nn.atan %e : tensor<2x4x3xf32>
       %flat = nn.reshape %t : tensor<2x4x3xf32> to tensor<8x3xf32>
       %targets = nn.reshape %shifted : tensor<2x4xi64> to tensor<8xi64>
       %loss = nn.cross_entropy %flat, %targets : (tensor<8x3xf32>, tensor<8xi64>) -> tensor<f32>

@@ -717,7 +717,10 @@ fsdp.model @broadcast {
 // CHECK: %[[GE:[^ ,:]+]] = nn.unary_grad %[[GP]], %{{.*}} {fn = #nn.unary_fn<erf>{{.*}}} : tensor<2x3xf32>
 // CHECK: %[[GCO:[^ ,:]+]] = nn.unary_grad %[[GE]], %{{.*}} {fn = #nn.unary_fn<cos>{{.*}}} : tensor<2x3xf32>
 // CHECK: %[[GS:[^ ,:]+]] = nn.unary_grad %[[GCO]], %{{.*}} {fn = #nn.unary_fn<sin>{{.*}}} : tensor<2x3xf32>
-// CHECK: %[[GX:[^ ,:]+]] = nn.unary_grad %[[GS]], %arg0 {fn = #nn.unary_fn<tanh>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GAC:[^ ,:]+]] = nn.unary_grad %[[GS]], %{{.*}} {fn = #nn.unary_fn<acos>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GAS:[^ ,:]+]] = nn.unary_grad %[[GAC]], %{{.*}} {fn = #nn.unary_fn<asin>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GAT:[^ ,:]+]] = nn.unary_grad %[[GAS]], %{{.*}} {fn = #nn.unary_fn<atan>{{.*}}} : tensor<2x3xf32>
+// CHECK: %[[GX:[^ ,:]+]] = nn.unary_grad %[[GAT]], %arg0 {fn = #nn.unary_fn<tanh>{{.*}}} : tensor<2x3xf32>
 // CHECK: fsdp.sgd_step %arg0, %[[GX]]
 // CHECK: fsdp.sgd_step %arg1, %[[GD]]
 fsdp.model @math {
@@ -728,7 +731,10 @@ fsdp.model @math {
       %x = fsdp.get_param @x : tensor<2x3xf32>
       %d = fsdp.get_param @d : tensor<3xf32>
       %th = nn.tanh %x : tensor<2x3xf32>
-      %sn = nn.sin %th : tensor<2x3xf32>
+      %at = nn.atan %th : tensor<2x3xf32>
+      %as = nn.asin %at : tensor<2x3xf32>
+      %ac = nn.acos %as : tensor<2x3xf32>
+      %sn = nn.sin %ac : tensor<2x3xf32>
       %cs = nn.cos %sn : tensor<2x3xf32>
       %t = nn.erf %cs : tensor<2x3xf32>
       %p = nn.pow %t {exponent = 1.5 : f64} : tensor<2x3xf32>

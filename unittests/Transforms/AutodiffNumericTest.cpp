@@ -195,7 +195,8 @@ fsdp.model @m {
 }
 
 TEST_F(AutodiffNumericTest, PointwiseMathDivSliceAndPad) {
-  // exp(y) keeps log, sqrt, rsqrt, pow 1.5 and the divisor positive.
+  // exp(y) keeps log, sqrt, rsqrt, pow 1.5 and the divisor positive;
+  // tanh(x) / 2 keeps acos and asin inside (-1, 1).
   checkGradients(R"mlir(
 fsdp.model @m {
   fsdp.module @root kind "Net" {
@@ -217,7 +218,14 @@ fsdp.model @m {
       %er = nn.erf %x : tensor<2x6xf32>
       %sn = nn.sin %x : tensor<2x6xf32>
       %cs = nn.cos %x : tensor<2x6xf32>
-      %sc = nn.mul %sn, %cs : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %sc0 = nn.mul %sn, %cs : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %h = nn.scale %t {factor = 0.5 : f64} : tensor<2x6xf32>
+      %ao = nn.acos %h : tensor<2x6xf32>
+      %ai = nn.asin %h : tensor<2x6xf32>
+      %at = nn.atan %x : tensor<2x6xf32>
+      %aoi = nn.mul %ao, %ai : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %inv = nn.add %aoi, %at : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+      %sc = nn.add %sc0, %inv : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
       %ts0 = nn.add %t, %er : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
       %te = nn.add %ts0, %sc : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
       %ts = nn.mul %te, %s : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>

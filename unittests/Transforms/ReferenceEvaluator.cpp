@@ -223,6 +223,12 @@ double unaryValue(nn::UnaryFn fn, double x, double a, double b) {
     return std::sin(x);
   case nn::UnaryFn::cos:
     return std::cos(x);
+  case nn::UnaryFn::acos:
+    return std::acos(x);
+  case nn::UnaryFn::asin:
+    return std::asin(x);
+  case nn::UnaryFn::atan:
+    return std::atan(x);
   }
   return 0.0;
 }
@@ -255,6 +261,12 @@ double unaryDerivative(nn::UnaryFn fn, double x, double a, double b) {
     return std::cos(x);
   case nn::UnaryFn::cos:
     return -std::sin(x);
+  case nn::UnaryFn::acos:
+    return -1.0 / std::sqrt(1.0 - x * x);
+  case nn::UnaryFn::asin:
+    return 1.0 / std::sqrt(1.0 - x * x);
+  case nn::UnaryFn::atan:
+    return 1.0 / (1.0 + x * x);
   }
   return 0.0;
 }
@@ -559,13 +571,14 @@ fsdp::test::evaluate(func::FuncOp func, const std::vector<Tensor> &args,
                   [](double a, double b) { return double(a > b); }));
             })
             .Case<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
-                  nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp,
-                  nn::ErfOp, nn::SinOp, nn::CosOp>([&](auto o) {
-              Tensor t = in(o.getInput());
-              for (double &x : t.data)
-                x = unaryValue(o.getFn(), x, o.getParamA(), o.getParamB());
-              return one(t);
-            })
+                  nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp, nn::ErfOp,
+                  nn::SinOp, nn::CosOp, nn::AcosOp, nn::AsinOp, nn::AtanOp>(
+                [&](auto o) {
+                  Tensor t = in(o.getInput());
+                  for (double &x : t.data)
+                    x = unaryValue(o.getFn(), x, o.getParamA(), o.getParamB());
+                  return one(t);
+                })
             .Case([&](nn::UnaryGradOp o) {
               Tensor g = in(o.getGrad());
               const Tensor &x = in(o.getInput());

@@ -46,7 +46,10 @@ static int32_t unaryKind(nn::UnaryFn fn) {
       static_cast<int32_t>(nn::UnaryFn::clamp) == FSDPRT_UNARY_CLAMP &&
       static_cast<int32_t>(nn::UnaryFn::erf) == FSDPRT_UNARY_ERF &&
       static_cast<int32_t>(nn::UnaryFn::sin) == FSDPRT_UNARY_SIN &&
-      static_cast<int32_t>(nn::UnaryFn::cos) == FSDPRT_UNARY_COS);
+      static_cast<int32_t>(nn::UnaryFn::cos) == FSDPRT_UNARY_COS &&
+      static_cast<int32_t>(nn::UnaryFn::acos) == FSDPRT_UNARY_ACOS &&
+      static_cast<int32_t>(nn::UnaryFn::asin) == FSDPRT_UNARY_ASIN &&
+      static_cast<int32_t>(nn::UnaryFn::atan) == FSDPRT_UNARY_ATAN);
   return static_cast<int32_t>(fn);
 }
 
@@ -88,8 +91,8 @@ void fsdp::addPointwiseKernels(KernelEmitters &k) {
   addBinary<nn::NeOp>(k, FSDPRT_NE);
   addBinary<nn::FloorDivOp>(k, FSDPRT_FLOOR_DIV);
   k.add<nn::TanhOp, nn::SigmoidOp, nn::ExpOp, nn::LogOp, nn::SqrtOp,
-        nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp, nn::ErfOp,
-        nn::SinOp, nn::CosOp>(
+        nn::RsqrtOp, nn::AbsOp, nn::PowOp, nn::ClampOp, nn::ErfOp, nn::SinOp,
+        nn::CosOp, nn::AcosOp, nn::AsinOp, nn::AtanOp>(
       [](CallBuilder &calls, auto o) {
         Args{calls}
             .i32(dtypeOf(o.getResult()))

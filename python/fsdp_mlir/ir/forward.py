@@ -466,6 +466,15 @@ class Forward:
     def cos(self, x: Value, name: Optional[str] = None) -> Value:
         return self._math("cos", x, name=name)
 
+    def acos(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("acos", x, name=name)
+
+    def asin(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("asin", x, name=name)
+
+    def atan(self, x: Value, name: Optional[str] = None) -> Value:
+        return self._math("atan", x, name=name)
+
     def pow(self, x: Value, exponent: float,
             name: Optional[str] = None) -> Value:
         """x ** exponent (a constant exponent)."""

@@ -434,6 +434,9 @@ OPS: Dict[str, Callable] = {
     "erf.default": _unary("erf"),
     "sin.default": _unary("sin"),
     "cos.default": _unary("cos"),
+    "acos.default": _unary("acos"),
+    "asin.default": _unary("asin"),
+    "atan.default": _unary("atan"),
     # NaN is the one value unequal to itself.
     "isnan.default": lambda t, node, out, x: t.f.compare(
         "ne", _float(t, x, "isnan"), x),

@@ -102,6 +102,12 @@ func.func @pointwise_math(%a: tensor<4x16x32xf32>, %b: tensor<16x1xf32>, %g: ten
   %sin = nn.sin %a : tensor<4x16x32xf32>
   // CHECK: nn.cos %{{.*}} : tensor<4x16x32xf32>
   %cos = nn.cos %a : tensor<4x16x32xf32>
+  // CHECK: nn.acos %{{.*}} : tensor<4x16x32xf32>
+  %acos = nn.acos %a : tensor<4x16x32xf32>
+  // CHECK: nn.asin %{{.*}} : tensor<4x16x32xf32>
+  %asin = nn.asin %a : tensor<4x16x32xf32>
+  // CHECK: nn.atan %{{.*}} : tensor<4x16x32xf32>
+  %atan = nn.atan %a : tensor<4x16x32xf32>
   // CHECK: nn.pow %{{.*}} {exponent = 2.000000e+00 : f64} : tensor<4x16x32xf32>
   %8 = nn.pow %a {exponent = 2.0 : f64} : tensor<4x16x32xf32>
   // CHECK: nn.clamp %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<4x16x32xf32>

@@ -306,6 +306,9 @@ NN_UNARY_VJP(ClampOp)
 NN_UNARY_VJP(ErfOp)
 NN_UNARY_VJP(SinOp)
 NN_UNARY_VJP(CosOp)
+NN_UNARY_VJP(AcosOp)
+NN_UNARY_VJP(AsinOp)
+NN_UNARY_VJP(AtanOp)
 #undef NN_UNARY_VJP
 
 FailureOr<SmallVector<Value>> BroadcastOp::buildVJP(OpBuilder &b,

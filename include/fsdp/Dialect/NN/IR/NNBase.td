@@ -68,7 +68,9 @@ def NN_UnaryFn : I32EnumAttr<"UnaryFn",
      I32EnumAttrCase<"sqrt", 4>, I32EnumAttrCase<"rsqrt", 5>,
      I32EnumAttrCase<"abs", 6>, I32EnumAttrCase<"pow", 7>,
      I32EnumAttrCase<"clamp", 8>, I32EnumAttrCase<"erf", 9>,
-     I32EnumAttrCase<"sin", 10>, I32EnumAttrCase<"cos", 11>]> {
+     I32EnumAttrCase<"sin", 10>, I32EnumAttrCase<"cos", 11>,
+     I32EnumAttrCase<"acos", 12>, I32EnumAttrCase<"asin", 13>,
+     I32EnumAttrCase<"atan", 14>]> {
   let cppNamespace = "::mlir::nn";
   let genSpecializedAttr = 0;
 }

@@ -205,6 +205,9 @@ def NN_AbsOp : NN_MathOp<"abs", "|x|">;
 def NN_ErfOp : NN_MathOp<"erf", "the error function">;
 def NN_SinOp : NN_MathOp<"sin", "sine">;
 def NN_CosOp : NN_MathOp<"cos", "cosine">;
+def NN_AcosOp : NN_MathOp<"acos", "arccosine (NaN past ±1)">;
+def NN_AsinOp : NN_MathOp<"asin", "arcsine (NaN past ±1)">;
+def NN_AtanOp : NN_MathOp<"atan", "arctangent">;
 
 def NN_PowOp : NN_MathOp<"pow", "x ** exponent", "getExponent().convertToDouble()"> {
   let description = [{

@@ -65,6 +65,9 @@ enum class UnaryMath : int32_t {
   Erf = FSDPRT_UNARY_ERF,
   Sin = FSDPRT_UNARY_SIN,
   Cos = FSDPRT_UNARY_COS,
+  Acos = FSDPRT_UNARY_ACOS,
+  Asin = FSDPRT_UNARY_ASIN,
+  Atan = FSDPRT_UNARY_ATAN,
 };
 enum class Activation : int32_t {
   Relu = FSDPRT_RELU,

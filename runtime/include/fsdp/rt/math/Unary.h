@@ -9,6 +9,8 @@
 //   clamp    1 where a <= x <= b, else 0 (a, b the bounds; ±inf for none)
 //   erf      2 / sqrt(pi) exp(-x^2)
 //   sin      cos(x)                  cos      -sin(x)
+//   acos     -1 / sqrt(1 - x^2)      asin     1 / sqrt(1 - x^2)
+//   atan     1 / (1 + x^2)
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RT_MATH_UNARY_H
@@ -46,6 +48,12 @@ FSDPRT_HD inline float unaryForward(int kind, float x, float a, float b) {
     return std::sin(x);
   case FSDPRT_UNARY_COS:
     return std::cos(x);
+  case FSDPRT_UNARY_ACOS:
+    return std::acos(x);
+  case FSDPRT_UNARY_ASIN:
+    return std::asin(x);
+  case FSDPRT_UNARY_ATAN:
+    return std::atan(x);
   default: // FSDPRT_UNARY_CLAMP
     return x < a ? a : (x > b ? b : x);
   }
@@ -84,6 +92,12 @@ FSDPRT_HD inline float unaryBackward(int kind, float x, float dy, float a,
     return dy * std::cos(x);
   case FSDPRT_UNARY_COS:
     return -dy * std::sin(x);
+  case FSDPRT_UNARY_ACOS: // NaN past ±1, as torch's
+    return -dy / std::sqrt(1.0f - x * x);
+  case FSDPRT_UNARY_ASIN:
+    return dy / std::sqrt(1.0f - x * x);
+  case FSDPRT_UNARY_ATAN:
+    return dy / (1.0f + x * x);
   default: // FSDPRT_UNARY_CLAMP
     return x >= a && x <= b ? dy : 0.0f;
   }
