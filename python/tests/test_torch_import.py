@@ -764,17 +764,21 @@ class ClippedStraightThrough(torch.autograd.Function):
     """A quantizer's straight-through estimator (binarized and quantized
     networks): round to quarters forward, the gradient passed where
     |x| <= 0.5 backward (a saved tensor, a comparison), where the rounding's
-    own derivative is zero."""
+    own derivative is zero. Its second output, that mask, is marked
+    non-differentiable: no gradient flows through it, and its backward
+    gets zeros for it (adding them changes nothing only if they are)."""
 
     @staticmethod
     def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.round(x * 4) / 4
+        ctx.save_for_backward(x, None)
+        inside = (x.abs() <= 0.5).to(x.dtype)
+        ctx.mark_non_differentiable(inside)
+        return torch.round(x * 4) / 4, inside
 
     @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * (x.abs() <= 0.5).to(grad.dtype)
+    def backward(ctx, grad, grad_inside):
+        x, _ = ctx.saved_tensors
+        return grad * (x.abs() <= 0.5).to(grad.dtype) + grad_inside
 
 
 class ScaledPair(torch.autograd.Function):
@@ -799,7 +803,7 @@ class ScaledPair(torch.autograd.Function):
 class CustomFunctions(torch.nn.Module):
     """Functions applied in a model: one whose backward is its forward's
     derivative, and three whose backward is not (the import runs theirs,
-    as torch does)."""
+    as torch does), one given an argument by keyword."""
 
     def __init__(self):
         super().__init__()
@@ -809,9 +813,10 @@ class CustomFunctions(torch.nn.Module):
 
     def forward(self, x, y):
         h = SquareFn.apply(torch.tanh(self.proj(x)))
-        h = ClippedStraightThrough.apply(h + x)
+        quantized, inside = ClippedStraightThrough.apply(h + x)
+        h = quantized * (1 + 0.1 * inside)
         product, difference = ScaledPair.apply(h, self.gate)
-        h = GradReverse.apply(product + 0.1 * difference, 0.5)
+        h = GradReverse.apply(product + 0.1 * difference, lam=0.5)
         return torch.nn.functional.mse_loss(self.out(h), y)
 
 

@@ -90,10 +90,26 @@ class Call:
         return f"{self.cls.__module__}.{self.cls.__qualname__}"
 
 
-def _run_forward(cls, ctx: _Context, args):
+def _separate_setup(cls) -> bool:
+    """Whether cls's forward takes no ctx (a setup_context of its own)."""
     import torch
-    if cls.setup_context is not torch.autograd.Function.setup_context:
-        out = cls.forward(*args)  # forward(*args) with a setup_context
+    return cls.setup_context is not torch.autograd.Function.setup_context
+
+
+def _positional(cls, args, kwargs) -> tuple:
+    """apply's arguments as forward's positional ones, keywords and
+    defaults bound as torch binds them."""
+    import inspect
+    separate = _separate_setup(cls)
+    bound = inspect.signature(cls.forward).bind(
+        *(() if separate else (None,)), *args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args[0 if separate else 1:])
+
+
+def _run_forward(cls, ctx: _Context, args):
+    if _separate_setup(cls):
+        out = cls.forward(*args)
         cls.setup_context(ctx, args, out)
         return out
     return cls.forward(ctx, *args)
@@ -139,9 +155,9 @@ def recording(calls: List[Call]):
     original = function.__dict__["apply"]
 
     def apply(cls, *args, **kwargs):
-        if cls.__module__.startswith("torch.") or kwargs:
+        if cls.__module__.startswith("torch."):
             return original.__get__(None, cls)(*args, **kwargs)
-        return _applied(calls, cls, args)
+        return _applied(calls, cls, _positional(cls, args, kwargs))
 
     function.apply = classmethod(apply)
     try:
