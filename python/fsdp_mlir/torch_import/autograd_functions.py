@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Tuple
 
 _MARKER = None  # the marker op, registered on first use (torch imported lazily)
 
@@ -73,11 +73,12 @@ class Call:
     cls: type
     ctx: _Context
     args: tuple
-    inputs: List[int]  # the positions of `args` that are float tensors
+    # The positions of `args` that are float tensors: torch's Function
+    # gives a gradient to those only (not to tensors in a list argument).
+    inputs: List[int]
     outputs: List[object]  # the forward's tensor outputs, marked or not
     marked: List[int]  # the positions in `outputs` of the float ones
     saved_attrs: List[str] = field(default_factory=list)  # ctx.x = tensor
-    problem: Optional[str] = None  # why the import cannot take it
 
     def saved(self) -> list:
         """The tensors the backward reads: those ctx.save_for_backward
@@ -129,11 +130,6 @@ def _applied(calls: List[Call], cls, args):
                 outputs, marked)
     call.saved_attrs = [k for k, v in vars(ctx).items()
                         if isinstance(v, torch.Tensor)]
-    if any(isinstance(a, (list, tuple, dict)) and any(
-            isinstance(e, torch.Tensor) for e in (
-                a.values() if isinstance(a, dict) else a)) for a in args):
-        call.problem = "tensors passed in a container (their gradients " \
-                       "are not traced)"
     calls.append(call)
     if not marked:  # nothing to differentiate
         return out

@@ -420,9 +420,6 @@ class _Translator:
         backward (autograd_functions.py): nn.custom_vjp, whose region is
         that backward translated as the forward's ops are."""
         call = self.imp.functions[key]
-        if call.problem:
-            raise _Unsupported(f"torch.autograd.Function {call.name}: "
-                               f"{call.problem}")
         try:
             exported, given = autograd_functions.backward_program(call)
             backward = self.imp.torch.export.unflatten(
