@@ -516,3 +516,45 @@ def test_pretrained_weights_of_another_model_are_one_error(tmp_path):
     unexpected = message[message.index("; unexpected "):]
     assert "model.embed_tokens.weight" in unexpected, message
     assert " more" in unexpected, message  # long lists are cut
+
+
+def _checkpointed_gpt2():
+    torch.manual_seed(0)
+    model = gpt2()
+    model.activation_checkpointing_enable()  # gradient_checkpointing_ before v5
+    model.train()
+    return HFLoss(model, "input_ids")
+
+
+def _is_block(path, module):
+    return type(module).__name__ == "GPT2Block"
+
+
+def test_activation_checkpointing_enable_checkpoints_the_units(tmp_path):
+    """transformers' activation_checkpointing_enable() on blocks that are
+    FSDP units: they recompute their forward in the backward, as torch's
+    checkpointed layers do (torch.export alone would trace through the
+    checkpoint), and train as torch does."""
+    module = _checkpointed_gpt2()
+    data = causal_lm_data(np.random.default_rng(3))
+    example = [torch.from_numpy(d[:PER_RANK]) for d in data]
+    model = from_torch(module, example, name="gpt2_checkpointed",
+                       auto_wrap_policy=_is_block)
+    assert str(model).count("activation_checkpointing = true") == 2
+    got, _ = train_imported(tmp_path, module, model, data, 2, "adamw")
+    want = torch_losses(module, data, 2, "adamw")
+    assert max(abs(a - b) for a, b in zip(got, want)) <= LOSS_ATOL, \
+        (got, want)
+
+
+def test_gradient_checkpointing_on_layers_that_are_not_units_warns():
+    """Checkpointing applies to units: checkpointed layers that are not
+    units are said, not silently left holding their activations."""
+    module = _checkpointed_gpt2()
+    data = causal_lm_data(np.random.default_rng(3))
+    example = [torch.from_numpy(d[:PER_RANK]) for d in data]
+    with pytest.warns(UserWarning, match=r"gradient checkpointing is enabled "
+                      r"on 2 layers, but 2 of them \('m\.transformer\.h\.0', "
+                      r"\.\.\.\) are no FSDP unit"):
+        model = from_torch(module, example)
+    assert "activation_checkpointing" not in str(model)

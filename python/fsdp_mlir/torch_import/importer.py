@@ -72,7 +72,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..ir import Forward, Init, Model, Module, TensorType, Value
 from .ignored import ignored_roots, mark_ignored
-from .wrap_policy import mark_checkpointed, mark_units
+from .wrap_policy import (hf_gradient_checkpointing, mark_checkpointed,
+                          mark_units)
 from . import autograd_functions
 from .assertions import checked_id_bound
 from .common import (_FLOATS, UnsupportedModelError, _frames, _is_tensor,
@@ -965,7 +966,9 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
     `apply_activation_checkpointing`'s `check_fn(module)`: the units it
     picks recompute their forward in the backward, only its cheap ops
     where it returns "selective" (the matmuls' and attention's results
-    kept). Raises
+    kept); without it, the layers transformers'
+    `activation_checkpointing_enable()` set to checkpoint do, when they are
+    units (else a warning says they are not). Raises
     UnsupportedModelError listing every construct it cannot translate."""
     import torch
     functions: List[autograd_functions.Call] = []
@@ -1005,6 +1008,9 @@ def from_torch(module, example_inputs: Sequence, *, name: Optional[str] = None,
         ignored_grad_sync)
     if auto_wrap_policy is not None:
         mark_units(imp.modules, module, auto_wrap_policy, skipped)
+    if activation_checkpointing is None:
+        activation_checkpointing = hf_gradient_checkpointing(imp.modules,
+                                                             module)
     if activation_checkpointing is not None:
         mark_checkpointed(imp.modules, module, activation_checkpointing)
     model_name = name or type(module).__name__.lower()

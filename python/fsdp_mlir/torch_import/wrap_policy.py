@@ -39,6 +39,8 @@ next unit). Any other setting is an error naming it and the module.
 from __future__ import annotations
 
 import inspect
+import sys
+import warnings
 from typing import Any, Callable, Dict, Optional
 
 from .common import UnsupportedModelError
@@ -234,3 +236,36 @@ def mark_checkpointed(modules, root, check_fn: Callable) -> None:
             _checkpointing(picked, f"check_fn gives '{path}' ")
         ir.activation_checkpointing = (
             "selective" if picked == "selective" else True)
+
+
+def hf_gradient_checkpointing(modules, root) -> Optional[Callable]:
+    """transformers' `activation_checkpointing_enable()` (named
+    `gradient_checkpointing_enable()` before v5) as activation
+    checkpointing: the check_fn picking the layers it set to checkpoint
+    (GradientCheckpointingLayers with `gradient_checkpointing` on, in
+    training mode), when each is an FSDP unit here; else None. torch.export
+    traces through torch.utils.checkpoint, so without this those layers
+    would keep their activations for the backward; where one is not a unit
+    a warning says so and nothing is checkpointed."""
+    layers = sys.modules.get("transformers.modeling_layers")
+    if layers is None:  # no transformers model was built
+        return None
+    picked = {path: m for path, m in root.named_modules()
+              if path and isinstance(m, layers.GradientCheckpointingLayer)
+              and m.gradient_checkpointing and m.training}
+    loose = [path for path in picked
+             if path not in modules or not modules[path].unit
+             or modules[path].ignored]
+    if loose:
+        kind = type(picked[loose[0]]).__name__
+        warnings.warn(
+            f"gradient checkpointing is enabled on {len(picked)} layers, "
+            f"but {len(loose)} of them ('{loose[0]}', ...) are no FSDP unit: "
+            "checkpointing applies to units, so none is checkpointed; wrap "
+            f"them (auto_wrap_policy picking {kind}) or pass "
+            "activation_checkpointing=", stacklevel=3)
+        return None
+    if not picked:
+        return None
+    chosen = {id(m) for m in picked.values()}
+    return lambda module: id(module) in chosen
