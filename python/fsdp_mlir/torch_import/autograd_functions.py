@@ -13,7 +13,7 @@ backward's the inputs' gradients, as torch runs them.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, List, Tuple
 
 _MARKER = None  # the marker op, registered on first use (torch imported lazily)
@@ -78,7 +78,7 @@ class Call:
     inputs: List[int]
     outputs: List[object]  # the forward's tensor outputs, marked or not
     marked: List[int]  # the positions in `outputs` of the float ones
-    saved_attrs: List[str] = field(default_factory=list)  # ctx.x = tensor
+    saved_attrs: List[str]  # ctx.x = tensor
 
     def saved(self) -> list:
         """The tensors the backward reads: those ctx.save_for_backward
@@ -127,9 +127,8 @@ def _applied(calls: List[Call], cls, args):
     marked = [i for i, o in enumerate(outputs) if _is_float_tensor(o)]
     call = Call(cls, ctx, args,
                 [i for i, a in enumerate(args) if _is_float_tensor(a)],
-                outputs, marked)
-    call.saved_attrs = [k for k, v in vars(ctx).items()
-                        if isinstance(v, torch.Tensor)]
+                outputs, marked, [k for k, v in vars(ctx).items()
+                                  if isinstance(v, torch.Tensor)])
     calls.append(call)
     if not marked:  # nothing to differentiate
         return out

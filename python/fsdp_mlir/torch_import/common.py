@@ -26,14 +26,18 @@ class UnsupportedModelError(ValueError):
     every occurrence."""
 
 
+# A stack frame of the importer's own files (the autograd.Function apply
+# it stands in for), which is not the user's line.
+_OWN_FRAME = f'File "{os.path.dirname(os.path.abspath(__file__))}{os.sep}'
+
+
 def _frames(node) -> List[str]:
     """The 'File' lines of the node's stack trace, outermost first, but
-    the importer's own (the autograd.Function apply it stands in for)."""
+    the importer's own."""
     trace = node.meta.get("stack_trace") or ""
-    own = os.path.dirname(os.path.abspath(__file__))
     return [line.strip() for line in trace.splitlines()
             if line.strip().startswith("File ")
-            and not line.strip().startswith(f'File "{own}{os.sep}')]
+            and not line.strip().startswith(_OWN_FRAME)]
 
 
 def _source_line(node) -> str:

@@ -253,6 +253,8 @@ def hf_gradient_checkpointing(modules, root) -> Optional[Callable]:
     picked = {path: m for path, m in root.named_modules()
               if path and isinstance(m, layers.GradientCheckpointingLayer)
               and m.gradient_checkpointing and m.training}
+    if not picked:
+        return None
     loose = [path for path in picked
              if path not in modules or not modules[path].unit
              or modules[path].ignored]
@@ -264,8 +266,6 @@ def hf_gradient_checkpointing(modules, root) -> Optional[Callable]:
             "checkpointing applies to units, so none is checkpointed; wrap "
             f"them (auto_wrap_policy picking {kind}) or pass "
             "activation_checkpointing=", stacklevel=3)
-        return None
-    if not picked:
         return None
     chosen = {id(m) for m in picked.values()}
     return lambda module: id(module) in chosen

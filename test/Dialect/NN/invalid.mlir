@@ -1132,3 +1132,15 @@ func.func @custom_vjp_reads_outside(%x: tensor<8xf32>) {
   }
   return
 }
+
+// -----
+
+func.func @custom_vjp_integer_output(%ids: tensor<8xi64>, %x: tensor<8xf32>) {
+  // expected-error @+1 {{operand #0 must be variadic of statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = nn.custom_vjp %ids inputs(%x : tensor<8xf32>) : tensor<8xi64> {
+  ^bb0(%dy: tensor<8xi64>):
+    %z = arith.constant dense<0.0> : tensor<8xf32>
+    nn.yield %z : tensor<8xf32>
+  }
+  return
+}

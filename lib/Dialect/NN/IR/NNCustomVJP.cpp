@@ -1,14 +1,14 @@
 //===- NNCustomVJP.cpp - a hand-written backward as the VJP ---------------===//
 //
-// nn.custom_vjp (NNCustomVJPOps.td): its result types, the checks of its
-// backward region, and its VJP, which is that region inlined.
+// nn.custom_vjp (NNCustomVJPOps.td): its result types and the checks of
+// its backward region; its VJP, that region inlined, is in
+// NNDifferentiation.cpp with the others.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
 using namespace mlir::nn;
@@ -35,13 +35,6 @@ bool standsFor(Type declared, Type actual) {
   return d.getElementType() == a.getElementType() ||
          (isa<FloatType>(d.getElementType()) &&
           isa<FloatType>(a.getElementType()));
-}
-
-/// `value` in the element type of `type` (an nn.cast when they differ).
-Value castTo(OpBuilder &b, Location loc, Value value, Type type) {
-  if (value.getType() == type)
-    return value;
-  return CastOp::create(b, loc, type, value);
 }
 
 } // namespace
@@ -80,46 +73,4 @@ LogicalResult CustomVJPOp::verifyRegions() {
     return WalkResult::advance();
   });
   return failure(nested.wasInterrupted());
-}
-
-// Only the inputs get a cotangent: the ops computing `outputs` are not
-// differentiated, and the saved tensors are what the backward reads.
-bool CustomVJPOp::isDifferentiableOperand(unsigned index) {
-  auto [start, size] = getODSOperandIndexAndLength(1);
-  return index >= start && index < start + size;
-}
-
-FailureOr<SmallVector<Value>> CustomVJPOp::buildVJP(OpBuilder &b,
-                                                    ValueRange cotangents) {
-  SmallVector<Value> operandCotangents(getNumOperands());
-  if (llvm::all_of(cotangents, [](Value c) { return !c; }))
-    return operandCotangents;
-  Location loc = getLoc();
-  Block &body = getBackward().front();
-  IRMapping mapping;
-  unsigned numSaved = getSaved().size();
-  for (auto [arg, saved] :
-       llvm::zip(body.getArguments().take_front(numSaved), getSaved()))
-    mapping.map(arg, castTo(b, loc, saved, arg.getType()));
-  for (auto [arg, result, cotangent] :
-       llvm::zip(body.getArguments().drop_front(numSaved), getResults(),
-                 cotangents)) {
-    // torch hands the backward zeros for an output that reaches no loss.
-    Value given = cotangent;
-    if (!given) {
-      auto type = cast<RankedTensorType>(result.getType());
-      given = arith::ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
-    }
-    mapping.map(arg, castTo(b, loc, given, arg.getType()));
-  }
-  for (Operation &op : body.without_terminator())
-    b.clone(op, mapping);
-  auto yield = cast<YieldOp>(body.getTerminator());
-  unsigned first = getODSOperandIndexAndLength(1).first;
-  for (auto [i, input] : llvm::enumerate(getInputs()))
-    operandCotangents[first + i] =
-        castTo(b, loc, mapping.lookup(yield.getValues()[i]), input.getType());
-  return operandCotangents;
 }

@@ -10,6 +10,7 @@
 #include "fsdp/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
 using namespace mlir::nn;
@@ -277,6 +278,50 @@ FailureOr<SmallVector<Value>> IdRangeOp::buildVJP(OpBuilder &, ValueRange) {
 FailureOr<SmallVector<Value>> StopGradientOp::buildVJP(OpBuilder &,
                                                        ValueRange) {
   return SmallVector<Value>{Value()};
+}
+
+// Only the inputs get a cotangent: the ops computing `outputs` are not
+// differentiated, and the saved tensors are what the backward reads.
+bool CustomVJPOp::isDifferentiableOperand(unsigned index) {
+  auto [start, size] = getODSOperandIndexAndLength(1);
+  return index >= start && index < start + size;
+}
+
+/// `value` in the element type of `type` (an nn.cast when they differ):
+/// the region keeps the dtypes it declares under mixed precision.
+static Value castTo(OpBuilder &b, Location loc, Value value, Type type) {
+  if (value.getType() == type)
+    return value;
+  return CastOp::create(b, loc, type, value);
+}
+
+FailureOr<SmallVector<Value>> CustomVJPOp::buildVJP(OpBuilder &b,
+                                                    ValueRange cotangents) {
+  SmallVector<Value> operandCotangents(getNumOperands());
+  if (llvm::all_of(cotangents, [](Value c) { return !c; }))
+    return operandCotangents;
+  Location loc = getLoc();
+  Block &body = getBackward().front();
+  IRMapping mapping;
+  unsigned numSaved = getSaved().size();
+  for (auto [arg, saved] :
+       llvm::zip(body.getArguments().take_front(numSaved), getSaved()))
+    mapping.map(arg, castTo(b, loc, saved, arg.getType()));
+  for (auto [arg, result, cotangent] :
+       llvm::zip(body.getArguments().drop_front(numSaved), getResults(),
+                 cotangents)) {
+    // torch hands the backward zeros for an output that reaches no loss.
+    Value given = cotangent ? cotangent : zerosOf(b, loc, typeOf(result));
+    mapping.map(arg, castTo(b, loc, given, arg.getType()));
+  }
+  for (Operation &op : body.without_terminator())
+    b.clone(op, mapping);
+  auto yield = cast<YieldOp>(body.getTerminator());
+  unsigned first = getODSOperandIndexAndLength(1).first;
+  for (auto [i, input] : llvm::enumerate(getInputs()))
+    operandCotangents[first + i] =
+        castTo(b, loc, mapping.lookup(yield.getValues()[i]), input.getType());
+  return operandCotangents;
 }
 
 /// The VJP of a pointwise math op: one nn.unary_grad of its function.

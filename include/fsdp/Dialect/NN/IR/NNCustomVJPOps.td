@@ -19,7 +19,7 @@ def NN_CustomVJPOp : NN_PureOp<"custom_vjp", [IsolatedFromAbove,
   let summary = "values whose gradient a hand-written backward gives "
                 "(torch.autograd.Function)";
   let description = [{
-    The results are `outputs`, the values a torch.autograd.Function's
+    The results are `outputs`, the float values a torch.autograd.Function's
     forward computed from `inputs`; the gradient does not flow back through
     the ops computing `outputs` but through `backward`, as torch calls the
     Function's `backward(ctx, *grad_outputs)`. The region's block arguments
@@ -43,10 +43,10 @@ def NN_CustomVJPOp : NN_PureOp<"custom_vjp", [IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins Variadic<NN_AnyTensor>:$outputs,
+  let arguments = (ins Variadic<NN_FloatTensor>:$outputs,
                        Variadic<NN_FloatTensor>:$inputs,
                        Variadic<NN_AnyTensor>:$saved);
-  let results = (outs Variadic<NN_AnyTensor>:$results);
+  let results = (outs Variadic<NN_FloatTensor>:$results);
   let regions = (region SizedRegion<1>:$backward);
   let assemblyFormat = [{
     $outputs (`inputs` `(` $inputs^ `:` type($inputs) `)`)?
